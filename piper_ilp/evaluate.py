@@ -1,0 +1,220 @@
+"""The independent plan evaluator: validity (cost model sec. 2) and TPS (sec. 3).
+
+Every solver's answer passes through :func:`evaluate` before it is returned, as in
+Piper's reference implementation (``getTPSForResult``). It shares no code with the
+solvers beyond the formulas of :mod:`piper_ilp.cost`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from piper_ilp.cost import StageCost, memory_fits, microbatches_in_flight, stage_cost, stage_memory
+from piper_ilp.instance import Instance, Option
+from piper_ilp.plan import Plan
+
+__all__ = ["Violation", "StageReport", "Evaluation", "evaluate"]
+
+RULES = {
+    1: "every node in exactly one stage, no empty stage",
+    2: "every edge goes forward (stage(u) <= stage(v))",
+    3: "d >= 1 dividing N, t >= 1",
+    4: "every node names one of its options under the stage's t",
+    5: "sum of d <= N and sum of t*d <= K",
+    6: "memory sum(a*y + b) <= M",
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A broken rule of sec. 2: ``rule`` 1-6, the ``stage`` index and ``node`` id where it
+    applies (None when it concerns the whole plan), and a readable ``message``."""
+
+    rule: int
+    message: str
+    stage: int | None = None
+    node: int | None = None
+
+    def __str__(self) -> str:
+        where = []
+        if self.stage is not None:
+            where.append(f"stage {self.stage}")
+        if self.node is not None:
+            where.append(f"node {self.node}")
+        loc = f" ({', '.join(where)})" if where else ""
+        return f"rule {self.rule}{loc}: {self.message}"
+
+
+@dataclass(frozen=True)
+class StageReport:
+    """One stage's numbers: suffix sum ``s``, ``y`` = ceil(s / d), memory used and the
+    limit, and the TPS split into parts (``cost``; None when its options do not resolve)."""
+
+    index: int
+    nodes: tuple[int, ...]
+    d: int
+    t: int
+    s: int
+    y: int
+    memory: float | None
+    memory_limit: float
+    cost: StageCost | None
+
+
+@dataclass
+class Evaluation:
+    """The evaluator's verdict. ``tps`` is the plan's TPS (max over stages) when the plan
+    is valid, else None; ``violations`` lists every broken rule."""
+
+    stages: list[StageReport]
+    violations: list[Violation] = field(default_factory=list)
+    devices: int = 0
+    sum_d: int = 0
+
+    @property
+    def valid(self) -> bool:
+        return not self.violations
+
+    @property
+    def tps(self) -> float | None:
+        if self.violations or not self.stages:
+            return None
+        return max(r.cost.tps for r in self.stages)
+
+    @property
+    def bottleneck(self) -> int | None:
+        """Index of the stage with the largest TPS (the first such), when valid."""
+        if self.tps is None:
+            return None
+        return max(range(len(self.stages)), key=lambda i: (self.stages[i].cost.tps, -i))
+
+
+def evaluate(instance: Instance, plan: Plan) -> Evaluation:
+    """Check a plan against an instance and compute its TPS.
+
+    Parameters
+    ----------
+    instance : Instance
+    plan : Plan
+
+    Returns
+    -------
+    Evaluation
+        Per-stage reports, and every violated rule of sec. 2 (empty when valid).
+
+    Examples
+    --------
+    >>> from piper_ilp.instance import instance_from_dict
+    >>> from piper_ilp.plan import plan_from_dict
+    >>> opt = {"id": "v", "timePerSample": 2.0, "parameterSize": 0, "memoryUsageA": 1,
+    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
+    >>> inst = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1,
+    ...     "mbsInBatch": 2, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> ev = evaluate(inst, plan_from_dict({"stages": [{"nodes": [0], "dataParallelDegree": 2,
+    ...     "tensorParallelDegree": 1, "TMPCids": {"0": "v"}}]}))
+    >>> ev.valid, ev.tps
+    (True, 1.0)
+    """
+    V: list[Violation] = []
+    K, N, M = instance.K, instance.N, instance.M
+    stages = plan.stages
+    if not stages:
+        V.append(Violation(1, "the plan has no stages"))
+
+    # rule 1: a partition of the nodes into non-empty stages
+    where: dict[int, int] = {}
+    for i, st in enumerate(stages):
+        if not st.nodes:
+            V.append(Violation(1, "stage is empty", stage=i))
+        for v in st.nodes:
+            if v not in instance.node:
+                V.append(Violation(1, f"node {v} is not in the instance", stage=i, node=v))
+            elif v in where:
+                V.append(Violation(1, f"node {v} is in stage {where[v]} and again in stage {i}", stage=i, node=v))
+            else:
+                where[v] = i
+    for v in instance.node_ids:
+        if v not in where:
+            V.append(Violation(1, f"node {v} is in no stage", node=v))
+
+    # rule 2: edges go forward
+    for e in instance.edges:
+        if e.src in where and e.dst in where and where[e.src] > where[e.dst]:
+            V.append(
+                Violation(
+                    2,
+                    f"edge {e.src}->{e.dst} goes backward: node {e.src} in stage {where[e.src]}, "
+                    f"node {e.dst} in stage {where[e.dst]}",
+                    stage=where[e.dst],
+                    node=e.dst,
+                )
+            )
+
+    # rule 3: degrees
+    degrees_ok = True
+    for i, st in enumerate(stages):
+        if st.d < 1 or N % st.d != 0:
+            V.append(Violation(3, f"d = {st.d} must be >= 1 and divide N = {N}", stage=i))
+            degrees_ok = degrees_ok and st.d >= 1
+        if st.t < 1:
+            V.append(Violation(3, f"t = {st.t} must be >= 1", stage=i))
+
+    # rule 4: options exist under the stage's t
+    chosen: list[dict[int, Option] | None] = []
+    for i, st in enumerate(stages):
+        opts: dict[int, Option] | None = {}
+        for v in st.nodes:
+            if v not in instance.node:
+                opts = None
+                continue
+            node = instance.node[v]
+            if v not in st.options:
+                V.append(Violation(4, f"node {v} has no entry in TMPCids", stage=i, node=v))
+                opts = None
+                continue
+            oid = st.options[v]
+            opt = node.option(st.t, oid)
+            if opt is None:
+                have = [o.id for o in node.options.get(st.t, ())]
+                offer = f"its options for t = {st.t} are {have}" if have else f"it has no option for t = {st.t}"
+                V.append(Violation(4, f"node {v} has no option {oid!r} for t = {st.t}; {offer}", stage=i, node=v))
+                opts = None
+            elif opts is not None:
+                opts[v] = opt
+        for v in st.options:
+            if v not in st.nodes:
+                V.append(Violation(4, f"TMPCids names node {v}, which is not in this stage", stage=i, node=v))
+        chosen.append(opts)
+
+    # rule 5: device and microbatch budgets
+    sum_d = sum(st.d for st in stages)
+    devices = sum(st.t * st.d for st in stages)
+    if sum_d > N:
+        V.append(Violation(5, f"sum of d = {sum_d} exceeds N = {N}"))
+    if devices > K:
+        V.append(Violation(5, f"sum of t*d = {devices} exceeds K = {K}"))
+
+    # rule 6 and the costs
+    reports: list[StageReport] = []
+    s = 0
+    suffix = [0] * len(stages)
+    for i in range(len(stages) - 1, -1, -1):
+        s += max(stages[i].d, 0)
+        suffix[i] = s
+    for i, st in enumerate(stages):
+        opts = chosen[i]
+        if st.d >= 1:
+            y = microbatches_in_flight(suffix[i], st.d)
+        else:
+            y = 0
+        memory = cost = None
+        if opts is not None and st.d >= 1:
+            memory = stage_memory(st.nodes, opts, y)
+            cost = stage_cost(instance, st.nodes, st.d, opts)
+            if not memory_fits(memory, M):
+                V.append(
+                    Violation(6, f"memory {memory:.6g} bytes with y = {y} exceeds M = {M:.6g}", stage=i)
+                )
+        reports.append(StageReport(i, tuple(st.nodes), st.d, st.t, suffix[i], y, memory, M, cost))
+
+    return Evaluation(stages=reports, violations=V, devices=devices, sum_d=sum_d)

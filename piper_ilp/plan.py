@@ -1,0 +1,131 @@
+"""Plans: the pipeline stages with their degrees and option choices (cost model sec. 2).
+
+A plan is read in either ``TMPCids`` form (an object ``{"node": "option"}`` or the
+original C++ tool's list of ``[node, option]`` pairs) and written in the object form.
+Reading checks only the shape; whether a plan is *valid* for an instance is the
+evaluator's question (:func:`piper_ilp.evaluate.evaluate`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from piper_ilp.errors import InputError
+from piper_ilp.instance import _describe, _is_int, _read_json
+
+__all__ = ["Stage", "Plan", "load_plan", "plan_from_dict", "plan_to_dict", "save_plan"]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline stage: its node ids, data-parallel degree ``d``, tensor-parallel
+    degree ``t`` and the option id chosen for each of its nodes."""
+
+    nodes: tuple[int, ...]
+    d: int
+    t: int
+    options: Mapping[int, str]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Stages in pipeline order (stage 0 holds the model's inputs)."""
+
+    stages: tuple[Stage, ...]
+
+    @property
+    def devices(self) -> int:
+        """sum over stages of t * d."""
+        return sum(s.t * s.d for s in self.stages)
+
+    @property
+    def sum_d(self) -> int:
+        """sum over stages of d."""
+        return sum(s.d for s in self.stages)
+
+
+def plan_from_dict(data: Any, source: str = "<plan>") -> Plan:
+    """Build a :class:`Plan` from parsed JSON, checking its shape only.
+
+    Raises
+    ------
+    InputError
+        When the JSON does not have the plan format's shape (missing fields, wrong types).
+    """
+
+    def fail(where: str, msg: str):
+        raise InputError(f"{source}: {where}: {msg}")
+
+    if not isinstance(data, dict) or "stages" not in data:
+        fail("top level", "expected an object with a 'stages' array")
+    raw = data["stages"]
+    if not isinstance(raw, list):
+        fail("stages", f"expected an array, got {_describe(raw)}")
+    stages = []
+    for i, rs in enumerate(raw):
+        where = f"stages[{i}]"
+        if not isinstance(rs, dict):
+            fail(where, f"expected an object, got {_describe(rs)}")
+        for key in ("nodes", "dataParallelDegree", "tensorParallelDegree", "TMPCids"):
+            if key not in rs:
+                fail(where, f"missing field '{key}'")
+        nodes = rs["nodes"]
+        if not isinstance(nodes, list) or not all(_is_int(x) for x in nodes):
+            fail(f"{where}.nodes", "expected an array of integer node ids")
+        for key in ("dataParallelDegree", "tensorParallelDegree"):
+            if not _is_int(rs[key]):
+                fail(f"{where}.{key}", f"expected an integer, got {_describe(rs[key])}")
+        tm = rs["TMPCids"]
+        options: dict[int, str] = {}
+        if isinstance(tm, dict):
+            items = list(tm.items())
+        elif isinstance(tm, list):
+            items = []
+            for pair in tm:
+                if not (isinstance(pair, list) and len(pair) == 2):
+                    fail(f"{where}.TMPCids", "list form needs [nodeId, optionId] pairs")
+                items.append((pair[0], pair[1]))
+        else:
+            fail(f"{where}.TMPCids", f"expected an object or a list of pairs, got {_describe(tm)}")
+        for k, v in items:
+            try:
+                nid = int(k) if isinstance(k, str) else k
+            except ValueError:
+                nid = None
+            if not _is_int(nid):
+                fail(f"{where}.TMPCids", f"key {k!r} is not a node id")
+            if not isinstance(v, str):
+                fail(f"{where}.TMPCids", f"option for node {nid} must be a string, got {_describe(v)}")
+            if nid in options:
+                fail(f"{where}.TMPCids", f"two entries for node {nid}")
+            options[nid] = v
+        stages.append(Stage(tuple(nodes), rs["dataParallelDegree"], rs["tensorParallelDegree"], options))
+    return Plan(tuple(stages))
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read a plan JSON file (either ``TMPCids`` form). Raises InputError on a bad shape."""
+    return plan_from_dict(_read_json(path), source=str(path))
+
+
+def plan_to_dict(plan: Plan) -> dict:
+    """The plan in the object form of sec. 2."""
+    return {
+        "stages": [
+            {
+                "nodes": list(s.nodes),
+                "dataParallelDegree": s.d,
+                "tensorParallelDegree": s.t,
+                "TMPCids": {str(v): s.options[v] for v in s.nodes if v in s.options},
+            }
+            for s in plan.stages
+        ]
+    }
+
+
+def save_plan(plan: Plan, path: str | Path) -> None:
+    """Write the plan in the object form."""
+    Path(path).write_text(json.dumps(plan_to_dict(plan), indent=1) + "\n", encoding="utf-8")

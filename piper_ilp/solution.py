@@ -1,0 +1,197 @@
+"""What every solver takes and returns: restrictions, one status enum, one Solution.
+
+Every method (the DP, each MILP backend, the exhaustive oracle) returns a
+:class:`Solution` whose plan has been re-checked by the independent evaluator through
+:func:`checked_solution`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from piper_ilp.cost import close
+from piper_ilp.errors import InternalError
+from piper_ilp.evaluate import evaluate
+from piper_ilp.instance import Instance
+from piper_ilp.plan import Plan, plan_to_dict
+
+__all__ = ["Status", "Restrictions", "Solution", "checked_solution", "divisors"]
+
+RECOMPUTE_OPTION = "activation recomp"
+
+
+class Status(str, enum.Enum):
+    """The one set of statuses that every backend's outcome maps to.
+
+    OPTIMAL: a plan proven optimal. FEASIBLE: a plan, optimality not proven (time limit,
+    or a heuristic such as Piper's greedy option choice). INFEASIBLE: proven that no
+    valid plan exists. UNKNOWN: stopped with no plan and no proof.
+    """
+
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"
+    INFEASIBLE = "infeasible"
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of n, ascending."""
+    small = [k for k in range(1, int(n**0.5) + 1) if n % k == 0]
+    return sorted(set(small + [n // k for k in small]))
+
+
+@dataclass(frozen=True)
+class Restrictions:
+    """The paper's ablations and caps, shared by every solver.
+
+    ``max_d`` (1 = no data parallelism), ``max_t`` (1 = no tensor parallelism),
+    ``exclude_options`` (option ids made unavailable; ``"activation recomp"`` = no
+    recomputation).
+    """
+
+    max_d: int | None = None
+    max_t: int | None = None
+    exclude_options: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_flags(
+        cls,
+        no_data_parallel: bool = False,
+        no_tensor_parallel: bool = False,
+        no_recompute: bool = False,
+        exclude_options: tuple[str, ...] | list[str] = (),
+        max_d: int | None = None,
+        max_t: int | None = None,
+    ) -> "Restrictions":
+        ex = set(exclude_options)
+        if no_recompute:
+            ex.add(RECOMPUTE_OPTION)
+        if no_data_parallel:
+            max_d = 1
+        if no_tensor_parallel:
+            max_t = 1
+        return cls(max_d=max_d, max_t=max_t, exclude_options=frozenset(ex))
+
+    def apply(self, instance: Instance) -> Instance:
+        """The instance with excluded options and t above ``max_t`` removed."""
+        if self.max_t is None and not self.exclude_options:
+            return instance
+        return instance.with_options(
+            lambda node, t, opt: (self.max_t is None or t <= self.max_t) and opt.id not in self.exclude_options
+        )
+
+    def d_values(self, instance: Instance) -> list[int]:
+        """Allowed data-parallel degrees: divisors of N, at most K and ``max_d``."""
+        cap = min(instance.N, instance.K, self.max_d or instance.N)
+        return [d for d in divisors(instance.N) if d <= cap]
+
+    def to_dict(self) -> dict:
+        return {
+            "max_d": self.max_d,
+            "max_t": self.max_t,
+            "exclude_options": sorted(self.exclude_options),
+        }
+
+
+@dataclass
+class Solution:
+    """A solver's answer.
+
+    ``tps`` is the evaluator's TPS of ``plan``; ``objective`` the solver's own value
+    (for a MILP, in its scaled arithmetic); ``bound`` a proven lower bound on the
+    optimum where the method has one; ``seconds`` the wall time; ``info`` holds
+    method-specific facts (model size, scaling error, counts, why infeasible).
+    """
+
+    method: str
+    status: Status
+    plan: Plan | None = None
+    tps: float | None = None
+    objective: float | None = None
+    bound: float | None = None
+    seconds: float = 0.0
+    message: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float | None:
+        """Relative gap (tps - bound) / tps, when both are known."""
+        if self.tps is None or self.bound is None:
+            return None
+        if self.tps == 0:
+            return 0.0
+        return max(0.0, (self.tps - self.bound) / self.tps)
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict: method, status, tps, objective, bound, gap, plan, devices,
+        sum_d, seconds, message and info."""
+        return {
+            "method": self.method,
+            "status": self.status.value,
+            "tps": self.tps,
+            "objective": self.objective,
+            "bound": self.bound,
+            "gap": self.gap,
+            "devices": self.plan.devices if self.plan else None,
+            "sum_d": self.plan.sum_d if self.plan else None,
+            "stages": len(self.plan.stages) if self.plan else None,
+            "seconds": self.seconds,
+            "message": self.message,
+            "plan": plan_to_dict(self.plan) if self.plan else None,
+            "info": self.info,
+        }
+
+
+def checked_solution(
+    instance: Instance,
+    solution: Solution,
+    tolerance: float = 1e-9,
+    absolute: float = 0.0,
+    restrictions: Restrictions | None = None,
+) -> Solution:
+    """Pass a solver's plan through the evaluator and fill in ``solution.tps``.
+
+    The plan must be valid, obey ``restrictions``, and its TPS must agree with the
+    solver's ``objective`` to relative ``tolerance`` (or within ``absolute``, for a
+    backend with a stated scaling error).
+
+    Raises
+    ------
+    InternalError
+        When the plan is invalid or the values disagree: a bug in the solver.
+    """
+    if solution.plan is None:
+        if solution.status in (Status.OPTIMAL, Status.FEASIBLE):
+            raise InternalError(f"{solution.method}: status {solution.status} but no plan")
+        return solution
+    ev = evaluate(instance, solution.plan)
+    if not ev.valid:
+        raise InternalError(
+            f"{solution.method} returned a plan that the evaluator rejects: {ev.violations[0]}"
+            + (f" (and {len(ev.violations) - 1} more)" if len(ev.violations) > 1 else "")
+        )
+    if restrictions is not None:
+        allowed_d = set(restrictions.d_values(instance))
+        for i, st in enumerate(solution.plan.stages):
+            bad = (
+                st.d not in allowed_d
+                or (restrictions.max_t is not None and st.t > restrictions.max_t)
+                or any(st.options[v] in restrictions.exclude_options for v in st.nodes)
+            )
+            if bad:
+                raise InternalError(f"{solution.method}: stage {i} of its plan breaks the restrictions {restrictions.to_dict()}")
+    tps = ev.tps
+    if solution.objective is not None:
+        ok = close(tps, solution.objective, tolerance) or abs(tps - solution.objective) <= absolute
+        if not ok:
+            raise InternalError(
+                f"{solution.method}: its value {solution.objective!r} and the evaluator's TPS {tps!r} "
+                f"for its plan differ by more than the stated tolerance (rel {tolerance:g}, abs {absolute:g})"
+            )
+    solution.tps = tps
+    return solution
