@@ -1,0 +1,43 @@
+"""The ``piper-ilp`` command line: a thin layer over the Python API."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="piper-ilp",
+    help="Piper's DNN-parallelization planner: an optimized DP checked against an exact MILP (CP-SAT, CBC).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Plan pipeline, data and tensor parallelism for a profiled layer graph (Piper's problem),
+    and cross-check the DP against an exact MILP.
+
+    Exit status: 0 success, 1 an invalid plan / a mismatch / an internal error,
+    2 bad input or usage, 3 inconclusive (verify).
+    """
+
+
+def _register() -> None:
+    from piper_ilp.cli import evaluate_cmd, solve_cmd
+
+    evaluate_cmd.register(app)
+    solve_cmd.register(app)
+    try:
+        from piper_ilp.cli import compare_cmds
+    except ImportError:  # pragma: no cover - only while the module is being written
+        return
+    compare_cmds.register(app)
+
+
+_register()
+
+
+def main() -> None:
+    """Entry point of the ``piper-ilp`` script."""
+    app()

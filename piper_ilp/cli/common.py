@@ -1,0 +1,141 @@
+"""Pieces every CLI command shares: the settings overrides, the restriction flags,
+error handling (exit 2 for bad input or usage, 1 for internal errors) and output."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import sys
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+from rich.console import Console
+
+from piper_ilp.errors import InputError, InternalError
+from piper_ilp.instance import Instance, load_instance, parse_count, parse_size
+from piper_ilp.solution import Restrictions
+
+__all__ = [
+    "DevicesOpt",
+    "MemoryOpt",
+    "BatchOpt",
+    "BandwidthOpt",
+    "NoDataParallelOpt",
+    "NoTensorParallelOpt",
+    "NoRecomputeOpt",
+    "ExcludeOptionOpt",
+    "MaxDOpt",
+    "MaxTOpt",
+    "JsonOpt",
+    "load_with_overrides",
+    "restrictions_from_flags",
+    "cli_errors",
+    "fail",
+    "print_json_line",
+    "json_ready",
+    "stdout",
+    "stderr",
+]
+
+# Off a terminal (pipes, CI logs) rich would assume 80 columns and cut the tables.
+stdout = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
+
+# ---- settings overrides (every command that reads an instance) ----
+DevicesOpt = Annotated[Optional[str], typer.Option("--devices", "-K", help="K, number of devices (overrides maxDevices).", show_default=False)]
+MemoryOpt = Annotated[Optional[str], typer.Option("--memory", "-M", help="M, memory per device: bytes or a unit (8GiB, 80GB).", show_default=False)]
+BatchOpt = Annotated[Optional[str], typer.Option("--batch", "-N", help="N, microbatches per batch (overrides mbsInBatch).", show_default=False)]
+BandwidthOpt = Annotated[Optional[str], typer.Option("--bandwidth", "-B", help="B, bytes/s per device: bytes/s or a unit (25GiB/s).", show_default=False)]
+
+# ---- restrictions (every solver command) ----
+NoDataParallelOpt = Annotated[bool, typer.Option("--no-data-parallel", help="d = 1 in every stage.")]
+NoTensorParallelOpt = Annotated[bool, typer.Option("--no-tensor-parallel", help="t = 1 in every stage.")]
+NoRecomputeOpt = Annotated[bool, typer.Option("--no-recompute", help="Options with id 'activation recomp' are unavailable.")]
+ExcludeOptionOpt = Annotated[Optional[list[str]], typer.Option("--exclude-option", help="Make an option id unavailable (repeatable).", show_default=False)]
+MaxDOpt = Annotated[Optional[int], typer.Option("--max-d", min=1, help="Cap on every stage's data-parallel degree d.", show_default=False)]
+MaxTOpt = Annotated[Optional[int], typer.Option("--max-t", min=1, help="Cap on every stage's tensor-parallel degree t.", show_default=False)]
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output: one JSON object per line.")]
+
+
+def load_with_overrides(
+    path: str,
+    devices: str | None = None,
+    memory: str | None = None,
+    batch: str | None = None,
+    bandwidth: str | None = None,
+    *,
+    warn: bool = True,
+) -> Instance:
+    """Load an instance and apply the command-line settings. Warnings go to stderr."""
+    inst = load_instance(path)
+    inst = inst.with_settings(
+        K=parse_count(devices, "--devices") if devices is not None else None,
+        M=parse_size(memory, "--memory") if memory is not None else None,
+        N=parse_count(batch, "--batch") if batch is not None else None,
+        B=parse_size(bandwidth, "--bandwidth", rate=True) if bandwidth is not None else None,
+    )
+    if warn:
+        for w in inst.warnings:
+            stderr.print(f"warning: {w}", markup=False)
+    return inst
+
+
+def restrictions_from_flags(
+    no_data_parallel: bool = False,
+    no_tensor_parallel: bool = False,
+    no_recompute: bool = False,
+    exclude_option: list[str] | None = None,
+    max_d: int | None = None,
+    max_t: int | None = None,
+) -> Restrictions:
+    return Restrictions.from_flags(
+        no_data_parallel=no_data_parallel,
+        no_tensor_parallel=no_tensor_parallel,
+        no_recompute=no_recompute,
+        exclude_options=tuple(exclude_option or ()),
+        max_d=max_d,
+        max_t=max_t,
+    )
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one line on stderr and exit with ``code``."""
+    stderr.print(f"piper-ilp: {message}", markup=False)
+    raise typer.Exit(code)
+
+
+def cli_errors(func: Callable) -> Callable:
+    """Map the project's exceptions to one line on stderr and an exit status:
+    InputError (bad input, usage, size limits) -> 2; InternalError -> 1."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any):
+        try:
+            return func(*args, **kwargs)
+        except InputError as exc:
+            fail(f"error: {exc}", 2)
+        except InternalError as exc:
+            fail(f"internal error: {exc}", 1)
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+
+    return wrapper
+
+
+def json_ready(obj: Any) -> Any:
+    """Replace non-finite floats by None so that the output is strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
+    return obj
+
+
+def print_json_line(obj: Any) -> None:
+    """Write one JSON object on one line to stdout and flush."""
+    sys.stdout.write(json.dumps(json_ready(obj), allow_nan=False) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,94 @@
+"""``piper-ilp evaluate INSTANCE PLAN``: check a plan and report its TPS."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from piper_ilp.cli.common import (
+    BandwidthOpt,
+    BatchOpt,
+    DevicesOpt,
+    JsonOpt,
+    MemoryOpt,
+    cli_errors,
+    load_with_overrides,
+    print_json_line,
+    stdout,
+)
+from piper_ilp.cli.format import stage_table
+from piper_ilp.evaluate import RULES, evaluate
+from piper_ilp.plan import load_plan
+
+
+def evaluation_to_dict(instance, plan_path: str, ev) -> dict:
+    return {
+        "instance": instance.source,
+        "plan": plan_path,
+        "settings": {"K": instance.K, "M": instance.M, "N": instance.N, "B": instance.B},
+        "valid": ev.valid,
+        "tps": ev.tps,
+        "devices": ev.devices,
+        "sum_d": ev.sum_d,
+        "bottleneck": ev.bottleneck,
+        "stages": [
+            {
+                "index": r.index,
+                "nodes": list(r.nodes),
+                "d": r.d,
+                "t": r.t,
+                "s": r.s,
+                "y": r.y,
+                "memory": r.memory,
+                "memory_limit": r.memory_limit,
+                "compute": r.cost.compute if r.cost else None,
+                "edge": r.cost.edge if r.cost else None,
+                "resync": r.cost.resync if r.cost else None,
+                "tps": r.cost.tps if r.cost else None,
+            }
+            for r in ev.stages
+        ],
+        "violations": [
+            {"rule": v.rule, "stage": v.stage, "node": v.node, "message": v.message} for v in ev.violations
+        ],
+    }
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("evaluate")
+    @cli_errors
+    def evaluate_command(
+        instance: Annotated[str, typer.Argument(help="Instance JSON file.")],
+        plan: Annotated[str, typer.Argument(help="Plan JSON file (either TMPCids form).")],
+        devices: DevicesOpt = None,
+        memory: MemoryOpt = None,
+        batch: BatchOpt = None,
+        bandwidth: BandwidthOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Check PLAN against INSTANCE (cost model sec. 2) and print its per-stage TPS (sec. 3).
+
+        Exit 0 for a valid plan, 1 for an invalid one (every violated rule is listed),
+        2 for bad input.
+        """
+        inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
+        p = load_plan(plan)
+        ev = evaluate(inst, p)
+        if json_out:
+            print_json_line(evaluation_to_dict(inst, plan, ev))
+        else:
+            stdout.print(
+                f"{inst.source}: K={inst.K} M={inst.M:.6g} B={inst.B:.6g} N={inst.N}; "
+                f"plan {plan}: {len(p.stages)} stages, {ev.devices} devices, sum d = {ev.sum_d}",
+                markup=False,
+            )
+            stdout.print(stage_table(ev))
+            if ev.valid:
+                stdout.print(f"valid plan, TPS {ev.tps:.12g} s per sample (stage {ev.bottleneck} is the bottleneck)", markup=False)
+            else:
+                stdout.print(f"INVALID plan: {len(ev.violations)} violation(s)", markup=False)
+                for v in ev.violations:
+                    stdout.print(f"  {v}  [{RULES[v.rule]}]", markup=False)
+        if not ev.valid:
+            raise typer.Exit(1)
