@@ -1,0 +1,3 @@
+from piper_ilp.cli import main
+
+main()
