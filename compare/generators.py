@@ -1,0 +1,466 @@
+"""Random Piper instances for the cross-check campaigns (issue 5).
+
+Five graph families, built with networkx, each a plausible shape of a DNN's layer
+graph:
+
+``chain``
+    a path (a plain sequential model);
+``skip``
+    a chain with skip connections i -> i + k (transformer / ResNet residuals);
+``layered``
+    a random layered DAG: nodes split into layers, edges between nearby layers;
+``series-parallel``
+    a two-terminal series-parallel graph grown by random series and parallel steps;
+``fork-join``
+    blocks of several parallel branches between a fork and a join node.
+
+Every number is drawn so that the cost model's trade-offs are live (symbols of
+Tarnawski et al., NeurIPS 2021): per node and tensor-parallel degree t, options with
+compute time p, weights w, memory a * y + b and extra bytes sfw / sbw. A
+recomputation-like option ("activation recomp") has a smaller a and a larger p, so a
+tight memory limit M forces a choice; t > 1 options have a smaller p per device and
+extra sync bytes. K (devices) and N (microbatches) are small so that the exhaustive
+oracle (:mod:`compare.brute`) stays tiny.
+
+Node ids are deliberately not always 0..n-1 (offset, spread, negative, listed in a
+shuffled order) so that id-mapping bugs in a solver show.
+
+Everything is deterministic per (family, n_nodes, seed, parameters): the draws come
+from one :class:`numpy.random.Generator` seeded from those values.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Sequence
+
+import networkx as nx
+import numpy as np
+
+from piper_ilp.errors import InputError
+from piper_ilp.instance import Instance, instance_from_dict
+
+__all__ = ["FAMILIES", "random_graph", "random_instance", "instance_name"]
+
+#: The graph families :func:`random_instance` knows.
+FAMILIES = ("chain", "skip", "layered", "series-parallel", "fork-join")
+
+#: N values drawn when N is not given (small, with non-trivial divisors).
+N_CHOICES = (1, 2, 4, 6, 8)
+
+VANILLA = "vanilla"
+RECOMPUTE = "activation recomp"
+
+
+def instance_name(family: str, n_nodes: int, seed: int) -> str:
+    """The ``source`` string of a generated instance, e.g. ``random:skip:n6:s42``."""
+    return f"random:{family}:n{n_nodes}:s{seed}"
+
+
+def _rng(family: str, n_nodes: int, seed: int) -> np.random.Generator:
+    # zlib.crc32, not hash(): stable across processes and Python runs.
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(family.encode()), int(n_nodes)])
+
+
+# --------------------------------------------------------------------------------------
+# Graphs (on 0..n-1, always in a topological order: every edge goes i -> j with i < j)
+# --------------------------------------------------------------------------------------
+
+
+def _chain(n: int, rng: np.random.Generator) -> nx.DiGraph:
+    return nx.path_graph(n, create_using=nx.DiGraph)
+
+
+def _skip(n: int, rng: np.random.Generator) -> nx.DiGraph:
+    # a residual chain: every block start i sends a skip edge to i + span (the "add" node)
+    g = nx.path_graph(n, create_using=nx.DiGraph)
+    span = int(rng.integers(2, 4))  # 2: ResNet basic blocks, 3: transformer sub-blocks
+    for i in range(0, n - span):
+        if rng.random() < 0.6:
+            g.add_edge(i, i + span)
+    if n >= 3 and g.number_of_edges() == n - 1:
+        g.add_edge(0, min(n - 1, span))  # at least one skip connection
+    return g
+
+
+def _layered(n: int, rng: np.random.Generator) -> nx.DiGraph:
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    n_layers = int(rng.integers(max(1, n // 3), max(2, (2 * n) // 3) + 1))
+    n_layers = max(1, min(n, n_layers))
+    # layer sizes: every layer non-empty, the rest spread at random
+    sizes = [1] * n_layers
+    for _ in range(n - n_layers):
+        sizes[int(rng.integers(0, n_layers))] += 1
+    layers, start = [], 0
+    for size in sizes:
+        layers.append(list(range(start, start + size)))
+        start += size
+    for li in range(1, n_layers):
+        for v in layers[li]:
+            # usually one or two predecessors in the previous layer; sometimes a longer edge;
+            # sometimes none (a second input of the model)
+            if rng.random() < 0.9:
+                prev = layers[li - 1]
+                k = int(rng.integers(1, min(2, len(prev)) + 1))
+                for u in rng.choice(prev, size=k, replace=False):
+                    g.add_edge(int(u), v)
+            if li >= 2 and rng.random() < 0.25:
+                u = int(rng.choice(layers[int(rng.integers(0, li - 1))]))
+                g.add_edge(u, v)
+    return g
+
+
+def _series_parallel(n: int, rng: np.random.Generator) -> nx.DiGraph:
+    # grow from a single edge s -> t; a series step subdivides an edge with a new node,
+    # a parallel step adds a new path u -> new -> v beside an edge (no multi-edges)
+    if n == 1:
+        g = nx.DiGraph()
+        g.add_node(0)
+        return g
+    g = nx.DiGraph([(0, 1)])
+    nxt = 2
+    while nxt < n:
+        u, v = list(g.edges)[int(rng.integers(0, g.number_of_edges()))]
+        w = nxt
+        nxt += 1
+        if rng.random() < 0.5:
+            g.remove_edge(u, v)
+        g.add_edge(u, w)
+        g.add_edge(w, v)
+    return _relabel_topological(g)
+
+
+def _fork_join(n: int, rng: np.random.Generator) -> nx.DiGraph:
+    # fork node, 2-3 branches (chains), join node; blocks chained one after another
+    g = nx.DiGraph()
+    g.add_node(0)
+    last, nxt = 0, 1
+    while nxt < n:
+        room = n - nxt
+        if room < 3:  # too few nodes for another block: extend the chain
+            g.add_edge(last, nxt)
+            last, nxt = nxt, nxt + 1
+            continue
+        n_branches = int(rng.integers(2, 4))
+        body = int(rng.integers(n_branches, max(n_branches, min(room - 1, 3 * n_branches)) + 1))
+        body = min(body, room - 1)
+        n_branches = min(n_branches, body)
+        lengths = [1] * n_branches
+        for _ in range(body - n_branches):
+            lengths[int(rng.integers(0, n_branches))] += 1
+        join = nxt + body
+        for length in lengths:
+            prev = last
+            for _ in range(length):
+                g.add_edge(prev, nxt)
+                prev, nxt = nxt, nxt + 1
+            g.add_edge(prev, join)
+        last, nxt = join, join + 1
+    return g
+
+
+def _relabel_topological(g: nx.DiGraph) -> nx.DiGraph:
+    order = list(nx.lexicographical_topological_sort(g))
+    return nx.relabel_nodes(g, {v: i for i, v in enumerate(order)})
+
+
+_BUILDERS = {
+    "chain": _chain,
+    "skip": _skip,
+    "layered": _layered,
+    "series-parallel": _series_parallel,
+    "fork-join": _fork_join,
+}
+
+
+def random_graph(family: str, n_nodes: int, seed: int) -> nx.DiGraph:
+    """A random DAG of the given family on nodes 0..n_nodes-1 (edges go i -> j, i < j).
+
+    Parameters
+    ----------
+    family : str
+        One of :data:`FAMILIES`.
+    n_nodes : int
+        Number of nodes, >= 1.
+    seed : int
+        The same (family, n_nodes, seed) always gives the same graph.
+
+    Raises
+    ------
+    InputError
+        For an unknown family or n_nodes < 1.
+
+    Examples
+    --------
+    >>> g = random_graph("chain", 4, 0)
+    >>> sorted(g.edges)
+    [(0, 1), (1, 2), (2, 3)]
+    >>> nx.is_directed_acyclic_graph(random_graph("layered", 7, 3))
+    True
+    """
+    _check_family(family, n_nodes)
+    g = _BUILDERS[family](n_nodes, _rng(family, n_nodes, seed))
+    assert g.number_of_nodes() == n_nodes and all(u < v for u, v in g.edges)
+    return g
+
+
+def _check_family(family: str, n_nodes: int) -> None:
+    if family not in _BUILDERS:
+        raise InputError(f"unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
+    if isinstance(n_nodes, bool) or not isinstance(n_nodes, (int, np.integer)) or n_nodes < 1:
+        raise InputError(f"number of nodes must be a whole number >= 1, got {n_nodes!r}")
+
+
+# --------------------------------------------------------------------------------------
+# Node ids
+# --------------------------------------------------------------------------------------
+
+
+def _node_ids(n: int, rng: np.random.Generator) -> tuple[list[int], list[int]]:
+    """(ids, listing order): ids[i] is the user id of graph node i; the JSON lists the
+    nodes in ``listing`` order (a permutation of 0..n-1)."""
+    kind = int(rng.integers(0, 5))
+    if kind == 0:  # plain 0..n-1
+        ids = list(range(n))
+    elif kind == 1:  # offset
+        off = int(rng.integers(1, 1000))
+        ids = [off + i for i in range(n)]
+    elif kind == 2:  # a random permutation of 0..n-1 (ids no longer topological)
+        ids = [int(x) for x in rng.permutation(n)]
+    elif kind == 3:  # spread out, possibly negative
+        ids = sorted(int(x) for x in rng.choice(np.arange(-50, 200), size=n, replace=False))
+        ids = [ids[i] for i in rng.permutation(n)]
+    else:  # descending
+        ids = list(range(10 * n, 0, -10))
+    listing = list(range(n)) if rng.random() < 0.5 else [int(x) for x in rng.permutation(n)]
+    return ids, listing
+
+
+# --------------------------------------------------------------------------------------
+# Instances
+# --------------------------------------------------------------------------------------
+
+
+def _count_range(options_per_t: int | Sequence[int]) -> tuple[int, int]:
+    if isinstance(options_per_t, (int, np.integer)) and not isinstance(options_per_t, bool):
+        lo = hi = int(options_per_t)
+    else:
+        try:
+            lo, hi = (int(x) for x in options_per_t)
+        except (TypeError, ValueError):
+            raise InputError(f"options_per_t must be an int or a (low, high) pair, got {options_per_t!r}") from None
+    if lo < 1 or hi < lo:
+        raise InputError(f"options_per_t must be >= 1 (and low <= high), got {options_per_t!r}")
+    return lo, hi
+
+
+def random_instance(
+    family: str,
+    n_nodes: int,
+    seed: int,
+    *,
+    t_values: Sequence[int] = (1, 2),
+    options_per_t: int | Sequence[int] = 2,
+    memory: str | float = "tight",
+    integer: bool = False,
+    K: int | None = None,
+    N: int | None = None,
+    B: float | None = None,
+) -> Instance:
+    """A random, valid Piper instance.
+
+    Parameters
+    ----------
+    family : str
+        The graph shape, one of :data:`FAMILIES`.
+    n_nodes : int
+        Number of nodes (layers), >= 1.
+    seed : int
+        The same arguments always give the same instance.
+    t_values : sequence of int
+        Tensor-parallel degrees t offered (keys of ``TMPCs``). Every node has t = 1 when
+        1 is listed; a node sometimes lacks a t > 1 (then it cannot sit in such a stage).
+    options_per_t : int or (low, high)
+        Options per (node, t), or a range drawn from per (node, t). The first two are
+        named ``"vanilla"`` and ``"activation recomp"`` (less memory a, more time p),
+        further ones ``"opt2"``, ``"opt3"``, ... with random trade-offs.
+    memory : "tight", "loose" or float
+        How M is chosen. Let lo = max over nodes of the least a + b (no plan fits below
+        it) and hi = sum over nodes of the largest a + b (every plan with y = 1 fits).
+        ``"tight"``: M drawn between 0.9 lo and hi (some instances infeasible, many
+        with memory binding); ``"loose"``: M = N * (hi + 1) (memory never binds); a float
+        f: M = lo + f * (hi - lo).
+    integer : bool
+        All data are small integers and B = 1, so that every backend computes exactly.
+    K, N, B : optional
+        Devices, microbatches, bandwidth; drawn when None (K in 1..8, N in
+        :data:`N_CHOICES`; 1 only now and then, since it forces a single stage).
+
+    Returns
+    -------
+    Instance
+        Validated by :func:`piper_ilp.instance.instance_from_dict`; its ``source`` is
+        :func:`instance_name`.
+
+    Raises
+    ------
+    InputError
+        For an unknown family or bad parameters.
+
+    Examples
+    --------
+    >>> inst = random_instance("skip", 6, seed=1)
+    >>> len(inst.nodes), inst.t_values
+    (6, [1, 2])
+    >>> random_instance("skip", 6, seed=1) == inst
+    True
+    """
+    _check_family(family, n_nodes)
+    t_list = sorted({int(t) for t in t_values})
+    if not t_list or t_list[0] < 1:
+        raise InputError(f"t_values must be positive integers, got {t_values!r}")
+    lo_opts, hi_opts = _count_range(options_per_t)
+    if not (memory in ("tight", "loose") or (isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory >= 0)):
+        raise InputError(f"memory must be 'tight', 'loose' or a number >= 0, got {memory!r}")
+    for name, value in (("K", K), ("N", N)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise InputError(f"{name} must be a whole number >= 1, got {value!r}")
+    if B is not None and not (isinstance(B, (int, float)) and B > 0):
+        raise InputError(f"B must be a number > 0, got {B!r}")
+
+    # the parameters are part of the seed, so that e.g. integer and float variants differ
+    params = repr((family, n_nodes, t_list, lo_opts, hi_opts, memory, integer)).encode()
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(params)])
+    g = random_graph(family, n_nodes, seed)
+    n = n_nodes
+
+    if K is None:  # K = 1 (a single stage) now and then, else 2..8
+        K = 1 if rng.random() < 0.08 else int(rng.integers(2, 9))
+    if N is None:  # N = 1 (a single stage) now and then
+        N = 1 if rng.random() < 0.08 else int(rng.choice(N_CHOICES[1:]))
+    if B is None:
+        B = 1 if integer else float(rng.choice([1e3, 2e3, 5e3]))
+
+    def draw(low: float, high: float, int_low: int, int_high: int) -> float | int:
+        if integer:
+            return int(rng.integers(int_low, int_high + 1))
+        return float(rng.uniform(low, high))
+
+    # edge traffic c(u, v) in bytes; on the float scale c / B is about 0..2 seconds
+    c = {e: draw(0.0, 2.0 * B, 0, 3) for e in sorted(g.edges)}
+
+    # base profile of each node under t = 1
+    base = []
+    for _ in range(n):
+        base.append(
+            {
+                "p": draw(0.5, 6.0, 1, 12),
+                "w": draw(0.0, 4.0 * B, 0, 8),
+                "a": draw(1.0, 10.0, 1, 6),
+                "b": draw(0.0, 6.0, 0, 5),
+            }
+        )
+
+    def per_device(i: int, t: int) -> dict:
+        """Node i's profile on a t-device group: a 1/t share of p, w, a, b, with an overhead."""
+        bp = base[i]
+        if t == 1:
+            return bp
+        if integer:
+            return {
+                # a share of p with an overhead, rounded up, yet below p when p > 1
+                "p": max(1, min(bp["p"] - 1, -(-bp["p"] * (1 + int(rng.integers(0, 2))) // (t + 1)))),
+                "w": -(-bp["w"] // t),
+                "a": -(-bp["a"] // t),
+                "b": -(-bp["b"] // t),
+            }
+        return {
+            "p": bp["p"] / t * float(rng.uniform(1.05, 1.6)),
+            "w": bp["w"] / t,
+            "a": bp["a"] / t * float(rng.uniform(1.0, 1.3)),
+            "b": bp["b"] / t,
+        }
+
+    def option(i: int, t: int, k: int, bp: dict) -> dict:
+        """Option k of node i under t, from the node's profile ``bp`` on t devices."""
+        p, w, a, b = bp["p"], bp["w"], bp["a"], bp["b"]
+        if integer:
+            if k == 1:  # recompute: much less activation memory, more time
+                p, b, a = p + int(rng.integers(1, max(2, p))), b + (a + 1) // 2, max(0, a // 3)
+            elif k >= 2:
+                p = max(0, p + int(rng.integers(-1, 4)))
+                a = max(0, a + int(rng.integers(-2, 2)))
+                b = max(0, b + int(rng.integers(-1, 3)))
+            sync = (lambda: int(rng.integers(0, 3))) if t > 1 else (lambda: int(rng.random() < 0.1))
+        else:
+            if k == 1:
+                p, b, a = p * float(rng.uniform(1.1, 1.6)), b + a * float(rng.uniform(0.1, 0.4)), a * float(rng.uniform(0.05, 0.35))
+            elif k >= 2:
+                f = float(rng.uniform(0.4, 1.3))  # memory factor
+                p = p * (1.0 + (1.0 - f) * float(rng.uniform(0.2, 1.0)) + float(rng.uniform(-0.05, 0.1)))
+                a, b = a * f, b * float(rng.uniform(0.8, 1.3))
+            sync = (lambda: float(rng.uniform(0.0, 0.5 * B))) if t > 1 else (lambda: float(rng.uniform(0.0, 0.1 * B)) if rng.random() < 0.1 else 0.0)
+        oid = VANILLA if k == 0 else RECOMPUTE if k == 1 else f"opt{k}"
+        u_ids, v_ids = sorted(g.predecessors(i)), sorted(g.successors(i))
+        return {
+            "id": oid,
+            "timePerSample": p,
+            "parameterSize": w,
+            "memoryUsageA": a,
+            "memoryUsageB": b,
+            "syncTimeFw": {u: sync() for u in u_ids},
+            "syncTimeBw": {x: sync() for x in v_ids},
+        }
+
+    tmpcs: list[dict[int, list[dict]]] = []
+    for i in range(n):
+        per_t: dict[int, list[dict]] = {}
+        for t in t_list:
+            if t > 1 and t_list[0] == 1 and rng.random() < 0.1:
+                continue  # this node has no option for this t
+            count = int(rng.integers(lo_opts, hi_opts + 1))
+            bp = per_device(i, t)
+            per_t[t] = [option(i, t, k, bp) for k in range(count)]
+        tmpcs.append(per_t)
+
+    # memory limit M
+    least = [min(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts) for tm in tmpcs]
+    most = [max(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts) for tm in tmpcs]
+    lo, hi = max(least), sum(most)
+    if memory == "tight":
+        M = 0.9 * lo + float(rng.uniform(0.0, 1.0)) * (hi - 0.9 * lo)
+    elif memory == "loose":
+        M = N * (hi + 1.0)
+    else:
+        M = lo + float(memory) * (hi - lo)
+    M = max(M, 1e-9)
+    if integer:
+        M = max(1, int(round(M)))
+
+    ids, listing = _node_ids(n, rng)
+    nodes = []
+    for i in listing:
+        nodes.append(
+            {
+                "id": ids[i],
+                "name": f"L{i}",
+                "TMPCs": {
+                    str(t): [
+                        {
+                            **o,
+                            "syncTimeFw": {str(ids[u]): x for u, x in o["syncTimeFw"].items()},
+                            "syncTimeBw": {str(ids[v]): x for v, x in o["syncTimeBw"].items()},
+                        }
+                        for o in opts
+                    ]
+                    for t, opts in sorted(tmpcs[i].items())
+                },
+            }
+        )
+    edges = [{"sourceId": ids[u], "destId": ids[v], "communicationCost": cost} for (u, v), cost in c.items()]
+    if rng.random() < 0.5:
+        edges = [edges[j] for j in rng.permutation(len(edges))] if edges else edges
+    data = {"maxDevices": K, "maxMemoryPerDevice": M, "bandwidth": B, "mbsInBatch": N, "nodes": nodes, "edges": edges}
+    return instance_from_dict(data, source=instance_name(family, n_nodes, seed))
+

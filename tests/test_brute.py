@@ -1,0 +1,182 @@
+"""The exhaustive oracle (compare/brute.py) on cases whose optimum is derived by hand,
+and against an even more naive enumeration checked by the evaluator."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from compare.brute import MAX_NODES, brute_applies, count_partitions, solve_brute
+from compare.generators import FAMILIES, random_instance
+from piper_ilp.errors import SizeLimitError
+from piper_ilp.evaluate import evaluate
+from piper_ilp.instance import instance_from_dict
+from piper_ilp.plan import Plan, Stage
+from piper_ilp.solution import Restrictions, Status, divisors
+
+
+def opt(oid="vanilla", p=1.0, w=0.0, a=0.0, b=0.0, sfw=None, sbw=None):
+    return {
+        "id": oid,
+        "timePerSample": p,
+        "parameterSize": w,
+        "memoryUsageA": a,
+        "memoryUsageB": b,
+        "syncTimeFw": {str(k): v for k, v in (sfw or {}).items()},
+        "syncTimeBw": {str(k): v for k, v in (sbw or {}).items()},
+    }
+
+
+def make(nodes, edges=(), K=2, N=2, M=1e9, B=1.0):
+    return instance_from_dict(
+        {
+            "maxDevices": K,
+            "maxMemoryPerDevice": M,
+            "bandwidth": B,
+            "mbsInBatch": N,
+            "nodes": [{"id": nid, "TMPCs": tm} for nid, tm in nodes],
+            "edges": [{"sourceId": u, "destId": v, "communicationCost": c} for u, v, c in edges],
+        }
+    )
+
+
+def test_single_node_data_parallel_with_resync():
+    # one node, p = 4, w = 1, K = N = 2, B = 1.
+    #   d = 1: TPS = 4.
+    #   d = 2: TPS = p/d + 4 (d-1) w / (d N) / B = 2 + 4*1*1/(2*2) = 3.   -> optimum 3
+    inst = make([(5, {"1": [opt(p=4.0, w=1.0)]})])
+    sol = solve_brute(inst)
+    assert sol.status is Status.OPTIMAL and sol.method == "brute"
+    assert sol.tps == pytest.approx(3.0) and sol.objective == pytest.approx(3.0) and sol.bound == sol.objective
+    (st,) = sol.plan.stages
+    assert (st.nodes, st.d, st.t, dict(st.options)) == ((5,), 2, 1, {5: "vanilla"})
+    # with d capped at 1 (no data parallelism) only the first plan is left: 4
+    assert solve_brute(inst, Restrictions(max_d=1)).tps == pytest.approx(4.0)
+
+
+def chain2(ids=(10, -3)):
+    u, v = ids
+    van = lambda peer, side: opt("vanilla", p=2.0, a=1.0, **{side: {peer: 0.0}})
+    rec = lambda peer, side: opt("activation recomp", p=3.0, a=0.5, **{side: {peer: 0.0}})
+    return make(
+        [(u, {"1": [van(v, "sbw"), rec(v, "sbw")]}), (v, {"1": [van(u, "sfw"), rec(u, "sfw")]})],
+        edges=[(u, v, 1.0)],
+        K=2,
+        N=2,
+        M=1.5,
+    )
+
+
+def test_memory_forces_a_mix_of_options():
+    # chain u -> v (c = 1), K = N = 2, B = 1, M = 1.5; vanilla p = 2, a = 1; recompute p = 3, a = 0.5.
+    # One stage, d = 2 (y = 1): both vanilla need 2 > 1.5; one of each needs 1.5: TPS (2 + 3)/2 = 2.5.
+    # One stage, d = 1: at best one of each, TPS 5. Two stages (d = 1 each, first one y = 2):
+    # first stage needs recompute (a*y = 1), TPS 3 + 2*c = 5. -> optimum 2.5, one stage with d = 2.
+    inst = chain2()
+    sol = solve_brute(inst)
+    assert sol.tps == pytest.approx(2.5)
+    (st,) = sol.plan.stages
+    assert st.d == 2 and sorted(st.options.values()) == ["activation recomp", "vanilla"]
+    # without recomputation nothing fits: every stage with either node needs a*y >= 1... and
+    # one stage needs 2 > 1.5, two stages put y = 2 on the first one (2 > 1.5)
+    assert solve_brute(inst, Restrictions.from_flags(no_recompute=True)).status is Status.INFEASIBLE
+
+
+def test_two_stages_follow_the_edge_direction():
+    # chain 7 -> 3 with no traffic, p = 2 and w = 1 each, N = K = 2, B = 1:
+    # one stage d = 1: 4; one stage d = 2: 4/2 + 2 nodes * 4*1*1/(2*2) = 4;
+    # two stages 7 | 3 (d = 1 each, sum d = 2 <= N): max(2, 2) = 2. The order 3 | 7 would break the edge.
+    inst = make(
+        [(7, {"1": [opt(p=2.0, w=1.0, sbw={3: 0.0})]}), (3, {"1": [opt(p=2.0, w=1.0, sfw={7: 0.0})]})],
+        edges=[(7, 3, 0.0)],
+        K=2,
+        N=2,
+    )
+    sol = solve_brute(inst)
+    assert sol.tps == pytest.approx(2.0)
+    assert [s.nodes for s in sol.plan.stages] == [(7,), (3,)]
+    # K = 1 or N = 1: a single stage with d = 1 only: 4
+    assert solve_brute(inst.with_settings(K=1)).tps == pytest.approx(4.0)
+    assert solve_brute(inst.with_settings(N=1)).tps == pytest.approx(4.0)
+
+
+def test_tensor_parallel_and_its_restriction():
+    # one node: t = 1 p = 4; t = 2 p = 1.5. N = 1, K = 2: t = 2 uses both devices: 1.5.
+    inst = make([(0, {"1": [opt(p=4.0)], "2": [opt(p=1.5)]})], K=2, N=1)
+    sol = solve_brute(inst)
+    assert sol.tps == pytest.approx(1.5) and sol.plan.stages[0].t == 2
+    assert solve_brute(inst, Restrictions(max_t=1)).tps == pytest.approx(4.0)
+    assert solve_brute(inst.with_settings(K=1)).tps == pytest.approx(4.0)
+
+
+def test_node_without_option_for_the_only_affordable_t_is_infeasible():
+    inst = make([(0, {"2": [opt(p=1.0)]})], K=1, N=1)  # needs t = 2 but K = 1
+    sol = solve_brute(inst)
+    assert sol.status is Status.INFEASIBLE and sol.plan is None and sol.tps is None
+
+
+def test_pipeline_memory_uses_suffix_sum():
+    # chain 0 -> 1, no traffic, p = 1 each, a = 1, M = 2, N = K = 2.
+    # One stage, d = 2: y = 1, memory 2 fits, TPS (1 + 1)/2 = 1.
+    # (Two stages, d = 1 each: first stage y = 2 -> memory 2 fits, TPS 1.) Either way the optimum is 1.
+    # With M = 1.9 the single stage d = 2 (memory 2) and the first of two stages (y = 2) no longer fit;
+    # single stage d = 1 needs memory 2 as well -> infeasible.
+    nodes = [(0, {"1": [opt(p=1.0, a=1.0, sbw={1: 0.0})]}), (1, {"1": [opt(p=1.0, a=1.0, sfw={0: 0.0})]})]
+    inst = make(nodes, edges=[(0, 1, 0.0)], K=2, N=2, M=2.0)
+    assert solve_brute(inst).tps == pytest.approx(1.0)
+    assert solve_brute(inst.with_settings(M=1.9)).status is Status.INFEASIBLE
+
+
+def test_size_limit():
+    big = random_instance("chain", MAX_NODES + 1, 0)
+    assert not brute_applies(big)
+    with pytest.raises(SizeLimitError, match="at most"):
+        solve_brute(big)
+    # a wide graph of 8 independent nodes has far too many ordered partitions
+    wide = make([(i, {"1": [opt()]}) for i in range(8)], K=8, N=8)
+    assert count_partitions(wide) > 100_000
+    with pytest.raises(SizeLimitError, match="partitions"):
+        solve_brute(wide)
+
+
+def test_count_partitions_by_hand():
+    chain = make([(i, {"1": [opt(**({"sbw": {i + 1: 0}} if i < 3 else {}) | ({"sfw": {i - 1: 0}} if i else {}))]}) for i in range(4)],
+                 edges=[(i, i + 1, 0.0) for i in range(3)], K=8, N=8)
+    assert count_partitions(chain) == 8  # cut or not at each of the 3 edges
+    assert count_partitions(chain, max_stages=2) == 4  # one stage, or one of 3 cuts
+    pair = make([(0, {"1": [opt()]}), (1, {"1": [opt()]})], K=8, N=8)
+    assert count_partitions(pair) == 3  # {0,1}; 0 | 1; 1 | 0
+
+
+def every_plan(inst):
+    """Every plan, naively: all ordered set partitions, all degrees, all options."""
+    ids = inst.node_ids
+    n = len(ids)
+    for k in range(1, n + 1):
+        for labels in itertools.product(range(k), repeat=n):
+            if set(labels) != set(range(k)):
+                continue
+            groups = [tuple(v for v, lab in zip(ids, labels) if lab == i) for i in range(k)]
+            for degs in itertools.product([(t, d) for t in inst.t_values for d in divisors(inst.N)], repeat=k):
+                per_stage = []
+                for (t, d), grp in zip(degs, groups):
+                    choices = [[o.id for o in inst.node[v].options.get(t, ())] for v in grp]
+                    per_stage.append([dict(zip(grp, pick)) for pick in itertools.product(*choices)])
+                for picks in itertools.product(*per_stage):
+                    yield Plan(tuple(Stage(g, d, t, o) for g, (t, d), o in zip(groups, degs, picks)))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_agrees_with_naive_enumeration_through_the_evaluator(family):
+    # The oracle's shortcuts (budget pruning, best options per stage) against no shortcuts at all:
+    # every labelled partition, every degree, every option, each plan judged by the evaluator.
+    for seed in range(6):
+        inst = random_instance(family, 3, seed, options_per_t=(1, 2), K=4, N=2)
+        best = min((ev.tps for ev in map(lambda p: evaluate(inst, p), every_plan(inst)) if ev.valid), default=None)
+        sol = solve_brute(inst)
+        if best is None:
+            assert sol.status is Status.INFEASIBLE
+        else:
+            assert sol.status is Status.OPTIMAL
+            assert sol.tps == pytest.approx(best, rel=1e-9)
