@@ -1,0 +1,316 @@
+"""The exact MILP (piper_ilp.milp) on CP-SAT and CBC: agreement with the exhaustive
+oracle and the DP, statuses, the size guard, model files, hints and scaling."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from compare.brute import brute_applies, solve_brute
+from compare.generators import FAMILIES, random_instance
+from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.evaluate import evaluate
+from piper_ilp.instance import instance_from_dict, load_instance
+from piper_ilp.milp import BACKENDS, build_model, model_size, solve_milp
+from piper_ilp.plan import Plan, Stage
+from piper_ilp.solution import Restrictions, Status
+
+try:  # the DP is another helper's module; the agreement test uses it when present
+    from dp.solver import solve_dp
+except ImportError:  # pragma: no cover
+    solve_dp = None
+
+
+def agree(sol, ref) -> None:
+    """``sol`` (a MILP answer) has ``ref``'s status and, within twice the stated scaling
+    error (the model's optimum may sit that far from the true one), its TPS."""
+    assert sol.status == ref.status, (sol.status, ref.status, sol.message)
+    if ref.status == Status.OPTIMAL:
+        err = sol.info["scaling_error"]
+        assert abs(sol.tps - ref.tps) <= 2 * err + 1e-9 * ref.tps, (sol.tps, ref.tps, err)
+        assert sol.bound <= ref.tps * (1 + 1e-9)
+        assert abs(sol.objective - sol.tps) <= err + 1e-9 * sol.tps
+    else:
+        assert sol.plan is None and sol.tps is None
+
+
+# --------------------------------------------------------------------------------------
+# 100 seeded tiny instances: both backends against the oracle (and the DP)
+# --------------------------------------------------------------------------------------
+
+
+def tiny_case(seed: int):
+    """Shapes of the DP issue: 2-5 nodes, every family, float and integer data, t up to 4,
+    one or two options, tight memory (so some are infeasible), and now and then an
+    ablation."""
+    family = FAMILIES[seed % len(FAMILIES)]
+    n = 2 + seed % 4
+    inst = random_instance(
+        family,
+        n,
+        seed,
+        integer=(seed % 3 == 0),
+        t_values=(1, 2, 4) if seed % 4 == 1 else (1, 2),
+        options_per_t=(1, 2),
+    )
+    if seed % 10 == 7:
+        restr = Restrictions.from_flags(no_recompute=True)
+    elif seed % 10 == 8:
+        restr = Restrictions.from_flags(no_data_parallel=True)
+    elif seed % 10 == 9:
+        restr = Restrictions.from_flags(no_tensor_parallel=True)
+    else:
+        restr = Restrictions()
+    return inst, restr
+
+
+SEEDS = range(100)
+
+
+@pytest.fixture(scope="module")
+def references():
+    """The oracle's (and the DP's) answer per seed, computed once."""
+    out = {}
+    for seed in SEEDS:
+        inst, restr = tiny_case(seed)
+        assert brute_applies(inst)
+        dp = solve_dp(inst, restr) if solve_dp is not None else None
+        out[seed] = (inst, restr, solve_brute(inst, restr), dp)
+    return out
+
+
+def test_the_tiny_cases_cover_infeasible_and_ablations(references):
+    statuses = [ref.status for _, _, ref, _ in references.values()]
+    assert statuses.count(Status.INFEASIBLE) >= 5
+    assert statuses.count(Status.OPTIMAL) >= 50
+    assert sum(1 for _, r, _, _ in references.values() if r != Restrictions()) >= 20
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_agrees_with_oracle_and_dp_on_tiny_instances(references, backend, seed):
+    inst, restr, ref, dp = references[seed]
+    sol = solve_milp(inst, restr, backend=backend, threads=1)
+    agree(sol, ref)
+    if dp is not None:
+        agree(sol, dp)
+    if sol.plan is not None:  # the plan obeys the restrictions (checked_solution did too)
+        for st in sol.plan.stages:
+            assert restr.max_d is None or st.d <= restr.max_d
+            assert restr.max_t is None or st.t <= restr.max_t
+            assert not any(st.options[v] in restr.exclude_options for v in st.nodes)
+
+
+# --------------------------------------------------------------------------------------
+# inputs/small.json and its ablations
+# --------------------------------------------------------------------------------------
+
+ABLATIONS = {
+    "none": Restrictions(),
+    "no-recompute": Restrictions.from_flags(no_recompute=True),
+    "no-tensor-parallel": Restrictions.from_flags(no_tensor_parallel=True),
+    "no-data-parallel": Restrictions.from_flags(no_data_parallel=True),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("ablation", list(ABLATIONS))
+def test_small_json(inputs_dir, backend, ablation):
+    inst = load_instance(inputs_dir / "small.json")
+    restr = ABLATIONS[ablation]
+    sol = solve_milp(inst, restr, backend=backend)
+    agree(sol, solve_brute(inst, restr))
+    assert sol.info["variables"] > 0 and sol.info["constraints"] > 0
+    assert sol.info["gap"] is not None and sol.info["gap"] < 1e-6
+
+
+# --------------------------------------------------------------------------------------
+# A CP-SAT presolve bug (google/or-tools#5293) seen on this 4-node instance: CP-SAT 9.15
+# with default presolve certified 20.14 as optimal. The oracle's optimum is 9.3255.
+# --------------------------------------------------------------------------------------
+
+CPSAT_REGRESSION = {
+    "maxDevices": 3, "maxMemoryPerDevice": 26.377856726574006, "bandwidth": 0.792427915227581, "mbsInBatch": 3,
+    "nodes": [
+        {"id": -1, "TMPCs": {"1": [
+            {"id": "vanilla", "timePerSample": 7.7706690530276035, "parameterSize": 14.803385742412821,
+             "memoryUsageA": 3.9451692151791913, "memoryUsageB": 5.956231371300409, "syncTimeFw": {},
+             "syncTimeBw": {"5": 0.024207083061598578, "14": 1.9488620581635656}},
+            {"id": "activation recomp", "timePerSample": 6.463206029215876, "parameterSize": 5.0587791409385785,
+             "memoryUsageA": 3.6746638986560898, "memoryUsageB": 2.02699374899364, "syncTimeFw": {},
+             "syncTimeBw": {"5": 1.3006285760919967, "14": 1.4084941419141996}}]}},
+        {"id": 5, "TMPCs": {"1": [
+            {"id": "vanilla", "timePerSample": 1.0775097367134407, "parameterSize": 7.83881779789116,
+             "memoryUsageA": 1.8122156967843213, "memoryUsageB": 4.496466493419955,
+             "syncTimeFw": {"-1": 1.8624536698695262}, "syncTimeBw": {}}]}},
+        {"id": 14, "TMPCs": {"1": [
+            {"id": "vanilla", "timePerSample": 1.7848042394948294, "parameterSize": 14.150785975399076,
+             "memoryUsageA": 1.5903445574768083, "memoryUsageB": 5.9837771974917615,
+             "syncTimeFw": {"-1": 0.34581865333744655}, "syncTimeBw": {}}]}},
+        {"id": 7, "TMPCs": {"1": [
+            {"id": "vanilla", "timePerSample": 4.575491634153857, "parameterSize": 3.0243628243144483,
+             "memoryUsageA": 5.338034417066403, "memoryUsageB": 3.447977919093309,
+             "syncTimeFw": {}, "syncTimeBw": {}}]}},
+    ],
+    "edges": [
+        {"sourceId": -1, "destId": 5, "communicationCost": 4.170759127097793},
+        {"sourceId": -1, "destId": 14, "communicationCost": 4.548407243185854},
+    ],
+}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cpsat_presolve_regression(backend, threads):
+    inst = instance_from_dict(CPSAT_REGRESSION, "cpsat-regression")
+    ref = solve_brute(inst)
+    assert ref.tps == pytest.approx(9.325520005424146, rel=1e-12)
+    agree(solve_milp(inst, backend=backend, threads=threads), ref)
+
+
+# --------------------------------------------------------------------------------------
+# Model size, the size guard, model files
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(0, 100, 7))
+def test_model_size_matches_the_built_model(seed):
+    inst, restr = tiny_case(seed)
+    size = model_size(inst, restr)
+    m = build_model(inst, restr)
+    assert size["variables"] == len(m.vars)
+    assert size["constraints"] == len(m.rows)
+    assert size["binaries"] == sum(1 for v in m.vars if v.kind == "binary")
+
+
+def test_size_guard_refuses_with_size_limit_and_advice(inputs_dir):
+    inst = load_instance(inputs_dir / "small.json")
+    n = model_size(inst)["variables"]
+    with pytest.raises(SizeLimitError) as exc:
+        solve_milp(inst, max_variables=n - 1)
+    msg = str(exc.value)
+    assert str(n) in msg and str(n - 1) in msg
+    assert "--time-limit" in msg and "DP" in msg and "--force" in msg
+    sol = solve_milp(inst, max_variables=n - 1, force=True)
+    assert sol.status == Status.OPTIMAL
+    assert solve_milp(inst, max_variables=n).status == Status.OPTIMAL
+
+
+def test_write_model_cbc_lp_file(tmp_path, inputs_dir):
+    inst = load_instance(inputs_dir / "small.json")
+    path = tmp_path / "model.lp"
+    sol = solve_milp(inst, backend="cbc", write_model=path)
+    text = path.read_text()
+    assert text.startswith("\\*") or "Minimize" in text
+    assert "Minimize" in text and "Subject To" in text
+    assert "assign_" in text and "tps_" in text and "memory_" in text
+    assert sol.status == Status.OPTIMAL
+
+
+def test_write_model_cpsat_text_proto(tmp_path, inputs_dir):
+    from google.protobuf import text_format
+    from ortools.sat import cp_model_pb2
+
+    inst = load_instance(inputs_dir / "small.json")
+    path = tmp_path / "model.txt"
+    sol = solve_milp(inst, backend="cpsat", write_model=path)
+    proto = text_format.Parse(path.read_text(), cp_model_pb2.CpModelProto())
+    assert len(proto.variables) == sol.info["variables"]
+    assert len(proto.constraints) == sol.info["constraints"]
+    assert any(c.name.startswith("tps[") for c in proto.constraints)
+
+
+# --------------------------------------------------------------------------------------
+# Hints, restrictions, bad arguments, statuses
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hint_from_a_known_optimum(backend, inputs_dir):
+    inst = load_instance(inputs_dir / "small.json")
+    ref = solve_brute(inst)
+    sol = solve_milp(inst, backend=backend, hint=ref.plan)
+    assert sol.info["hint"] == "used"
+    agree(sol, ref)
+
+
+def test_hint_that_does_not_fit_the_model_is_ignored_with_a_reason(inputs_dir):
+    inst = load_instance(inputs_dir / "small.json")
+    bad = Plan((Stage(tuple(inst.node_ids), 1, 3, {v: "vanilla" for v in inst.node_ids}),))
+    sol = solve_milp(inst, hint=bad)
+    assert sol.info["hint"].startswith("ignored:") and "(t, d) = (3, 1)" in sol.info["hint"]
+    assert sol.status == Status.OPTIMAL
+
+
+def test_unknown_backend_and_bad_settings_are_input_errors(inputs_dir):
+    inst = load_instance(inputs_dir / "small.json")
+    with pytest.raises(InputError, match="unknown MILP backend"):
+        solve_milp(inst, backend="gurobi")
+    with pytest.raises(InputError, match="threads"):
+        solve_milp(inst, threads=0)
+    with pytest.raises(InputError, match="time limit"):
+        solve_milp(inst, time_limit=-1)
+    with pytest.raises(InputError, match="time limit"):
+        solve_milp(inst, time_limit=math.nan)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_time_limit_zero_is_unknown_never_optimal(backend, inputs_dir):
+    inst = load_instance(inputs_dir / "small.json")
+    sol = solve_milp(inst, backend=backend, time_limit=0)
+    assert sol.status == Status.UNKNOWN and sol.plan is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_node_without_any_option_left_is_infeasible(backend):
+    opt = {"timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1, "memoryUsageB": 0,
+           "syncTimeFw": {}, "syncTimeBw": {}}
+    inst = instance_from_dict({
+        "maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1, "mbsInBatch": 2,
+        "nodes": [{"id": 0, "TMPCs": {"1": [{"id": "vanilla", **opt}]}},
+                  {"id": 1, "TMPCs": {"1": [{"id": "activation recomp", **opt}]}}],
+        "edges": []})
+    restr = Restrictions.from_flags(no_recompute=True)
+    sol = solve_milp(inst, restr, backend=backend)
+    assert sol.status == Status.INFEASIBLE and sol.plan is None
+    assert solve_brute(inst, restr).status == Status.INFEASIBLE
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_memory_exactly_at_the_limit_fits(backend):
+    # two nodes, integer data: the only plan with one stage uses exactly M = 10 bytes
+    # (y = 1: a + b = 4 + 6); splitting is impossible (K = 1)
+    inst = instance_from_dict({
+        "maxDevices": 1, "maxMemoryPerDevice": 10, "bandwidth": 1, "mbsInBatch": 1,
+        "nodes": [{"id": i, "TMPCs": {"1": [{"id": "vanilla", "timePerSample": 1 + i, "parameterSize": 0,
+                                            "memoryUsageA": 2, "memoryUsageB": 3,
+                                            "syncTimeFw": {"0": 0} if i else {}, "syncTimeBw": {} if i else {"1": 0}}]}}
+                  for i in (0, 1)],
+        "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0}]})
+    sol = solve_milp(inst, backend=backend)
+    assert sol.status == Status.OPTIMAL and sol.tps == pytest.approx(3.0, rel=1e-9)
+    over = inst.with_settings(M=10 * (1 - 1e-7))
+    assert solve_milp(over, backend=backend).status == Status.INFEASIBLE
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_time_limit_on_a_hard_instance_is_never_optimal(backend, shared_dir):
+    inst = load_instance(shared_dir / "piper-inputs" / "bert32a100.json").with_settings(K=16)
+    sol = solve_milp(inst, backend=backend, time_limit=1.0)
+    assert sol.status in (Status.FEASIBLE, Status.UNKNOWN), sol.status
+    if sol.status == Status.FEASIBLE:
+        assert evaluate(inst, sol.plan).valid
+        assert sol.bound is not None and sol.bound <= sol.tps
+        assert sol.info["gap"] is not None and sol.info["gap"] > 0
+    else:
+        assert sol.plan is None
+
+
+def test_cpsat_states_its_scaling_error(inputs_dir):
+    inst = load_instance(inputs_dir / "small.json")
+    sol = solve_milp(inst, backend="cpsat")
+    err = sol.info["scaling_error"]
+    assert 0 < err < 1e-6 * sol.tps
+    assert abs(sol.objective - sol.tps) <= err
+    assert solve_milp(inst, backend="cbc").info["scaling_error"] == 0.0
