@@ -25,6 +25,8 @@ Variables::
     u[i,t,d]   binary   slot i is used with configuration (t, d)
     z[v,i,t,l] binary   node v sits in slot i, whose degree is t, with its option l
     g[i,k]     binary   y_i >= k   (unary code of y_i = sum_k g[i,k], k = 1..Y_i)
+    s[i]       integer  suffix sum of d from slot i on (0..min(N, K))
+    P[v,i]     binary   node v sits in a slot <= i (prefix of x, for the order rows)
     ob[a,b,i]  >= 0     bytes of edge a->b cut on a's side of slot i, in time units / B
     ib[a,b,i]  >= 0     the same on b's side
     T          >= 0     the objective: max over used slots of their TPS
@@ -36,10 +38,13 @@ with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
     used_first[i]    sum_c u[i+1,c] <= sum_c u[i,c]
     nonempty[i]      sum_c u[i,c] <= sum_v x[v,i]
     t_link[v,i,t]    sum_l z[v,i,t,l] <= sum_d u[i,t,d]
-    order[a,b,i]     sum_{j<=i} x[b,j] <= sum_{j<=i} x[a,j]     (edges of the transitive reduction)
-    devices          sum t*d*u <= K;   microbatches: sum d*u <= N
+    prefix[v,i]      P[v,i] = P[v,i-1] + x[v,i]                 (P[v,-1] = 0)
+    order[a,b,i]     P[b,i] <= P[a,i]          (edges of the transitive reduction, i < S-1)
+    devices          sum t*d*u <= K
+    suffix[i]        s[i] = sum_c d_c u[i,c] + s[i+1]           (s[S] = 0)
+    microbatches     s[0] <= N
     y_order[i,k]     g[i,k+1] <= g[i,k]
-    y_link[i,t,d]    u[i,t,d] = 1  =>  d * sum_k g[i,k] >= sum_{j>=i,c} d_c u[j,c]   (= s_i)
+    y_link[i,t,d]    u[i,t,d] = 1  =>  d * sum_k g[i,k] >= s[i]
     memory[i,k]      g[i,k] = 1    =>  sum_{v,t,l} (k a + b)/M * z[v,i,t,l] <= 1
     cut_out[a,b,i]   ob >= sum_{t,l} 2 (c + sbw_a[b]) / B * z[a,i,t,l] - max(...) * x[b,i]
     cut_in[a,b,i]    ib >= sum_{t,l} 2 (c + sfw_b[a]) / B * z[b,i,t,l] - max(...) * x[a,i]
@@ -97,8 +102,8 @@ TIME_UNITS_PER_BOUND = 1000.0
 #: CP-SAT: integer steps per time unit (so the largest possible TPS is 1e9 steps).
 CPSAT_STEPS_PER_UNIT = 1_000_000
 
-#: CBC: absolute optimality gap, in time units (1e-9 of the largest possible TPS).
-CBC_GAP_ABS = 1e-6
+#: CBC: absolute optimality gap, in time units (1e-10 of the largest possible TPS).
+CBC_GAP_ABS = 1e-7
 
 #: CBC feasibility and integrality tolerances (tighter than CBC's defaults, because a
 #: plan must fit memory within MEMORY_RTOL = 1e-9 of M).
@@ -270,6 +275,14 @@ class _Built:
     z: dict[tuple[int, int, int, int], int]
     g: dict[tuple[int, int], int]
     T: int
+    s: list[int]
+    P: dict[tuple[int, int], int]
+
+
+def _ordered_nodes(st: _Sets) -> list[int]:
+    """Nodes on an edge of the transitive reduction (they get prefix variables P)."""
+    on = {v for e in st.order_edges for v in e}
+    return [v for v in st.V if v in on]
 
 
 def _build(st: _Sets) -> _Built:
@@ -287,6 +300,9 @@ def _build(st: _Sets) -> _Built:
                 for l in range(len(st.opts.get((v, t), ()))):
                     z[v, i, t, l] = m.var(f"z[{_fmt_id(v)},{i},{t},{l}]", 0, 1, "binary")
     g = {(i, k): m.var(f"g[{i},{k}]", 0, 1, "binary") for i in range(S) for k in range(1, st.Y[i] + 1)}
+    cap = min(N, K)
+    s = [m.var(f"s[{i}]", 0, cap, "integer") for i in range(S)]
+    P = {(v, i): m.var(f"P[{_fmt_id(v)},{i}]", 0, 1, "binary") for v in _ordered_nodes(st) for i in range(S - 1)}
     zs_of = {}  # (v, i) -> [(t, l, var)]
     for (v, i, t, l), j in z.items():
         zs_of.setdefault((v, i), []).append((t, l, j))
@@ -325,24 +341,28 @@ def _build(st: _Sets) -> _Built:
                 if zl:
                     m.row(f"t_link[{_fmt_id(v)},{i},{t}]", zl + [(u[i, t, d], -1.0) for d in ds], "<=", 0)
 
-    # ---- order: every edge goes forward (cumulative form) ----
+    # ---- order: every edge goes forward, P[v,i] = sum_{j<=i} x[v,j] (cumulative form) ----
+    for (v, i), j in P.items():
+        prev = [(P[v, i - 1], -1.0)] if i > 0 else []
+        m.row(f"prefix[{_fmt_id(v)},{i}]", [(j, 1.0)] + prev + [(jj, -1.0) for jj, _ in x(v, i)], "==", 0)
     for a, b in st.order_edges:
         for i in range(S - 1):
-            terms = [tm for j in range(i + 1) for tm in x(b, j)] + [(jj, -1.0) for j in range(i + 1) for jj, _ in x(a, j)]
-            m.row(f"order[{_fmt_id(a)},{_fmt_id(b)},{i}]", terms, "<=", 0)
+            m.row(f"order[{_fmt_id(a)},{_fmt_id(b)},{i}]", [(P[b, i], 1.0), (P[a, i], -1.0)], "<=", 0)
 
-    # ---- budgets ----
+    # ---- budgets; suffix sums s_i = d_i + s_{i+1} ----
     m.row("devices", [(u[i, t, d], t * d) for i in range(S) for t, d in st.configs], "<=", K)
-    m.row("microbatches", [(u[i, t, d], d) for i in range(S) for t, d in st.configs], "<=", N)
+    for i in range(S):
+        nxt = [(s[i + 1], -1.0)] if i + 1 < S else []
+        m.row(f"suffix[{i}]", [(s[i], 1.0)] + nxt + [(u[i, t, d], -float(d)) for t, d in st.configs], "==", 0)
+    m.row("microbatches", [(s[0], 1.0)], "<=", N)
 
     # ---- microbatches in flight y_i = sum_k g[i,k] >= ceil(s_i / d_i) ----
     for i in range(S):
         for k in range(1, st.Y[i]):
             m.row(f"y_order[{i},{k}]", [(g[i, k + 1], 1.0), (g[i, k], -1.0)], "<=", 0)
         ys = [(g[i, k], 1.0) for k in range(1, st.Y[i] + 1)]
-        s_i = [(u[j, t, d], -float(d)) for j in range(i, S) for t, d in st.configs]
         for t, d in st.configs:
-            m.row(f"y_link[{i},{t},{d}]", [(jj, d * c) for jj, c in ys] + s_i, ">=", 0, enforce=u[i, t, d])
+            m.row(f"y_link[{i},{t},{d}]", [(jj, d * c) for jj, c in ys] + [(s[i], -1.0)], ">=", 0, enforce=u[i, t, d])
 
     # ---- memory: sum (k a + b) <= M when y_i >= k ----
     needed = {k: _memory_row_needed(st, k) for k in range(1, max(st.Y) + 1)}
@@ -376,7 +396,7 @@ def _build(st: _Sets) -> _Built:
             terms += [(j, -1.0) for j in cut_of_slot[i]]
             m.row(f"tps[{i},{t},{d}]", terms, ">=", 0, kind="time", enforce=u[i, t, d])
 
-    return _Built(m, st, u, z, g, T)
+    return _Built(m, st, u, z, g, T, s, P)
 
 
 def build_model(instance: Instance, restrictions: Restrictions = Restrictions()) -> LinearModel:
@@ -408,15 +428,17 @@ def _count(st: _Sets) -> dict[str, int]:
             if coefs and max(coefs.values()) > 0:
                 n_cut += 1
     nC = len(st.configs)
-    variables = S * nC + S * n_opts + sum(st.Y) + n_cut * S + 1
-    binaries = S * nC + S * n_opts + sum(st.Y)
+    nP = len(_ordered_nodes(st)) * (S - 1)
+    variables = S * nC + S * n_opts + sum(st.Y) + S + nP + n_cut * S + 1
+    binaries = S * nC + S * n_opts + sum(st.Y) + nP
     needed = {k: _memory_row_needed(st, k) for k in range(1, max(st.Y) + 1)}
     rows = len(V)  # assign
     rows += S + (S - 1)  # one_config, used_first
     rows += S  # nonempty
     rows += S * n_vt  # t_link
+    rows += nP  # prefix
     rows += len(st.order_edges) * (S - 1)
-    rows += 2  # budgets
+    rows += 2 + S  # budgets, suffix
     rows += sum(y - 1 for y in st.Y)  # y_order
     rows += S * nC  # y_link
     rows += sum(1 for i in range(S) for k in range(1, st.Y[i] + 1) if needed[k])
@@ -806,6 +828,11 @@ def _hint_values(built: _Built, plan: Plan) -> tuple[dict[int, float] | None, st
         y = -(-suffix[i] // stg.d)
         for k in range(1, min(y, st.Y[i]) + 1):
             values[built.g[i, k]] = 1.0
+        values[built.s[i]] = float(suffix[i])
+        for v in stg.nodes:
+            for j in range(i, st.S - 1):
+                if (v, j) in built.P:
+                    values[built.P[v, j]] = 1.0
     return values, ""
 
 
@@ -895,7 +922,7 @@ def solve_milp(
     m = built.model
     info: dict[str, Any] = {
         "variables": len(m.vars),
-        "binaries": sum(1 for v in m.vars if v.kind != "continuous"),
+        "binaries": sum(1 for v in m.vars if v.kind == "binary"),
         "constraints": len(m.rows),
         "slots": st.S,
         "configurations": len(st.configs),
