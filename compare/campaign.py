@@ -1,0 +1,514 @@
+"""Random-DAG cross-check campaigns (``piper-ilp campaign``, issue 5).
+
+A campaign draws ``count`` random instances (:mod:`compare.generators`) from a master
+seed, cross-checks each with :func:`compare.verify.verify_instance` on local worker
+processes, and
+
+* appends one JSON line per finished instance to ``DIR/results.jsonl``, flushed at
+  once, so a killed run loses nothing and ``resume=True`` skips what is done;
+* shrinks every mismatch (:mod:`compare.shrink`) to a small instance saved as
+  ``DIR/counterexamples/<id>.json``, which ``piper-ilp verify`` replays (the file is an
+  instance; its extra ``counterexample`` field, ignored by the loader, says where it
+  came from and what disagreed);
+* ends with a summary (``DIR/summary.json``): counts by verdict and by family, the
+  greedy rule's gap to the optimum, and per-method solve-time percentiles.
+
+The instances are a pure function of (master seed, index, parameters): the same
+campaign run twice, or resumed, tries the same instances.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from compare.generators import FAMILIES, random_instance
+from compare.shrink import shrink
+from compare.verify import DEFAULT_METHODS, METHODS, verify_instance
+from piper_ilp.errors import InputError, InternalError
+from piper_ilp.instance import instance_to_dict
+
+__all__ = [
+    "Spec",
+    "make_specs",
+    "spec_instance",
+    "run_spec",
+    "run_campaign",
+    "read_results",
+    "summarize",
+    "summary_lines",
+    "RESULTS",
+    "SUMMARY",
+    "COUNTEREXAMPLES",
+]
+
+RESULTS = "results.jsonl"
+SUMMARY = "summary.json"
+PARAMETERS = "campaign.json"
+COUNTEREXAMPLES = "counterexamples"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One campaign instance: how to regenerate it with :func:`random_instance`."""
+
+    id: str
+    family: str
+    n_nodes: int
+    seed: int
+    integer: bool
+    t_values: tuple[int, ...]
+    options_per_t: tuple[int, int]
+    memory: str | float
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["t_values"] = list(self.t_values)
+        d["options_per_t"] = list(self.options_per_t)
+        return d
+
+
+def make_specs(
+    count: int,
+    seed: int,
+    families: Sequence[str] = FAMILIES,
+    nodes: tuple[int, int] = (3, 7),
+) -> list[Spec]:
+    """The campaign's instances: families in turn, node counts uniform in ``nodes``, and
+    a mix of settings (30 % integer data; t in {1, 2} mostly, sometimes {1, 2, 4} or
+    {1}; 2 options per (node, t) mostly, sometimes 1-3; memory tight 80 %, loose 10 %,
+    a random factor 10 %).
+
+    Examples
+    --------
+    >>> [s.family for s in make_specs(3, 0, families=("chain", "skip"))]
+    ['chain', 'skip', 'chain']
+    >>> make_specs(5, 7) == make_specs(5, 7)
+    True
+    """
+    if count < 0:
+        raise InputError(f"--count must be >= 0, got {count}")
+    lo, hi = nodes
+    if lo < 1 or hi < lo:
+        raise InputError(f"--nodes must be A-B with 1 <= A <= B, got {lo}-{hi}")
+    for f in families:
+        if f not in FAMILIES:
+            raise InputError(f"unknown family {f!r}; choose from {', '.join(FAMILIES)}")
+    if not families:
+        raise InputError("give at least one family")
+    specs = []
+    for i in range(count):
+        rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, i])
+        family = families[i % len(families)]
+        n = int(rng.integers(lo, hi + 1))
+        inst_seed = int(rng.integers(0, 2**31))
+        integer = bool(rng.random() < 0.3)
+        r = rng.random()
+        t_values = (1, 2) if r < 0.75 else (1, 2, 4) if r < 0.9 else (1,)
+        options = (2, 2) if rng.random() < 0.8 else (1, 3)
+        r = rng.random()
+        memory: str | float = "tight" if r < 0.8 else "loose" if r < 0.9 else round(float(rng.uniform(0.0, 0.6)), 3)
+        specs.append(Spec(f"{i:05d}-{family}-n{n}", family, n, inst_seed, integer, t_values, options, memory))
+    return specs
+
+
+def spec_instance(spec: Spec):
+    """The instance a spec describes."""
+    return random_instance(
+        spec.family,
+        spec.n_nodes,
+        spec.seed,
+        t_values=spec.t_values,
+        options_per_t=spec.options_per_t,
+        memory=spec.memory,
+        integer=spec.integer,
+    )
+
+
+def run_spec(
+    spec: Spec,
+    methods: Sequence[str] = DEFAULT_METHODS,
+    time_limit: float | None = 60.0,
+    threads: int | None = None,
+    solvers: Mapping[str, Callable] | None = None,
+    do_shrink: bool = True,
+    shrink_checks: int = 200,
+    shrink_seconds: float = 300.0,
+) -> dict:
+    """Cross-check one spec; the campaign's JSON record (with, for a mismatch, the
+    shrunk counterexample as ``counterexample_instance``). Never raises: a crash of the
+    harness itself is recorded as a mismatch, since it needs a look all the same."""
+    start = time.perf_counter()
+    rec: dict = {"id": spec.id, "spec": spec.to_dict(), "family": spec.family, "nodes": spec.n_nodes}
+    try:
+        inst = spec_instance(spec)
+        rec["edges"] = len(inst.edges)
+        rec["settings"] = {"K": inst.K, "N": inst.N, "M": inst.M, "B": inst.B}
+        v = verify_instance(inst, methods, time_limit=time_limit, threads=threads, solvers=solvers)
+        rec.update(
+            verdict=v.verdict,
+            optimum=v.optimum,
+            infeasible=v.infeasible,
+            greedy_tps=v.greedy_tps,
+            greedy_gap=v.greedy_gap,
+            problems=v.problems,
+            involved=v.involved,
+            statuses={m: r.status for m, r in v.results.items()},
+            seconds={m: r.seconds for m, r in v.results.items()},
+        )
+        if v.verdict == "mismatch" and do_shrink:
+            # replay only the methods that disagreed (faster), with the same solvers
+            again = [m for m in methods if m in v.involved] or list(methods)
+            use_greedy = "greedy" in v.involved
+
+            def fails(candidate) -> bool:
+                w = verify_instance(candidate, again, time_limit=time_limit, threads=threads, solvers=solvers, greedy=use_greedy)
+                return w.verdict == "mismatch"
+
+            res = shrink(inst, fails, max_checks=shrink_checks, max_seconds=shrink_seconds)
+            final = verify_instance(res.instance, methods, time_limit=time_limit, threads=threads, solvers=solvers)
+            data = instance_to_dict(res.instance)
+            data["counterexample"] = {
+                "campaign_id": spec.id,
+                "spec": spec.to_dict(),
+                "original": {"nodes": len(inst.nodes), "edges": len(inst.edges), "problems": v.problems},
+                "shrink_steps": res.steps,
+                "shrink_checks": res.checks,
+                "shrink_finished": res.finished,
+                "verdict": final.verdict,
+                "problems": final.problems,
+                "methods": list(methods),
+            }
+            rec["counterexample_instance"] = data
+            rec["shrunk_nodes"] = len(res.instance.nodes)
+            rec["shrunk_edges"] = len(res.instance.edges)
+    except Exception as exc:  # the harness's own bug: keep going, but flag it loudly
+        rec.update(verdict="mismatch", problems=[f"harness error: {type(exc).__name__}: {exc}"], involved=[])
+    rec["wall_seconds"] = time.perf_counter() - start
+    return rec
+
+
+def _run_task(args: tuple) -> dict:
+    spec, kwargs = args
+    return run_spec(spec, **kwargs)
+
+
+def read_results(out: str | Path) -> list[dict]:
+    """The records in ``out/results.jsonl`` (a torn last line, from a killed run, is skipped)."""
+    path = Path(out) / RESULTS
+    records = []
+    if not path.exists():
+        return records
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and "id" in rec and "verdict" in rec:
+                records.append(rec)
+    return records
+
+
+def _percentiles(values: list[float]) -> dict:
+    if not values:
+        return {"count": 0}
+    a = np.asarray(values, dtype=float)
+    return {
+        "count": int(a.size),
+        "p50": float(np.percentile(a, 50)),
+        "p90": float(np.percentile(a, 90)),
+        "p99": float(np.percentile(a, 99)),
+        "max": float(a.max()),
+        "mean": float(a.mean()),
+    }
+
+
+def summarize(records: Iterable[dict], elapsed: float | None = None, workers: int | None = None) -> dict:
+    """Counts by verdict and by family, greedy-gap statistics (over instances with a
+    proven optimum and a greedy plan) and per-method solve-time percentiles and
+    status counts."""
+    records = list(records)
+    verdicts = {v: 0 for v in ("match", "consistent", "inconclusive", "mismatch")}
+    by_family: dict[str, dict[str, int]] = {}
+    times: dict[str, list[float]] = {}
+    statuses: dict[str, dict[str, int]] = {}
+    gaps = []
+    infeasible = 0
+    for r in records:
+        verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
+        fam = by_family.setdefault(r.get("family", "?"), {})
+        fam[r["verdict"]] = fam.get(r["verdict"], 0) + 1
+        infeasible += bool(r.get("infeasible"))
+        for m, s in (r.get("seconds") or {}).items():
+            st = (r.get("statuses") or {}).get(m)
+            statuses.setdefault(m, {})
+            statuses[m][st] = statuses[m].get(st, 0) + 1
+            if st != "skipped":
+                times.setdefault(m, []).append(s)
+        if r.get("greedy_gap") is not None:
+            gaps.append(r["greedy_gap"])
+    g = np.asarray(gaps, dtype=float)
+    greedy = {"count": int(g.size)}
+    if g.size:
+        greedy.update(
+            worse=int((g > 1e-9).sum()),
+            mean=float(g.mean()),
+            median=float(np.median(g)),
+            p90=float(np.percentile(g, 90)),
+            max=float(g.max()),
+        )
+    out = {
+        "instances": len(records),
+        "verdicts": verdicts,
+        "infeasible": infeasible,
+        "by_family": by_family,
+        "greedy_gap": greedy,
+        "seconds": {m: _percentiles(ts) for m, ts in times.items()},
+        "statuses": statuses,
+        "mismatches": [r["id"] for r in records if r["verdict"] == "mismatch"],
+    }
+    if elapsed is not None:
+        out["elapsed_seconds"] = elapsed
+    if workers is not None:
+        out["workers"] = workers
+    return out
+
+
+def summary_lines(summary: dict) -> list[str]:
+    """The summary as plain text lines (the CLI prints them)."""
+    v = summary["verdicts"]
+    lines = [
+        f"{summary['instances']} instances: "
+        + ", ".join(f"{k} {v.get(k, 0)}" for k in ("match", "consistent", "inconclusive", "mismatch"))
+        + f" ({summary['infeasible']} proven infeasible)"
+    ]
+    if "elapsed_seconds" in summary:
+        lines[0] += f"; {summary['elapsed_seconds']:.1f} s with {summary.get('workers', 1)} worker(s)"
+    for fam, counts in sorted(summary["by_family"].items()):
+        lines.append(f"  {fam:16s} " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
+    g = summary["greedy_gap"]
+    if g["count"]:
+        lines.append(
+            f"greedy rule vs optimum over {g['count']} instances: worse on {g['worse']} "
+            f"({100 * g['worse'] / g['count']:.1f}%), gap mean {100 * g['mean']:.3g}%, median {100 * g['median']:.3g}%, "
+            f"p90 {100 * g['p90']:.3g}%, max {100 * g['max']:.3g}%"
+        )
+    else:
+        lines.append("greedy rule: no instance with both a proven optimum and a greedy plan")
+    for m, p in summary["seconds"].items():
+        if p["count"]:
+            st = ", ".join(f"{k} {n}" for k, n in sorted(summary["statuses"].get(m, {}).items()))
+            lines.append(
+                f"  {m:7s} seconds p50 {p['p50']:.3g}, p90 {p['p90']:.3g}, p99 {p['p99']:.3g}, max {p['max']:.3g}  ({st})"
+            )
+    if summary["mismatches"]:
+        lines.append("mismatches: " + ", ".join(summary["mismatches"][:20]) + (" ..." if len(summary["mismatches"]) > 20 else ""))
+    return lines
+
+
+def _save_counterexample(out: Path, rec: dict) -> None:
+    data = rec.pop("counterexample_instance", None)
+    if data is None:
+        return
+    folder = out / COUNTEREXAMPLES
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{rec['id']}.json"
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    rec["counterexample"] = str(path)
+
+
+def run_campaign(
+    out: str | Path,
+    count: int,
+    seed: int,
+    *,
+    families: Sequence[str] = FAMILIES,
+    nodes: tuple[int, int] = (3, 7),
+    methods: Sequence[str] = DEFAULT_METHODS,
+    time_limit: float | None = 60.0,
+    threads: int | None = None,
+    workers: int = 1,
+    resume: bool = False,
+    solvers: Mapping[str, Callable] | None = None,
+    do_shrink: bool = True,
+    progress: bool | None = None,
+    on_record: Callable[[dict], None] | None = None,
+) -> dict:
+    """Run a campaign into the folder ``out``; returns the summary (also written to
+    ``out/summary.json``).
+
+    Parameters
+    ----------
+    out : path
+        Results folder (created). Without ``resume`` it must hold no earlier results.
+    count, seed : int
+        How many instances, and the master seed.
+    families, nodes : which graph families, and the (low, high) node-count range.
+    methods, time_limit, threads : as for :func:`verify_instance` (time limit per MILP).
+    workers : int
+        Worker processes (1: in this process).
+    resume : bool
+        Skip the ids already in ``out/results.jsonl``; the parameters must be the same.
+    solvers : mapping, optional
+        Replacement methods (tests inject wrong ones); must be picklable (module-level
+        functions) when ``workers`` > 1.
+    do_shrink : bool
+        Shrink mismatches into ``out/counterexamples/``.
+    progress : bool, optional
+        A rich progress bar on stderr (default: when stderr is a terminal).
+    on_record : callable, optional
+        Called with each record as it is written.
+
+    Raises
+    ------
+    InputError
+        Bad parameters, results already present without ``resume``, or ``resume`` with
+        different parameters.
+    """
+    for m in methods:
+        if m not in METHODS:
+            raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
+    if workers < 1:
+        raise InputError(f"--workers must be >= 1, got {workers}")
+    specs = make_specs(count, seed, families, nodes)
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    params = {
+        "count": count,
+        "seed": seed,
+        "families": list(families),
+        "nodes": list(nodes),
+        "methods": list(methods),
+        "time_limit": time_limit,
+    }
+    params_path = out / PARAMETERS
+    done = read_results(out)
+    if done and not resume:
+        raise InputError(f"--out {out}: already holds {len(done)} results; add --resume to continue it, or choose another folder")
+    if resume and params_path.exists():
+        old = json.loads(params_path.read_text(encoding="utf-8"))
+        if {k: old.get(k) for k in params} != params:
+            diff = ", ".join(f"{k}: {old.get(k)!r} -> {params[k]!r}" for k in params if old.get(k) != params[k])
+            raise InputError(f"--resume: {out} holds a campaign with other parameters ({diff})")
+    params_path.write_text(json.dumps(params, indent=1) + "\n", encoding="utf-8")
+    done_ids = {r["id"] for r in done}
+    todo = [s for s in specs if s.id not in done_ids]
+
+    kwargs = {"methods": tuple(methods), "time_limit": time_limit, "threads": threads, "solvers": dict(solvers) if solvers else None, "do_shrink": do_shrink}
+    show = sys.stderr.isatty() if progress is None else progress
+    start = time.perf_counter()
+    spec_ids = {s.id for s in specs}
+    records = [r for r in done if r["id"] in spec_ids]
+    results_path = out / RESULTS
+
+    with results_path.open("a", encoding="utf-8") as fh:
+
+        def write(rec: dict) -> None:
+            _save_counterexample(out, rec)
+            fh.write(json.dumps(_finite(rec), allow_nan=False, default=_json_default) + "\n")
+            fh.flush()
+            records.append(rec)
+            if on_record is not None:
+                on_record(rec)
+
+        progress_bar = None
+        task = None
+        if show and todo:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+            progress_bar = Progress(
+                TextColumn("campaign"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[status]}"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
+            task = progress_bar.add_task("campaign", total=len(todo), status="")
+
+        def advance(rec: dict) -> None:
+            if progress_bar is not None:
+                n_mis = sum(r["verdict"] == "mismatch" for r in records)
+                progress_bar.update(task, advance=1, status=f"mismatch {n_mis}")
+
+        tasks = [(s, kwargs) for s in todo]
+        if workers == 1 or len(todo) <= 1:
+            if progress_bar is not None:
+                progress_bar.start()
+            try:
+                for t in tasks:
+                    rec = _run_task(t)
+                    write(rec)
+                    advance(rec)
+            finally:
+                if progress_bar is not None:
+                    progress_bar.stop()
+        else:
+            # spawn: clean worker processes (no inherited solver threads); a worker that
+            # dies (e.g. a solver crash) breaks the pool: what is written stays, --resume goes on
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
+                if progress_bar is not None:
+                    progress_bar.start()
+                futures = [pool.submit(_run_task, t) for t in tasks]
+                try:
+                    for fut in as_completed(futures):
+                        rec = fut.result()
+                        write(rec)
+                        advance(rec)
+                except BrokenProcessPool as exc:
+                    raise InternalError(
+                        f"a campaign worker process died ({exc}); {len(records)} results are saved in {results_path}, "
+                        "rerun with --resume to go on"
+                    ) from None
+                except BaseException:
+                    for fut in futures:
+                        fut.cancel()
+                    raise
+                finally:
+                    if progress_bar is not None:
+                        progress_bar.stop()
+
+    summary = summarize(records, elapsed=time.perf_counter() - start, workers=workers)
+    summary["parameters"] = params
+    summary["resumed"] = len(done_ids)
+    (out / SUMMARY).write_text(json.dumps(_finite(summary), indent=1, default=_json_default) + "\n", encoding="utf-8")
+    return summary
+
+
+def _finite(obj):
+    """Non-finite floats -> None, so that every line is strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _json_default(obj):
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    raise TypeError(f"not JSON serializable: {type(obj).__name__}")
