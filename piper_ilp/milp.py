@@ -91,7 +91,7 @@ __all__ = [
 BACKENDS = ("cpsat", "cbc")
 
 #: Above this many variables :func:`solve_milp` refuses (unless ``force``).
-DEFAULT_MAX_VARIABLES = 50_000
+DEFAULT_MAX_VARIABLES = 25_000
 
 #: Solver threads when the caller does not say (CI machines have 2 cores).
 DEFAULT_THREADS = 2
@@ -731,7 +731,9 @@ def _solve_cbc(built: _Built, time_limit, threads, write_model, hint_values) -> 
                 gapAbs=CBC_GAP_ABS,
                 warmStart=warm,
                 logPath=log_path,
-                options=list(CBC_OPTIONS),
+                # CBC 2.10's preprocessing discards a MIP start ("mipstart values could not
+                # be used"), so with a hint it is switched off
+                options=list(CBC_OPTIONS) + (["preprocess off"] if warm else []),
             )
         t0 = time.perf_counter()
         prob.solve(solver)

@@ -307,6 +307,23 @@ def test_time_limit_on_a_hard_instance_is_never_optimal(backend, shared_dir):
         assert sol.plan is None
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_time_limit_with_a_warm_start_gives_a_plan_and_a_bound(backend, shared_dir):
+    # bert32a100 at K = 16: a single stage with d = 16 is a valid plan (and the DP's
+    # optimum), but neither backend proves that within a few seconds; with it as a hint
+    # both return it with status feasible, a bound below it and a positive gap
+    inst = load_instance(shared_dir / "piper-inputs" / "bert32a100.json").with_settings(K=16)
+    hint = Plan((Stage(tuple(inst.node_ids), 16, 1, {v: "vanilla" for v in inst.node_ids}),))
+    hint_tps = evaluate(inst, hint).tps
+    sol = solve_milp(inst, backend=backend, time_limit=8.0, hint=hint)
+    assert sol.info["hint"] == "used"
+    assert sol.status in (Status.FEASIBLE, Status.OPTIMAL), sol.status
+    assert sol.tps <= hint_tps * (1 + 1e-9)
+    if sol.status == Status.FEASIBLE:
+        assert 0 < sol.bound < sol.tps and sol.info["gap"] > 0
+        assert sol.message.startswith("time limit")
+
+
 def test_cpsat_states_its_scaling_error(inputs_dir):
     inst = load_instance(inputs_dir / "small.json")
     sol = solve_milp(inst, backend="cpsat")
