@@ -1,0 +1,218 @@
+"""``piper-ilp verify`` and its verdict rules (compare/verify.py).
+
+Most cases inject fake methods built on the exhaustive oracle, so that each rule of the
+verdict (match, consistent, mismatch, inconclusive) is exercised on purpose; the real
+solvers run on inputs/small.json (the README's main command)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from compare.brute import solve_brute
+from compare.generators import random_instance
+from compare.verify import parse_methods, plan_difference, verify_instance
+from piper_ilp.cli import app
+from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.instance import instance_from_dict
+from piper_ilp.plan import Plan, Stage
+from piper_ilp.solution import Restrictions, Solution, Status
+
+
+def opt(oid="vanilla", p=1.0, w=0.0, a=0.0, b=0.0, sfw=None, sbw=None):
+    return {"id": oid, "timePerSample": p, "parameterSize": w, "memoryUsageA": a, "memoryUsageB": b,
+            "syncTimeFw": {str(k): v for k, v in (sfw or {}).items()},
+            "syncTimeBw": {str(k): v for k, v in (sbw or {}).items()}}
+
+
+# one node, p = 4, w = 1, K = N = 2, B = 1: optimum 3 with d = 2 (d = 1 gives 4)
+ONE = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 100.0, "bandwidth": 1.0, "mbsInBatch": 2,
+                          "nodes": [{"id": 9, "TMPCs": {"1": [opt(p=4.0, w=1.0, a=1.0)]}}], "edges": []}, "one")
+D1 = Plan((Stage((9,), 1, 1, {9: "vanilla"}),))  # TPS 4
+D2 = Plan((Stage((9,), 2, 1, {9: "vanilla"}),))  # TPS 3
+
+
+def fake(method, status, plan=None, objective=None, bound=None, info=None):
+    def solve(instance, restrictions, time_limit, threads):
+        return Solution(method=method, status=status, plan=plan, objective=objective, bound=bound, info=dict(info or {}))
+
+    return solve
+
+
+def brute_as(name):
+    def solve(instance, restrictions, time_limit, threads):
+        s = solve_brute(instance, restrictions)
+        s.method = name
+        return s
+
+    return solve
+
+
+def run(solvers, methods=None, instance=ONE, greedy=False):
+    return verify_instance(instance, methods or tuple(solvers), solvers=solvers, greedy=greedy)
+
+
+def test_match_when_all_prove_the_same_optimum():
+    v = run({"dp": fake("dp", Status.OPTIMAL, D2, 3.0), "brute": brute_as("brute")})
+    assert v.verdict == "match" and v.exit_code == 0
+    assert v.optimum == pytest.approx(3.0) and not v.problems
+
+
+def test_different_proven_optima_are_a_mismatch_with_the_first_difference():
+    v = run({"dp": fake("dp", Status.OPTIMAL, D1, 4.0), "brute": brute_as("brute")})
+    assert v.verdict == "mismatch" and v.exit_code == 1
+    text = " ".join(v.problems)
+    assert "proven optima differ: dp 4, brute 3" in text
+    assert "first difference at stage 0: dp has nodes [9:vanilla] d=1 t=1, brute has nodes [9:vanilla] d=2 t=1" in text
+    assert set(v.involved) == {"dp", "brute"}
+
+
+def test_invalid_plan_is_a_mismatch_naming_the_rule():
+    bad = Plan((Stage((9,), 3, 1, {9: "vanilla"}),))  # d = 3 does not divide N = 2 (rule 3)
+    v = run({"dp": fake("dp", Status.OPTIMAL, bad, 4.0 / 3)})
+    assert v.verdict == "mismatch"
+    assert "dp: its plan is invalid: rule 3" in v.problems[0]
+
+
+def test_value_that_is_not_the_plans_tps_is_a_mismatch():
+    v = run({"dp": fake("dp", Status.OPTIMAL, D2, 2.9)})
+    assert v.verdict == "mismatch" and "is not its plan's TPS 3" in v.problems[0]
+
+
+def test_stated_scaling_error_is_honoured():
+    ok = fake("cpsat", Status.OPTIMAL, D2, 3.0 + 5e-7, info={"scaling_error": 1e-6})
+    assert run({"cpsat": ok, "brute": brute_as("brute")}).verdict == "match"
+    too_far = fake("cpsat", Status.OPTIMAL, D2, 3.0 + 5e-6, info={"scaling_error": 1e-6})
+    assert run({"cpsat": too_far, "brute": brute_as("brute")}).verdict == "mismatch"
+    no_error_stated = fake("cbc", Status.OPTIMAL, D2, 3.0 + 5e-7)
+    assert run({"cbc": no_error_stated, "brute": brute_as("brute")}).verdict == "mismatch"
+
+
+def test_milp_stopped_early_is_consistent_when_bound_and_plan_bracket_the_optimum():
+    early = fake("cpsat", Status.FEASIBLE, D1, 4.0, bound=2.5)  # 2.5 <= 3 <= 4
+    v = run({"dp": brute_as("dp"), "cpsat": early})
+    assert v.verdict == "consistent" and v.exit_code == 0 and v.optimum == pytest.approx(3.0)
+    # a bound above the optimum is a false proof
+    lying = fake("cpsat", Status.FEASIBLE, D1, 4.0, bound=3.5)
+    v = run({"dp": brute_as("dp"), "cpsat": lying})
+    assert v.verdict == "mismatch" and any("lower bound 3.5 is above dp's valid plan (TPS 3)" in p for p in v.problems)
+    # a heuristic plan better than a proven optimum refutes the proof
+    v = run({"dp": fake("dp", Status.OPTIMAL, D1, 4.0), "cpsat": fake("cpsat", Status.FEASIBLE, D2, 3.0, bound=2.0)})
+    assert v.verdict == "mismatch" and any("beats dp's proven optimum 4" in p for p in v.problems)
+
+
+def test_nothing_proven_is_inconclusive():
+    v = run({"cpsat": fake("cpsat", Status.UNKNOWN, bound=1.0), "cbc": fake("cbc", Status.FEASIBLE, D1, 4.0, bound=2.0)})
+    assert v.verdict == "inconclusive" and v.exit_code == 3 and v.optimum is None
+
+
+def test_infeasible_next_to_a_valid_plan_is_a_mismatch():
+    v = run({"dp": fake("dp", Status.INFEASIBLE), "brute": brute_as("brute")})
+    assert v.verdict == "mismatch" and "dp proved infeasibility, but brute found a valid plan (TPS 3)" in v.problems[0]
+    # both infeasible: a match, reported as such
+    none_fit = ONE.with_settings(M=0.5)
+    v = run({"dp": fake("dp", Status.INFEASIBLE), "brute": brute_as("brute")}, instance=none_fit)
+    assert v.verdict == "match" and v.infeasible and v.optimum is None
+
+
+def test_crash_is_a_mismatch_and_size_limit_is_skipped():
+    def crash(instance, restrictions, time_limit, threads):
+        raise ZeroDivisionError("boom")
+
+    def too_big(instance, restrictions, time_limit, threads):
+        raise SizeLimitError("too big for this method")
+
+    v = run({"dp": crash, "brute": brute_as("brute")})
+    assert v.verdict == "mismatch" and "dp: crashed: ZeroDivisionError: boom" in v.problems[0]
+    v = run({"dp": brute_as("dp"), "cpsat": too_big})
+    assert v.verdict == "match" and v.results["cpsat"].status == "skipped"
+    v = run({"cpsat": too_big})
+    assert v.verdict == "inconclusive"
+
+
+def test_restrictions_are_enforced_on_every_plan():
+    v = verify_instance(ONE, ("dp",), Restrictions(max_d=1), solvers={"dp": fake("dp", Status.OPTIMAL, D2, 3.0)}, greedy=False)
+    assert v.verdict == "mismatch" and "breaks the restrictions" in " ".join(v.problems)
+
+
+def test_greedy_gap_is_reported():
+    v = run({"dp": brute_as("dp"), "greedy": fake("dp-greedy", Status.FEASIBLE, D1, 4.0)}, methods=("dp",), greedy=True)
+    assert v.verdict == "match"
+    assert v.greedy_tps == pytest.approx(4.0) and v.greedy_gap == pytest.approx(1.0 / 3.0)
+    # a greedy plan below the optimum would be a bug in one of them
+    v = run({"dp": fake("dp", Status.OPTIMAL, D1, 4.0), "greedy": fake("dp-greedy", Status.FEASIBLE, D2, 3.0)}, methods=("dp",), greedy=True)
+    assert v.verdict == "mismatch"
+
+
+def test_parse_methods():
+    assert parse_methods("dp, cbc") == ("dp", "cbc")
+    for bad in ("", "dp,gurobi", "dp,dp"):
+        with pytest.raises(InputError):
+            parse_methods(bad)
+
+
+def test_plan_difference_text():
+    text = plan_difference(ONE, ("a", D1), ("b", D2))
+    assert text.startswith("first difference at stage 0: a has nodes [9:vanilla] d=1 t=1, b has nodes [9:vanilla] d=2 t=1")
+    assert "a's bottleneck is stage 0 (TPS 4" in text and "b's bottleneck is stage 0 (TPS 3" in text
+
+
+# ---- the real solvers ----
+
+
+def test_real_methods_agree_on_random_instances():
+    # a handful of tiny instances through the DP, both MILP backends and the oracle
+    for i, family in enumerate(("chain", "skip", "layered", "series-parallel", "fork-join")):
+        inst = random_instance(family, 4, 100 + i, integer=bool(i % 2))
+        v = verify_instance(inst, time_limit=30)
+        assert v.verdict == "match", v.problems
+
+
+def test_cli_verify_small_prints_match(inputs_dir):
+    result = CliRunner().invoke(app, ["verify", str(inputs_dir / "small.json")])
+    assert result.exit_code == 0, result.output
+    assert "match: optimum TPS" in result.output
+    assert "greedy rule (Piper's option choice)" in result.output
+
+
+def test_cli_verify_json_and_exit_codes(inputs_dir, tmp_path):
+    result = CliRunner().invoke(app, ["verify", str(inputs_dir / "small.json"), "--methods", "dp,brute", "--json"])
+    assert result.exit_code == 0
+    rec = json.loads(result.output.strip().splitlines()[-1])
+    assert rec["verdict"] == "match" and set(rec["methods"]) == {"dp", "brute", "greedy"}
+    assert rec["methods"]["dp"]["tps"] == pytest.approx(rec["optimum"])
+    # bad input: exit 2 and one line, no traceback
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    result = CliRunner().invoke(app, ["verify", str(bad)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    result = CliRunner().invoke(app, ["verify", str(inputs_dir / "small.json"), "--methods", "dp,gurobi"])
+    assert result.exit_code == 2
+    # a restriction flag is passed through: every plan must obey it, and it still matches
+    result = CliRunner().invoke(app, ["verify", str(inputs_dir / "small.json"), "--methods", "dp,brute", "--no-tensor-parallel"])
+    assert result.exit_code == 0 and "match" in result.output
+
+
+def test_cli_verify_brute_is_skipped_on_big_graphs(tmp_path):
+    path = tmp_path / "big.json"
+    result = CliRunner().invoke(app, ["random", "--family", "chain", "--nodes", "12", "--seed", "1", "--memory-kind", "loose", "-o", str(path)])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(app, ["verify", str(path), "--methods", "dp,brute", "--json"])
+    rec = json.loads(result.output.strip().splitlines()[-1])
+    assert rec["methods"]["brute"]["status"] == "skipped" and "at most 8 nodes" in rec["methods"]["brute"]["skipped"]
+    assert rec["verdict"] == "match" and result.exit_code == 0
+
+
+def test_cli_random_is_deterministic_and_valid(tmp_path):
+    runner = CliRunner()
+    a = runner.invoke(app, ["random", "--family", "fork-join", "--nodes", "7", "--seed", "5", "--integer"])
+    b = runner.invoke(app, ["random", "--family", "fork-join", "--nodes", "7", "--seed", "5", "--integer"])
+    assert a.exit_code == 0 and a.output == b.output
+    data = json.loads(a.output)
+    inst = instance_from_dict(data)
+    assert len(inst.nodes) == 7 and inst.B == 1
+    for args in (["--family", "tree"], ["--options", "3-1"], ["--t-values", "0"], ["--memory-kind", "lots"]):
+        result = runner.invoke(app, ["random", *args])
+        assert result.exit_code == 2, args
