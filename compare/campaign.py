@@ -417,6 +417,13 @@ def run_campaign(
     records = [r for r in done if r["id"] in spec_ids]
     results_path = out / RESULTS
 
+    if results_path.exists() and results_path.stat().st_size:
+        with results_path.open("rb") as fh:
+            fh.seek(-1, 2)
+            torn = fh.read(1) != b"\n"
+        if torn:  # a run killed mid-line: end that line, so the next record starts clean
+            with results_path.open("a", encoding="utf-8") as fh:
+                fh.write("\n")
     with results_path.open("a", encoding="utf-8") as fh:
 
         def write(rec: dict) -> None:

@@ -1,0 +1,180 @@
+"""Campaigns (compare/campaign.py) and shrinking (compare/shrink.py).
+
+The harness tests itself: a deliberately wrong solver is injected, must be caught, and
+its counterexample shrunk to a handful of nodes that ``piper-ilp verify`` replays. The
+seeded campaign of 200 random DAGs over all families runs every real method."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from compare.brute import solve_brute
+from compare.campaign import RESULTS, make_specs, read_results, run_campaign, spec_instance, summarize
+from compare.generators import FAMILIES, random_instance
+from compare.shrink import shrink, variants
+from compare.verify import verify_instance
+from piper_ilp.cli import app
+from piper_ilp.errors import InputError
+from piper_ilp.instance import load_instance
+from piper_ilp.solution import Restrictions
+
+
+# ---- deliberately wrong solvers (module level, so that worker processes can load them) ----
+
+
+def dp_without_data_parallelism(instance, restrictions, time_limit, threads):
+    """Claims optimality while never trying d > 1."""
+    s = solve_brute(instance, Restrictions(max_d=1, max_t=restrictions.max_t, exclude_options=restrictions.exclude_options))
+    s.method = "dp"
+    return s
+
+
+def dp_ignoring_memory(instance, restrictions, time_limit, threads):
+    """Never checks the memory limit M: its plans may not fit."""
+    s = solve_brute(instance.with_settings(M=1e300), restrictions)
+    s.method = "dp"
+    return s
+
+
+def honest_brute(instance, restrictions, time_limit, threads):
+    return solve_brute(instance, restrictions)
+
+
+def first_failing(bad, family="skip", n=7):
+    for seed in range(50):
+        inst = random_instance(family, n, seed)
+        if verify_instance(inst, ("dp", "brute"), solvers={"dp": bad}, greedy=False).verdict == "mismatch":
+            return inst
+    raise AssertionError("the wrong solver was never caught")
+
+
+@pytest.mark.parametrize("bad, most_nodes", [(dp_without_data_parallelism, 1), (dp_ignoring_memory, 3)])
+def test_wrong_solver_is_caught_and_shrunk(bad, most_nodes):
+    inst = first_failing(bad)
+    assert len(inst.nodes) == 7
+
+    def fails(candidate):
+        return verify_instance(candidate, ("dp", "brute"), solvers={"dp": bad}, greedy=False).verdict == "mismatch"
+
+    res = shrink(inst, fails)
+    assert res.finished and res.steps
+    small = res.instance
+    assert len(small.nodes) <= most_nodes  # a single node shows "no data parallelism"; memory needs a few
+    assert fails(small)
+    # honest methods agree on the shrunk instance: the disagreement is the wrong solver's
+    assert verify_instance(small, ("dp", "cpsat", "brute"), time_limit=30).verdict == "match"
+
+
+def test_shrink_variants_are_valid_and_smaller():
+    inst = random_instance("fork-join", 6, 2, options_per_t=(1, 3), t_values=(1, 2, 4))
+    seen = set()
+    for text, data in variants(inst):
+        seen.add(text.split()[0])
+        assert len(data["nodes"]) <= len(inst.nodes)
+    assert {"drop", "K", "N", "every"} <= seen
+
+
+def test_campaign_catches_a_wrong_solver_saves_and_replays_counterexamples(tmp_path):
+    out = tmp_path / "camp"
+    summary = run_campaign(
+        out, 10, 3, families=("skip", "fork-join"), nodes=(4, 6), methods=("dp", "brute"),
+        solvers={"dp": dp_without_data_parallelism, "brute": honest_brute}, workers=2, progress=False,
+    )
+    records = read_results(out)
+    assert len(records) == 10 and summary["instances"] == 10
+    bad = [r for r in records if r["verdict"] == "mismatch"]
+    assert bad, "the wrong solver went unnoticed"
+    assert summary["verdicts"]["mismatch"] == len(bad) and sorted(summary["mismatches"]) == sorted(r["id"] for r in bad)
+    for r in bad:
+        path = out / "counterexamples" / f"{r['id']}.json"
+        assert r["counterexample"] == str(path) and path.exists()
+        assert r["shrunk_nodes"] <= 2
+        small = load_instance(path)  # a valid instance (the extra field is ignored)
+        meta = json.loads(path.read_text())["counterexample"]
+        assert meta["campaign_id"] == r["id"] and meta["verdict"] == "mismatch" and meta["shrink_steps"]
+        # the wrong solver still fails on it, and the CLI replays it with the real methods
+        assert verify_instance(small, ("dp", "brute"), solvers={"dp": dp_without_data_parallelism}).verdict == "mismatch"
+        result = CliRunner().invoke(app, ["verify", str(path), "--methods", "dp,brute"])
+        assert result.exit_code == 0 and "match" in result.output
+
+
+def test_campaign_resume_after_a_kill(tmp_path):
+    out = tmp_path / "camp"
+    kwargs = dict(families=("chain", "layered"), nodes=(2, 4), methods=("brute",), workers=1, progress=False)
+    run_campaign(out, 6, 11, **kwargs)
+    lines = (out / RESULTS).read_text().splitlines()
+    assert len(lines) == 6
+    # simulate a run killed mid-write: three full lines and a torn one
+    (out / RESULTS).write_text("\n".join(lines[:3]) + "\n" + lines[3][:25])
+    with pytest.raises(InputError, match="--resume"):
+        run_campaign(out, 6, 11, **kwargs)
+    with pytest.raises(InputError, match="other parameters"):
+        run_campaign(out, 6, 12, resume=True, **kwargs)
+    seen = []
+    summary = run_campaign(out, 6, 11, resume=True, on_record=seen.append, **kwargs)
+    assert len(seen) == 3 and summary["resumed"] == 3
+    ids = [r["id"] for r in read_results(out)]
+    assert sorted(ids) == sorted(s.id for s in make_specs(6, 11, ("chain", "layered"), (2, 4)))
+    assert summary["instances"] == 6
+
+
+def test_specs_are_deterministic_and_cover_families():
+    specs = make_specs(50, 4)
+    assert specs == make_specs(50, 4) and specs != make_specs(50, 5)
+    assert {s.family for s in specs} == set(FAMILIES)
+    assert all(3 <= s.n_nodes <= 7 for s in specs)
+    assert spec_instance(specs[0]) == spec_instance(specs[0])
+    with pytest.raises(InputError):
+        make_specs(3, 0, families=("tree",))
+    with pytest.raises(InputError):
+        make_specs(3, 0, nodes=(5, 2))
+
+
+def test_summary_statistics():
+    recs = [
+        {"id": "a", "family": "chain", "verdict": "match", "greedy_gap": 0.0, "seconds": {"dp": 1.0}, "statuses": {"dp": "optimal"}},
+        {"id": "b", "family": "chain", "verdict": "match", "greedy_gap": 0.1, "seconds": {"dp": 3.0}, "statuses": {"dp": "optimal"}},
+        {"id": "c", "family": "skip", "verdict": "mismatch", "greedy_gap": None, "seconds": {"dp": 2.0, "brute": 9.0},
+         "statuses": {"dp": "optimal", "brute": "skipped"}},
+    ]
+    s = summarize(recs)
+    assert s["verdicts"] == {"match": 2, "consistent": 0, "inconclusive": 0, "mismatch": 1}
+    assert s["by_family"] == {"chain": {"match": 2}, "skip": {"mismatch": 1}}
+    assert s["greedy_gap"]["count"] == 2 and s["greedy_gap"]["worse"] == 1 and s["greedy_gap"]["max"] == pytest.approx(0.1)
+    assert s["seconds"]["dp"]["p50"] == pytest.approx(2.0) and s["seconds"]["dp"]["max"] == 3.0
+    assert "brute" not in s["seconds"]  # skipped runs carry no solve time
+    assert s["mismatches"] == ["c"]
+
+
+def test_cli_campaign(tmp_path):
+    out = tmp_path / "cli"
+    args = ["campaign", "--count", "4", "--seed", "2", "--nodes", "2-3", "--methods", "dp,brute", "--workers", "1", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "4 instances: match 4" in result.output
+    assert len(read_results(out)) == 4 and (out / "summary.json").exists()
+    result = CliRunner().invoke(app, args)  # results present, no --resume
+    assert result.exit_code == 2 and "--resume" in result.output
+    result = CliRunner().invoke(app, args + ["--resume"])
+    assert result.exit_code == 0 and len(read_results(out)) == 4
+    result = CliRunner().invoke(app, ["campaign", "--count", "2", "--nodes", "9-3", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2
+
+
+@pytest.mark.slow
+def test_seeded_campaign_of_200_random_dags(tmp_path):
+    # Issue 5's gate: 200 random DAGs over all five families, the DP, both MILP backends and
+    # the exhaustive oracle (where it applies); any mismatch fails the suite.
+    summary = run_campaign(
+        tmp_path / "ci", 200, 20261122, nodes=(2, 6), methods=("dp", "cpsat", "cbc", "brute"),
+        time_limit=60, workers=2, progress=False,
+    )
+    print("\n".join(__import__("compare.campaign", fromlist=["summary_lines"]).summary_lines(summary)))
+    assert summary["instances"] == 200
+    assert summary["verdicts"]["mismatch"] == 0, summary["mismatches"]
+    assert set(summary["by_family"]) == set(FAMILIES)
+    assert summary["verdicts"]["match"] >= 190  # "consistent" only if a MILP hit 60 s on 6 nodes
+    assert summary["statuses"]["brute"].get("optimal", 0) + summary["statuses"]["brute"].get("infeasible", 0) >= 180
