@@ -61,8 +61,8 @@ DEFAULT_METHODS = METHODS
 #: Verdicts, from best to worst.
 VERDICTS = ("match", "consistent", "inconclusive", "mismatch")
 
-#: A solving method: (instance, restrictions, time_limit) -> Solution.
-Solver = Callable[[Instance, Restrictions, "float | None"], Solution]
+#: A solving method: (instance, restrictions, time_limit, threads) -> Solution.
+Solver = Callable[[Instance, Restrictions, "float | None", "int | None"], Solution]
 
 GREEDY = "greedy"
 
