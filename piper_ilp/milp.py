@@ -71,6 +71,7 @@ import networkx as nx
 
 from piper_ilp.cost import MEMORY_RTOL
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
+from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
@@ -374,7 +375,9 @@ def _build(st: _Sets) -> _Built:
             for v in V:
                 for t, l, j in zs_of.get((v, i), []):
                     o = st.opts[v, t][l]
-                    terms.append((j, (k * o.a + o.b) / M))
+                    # a term above 1 alone breaks the row; capping it at 2 keeps that and
+                    # keeps the numbers small for both backends
+                    terms.append((j, min((k * o.a + o.b) / M, 2.0)))
             m.row(f"memory[{i},{k}]", terms, "<=", 1.0, kind="memory", enforce=g[i, k])
 
     # ---- cut edges ----
@@ -550,9 +553,12 @@ def _cpsat_rows(m: LinearModel, memory_scale: float) -> list:
                 raise InternalError(f"cpsat: row {r.name} has non-integer data")
             rhs = int(r.rhs)
         elif r.kind == "time":
-            terms = [(j, int(round(c * CPSAT_STEPS_PER_UNIT)) if m.vars[j].kind != "continuous" else int(round(c)))
+            # continuous variables are counted in steps already: their (integer)
+            # coefficient is kept; binaries' coefficients are scaled and rounded
+            if any(m.vars[j].kind == "continuous" and c != int(c) for j, c in r.terms):
+                raise InternalError(f"cpsat: row {r.name} has a non-integer coefficient on a continuous variable")
+            terms = [(j, int(round(c * CPSAT_STEPS_PER_UNIT)) if m.vars[j].kind != "continuous" else int(c))
                      for j, c in r.terms]
-            # continuous variables are counted in steps already: their coefficient is kept
             rhs = int(round(r.rhs * CPSAT_STEPS_PER_UNIT))
         elif r.kind == "memory":
             if r.sense != "<=" or any(c < 0 or m.vars[j].kind != "binary" for j, c in r.terms):
@@ -608,7 +614,7 @@ def _solve_cpsat(built: _Built, time_limit, threads, write_model, hint_values) -
             else:
                 cm.add_hint(cv[j], int(round(val)))
     if write_model is not None:
-        Path(write_model).write_text(str(cm.proto), encoding="utf-8")
+        _write(write_model, lambda path: Path(path).write_text(str(cm.proto), encoding="utf-8"))
 
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = threads
@@ -717,7 +723,7 @@ def _solve_cbc(built: _Built, time_limit, threads, write_model, hint_values) -> 
             pv[j].setInitialValue(val)
         warm = True
     if write_model is not None:
-        prob.writeLP(str(write_model))
+        _write(write_model, lambda path: prob.writeLP(str(path)))
 
     with tempfile.TemporaryDirectory(prefix="piper-cbc-") as tmp:
         log_path = os.path.join(tmp, "cbc.log")
@@ -806,9 +812,19 @@ def _extract_plan(built: _Built, values: dict[int, float]) -> Plan:
     return Plan(tuple(stages))
 
 
+def _write(path, write) -> None:
+    try:
+        write(path)
+    except OSError as exc:
+        raise InputError(f"cannot write the model to {path}: {exc.strerror or exc}") from None
+
+
 def _hint_values(built: _Built, plan: Plan) -> tuple[dict[int, float] | None, str]:
     """Values of every variable for ``plan`` (None and the reason when it does not map)."""
     st, m = built.sets, built.model
+    ev = evaluate(st.inst, plan)
+    if not ev.valid:
+        return None, f"not a valid plan for the instance as restricted: {ev.violations[0]}"
     if len(plan.stages) > st.S:
         return None, f"the hint has {len(plan.stages)} stages, more than the {st.S} slots"
     values = {j: 0.0 for j, var in enumerate(m.vars) if var.kind != "continuous"}

@@ -235,12 +235,41 @@ def test_hint_from_a_known_optimum(backend, inputs_dir):
     agree(sol, ref)
 
 
-def test_hint_that_does_not_fit_the_model_is_ignored_with_a_reason(inputs_dir):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hint_that_is_not_a_valid_plan_is_ignored_with_a_reason(inputs_dir, backend):
     inst = load_instance(inputs_dir / "small.json")
+    ref = solve_brute(inst)
     bad = Plan((Stage(tuple(inst.node_ids), 1, 3, {v: "vanilla" for v in inst.node_ids}),))
-    sol = solve_milp(inst, hint=bad)
-    assert sol.info["hint"].startswith("ignored:") and "(t, d) = (3, 1)" in sol.info["hint"]
-    assert sol.status == Status.OPTIMAL
+    sol = solve_milp(inst, backend=backend, hint=bad)
+    assert sol.info["hint"].startswith("ignored: not a valid plan") and "t = 3" in sol.info["hint"]
+    agree(sol, ref)
+    # the unrestricted optimum uses recomputation: under --no-recompute it is no hint
+    restr = Restrictions.from_flags(no_recompute=True)
+    sol = solve_milp(inst, restr, backend=backend, hint=ref.plan)
+    assert sol.info["hint"].startswith("ignored:") and "activation recomp" in sol.info["hint"]
+    agree(sol, solve_brute(inst, restr))
+
+
+def test_write_model_to_a_missing_folder_is_an_input_error(tmp_path, inputs_dir):
+    inst = load_instance(inputs_dir / "small.json")
+    for backend in BACKENDS:
+        with pytest.raises(InputError, match="cannot write the model"):
+            solve_milp(inst, backend=backend, write_model=tmp_path / "no" / "such" / "model.txt")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_huge_memory_coefficients_do_not_overflow(backend):
+    # a = 1e30 bytes per microbatch against M = 1e3: node 1 never fits, with any option
+    big = {"id": "vanilla", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1e30,
+           "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
+    ok = {**big, "memoryUsageA": 1.0}
+    data = {"maxDevices": 2, "maxMemoryPerDevice": 1e3, "bandwidth": 1, "mbsInBatch": 2,
+            "nodes": [{"id": 0, "TMPCs": {"1": [ok]}}, {"id": 1, "TMPCs": {"1": [big]}}], "edges": []}
+    inst = instance_from_dict(data, "huge")
+    assert solve_milp(inst, backend=backend).status == Status.INFEASIBLE
+    data["nodes"][1]["TMPCs"]["1"].append({**ok, "id": "activation recomp", "timePerSample": 2.0})
+    inst = instance_from_dict(data, "huge2")
+    agree(solve_milp(inst, backend=backend), solve_brute(inst))
 
 
 def test_unknown_backend_and_bad_settings_are_input_errors(inputs_dir):
