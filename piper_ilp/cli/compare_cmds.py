@@ -33,6 +33,7 @@ from piper_ilp.cli.common import (
     stderr,
     stdout,
 )
+from piper_ilp.cli.format import stage_table
 from piper_ilp.errors import InputError
 
 __all__ = ["register", "verdict_table", "parse_range", "parse_ints"]
@@ -128,6 +129,7 @@ def verdict_table(verdict) -> Table:
 
 
 def _print_verdict(instance, verdict) -> None:
+    """The human form of one instance's verdict (the table, the verdict line, problems and plans)."""
     st = verdict.settings
     stdout.print(
         f"{instance.source}: {st['nodes']} nodes, {st['edges']} edges; K={instance.K} M={instance.M:.6g} "
@@ -153,7 +155,12 @@ def _print_verdict(instance, verdict) -> None:
         stdout.print(f"mismatch: {len(verdict.problems)} problem(s)", markup=False)
         for p in verdict.problems:
             stdout.print(f"  - {p}", markup=False)
-    if verdict.greedy_tps is not None and verdict.greedy_gap is not None:
+        # the plans that disagree, stage by stage, as the evaluator sees them
+        for name in verdict.involved:
+            r = verdict.results[name]
+            if r.evaluation is not None:
+                stdout.print(stage_table(r.evaluation, title=f"{name}'s plan (status {r.status})"))
+    if verdict.greedy_tps is not None and verdict.greedy_gap is not None and verdict.verdict != "mismatch":
         stdout.print(
             f"greedy rule (Piper's option choice): TPS {verdict.greedy_tps:.12g}, "
             f"{100 * verdict.greedy_gap:.4g}% above the optimum",
