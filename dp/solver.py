@@ -1,0 +1,636 @@
+"""The Piper DP (cost model sec. 4), exact or with Piper's greedy option choice (sec. 5).
+
+Problem: split the layer graph into pipeline stages C_1, ..., C_m (each a difference of two
+nested successor-closed sets), give each stage degrees (t, d) and each node an option,
+minimizing the largest stage TPS subject to sum d <= N, sum t d <= K and memory
+sum (a y + b) <= M per stage, y = ceil(s / d), s the suffix sum of d.
+
+How it is solved here (a parametric form of Piper's DP):
+
+1. Stage tables. For every pair J < I of successor-closed sets, every t, every d: the
+   stage C = I \\ J's least cost as a step function of y (exact: from the Pareto frontier
+   of :mod:`dp.knapsack`; greedy: Piper's rule for each y). Stages with the same nodes'
+   numbers share one table.
+2. Decision for a threshold T (min-devices table): f[I][s] = the fewest devices that place
+   I as the later stages with suffix bound s, every stage costing <= T:
+
+       f[I][s] = min over J < I, t, d <= s with cost(I \\ J, t, d, ceil(s / d)) <= T
+                 of f[J][s - d] + t d,        f[{}][s] = 0,
+
+   feasible when min over s <= min(N, K) of f[all][s] <= K. No K x N table per set.
+3. Search. The optimum is one of the finitely many stage costs; binary search over them
+   (sorted) finds the least feasible one, T*. A last pass at T* keeps back-pointers and
+   rebuilds the plan; every plan goes through the independent evaluator.
+
+This is Piper's dp[I][k][s] (least max-TPS on at most k devices) turned inside out: for
+a fixed T the devices become the value, so the table shrinks from K x S to S per set.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+
+from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals
+from dp.knapsack import _pareto_mask, exact_options, greedy_choice_over_y, greedy_options, pareto_frontier, stage_items, y_capacity
+from piper_ilp.cost import MEMORY_RTOL, stage_cost
+from piper_ilp.errors import InputError, InternalError
+from piper_ilp.instance import Instance
+from piper_ilp.plan import Plan, Stage
+from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
+
+__all__ = ["solve_dp", "DEFAULT_MAX_IDEALS"]
+
+_INF = np.int64(1) << 50
+
+
+class _Tables:
+    """Stage tables in flat arrays.
+
+    A *group* is one candidate stage (I, J, t, d); its *points* are the corners of its step
+    function y -> least cost: point j costs ``cost`` and serves y in [``ylo``, ``yhi``].
+    In a monotone group the points are sorted by cost and ``yhi`` rises, so for a
+    threshold T the usable y are 1..yhi of the last point with cost <= T. Greedy mode may
+    give non-monotone groups; their points are read as separate y ranges.
+    """
+
+    def __init__(self):
+        self.blocks: list = []  # (k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone)
+
+    def emit(self, k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone=True):
+        if cost2d.shape[1]:
+            self.blocks.append((k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone))
+
+    def finalize(self):
+        bl = self.blocks
+        rows = [b[3] for b in bl]
+        nrow = np.array([len(r) for r in rows], dtype=np.int64)
+        npt = np.array([b[4].shape[1] for b in bl], dtype=np.int64)
+        self.g_I = np.repeat(np.array([b[0] for b in bl], dtype=np.int64), nrow)
+        self.g_J = np.repeat(np.array([b[1] for b in bl], dtype=np.int64), nrow)
+        g_t = np.repeat(np.array([b[2] for b in bl], dtype=np.int64), nrow)
+        self.g_d = np.concatenate(rows).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
+        self.g_dev = g_t * self.g_d
+        self.g_n = np.repeat(npt, nrow)
+        self.g_mono = np.repeat(np.array([b[7] for b in bl], dtype=bool), nrow)
+        self.cost = np.concatenate([b[4].ravel() for b in bl]) if bl else np.empty(0)
+        self.ylo = np.concatenate([b[5].ravel() for b in bl]).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
+        self.yhi = np.concatenate([b[6].ravel() for b in bl]).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
+        self.g_start = np.zeros(len(self.g_n), dtype=np.int64)
+        if len(self.g_n):
+            self.g_start[1:] = np.cumsum(self.g_n)[:-1]
+        # groups must be processed by increasing I (J is always smaller than I)
+        order = np.argsort(self.g_I, kind="stable")
+        for name in ("g_I", "g_J", "g_d", "g_dev", "g_n", "g_mono", "g_start"):
+            setattr(self, name, getattr(self, name)[order])
+        self.blocks = []
+
+
+class _Builder:
+    """Builds the stage tables: for every I, a breadth-first walk over its subsets J that
+    are successor-closed, growing the stage C = I \\ J one node at a time."""
+
+    def __init__(self, inst: Instance, ideals: list[int], d_values: list[int], S: int, greedy: bool):
+        self.inst = inst
+        self.ideals = ideals
+        self.index = {I: k for k, I in enumerate(ideals)}
+        self.S = S
+        self.greedy = greedy
+        self.N, self.B, self.M, self.K = inst.N, inst.B, inst.M, inst.K
+        self.Mtol = self.M * (1.0 + MEMORY_RTOL)
+        ids = inst.node_ids
+        self.ids = ids
+        self.pos = {v: i for i, v in enumerate(ids)}
+        n = len(ids)
+        self.pred_mask = [0] * n
+        self.succ_mask = [0] * n
+        self.preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+        self.succs: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+        for e in inst.edges:
+            u, v = self.pos[e.src], self.pos[e.dst]
+            self.pred_mask[v] |= 1 << u
+            self.succ_mask[u] |= 1 << v
+            self.preds[v].append((u, e.c))
+            self.succs[u].append((v, e.c))
+        self.t_values = inst.t_values
+        self.ds = {t: np.array([d for d in d_values if t * d <= self.K and d <= S], dtype=np.int64) for t in self.t_values}
+        self.cap = {t: -(-S // self.ds[t]) for t in self.t_values}
+        # per (node, t): options as arrays; "plain" = options differ only in p, a, b
+        self.opt_pab: dict[tuple[int, int], np.ndarray] = {}
+        self.plain: dict[tuple[int, int], bool] = {}
+        self.m1min: dict[tuple[int, int], float] = {}
+        for i, nd in enumerate(inst.nodes):
+            for t, opts in nd.options.items():
+                o0 = opts[0]
+                self.plain[(i, t)] = all(
+                    o.w == o0.w and dict(o.sfw) == dict(o0.sfw) and dict(o.sbw) == dict(o0.sbw) for o in opts
+                )
+                self.opt_pab[(i, t)] = np.array([(o.p, o.a, o.b, o.a + o.b, S * o.a + o.b) for o in opts], dtype=float)
+                self.m1min[(i, t)] = min(o.a + o.b for o in opts)
+        self.tables = _Tables()
+        self.item_id: dict[tuple, int] = {}
+        self.items: list[tuple] = []
+        self.node_item: dict[tuple, int] = {}
+        self.greedy_cache: dict[tuple, list] = {}
+        self.pairs = 0
+
+    # ---- the walk ----------------------------------------------------------------------
+    def build(self, progress) -> _Tables:
+        ideals = self.ideals
+        zero = (np.zeros(1),) * 5
+        for k in range(1, len(ideals)):
+            progress(k)
+            I = ideals[k]
+            start = {t: (0.0, 0.0, True, zero, 0.0) for t in self.t_values}
+            level = {I: start}
+            while level:
+                nxt: dict[int, dict] = {}
+                for J, sts in level.items():
+                    if not sts:
+                        continue
+                    for v in _bits(J):
+                        if self.pred_mask[v] & J:
+                            continue
+                        Jn = J & ~(1 << v)
+                        if Jn in nxt:
+                            continue
+                        new = {}
+                        for t, st in sts.items():
+                            st2 = self._extend(I, Jn, st, v, t)
+                            if st2 is not None:
+                                new[t] = st2
+                        nxt[Jn] = new
+                        if new:
+                            self.pairs += 1
+                            self._emit_pair(k, I, Jn, new)
+                level = nxt
+        self.tables.finalize()
+        return self.tables
+
+    def _extend(self, I: int, Jn: int, st, v: int, t: int):
+        """State of stage C + v (per t): (E, W, plain, frontier (P, A, Bm), m1min), or None
+        when no option choice can fit (then no larger stage fits either)."""
+        key = (v, t)
+        if key not in self.plain:
+            return None
+        E, W, plain, fr, m1 = st
+        m1 = m1 + self.m1min[key]
+        if m1 > self.Mtol:
+            return None
+        plain = plain and self.plain[key]
+        if plain:
+            # cut-edge bytes (option-independent): edges from outside I into v become cut,
+            # edges from C into v stop being cut, every edge out of v is cut (its head is in J)
+            nd = self.inst.nodes[v].options[t][0]
+            for u, c in self.preds[v]:
+                if (I >> u) & 1:
+                    ou = self.inst.nodes[u].options.get(t)
+                    E -= 2.0 * (c + ou[0].sbw[self.ids[v]])
+                else:
+                    E += 2.0 * (c + nd.sfw[self.ids[u]])
+            for x, c in self.succs[v]:
+                E += 2.0 * (c + nd.sbw[self.ids[x]])
+            W += nd.w
+        if not self.greedy and plain:
+            # frontier columns: P, A, Bm, m1 = sum (a + b), mS = sum (S a + b); memory at
+            # y in [1, S] is between m1 and mS, so (P, m1, mS) decide dominance
+            o = self.opt_pab[key]
+            cols = [(x[:, None] + o[None, :, j]).ravel() for j, x in enumerate(fr)]
+            ok = cols[3] <= self.Mtol
+            if not ok.all():
+                cols = [x[ok] for x in cols]
+            if not len(cols[0]):
+                return None
+            if len(cols[0]) > 1:
+                mask = _pareto_mask(np.column_stack((cols[0], cols[3], cols[4])))
+                cols = [x[mask] for x in cols]
+            fr = tuple(cols)
+        else:
+            fr = None
+        return (E, W, plain, fr, m1)
+
+    # ---- one candidate stage -------------------------------------------------------------
+    def _emit_pair(self, k: int, I: int, J: int, states: dict):
+        jk = self.index[J]
+        C = I & ~J
+        for t, (E, W, plain, fr, _) in states.items():
+            ds = self.ds[t]
+            if not len(ds):
+                continue
+            if self.greedy:
+                self._emit_greedy(k, jk, t, I, J, C, plain, E, W)
+            elif plain:
+                P, A, Bm = fr[0], fr[1], fr[2]
+                ycap = y_capacity(A, Bm, self.M, self.S)
+                order = np.lexsort((-ycap, P))
+                P, ycap = P[order], ycap[order]
+                best = np.maximum.accumulate(ycap)
+                rise = np.ones(len(P), dtype=bool)
+                rise[1:] = ycap[1:] > best[:-1]
+                rise &= ycap >= 1
+                P, ycap = P[rise], ycap[rise]
+                dcol = ds[:, None].astype(float)
+                cost = E / dcol / self.B + (4.0 * (dcol - 1) * W / (dcol * self.N)) / self.B + P[None, :] / dcol
+                yhi = np.minimum(ycap[None, :], self.cap[t][:, None])
+                self.tables.emit(k, jk, t, ds, cost, np.ones_like(yhi), yhi)
+            else:
+                self._emit_generic_exact(k, jk, t, C)
+
+    def _emit_generic_exact(self, k, jk, t, C):
+        nodes = [self.ids[i] for i in _bits(C)]
+        fr = pareto_frontier(stage_items(self.inst, nodes, t), self.M, y_range=(1, self.S))
+        if not len(fr):
+            return
+        ycap = y_capacity(fr.A, fr.Bm, self.M, self.S)
+        for d, cap in zip(self.ds[t].tolist(), self.cap[t].tolist()):
+            cost = fr.E / d / self.B + (4.0 * (d - 1) * fr.W / (d * self.N)) / self.B + fr.P / d
+            yc = np.minimum(ycap, cap)
+            order = np.lexsort((-yc, cost))
+            cost, yc = cost[order], yc[order]
+            best = np.maximum.accumulate(yc)
+            rise = np.ones(len(yc), dtype=bool)
+            rise[1:] = yc[1:] > best[:-1]
+            rise &= yc >= 1
+            cost, yc = cost[rise], yc[rise]
+            self.tables.emit(k, jk, t, np.array([d]), cost[None, :], np.ones((1, len(yc)), dtype=np.int64), yc[None, :])
+
+    # ---- greedy mode -----------------------------------------------------------------------
+    def _item(self, i: int, t: int, cut_in: int, cut_out: int) -> int:
+        key = (i, t, cut_in, cut_out)
+        got = self.node_item.get(key)
+        if got is not None:
+            return got
+        ids = self.ids
+        row = []
+        for o in self.inst.nodes[i].options[t]:
+            e = 0.0
+            for u, c in self.preds[i]:
+                if (cut_in >> u) & 1:
+                    e += 2.0 * (c + o.sfw[ids[u]])
+            for x, c in self.succs[i]:
+                if (cut_out >> x) & 1:
+                    e += 2.0 * (c + o.sbw[ids[x]])
+            row.append((o.p, e, o.w, o.a, o.b))
+        item = (tuple(row), self.plain[(i, t)])
+        iid = self.item_id.get(item)
+        if iid is None:
+            iid = len(self.items)
+            self.item_id[item] = iid
+            self.items.append(item)
+        self.node_item[key] = iid
+        return iid
+
+    def _emit_greedy(self, k, jk, t, I, J, C, plain, E, W):
+        ids = tuple(self._item(i, t, self.pred_mask[i] & ~I, self.succ_mask[i] & J) for i in _bits(C))
+        key = (t, ids)
+        got = self.greedy_cache.get(key)
+        if got is None:
+            got = self._greedy_profiles(ids, t)
+            self.greedy_cache[key] = got
+        for ds, cost, ylo, yhi, mono in got:
+            self.tables.emit(k, jk, t, ds, cost, ylo, yhi, mono)
+
+    def _greedy_profiles(self, item_ids: tuple, t: int):
+        rows = [self.items[k][0] for k in item_ids]
+        plain = all(self.items[k][1] for k in item_ids)
+        ds, caps = self.ds[t], self.cap[t]
+        out = []
+        if plain:
+            # F and the order of the ratios do not depend on d: one pass over y = 1..S
+            runs = self._greedy_runs(rows, 1, int(caps.max()))
+            if runs:
+                lo, hi, P, E, W = (np.array(c) for c in zip(*runs))
+                dcol = ds[:, None].astype(float)
+                cost = E[None, :] / dcol / self.B + (4.0 * (dcol - 1) * W[None, :] / (dcol * self.N)) / self.B + P[None, :] / dcol
+                mono = bool(np.all(np.diff(P) >= 0))
+                yhi = np.minimum(hi[None, :], caps[:, None])
+                out.append((ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono))
+        else:
+            for d, cap in zip(ds.tolist(), caps.tolist()):
+                runs = self._greedy_runs(rows, d, cap)
+                if runs:
+                    lo, hi, P, E, W = (np.array(c) for c in zip(*runs))
+                    cost = E / d / self.B + (4.0 * (d - 1) * W / (d * self.N)) / self.B + P / d
+                    mono = bool(np.all(np.diff(cost) >= 0))
+                    out.append((np.array([d]), cost[None, :], lo[None, :], hi[None, :], mono))
+        return out
+
+    def _greedy_runs(self, rows, d: int, ymax: int):
+        """Piper's rule for y = 1..ymax on one stage: runs (y_lo, y_hi, P, E, W) of equal
+        choice, up to the first y where no choice fits."""
+        n = len(rows)
+        N, B = self.N, self.B
+        c = [[(e / d + 4.0 * (d - 1) * w / (d * N)) / B + p / d for (p, e, w, a, b) in row] for row in rows]
+        F = [min(range(len(ci)), key=lambda l, ci=ci: (ci[l], l)) for ci in c]
+        O = [(1 - F[i]) if len(rows[i]) == 2 else F[i] for i in range(n)]
+        y = np.arange(1, ymax + 1, dtype=float)[:, None]
+        aF = np.array([rows[i][F[i]][3] for i in range(n)])
+        bF = np.array([rows[i][F[i]][4] for i in range(n)])
+        aO = np.array([rows[i][O[i]][3] for i in range(n)])
+        bO = np.array([rows[i][O[i]][4] for i in range(n)])
+        mF = aF[None, :] * y + bF[None, :]
+        mO = aO[None, :] * y + bO[None, :]
+        dc = np.array([c[i][O[i]] - c[i][F[i]] for i in range(n)])
+        sw, feas = greedy_choice_over_y(dc, mF, mO, self.M)
+        nfeas = int(np.argmin(feas)) if not feas.all() else ymax
+        if nfeas == 0:
+            return []
+        sw = sw[:nfeas]
+        change = np.ones(nfeas, dtype=bool)
+        change[1:] = np.any(sw[1:] != sw[:-1], axis=1)
+        starts = np.nonzero(change)[0]
+        ends = np.append(starts[1:], nfeas)
+        out = []
+        for s0, s1 in zip(starts.tolist(), ends.tolist()):
+            mask = sw[s0]
+            chosen = [rows[i][O[i] if mask[i] else F[i]] for i in range(n)]
+            out.append((s0 + 1, s1, sum(o[0] for o in chosen), sum(o[1] for o in chosen), sum(o[2] for o in chosen)))
+        return out
+
+
+def _bits(mask: int):
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+class _Search:
+    """The min-devices decision for a threshold T, and the binary search over T."""
+
+    def __init__(self, tb: _Tables, n_ideals: int, S: int, K: int):
+        self.S, self.K, self.nI = S, K, n_ideals
+        self.tb = tb
+
+    def candidates(self) -> np.ndarray:
+        c = np.unique(self.tb.cost)
+        return c[np.isfinite(c)]
+
+    def decide(self, T: float, want_plan: bool = False):
+        """f[I][s] = fewest devices of a plan for I with suffix bound s and every stage
+        <= T (and back-pointers to the groups used).
+
+        All candidate stages (J, t, d) of one I are relaxed together: a matrix with one row
+        per group and one column per s, f[J][s - d] + t d where s is in the group's usable
+        range, and its column minimum."""
+        tb, S = self.tb, self.S
+        f = np.full((self.nI, S + 1), _INF, dtype=np.int64)
+        f[0, :] = 0
+        bp = np.full((self.nI, S + 1), -1, dtype=np.int64) if want_plan else None
+        if not len(tb.g_I):
+            return f, bp
+        ok = (tb.cost <= T).astype(np.int64)
+        cnt = np.add.reduceat(ok, tb.g_start)
+        last = tb.g_start + np.maximum(cnt, 1) - 1
+        ymax = np.where(cnt > 0, tb.yhi[last], 0)
+        hi_all = np.minimum(S, tb.g_d * ymax)
+        act = (cnt > 0) & (hi_all >= tb.g_d)
+        mono = act & tb.g_mono
+        odd = np.nonzero(act & ~tb.g_mono)[0]
+        s_row = np.arange(S + 1)
+        bounds = np.searchsorted(tb.g_I, np.arange(self.nI + 1))
+        chunk = max(1, 4_000_000 // (S + 1))
+        odd_pos = 0
+        for I in range(1, self.nI):
+            a, b = bounds[I], bounds[I + 1]
+            gs = a + np.nonzero(mono[a:b])[0]
+            for c0 in range(0, len(gs), chunk):
+                g = gs[c0 : c0 + chunk]
+                d = tb.g_d[g][:, None]
+                col = s_row[None, :] - d
+                valid = (col >= 0) & (s_row[None, :] <= hi_all[g][:, None])
+                vals = f[tb.g_J[g][:, None], np.maximum(col, 0)] + tb.g_dev[g][:, None]
+                vals[~valid] = _INF
+                if want_plan:
+                    arg = vals.argmin(axis=0)
+                    best = vals[arg, s_row]
+                    better = best < f[I]
+                    f[I, better] = best[better]
+                    bp[I, better] = g[arg[better]]
+                else:
+                    np.minimum(f[I], vals.min(axis=0), out=f[I])
+            # non-monotone groups (greedy mode only): each usable run of y separately
+            while odd_pos < len(odd) and odd[odd_pos] < b:
+                gi = int(odd[odd_pos])
+                odd_pos += 1
+                self._relax_runs(f, bp, gi, T)
+        return f, bp
+
+    def _relax_runs(self, f, bp, g, T):
+        tb, S = self.tb, self.S
+        d, I, J, dev = int(tb.g_d[g]), int(tb.g_I[g]), int(tb.g_J[g]), int(tb.g_dev[g])
+        a = int(tb.g_start[g])
+        b = a + int(tb.g_n[g])
+        for c, lo, hi in zip(tb.cost[a:b], tb.ylo[a:b], tb.yhi[a:b]):
+            if not c <= T:
+                continue
+            lo, hi = max(d, (int(lo) - 1) * d + 1), min(S, int(hi) * d)
+            if hi < lo:
+                continue
+            src = f[J, lo - d : hi + 1 - d] + dev
+            dst = f[I, lo : hi + 1]
+            better = src < dst
+            if better.any():
+                dst[better] = src[better]
+                if bp is not None:
+                    bp[I, lo : hi + 1][better] = g
+
+    def feasible(self, T: float) -> bool:
+        f, _ = self.decide(T)
+        return int(f[-1].min()) <= self.K
+
+
+def solve_dp(
+    instance: Instance,
+    restrictions: Restrictions = Restrictions(),
+    *,
+    knapsack: str = "exact",
+    max_ideals: int = DEFAULT_MAX_IDEALS,
+    progress: bool = False,
+) -> Solution:
+    """Optimal pipeline plan by Piper's DP over successor-closed sets (cost model sec. 4).
+
+    Parameters
+    ----------
+    instance : Instance
+        The profiled graph with K, M, B, N.
+    restrictions : Restrictions
+        Ablations and caps (max_d, max_t, excluded option ids).
+    knapsack : {"exact", "greedy"}
+        How each stage's options are chosen: ``"exact"`` solves the knapsack exactly (the
+        DP is then exact: status OPTIMAL); ``"greedy"`` follows Piper's rule (sec. 5) to
+        reproduce the original planner's numbers (status FEASIBLE: it proves nothing).
+    max_ideals : int
+        Refuse graphs with more successor-closed sets than this.
+    progress : bool
+        Show a progress bar on stderr when it is a terminal.
+
+    Returns
+    -------
+    Solution
+        method ``"dp"`` or ``"dp-greedy"``; ``objective`` is the DP's value (the largest
+        stage TPS), ``tps`` the evaluator's value for the plan. ``info`` holds the counts
+        (ideals, stage candidates, profiles, search steps). When no plan fits, status
+        INFEASIBLE with ``message`` naming the bound that is tight.
+
+    Raises
+    ------
+    SizeLimitError
+        More than ``max_ideals`` successor-closed sets.
+    InputError
+        Unknown ``knapsack``; greedy mode with more than two options for some (node, t).
+    InternalError
+        The plan failed the evaluator's check (a bug).
+
+    References
+    ----------
+    Tarnawski, Narayanan, Phanishayee. Piper: Multidimensional Planner for DNN
+    Parallelization. NeurIPS 2021, sec. 4 (the DP) and sec. 5 (option choice).
+    """
+    t0 = time.perf_counter()
+    if knapsack not in ("exact", "greedy"):
+        raise InputError(f"knapsack must be 'exact' or 'greedy', got {knapsack!r}")
+    greedy = knapsack == "greedy"
+    method = "dp-greedy" if greedy else "dp"
+    inst = restrictions.apply(instance)
+    if greedy:
+        for nd in inst.nodes:
+            for t, opts in nd.options.items():
+                if len(opts) > 2:
+                    raise InputError(
+                        f"{instance.source}: --knapsack greedy follows Piper's rule, defined for at most two "
+                        f"options per (node, t); node {nd.id} has {len(opts)} options for t = {t} "
+                        f"(use --knapsack exact, or --exclude-option)"
+                    )
+    K, N = instance.K, instance.N
+    S = min(N, K)
+    d_values = [d for d in restrictions.d_values(instance) if d <= S]
+    info: dict = {"knapsack": knapsack}
+
+    def done(sol: Solution) -> Solution:
+        sol.seconds = time.perf_counter() - t0
+        sol.info = {**info, **sol.info}
+        return checked_solution(instance, sol, restrictions=restrictions)
+
+    bare = [nd.id for nd in inst.nodes if not nd.options]
+    if bare:
+        return done(
+            Solution(
+                method,
+                Status.INFEASIBLE,
+                message=f"node {bare[0]} has no option left after the restrictions {restrictions.to_dict()}",
+            )
+        )
+
+    too_wide = [nd.id for nd in inst.nodes if min(nd.options) > K]
+    if too_wide:
+        v = too_wide[0]
+        return done(
+            Solution(
+                method,
+                Status.INFEASIBLE,
+                message=f"K = {K} devices is too few: node {v} has options only for t >= {min(inst.node[v].options)}",
+            )
+        )
+
+    ideals = enumerate_ideals(inst, max_ideals)
+    info["ideals"] = len(ideals)
+
+    bar = _Progress(progress)
+    builder = _Builder(inst, ideals, d_values, S, greedy)
+    with bar:
+        step = bar.task("stage tables", len(ideals))
+        tb = builder.build(progress=step)
+        search = _Search(tb, len(ideals), S, K)
+        info["stage_pairs"] = builder.pairs
+        info["stage_candidates"] = int(len(tb.g_I))
+        cands = search.candidates()
+        info["thresholds"] = int(len(cands))
+        # feasibility at all (T = +inf)
+        f_inf, _ = search.decide(math.inf)
+        least = int(f_inf[-1].min())
+        if least > K:
+            if least >= _INF:
+                msg = (
+                    f"no split into stages fits in memory M = {instance.M:.6g} bytes per device within "
+                    f"sum of d <= min(N, K) = {S} and sum of t*d <= K = {K}, even with the least-memory options"
+                )
+            else:
+                msg = f"K = {K} devices is too few: the plan with the fewest devices that fits in memory needs {least}"
+            return done(Solution(method, Status.INFEASIBLE, message=msg, info={"search_steps": 1}))
+        lo, hi = 0, len(cands) - 1  # cands[hi] is feasible
+        steps = 1
+        tick = bar.task("search", max(1, int(math.ceil(math.log2(max(2, len(cands)))))))
+        while lo < hi:
+            mid = (lo + hi) // 2
+            steps += 1
+            tick(steps)
+            if search.feasible(float(cands[mid])):
+                hi = mid
+            else:
+                lo = mid + 1
+        T = float(cands[lo])
+        f, bp = search.decide(T, want_plan=True)
+    info["search_steps"] = steps + 1
+    plan, stage_costs = _rebuild(instance, inst, ideals, search, f, bp, T, greedy)
+    if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
+        raise InternalError(f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value {T!r}")
+    status = Status.FEASIBLE if greedy else Status.OPTIMAL
+    return done(Solution(method, status, plan=plan, objective=T))
+
+
+def _rebuild(instance, inst, ideals, search: _Search, f, bp, T, greedy):
+    K = search.K
+    row = f[-1]
+    ok = np.nonzero(row <= K)[0]
+    s = int(ok[np.argmin(row[ok])])
+    Ik = len(ideals) - 1
+    ids = inst.node_ids
+    stages, costs = [], []
+    while Ik != 0:
+        g = int(bp[Ik, s])
+        if g < 0:
+            raise InternalError(f"dp: no back-pointer at set {Ik}, s = {s}")
+        J, d = int(search.tb.g_J[g]), int(search.tb.g_d[g])
+        t = int(search.tb.g_dev[g]) // d
+        C = ideals[Ik] & ~ideals[J]
+        nodes = tuple(ids[i] for i in _bits(C))
+        y = -(-s // d)
+        chooser = greedy_options if greedy else exact_options
+        opts = chooser(inst, nodes, t, d, y)
+        if opts is None:
+            raise InternalError(f"dp: stage {nodes} with t={t}, d={d}, y={y} has no option choice at rebuild")
+        costs.append(stage_cost(instance, nodes, d, opts).tps)
+        stages.append(Stage(nodes, d, t, {v: o.id for v, o in opts.items()}))
+        Ik, s = J, s - d
+    return Plan(tuple(stages)), costs
+
+
+class _Progress:
+    """A rich progress display on stderr, only when asked and stderr is a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and sys.stderr.isatty()
+        self._p = None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self._p = Progress(console=Console(stderr=True), transient=True)
+            self._p.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._p is not None:
+            self._p.__exit__(*exc)
+
+    def task(self, name: str, total: int):
+        if self._p is None:
+            return lambda k: None
+        tid = self._p.add_task(name, total=total)
+        return lambda k: self._p.update(tid, completed=k)
