@@ -7,7 +7,7 @@ then compiled to each backend:
 
 * ``cpsat``: OR-Tools CP-SAT. Indicators become ``only_enforce_if``; CP-SAT needs integer
   coefficients, so time rows are scaled and rounded to nearest and memory rows scaled
-  and rounded down (see :func:`scaling_error`); the worst-case absolute error on the
+  and rounded down (``docs/milp.md``, "Scaling"); the worst-case absolute error on the
   objective is stated with every answer (``info["scaling_error"]``).
 * ``cbc``: CBC through PuLP's bundled binary. Indicators become big-M rows with the
   tightest big-M the variable bounds allow; coefficients stay floats (memory rows are
@@ -29,7 +29,7 @@ Variables::
     P[v,i]     binary   node v sits in a slot <= i (prefix of x, for the order rows)
     ob[a,b,i]  >= 0     bytes of edge a->b cut on a's side of slot i, in time units / B
     ib[a,b,i]  >= 0     the same on b's side
-    T          >= 0     the objective: max over used slots of their TPS
+    T          >= T_low the objective: max over used slots of their TPS, in time units
 
 with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
 
@@ -45,7 +45,7 @@ with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
     microbatches     s[0] <= N
     y_order[i,k]     g[i,k+1] <= g[i,k]
     y_link[i,t,d]    u[i,t,d] = 1  =>  d * sum_k g[i,k] >= s[i]
-    memory[i,k]      g[i,k] = 1    =>  sum_{v,t,l} (k a + b)/M * z[v,i,t,l] <= 1
+    memory[i,k]      g[i,k] = 1    =>  sum_{v,t,l} min((k a + b)/M, 2) * z[v,i,t,l] <= 1
     cut_out[a,b,i]   ob >= sum_{t,l} 2 (c + sbw_a[b]) / B * z[a,i,t,l] - max(...) * x[b,i]
     cut_in[a,b,i]    ib >= sum_{t,l} 2 (c + sfw_b[a]) / B * z[b,i,t,l] - max(...) * x[a,i]
     tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + 4 (d-1) w / (N B)) z[v,i,t,l]
@@ -461,8 +461,8 @@ def model_size(instance: Instance, restrictions: Restrictions = Restrictions()) 
     ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
     >>> inst = instance_from_dict({"maxDevices": 1, "maxMemoryPerDevice": 10, "bandwidth": 1,
     ...     "mbsInBatch": 1, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
-    >>> model_size(inst)["variables"]  # u, z, g, T
-    4
+    >>> model_size(inst)["variables"]  # u, z, g, s, T
+    5
     """
     return _count(_sets(instance, restrictions))
 
@@ -643,7 +643,7 @@ def _solve_cpsat(built: _Built, time_limit, threads, write_model, hint_values) -
         raw_obj = solver.objective_value
     else:
         raw_obj = None
-    bound = solver.best_objective_bound if status in (Status.OPTIMAL, Status.FEASIBLE) else None
+    bound = solver.best_objective_bound if status != Status.INFEASIBLE else None
     rows4 = [(t, s, r, e) for t, s, r, e, _ in crow]
     steps = CPSAT_STEPS_PER_UNIT
     error = ((_time_row_terms_max(m, st)) / 2.0 + 1.0) * m.time_unit / steps
@@ -760,6 +760,9 @@ def _solve_cbc(built: _Built, time_limit, threads, write_model, hint_values) -> 
         status = Status.UNKNOWN  # never claim a proof the solver did not finish
     values = None
     raw_obj = bound = None
+    mb = re.search(r"Lower bound:\s*([-+0-9.eE]+)", log)
+    if mb:
+        bound = float(mb.group(1))
     if status in (Status.OPTIMAL, Status.FEASIBLE):
         values = {}
         for j, var in enumerate(m.vars):
@@ -770,10 +773,7 @@ def _solve_cbc(built: _Built, time_limit, threads, write_model, hint_values) -> 
                 raise InternalError(f"cbc: no value for {var.name}")
             values[j] = float(round(val))
         raw_obj = pv[m.objective].varValue
-        mb = re.search(r"Lower bound:\s*([-+0-9.eE]+)", log)
-        if mb:
-            bound = float(mb.group(1))
-        elif status == Status.OPTIMAL:
+        if status == Status.OPTIMAL and bound is None:
             bound = raw_obj - CBC_GAP_ABS
     return {
         "status": status,
@@ -915,6 +915,17 @@ def solve_milp(
         A returned plan that the evaluator rejects, or whose TPS differs from the model's
         value by more than the stated error.
 
+    Examples
+    --------
+    >>> from piper_ilp.instance import instance_from_dict
+    >>> opt = {"id": "v", "timePerSample": 2.0, "parameterSize": 0, "memoryUsageA": 1,
+    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
+    >>> inst = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1,
+    ...     "mbsInBatch": 2, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> sol = solve_milp(inst, backend="cbc")
+    >>> sol.status.value, sol.tps, sol.plan.stages[0].d
+    ('optimal', 1.0, 2)
+
     References
     ----------
     J. Tarnawski, D. Narayanan, A. Phanishayee. Piper: Multidimensional Planner for DNN
@@ -989,8 +1000,14 @@ def solve_milp(
             raise InternalError(
                 f"{backend}: claimed optimum {info['solver_objective']!r} but its plan's model value is {objective!r}"
             )
-        if info["solver_bound"] is not None:
-            bound = max(0.0, min(info["solver_bound"], objective) - err)
+    # a proven lower bound on the true optimum: the solver's, less the scaling error, and
+    # never below T_low, which every plan obeys
+    if status in (Status.OPTIMAL, Status.FEASIBLE, Status.UNKNOWN):
+        bound = st.t_low
+        if info["solver_bound"] is not None and math.isfinite(info["solver_bound"]):
+            bound = max(bound, info["solver_bound"] - err)
+        if objective is not None:
+            bound = min(bound, objective)
     message = {
         Status.OPTIMAL: "optimal (proven by the backend)",
         Status.FEASIBLE: "time limit reached with a plan; optimality not proven",

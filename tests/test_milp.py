@@ -328,12 +328,15 @@ def test_time_limit_on_a_hard_instance_is_never_optimal(backend, shared_dir):
     inst = load_instance(shared_dir / "piper-inputs" / "bert32a100.json").with_settings(K=16)
     sol = solve_milp(inst, backend=backend, time_limit=1.0)
     assert sol.status in (Status.FEASIBLE, Status.UNKNOWN), sol.status
+    # one stage with d = 16 is a valid plan, so the optimum is at most its TPS
+    one_stage = Plan((Stage(tuple(inst.node_ids), 16, 1, {v: "vanilla" for v in inst.node_ids}),))
+    assert sol.bound is not None and 0 < sol.bound <= evaluate(inst, one_stage).tps
     if sol.status == Status.FEASIBLE:
         assert evaluate(inst, sol.plan).valid
-        assert sol.bound is not None and sol.bound <= sol.tps
+        assert sol.bound <= sol.tps
         assert sol.info["gap"] is not None and sol.info["gap"] > 0
     else:
-        assert sol.plan is None
+        assert sol.plan is None and sol.tps is None
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
