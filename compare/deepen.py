@@ -1,0 +1,180 @@
+"""Deeper models from a profile with a repeated block (issue 6, item 2).
+
+The Piper paper's scalability study grows BERT-32 to 48, 64 and 96 transformer layers.
+:func:`deepen` does the same to any profile whose layers include a chain of identical
+layers: copies of one layer of that chain are inserted into it, each with every edge the
+copied layer has (the chain edges, and also those from shared inputs such as BERT's
+attention mask) and matching syncTimeFw / syncTimeBw entries on both ends.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from piper_ilp.errors import InputError
+from piper_ilp.instance import Instance, instance_from_dict, instance_to_dict
+
+__all__ = ["repeated_chain", "deepen"]
+
+
+def _signature(node) -> tuple:
+    """What makes two layers copies of each other: the same name and the same options
+    (ids per t). Profiled numbers of identical layers differ by measurement noise, so they
+    are compared only for unnamed layers."""
+    shape = tuple((t, tuple(o.id for o in opts)) for t, opts in sorted(node.options.items()))
+    if node.name is None:
+        return (None, shape, tuple((t, tuple((o.p, o.w, o.a, o.b) for o in opts)) for t, opts in sorted(node.options.items())))
+    return (node.name, shape)
+
+
+def repeated_chain(instance: Instance) -> list[int]:
+    """The longest path v_1 -> v_2 -> ... -> v_m (m >= 2) of copies of one layer (same name
+    and option ids; unnamed layers: same numbers too), as node ids; [] when there is none.
+
+    Examples
+    --------
+    For BERT-32 (``bert32a100.json``) these are the 32 transformer layers.
+    """
+    sig = {n.id: _signature(n) for n in instance.nodes}
+    best: list[int] = []
+    nxt: dict[int, list[int]] = {}
+    has_prev: set[int] = set()
+    for e in instance.edges:
+        if sig[e.src] == sig[e.dst]:
+            nxt.setdefault(e.src, []).append(e.dst)
+            has_prev.add(e.dst)
+    # the same-signature edges form a DAG; the longest path from each start, memoized
+    memo: dict[int, list[int]] = {}
+
+    def longest(v: int) -> list[int]:
+        if v not in memo:
+            tail = max((longest(x) for x in nxt.get(v, ())), key=len, default=[])
+            memo[v] = [v] + tail
+        return memo[v]
+
+    import sys
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 10 * len(instance.nodes) + 100))
+    try:
+        for v in instance.node_ids:
+            if v in nxt and v not in has_prev:
+                path = longest(v)
+                if len(path) > len(best):
+                    best = path
+    finally:
+        sys.setrecursionlimit(old)
+    return best if len(best) >= 2 else []
+
+
+def deepen(instance: Instance, layers: int) -> Instance:
+    """A copy of ``instance`` whose repeated chain (see :func:`repeated_chain`) has
+    ``layers`` layers.
+
+    A layer from the middle of the chain is the template (its profiled numbers are used). Its copies go right after it in
+    the chain and in the node list, with fresh ids (above the largest id). Each copy gets:
+    the template's options (with sync entries re-keyed to its own neighbours), an edge from
+    the previous chain layer and to the next one with the template's chain edge costs, and
+    every other edge of the template (e.g. from the attention mask), whose other end gets a
+    matching sync entry copied from its entry for the template.
+
+    Parameters
+    ----------
+    instance : Instance
+    layers : int
+        The number of repeated layers wanted; at least the current number.
+
+    Returns
+    -------
+    Instance
+        Validated (through :func:`piper_ilp.instance.instance_from_dict`); ``source`` says
+        how it was made.
+
+    Raises
+    ------
+    InputError
+        When no repeated chain can be found, or ``layers`` is below its length.
+    """
+    chain = repeated_chain(instance)
+    if not chain:
+        raise InputError(
+            f"{instance.source}: no repeated block found (no edge joins two layers with the same name and option ids)"
+        )
+    m = len(chain)
+    if not isinstance(layers, int) or isinstance(layers, bool) or layers < m:
+        raise InputError(f"{instance.source}: --layers must be a whole number >= {m} (its repeated chain has {m} layers), got {layers!r}")
+    extra = layers - m
+    data = instance_to_dict(instance)
+    if extra == 0:
+        return instance_from_dict(data, source=f"{instance.source} (deepened to {layers} layers)")
+    k = m // 2 if m > 2 else 0
+    tpl = chain[k]
+    succ = chain[k + 1]  # the chain successor of the template
+    by_id = {nd["id"]: nd for nd in data["nodes"]}
+    tnode = by_id[tpl]
+    next_id = max(by_id) + 1
+    new_ids = list(range(next_id, next_id + extra))
+    chain_c = next(e["communicationCost"] for e in data["edges"] if e["sourceId"] == tpl and e["destId"] == succ)
+
+    edges = [e for e in data["edges"] if not (e["sourceId"] == tpl and e["destId"] == succ)]
+    seq = [tpl] + new_ids + [succ]
+    for a, b in zip(seq, seq[1:]):
+        edges.append({"sourceId": a, "destId": b, "communicationCost": chain_c})
+    # the template's other edges, copied to every new layer
+    chain_pred = chain[k - 1] if k > 0 else None
+    other_in = [e for e in data["edges"] if e["destId"] == tpl and e["sourceId"] != chain_pred]
+    other_out = [e for e in data["edges"] if e["sourceId"] == tpl and e["destId"] != succ]
+    for x in new_ids:
+        for e in other_in:
+            edges.append({"sourceId": e["sourceId"], "destId": x, "communicationCost": e["communicationCost"]})
+        for e in other_out:
+            edges.append({"sourceId": x, "destId": e["destId"], "communicationCost": e["communicationCost"]})
+
+    def rekey(d: dict, old: int, new: int) -> dict:
+        out = dict(d)
+        out[str(new)] = out.pop(str(old))
+        return out
+
+    # sync entries of the template's chain successor and of the template itself
+    for opts in by_id[succ]["TMPCs"].values():
+        for o in opts:
+            o["syncTimeFw"] = rekey(o["syncTimeFw"], tpl, new_ids[-1])
+    new_nodes = []
+    for j, x in enumerate(new_ids):
+        nd = copy.deepcopy(tnode)
+        nd["id"] = x
+        prev = seq[j]
+        nxt = seq[j + 2]
+        for opts in nd["TMPCs"].values():
+            for o in opts:
+                if chain_pred is not None:
+                    o["syncTimeFw"] = rekey(o["syncTimeFw"], chain_pred, prev)
+                o["syncTimeBw"] = rekey(o["syncTimeBw"], succ, nxt)
+        new_nodes.append(nd)
+    for opts in tnode["TMPCs"].values():
+        for o in opts:
+            o["syncTimeBw"] = rekey(o["syncTimeBw"], succ, new_ids[0])
+    # the other ends of the copied edges get matching sync entries
+    for e in other_in:
+        u = by_id[e["sourceId"]]
+        for opts in u["TMPCs"].values():
+            for o in opts:
+                val = o["syncTimeBw"][str(tpl)]
+                for x in new_ids:
+                    o["syncTimeBw"][str(x)] = val
+    for e in other_out:
+        w = by_id[e["destId"]]
+        for opts in w["TMPCs"].values():
+            for o in opts:
+                val = o["syncTimeFw"][str(tpl)]
+                for x in new_ids:
+                    o["syncTimeFw"][str(x)] = val
+    # node list: the copies right after the template
+    nodes = []
+    for nd in data["nodes"]:
+        nodes.append(nd)
+        if nd["id"] == tpl:
+            nodes.extend(new_nodes)
+    data["nodes"] = nodes
+    data["edges"] = edges
+    return instance_from_dict(data, source=f"{instance.source} (deepened to {layers} layers)")
