@@ -359,64 +359,110 @@ def _bits(mask: int):
 
 
 class _Search:
-    """The min-devices decision for a threshold T, and the binary search over T."""
+    """The min-devices decision for a threshold T, and the search over T."""
 
     def __init__(self, tb: _Tables, n_ideals: int, S: int, K: int):
         self.S, self.K, self.nI = S, K, n_ideals
         self.tb = tb
+        n = len(tb.g_I)
+        # blocks of groups with the same (I, d), in increasing I: relaxed together
+        self.by_Id = np.lexsort((tb.g_J, tb.g_d, tb.g_I))
+        key_I, key_d = tb.g_I[self.by_Id], tb.g_d[self.by_Id]
+        cut = np.ones(n, dtype=bool)
+        if n:
+            cut[1:] = (key_I[1:] != key_I[:-1]) | (key_d[1:] != key_d[:-1])
+        self.block_start = np.append(np.nonzero(cut)[0], n)
+        # for the t-dominance test: groups of the same (I, J, d) ordered by t
+        self.by_IJd = np.lexsort((tb.g_dev, tb.g_d, tb.g_J, tb.g_I))
+        gI, gJ, gd = tb.g_I[self.by_IJd], tb.g_J[self.by_IJd], tb.g_d[self.by_IJd]
+        self.same_prev = []
+        for k in (1, 2, 3):
+            same = np.zeros(n, dtype=bool)
+            if n > k:
+                same[k:] = (gI[k:] == gI[:-k]) & (gJ[k:] == gJ[:-k]) & (gd[k:] == gd[:-k])
+            self.same_prev.append((k, same))
 
     def candidates(self) -> np.ndarray:
         c = np.unique(self.tb.cost)
         return c[np.isfinite(c)]
 
+    def _usable(self, T: float):
+        """Per group: the largest usable s (0 = unusable) for threshold T, after dropping
+        groups that another t of the same (I, J, d) covers with fewer devices."""
+        tb, S = self.tb, self.S
+        ok = (tb.cost <= T).astype(np.int64)
+        cnt = np.add.reduceat(ok, tb.g_start)
+        last = tb.g_start + np.maximum(cnt, 1) - 1
+        ymax = np.where(cnt > 0, tb.yhi[last], 0)
+        hi = np.minimum(S, tb.g_d * ymax)
+        hi = np.where((cnt > 0) & (hi >= tb.g_d), hi, 0)
+        mono = tb.g_mono
+        # a group with more devices and no larger range than a smaller-t group is useless
+        h = hi[self.by_IJd]
+        m = mono[self.by_IJd]
+        dominated = np.zeros(len(h), dtype=bool)
+        for k, same in self.same_prev:
+            prev_h = np.zeros(len(h), dtype=np.int64)
+            prev_h[k:] = h[:-k]
+            prev_m = np.zeros(len(h), dtype=bool)
+            prev_m[k:] = m[:-k]
+            dominated |= same & prev_m & m & (prev_h >= h)
+        drop = np.zeros(len(h), dtype=bool)
+        drop[self.by_IJd] = dominated
+        hi = np.where(drop, 0, hi)
+        return hi
+
     def decide(self, T: float, want_plan: bool = False):
         """f[I][s] = fewest devices of a plan for I with suffix bound s and every stage
         <= T (and back-pointers to the groups used).
 
-        All candidate stages (J, t, d) of one I are relaxed together: a matrix with one row
-        per group and one column per s, f[J][s - d] + t d where s is in the group's usable
-        range, and its column minimum."""
+        The candidate stages of one I with the same d are relaxed together: rows
+        f[J][0 : width] + t d (one per usable group, cut at the group's largest usable s)
+        and their column minimum, written to f[I][d : d + width]."""
         tb, S = self.tb, self.S
         f = np.full((self.nI, S + 1), _INF, dtype=np.int64)
         f[0, :] = 0
         bp = np.full((self.nI, S + 1), -1, dtype=np.int64) if want_plan else None
         if not len(tb.g_I):
             return f, bp
-        ok = (tb.cost <= T).astype(np.int64)
-        cnt = np.add.reduceat(ok, tb.g_start)
-        last = tb.g_start + np.maximum(cnt, 1) - 1
-        ymax = np.where(cnt > 0, tb.yhi[last], 0)
-        hi_all = np.minimum(S, tb.g_d * ymax)
-        act = (cnt > 0) & (hi_all >= tb.g_d)
-        mono = act & tb.g_mono
-        odd = np.nonzero(act & ~tb.g_mono)[0]
-        s_row = np.arange(S + 1)
-        bounds = np.searchsorted(tb.g_I, np.arange(self.nI + 1))
-        chunk = max(1, 4_000_000 // (S + 1))
+        hi = self._usable(T)
+        use = (hi > 0) & tb.g_mono
+        odd = np.nonzero((hi > 0) & ~tb.g_mono)[0]
+        odd = odd[np.argsort(tb.g_I[odd], kind="stable")]
         odd_pos = 0
-        for I in range(1, self.nI):
-            a, b = bounds[I], bounds[I + 1]
-            gs = a + np.nonzero(mono[a:b])[0]
-            for c0 in range(0, len(gs), chunk):
-                g = gs[c0 : c0 + chunk]
-                d = tb.g_d[g][:, None]
-                col = s_row[None, :] - d
-                valid = (col >= 0) & (s_row[None, :] <= hi_all[g][:, None])
-                vals = f[tb.g_J[g][:, None], np.maximum(col, 0)] + tb.g_dev[g][:, None]
-                vals[~valid] = _INF
-                if want_plan:
-                    arg = vals.argmin(axis=0)
-                    best = vals[arg, s_row]
-                    better = best < f[I]
-                    f[I, better] = best[better]
-                    bp[I, better] = g[arg[better]]
-                else:
-                    np.minimum(f[I], vals.min(axis=0), out=f[I])
-            # non-monotone groups (greedy mode only): each usable run of y separately
-            while odd_pos < len(odd) and odd[odd_pos] < b:
-                gi = int(odd[odd_pos])
-                odd_pos += 1
-                self._relax_runs(f, bp, gi, T)
+        order = self.by_Id
+        use_o = use[order]
+        bs = self.block_start
+        # blocks with at least one usable group
+        nz = np.add.reduceat(use_o.astype(np.int64), bs[:-1]) if len(bs) > 1 else np.zeros(0, dtype=np.int64)
+        cur_I = 0
+        for bk in np.nonzero(nz)[0].tolist():
+            a, b = bs[bk], bs[bk + 1]
+            g = order[a:b][use_o[a:b]]
+            I = int(tb.g_I[g[0]])
+            if I != cur_I:
+                while odd_pos < len(odd) and tb.g_I[odd[odd_pos]] < I:
+                    self._relax_runs(f, bp, int(odd[odd_pos]), T)
+                    odd_pos += 1
+                cur_I = I
+            d = int(tb.g_d[g[0]])
+            gh = hi[g]
+            width = int(gh.max()) - d + 1
+            rows = f[tb.g_J[g], :width] + tb.g_dev[g][:, None]
+            if (gh != gh[0]).any():
+                rows[np.arange(width)[None, :] > (gh - d)[:, None]] = _INF
+            dst = f[I, d : d + width]
+            if want_plan:
+                arg = rows.argmin(axis=0)
+                best = rows[arg, np.arange(width)]
+                better = best < dst
+                dst[better] = best[better]
+                bp[I, d : d + width][better] = g[arg[better]]
+            else:
+                np.minimum(dst, rows.min(axis=0), out=dst)
+        while odd_pos < len(odd):
+            self._relax_runs(f, bp, int(odd[odd_pos]), T)
+            odd_pos += 1
         return f, bp
 
     def _relax_runs(self, f, bp, g, T):
@@ -437,6 +483,36 @@ class _Search:
                 dst[better] = src[better]
                 if bp is not None:
                     bp[I, lo : hi + 1][better] = g
+
+    def plan_start(self, f) -> int:
+        """The suffix bound s at which the plan is read: fewest devices, then smallest s."""
+        row = f[-1]
+        return int(np.argmin(row))
+
+    def stage_cost_at(self, g: int, y: int) -> float:
+        """The cost group g's table gives for y microbatches in flight."""
+        tb = self.tb
+        a = int(tb.g_start[g])
+        b = a + int(tb.g_n[g])
+        if tb.g_mono[g]:
+            k = a + int(np.searchsorted(tb.yhi[a:b], y))
+            return float(tb.cost[k])
+        for k in range(a, b):
+            if tb.ylo[k] <= y <= tb.yhi[k]:
+                return float(tb.cost[k])
+        raise InternalError(f"dp: group {g} has no entry for y = {y}")
+
+    def bottleneck_index(self, f, bp, cands) -> int:
+        """Index in ``cands`` of the largest stage cost of the plan held in (f, bp)."""
+        tb = self.tb
+        s = self.plan_start(f)
+        Ik, worst = self.nI - 1, -math.inf
+        while Ik != 0:
+            g = int(bp[Ik, s])
+            d = int(tb.g_d[g])
+            worst = max(worst, self.stage_cost_at(g, -(-s // d)))
+            Ik, s = int(tb.g_J[g]), s - d
+        return int(np.searchsorted(cands, worst))
 
     def feasible(self, T: float) -> bool:
         f, _ = self.decide(T)
@@ -550,8 +626,8 @@ def solve_dp(
         cands = search.candidates()
         info["thresholds"] = int(len(cands))
         # feasibility at all (T = +inf)
-        f_inf, _ = search.decide(math.inf)
-        least = int(f_inf[-1].min())
+        f, bp = search.decide(math.inf, want_plan=True)
+        least = int(f[-1].min())
         if least > K:
             if least >= _INF:
                 msg = (
@@ -561,20 +637,36 @@ def solve_dp(
             else:
                 msg = f"K = {K} devices is too few: the plan with the fewest devices that fits in memory needs {least}"
             return done(Solution(method, Status.INFEASIBLE, message=msg, info={"search_steps": 1}))
-        lo, hi = 0, len(cands) - 1  # cands[hi] is feasible
+        # Search over the sorted candidates: every index <= lo fails, cands[hi] is the
+        # bottleneck of a plan in hand. Probes aim where the fewest devices D(T) would
+        # reach K if D were proportional to 1/T; bisection when that stops halving.
+        lo, hi = -1, search.bottleneck_index(f, bp, cands)
+        est = float(cands[hi]) * least / K
+        widths: list[int] = []
         steps = 1
         tick = bar.task("search", max(1, int(math.ceil(math.log2(max(2, len(cands)))))))
-        while lo < hi:
-            mid = (lo + hi) // 2
+        while hi - lo > 1:
+            width = hi - lo
+            if len(widths) >= 2 and width > widths[-2] // 2:
+                idx = (lo + hi) // 2
+            else:
+                idx = int(np.searchsorted(cands, est))
+                idx = min(max(idx, lo + 1), hi - 1)
+            widths.append(width)
             steps += 1
             tick(steps)
-            if search.feasible(float(cands[mid])):
-                hi = mid
+            T_probe = float(cands[idx])
+            f2, bp2 = search.decide(T_probe, want_plan=True)
+            D = int(f2[-1].min())
+            if D <= K:
+                f, bp = f2, bp2
+                hi = search.bottleneck_index(f, bp, cands)
+                est = float(cands[hi]) * D / K
             else:
-                lo = mid + 1
-        T = float(cands[lo])
-        f, bp = search.decide(T, want_plan=True)
-    info["search_steps"] = steps + 1
+                lo = idx
+                est = T_probe * D / K if D < _INF else float(cands[(lo + hi) // 2])
+        T = float(cands[hi])
+    info["search_steps"] = steps
     plan, stage_costs = _rebuild(instance, inst, ideals, search, f, bp, T, greedy)
     if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
         raise InternalError(f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value {T!r}")
@@ -583,10 +675,7 @@ def solve_dp(
 
 
 def _rebuild(instance, inst, ideals, search: _Search, f, bp, T, greedy):
-    K = search.K
-    row = f[-1]
-    ok = np.nonzero(row <= K)[0]
-    s = int(ok[np.argmin(row[ok])])
+    s = search.plan_start(f)
     Ik = len(ideals) - 1
     ids = inst.node_ids
     stages, costs = [], []
