@@ -24,15 +24,12 @@ def _root() -> None:
 
 
 def _register() -> None:
-    from piper_ilp.cli import evaluate_cmd, solve_cmd
+    from piper_ilp.cli import bench_cmds, compare_cmds, evaluate_cmd, solve_cmd
 
     evaluate_cmd.register(app)
     solve_cmd.register(app)
-    try:
-        from piper_ilp.cli import compare_cmds
-    except ImportError:  # pragma: no cover - only while the module is being written
-        return
     compare_cmds.register(app)
+    bench_cmds.register(app)
 
 
 _register()
