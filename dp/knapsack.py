@@ -102,24 +102,26 @@ def _pareto_mask(cols: np.ndarray) -> np.ndarray:
     n = len(cols)
     if n <= 1:
         return np.ones(n, dtype=bool)
-    varying = np.any(cols != cols[0], axis=0)
-    c = cols[:, varying]
-    k = c.shape[1]
+    varying = (cols != cols[0]).any(axis=0)
+    k = int(varying.sum())
+    c = cols if k == cols.shape[1] else cols[:, varying]
     mask = np.zeros(n, dtype=bool)
     if k == 0:
         mask[0] = True
         return mask
-    order = np.lexsort(c.T[::-1])
-    s = c[order]
     if k == 1:
-        mask[order[0]] = True
+        mask[int(np.argmin(c[:, 0]))] = True
         return mask
     if k == 2:
+        order = np.lexsort((c[:, 1], c[:, 0]))
+        s = c[order]
         prev_min = np.minimum.accumulate(s[:, 1])
         keep = np.ones(n, dtype=bool)
         keep[1:] = s[1:, 1] < prev_min[:-1]
         mask[order[keep]] = True
         return mask
+    order = np.lexsort(c.T[::-1])
+    s = c[order]
     # k >= 3: a row is dominated iff some earlier row is <= it in every column (dominance
     # is transitive, so earlier rows that are themselves dominated may be used)
     keep = np.ones(n, dtype=bool)
@@ -216,15 +218,22 @@ def y_capacity(A: np.ndarray, Bm: np.ndarray, M: float, y_max: int) -> np.ndarra
     Mtol = M * (1.0 + MEMORY_RTOL)
     A = np.asarray(A, dtype=float)
     Bm = np.asarray(Bm, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        raw = np.where(A > 0, np.floor((Mtol - Bm) / np.where(A > 0, A, 1.0)), np.where(Bm <= Mtol, y_max, 0))
-    y = np.clip(raw, 0, y_max).astype(np.int64)
-    # guard the floor against rounding: step down while y does not fit, up while y+1 fits
-    for _ in range(2):
+    pos = A > 0
+    raw = np.full(A.shape, float(y_max))
+    np.divide(Mtol - Bm, A, out=raw, where=pos)
+    np.floor(raw, out=raw)
+    np.clip(raw, 0, y_max, out=raw)
+    y = raw.astype(np.int64)
+    y[~pos & (Bm > Mtol)] = 0
+    # guard the floor against rounding: down while y does not fit, up while y + 1 fits
+    bad = (y > 0) & (A * y + Bm > Mtol)
+    while bad.any():
+        y[bad] -= 1
         bad = (y > 0) & (A * y + Bm > Mtol)
-        y = np.where(bad, y - 1, y)
+    up = (y < y_max) & (A * (y + 1) + Bm <= Mtol)
+    while up.any():
+        y[up] += 1
         up = (y < y_max) & (A * (y + 1) + Bm <= Mtol)
-        y = np.where(up, y + 1, y)
     return y
 
 

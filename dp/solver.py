@@ -135,12 +135,21 @@ class _Builder:
         self.items: list[tuple] = []
         self.node_item: dict[tuple, int] = {}
         self.greedy_cache: dict[tuple, list] = {}
+        self.minimal_cache: dict[int, list[int]] = {}
         self.pairs = 0
 
     # ---- the walk ----------------------------------------------------------------------
+    def _minimal(self, J: int) -> list[int]:
+        """Nodes of J with no predecessor in J (removing one leaves J successor-closed)."""
+        got = self.minimal_cache.get(J)
+        if got is None:
+            got = [v for v in _bits(J) if not self.pred_mask[v] & J]
+            self.minimal_cache[J] = got
+        return got
+
     def build(self, progress) -> _Tables:
         ideals = self.ideals
-        zero = (np.zeros(1),) * 5
+        zero = np.zeros((1, 5))
         for k in range(1, len(ideals)):
             progress(k)
             I = ideals[k]
@@ -151,9 +160,7 @@ class _Builder:
                 for J, sts in level.items():
                     if not sts:
                         continue
-                    for v in _bits(J):
-                        if self.pred_mask[v] & J:
-                            continue
+                    for v in self._minimal(J):
                         Jn = J & ~(1 << v)
                         if Jn in nxt:
                             continue
@@ -198,16 +205,15 @@ class _Builder:
             # frontier columns: P, A, Bm, m1 = sum (a + b), mS = sum (S a + b); memory at
             # y in [1, S] is between m1 and mS, so (P, m1, mS) decide dominance
             o = self.opt_pab[key]
-            cols = [(x[:, None] + o[None, :, j]).ravel() for j, x in enumerate(fr)]
-            ok = cols[3] <= self.Mtol
+            new = (fr[:, None, :] + o[None, :, :]).reshape(-1, 5)
+            ok = new[:, 3] <= self.Mtol
             if not ok.all():
-                cols = [x[ok] for x in cols]
-            if not len(cols[0]):
+                new = new[ok]
+            if not len(new):
                 return None
-            if len(cols[0]) > 1:
-                mask = _pareto_mask(np.column_stack((cols[0], cols[3], cols[4])))
-                cols = [x[mask] for x in cols]
-            fr = tuple(cols)
+            if len(new) > 1:
+                new = new[_pareto_mask(new[:, (0, 3, 4)])]
+            fr = new
         else:
             fr = None
         return (E, W, plain, fr, m1)
@@ -223,7 +229,7 @@ class _Builder:
             if self.greedy:
                 self._emit_greedy(k, jk, t, I, J, C, plain, E, W)
             elif plain:
-                P, A, Bm = fr[0], fr[1], fr[2]
+                P, A, Bm = fr[:, 0], fr[:, 1], fr[:, 2]
                 ycap = y_capacity(A, Bm, self.M, self.S)
                 order = np.lexsort((-ycap, P))
                 P, ycap = P[order], ycap[order]
