@@ -93,8 +93,11 @@ class _Builder:
     """Builds the stage tables: for every I, a breadth-first walk over its subsets J that
     are successor-closed, growing the stage C = I \\ J one node at a time."""
 
-    def __init__(self, inst: Instance, ideals: list[int], d_values: list[int], S: int, greedy: bool):
+    def __init__(
+        self, inst: Instance, ideals: list[int], d_values: list[int], S: int, greedy: bool, ub: float | None = None
+    ):
         self.inst = inst
+        self.ub = ub
         self.ideals = ideals
         self.index = {I: k for k, I in enumerate(ideals)}
         self.S = S
@@ -137,6 +140,19 @@ class _Builder:
         self.greedy_cache: dict[tuple, list] = {}
         self.minimal_cache: dict[int, list[int]] = {}
         self.pairs = 0
+        # work_v = least device-seconds per sample of node v (min over t, options of t p):
+        # a stage C needs t d >= work(C) / T devices to cost <= T
+        self.work_node = [min((t * o.p for t, opts in nd.options.items() for o in opts), default=0.0) for nd in inst.nodes]
+        self.work_total = sum(self.work_node)
+        # least memory of node v (min over t, options of a + b; every stage has y >= 1): a
+        # part X needs at least sum / M stages, each on a device of its own
+        self.mem_node = [min((o.a + o.b for opts in nd.options.values() for o in opts), default=0.0) for nd in inst.nodes]
+        self.mem_total = sum(self.mem_node)
+        # work and least memory of every set of the family (and of its complement)
+        member = _membership(ideals, n)
+        self.work_of = member @ np.array(self.work_node, dtype=float) if n else np.zeros(len(ideals))
+        self.mem_of = member @ np.array(self.mem_node, dtype=float) if n else np.zeros(len(ideals))
+        self.all_mask = (1 << n) - 1
 
     # ---- the walk ----------------------------------------------------------------------
     def _minimal(self, J: int) -> list[int]:
@@ -147,16 +163,46 @@ class _Builder:
             self.minimal_cache[J] = got
         return got
 
+    def _lb(self, work: float, nonempty: bool, mem: float = 0.0) -> int:
+        """Fewest devices a part with this work and least memory needs when every stage
+        costs <= ub (0 for an empty part)."""
+        if not nonempty:
+            return 0
+        return max(1, math.ceil(work / self.ub * (1.0 - 1e-9)), math.ceil(mem / self.Mtol * (1.0 - 1e-9)))
+
+    def _work(self, mask: int) -> float:
+        return sum(self.work_node[i] for i in _bits(mask))
+
+    def _mem(self, mask: int) -> float:
+        return sum(self.mem_node[i] for i in _bits(mask))
+
     def build(self, progress) -> _Tables:
+        """For each I: a breadth-first walk over J, C = I \\ J growing by one node per step.
+
+        With an upper bound ub on the optimum, a stage C between a front part (all \\ I)
+        and a back part J is kept only when lb(C) + lb(front) + lb(J) <= K, lb(X) =
+        max(1, ceil(work(X) / ub)) (0 for an empty part): each stage of a plan of value
+        <= ub needs t d >= work / ub devices. lb(C) only grows as C grows, so the walk
+        stops where lb(C) + lb(front) > K."""
         ideals = self.ideals
         zero = np.zeros((1, 5))
+        ub = self.ub
+        K = self.K
         for k in range(1, len(ideals)):
             progress(k)
             I = ideals[k]
             start = {t: (0.0, 0.0, True, zero, 0.0) for t in self.t_values}
             level = {I: start}
+            work_c = {I: 0.0}
+            if ub is not None:
+                front = self.all_mask & ~I
+                lbf = self._lb(self.work_total - self.work_of[k], front != 0, self.mem_total - self.mem_of[k])
+                # the stages of I need at least ceil(work(I) / ub) devices in all
+                if lbf + self._lb(self.work_of[k], True) > K:
+                    continue
             while level:
                 nxt: dict[int, dict] = {}
+                nxt_work: dict[int, float] = {}
                 for J, sts in level.items():
                     if not sts:
                         continue
@@ -164,16 +210,31 @@ class _Builder:
                         Jn = J & ~(1 << v)
                         if Jn in nxt:
                             continue
+                        if Jn not in self.index:
+                            nxt[Jn] = {}
+                            continue
+                        wc = work_c[J] + self.work_node[v]
+                        dev_hi = None
+                        if ub is not None:
+                            lbc = self._lb(wc, True)
+                            if lbc + lbf > K:
+                                nxt[Jn] = {}
+                                continue
+                            jx = self.index[Jn]
+                            lbb = self._lb(self.work_of[jx], Jn != 0, self.mem_of[jx])
+                            dev_hi = K - lbf - lbb
                         new = {}
                         for t, st in sts.items():
                             st2 = self._extend(I, Jn, st, v, t)
                             if st2 is not None:
                                 new[t] = st2
                         nxt[Jn] = new
-                        if new:
+                        nxt_work[Jn] = wc
+                        if new and (dev_hi is None or lbc <= dev_hi):
                             self.pairs += 1
-                            self._emit_pair(k, I, Jn, new)
+                            self._emit_pair(k, I, Jn, new, None if ub is None else (wc / ub * (1.0 - 1e-9), dev_hi))
                 level = nxt
+                work_c = nxt_work
         self.tables.finalize()
         return self.tables
 
@@ -219,15 +280,21 @@ class _Builder:
         return (E, W, plain, fr, m1)
 
     # ---- one candidate stage -------------------------------------------------------------
-    def _emit_pair(self, k: int, I: int, J: int, states: dict):
+    def _emit_pair(self, k: int, I: int, J: int, states: dict, devices: tuple | None = None):
+        """Tables of stage C = I \\ J for each t (and each d with t d in ``devices`` =
+        (least, most), when given)."""
         jk = self.index[J]
         C = I & ~J
         for t, (E, W, plain, fr, _) in states.items():
-            ds = self.ds[t]
+            ds, caps = self.ds[t], self.cap[t]
+            if devices is not None:
+                keep = (t * ds >= devices[0]) & (t * ds <= devices[1])
+                if not keep.all():
+                    ds, caps = ds[keep], caps[keep]
             if not len(ds):
                 continue
             if self.greedy:
-                self._emit_greedy(k, jk, t, I, J, C, plain, E, W)
+                self._emit_greedy(k, jk, t, I, J, C, ds)
             elif plain:
                 P, A, Bm = fr[:, 0], fr[:, 1], fr[:, 2]
                 ycap = y_capacity(A, Bm, self.M, self.S)
@@ -240,18 +307,18 @@ class _Builder:
                 P, ycap = P[rise], ycap[rise]
                 dcol = ds[:, None].astype(float)
                 cost = E / dcol / self.B + (4.0 * (dcol - 1) * W / (dcol * self.N)) / self.B + P[None, :] / dcol
-                yhi = np.minimum(ycap[None, :], self.cap[t][:, None])
+                yhi = np.minimum(ycap[None, :], caps[:, None])
                 self.tables.emit(k, jk, t, ds, cost, np.ones_like(yhi), yhi)
             else:
-                self._emit_generic_exact(k, jk, t, C)
+                self._emit_generic_exact(k, jk, t, C, ds, caps)
 
-    def _emit_generic_exact(self, k, jk, t, C):
+    def _emit_generic_exact(self, k, jk, t, C, ds, caps):
         nodes = [self.ids[i] for i in _bits(C)]
         fr = pareto_frontier(stage_items(self.inst, nodes, t), self.M, y_range=(1, self.S))
         if not len(fr):
             return
         ycap = y_capacity(fr.A, fr.Bm, self.M, self.S)
-        for d, cap in zip(self.ds[t].tolist(), self.cap[t].tolist()):
+        for d, cap in zip(ds.tolist(), caps.tolist()):
             cost = fr.E / d / self.B + (4.0 * (d - 1) * fr.W / (d * self.N)) / self.B + fr.P / d
             yc = np.minimum(ycap, cap)
             order = np.lexsort((-yc, cost))
@@ -289,14 +356,20 @@ class _Builder:
         self.node_item[key] = iid
         return iid
 
-    def _emit_greedy(self, k, jk, t, I, J, C, plain, E, W):
+    def _emit_greedy(self, k, jk, t, I, J, C, allowed):
         ids = tuple(self._item(i, t, self.pred_mask[i] & ~I, self.succ_mask[i] & J) for i in _bits(C))
         key = (t, ids)
         got = self.greedy_cache.get(key)
         if got is None:
             got = self._greedy_profiles(ids, t)
             self.greedy_cache[key] = got
+        full = len(allowed) == len(self.ds[t])
         for ds, cost, ylo, yhi, mono in got:
+            if not full:
+                keep = np.isin(ds, allowed)
+                if not keep.any():
+                    continue
+                ds, cost, ylo, yhi = ds[keep], cost[keep], ylo[keep], yhi[keep]
             self.tables.emit(k, jk, t, ds, cost, ylo, yhi, mono)
 
     def _greedy_profiles(self, item_ids: tuple, t: int):
@@ -355,6 +428,17 @@ class _Builder:
             chosen = [rows[i][O[i] if mask[i] else F[i]] for i in range(n)]
             out.append((s0 + 1, s1, sum(o[0] for o in chosen), sum(o[1] for o in chosen), sum(o[2] for o in chosen)))
         return out
+
+
+def _membership(masks: list[int], n: int) -> np.ndarray:
+    """0/1 matrix (len(masks) x n): bit i of each mask."""
+    words = (n + 63) // 64
+    out = np.zeros((len(masks), words * 64), dtype=np.uint8)
+    for w in range(words):
+        col = np.array([(m >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for m in masks], dtype=np.uint64)
+        bits = np.unpackbits(col.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+        out[:, 64 * w : 64 * w + 64] = bits
+    return out[:, :n].astype(float)
 
 
 def _bits(mask: int):
@@ -520,6 +604,11 @@ class _Search:
             Ik, s = int(tb.g_J[g]), s - d
         return int(np.searchsorted(cands, worst))
 
+    def least_devices(self) -> int:
+        """Fewest devices of any plan that fits in memory (no bound on T)."""
+        f, _ = self.decide(math.inf)
+        return int(f[-1].min())
+
     def feasible(self, T: float) -> bool:
         f, _ = self.decide(T)
         return int(f[-1].min()) <= self.K
@@ -622,19 +711,29 @@ def solve_dp(
     info["ideals"] = len(ideals)
 
     bar = _Progress(progress)
-    builder = _Builder(inst, ideals, d_values, S, greedy)
     with bar:
-        step = bar.task("stage tables", len(ideals))
-        tb = builder.build(progress=step)
+        ub = None
+        if len(ideals) > CHAIN_FIRST:
+            # an upper bound from the same DP restricted to the suffixes of one topological
+            # order (each is successor-closed): it lets the full DP skip every stage that
+            # cannot be part of a plan at least as good (see _Builder)
+            chain = _suffix_ideals(inst)
+            cb = _Builder(inst, chain, d_values, S, greedy)
+            ctb = cb.build(progress=bar.task("chain bound", len(chain)))
+            got = _search_T(_Search(ctb, len(chain), S, K), K, bar)
+            if got is not None:
+                ub = got[0]
+                info["chain_bound"] = ub
+        builder = _Builder(inst, ideals, d_values, S, greedy, ub=ub)
+        tb = builder.build(progress=bar.task("stage tables", len(ideals)))
         search = _Search(tb, len(ideals), S, K)
         info["stage_pairs"] = builder.pairs
         info["stage_candidates"] = int(len(tb.g_I))
-        cands = search.candidates()
-        info["thresholds"] = int(len(cands))
-        # feasibility at all (T = +inf)
-        f, bp = search.decide(math.inf, want_plan=True)
-        least = int(f[-1].min())
-        if least > K:
+        got = _search_T(search, K, bar)
+        if got is None or got[0] > (ub if ub is not None else math.inf):
+            if ub is not None:
+                raise InternalError(f"{method}: the pruned DP lost the chain plan of value {ub!r}")
+            least = search.least_devices()
             if least >= _INF:
                 msg = (
                     f"no split into stages fits in memory M = {instance.M:.6g} bytes per device within "
@@ -643,41 +742,72 @@ def solve_dp(
             else:
                 msg = f"K = {K} devices is too few: the plan with the fewest devices that fits in memory needs {least}"
             return done(Solution(method, Status.INFEASIBLE, message=msg, info={"search_steps": 1}))
-        # Search over the sorted candidates: every index <= lo fails, cands[hi] is the
-        # bottleneck of a plan in hand. Probes aim where the fewest devices D(T) would
-        # reach K if D were proportional to 1/T; bisection when that stops halving.
-        lo, hi = -1, search.bottleneck_index(f, bp, cands)
-        est = float(cands[hi]) * least / K
-        widths: list[int] = []
-        steps = 1
-        tick = bar.task("search", max(1, int(math.ceil(math.log2(max(2, len(cands)))))))
-        while hi - lo > 1:
-            width = hi - lo
-            if len(widths) >= 2 and width > widths[-2] // 2:
-                idx = (lo + hi) // 2
-            else:
-                idx = int(np.searchsorted(cands, est))
-                idx = min(max(idx, lo + 1), hi - 1)
-            widths.append(width)
-            steps += 1
-            tick(steps)
-            T_probe = float(cands[idx])
-            f2, bp2 = search.decide(T_probe, want_plan=True)
-            D = int(f2[-1].min())
-            if D <= K:
-                f, bp = f2, bp2
-                hi = search.bottleneck_index(f, bp, cands)
-                est = float(cands[hi]) * D / K
-            else:
-                lo = idx
-                est = T_probe * D / K if D < _INF else float(cands[(lo + hi) // 2])
-        T = float(cands[hi])
+        T, f, bp, steps, n_cands = got
+        info["thresholds"] = n_cands
     info["search_steps"] = steps
     plan, stage_costs = _rebuild(instance, inst, ideals, search, f, bp, T, greedy)
     if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
         raise InternalError(f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value {T!r}")
     status = Status.FEASIBLE if greedy else Status.OPTIMAL
     return done(Solution(method, status, plan=plan, objective=T))
+
+
+#: Above this many successor-closed sets, a chain-restricted DP first gives an upper bound
+#: that prunes the full DP's stage candidates.
+CHAIN_FIRST = 5000
+
+
+def _suffix_ideals(inst: Instance) -> list[int]:
+    """The suffixes of a topological order (input order breaking ties), as bitmasks by size."""
+    import networkx as nx
+
+    pos = {v: i for i, v in enumerate(inst.node_ids)}
+    order = list(nx.lexicographical_topological_sort(inst.graph, key=pos.__getitem__))
+    out, mask = [0], 0
+    for v in reversed(order):
+        mask |= 1 << pos[v]
+        out.append(mask)
+    return out
+
+
+def _search_T(search: "_Search", K: int, bar) -> tuple | None:
+    """The least threshold T at which a plan fits on K devices, with its tables (f, bp);
+    None when no plan fits at all.
+
+    Every candidate index <= lo fails; cands[hi] is the bottleneck of a plan in hand.
+    Probes aim where the fewest devices D(T) would reach K if D were proportional to 1/T,
+    with bisection when that stops halving the bracket."""
+    cands = search.candidates()
+    f, bp = search.decide(math.inf, want_plan=True)
+    least = int(f[-1].min())
+    if least > K:
+        return None
+    lo, hi = -1, search.bottleneck_index(f, bp, cands)
+    est = float(cands[hi]) * least / K
+    widths: list[int] = []
+    steps = 1
+    tick = bar.task("search", max(1, int(math.ceil(math.log2(max(2, len(cands)))))))
+    while hi - lo > 1:
+        width = hi - lo
+        if len(widths) >= 2 and width > widths[-2] // 2:
+            idx = (lo + hi) // 2
+        else:
+            idx = int(np.searchsorted(cands, est))
+            idx = min(max(idx, lo + 1), hi - 1)
+        widths.append(width)
+        steps += 1
+        tick(steps)
+        T_probe = float(cands[idx])
+        f2, bp2 = search.decide(T_probe, want_plan=True)
+        D = int(f2[-1].min())
+        if D <= K:
+            f, bp = f2, bp2
+            hi = search.bottleneck_index(f, bp, cands)
+            est = float(cands[hi]) * D / K
+        else:
+            lo = idx
+            est = T_probe * D / K if D < _INF else float(cands[(lo + hi) // 2])
+    return float(cands[hi]), f, bp, steps, int(len(cands))
 
 
 def _rebuild(instance, inst, ideals, search: _Search, f, bp, T, greedy):

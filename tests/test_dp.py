@@ -324,3 +324,30 @@ def test_reference_tps(entry, shared_dir):
     e = solve_dp(inst)
     assert e.status == Status.OPTIMAL
     assert e.tps <= entry["tps"] * (1 + 1e-9)
+
+
+# --------------------------------------------------------------------------------------
+# The pruned DP (upper bound from the chain-restricted DP) stays exact
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_pruned_dp_equals_oracle(seed, monkeypatch):
+    import dp.solver
+
+    monkeypatch.setattr(dp.solver, "CHAIN_FIRST", 0)  # always take the bound first
+    family = FAMILIES[seed % len(FAMILIES)]
+    inst = random_instance(family, 3 + seed % 5, 2000 + seed, t_values=(1, 2), options_per_t=2, memory=0.3 + 0.1 * (seed % 5))
+    ref = solve_brute(inst)
+    sol = solve_dp(inst)
+    assert (sol.tps is None) == (ref.tps is None), (sol.message, ref.message)
+    if ref.tps is not None:
+        assert close(sol.tps, ref.tps), (sol.tps, ref.tps, sol.info)
+        assert "chain_bound" in sol.info
+    # greedy mode: the same value with and without the pruning
+    g = solve_dp(inst, knapsack="greedy")
+    monkeypatch.setattr(dp.solver, "CHAIN_FIRST", 10**9)
+    g0 = solve_dp(inst, knapsack="greedy")
+    assert (g.tps is None) == (g0.tps is None)
+    if g.tps is not None:
+        assert close(g.tps, g0.tps) and g.tps >= ref.tps * (1 - 1e-9)
