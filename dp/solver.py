@@ -123,6 +123,10 @@ class _Builder:
         self.cap = {t: -(-S // self.ds[t]) for t in self.t_values}
         # per (node, t): options as arrays; "plain" = options differ only in p, a, b
         self.opt_pab: dict[tuple[int, int], np.ndarray] = {}
+        self.g_class: dict[tuple[int, int], int] = {}
+        self.g_class_id: dict[tuple, int] = {}
+        self.g_rows: dict[int, dict[int, tuple]] = {}
+        self.g_runs: dict[tuple, list] = {}
         self.plain: dict[tuple[int, int], bool] = {}
         self.m1min: dict[tuple[int, int], float] = {}
         for i, nd in enumerate(inst.nodes):
@@ -133,6 +137,16 @@ class _Builder:
                 )
                 self.opt_pab[(i, t)] = np.array([(o.p, o.a, o.b, o.a + o.b, S * o.a + o.b) for o in opts], dtype=float)
                 self.m1min[(i, t)] = min(o.a + o.b for o in opts)
+                # for Piper's rule on plain nodes: F = first option with least p, O = the other
+                if len(opts) <= 2:
+                    f = min(range(len(opts)), key=lambda l: (opts[l].p, l))
+                    o = (1 - f) if len(opts) == 2 else f
+                    row = (opts[f].p, opts[o].p - opts[f].p, opts[f].a, opts[f].b, opts[o].a, opts[o].b)
+                    self.g_class[(i, t)] = self.g_class_id.setdefault(row, len(self.g_class_id))
+                    self.g_rows.setdefault(t, {})[i] = row
+        self.g_array = {
+            t: np.array([rows.get(i, (np.nan,) * 6) for i in range(n)], dtype=float) for t, rows in self.g_rows.items()
+        }
         self.tables = _Tables()
         self.item_id: dict[tuple, int] = {}
         self.items: list[tuple] = []
@@ -293,7 +307,9 @@ class _Builder:
                     ds, caps = ds[keep], caps[keep]
             if not len(ds):
                 continue
-            if self.greedy:
+            if self.greedy and plain:
+                self._emit_greedy_plain(k, jk, t, C, E, W, ds, caps)
+            elif self.greedy:
                 self._emit_greedy(k, jk, t, I, J, C, ds)
             elif plain:
                 P, A, Bm = fr[:, 0], fr[:, 1], fr[:, 2]
@@ -355,6 +371,47 @@ class _Builder:
             self.items.append(item)
         self.node_item[key] = iid
         return iid
+
+    def _emit_greedy_plain(self, k, jk, t, C, E, W, ds, caps):
+        """Piper's rule on a stage whose nodes' options differ only in p, a, b: the choice
+        per y depends on the nodes' own numbers (in input order) only, so it is computed once
+        per such sequence; E and W come from the walk."""
+        nodes = list(_bits(C))
+        key = (t, tuple(self.g_class[(i, t)] for i in nodes))
+        runs = self.g_runs.get(key)
+        if runs is None:
+            runs = self._greedy_plain_runs(self.g_array[t][nodes], int(self.cap[t].max()))
+            self.g_runs[key] = runs
+        lo, hi, P, mono = runs
+        if not len(P):
+            return
+        dcol = ds[:, None].astype(float)
+        cost = E / dcol / self.B + (4.0 * (dcol - 1) * W / (dcol * self.N)) / self.B + P[None, :] / dcol
+        yhi = np.minimum(hi[None, :], caps[:, None])
+        self.tables.emit(k, jk, t, ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono)
+
+    def _greedy_plain_runs(self, rows: np.ndarray, ymax: int):
+        """Runs (y_lo, y_hi, P) of equal choice by Piper's rule for y = 1..ymax; rows are
+        (p_F, p_O - p_F, a_F, b_F, a_O, b_O) per node in input order."""
+        pF_sum = float(rows[:, 0].sum())
+        if (rows[:, 2] * ymax + rows[:, 3]).sum() <= self.M:
+            # the cheapest options fit even at the largest y: the rule keeps them
+            return (np.array([1]), np.array([ymax]), np.array([pF_sum]), True)
+        y = np.arange(1, ymax + 1, dtype=float)[:, None]
+        mF = rows[None, :, 2] * y + rows[None, :, 3]
+        mO = rows[None, :, 4] * y + rows[None, :, 5]
+        sw, feas = greedy_choice_over_y(rows[:, 1], mF, mO, self.M)
+        nfeas = int(np.argmin(feas)) if not feas.all() else ymax
+        if nfeas == 0:
+            return (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0), True)
+        sw = sw[:nfeas]
+        change = np.ones(nfeas, dtype=bool)
+        change[1:] = np.any(sw[1:] != sw[:-1], axis=1)
+        starts = np.nonzero(change)[0]
+        ends = np.append(starts[1:], nfeas)
+        P = pF_sum + sw[starts].astype(float) @ rows[:, 1]
+        mono = bool(np.all(np.diff(P) >= 0))
+        return (starts + 1, ends, P, mono)
 
     def _emit_greedy(self, k, jk, t, I, J, C, allowed):
         ids = tuple(self._item(i, t, self.pred_mask[i] & ~I, self.succ_mask[i] & J) for i in _bits(C))
