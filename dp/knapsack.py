@@ -27,7 +27,6 @@ Parallelization. NeurIPS 2021.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from dataclasses import dataclass
 from typing import Collection, Sequence
 

@@ -92,6 +92,10 @@ def test_greedy_gap_report():
     msg = f"greedy mode above the optimum on {len(gaps)} of {len(_greedy_gaps)} instances; largest gap {max(gaps, default=0):.2%}"
     print(msg)
     assert all(g >= -1e-9 for g in _greedy_gaps)
+    # Piper's rule is a heuristic: over a few hundred tight-memory instances it must miss
+    # the optimum somewhere (else greedy mode silently became exact), by a few percent
+    assert gaps, msg
+    assert max(gaps) < 0.5, msg
 
 
 @pytest.mark.parametrize("seed", range(40))
