@@ -253,7 +253,9 @@ def test_count_ideals_small():
     )
     assert count_ideals(free) == 1024
     assert count_ideals(free, limit=100) == 101
-    with pytest.raises(SizeLimitError, match="more than 100"):
+    with pytest.raises(SizeLimitError, match="has 1,024 successor-closed sets.*limit of 1,000"):
+        solve_dp(free, max_ideals=1000)
+    with pytest.raises(SizeLimitError, match="more than 1,000 .*limit of 100"):
         solve_dp(free, max_ideals=100)
 
 
