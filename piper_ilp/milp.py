@@ -13,6 +13,8 @@ then compiled to each backend:
   tightest big-M the variable bounds allow; coefficients stay floats (memory rows are
   normalized by M, time rows expressed in a unit of about 1/1000 of the largest
   possible TPS).
+* ``scip``: SCIP through OR-Tools' MPSolver, from the same big-M rows as ``cbc``
+  (feasibility tolerance 1e-9, zero relative gap).
 
 Symbols (Tarnawski et al., NeurIPS 2021, and ``docs/cost-model.md``): K devices, M bytes
 per device, B bytes/s, N microbatches; per node v, degree t and option l: p, w, a, b,
@@ -57,6 +59,7 @@ minimize T. Every returned plan is re-checked by the independent evaluator
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -89,7 +92,7 @@ __all__ = [
 ]
 
 #: The backends :func:`solve_milp` accepts.
-BACKENDS = ("cpsat", "cbc")
+BACKENDS = ("cpsat", "cbc", "scip")
 
 #: Above this many variables :func:`solve_milp` refuses (unless ``force``).
 DEFAULT_MAX_VARIABLES = 25_000
@@ -789,6 +792,83 @@ def _solve_cbc(built: _Built, time_limit, threads, write_model, hint_values) -> 
 
 
 # --------------------------------------------------------------------------------------
+# SCIP and HiGHS through OR-Tools' MPSolver (the same big-M rows as CBC)
+# --------------------------------------------------------------------------------------
+
+#: MPSolver backends: our name -> (OR-Tools solver id, solver-specific parameters that
+#: tighten feasibility so that a plan fits memory within MEMORY_RTOL of M, and ask for
+#: a zero relative gap).
+MPSOLVER_BACKENDS = {
+    "scip": ("SCIP", "numerics/feastol = 1e-9\nlimits/gap = 0\nlimits/absgap = 1e-7\n"),
+}
+# (HiGHS is in OR-Tools too, but MPSolver passes it no parameters: its default 1e-4
+# relative gap would make "optimal" mean "within 0.01%", so it is not offered.)
+
+
+def _solve_mpsolver(built: _Built, time_limit, threads, write_model, hint_values, backend: str) -> dict:
+    from ortools.linear_solver import pywraplp
+
+    m = built.model
+    solver_id, params = MPSOLVER_BACKENDS[backend]
+    solver = pywraplp.Solver.CreateSolver(solver_id)
+    if solver is None:
+        raise InputError(f"{backend}: this OR-Tools build has no {solver_id} solver")
+    rows = _big_m_rows(m)
+    mv = []
+    for var in m.vars:
+        if var.kind == "continuous":
+            mv.append(solver.NumVar(var.lb, var.ub, _lp_name(var.name)))
+        else:
+            mv.append(solver.IntVar(var.lb, var.ub, _lp_name(var.name)))
+    inf = solver.infinity()
+    for terms, sense, rhs, _, name in rows:
+        lo, hi = {"<=": (-inf, rhs), ">=": (rhs, inf), "==": (rhs, rhs)}[sense]
+        ct = solver.Constraint(lo, hi, _lp_name(name))
+        for j, c in terms:
+            ct.SetCoefficient(mv[j], c)
+    obj = solver.Objective()
+    obj.SetCoefficient(mv[m.objective], 1.0)
+    obj.SetMinimization()
+    if hint_values:
+        pairs = sorted(hint_values.items())
+        solver.SetHint([mv[j] for j, _ in pairs], [float(v) for _, v in pairs])
+    if write_model is not None:
+        _write(write_model, lambda path: Path(path).write_text(solver.ExportModelAsLpFormat(False), encoding="utf-8"))
+    if time_limit is not None:
+        solver.SetTimeLimit(int(math.ceil(time_limit * 1000)))
+    solver.SetNumThreads(threads)
+    if not solver.SetSolverSpecificParametersAsString(params):
+        raise InternalError(f"{backend}: parameters not accepted: {params!r}")
+    t0 = time.perf_counter()
+    code = solver.Solve()
+    wall = time.perf_counter() - t0
+    status = {
+        pywraplp.Solver.OPTIMAL: Status.OPTIMAL,
+        pywraplp.Solver.FEASIBLE: Status.FEASIBLE,
+        pywraplp.Solver.INFEASIBLE: Status.INFEASIBLE,
+        pywraplp.Solver.NOT_SOLVED: Status.UNKNOWN,
+    }.get(code)
+    if status is None:
+        raise InternalError(f"{backend}: the solver ended abnormally (MPSolver status {code})")
+    values = raw_obj = None
+    if status in (Status.OPTIMAL, Status.FEASIBLE):
+        values = {j: float(round(mv[j].solution_value())) for j, var in enumerate(m.vars) if var.kind != "continuous"}
+        raw_obj = obj.Value()
+    bound = obj.BestBound() if status != Status.INFEASIBLE else None
+    return {
+        "status": status,
+        "values": values,
+        "rows": [(t, s, r, e) for t, s, r, e, _ in rows],
+        "integral": False,
+        "scale": 1.0,
+        "solver_objective": raw_obj,
+        "solver_bound": bound,
+        "error": 0.0,
+        "stats": {"wall_time": wall},
+    }
+
+
+# --------------------------------------------------------------------------------------
 # Plans <-> variable values
 # --------------------------------------------------------------------------------------
 
@@ -878,14 +958,16 @@ def solve_milp(
     instance : Instance
     restrictions : Restrictions
         The ablations (no data / tensor parallelism, excluded options).
-    backend : {"cpsat", "cbc"}
-        OR-Tools CP-SAT, or CBC through PuLP's bundled binary.
+    backend : {"cpsat", "cbc", "scip"}
+        OR-Tools CP-SAT, CBC through PuLP's bundled binary, or SCIP through OR-Tools'
+        MPSolver (the same big-M rows as CBC).
     time_limit : float, optional
         Seconds; without it the backend runs until it proves optimality.
     threads : int, optional
         Solver threads (default :data:`DEFAULT_THREADS`).
     write_model : path, optional
-        Write the model as solved: the CP-SAT model proto in text, or CBC's LP file.
+        Write the model as solved: the CP-SAT model proto in text, or an LP file (CBC,
+        SCIP).
     hint : Plan, optional
         A warm start (e.g. the DP's plan). Without it the MILP runs independently.
     force : bool
@@ -975,7 +1057,12 @@ def solve_milp(
         hint_values, why = _hint_values(built, hint)
         info["hint"] = "used" if hint_values is not None else f"ignored: {why}"
 
-    solve = _solve_cpsat if backend == "cpsat" else _solve_cbc
+    if backend == "cpsat":
+        solve = _solve_cpsat
+    elif backend == "cbc":
+        solve = _solve_cbc
+    else:
+        solve = functools.partial(_solve_mpsolver, backend=backend)
     if hint_values is not None:
         # a complete hint also sets the continuous variables to their least values
         rows = [(r.terms, r.sense, r.rhs, r.enforce) for r in m.rows]

@@ -87,8 +87,11 @@ def test_the_tiny_cases_cover_infeasible_and_ablations(references):
     assert sum(1 for _, r, _, _ in references.values() if r != Restrictions()) >= 20
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("seed", SEEDS)
+# CP-SAT and CBC on all 100; SCIP (an extra backend from the same rows) on every third
+AGREEMENT = [(b, seed) for b in BACKENDS for seed in SEEDS if b in ("cpsat", "cbc") or seed % 3 == 0]
+
+
+@pytest.mark.parametrize("backend, seed", AGREEMENT)
 def test_agrees_with_oracle_and_dp_on_tiny_instances(references, backend, seed):
     inst, restr, ref, dp = references[seed]
     sol = solve_milp(inst, restr, backend=backend, threads=1)
@@ -197,14 +200,16 @@ def test_size_guard_refuses_with_size_limit_and_advice(inputs_dir):
     assert solve_milp(inst, max_variables=n).status == Status.OPTIMAL
 
 
-def test_write_model_cbc_lp_file(tmp_path, inputs_dir):
+@pytest.mark.parametrize("backend", ["cbc", "scip"])
+def test_write_model_lp_file(tmp_path, inputs_dir, backend):
     inst = load_instance(inputs_dir / "small.json")
     path = tmp_path / "model.lp"
-    sol = solve_milp(inst, backend="cbc", write_model=path)
+    sol = solve_milp(inst, backend=backend, write_model=path)
     text = path.read_text()
-    assert text.startswith("\\*") or "Minimize" in text
-    assert "Minimize" in text and "Subject To" in text
+    assert "minimize" in text.lower() and "subject to" in text.lower()
     assert "assign_" in text and "tps_" in text and "memory_" in text
+    # one row per model row (big-M rewriting keeps the count)
+    assert text.count("tps_") >= model_size(inst)["slots"] * model_size(inst)["configurations"]
     assert sol.status == Status.OPTIMAL
 
 
@@ -363,3 +368,4 @@ def test_cpsat_states_its_scaling_error(inputs_dir):
     assert 0 < err < 1e-6 * sol.tps
     assert abs(sol.objective - sol.tps) <= err
     assert solve_milp(inst, backend="cbc").info["scaling_error"] == 0.0
+    assert solve_milp(inst, backend="scip").info["scaling_error"] == 0.0
