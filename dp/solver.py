@@ -152,7 +152,9 @@ class _Builder:
                 self.plain[(i, t)] = all(
                     o.w == o0.w and dict(o.sfw) == dict(o0.sfw) and dict(o.sbw) == dict(o0.sbw) for o in opts
                 )
-                self.opt_pab[(i, t)] = np.array([(o.p, o.a, o.b, o.a + o.b, S * o.a + o.b) for o in opts], dtype=float)
+                rows = np.array([(o.p, o.a, o.b, o.a + o.b, S * o.a + o.b) for o in opts], dtype=float)
+                # options dominated in (p, memory at y = 1, memory at y = S) never help
+                self.opt_pab[(i, t)] = rows[_pareto_mask(rows[:, (0, 3, 4)])] if len(rows) > 1 else rows
                 self.m1min[(i, t)] = min(o.a + o.b for o in opts)
                 # for Piper's rule on plain nodes: F = first option with least p, O = the other
                 if len(opts) <= 2:
@@ -291,13 +293,17 @@ class _Builder:
             # frontier columns: P, A, Bm, m1 = sum (a + b), mS = sum (S a + b); memory at
             # y in [1, S] is between m1 and mS, so (P, m1, mS) decide dominance
             o = self.opt_pab[key]
-            new = (fr[:, None, :] + o[None, :, :]).reshape(-1, 5)
+            if len(o) == 1:
+                # one useful option: the frontier only shifts (dominance is kept)
+                new = fr + o[0]
+            else:
+                new = (fr[:, None, :] + o[None, :, :]).reshape(-1, 5)
             ok = new[:, 3] <= self.Mtol
             if not ok.all():
                 new = new[ok]
             if not len(new):
                 return None
-            if len(new) > 1:
+            if len(new) > 1 and len(o) > 1:
                 new = new[_pareto_mask(new[:, (0, 3, 4)])]
             fr = new
         else:

@@ -357,3 +357,46 @@ def test_pruned_dp_equals_oracle(seed, monkeypatch):
     assert (g.tps is None) == (g0.tps is None)
     if g.tps is not None:
         assert close(g.tps, g0.tps) and g.tps >= ref.tps * (1 - 1e-9)
+
+
+# --------------------------------------------------------------------------------------
+# The fast paths for "plain" nodes (options differ only in p, a, b, as in the profiles)
+# --------------------------------------------------------------------------------------
+
+
+def _plainify(inst):
+    """The instance with every option's w, sfw and sbw set to the first option's."""
+    from piper_ilp.instance import instance_to_dict
+
+    data = instance_to_dict(inst)
+    for nd in data["nodes"]:
+        for opts in nd["TMPCs"].values():
+            for o in opts[1:]:
+                for key in ("parameterSize", "syncTimeFw", "syncTimeBw"):
+                    o[key] = opts[0][key]
+    return instance_from_dict(data, source=inst.source + " (plain)")
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_plain_paths_match_oracle_and_generic_paths(seed, monkeypatch):
+    import dp.solver
+
+    inst = _plainify(random_instance(FAMILIES[seed % 5], 3 + seed % 5, 3000 + seed, t_values=(1, 2, 4), options_per_t=2))
+    ref = solve_brute(inst)
+    fast = {mode: solve_dp(inst, knapsack=mode) for mode in ("exact", "greedy")}
+    assert (fast["exact"].tps is None) == (ref.tps is None)
+    if ref.tps is not None:
+        assert close(fast["exact"].tps, ref.tps), (fast["exact"].tps, ref.tps)
+    # the same instance with every node treated as general: the same values
+    orig = dp.solver._Builder.__init__
+
+    def general(self, *args, **kwargs):
+        orig(self, *args, **kwargs)
+        self.plain = {key: False for key in self.plain}
+
+    monkeypatch.setattr(dp.solver._Builder, "__init__", general)
+    for mode, sol in fast.items():
+        slow = solve_dp(inst, knapsack=mode)
+        assert (slow.tps is None) == (sol.tps is None)
+        if sol.tps is not None:
+            assert close(slow.tps, sol.tps), (mode, slow.tps, sol.tps)
