@@ -1,6 +1,6 @@
 """One entry point to every solving method, by name.
 
-``run_method(instance, "dp" | "cpsat" | "cbc" | "brute", restrictions, ...)`` returns a
+``run_method(instance, "dp" | "cpsat" | "cbc" | "scip" | "brute", restrictions, ...)`` returns a
 :class:`~piper_ilp.solution.Solution` whose plan the evaluator has checked. The CLI
 and the cross-check harness both go through here, so a method is wired in once.
 """
@@ -10,11 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from piper_ilp.instance import Instance
+from piper_ilp.milp import BACKENDS as MILP_BACKENDS
 from piper_ilp.solution import Restrictions, Solution
 
 __all__ = ["METHODS", "MILP_BACKENDS", "run_method"]
-
-MILP_BACKENDS = ("cpsat", "cbc")
 METHODS = ("dp",) + MILP_BACKENDS + ("brute",)
 
 
@@ -37,7 +36,7 @@ def run_method(
 
     Parameters
     ----------
-    method : {"dp", "cpsat", "cbc", "brute"}
+    method : {"dp", "cpsat", "cbc", "scip", "brute"}
         ``dp``: the optimized DP (``knapsack`` "exact" or Piper's "greedy");
         ``cpsat`` / ``cbc``: the exact MILP on that backend (``time_limit``, ``threads``,
         ``write_model``, ``hint_from_dp``, ``force``, ``max_variables``);
@@ -56,7 +55,7 @@ def run_method(
         kwargs = {} if max_ideals is None else {"max_ideals": max_ideals}
         return solve_dp(instance, restrictions, knapsack=knapsack, progress=progress, **kwargs)
     if method in MILP_BACKENDS:
-        from piper_ilp.milp import solve_milp
+        from piper_ilp.milp import solve_milp  # ortools and pulp load only when a MILP runs
 
         hint = None
         if hint_from_dp:
