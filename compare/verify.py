@@ -54,9 +54,18 @@ __all__ = [
     "parse_methods",
 ]
 
+def _known_methods() -> tuple[str, ...]:
+    try:  # every MILP backend the project wires in (piper_ilp.solvers), e.g. scip
+        from piper_ilp.solvers import METHODS as solver_methods
+    except ImportError:  # pragma: no cover
+        solver_methods = ()
+    return tuple(dict.fromkeys(("dp", "cpsat", "cbc", *solver_methods, "brute")))
+
+
 #: Methods ``verify`` knows (``greedy`` is Piper's rule, run alongside for its gap).
-METHODS = ("dp", "cpsat", "cbc", "brute")
-DEFAULT_METHODS = METHODS
+METHODS = _known_methods()
+#: What ``verify`` and ``campaign`` run unless told otherwise.
+DEFAULT_METHODS = ("dp", "cpsat", "cbc", "brute")
 
 #: Verdicts, from best to worst.
 VERDICTS = ("match", "consistent", "inconclusive", "mismatch")
@@ -101,11 +110,17 @@ def _brute(instance: Instance, restrictions: Restrictions, time_limit: float | N
 
 
 def default_solvers() -> dict[str, Callable]:
-    """The real methods, by name: ``dp``, ``cpsat``, ``cbc``, ``brute`` and ``greedy``.
+    """The real methods, by name: ``dp``, every MILP backend (``cpsat``, ``cbc``, ...),
+    ``brute`` and ``greedy``.
 
     Each is called as ``solver(instance, restrictions, time_limit, threads)``.
     """
-    return {"dp": _dp, "cpsat": _milp("cpsat"), "cbc": _milp("cbc"), "brute": _brute, GREEDY: _greedy}
+    table: dict[str, Callable] = {"dp": _dp}
+    for m in METHODS:
+        if m not in ("dp", "brute"):
+            table[m] = _milp(m)
+    table.update(brute=_brute, **{GREEDY: _greedy})
+    return table
 
 
 def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:

@@ -40,7 +40,7 @@ __all__ = ["register", "verdict_table", "parse_range", "parse_ints"]
 
 MethodsOpt = Annotated[
     str,
-    typer.Option("--methods", help="Comma-separated methods among dp, cpsat, cbc, brute (brute only where the graph is tiny)."),
+    typer.Option("--methods", help="Comma-separated methods among dp, cpsat, cbc, scip (MILP backends), brute (only where the graph is tiny)."),
 ]
 TimeLimitOpt = Annotated[
     Optional[float],
