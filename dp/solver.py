@@ -790,7 +790,7 @@ def solve_dp(
             chain = _suffix_ideals(inst)
             cb = _Builder(inst, chain, d_values, S, greedy)
             ctb = cb.build(progress=bar.task("chain bound", len(chain)))
-            got = _search_T(_Search(ctb, len(chain), S, K), K, bar)
+            got = _search_T(_Search(ctb, len(chain), S, K), K, bar, cb.work_total / K)
             if got is not None:
                 ub = got[0]
                 info["chain_bound"] = ub
@@ -799,7 +799,7 @@ def solve_dp(
         search = _Search(tb, len(ideals), S, K)
         info["stage_pairs"] = builder.pairs
         info["stage_candidates"] = int(len(tb.g_I))
-        got = _search_T(search, K, bar)
+        got = _search_T(search, K, bar, builder.work_total / K)
         if got is None or got[0] > (ub if ub is not None else math.inf):
             if ub is not None:
                 raise InternalError(f"{method}: the pruned DP lost the chain plan of value {ub!r}")
@@ -840,30 +840,42 @@ def _suffix_ideals(inst: Instance) -> list[int]:
     return out
 
 
-def _search_T(search: "_Search", K: int, bar) -> tuple | None:
+def _search_T(search: "_Search", K: int, bar, lower: float = 0.0) -> tuple | None:
     """The least threshold T at which a plan fits on K devices, with its tables (f, bp);
     None when no plan fits at all.
 
-    Every candidate index <= lo fails; cands[hi] is the bottleneck of a plan in hand.
-    Probes aim where the fewest devices D(T) would reach K if D were proportional to 1/T,
-    with bisection when that stops halving the bracket."""
+    Every candidate index <= lo fails (all below ``lower``, a proven lower bound on T,
+    do); cands[hi] is the bottleneck of a plan in hand, and each feasible probe lowers it
+    to its own plan's bottleneck. The next probe is, in order of preference:
+    where the fewest devices D(T) would reach K if D were proportional to 1/T (when the
+    last probe's D says something: D < K, or infeasible with a finite D); just below hi
+    (after a plan using exactly K devices, once in a row); otherwise, or when the bracket
+    did not halve over two probes, the middle candidate."""
     cands = search.candidates()
     f, bp = search.decide(math.inf, want_plan=True)
     least = int(f[-1].min())
     if least > K:
         return None
-    lo, hi = -1, search.bottleneck_index(f, bp, cands)
-    est = float(cands[hi]) * least / K
+    hi = search.bottleneck_index(f, bp, cands)
+    lo = min(int(np.searchsorted(cands, lower * (1.0 - 1e-9))) - 1, hi - 1)
+    est: float | None = float(cands[hi]) * least / K
+    below, last = False, ""
     widths: list[int] = []
     steps = 1
     tick = bar.task("search", max(1, int(math.ceil(math.log2(max(2, len(cands)))))))
     while hi - lo > 1:
         width = hi - lo
-        if len(widths) >= 2 and width > widths[-2] // 2:
-            idx = (lo + hi) // 2
+        stalled = len(widths) >= 2 and width > widths[-2] // 2
+        kind = "mid"
+        if est is not None and not stalled:
+            idx = min(max(int(np.searchsorted(cands, est)), lo + 1), hi - 1)
+            kind = "est"
+        elif below and not stalled and last != "below":
+            idx = hi - 1
+            kind = "below"
         else:
-            idx = int(np.searchsorted(cands, est))
-            idx = min(max(idx, lo + 1), hi - 1)
+            idx = (lo + hi) // 2
+        last = kind
         widths.append(width)
         steps += 1
         tick(steps)
@@ -873,10 +885,12 @@ def _search_T(search: "_Search", K: int, bar) -> tuple | None:
         if D <= K:
             f, bp = f2, bp2
             hi = search.bottleneck_index(f, bp, cands)
-            est = float(cands[hi]) * D / K
+            est = float(cands[hi]) * D / K if D < K else None
+            below = D == K
         else:
             lo = idx
-            est = T_probe * D / K if D < _INF else float(cands[(lo + hi) // 2])
+            est = T_probe * D / K if D < _INF else None
+            below = False
     return float(cands[hi]), f, bp, steps, int(len(cands))
 
 
