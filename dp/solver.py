@@ -63,6 +63,9 @@ __all__ = ["solve_dp", "DEFAULT_MAX_IDEALS"]
 
 _INF = np.int64(1) << 50
 
+#: Up to this many columns (S + 1) the decision relaxes all stages of one set at once.
+SMALL_S = 96
+
 
 class _Tables:
     """Stage tables in flat arrays.
@@ -525,9 +528,17 @@ def _bits(mask: int):
 class _Search:
     """The min-devices decision for a threshold T, and the search over T."""
 
-    def __init__(self, tb: _Tables, n_ideals: int, S: int, K: int):
+    def __init__(self, tb: _Tables, n_ideals: int, S: int, K: int, work_of=None, work_total: float = 0.0):
         self.S, self.K, self.nI = S, K, n_ideals
         self.tb = tb
+        # per group: the work of the part in front of the stage (all \\ I) and behind it (J)
+        if work_of is not None and len(tb.g_I):
+            self.g_wf = np.maximum(work_total - work_of[tb.g_I], 0.0)
+            self.g_wb = work_of[tb.g_J]
+            self.g_front = tb.g_I != n_ideals - 1
+            self.g_back = tb.g_J != 0
+        else:
+            self.g_wf = None
         n = len(tb.g_I)
         # blocks of groups with the same (I, d), in increasing I: relaxed together
         self.by_Id = np.lexsort((tb.g_J, tb.g_d, tb.g_I))
@@ -536,6 +547,8 @@ class _Search:
         if n:
             cut[1:] = (key_I[1:] != key_I[:-1]) | (key_d[1:] != key_d[:-1])
         self.block_start = np.append(np.nonzero(cut)[0], n)
+        # groups are stored by increasing I (see _Tables.finalize): each I's range
+        self.set_bounds = np.searchsorted(tb.g_I, np.arange(n_ideals + 1))
         # for the t-dominance test: groups of the same (I, J, d) ordered by t
         self.by_IJd = np.lexsort((tb.g_dev, tb.g_d, tb.g_J, tb.g_I))
         gI, gJ, gd = tb.g_I[self.by_IJd], tb.g_J[self.by_IJd], tb.g_d[self.by_IJd]
@@ -573,6 +586,12 @@ class _Search:
             dominated |= same & prev_m & m & (prev_h >= h)
         drop = np.zeros(len(h), dtype=bool)
         drop[self.by_IJd] = dominated
+        if self.g_wf is not None and 0 < T < math.inf:
+            # a plan with every stage <= T needs >= work / T devices in front of the stage
+            # and behind it (at least one each when not empty)
+            lbf = np.where(self.g_front, np.maximum(1, np.ceil(self.g_wf / T * (1 - 1e-9))), 0)
+            lbb = np.where(self.g_back, np.maximum(1, np.ceil(self.g_wb / T * (1 - 1e-9))), 0)
+            drop |= lbf + tb.g_dev + lbb > self.K
         hi = np.where(drop, 0, hi)
         return hi
 
@@ -591,6 +610,9 @@ class _Search:
             return f, bp
         hi = self._usable(T)
         use = (hi > 0) & tb.g_mono
+        if S + 1 <= SMALL_S:
+            self._decide_by_set(f, bp, hi, use, T)
+            return f, bp
         odd = np.nonzero((hi > 0) & ~tb.g_mono)[0]
         odd = odd[np.argsort(tb.g_I[odd], kind="stable")]
         odd_pos = 0
@@ -628,6 +650,33 @@ class _Search:
             self._relax_runs(f, bp, int(odd[odd_pos]), T)
             odd_pos += 1
         return f, bp
+
+    def _decide_by_set(self, f, bp, hi, use, T):
+        """decide() for a small S: all usable groups of one I in one matrix (rows:
+        groups, columns: s), read from f by a 2D gather."""
+        tb, S = self.tb, self.S
+        s_row = np.arange(S + 1)
+        bounds = self.set_bounds
+        odd = np.nonzero((hi > 0) & ~tb.g_mono)[0]
+        odd_pos = 0
+        for I in range(1, self.nI):
+            a, b = bounds[I], bounds[I + 1]
+            g = a + np.nonzero(use[a:b])[0]
+            if len(g):
+                col = s_row[None, :] - tb.g_d[g][:, None]
+                vals = f[tb.g_J[g][:, None], np.maximum(col, 0)] + tb.g_dev[g][:, None]
+                vals[(col < 0) | (s_row[None, :] > hi[g][:, None])] = _INF
+                if bp is not None:
+                    arg = vals.argmin(axis=0)
+                    best = vals[arg, s_row]
+                    better = best < f[I]
+                    f[I, better] = best[better]
+                    bp[I, better] = g[arg[better]]
+                else:
+                    np.minimum(f[I], vals.min(axis=0), out=f[I])
+            while odd_pos < len(odd) and odd[odd_pos] < b:
+                self._relax_runs(f, bp, int(odd[odd_pos]), T)
+                odd_pos += 1
 
     def _relax_runs(self, f, bp, g, T):
         tb, S = self.tb, self.S
@@ -790,13 +839,13 @@ def solve_dp(
             chain = _suffix_ideals(inst)
             cb = _Builder(inst, chain, d_values, S, greedy)
             ctb = cb.build(progress=bar.task("chain bound", len(chain)))
-            got = _search_T(_Search(ctb, len(chain), S, K), K, bar, cb.work_total / K)
+            got = _search_T(_Search(ctb, len(chain), S, K, cb.work_of, cb.work_total), K, bar, cb.work_total / K)
             if got is not None:
                 ub = got[0]
                 info["chain_bound"] = ub
         builder = _Builder(inst, ideals, d_values, S, greedy, ub=ub)
         tb = builder.build(progress=bar.task("stage tables", len(ideals)))
-        search = _Search(tb, len(ideals), S, K)
+        search = _Search(tb, len(ideals), S, K, builder.work_of, builder.work_total)
         info["stage_pairs"] = builder.pairs
         info["stage_candidates"] = int(len(tb.g_I))
         got = _search_T(search, K, bar, builder.work_total / K)
