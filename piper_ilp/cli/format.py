@@ -23,17 +23,26 @@ def format_ids(ids) -> str:
     return ",".join(out)
 
 
+def _memory_unit(limit: float) -> tuple[str, float]:
+    """The unit that shows a memory limit with a few significant digits."""
+    for name, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if limit >= size:
+            return name, float(size)
+    return "bytes", 1.0
+
+
 def stage_table(ev: Evaluation, title: str | None = None) -> Table:
     """A table with one row per stage: nodes, d, t, y, memory used / limit, TPS and its parts."""
     table = Table(title=title, title_justify="left")
+    unit, scale = _memory_unit(ev.stages[0].memory_limit if ev.stages else 1.0)
     for col, just in (
         ("stage", "right"),
         ("nodes", "left"),
         ("d", "right"),
         ("t", "right"),
         ("y", "right"),
-        ("memory GiB", "right"),
-        ("limit GiB", "right"),
+        (f"memory {unit}", "right"),
+        (f"limit {unit}", "right"),
         ("compute s", "right"),
         ("cut-edge s", "right"),
         ("resync s", "right"),
@@ -50,8 +59,8 @@ def stage_table(ev: Evaluation, title: str | None = None) -> Table:
             str(r.d),
             str(r.t),
             str(r.y),
-            "-" if r.memory is None else f"{r.memory / 2**30:.4f}",
-            f"{r.memory_limit / 2**30:.4f}",
+            "-" if r.memory is None else f"{r.memory / scale:.6g}",
+            f"{r.memory_limit / scale:.6g}",
             "-" if c is None else f"{c.compute:.6g}",
             "-" if c is None else f"{c.edge:.6g}",
             "-" if c is None else f"{c.resync:.6g}",
