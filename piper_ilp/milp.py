@@ -502,11 +502,13 @@ def _group_index(m: LinearModel) -> dict[int, int]:
 # --------------------------------------------------------------------------------------
 
 
-def _complete(m: LinearModel, rows, values: dict[int, float], integral: bool) -> dict[int, float]:
+def _complete(m: LinearModel, rows, values: dict[int, float], integral: bool, scale: float = 1.0) -> dict[int, float]:
     """Given values of every binary/integer variable, set each continuous variable to the
     least value its rows allow (rows list (terms, sense, rhs, enforce) in the backend's
-    own coefficients). A continuous variable is defined by the rows in which it is the
-    last continuous variable with a positive coefficient in a >= row."""
+    own coefficients; ``scale`` backend units per model unit of a continuous variable,
+    ``integral`` for a backend that counts them in integer steps). A continuous variable
+    is defined by the rows in which it is the last continuous variable with a positive
+    coefficient in a >= row."""
     cont = [j for j, var in enumerate(m.vars) if var.kind == "continuous"]
     pos = {j: k for k, j in enumerate(cont)}
     defining: dict[int, list] = {j: [] for j in cont}
@@ -520,7 +522,7 @@ def _complete(m: LinearModel, rows, values: dict[int, float], integral: bool) ->
     out = dict(values)
     for j in cont:
         lb = m.vars[j].lb
-        best = lb if not integral else math.ceil(lb)
+        best = lb * scale if not integral else math.floor(lb * scale)  # CP-SAT's domain starts there
         for terms, sense, rhs in defining[j]:
             cj = next(c for jj, c in terms if jj == j)
             rest = sum(c * out[jj] for jj, c in terms if jj != j)
@@ -1079,7 +1081,7 @@ def solve_milp(
 
     plan = objective = bound = None
     if status in (Status.OPTIMAL, Status.FEASIBLE):
-        values = _complete(m, res["rows"], res["values"], integral=res["integral"])
+        values = _complete(m, res["rows"], res["values"], integral=res["integral"], scale=res["scale"])
         plan = _extract_plan(built, values)
         objective = values[m.objective] * unit_s
         if status == Status.OPTIMAL and abs(objective - info["solver_objective"]) > err + 1e-6 * abs(objective) + CBC_GAP_ABS * m.time_unit:
