@@ -369,3 +369,24 @@ def test_cpsat_states_its_scaling_error(inputs_dir):
     assert abs(sol.objective - sol.tps) <= err
     assert solve_milp(inst, backend="cbc").info["scaling_error"] == 0.0
     assert solve_milp(inst, backend="scip").info["scaling_error"] == 0.0
+
+
+# --------------------------------------------------------------------------------------
+# A bigger sweep (slow): 6-8 nodes, against the DP (the exhaustive oracle where it applies)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(solve_dp is None, reason="needs dp.solver.solve_dp")
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("seed", range(1000, 1040))
+def test_agrees_with_dp_on_6_to_8_nodes(backend, seed):
+    family = FAMILIES[seed % len(FAMILIES)]
+    inst = random_instance(family, 6 + seed % 3, seed, memory="tight" if seed % 2 else 0.6,
+                           integer=(seed % 5 == 0), options_per_t=(1, 3) if seed % 7 == 0 else 2)
+    restr = Restrictions.from_flags(no_recompute=True) if seed % 6 == 5 else Restrictions()
+    ref = solve_dp(inst, restr)
+    sol = solve_milp(inst, restr, backend=backend, time_limit=120)
+    agree(sol, ref)
+    if brute_applies(inst):
+        agree(sol, solve_brute(inst, restr))
