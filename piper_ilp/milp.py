@@ -111,7 +111,7 @@ CBC_GAP_ABS = 1e-7
 
 #: CBC feasibility and integrality tolerances (tighter than CBC's defaults, because a
 #: plan must fit memory within MEMORY_RTOL = 1e-9 of M).
-CBC_OPTIONS = ("primalT 1e-10", "integerT 1e-9")
+CBC_OPTIONS = ("primalT 1e-9", "integerT 1e-9")
 
 
 # --------------------------------------------------------------------------------------
@@ -549,7 +549,12 @@ class _Compiled:
     error: float  # worst-case absolute error on the objective, seconds
 
 
-def _cpsat_rows(m: LinearModel, memory_scale: float) -> list:
+def _cpsat_rows(m: LinearModel, memory_scale: int, memory_terms: int) -> list:
+    """The rows in CP-SAT's integers. A memory row (at most ``memory_terms`` binaries set)
+    becomes sum floor(c Rm) z <= Rm rhs + memory_terms with the integer Rm =
+    ``memory_scale``: every plan with memory <= M passes (each computed floor is at most
+    c Rm + 1, float error included) and every plan that passes has memory
+    <= M (1 + 3 memory_terms / Rm) (each computed floor is at least c Rm - 2)."""
     out = []
     for r in m.rows:
         if r.kind == "exact":
@@ -569,7 +574,7 @@ def _cpsat_rows(m: LinearModel, memory_scale: float) -> list:
             if r.sense != "<=" or any(c < 0 or m.vars[j].kind != "binary" for j, c in r.terms):
                 raise InternalError(f"cpsat: memory row {r.name} must be a <= row of binaries with c >= 0")
             terms = [(j, int(math.floor(c * memory_scale))) for j, c in r.terms]
-            rhs = int(math.floor(r.rhs * memory_scale))
+            rhs = int(math.floor(r.rhs * memory_scale)) + memory_terms
         else:
             raise InternalError(f"unknown row kind {r.kind}")
         terms = [(j, c) for j, c in terms if c != 0]
@@ -587,8 +592,10 @@ def _solve_cpsat(built: _Built, time_limit, threads, write_model, hint_values) -
     from ortools.sat.python import cp_model
 
     m, st = built.model, built.sets
-    memory_scale = max(1, st.n) / MEMORY_RTOL
-    crow = _cpsat_rows(m, memory_scale)
+    # Rm = 4 n / MEMORY_RTOL, an exact integer: admitted plans exceed M by less than
+    # 3 n / Rm = 0.75 MEMORY_RTOL relative (see _cpsat_rows)
+    memory_scale = int(round(4 * max(1, st.n) / MEMORY_RTOL))
+    crow = _cpsat_rows(m, memory_scale, max(1, st.n))
     cm = cp_model.CpModel()
     cv = []
     for var in m.vars:

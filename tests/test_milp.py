@@ -4,6 +4,7 @@ oracle and the DP, statuses, the size guard, model files, hints and scaling."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,8 @@ from piper_ilp.instance import instance_from_dict, load_instance
 from piper_ilp.milp import BACKENDS, build_model, model_size, solve_milp
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Status
+
+REPO = Path(__file__).resolve().parents[1]
 
 try:  # the DP is another helper's module; the agreement test uses it when present
     from dp.solver import solve_dp
@@ -326,6 +329,41 @@ def test_memory_exactly_at_the_limit_fits(backend):
     assert sol.status == Status.OPTIMAL and sol.tps == pytest.approx(3.0, rel=1e-9)
     over = inst.with_settings(M=10 * (1 - 1e-7))
     assert solve_milp(over, backend=backend).status == Status.INFEASIBLE
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("n", range(2, 9))
+def test_memory_summing_exactly_to_the_limit_fits(backend, n):
+    # K = 1: one stage holds every node; the integer memories a + b sum to exactly M, so
+    # the plan fits, and with M one byte less nothing does (regression: CP-SAT's memory
+    # scale n / 1e-9 was not an integer in floats and refused the first case)
+    sizes = [(3, 3)] + [(1, 2)] * (n - 1)  # (a, b); with n = 4, M = 15: the campaign's case
+    M = sum(a + b for a, b in sizes)
+
+    def option(oid, p, a, b):
+        return {"id": oid, "timePerSample": p, "parameterSize": 0, "memoryUsageA": a, "memoryUsageB": b,
+                "syncTimeFw": {}, "syncTimeBw": {}}
+
+    nodes = [{"id": 10 * i, "TMPCs": {"1": [option("vanilla", 1.0, a, b)]}} for i, (a, b) in enumerate(sizes)]
+    # a faster option that never fits, so that the memory row is in the model
+    nodes[0]["TMPCs"]["1"].append(option("big", 0.5, M, M))
+    data = {"maxDevices": 1, "maxMemoryPerDevice": M, "bandwidth": 1, "mbsInBatch": 3, "nodes": nodes, "edges": []}
+    sol = solve_milp(instance_from_dict(data, "exact-fit"), backend=backend)
+    assert sol.status == Status.OPTIMAL and sol.tps == pytest.approx(n, rel=1e-9)
+    data["maxMemoryPerDevice"] = M - 1
+    assert solve_milp(instance_from_dict(data, "one-byte-short"), backend=backend).status == Status.INFEASIBLE
+
+
+COUNTEREXAMPLES = sorted((REPO / "compare" / "counterexamples").glob("*-n*.json"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("path", COUNTEREXAMPLES, ids=lambda p: p.stem)
+def test_campaign_counterexamples(backend, path):
+    # instances on which a backend once disagreed with the DP and the oracle (found by the
+    # cross-check campaign): CP-SAT's memory scale, CBC's primal tolerance 1e-10
+    inst = load_instance(path)
+    agree(solve_milp(inst, backend=backend), solve_brute(inst))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
