@@ -44,6 +44,7 @@ __all__ = [
     "y_capacity",
     "greedy_choice",
     "greedy_choice_over_y",
+    "greedy_choice_rows",
     "exact_options",
     "greedy_options",
     "GREEDY_EPS",
@@ -288,7 +289,7 @@ def greedy_choice_over_y(dc: np.ndarray, mF: np.ndarray, mO: np.ndarray, M: floa
     ----------
     dc : (n,) array
         c_iO - c_iF per node (>= 0): the extra cost of the other option O over the
-        cheapest option F (NaN for nodes with a single option).
+        cheapest option F (0 for nodes with a single option).
     mF, mO : (Y, n) arrays
         Memory a y + b of F and of O per y (rows) and node (columns, ascending input
         order). For single-option nodes put mO = mF.
@@ -301,11 +302,18 @@ def greedy_choice_over_y(dc: np.ndarray, mF: np.ndarray, mO: np.ndarray, M: floa
     feasible : (Y,) bool array
         False where even the least-memory choice exceeds M (sec. 5 step 2).
     """
-    Y, n = mF.shape
-    MF = mF.sum(axis=1) if n else np.zeros(Y)
-    ML = np.minimum(mF, mO).sum(axis=1) if n else np.zeros(Y)
+    return greedy_choice_rows(np.broadcast_to(dc, mF.shape), mF, mO, M)
+
+
+def greedy_choice_rows(dc: np.ndarray, mF: np.ndarray, mO: np.ndarray, M: float) -> tuple[np.ndarray, np.ndarray]:
+    """Piper's greedy rule on independent rows (each row one stage at one y): like
+    :func:`greedy_choice_over_y` with ``dc`` given per row, shape (R, n). Columns with
+    mF = mO = 0 are padding (never switched, no memory)."""
+    R, n = mF.shape
+    MF = mF.sum(axis=1) if n else np.zeros(R)
+    ML = np.minimum(mF, mO).sum(axis=1) if n else np.zeros(R)
     feasible = ~(ML > M)
-    switched = np.zeros((Y, n), dtype=bool)
+    switched = np.zeros((R, n), dtype=bool)
     need = (MF > M) & feasible
     if not need.any() or n == 0:
         return switched, feasible
@@ -313,7 +321,7 @@ def greedy_choice_over_y(dc: np.ndarray, mF: np.ndarray, mO: np.ndarray, M: floa
     sav = mF[rows] - mO[rows]  # m_iF - m_iO
     valid = sav > GREEDY_EPS
     with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(valid, dc[None, :] / np.where(valid, sav, 1.0), np.inf)
+        r = np.where(valid, dc[rows] / np.where(valid, sav, 1.0), np.inf)
     order = np.argsort(r, axis=1, kind="stable")  # ties by node index (then option: one per node)
     sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
     valid_sorted = np.take_along_axis(valid, order, axis=1)

@@ -48,6 +48,7 @@ from dp.knapsack import (
     _pareto_mask,
     exact_options,
     greedy_choice_over_y,
+    greedy_choice_rows,
     greedy_options,
     pareto_frontier,
     stage_items,
@@ -102,10 +103,17 @@ class _Tables:
         self.g_start = np.zeros(len(self.g_n), dtype=np.int64)
         if len(self.g_n):
             self.g_start[1:] = np.cumsum(self.g_n)[:-1]
-        # groups must be processed by increasing I (J is always smaller than I)
+        # groups must be processed by increasing I (J is always smaller than I), and each
+        # group's points must stay contiguous and in group order (np.add.reduceat)
         order = np.argsort(self.g_I, kind="stable")
-        for name in ("g_I", "g_J", "g_d", "g_dev", "g_n", "g_mono", "g_start"):
-            setattr(self, name, getattr(self, name)[order])
+        if np.any(order != np.arange(len(order))):
+            for name in ("g_I", "g_J", "g_d", "g_dev", "g_n", "g_mono", "g_start"):
+                setattr(self, name, getattr(self, name)[order])
+            new_start = np.zeros(len(self.g_n), dtype=np.int64)
+            new_start[1:] = np.cumsum(self.g_n)[:-1]
+            pos = np.repeat(self.g_start - new_start, self.g_n) + np.arange(int(self.g_n.sum()))
+            self.cost, self.ylo, self.yhi = self.cost[pos], self.ylo[pos], self.yhi[pos]
+            self.g_start = new_start
         self.blocks = []
 
 
@@ -146,7 +154,8 @@ class _Builder:
         self.g_class: dict[tuple[int, int], int] = {}
         self.g_class_id: dict[tuple, int] = {}
         self.g_rows: dict[int, dict[int, tuple]] = {}
-        self.g_runs: dict[tuple, list] = {}
+        self.g_runs: dict[tuple, tuple] = {}
+        self.g_pending: list = []
         self.plain: dict[tuple[int, int], bool] = {}
         self.m1min: dict[tuple[int, int], float] = {}
         for i, nd in enumerate(inst.nodes):
@@ -265,6 +274,8 @@ class _Builder:
                             self._emit_pair(k, I, Jn, new, None if ub is None else (wc / ub * (1.0 - 1e-9), dev_hi))
                 level = nxt
                 work_c = nxt_work
+        if self.g_pending:
+            self._flush_greedy()
         self.tables.finalize()
         return self.tables
 
@@ -395,43 +406,73 @@ class _Builder:
     def _emit_greedy_plain(self, k, jk, t, C, E, W, ds, caps):
         """Piper's rule on a stage whose nodes' options differ only in p, a, b: the choice
         per y depends on the nodes' own numbers (in input order) only, so it is computed once
-        per such sequence; E and W come from the walk."""
+        per such sequence (in batches, see :meth:`_flush_greedy`); E and W come from the walk."""
         nodes = list(_bits(C))
         key = (t, tuple(self.g_class[(i, t)] for i in nodes))
-        runs = self.g_runs.get(key)
-        if runs is None:
-            runs = self._greedy_plain_runs(self.g_array[t][nodes], int(self.cap[t].max()))
-            self.g_runs[key] = runs
-        lo, hi, P, mono = runs
-        if not len(P):
-            return
-        dcol = ds[:, None].astype(float)
-        cost = E / dcol / self.B + (4.0 * (dcol - 1) * W / (dcol * self.N)) / self.B + P[None, :] / dcol
-        yhi = np.minimum(hi[None, :], caps[:, None])
-        self.tables.emit(k, jk, t, ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono)
+        self.g_pending.append((k, jk, t, E, W, ds, caps, key, nodes))
+        if len(self.g_pending) >= 4096:
+            self._flush_greedy()
 
-    def _greedy_plain_runs(self, rows: np.ndarray, ymax: int):
-        """Runs (y_lo, y_hi, P) of equal choice by Piper's rule for y = 1..ymax; rows are
-        (p_F, p_O - p_F, a_F, b_F, a_O, b_O) per node in input order."""
-        pF_sum = float(rows[:, 0].sum())
-        if (rows[:, 2] * ymax + rows[:, 3]).sum() <= self.M:
-            # the cheapest options fit even at the largest y: the rule keeps them
-            return (np.array([1]), np.array([ymax]), np.array([pF_sum]), True)
-        y = np.arange(1, ymax + 1, dtype=float)[:, None]
-        mF = rows[None, :, 2] * y + rows[None, :, 3]
-        mO = rows[None, :, 4] * y + rows[None, :, 5]
-        sw, feas = greedy_choice_over_y(rows[:, 1], mF, mO, self.M)
-        nfeas = int(np.argmin(feas)) if not feas.all() else ymax
-        if nfeas == 0:
-            return (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0), True)
-        sw = sw[:nfeas]
-        change = np.ones(nfeas, dtype=bool)
-        change[1:] = np.any(sw[1:] != sw[:-1], axis=1)
-        starts = np.nonzero(change)[0]
-        ends = np.append(starts[1:], nfeas)
-        P = pF_sum + sw[starts].astype(float) @ rows[:, 1]
-        mono = bool(np.all(np.diff(P) >= 0))
-        return (starts + 1, ends, P, mono)
+    def _flush_greedy(self):
+        """Compute the runs of every queued stage whose node sequence is new, many stages
+        per numpy call (rows padded with zero-memory columns), then emit them all."""
+        pending, self.g_pending = self.g_pending, []
+        todo: dict[tuple, list[int]] = {}
+        for k, jk, t, E, W, ds, caps, key, nodes in pending:
+            if key not in self.g_runs and key not in todo:
+                todo[key] = nodes
+        by_t: dict[int, list] = {}
+        for key, nodes in todo.items():
+            by_t.setdefault(key[0], []).append((key, nodes))
+        for t, items in by_t.items():
+            ymax = int(self.cap[t].max())
+            items.sort(key=lambda kv: len(kv[1]))
+            step = max(1, 200_000 // (ymax * max(1, len(items[-1][1]))))
+            for c0 in range(0, len(items), step):
+                chunk = items[c0 : c0 + step]
+                for key, runs in zip((kv[0] for kv in chunk), self._greedy_plain_batch(t, [kv[1] for kv in chunk], ymax)):
+                    self.g_runs[key] = runs
+        for k, jk, t, E, W, ds, caps, key, nodes in pending:
+            lo, hi, P, mono = self.g_runs[key]
+            if not len(P):
+                continue
+            dcol = ds[:, None].astype(float)
+            cost = E / dcol / self.B + (4.0 * (dcol - 1) * W / (dcol * self.N)) / self.B + P[None, :] / dcol
+            yhi = np.minimum(hi[None, :], caps[:, None])
+            self.tables.emit(k, jk, t, ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono)
+
+    def _greedy_plain_batch(self, t: int, stages: list[list[int]], ymax: int) -> list:
+        """Runs (y_lo, y_hi, P, monotone) by Piper's rule for y = 1..ymax of each stage
+        (node positions in input order); rows per node (p_F, p_O - p_F, a_F, b_F, a_O, b_O)."""
+        B = len(stages)
+        width = max(len(st) for st in stages)
+        rows = np.zeros((B, width, 6))
+        for b, st in enumerate(stages):
+            rows[b, : len(st)] = self.g_array[t][st]
+        y = np.arange(1, ymax + 1, dtype=float)[None, :, None]
+        mF = rows[:, None, :, 2] * y + rows[:, None, :, 3]  # B x Y x width
+        mO = rows[:, None, :, 4] * y + rows[:, None, :, 5]
+        dc = np.broadcast_to(rows[:, None, :, 1], mF.shape)
+        sw, feas = greedy_choice_rows(
+            dc.reshape(-1, width), mF.reshape(-1, width), mO.reshape(-1, width), self.M
+        )
+        sw = sw.reshape(B, ymax, width)
+        feas = feas.reshape(B, ymax)
+        pF_sum = rows[:, :, 0].sum(axis=1)
+        out = []
+        for b in range(B):
+            nfeas = int(np.argmin(feas[b])) if not feas[b].all() else ymax
+            if nfeas == 0:
+                out.append((np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0), True))
+                continue
+            swb = sw[b, :nfeas]
+            change = np.ones(nfeas, dtype=bool)
+            change[1:] = np.any(swb[1:] != swb[:-1], axis=1)
+            starts = np.nonzero(change)[0]
+            ends = np.append(starts[1:], nfeas)
+            P = pF_sum[b] + swb[starts].astype(float) @ rows[b, :, 1]
+            out.append((starts + 1, ends, P, bool(np.all(np.diff(P) >= 0))))
+        return out
 
     def _emit_greedy(self, k, jk, t, I, J, C, allowed):
         ids = tuple(self._item(i, t, self.pred_mask[i] & ~I, self.succ_mask[i] & J) for i in _bits(C))
@@ -934,6 +975,8 @@ def _search_T(search: "_Search", K: int, bar, lower: float = 0.0) -> tuple | Non
         if D <= K:
             f, bp = f2, bp2
             hi = search.bottleneck_index(f, bp, cands)
+            if hi > idx:
+                raise InternalError(f"dp: the plan found at threshold {T_probe!r} has a stage costing {float(cands[hi])!r}")
             est = float(cands[hi]) * D / K if D < K else None
             below = D == K
         else:
