@@ -711,6 +711,22 @@ def _lp_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name.replace("[", "_").replace("]", "").replace(",", "_"))
 
 
+def _float_backend_result(status, values, rows, raw_obj, bound, wall) -> dict:
+    """The answer of a backend that solves the big-M rows in floating point (CBC, MPSolver):
+    unscaled (scale 1, no stated scaling error)."""
+    return {
+        "status": status,
+        "values": values,
+        "rows": [(t, s, r, e) for t, s, r, e, _ in rows],
+        "integral": False,
+        "scale": 1.0,
+        "solver_objective": raw_obj,
+        "solver_bound": bound,
+        "error": 0.0,
+        "stats": {"wall_time": wall},
+    }
+
+
 def _solve_cbc(built: _Built, time_limit, threads, write_model, hint_values) -> dict:
     import pulp
 
@@ -787,17 +803,7 @@ def _solve_cbc(built: _Built, time_limit, threads, write_model, hint_values) -> 
         raw_obj = pv[m.objective].varValue
         if status == Status.OPTIMAL and bound is None:
             bound = raw_obj - CBC_GAP_ABS
-    return {
-        "status": status,
-        "values": values,
-        "rows": [(t, s, r, e) for t, s, r, e, _ in rows],
-        "integral": False,
-        "scale": 1.0,
-        "solver_objective": raw_obj,
-        "solver_bound": bound,
-        "error": 0.0,
-        "stats": {"wall_time": wall},
-    }
+    return _float_backend_result(status, values, rows, raw_obj, bound, wall)
 
 
 # --------------------------------------------------------------------------------------
@@ -864,17 +870,7 @@ def _solve_mpsolver(built: _Built, time_limit, threads, write_model, hint_values
         values = {j: float(round(mv[j].solution_value())) for j, var in enumerate(m.vars) if var.kind != "continuous"}
         raw_obj = obj.Value()
     bound = obj.BestBound() if status != Status.INFEASIBLE else None
-    return {
-        "status": status,
-        "values": values,
-        "rows": [(t, s, r, e) for t, s, r, e, _ in rows],
-        "integral": False,
-        "scale": 1.0,
-        "solver_objective": raw_obj,
-        "solver_bound": bound,
-        "error": 0.0,
-        "stats": {"wall_time": wall},
-    }
+    return _float_backend_result(status, values, rows, raw_obj, bound, wall)
 
 
 # --------------------------------------------------------------------------------------
