@@ -228,7 +228,7 @@ def test_mismatch_output_shows_problems_and_plans(capsys):
     assert "dp's plan (status optimal)" in out and "brute's plan (status optimal)" in out
 
 
-COUNTEREXAMPLES = sorted((__import__("pathlib").Path(__file__).resolve().parents[1] / "compare" / "counterexamples").glob("0*.json"))
+COUNTEREXAMPLES = sorted((__import__("pathlib").Path(__file__).resolve().parents[1] / "compare" / "counterexamples").glob("*.json"))
 
 
 @pytest.mark.parametrize("path", COUNTEREXAMPLES, ids=[p.stem for p in COUNTEREXAMPLES])
