@@ -1092,6 +1092,16 @@ def solve_milp(
             raise InternalError(
                 f"{backend}: claimed optimum {info['solver_objective']!r} but its plan's model value is {objective!r}"
             )
+    if hint_values is not None:
+        # The hint is a valid plan (checked when it was encoded): a backend that calls the
+        # model infeasible contradicts it, and one that stops at its limit with nothing
+        # better (or nothing at all: presolve alone can use up a short limit) returns it.
+        hint_objective = hint_values[m.objective] * m.time_unit
+        if status == Status.INFEASIBLE:
+            raise InternalError(f"{backend}: claims the model infeasible, but the hint is a valid plan of it")
+        if status == Status.UNKNOWN or (status == Status.FEASIBLE and objective > hint_objective):
+            status, plan, objective = Status.FEASIBLE, hint, hint_objective
+            info["plan_from"] = "hint"  # the backend found nothing better in its time
     # a proven lower bound on the true optimum: the solver's, less the scaling error, and
     # never below T_low, which every plan obeys
     if status in (Status.OPTIMAL, Status.FEASIBLE, Status.UNKNOWN):

@@ -430,3 +430,35 @@ def test_agrees_with_dp_on_6_to_8_nodes(backend, seed):
     agree(sol, ref)
     if brute_applies(inst):
         agree(sol, solve_brute(inst, restr))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_valid_hint_is_never_lost_at_a_short_limit(backend, shared_dir):
+    # 0.2 s is too short for any backend to prove (or, for some, even to load) bert at
+    # K = 16; the valid hint must come back as the plan, with status feasible, never unknown
+    inst = load_instance(shared_dir / "piper-inputs" / "bert32a100.json").with_settings(K=16)
+    hint = Plan((Stage(tuple(inst.node_ids), 16, 1, {v: "vanilla" for v in inst.node_ids}),))
+    sol = solve_milp(inst, backend=backend, time_limit=0.2, hint=hint)
+    assert sol.status == Status.FEASIBLE
+    assert sol.tps <= evaluate(inst, hint).tps * (1 + 1e-9)
+    assert sol.bound is not None and sol.bound <= sol.tps
+    if sol.info.get("plan_from") == "hint":
+        assert sol.plan == hint
+
+
+def test_backend_calling_a_hinted_model_infeasible_is_an_internal_error(monkeypatch, inputs_dir):
+    import piper_ilp.milp as milp
+    from piper_ilp.errors import InternalError
+
+    inst = load_instance(inputs_dir / "small.json")
+    hint = solve_milp(inst, backend="cbc").plan
+    real = milp._solve_cbc
+
+    def lying(*args, **kwargs):
+        res = real(*args, **kwargs)
+        res["status"] = Status.INFEASIBLE
+        return res
+
+    monkeypatch.setattr(milp, "_solve_cbc", lying)
+    with pytest.raises(InternalError, match="hint is a valid plan"):
+        solve_milp(inst, backend="cbc", hint=hint)
