@@ -125,8 +125,16 @@ def main(argv: list[str] | None = None) -> int:
     if not SHARED.is_dir():
         print(f"needs the Piper profiles in {SHARED} (not present)", file=sys.stderr)
         return 2
-    configs = [c for c in CONFIGS if (not args.quick or c.quick) and (not args.only or c.name in args.only)]
+    names = [c.name for c in CONFIGS]
+    unknown = [n for n in args.only or () if n not in names]
+    if unknown:
+        print(f"--only: unknown configuration {unknown[0]!r}; choose from {', '.join(names)}", file=sys.stderr)
+        return 2
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or any(m not in ("exact", "greedy") for m in modes):
+        print(f"--modes: expected a comma-separated list of exact, greedy; got {args.modes!r}", file=sys.stderr)
+        return 2
+    configs = [c for c in CONFIGS if (not args.quick or c.quick) and (not args.only or c.name in args.only)]
     repeat = 1 if args.quick else max(1, args.repeat)
     rows = []
     head = f"{'config':<14} {'mode':<7} {'seconds':>8} {'RSS MB':>7} {'TPS':>20} {'C++ s':>6} {'ratio':>6} {'C++ TPS':>18} {'sets':>5} {'stages':>7} {'cands':>8}"

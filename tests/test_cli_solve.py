@@ -111,3 +111,25 @@ def test_human_output_has_a_stage_table(small):
     r = runner.invoke(app, ["solve", str(path)])
     assert r.exit_code == 0, r.output
     assert "optimal: TPS" in r.output and "cut-edge s" in r.output
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["solve"], "Missing argument"),
+        (["solve", "inputs/small.json", "--bogus"], "No such option: --bogus"),
+        (["solve", "inputs/small.json", "--time-limit", "-1"], "'--time-limit'"),
+        (["frobnicate"], "No such command"),
+    ],
+)
+def test_usage_errors_are_one_line_in_a_real_process(args, needle):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    proc = subprocess.run([sys.executable, "-m", "piper_ilp", *args], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "usage error" in lines[0] and needle in lines[0], proc.stderr

@@ -36,5 +36,27 @@ _register()
 
 
 def main() -> None:
-    """Entry point of the ``piper-ilp`` script."""
-    app()
+    """Entry point of the ``piper-ilp`` script.
+
+    Usage errors (an unknown option, a value out of range, a missing argument) are one
+    line on stderr and exit status 2, like bad input; the commands' own errors are
+    handled by :func:`piper_ilp.cli.common.cli_errors`.
+    """
+    import sys
+
+    try:
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:  # typer's click exceptions (usage errors and the like)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()  # no arguments at all: the help text
+            sys.exit(2)
+        ctx = getattr(exc, "ctx", None)
+        path = ctx.command_path if ctx is not None else "piper-ilp"
+        message = " ".join(exc.format_message().split())
+        kind = "usage error" if exc.exit_code == 2 else "error"
+        print(f"{path}: {kind}: {message} (see '{path} --help')", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("piper-ilp: aborted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
