@@ -506,7 +506,7 @@ def _sync(ck: _Checker, ro: Mapping, key: str, where: str, expected: set[int], w
         ck.fail(f"{where}.{key}", f"expected an object keyed by node id, got {_describe(raw)}")
     out: dict[int, float] = {}
     for k, val in raw.items():
-        if not re.fullmatch(r"-?[0-9]+", k):
+        if not (isinstance(k, str) and re.fullmatch(r"-?[0-9]+", k)):
             ck.fail(f"{where}.{key}", f"key {k!r} is not a node id")
         nid = int(k)
         if nid not in expected:

@@ -12,20 +12,12 @@ from compare.generators import FAMILIES, random_instance
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict
+from builders import option_dict
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Status, divisors
 
 
-def opt(oid="vanilla", p=1.0, w=0.0, a=0.0, b=0.0, sfw=None, sbw=None):
-    return {
-        "id": oid,
-        "timePerSample": p,
-        "parameterSize": w,
-        "memoryUsageA": a,
-        "memoryUsageB": b,
-        "syncTimeFw": {str(k): v for k, v in (sfw or {}).items()},
-        "syncTimeBw": {str(k): v for k, v in (sbw or {}).items()},
-    }
+opt = option_dict
 
 
 def make(nodes, edges=(), K=2, N=2, M=1e9, B=1.0):

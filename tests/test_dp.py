@@ -17,21 +17,14 @@ from dp import count_ideals, exact_options, greedy_choice, greedy_options, solve
 from dp.knapsack import greedy_choice_over_y, pareto_frontier, stage_items
 from piper_ilp.cost import close, memory_fits, stage_cost, stage_memory
 from piper_ilp.errors import InputError, SizeLimitError
+from builders import option_dict
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict, load_instance
 from piper_ilp.solution import Restrictions, Status
 
 
 def _opt(oid, p, a, b=0.0, w=0.0, sfw=None, sbw=None):
-    return {
-        "id": oid,
-        "timePerSample": p,
-        "parameterSize": w,
-        "memoryUsageA": a,
-        "memoryUsageB": b,
-        "syncTimeFw": sfw or {},
-        "syncTimeBw": sbw or {},
-    }
+    return option_dict(oid, p=p, w=w, a=a, b=b, sfw=sfw, sbw=sbw)
 
 
 def _chain(n, K=4, M=100.0, N=4, options=None):

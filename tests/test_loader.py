@@ -354,3 +354,11 @@ def test_fuzz_arbitrary_files(tmp_path_factory, content):
         assert "\n" not in str(exc)
     else:
         _check_loaded(inst)
+
+
+def test_dict_with_non_string_sync_keys_is_an_input_error():
+    # JSON files always have string keys; a dict built in Python may not
+    d = base()
+    d["nodes"][0]["TMPCs"]["1"][0]["syncTimeBw"] = {20: 0.0, 30: 0.0}
+    with pytest.raises(InputError, match="syncTimeBw: key 20 is not a node id"):
+        instance_from_dict(d, source="api")
