@@ -37,6 +37,7 @@ from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance, Option
 
 __all__ = [
+    "stage_tps",
     "Item",
     "Frontier",
     "stage_items",
@@ -71,6 +72,14 @@ def stage_items(instance: Instance, nodes: Collection[int], t: int) -> list[Item
         opts = instance.node[v].options[t]
         items.append(tuple((o.p, node_edge_bytes(instance, v, o, members), o.w, o.a, o.b) for o in opts))
     return items
+
+
+
+def stage_tps(E, W, P, d, N, B):
+    """A stage's (or one node's) time per sample with data-parallel degree d, from its
+    cut-edge bytes E, weights W and compute time P (cost model sec. 3):
+    (E / d + 4 (d - 1) W / (d N)) / B + P / d. Floats or numpy arrays (broadcasting)."""
+    return (E / d + 4.0 * (d - 1) * W / (d * N)) / B + P / d
 
 
 @dataclass(frozen=True)
@@ -357,7 +366,7 @@ def _stage_costs(instance: Instance, nodes: Sequence[int], t: int, d: int):
         row = []
         for o in opts:
             e = node_edge_bytes(instance, v, o, members)
-            row.append((e / d + 4.0 * (d - 1) * o.w / (d * N)) / B + o.p / d)
+            row.append(stage_tps(e, o.w, o.p, d, N, B))
         costs.append(row)
         opts_all.append(opts)
     return costs, opts_all
@@ -447,7 +456,7 @@ def exact_options(instance: Instance, nodes: Sequence[int], t: int, d: int, y: i
     if not ok.any():
         return None
     N, B = instance.N, instance.B
-    cost = fr.E / d / B + (4.0 * (d - 1) * fr.W / (d * N)) / B + fr.P / d
+    cost = stage_tps(fr.E, fr.W, fr.P, d, N, B)
     cost = np.where(ok, cost, np.inf)
     best = int(np.argmin(cost))
     ch = fr.choice[best]

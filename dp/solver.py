@@ -52,6 +52,7 @@ from dp.knapsack import (
     greedy_options,
     pareto_frontier,
     stage_items,
+    stage_tps,
     y_capacity,
 )
 from piper_ilp.cost import MEMORY_RTOL, stage_cost
@@ -345,15 +346,10 @@ class _Builder:
             elif plain:
                 P, A, Bm = fr[:, 0], fr[:, 1], fr[:, 2]
                 ycap = y_capacity(A, Bm, self.M, self.S)
-                order = np.lexsort((-ycap, P))
-                P, ycap = P[order], ycap[order]
-                best = np.maximum.accumulate(ycap)
-                rise = np.ones(len(P), dtype=bool)
-                rise[1:] = ycap[1:] > best[:-1]
-                rise &= ycap >= 1
-                P, ycap = P[rise], ycap[rise]
+                keep = _staircase(P, ycap)
+                P, ycap = P[keep], ycap[keep]
                 dcol = ds[:, None].astype(float)
-                cost = E / dcol / self.B + (4.0 * (dcol - 1) * W / (dcol * self.N)) / self.B + P[None, :] / dcol
+                cost = stage_tps(E, W, P[None, :], dcol, self.N, self.B)
                 yhi = np.minimum(ycap[None, :], caps[:, None])
                 self.tables.emit(k, jk, t, ds, cost, np.ones_like(yhi), yhi)
             else:
@@ -366,15 +362,10 @@ class _Builder:
             return
         ycap = y_capacity(fr.A, fr.Bm, self.M, self.S)
         for d, cap in zip(ds.tolist(), caps.tolist()):
-            cost = fr.E / d / self.B + (4.0 * (d - 1) * fr.W / (d * self.N)) / self.B + fr.P / d
+            cost = stage_tps(fr.E, fr.W, fr.P, d, self.N, self.B)
             yc = np.minimum(ycap, cap)
-            order = np.lexsort((-yc, cost))
-            cost, yc = cost[order], yc[order]
-            best = np.maximum.accumulate(yc)
-            rise = np.ones(len(yc), dtype=bool)
-            rise[1:] = yc[1:] > best[:-1]
-            rise &= yc >= 1
-            cost, yc = cost[rise], yc[rise]
+            keep = _staircase(cost, yc)
+            cost, yc = cost[keep], yc[keep]
             self.tables.emit(k, jk, t, np.array([d]), cost[None, :], np.ones((1, len(yc)), dtype=np.int64), yc[None, :])
 
     # ---- greedy mode -----------------------------------------------------------------------
@@ -437,7 +428,7 @@ class _Builder:
             if not len(P):
                 continue
             dcol = ds[:, None].astype(float)
-            cost = E / dcol / self.B + (4.0 * (dcol - 1) * W / (dcol * self.N)) / self.B + P[None, :] / dcol
+            cost = stage_tps(E, W, P[None, :], dcol, self.N, self.B)
             yhi = np.minimum(hi[None, :], caps[:, None])
             self.tables.emit(k, jk, t, ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono)
 
@@ -501,7 +492,7 @@ class _Builder:
             if runs:
                 lo, hi, P, E, W = (np.array(c) for c in zip(*runs))
                 dcol = ds[:, None].astype(float)
-                cost = E[None, :] / dcol / self.B + (4.0 * (dcol - 1) * W[None, :] / (dcol * self.N)) / self.B + P[None, :] / dcol
+                cost = stage_tps(E[None, :], W[None, :], P[None, :], dcol, self.N, self.B)
                 mono = bool(np.all(np.diff(P) >= 0))
                 yhi = np.minimum(hi[None, :], caps[:, None])
                 out.append((ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono))
@@ -510,7 +501,7 @@ class _Builder:
                 runs = self._greedy_runs(rows, d, cap)
                 if runs:
                     lo, hi, P, E, W = (np.array(c) for c in zip(*runs))
-                    cost = E / d / self.B + (4.0 * (d - 1) * W / (d * self.N)) / self.B + P / d
+                    cost = stage_tps(E, W, P, d, self.N, self.B)
                     mono = bool(np.all(np.diff(cost) >= 0))
                     out.append((np.array([d]), cost[None, :], lo[None, :], hi[None, :], mono))
         return out
@@ -520,7 +511,7 @@ class _Builder:
         choice, up to the first y where no choice fits."""
         n = len(rows)
         N, B = self.N, self.B
-        c = [[(e / d + 4.0 * (d - 1) * w / (d * N)) / B + p / d for (p, e, w, a, b) in row] for row in rows]
+        c = [[stage_tps(e, w, p, d, N, B) for (p, e, w, a, b) in row] for row in rows]
         F = [min(range(len(ci)), key=lambda l, ci=ci: (ci[l], l)) for ci in c]
         O = [(1 - F[i]) if len(rows[i]) == 2 else F[i] for i in range(n)]
         y = np.arange(1, ymax + 1, dtype=float)[:, None]
@@ -546,6 +537,19 @@ class _Builder:
             chosen = [rows[i][O[i] if mask[i] else F[i]] for i in range(n)]
             out.append((s0 + 1, s1, sum(o[0] for o in chosen), sum(o[1] for o in chosen), sum(o[2] for o in chosen)))
         return out
+
+
+def _staircase(key: np.ndarray, ycap: np.ndarray) -> np.ndarray:
+    """Indices, by increasing ``key`` (ties: larger capacity first), of the points whose y
+    capacity rises above every earlier point's and is >= 1: the step function
+    y -> least key among the points that hold y microbatches."""
+    order = np.lexsort((-ycap, key))
+    yc = ycap[order]
+    best = np.maximum.accumulate(yc)
+    rise = np.ones(len(yc), dtype=bool)
+    rise[1:] = yc[1:] > best[:-1]
+    rise &= yc >= 1
+    return order[rise]
 
 
 def _membership(masks: list[int], n: int) -> np.ndarray:
