@@ -55,8 +55,8 @@ __all__ = [
 ]
 
 def _known_methods() -> tuple[str, ...]:
-    try:  # every MILP backend the project wires in (piper_ilp.solvers), e.g. scip
-        from piper_ilp.solvers import METHODS as solver_methods
+    try:  # every MILP backend the project wires in (compare.methods), e.g. scip
+        from compare.methods import METHODS as solver_methods
     except ImportError:  # pragma: no cover
         solver_methods = ()
     return tuple(dict.fromkeys(("dp", "cpsat", "cbc", *solver_methods, "brute")))
@@ -82,20 +82,20 @@ GREEDY = "greedy"
 
 
 def _dp(instance: Instance, restrictions: Restrictions, time_limit: float | None, threads: int | None) -> Solution:
-    from piper_ilp.solvers import run_method
+    from compare.methods import run_method
 
     return run_method(instance, "dp", restrictions)
 
 
 def _greedy(instance: Instance, restrictions: Restrictions, time_limit: float | None, threads: int | None) -> Solution:
-    from piper_ilp.solvers import run_method
+    from compare.methods import run_method
 
     return run_method(instance, "dp", restrictions, knapsack="greedy")
 
 
 def _milp(backend: str):
     def solve(instance: Instance, restrictions: Restrictions, time_limit: float | None, threads: int | None) -> Solution:
-        from piper_ilp.solvers import run_method
+        from compare.methods import run_method
 
         return run_method(instance, backend, restrictions, time_limit=time_limit, threads=threads)
 

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 import networkx as nx
 
 from piper_ilp.errors import InputError
+from piper_ilp.files import atomic_write_text
 
 __all__ = [
     "Option",
@@ -560,4 +561,4 @@ def instance_to_dict(instance: Instance) -> dict:
 
 def save_instance(instance: Instance, path: str | Path) -> None:
     """Write the instance as JSON (readable by :func:`load_instance`)."""
-    Path(path).write_text(json.dumps(instance_to_dict(instance), indent=1) + "\n", encoding="utf-8")
+    atomic_write_text(path, json.dumps(instance_to_dict(instance), indent=1) + "\n")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from piper_ilp.errors import InputError
+from piper_ilp.files import atomic_write_text
 from piper_ilp.instance import _describe, _is_int, _read_json
 
 __all__ = ["Stage", "Plan", "load_plan", "plan_from_dict", "plan_to_dict", "save_plan"]
@@ -128,4 +129,4 @@ def plan_to_dict(plan: Plan) -> dict:
 
 def save_plan(plan: Plan, path: str | Path) -> None:
     """Write the plan in the object form."""
-    Path(path).write_text(json.dumps(plan_to_dict(plan), indent=1) + "\n", encoding="utf-8")
+    atomic_write_text(path, json.dumps(plan_to_dict(plan), indent=1) + "\n")

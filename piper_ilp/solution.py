@@ -25,15 +25,23 @@ RECOMPUTE_OPTION = "activation recomp"
 class Status(str, enum.Enum):
     """The one set of statuses that every backend's outcome maps to.
 
-    OPTIMAL: a plan proven optimal. FEASIBLE: a plan, optimality not proven (time limit,
-    or a heuristic such as Piper's greedy option choice). INFEASIBLE: proven that no
-    valid plan exists. UNKNOWN: stopped with no plan and no proof.
+    OPTIMAL: a plan proven optimal (contract sec. 7: a plan the evaluator accepts plus a
+    justified lower bound). FEASIBLE: a plan, optimality not proven (time limit, or a
+    heuristic such as Piper's greedy option choice). INFEASIBLE: proven that no valid plan
+    exists. UNKNOWN: stopped with no plan and no proof. OUT_OF_RANGE: the method cannot
+    represent this instance's numbers (e.g. a MILP backend's scaled integers would lose
+    the optimum's digits); ``message`` says why; never a proof. BACKEND_ERROR: the backend
+    claimed a result that failed certification (its plan rejected by the evaluator, or its
+    bound and value disagree); ``message`` and ``info`` hold the details; never a proof,
+    and never evidence against another method.
     """
 
     OPTIMAL = "optimal"
     FEASIBLE = "feasible"
     INFEASIBLE = "infeasible"
     UNKNOWN = "unknown"
+    OUT_OF_RANGE = "out-of-range"
+    BACKEND_ERROR = "backend-error"
 
     def __str__(self) -> str:
         return self.value

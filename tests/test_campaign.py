@@ -16,7 +16,7 @@ from compare.campaign import RESULTS, make_specs, read_results, run_campaign, sp
 from compare.generators import FAMILIES, random_instance
 from compare.shrink import shrink, variants
 from compare.verify import verify_instance
-from piper_ilp.cli import app
+from piper_cli import app
 from piper_ilp.errors import InputError
 from piper_ilp.instance import load_instance
 from piper_ilp.solution import Restrictions

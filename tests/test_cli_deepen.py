@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from piper_ilp.cli import app
+from piper_cli import app
 from piper_ilp.instance import load_instance
 
 runner = CliRunner()

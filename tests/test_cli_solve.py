@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from compare.brute import solve_brute
-from piper_ilp.cli import app
+from piper_cli import app
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import load_instance
 from piper_ilp.plan import load_plan
@@ -128,7 +128,7 @@ def test_usage_errors_are_one_line_in_a_real_process(args, needle):
 
     from conftest import REPO
 
-    proc = subprocess.run([sys.executable, "-m", "piper_ilp", *args], capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run([sys.executable, "-m", "piper_cli", *args], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 2
     assert proc.stdout == ""
     lines = proc.stderr.splitlines()

@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from piper_ilp.cli import app
+from piper_cli import app
 from piper_ilp.errors import InputError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict, load_instance

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from piper_ilp.cli import app
+from piper_cli import app
 from piper_ilp.errors import InputError
 from piper_ilp.instance import instance_from_dict, instance_to_dict, load_instance, parse_size
 
@@ -180,7 +180,7 @@ def test_malformed_in_a_real_process_has_no_traceback(tmp_path):
     path = tmp_path / "cyc.json"
     path.write_text(json.dumps(CASES[[c[0] for c in CASES].index("cycle")][1]))
     proc = subprocess.run(
-        [sys.executable, "-m", "piper_ilp", "evaluate", str(path), str(path)], capture_output=True, text=True
+        [sys.executable, "-m", "piper_cli", "evaluate", str(path), str(path)], capture_output=True, text=True
     )
     assert proc.returncode == 2
     assert proc.stdout == ""

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from compare.brute import solve_brute
 from compare.generators import random_instance
 from compare.verify import parse_methods, plan_difference, verify_instance
-from piper_ilp.cli import app
+from piper_cli import app
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.instance import instance_from_dict
 from piper_ilp.plan import Plan, Stage
@@ -219,7 +219,7 @@ def test_cli_random_is_deterministic_and_valid(tmp_path):
 
 
 def test_mismatch_output_shows_problems_and_plans(capsys):
-    from piper_ilp.cli.compare_cmds import _print_verdict
+    from piper_cli.compare_cmds import _print_verdict
 
     v = run({"dp": fake("dp", Status.OPTIMAL, D1, 4.0), "brute": brute_as("brute")})
     _print_verdict(ONE, v)

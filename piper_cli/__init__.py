@@ -24,7 +24,7 @@ def _root() -> None:
 
 
 def _register() -> None:
-    from piper_ilp.cli import bench_cmds, compare_cmds, evaluate_cmd, solve_cmd
+    from piper_cli import bench_cmds, compare_cmds, evaluate_cmd, solve_cmd
 
     evaluate_cmd.register(app)
     solve_cmd.register(app)
@@ -40,7 +40,7 @@ def main() -> None:
 
     Usage errors (an unknown option, a value out of range, a missing argument) are one
     line on stderr and exit status 2, like bad input; the commands' own errors are
-    handled by :func:`piper_ilp.cli.common.cli_errors`.
+    handled by :func:`piper_cli.common.cli_errors`.
     """
     import sys
 

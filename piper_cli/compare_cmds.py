@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from piper_ilp.cli.common import (
+from piper_cli.common import (
     BandwidthOpt,
     BatchOpt,
     DevicesOpt,
@@ -33,7 +33,7 @@ from piper_ilp.cli.common import (
     stderr,
     stdout,
 )
-from piper_ilp.cli.format import stage_table
+from piper_cli.format import stage_table
 from piper_ilp.errors import InputError
 
 __all__ = ["register", "verdict_table", "parse_range", "parse_ints"]

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from piper_ilp.cli.common import BandwidthOpt, BatchOpt, DevicesOpt, MemoryOpt, cli_errors, load_with_overrides, stdout
+from piper_cli.common import BandwidthOpt, BatchOpt, DevicesOpt, MemoryOpt, cli_errors, load_with_overrides, stdout
 from piper_ilp.instance import save_instance
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from piper_ilp.cli.common import (
+from piper_cli.common import (
     BandwidthOpt,
     BatchOpt,
     DevicesOpt,
@@ -17,7 +17,7 @@ from piper_ilp.cli.common import (
     print_json_line,
     stdout,
 )
-from piper_ilp.cli.format import stage_table
+from piper_cli.format import stage_table
 from piper_ilp.evaluate import RULES, evaluate
 from piper_ilp.plan import load_plan
 

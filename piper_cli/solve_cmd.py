@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from piper_ilp.cli.common import (
+from piper_cli.common import (
     BandwidthOpt,
     BatchOpt,
     DevicesOpt,
@@ -29,13 +29,13 @@ from piper_ilp.cli.common import (
     stderr,
     stdout,
 )
-from piper_ilp.cli.format import stage_table
+from piper_cli.format import stage_table
 from piper_ilp.errors import InputError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance
 from piper_ilp.plan import save_plan
 from piper_ilp.solution import Restrictions, Solution, Status
-from piper_ilp.solvers import METHODS, run_method
+from compare.methods import METHODS, run_method
 
 
 class Knapsack(str, enum.Enum):

@@ -1,0 +1,3 @@
+from piper_cli import main
+
+main()

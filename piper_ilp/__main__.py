@@ -1,3 +1,0 @@
-from piper_ilp.cli import main
-
-main()

@@ -1,0 +1,65 @@
+"""Writing output files safely: checked before any work, written atomically.
+
+Every file the project writes (plans, instances, JSON reports, campaign summaries) goes
+through :func:`atomic_write_text`, so a reader never sees a half-written file and an
+interrupted run leaves the old file (or none), never a torn one.
+:func:`check_writable` is called on every output path before any solving starts.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from piper_ilp.errors import InputError
+
+__all__ = ["atomic_write_text", "check_writable"]
+
+
+def check_writable(path: str | Path, what: str = "output") -> Path:
+    """Raise :class:`InputError` (one line naming ``path``) unless a file can be created
+    or replaced at ``path``: its folder exists and is writable, and ``path`` is not a
+    folder. Nothing is created."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise InputError(f"{path}: {what} path is a folder")
+    if not parent.is_dir():
+        raise InputError(f"{path}: cannot write {what}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: cannot write {what}: folder {parent} is not writable")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise InputError(f"{path}: cannot write {what}: file is not writable")
+    return p
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and an
+    atomic rename; the temporary file is removed on any failure (including an interrupt).
+
+    Raises
+    ------
+    InputError
+        The file cannot be written (one line naming the path and the reason).
+    """
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise
