@@ -103,6 +103,17 @@ class Instance:
     warnings: tuple[str, ...] = ()
     _cache: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
 
+    def fingerprint(self) -> str:
+        """A short hash of the model itself (nodes, options, edges), without the settings
+        K, M, N, B and the source: two loads of the same profile share it."""
+        import hashlib
+
+        data = instance_to_dict(self)
+        for key in ("maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch"):
+            data.pop(key, None)
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
     # ---- derived views (computed once, cached) ----
     @property
     def node_ids(self) -> list[int]:

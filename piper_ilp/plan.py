@@ -9,6 +9,7 @@ evaluator's question (:func:`piper_ilp.evaluate.evaluate`).
 from __future__ import annotations
 
 import json
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -17,7 +18,7 @@ from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text
 from piper_ilp.instance import _describe, _is_int, _read_json
 
-__all__ = ["Stage", "Plan", "load_plan", "plan_from_dict", "plan_to_dict", "save_plan"]
+__all__ = ["Stage", "Plan", "load_plan", "plan_from_dict", "plan_metadata", "plan_to_dict", "save_plan"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class Plan:
     """Stages in pipeline order (stage 0 holds the model's inputs)."""
 
     stages: tuple[Stage, ...]
+    #: What the plan was solved for (see :func:`plan_metadata`); empty when unknown.
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def devices(self) -> int:
@@ -127,6 +130,29 @@ def plan_to_dict(plan: Plan) -> dict:
     }
 
 
-def save_plan(plan: Plan, path: str | Path) -> None:
-    """Write the plan in the object form."""
-    atomic_write_text(path, json.dumps(plan_to_dict(plan), indent=1) + "\n")
+def plan_metadata(instance, *, method: str, restrictions: Mapping[str, Any] | None = None, mode: str | None = None) -> dict:
+    """The record a saved plan carries of what it was solved for: the instance's
+    fingerprint, K, M, N, B, the restrictions, the method and its mode, and the version."""
+    from piper_ilp import __version__  # noqa: PLC0415 (the package imports this module)
+
+    return {
+        "instance": instance.fingerprint(),
+        "K": instance.K,
+        "M": instance.M,
+        "N": instance.N,
+        "B": instance.B,
+        "restrictions": dict(restrictions or {}),
+        "method": method,
+        "mode": mode,
+        "version": __version__,
+    }
+
+
+def save_plan(plan: Plan, path: str | Path, metadata: Mapping[str, Any] | None = None) -> None:
+    """Write the plan in the object form, with ``metadata`` (or the plan's own) under
+    the key ``"metadata"`` when there is any."""
+    data = plan_to_dict(plan)
+    meta = metadata if metadata is not None else plan.metadata
+    if meta:
+        data["metadata"] = dict(meta)
+    atomic_write_text(path, json.dumps(data, indent=1) + "\n")
