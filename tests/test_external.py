@@ -1,0 +1,89 @@
+"""External planners (``--external NAME=COMMAND``): run, checked by the evaluator, never a proof."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from compare.external import parse_external, solve_external
+from compare.generators import random_instance
+from dp import solve_dp
+from piper_ilp import evaluate, load_instance
+from piper_ilp.errors import InputError, InternalError
+from piper_ilp.solution import Status
+
+REPO = Path(__file__).resolve().parents[1]
+PLANNER = REPO / "examples" / "planners" / "split_planner.py"
+PY = sys.executable
+
+
+def test_parse_external_refuses_bad_forms():
+    assert parse_external("a=b {devices}") == ("a", "b {devices}")
+    for bad in ("noequals", "=cmd", "x=", "1x=cmd", "x=cmd {nope}"):
+        with pytest.raises(InputError):
+            parse_external(bad)
+    with pytest.raises(InputError, match="already a method"):
+        parse_external("dp=cmd", taken=("dp",))
+
+
+def test_the_example_planner_gives_a_valid_plan_checked_against_the_optimum():
+    inst = load_instance(REPO / "inputs" / "small.json").with_settings(M=6e8)
+    sol = solve_external(inst, f"{PY} {PLANNER} {{instance}} --devices {{devices}} --memory {{memory}} --batch {{batch}}", name="split")
+    assert sol.status is Status.FEASIBLE and sol.method == "split"
+    ev = evaluate(inst, sol.plan)
+    assert ev.valid and sol.tps == ev.tps
+    assert sol.tps >= solve_dp(inst).tps
+
+
+def test_an_invalid_plan_is_the_planners_error():
+    # at the file's own M the example's t = 1 split does not fit: the evaluator rejects it
+    inst = load_instance(REPO / "inputs" / "small.json")
+    with pytest.raises(InternalError, match="external planner split.*rule 6"):
+        solve_external(inst, f"{PY} {PLANNER} {{instance}}", name="split")
+
+
+@pytest.mark.parametrize(
+    "command,why",
+    [
+        ("exit 3", "exited with status 3"),
+        ("echo not json", "printed no plan JSON"),
+        ("echo '{\"stages\": 5}'", "printed no plan JSON"),
+        ("echo oops >&2; false", "oops"),
+    ],
+)
+def test_planner_failures_are_backend_errors(command, why):
+    inst = random_instance("chain", 3, seed=0)
+    sol = solve_external(inst, command, name="bad")
+    assert sol.status is Status.BACKEND_ERROR and why in sol.message and sol.plan is None
+
+
+def test_a_timeout_kills_the_planners_whole_process_group(tmp_path):
+    marker = tmp_path / "child.pid"
+    inst = random_instance("chain", 3, seed=0)
+    # the planner starts a grandchild that would outlive a plain kill of the shell
+    cmd = f"sleep 60 & echo $! > {marker}; wait"
+    sol = solve_external(inst, cmd, name="slow", timeout=1.0)
+    assert sol.status is Status.BACKEND_ERROR and "killed" in sol.message
+    pid = int(marker.read_text())
+    for _ in range(50):
+        if not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.1)
+    stat = Path(f"/proc/{pid}/stat")
+    assert not stat.exists() or stat.read_text().split()[2] == "Z"
+
+
+def test_an_interrupt_kills_the_planner_and_removes_its_folder(tmp_path):
+    inst = random_instance("chain", 3, seed=0)
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        solve_external(inst, "sleep 30", name="slow", workdir=tmp_path)
+    timer.cancel()
+    assert list(tmp_path.iterdir()) == []
