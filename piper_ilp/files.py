@@ -8,13 +8,15 @@ interrupted run leaves the old file (or none), never a torn one.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Callable, TextIO
 
 from piper_ilp.errors import InputError
 
-__all__ = ["atomic_write_text", "check_writable"]
+__all__ = ["atomic_write_text", "check_writable", "open_jsonl_append", "read_jsonl"]
 
 
 def check_writable(path: str | Path, what: str = "output") -> Path:
@@ -63,3 +65,39 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         if isinstance(exc, OSError):
             raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
+
+
+def read_jsonl(path: str | Path, keep: Callable[[dict], bool] = lambda rec: True) -> list[dict]:
+    """The JSON objects of a JSON-lines file, one per line, for which ``keep`` is true.
+    Lines that are not whole JSON objects (a torn last line from a killed run) are skipped;
+    a missing file has none."""
+    p = Path(path)
+    records: list[dict] = []
+    if not p.exists():
+        return records
+    with p.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and keep(rec):
+                records.append(rec)
+    return records
+
+
+def open_jsonl_append(path: str | Path) -> TextIO:
+    """Open a JSON-lines file for appending one record per line. A torn last line (a run
+    killed mid-write) is ended first, so the next record starts on a line of its own."""
+    p = Path(path)
+    if p.exists() and p.stat().st_size:
+        with p.open("rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            torn = fh.read(1) != b"\n"
+        if torn:
+            with p.open("a", encoding="utf-8") as fh:
+                fh.write("\n")
+    return p.open("a", encoding="utf-8")

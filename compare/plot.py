@@ -1,0 +1,105 @@
+"""Figures of a sweep (``piper-ilp plot``), like the Piper paper's Fig. 1 and 2.
+
+One line per variant (and per combination of the settings that are not on the x axis, when
+the sweep varied more than one): TPS (seconds per sample) or throughput (samples per
+second) against K (``devices``), M (``memory``), N (``batch``) or B (``bandwidth``).
+Axes are logarithmic where the values are positive and span more than a factor of 10.
+Runs without a plan (infeasible, refused) are left out of their line.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Sequence
+
+from piper_ilp.errors import InputError
+
+__all__ = ["AXES", "plot_rows"]
+
+#: x-axis name -> (row field, axis label)
+AXES = {
+    "devices": ("K", "devices K"),
+    "memory": ("M", "memory per device M (GiB)"),
+    "batch": ("N", "microbatches per batch N"),
+    "bandwidth": ("B", "bandwidth B (GiB/s)"),
+}
+_SCALE = {"M": 2.0**-30, "B": 2.0**-30}
+_METRICS = {"tps": "time per sample (s)", "throughput": "throughput (samples / s)"}
+
+
+def _log_fits(values: Sequence[float]) -> bool:
+    vals = [v for v in values if v is not None]
+    return bool(vals) and min(vals) > 0 and max(vals) / min(vals) > 10
+
+
+def _setting_text(field: str, value: float) -> str:
+    if field in _SCALE:
+        return f"{field}={value * _SCALE[field]:.4g} GiB" + ("/s" if field == "B" else "")
+    return f"{field}={value:g}"
+
+
+def plot_rows(rows: Sequence[dict], out: str | Path, *, x: str = "devices", metric: str = "tps", title: str | None = None) -> Path:
+    """Draw the rows of a sweep into ``out`` (.png or .svg) and return its path.
+
+    Raises
+    ------
+    InputError
+        An unknown axis or metric, a file type other than .png/.svg, or no row with a plan.
+    """
+    if x not in AXES:
+        raise InputError(f"--x {x!r}: choose one of {', '.join(AXES)}")
+    if metric not in _METRICS:
+        raise InputError(f"--y {metric!r}: choose one of {', '.join(_METRICS)}")
+    out = Path(out)
+    if out.suffix.lower() not in (".png", ".svg"):
+        raise InputError(f"{out}: the figure must be a .png or .svg file")
+    field, xlabel = AXES[x]
+    others = [f for f, _ in AXES.values() if f != field]
+    varied = [f for f in others if len({r.get(f) for r in rows}) > 1]
+    lines: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for r in rows:
+        if r.get(metric) is None:
+            continue
+        key = (r["variant"],) + tuple((f, r[f]) for f in varied)
+        lines[key].append((r[field] * _SCALE.get(field, 1.0), r[metric]))
+    if not lines:
+        raise InputError("no run of this sweep has a plan: nothing to plot")
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    variants = sorted({key[0] for key in lines})
+    combos = sorted({key[1:] for key in lines}, key=str)
+    colors = {v: f"C{i % 10}" for i, v in enumerate(variants)}
+    styles = {c: ("-", "--", ":", "-.")[i % 4] for i, c in enumerate(combos)}
+    for key, pts in sorted(lines.items(), key=lambda kv: str(kv[0])):
+        pts.sort()
+        label = key[0] + "".join(f", {_setting_text(f, v)}" for f, v in key[1:])
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=label,
+                color=colors[key[0]], linestyle=styles[key[1:]])
+    xs = [p[0] for pts in lines.values() for p in pts]
+    ys = [p[1] for pts in lines.values() for p in pts]
+    if _log_fits(xs):
+        ax.set_xscale("log", base=2 if field in ("K", "N") else 10)
+    if _log_fits(ys):
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(_METRICS[metric])
+    if title:
+        ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
+    try:
+        fig.savefig(tmp)
+        tmp.replace(out)
+    finally:
+        plt.close(fig)
+        if tmp.exists():
+            tmp.unlink()
+    return out

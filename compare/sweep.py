@@ -1,0 +1,207 @@
+"""Sweeps over the settings K, M, N, B and the paper's variants (``piper-ilp sweep``).
+
+A sweep solves one instance for every point of a grid of settings and every *variant*:
+
+========================  ================================================================
+variant                   what runs
+========================  ================================================================
+``all``                   the exact DP with every parallelism and option (Piper)
+``no-dp``                 the exact DP with d = 1 everywhere (no data parallelism)
+``no-tp``                 the exact DP with t = 1 everywhere (no tensor parallelism)
+``no-recompute``          the exact DP without the ``"activation recomp"`` options
+``greedy``                the DP with Piper's greedy option rule (contract sec. 5)
+``2bw``                   the PipeDream-2BW baseline (:mod:`compare.twobw`, sec. 10)
+========================  ================================================================
+
+Each finished run is one JSON line in ``DIR/results.jsonl`` (flushed as it finishes, so an
+interrupted sweep keeps what it finished and ``resume`` skips it); ``DIR/results.csv`` holds
+the same rows as a table at the end. A row: the settings (K, M, N, B), the variant, the
+status, the TPS (seconds per sample) and throughput (samples per second, 1 / TPS), the
+number of stages, the devices used, sum of d, and the solve's CPU seconds; the JSON line
+also holds the plan.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from piper_ilp.errors import InputError
+from piper_ilp.files import atomic_write_text, open_jsonl_append, read_jsonl
+from piper_ilp.instance import Instance
+from piper_ilp.plan import plan_to_dict
+from piper_ilp.solution import RECOMPUTE_OPTION, Restrictions, Solution
+
+__all__ = ["VARIANTS", "SweepPoint", "sweep_points", "run_point", "run_sweep", "read_rows", "CSV_FIELDS"]
+
+VARIANTS = ("all", "no-dp", "no-tp", "no-recompute", "greedy", "2bw")
+
+RESULTS = "results.jsonl"
+TABLE = "results.csv"
+PARAMETERS = "sweep.json"
+
+CSV_FIELDS = ("K", "M", "N", "B", "variant", "status", "tps", "throughput", "stages", "devices", "sum_d", "seconds", "message")
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One run of a sweep: settings and variant; ``id`` names it in results.jsonl."""
+
+    K: int
+    M: float
+    N: int
+    B: float
+    variant: str
+
+    @property
+    def id(self) -> str:
+        return f"K={self.K} M={self.M!r} N={self.N} B={self.B!r} {self.variant}"
+
+
+def sweep_points(
+    devices: Sequence[int], memory: Sequence[float], batch: Sequence[int], bandwidth: Sequence[float], variants: Sequence[str]
+) -> list[SweepPoint]:
+    """The grid, in a fixed order (variants innermost), without repeats.
+
+    Examples
+    --------
+    >>> [p.id for p in sweep_points([4, 8], [1e9], [4], [1e10], ["all", "no-dp"])][:2]
+    ['K=4 M=1000000000.0 N=4 B=10000000000.0 all', 'K=4 M=1000000000.0 N=4 B=10000000000.0 no-dp']
+    """
+    for v in variants:
+        if v not in VARIANTS:
+            raise InputError(f"unknown variant {v!r}; choose from {', '.join(VARIANTS)}")
+    for name, values in (("--devices", devices), ("--memory", memory), ("--batch", batch), ("--bandwidth", bandwidth), ("--variants", variants)):
+        if not values:
+            raise InputError(f"{name}: give at least one value")
+    seen: dict[str, SweepPoint] = {}
+    for K, M, N, B, v in itertools.product(devices, memory, batch, bandwidth, variants):
+        p = SweepPoint(int(K), float(M), int(N), float(B), v)
+        seen.setdefault(p.id, p)
+    return list(seen.values())
+
+
+def _solve_variant(instance: Instance, variant: str) -> Solution:
+    from compare.methods import run_method
+
+    if variant == "2bw":
+        from compare.twobw import solve_2bw
+
+        return solve_2bw(instance)
+    if variant == "greedy":
+        return run_method(instance, "dp", knapsack="greedy")
+    restrictions = {
+        "all": Restrictions(),
+        "no-dp": Restrictions.from_flags(no_data_parallel=True),
+        "no-tp": Restrictions.from_flags(no_tensor_parallel=True),
+        "no-recompute": Restrictions.from_flags(exclude_options=(RECOMPUTE_OPTION,)),
+    }[variant]
+    return run_method(instance, "dp", restrictions)
+
+
+def run_point(instance: Instance, point: SweepPoint) -> dict:
+    """Solve one point of the grid; returns its row (a JSON-ready dict)."""
+    inst = instance.with_settings(K=point.K, M=point.M, N=point.N, B=point.B)
+    start = time.process_time()
+    try:
+        sol = _solve_variant(inst, point.variant)
+        status, message = sol.status.value, sol.message
+    except InputError as exc:  # too large for a method, an option no node has, ...
+        sol, status, message = None, "refused", str(exc)
+    row = {"id": point.id, **asdict(point), "status": status, "message": message}
+    plan = sol.plan if sol is not None else None
+    row.update(
+        tps=sol.tps if sol is not None else None,
+        throughput=(1.0 / sol.tps) if sol is not None and sol.tps else None,
+        stages=len(plan.stages) if plan else None,
+        devices=plan.devices if plan else None,
+        sum_d=plan.sum_d if plan else None,
+        seconds=time.process_time() - start,
+        plan=plan_to_dict(plan) if plan else None,
+    )
+    return row
+
+
+def read_rows(out: str | Path) -> list[dict]:
+    """The rows in ``out/results.jsonl`` (a torn last line, from a killed run, is skipped)."""
+    return read_jsonl(Path(out) / RESULTS, keep=lambda rec: "id" in rec and "variant" in rec)
+
+
+def write_table(out: str | Path, rows: Iterable[dict]) -> Path:
+    """Write ``out/results.csv`` (atomically) from the rows."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in CSV_FIELDS})
+    path = Path(out) / TABLE
+    atomic_write_text(path, buf.getvalue())
+    return path
+
+
+def run_sweep(
+    instance: Instance,
+    points: Sequence[SweepPoint],
+    out: str | Path,
+    *,
+    workers: int = 1,
+    resume: bool = False,
+    on_row: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """Run every point not already in ``out/results.jsonl``; returns all rows of the grid
+    in grid order and writes ``out/results.csv``.
+
+    Raises
+    ------
+    InputError
+        ``out`` holds results and ``resume`` is off, or holds a sweep of another
+        instance or grid.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    params = {"instance": instance.fingerprint(), "points": [p.id for p in points]}
+    done = {r["id"]: r for r in read_rows(out)}
+    if done and not resume:
+        raise InputError(f"--out {out}: already holds {len(done)} results; add --resume to continue, or choose another folder")
+    params_path = out / PARAMETERS
+    if resume and params_path.exists():
+        old = json.loads(params_path.read_text(encoding="utf-8"))
+        if old.get("instance") != params["instance"]:
+            raise InputError(f"--resume: {out} holds a sweep of another instance ({old.get('instance')})")
+    atomic_write_text(params_path, json.dumps(params, indent=1) + "\n")
+    todo = [p for p in points if p.id not in done]
+    results_path = out / RESULTS
+    with open_jsonl_append(results_path) as fh:
+        for row in _rows(instance, todo, workers):
+            done[row["id"]] = row
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            if on_row is not None:
+                on_row(row)
+    rows = [done[p.id] for p in points if p.id in done]
+    write_table(out, rows)
+    return rows
+
+
+def _run_task(args: tuple) -> dict:
+    instance, point = args
+    return run_point(instance, point)
+
+
+def _rows(instance: Instance, todo: Sequence[SweepPoint], workers: int):
+    if workers <= 1 or len(todo) <= 1:
+        for p in todo:
+            yield run_point(instance, p)
+        return
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(workers) as pool:
+        yield from pool.imap_unordered(_run_task, [(instance, p) for p in todo])

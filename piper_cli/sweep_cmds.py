@@ -1,0 +1,87 @@
+"""``piper-ilp sweep`` and ``piper-ilp plot``: grids of settings and variants, and their figure."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from piper_cli.common import cli_errors, load_with_overrides, stderr, stdout
+from piper_ilp.errors import InputError
+from piper_ilp.files import check_writable
+from piper_ilp.instance import parse_count, parse_size
+
+
+def _list(text: str | None, what: str, parse) -> list | None:
+    if text is None:
+        return None
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise InputError(f"{what}: give one or more comma-separated values")
+    return [parse(x) for x in items]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("sweep")
+    @cli_errors
+    def sweep_command(
+        instance: Annotated[str, typer.Argument(help="Instance JSON.")],
+        out: Annotated[str, typer.Option("--out", help="Results folder: results.jsonl (one line per run) and results.csv.")],
+        devices: Annotated[Optional[str], typer.Option("--devices", "-K", help="K values, comma-separated (default: the file's).")] = None,
+        memory: Annotated[Optional[str], typer.Option("--memory", "-M", help="M values with units, comma-separated (8GiB,16GiB).")] = None,
+        batch: Annotated[Optional[str], typer.Option("--batch", "-N", help="N values, comma-separated.")] = None,
+        bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", "-B", help="B values with units, comma-separated (25GiB/s).")] = None,
+        variants: Annotated[str, typer.Option("--variants", help="Comma-separated: all, no-dp, no-tp, no-recompute, greedy, 2bw.")] = "all,no-dp,no-tp,no-recompute,2bw",
+        workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes.")] = 1,
+        resume: Annotated[bool, typer.Option("--resume", help="Continue a sweep in --out, skipping the runs it finished.")] = False,
+    ) -> None:
+        """Solve an instance over a grid of K, M, N, B for each variant (Piper's ablations and the
+        2BW baseline); one row per run in OUT/results.jsonl and OUT/results.csv."""
+        from compare.sweep import TABLE, run_sweep, sweep_points
+
+        inst = load_with_overrides(instance)
+        points = sweep_points(
+            _list(devices, "--devices", lambda x: parse_count(x, "--devices")) or [inst.K],
+            _list(memory, "--memory", lambda x: parse_size(x, "--memory")) or [inst.M],
+            _list(batch, "--batch", lambda x: parse_count(x, "--batch")) or [inst.N],
+            _list(bandwidth, "--bandwidth", lambda x: parse_size(x, "--bandwidth", rate=True)) or [inst.B],
+            [v.strip() for v in variants.split(",") if v.strip()],
+        )
+        outp = Path(out)
+        check_writable(outp / TABLE if outp.is_dir() else outp, "--out folder")
+        show = sys.stderr.isatty()
+        done = [0]
+
+        def on_row(row: dict) -> None:
+            done[0] += 1
+            if show:
+                tps = "-" if row["tps"] is None else f"{row['tps']:.6g}"
+                stderr.print(f"[{done[0]}] {row['id']}: {row['status']} {tps}", markup=False)
+
+        rows = run_sweep(inst, points, out, workers=workers, resume=resume, on_row=on_row)
+        stdout.print(f"{len(rows)} runs in {out}/results.jsonl and {out}/{TABLE}", markup=False)
+
+    @app.command("plot")
+    @cli_errors
+    def plot_command(
+        folder: Annotated[str, typer.Argument(help="A sweep's --out folder.")],
+        x: Annotated[str, typer.Option("--x", help="x axis: devices, memory, batch or bandwidth.")] = "devices",
+        y: Annotated[str, typer.Option("--y", help="y axis: tps (seconds per sample) or throughput.")] = "tps",
+        output: Annotated[Optional[str], typer.Option("-o", "--output", help="Figure file (.png or .svg); default FOLDER/sweep.png.")] = None,
+        title: Annotated[Optional[str], typer.Option("--title", help="Figure title.")] = None,
+    ) -> None:
+        """Draw a sweep: TPS (or throughput) against one setting, one line per variant."""
+        from compare.plot import plot_rows
+        from compare.sweep import read_rows
+
+        if not Path(folder).is_dir():
+            raise InputError(f"{folder}: not a folder (give a sweep's --out folder)")
+        target = Path(output) if output else Path(folder) / "sweep.png"
+        check_writable(target, "figure")
+        rows = read_rows(folder)
+        if not rows:
+            raise InputError(f"{folder}: no sweep results (results.jsonl is missing or empty)")
+        path = plot_rows(rows, target, x=x, metric=y, title=title)
+        stdout.print(f"wrote {path}", markup=False)

@@ -1,0 +1,115 @@
+"""Sweeps (grid x variants, resumable, CSV) and their figures."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compare.plot import plot_rows
+from compare.sweep import CSV_FIELDS, read_rows, run_sweep, sweep_points
+from compare.twobw import solve_2bw
+from dp import solve_dp
+from piper_ilp import load_instance
+from piper_ilp.errors import InputError
+from piper_ilp.solution import Restrictions
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = REPO / "inputs" / "small.json"
+VARIANTS = ["all", "no-dp", "no-tp", "no-recompute", "greedy", "2bw"]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep")
+    inst = load_instance(SMALL)
+    points = sweep_points([4, 8], [2e8, 6e8], [inst.N], [inst.B], VARIANTS)
+    rows = run_sweep(inst, points, out)
+    return inst, points, rows, out
+
+
+def test_every_point_is_one_row_with_the_methods_answer(swept):
+    inst, points, rows, out = swept
+    assert [r["id"] for r in rows] == [p.id for p in points] and len(rows) == 24
+    for r in rows:
+        i = inst.with_settings(K=r["K"], M=r["M"])
+        if r["variant"] == "2bw":
+            ref = solve_2bw(i)
+        else:
+            restr = {
+                "all": Restrictions(), "greedy": Restrictions(),
+                "no-dp": Restrictions(max_d=1), "no-tp": Restrictions(max_t=1),
+                "no-recompute": Restrictions(exclude_options=frozenset({"activation recomp"})),
+            }[r["variant"]]
+            ref = solve_dp(i, restr, knapsack="greedy" if r["variant"] == "greedy" else "exact")
+        assert r["status"] == ref.status.value and r["tps"] == ref.tps
+        if r["variant"] == "no-dp" and r["plan"]:
+            assert all(s["dataParallelDegree"] == 1 for s in r["plan"]["stages"])
+        if r["variant"] == "no-tp" and r["plan"]:
+            assert all(s["tensorParallelDegree"] == 1 for s in r["plan"]["stages"])
+
+
+def test_the_csv_holds_the_same_rows(swept):
+    _, _, rows, out = swept
+    with (out / "results.csv").open() as fh:
+        table = list(csv.DictReader(fh))
+    assert tuple(table[0]) == CSV_FIELDS and len(table) == len(rows)
+    for t, r in zip(table, rows):
+        assert t["variant"] == r["variant"] and (t["tps"] == "" if r["tps"] is None else float(t["tps"]) == r["tps"])
+
+
+def test_resume_skips_finished_runs_and_a_second_sweep_is_refused(swept, tmp_path):
+    inst, points, rows, out = swept
+    with pytest.raises(InputError, match="already holds 24 results"):
+        run_sweep(inst, points, out)
+    seen = []
+    again = run_sweep(inst, points, out, resume=True, on_row=seen.append)
+    assert seen == [] and [r["id"] for r in again] == [r["id"] for r in rows]
+    # a torn last line (a killed run) is skipped and that point runs again
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    lines = (out / "results.jsonl").read_text().splitlines()
+    (partial / "results.jsonl").write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])
+    seen = []
+    rows2 = run_sweep(inst, points, partial, resume=True, on_row=seen.append)
+    assert len(seen) == 21 and len(read_rows(partial)) == 24 and len(rows2) == 24
+
+
+def test_unknown_variants_and_empty_lists_are_refused():
+    with pytest.raises(InputError, match="unknown variant"):
+        sweep_points([1], [1.0], [1], [1.0], ["fast"])
+    with pytest.raises(InputError, match="--devices"):
+        sweep_points([], [1.0], [1], [1.0], ["all"])
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+def test_plot_draws_one_line_per_variant(swept, tmp_path, suffix):
+    _, _, rows, _ = swept
+    path = plot_rows(rows, tmp_path / f"fig{suffix}", x="devices", title="small")
+    data = path.read_bytes()
+    assert data.startswith(b"\x89PNG") if suffix == ".png" else b"no-recompute" in data and b"<svg" in data
+
+
+def test_plot_refuses_bad_axes_and_files(swept, tmp_path):
+    _, _, rows, _ = swept
+    with pytest.raises(InputError, match="--x"):
+        plot_rows(rows, tmp_path / "f.png", x="time")
+    with pytest.raises(InputError, match=".png or .svg"):
+        plot_rows(rows, tmp_path / "f.pdf")
+    with pytest.raises(InputError, match="nothing to plot"):
+        plot_rows([dict(r, tps=None) for r in rows], tmp_path / "f.png")
+
+
+def test_cli_sweep_then_plot(tmp_path):
+    out = tmp_path / "s"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "piper_cli", *a], capture_output=True, text=True, cwd=REPO)
+    p = run("sweep", str(SMALL), "--out", str(out), "--devices", "4,8", "--memory", "600MB", "--variants", "all,2bw")
+    assert p.returncode == 0, p.stderr
+    assert len(read_rows(out)) == 4
+    p = run("plot", str(out), "-o", str(tmp_path / "f.svg"))
+    assert p.returncode == 0 and (tmp_path / "f.svg").exists()
+    p = run("sweep", str(SMALL), "--out", str(out), "--devices", "4", "--variants", "nope")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
