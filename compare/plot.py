@@ -1,4 +1,7 @@
-"""Figures of a sweep (``piper-ilp plot``), like the Piper paper's Fig. 1 and 2.
+"""Figures: a sweep (``piper-ilp plot``), like the Piper paper's Fig. 1 and 2, and the Gantt
+chart of a simulated schedule (``piper-ilp simulate --gantt``).
+
+Sweeps:
 
 One line per variant (and per combination of the settings that are not on the x axis, when
 the sweep varied more than one): TPS (seconds per sample) or throughput (samples per
@@ -15,7 +18,7 @@ from typing import Sequence
 
 from piper_ilp.errors import InputError
 
-__all__ = ["AXES", "plot_rows"]
+__all__ = ["AXES", "gantt_chart", "plot_rows"]
 
 #: x-axis name -> (row field, axis label)
 AXES = {
@@ -93,6 +96,66 @@ def plot_rows(rows: Sequence[dict], out: str | Path, *, x: str = "devices", metr
         ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
+    try:
+        fig.savefig(tmp)
+        tmp.replace(out)
+    finally:
+        plt.close(fig)
+        if tmp.exists():
+            tmp.unlink()
+    return out
+
+
+def gantt_chart(simulation, out: str | Path, *, max_rows: int = 48, until: float | None = None, title: str | None = None) -> Path:
+    """Each replica's forward (light) and backward (dark) tasks over time, one row per
+    replica, stage 0 on top (``simulation`` from :func:`compare.simulate.simulate`). With more
+    than ``max_rows`` replicas, only replica 0 of each stage is drawn; ``until`` cuts the
+    time axis (default: the whole run).
+
+    Raises
+    ------
+    InputError
+        A file type other than .png/.svg.
+    """
+    out = Path(out)
+    if out.suffix.lower() not in (".png", ".svg"):
+        raise InputError(f"{out}: the Gantt chart must be a .png or .svg file")
+    stages = simulation.stages
+    rows = [(s["stage"], r) for s in stages for r in range(s["d"])]
+    if len(rows) > max_rows:
+        rows = [(s["stage"], 0) for s in stages]
+    index = {row: k for k, row in enumerate(rows)}
+    end = until if until is not None else max((t.end for t in simulation.tasks), default=1.0)
+    bars: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
+    for t in simulation.tasks:
+        k = index.get((t.stage, t.replica))
+        if k is None or t.start >= end:
+            continue
+        bars[(k, t.kind)].append((t.start, min(t.end, end) - t.start))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    height = max(2.5, 0.32 * len(rows) + 1.2)
+    fig, ax = plt.subplots(figsize=(9, height))
+    for (k, kind), spans in bars.items():
+        stage = rows[k][0]
+        color = f"C{stage % 10}"
+        ax.broken_barh(spans, (k - 0.4, 0.8), facecolors=color, alpha=0.45 if kind == "F" else 0.95,
+                       edgecolor="black", linewidth=0.2)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([f"stage {i} / r{r}" for i, r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, end)
+    ax.set_xlabel("time (s)")
+    ax.legend(handles=[Patch(facecolor="grey", alpha=0.45, label="forward"), Patch(facecolor="grey", alpha=0.95, label="backward")],
+              fontsize=8, loc="upper right")
+    ax.set_title(title or f"{simulation.schedule}, {simulation.pipeline} pipeline, {simulation.microbatches} microbatches")
     fig.tight_layout()
     tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
     try:

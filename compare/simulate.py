@@ -1,0 +1,235 @@
+"""A discrete-event simulation of a plan's pipeline schedule, the referee of the batch-time
+model (contract secs. 8-9) and of the memory model's in-flight counts.
+
+The plan's stage i has d_i replicas; microbatch m goes to replica m mod d_i. One
+microbatch's work on a replica takes d_i TPS_i (TPS_i from the evaluator), a forward part
+(fraction ``forward_fraction``) and a backward part (the rest; with fraction 1 there is one
+task per microbatch and stage). The forward of m at stage i starts when m has finished the
+forward of every predecessor stage (the stage graph under ``graph`` pipelining; the stage
+before it under ``sequential``); its backward starts when m has finished its own forward and
+the backward of every successor stage. A replica runs one task at a time; an idle replica
+takes a ready backward first (one backward per forward in steady state: 1F1B), else the
+ready forward of the lowest microbatch, provided it then holds at most y_i microbatches
+(forward started, backward not finished) - the model's budget (:mod:`piper_ilp.pipeline`).
+
+Schedules: ``1f1b`` runs microbatches without end (``microbatches`` of them are simulated and
+the steady-state period is read from the completions between the first and the third quarter); ``1f1b-flush`` and ``gpipe`` run one
+batch of N microbatches and stop; ``gpipe`` runs every forward of the batch before any
+backward (its replicas hold N / d_i microbatches).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from piper_ilp.errors import InputError
+from piper_ilp.evaluate import evaluate
+from piper_ilp.instance import Instance
+from piper_ilp.pipeline import PIPELINES, SCHEDULES, batch_time, in_flight, microbatches_held, stage_graph
+from piper_ilp.plan import Plan
+
+__all__ = ["Task", "Simulation", "simulate"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task on one replica: ``kind`` "F" or "B", microbatch ``mb``, ``start``/``end`` seconds."""
+
+    stage: int
+    replica: int
+    kind: str
+    mb: int
+    start: float
+    end: float
+
+
+@dataclass
+class Simulation:
+    """What the simulation measured, beside the model's numbers.
+
+    ``period``: steady-state seconds per microbatch (``1f1b``), or batch_time / N for the
+    flush schedules; ``batch_time``: the makespan of one batch of N microbatches (flush
+    schedules) or the time the N-th microbatch finished (``1f1b``); ``model_batch_time``:
+    sec. 9's formula; ``stages``: per stage d, t, TPS, ``y_model`` and ``peak_in_flight``
+    (most microbatches one replica held); ``tasks``: every task run (for the Gantt chart).
+    """
+
+    schedule: str
+    pipeline: str
+    microbatches: int
+    period: float
+    batch_time: float
+    model_batch_time: float
+    max_tps: float
+    stages: list[dict]
+    tasks: list[Task] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict:
+        return {
+            "schedule": self.schedule,
+            "pipeline": self.pipeline,
+            "microbatches": self.microbatches,
+            "period": self.period,
+            "max_tps": self.max_tps,
+            "batch_time": self.batch_time,
+            "model_batch_time": self.model_batch_time,
+            "stages": self.stages,
+        }
+
+
+def simulate(
+    instance: Instance,
+    plan: Plan,
+    *,
+    schedule: str = "1f1b",
+    pipeline: str = "sequential",
+    microbatches: int | None = None,
+    forward_fraction: float = 1.0 / 3.0,
+) -> Simulation:
+    """Simulate ``plan`` under ``schedule`` (see the module docstring).
+
+    Raises
+    ------
+    InputError
+        An invalid plan, an unknown schedule or pipeline, a forward fraction outside (0, 1],
+        or a microbatch count < 1.
+    """
+    if schedule not in SCHEDULES:
+        raise InputError(f"--schedule {schedule!r}: choose one of {', '.join(SCHEDULES)}")
+    if pipeline not in PIPELINES:
+        raise InputError(f"--pipeline {pipeline!r}: choose one of {', '.join(PIPELINES)}")
+    if not (0.0 < forward_fraction <= 1.0):
+        raise InputError(f"--forward-fraction must be in (0, 1], got {forward_fraction!r}")
+    ev = evaluate(instance, plan)
+    if not ev.valid:
+        raise InputError(f"the plan is invalid for this instance: {ev.violations[0]}")
+    N = instance.N
+    count = microbatches if microbatches is not None else (max(8 * N, 64) if schedule == "1f1b" else N)
+    if count < 1:
+        raise InputError(f"--microbatches must be >= 1, got {count}")
+    stages = plan.stages
+    m = len(stages)
+    d = [st.d for st in stages]
+    tps = [r.cost.tps for r in ev.stages]
+    succ = stage_graph(instance, plan)
+    if pipeline == "sequential":
+        succ_run = [{i + 1} if i + 1 < m else set() for i in range(m)]
+    else:
+        succ_run = succ
+    pred_run: list[set[int]] = [set() for _ in range(m)]
+    for i in range(m):
+        for j in succ_run[i]:
+            pred_run[j].add(i)
+    h = in_flight(d, succ, pipeline)
+    y = [microbatches_held(h[i], d[i], N, schedule) for i in range(m)]
+    tasks, peak = _run(d, tps, pred_run, succ_run, y, count, forward_fraction, gpipe=(schedule == "gpipe"))
+
+    finish = [0.0] * count
+    for t in tasks:
+        finish[t.mb] = max(finish[t.mb], t.end)
+    done_at = sorted(finish)
+    makespan = done_at[-1]
+    if schedule == "1f1b":
+        lo, hi = count // 4, (3 * count) // 4  # a middle window: no fill, no drain
+        period = (done_at[hi - 1] - done_at[lo - 1]) / (hi - lo) if count >= 8 else makespan / count
+        bt = done_at[min(N, count) - 1]
+    else:
+        bt = makespan
+        period = makespan / count
+    model = batch_time(tps, d, succ, N, pipeline)
+    rows = [
+        {"stage": i, "d": d[i], "t": stages[i].t, "tps": tps[i], "y_model": y[i], "peak_in_flight": peak[i]}
+        for i in range(m)
+    ]
+    return Simulation(schedule, pipeline, count, period, bt, model, max(tps), rows, tasks)
+
+
+def _run(d, tps, pred, succ, y, count, f, gpipe):
+    """The event loop. Returns the tasks run and each stage's peak in-flight count.
+
+    Waiting counts drive it: a forward waits for its predecessor stages' forwards, a
+    backward for its own forward and its successor stages' backwards; a replica is looked at
+    again only when one of its tasks ends or one of its tasks becomes ready.
+    """
+    m = len(d)
+    fw = [f * d[i] * tps[i] for i in range(m)]
+    bw = [(1.0 - f) * d[i] * tps[i] for i in range(m)]
+    has_bw = f < 1.0
+    f_wait = [[len(pred[i])] * count for i in range(m)]
+    b_wait = [[len(succ[i]) + 1] * count for i in range(m)]
+    ready_b: list[list[list[int]]] = [[[] for _ in range(d[i])] for i in range(m)]  # heaps of mb
+    next_f = [list(range(d[i])) for i in range(m)]  # each replica's next forward, in order
+    fwd_left = [[len(range(r, count, d[i])) for r in range(d[i])] for i in range(m)]
+    busy = [[False] * d[i] for i in range(m)]
+    held = [[0] * d[i] for i in range(m)]
+    peak = [0] * m
+    tasks: list[Task] = []
+    events: list[tuple[float, int, int, int, str, int]] = []
+    seq = 0
+
+    def start(i: int, r: int, now: float) -> None:
+        nonlocal seq
+        if busy[i][r]:
+            return
+        heap = ready_b[i][r]
+        if heap and not (gpipe and fwd_left[i][r] > 0):
+            mb, kind, dur = heapq.heappop(heap), "B", bw[i]
+        else:
+            mb = next_f[i][r]
+            if mb >= count or f_wait[i][mb] > 0 or (has_bw and not gpipe and held[i][r] >= y[i]):
+                return
+            kind, dur = "F", fw[i]
+            next_f[i][r] = mb + d[i]
+            fwd_left[i][r] -= 1
+            held[i][r] += 1
+            peak[i] = max(peak[i], held[i][r])
+        busy[i][r] = True
+        heapq.heappush(events, (now + dur, seq, i, r, kind, mb))
+        tasks.append(Task(i, r, kind, mb, now, now + dur))
+        seq += 1
+
+    for i in range(m):
+        for r in range(d[i]):
+            start(i, r, 0.0)
+    finished = 0
+    while events:
+        now = events[0][0]
+        touched: set[tuple[int, int]] = set()
+        while events and events[0][0] == now:  # everything that ends at this instant
+            _, _, i, r, kind, mb = heapq.heappop(events)
+            busy[i][r] = False
+            touched.add((i, r))
+            if kind == "F":
+                for j in succ[i]:
+                    f_wait[j][mb] -= 1
+                    if f_wait[j][mb] == 0:
+                        touched.add((j, mb % d[j]))
+                if not has_bw:
+                    held[i][r] -= 1
+                    finished += 1
+                    continue
+                own = (i, mb)
+            else:
+                held[i][r] -= 1
+                finished += 1
+                own = None
+                for p in pred[i]:
+                    b_wait[p][mb] -= 1
+                    if b_wait[p][mb] == 0:
+                        heapq.heappush(ready_b[p][mb % d[p]], mb)
+                        touched.add((p, mb % d[p]))
+            if own is not None:
+                b_wait[i][mb] -= 1
+                if b_wait[i][mb] == 0:
+                    heapq.heappush(ready_b[i][r], mb)
+        for i, r in sorted(touched):
+            start(i, r, now)
+    if finished != m * count:
+        raise InputError(
+            f"the schedule deadlocks with the model's in-flight budgets y = {list(y)}: "
+            f"{m * count - finished} of {m * count} microbatch-stages never finished"
+        )
+    return tasks, peak

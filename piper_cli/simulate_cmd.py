@@ -1,0 +1,60 @@
+"""``piper-ilp simulate``: a discrete-event simulation of a plan's schedule, with a Gantt chart."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from piper_cli.common import BandwidthOpt, BatchOpt, DevicesOpt, JsonOpt, MemoryOpt, cli_errors, load_with_overrides, print_json_line, stdout
+from piper_ilp.files import check_writable
+from piper_ilp.plan import load_plan
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("simulate")
+    @cli_errors
+    def simulate_command(
+        instance: Annotated[str, typer.Argument(help="Instance JSON.")],
+        plan: Annotated[str, typer.Argument(help="Plan JSON (e.g. from solve -o).")],
+        schedule: Annotated[str, typer.Option("--schedule", help="1f1b (no flush), 1f1b-flush or gpipe.")] = "1f1b",
+        pipeline: Annotated[str, typer.Option("--pipeline", help="sequential or graph (stages form a DAG).")] = "sequential",
+        microbatches: Annotated[Optional[int], typer.Option("--microbatches", min=1, help="Microbatches to simulate (default: N for the flush schedules, max(8N, 64) for 1f1b).", show_default=False)] = None,
+        forward_fraction: Annotated[float, typer.Option("--forward-fraction", help="Share of a microbatch's work done in the forward pass (1 = one task per microbatch and stage).")] = 1.0 / 3.0,
+        gantt: Annotated[Optional[str], typer.Option("--gantt", help="Write a Gantt chart (.png or .svg).", show_default=False)] = None,
+        gantt_microbatches: Annotated[int, typer.Option("--gantt-microbatches", min=1, help="Draw the chart up to the time this many microbatches took.")] = 24,
+        json_out: JsonOpt = False,
+        devices: DevicesOpt = None,
+        memory: MemoryOpt = None,
+        batch: BatchOpt = None,
+        bandwidth: BandwidthOpt = None,
+    ) -> None:
+        """Simulate PLAN's pipeline schedule event by event and compare it with the model: the
+        steady-state period against max TPS, the batch time against sec. 9's formula, and each
+        replica's peak microbatches in flight against the model's y."""
+        from compare.plot import gantt_chart
+        from compare.simulate import simulate
+
+        if gantt:
+            check_writable(gantt, "Gantt chart")
+        inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
+        sim = simulate(inst, load_plan(plan), schedule=schedule, pipeline=pipeline, microbatches=microbatches,
+                       forward_fraction=forward_fraction)
+        if gantt:
+            finish: dict[int, float] = {}
+            for t in sim.tasks:
+                finish[t.mb] = max(finish.get(t.mb, 0.0), t.end)
+            cut = sorted(finish.values())[min(gantt_microbatches, len(finish)) - 1]
+            gantt_chart(sim, gantt, until=cut)
+        if json_out:
+            print_json_line(sim.to_dict())
+            return
+        stdout.print(f"{schedule}, {pipeline} pipeline, {sim.microbatches} microbatches simulated", markup=False)
+        stdout.print(f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g}; ratio {sim.period / sim.max_tps:.4f})", markup=False)
+        stdout.print(f"batch time  {sim.batch_time:.6g} s simulated, {sim.model_batch_time:.6g} s by the model (sec. 9)", markup=False)
+        stdout.print("stage   d   t        TPS  y model  peak in flight", markup=False)
+        for s in sim.stages:
+            flag = "  > model" if s["peak_in_flight"] > s["y_model"] else ""
+            stdout.print(f"{s['stage']:5d} {s['d']:3d} {s['t']:3d} {s['tps']:10.4g} {s['y_model']:8d} {s['peak_in_flight']:15d}{flag}", markup=False)
+        if gantt:
+            stdout.print(f"wrote {gantt}", markup=False)

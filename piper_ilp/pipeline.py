@@ -1,0 +1,143 @@
+"""Pipelining beyond sec. 2-3: the stage graph, microbatches in flight, batch time (contract
+secs. 8 and 9), each equation written once.
+
+For a plan with stages 0..m-1 (pipeline order) and data-parallel degrees d_i:
+
+* the *stage graph* has an arc i -> j (i != j) whenever some edge (u -> v) has u in stage i
+  and v in stage j (:func:`stage_graph`);
+* microbatches in flight (:func:`in_flight`): sequential pipelining, h_i = s_i = d_i + ... +
+  d_last (the suffix sum of sec. 2); graph pipelining, h_i = d_i + max over arcs i -> j of
+  h_j (h_i = d_i without successors);
+* microbatches each replica holds (:func:`microbatches_held`): y_i = ceil(h_i / d_i) under
+  ``1f1b`` and ``1f1b-flush``; y_i = N / d_i under ``gpipe`` (all forwards first);
+* the batch limit: sum_i d_i <= N (sequential) or max_i h_i <= N (graph)
+  (:func:`batch_limit_ok`);
+* batch time with a flush per batch (:func:`batch_time`): tau_i = d_i TPS_i, and
+  T_batch = (N - 1) max_i TPS_i + the longest stage-graph path of tau_i (sequential: the
+  sum of all tau_i).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from piper_ilp.cost import microbatches_in_flight
+from piper_ilp.instance import Instance
+from piper_ilp.plan import Plan
+
+__all__ = [
+    "PIPELINES",
+    "SCHEDULES",
+    "stage_graph",
+    "in_flight",
+    "microbatches_held",
+    "batch_limit_ok",
+    "batch_time",
+]
+
+PIPELINES = ("sequential", "graph")
+SCHEDULES = ("1f1b", "1f1b-flush", "gpipe")
+
+
+def stage_graph(instance: Instance, plan: Plan) -> list[set[int]]:
+    """The successors of each stage in the stage graph (sec. 8).
+
+    Examples
+    --------
+    >>> from piper_ilp.instance import instance_from_dict
+    >>> from piper_ilp.plan import Plan, Stage
+    >>> o = {"id": "v", "timePerSample": 1, "parameterSize": 0, "memoryUsageA": 0,
+    ...      "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
+    >>> def node(i, fw, bw):
+    ...     return {"id": i, "TMPCs": {"1": [dict(o, syncTimeFw={str(u): 0 for u in fw},
+    ...                                          syncTimeBw={str(x): 0 for x in bw})]}}
+    >>> inst = instance_from_dict({"maxDevices": 4, "maxMemoryPerDevice": 1, "bandwidth": 1,
+    ...     "mbsInBatch": 4, "nodes": [node(0, [], [1, 2]), node(1, [0], [3]), node(2, [0], [3]),
+    ...     node(3, [1, 2], [])], "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0},
+    ...     {"sourceId": 0, "destId": 2, "communicationCost": 0},
+    ...     {"sourceId": 1, "destId": 3, "communicationCost": 0},
+    ...     {"sourceId": 2, "destId": 3, "communicationCost": 0}]})
+    >>> plan = Plan(tuple(Stage((v,), 1, 1, {v: "v"}) for v in range(4)))
+    >>> stage_graph(inst, plan)
+    [{1, 2}, {3}, {3}, set()]
+    """
+    where = {v: i for i, st in enumerate(plan.stages) for v in st.nodes}
+    succ: list[set[int]] = [set() for _ in plan.stages]
+    for e in instance.edges:
+        i, j = where.get(e.src), where.get(e.dst)
+        if i is not None and j is not None and i != j:
+            succ[i].add(j)
+    return succ
+
+
+def _check(choice: str, allowed: Sequence[str], what: str) -> None:
+    if choice not in allowed:
+        raise ValueError(f"{what} must be one of {', '.join(allowed)}, got {choice!r}")
+
+
+def in_flight(d: Sequence[int], successors: Sequence[set[int]], pipeline: str = "sequential") -> list[int]:
+    """h_i for every stage (sec. 8); ``successors`` from :func:`stage_graph` (stages in a
+    topological order of it, as every valid plan lists them).
+
+    Examples
+    --------
+    >>> in_flight([1, 1, 1, 1], [{1, 2}, {3}, {3}, set()], "sequential")
+    [4, 3, 2, 1]
+    >>> in_flight([1, 1, 1, 1], [{1, 2}, {3}, {3}, set()], "graph")
+    [3, 2, 2, 1]
+    """
+    _check(pipeline, PIPELINES, "pipeline")
+    m = len(d)
+    h = [0] * m
+    for i in range(m - 1, -1, -1):
+        if pipeline == "sequential":
+            h[i] = d[i] + (h[i + 1] if i + 1 < m else 0)
+        else:
+            h[i] = d[i] + max((h[j] for j in successors[i]), default=0)
+    return h
+
+
+def microbatches_held(h: int, d: int, N: int, schedule: str = "1f1b") -> int:
+    """y_i, the microbatches one replica of a stage holds (secs. 2, 8, 9).
+
+    Examples
+    --------
+    >>> microbatches_held(5, 2, 8, "1f1b"), microbatches_held(5, 2, 8, "gpipe")
+    (3, 4)
+    """
+    _check(schedule, SCHEDULES, "schedule")
+    if schedule == "gpipe":
+        return N // d
+    return microbatches_in_flight(h, d)
+
+
+def batch_limit_ok(d: Sequence[int], h: Sequence[int], N: int, pipeline: str = "sequential") -> bool:
+    """sum_i d_i <= N (sequential) or max_i h_i <= N (graph)."""
+    _check(pipeline, PIPELINES, "pipeline")
+    if pipeline == "sequential":
+        return sum(d) <= N
+    return max(h, default=0) <= N
+
+
+def batch_time(tps: Sequence[float], d: Sequence[int], successors: Sequence[set[int]], N: int, pipeline: str = "sequential") -> float:
+    """T_batch = (N - 1) max_i TPS_i + the longest path of tau_i = d_i TPS_i (sec. 9).
+
+    Examples
+    --------
+    >>> batch_time([1.0, 2.0, 1.0], [1, 1, 1], [{1}, {2}, set()], 4)
+    10.0
+    >>> batch_time([1.0, 2.0, 1.0], [1, 1, 1], [{2}, {2}, set()], 4, "graph")
+    9.0
+    """
+    _check(pipeline, PIPELINES, "pipeline")
+    m = len(tps)
+    tau = [d[i] * tps[i] for i in range(m)]
+    if pipeline == "sequential":
+        path = math.fsum(tau)
+    else:
+        longest = [0.0] * m
+        for i in range(m - 1, -1, -1):
+            longest[i] = tau[i] + max((longest[j] for j in successors[i]), default=0.0)
+        path = max(longest, default=0.0)
+    return (N - 1) * max(tps, default=0.0) + path
