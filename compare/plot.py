@@ -6,7 +6,8 @@ Sweeps:
 One line per variant (and per combination of the settings that are not on the x axis, when
 the sweep varied more than one): TPS (seconds per sample) or throughput (samples per
 second) against K (``devices``), M (``memory``), N (``batch``) or B (``bandwidth``).
-Axes are logarithmic where the values are positive and span more than a factor of 10.
+Each variant has its own colour and marker (lines that coincide stay visible). Axes are
+logarithmic where the values are positive and span more than a factor of 10.
 Runs without a plan (infeasible, refused) are left out of their line.
 """
 
@@ -78,12 +79,13 @@ def plot_rows(rows: Sequence[dict], out: str | Path, *, x: str = "devices", metr
     variants = sorted({key[0] for key in lines})
     combos = sorted({key[1:] for key in lines}, key=str)
     colors = {v: f"C{i % 10}" for i, v in enumerate(variants)}
+    markers = {v: "os^vDxP*"[i % 8] for i, v in enumerate(variants)}
     styles = {c: ("-", "--", ":", "-.")[i % 4] for i, c in enumerate(combos)}
     for key, pts in sorted(lines.items(), key=lambda kv: str(kv[0])):
         pts.sort()
         label = key[0] + "".join(f", {_setting_text(f, v)}" for f, v in key[1:])
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=label,
-                color=colors[key[0]], linestyle=styles[key[1:]])
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=markers[key[0]], markersize=5, label=label,
+                color=colors[key[0]], linestyle=styles[key[1:]], fillstyle="none", linewidth=1.2)
     xs = [p[0] for pts in lines.values() for p in pts]
     ys = [p[1] for pts in lines.values() for p in pts]
     if _log_fits(xs):
