@@ -24,7 +24,7 @@ def _root() -> None:
 
 
 def _register() -> None:
-    from piper_cli import bench_cmds, compare_cmds, evaluate_cmd, simulate_cmd, solve_cmd, sweep_cmds
+    from piper_cli import bench_cmds, compare_cmds, evaluate_cmd, ladder_cmd, simulate_cmd, solve_cmd, sweep_cmds
 
     evaluate_cmd.register(app)
     solve_cmd.register(app)
@@ -32,6 +32,7 @@ def _register() -> None:
     bench_cmds.register(app)
     sweep_cmds.register(app)
     simulate_cmd.register(app)
+    ladder_cmd.register(app)
 
 
 _register()

@@ -1,0 +1,116 @@
+"""Running campaign and sweep jobs on dask.distributed (``--scheduler``).
+
+:func:`run_on_dask` sends every job to a dask cluster, one task per job, and hands each
+result to ``write`` in this process as soon as it arrives, so results stream to
+``results.jsonl`` and an interrupted run resumes from what was written. The cluster is
+either an existing one (``scheduler="tcp://HOST:PORT"``) or a ``LocalCluster`` of worker
+processes that this function starts and stops itself (``scheduler="local"``). A worker
+that dies loses at most its running task: the scheduler reruns it on another worker (dask
+gives up on a task that killed ``allowed_failures`` workers; that task is reported).
+
+dask is optional (``pip install 'piper-ilp[distributed]'``); :func:`dask_available` says
+whether it is installed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Iterable
+
+from piper_ilp.errors import InputError, InternalError
+
+__all__ = ["dask_available", "run_on_dask"]
+
+
+def dask_available() -> bool:
+    """True when dask.distributed can be imported."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _client(scheduler: str, workers: int):
+    """A client of an existing cluster, or of a local cluster started here (returned too)."""
+    from distributed import Client, LocalCluster
+
+    if scheduler == "local":
+        cluster = LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+            silence_logs=logging.ERROR, host="127.0.0.1",
+        )
+        return Client(cluster), cluster
+    if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
+        raise InputError(f"--scheduler {scheduler!r}: expected 'local' or an address like tcp://HOST:PORT")
+    try:
+        return Client(scheduler, timeout="10s"), None
+    except (OSError, TimeoutError) as exc:
+        raise InputError(f"--scheduler {scheduler}: cannot reach the dask scheduler ({exc})") from None
+
+
+def run_on_dask(
+    fn: Callable[[Any], dict],
+    jobs: Iterable[Any],
+    write: Callable[[dict], None],
+    *,
+    scheduler: str = "local",
+    workers: int = 2,
+    stop: Callable[[], bool] = lambda: False,
+    poll: float = 0.2,
+    name: Callable[[Any], str] = str,
+) -> None:
+    """Run ``fn(job)`` for every job on a dask cluster; ``write(result)`` here as each ends.
+
+    Parameters
+    ----------
+    fn : callable
+        A module-level function (it is pickled to the workers).
+    scheduler : str
+        ``"local"`` (start a LocalCluster of ``workers`` processes here) or a scheduler address.
+    stop : callable
+        Polled every ``poll`` seconds; when it returns True the remaining tasks are cancelled
+        and the function returns (the caller decides what an interrupt means).
+    name : callable
+        A job's name, for the error when a task fails.
+
+    Raises
+    ------
+    InputError
+        The scheduler address is malformed or cannot be reached.
+    InternalError
+        A task failed (its exception, or a task that killed its workers), after the
+        results that arrived before it were written.
+    """
+    from distributed import wait
+
+    jobs = list(jobs)
+    if not jobs:
+        return
+    client, cluster = _client(scheduler, workers)
+    futures = []
+    try:
+        futures = client.map(fn, jobs, pure=False)
+        job_of = {f.key: j for f, j in zip(futures, jobs)}
+        pending = set(futures)
+        while pending and not stop():
+            try:
+                done, pending = wait(pending, timeout=poll, return_when="FIRST_COMPLETED")
+            except TimeoutError:  # nothing finished within poll
+                continue
+            for f in sorted(done, key=lambda f: futures.index(f)):
+                if f.status != "finished":
+                    exc = f.exception()
+                    raise InternalError(
+                        f"job {name(job_of[f.key])} failed on the dask cluster: {type(exc).__name__}: {exc}; "
+                        "the finished results are saved, rerun with --resume to go on"
+                    )
+                write(f.result())
+    finally:
+        try:
+            client.cancel(futures, force=True)
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
+        client.close()
+        if cluster is not None:
+            cluster.close()
