@@ -164,7 +164,11 @@ def plan_to_dict(plan: Plan) -> dict:
 
 def plan_metadata(instance, *, method: str, restrictions: Mapping[str, Any] | None = None, mode: str | None = None) -> dict:
     """The record a saved plan carries of what it was solved for: the instance's
-    fingerprint, K, M, N, B, the restrictions, the method and its mode, and the version."""
+    fingerprint, K, M, N, B, the restrictions, the method and its mode, and the version.
+
+    ``instance`` is the instance as loaded, with the command line's settings applied but
+    before any restriction removes options (:meth:`Restrictions.apply` changes the
+    fingerprint): ``evaluate`` compares the fingerprint with the file it is given."""
     from piper_ilp import __version__  # noqa: PLC0415 (the package imports this module)
 
     return {
