@@ -471,6 +471,8 @@ def _parse_float(text: str) -> float | _Refused:
     x = float(text)
     if not math.isfinite(x):
         return _Refused(f"{text[:20]} overflows a float (must be finite, at most {VALUE_MAX:g})")
+    if x == 0 and re.search(r"[1-9]", re.split(r"[eE]", text)[0]):
+        return _Refused(f"{text[:20]} underflows to 0 (the supported range is {_VALUE_RANGE})")
     return x
 
 
@@ -554,7 +556,7 @@ def _first_refused(tree: Any) -> tuple[str, str]:
         if isinstance(obj, _Refused):
             return where, obj.why
         if isinstance(obj, _Object) and obj.duplicate:
-            return where, f"key {obj.duplicate!r} appears twice in one object"
+            return where, f"key {_short(obj.duplicate)} appears twice in one object"
         if isinstance(obj, dict):
             items = [(v, _join(path, k), node) for k, v in obj.items()]
         elif isinstance(obj, list):
@@ -572,6 +574,7 @@ def _first_refused(tree: Any) -> tuple[str, str]:
 
 
 def _join(path: str, key: str) -> str:
+    key = key if len(key) <= 40 else key[:37] + "..."
     part = key if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) else json.dumps(key)
     if path == "top level":
         return part if not part.startswith('"') else f"[{part}]"
@@ -828,7 +831,7 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
             options[t] = tuple(opts)
         options = dict(sorted(options.items()))
         if 1 not in options:
-            warnings.append(f"{source}: node {nid} has no option for t = 1; it can only sit in stages with t in {sorted(options)}")
+            warnings.append(f"{display_path(source)}: node {nid} has no option for t = 1; it can only sit in stages with t in {sorted(options)}")
         nodes.append(Node(nid, name, options))
 
     return Instance(K=K, M=M, B=B, N=N, nodes=tuple(nodes), edges=tuple(edges), source=source, warnings=tuple(warnings))

@@ -135,6 +135,8 @@ for key, k, lit, rng in [
 ]:
     case(f"{key} = {lit[:12]} out of range", with_value(key, k, lit), key, rng)
 case("float overflow", with_value("memoryUsageB", 1, "1e999"), "memoryUsageB", "finite")
+case("float underflow", with_value("timePerSample", 4, "2.5e-400"), "timePerSample", "underflows to 0")
+case("long key repeated", with_extra('{"' + "k" * 5000 + '":1,"' + "k" * 5000 + '":2}'), "comment", "appears twice")
 case("t beyond the device range", COMPACT.replace('"TMPCs":{"1":', '"TMPCs":{"2000000":', 1), "t = '2000000'", "[1, 1048576]")
 
 
