@@ -98,6 +98,9 @@ def plan_from_dict(data: Any, source: str = "<plan>") -> Plan:
         items: list[tuple[int, Any]] = []
         if isinstance(tm, dict):
             for k, v in tm.items():
+                if _is_int(k):  # a dict built in Python
+                    items.append((node_id(k, f"{where}.TMPCids[{k}]"), v))
+                    continue
                 if not (isinstance(k, str) and _CANONICAL_INT.fullmatch(k) and len(k) <= 20):
                     fail(f"{where}.TMPCids", f"key {_short(k)} is not a node id (an integer without '+', spaces or leading zeros)")
                 items.append((node_id(int(k), f"{where}.TMPCids[{k!r}]"), v))
