@@ -67,7 +67,7 @@ MAX_JSON_DEPTH = 64
 #: K (maxDevices) and every tensor-parallel degree t lie in [1, MAX_DEVICES].
 MAX_DEVICES = 2**20
 #: N (mbsInBatch) lies in [1, MAX_BATCH]; with d <= K, every product d * N, t * d, K * N
-#: of two counts stays below 2**60, exact in a 64-bit integer and in a float.
+#: of two counts is at most 2**60: exact in a 64-bit integer and in a float.
 MAX_BATCH = 2**40
 #: Node ids are 64-bit signed integers.
 ID_MIN, ID_MAX = -(2**63), 2**63 - 1
