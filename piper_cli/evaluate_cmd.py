@@ -13,12 +13,13 @@ from piper_cli.common import (
     JsonOpt,
     MemoryOpt,
     cli_errors,
+    fail,
     load_with_overrides,
     print_json_line,
     stdout,
 )
 from piper_cli.format import stage_table
-from piper_ilp.evaluate import RULES, evaluate
+from piper_ilp.evaluate import RULES, check_plan_matches, evaluate
 from piper_ilp.plan import load_plan
 
 
@@ -66,14 +67,27 @@ def register(app: typer.Typer) -> None:
         batch: BatchOpt = None,
         bandwidth: BandwidthOpt = None,
         json_out: JsonOpt = False,
+        ignore_metadata: Annotated[
+            bool,
+            typer.Option(
+                "--ignore-metadata",
+                help="Evaluate even when the plan was made for another instance or other settings.",
+            ),
+        ] = False,
     ) -> None:
         """Check PLAN against INSTANCE (cost model sec. 2) and print its per-stage TPS (sec. 3).
 
         Exit 0 for a valid plan, 1 for an invalid one (every violated rule is listed),
-        2 for bad input.
+        2 for bad input, and 2 (one line) for a plan that does not belong to the
+        instance: its metadata names another model or other K, M, N, B, or, with no
+        metadata, its node ids are not the instance's (--ignore-metadata evaluates anyway).
         """
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
         p = load_plan(plan)
+        if not ignore_metadata:
+            mismatch = check_plan_matches(inst, p)
+            if mismatch is not None:
+                fail(f"error: {plan}: {mismatch} (--ignore-metadata evaluates it anyway)", 2)
         ev = evaluate(inst, p)
         if json_out:
             print_json_line(evaluation_to_dict(inst, plan, ev))

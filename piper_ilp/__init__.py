@@ -10,7 +10,7 @@ The public API::
 """
 
 from piper_ilp.errors import InputError, InternalError
-from piper_ilp.evaluate import Evaluation, evaluate
+from piper_ilp.evaluate import Evaluation, check_plan_matches, evaluate
 from piper_ilp.instance import Instance, Node, Option, load_instance, parse_size, save_instance
 from piper_ilp.plan import Plan, Stage, load_plan, save_plan
 
@@ -26,6 +26,7 @@ __all__ = [
     "Stage",
     "Evaluation",
     "evaluate",
+    "check_plan_matches",
     "load_instance",
     "save_instance",
     "load_plan",

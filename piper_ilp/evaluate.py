@@ -13,7 +13,7 @@ from piper_ilp.cost import StageCost, memory_fits, microbatches_in_flight, stage
 from piper_ilp.instance import Instance, Option
 from piper_ilp.plan import Plan
 
-__all__ = ["Violation", "StageReport", "Evaluation", "evaluate"]
+__all__ = ["Violation", "StageReport", "Evaluation", "evaluate", "check_plan_matches"]
 
 RULES = {
     1: "every node in exactly one stage, no empty stage",
@@ -212,9 +212,60 @@ def evaluate(instance: Instance, plan: Plan) -> Evaluation:
             memory = stage_memory(st.nodes, opts, y)
             cost = stage_cost(instance, st.nodes, st.d, opts)
             if not memory_fits(memory, M):
-                V.append(
-                    Violation(6, f"memory {memory:.6g} bytes with y = {y} exceeds M = {M:.6g}", stage=i)
-                )
+                used, limit = f"{memory:.6g}", f"{M:.6g}"
+                if used == limit:  # show the digits that differ
+                    used, limit = repr(memory), repr(M)
+                V.append(Violation(6, f"memory {used} bytes with y = {y} exceeds M = {limit}", stage=i))
         reports.append(StageReport(i, tuple(st.nodes), st.d, st.t, suffix[i], y, memory, M, cost))
 
     return Evaluation(stages=reports, violations=V, devices=devices, sum_d=sum_d)
+
+
+def check_plan_matches(instance: Instance, plan: Plan, *, shown: int = 3) -> str | None:
+    """Whether ``plan`` belongs to ``instance`` at all, before its rules are checked.
+
+    With metadata (written by :func:`piper_ilp.plan.save_plan`): the plan's instance
+    fingerprint must equal ``instance.fingerprint()`` and its K, M, N, B the settings
+    being evaluated. Without a fingerprint: the plan's node ids must be exactly the
+    instance's node ids.
+
+    Returns
+    -------
+    str or None
+        None when the plan belongs to the instance, else one line saying why not
+        (which settings differ, or how many node ids are unknown or missing, with up
+        to ``shown`` of each).
+    """
+    meta = plan.metadata or {}
+    if meta.get("instance") is not None:
+        have = instance.fingerprint()
+        if meta["instance"] != have:
+            return (
+                f"the plan was made for another model (instance fingerprint {meta['instance']}; "
+                f"this instance is {have})"
+            )
+        differ = [
+            f"{name} = {meta[name]!r} (evaluating with {value!r})"
+            for name, value in (("K", instance.K), ("M", instance.M), ("N", instance.N), ("B", instance.B))
+            if meta.get(name) is not None and meta[name] != value
+        ]
+        if differ:
+            return "the plan was solved for other settings: " + ", ".join(differ)
+        return None
+    in_plan = {v for st in plan.stages for v in st.nodes}
+    ids = set(instance.node_ids)
+    unknown = sorted(in_plan - ids)
+    missing = sorted(ids - in_plan)
+    if not unknown and not missing:
+        return None
+    parts = []
+    if unknown:
+        parts.append(f"{len(unknown)} of its node ids are not in the instance ({_few(unknown, shown)})")
+    if missing:
+        parts.append(f"{len(missing)} of the instance's {len(ids)} nodes are in no stage ({_few(missing, shown)})")
+    return "the plan does not fit this instance: " + "; ".join(parts)
+
+
+def _few(ids: list[int], shown: int) -> str:
+    head = ", ".join(str(v) for v in ids[:shown])
+    return head + (", ..." if len(ids) > shown else "")

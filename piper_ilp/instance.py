@@ -14,9 +14,13 @@ per incoming / outgoing edge).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
+import operator
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -37,7 +41,48 @@ __all__ = [
     "save_instance",
     "parse_size",
     "parse_count",
+    "display_path",
+    "MAX_FILE_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_DEVICES",
+    "MAX_BATCH",
+    "MAX_NODES",
+    "MAX_EDGES",
+    "ID_MIN",
+    "ID_MAX",
+    "VALUE_MIN",
+    "VALUE_MAX",
 ]
+
+
+# --------------------------------------------------------------------------------------
+# Supported ranges (README "Limits"): every finite non-negative input inside them is
+# handled exactly; anything outside is refused at load time with one line.
+# --------------------------------------------------------------------------------------
+
+#: Largest instance or plan file read (bytes); larger files are refused before reading.
+MAX_FILE_BYTES = 256 * 2**20
+#: Deepest JSON nesting accepted (the formats need 6 levels).
+MAX_JSON_DEPTH = 64
+#: K (maxDevices) and every tensor-parallel degree t lie in [1, MAX_DEVICES].
+MAX_DEVICES = 2**20
+#: N (mbsInBatch) lies in [1, MAX_BATCH]; with d <= K, every product d * N, t * d, K * N
+#: of two counts is at most 2**60: exact in a 64-bit integer and in a float.
+MAX_BATCH = 2**40
+#: Node ids are 64-bit signed integers.
+ID_MIN, ID_MAX = -(2**63), 2**63 - 1
+#: Every size and time (p, w, a, b, sfw, sbw, c) is 0 or in [VALUE_MIN, VALUE_MAX];
+#: M and B are in [VALUE_MIN, VALUE_MAX]. With the count limits, any sum over a stage
+#: (at most MAX_NODES * (VALUE_MAX * MAX_BATCH + VALUE_MAX) < 1e49) and any product or
+#: quotient of up to four such numbers and two counts stays within [1e-200, 1e200]:
+#: finite, and far from the subnormal floats.
+VALUE_MIN, VALUE_MAX = 1e-30, 1e30
+#: Most nodes and edges in one instance.
+MAX_NODES = 2**20
+MAX_EDGES = 2**24
+
+_VALUE_RANGE = f"0 or within [{VALUE_MIN:g}, {VALUE_MAX:g}]"
+_SETTING_RANGE = f"within [{VALUE_MIN:g}, {VALUE_MAX:g}]"
 
 
 @dataclass(frozen=True)
@@ -101,7 +146,28 @@ class Instance:
     edges: tuple[Edge, ...]
     source: str = "<instance>"
     warnings: tuple[str, ...] = ()
-    _cache: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
+    # derived views, built once in __post_init__ (never mutated afterwards)
+    _node: dict = field(init=False, repr=False, compare=False)
+    _graph: nx.DiGraph = field(init=False, repr=False, compare=False)
+    _in_edges: dict = field(init=False, repr=False, compare=False)
+    _out_edges: dict = field(init=False, repr=False, compare=False)
+    _t_values: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        node = {n.id: n for n in self.nodes}
+        ins: dict[int, list[tuple[int, float]]] = {n.id: [] for n in self.nodes}
+        outs: dict[int, list[tuple[int, float]]] = {n.id: [] for n in self.nodes}
+        for e in self.edges:
+            ins.setdefault(e.dst, []).append((e.src, e.c))
+            outs.setdefault(e.src, []).append((e.dst, e.c))
+        g = nx.DiGraph()
+        g.add_nodes_from(node)
+        g.add_edges_from((e.src, e.dst, {"c": e.c}) for e in self.edges)
+        object.__setattr__(self, "_node", node)
+        object.__setattr__(self, "_graph", g)
+        object.__setattr__(self, "_in_edges", ins)
+        object.__setattr__(self, "_out_edges", outs)
+        object.__setattr__(self, "_t_values", tuple(sorted({t for n in self.nodes for t in n.options})))
 
     def fingerprint(self) -> str:
         """A short hash of the model itself (nodes, options, edges), without the settings
@@ -114,52 +180,35 @@ class Instance:
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
-    # ---- derived views (computed once, cached) ----
+    # ---- derived views (built once, at construction) ----
     @property
     def node_ids(self) -> list[int]:
         return [n.id for n in self.nodes]
 
     @property
     def node(self) -> dict[int, Node]:
-        """Node by id."""
-        if "node" not in self._cache:
-            self._cache["node"] = {n.id: n for n in self.nodes}
-        return self._cache["node"]
+        """Node by id. Do not mutate."""
+        return self._node
 
     @property
     def graph(self) -> nx.DiGraph:
         """The layer graph as a networkx DiGraph (edge attribute ``c``). Do not mutate."""
-        if "graph" not in self._cache:
-            g = nx.DiGraph()
-            g.add_nodes_from(self.node_ids)
-            g.add_edges_from((e.src, e.dst, {"c": e.c}) for e in self.edges)
-            self._cache["graph"] = g
-        return self._cache["graph"]
+        return self._graph
 
     @property
     def in_edges(self) -> dict[int, list[tuple[int, float]]]:
-        """For each node id v: the list of (u, c(u, v)) over its incoming edges."""
-        if "in_edges" not in self._cache:
-            ins: dict[int, list[tuple[int, float]]] = {n.id: [] for n in self.nodes}
-            for e in self.edges:
-                ins[e.dst].append((e.src, e.c))
-            self._cache["in_edges"] = ins
-        return self._cache["in_edges"]
+        """For each node id v: the list of (u, c(u, v)) over its incoming edges. Do not mutate."""
+        return self._in_edges
 
     @property
     def out_edges(self) -> dict[int, list[tuple[int, float]]]:
-        """For each node id v: the list of (x, c(v, x)) over its outgoing edges."""
-        if "out_edges" not in self._cache:
-            outs: dict[int, list[tuple[int, float]]] = {n.id: [] for n in self.nodes}
-            for e in self.edges:
-                outs[e.src].append((e.dst, e.c))
-            self._cache["out_edges"] = outs
-        return self._cache["out_edges"]
+        """For each node id v: the list of (x, c(v, x)) over its outgoing edges. Do not mutate."""
+        return self._out_edges
 
     @property
     def t_values(self) -> list[int]:
         """All tensor-parallel degrees that some node offers, ascending."""
-        return sorted({t for n in self.nodes for t in n.options})
+        return list(self._t_values)
 
     def with_settings(
         self,
@@ -168,19 +217,36 @@ class Instance:
         N: int | None = None,
         B: float | None = None,
     ) -> "Instance":
-        """A copy with the cluster settings overridden (None keeps the value)."""
+        """A copy with the cluster settings overridden (None keeps the value).
+
+        Raises
+        ------
+        InputError
+            When a value is outside its supported range (K in [1, MAX_DEVICES], N in
+            [1, MAX_BATCH], M and B in [VALUE_MIN, VALUE_MAX]); one line naming it.
+        """
         changes: dict[str, Any] = {}
-        for name, value, kind in (("K", K, int), ("M", M, float), ("N", N, int), ("B", B, float)):
+        for name, value in (("K", K), ("M", M), ("N", N), ("B", B)):
             if value is None:
                 continue
-            if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise InputError(f"{self.source}: setting {name} must be an integer >= 1, got {value!r}")
-            if kind is float and not (_is_number(value) and math.isfinite(value) and value > 0):
-                raise InputError(f"{self.source}: setting {name} must be a finite number > 0, got {value!r}")
-            changes[name] = kind(value)
+            field_name = _SETTING_FIELDS[name]
+            if name in ("K", "N"):
+                hi = MAX_DEVICES if name == "K" else MAX_BATCH
+                if not _is_int(value) or not 1 <= value <= hi:
+                    raise InputError(
+                        f"{display_path(self.source)}: setting {name} ({field_name}) must be an integer within [1, {hi}], got {_short(value)}"
+                    )
+                changes[name] = int(value)
+            else:
+                x = _as_float(value)
+                if x is None or not VALUE_MIN <= x <= VALUE_MAX:
+                    raise InputError(
+                        f"{display_path(self.source)}: setting {name} ({field_name}) must be a number {_SETTING_RANGE}, got {_short(value)}"
+                    )
+                changes[name] = x
         if not changes:
             return self
-        return dataclasses.replace(self, _cache={}, **changes)
+        return dataclasses.replace(self, **changes)
 
     def with_options(self, keep) -> "Instance":
         """A copy keeping only the options for which ``keep(node, t, option)`` is true.
@@ -196,7 +262,7 @@ class Instance:
                 if kept:
                     opts[t] = kept
             nodes.append(Node(n.id, n.name, opts))
-        return dataclasses.replace(self, nodes=tuple(nodes), _cache={})
+        return dataclasses.replace(self, nodes=tuple(nodes))
 
 
 # --------------------------------------------------------------------------------------
@@ -263,7 +329,7 @@ def parse_count(text: str | int, what: str) -> int:
 
 
 # --------------------------------------------------------------------------------------
-# Loading and validation
+# Reading JSON strictly
 # --------------------------------------------------------------------------------------
 
 
@@ -275,30 +341,244 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not allowed (numbers must be finite)")
+def display_path(path: str | Path) -> str:
+    """``path`` as shown in messages: as given, or quoted when it holds a line break or
+    another unprintable character (a message is always one line)."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)
 
 
-def _read_json(path: str | Path) -> Any:
-    p = Path(path)
+class _Refused:
+    """A JSON value the strict reader refuses, kept in place so that the walk after
+    parsing can name where it sits (see :func:`_first_refused`)."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str):
+        self.why = why
+
+
+class _Object(dict):
+    """A JSON object that had a key twice (the first repeated key in ``duplicate``)."""
+
+    duplicate: str = ""
+
+
+#: Integer literals longer than this are beyond every supported range (1e40 > VALUE_MAX).
+_MAX_INT_DIGITS = 40
+_STRING_RE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+_BRACKET_OR_QUOTE = re.compile(rb'[\[\]{}"]')
+#: A node id written as a JSON object key: no sign "+", no leading zeros, no spaces or "_".
+_CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]*")
+#: A tensor-parallel degree t written as a key.
+_CANONICAL_POSITIVE = re.compile(r"[1-9][0-9]*")
+
+
+def _read_bytes(path: str | Path, limit: int) -> bytes:
+    """The bytes of a regular file, at most ``limit``; anything else is refused without
+    blocking and without reading (a FIFO, a device, a folder, a socket)."""
+    name = display_path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a JSON file") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError(f"{name}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{name}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    kind = _file_kind(st.st_mode)
+    if kind:
+        raise InputError(f"{name}: is a {kind}, not a regular file")
+    if st.st_size > limit:
+        raise InputError(f"{name}: is {st.st_size} bytes, more than the limit of {limit} bytes ({limit / 2**20:g} MiB)")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
     except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+        raise InputError(f"{name}: cannot read ({exc.strerror or exc})") from None
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        kind = _file_kind(os.fstat(fd).st_mode)  # replaced between the stat and the open
+        if kind:
+            raise InputError(f"{name}: is a {kind}, not a regular file")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise InputError(f"{name}: is more than the limit of {limit} bytes ({limit / 2**20:g} MiB)")
+    return b"".join(chunks)
+
+
+def _file_kind(mode: int) -> str | None:
+    """None for a regular file, else what it is."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, kind in (
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISFIFO, "FIFO (named pipe)"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+    ):
+        if test(mode):
+            return kind
+    return "special file"
+
+
+def _too_deep(data: bytes, limit: int) -> int | None:
+    """The byte offset where the JSON text first nests deeper than ``limit`` (brackets
+    inside strings do not count), or None. Runs before the parser, which recurses."""
+    brackets = _STRING_RE.sub(b"", data).translate(None, _NOT_BRACKETS)
+    if len(brackets) <= limit:
+        return None
+    # depth after the k-th bracket (k from 1) = 2 * (openings so far) - k
+    steps = brackets.translate(_BRACKET_STEP)
+    if max(map(operator.sub, itertools.accumulate(steps), itertools.count(1))) <= limit:
+        return None
+    depth = 0
+    pos = 0
+    while True:  # the failure path only: find the place, skipping strings
+        m = _BRACKET_OR_QUOTE.search(data, pos)
+        if m is None:
+            return len(data)
+        ch = m.group()
+        if ch == b'"':
+            s = _STRING_RE.match(data, m.start())
+            if s is None:
+                return m.start()
+            pos = s.end()
+            continue
+        depth += 1 if ch in b"[{" else -1
+        if depth > limit:
+            return m.start()
+        pos = m.end()
+
+
+def _parse_int(text: str) -> int | _Refused:
+    if len(text) > _MAX_INT_DIGITS:
+        return _Refused(f"an integer with {len(text.lstrip('-'))} digits is outside every supported range")
+    return int(text)
+
+
+def _parse_float(text: str) -> float | _Refused:
+    x = float(text)
+    if not math.isfinite(x):
+        return _Refused(f"{text[:20]} overflows a float (must be finite, at most {VALUE_MAX:g})")
+    if x == 0 and re.search(r"[1-9]", re.split(r"[eE]", text)[0]):
+        return _Refused(f"{text[:20]} underflows to 0 (the supported range is {_VALUE_RANGE})")
+    return x
+
+
+def _parse_constant(text: str) -> _Refused:
+    return _Refused(f"{text} is not allowed (numbers must be finite)")
+
+
+def _read_json(path: str | Path, limit: int = MAX_FILE_BYTES, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse a JSON file strictly.
+
+    Refused, with one line naming the file and the place: a file that is not a regular
+    file or is larger than ``limit`` bytes, bytes that are not UTF-8 (a UTF-8
+    byte-order mark is skipped), nesting deeper than ``max_depth``, invalid JSON, a
+    key given twice in one object, NaN / Infinity / -Infinity, a number that
+    overflows a float, and an integer literal of more than 40 digits.
+    """
+    name = display_path(path)
+    data = _read_bytes(path, limit)
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    elif data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputError(f"{name}: is UTF-16 text (it starts with a UTF-16 byte-order mark); save it as UTF-8")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start}, line {line})") from None
+    where = _too_deep(data, max_depth)
+    if where is not None:
+        line = data.count(b"\n", 0, where) + 1
+        raise InputError(f"{name}: JSON nested more than {max_depth} levels deep (line {line})")
+    refused = False
+
+    def pairs_hook(pairs):
+        nonlocal refused
+        obj = _Object(pairs)
+        if len(obj) != len(pairs):
+            refused = True
+            seen = set()
+            for k, _ in pairs:
+                if k in seen:
+                    obj.duplicate = k
+                    break
+                seen.add(k)
+        return obj
+
+    def flag(parse):
+        def hook(s):
+            nonlocal refused
+            x = parse(s)
+            if isinstance(x, _Refused):
+                refused = True
+            return x
+
+        return hook
+
+    try:
+        tree = json.loads(
+            text,
+            object_pairs_hook=pairs_hook,
+            parse_int=flag(_parse_int),
+            parse_float=flag(_parse_float),
+            parse_constant=flag(_parse_constant),
+        )
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except ValueError as exc:  # NaN / Infinity literals
-        raise InputError(f"{path}: invalid JSON: {exc}") from None
-    except RecursionError:
-        raise InputError(f"{path}: invalid JSON: nested too deeply") from None
+        raise InputError(f"{name}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:  # cannot happen after the checks above
+        raise InputError(f"{name}: invalid JSON: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    if refused:
+        place, why = _first_refused(tree)
+        raise InputError(f"{name}: {place}: {why}")
+    return tree
+
+
+def _first_refused(tree: Any) -> tuple[str, str]:
+    """The JSON path of the first refused value (document order) and the reason."""
+    stack: list[tuple[Any, str, str]] = [(tree, "top level", "")]
+    while stack:
+        obj, path, node = stack.pop()
+        where = path + node
+        if isinstance(obj, _Refused):
+            return where, obj.why
+        if isinstance(obj, _Object) and obj.duplicate:
+            return where, f"key {_short(obj.duplicate)} appears twice in one object"
+        if isinstance(obj, dict):
+            items = [(v, _join(path, k), node) for k, v in obj.items()]
+        elif isinstance(obj, list):
+            items = []
+            for i, v in enumerate(obj):
+                p = f"{path}[{i}]" if path != "top level" else f"[{i}]"
+                n = node
+                if path == "nodes" and isinstance(v, dict) and _is_int(v.get("id")):
+                    n = f" (node {v['id']})"
+                items.append((v, p, n))
+        else:
+            continue
+        stack.extend(reversed(items))
+    return "top level", "refused value"  # not reached
+
+
+def _join(path: str, key: str) -> str:
+    key = key if len(key) <= 40 else key[:37] + "..."
+    part = key if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) else json.dumps(key)
+    if path == "top level":
+        return part if not part.startswith('"') else f"[{part}]"
+    return f"{path}.{part}" if not part.startswith('"') else f"{path}[{part}]"
 
 
 def load_instance(path: str | Path) -> Instance:
@@ -322,6 +602,28 @@ def load_instance(path: str | Path) -> Instance:
     return instance_from_dict(_read_json(path), source=str(path))
 
 
+_SETTING_FIELDS = {"K": "maxDevices", "M": "maxMemoryPerDevice", "N": "mbsInBatch", "B": "bandwidth"}
+
+
+def _short(x: Any) -> str:
+    """``repr(x)`` cut to 40 characters (a huge integer is shown by its digit count)."""
+    if _is_int(x) and abs(x) >= 10**_MAX_INT_DIGITS:
+        return f"an integer with {len(str(abs(x))) if abs(x) < 10**4000 else 'more than 4000'} digits"
+    text = repr(x)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _as_float(x: Any) -> float | None:
+    """``x`` as a finite float, or None when it is not a number or not finite."""
+    if not _is_number(x):
+        return None
+    try:
+        f = float(x)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 class _Checker:
     """Field checks that raise InputError with a path-like location."""
 
@@ -329,32 +631,51 @@ class _Checker:
         self.source = source
 
     def fail(self, where: str, msg: str):
-        raise InputError(f"{self.source}: {where}: {msg}")
+        raise InputError(f"{display_path(self.source)}: {where}: {msg}")
 
-    def number(self, obj: Mapping, key: str, where: str, *, positive: bool = False) -> float:
+    def number(self, obj: Mapping, key: str, where: str, *, setting: bool = False) -> float:
+        """A size or time: 0 or within [VALUE_MIN, VALUE_MAX]; with ``setting`` (M, B)
+        within [VALUE_MIN, VALUE_MAX]. ``-0.0`` reads as 0."""
         if key not in obj:
             self.fail(where, f"missing field '{key}'")
         x = obj[key]
         if not _is_number(x):
             self.fail(f"{where}.{key}", f"expected a number, got {_describe(x)}")
-        x = float(x)
-        if not math.isfinite(x):
-            self.fail(f"{where}.{key}", "must be finite")
-        if positive and x <= 0:
-            self.fail(f"{where}.{key}", f"must be > 0, got {obj[key]!r}")
-        if x < 0:
-            self.fail(f"{where}.{key}", f"must be >= 0, got {obj[key]!r}")
-        return x
+        f = _as_float(x)
+        if f is None:
+            rng = _SETTING_RANGE if setting else _VALUE_RANGE
+            self.fail(f"{where}.{key}", f"{_short(x)} must be finite; the supported range is {rng}")
+        if f < 0 or (setting and f == 0):
+            self.fail(f"{where}.{key}", f"must be {'> 0' if setting else '>= 0'}, got {_short(x)}")
+        if (setting or f != 0) and not VALUE_MIN <= f <= VALUE_MAX:
+            rng = _SETTING_RANGE if setting else _VALUE_RANGE
+            self.fail(f"{where}.{key}", f"{_short(x)} is outside the supported range: {rng}")
+        return f + 0.0
 
-    def integer(self, obj: Mapping, key: str, where: str, *, minimum: int | None = None) -> int:
+    def integer(self, obj: Mapping, key: str, where: str, *, lo: int | None = None, hi: int | None = None) -> int:
+        """An integer; with bounds, within [lo, hi]."""
         if key not in obj:
             self.fail(where, f"missing field '{key}'")
         x = obj[key]
         if not _is_int(x):
             self.fail(f"{where}.{key}", f"expected an integer, got {_describe(x)}")
-        if minimum is not None and x < minimum:
-            self.fail(f"{where}.{key}", f"must be >= {minimum}, got {x}")
+        rng = f" (supported range [{lo}, {hi}])" if lo is not None and hi is not None else ""
+        if lo is not None and x < lo:
+            self.fail(f"{where}.{key}", f"must be >= {lo}{rng}, got {_short(x)}")
+        if hi is not None and x > hi:
+            self.fail(f"{where}.{key}", f"{_short(x)} is outside the supported range [{lo}, {hi}]")
         return x
+
+
+def _is_text(x: Any) -> bool:
+    """A str that encodes as UTF-8 (no lone surrogate from a "\\ud800" escape)."""
+    if not isinstance(x, str):
+        return False
+    try:
+        x.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _describe(x: Any) -> str:
@@ -368,7 +689,7 @@ def _describe(x: Any) -> str:
         return "an array"
     if isinstance(x, dict):
         return "an object"
-    return repr(x)
+    return _short(x)
 
 
 def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
@@ -382,13 +703,13 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
     ck = _Checker(source)
     if not isinstance(data, dict):
         ck.fail("top level", f"expected a JSON object, got {_describe(data)}")
-    K = ck.integer(data, "maxDevices", "instance", minimum=1)
-    M = ck.number(data, "maxMemoryPerDevice", "instance", positive=True)
-    B = ck.number(data, "bandwidth", "instance", positive=True)
+    K = ck.integer(data, "maxDevices", "instance", lo=1, hi=MAX_DEVICES)
+    M = ck.number(data, "maxMemoryPerDevice", "instance", setting=True)
+    B = ck.number(data, "bandwidth", "instance", setting=True)
     if "mbsInBatch" in data and "maxBatchSize" in data and data["mbsInBatch"] != data["maxBatchSize"]:
         ck.fail("instance", "both 'mbsInBatch' and its alias 'maxBatchSize' are given, with different values")
     batch_key = "mbsInBatch" if "mbsInBatch" in data or "maxBatchSize" not in data else "maxBatchSize"
-    N = ck.integer(data, batch_key, "instance", minimum=1)
+    N = ck.integer(data, batch_key, "instance", lo=1, hi=MAX_BATCH)
 
     raw_nodes = data.get("nodes")
     if "nodes" not in data:
@@ -402,6 +723,10 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
         ck.fail("instance", "missing field 'edges' (use [] for a graph with no edges)")
     if not isinstance(raw_edges, list):
         ck.fail("instance.edges", f"expected an array, got {_describe(raw_edges)}")
+    if len(raw_nodes) > MAX_NODES:
+        ck.fail("instance.nodes", f"has {len(raw_nodes)} nodes, more than the supported {MAX_NODES}")
+    if len(raw_edges) > MAX_EDGES:
+        ck.fail("instance.edges", f"has {len(raw_edges)} edges, more than the supported {MAX_EDGES}")
 
     # nodes: ids first, so that edges and sync entries can be checked against them
     ids: list[int] = []
@@ -410,7 +735,7 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
         where = f"nodes[{i}]"
         if not isinstance(rn, dict):
             ck.fail(where, f"expected an object, got {_describe(rn)}")
-        nid = ck.integer(rn, "id", where)
+        nid = ck.integer(rn, "id", where, lo=ID_MIN, hi=ID_MAX)
         if nid in seen:
             ck.fail(f"node {nid}", f"duplicate node id (nodes[{i}])")
         seen.add(nid)
@@ -460,8 +785,8 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
         nid = rn["id"]
         where = f"node {nid}"
         name = rn.get("name")
-        if name is not None and not isinstance(name, str):
-            ck.fail(f"{where}.name", f"expected a string, got {_describe(name)}")
+        if name is not None and not _is_text(name):
+            ck.fail(f"{where}.name", f"expected a string of Unicode characters, got {_describe(name)}")
         if "TMPCs" not in rn:
             ck.fail(where, "missing field 'TMPCs'")
         tm = rn["TMPCs"]
@@ -471,8 +796,10 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
             ck.fail(f"{where}.TMPCs", "is empty; every node needs at least one option")
         options: dict[int, tuple[Option, ...]] = {}
         for key, lst in tm.items():
-            if not (isinstance(key, str) and re.fullmatch(r"[1-9][0-9]*", key)):
-                ck.fail(f"{where}.TMPCs", f"key {key!r} is not a positive integer tensor-parallel degree")
+            if not (isinstance(key, str) and _CANONICAL_POSITIVE.fullmatch(key)):
+                ck.fail(f"{where}.TMPCs", f"key {_short(key)} is not a positive integer tensor-parallel degree (written without sign, spaces or leading zeros)")
+            if len(key) > 7 or int(key) > MAX_DEVICES:
+                ck.fail(f"{where}.TMPCs", f"t = {_short(key)} is outside the supported range [1, {MAX_DEVICES}]")
             t = int(key)
             wt = f'{where}.TMPCs["{key}"]'
             if not isinstance(lst, list):
@@ -488,8 +815,8 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
                 if "id" not in ro:
                     ck.fail(wo, "missing field 'id'")
                 oid = ro["id"]
-                if not isinstance(oid, str) or not oid:
-                    ck.fail(f"{wo}.id", f"expected a non-empty string, got {_describe(oid)}")
+                if not _is_text(oid) or not oid:
+                    ck.fail(f"{wo}.id", f"expected a non-empty string of Unicode characters, got {_describe(oid)}")
                 if oid in oids:
                     ck.fail(wo, f"duplicate option id {oid!r} for t = {t}")
                 oids.add(oid)
@@ -504,7 +831,7 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
             options[t] = tuple(opts)
         options = dict(sorted(options.items()))
         if 1 not in options:
-            warnings.append(f"{source}: node {nid} has no option for t = 1; it can only sit in stages with t in {sorted(options)}")
+            warnings.append(f"{display_path(source)}: node {nid} has no option for t = 1; it can only sit in stages with t in {sorted(options)}")
         nodes.append(Node(nid, name, options))
 
     return Instance(K=K, M=M, B=B, N=N, nodes=tuple(nodes), edges=tuple(edges), source=source, warnings=tuple(warnings))
@@ -518,11 +845,11 @@ def _sync(ck: _Checker, ro: Mapping, key: str, where: str, expected: set[int], w
         ck.fail(f"{where}.{key}", f"expected an object keyed by node id, got {_describe(raw)}")
     out: dict[int, float] = {}
     for k, val in raw.items():
-        if not (isinstance(k, str) and re.fullmatch(r"-?[0-9]+", k)):
-            ck.fail(f"{where}.{key}", f"key {k!r} is not a node id")
-        nid = int(k)
+        if not (isinstance(k, str) and _CANONICAL_INT.fullmatch(k)):
+            ck.fail(f"{where}.{key}", f"key {_short(k)} is not a node id (an integer without '+', spaces or leading zeros)")
+        nid = int(k) if len(k) <= 20 else None
         if nid not in expected:
-            ck.fail(f"{where}.{key}", f"entry for {nid}, but there is no {what} node {nid}")
+            ck.fail(f"{where}.{key}", f"entry for {k[:24]}, but there is no {what} node {k[:24]}")
         if nid in out:
             ck.fail(f"{where}.{key}", f"two entries for node {nid}")
         out[nid] = ck.number(raw, k, f"{where}.{key}")

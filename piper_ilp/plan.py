@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text
-from piper_ilp.instance import _describe, _is_int, _read_json
+from piper_ilp.instance import ID_MAX, ID_MIN, _CANONICAL_INT, _describe, _is_int, _is_number, _is_text, _read_json, _short, display_path
 
 __all__ = ["Stage", "Plan", "load_plan", "plan_from_dict", "plan_metadata", "plan_to_dict", "save_plan"]
 
@@ -61,7 +61,14 @@ def plan_from_dict(data: Any, source: str = "<plan>") -> Plan:
     """
 
     def fail(where: str, msg: str):
-        raise InputError(f"{source}: {where}: {msg}")
+        raise InputError(f"{display_path(source)}: {where}: {msg}")
+
+    def node_id(x, where: str) -> int:
+        if not _is_int(x):
+            fail(where, f"expected an integer node id, got {_describe(x)}")
+        if not ID_MIN <= x <= ID_MAX:
+            fail(where, f"node id {_short(x)} is outside the supported range [{ID_MIN}, {ID_MAX}]")
+        return x
 
     if not isinstance(data, dict) or "stages" not in data:
         fail("top level", "expected an object with a 'stages' array")
@@ -77,41 +84,69 @@ def plan_from_dict(data: Any, source: str = "<plan>") -> Plan:
             if key not in rs:
                 fail(where, f"missing field '{key}'")
         nodes = rs["nodes"]
-        if not isinstance(nodes, list) or not all(_is_int(x) for x in nodes):
-            fail(f"{where}.nodes", "expected an array of integer node ids")
+        if not isinstance(nodes, list):
+            fail(f"{where}.nodes", f"expected an array of integer node ids, got {_describe(nodes)}")
+        for j, x in enumerate(nodes):
+            node_id(x, f"{where}.nodes[{j}]")
         for key in ("dataParallelDegree", "tensorParallelDegree"):
             if not _is_int(rs[key]):
                 fail(f"{where}.{key}", f"expected an integer, got {_describe(rs[key])}")
+            if not ID_MIN <= rs[key] <= ID_MAX:
+                fail(f"{where}.{key}", f"{_short(rs[key])} is outside the supported range [{ID_MIN}, {ID_MAX}]")
         tm = rs["TMPCids"]
         options: dict[int, str] = {}
+        items: list[tuple[int, Any]] = []
         if isinstance(tm, dict):
-            items = list(tm.items())
+            for k, v in tm.items():
+                if _is_int(k):  # a dict built in Python
+                    items.append((node_id(k, f"{where}.TMPCids[{k}]"), v))
+                    continue
+                if not (isinstance(k, str) and _CANONICAL_INT.fullmatch(k) and len(k) <= 20):
+                    fail(f"{where}.TMPCids", f"key {_short(k)} is not a node id (an integer without '+', spaces or leading zeros)")
+                items.append((node_id(int(k), f"{where}.TMPCids[{k!r}]"), v))
         elif isinstance(tm, list):
-            items = []
-            for pair in tm:
+            for j, pair in enumerate(tm):
                 if not (isinstance(pair, list) and len(pair) == 2):
-                    fail(f"{where}.TMPCids", "list form needs [nodeId, optionId] pairs")
-                items.append((pair[0], pair[1]))
+                    fail(f"{where}.TMPCids[{j}]", "list form needs [nodeId, optionId] pairs")
+                items.append((node_id(pair[0], f"{where}.TMPCids[{j}][0]"), pair[1]))
         else:
             fail(f"{where}.TMPCids", f"expected an object or a list of pairs, got {_describe(tm)}")
-        for k, v in items:
-            try:
-                nid = int(k) if isinstance(k, str) else k
-            except ValueError:
-                nid = None
-            if not _is_int(nid):
-                fail(f"{where}.TMPCids", f"key {k!r} is not a node id")
-            if not isinstance(v, str):
+        for nid, v in items:
+            if not _is_text(v):
                 fail(f"{where}.TMPCids", f"option for node {nid} must be a string, got {_describe(v)}")
             if nid in options:
                 fail(f"{where}.TMPCids", f"two entries for node {nid}")
             options[nid] = v
         stages.append(Stage(tuple(nodes), rs["dataParallelDegree"], rs["tensorParallelDegree"], options))
-    return Plan(tuple(stages))
+    metadata: dict[str, Any] = {}
+    if "metadata" in data:
+        metadata = _check_metadata(data["metadata"], fail)
+    return Plan(tuple(stages), metadata=metadata)
+
+
+#: The metadata fields that are checked (when present) and their expected kinds.
+_METADATA_KINDS = {"instance": "string", "K": "integer", "N": "integer", "M": "number", "B": "number"}
+
+
+def _check_metadata(meta: Any, fail) -> dict[str, Any]:
+    """The plan's ``metadata`` object: kept whole (unknown keys too), with the fields
+    used to match a plan to its instance checked for type."""
+    if not isinstance(meta, dict):
+        fail("metadata", f"expected an object, got {_describe(meta)}")
+    for key, kind in _METADATA_KINDS.items():
+        if key not in meta or meta[key] is None:
+            continue
+        x = meta[key]
+        ok = _is_text(x) if kind == "string" else _is_int(x) if kind == "integer" else _is_number(x)
+        if not ok:
+            fail(f"metadata.{key}", f"expected {'an' if kind == 'integer' else 'a'} {kind}, got {_describe(x)}")
+    return dict(meta)
 
 
 def load_plan(path: str | Path) -> Plan:
-    """Read a plan JSON file (either ``TMPCids`` form). Raises InputError on a bad shape."""
+    """Read a plan JSON file (either ``TMPCids`` form), with its optional ``metadata``
+    object in :attr:`Plan.metadata`. Raises InputError on a bad shape (the file is
+    read as strictly as an instance: see :func:`piper_ilp.instance.load_instance`)."""
     return plan_from_dict(_read_json(path), source=str(path))
 
 
@@ -132,7 +167,11 @@ def plan_to_dict(plan: Plan) -> dict:
 
 def plan_metadata(instance, *, method: str, restrictions: Mapping[str, Any] | None = None, mode: str | None = None) -> dict:
     """The record a saved plan carries of what it was solved for: the instance's
-    fingerprint, K, M, N, B, the restrictions, the method and its mode, and the version."""
+    fingerprint, K, M, N, B, the restrictions, the method and its mode, and the version.
+
+    ``instance`` is the instance as loaded, with the command line's settings applied but
+    before any restriction removes options (:meth:`Restrictions.apply` changes the
+    fingerprint): ``evaluate`` compares the fingerprint with the file it is given."""
     from piper_ilp import __version__  # noqa: PLC0415 (the package imports this module)
 
     return {

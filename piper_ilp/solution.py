@@ -8,6 +8,7 @@ Every method (the DP, each MILP backend, the exhaustive oracle) returns a
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,7 @@ from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance
 from piper_ilp.plan import Plan, plan_to_dict
 
-__all__ = ["Status", "Restrictions", "Solution", "checked_solution", "divisors"]
+__all__ = ["Status", "Restrictions", "Solution", "checked_solution", "divisors", "divisors_upto"]
 
 RECOMPUTE_OPTION = "activation recomp"
 
@@ -47,10 +48,36 @@ class Status(str, enum.Enum):
         return self.value
 
 
+def divisors_upto(n: int, cap: int) -> list[int]:
+    """The divisors of ``n`` that are at most ``cap``, ascending.
+
+    Runs in O(min(cap, sqrt(n))) steps: a divisor k <= sqrt(n) is tried directly and
+    pairs with n // k, and when ``cap`` < sqrt(n) no partner n // k can be <= cap. So
+    N = 10**18 with a small K is instant.
+
+    Examples
+    --------
+    >>> divisors_upto(12, 5)
+    [1, 2, 3, 4]
+    >>> divisors_upto(10**18, 10)
+    [1, 2, 4, 5, 8, 10]
+    """
+    if n < 1 or cap < 1:
+        return []
+    root = math.isqrt(n)
+    small, large = [], []
+    for k in range(1, min(cap, root) + 1):
+        if n % k == 0:
+            small.append(k)
+            partner = n // k
+            if partner != k and partner <= cap:
+                large.append(partner)
+    return small + large[::-1]
+
+
 def divisors(n: int) -> list[int]:
     """The divisors of n, ascending."""
-    small = [k for k in range(1, int(n**0.5) + 1) if n % k == 0]
-    return sorted(set(small + [n // k for k in small]))
+    return divisors_upto(n, n)
 
 
 @dataclass(frozen=True)
@@ -96,7 +123,7 @@ class Restrictions:
     def d_values(self, instance: Instance) -> list[int]:
         """Allowed data-parallel degrees: divisors of N, at most K and ``max_d``."""
         cap = min(instance.N, instance.K, self.max_d or instance.N)
-        return [d for d in divisors(instance.N) if d <= cap]
+        return divisors_upto(instance.N, cap)
 
     def to_dict(self) -> dict:
         return {

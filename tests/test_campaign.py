@@ -34,7 +34,7 @@ def dp_without_data_parallelism(instance, restrictions, time_limit, threads):
 
 def dp_ignoring_memory(instance, restrictions, time_limit, threads):
     """Never checks the memory limit M: its plans may not fit."""
-    s = solve_brute(instance.with_settings(M=1e300), restrictions)
+    s = solve_brute(instance.with_settings(M=1e30), restrictions)
     s.method = "dp"
     return s
 

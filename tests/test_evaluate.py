@@ -187,3 +187,79 @@ def test_malformed_plans(bad, where):
     with pytest.raises(InputError) as err:
         plan_from_dict(bad, source="p.json")
     assert where in str(err.value) and str(err.value).startswith("p.json: ")
+
+
+# ---- does the plan belong to the instance? ----
+
+
+def _chain_plan():
+    return Plan((Stage((0,), 1, 1, {0: "v"}), Stage((1,), 2, 1, {1: "r"}), Stage((2,), 1, 1, {2: "v"})))
+
+
+def test_plan_with_its_own_metadata_matches(tmp_path, chain):
+    from piper_ilp.evaluate import check_plan_matches
+    from piper_ilp.instance import save_instance
+    from piper_ilp.plan import plan_metadata
+
+    meta = plan_metadata(chain, method="dp", restrictions={"max_d": None}, mode="exact")
+    path = tmp_path / "p.json"
+    save_plan(_chain_plan(), path, metadata=meta)
+    plan = load_plan(path)
+    assert dict(plan.metadata) == meta and plan.metadata["instance"] == chain.fingerprint()
+    assert check_plan_matches(chain, plan) is None
+    inst = tmp_path / "chain.json"
+    save_instance(chain, inst)
+    r = CliRunner().invoke(app, ["evaluate", str(inst), str(path)])
+    assert r.exit_code == 0 and "valid plan" in r.output, r.output
+
+
+def test_plan_for_another_model_or_other_settings_is_one_line(tmp_path, chain):
+    from piper_ilp.evaluate import check_plan_matches
+    from piper_ilp.instance import instance_to_dict, save_instance
+    from piper_ilp.plan import plan_metadata
+
+    other = instance_to_dict(chain)
+    other["nodes"][2]["TMPCs"]["1"][0]["timePerSample"] = 0.75
+    other = instance_from_dict(other)
+    assert other.fingerprint() != chain.fingerprint()
+    plan = Plan(_chain_plan().stages, metadata=plan_metadata(other, method="dp"))
+    msg = check_plan_matches(chain, plan)
+    assert "another model" in msg and other.fingerprint() in msg and chain.fingerprint() in msg
+    plan = Plan(_chain_plan().stages, metadata=plan_metadata(chain.with_settings(K=5, M=64.0), method="dp"))
+    msg = check_plan_matches(chain, plan)
+    assert "K = 5 (evaluating with 6)" in msg and "M = 64.0 (evaluating with 50.0)" in msg
+    assert "N =" not in msg and "B =" not in msg
+    assert check_plan_matches(chain.with_settings(K=5, M=64.0), plan) is None
+
+    inst, path = tmp_path / "chain.json", tmp_path / "p.json"
+    save_instance(chain, inst)
+    save_plan(plan, path)
+    r = CliRunner().invoke(app, ["evaluate", str(inst), str(path)])
+    assert r.exit_code == 2 and len(r.output.splitlines()) == 1, r.output
+    assert "other settings" in r.output and "--ignore-metadata" in r.output
+    r = CliRunner().invoke(app, ["evaluate", str(inst), str(path), "-K", "5", "-M", "64"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["evaluate", str(inst), str(path), "--ignore-metadata"])
+    assert r.exit_code == 0 and "valid plan" in r.output, r.output
+
+
+def test_plan_without_metadata_must_name_exactly_the_instance_nodes(tmp_path, chain):
+    from piper_ilp.evaluate import check_plan_matches
+    from piper_ilp.instance import save_instance
+
+    assert check_plan_matches(chain, _chain_plan()) is None
+    foreign = Plan((Stage(tuple(range(100, 140)), 1, 1, {v: "v" for v in range(100, 140)}),))
+    msg = check_plan_matches(chain, foreign)
+    assert "40 of its node ids are not in the instance (100, 101, 102, ...)" in msg
+    assert "3 of the instance's 3 nodes are in no stage (0, 1, 2)" in msg
+    partial = Plan((Stage((0, 1), 1, 1, {0: "v", 1: "v"}),))
+    msg = check_plan_matches(chain, partial)
+    assert "1 of the instance's 3 nodes are in no stage (2)" in msg and "not in the instance" not in msg
+
+    inst, path = tmp_path / "chain.json", tmp_path / "p.json"
+    save_instance(chain, inst)
+    save_plan(foreign, path)
+    r = CliRunner().invoke(app, ["evaluate", str(inst), str(path)])
+    assert r.exit_code == 2 and len(r.output.splitlines()) == 1 and "40 of its node ids" in r.output, r.output
+    r = CliRunner().invoke(app, ["evaluate", str(inst), str(path), "--ignore-metadata"])
+    assert r.exit_code == 1 and "INVALID plan" in r.output and r.output.count("rule 1") == 43, r.output
