@@ -1,0 +1,28 @@
+"""Module-level job functions for the dask tests (they are pickled to worker processes)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+
+def square(job):
+    time.sleep(0.05)
+    return {"id": job, "square": job * job, "pid": os.getpid()}
+
+
+def die_once(job):
+    """Job 3 kills its worker process the first time it runs (a marker file remembers)."""
+    n, marker = job
+    if n == 3 and not Path(marker).exists():
+        Path(marker).write_text(str(os.getpid()))
+        os._exit(1)
+    time.sleep(0.05)
+    return {"id": n, "pid": os.getpid()}
+
+
+def fail(job):
+    if job == 2:
+        raise ValueError("job 2 is broken")
+    return {"id": job}
