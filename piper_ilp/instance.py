@@ -19,12 +19,13 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any, Mapping
 
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "Option",
@@ -130,6 +131,8 @@ class Instance:
     def graph(self) -> nx.DiGraph:
         """The layer graph as a networkx DiGraph (edge attribute ``c``). Do not mutate."""
         if "graph" not in self._cache:
+            import networkx as nx  # loads on first use: the CLI's start-up does not need it
+
             g = nx.DiGraph()
             g.add_nodes_from(self.node_ids)
             g.add_edges_from((e.src, e.dst, {"c": e.c}) for e in self.edges)
@@ -442,6 +445,8 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
     for e in edges:
         preds[e.dst].add(e.src)
         succs[e.src].add(e.dst)
+
+    import networkx as nx  # loads on first use: the CLI's start-up does not need it
 
     g = nx.DiGraph()
     g.add_nodes_from(ids)
