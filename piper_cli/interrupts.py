@@ -68,6 +68,11 @@ def exit_code() -> int:
 
 
 def _exit_now(signum: int, frame) -> None:  # noqa: ARG001
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
     os._exit(exit_code())
 
 
@@ -79,18 +84,31 @@ def report() -> int:
     :func:`install` (the app called from Python, e.g. by tests) it only prints.
     """
     installed = _state.pid == os.getpid()
+    if installed and _state.reported:
+        return exit_code()
+    blocked = False
     if installed:
-        if _state.reported:
-            return exit_code()
-        _state.reported = True
-        try:
-            for s in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(s, _exit_now)
-        except ValueError:  # not the main thread
+        try:  # no signal between the line and the new handlers: the line is printed once
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            blocked = True
+        except (AttributeError, OSError, ValueError):
             pass
     try:
-        sys.stderr.write("piper-ilp: interrupted\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):  # stderr closed: the status still tells
-        pass
+        try:
+            if sys.stderr.isatty():
+                sys.stderr.write("\r\x1b[K")  # clear a progress line the interrupted solve left
+            sys.stderr.write("piper-ilp: interrupted\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):  # stderr closed: the status still tells
+            pass
+        if installed:
+            _state.reported = True
+            try:
+                for s in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(s, _exit_now)
+            except ValueError:  # not the main thread
+                pass
+    finally:
+        if blocked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     return exit_code()
