@@ -118,6 +118,28 @@ def format_ids(ids: Iterable[int]) -> str:
     return ",".join(out)
 
 
+def _wrap_runs(text: str, width: int) -> str:
+    """Break a :func:`format_ids` string into lines of at most ``width`` characters, at
+    commas only (a run such as ``12-40`` is never split).
+
+    >>> print(_wrap_runs("0-3,5,7-12,14,16", 8))
+    0-3,5,
+    7-12,14,
+    16
+    """
+    lines: list[str] = []
+    line = ""
+    for part in text.split(","):
+        piece = part if not line else "," + part
+        if line and len(line) + len(piece) + 1 > width:  # +1: the comma that ends the line
+            lines.append(line + ",")
+            line = part
+        else:
+            line += piece
+    lines.append(line)
+    return "\n".join(lines)
+
+
 def settings_line(instance: Instance) -> str:
     """``K=8 M=190.7 MiB B=9.313 GiB/s N=4``: the instance's settings for a header line."""
     return f"K={instance.K} M={format_bytes(instance.M)} B={format_rate(instance.B)} N={instance.N}"
@@ -162,7 +184,7 @@ def stage_table(ev: Evaluation, title: str | None = None) -> Table:
     largest = max((r.cost.tps for r in ev.stages if r.cost is not None and math.isfinite(r.cost.tps)), default=1.0)
     t_unit, t_scale = _time_unit(largest)
     table.add_column("stage", justify="right", no_wrap=True)
-    table.add_column("nodes", justify="left", max_width=NODES_WIDTH, overflow="fold")
+    table.add_column("nodes", justify="left", max_width=NODES_WIDTH, overflow="fold")  # fold: a run longer than the width
     for name in ("d", "t", "y"):
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column(f"memory\n{mem_unit}", justify="right", no_wrap=True)
@@ -173,7 +195,7 @@ def stage_table(ev: Evaluation, title: str | None = None) -> Table:
         c = r.cost
         table.add_row(
             f"{r.index}*" if r.index == bottleneck else str(r.index),
-            format_ids(r.nodes),
+            _wrap_runs(format_ids(r.nodes), NODES_WIDTH),
             str(r.d),
             str(r.t),
             str(r.y),

@@ -113,11 +113,11 @@ def print_solution(instance: Instance, sol: Solution, detail: bool = False) -> N
             extra = f", bound {format_seconds(sol.bound, 7)}, gap {100 * (sol.gap or 0):.4g}%"
         stdout.print(
             f"{sol.status.value}: TPS {format_seconds(sol.tps, 7)} per sample, {len(sol.plan.stages)} stages, "
-            f"{sol.plan.devices} devices, sum d = {sol.plan.sum_d}{extra} (solved in {format_seconds(sol.seconds, 3)})",
+            f"{sol.plan.devices} devices, sum d {sol.plan.sum_d}{extra} ({format_seconds(sol.seconds, 3)})",
             markup=False,
         )
     else:
-        stdout.print(f"{sol.status.value}: no plan (solved in {format_seconds(sol.seconds, 3)})", markup=False)
+        stdout.print(f"{sol.status.value}: no plan ({format_seconds(sol.seconds, 3)})", markup=False)
     if sol.message:
         stdout.print(f"  {sol.message}", markup=False)
     for key in ("variables", "constraints", "scaling_error", "ideals", "stage_candidates"):
