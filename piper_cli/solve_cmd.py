@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from piper_ilp.instance import Instance
     from piper_ilp.solution import Restrictions, Solution
 
-__all__ = ["register", "solution_record", "print_solution", "check_applicable", "check_excluded_ids"]
+__all__ = ["register", "solution_record", "print_solution", "method_options", "check_applicable", "check_excluded_ids"]
 
 
 class Knapsack(str, enum.Enum):
@@ -44,30 +44,56 @@ class Knapsack(str, enum.Enum):
     greedy = "greedy"
 
 
-#: The methods each solve option applies to; giving it with another method is a usage
-#: error. "milp" stands for every MILP backend. Until the methods registry
-#: (compare/methods.py) lists each method's options, this table is the source.
-OPTION_METHODS: dict[str, tuple[str, ...]] = {
-    "--knapsack greedy": ("dp",),
-    "--max-ideals": ("dp",),
-    "--time-limit": ("milp",),
-    "--threads": ("milp",),
-    "--write-model": ("milp",),
-    "--hint-from-dp": ("milp",),
-    "--max-variables": ("milp",),
-    "--force": ("milp",),
+#: The command-line flag of each solver option (the keyword of ``run_method``).
+FLAGS: dict[str, str] = {
+    "knapsack": "--knapsack",
+    "max_ideals": "--max-ideals",
+    "time_limit": "--time-limit",
+    "threads": "--threads",
+    "write_model": "--write-model",
+    "hint_from_dp": "--hint-from-dp",
+    "max_variables": "--max-variables",
+    "force": "--force",
+}
+
+#: The solver options each method takes, used while ``compare.methods.METHODS`` is a
+#: tuple of names; once it maps names to entries with an ``options`` set (the methods
+#: registry), :func:`method_options` reads that instead. "milp" stands for every MILP
+#: backend.
+LOCAL_OPTIONS: dict[str, frozenset[str]] = {
+    "dp": frozenset({"knapsack", "max_ideals"}),
+    "milp": frozenset({"time_limit", "threads", "write_model", "hint_from_dp", "max_variables", "force"}),
+    "brute": frozenset(),
 }
 
 
-def check_applicable(method: str, given: list[str], milp_backends: tuple[str, ...]) -> None:
-    """Raise InputError (one line) when an option in ``given`` does not apply to ``method``
-    (see :data:`OPTION_METHODS`)."""
-    for option in given:
-        allowed = OPTION_METHODS[option]
-        names = [m for a in allowed for m in (milp_backends if a == "milp" else (a,))]
-        if method not in names:
-            where = "a MILP method (" + ", ".join(milp_backends) + ")" if allowed == ("milp",) else "--method " + " or ".join(names)
-            raise InputError(f"{option} does not apply to --method {method}; it applies to {where}")
+def method_options() -> dict[str, frozenset[str]]:
+    """Each method's name -> the solver options (keywords of ``run_method``) it takes."""
+    from compare.methods import METHODS, MILP_BACKENDS
+
+    if isinstance(METHODS, dict):
+        return {name: frozenset(getattr(m, "options", ())) - {"progress"} for name, m in METHODS.items()}
+    table = {}
+    for name in METHODS:
+        key = "milp" if name in MILP_BACKENDS else name
+        table[name] = LOCAL_OPTIONS.get(key, frozenset())
+    return table
+
+
+def check_applicable(method: str, given: dict[str, object], takes: dict[str, frozenset[str]]) -> None:
+    """Raise InputError (one line) when a solver option in ``given`` does not apply to
+    ``method``, naming the methods it applies to; ``takes`` is :func:`method_options`."""
+    if method not in takes:
+        raise InputError(f"--method {method!r}: choose one of {', '.join(takes)}")
+    for key, value in given.items():
+        if key in takes[method]:
+            continue
+        flag = FLAGS.get(key, key)
+        if key == "knapsack":
+            flag = f"--knapsack {value}"
+        users = [name for name, opts in takes.items() if key in opts]
+        where = "--method " + ", ".join(users) if users else "no method"
+        raise InputError(f"{flag} does not apply to --method {method}; it applies to {where}")
 
 
 def check_excluded_ids(instance: Instance, exclude: list[str] | None) -> None:
@@ -190,25 +216,21 @@ def register(app: typer.Typer) -> None:
         error, 3 when some instance ended unknown or out-of-range; 130 / 143 when
         interrupted (SIGINT / SIGTERM).
         """
-        from compare.methods import METHODS, MILP_BACKENDS
-
-        if method not in METHODS:
-            fail(f"error: --method {method!r}: choose one of {', '.join(METHODS)}")
-        given = [
-            name
-            for name, value in (
-                ("--knapsack greedy", knapsack is Knapsack.greedy),
-                ("--max-ideals", max_ideals is not None),
-                ("--time-limit", time_limit is not None),
-                ("--threads", threads is not None),
-                ("--write-model", write_model is not None),
-                ("--hint-from-dp", hint_from_dp),
-                ("--max-variables", max_variables is not None),
-                ("--force", force),
+        solver_options = {
+            key: value
+            for key, value in (
+                ("knapsack", knapsack.value if knapsack is Knapsack.greedy else None),
+                ("max_ideals", max_ideals),
+                ("time_limit", time_limit),
+                ("threads", threads),
+                ("write_model", write_model),
+                ("hint_from_dp", hint_from_dp),
+                ("max_variables", max_variables),
+                ("force", force),
             )
-            if value
-        ]
-        check_applicable(method, given, tuple(MILP_BACKENDS))
+            if value is not None and value is not False
+        }
+        check_applicable(method, solver_options, method_options())
         if len(instances) > 1 and (output is not None or write_model is not None):
             fail("error: --output and --write-model take a single instance")
         from piper_ilp.files import check_writable
@@ -226,7 +248,7 @@ def register(app: typer.Typer) -> None:
             try:
                 inst = load_with_overrides(path, devices, memory, batch, bandwidth)
                 check_excluded_ids(inst, exclude_option)
-                sol = _solve(inst, method, restrictions, knapsack.value, time_limit, threads, write_model, hint_from_dp, force, max_ideals, max_variables, show_progress)
+                sol = _solve(inst, method, restrictions, solver_options, show_progress)
             except InputError as exc:
                 stderr.print(f"piper-ilp: error: {exc}", markup=False)
                 if json_out:
@@ -250,25 +272,12 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(worst)
 
 
-def _solve(inst, method, restrictions, knapsack, time_limit, threads, write_model, hint_from_dp, force, max_ideals, max_variables, progress):
-    """:func:`compare.methods.run_method` with only the options that apply to ``method``
-    (the others were refused by :func:`check_applicable`)."""
+def _solve(inst: Instance, method: str, restrictions: Restrictions, options: dict, progress: bool) -> Solution:
+    """:func:`compare.methods.run_method` with the solver options given (each checked by
+    :func:`check_applicable`); the others keep the method's defaults."""
     from compare.methods import run_method
 
-    return run_method(
-        inst,
-        method,
-        restrictions,
-        knapsack=knapsack,
-        time_limit=time_limit,
-        threads=threads,
-        write_model=write_model,
-        hint_from_dp=hint_from_dp,
-        force=force,
-        max_ideals=max_ideals,
-        max_variables=max_variables,
-        progress=progress,
-    )
+    return run_method(inst, method, restrictions, progress=progress, **options)
 
 
 def _exit_status(sol: Solution) -> int:
