@@ -47,8 +47,9 @@ __all__ = [
 ]
 
 # Off a terminal (pipes, CI logs) rich would assume 80 columns and cut the tables.
-stdout = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-stderr = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
+# No emoji codes: ":name:" in a layer's name or a path is printed as it is.
+stdout = Console(highlight=False, soft_wrap=True, emoji=False, width=None if sys.stdout.isatty() else 200)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False, width=None if sys.stderr.isatty() else 200)
 
 # ---- settings overrides (every command that reads an instance) ----
 DevicesOpt = Annotated[Optional[str], typer.Option("--devices", "-K", help="K, number of devices (overrides maxDevices).", show_default=False)]

@@ -225,20 +225,22 @@ def option_table(instance: Instance, plan: Plan) -> Table:
     table.add_column("option", justify="left", max_width=20, overflow="ellipsis", no_wrap=True)
     table.add_column("p", justify="right", no_wrap=True)
     table.add_column("w", justify="right", no_wrap=True)
+    from rich.text import Text  # user-given names and ids are plain text, never markup
+
     where = {v: (i, st) for i, st in enumerate(plan.stages) for v in st.nodes}
     for node in instance.nodes:
         if node.id not in where:
-            table.add_row(str(node.id), node.name or "", "-", "-", "-", "-", "-")
+            table.add_row(str(node.id), Text(node.name or ""), "-", "-", "-", "-", "-")
             continue
         i, st = where[node.id]
         option_id = st.options.get(node.id)
         opt = node.option(st.t, option_id) if option_id is not None else None
         table.add_row(
             str(node.id),
-            node.name or "",
+            Text(node.name or ""),
             str(i),
             str(st.t),
-            option_id if option_id is not None else "-",
+            Text(option_id) if option_id is not None else "-",
             format_seconds(opt.p) if opt is not None else "-",
             format_bytes(opt.w) if opt is not None else "-",
         )

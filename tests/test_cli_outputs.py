@@ -87,3 +87,21 @@ def test_an_invalid_plan_shows_dashes():
     lines = _render(stage_table(ev))
     row = next(line for line in lines if line.strip().startswith("0 "))
     assert row.split()[-5:] == ["-"] * 5
+
+
+def test_names_are_plain_text_not_markup():
+    """A layer named like rich markup or an emoji code is shown as it is."""
+    from piper_cli.format import option_table
+    from piper_ilp.instance import instance_from_dict, instance_to_dict, load_instance
+    from piper_ilp.plan import Plan, Stage
+
+    from conftest import INPUTS
+
+    data = instance_to_dict(load_instance(INPUTS / "small.json"))
+    data["nodes"][0]["name"] = "[bold]x[/bold]:smile:"
+    inst = instance_from_dict(data)
+    nodes = tuple(inst.node_ids)
+    t = max(inst.nodes[0].options)
+    plan = Plan(stages=(Stage(nodes=nodes, d=1, t=t, options={v: inst.node[v].options[t][0].id for v in nodes}),))
+    text = "\n".join(_render(option_table(inst, plan)))
+    assert "[bold]x[/bold]:smile:" in text

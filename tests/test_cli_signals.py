@@ -178,3 +178,20 @@ def test_a_second_sigint_while_ending_keeps_the_status(tmp_path, long_instance):
         proc.kill()
     assert rc == 130
     assert_one_interrupt_line(proc.err)
+
+
+def test_other_commands_get_the_same_handling(tmp_path, long_instance):
+    """The handlers are installed by piper_cli.main for every command: SIGTERM to
+    `verify --methods dp` on the long instance gives one line and 143."""
+    proc = Proc(["verify", str(long_instance), "--methods", "dp"], cwd=tmp_path)
+    try:
+        proc.wait_until_solving()
+        assert proc.p.poll() is None
+        rc, _ = proc.signal_and_wait(signal.SIGTERM)
+    finally:
+        proc.kill()
+    assert rc == 143
+    text = "".join(proc.err)
+    assert "Traceback" not in text
+    lines = text.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("piper-ilp: interrupted"), text
