@@ -193,7 +193,7 @@ def register(app: typer.Typer) -> None:
         threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="MILP: solver threads.", show_default=False)] = None,
         write_model: Annotated[Optional[Path], typer.Option("--write-model", "--write-lp", help="MILP: write the model (CBC: LP file; CP-SAT: model proto as text).", show_default=False)] = None,
         hint_from_dp: Annotated[bool, typer.Option("--hint-from-dp", help="MILP: warm-start with the DP's plan.")] = False,
-        force: Annotated[bool, typer.Option("--force", help="MILP: solve even above the size guard.")] = False,
+        force: Annotated[bool, typer.Option("--force", help="Solve even above the method's size guard.")] = False,
         max_ideals: Annotated[Optional[int], typer.Option("--max-ideals", min=1, help="DP: refuse above this many successor-closed sets.", show_default=False)] = None,
         max_variables: Annotated[Optional[int], typer.Option("--max-variables", min=1, help="MILP: refuse above this many variables (unless --force).", show_default=False)] = None,
         output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the plan (object form, with what it was solved for) to this file.", show_default=False)] = None,
@@ -235,16 +235,17 @@ def register(app: typer.Typer) -> None:
             fail("error: --output and --write-model take a single instance")
         from piper_ilp.files import check_writable
 
-        if output is not None:
-            check_writable(output, "plan")
-        if write_model is not None:
-            check_writable(write_model, "model")
+        for out, what in ((output, "plan"), (write_model, "model")):
+            if out is None:
+                continue
+            check_writable(out, what)
+            if any(Path(p).resolve() == out.resolve() for p in instances):
+                raise InputError(f"{out}: the {what} would overwrite the instance file; choose another path")
 
         restrictions = restrictions_from_flags(no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t)
         show_progress = sys.stderr.isatty() if progress is None else progress
         worst = 0
         for path in instances:
-            sol = None
             try:
                 inst = load_with_overrides(path, devices, memory, batch, bandwidth)
                 check_excluded_ids(inst, exclude_option)

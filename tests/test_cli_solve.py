@@ -314,3 +314,12 @@ def test_version_in_a_real_process():
 
     proc = subprocess.run([sys.executable, "-m", "piper_cli", "--version"], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0 and proc.stdout.startswith("piper-ilp ") and proc.stderr == ""
+
+
+def test_the_plan_never_overwrites_the_instance(tmp_path, small):
+    path, _ = small
+    copy = tmp_path / "inst.json"
+    copy.write_text(path.read_text())
+    r = runner.invoke(app, ["solve", str(copy), "-o", str(copy)])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "instance" in r.output
+    assert copy.read_text() == path.read_text()
