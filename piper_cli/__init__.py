@@ -51,7 +51,7 @@ def _run() -> int:
     from piper_cli.commands import app
 
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="piper-ilp")
     except typer.TyperException as exc:  # typer's click exceptions (usage errors and the like)
         if type(exc).__name__ == "NoArgsIsHelpError":
             exc.show()  # no arguments at all: the help text
