@@ -177,7 +177,10 @@ def stage_table(ev: Evaluation, title: str | None = None) -> Table:
     """A table with one row per stage: nodes, d, t, y, memory used, and the stage's time per
     sample split into compute (P/d), cut-edge transfers and the resync, then its TPS; the
     bottleneck stage is marked ``*``. One unit per column, named in the header (memory in
-    the unit of the limit M, times in the unit of the largest TPS)."""
+    the unit of the limit M, times in the unit of the largest TPS); a memory above its
+    limit is marked ``!``."""
+    from piper_ilp.cost import memory_fits
+
     table = _new_table(title)
     limit = max((r.memory_limit for r in ev.stages), default=1.0)
     mem_unit, mem_scale = _binary_unit(limit)
@@ -191,24 +194,28 @@ def stage_table(ev: Evaluation, title: str | None = None) -> Table:
     for name in ("compute", "cut-edge", "resync", "TPS"):
         table.add_column(f"{name}\n{t_unit}", justify="right", no_wrap=True)
     bottleneck = ev.bottleneck
+    over = False
     for r in ev.stages:
         c = r.cost
+        memory = _column_value(r.memory, mem_scale)
+        if r.memory is not None and not memory_fits(r.memory, r.memory_limit):
+            memory += "!"
+            over = True
         table.add_row(
             f"{r.index}*" if r.index == bottleneck else str(r.index),
             _wrap_runs(format_ids(r.nodes), NODES_WIDTH),
             str(r.d),
             str(r.t),
             str(r.y),
-            _column_value(r.memory, mem_scale),
+            memory,
             _column_value(c.compute if c else None, t_scale),
             _column_value(c.edge if c else None, t_scale),
             _column_value(c.resync if c else None, t_scale),
             _column_value(c.tps if c else None, t_scale),
         )
-    if bottleneck is not None:
-        table.caption = f"* the bottleneck stage; memory limit M = {format_bytes(limit)}"
-    else:
-        table.caption = f"memory limit M = {format_bytes(limit)}"
+    notes = ["* the bottleneck stage"] if bottleneck is not None else []
+    notes.append(f"memory limit M = {format_bytes(limit)}" + (" (! above it)" if over else ""))
+    table.caption = "; ".join(notes)
     table.caption_justify = "left"
     return table
 

@@ -105,3 +105,20 @@ def test_names_are_plain_text_not_markup():
     plan = Plan(stages=(Stage(nodes=nodes, d=1, t=t, options={v: inst.node[v].options[t][0].id for v in nodes}),))
     text = "\n".join(_render(option_table(inst, plan)))
     assert "[bold]x[/bold]:smile:" in text
+
+
+def test_memory_above_the_limit_is_marked():
+    limit = 2**30
+    cost = StageCost(edge_bytes=0.0, resync_bytes=0.0, p_sum=1.0, d=1, B=1e9)
+    ev = Evaluation(
+        stages=[
+            StageReport(index=0, nodes=(0,), d=1, t=1, s=2, y=2, memory=float(limit), memory_limit=limit, cost=cost),
+            StageReport(index=1, nodes=(1,), d=1, t=1, s=1, y=1, memory=limit * (1 + 2**-40), memory_limit=limit, cost=cost),
+        ],
+        violations=[object()],
+    )
+    lines = _render(stage_table(ev))
+    rows = {line.split()[0]: line for line in lines if line.strip()[:1] in "01" and len(line.split()) > 5}
+    assert "!" not in rows["0"]  # exactly M fits (no slack, and no false alarm)
+    assert rows["1"].split()[5] == "1!"  # one part in 2**40 above M is over, though it rounds to 1 GiB
+    assert "! above it" in lines[-1]

@@ -146,7 +146,7 @@ def test_usage_errors_are_one_line_in_a_real_process(args, needle):
         (["--method", "dp", "--threads", "2"], "--threads"),
         (["--method", "brute", "--threads", "2"], "--threads"),
         (["--method", "dp", "--hint-from-dp"], "--hint-from-dp"),
-        (["--method", "dp", "--force"], "--force"),
+        (["--method", "brute", "--hint-from-dp"], "--hint-from-dp"),
         (["--method", "dp", "--max-variables", "10"], "--max-variables"),
         (["--method", "cpsat", "--knapsack", "greedy"], "--knapsack greedy"),
         (["--method", "brute", "--knapsack", "greedy"], "--knapsack greedy"),
