@@ -81,20 +81,20 @@ def format_rate(x: float, digits: int = 4) -> str:
 
 
 def _time_unit(x: float) -> tuple[str, float]:
-    """s at 1 s and above, ms from 1 ms, µs below."""
+    """s at 1 s and above, ms from 1 ms, us (microseconds, ASCII) below."""
     x = abs(x)
     if x >= 1.0 or x == 0:
         return "s", 1.0
     if x >= 1e-3:
         return "ms", 1e-3
-    return "µs", 1e-6
+    return "us", 1e-6
 
 
 def format_seconds(x: float, digits: int = 4) -> str:
-    """A time in s, ms or µs with ``digits`` significant digits.
+    """A time in s, ms or us with ``digits`` significant digits.
 
     >>> format_seconds(0.025175), format_seconds(43.7), format_seconds(0.00000044), format_seconds(0)
-    ('25.18 ms', '43.7 s', '0.44 µs', '0 s')
+    ('25.18 ms', '43.7 s', '0.44 us', '0 s')
     """
     unit, scale = _time_unit(x)
     return f"{_sig(x / scale, digits)} {unit}"
