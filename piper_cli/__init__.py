@@ -1,65 +1,68 @@
-"""The ``piper-ilp`` command line: a thin layer over the Python API."""
+"""The ``piper-ilp`` command line: a thin layer over the Python API.
+
+``piper_cli.app`` is the typer application (loaded on first use from
+:mod:`piper_cli.commands`); :func:`main` is the script's entry point.
+"""
 
 from __future__ import annotations
 
-import typer
-
-app = typer.Typer(
-    name="piper-ilp",
-    help="Piper's DNN-parallelization planner: an optimized DP checked against an exact MILP (CP-SAT, CBC).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+__all__ = ["app", "main"]
 
 
-@app.callback()
-def _root() -> None:
-    """Plan pipeline, data and tensor parallelism for a profiled layer graph (Piper's problem),
-    and cross-check the DP against an exact MILP.
+def __getattr__(name: str):
+    if name == "app":
+        from piper_cli.commands import app
 
-    Exit status: 0 success, 1 an invalid plan / a mismatch / an internal error,
-    2 bad input or usage, 3 inconclusive (verify).
-    """
-
-
-def _register() -> None:
-    from piper_cli import bench_cmds, compare_cmds, evaluate_cmd, ladder_cmd, simulate_cmd, solve_cmd, sweep_cmds
-
-    evaluate_cmd.register(app)
-    solve_cmd.register(app)
-    compare_cmds.register(app)
-    bench_cmds.register(app)
-    sweep_cmds.register(app)
-    simulate_cmd.register(app)
-    ladder_cmd.register(app)
-
-
-_register()
+        globals()["app"] = app
+        return app
+    raise AttributeError(f"module 'piper_cli' has no attribute {name!r}")
 
 
 def main() -> None:
     """Entry point of the ``piper-ilp`` script.
 
-    Usage errors (an unknown option, a value out of range, a missing argument) are one
-    line on stderr and exit status 2, like bad input; the commands' own errors are
-    handled by :func:`piper_cli.common.cli_errors`.
+    SIGINT and SIGTERM are set to raise KeyboardInterrupt before anything else loads
+    (:mod:`piper_cli.interrupts`); an interrupted command prints one line,
+    ``piper-ilp: interrupted``, and exits 130 (SIGINT) or 143 (SIGTERM). Usage errors
+    (an unknown option, a value out of range, a missing argument) are one line on stderr
+    and exit status 2, like bad input; the commands' own errors are handled by
+    :func:`piper_cli.common.cli_errors`.
     """
     import sys
 
+    from piper_cli import interrupts
+
+    interrupts.install()
     try:
-        code = app(standalone_mode=False)
+        code = _run()
+        if interrupts.pending():  # typer turns a KeyboardInterrupt outside a command into exit 130
+            code = interrupts.report()
+    except KeyboardInterrupt:
+        code = interrupts.report()
+    sys.exit(code)
+
+
+def _run() -> int:
+    """Run the app on ``sys.argv``; return the exit status."""
+    import sys
+
+    import typer
+
+    from piper_cli.commands import app
+
+    try:
+        code = app(standalone_mode=False, prog_name="piper-ilp")
     except typer.TyperException as exc:  # typer's click exceptions (usage errors and the like)
         if type(exc).__name__ == "NoArgsIsHelpError":
             exc.show()  # no arguments at all: the help text
-            sys.exit(2)
+            return 2
         ctx = getattr(exc, "ctx", None)
         path = ctx.command_path if ctx is not None else "piper-ilp"
         message = " ".join(exc.format_message().split())
         kind = "usage error" if exc.exit_code == 2 else "error"
         print(f"{path}: {kind}: {message} (see '{path} --help')", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except typer.Abort:
         print("piper-ilp: aborted", file=sys.stderr)
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+        return 1
+    return code if isinstance(code, int) else 0

@@ -1,5 +1,10 @@
 """Pieces every CLI command shares: the settings overrides, the restriction flags,
-error handling (exit 2 for bad input or usage, 1 for internal errors) and output."""
+error handling (exit 2 for bad input or usage, 1 for internal errors, 130 / 143 when
+interrupted) and output.
+
+Only typer, rich and the standard library load with this module; the core package is
+imported where it is used, so that ``--help`` stays quick.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,17 @@ import functools
 import json
 import math
 import sys
-from typing import Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 from rich.console import Console
 
+from piper_cli import interrupts
 from piper_ilp.errors import InputError, InternalError
-from piper_ilp.instance import Instance, load_instance, parse_count, parse_size
-from piper_ilp.solution import Restrictions
+
+if TYPE_CHECKING:
+    from piper_ilp.instance import Instance
+    from piper_ilp.solution import Restrictions
 
 __all__ = [
     "DevicesOpt",
@@ -39,8 +47,9 @@ __all__ = [
 ]
 
 # Off a terminal (pipes, CI logs) rich would assume 80 columns and cut the tables.
-stdout = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-stderr = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
+# No emoji codes: ":name:" in a layer's name or a path is printed as it is.
+stdout = Console(highlight=False, soft_wrap=True, emoji=False, width=None if sys.stdout.isatty() else 200)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False, width=None if sys.stderr.isatty() else 200)
 
 # ---- settings overrides (every command that reads an instance) ----
 DevicesOpt = Annotated[Optional[str], typer.Option("--devices", "-K", help="K, number of devices (overrides maxDevices).", show_default=False)]
@@ -69,6 +78,8 @@ def load_with_overrides(
     warn: bool = True,
 ) -> Instance:
     """Load an instance and apply the command-line settings. Warnings go to stderr."""
+    from piper_ilp.instance import load_instance, parse_count, parse_size
+
     inst = load_instance(path)
     inst = inst.with_settings(
         K=parse_count(devices, "--devices") if devices is not None else None,
@@ -90,6 +101,8 @@ def restrictions_from_flags(
     max_d: int | None = None,
     max_t: int | None = None,
 ) -> Restrictions:
+    from piper_ilp.solution import Restrictions
+
     return Restrictions.from_flags(
         no_data_parallel=no_data_parallel,
         no_tensor_parallel=no_tensor_parallel,
@@ -108,7 +121,9 @@ def fail(message: str, code: int = 2) -> None:
 
 def cli_errors(func: Callable) -> Callable:
     """Map the project's exceptions to one line on stderr and an exit status:
-    InputError (bad input, usage, size limits) -> 2; InternalError -> 1."""
+    InputError (bad input, usage, size limits) -> 2; InternalError -> 1;
+    KeyboardInterrupt (Ctrl-C, or SIGTERM through :mod:`piper_cli.interrupts`) ->
+    ``piper-ilp: interrupted`` and 130 (SIGINT) / 143 (SIGTERM)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any):
@@ -119,7 +134,7 @@ def cli_errors(func: Callable) -> Callable:
         except InternalError as exc:
             fail(f"internal error: {exc}", 1)
         except KeyboardInterrupt:
-            fail("interrupted", 130)
+            raise typer.Exit(interrupts.report()) from None
 
     return wrapper
 

@@ -1,16 +1,111 @@
-"""Human output: tables of stages."""
+"""Human output: numbers with units, and the tables of stages and of option choices.
+
+The helpers here are for people: bytes in binary units (``190.7 MiB``), rates
+(``9.313 GiB/s``), times in ms or s, a few significant digits. The exact values are in
+every command's ``--json`` output. Tables fit 80 columns.
+"""
 
 from __future__ import annotations
 
-from rich.table import Table
+import math
+from typing import TYPE_CHECKING, Iterable
 
-from piper_ilp.evaluate import Evaluation
+if TYPE_CHECKING:
+    from rich.table import Table
 
-__all__ = ["format_ids", "stage_table"]
+    from piper_ilp.evaluate import Evaluation
+    from piper_ilp.instance import Instance
+    from piper_ilp.plan import Plan
+
+__all__ = [
+    "format_bytes",
+    "format_rate",
+    "format_seconds",
+    "format_ids",
+    "settings_line",
+    "stage_table",
+    "option_table",
+]
+
+_BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
 
 
-def format_ids(ids) -> str:
-    """Node ids as short runs: [0, 1, 2, 5, 7, 8] -> '0-2,5,7-8' (input order kept)."""
+def _sig(x: float, digits: int = 4, max_decimals: int | None = None) -> str:
+    """``x`` with ``digits`` significant digits in plain notation, trailing zeros dropped
+    (exponent notation only far outside everyday magnitudes).
+
+    >>> _sig(190.73486328125), _sig(0.0251751), _sig(12.0), _sig(1e20)
+    ('190.7', '0.02518', '12', '1.000e+20')
+    """
+    if x == 0:
+        return "0"
+    if not math.isfinite(x):
+        return str(x)
+    mag = math.floor(math.log10(abs(x)))
+    if mag >= 12 or mag < -6:
+        return f"{x:.{digits - 1}e}"
+    decimals = max(0, digits - 1 - mag)
+    if max_decimals is not None:
+        decimals = min(decimals, max_decimals)
+    text = f"{x:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _binary_unit(x: float) -> tuple[str, float]:
+    """The largest binary unit not above ``|x|`` (bytes below 1 KiB)."""
+    i = 0
+    while i + 1 < len(_BINARY) and abs(x) >= 1024.0 ** (i + 1):
+        i += 1
+    return _BINARY[i], 1024.0**i
+
+
+def format_bytes(x: float, digits: int = 4) -> str:
+    """Bytes in binary units with ``digits`` significant digits.
+
+    >>> format_bytes(2e8), format_bytes(80 * 2**30), format_bytes(512), format_bytes(0)
+    ('190.7 MiB', '80 GiB', '512 B', '0 B')
+    """
+    unit, scale = _binary_unit(x)
+    return f"{_sig(x / scale, digits)} {unit}"
+
+
+def format_rate(x: float, digits: int = 4) -> str:
+    """Bytes per second in binary units.
+
+    >>> format_rate(1e10)
+    '9.313 GiB/s'
+    """
+    return format_bytes(x, digits) + "/s"
+
+
+def _time_unit(x: float) -> tuple[str, float]:
+    """s at 1 s and above, ms from 1 ms, us (microseconds, ASCII) below."""
+    x = abs(x)
+    if x >= 1.0 or x == 0:
+        return "s", 1.0
+    if x >= 1e-3:
+        return "ms", 1e-3
+    return "us", 1e-6
+
+
+def format_seconds(x: float, digits: int = 4) -> str:
+    """A time in s, ms or us with ``digits`` significant digits.
+
+    >>> format_seconds(0.025175), format_seconds(43.7), format_seconds(0.00000044), format_seconds(0)
+    ('25.18 ms', '43.7 s', '0.44 us', '0 s')
+    """
+    unit, scale = _time_unit(x)
+    return f"{_sig(x / scale, digits)} {unit}"
+
+
+def format_ids(ids: Iterable[int]) -> str:
+    """Node ids as short runs: [0, 1, 2, 5, 7, 8] -> '0-2,5,7-8' (input order kept).
+
+    >>> format_ids([0, 1, 2, 5, 7, 8])
+    '0-2,5,7-8'
+    """
     ids = list(ids)
     out: list[str] = []
     i = 0
@@ -23,47 +118,137 @@ def format_ids(ids) -> str:
     return ",".join(out)
 
 
-def _memory_unit(limit: float) -> tuple[str, float]:
-    """The unit that shows a memory limit with a few significant digits."""
-    for name, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if limit >= size:
-            return name, float(size)
-    return "bytes", 1.0
+def _wrap_runs(text: str, width: int) -> str:
+    """Break a :func:`format_ids` string into lines of at most ``width`` characters, at
+    commas only (a run such as ``12-40`` is never split).
+
+    >>> print(_wrap_runs("0-3,5,7-12,14,16", 8))
+    0-3,5,
+    7-12,14,
+    16
+    """
+    lines: list[str] = []
+    line = ""
+    for part in text.split(","):
+        piece = part if not line else "," + part
+        if line and len(line) + len(piece) + 1 > width:  # +1: the comma that ends the line
+            lines.append(line + ",")
+            line = part
+        else:
+            line += piece
+    lines.append(line)
+    return "\n".join(lines)
+
+
+def settings_line(instance: Instance) -> str:
+    """``K=8 M=190.7 MiB B=9.313 GiB/s N=4``: the instance's settings for a header line."""
+    return f"K={instance.K} M={format_bytes(instance.M)} B={format_rate(instance.B)} N={instance.N}"
+
+
+def _column_value(x: float | None, scale: float) -> str:
+    """A table cell in the column's unit: 4 significant digits, at most 3 decimals."""
+    if x is None:
+        return "-"
+    v = x / scale
+    if v != 0 and abs(v) < 0.0005:
+        return "<0.001"
+    return _sig(v, 4, max_decimals=3)
+
+
+def _new_table(title: str | None) -> Table:
+    from rich import box
+    from rich.table import Table
+
+    return Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+
+
+#: The widest the nodes column gets before it wraps (keeps stage tables within 80 columns).
+NODES_WIDTH = 16
 
 
 def stage_table(ev: Evaluation, title: str | None = None) -> Table:
-    """A table with one row per stage: nodes, d, t, y, memory used / limit, TPS and its parts."""
-    table = Table(title=title, title_justify="left")
-    unit, scale = _memory_unit(ev.stages[0].memory_limit if ev.stages else 1.0)
-    for col, just in (
-        ("stage", "right"),
-        ("nodes", "left"),
-        ("d", "right"),
-        ("t", "right"),
-        ("y", "right"),
-        (f"memory {unit}", "right"),
-        (f"limit {unit}", "right"),
-        ("compute s", "right"),
-        ("cut-edge s", "right"),
-        ("resync s", "right"),
-        ("TPS s", "right"),
-    ):
-        table.add_column(col, justify=just)
+    """A table with one row per stage: nodes, d, t, y, memory used, and the stage's time per
+    sample split into compute (P/d), cut-edge transfers and the resync, then its TPS; the
+    bottleneck stage is marked ``*``. One unit per column, named in the header (memory in
+    the unit of the limit M, times in the unit of the largest TPS); a memory above its
+    limit is marked ``!``."""
+    from piper_ilp.cost import memory_fits
+
+    table = _new_table(title)
+    limit = max((r.memory_limit for r in ev.stages), default=1.0)
+    mem_unit, mem_scale = _binary_unit(limit)
+    largest = max((r.cost.tps for r in ev.stages if r.cost is not None and math.isfinite(r.cost.tps)), default=1.0)
+    t_unit, t_scale = _time_unit(largest)
+    table.add_column("stage", justify="right", no_wrap=True)
+    table.add_column("nodes", justify="left", max_width=NODES_WIDTH, overflow="fold")  # fold: a run longer than the width
+    for name in ("d", "t", "y"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column(f"memory\n{mem_unit}", justify="right", no_wrap=True)
+    for name in ("compute", "cut-edge", "resync", "TPS"):
+        table.add_column(f"{name}\n{t_unit}", justify="right", no_wrap=True)
     bottleneck = ev.bottleneck
+    over = False
     for r in ev.stages:
         c = r.cost
-        mark = " *" if r.index == bottleneck else ""
+        memory = _column_value(r.memory, mem_scale)
+        if r.memory is not None and not memory_fits(r.memory, r.memory_limit):
+            memory += "!"
+            over = True
         table.add_row(
-            str(r.index),
-            format_ids(r.nodes),
+            f"{r.index}*" if r.index == bottleneck else str(r.index),
+            _wrap_runs(format_ids(r.nodes), NODES_WIDTH),
             str(r.d),
             str(r.t),
             str(r.y),
-            "-" if r.memory is None else f"{r.memory / scale:.6g}",
-            f"{r.memory_limit / scale:.6g}",
-            "-" if c is None else f"{c.compute:.6g}",
-            "-" if c is None else f"{c.edge:.6g}",
-            "-" if c is None else f"{c.resync:.6g}",
-            "-" if c is None else f"{c.tps:.12g}{mark}",
+            memory,
+            _column_value(c.compute if c else None, t_scale),
+            _column_value(c.edge if c else None, t_scale),
+            _column_value(c.resync if c else None, t_scale),
+            _column_value(c.tps if c else None, t_scale),
+        )
+    notes = ["* the bottleneck stage"] if bottleneck is not None else []
+    notes.append(f"memory limit M = {format_bytes(limit)}" + (" (! above it)" if over else ""))
+    table.caption = "; ".join(notes)
+    table.caption_justify = "left"
+    return table
+
+
+def option_table(instance: Instance, plan: Plan) -> Table:
+    """The per-layer choices of a plan: for every node (in the instance's order) its stage,
+    the stage's t and the option (TMPC) id chosen, with the option's time per sample p and
+    memory a, b in the units of the option's own magnitude."""
+    table = _new_table(None)
+    table.add_column("node", justify="right", no_wrap=True)
+    table.add_column("name", justify="left", max_width=24, overflow="ellipsis", no_wrap=True)
+    table.add_column("stage", justify="right", no_wrap=True)
+    table.add_column("t", justify="right", no_wrap=True)
+    table.add_column("option", justify="left", max_width=20, overflow="ellipsis", no_wrap=True)
+    table.add_column("p", justify="right", no_wrap=True)
+    table.add_column("w", justify="right", no_wrap=True)
+    from rich.text import Text  # user-given names and ids are plain text, never markup
+
+    where = {v: (i, st) for i, st in enumerate(plan.stages) for v in st.nodes}
+    for node in instance.nodes:
+        if node.id not in where:
+            table.add_row(str(node.id), Text(node.name or ""), "-", "-", "-", "-", "-")
+            continue
+        i, st = where[node.id]
+        option_id = st.options.get(node.id)
+        opt = node.option(st.t, option_id) if option_id is not None else None
+        table.add_row(
+            str(node.id),
+            Text(node.name or ""),
+            str(i),
+            str(st.t),
+            Text(option_id) if option_id is not None else "-",
+            format_seconds(opt.p) if opt is not None else "-",
+            format_bytes(opt.w) if opt is not None else "-",
         )
     return table

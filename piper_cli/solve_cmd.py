@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -29,18 +29,85 @@ from piper_cli.common import (
     stderr,
     stdout,
 )
-from piper_cli.format import stage_table
-from piper_ilp.errors import InputError
-from piper_ilp.evaluate import evaluate
-from piper_ilp.instance import Instance
-from piper_ilp.plan import save_plan
-from piper_ilp.solution import Restrictions, Solution, Status
-from compare.methods import METHODS, run_method
+from piper_cli.format import format_seconds, option_table, settings_line, stage_table
+from piper_ilp.errors import InputError, InternalError
+
+if TYPE_CHECKING:
+    from piper_ilp.instance import Instance
+    from piper_ilp.solution import Restrictions, Solution
+
+__all__ = ["register", "solution_record", "print_solution", "method_options", "check_applicable", "check_excluded_ids"]
 
 
 class Knapsack(str, enum.Enum):
     exact = "exact"
     greedy = "greedy"
+
+
+#: The command-line flag of each solver option (the keyword of ``run_method``).
+FLAGS: dict[str, str] = {
+    "knapsack": "--knapsack",
+    "max_ideals": "--max-ideals",
+    "time_limit": "--time-limit",
+    "threads": "--threads",
+    "write_model": "--write-model",
+    "hint_from_dp": "--hint-from-dp",
+    "max_variables": "--max-variables",
+    "force": "--force",
+}
+
+#: The solver options each method takes, used while ``compare.methods.METHODS`` is a
+#: tuple of names; once it maps names to entries with an ``options`` set (the methods
+#: registry), :func:`method_options` reads that instead. "milp" stands for every MILP
+#: backend.
+LOCAL_OPTIONS: dict[str, frozenset[str]] = {
+    "dp": frozenset({"knapsack", "max_ideals"}),
+    "milp": frozenset({"time_limit", "threads", "write_model", "hint_from_dp", "max_variables", "force"}),
+    "brute": frozenset(),
+}
+
+
+def method_options() -> dict[str, frozenset[str]]:
+    """Each method's name -> the solver options (keywords of ``run_method``) it takes."""
+    from compare.methods import METHODS, MILP_BACKENDS
+
+    if isinstance(METHODS, dict):
+        return {name: frozenset(getattr(m, "options", ())) - {"progress"} for name, m in METHODS.items()}
+    table = {}
+    for name in METHODS:
+        key = "milp" if name in MILP_BACKENDS else name
+        table[name] = LOCAL_OPTIONS.get(key, frozenset())
+    return table
+
+
+def check_applicable(method: str, given: dict[str, object], takes: dict[str, frozenset[str]]) -> None:
+    """Raise InputError (one line) when a solver option in ``given`` does not apply to
+    ``method``, naming the methods it applies to; ``takes`` is :func:`method_options`."""
+    if method not in takes:
+        raise InputError(f"--method {method!r}: choose one of {', '.join(takes)}")
+    for key, value in given.items():
+        if key in takes[method]:
+            continue
+        flag = FLAGS.get(key, key)
+        if key == "knapsack":
+            flag = f"--knapsack {value}"
+        users = [name for name, opts in takes.items() if key in opts]
+        where = "--method " + ", ".join(users) if users else "no method"
+        raise InputError(f"{flag} does not apply to --method {method}; it applies to {where}")
+
+
+def check_excluded_ids(instance: Instance, exclude: list[str] | None) -> None:
+    """Raise InputError naming an ``--exclude-option`` id that no node of ``instance`` has,
+    with the ids that exist (a misspelt id would otherwise exclude nothing)."""
+    if not exclude:
+        return
+    known = sorted({opt.id for node in instance.nodes for opts in node.options.values() for opt in opts})
+    for option_id in exclude:
+        if option_id not in known:
+            raise InputError(
+                f"--exclude-option {option_id!r}: no node of {instance.source} has this option; "
+                f"its option ids are: {', '.join(repr(k) for k in known)}"
+            )
 
 
 def solution_record(instance: Instance, sol: Solution, restrictions: Restrictions) -> dict:
@@ -55,25 +122,28 @@ def solution_record(instance: Instance, sol: Solution, restrictions: Restriction
     return rec
 
 
-def print_solution(instance: Instance, sol: Solution) -> None:
-    """The human form: a header line, the stage table, and the status line."""
-    stdout.print(
-        f"{instance.source}: K={instance.K} M={instance.M:.6g} B={instance.B:.6g} N={instance.N}; "
-        f"method {sol.method}",
-        markup=False,
-    )
+def print_solution(instance: Instance, sol: Solution, detail: bool = False) -> None:
+    """The human form: a header line, the stage table (with ``detail``: every layer's
+    option), and the status line. Times and sizes carry units; ``--json`` has the exact
+    values."""
+    from piper_ilp.evaluate import evaluate
+    from piper_ilp.solution import Status
+
+    stdout.print(f"{instance.source}: {settings_line(instance)}; method {sol.method}", markup=False)
     if sol.plan is not None:
         stdout.print(stage_table(evaluate(instance, sol.plan)))
+        if detail:
+            stdout.print(option_table(instance, sol.plan))
         extra = ""
         if sol.bound is not None and sol.status != Status.OPTIMAL:
-            extra = f", bound {sol.bound:.12g}, gap {100 * (sol.gap or 0):.4g}%"
+            extra = f", bound {format_seconds(sol.bound, 7)}, gap {100 * (sol.gap or 0):.4g}%"
         stdout.print(
-            f"{sol.status}: TPS {sol.tps:.12g} s per sample, {len(sol.plan.stages)} stages, "
-            f"{sol.plan.devices} devices, sum d = {sol.plan.sum_d}{extra} ({sol.seconds:.3g} s)",
+            f"{sol.status.value}: TPS {format_seconds(sol.tps, 7)} per sample, {len(sol.plan.stages)} stages, "
+            f"{sol.plan.devices} devices, sum d {sol.plan.sum_d}{extra} ({format_seconds(sol.seconds, 3)})",
             markup=False,
         )
     else:
-        stdout.print(f"{sol.status}: no plan ({sol.seconds:.3g} s)", markup=False)
+        stdout.print(f"{sol.status.value}: no plan ({format_seconds(sol.seconds, 3)})", markup=False)
     if sol.message:
         stdout.print(f"  {sol.message}", markup=False)
     for key in ("variables", "constraints", "scaling_error", "ideals", "stage_candidates"):
@@ -81,12 +151,33 @@ def print_solution(instance: Instance, sol: Solution) -> None:
             stdout.print(f"  {key}: {sol.info[key]}", markup=False)
 
 
+#: Exit statuses by precedence when several instances end differently: bad input (2) over
+#: a backend error (1) over an inconclusive answer (3) over success (0).
+_PRECEDENCE = {0: 0, 3: 1, 1: 2, 2: 3}
+
+
+def _worse(a: int, b: int) -> int:
+    return a if _PRECEDENCE[a] >= _PRECEDENCE[b] else b
+
+
+def _remove_stale(output: Path, why: str) -> None:
+    """Remove the plan a previous run left at ``output``, saying so in one line."""
+    try:
+        output.unlink()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        stderr.print(f"piper-ilp: warning: {output} is from an earlier run and could not be removed: {exc.strerror or exc}", markup=False)
+        return
+    stderr.print(f"piper-ilp: removed stale plan {output}: the new solve {why}", markup=False)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("solve")
     @cli_errors
     def solve_command(
         instances: Annotated[list[str], typer.Argument(help="Instance JSON file(s).")],
-        method: Annotated[str, typer.Option("--method", help=f"Solver: {', '.join(METHODS)}.")] = "dp",
+        method: Annotated[str, typer.Option("--method", help="Solver: dp (the DP), cpsat, cbc, scip (the exact MILP), brute (tiny graphs).")] = "dp",
         knapsack: Annotated[Knapsack, typer.Option("--knapsack", help="DP option choice: exact, or Piper's greedy rule (sec. 5).")] = Knapsack.exact,
         devices: DevicesOpt = None,
         memory: MemoryOpt = None,
@@ -102,59 +193,120 @@ def register(app: typer.Typer) -> None:
         threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="MILP: solver threads.", show_default=False)] = None,
         write_model: Annotated[Optional[Path], typer.Option("--write-model", "--write-lp", help="MILP: write the model (CBC: LP file; CP-SAT: model proto as text).", show_default=False)] = None,
         hint_from_dp: Annotated[bool, typer.Option("--hint-from-dp", help="MILP: warm-start with the DP's plan.")] = False,
-        force: Annotated[bool, typer.Option("--force", help="Solve even above the size guard.")] = False,
+        force: Annotated[bool, typer.Option("--force", help="Solve even above the method's size guard.")] = False,
         max_ideals: Annotated[Optional[int], typer.Option("--max-ideals", min=1, help="DP: refuse above this many successor-closed sets.", show_default=False)] = None,
         max_variables: Annotated[Optional[int], typer.Option("--max-variables", min=1, help="MILP: refuse above this many variables (unless --force).", show_default=False)] = None,
-        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the plan (object form) to this file.", show_default=False)] = None,
-        progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal).", show_default=False)] = None,
+        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the plan (object form, with what it was solved for) to this file.", show_default=False)] = None,
+        detail: Annotated[bool, typer.Option("--detail", help="Also list every layer's option choice.")] = False,
+        progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress display on stderr (default: on a terminal).", show_default=False)] = None,
         json_out: JsonOpt = False,
     ) -> None:
         """Solve each INSTANCE; print its plan, TPS and status.
 
         Statuses: optimal (proven), feasible (a plan, not proven optimal: a time limit, or
-        greedy mode), infeasible (proven: no plan fits), unknown (stopped with no plan).
-        Exit 0 when every instance got an answer, 2 on bad input, 3 when some instance
-        ended unknown.
+        greedy mode), infeasible (proven: no plan fits), unknown (stopped with no plan),
+        out-of-range (the method cannot represent the instance's numbers), backend-error
+        (the solver's claim failed the check).
+
+        With -o, the plan is written when the solve gives one; when it gives none
+        (infeasible, unknown, an error), a plan an earlier run left at that path is
+        removed, with a line saying so. Ctrl-C / SIGTERM leave the file as it was.
+
+        Exit 0 when every instance got an answer, 2 on bad input or usage, 1 on a backend
+        error, 3 when some instance ended unknown or out-of-range; 130 / 143 when
+        interrupted (SIGINT / SIGTERM).
         """
-        if method not in METHODS:
-            fail(f"error: --method {method!r}: choose one of {', '.join(METHODS)}")
+        solver_options = {
+            key: value
+            for key, value in (
+                ("knapsack", knapsack.value if knapsack is Knapsack.greedy else None),
+                ("max_ideals", max_ideals),
+                ("time_limit", time_limit),
+                ("threads", threads),
+                ("write_model", write_model),
+                ("hint_from_dp", hint_from_dp),
+                ("max_variables", max_variables),
+                ("force", force),
+            )
+            if value is not None and value is not False
+        }
+        check_applicable(method, solver_options, method_options())
         if len(instances) > 1 and (output is not None or write_model is not None):
             fail("error: --output and --write-model take a single instance")
-        if knapsack is Knapsack.greedy and method != "dp":
-            fail("error: --knapsack greedy applies to --method dp only")
+        from piper_ilp.files import check_writable
+
+        for out, what in ((output, "plan"), (write_model, "model")):
+            if out is None:
+                continue
+            check_writable(out, what)
+            if any(Path(p).resolve() == out.resolve() for p in instances):
+                raise InputError(f"{out}: the {what} would overwrite the instance file; choose another path")
+
         restrictions = restrictions_from_flags(no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t)
         show_progress = sys.stderr.isatty() if progress is None else progress
         worst = 0
         for path in instances:
             try:
                 inst = load_with_overrides(path, devices, memory, batch, bandwidth)
-                sol = run_method(
-                    inst,
-                    method,
-                    restrictions,
-                    knapsack=knapsack.value,
-                    time_limit=time_limit,
-                    threads=threads,
-                    write_model=write_model,
-                    hint_from_dp=hint_from_dp,
-                    force=force,
-                    max_ideals=max_ideals,
-                    max_variables=max_variables,
-                    progress=show_progress,
-                )
+                check_excluded_ids(inst, exclude_option)
+                sol = _solve(inst, method, restrictions, solver_options, show_progress)
             except InputError as exc:
                 stderr.print(f"piper-ilp: error: {exc}", markup=False)
                 if json_out:
                     print_json_line({"instance": path, "method": method, "error": str(exc)})
-                worst = max(worst, 2)
+                worst = _worse(worst, 2)
+                if output is not None:
+                    _remove_stale(output, "failed")
                 continue
+            except InternalError:
+                if output is not None:
+                    _remove_stale(output, "failed")
+                raise
             if json_out:
                 print_json_line(solution_record(inst, sol, restrictions))
             else:
-                print_solution(inst, sol)
-            if output is not None and sol.plan is not None:
-                save_plan(sol.plan, output)
-            if sol.status == Status.UNKNOWN:
-                worst = max(worst, 3) if worst != 2 else 2
+                print_solution(inst, sol, detail=detail)
+            if output is not None:
+                _write_or_remove(output, inst, sol, method, restrictions, knapsack.value)
+            worst = _worse(worst, _exit_status(sol))
         if worst:
             raise typer.Exit(worst)
+
+
+def _solve(inst: Instance, method: str, restrictions: Restrictions, options: dict, progress: bool) -> Solution:
+    """:func:`compare.methods.run_method` with the solver options given (each checked by
+    :func:`check_applicable`); the others keep the method's defaults."""
+    from compare.methods import run_method
+
+    return run_method(inst, method, restrictions, progress=progress, **options)
+
+
+def _exit_status(sol: Solution) -> int:
+    from piper_ilp.solution import Status
+
+    if sol.status == Status.BACKEND_ERROR:
+        return 1
+    if sol.status in (Status.UNKNOWN, Status.OUT_OF_RANGE):
+        return 3
+    return 0
+
+
+def _write_or_remove(output: Path, inst: Instance, sol: Solution, method: str, restrictions: Restrictions, knapsack: str) -> None:
+    """Write the solve's plan to ``output`` with its metadata; without a plan, remove a
+    plan an earlier run left there (saying so), so that no stale plan looks current."""
+    from piper_ilp.plan import plan_metadata, save_plan
+
+    if sol.plan is not None:
+        meta = plan_metadata(inst, method=method, restrictions=restrictions.to_dict(), mode=knapsack if method == "dp" else None)
+        save_plan(sol.plan, output, metadata=meta)
+    else:
+        _remove_stale(output, _NO_PLAN.get(sol.status.value, f"ended {sol.status.value} with no plan"))
+
+
+#: Why a solve gave no plan, for the line that reports a removed stale plan.
+_NO_PLAN = {
+    "infeasible": "is infeasible",
+    "unknown": "ended with no plan (unknown)",
+    "out-of-range": "is out of range for this method",
+    "backend-error": "hit a backend error",
+}

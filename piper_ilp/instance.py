@@ -23,12 +23,14 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import networkx as nx
 
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text
+
+if TYPE_CHECKING:  # networkx loads on first use: the CLI's start-up does not need it
+    import networkx as nx
 
 __all__ = [
     "Option",
@@ -148,12 +150,14 @@ class Instance:
     warnings: tuple[str, ...] = ()
     # derived views, built once in __post_init__ (never mutated afterwards)
     _node: dict = field(init=False, repr=False, compare=False)
-    _graph: nx.DiGraph = field(init=False, repr=False, compare=False)
+    _graph: "nx.DiGraph" = field(init=False, repr=False, compare=False)
     _in_edges: dict = field(init=False, repr=False, compare=False)
     _out_edges: dict = field(init=False, repr=False, compare=False)
     _t_values: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        import networkx as nx
+
         node = {n.id: n for n in self.nodes}
         ins: dict[int, list[tuple[int, float]]] = {n.id: [] for n in self.nodes}
         outs: dict[int, list[tuple[int, float]]] = {n.id: [] for n in self.nodes}
@@ -191,7 +195,7 @@ class Instance:
         return self._node
 
     @property
-    def graph(self) -> nx.DiGraph:
+    def graph(self) -> "nx.DiGraph":
         """The layer graph as a networkx DiGraph (edge attribute ``c``). Do not mutate."""
         return self._graph
 
@@ -767,6 +771,8 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
     for e in edges:
         preds[e.dst].add(e.src)
         succs[e.src].add(e.dst)
+
+    import networkx as nx
 
     g = nx.DiGraph()
     g.add_nodes_from(ids)

@@ -110,7 +110,7 @@ def test_human_output_has_a_stage_table(small):
     path, _ = small
     r = runner.invoke(app, ["solve", str(path)])
     assert r.exit_code == 0, r.output
-    assert "optimal: TPS" in r.output and "cut-edge s" in r.output
+    assert "optimal: TPS" in r.output and "cut-edge" in r.output
 
 
 @pytest.mark.parametrize(
@@ -133,3 +133,193 @@ def test_usage_errors_are_one_line_in_a_real_process(args, needle):
     assert proc.stdout == ""
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and "usage error" in lines[0] and needle in lines[0], proc.stderr
+
+
+# ---- options that do not apply to the method, unknown option ids ----
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--method", "dp", "--write-model", "model.lp"], "--write-model"),
+        (["--method", "dp", "--time-limit", "5"], "--time-limit"),
+        (["--method", "dp", "--threads", "2"], "--threads"),
+        (["--method", "brute", "--threads", "2"], "--threads"),
+        (["--method", "dp", "--hint-from-dp"], "--hint-from-dp"),
+        (["--method", "brute", "--hint-from-dp"], "--hint-from-dp"),
+        (["--method", "dp", "--max-variables", "10"], "--max-variables"),
+        (["--method", "cpsat", "--knapsack", "greedy"], "--knapsack greedy"),
+        (["--method", "brute", "--knapsack", "greedy"], "--knapsack greedy"),
+        (["--method", "cbc", "--max-ideals", "10"], "--max-ideals"),
+    ],
+)
+def test_an_option_that_does_not_apply_is_an_error(tmp_path, small, args, needle):
+    path, _ = small
+    r = runner.invoke(app, ["solve", str(path), "--json", *args])
+    assert r.exit_code == 2, r.output
+    lines = r.output.splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "does not apply" in lines[0], r.output
+    assert not (tmp_path / "model.lp").exists()
+
+
+def test_an_unknown_exclude_option_id_is_an_error_naming_the_ids(small):
+    path, inst = small
+    r = runner.invoke(app, ["solve", str(path), "--exclude-option", "vanila"])
+    assert r.exit_code == 2, r.output
+    (line,) = r.output.splitlines()
+    assert "'vanila'" in line
+    ids = {opt.id for node in inst.nodes for opts in node.options.values() for opt in opts}
+    assert ids and all(repr(i) in line for i in ids)
+
+
+# ---- output files ----
+
+
+def test_an_unwritable_output_is_refused_before_solving(tmp_path, small):
+    path, _ = small
+    r = runner.invoke(app, ["solve", str(path), "--json", "-o", str(tmp_path / "no-such-folder" / "plan.json")])
+    assert r.exit_code == 2
+    lines = r.output.splitlines()
+    assert len(lines) == 1 and "no-such-folder" in lines[0]
+    assert json_lines(r.output) == []  # nothing was solved
+
+
+def test_an_unwritable_model_path_is_refused_before_solving(tmp_path, small):
+    path, _ = small
+    r = runner.invoke(app, ["solve", str(path), "--method", "cpsat", "--json", "--write-model", str(tmp_path)])
+    assert r.exit_code == 2
+    (line,) = r.output.splitlines()
+    assert str(tmp_path) in line and "folder" in line
+
+
+def test_the_plan_file_carries_what_it_was_solved_for(tmp_path, small):
+    path, inst = small
+    out = tmp_path / "plan.json"
+    r = runner.invoke(app, ["solve", str(path), "-K", "16", "--max-d", "2", "--knapsack", "greedy", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    meta = json.loads(out.read_text())["metadata"]
+    assert meta["instance"] == inst.fingerprint()
+    assert (meta["K"], meta["M"], meta["N"], meta["B"]) == (16, inst.M, inst.N, inst.B)
+    assert meta["method"] == "dp" and meta["mode"] == "greedy"
+    assert meta["restrictions"]["max_d"] == 2
+    assert evaluate(inst.with_settings(K=16), load_plan(out)).valid
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.json"]  # no temporary file left
+
+
+def test_an_infeasible_resolve_removes_the_stale_plan_and_says_so(tmp_path, small):
+    path, _ = small
+    out = tmp_path / "plan.json"
+    assert runner.invoke(app, ["solve", str(path), "-o", str(out)]).exit_code == 0
+    assert out.exists()
+    r = runner.invoke(app, ["solve", str(path), "--memory", "1MB", "--json", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    (rec,) = json_lines(r.output)
+    assert rec["status"] == "infeasible"
+    assert not out.exists()
+    removed = [line for line in r.output.splitlines() if "removed stale plan" in line]
+    assert len(removed) == 1 and str(out) in removed[0] and "infeasible" in removed[0]
+
+
+def test_a_failed_resolve_removes_the_stale_plan(tmp_path, small):
+    path, _ = small
+    out = tmp_path / "plan.json"
+    assert runner.invoke(app, ["solve", str(path), "-o", str(out)]).exit_code == 0
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    r = runner.invoke(app, ["solve", str(bad), "-o", str(out)])
+    assert r.exit_code == 2
+    assert not out.exists()
+    assert any("removed stale plan" in line and "failed" in line for line in r.output.splitlines())
+
+
+def test_nothing_is_removed_when_there_was_no_plan(tmp_path, small):
+    path, _ = small
+    out = tmp_path / "plan.json"
+    r = runner.invoke(app, ["solve", str(path), "--memory", "1MB", "-o", str(out)])
+    assert r.exit_code == 0
+    assert "removed" not in r.output and not out.exists()
+
+
+def test_several_instances_refuse_one_output(tmp_path, small):
+    path, _ = small
+    r = runner.invoke(app, ["solve", str(path), str(path), "-o", str(tmp_path / "p.json")])
+    assert r.exit_code == 2 and r.output.count("\n") == 1
+
+
+# ---- honest human output ----
+
+
+def test_version():
+    from piper_ilp import __version__
+
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0
+    assert r.output == f"piper-ilp {__version__}\n"
+
+
+def test_the_summary_line_has_units(small):
+    path, inst = small
+    r = runner.invoke(app, ["solve", str(path)])
+    assert r.exit_code == 0, r.output
+    header = r.output.splitlines()[0]
+    # small.json: M = 2e8 bytes = 190.73 MiB, B = 1e10 bytes/s = 9.313 GiB/s
+    assert inst.M == 2e8 and inst.B == 1e10
+    assert "M=190.7 MiB" in header and "B=9.313 GiB/s" in header and "e+" not in header
+
+
+def test_tables_fit_80_columns_and_detail_lists_each_layer(tmp_path, small):
+    path, inst = small
+    out = tmp_path / "plan.json"
+    r = runner.invoke(app, ["solve", str(path), "--detail", "-K", "64", "-N", "16", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    # every line but the header (which names the file) fits 80 columns
+    assert all(len(line) <= 80 for line in lines[1:]), "\n".join(line for line in lines if len(line) > 80)
+    plan = load_plan(out)
+    chosen = {v: st.options[v] for st in plan.stages for v in st.nodes}
+    for node in inst.nodes:
+        rows = [line for line in lines if line.split()[:1] == [str(node.id)] and (node.name or "") in line]
+        assert len(rows) == 1 and chosen[node.id] in rows[0], (node.id, lines)
+    plain = runner.invoke(app, ["solve", str(path), "-K", "64", "-N", "16"])
+    assert "option" not in plain.output.splitlines()[0] and not any("activation recomp" in x for x in plain.output.splitlines())
+
+
+def test_exit_status_precedence():
+    from piper_cli.solve_cmd import _worse
+
+    assert _worse(0, 3) == 3 and _worse(3, 1) == 1 and _worse(1, 2) == 2 and _worse(2, 3) == 2
+
+
+def test_help_loads_no_solver_library():
+    """`piper-ilp --help` loads typer and rich, not numpy, networkx, OR-Tools or PuLP."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "piper_cli", "--help"], capture_output=True, text=True, cwd=REPO
+    )
+    assert proc.returncode == 0 and "solve" in proc.stdout
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "typer" in loaded
+    assert not loaded & {"numpy", "networkx", "ortools", "pulp"}, sorted(loaded & {"numpy", "networkx", "ortools", "pulp"})
+
+
+def test_version_in_a_real_process():
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    proc = subprocess.run([sys.executable, "-m", "piper_cli", "--version"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0 and proc.stdout.startswith("piper-ilp ") and proc.stderr == ""
+
+
+def test_the_plan_never_overwrites_the_instance(tmp_path, small):
+    path, _ = small
+    copy = tmp_path / "inst.json"
+    copy.write_text(path.read_text())
+    r = runner.invoke(app, ["solve", str(copy), "-o", str(copy)])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "instance" in r.output
+    assert copy.read_text() == path.read_text()

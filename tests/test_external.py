@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
+import subprocess
 import time
 from pathlib import Path
 
@@ -80,10 +80,35 @@ def test_a_timeout_kills_the_planners_whole_process_group(tmp_path):
 
 
 def test_an_interrupt_kills_the_planner_and_removes_its_folder(tmp_path):
-    inst = random_instance("chain", 3, seed=0)
-    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        solve_external(inst, "sleep 30", name="slow", workdir=tmp_path)
-    timer.cancel()
-    assert list(tmp_path.iterdir()) == []
+    # a real process running solve_external gets a real SIGINT while the planner sleeps
+    work = tmp_path / "work"
+    work.mkdir()
+    pidfile = tmp_path / "planner.pid"
+    script = (
+        "import sys\n"
+        "from compare.external import solve_external\n"
+        "from compare.generators import random_instance\n"
+        "try:\n"
+        f"    solve_external(random_instance('chain', 3, seed=0), 'echo $$ > {pidfile}; sleep 30', name='slow', workdir={str(work)!r})\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(130)\n"
+    )
+    proc = subprocess.Popen([PY, "-c", script], cwd=REPO)
+    for _ in range(200):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.05)
+    planner = int(pidfile.read_text())
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=20) == 130
+    assert list(work.iterdir()) == []
+    for _ in range(50):
+        if not _alive(planner):
+            break
+        time.sleep(0.1)
+    assert not _alive(planner)
+
+
+def _alive(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"

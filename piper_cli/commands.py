@@ -1,0 +1,61 @@
+"""The typer application: the root options (``--version``) and the commands' registration.
+
+The command modules import only typer, rich and the standard library at load time; the
+solvers (numpy, networkx, OR-Tools, PuLP) load when a command runs, so ``--help`` and
+usage errors answer at once.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="piper-ilp",
+    help="Piper's DNN-parallelization planner: an optimized DP checked against an exact MILP (CP-SAT, CBC).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from piper_ilp import __version__
+
+        print(f"piper-ilp {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Plan pipeline, data and tensor parallelism for a profiled layer graph (Piper's problem),
+    and cross-check the DP against an exact MILP.
+
+    Exit status: 0 success, 1 an invalid plan / a mismatch / an internal error,
+    2 bad input or usage, 3 inconclusive (verify), 130 interrupted (SIGINT),
+    143 terminated (SIGTERM).
+    """
+
+
+def _register() -> None:
+    from piper_cli import bench_cmds, compare_cmds, evaluate_cmd, ladder_cmd, simulate_cmd, solve_cmd, sweep_cmds
+
+    evaluate_cmd.register(app)
+    solve_cmd.register(app)
+    compare_cmds.register(app)
+    bench_cmds.register(app)
+    sweep_cmds.register(app)
+    simulate_cmd.register(app)
+    ladder_cmd.register(app)
+
+
+_register()
