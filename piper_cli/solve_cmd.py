@@ -132,7 +132,7 @@ def register(app: typer.Typer) -> None:
                     inst,
                     method,
                     restrictions,
-                    knapsack=knapsack.value,
+                    knapsack=knapsack.value if method == "dp" else None,
                     time_limit=time_limit,
                     threads=threads,
                     write_model=write_model,
