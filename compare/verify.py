@@ -184,6 +184,7 @@ class MethodResult:
                 devices=s.plan.devices if s.plan else None,
                 sum_d=s.plan.sum_d if s.plan else None,
                 message=s.message,
+                info=dict(s.info) if isinstance(s.info, dict) else {},
                 plan=plan_to_dict(s.plan) if s.plan else None,
             )
             if self.evaluation is not None and not self.evaluation.valid:
@@ -349,7 +350,7 @@ def _run(m: Method, call: Callable[[], Solution]) -> MethodResult:
         if isinstance(err, (int, float)) and math.isfinite(err) and err > 0:
             res.abs_tol = float(err)
         if sol.status is Status.BACKEND_ERROR:
-            res.backend_error = sol.message or "the backend's claim failed certification"
+            res.backend_error = sol.message or "its claim failed certification (details in its info)"
     res.seconds = time.perf_counter() - start
     return res
 

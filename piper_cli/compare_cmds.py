@@ -107,7 +107,9 @@ def _note(verdict, name: str, r, detail: bool = False) -> str:
     if r.error:
         return r.error
     if r.backend_error:
-        return f"backend error (not a proof, not evidence against the others): {r.backend_error}"
+        info = r.solution.info if r.solution is not None and isinstance(r.solution.info, dict) else {}
+        extra = f"; info {info}" if detail and info else ""
+        return f"backend error (not a proof, not evidence against the others): {r.backend_error}{extra}"
     s = r.solution
     if r.evaluation is not None and not r.evaluation.valid:
         return f"INVALID PLAN: {r.evaluation.violations[0]}"
