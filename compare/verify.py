@@ -265,7 +265,13 @@ def _below(x: float, y: float, rtol: float, abs_tol: float) -> bool:
 
 
 def _pair_tol(r: MethodResult, q: MethodResult) -> tuple[float, float]:
+    """The tolerance between two claims: the larger relative accuracy, both stated errors."""
     return max(r.rtol, q.rtol), r.abs_tol + q.abs_tol
+
+
+def _own_tol(r: MethodResult) -> tuple[float, float]:
+    """The tolerance of one method's claim against a fact (an evaluated plan's TPS)."""
+    return r.rtol, r.abs_tol
 
 
 def _fmt(x: float | None) -> str:
@@ -385,6 +391,12 @@ def _check_one(r: MethodResult, instance: Instance, restrictions: Restrictions) 
         out.append(f"{r.method}: its bound {_fmt(s.bound)} is above its own plan's TPS {_fmt(ev.tps)}")
     if s.status is Status.OPTIMAL and s.bound is not None and _below(s.bound, ev.tps, r.rtol, r.abs_tol):
         out.append(f"{r.method}: it claims optimal, but its bound {_fmt(s.bound)} is below its plan's TPS {_fmt(ev.tps)}")
+    if s.status is Status.OPTIMAL and r.abs_tol > r.rtol * abs(ev.tps):
+        # contract sec. 7: an optimal claim must hold within the method's relative accuracy
+        out.append(
+            f"{r.method}: it claims optimal, but the error it states ({r.abs_tol:.3g}) is more than "
+            f"{r.rtol:g} of its plan's TPS {_fmt(ev.tps)}: not a proof"
+        )
     return out
 
 
@@ -508,7 +520,7 @@ def verify_instance(
     # a valid plan below a proven optimum, or a bound above a valid plan
     for r in optimal:
         for q in plans:
-            if all(q is not o for o in optimal) and _below(q.tps, r.tps, *_pair_tol(r, q)):
+            if all(q is not o for o in optimal) and _below(q.tps, r.tps, *_own_tol(r)):
                 problems.append(
                     f"{q.method}'s plan (TPS {_fmt(q.tps)}) beats {r.method}'s proven optimum {_fmt(r.tps)}; "
                     + plan_difference(instance, (q.method, q.solution.plan), (r.method, r.solution.plan))
@@ -518,7 +530,7 @@ def verify_instance(
         if r.solution.bound is None or r.kind == "heuristic":
             continue
         for q in plans:
-            if q is not r and _below(q.tps, r.solution.bound, *_pair_tol(r, q)):
+            if q is not r and _below(q.tps, r.solution.bound, *_own_tol(r)):
                 problems.append(f"{r.method}'s lower bound {_fmt(r.solution.bound)} is above {q.method}'s valid plan (TPS {_fmt(q.tps)})")
                 involved.update((r.method, q.method))
 

@@ -190,15 +190,14 @@ def _print_verdict(instance, verdict, detail: bool = False) -> None:
     stdout.print(verdict_table(verdict, detail=detail))
     if not detail:
         for name, r in verdict.results.items():
-            note = _note(verdict, name, r)
+            note = "" if r.error else _note(verdict, name, r)  # errors are listed below the verdict
             if note:
                 stdout.print(f"  {name}: {note}", markup=False)
     stdout.print(_verdict_line(verdict), markup=False)
     for p in verdict.problems:
         stdout.print(f"  - {p}", markup=False)
-    if verdict.verdict == "error":
-        for e in verdict.errors:
-            stdout.print(f"  - {e}", markup=False)
+    for e in verdict.errors:
+        stdout.print(f"  - {e}", markup=False)
     shown = list(verdict.involved) if verdict.verdict == "mismatch" else []
     if detail:
         shown = [m for m, r in verdict.results.items() if r.evaluation is not None]

@@ -84,8 +84,13 @@ def test_value_that_is_not_the_plans_tps_is_a_mismatch():
 def test_stated_accuracy_is_honoured():
     # a MILP's value may be off its plan's TPS by 1e-6 relative (contract sec. 7) plus the
     # absolute error it states; the DP's only by 1e-9
-    ok = fake("cpsat", Status.OPTIMAL, D2, 3.0 + 5e-6, info={"scaling_error": 1e-5})
+    ok = fake("cpsat", Status.OPTIMAL, D2, 3.0 + 2.5e-6, info={"scaling_error": 2.5e-6})
     assert run({"cpsat": ok, "brute": brute_as("brute")}).verdict == "match"
+    # a stated error above 1e-6 of the value is no proof (the optimum's digits are lost)
+    vague = fake("cpsat", Status.OPTIMAL, D2, 3.0, info={"scaling_error": 1e-5})
+    v = run({"cpsat": vague, "brute": brute_as("brute")})
+    assert v.verdict == "single-proof" and not v.problems and v.results["cpsat"].status == "backend-error"
+    assert "the error it states (1e-05) is more than 1e-06 of its plan's TPS 3: not a proof" in v.backend_errors[0]
     within_rel = fake("cbc", Status.OPTIMAL, D2, 3.0 + 2e-6)  # 6.7e-7 relative
     assert run({"cbc": within_rel, "brute": brute_as("brute")}).verdict == "match"
     # beyond its accuracy the backend's claim is void: shown as its error, never a mismatch
