@@ -1,4 +1,4 @@
-"""Random Piper instances for the cross-check campaigns (issue 5).
+"""Random Piper instances for the cross-check campaigns.
 
 Five graph families, built with networkx, each a plausible shape of a DNN's layer
 graph:

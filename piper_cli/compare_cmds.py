@@ -1,4 +1,4 @@
-"""``piper-ilp verify``, ``random`` and ``campaign``: the cross-check commands (issue 5).
+"""``piper-ilp verify``, ``random`` and ``campaign``: the cross-check commands.
 
 The work is done in :mod:`compare.verify`, :mod:`compare.generators` and
 :mod:`compare.campaign`; this module only reads options and prints.
