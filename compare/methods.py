@@ -268,7 +268,7 @@ def run_method(
     m = method(name)
     given = {k: v for k, v in options.items() if v is not None and v is not False}
     for key in given:
-        if key not in m.options or key == "progress":
+        if key not in m.options:
             takes = ", ".join(sorted(m.options - {"progress"})) or "no options"
             raise InputError(f"option {key} does not apply to method {name} (it takes: {takes})")
     if progress and "progress" in m.options:
