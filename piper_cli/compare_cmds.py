@@ -224,7 +224,7 @@ def register(app: typer.Typer) -> None:
         methods: MethodsOpt = "dp,cpsat,cbc,brute",
         time_limit: TimeLimitOpt = 60.0,
         threads: ThreadsOpt = None,
-        force: Annotated[bool, typer.Option("--force", help="Run the MILP backends and brute past their size guards.")] = False,
+        force: Annotated[bool, typer.Option("--force", help="Run every method past its size guard (MILP variables, brute's nodes and partitions, the DP's successor-closed sets).")] = False,
         greedy: Annotated[bool, typer.Option("--greedy/--no-greedy", help="Also run Piper's greedy rule and report its gap.")] = True,
         devices: DevicesOpt = None,
         memory: MemoryOpt = None,
