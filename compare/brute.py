@@ -1,6 +1,7 @@
-"""The exhaustive oracle: try every plan of a tiny instance (cost model secs. 2-4).
+"""The exhaustive oracle: try every plan of a tiny instance (cost model secs. 2-4 and 7).
 
-Deliberately simple and independent of the DP and the MILP: it enumerates
+The referee of every other method, deliberately simple and independent of the DP and the
+MILP. It enumerates
 
 1. every ordered partition of the nodes into stages whose order respects the edges
    (each stage C is taken off the *back* of the nodes still unplaced, so it must hold
@@ -9,12 +10,21 @@ Deliberately simple and independent of the DP and the MILP: it enumerates
    budgets sum d <= N and sum t * d <= K;
 3. every option per node, under the stage's t;
 
-and keeps the plan with the least TPS. The only shortcuts are obviously safe ones:
+and keeps the plan with the least TPS. Every number it compares is the evaluator's own
+(contract sec. 7): a stage's TPS is :func:`piper_ilp.cost.stage_cost` (three ``fsum``
+sums), its memory :func:`piper_ilp.cost.stage_memory` (``fsum`` of a * y and b) and it
+fits iff :func:`piper_ilp.cost.memory_fits` (``<= M``, no slack). The value it reports
+is therefore exactly the evaluated TPS of its plan, and the optimum is exact, whatever
+the magnitudes.
 
-* a partition or degree choice that already breaks a budget is not extended;
+The only shortcuts are obviously safe ones:
+
+* a stage or degree choice that already breaks a budget is not extended;
+* branch and bound: a partial plan whose slowest stage is already no faster than the
+  best complete plan is not extended (the plan's TPS is a max over its stages);
 * the options of one stage affect only that stage's time and memory, so for a stage
-  (C, t, d) and its y = ceil(s / d) (s the suffix sum of d) the oracle picks the
-  fastest option tuple that fits in M by trying every tuple (cached per (C, t, d)).
+  (C, t, d) with y = ceil(s / d) (s the suffix sum of d) the oracle takes the fastest
+  option tuple that fits in M, trying the tuples in ascending TPS (cached per (C, t, d)).
 
 Symbols: p, w, a, b, sfw, sbw per option; K devices, M memory, N microbatches,
 B bandwidth; d, t degrees; y microbatches in flight.
@@ -27,9 +37,7 @@ import math
 import time
 from functools import lru_cache
 
-import numpy as np
-
-from piper_ilp.cost import MEMORY_RTOL, microbatches_in_flight, node_edge_bytes
+from piper_ilp.cost import memory_fits, microbatches_in_flight, stage_cost, stage_memory
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.instance import Instance
 from piper_ilp.plan import Plan, Stage
@@ -134,31 +142,34 @@ def solve_brute(
     restrictions: Restrictions = Restrictions(),
     *,
     max_nodes: int = MAX_NODES,
+    force: bool = False,
 ) -> Solution:
     """Solve a tiny instance by trying every plan.
 
     Parameters
     ----------
     instance : Instance
-        At most ``max_nodes`` nodes.
+        At most ``max_nodes`` nodes (unless ``force``).
     restrictions : Restrictions
         Caps on d and t and excluded options (as for every solver).
     max_nodes : int
         The size limit (default :data:`MAX_NODES`).
+    force : bool
+        Skip the size limits (the search may then take very long).
 
     Returns
     -------
     Solution
         method ``"brute"``; status OPTIMAL with the best plan (``objective`` = ``bound``
-        = its TPS, re-checked by the evaluator) or INFEASIBLE when no plan is valid.
-        ``info`` counts the ordered partitions (``partitions``) and the (partition,
-        degrees) combinations (``degree_choices``) tried.
+        = its TPS, exactly the evaluator's value) or INFEASIBLE when no plan is valid.
+        ``info`` counts the complete plans reached (``plans``) and the stage choices
+        tried (``stage_choices``).
 
     Raises
     ------
     SizeLimitError
         Above ``max_nodes`` nodes, :data:`MAX_OPTION_TUPLES` option tuples or
-        :data:`MAX_PARTITIONS` ordered partitions.
+        :data:`MAX_PARTITIONS` ordered partitions (unless ``force``).
 
     Examples
     --------
@@ -167,104 +178,72 @@ def solve_brute(
     >>> sol.status.value, sol.tps == sol.objective
     ('optimal', True)
     """
-    _check_size(instance, max_nodes)
+    if not force:
+        _check_size(instance, max_nodes)
     start = time.perf_counter()
     inst = restrictions.apply(instance)
     K, N, M = inst.K, inst.N, inst.M
-    d_values = restrictions.d_values(inst)
-    t_values = inst.t_values
     ids, succ_mask = _masks(inst)  # succ_mask[i]: bit set of the successors of node ids[i]
     n = len(ids)
-
-    def members(mask: int) -> list[int]:
-        return [ids[i] for i in range(n) if mask >> i & 1]
+    choices = [(t, d) for t in inst.t_values for d in restrictions.d_values(inst) if t * d <= K]
 
     @lru_cache(maxsize=None)
-    def option_table(mask: int, t: int, d: int):
-        """For stage C = mask with degrees (t, d): every option tuple as arrays of its TPS,
-        its sum of a and its sum of b, plus the tuples themselves. None if some node of C
-        has no option for t."""
-        nodes = members(mask)
-        cset = frozenset(nodes)
-        per_node = []
-        for v in nodes:
-            opts = inst.node[v].options.get(t)
-            if not opts:
-                return None
-            per_node.append(
-                [
-                    (
-                        # this node's share of the stage's TPS (cost model sec. 3)
-                        (node_edge_bytes(inst, v, o, cset) / d + 4.0 * (d - 1) * o.w / (d * N)) / inst.B + o.p / d,
-                        o.a,
-                        o.b,
-                        o,
-                    )
-                    for o in opts
-                ]
-            )
-        combos = list(itertools.product(*per_node))
-        tps = np.array([sum(x[0] for x in combo) for combo in combos])
-        a = np.array([sum(x[1] for x in combo) for combo in combos])
-        b = np.array([sum(x[2] for x in combo) for combo in combos])
-        return tps, a, b, [tuple(x[3] for x in combo) for combo in combos], nodes
+    def option_tuples(mask: int, t: int) -> tuple:
+        """Every option tuple of stage C = mask under t, as dicts node -> Option (empty
+        when some node of C has no option for t)."""
+        nodes = [ids[i] for i in range(n) if mask >> i & 1]
+        per_node = [inst.node[v].options.get(t, ()) for v in nodes]
+        return tuple(dict(zip(nodes, combo)) for combo in itertools.product(*per_node))
+
+    @lru_cache(maxsize=None)
+    def by_tps(mask: int, t: int, d: int) -> tuple:
+        """(TPS, index) of every option tuple of stage (C, t, d), fastest first."""
+        tuples = option_tuples(mask, t)
+        return tuple(sorted((stage_cost(inst, opts, d, opts).tps, k) for k, opts in enumerate(tuples)))
+
+    @lru_cache(maxsize=None)
+    def fits(mask: int, t: int, y: int, k: int) -> bool:
+        opts = option_tuples(mask, t)[k]
+        return memory_fits(stage_memory(opts, opts, y), M)
 
     @lru_cache(maxsize=None)
     def best_stage(mask: int, t: int, d: int, y: int):
         """(TPS, options) of the fastest option tuple of stage (C, t, d) that fits in M
         with y microbatches in flight, or None."""
-        table = option_table(mask, t, d)
-        if table is None:
-            return None
-        tps, a, b, combos, nodes = table
-        fits = a * y + b <= M * (1.0 + MEMORY_RTOL)
-        if not fits.any():
-            return None
-        k = int(np.argmin(np.where(fits, tps, np.inf)))
-        return float(tps[k]), dict(zip(nodes, combos[k]))
+        for tps, k in by_tps(mask, t, d):
+            if fits(mask, t, y, k):
+                return tps, option_tuples(mask, t)[k]
+        return None
 
     best_value = math.inf
     best_stages: list | None = None
-    counts = {"partitions": 0, "degree_choices": 0}
-    full = (1 << n) - 1
+    counts = {"plans": 0, "stage_choices": 0}
 
-    def back_stages(unplaced: int):
-        """Every way to cut ``unplaced`` (a predecessor-closed set) into stages, listed
-        from the last stage backwards."""
+    def search(unplaced: int, s: int, devices: int, worst: float, chosen: list) -> None:
+        """Place the nodes of ``unplaced`` (a predecessor-closed set) in stages before the
+        ``chosen`` ones (listed from the last stage backwards)."""
+        nonlocal best_value, best_stages
         if unplaced == 0:
-            yield []
+            counts["plans"] += 1
+            if best_stages is None or worst < best_value:
+                best_value, best_stages = worst, list(chosen)
             return
         for sub, rest in _back_stages(unplaced, succ_mask):
-            for tail in back_stages(rest):
-                yield [sub] + tail
-
-    max_stages = min(N, K)
-    for back in back_stages(full):
-        if len(back) > max_stages:  # every stage needs d >= 1 and t * d >= 1: budgets
-            continue
-        counts["partitions"] += 1
-        # degrees, last stage first; s = suffix sum of d
-        choices = [(t, d) for t in t_values for d in d_values if t * d <= K]
-
-        def assign(i: int, s: int, devices: int, worst: float, chosen: list):
-            nonlocal best_value, best_stages
-            if i == len(back):
-                counts["degree_choices"] += 1
-                if worst < best_value:
-                    best_value, best_stages = worst, list(chosen)
-                return
             for t, d in choices:
                 if s + d > N or devices + t * d > K:
                     continue
-                y = microbatches_in_flight(s + d, d)
-                stage = best_stage(back[i], t, d, y)
+                counts["stage_choices"] += 1
+                stage = best_stage(sub, t, d, microbatches_in_flight(s + d, d))
                 if stage is None:
                     continue
-                chosen.append((back[i], t, d, stage[1]))
-                assign(i + 1, s + d, devices + t * d, max(worst, stage[0]), chosen)
+                w = max(worst, stage[0])
+                if best_stages is not None and w >= best_value:
+                    continue  # cannot beat the best plan found so far
+                chosen.append((t, d, stage[1]))
+                search(rest, s + d, devices + t * d, w, chosen)
                 chosen.pop()
 
-        assign(0, 0, 0, -math.inf, [])
+    search((1 << n) - 1, 0, 0, -math.inf, [])
 
     seconds = time.perf_counter() - start
     info = dict(counts, nodes=n)
@@ -278,17 +257,16 @@ def solve_brute(
         )
     stages = tuple(
         Stage(tuple(v for v in ids if v in opts), d, t, {v: o.id for v, o in opts.items()})
-        for _, t, d, opts in reversed(best_stages)
+        for t, d, opts in reversed(best_stages)
     )
-    plan = Plan(stages)
     solution = Solution(
         method="brute",
         status=Status.OPTIMAL,
-        plan=plan,
+        plan=Plan(stages),
         objective=best_value,
         bound=best_value,
         seconds=seconds,
         info=info,
     )
-    return checked_solution(instance, solution, restrictions=restrictions)
-
+    # the evaluator computes the same fsum sums: its TPS must equal ours exactly
+    return checked_solution(instance, solution, tolerance=0.0, restrictions=restrictions)

@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from compare.generators import FAMILIES, random_instance
+from compare.generators import ALL_FAMILIES, FAMILIES, random_instance
 from compare.shrink import shrink
 from compare.verify import DEFAULT_METHODS, METHODS, verify_instance
 from piper_ilp.errors import InputError, InternalError
@@ -102,8 +102,8 @@ def make_specs(
     if lo < 1 or hi < lo:
         raise InputError(f"--nodes must be A-B with 1 <= A <= B, got {lo}-{hi}")
     for f in families:
-        if f not in FAMILIES:
-            raise InputError(f"unknown family {f!r}; choose from {', '.join(FAMILIES)}")
+        if f not in ALL_FAMILIES:
+            raise InputError(f"unknown family {f!r}; choose from {', '.join(ALL_FAMILIES)}")
     if not families:
         raise InputError("give at least one family")
     specs = []

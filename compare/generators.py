@@ -1,4 +1,4 @@
-"""Random Piper instances for the cross-check campaigns (issue 5).
+"""Random Piper instances for the cross-check campaigns.
 
 Five graph families, built with networkx, each a plausible shape of a DNN's layer
 graph:
@@ -13,6 +13,15 @@ graph:
     a two-terminal series-parallel graph grown by random series and parallel steps;
 ``fork-join``
     blocks of several parallel branches between a fork and a join node.
+
+and one family that stresses the numbers rather than the shape (contract sec. 7):
+
+``numerics``
+    one of the shapes above with magnitudes spread over 1e-6..1e18 in one instance
+    (p, w, a, b, c, sfw, sbw, M, B), exact ties of Piper's greedy ratios (sec. 5: a
+    "twin" node with the same options and no traffic), M exactly at the memory of some
+    plan or 1 ulp around it (``math.nextafter``), "dummy" options with p = 1e12 beside
+    ordinary ones, and a few edges of 1e15..1e19 bytes.
 
 Every number is drawn so that the cost model's trade-offs are live (symbols of
 Tarnawski et al., NeurIPS 2021): per node and tensor-parallel degree t, options with
@@ -31,6 +40,7 @@ from one :class:`numpy.random.Generator` seeded from those values.
 
 from __future__ import annotations
 
+import math
 import zlib
 from typing import Sequence
 
@@ -40,10 +50,17 @@ import numpy as np
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance, instance_from_dict
 
-__all__ = ["FAMILIES", "random_graph", "random_instance", "instance_name"]
+__all__ = ["FAMILIES", "NUMERIC_FAMILIES", "ALL_FAMILIES", "random_graph", "random_instance", "instance_name"]
 
-#: The graph families :func:`random_instance` knows.
+#: The graph families (shapes) :func:`random_instance` knows.
 FAMILIES = ("chain", "skip", "layered", "series-parallel", "fork-join")
+
+#: Families that stress the numbers (one of the shapes above, numbers chosen to break
+#: inexact arithmetic).
+NUMERIC_FAMILIES = ("numerics",)
+
+#: Every family :func:`random_instance` and the campaigns accept.
+ALL_FAMILIES = FAMILIES + NUMERIC_FAMILIES
 
 #: N values drawn when N is not given (small, with non-trivial divisors).
 N_CHOICES = (1, 2, 4, 6, 8)
@@ -180,7 +197,7 @@ def random_graph(family: str, n_nodes: int, seed: int) -> nx.DiGraph:
     Parameters
     ----------
     family : str
-        One of :data:`FAMILIES`.
+        One of :data:`ALL_FAMILIES` (``numerics`` draws one of the shapes).
     n_nodes : int
         Number of nodes, >= 1.
     seed : int
@@ -200,14 +217,16 @@ def random_graph(family: str, n_nodes: int, seed: int) -> nx.DiGraph:
     True
     """
     _check_family(family, n_nodes)
-    g = _BUILDERS[family](n_nodes, _rng(family, n_nodes, seed))
+    rng = _rng(family, n_nodes, seed)
+    shape = family if family in _BUILDERS else FAMILIES[int(rng.integers(0, len(FAMILIES)))]
+    g = _BUILDERS[shape](n_nodes, rng)
     assert g.number_of_nodes() == n_nodes and all(u < v for u, v in g.edges)
     return g
 
 
 def _check_family(family: str, n_nodes: int) -> None:
-    if family not in _BUILDERS:
-        raise InputError(f"unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
+    if family not in ALL_FAMILIES:
+        raise InputError(f"unknown family {family!r}; choose one of {', '.join(ALL_FAMILIES)}")
     if isinstance(n_nodes, bool) or not isinstance(n_nodes, (int, np.integer)) or n_nodes < 1:
         raise InputError(f"number of nodes must be a whole number >= 1, got {n_nodes!r}")
 
@@ -273,7 +292,9 @@ def random_instance(
     Parameters
     ----------
     family : str
-        The graph shape, one of :data:`FAMILIES`.
+        The graph shape, one of :data:`FAMILIES`, or ``"numerics"`` (see
+        :func:`_numerics_instance`; ``integer`` then rounds every number to a whole one
+        but keeps the magnitudes).
     n_nodes : int
         Number of nodes (layers), >= 1.
     seed : int
@@ -333,6 +354,8 @@ def random_instance(
     params = repr((family, n_nodes, t_list, lo_opts, hi_opts, memory, integer)).encode()
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(params)])
     g = random_graph(family, n_nodes, seed)
+    if family in NUMERIC_FAMILIES:
+        return _numerics_instance(g, family, seed, rng, t_list, (lo_opts, hi_opts), memory, integer, K, N, B)
     n = n_nodes
 
     if K is None:  # K = 1 (a single stage) now and then, else 2..8
@@ -438,6 +461,193 @@ def random_instance(
     if integer:
         M = max(1, int(round(M)))
 
+    return _assemble(g, tmpcs, c, rng, K, M, B, N, instance_name(family, n_nodes, seed))
+
+
+
+# --------------------------------------------------------------------------------------
+# The numerics family
+# --------------------------------------------------------------------------------------
+
+#: The range of magnitudes the numerics family spreads its numbers over.
+NUMERIC_RANGE = (-6, 18)
+
+#: p of a "dummy" option (a placeholder no good plan uses, as in some profiles).
+DUMMY_P = 1e12
+
+
+def _numerics_instance(
+    g: nx.DiGraph,
+    family: str,
+    seed: int,
+    rng: np.random.Generator,
+    t_list: list[int],
+    counts: tuple[int, int],
+    memory: str | float,
+    integer: bool,
+    K: int | None,
+    N: int | None,
+    B: float | None,
+) -> Instance:
+    """An instance on graph ``g`` whose numbers break inexact arithmetic (contract sec. 7).
+
+    * Magnitudes: each field (p; a and b; w, c, sfw, sbw and B) has a scale drawn from
+      10^-6..10^18 (times up to 10^6); most values are that scale times 0.5..2 (so that
+      the trade-offs between options stay live), one in five is anywhere in 10^-6..10^18
+      and one in ten is 0.
+    * Greedy ties (sec. 5): with probability 1/2 (n >= 2) node j is a twin of node i:
+      the same options, and every edge of either carries c = sfw = sbw = 0, so the
+      ratios (c_jl - c_jF) / (m_jF - m_jl) equal node i's exactly, for every stage.
+    * Dummy options: with probability 1/2 some (node, t) with two or more options get a
+      last option ``"dummy"`` with p = :data:`DUMMY_P` and no memory.
+    * Huge edges: with probability 1/2 one or two edges carry 10^15..10^19 bytes.
+    * M: chosen as ``memory`` says (as in :func:`random_instance`); then, unless
+      ``memory == "loose"``, with probability 3/4 moved to exactly the memory (``fsum``,
+      sec. 7) of some stage of some plan, or 1 ulp above or below it: the whole graph in
+      one stage (y = 1), a single node (y = 1, the last stage) or a single node with
+      y = 2 (the first of two stages with d = 1), mostly with each node's fastest option.
+    * ``integer``: every number rounded to a whole number (the magnitudes stay).
+    """
+    from piper_ilp.cost import stage_memory  # the exact memory of a stage, sec. 7
+
+    n = g.number_of_nodes()
+    lo_e, hi_e = NUMERIC_RANGE
+
+    def mag(lo: float = lo_e, hi: float = hi_e) -> float:
+        return float(10.0 ** rng.uniform(lo, hi))
+
+    def whole(x: float) -> float:
+        return float(math.floor(x + 0.5)) if integer else x
+
+    scale_p = mag(lo_e, 6)
+    scale_mem = mag()
+    scale_bytes = mag()
+
+    def value(scale: float) -> float:
+        r = rng.random()
+        if r < 0.1:
+            return 0.0
+        if r < 0.3:
+            return whole(mag())
+        return whole(scale * float(rng.uniform(0.5, 2.0)))
+
+    if K is None:
+        K = 1 if rng.random() < 0.08 else int(rng.integers(2, 9))
+    if N is None:
+        N = 1 if rng.random() < 0.08 else int(rng.choice(N_CHOICES[1:]))
+    if B is None:
+        B = max(1.0, whole(scale_bytes * mag(-3, 3))) if integer else scale_bytes * mag(-3, 3)
+
+    c = {e: value(scale_bytes) for e in sorted(g.edges)}
+    if c and rng.random() < 0.5:
+        edges = sorted(c)
+        for k in rng.choice(len(edges), size=min(len(edges), int(rng.integers(1, 3))), replace=False):
+            c[edges[int(k)]] = whole(mag(15, 19))
+
+    twin: tuple[int, int] | None = None
+    if n >= 2 and rng.random() < 0.5:
+        i, j = (int(x) for x in rng.choice(n, size=2, replace=False))
+        twin = (i, j)
+        for e in c:
+            if i in e or j in e:
+                c[e] = 0.0
+    quiet = set(twin) if twin else set()  # nodes whose sync bytes are all 0
+    dummies = rng.random() < 0.5
+
+    def option(i: int, t: int, k: int, count: int) -> dict:
+        if dummies and count >= 2 and k == count - 1 and rng.random() < 0.5:
+            p, w, a, b = DUMMY_P, value(scale_bytes), 0.0, 0.0
+            oid = "dummy"
+        else:
+            p, w = value(scale_p), value(scale_bytes)
+            a, b = value(scale_mem), value(scale_mem)
+            if t > 1:  # a share of the work on each of t devices, with an overhead
+                p, w, a, b = (whole(x / t * float(rng.uniform(1.0, 1.6))) for x in (p, w, a, b))
+            if k == 1:  # recompute: less activation memory, more time
+                p, a, b = whole(p * float(rng.uniform(1.1, 1.6))), whole(a * float(rng.uniform(0.05, 0.35))), whole(b + 0.2 * a)
+            oid = VANILLA if k == 0 else RECOMPUTE if k == 1 else f"opt{k}"
+        sync = (lambda: 0.0) if i in quiet else (lambda: value(scale_bytes) if rng.random() < 0.5 else 0.0)
+        return {
+            "id": oid,
+            "timePerSample": p,
+            "parameterSize": w,
+            "memoryUsageA": a,
+            "memoryUsageB": b,
+            "syncTimeFw": {u: sync() for u in sorted(g.predecessors(i))},
+            "syncTimeBw": {x: sync() for x in sorted(g.successors(i))},
+        }
+
+    tmpcs: list[dict[int, list[dict]]] = []
+    for i in range(n):
+        per_t: dict[int, list[dict]] = {}
+        for t in t_list:
+            if t > 1 and t_list[0] == 1 and rng.random() < 0.1:
+                continue
+            count = int(rng.integers(counts[0], counts[1] + 1))
+            per_t[t] = [option(i, t, k, count) for k in range(count)]
+        tmpcs.append(per_t)
+    if twin is not None:
+        i, j = twin
+        tmpcs[j] = {
+            t: [
+                {**o, "syncTimeFw": {u: 0.0 for u in sorted(g.predecessors(j))}, "syncTimeBw": {x: 0.0 for x in sorted(g.successors(j))}}
+                for o in opts
+            ]
+            for t, opts in tmpcs[i].items()
+        }
+
+    # M as in random_instance, then perhaps at a plan's memory boundary
+    least = [min(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts) for tm in tmpcs]
+    most = [max(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts) for tm in tmpcs]
+    lo, hi = max(least), math.fsum(most)
+    if memory == "tight":
+        M = 0.9 * lo + float(rng.uniform(0.0, 1.0)) * (hi - 0.9 * lo)
+    elif memory == "loose":
+        M = N * (hi + 1.0)
+    else:
+        M = lo + float(memory) * (hi - lo)
+    if memory != "loose" and rng.random() < 0.75:
+        M = _memory_boundary(tmpcs, rng, stage_memory, integer) or M
+    M = whole(M)
+    if not M > 0:
+        M = 1.0
+    return _assemble(g, tmpcs, c, rng, K, M, B, N, instance_name(family, n, seed))
+
+
+def _memory_boundary(tmpcs: list[dict[int, list[dict]]], rng: np.random.Generator, stage_memory, integer: bool) -> float | None:
+    """The exact memory of one stage of some plan, or 1 ulp (1 for whole numbers below
+    2^53) above or below it; None when that memory is 0."""
+    from piper_ilp.instance import Option
+
+    n = len(tmpcs)
+    common_t = [t for t in (1, *sorted({t for tm in tmpcs for t in tm})) if all(t in tm for tm in tmpcs)]
+    kind = rng.random()
+    if kind < 0.5 and common_t:
+        t, nodes, y = common_t[0], list(range(n)), 1
+    else:
+        v = int(rng.integers(0, n))
+        t, nodes, y = sorted(tmpcs[v])[0], [v], (1 if kind < 0.75 else 2)
+    fastest = rng.random() < 0.7  # the options a fast plan wants; else any
+    opts = {}
+    for v in nodes:
+        cand = tmpcs[v][t]
+        choice = min(cand, key=lambda o: o["timePerSample"]) if fastest else cand[int(rng.integers(0, len(cand)))]
+        opts[v] = Option(id=choice["id"], p=0.0, w=0.0, a=choice["memoryUsageA"], b=choice["memoryUsageB"], sfw={}, sbw={})
+    m = stage_memory(nodes, opts, y)
+    if not m > 0:
+        return None
+    step = int(rng.integers(-1, 2))
+    if step == 0:
+        return m
+    if integer and m < 2.0**53:
+        return max(1.0, m + step)
+    return math.nextafter(m, math.inf if step > 0 else 0.0)
+
+
+def _assemble(g, tmpcs, c, rng, K, M, B, N, source) -> Instance:
+    """The instance JSON from per-node options on graph nodes 0..n-1, with the ids and
+    listing order of :func:`_node_ids`."""
+    n = g.number_of_nodes()
     ids, listing = _node_ids(n, rng)
     nodes = []
     for i in listing:
@@ -459,8 +669,7 @@ def random_instance(
             }
         )
     edges = [{"sourceId": ids[u], "destId": ids[v], "communicationCost": cost} for (u, v), cost in c.items()]
-    if rng.random() < 0.5:
-        edges = [edges[j] for j in rng.permutation(len(edges))] if edges else edges
+    if rng.random() < 0.5 and edges:
+        edges = [edges[j] for j in rng.permutation(len(edges))]
     data = {"maxDevices": K, "maxMemoryPerDevice": M, "bandwidth": B, "mbsInBatch": N, "nodes": nodes, "edges": edges}
-    return instance_from_dict(data, source=instance_name(family, n_nodes, seed))
-
+    return instance_from_dict(data, source=source)

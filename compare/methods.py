@@ -1,61 +1,143 @@
-"""One entry point to every solving method, by name.
+"""The one registry of solving methods: every planner, MILP backend, heuristic and oracle, by name.
 
-``run_method(instance, "dp" | "cpsat" | "cbc" | "scip" | "brute", restrictions, ...)`` returns a
+``run_method(instance, name, restrictions, **options)`` returns a
 :class:`~piper_ilp.solution.Solution` whose plan the evaluator has checked. The CLI
-and the cross-check harness both go through here, so a method is wired in once.
+(``solve``, ``verify``), the cross-check harness and the campaigns all go through
+:data:`METHODS`, so a method is wired in once.
+
+Each :class:`Method` states
+
+* its ``kind``: ``"exact"`` (the DP: an "optimal" is a proof within 1e-9 relative),
+  ``"milp"`` (a MILP backend: a proof within 1e-6 relative of the optimum, contract
+  sec. 7), ``"heuristic"`` (a plan, never a proof: Piper's greedy option choice, sec. 5)
+  or ``"oracle"`` (exhaustive search on tiny graphs, the referee);
+* its ``lineage``: methods of one lineage share their formulation (every MILP backend
+  solves the same model; ``greedy`` is the DP with another knapsack), so ``verify``
+  counts two proofs as independent only when their lineages differ;
+* the solver ``options`` that apply to it. Giving another one is an
+  :class:`~piper_ilp.errors.InputError` (e.g. ``time_limit`` for ``dp``).
+
+Adding a method (a planner, a MILP backend, a baseline) is one module with a
+``solve(instance, restrictions, **options) -> Solution`` function and one line in
+:func:`_registry`.
 """
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
+from piper_ilp.cost import TPS_RTOL
+from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance
 from piper_ilp.milp import BACKENDS as MILP_BACKENDS
 from piper_ilp.solution import Restrictions, Solution
 
-__all__ = ["METHODS", "MILP_BACKENDS", "run_method"]
-METHODS = ("dp",) + MILP_BACKENDS + ("brute",)
+__all__ = ["KINDS", "METHODS", "MILP_BACKENDS", "MILP_RTOL", "Method", "method", "run_method"]
+
+#: The kinds of method, and what an "optimal" from each is worth.
+KINDS = ("exact", "milp", "heuristic", "oracle")
+
+#: A MILP backend's "optimal" must be within this relative distance of the optimum
+#: (contract sec. 7).
+MILP_RTOL = 1e-6
 
 
-def run_method(
+@dataclass(frozen=True)
+class Method:
+    """One solving method.
+
+    Attributes
+    ----------
+    name : str
+        What ``--method`` / ``--methods`` take.
+    kind : {"exact", "milp", "heuristic", "oracle"}
+        See the module docstring.
+    solve : callable
+        ``solve(instance, restrictions, **options) -> Solution``; it receives only the
+        options in ``options`` (and ``progress`` when listed there).
+    options : frozenset of str
+        The solver options that apply to this method.
+    lineage : str
+        Methods with the same lineage are not independent proofs of each other.
+    rtol : float
+        The relative accuracy of its "optimal" claims: 1e-9 (``TPS_RTOL``) for exact
+        methods and the oracle, :data:`MILP_RTOL` for MILP backends.
+    summary : str
+        One line for help texts.
+    """
+
+    name: str
+    kind: str
+    solve: Callable[..., Solution]
+    options: frozenset[str]
+    lineage: str
+    rtol: float
+    summary: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"method {self.name}: kind {self.kind!r} is not one of {KINDS}")
+
+    @property
+    def proves(self) -> bool:
+        """True when an "optimal" or "infeasible" from this method is a proof (not a heuristic)."""
+        return self.kind != "heuristic"
+
+
+# --------------------------------------------------------------------------------------
+# The solve functions (imports inside: ortools and pulp load only when a MILP runs)
+# --------------------------------------------------------------------------------------
+
+
+def _max_ideals(max_ideals: int | None, force: bool) -> dict:
+    if force:
+        return {"max_ideals": sys.maxsize}
+    return {} if max_ideals is None else {"max_ideals": max_ideals}
+
+
+def _solve_dp(
     instance: Instance,
-    method: str,
-    restrictions: Restrictions = Restrictions(),
+    restrictions: Restrictions,
     *,
     knapsack: str = "exact",
-    time_limit: float | None = None,
-    threads: int | None = None,
-    write_model: str | Path | None = None,
-    hint_from_dp: bool = False,
-    force: bool = False,
     max_ideals: int | None = None,
-    max_variables: int | None = None,
+    force: bool = False,
     progress: bool = False,
 ) -> Solution:
-    """Solve ``instance`` with ``method``.
+    from dp import solve_dp
 
-    Parameters
-    ----------
-    method : {"dp", "cpsat", "cbc", "scip", "brute"}
-        ``dp``: the optimized DP (``knapsack`` "exact" or Piper's "greedy");
-        ``cpsat`` / ``cbc``: the exact MILP on that backend (``time_limit``, ``threads``,
-        ``write_model``, ``hint_from_dp``, ``force``, ``max_variables``);
-        ``brute``: the exhaustive oracle for graphs of a few nodes.
+    return solve_dp(instance, restrictions, knapsack=knapsack, progress=progress, **_max_ideals(max_ideals, force))
 
-    Raises
-    ------
-    InputError
-        Unknown method, or the instance is too large for it (SizeLimitError).
-    InternalError
-        A solver's plan failed the evaluator's check.
-    """
-    if method == "dp":
-        from dp import solve_dp
 
-        kwargs = {} if max_ideals is None else {"max_ideals": max_ideals}
-        return solve_dp(instance, restrictions, knapsack=knapsack, progress=progress, **kwargs)
-    if method in MILP_BACKENDS:
-        from piper_ilp.milp import solve_milp  # ortools and pulp load only when a MILP runs
+def _solve_greedy(
+    instance: Instance,
+    restrictions: Restrictions,
+    *,
+    max_ideals: int | None = None,
+    force: bool = False,
+    progress: bool = False,
+) -> Solution:
+    from dp import solve_dp
+
+    return solve_dp(instance, restrictions, knapsack="greedy", progress=progress, **_max_ideals(max_ideals, force))
+
+
+def _milp_solver(backend: str) -> Callable[..., Solution]:
+    def solve(
+        instance: Instance,
+        restrictions: Restrictions,
+        *,
+        time_limit: float | None = None,
+        threads: int | None = None,
+        write_model: str | Path | None = None,
+        hint_from_dp: bool = False,
+        force: bool = False,
+        max_variables: int | None = None,
+    ) -> Solution:
+        from piper_ilp.milp import solve_milp
 
         hint = None
         if hint_from_dp:
@@ -66,7 +148,7 @@ def run_method(
         return solve_milp(
             instance,
             restrictions,
-            backend=method,
+            backend=backend,
             time_limit=time_limit,
             threads=threads,
             write_model=write_model,
@@ -74,10 +156,121 @@ def run_method(
             force=force,
             **kwargs,
         )
-    if method == "brute":
-        from compare.brute import solve_brute
 
-        return solve_brute(instance, restrictions)
-    from piper_ilp.errors import InputError
+    solve.__name__ = f"solve_{backend}"
+    return solve
 
-    raise InputError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+
+def _solve_brute(instance: Instance, restrictions: Restrictions, *, force: bool = False) -> Solution:
+    from compare.brute import solve_brute
+
+    return solve_brute(instance, restrictions, force=force)
+
+
+_DP_OPTIONS = frozenset({"knapsack", "max_ideals", "force", "progress"})
+_MILP_OPTIONS = frozenset({"time_limit", "threads", "write_model", "hint_from_dp", "force", "max_variables"})
+
+_MILP_SUMMARY = {
+    "cpsat": "the exact MILP on OR-Tools CP-SAT",
+    "cbc": "the exact MILP on CBC (PuLP)",
+    "scip": "the exact MILP on SCIP (OR-Tools MPSolver)",
+}
+
+
+def _registry() -> dict[str, Method]:
+    table = [
+        Method("dp", "exact", _solve_dp, _DP_OPTIONS, "dp", TPS_RTOL, "Piper's DP over successor-closed sets (sec. 4)"),
+        *(
+            Method(b, "milp", _milp_solver(b), _MILP_OPTIONS, "milp", MILP_RTOL, _MILP_SUMMARY.get(b, f"the exact MILP on {b}"))
+            for b in MILP_BACKENDS
+        ),
+        Method("brute", "oracle", _solve_brute, frozenset({"force"}), "brute", TPS_RTOL, "exhaustive search (tiny graphs)"),
+        Method(
+            "greedy",
+            "heuristic",
+            _solve_greedy,
+            frozenset({"max_ideals", "force", "progress"}),
+            "dp",
+            TPS_RTOL,
+            "the DP with Piper's greedy option choice (sec. 5); never a proof",
+        ),
+    ]
+    return {m.name: m for m in table}
+
+
+#: Every method, by name: ``dp``, the MILP backends, ``brute``, ``greedy``.
+METHODS: dict[str, Method] = _registry()
+
+
+def method(name: str) -> Method:
+    """The registered method called ``name``.
+
+    Raises
+    ------
+    InputError
+        For an unknown name (the message lists the known ones).
+    """
+    try:
+        return METHODS[name]
+    except (KeyError, TypeError):
+        raise InputError(f"unknown method {name!r}; choose one of {', '.join(METHODS)}") from None
+
+
+def run_method(
+    instance: Instance,
+    name: str,
+    restrictions: Restrictions = Restrictions(),
+    *,
+    progress: bool = False,
+    **options: Any,
+) -> Solution:
+    """Solve ``instance`` with the method called ``name``.
+
+    Parameters
+    ----------
+    instance : Instance
+    name : str
+        A key of :data:`METHODS`.
+    restrictions : Restrictions
+        The paper's ablations; every method obeys them.
+    progress : bool
+        Show a progress bar on stderr where the method has one (dp, greedy); a display
+        hint that other methods ignore.
+    **options
+        Solver options: ``knapsack``, ``max_ideals`` (dp, greedy); ``time_limit``,
+        ``threads``, ``write_model``, ``hint_from_dp``, ``max_variables`` (MILP
+        backends); ``force`` (every method but greedy's knapsack: run past the size
+        guard). An option whose value is None or False counts as not given.
+
+    Returns
+    -------
+    Solution
+
+    Raises
+    ------
+    InputError
+        Unknown method, an option that does not apply to it (one line naming both), or
+        an instance too large for it (SizeLimitError).
+    InternalError
+        A solver's plan failed the evaluator's check.
+
+    Examples
+    --------
+    >>> from compare.generators import random_instance
+    >>> inst = random_instance("chain", 3, seed=0, memory="loose")
+    >>> run_method(inst, "dp").status.value
+    'optimal'
+    >>> run_method(inst, "dp", time_limit=10)
+    Traceback (most recent call last):
+    ...
+    piper_ilp.errors.InputError: option time_limit does not apply to method dp (it takes: force, knapsack, max_ideals)
+    """
+    m = method(name)
+    given = {k: v for k, v in options.items() if v is not None and v is not False}
+    for key in given:
+        if key not in m.options:
+            takes = ", ".join(sorted(m.options - {"progress"})) or "no options"
+            raise InputError(f"option {key} does not apply to method {name} (it takes: {takes})")
+    if progress and "progress" in m.options:
+        given["progress"] = True
+    return m.solve(instance, restrictions, **given)

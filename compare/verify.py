@@ -1,29 +1,45 @@
 """Cross-check one instance: run every method, re-check every plan, give one verdict.
 
-This is ``piper-ilp verify`` (issue 5). Each method (the DP, the MILP on CP-SAT and on
-CBC, the exhaustive oracle where the graph is tiny) solves the instance; every plan is
-re-evaluated here by the independent evaluator (:func:`piper_ilp.evaluate.evaluate`),
-whatever the solver itself checked, and the facts are compared:
+This is ``piper-ilp verify``. Each method of the registry (:mod:`compare.methods`: the DP,
+the MILP on each backend, the exhaustive oracle where the graph is tiny) solves the
+instance; every plan is re-evaluated here by the independent evaluator
+(:func:`piper_ilp.evaluate.evaluate`), whatever the solver itself checked. A method's
+answer is a **proof** when its status is optimal (a plan the evaluator accepts, its value
+the plan's TPS within the method's accuracy) or infeasible, from a method whose kind
+proves (not a heuristic). The verdicts (contract sec. 7):
 
 ``match``
-    every method that finished proved the same optimum (or proved infeasibility);
+    at least two independent methods (different lineages: the DP, the MILP, the
+    oracle) proved the same optimum (or infeasibility), and every method that ran proved it;
 ``consistent``
-    some MILP stopped early (time limit), but its bound <= the proven optimum <= its
-    best plan, and every method that finished agrees;
-``mismatch``
-    anything else: a plan the evaluator rejects, a solver's value that is not its plan's
-    TPS, a plan below a proven optimum, a bound above a valid plan, two proven optima
-    that differ, "infeasible" next to a valid plan, a crash;
+    the same, but some method that ran proved nothing (a MILP stopped at its time limit
+    with bound <= optimum <= its plan, a backend out of range or in error);
+``single-proof``
+    one lineage alone proved the optimum; nothing contradicts it, but nothing
+    independent confirms it either;
 ``inconclusive``
-    nothing proven in time.
+    nothing proven (in time);
+``error``
+    one of the project's own methods (the DP, the oracle, the greedy rule) failed:
+    an internal error or a crash;
+``mismatch``
+    answers contradict each other: a plan the evaluator rejects, a solver's value that
+    is not its plan's TPS, a valid plan below a proven optimum, a bound above a valid
+    plan, two proven optima that differ, "infeasible" next to a valid plan.
 
-Piper's original greedy option choice (cost model sec. 5, ``dp --knapsack greedy``) also
+A MILP backend's own failure (status ``backend-error``, an internal error of its
+certification, or an answer that fails the checks here) is shown with its details but is
+neither a proof nor a mismatch: it says nothing about the other methods. Status
+``out-of-range`` (a backend that cannot represent the instance's numbers) is never a
+proof. Valid plans, whoever found them, are facts: each is an upper bound on the optimum.
+
+Piper's original greedy option choice (cost model sec. 5, the ``greedy`` method) also
 runs: its plan must be valid and no better than the optimum, and its gap to the proven
 optimum is reported.
 
-Tolerances (``docs/cost-model.md`` sec. 6): 1e-9 relative between two float values;
-a method that states an absolute error (CP-SAT's ``info["scaling_error"]``) gets that
-much more.
+Tolerances: values agree within the larger relative accuracy of the two methods
+(1e-9 for the DP, the oracle and the greedy rule; 1e-6 for a MILP, of the optimum), plus
+the absolute error a method states (``info["scaling_error"]``).
 """
 
 from __future__ import annotations
@@ -34,7 +50,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from piper_ilp.cost import TPS_RTOL, close
+from compare.methods import METHODS, Method, run_method
+from piper_ilp.cost import close
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import Evaluation, evaluate
 from piper_ilp.instance import Instance
@@ -45,86 +62,38 @@ __all__ = [
     "METHODS",
     "DEFAULT_METHODS",
     "VERDICTS",
+    "EXIT_CODES",
     "Solver",
     "MethodResult",
     "Verdict",
-    "default_solvers",
     "verify_instance",
     "plan_difference",
     "parse_methods",
 ]
 
-def _known_methods() -> tuple[str, ...]:
-    try:  # every MILP backend the project wires in (compare.methods), e.g. scip
-        from compare.methods import METHODS as solver_methods
-    except ImportError:  # pragma: no cover
-        solver_methods = ()
-    return tuple(dict.fromkeys(("dp", "cpsat", "cbc", *solver_methods, "brute")))
-
-
-#: Methods ``verify`` knows (``greedy`` is Piper's rule, run alongside for its gap).
-METHODS = _known_methods()
 #: What ``verify`` and ``campaign`` run unless told otherwise.
 DEFAULT_METHODS = ("dp", "cpsat", "cbc", "brute")
 
 #: Verdicts, from best to worst.
-VERDICTS = ("match", "consistent", "inconclusive", "mismatch")
+VERDICTS = ("match", "consistent", "single-proof", "inconclusive", "error", "mismatch")
 
-#: A solving method: (instance, restrictions, time_limit, threads) -> Solution.
+#: The exit status of each verdict (``piper-ilp verify``; 2 is bad input).
+EXIT_CODES = {"match": 0, "consistent": 0, "single-proof": 4, "inconclusive": 3, "error": 1, "mismatch": 1}
+
+#: An injected solver (tests): (instance, restrictions, time_limit, threads) -> Solution.
 Solver = Callable[[Instance, Restrictions, "float | None", "int | None"], Solution]
 
 GREEDY = "greedy"
 
 
-# --------------------------------------------------------------------------------------
-# The methods
-# --------------------------------------------------------------------------------------
-
-
-def _dp(instance: Instance, restrictions: Restrictions, time_limit: float | None, threads: int | None) -> Solution:
-    from compare.methods import run_method
-
-    return run_method(instance, "dp", restrictions)
-
-
-def _greedy(instance: Instance, restrictions: Restrictions, time_limit: float | None, threads: int | None) -> Solution:
-    from compare.methods import run_method
-
-    return run_method(instance, "dp", restrictions, knapsack="greedy")
-
-
-def _milp(backend: str):
-    def solve(instance: Instance, restrictions: Restrictions, time_limit: float | None, threads: int | None) -> Solution:
-        from compare.methods import run_method
-
-        return run_method(instance, backend, restrictions, time_limit=time_limit, threads=threads)
-
-    solve.__name__ = f"_milp_{backend}"
-    return solve
-
-
-def _brute(instance: Instance, restrictions: Restrictions, time_limit: float | None, threads: int | None) -> Solution:
-    from compare.brute import solve_brute
-
-    return solve_brute(instance, restrictions)
-
-
-def default_solvers() -> dict[str, Callable]:
-    """The real methods, by name: ``dp``, every MILP backend (``cpsat``, ``cbc``, ...),
-    ``brute`` and ``greedy``.
-
-    Each is called as ``solver(instance, restrictions, time_limit, threads)``.
-    """
-    table: dict[str, Callable] = {"dp": _dp}
-    for m in METHODS:
-        if m not in ("dp", "brute"):
-            table[m] = _milp(m)
-    table.update(brute=_brute, **{GREEDY: _greedy})
-    return table
-
-
 def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:
-    """``"dp,cpsat"`` -> ("dp", "cpsat"); raises InputError on an unknown or repeated name."""
+    """``"dp,cpsat"`` -> ("dp", "cpsat"); raises InputError on an unknown or repeated name.
+
+    Examples
+    --------
+    >>> parse_methods("dp, brute")
+    ('dp', 'brute')
+    """
     names = [m.strip() for m in (text.split(",") if isinstance(text, str) else text) if m.strip()]
     if not names:
         raise InputError(f"--methods: give at least one of {', '.join(METHODS)}")
@@ -146,15 +115,22 @@ class MethodResult:
     """One method's outcome on one instance.
 
     ``solution`` is None when the method was ``skipped`` (size limit; the reason) or
-    crashed (``error``). ``evaluation`` is the evaluator's verdict on its plan.
-    ``abs_tol`` is the absolute error the method states (CP-SAT's scaling error).
+    failed (``error`` for the project's own methods, ``backend_error`` for a MILP
+    backend). ``evaluation`` is the evaluator's verdict on its plan. ``rtol`` is the
+    method's stated relative accuracy and ``abs_tol`` the absolute error it states
+    (CP-SAT's scaling error). ``backend_error`` is also set when a backend's answer
+    fails the checks here: its claims then count for nothing.
     """
 
     method: str
+    kind: str = "exact"
+    lineage: str = ""
+    rtol: float = 1e-9
     solution: Solution | None = None
     evaluation: Evaluation | None = None
     skipped: str | None = None
     error: str | None = None
+    backend_error: str | None = None
     seconds: float = 0.0
     abs_tol: float = 0.0
 
@@ -164,12 +140,24 @@ class MethodResult:
             return "skipped"
         if self.error is not None:
             return "error"
+        if self.backend_error is not None:
+            return Status.BACKEND_ERROR.value
         return self.solution.status.value
 
     @property
+    def answered(self) -> bool:
+        """The method returned a solution whose claims count (no error of any kind)."""
+        return self.solution is not None and self.error is None and self.backend_error is None
+
+    @property
     def proven(self) -> bool:
-        """Finished with a proof: optimal or infeasible (and no error)."""
-        return self.solution is not None and self.error is None and self.solution.status in (Status.OPTIMAL, Status.INFEASIBLE)
+        """A proof: optimal with a plan the evaluator accepts, or infeasible, from a method
+        that proves (not a heuristic), with no error."""
+        if not self.answered or self.kind == "heuristic":
+            return False
+        if self.solution.status is Status.INFEASIBLE:
+            return True
+        return self.solution.status is Status.OPTIMAL and self.tps is not None
 
     @property
     def tps(self) -> float | None:
@@ -179,22 +167,24 @@ class MethodResult:
         return self.evaluation.tps
 
     def to_dict(self) -> dict:
-        d: dict = {"method": self.method, "status": self.status, "seconds": self.seconds}
-        if self.skipped is not None:
-            d["skipped"] = self.skipped
-        if self.error is not None:
-            d["error"] = self.error
+        d: dict = {"method": self.method, "kind": self.kind, "status": self.status, "seconds": self.seconds}
+        for key in ("skipped", "error", "backend_error"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
         s = self.solution
         if s is not None:
             d.update(
+                solver_status=s.status.value,
                 tps=self.tps,
                 objective=s.objective,
                 bound=s.bound,
+                rtol=self.rtol,
                 abs_tol=self.abs_tol,
                 stages=len(s.plan.stages) if s.plan else None,
                 devices=s.plan.devices if s.plan else None,
                 sum_d=s.plan.sum_d if s.plan else None,
                 message=s.message,
+                info=dict(s.info) if isinstance(s.info, dict) else {},
                 plan=plan_to_dict(s.plan) if s.plan else None,
             )
             if self.evaluation is not None and not self.evaluation.valid:
@@ -208,8 +198,11 @@ class Verdict:
 
     ``verdict`` one of :data:`VERDICTS`; ``optimum`` the proven optimal TPS (None when
     infeasible or nothing is proven); ``infeasible`` True when proven infeasible;
-    ``results`` per method (in the order run, ``greedy`` last); ``problems`` why it is a
-    mismatch and ``involved`` the methods they name; ``greedy_tps`` / ``greedy_gap`` Piper's rule's value and its relative gap
+    ``results`` per method (in the order run, ``greedy`` last); ``proofs`` the methods
+    whose answer is a proof; ``problems`` why it is a mismatch and ``involved`` the
+    methods they name; ``errors`` the failures of the project's own methods;
+    ``backend_errors`` the MILP backends' failures (details, not evidence);
+    ``greedy_tps`` / ``greedy_gap`` Piper's rule's value and its relative gap
     (greedy - optimum) / optimum.
     """
 
@@ -218,8 +211,11 @@ class Verdict:
     optimum: float | None
     infeasible: bool
     results: dict[str, MethodResult]
+    proofs: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     involved: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    backend_errors: list[str] = field(default_factory=list)
     greedy_tps: float | None = None
     greedy_gap: float | None = None
     settings: dict = field(default_factory=dict)
@@ -227,8 +223,13 @@ class Verdict:
 
     @property
     def exit_code(self) -> int:
-        """0 match / consistent, 1 mismatch, 3 inconclusive."""
-        return {"match": 0, "consistent": 0, "mismatch": 1, "inconclusive": 3}[self.verdict]
+        """0 match / consistent, 1 mismatch / error, 3 inconclusive, 4 single-proof."""
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def lineages(self) -> list[str]:
+        """The independent lineages among the proofs."""
+        return list(dict.fromkeys(self.results[m].lineage for m in self.proofs))
 
     def to_dict(self) -> dict:
         return {
@@ -236,8 +237,11 @@ class Verdict:
             "verdict": self.verdict,
             "optimum": self.optimum,
             "infeasible": self.infeasible,
+            "proofs": list(self.proofs),
             "problems": list(self.problems),
             "involved": list(self.involved),
+            "errors": list(self.errors),
+            "backend_errors": list(self.backend_errors),
             "greedy_tps": self.greedy_tps,
             "greedy_gap": self.greedy_gap,
             "settings": dict(self.settings),
@@ -251,13 +255,23 @@ class Verdict:
 # --------------------------------------------------------------------------------------
 
 
-def _agree(x: float, y: float, abs_tol: float) -> bool:
-    return close(x, y, TPS_RTOL) or abs(x - y) <= abs_tol
+def _agree(x: float, y: float, rtol: float, abs_tol: float) -> bool:
+    return close(x, y, rtol) or abs(x - y) <= abs_tol
 
 
-def _below(x: float, y: float, abs_tol: float) -> bool:
+def _below(x: float, y: float, rtol: float, abs_tol: float) -> bool:
     """x < y by more than the tolerance."""
-    return x < y and not _agree(x, y, abs_tol)
+    return x < y and not _agree(x, y, rtol, abs_tol)
+
+
+def _pair_tol(r: MethodResult, q: MethodResult) -> tuple[float, float]:
+    """The tolerance between two claims: the larger relative accuracy, both stated errors."""
+    return max(r.rtol, q.rtol), r.abs_tol + q.abs_tol
+
+
+def _own_tol(r: MethodResult) -> tuple[float, float]:
+    """The tolerance of one method's claim against a fact (an evaluated plan's TPS)."""
+    return r.rtol, r.abs_tol
 
 
 def _fmt(x: float | None) -> str:
@@ -283,8 +297,8 @@ def plan_difference(instance: Instance, named_a: tuple[str, Plan], named_b: tupl
     >>> u, v = inst.node_ids
     >>> pa = Plan((Stage((u, v), 1, 1, {u: "vanilla", v: "vanilla"}),))
     >>> pb = Plan((Stage((u,), 1, 1, {u: "vanilla"}), Stage((v,), 1, 1, {v: "vanilla"})))
-    >>> plan_difference(inst, ("a", pa), ("b", pb)).startswith("first difference at stage 0")
-    True
+    >>> plan_difference(inst, ("a", pa), ("b", pb)).split(";")[0]
+    'first difference at stage 0: a has nodes [34:vanilla,35:vanilla] d=1 t=1, b has nodes [34:vanilla] d=1 t=1'
     """
     (na, a), (nb, b) = named_a, named_b
     first = None
@@ -311,39 +325,47 @@ def plan_difference(instance: Instance, named_a: tuple[str, Plan], named_b: tupl
     return "; ".join(parts)
 
 
-def _run(name: str, solver: Callable, instance: Instance, restrictions: Restrictions, time_limit, threads) -> MethodResult:
+def _where(exc: BaseException) -> str:
+    tb = traceback.extract_tb(exc.__traceback__)
+    return f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
+
+
+def _run(m: Method, call: Callable[[], Solution]) -> MethodResult:
+    """Run one method and classify what happened (never raises)."""
+    res = MethodResult(m.name, kind=m.kind, lineage=m.lineage, rtol=m.rtol)
     start = time.perf_counter()
     try:
-        sol = solver(instance, restrictions, time_limit, threads)
+        sol = call()
     except SizeLimitError as exc:
-        return MethodResult(name, skipped=str(exc), seconds=time.perf_counter() - start)
+        res.skipped = str(exc)
     except InputError as exc:
-        # e.g. the greedy rule refusing more than two options per (node, t)
-        if name == GREEDY:
-            return MethodResult(name, skipped=str(exc), seconds=time.perf_counter() - start)
-        return MethodResult(name, error=f"input error: {exc}", seconds=time.perf_counter() - start)
+        if m.kind == "heuristic":  # e.g. the greedy rule refusing more than two options per (node, t)
+            res.skipped = str(exc)
+        else:
+            res.error = f"input error: {exc}"
     except InternalError as exc:
-        return MethodResult(name, error=f"internal error: {exc}", seconds=time.perf_counter() - start)
+        if m.kind == "milp":  # its certification failed: the backend's problem, not a proof
+            res.backend_error = f"internal error: {exc}"
+        else:
+            res.error = f"internal error: {exc}"
     except Exception as exc:  # a crash is a finding, not a reason to stop the campaign
-        tb = traceback.extract_tb(exc.__traceback__)
-        where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
-        return MethodResult(name, error=f"crashed: {type(exc).__name__}: {exc}{where}", seconds=time.perf_counter() - start)
-    seconds = time.perf_counter() - start
-    abs_tol = 0.0
-    err = sol.info.get("scaling_error") if isinstance(sol.info, dict) else None
-    if isinstance(err, (int, float)) and math.isfinite(err) and err > 0:
-        abs_tol = float(err)
-    ev = evaluate(instance, sol.plan) if sol.plan is not None else None
-    return MethodResult(name, solution=sol, evaluation=ev, seconds=seconds, abs_tol=abs_tol)
+        res.error = f"crashed: {type(exc).__name__}: {exc}{_where(exc)}"
+    else:
+        res.solution = sol
+        err = sol.info.get("scaling_error") if isinstance(sol.info, dict) else None
+        if isinstance(err, (int, float)) and math.isfinite(err) and err > 0:
+            res.abs_tol = float(err)
+        if sol.status is Status.BACKEND_ERROR:
+            res.backend_error = sol.message or "its claim failed certification (details in its info)"
+    res.seconds = time.perf_counter() - start
+    return res
 
 
 def _check_one(r: MethodResult, instance: Instance, restrictions: Restrictions) -> list[str]:
     """Problems with a single method's answer, on its own."""
     out: list[str] = []
-    if r.error is not None:
-        return [f"{r.method}: {r.error}"]
     s = r.solution
-    if s is None:
+    if s is None or s.status is Status.BACKEND_ERROR:
         return out
     if s.status in (Status.OPTIMAL, Status.FEASIBLE) and s.plan is None:
         out.append(f"{r.method}: status {s.status} but no plan")
@@ -363,10 +385,18 @@ def _check_one(r: MethodResult, instance: Instance, restrictions: Restrictions) 
         ):
             out.append(f"{r.method}: stage {i} of its plan ({_stage_text(s.plan, i)}) breaks the restrictions {restrictions.to_dict()}")
     for what, value in (("objective", s.objective), ("tps", s.tps)):
-        if value is not None and not _agree(value, ev.tps, r.abs_tol):
+        if value is not None and not _agree(value, ev.tps, r.rtol, r.abs_tol):
             out.append(f"{r.method}: its {what} {_fmt(value)} is not its plan's TPS {_fmt(ev.tps)} (evaluator)")
-    if s.bound is not None and _below(ev.tps, s.bound, r.abs_tol):
+    if s.bound is not None and _below(ev.tps, s.bound, r.rtol, r.abs_tol):
         out.append(f"{r.method}: its bound {_fmt(s.bound)} is above its own plan's TPS {_fmt(ev.tps)}")
+    if s.status is Status.OPTIMAL and s.bound is not None and _below(s.bound, ev.tps, r.rtol, r.abs_tol):
+        out.append(f"{r.method}: it claims optimal, but its bound {_fmt(s.bound)} is below its plan's TPS {_fmt(ev.tps)}")
+    if s.status is Status.OPTIMAL and r.abs_tol > r.rtol * abs(ev.tps):
+        # contract sec. 7: an optimal claim must hold within the method's relative accuracy
+        out.append(
+            f"{r.method}: it claims optimal, but the error it states ({r.abs_tol:.3g}) is more than "
+            f"{r.rtol:g} of its plan's TPS {_fmt(ev.tps)}: not a proof"
+        )
     return out
 
 
@@ -377,8 +407,10 @@ def verify_instance(
     *,
     time_limit: float | None = 60.0,
     threads: int | None = None,
+    force: bool = False,
     greedy: bool = True,
-    solvers: Mapping[str, Callable] | None = None,
+    solvers: Mapping[str, Solver] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Verdict:
     """Run ``methods`` on ``instance``, re-check every plan, and give the verdict.
 
@@ -386,55 +418,90 @@ def verify_instance(
     ----------
     instance : Instance
     methods : sequence of str
-        Names from :data:`METHODS`. ``brute`` is skipped (not an error) on graphs too
-        big for it, like any method that raises SizeLimitError.
+        Names from :data:`compare.methods.METHODS`. A method that raises
+        SizeLimitError (``brute`` on a graph too big for it) is skipped, not an error.
     restrictions : Restrictions
         Passed to every method; every plan must obey them.
     time_limit : float, optional
         Seconds per MILP backend.
     threads : int, optional
         MILP solver threads.
+    force : bool
+        Run the methods that have a size guard (MILP backends, brute, dp) past it.
     greedy : bool
         Also run Piper's greedy rule and report its gap to the optimum.
     solvers : mapping, optional
-        Replace methods by name (tests inject deliberately wrong solvers); each is called
-        as ``solver(instance, restrictions, time_limit, threads)`` and returns a Solution.
+        Replace registered methods by name (tests inject deliberately wrong solvers);
+        each is called as ``solver(instance, restrictions, time_limit, threads)`` and
+        returns a Solution; the registry still says its kind and lineage.
+    progress : callable, optional
+        Called with each method's name just before it runs (the CLI shows it).
 
     Returns
     -------
     Verdict
 
+    Raises
+    ------
+    InputError
+        For an unknown method name.
+
     Examples
     --------
     >>> from compare.generators import random_instance
-    >>> v = verify_instance(random_instance("chain", 3, 1), methods=("brute",), greedy=False)
-    >>> v.verdict in ("match", "mismatch")
-    True
+    >>> inst = random_instance("chain", 3, 1, memory="loose")
+    >>> verify_instance(inst, methods=("dp", "brute"), greedy=False).verdict
+    'match'
+    >>> verify_instance(inst, methods=("brute",), greedy=False).verdict  # one proof alone
+    'single-proof'
     """
-    table = default_solvers()
-    if solvers:
-        table.update(solvers)
-    for m in methods:
-        if m not in table:
+    injected = dict(solvers or {})
+    for m in list(methods) + list(injected):
+        if m not in METHODS:
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
+    common = {"time_limit": time_limit, "threads": threads, "force": force}
+
+    def run(name: str) -> MethodResult:
+        m = METHODS[name]
+        if progress is not None:
+            progress(name)
+        if name in injected:
+            call = lambda: injected[name](instance, restrictions, time_limit, threads)  # noqa: E731
+        else:
+            opts = {k: v for k, v in common.items() if k in m.options}
+            call = lambda: run_method(instance, name, restrictions, **opts)  # noqa: E731
+        r = _run(m, call)
+        if r.solution is not None and r.solution.plan is not None:
+            r.evaluation = evaluate(instance, r.solution.plan)
+        return r
+
     results: dict[str, MethodResult] = {}
-    for m in methods:
-        results[m] = _run(m, table[m], instance, restrictions, time_limit, threads)
+    for name in methods:
+        results[name] = run(name)
     if greedy and GREEDY not in results:
-        results[GREEDY] = _run(GREEDY, table[GREEDY], instance, restrictions, time_limit, threads)
+        results[GREEDY] = run(GREEDY)
 
     problems: list[str] = []
     involved: set[str] = set()  # the methods named in some problem
     for r in results.values():
         found = _check_one(r, instance, restrictions)
-        if found:
+        if not found:
+            continue
+        if r.kind == "milp":  # a backend's answer that fails certification: its claims are void
+            r.backend_error = "; ".join(found)
+        else:
             problems += found
             involved.add(r.method)
 
-    ok = [r for r in results.values() if r.error is None and r.solution is not None]
-    plans = [r for r in ok if r.tps is not None]  # valid plans, every method (greedy too)
-    optimal = [r for r in ok if r.solution.status is Status.OPTIMAL and r.tps is not None]
-    infeasible = [r for r in ok if r.solution.status is Status.INFEASIBLE]
+    errors = [f"{r.method}: {r.error}" for r in results.values() if r.error is not None]
+    backend_errors = [f"{r.method}: {r.backend_error}" for r in results.values() if r.backend_error is not None]
+
+    answered = [r for r in results.values() if r.answered]
+    # valid plans are facts whoever found them (a backend in error included): upper bounds
+    plans = [r for r in results.values() if r.solution is not None and r.tps is not None]
+    proofs = [r for r in answered if r.proven]
+    optimal = [r for r in proofs if r.solution.status is Status.OPTIMAL]
+    infeasible = [r for r in proofs if r.solution.status is Status.INFEASIBLE]
 
     # "infeasible" next to a valid plan
     for r in infeasible:
@@ -444,45 +511,48 @@ def verify_instance(
     # two proven optima that differ
     for i, r in enumerate(optimal):
         for q in optimal[i + 1 :]:
-            if not _agree(r.tps, q.tps, r.abs_tol + q.abs_tol):
+            if not _agree(r.tps, q.tps, *_pair_tol(r, q)):
                 problems.append(
                     f"proven optima differ: {r.method} {_fmt(r.tps)}, {q.method} {_fmt(q.tps)}; "
                     + plan_difference(instance, (r.method, r.solution.plan), (q.method, q.solution.plan))
                 )
                 involved.update((r.method, q.method))
-    # a plan below a proven optimum, or a bound above a valid plan
+    # a valid plan below a proven optimum, or a bound above a valid plan
     for r in optimal:
         for q in plans:
-            if q.solution.status is not Status.OPTIMAL and _below(q.tps, r.tps, r.abs_tol + q.abs_tol):
+            if all(q is not o for o in optimal) and _below(q.tps, r.tps, *_own_tol(r)):
                 problems.append(
                     f"{q.method}'s plan (TPS {_fmt(q.tps)}) beats {r.method}'s proven optimum {_fmt(r.tps)}; "
                     + plan_difference(instance, (q.method, q.solution.plan), (r.method, r.solution.plan))
                 )
                 involved.update((r.method, q.method))
-    for r in ok:
-        if r.solution.bound is None:
+    for r in answered:
+        if r.solution.bound is None or r.kind == "heuristic":
             continue
         for q in plans:
-            if q is not r and _below(q.tps, r.solution.bound, r.abs_tol + q.abs_tol):
+            if q is not r and _below(q.tps, r.solution.bound, *_own_tol(r)):
                 problems.append(f"{r.method}'s lower bound {_fmt(r.solution.bound)} is above {q.method}'s valid plan (TPS {_fmt(q.tps)})")
                 involved.update((r.method, q.method))
 
-    asked = [results[m] for m in methods]
-    ran = [r for r in asked if r.skipped is None]
-    proven = [r for r in ran if r.proven]
-    optimum = None
-    if optimal:
-        first = next((r for r in optimal if r.method == "dp"), optimal[0])
-        optimum = first.tps
+    ran = [results[m] for m in methods if results[m].skipped is None]
+    lineages = {r.lineage for r in proofs}
     if problems:
         verdict = "mismatch"
-    elif not proven:
+    elif errors:
+        verdict = "error"
+    elif not proofs:
         verdict = "inconclusive"
-    elif len(proven) == len(ran):
+    elif len(lineages) < 2:
+        verdict = "single-proof"
+    elif all(r.proven for r in ran):
         verdict = "match"
     else:
         verdict = "consistent"
 
+    optimum = None
+    if optimal:
+        first = next((r for name in ("dp", "brute") for r in optimal if r.method == name), optimal[0])
+        optimum = first.tps
     greedy_tps = greedy_gap = None
     g = results.get(GREEDY)
     if g is not None and g.tps is not None:
@@ -495,8 +565,11 @@ def verify_instance(
         optimum=optimum,
         infeasible=bool(infeasible) and not optimal,
         results=results,
+        proofs=[r.method for r in proofs],
         problems=problems,
         involved=[m for m in results if m in involved],
+        errors=errors,
+        backend_errors=backend_errors,
         greedy_tps=greedy_tps,
         greedy_gap=greedy_gap,
         settings={"K": instance.K, "M": instance.M, "N": instance.N, "B": instance.B, "nodes": len(instance.nodes), "edges": len(instance.edges)},

@@ -1,4 +1,4 @@
-"""``piper-ilp verify``, ``random`` and ``campaign``: the cross-check commands (issue 5).
+"""``piper-ilp verify``, ``random`` and ``campaign``: the cross-check commands.
 
 The work is done in :mod:`compare.verify`, :mod:`compare.generators` and
 :mod:`compare.campaign`; this module only reads options and prints.
@@ -35,12 +35,13 @@ from piper_cli.common import (
 )
 from piper_cli.format import stage_table
 from piper_ilp.errors import InputError
+from piper_ilp.files import atomic_write_text, check_writable
 
-__all__ = ["register", "verdict_table", "parse_range", "parse_ints"]
+__all__ = ["register", "verdict_table", "human_seconds", "parse_range", "parse_ints"]
 
 MethodsOpt = Annotated[
     str,
-    typer.Option("--methods", help="Comma-separated methods among dp, cpsat, cbc, scip (MILP backends), brute (only where the graph is tiny)."),
+    typer.Option("--methods", help="Comma-separated methods among dp, cpsat, cbc, scip (MILP backends), brute (only where the graph is tiny), greedy."),
 ]
 TimeLimitOpt = Annotated[
     Optional[float],
@@ -77,89 +78,133 @@ def parse_ints(text: str, what: str) -> tuple[int, ...]:
     return values
 
 
-def _fmt(x) -> str:
-    return "-" if x is None else f"{x:.10g}"
+def _fmt(x, digits: int = 10) -> str:
+    return "-" if x is None else f"{x:.{digits}g}"
 
 
-def verdict_table(verdict) -> Table:
-    """One row per method: status, TPS (evaluator), bound, stages, devices, sum d, seconds, note."""
-    table = Table(title_justify="left")
-    for col, just in (
-        ("method", "left"),
-        ("status", "left"),
-        ("TPS s", "right"),
-        ("bound s", "right"),
-        ("stages", "right"),
-        ("devices", "right"),
-        ("sum d", "right"),
-        ("seconds", "right"),
-        ("note", "left"),
-    ):
-        table.add_column(col, justify=just)
+def human_seconds(seconds: float) -> str:
+    """A duration in a human unit: '0.4 ms', '12 ms', '3.2 s', '4 min 5 s'.
+
+    Examples
+    --------
+    >>> [human_seconds(x) for x in (0.00042, 0.0123, 3.21, 245.0)]
+    ['0.42 ms', '12 ms', '3.21 s', '4 min 5 s']
+    """
+    if seconds < 0.001:
+        return f"{seconds * 1000:.2g} ms"
+    if seconds < 1.0:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60.0:
+        return f"{seconds:.3g} s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return f"{minutes} min {rest} s"
+
+
+def _note(verdict, name: str, r, detail: bool = False) -> str:
+    """What the table has no room for: why a method was skipped, its error, an invalid plan."""
+    if r.skipped:
+        return f"skipped: {r.skipped.split(': ', 1)[-1]}"
+    if r.error:
+        return r.error
+    if r.backend_error:
+        info = r.solution.info if r.solution is not None and isinstance(r.solution.info, dict) else {}
+        extra = f"; info {info}" if detail and info else ""
+        return f"backend error (not a proof, not evidence against the others): {r.backend_error}{extra}"
+    s = r.solution
+    if r.evaluation is not None and not r.evaluation.valid:
+        return f"INVALID PLAN: {r.evaluation.violations[0]}"
+    parts = []
+    if s is not None and s.status.value == "out-of-range":
+        parts.append(f"out of range: {s.message}" if s.message else "out of range for this backend")
+    if r.abs_tol:
+        parts.append(f"scaling error {r.abs_tol:.3g}")
+    if detail and name == "greedy" and verdict.greedy_gap is not None:
+        parts.append(f"Piper's greedy rule: {100 * verdict.greedy_gap:+.4g}% vs the optimum")
+    return "; ".join(parts)
+
+
+def verdict_table(verdict, detail: bool = False) -> Table:
+    """One row per method: status, TPS (evaluator), bound, stages, time.
+
+    The default table fits 80 columns; ``detail`` adds devices, sum d, more digits and
+    the notes column.
+    """
+    from rich import box
+
+    digits = 12 if detail else 9
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    columns = [("method", "left"), ("status", "left"), ("TPS s", "right"), ("bound s", "right"), ("stages", "right")]
+    if detail:
+        columns += [("devices", "right"), ("sum d", "right")]
+    columns += [("time", "right")]
+    if detail:
+        columns += [("note", "left")]
+    for col, just in columns:
+        table.add_column(col, justify=just, no_wrap=not (detail and col == "note"))
     for name, r in verdict.results.items():
         s = r.solution
-        note = ""
-        if r.skipped:
-            note = r.skipped.split(": ", 1)[-1]
-        elif r.error:
-            note = r.error
-        elif r.evaluation is not None and not r.evaluation.valid:
-            note = f"INVALID PLAN: {r.evaluation.violations[0]}"
-        elif r.abs_tol:
-            note = f"scaling error {r.abs_tol:.3g}"
-        if name == "greedy":
-            label = "greedy (Piper's rule)"
-            if verdict.greedy_gap is not None:
-                note = (note + "; " if note else "") + f"{100 * verdict.greedy_gap:+.4g}% vs optimum"
-        else:
-            label = name
         plan = s.plan if s is not None else None
-        table.add_row(
-            label,
+        row = [
+            name,
             r.status,
-            _fmt(r.tps) if plan is not None else "-",
-            _fmt(s.bound) if s is not None else "-",
+            _fmt(r.tps, digits) if plan is not None else "-",
+            _fmt(s.bound, digits) if s is not None else "-",
             str(len(plan.stages)) if plan else "-",
-            str(plan.devices) if plan else "-",
-            str(plan.sum_d) if plan else "-",
-            f"{r.seconds:.3g}",
-            note,
-        )
+        ]
+        if detail:
+            row += [str(plan.devices) if plan else "-", str(plan.sum_d) if plan else "-"]
+        row.append(human_seconds(r.seconds))
+        if detail:
+            row.append(_note(verdict, name, r, detail=True))
+        table.add_row(*row)
     return table
 
 
-def _print_verdict(instance, verdict) -> None:
-    """The human form of one instance's verdict (the table, the verdict line, problems and plans)."""
+def _verdict_line(verdict) -> str:
+    what = "proven infeasible" if verdict.infeasible else (
+        f"optimum TPS {verdict.optimum:.12g} s per sample" if verdict.optimum is not None else "")
+    if verdict.verdict == "match":
+        return f"match: {what} (independent proofs: {', '.join(verdict.proofs)})"
+    if verdict.verdict == "consistent":
+        open_ = [m for m, r in verdict.results.items() if m != "greedy" and r.skipped is None and not r.proven]
+        return f"consistent: {what} (proofs: {', '.join(verdict.proofs)}); {', '.join(open_)} proved nothing, and nothing contradicts it"
+    if verdict.verdict == "single-proof":
+        return (f"single-proof: {what}, proved by {', '.join(verdict.proofs)} only (lineage {', '.join(verdict.lineages)}); "
+                "no independent method confirmed it")
+    if verdict.verdict == "inconclusive":
+        return "inconclusive: no method proved an optimum or infeasibility (in time)"
+    if verdict.verdict == "error":
+        return f"error: {len(verdict.errors)} method(s) of this project failed"
+    return f"mismatch: {len(verdict.problems)} problem(s)"
+
+
+def _print_verdict(instance, verdict, detail: bool = False) -> None:
+    """The human form of one instance's verdict (the table, notes, the verdict line,
+    problems, and the plans involved)."""
     st = verdict.settings
     stdout.print(
         f"{instance.source}: {st['nodes']} nodes, {st['edges']} edges; K={instance.K} M={instance.M:.6g} "
         f"B={instance.B:.6g} N={instance.N}",
         markup=False,
     )
-    stdout.print(verdict_table(verdict))
-    asked = [m for m in verdict.results if m != "greedy"]
-    done = [m for m in asked if verdict.results[m].skipped is None]
-    if verdict.verdict == "match":
-        what = "proven infeasible" if verdict.infeasible else f"optimum TPS {verdict.optimum:.12g} s per sample"
-        stdout.print(f"match: {what} ({', '.join(done)} agree)", markup=False)
-    elif verdict.verdict == "consistent":
-        open_ = [m for m in done if not verdict.results[m].proven]
-        what = "proven infeasible" if verdict.infeasible else f"optimum TPS {verdict.optimum:.12g} s per sample"
-        stdout.print(
-            f"consistent: {what}; {', '.join(open_)} stopped early with bound <= optimum <= best plan",
-            markup=False,
-        )
-    elif verdict.verdict == "inconclusive":
-        stdout.print("inconclusive: no method proved an optimum or infeasibility in time", markup=False)
-    else:
-        stdout.print(f"mismatch: {len(verdict.problems)} problem(s)", markup=False)
-        for p in verdict.problems:
-            stdout.print(f"  - {p}", markup=False)
-        # the plans that disagree, stage by stage, as the evaluator sees them
-        for name in verdict.involved:
-            r = verdict.results[name]
-            if r.evaluation is not None:
-                stdout.print(stage_table(r.evaluation, title=f"{name}'s plan (status {r.status})"))
+    stdout.print(verdict_table(verdict, detail=detail))
+    if not detail:
+        for name, r in verdict.results.items():
+            note = "" if r.error else _note(verdict, name, r)  # errors are listed below the verdict
+            if note:
+                stdout.print(f"  {name}: {note}", markup=False)
+    stdout.print(_verdict_line(verdict), markup=False)
+    for p in verdict.problems:
+        stdout.print(f"  - {p}", markup=False)
+    for e in verdict.errors:
+        stdout.print(f"  - {e}", markup=False)
+    shown = list(verdict.involved) if verdict.verdict == "mismatch" else []
+    if detail:
+        shown = [m for m, r in verdict.results.items() if r.evaluation is not None]
+    for name in shown:
+        r = verdict.results[name]
+        if r.evaluation is not None:
+            stdout.print(stage_table(r.evaluation, title=f"{name}'s plan (status {r.status})"))
     if verdict.greedy_tps is not None and verdict.greedy_gap is not None and verdict.verdict != "mismatch":
         stdout.print(
             f"greedy rule (Piper's option choice): TPS {verdict.greedy_tps:.12g}, "
@@ -179,6 +224,7 @@ def register(app: typer.Typer) -> None:
         methods: MethodsOpt = "dp,cpsat,cbc,brute",
         time_limit: TimeLimitOpt = 60.0,
         threads: ThreadsOpt = None,
+        force: Annotated[bool, typer.Option("--force", help="Run every method past its size guard (MILP variables, brute's nodes and partitions, the DP's successor-closed sets).")] = False,
         greedy: Annotated[bool, typer.Option("--greedy/--no-greedy", help="Also run Piper's greedy rule and report its gap.")] = True,
         devices: DevicesOpt = None,
         memory: MemoryOpt = None,
@@ -190,14 +236,20 @@ def register(app: typer.Typer) -> None:
         exclude_option: ExcludeOptionOpt = None,
         max_d: MaxDOpt = None,
         max_t: MaxTOpt = None,
+        detail: Annotated[bool, typer.Option("--detail", help="More digits, devices and sum d, notes in the table, and every plan stage by stage.")] = False,
         json_out: JsonOpt = False,
     ) -> None:
         """Solve each INSTANCE with every method, re-check every plan with the evaluator,
-        and give one verdict: match (all proved the same optimum), consistent (a MILP
-        stopped early, bound <= optimum <= its plan), mismatch (with the values, plans and
-        first difference), inconclusive (nothing proven in time).
+        and give one verdict: match (two or more independent methods proved the same
+        optimum and every method that ran proved it), consistent (the same, but some
+        method proved nothing: a time limit, a backend out of range or in error),
+        single-proof (only one method, or one lineage such as the MILP backends, proved
+        it), inconclusive (nothing proven), error (the DP, brute or the greedy rule
+        failed), mismatch (answers contradict each other: values, plans and the first
+        difference are shown).
 
-        Exit 0 match or consistent, 1 mismatch, 2 bad input or usage, 3 inconclusive.
+        Exit 0 match or consistent, 1 mismatch or error, 2 bad input or usage,
+        3 inconclusive, 4 single-proof (with several instances: the first of 1, 2, 3, 4 that occurs).
         """
         from compare.verify import parse_methods, verify_instance
 
@@ -213,20 +265,25 @@ def register(app: typer.Typer) -> None:
                     print_json_line({"instance": path, "verdict": None, "error": str(exc)})
                 codes.append(2)
                 continue
-            v = verify_instance(inst, names, restrictions, time_limit=time_limit, threads=threads, greedy=greedy)
+            kwargs = dict(time_limit=time_limit, threads=threads, force=force, greedy=greedy)
+            if sys.stderr.isatty():  # which method is running, on a terminal only
+                with stderr.status(f"{path}: starting") as status:
+                    v = verify_instance(inst, names, restrictions, progress=lambda m: status.update(f"{path}: running {m}"), **kwargs)
+            else:
+                v = verify_instance(inst, names, restrictions, **kwargs)
             if json_out:
                 print_json_line(v.to_dict())
             else:
-                _print_verdict(inst, v)
+                _print_verdict(inst, v, detail=detail)
             codes.append(v.exit_code)
-        for code in (1, 2, 3):
+        for code in (1, 2, 3, 4):
             if code in codes:
                 raise typer.Exit(code)
 
     @app.command("random")
     @cli_errors
     def random_command(
-        family: Annotated[str, typer.Option("--family", help="chain, skip, layered, series-parallel or fork-join.")] = "layered",
+        family: Annotated[str, typer.Option("--family", help="chain, skip, layered, series-parallel, fork-join, or numerics (magnitudes 1e-6..1e18, exact ties, memory at M).")] = "layered",
         nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of nodes (layers).")] = 6,
         seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same instance).")] = 0,
         t_values: Annotated[str, typer.Option("--t-values", help="Tensor-parallel degrees offered, e.g. 1,2,4.")] = "1,2",
@@ -238,11 +295,15 @@ def register(app: typer.Typer) -> None:
         output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the instance here (default: stdout).", show_default=False)] = None,
     ) -> None:
         """Write a random instance of a graph family (networkx): a chain, a chain with skip
-        connections (transformer / ResNet), a layered random DAG, a series-parallel graph, or
-        fork-join blocks. Deterministic per seed."""
+        connections (transformer / ResNet), a layered random DAG, a series-parallel graph,
+        fork-join blocks, or "numerics" (one of those shapes with numbers spread over
+        1e-6..1e18, exact greedy ties, memory exactly at M or 1 ulp around it, dummy
+        options, huge edges). Deterministic per seed."""
         from compare.generators import random_instance
         from piper_ilp.instance import instance_to_dict
 
+        if output is not None:
+            check_writable(output, "instance")
         mem: str | float = memory
         if memory not in ("tight", "loose"):
             try:
@@ -264,10 +325,7 @@ def register(app: typer.Typer) -> None:
         if output is None:
             sys.stdout.write(text)
         else:
-            try:
-                output.write_text(text, encoding="utf-8")
-            except OSError as exc:
-                raise InputError(f"--output {output}: cannot write ({exc.strerror})") from None
+            atomic_write_text(output, text)
             stderr.print(f"wrote {output}: {inst.source}, {len(inst.nodes)} nodes, {len(inst.edges)} edges, K={inst.K} N={inst.N}", markup=False)
 
     @app.command("campaign")

@@ -56,28 +56,12 @@ FLAGS: dict[str, str] = {
     "force": "--force",
 }
 
-#: The solver options each method takes, used while ``compare.methods.METHODS`` is a
-#: tuple of names; once it maps names to entries with an ``options`` set (the methods
-#: registry), :func:`method_options` reads that instead. "milp" stands for every MILP
-#: backend.
-LOCAL_OPTIONS: dict[str, frozenset[str]] = {
-    "dp": frozenset({"knapsack", "max_ideals"}),
-    "milp": frozenset({"time_limit", "threads", "write_model", "hint_from_dp", "max_variables", "force"}),
-    "brute": frozenset(),
-}
-
-
 def method_options() -> dict[str, frozenset[str]]:
-    """Each method's name -> the solver options (keywords of ``run_method``) it takes."""
-    from compare.methods import METHODS, MILP_BACKENDS
+    """Each method's name -> the solver options (keywords of ``run_method``) it takes,
+    from the methods registry."""
+    from compare.methods import METHODS
 
-    if isinstance(METHODS, dict):
-        return {name: frozenset(getattr(m, "options", ())) - {"progress"} for name, m in METHODS.items()}
-    table = {}
-    for name in METHODS:
-        key = "milp" if name in MILP_BACKENDS else name
-        table[name] = LOCAL_OPTIONS.get(key, frozenset())
-    return table
+    return {name: m.options - {"progress"} for name, m in METHODS.items()}
 
 
 def check_applicable(method: str, given: dict[str, object], takes: dict[str, frozenset[str]]) -> None:

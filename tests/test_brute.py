@@ -4,6 +4,7 @@ and against an even more naive enumeration checked by the evaluator."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 
@@ -172,3 +173,37 @@ def test_agrees_with_naive_enumeration_through_the_evaluator(family):
         else:
             assert sol.status is Status.OPTIMAL
             assert sol.tps == pytest.approx(best, rel=1e-9)
+
+
+def test_memory_is_the_correctly_rounded_sum_with_no_slack():
+    # one stage of three nodes, b = 1e18, 64, 64 (K = N = 1: a single stage with d = 1, y = 1).
+    # Added left to right in floats, 1e18 + 64 + 64 = 1e18 (each 64 is half an ulp and
+    # rounds away), but the exact sum is 1e18 + 128, the next float: the contract's fsum
+    # (sec. 7) says it does not fit in M = 1e18, and fits in M = 1e18 + 128.
+    assert 1e18 + 64.0 + 64.0 == 1e18 and math.fsum([1e18, 64.0, 64.0]) == math.nextafter(1e18, math.inf)
+    nodes = [(0, {"1": [opt(p=1.0, b=1e18, sbw={1: 0.0})]}), (1, {"1": [opt(p=1.0, b=64.0, sfw={0: 0.0}, sbw={2: 0.0})]}),
+             (2, {"1": [opt(p=1.0, b=64.0, sfw={1: 0.0})]})]
+    inst = make(nodes, edges=[(0, 1, 0.0), (1, 2, 0.0)], K=1, N=1, M=1e18)
+    assert solve_brute(inst).status is Status.INFEASIBLE
+    fits = solve_brute(inst.with_settings(M=math.nextafter(1e18, math.inf)))
+    assert fits.status is Status.OPTIMAL and fits.tps == 3.0
+
+
+def test_tps_is_the_evaluators_exactly():
+    # the oracle's value is the evaluator's, bit for bit (fsum sums, cost.stage_cost)
+    for family in FAMILIES:
+        for seed in range(3):
+            inst = random_instance(family, 5, seed)
+            sol = solve_brute(inst)
+            if sol.status is Status.OPTIMAL:
+                assert sol.objective == evaluate(inst, sol.plan).tps == sol.tps
+
+
+def test_force_skips_the_size_limits():
+    nine = make([(i, {"1": [opt(p=float(i + 1))]}) for i in range(MAX_NODES + 1)], K=2, N=2)
+    with pytest.raises(SizeLimitError, match="at most"):
+        solve_brute(nine)
+    sol = solve_brute(nine, force=True)
+    # p = 1..9 (sum 45), no edges, K = N = 2: one stage with d = 2 gives 45 / 2 = 22.5
+    # (w = 0: no resync); two stages with d = 1 give at best max(22, 23) = 23
+    assert sol.status is Status.OPTIMAL and sol.tps == 22.5 and len(sol.plan.stages) == 1

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
+import json
+import math
+
 import networkx as nx
 import pytest
 
 from compare.brute import solve_brute
-from compare.generators import FAMILIES, random_graph, random_instance
+from compare.generators import ALL_FAMILIES, FAMILIES, random_graph, random_instance
+from piper_ilp.cost import node_edge_bytes, resync_bytes, stage_memory, stage_tps
 from piper_ilp.errors import InputError
 from piper_ilp.instance import instance_from_dict, instance_to_dict
 from piper_ilp.solution import Status
@@ -141,3 +146,126 @@ def test_bad_parameters(kwargs):
     args = {"family": "chain", "n_nodes": 3, "seed": 0} | kwargs
     with pytest.raises(InputError):
         random_instance(**args)
+
+
+# ---- the numerics family ----
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_numerics_valid_and_deterministic(integer):
+    assert "numerics" in ALL_FAMILIES and "numerics" not in FAMILIES
+    for n in (1, 2, 5, 8):
+        for seed in range(6):
+            kw = dict(integer=integer, options_per_t=(1, 3), t_values=(1, 2, 4))
+            inst = random_instance("numerics", n, seed, **kw)
+            assert len(inst.nodes) == n and inst.source == f"random:numerics:n{n}:s{seed}"
+            assert instance_from_dict(instance_to_dict(inst), source=inst.source) == inst
+            assert random_instance("numerics", n, seed, **kw) == inst
+            values = [inst.M, inst.B, *(e.c for e in inst.edges)]
+            for node, t, o in all_options(inst):
+                assert 1 <= len(node.options[t]) <= 3
+                values += [o.p, o.w, o.a, o.b, *o.sfw.values(), *o.sbw.values()]
+            assert all(math.isfinite(x) and x >= 0 for x in values) and inst.M > 0 and inst.B > 0
+            if integer:
+                assert all(float(x).is_integer() for x in values)
+
+
+def numerics_sample(count=60, n=5):
+    return [random_instance("numerics", n, seed) for seed in range(count)]
+
+
+def test_numerics_spreads_magnitudes_over_the_range():
+    spreads = []
+    for inst in numerics_sample():
+        values = [x for _, _, o in all_options(inst) for x in (o.p, o.w, o.a, o.b) if x > 0 and o.id != "dummy"]
+        spreads.append(math.log10(max(values) / min(values)))
+    # within one instance the numbers span well over 12 decades, typically about 20
+    assert sorted(spreads)[len(spreads) // 2] >= 12
+    everything = [x for inst in numerics_sample() for _, _, o in all_options(inst) for x in (o.a, o.b, o.w) if x > 0]
+    assert min(everything) < 1e-4 and max(everything) > 1e16
+
+
+def test_numerics_has_dummies_huge_edges_and_zeros():
+    sample = numerics_sample()
+    dummies = [o for inst in sample for _, _, o in all_options(inst) if o.id == "dummy"]
+    assert len(dummies) >= 10 and all(o.p == 1e12 and o.a == o.b == 0 for o in dummies)
+    huge = [e.c for inst in sample for e in inst.edges if e.c >= 1e15]
+    assert len(huge) >= 10 and max(huge) <= 1e19
+    assert any(o.p == 0 for inst in sample for _, _, o in all_options(inst))
+
+
+def greedy_ratios(inst, stage, t, d, y):
+    """Cost model sec. 5's ratios (c_il - c_iF) / (m_iF - m_il) per node of ``stage``,
+    from the contract's cost functions."""
+    out = {}
+    for v in stage:
+        opts = inst.node[v].options[t]
+        cost = [stage_tps(node_edge_bytes(inst, v, o, set(stage)), resync_bytes(o.w, d, inst.N), o.p, d, inst.B) for o in opts]
+        mem = [o.a * y + o.b for o in opts]
+        f = min(range(len(opts)), key=lambda k: (cost[k], k))
+        out[v] = sorted((cost[k] - cost[f]) / (mem[f] - mem[k]) for k in range(len(opts)) if mem[f] - mem[k] > 1e-9)
+    return out
+
+
+def test_numerics_has_exact_greedy_ties():
+    # a "twin" node: the same options as another node and no traffic, so that in any
+    # stage holding both, their greedy ratios tie exactly
+    ties = 0
+    for inst in numerics_sample(80, 4):
+        for u, v in itertools.combinations(inst.node_ids, 2):
+            same = all(
+                [(o.id, o.p, o.w, o.a, o.b) for o in inst.node[u].options.get(t, ())]
+                == [(o.id, o.p, o.w, o.a, o.b) for o in inst.node[v].options.get(t, ())]
+                for t in inst.t_values
+            )
+            if not same or 1 not in inst.node[u].options:
+                continue
+            for y, d in ((1, 1), (2, 1), (1, inst.N)):
+                r = greedy_ratios(inst, (u, v), 1, d, y)
+                if r[u]:
+                    assert r[u] == r[v]
+                    ties += 1
+    assert ties >= 10
+
+
+def candidate_memories(inst):
+    """The stage memories the numerics family may put M at: the whole graph (y = 1) and a
+    single node (y = 1 or 2), any options (fsum of a * y and b, sec. 7)."""
+    out = set()
+    common = [t for t in inst.t_values if all(t in node.options for node in inst.nodes)]
+    if common:
+        t = common[0]
+        for combo in itertools.product(*(inst.node[v].options[t] for v in inst.node_ids)):
+            out.add(stage_memory(inst.node_ids, dict(zip(inst.node_ids, combo)), 1))
+    for node in inst.nodes:
+        for opts in node.options.values():
+            for o in opts:
+                for y in (1, 2):
+                    out.add(math.fsum([o.a * y, o.b]))
+    return out
+
+
+def test_numerics_puts_memory_exactly_at_or_one_ulp_around_a_plans_memory():
+    kinds = {"at": 0, "below": 0, "above": 0}
+    for inst in numerics_sample(80, 3):
+        mems = candidate_memories(inst)
+        M = inst.M
+        if M in mems:
+            kinds["at"] += 1
+        elif math.nextafter(M, 0.0) in mems:
+            kinds["above"] += 1  # M is 1 ulp above a stage's memory: it fits, barely
+        elif math.nextafter(M, math.inf) in mems:
+            kinds["below"] += 1  # M is 1 ulp below: it does not fit
+    assert min(kinds.values()) >= 5, kinds
+
+
+def test_numerics_through_the_cli(tmp_path):
+    from typer.testing import CliRunner
+
+    from piper_cli import app
+
+    out = tmp_path / "n.json"
+    result = CliRunner().invoke(app, ["random", "--family", "numerics", "--nodes", "4", "--seed", "3", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    inst = random_instance("numerics", 4, 3)
+    assert instance_from_dict(json.loads(out.read_text()), source=inst.source) == inst

@@ -1,8 +1,8 @@
 """``piper-ilp verify`` and its verdict rules (compare/verify.py).
 
 Most cases inject fake methods built on the exhaustive oracle, so that each rule of the
-verdict (match, consistent, mismatch, inconclusive) is exercised on purpose; the real
-solvers run on inputs/small.json (the README's main command)."""
+verdict (match, consistent, single-proof, inconclusive, error, mismatch) is exercised on
+purpose; the real solvers run on inputs/small.json (the README's main command)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from compare.brute import solve_brute
 from compare.generators import random_instance
 from compare.verify import parse_methods, plan_difference, verify_instance
 from piper_cli import app
-from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.instance import instance_from_dict
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status
@@ -81,19 +81,37 @@ def test_value_that_is_not_the_plans_tps_is_a_mismatch():
     assert v.verdict == "mismatch" and "is not its plan's TPS 3" in v.problems[0]
 
 
-def test_stated_scaling_error_is_honoured():
-    ok = fake("cpsat", Status.OPTIMAL, D2, 3.0 + 5e-7, info={"scaling_error": 1e-6})
+def test_stated_accuracy_is_honoured():
+    # a MILP's value may be off its plan's TPS by 1e-6 relative (contract sec. 7) plus the
+    # absolute error it states; the DP's only by 1e-9
+    ok = fake("cpsat", Status.OPTIMAL, D2, 3.0 + 2.5e-6, info={"scaling_error": 2.5e-6})
     assert run({"cpsat": ok, "brute": brute_as("brute")}).verdict == "match"
-    too_far = fake("cpsat", Status.OPTIMAL, D2, 3.0 + 5e-6, info={"scaling_error": 1e-6})
-    assert run({"cpsat": too_far, "brute": brute_as("brute")}).verdict == "mismatch"
-    no_error_stated = fake("cbc", Status.OPTIMAL, D2, 3.0 + 5e-7)
-    assert run({"cbc": no_error_stated, "brute": brute_as("brute")}).verdict == "mismatch"
+    # a stated error above 1e-6 of the value is no proof (the optimum's digits are lost)
+    vague = fake("cpsat", Status.OPTIMAL, D2, 3.0, info={"scaling_error": 1e-5})
+    v = run({"cpsat": vague, "brute": brute_as("brute")})
+    assert v.verdict == "single-proof" and not v.problems and v.results["cpsat"].status == "backend-error"
+    assert "the error it states (1e-05) is more than 1e-06 of its plan's TPS 3: not a proof" in v.backend_errors[0]
+    within_rel = fake("cbc", Status.OPTIMAL, D2, 3.0 + 2e-6)  # 6.7e-7 relative
+    assert run({"cbc": within_rel, "brute": brute_as("brute")}).verdict == "match"
+    # beyond its accuracy the backend's claim is void: shown as its error, never a mismatch
+    # blamed on the others, and the oracle's proof stands alone
+    too_far = fake("cpsat", Status.OPTIMAL, D2, 3.0 + 5e-6)  # 1.7e-6 relative
+    v = run({"cpsat": too_far, "brute": brute_as("brute")})
+    assert v.verdict == "single-proof" and not v.problems and v.proofs == ["brute"]
+    assert v.results["cpsat"].status == "backend-error"
+    assert "cpsat: its objective 3.000005 is not its plan's TPS 3" in v.backend_errors[0]
+    # the DP is held to 1e-9
+    v = run({"dp": fake("dp", Status.OPTIMAL, D2, 3.0 + 5e-8), "brute": brute_as("brute")})
+    assert v.verdict == "mismatch" and "dp: its objective" in v.problems[0]
 
 
 def test_milp_stopped_early_is_consistent_when_bound_and_plan_bracket_the_optimum():
     early = fake("cpsat", Status.FEASIBLE, D1, 4.0, bound=2.5)  # 2.5 <= 3 <= 4
-    v = run({"dp": brute_as("dp"), "cpsat": early})
+    v = run({"dp": brute_as("dp"), "brute": brute_as("brute"), "cpsat": early})
     assert v.verdict == "consistent" and v.exit_code == 0 and v.optimum == pytest.approx(3.0)
+    # the DP's proof alone, beside a MILP that proved nothing: not a match
+    v = run({"dp": brute_as("dp"), "cpsat": early})
+    assert v.verdict == "single-proof" and v.exit_code == 4
     # a bound above the optimum is a false proof
     lying = fake("cpsat", Status.FEASIBLE, D1, 4.0, bound=3.5)
     v = run({"dp": brute_as("dp"), "cpsat": lying})
@@ -117,7 +135,7 @@ def test_infeasible_next_to_a_valid_plan_is_a_mismatch():
     assert v.verdict == "match" and v.infeasible and v.optimum is None
 
 
-def test_crash_is_a_mismatch_and_size_limit_is_skipped():
+def test_crash_is_an_error_and_size_limit_is_skipped():
     def crash(instance, restrictions, time_limit, threads):
         raise ZeroDivisionError("boom")
 
@@ -125,8 +143,9 @@ def test_crash_is_a_mismatch_and_size_limit_is_skipped():
         raise SizeLimitError("too big for this method")
 
     v = run({"dp": crash, "brute": brute_as("brute")})
-    assert v.verdict == "mismatch" and "dp: crashed: ZeroDivisionError: boom" in v.problems[0]
-    v = run({"dp": brute_as("dp"), "cpsat": too_big})
+    assert v.verdict == "error" and v.exit_code == 1
+    assert "dp: crashed: ZeroDivisionError: boom" in v.errors[0] and not v.problems
+    v = run({"dp": brute_as("dp"), "brute": brute_as("brute"), "cpsat": too_big})
     assert v.verdict == "match" and v.results["cpsat"].status == "skipped"
     v = run({"cpsat": too_big})
     assert v.verdict == "inconclusive"
@@ -138,8 +157,9 @@ def test_restrictions_are_enforced_on_every_plan():
 
 
 def test_greedy_gap_is_reported():
-    v = run({"dp": brute_as("dp"), "greedy": fake("dp-greedy", Status.FEASIBLE, D1, 4.0)}, methods=("dp",), greedy=True)
-    assert v.verdict == "match"
+    v = run({"dp": brute_as("dp"), "brute": brute_as("brute"), "greedy": fake("dp-greedy", Status.FEASIBLE, D1, 4.0)},
+            methods=("dp", "brute"), greedy=True)
+    assert v.verdict == "match" and v.proofs == ["dp", "brute"]
     assert v.greedy_tps == pytest.approx(4.0) and v.greedy_gap == pytest.approx(1.0 / 3.0)
     # a greedy plan below the optimum would be a bug in one of them
     v = run({"dp": fake("dp", Status.OPTIMAL, D1, 4.0), "greedy": fake("dp-greedy", Status.FEASIBLE, D2, 3.0)}, methods=("dp",), greedy=True)
@@ -202,7 +222,18 @@ def test_cli_verify_brute_is_skipped_on_big_graphs(tmp_path):
     result = CliRunner().invoke(app, ["verify", str(path), "--methods", "dp,brute", "--json"])
     rec = json.loads(result.output.strip().splitlines()[-1])
     assert rec["methods"]["brute"]["status"] == "skipped" and "at most 8 nodes" in rec["methods"]["brute"]["skipped"]
-    assert rec["verdict"] == "match" and result.exit_code == 0
+    # the DP's proof alone is not a match
+    assert rec["verdict"] == "single-proof" and rec["proofs"] == ["dp"] and result.exit_code == 4
+    # --force runs brute past its size guard (a 9-node chain has only 2^8 partitions)
+    path9 = tmp_path / "nine.json"
+    result = CliRunner().invoke(app, ["random", "--family", "chain", "--nodes", "9", "--seed", "1", "--memory-kind", "loose",
+                                      "--t-values", "1", "-K", "2", "-N", "2", "-o", str(path9)])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(app, ["verify", str(path9), "--methods", "dp,brute", "--json"])
+    assert json.loads(result.output.strip().splitlines()[-1])["methods"]["brute"]["status"] == "skipped"
+    result = CliRunner().invoke(app, ["verify", str(path9), "--methods", "dp,brute", "--force", "--json"])
+    rec = json.loads(result.output.strip().splitlines()[-1])
+    assert rec["methods"]["brute"]["status"] == "optimal" and rec["verdict"] == "match" and result.exit_code == 0
 
 
 def test_cli_random_is_deterministic_and_valid(tmp_path):
@@ -239,3 +270,154 @@ def test_campaign_counterexamples_now_match(path):
     rec = json.loads(result.output.strip().splitlines()[-1])
     assert rec["verdict"] == "match", rec["problems"]
     assert result.exit_code == 0
+
+
+# ---- proofs, lineages and the statuses that are never proofs ----
+
+
+def raises(exc):
+    def solve(instance, restrictions, time_limit, threads):
+        raise exc
+
+    return solve
+
+
+def test_one_lineage_alone_is_a_single_proof():
+    # two MILP backends solve the same formulation: they are one lineage, not two proofs
+    v = run({"cpsat": fake("cpsat", Status.OPTIMAL, D2, 3.0, bound=3.0), "cbc": fake("cbc", Status.OPTIMAL, D2, 3.0, bound=3.0)})
+    assert v.verdict == "single-proof" and v.exit_code == 4
+    assert v.proofs == ["cpsat", "cbc"] and v.lineages == ["milp"] and v.optimum == pytest.approx(3.0)
+    # a MILP and the DP are independent
+    v = run({"dp": brute_as("dp"), "cpsat": fake("cpsat", Status.OPTIMAL, D2, 3.0, bound=3.0)})
+    assert v.verdict == "match" and v.lineages == ["dp", "milp"]
+    # infeasibility proved by one method only
+    v = run({"brute": brute_as("brute")}, instance=ONE.with_settings(M=0.5))
+    assert v.verdict == "single-proof" and v.infeasible
+
+
+def test_heuristic_optimal_is_never_a_proof():
+    v = run({"greedy": fake("greedy", Status.OPTIMAL, D2, 3.0), "brute": brute_as("brute")})
+    assert v.verdict == "single-proof" and v.proofs == ["brute"]
+
+
+def test_out_of_range_is_never_a_proof_and_never_a_problem():
+    oor = fake("cpsat", Status.OUT_OF_RANGE)
+    v = run({"dp": brute_as("dp"), "brute": brute_as("brute"), "cpsat": oor})
+    assert v.verdict == "consistent" and v.results["cpsat"].status == "out-of-range" and not v.problems
+    v = run({"dp": brute_as("dp"), "cpsat": oor})
+    assert v.verdict == "single-proof"
+    # even with an "optimal"-looking value it proves nothing
+    v = run({"cpsat": fake("cpsat", Status.OUT_OF_RANGE, D1, 4.0, bound=4.0), "cbc": fake("cbc", Status.UNKNOWN)})
+    assert v.verdict == "inconclusive"
+
+
+def test_backend_error_is_shown_not_blamed_on_the_dp():
+    # a backend whose claim failed its own certification: its bound would contradict the DP
+    broken = fake("cpsat", Status.BACKEND_ERROR, None, None, bound=3.5, info={"why": "bound above its plan"})
+    v = run({"dp": brute_as("dp"), "brute": brute_as("brute"), "cpsat": broken})
+    assert v.verdict == "consistent" and not v.problems and v.involved == []
+    assert v.results["cpsat"].status == "backend-error" and v.backend_errors
+    # an internal error raised inside a MILP backend is its own failure too
+    v = run({"dp": brute_as("dp"), "brute": brute_as("brute"), "cbc": raises(InternalError("cbc: plan rejected"))})
+    assert v.verdict == "consistent" and "cbc: internal error: cbc: plan rejected" in v.backend_errors[0]
+    # but a valid plan is a fact, whoever found it: one below the DP's "optimum" refutes it
+    v = run({"dp": fake("dp", Status.OPTIMAL, D1, 4.0), "cpsat": fake("cpsat", Status.BACKEND_ERROR, D2, 3.0)})
+    assert v.verdict == "mismatch" and "cpsat's plan (TPS 3) beats dp's proven optimum 4" in v.problems[0]
+
+
+@pytest.mark.parametrize("name", ["dp", "brute", "greedy"])
+def test_internal_error_of_our_own_methods_is_an_error(name):
+    solvers = {"dp": brute_as("dp"), "brute": brute_as("brute"), name: raises(InternalError("plan rejected by the evaluator"))}
+    v = run(solvers, methods=("dp", "brute"), greedy=name == "greedy")
+    assert v.verdict == "error" and v.exit_code == 1
+    assert v.errors == [f"{name}: internal error: plan rejected by the evaluator"] and not v.backend_errors
+
+
+def test_milp_proof_that_disagrees_is_a_mismatch():
+    # a backend that certifies its own answer (value = its plan's TPS, bound = value) yet
+    # claims a worse optimum than the oracle: that is a contradiction between proofs
+    v = run({"cpsat": fake("cpsat", Status.OPTIMAL, D1, 4.0, bound=4.0), "brute": brute_as("brute")})
+    assert v.verdict == "mismatch" and any("proven optima differ: cpsat 4, brute 3" in p for p in v.problems)
+
+
+def test_optimal_claim_needs_its_bound():
+    v = run({"dp": fake("dp", Status.OPTIMAL, D2, 3.0, bound=2.0), "brute": brute_as("brute")})
+    assert v.verdict == "mismatch" and "dp: it claims optimal, but its bound 2 is below its plan's TPS 3" in v.problems
+
+
+def test_progress_names_each_method_before_it_runs():
+    seen = []
+    verify_instance(ONE, ("dp", "brute"), solvers={"dp": brute_as("dp"), "brute": brute_as("brute")},
+                    greedy=True, progress=seen.append)
+    assert seen == ["dp", "brute", "greedy"]
+
+
+def test_unknown_injected_method_is_refused():
+    with pytest.raises(InputError, match="unknown method 'gurobi'"):
+        verify_instance(ONE, ("gurobi",), solvers={"gurobi": brute_as("gurobi")})
+
+
+def test_real_methods_single_and_forced(tmp_path):
+    inst = random_instance("chain", 3, 1, memory="loose")
+    v = verify_instance(inst, ("brute",), greedy=False)
+    assert v.verdict == "single-proof" and v.proofs == ["brute"]
+    # force reaches the registry's methods: brute on 9 nodes runs instead of being skipped
+    nine = random_instance("chain", 9, 1, memory="loose", t_values=(1,), K=2, N=2)
+    assert verify_instance(nine, ("dp", "brute"), greedy=False).results["brute"].status == "skipped"
+    v = verify_instance(nine, ("dp", "brute"), greedy=False, force=True)
+    assert v.verdict == "match" and v.proofs == ["dp", "brute"]
+
+
+# ---- the human output ----
+
+
+def wide_verdict():
+    """A verdict with the longest statuses, values and times the table can show."""
+    long_tps = 1.2345678901234e-05
+    plan_tps = fake("dp", Status.OPTIMAL, D2, 3.0)
+    v = run({"dp": plan_tps, "brute": brute_as("brute"), "cpsat": fake("cpsat", Status.BACKEND_ERROR, D1, 4.0, bound=long_tps),
+             "cbc": fake("cbc", Status.OUT_OF_RANGE, bound=long_tps * 1e-300), "greedy": fake("greedy", Status.FEASIBLE, D1, 4.0)},
+            methods=("dp", "brute", "cpsat", "cbc"), greedy=True)
+    for r in v.results.values():
+        r.seconds = 3725.0  # "62 min 5 s"
+    return v
+
+
+def test_verdict_table_fits_80_columns():
+    from rich.console import Console
+
+    from piper_cli.compare_cmds import verdict_table
+
+    console = Console(width=300, record=True, highlight=False)
+    console.print(verdict_table(wide_verdict()))
+    lines = console.export_text().splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80, "\n".join(lines)
+    text = "\n".join(lines)
+    assert "backend-error" in text and "out-of-range" in text and "62 min 5 s" in text and "1.23456789e-305" in text
+
+
+def test_human_seconds():
+    from piper_cli.compare_cmds import human_seconds
+
+    assert [human_seconds(x) for x in (0.0, 0.00042, 0.0123, 0.9994, 3.21, 59.9, 245.0)] == [
+        "0 ms", "0.42 ms", "12 ms", "999 ms", "3.21 s", "59.9 s", "4 min 5 s"]
+
+
+def test_cli_exit_status_for_several_instances(inputs_dir, tmp_path):
+    # one instance single-proof (4) and one bad (2): the first of 1, 2, 3, 4 that occurs wins
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    small = str(inputs_dir / "small.json")
+    result = CliRunner().invoke(app, ["verify", small, "--methods", "brute", "--no-greedy"])
+    assert result.exit_code == 4 and "single-proof: optimum TPS" in result.output
+    result = CliRunner().invoke(app, ["verify", small, str(bad), "--methods", "brute", "--no-greedy"])
+    assert result.exit_code == 2
+    assert "exit" in CliRunner().invoke(app, ["verify", "--help"]).output.lower()
+    assert "4 single-proof" in " ".join(CliRunner().invoke(app, ["verify", "--help"]).output.split())
+
+
+def test_cli_verify_detail_shows_every_plan(inputs_dir):
+    result = CliRunner().invoke(app, ["verify", str(inputs_dir / "small.json"), "--methods", "dp,brute", "--detail"])
+    assert result.exit_code == 0, result.output
+    assert "dp's plan (status optimal)" in result.output and "brute's plan (status optimal)" in result.output
+    assert "sum d" in result.output

@@ -1,0 +1,102 @@
+"""The one method registry (compare/methods.py): kinds, lineages, options that apply."""
+
+from __future__ import annotations
+
+import pytest
+
+from compare.generators import random_instance
+from compare.methods import KINDS, METHODS, MILP_BACKENDS, MILP_RTOL, Method, method, run_method
+from compare.verify import parse_methods
+from piper_ilp.cost import TPS_RTOL
+from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.solution import Restrictions, Status
+
+INST = random_instance("chain", 3, seed=0, memory="loose")
+
+
+def test_every_method_is_registered_once_with_its_kind():
+    assert list(METHODS) == ["dp", *MILP_BACKENDS, "brute", "greedy"]
+    assert {m.kind for m in METHODS.values()} == set(KINDS)
+    assert METHODS["dp"].kind == "exact" and METHODS["brute"].kind == "oracle"
+    assert METHODS["greedy"].kind == "heuristic" and not METHODS["greedy"].proves
+    for b in MILP_BACKENDS:
+        m = METHODS[b]
+        assert (m.kind, m.lineage, m.rtol) == ("milp", "milp", MILP_RTOL) and m.proves
+        assert {"time_limit", "threads", "write_model", "hint_from_dp", "force"} <= m.options
+    # the greedy rule is the DP with another knapsack: not an independent proof of the DP
+    assert METHODS["greedy"].lineage == METHODS["dp"].lineage
+    assert len({METHODS[n].lineage for n in ("dp", "brute", MILP_BACKENDS[0])}) == 3
+    assert METHODS["dp"].rtol == METHODS["brute"].rtol == TPS_RTOL == 1e-9
+    assert {"knapsack", "max_ideals", "force"} <= METHODS["dp"].options
+    # verify and the CLI take their names from here
+    assert parse_methods(",".join(METHODS)) == tuple(METHODS)
+
+
+def test_method_kind_is_checked():
+    with pytest.raises(ValueError, match="kind"):
+        Method("x", "fast", lambda i, r: None, frozenset(), "x", 1e-9, "")
+
+
+@pytest.mark.parametrize(
+    "name, option, value",
+    [
+        ("dp", "write_model", "m.lp"),
+        ("dp", "time_limit", 10.0),
+        ("dp", "threads", 2),
+        ("greedy", "knapsack", "exact"),
+        ("brute", "time_limit", 1.0),
+        ("brute", "max_ideals", 10),
+        (MILP_BACKENDS[0], "knapsack", "greedy"),
+        (MILP_BACKENDS[0], "max_ideals", 10),
+    ],
+)
+def test_an_option_that_does_not_apply_is_refused_in_one_line(name, option, value):
+    with pytest.raises(InputError) as exc:
+        run_method(INST, name, **{option: value})
+    text = str(exc.value)
+    assert "\n" not in text and f"option {option} does not apply to method {name}" in text
+
+
+def test_options_left_at_none_or_false_count_as_not_given():
+    sol = run_method(INST, "dp", time_limit=None, write_model=None, hint_from_dp=False, threads=None)
+    assert sol.status is Status.OPTIMAL
+
+
+def test_unknown_method():
+    with pytest.raises(InputError, match="unknown method 'gurobi'; choose one of dp"):
+        run_method(INST, "gurobi")
+    with pytest.raises(InputError):
+        method("gurobi")
+
+
+def test_dp_greedy_and_brute_through_the_registry():
+    dp = run_method(INST, "dp")
+    brute = run_method(INST, "brute")
+    greedy = run_method(INST, "greedy")
+    assert dp.status is brute.status is Status.OPTIMAL
+    assert dp.tps == pytest.approx(brute.tps, rel=1e-9)
+    # Piper's rule gives a plan, never a proof, and never better than the optimum
+    assert greedy.status is Status.FEASIBLE and greedy.tps >= brute.tps * (1 - 1e-9)
+    assert run_method(INST, "dp", knapsack="greedy").tps == greedy.tps
+    # restrictions reach the method
+    capped = run_method(INST, "brute", Restrictions(max_d=1))
+    assert all(st.d == 1 for st in capped.plan.stages)
+
+
+def test_force_runs_past_the_size_guard():
+    nine = random_instance("chain", 9, 1, memory="loose", t_values=(1,), K=2, N=2)
+    with pytest.raises(SizeLimitError):
+        run_method(nine, "brute")
+    forced = run_method(nine, "brute", force=True)
+    assert forced.status is Status.OPTIMAL
+    assert forced.tps == pytest.approx(run_method(nine, "dp").tps, rel=1e-9)
+    # the DP's guard is its number of successor-closed sets
+    with pytest.raises(SizeLimitError):
+        run_method(nine, "dp", max_ideals=5)
+    assert run_method(nine, "dp", max_ideals=5, force=True).status is Status.OPTIMAL
+
+
+def test_milp_backend_through_the_registry():
+    sol = run_method(INST, MILP_BACKENDS[0], time_limit=30.0, threads=1)
+    assert sol.status is Status.OPTIMAL
+    assert sol.tps == pytest.approx(run_method(INST, "brute").tps, rel=MILP_RTOL)
