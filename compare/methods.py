@@ -35,7 +35,7 @@ from piper_ilp.instance import Instance
 from piper_ilp.milp import BACKENDS as MILP_BACKENDS
 from piper_ilp.solution import Restrictions, Solution
 
-__all__ = ["KINDS", "METHODS", "MILP_BACKENDS", "MILP_RTOL", "Method", "method", "run_method"]
+__all__ = ["KINDS", "METHODS", "MILP_BACKENDS", "MILP_RTOL", "Method", "external_method", "method", "run_method"]
 
 #: The kinds of method, and what an "optimal" from each is worth.
 KINDS = ("exact", "milp", "heuristic", "oracle")
@@ -167,6 +167,12 @@ def _solve_brute(instance: Instance, restrictions: Restrictions, *, force: bool 
     return solve_brute(instance, restrictions, force=force)
 
 
+def _solve_2bw(instance: Instance, restrictions: Restrictions) -> Solution:
+    from compare.twobw import solve_2bw
+
+    return solve_2bw(instance, restrictions)
+
+
 _DP_OPTIONS = frozenset({"knapsack", "max_ideals", "force", "progress"})
 _MILP_OPTIONS = frozenset({"time_limit", "threads", "write_model", "hint_from_dp", "force", "max_variables"})
 
@@ -194,11 +200,25 @@ def _registry() -> dict[str, Method]:
             TPS_RTOL,
             "the DP with Piper's greedy option choice (sec. 5); never a proof",
         ),
+        Method("2bw", "heuristic", _solve_2bw, frozenset(), "2bw", TPS_RTOL, "PipeDream-2BW's planner as Piper's baseline (sec. 10); never a proof"),
     ]
     return {m.name: m for m in table}
 
 
-#: Every method, by name: ``dp``, the MILP backends, ``brute``, ``greedy``.
+def external_method(name: str, command: str, *, timeout: float | None = None) -> Method:
+    """A registry entry for an external planner (``--external NAME=COMMAND``, see
+    :mod:`compare.external`): a heuristic of its own lineage; its plan is returned
+    unchecked, for the caller's evaluator to judge."""
+
+    def solve(instance: Instance, restrictions: Restrictions) -> Solution:
+        from compare.external import solve_external
+
+        return solve_external(instance, command, restrictions, name=name, timeout=timeout, check=False)
+
+    return Method(name, "heuristic", solve, frozenset(), f"external:{name}", TPS_RTOL, f"external planner: {command}")
+
+
+#: Every method, by name: ``dp``, the MILP backends, ``brute``, ``greedy``, ``2bw``.
 METHODS: dict[str, Method] = _registry()
 
 

@@ -90,12 +90,8 @@ def sweep_points(
 def _solve_variant(instance: Instance, variant: str) -> Solution:
     from compare.methods import run_method
 
-    if variant == "2bw":
-        from compare.twobw import solve_2bw
-
-        return solve_2bw(instance)
-    if variant == "greedy":
-        return run_method(instance, "dp", knapsack="greedy")
+    if variant in ("2bw", "greedy"):  # the registry's heuristics
+        return run_method(instance, variant)
     restrictions = {
         "all": Restrictions(),
         "no-dp": Restrictions.from_flags(no_data_parallel=True),

@@ -50,7 +50,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from compare.methods import METHODS, Method, run_method
+from compare.methods import METHODS, Method, external_method, run_method
 from piper_ilp.cost import close
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import Evaluation, evaluate
@@ -203,7 +203,8 @@ class Verdict:
     methods they name; ``errors`` the failures of the project's own methods;
     ``backend_errors`` the MILP backends' failures (details, not evidence);
     ``greedy_tps`` / ``greedy_gap`` Piper's rule's value and its relative gap
-    (greedy - optimum) / optimum.
+    (greedy - optimum) / optimum; ``gaps`` that relative gap for every heuristic with a
+    valid plan (greedy, 2bw, external planners) when the optimum is proven.
     """
 
     instance: str
@@ -218,6 +219,7 @@ class Verdict:
     backend_errors: list[str] = field(default_factory=list)
     greedy_tps: float | None = None
     greedy_gap: float | None = None
+    gaps: dict[str, float] = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     restrictions: dict = field(default_factory=dict)
 
@@ -244,6 +246,7 @@ class Verdict:
             "backend_errors": list(self.backend_errors),
             "greedy_tps": self.greedy_tps,
             "greedy_gap": self.greedy_gap,
+            "gaps": dict(self.gaps),
             "settings": dict(self.settings),
             "restrictions": dict(self.restrictions),
             "methods": {name: r.to_dict() for name, r in self.results.items()},
@@ -411,6 +414,8 @@ def verify_instance(
     greedy: bool = True,
     solvers: Mapping[str, Solver] | None = None,
     progress: Callable[[str], None] | None = None,
+    externals: Mapping[str, str] | None = None,
+    external_timeout: float | None = None,
 ) -> Verdict:
     """Run ``methods`` on ``instance``, re-check every plan, and give the verdict.
 
@@ -436,6 +441,11 @@ def verify_instance(
         returns a Solution; the registry still says its kind and lineage.
     progress : callable, optional
         Called with each method's name just before it runs (the CLI shows it).
+    externals : mapping, optional
+        External planners, name -> command (:mod:`compare.external`): heuristics whose
+        plans are checked like every other; an invalid plan is a mismatch naming them.
+    external_timeout : float, optional
+        Seconds before an external planner is killed (a backend error).
 
     Returns
     -------
@@ -459,10 +469,16 @@ def verify_instance(
     for m in list(methods) + list(injected):
         if m not in METHODS:
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
+    table = dict(METHODS)
+    for name, command in (externals or {}).items():
+        if name in table:
+            raise InputError(f"--external {name}: the name is already a method; choose another")
+        table[name] = external_method(name, command, timeout=external_timeout)
+        injected[name] = lambda inst, restr, tl, th, _m=table[name]: _m.solve(inst, restr)
     common = {"time_limit": time_limit, "threads": threads, "force": force}
 
     def run(name: str) -> MethodResult:
-        m = METHODS[name]
+        m = table[name]
         if progress is not None:
             progress(name)
         if name in injected:
@@ -476,7 +492,7 @@ def verify_instance(
         return r
 
     results: dict[str, MethodResult] = {}
-    for name in methods:
+    for name in list(methods) + list(externals or {}):
         results[name] = run(name)
     if greedy and GREEDY not in results:
         results[GREEDY] = run(GREEDY)
@@ -534,7 +550,7 @@ def verify_instance(
                 problems.append(f"{r.method}'s lower bound {_fmt(r.solution.bound)} is above {q.method}'s valid plan (TPS {_fmt(q.tps)})")
                 involved.update((r.method, q.method))
 
-    ran = [results[m] for m in methods if results[m].skipped is None]
+    ran = [r for r in results.values() if r.skipped is None and r.kind != "heuristic"]
     lineages = {r.lineage for r in proofs}
     if problems:
         verdict = "mismatch"
@@ -559,9 +575,15 @@ def verify_instance(
         greedy_tps = g.tps
         if optimum is not None:
             greedy_gap = 0.0 if optimum == 0 else (greedy_tps - optimum) / optimum
+    gaps = {
+        r.method: (0.0 if optimum == 0 else (r.tps - optimum) / optimum)
+        for r in results.values()
+        if r.kind == "heuristic" and r.tps is not None and optimum is not None
+    }
     return Verdict(
         instance=instance.source,
         verdict=verdict,
+        gaps=gaps,
         optimum=optimum,
         infeasible=bool(infeasible) and not optimal,
         results=results,

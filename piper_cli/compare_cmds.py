@@ -33,7 +33,7 @@ from piper_cli.common import (
     stderr,
     stdout,
 )
-from piper_cli.format import stage_table
+from piper_cli.format import settings_line, stage_table
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text, check_writable
 
@@ -48,6 +48,30 @@ TimeLimitOpt = Annotated[
     typer.Option("--time-limit", min=0.0, help="Seconds per MILP backend (a MILP stopped early is checked against its bound)."),
 ]
 ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", min=1, help="MILP solver threads.", show_default=False)]
+
+
+ExternalOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--external",
+        help="An external planner NAME=COMMAND (repeatable); COMMAND prints a plan JSON, with placeholders "
+        "{instance} {devices} {memory} {batch} {bandwidth} (docs/external-planners.md).",
+        show_default=False,
+    ),
+]
+ExternalTimeoutOpt = Annotated[Optional[float], typer.Option("--external-timeout", min=0.0, help="Seconds before an external planner is killed.", show_default=False)]
+
+
+def parse_externals(items: list[str] | None) -> dict[str, str]:
+    """``["name=command", ...]`` -> {name: command}, each checked (compare.external.parse_external)."""
+    from compare.external import parse_external
+    from compare.methods import METHODS
+
+    out: dict[str, str] = {}
+    for text in items or ():
+        name, command = parse_external(text, taken=tuple(METHODS) + tuple(out))
+        out[name] = command
+    return out
 
 
 def parse_range(text: str, what: str) -> tuple[int, int]:
@@ -118,8 +142,8 @@ def _note(verdict, name: str, r, detail: bool = False) -> str:
         parts.append(f"out of range: {s.message}" if s.message else "out of range for this backend")
     if r.abs_tol:
         parts.append(f"scaling error {r.abs_tol:.3g}")
-    if detail and name == "greedy" and verdict.greedy_gap is not None:
-        parts.append(f"Piper's greedy rule: {100 * verdict.greedy_gap:+.4g}% vs the optimum")
+    if detail and name in verdict.gaps:
+        parts.append(f"{100 * verdict.gaps[name]:+.4g}% vs the optimum")
     return "; ".join(parts)
 
 
@@ -183,8 +207,7 @@ def _print_verdict(instance, verdict, detail: bool = False) -> None:
     problems, and the plans involved)."""
     st = verdict.settings
     stdout.print(
-        f"{instance.source}: {st['nodes']} nodes, {st['edges']} edges; K={instance.K} M={instance.M:.6g} "
-        f"B={instance.B:.6g} N={instance.N}",
+        f"{instance.source}: {st['nodes']} nodes, {st['edges']} edges; {settings_line(instance)}",
         markup=False,
     )
     stdout.print(verdict_table(verdict, detail=detail))
@@ -205,12 +228,10 @@ def _print_verdict(instance, verdict, detail: bool = False) -> None:
         r = verdict.results[name]
         if r.evaluation is not None:
             stdout.print(stage_table(r.evaluation, title=f"{name}'s plan (status {r.status})"))
-    if verdict.greedy_tps is not None and verdict.greedy_gap is not None and verdict.verdict != "mismatch":
-        stdout.print(
-            f"greedy rule (Piper's option choice): TPS {verdict.greedy_tps:.12g}, "
-            f"{100 * verdict.greedy_gap:.4g}% above the optimum",
-            markup=False,
-        )
+    if verdict.verdict != "mismatch":
+        for name, gap in verdict.gaps.items():
+            what = "greedy rule (Piper's option choice)" if name == "greedy" else f"{name} (heuristic)"
+            stdout.print(f"{what}: TPS {verdict.results[name].tps:.12g}, {100 * gap:.4g}% above the optimum", markup=False)
     stdout.print("")
 
 
@@ -237,6 +258,8 @@ def register(app: typer.Typer) -> None:
         max_d: MaxDOpt = None,
         max_t: MaxTOpt = None,
         detail: Annotated[bool, typer.Option("--detail", help="More digits, devices and sum d, notes in the table, and every plan stage by stage.")] = False,
+        external: ExternalOpt = None,
+        external_timeout: ExternalTimeoutOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
         """Solve each INSTANCE with every method, re-check every plan with the evaluator,
@@ -254,6 +277,7 @@ def register(app: typer.Typer) -> None:
         from compare.verify import parse_methods, verify_instance
 
         names = parse_methods(methods)
+        externals = parse_externals(external)
         restrictions = restrictions_from_flags(no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t)
         codes = []
         for path in instances:
@@ -265,7 +289,8 @@ def register(app: typer.Typer) -> None:
                     print_json_line({"instance": path, "verdict": None, "error": str(exc)})
                 codes.append(2)
                 continue
-            kwargs = dict(time_limit=time_limit, threads=threads, force=force, greedy=greedy)
+            kwargs = dict(time_limit=time_limit, threads=threads, force=force, greedy=greedy,
+                          externals=externals, external_timeout=external_timeout)
             if sys.stderr.isatty():  # which method is running, on a terminal only
                 with stderr.status(f"{path}: starting") as status:
                     v = verify_instance(inst, names, restrictions, progress=lambda m: status.update(f"{path}: running {m}"), **kwargs)

@@ -18,7 +18,7 @@ from piper_cli.common import (
     print_json_line,
     stdout,
 )
-from piper_cli.format import stage_table
+from piper_cli.format import settings_line, stage_table
 from piper_ilp.evaluate import RULES, check_plan_matches, evaluate
 from piper_ilp.plan import load_plan
 
@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
             print_json_line(evaluation_to_dict(inst, plan, ev))
         else:
             stdout.print(
-                f"{inst.source}: K={inst.K} M={inst.M:.6g} B={inst.B:.6g} N={inst.N}; "
+                f"{inst.source}: {settings_line(inst)}; "
                 f"plan {plan}: {len(p.stages)} stages, {ev.devices} devices, sum d = {ev.sum_d}",
                 markup=False,
             )

@@ -93,14 +93,15 @@ def test_an_interrupt_kills_the_planner_and_removes_its_folder(tmp_path):
         "except KeyboardInterrupt:\n"
         "    sys.exit(130)\n"
     )
-    proc = subprocess.Popen([PY, "-c", script], cwd=REPO)
+    proc = subprocess.Popen([PY, "-c", script], cwd=REPO, stderr=subprocess.PIPE, text=True)
     for _ in range(200):
         if pidfile.exists() and pidfile.read_text().strip():
             break
         time.sleep(0.05)
     planner = int(pidfile.read_text())
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=20) == 130
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
     assert list(work.iterdir()) == []
     for _ in range(50):
         if not _alive(planner):
@@ -112,3 +113,33 @@ def test_an_interrupt_kills_the_planner_and_removes_its_folder(tmp_path):
 def _alive(pid: int) -> bool:
     stat = Path(f"/proc/{pid}/stat")
     return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+def test_verify_reports_an_external_planners_gap_and_calls_its_invalid_plan_a_mismatch():
+    from compare.verify import verify_instance
+
+    cmd = f"{PY} {PLANNER} {{instance}} --devices {{devices}} --memory {{memory}} --batch {{batch}}"
+    inst = load_instance(REPO / "inputs" / "small.json")
+    good = verify_instance(inst.with_settings(M=6e8), ("dp", "brute", "2bw"), externals={"split": cmd})
+    assert good.verdict == "match" and set(good.gaps) == {"split", "2bw", "greedy"}
+    assert good.gaps["split"] == pytest.approx(good.results["split"].tps / good.optimum - 1)
+    assert all(g >= 0 for g in good.gaps.values())
+    bad = verify_instance(inst, ("dp", "brute"), externals={"split": cmd})
+    assert bad.verdict == "mismatch" and bad.involved == ["split"]
+    assert any("split: its plan is invalid: rule 6" in p for p in bad.problems)
+    with pytest.raises(InputError, match="already a method"):
+        verify_instance(inst, ("dp",), externals={"dp": cmd})
+
+
+def test_cli_verify_with_an_external_planner():
+    cmd = f"split={PY} {PLANNER} {{instance}} --memory {{memory}} --devices {{devices}} --batch {{batch}}"
+    p = subprocess.run([PY, "-m", "piper_cli", "verify", str(REPO / "inputs" / "small.json"), "--memory", "600MB",
+                        "--methods", "dp,brute,2bw", "--external", cmd, "--json"], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    import json
+
+    out = json.loads(p.stdout)
+    assert out["verdict"] == "match" and out["methods"]["split"]["kind"] == "heuristic" and "split" in out["gaps"]
+    p = subprocess.run([PY, "-m", "piper_cli", "verify", str(REPO / "inputs" / "small.json"), "--external", "no-equals"],
+                       capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
