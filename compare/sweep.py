@@ -11,6 +11,7 @@ variant                   what runs
 ``no-recompute``          the exact DP without the ``"activation recomp"`` options
 ``greedy``                the DP with Piper's greedy option rule (contract sec. 5)
 ``2bw``                   the PipeDream-2BW baseline (:mod:`compare.twobw`, sec. 10)
+NAME                      an external planner given as NAME=COMMAND (:mod:`compare.external`)
 ========================  ================================================================
 
 Each finished run is one JSON line in ``DIR/results.jsonl`` (flushed as it finishes, so an
@@ -30,9 +31,9 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
-from piper_ilp.errors import InputError
+from piper_ilp.errors import InputError, InternalError
 from piper_ilp.files import atomic_write_text, open_jsonl_append, read_jsonl
 from piper_ilp.instance import Instance
 from piper_ilp.plan import plan_to_dict
@@ -65,9 +66,15 @@ class SweepPoint:
 
 
 def sweep_points(
-    devices: Sequence[int], memory: Sequence[float], batch: Sequence[int], bandwidth: Sequence[float], variants: Sequence[str]
+    devices: Sequence[int],
+    memory: Sequence[float],
+    batch: Sequence[int],
+    bandwidth: Sequence[float],
+    variants: Sequence[str],
+    externals: Sequence[str] = (),
 ) -> list[SweepPoint]:
-    """The grid, in a fixed order (variants innermost), without repeats.
+    """The grid, in a fixed order (variants innermost), without repeats; the names of
+    ``externals`` (external planners) are variants too.
 
     Examples
     --------
@@ -77,6 +84,7 @@ def sweep_points(
     for v in variants:
         if v not in VARIANTS:
             raise InputError(f"unknown variant {v!r}; choose from {', '.join(VARIANTS)}")
+    variants = list(variants) + [e for e in externals if e not in variants]
     for name, values in (("--devices", devices), ("--memory", memory), ("--batch", batch), ("--bandwidth", bandwidth), ("--variants", variants)):
         if not values:
             raise InputError(f"{name}: give at least one value")
@@ -87,9 +95,13 @@ def sweep_points(
     return list(seen.values())
 
 
-def _solve_variant(instance: Instance, variant: str) -> Solution:
+def _solve_variant(instance: Instance, variant: str, externals: Mapping[str, str]) -> Solution:
     from compare.methods import run_method
 
+    if variant in externals:
+        from compare.external import solve_external
+
+        return solve_external(instance, externals[variant], name=variant)
     if variant in ("2bw", "greedy"):  # the registry's heuristics
         return run_method(instance, variant)
     restrictions = {
@@ -101,15 +113,19 @@ def _solve_variant(instance: Instance, variant: str) -> Solution:
     return run_method(instance, "dp", restrictions)
 
 
-def run_point(instance: Instance, point: SweepPoint) -> dict:
-    """Solve one point of the grid; returns its row (a JSON-ready dict)."""
+def run_point(instance: Instance, point: SweepPoint, externals: Mapping[str, str] | None = None) -> dict:
+    """Solve one point of the grid; returns its row (a JSON-ready dict). Status
+    "refused" when a method refuses the instance (size, options), "invalid" when an
+    external planner's plan fails the evaluator."""
     inst = instance.with_settings(K=point.K, M=point.M, N=point.N, B=point.B)
     start = time.process_time()
     try:
-        sol = _solve_variant(inst, point.variant)
+        sol = _solve_variant(inst, point.variant, externals or {})
         status, message = sol.status.value, sol.message
     except InputError as exc:  # too large for a method, an option no node has, ...
         sol, status, message = None, "refused", str(exc)
+    except InternalError as exc:  # an external planner's plan that the evaluator rejects
+        sol, status, message = None, "invalid", str(exc)
     row = {"id": point.id, **asdict(point), "status": status, "message": message}
     plan = sol.plan if sol is not None else None
     row.update(
@@ -149,6 +165,7 @@ def run_sweep(
     workers: int = 1,
     resume: bool = False,
     on_row: Callable[[dict], None] | None = None,
+    externals: Mapping[str, str] | None = None,
 ) -> list[dict]:
     """Run every point not already in ``out/results.jsonl``; returns all rows of the grid
     in grid order and writes ``out/results.csv``.
@@ -176,7 +193,7 @@ def run_sweep(
     todo = [p for p in points if p.id not in done]
     results_path = out / RESULTS
     with open_jsonl_append(results_path) as fh:
-        for row in _rows(instance, todo, workers):
+        for row in _rows(instance, todo, workers, dict(externals or {})):
             done[row["id"]] = row
             fh.write(json.dumps(row) + "\n")
             fh.flush()
@@ -188,16 +205,16 @@ def run_sweep(
 
 
 def _run_task(args: tuple) -> dict:
-    instance, point = args
-    return run_point(instance, point)
+    instance, point, externals = args
+    return run_point(instance, point, externals)
 
 
-def _rows(instance: Instance, todo: Sequence[SweepPoint], workers: int):
+def _rows(instance: Instance, todo: Sequence[SweepPoint], workers: int, externals: dict):
     if workers <= 1 or len(todo) <= 1:
         for p in todo:
-            yield run_point(instance, p)
+            yield run_point(instance, p, externals)
         return
     import multiprocessing as mp
 
     with mp.get_context("spawn").Pool(workers) as pool:
-        yield from pool.imap_unordered(_run_task, [(instance, p) for p in todo])
+        yield from pool.imap_unordered(_run_task, [(instance, p, externals) for p in todo])

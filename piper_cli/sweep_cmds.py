@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from piper_cli.common import cli_errors, load_with_overrides, stderr, stdout
+from piper_cli.compare_cmds import ExternalOpt, parse_externals
 from piper_ilp.errors import InputError
 from piper_ilp.files import check_writable
 from piper_ilp.instance import parse_count, parse_size
@@ -36,11 +37,13 @@ def register(app: typer.Typer) -> None:
         variants: Annotated[str, typer.Option("--variants", help="Comma-separated: all, no-dp, no-tp, no-recompute, greedy, 2bw.")] = "all,no-dp,no-tp,no-recompute,2bw",
         workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes.")] = 1,
         resume: Annotated[bool, typer.Option("--resume", help="Continue a sweep in --out, skipping the runs it finished.")] = False,
+        external: ExternalOpt = None,
     ) -> None:
         """Solve an instance over a grid of K, M, N, B for each variant (Piper's ablations and the
         2BW baseline); one row per run in OUT/results.jsonl and OUT/results.csv."""
         from compare.sweep import TABLE, run_sweep, sweep_points
 
+        externals = parse_externals(external)
         inst = load_with_overrides(instance)
         points = sweep_points(
             _list(devices, "--devices", lambda x: parse_count(x, "--devices")) or [inst.K],
@@ -48,6 +51,7 @@ def register(app: typer.Typer) -> None:
             _list(batch, "--batch", lambda x: parse_count(x, "--batch")) or [inst.N],
             _list(bandwidth, "--bandwidth", lambda x: parse_size(x, "--bandwidth", rate=True)) or [inst.B],
             [v.strip() for v in variants.split(",") if v.strip()],
+            tuple(externals),
         )
         outp = Path(out)
         check_writable(outp / TABLE if outp.is_dir() else outp, "--out folder")
@@ -60,7 +64,7 @@ def register(app: typer.Typer) -> None:
                 tps = "-" if row["tps"] is None else f"{row['tps']:.6g}"
                 stderr.print(f"[{done[0]}] {row['id']}: {row['status']} {tps}", markup=False)
 
-        rows = run_sweep(inst, points, out, workers=workers, resume=resume, on_row=on_row)
+        rows = run_sweep(inst, points, out, workers=workers, resume=resume, on_row=on_row, externals=externals)
         stdout.print(f"{len(rows)} runs in {out}/results.jsonl and {out}/{TABLE}", markup=False)
 
     @app.command("plot")

@@ -113,3 +113,14 @@ def test_cli_sweep_then_plot(tmp_path):
     assert p.returncode == 0 and (tmp_path / "f.svg").exists()
     p = run("sweep", str(SMALL), "--out", str(out), "--devices", "4", "--variants", "nope")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_an_external_planner_is_a_variant_of_the_sweep(tmp_path):
+    planner = REPO / "examples" / "planners" / "split_planner.py"
+    cmd = f"{sys.executable} {planner} {{instance}} --devices {{devices}} --memory {{memory}} --batch {{batch}}"
+    inst = load_instance(SMALL)
+    points = sweep_points([8], [2e8, 6e8], [inst.N], [inst.B], ["all"], externals=("split",))
+    rows = run_sweep(inst, points, tmp_path, externals={"split": cmd})
+    by = {(r["M"], r["variant"]): r for r in rows}
+    assert by[(6e8, "split")]["status"] == "feasible" and by[(6e8, "split")]["tps"] >= by[(6e8, "all")]["tps"]
+    assert by[(2e8, "split")]["status"] == "invalid" and "rule 6" in by[(2e8, "split")]["message"]
