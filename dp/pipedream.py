@@ -1,0 +1,383 @@
+"""PipeDream's planner (``optimizer_graph_hierarchical.py``) in PipeDream's own cost model.
+
+Written from the description in ``docs/pipedream.md``; numpy does the inner minimizations.
+Symbols: states 0..S-1 in topological order (:mod:`piper_ilp.pipedream.states`), ``T[s]``,
+``Act[s]``, ``P[s]`` the sums of (F + G) / 1000, A and P over state ``s``'s downset. A
+stage (k, j] (k an ancestor of j in the antichain DAG) holds downset(j) minus downset(k);
+its compute time is ``T[j] - T[k]`` (and likewise Act, P).
+
+One level with ``n`` workers at bandwidth ``B`` (``m`` = workers - 1, as in PipeDream):
+
+* single stage (states i..j on m + 1 replicas):
+  ``A[i][j][m] = (T(i, j) + 4 m P(i, j) / (B (m + 1)) / w) / (m + 1)`` with ``w`` the
+  workers inside one machine of this level (1 at the first level), if it fits;
+* split: ``A[i][j][m] = min over k, m' of max(A[i][k][m - m'], last(k, j, m'))`` with
+  ``last = (T(k+1, j) + 4 (m' - 1) P(k+1, j) / (B m')) / m'`` (no division by ``w``);
+  k runs over the ancestors of j that are not ancestors of state i - 1, m' over 1..m
+  (only 1 with ``straight``); a candidate is kept only when strictly better (the single
+  stage wins ties, then the smallest k, then the smallest m');
+* memory (``memory_constraint``): a stage with r replicas and ``n - (m + 1)`` workers
+  after its pipeline prefix stashes ``ceil((n - (m + 1)) / r) * (Act + P)`` bytes, which
+  must not exceed ``memory``;
+* ``fewer_machines``: ``A[i][j][m]`` may take ``A[i][j][m - 1]`` when strictly better.
+
+With several levels (``machines = [n1, n2, ...]``), level L's values ``A[i][j][n_L - 1]``
+become the compute times ``T(i, j)`` of level L + 1 for every pair (i, j); only the last
+level is solved for i = 0 alone. The answer is ``A[0][S - 1][n_last - 1]`` of the last level.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.pipedream.graph import PDGraph, Prepared, prepare
+from piper_ilp.pipedream.states import States, antichain_states
+
+__all__ = ["PDStage", "PDResult", "pipedream_dp", "plan_graph", "MAX_TABLE"]
+
+#: Largest table (rows x states x machines) a level that is not the last may fill.
+MAX_TABLE = 60_000_000
+
+_INF = math.inf
+
+
+@dataclass(frozen=True)
+class PDStage:
+    """A stage of PipeDream's plan: states ``first..last`` (downset(last) minus
+    downset(first - 1)), its node ids, ``replication`` (total workers running it, the
+    product of ``replication_per_level``) and ``compute_time`` = T(first, last) seconds."""
+
+    first: int
+    last: int
+    nodes: tuple[str, ...]
+    replication: int
+    replication_per_level: tuple[int, ...]
+    compute_time: float
+
+
+@dataclass
+class PDResult:
+    """PipeDream's answer: ``time_per_stage`` (its objective, None when no plan fits),
+    ``single_stage_time`` = T of the whole model, ``data_parallel_time`` (PipeDream's
+    all-workers data-parallel estimate), the stages in pipeline order and
+    ``machines_used`` = sum of the stages' replication."""
+
+    time_per_stage: float | None
+    single_stage_time: float
+    data_parallel_time: float
+    stages: list[PDStage] = field(default_factory=list)
+    machines: tuple[int, ...] = ()
+    bandwidths: tuple[float, ...] = ()
+    n_states: int = 0
+
+    @property
+    def machines_used(self) -> int:
+        return sum(s.replication for s in self.stages)
+
+    def to_dict(self) -> dict:
+        return {
+            "time_per_stage": self.time_per_stage,
+            "single_stage_time": self.single_stage_time,
+            "data_parallel_time": self.data_parallel_time,
+            "machines": list(self.machines),
+            "bandwidths": list(self.bandwidths),
+            "machines_used": self.machines_used,
+            "states": self.n_states,
+            "stages": [
+                {
+                    "states": [s.first, s.last],
+                    "layers": list(s.nodes),
+                    "replication": s.replication,
+                    "replication_per_level": list(s.replication_per_level),
+                    "compute_time": s.compute_time,
+                }
+                for s in self.stages
+            ],
+        }
+
+
+@dataclass
+class _Level:
+    value: np.ndarray  # (rows, S, n): A[i][j][m], inf = None
+    used: np.ndarray  # machines of the last stage (the tuple's third element), 0 = None
+    split_k: np.ndarray  # k of the split, -1 = no split
+    split_m: np.ndarray  # m - m' of the split
+    rows: np.ndarray  # row indices i held (0..S or just 0)
+
+
+def _sizes(states: States):
+    """Row/column tables of PipeDream: X(r, j) = X[j] for r = 0, X[j] - X[r - 1] otherwise."""
+    return states.time, states.activation, states.parameter
+
+
+def _diff(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """X(r, j) for the given rows r and all j, as PipeDream builds it (inf where j < r)."""
+    S = len(x)
+    out = np.empty((len(rows), S))
+    for a, r in enumerate(rows):
+        if r == 0:
+            out[a] = x
+        else:
+            out[a] = x - x[r - 1]
+            out[a, : r] = _INF
+    return out
+
+
+def _solve_level(
+    states: States,
+    ct_rows,  # callable rows -> (len(rows), S) compute times (inf = None)
+    n: int,
+    bandwidth: float,
+    within: int,
+    final: bool,
+    memory: float,
+    memory_constraint: bool,
+    straight: bool,
+    fewer_machines: bool,
+) -> _Level:
+    S = len(states)
+    rows = np.array([0] if final else list(range(S + 1)), dtype=np.int64)
+    R = len(rows)
+    if not final and R * S * n > MAX_TABLE:
+        raise SizeLimitError(
+            f"a level below the last needs a table of {R} x {S} x {n} entries (limit {MAX_TABLE}); "
+            "use fewer states (a smaller graph) or one level"
+        )
+    T, ACT, PAR = _sizes(states)
+    ct = ct_rows(rows)
+    act = _diff(ACT, rows)
+    par = _diff(PAR, rows)
+    value = np.full((R, S, n), _INF)
+    used = np.zeros((R, S, n), dtype=np.int32)
+    split_k = np.full((R, S, n), -1, dtype=np.int32)
+    split_m = np.full((R, S, n), -1, dtype=np.int32)
+    # Single stage on m + 1 replicas.
+    defined = np.isfinite(act)  # j >= r
+    for m in range(1 if straight else n):
+        ok = defined & np.isfinite(ct)
+        if memory_constraint:
+            stash = math.ceil((n - (m + 1)) / (m + 1)) * (act + par)
+            ok &= ~(stash > memory)
+        dpc = (4 * m * par) / (bandwidth * (m + 1))
+        dpc = dpc / within
+        v = (ct + dpc) / (m + 1)
+        value[:, :, m] = np.where(ok, v, _INF)
+        used[:, :, m] = np.where(ok, m + 1, 0)
+    # Exclusion of k: ancestors of state i - 1 (rows i > 0).
+    if not final:
+        excl = np.zeros((R, S), dtype=bool)
+        for a, r in enumerate(rows):
+            if r > 0:
+                excl[a, states.ancestors[r - 1]] = True
+    # Compute times of last stages T(k+1, j) are needed for every k < j: at the first level
+    # T[j] - T[k]; at higher levels the previous level's table row k + 1.
+    for m in range(1, n):
+        mp_max = 1 if straight else m
+        mps = np.arange(1, mp_max + 1)
+        ceil_after = np.array([math.ceil((n - (m + 1)) / mp) for mp in mps], dtype=np.float64)
+        for j in range(1, S):
+            live = rows < j
+            if not live.any():
+                continue
+            cur = value[:, j, m].copy()
+            cur_used = used[:, j, m].copy()
+            cur_k = split_k[:, j, m].copy()
+            cur_m = split_m[:, j, m].copy()
+            if fewer_machines:
+                prev = value[:, j, m - 1]
+                take = live & (prev < cur)
+                cur = np.where(take, prev, cur)
+                cur_used = np.where(take, used[:, j, m - 1], cur_used)
+                cur_k = np.where(take, split_k[:, j, m - 1], cur_k)
+                cur_m = np.where(take, split_m[:, j, m - 1], cur_m)
+            K = states.ancestors[j]
+            if len(K):
+                last_ct = ct_rows.last(K, j)  # T(k+1, j), inf = None
+                last_par = PAR[j] - PAR[K]
+                last_act = ACT[j] - ACT[K]
+                # (len(K), mp_max)
+                lt = (last_ct[:, None] + (4 * (mps[None, :] - 1) * last_par[:, None]) / (bandwidth * mps[None, :])) / mps[None, :]
+                if memory_constraint:
+                    stash = (last_act + last_par)[:, None] * ceil_after[None, :]
+                    lt = np.where(stash > memory, _INF, lt)
+                # prefix A[i][k][m - m'] -> (R, len(K), mp_max)
+                pre = value[:, K, :][:, :, m - mps]
+                if not final:
+                    pre = np.where(excl[:, K][:, :, None], _INF, pre)
+                cand = np.maximum(pre, lt[None, :, :]).reshape(R, -1)
+                best = np.argmin(cand, axis=1)
+                bval = cand[np.arange(R), best]
+                upd = live & (bval < cur)
+                if upd.any():
+                    kk = K[best // mp_max]
+                    mm = mps[best % mp_max]
+                    cur = np.where(upd, bval, cur)
+                    cur_used = np.where(upd, mm, cur_used)
+                    cur_k = np.where(upd, kk, cur_k)
+                    cur_m = np.where(upd, m - mm, cur_m)
+            value[:, j, m] = np.where(live, cur, value[:, j, m])
+            used[:, j, m] = np.where(live, cur_used, used[:, j, m])
+            split_k[:, j, m] = np.where(live, cur_k, split_k[:, j, m])
+            split_m[:, j, m] = np.where(live, cur_m, split_m[:, j, m])
+    return _Level(value, used, split_k, split_m, rows)
+
+
+class _FirstLevelCT:
+    """Compute times of the first level: T(r, j) from the states' prefix sums."""
+
+    def __init__(self, states: States):
+        self.T = states.time
+
+    def __call__(self, rows):
+        return _diff(self.T, rows)
+
+    def last(self, K, j):
+        return self.T[j] - self.T[K]
+
+
+class _UpperLevelCT:
+    """Compute times of a level above the first: the level below's A[r][j][n - 1]."""
+
+    def __init__(self, below: _Level):
+        self.table = below.value[:, :, -1]  # rows 0..S, all j
+
+    def __call__(self, rows):
+        return self.table[rows]
+
+    def last(self, K, j):
+        return self.table[K + 1, j]
+
+
+def _walk(level: _Level, row_index: int, end: int, n: int):
+    """PipeDream's traceback of A[start][end - 1][n - 1]: [(first, last, machines), ...]
+    in pipeline order, or None when that entry is None."""
+    a = row_index
+    j, m = end - 1, n - 1
+    if not math.isfinite(level.value[a, j, m]):
+        return None
+    out = []
+    while True:
+        k = int(level.split_k[a, j, m])
+        u = int(level.used[a, j, m])
+        if k < 0:
+            out.append((None, j, u))
+            break
+        out.append((k + 1, j, u))
+        j, m = k, int(level.split_m[a, j, m])
+    out.reverse()
+    return out
+
+
+def pipedream_dp(
+    states: States,
+    machines: Sequence[int],
+    bandwidths: Sequence[float],
+    *,
+    memory: float = 16e9,
+    memory_constraint: bool = False,
+    straight: bool = False,
+    fewer_machines: bool = False,
+    node_ids: Sequence[str] | None = None,
+) -> PDResult:
+    """Solve PipeDream's planning problem on its states (see the module docstring).
+
+    Parameters
+    ----------
+    states : States
+        From :func:`piper_ilp.pipedream.states.antichain_states`.
+    machines, bandwidths : sequences of equal length >= 1
+        ``-n n1 n2 ...`` and ``-b b1 b2 ...`` of PipeDream: workers per level and the
+        bandwidth (bytes/s) between them.
+    memory : float
+        ``-s``: bytes per worker (used only with ``memory_constraint``).
+    memory_constraint, straight, fewer_machines : bool
+        ``--use_memory_constraint``, ``--straight_pipeline``, ``--use_fewer_machines``.
+    node_ids : sequence of str, optional
+        Ids of the prepared graph's nodes, to name each stage's layers.
+
+    Returns
+    -------
+    PDResult
+        ``time_per_stage`` None when no plan fits (PipeDream itself fails then).
+
+    Raises
+    ------
+    InputError
+        For bad settings; :class:`SizeLimitError` for too large tables.
+    """
+    machines = tuple(machines)
+    bandwidths = tuple(float(b) for b in bandwidths)
+    if not machines or len(machines) != len(bandwidths):
+        raise InputError(f"need one bandwidth per level: {len(machines)} machine counts, {len(bandwidths)} bandwidths")
+    for n in machines:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise InputError(f"machine counts must be whole numbers >= 1, got {n!r}")
+    for b in bandwidths:
+        if not (math.isfinite(b) and b > 0):
+            raise InputError(f"bandwidths must be finite numbers > 0, got {b!r}")
+    if memory_constraint and not (math.isfinite(memory) and memory > 0):
+        raise InputError(f"memory must be a finite number > 0, got {memory!r}")
+    S = len(states)
+    levels: list[_Level] = []
+    ct = _FirstLevelCT(states)
+    within = 1
+    for L, (n, b) in enumerate(zip(machines, bandwidths)):
+        final = L == len(machines) - 1
+        lev = _solve_level(states, ct, int(n), b, within, final, memory, memory_constraint, straight, fewer_machines)
+        levels.append(lev)
+        ct = _UpperLevelCT(lev)
+        within = int(n)
+    T = states.time
+    total = float(T[-1])
+    # PipeDream's data-parallel estimate with all workers of every level.
+    dpt, inner = total, 1
+    for n, b in zip(machines, bandwidths):
+        dpt = (dpt + (4 * (n - 1) * float(states.parameter[-1])) / (b * n) / inner) / n
+        inner = n
+    top = levels[-1]
+    objective = float(top.value[0, S - 1, machines[-1] - 1])
+    if not math.isfinite(objective):
+        return PDResult(None, total, dpt, [], machines, bandwidths, S)
+    # Traceback from the top level down: ranges (start, end) of states with a replication per level.
+    ranges = [(0, S, ())]
+    for L in range(len(levels) - 1, -1, -1):
+        lev = levels[L]
+        new = []
+        for start, end, reps in ranges:
+            row = 0 if lev.rows.size == 1 else start
+            walked = _walk(lev, row, end, machines[L])
+            if walked is None:  # a level below promised a value its own table cannot trace
+                raise InputError(f"level {L + 1}: no plan for states {start}..{end - 1}")
+            s0 = start
+            for first, last, u in walked:
+                new.append((s0, last + 1, (u,) + reps))
+                s0 = last + 1
+        ranges = new
+    stages = []
+    seen = 0
+    for start, end, reps in ranges:
+        down = states.downset[end - 1]
+        members = down & ~seen
+        seen |= down
+        idx = [v for v in range(down.bit_length()) if members >> v & 1]
+        names = tuple(node_ids[v] for v in idx) if node_ids is not None else tuple(str(v) for v in idx)
+        ct_stage = float(T[end - 1] - (T[start - 1] if start > 0 else 0.0))
+        stages.append(PDStage(start, end - 1, names, int(np.prod(reps)), reps, ct_stage))
+    return PDResult(objective, total, dpt, stages, machines, bandwidths, S)
+
+
+def plan_graph(
+    graph: PDGraph | Prepared,
+    machines: Sequence[int],
+    bandwidths: Sequence[float],
+    **kwargs,
+) -> PDResult:
+    """:func:`pipedream_dp` on a parsed (or prepared) ``graph.txt`` profile."""
+    prep = graph if isinstance(graph, Prepared) else prepare(graph)
+    states = antichain_states(prep)
+    return pipedream_dp(states, machines, bandwidths, node_ids=[nd.id for nd in prep.nodes], **kwargs)
