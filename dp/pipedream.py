@@ -38,7 +38,7 @@ from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.pipedream.graph import PDGraph, Prepared, prepare
 from piper_ilp.pipedream.states import States, antichain_states
 
-__all__ = ["PDStage", "PDResult", "pipedream_dp", "plan_graph", "MAX_TABLE"]
+__all__ = ["PDStage", "PDResult", "PiperMapping", "pipedream_dp", "pipedream_plan_for", "plan_graph", "MAX_TABLE"]
 
 #: Largest table (rows x states x machines) a level that is not the last may fill.
 MAX_TABLE = 60_000_000
@@ -328,7 +328,8 @@ def pipedream_dp(
     within = 1
     for L, (n, b) in enumerate(zip(machines, bandwidths)):
         final = L == len(machines) - 1
-        lev = _solve_level(states, ct, int(n), b, within, final, memory, memory_constraint, straight, fewer_machines)
+        with np.errstate(invalid="ignore"):  # inf * 0 where a table entry is None: masked
+            lev = _solve_level(states, ct, int(n), b, within, final, memory, memory_constraint, straight, fewer_machines)
         levels.append(lev)
         ct = _UpperLevelCT(lev)
         within = int(n)
@@ -381,3 +382,101 @@ def plan_graph(
     prep = graph if isinstance(graph, Prepared) else prepare(graph)
     states = antichain_states(prep)
     return pipedream_dp(states, machines, bandwidths, node_ids=[nd.id for nd in prep.nodes], **kwargs)
+
+
+@dataclass
+class PiperMapping:
+    """PipeDream's plan under Piper's contract.
+
+    ``result``: PipeDream's own answer; ``plan``: the mapped Piper plan (d = replication,
+    t = 1, option ``"vanilla"``; None when PipeDream found no plan); ``evaluation``: the
+    evaluator's verdict on the instance; ``reasons``: why the mapped plan is not a valid
+    Piper plan (empty when it is); ``tps``: its Piper TPS when valid.
+    """
+
+    result: PDResult
+    plan: "object | None"
+    evaluation: "object | None"
+    reasons: list[str]
+
+    @property
+    def valid(self) -> bool:
+        return self.evaluation is not None and self.evaluation.valid
+
+    @property
+    def tps(self) -> float | None:
+        return self.evaluation.tps if self.evaluation is not None else None
+
+
+def pipedream_plan_for(
+    instance,
+    *,
+    graph: PDGraph | None = None,
+    machines: int | Sequence[int] | None = None,
+    bandwidths: Sequence[float] | None = None,
+    memory: float | None = None,
+    memory_constraint: bool = True,
+    straight: bool = False,
+    fewer_machines: bool = True,
+) -> PiperMapping:
+    """Run PipeDream's planner for a Piper instance and judge its plan with Piper's evaluator.
+
+    Parameters
+    ----------
+    instance : Instance or str or Path
+        The Piper instance (or its JSON file), e.g. from ``piper-ilp import pipedream``.
+    graph : PDGraph, optional
+        The ``graph.txt`` profile the instance was imported from; PipeDream's planner then
+        runs on the profile itself. Without it, the instance is turned into a profile by
+        :func:`piper_ilp.pipedream.convert.instance_to_graph` (p, a, w of each node's
+        ``"vanilla"`` option at t = 1).
+    machines : int or sequence, optional
+        Workers per level (default ``[K]``).
+    bandwidths : sequence, optional
+        Bandwidth per level (default ``[B]`` repeated).
+    memory : float, optional
+        PipeDream's ``-s`` (default M); used when ``memory_constraint``.
+    memory_constraint, straight, fewer_machines : bool
+        PipeDream's flags (defaults: memory rule on, replication allowed, fewer workers
+        allowed, as Piper allows fewer devices).
+
+    Returns
+    -------
+    PiperMapping
+        When a stage's replication d does not divide N, or the replications add up to
+        more than N, or a stage does not fit Piper's memory rule, the mapped plan is
+        invalid under Piper's contract and ``reasons`` says which rule broke.
+    """
+    from piper_ilp.evaluate import evaluate
+    from piper_ilp.instance import Instance, load_instance
+    from piper_ilp.pipedream.convert import instance_to_graph, node_id_map, piper_plan_from_pipedream
+
+    inst = instance if isinstance(instance, Instance) else load_instance(instance)
+    if graph is None:
+        graph, back = instance_to_graph(inst)
+    else:
+        back = node_id_map(graph)
+    if machines is None:
+        machines = [inst.K]
+    elif isinstance(machines, (int, np.integer)):
+        machines = [int(machines)]
+    if bandwidths is None:
+        bandwidths = [inst.B] * len(machines)
+    result = plan_graph(
+        graph,
+        machines,
+        bandwidths,
+        memory=inst.M if memory is None else memory,
+        memory_constraint=memory_constraint,
+        straight=straight,
+        fewer_machines=fewer_machines,
+    )
+    if result.time_per_stage is None:
+        return PiperMapping(result, None, None, ["PipeDream's planner found no plan that fits its memory rule"])
+    try:
+        plan = piper_plan_from_pipedream(graph, [(s.nodes, s.replication) for s in result.stages], back)
+    except InputError as exc:
+        return PiperMapping(result, None, None, [f"PipeDream's stages do not map to a Piper plan: {exc}"])
+    ev = evaluate(inst, plan)
+    reasons = [str(v) for v in ev.violations]
+    return PiperMapping(result, plan, ev, reasons)

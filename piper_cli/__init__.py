@@ -30,6 +30,7 @@ def _register() -> None:
     solve_cmd.register(app)
     compare_cmds.register(app)
     bench_cmds.register(app)
+    __import__("piper_cli.pipedream_cmds").pipedream_cmds.register(app)
 
 
 _register()

@@ -116,7 +116,9 @@ def instance_to_graph(instance: Instance, option: str = VANILLA) -> tuple[PDGrap
 
     Each node's option ``option`` at t = 1 (else its first option at t = 1) gives
     (F + G) / 1000 = p (F = 1000 p, G = 0), A = a and P = w; node ``v`` is named
-    ``node<v>``. No node is an input or a ``__getitem__`` sink.
+    ``node<v>``. Its description is the part of the node's name after ``": "`` (as
+    :func:`graph_to_instance` writes it), else ``"layer"``: so the inputs and
+    ``__getitem__`` sinks of an imported profile are again dropped by the planner.
 
     Returns
     -------
@@ -137,7 +139,8 @@ def instance_to_graph(instance: Instance, option: str = VANILLA) -> tuple[PDGrap
         o = next((x for x in opts if x.id == option), opts[0])
         name = f"node{n.id}"
         back[name] = n.id
-        nodes.append(PDNode(name, n.name or "layer", o.p * 1000.0, 0.0, o.a, o.w))
+        desc = n.name.split(": ", 1)[1] if n.name and ": " in n.name else "layer"
+        nodes.append(PDNode(name, desc, o.p * 1000.0, 0.0, o.a, o.w))
     edges = tuple((f"node{e.src}", f"node{e.dst}") for e in instance.edges)
     return PDGraph(tuple(nodes), edges, instance.source), back
 
