@@ -44,6 +44,8 @@ __all__ = ["PDStage", "PDResult", "PiperMapping", "pipedream_dp", "pipedream_pla
 MAX_TABLE = 60_000_000
 
 _INF = math.inf
+#: Candidates held at once in the split step (rows x machines x ancestors x m').
+_CHUNK = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -174,56 +176,54 @@ def _solve_level(
         for a, r in enumerate(rows):
             if r > 0:
                 excl[a, states.ancestors[r - 1]] = True
-    # Compute times of last stages T(k+1, j) are needed for every k < j: at the first level
-    # T[j] - T[k]; at higher levels the previous level's table row k + 1.
-    for m in range(1, n):
-        mp_max = 1 if straight else m
-        mps = np.arange(1, mp_max + 1)
-        ceil_after = np.array([math.ceil((n - (m + 1)) / mp) for mp in mps], dtype=np.float64)
-        for j in range(1, S):
-            live = rows < j
-            if not live.any():
-                continue
-            cur = value[:, j, m].copy()
-            cur_used = used[:, j, m].copy()
-            cur_k = split_k[:, j, m].copy()
-            cur_m = split_m[:, j, m].copy()
-            if fewer_machines:
-                prev = value[:, j, m - 1]
-                take = live & (prev < cur)
-                cur = np.where(take, prev, cur)
-                cur_used = np.where(take, used[:, j, m - 1], cur_used)
-                cur_k = np.where(take, split_k[:, j, m - 1], cur_k)
-                cur_m = np.where(take, split_m[:, j, m - 1], cur_m)
-            K = states.ancestors[j]
-            if len(K):
-                last_ct = ct_rows.last(K, j)  # T(k+1, j), inf = None
-                last_par = PAR[j] - PAR[K]
-                last_act = ACT[j] - ACT[K]
-                # (len(K), mp_max)
-                lt = (last_ct[:, None] + (4 * (mps[None, :] - 1) * last_par[:, None]) / (bandwidth * mps[None, :])) / mps[None, :]
-                if memory_constraint:
-                    stash = (last_act + last_par)[:, None] * ceil_after[None, :]
-                    lt = np.where(stash > memory, _INF, lt)
-                # prefix A[i][k][m - m'] -> (R, len(K), mp_max)
-                pre = value[:, K, :][:, :, m - mps]
+    # Splits. For each j (ancestors k < j are final), all m and m' at once: a candidate for
+    # (m, k, m') is max(A[i][k][m - m'], last(k, j, m')); then, m by m, A[i][j][m] keeps
+    # the single stage, takes A[i][j][m - 1] when strictly better (fewer machines), then the
+    # first best candidate when strictly better. Same order of comparisons as PipeDream.
+    MP = 1 if straight else max(n - 1, 1)
+    mps = np.arange(1, MP + 1)
+    ms = np.arange(n)
+    invalid = mps[None, :] > ms[:, None]  # (n, MP): m' > m
+    pidx = np.where(invalid, 0, ms[:, None] - mps[None, :])
+    ceil_tab = np.array([[math.ceil((n - (m + 1)) / mp) for mp in mps] for m in range(n)], dtype=np.float64)
+    for j in range(1, S):
+        live = rows < j
+        K = states.ancestors[j]
+        if len(K):
+            last_ct = ct_rows.last(K, j)  # T(k+1, j), inf = None
+            last_par = PAR[j] - PAR[K]
+            last_act = ACT[j] - ACT[K]
+            lt = (last_ct[:, None] + (4 * (mps[None, :] - 1) * last_par[:, None]) / (bandwidth * mps[None, :])) / mps[None, :]
+            bad = np.broadcast_to(invalid[:, None, :], (n, len(K), MP))
+            if memory_constraint:
+                stash = (last_act + last_par)[None, :, None] * ceil_tab[:, None, :]
+                bad = bad | (stash > memory)
+            lt_m = np.where(bad, _INF, lt[None, :, :])  # (n, |K|, MP)
+            bval = np.empty((R, n))
+            bpos = np.empty((R, n), dtype=np.int64)
+            step = max(1, _CHUNK // max(1, len(K) * n * MP))
+            for lo in range(0, R, step):
+                hi = min(R, lo + step)
+                pre = value[lo:hi][:, K, :][:, :, pidx].transpose(0, 2, 1, 3)  # (rows, n, |K|, MP)
                 if not final:
-                    pre = np.where(excl[:, K][:, :, None], _INF, pre)
-                cand = np.maximum(pre, lt[None, :, :]).reshape(R, -1)
-                best = np.argmin(cand, axis=1)
-                bval = cand[np.arange(R), best]
-                upd = live & (bval < cur)
-                if upd.any():
-                    kk = K[best // mp_max]
-                    mm = mps[best % mp_max]
-                    cur = np.where(upd, bval, cur)
-                    cur_used = np.where(upd, mm, cur_used)
-                    cur_k = np.where(upd, kk, cur_k)
-                    cur_m = np.where(upd, m - mm, cur_m)
-            value[:, j, m] = np.where(live, cur, value[:, j, m])
-            used[:, j, m] = np.where(live, cur_used, used[:, j, m])
-            split_k[:, j, m] = np.where(live, cur_k, split_k[:, j, m])
-            split_m[:, j, m] = np.where(live, cur_m, split_m[:, j, m])
+                    pre = np.where(excl[lo:hi][:, K][:, None, :, None], _INF, pre)
+                cand = np.maximum(pre, lt_m[None]).reshape(hi - lo, n, -1)
+                pos = np.argmin(cand, axis=2)
+                bpos[lo:hi] = pos
+                bval[lo:hi] = np.take_along_axis(cand, pos[:, :, None], axis=2)[:, :, 0]
+            bk = K[bpos // MP]
+            bm = mps[bpos % MP]
+        for a in np.flatnonzero(live):
+            v, u, sk, sm = value[a, j], used[a, j], split_k[a, j], split_m[a, j]
+            vl = v.tolist()
+            for m in range(1, n):
+                if fewer_machines and vl[m - 1] < vl[m]:
+                    vl[m] = vl[m - 1]
+                    u[m], sk[m], sm[m] = u[m - 1], sk[m - 1], sm[m - 1]
+                if len(K) and bval[a, m] < vl[m]:
+                    vl[m] = bval[a, m]
+                    u[m], sk[m], sm[m] = bm[a, m], bk[a, m], m - bm[a, m]
+            v[:] = vl
     return _Level(value, used, split_k, split_m, rows)
 
 
