@@ -192,14 +192,17 @@ def _dp_plan(result: PDResult) -> list[tuple[int, int]]:
     return [(s.last, s.replication) for s in result.stages]
 
 
-def cross_check(count: int = 300, seed: int = 1, *, max_nodes: int = 7, max_machines: int = 5) -> dict:
+def cross_check(count: int = 300, seed: int = 1, *, max_nodes: int = 7, max_machines: int = 5, milp: bool = False) -> dict:
     """Compare the DP with exhaustive search on ``count`` seeded random cases.
 
     Each case draws a family, 1..``max_nodes`` nodes, n in 1..``max_machines``, a
     bandwidth, and with some probability ``straight``, ``fewer_machines`` and a memory
     limit drawn near the stages' sizes. A case *matches* when both find no plan or both
     values agree within 1e-9 relative, and the DP's own plan, timed by :func:`plan_time`,
-    gives its value.
+    gives its value. With ``milp``, the MILP of :mod:`piper_ilp.pipedream.milp` (SCIP) is a
+    third method where it applies (not with fewer machines and the memory rule together): its
+    value must be within 1e-6 relative of the exhaustive one and its plan, timed exactly,
+    within 1e-9.
 
     Returns
     -------
@@ -209,7 +212,8 @@ def cross_check(count: int = 300, seed: int = 1, *, max_nodes: int = 7, max_mach
     """
     rng = random.Random(f"pipedream-cross-check/{seed}")
     out = {"cases": 0, "matched": 0, "infeasible": 0, "mismatches": [], "plans_seen": 0,
-           "dp_cpu_s": 0.0, "brute_cpu_s": 0.0, "seed": seed}
+           "dp_cpu_s": 0.0, "brute_cpu_s": 0.0, "seed": seed,
+           "milp_cases": 0, "milp_matched": 0, "milp_cpu_s": 0.0}
     for case in range(count):
         family = FAMILIES[case % len(FAMILIES)]
         n_nodes = rng.randint(1, max_nodes)
@@ -236,6 +240,25 @@ def cross_check(count: int = 300, seed: int = 1, *, max_nodes: int = 7, max_mach
         out["cases"] += 1
         desc = dict(case=case, family=family, n_nodes=n_nodes, graph_seed=gseed, n=n, bandwidth=B,
                     straight=straight, **settings, dp=res.time_per_stage, brute=br.value)
+        if milp and not (fewer and memcons):
+            from piper_ilp.pipedream.milp import solve_pipedream_milp
+
+            t3 = time.process_time()
+            mr = solve_pipedream_milp(prep, n, B, straight=straight, **settings)
+            out["milp_cpu_s"] += time.process_time() - t3
+            out["milp_cases"] += 1
+            ok = False
+            if mr.status == "infeasible":
+                ok = br.value is None
+            elif mr.status == "optimal" and br.value is not None:
+                exact = plan_time(prep, states, mr.plan, n, B, **settings)
+                ok = (abs(mr.value - br.value) <= 1e-6 * max(abs(br.value), 1e-300)
+                      and exact is not None and abs(exact - br.value) <= 1e-9 * max(abs(br.value), 1e-300))
+            if ok:
+                out["milp_matched"] += 1
+            else:
+                out["mismatches"].append(dict(desc, milp_status=mr.status, milp=mr.value))
+                continue
         if res.time_per_stage is None and br.value is None:
             out["matched"] += 1
             out["infeasible"] += 1

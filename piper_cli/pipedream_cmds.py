@@ -127,6 +127,7 @@ def register(app: typer.Typer) -> None:
         max_nodes: Annotated[int, typer.Option("--max-nodes", min=1, max=9, help="Largest graph.")] = 7,
         max_machines: Annotated[int, typer.Option("--max-machines", min=1, max=8, help="Largest worker count.")] = 5,
         summary: Annotated[Optional[Path], typer.Option("--summary", help="Write the summary JSON here.")] = None,
+        milp: Annotated[bool, typer.Option("--milp", help="Also solve each case with the MILP (SCIP) and compare.")] = False,
     ) -> None:
         """Cross-check PipeDream's DP against exhaustive search in its single-level model on
         seeded tiny random graphs. Exit 1 when any case disagrees."""
@@ -135,7 +136,7 @@ def register(app: typer.Typer) -> None:
 
         if summary is not None:
             check_writable(summary, "summary")
-        out = cross_check(count, seed, max_nodes=max_nodes, max_machines=max_machines)
+        out = cross_check(count, seed, max_nodes=max_nodes, max_machines=max_machines, milp=milp)
         if summary is not None:
             atomic_write_text(summary, json.dumps(out, indent=1) + "\n")
         stdout.print(
@@ -144,6 +145,12 @@ def register(app: typer.Typer) -> None:
             f"CPU DP {out['dp_cpu_s']:.2f} s, exhaustive {out['brute_cpu_s']:.2f} s",
             markup=False,
         )
+        if milp:
+            stdout.print(
+                f"MILP (SCIP) on {out['milp_cases']} cases (not with --fewer-machines and the memory rule together): "
+                f"{out['milp_matched']} match; CPU {out['milp_cpu_s']:.2f} s",
+                markup=False,
+            )
         for m in out["mismatches"][:10]:
             stdout.print(f"  MISMATCH {m}", markup=False)
         if out["mismatches"]:

@@ -200,10 +200,29 @@ def test_dp_matches_exhaustive_search_on_60_random_cases():
     assert out["infeasible"] < 30  # most cases have a plan: the comparison is not vacuous
 
 
+def test_dp_exhaustive_and_milp_agree_on_25_random_cases():
+    out = cross_check(25, seed=3, milp=True)
+    assert out["mismatches"] == [] and out["matched"] == 25
+    assert out["milp_cases"] >= 15 and out["milp_matched"] == out["milp_cases"]
+
+
 @pytest.mark.slow
-def test_dp_matches_exhaustive_search_on_300_random_cases():
-    out = cross_check(300, seed=1, max_nodes=8, max_machines=6)
+def test_dp_exhaustive_and_milp_agree_on_300_random_cases():
+    out = cross_check(300, seed=1, max_nodes=8, max_machines=6, milp=True)
     assert out["mismatches"] == [] and out["matched"] == 300
+    assert out["milp_cases"] > 200 and out["milp_matched"] == out["milp_cases"]
+
+
+def test_milp_hand_computed_chain_and_refusal():
+    from piper_ilp.pipedream.milp import solve_pipedream_milp
+
+    prep = prepare(chain3())
+    r = solve_pipedream_milp(prep, 3, 1e9)
+    assert r.status == "optimal" and r.value == pytest.approx(34 / 9, rel=1e-6) and r.plan == [(2, 3)]
+    r = solve_pipedream_milp(prepare(chain3(p_c=0.0)), 2, 1e9, memory=9.0, memory_constraint=True, straight=True)
+    assert r.status == "infeasible"
+    with pytest.raises(InputError):
+        solve_pipedream_milp(prep, 2, 1e9, memory_constraint=True, fewer_machines=True)
 
 
 def test_exhaustive_search_refuses_large_graphs():
