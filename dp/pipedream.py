@@ -76,6 +76,9 @@ class PDResult:
     machines: tuple[int, ...] = ()
     bandwidths: tuple[float, ...] = ()
     n_states: int = 0
+    #: Layers in no stage: PipeDream plans only the last state's downset, which on some
+    #: graphs with several sources misses nodes (never on the published profiles).
+    uncovered: tuple[str, ...] = ()
 
     @property
     def machines_used(self) -> int:
@@ -90,6 +93,7 @@ class PDResult:
             "bandwidths": list(self.bandwidths),
             "machines_used": self.machines_used,
             "states": self.n_states,
+            "uncovered_layers": list(self.uncovered),
             "stages": [
                 {
                     "states": [s.first, s.last],
@@ -342,8 +346,13 @@ def pipedream_dp(
         inner = n
     top = levels[-1]
     objective = float(top.value[0, S - 1, machines[-1] - 1])
+    n_nodes = len(node_ids) if node_ids is not None else states.downset[-1].bit_length()
+    missing = ((1 << n_nodes) - 1) & ~states.downset[-1]
+    uncovered = tuple(
+        (node_ids[v] if node_ids is not None else str(v)) for v in range(n_nodes) if missing >> v & 1
+    )
     if not math.isfinite(objective):
-        return PDResult(None, total, dpt, [], machines, bandwidths, S)
+        return PDResult(None, total, dpt, [], machines, bandwidths, S, uncovered)
     # Traceback from the top level down: ranges (start, end) of states with a replication per level.
     ranges = [(0, S, ())]
     for L in range(len(levels) - 1, -1, -1):
@@ -369,7 +378,7 @@ def pipedream_dp(
         names = tuple(node_ids[v] for v in idx) if node_ids is not None else tuple(str(v) for v in idx)
         ct_stage = float(T[end - 1] - (T[start - 1] if start > 0 else 0.0))
         stages.append(PDStage(start, end - 1, names, int(np.prod(reps)), reps, ct_stage))
-    return PDResult(objective, total, dpt, stages, machines, bandwidths, S)
+    return PDResult(objective, total, dpt, stages, machines, bandwidths, S, uncovered)
 
 
 def plan_graph(

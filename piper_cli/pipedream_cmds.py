@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from piper_cli.common import cli_errors, print_json_line, stdout
+from piper_cli.common import cli_errors, print_json_line, stderr, stdout
 from piper_ilp.errors import InputError
 from piper_ilp.instance import parse_count, parse_size
 
@@ -102,6 +102,12 @@ def register(app: typer.Typer) -> None:
                      fewer_machines=fewer_machines, cpu_seconds=cpu)
             print_json_line(d)
             return
+        if res.uncovered:
+            stderr.print(
+                f"warning: PipeDream's planner leaves {len(res.uncovered)} layer(s) in no stage "
+                f"(not reached from the first source): {', '.join(res.uncovered[:5])}",
+                markup=False,
+            )
         levels = ", ".join(f"{n} x {b:.4g} B/s" for n, b in zip(ns, bs))
         stdout.print(f"{graph}: {len(prep.nodes)} layers planned, {res.n_states} states; levels {levels}", markup=False)
         if res.time_per_stage is None:

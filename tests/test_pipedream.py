@@ -381,3 +381,17 @@ def test_straight_pipeline_on_a_chain_equals_pipers_optimum(pd_dir, model):
                                     fewer_machines=True, memory_constraint=False)
         assert mapped.valid and mapped.tps == pytest.approx(pd.time_per_stage, rel=1e-9)
         assert evaluate(inst, mapped.plan).tps == mapped.tps
+
+
+def test_layers_not_reached_from_the_first_source_are_reported():
+    # Two sources; node3 (second source) feeds only node4, a sink apart from node2's branch.
+    text = "\n".join([
+        line("node1", "Conv", 1, 1, 1, 1),
+        line("node2", "ReLU", 1, 1, 1, 1),
+        line("node3", "Conv", 1, 1, 1, 1),
+        line("node4", "Linear", 1, 1, 1, 1),
+        "\tnode1 -- node2", "\tnode3 -- node4",
+    ])
+    r = plan_graph(parse_graph_text(text, "x.txt"), [1], [1e9])
+    covered = {x for s in r.stages for x in s.nodes}
+    assert set(r.uncovered) == {"node1", "node2", "node3", "node4"} - covered and r.uncovered
