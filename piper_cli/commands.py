@@ -47,7 +47,7 @@ def _root(
 
 
 def _register() -> None:
-    from piper_cli import bench_cmds, compare_cmds, evaluate_cmd, ladder_cmd, simulate_cmd, solve_cmd, sweep_cmds
+    from piper_cli import bench_cmds, compare_cmds, evaluate_cmd, ladder_cmd, pipedream_cmds, simulate_cmd, solve_cmd, sweep_cmds
 
     evaluate_cmd.register(app)
     solve_cmd.register(app)
@@ -56,6 +56,7 @@ def _register() -> None:
     sweep_cmds.register(app)
     simulate_cmd.register(app)
     ladder_cmd.register(app)
+    pipedream_cmds.register(app)
 
 
 _register()

@@ -1,0 +1,276 @@
+"""Exhaustive search in PipeDream's single-level model, and a seeded cross-check of the DP
+(:mod:`dp.pipedream`) against it on tiny random graphs.
+
+The model (``docs/pipedream.md``), written here from its definition, not from the DP's
+recurrence. A plan is
+
+* a chain of states ``s_1, ..., s_t = S - 1`` whose downsets grow strictly
+  (``downset(s_1) < downset(s_2) < ...``, compared as sets); stage 1 holds
+  ``downset(s_1)``, stage i the nodes of ``downset(s_i)`` not in ``downset(s_{i-1})``;
+* a replication ``r_i >= 1`` per stage with ``sum r_i = n`` (``<= n`` with
+  ``fewer_machines``); with ``straight`` every ``r_i = 1``.
+
+Stage i's time is ``(T_i + 4 (r_i - 1) P_i / (B r_i)) / r_i`` with ``T_i`` the sum of
+(F + G) / 1000 over its nodes and ``P_i`` the sum of P (both :func:`math.fsum` over the
+node set, not differences of prefix sums); the plan's time is the max over stages. With
+``memory_constraint`` stage i must have ``ceil(after_i / r_i) * (Act_i + P_i) <= memory``
+where ``after_i = r_{i+1} + ... + r_t``, except for two quirks of PipeDream's table when
+fewer than n workers are used (``fewer_machines``, slack = n - sum r_i > 0):
+
+* the first stage is checked with ``after_1 = n - r_1`` (the budget it was created with);
+* PipeDream's table never lets the entry of the first state in its topological order
+  (state 0) use fewer workers than its budget, so when ``s_1 = 0`` the slack cannot sit
+  after stage 1: a one-stage plan is then impossible and stage 2 is checked with
+  ``after_2 = n - r_1 - r_2``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import time
+from dataclasses import dataclass
+
+from compare.generators import FAMILIES, random_graph
+from dp.pipedream import PDResult, pipedream_dp
+from piper_ilp.errors import SizeLimitError
+from piper_ilp.pipedream.graph import PDGraph, PDNode, Prepared, prepare
+from piper_ilp.pipedream.states import States, antichain_states
+
+__all__ = ["BruteResult", "brute_pipedream", "plan_time", "random_pd_graph", "cross_check", "MAX_BRUTE_NODES"]
+
+#: The exhaustive search refuses larger graphs (its chains grow fast).
+MAX_BRUTE_NODES = 9
+
+
+@dataclass
+class BruteResult:
+    """Least plan time (None when no plan fits), a best plan as ``[(state, r), ...]`` and
+    the number of (chain, replication) pairs looked at."""
+
+    value: float | None
+    plan: list[tuple[int, int]] | None
+    plans_seen: int
+
+
+def _members(mask: int) -> list[int]:
+    return [v for v in range(mask.bit_length()) if mask >> v & 1]
+
+
+def _stage_sums(prep: Prepared, mask: int) -> tuple[float, float, float]:
+    nodes = [prep.nodes[v] for v in _members(mask)]
+    return (
+        math.fsum(nd.time for nd in nodes),
+        math.fsum(nd.activation for nd in nodes),
+        math.fsum(nd.parameter for nd in nodes),
+    )
+
+
+def plan_time(
+    prep: Prepared,
+    states: States,
+    plan: list[tuple[int, int]],
+    n: int,
+    bandwidth: float,
+    *,
+    memory: float = 16e9,
+    memory_constraint: bool = False,
+    fewer_machines: bool = False,
+) -> float | None:
+    """The time of one plan ``[(state s_i, r_i), ...]`` in the model above, or None when it
+    breaks a rule (not a chain, wrong machine count, memory)."""
+    t = len(plan)
+    if not plan or plan[-1][0] != len(states) - 1:
+        return None
+    total = sum(r for _, r in plan)
+    if any(r < 1 for _, r in plan) or total > n or (not fewer_machines and total != n):
+        return None
+    slack = n - total
+    if slack and plan[0][0] == 0 and t == 1:
+        return None
+    prev = 0
+    worst = -math.inf
+    for i, (s, r) in enumerate(plan):
+        down = states.downset[s]
+        if down & prev != prev or down == prev:
+            return None
+        T, A, P = _stage_sums(prep, down & ~prev)
+        prev = down
+        if memory_constraint:
+            after = sum(rr for _, rr in plan[i + 1 :])
+            if i == 0 or (i == 1 and slack and plan[0][0] == 0):
+                after = n - sum(rr for _, rr in plan[: i + 1])
+            if math.ceil(after / r) * (A + P) > memory:
+                return None
+        worst = max(worst, (T + 4 * (r - 1) * P / (bandwidth * r)) / r)
+    return worst
+
+
+def brute_pipedream(
+    prep: Prepared,
+    n: int,
+    bandwidth: float,
+    *,
+    memory: float = 16e9,
+    memory_constraint: bool = False,
+    straight: bool = False,
+    fewer_machines: bool = False,
+) -> BruteResult:
+    """Try every plan of the model above (chains of states x replication vectors).
+
+    Raises
+    ------
+    SizeLimitError
+        For graphs with more than :data:`MAX_BRUTE_NODES` nodes.
+    """
+    if len(prep.nodes) > MAX_BRUTE_NODES:
+        raise SizeLimitError(f"{prep.source}: {len(prep.nodes)} nodes; exhaustive search takes at most {MAX_BRUTE_NODES}")
+    states = antichain_states(prep)
+    S = len(states)
+    down = states.downset
+    below = [[k for k in range(S) if down[k] & down[j] == down[k] and down[k] != down[j]] for j in range(S)]
+    best: float | None = None
+    best_plan = None
+    seen = 0
+
+    def chains(j: int, length: int):
+        # chains ending at state j with exactly `length` states
+        if length == 1:
+            yield [j]
+            return
+        for k in below[j]:
+            for c in chains(k, length - 1):
+                yield c + [j]
+
+    for t in range(1, n + 1):
+        if straight:
+            reps = [(1,) * t] if (t == n or fewer_machines) else []
+        else:
+            totals = range(t, n + 1) if fewer_machines else [n]
+            reps = [c for tot in totals for c in _compositions(tot, t)]
+        if not reps:
+            continue
+        for chain in chains(S - 1, t):
+            for r in reps:
+                seen += 1
+                plan = list(zip(chain, r))
+                v = plan_time(prep, states, plan, n, bandwidth, memory=memory,
+                              memory_constraint=memory_constraint, fewer_machines=fewer_machines)
+                if v is not None and (best is None or v < best):
+                    best, best_plan = v, plan
+    return BruteResult(best, best_plan, seen)
+
+
+def _compositions(total: int, parts: int):
+    """All tuples of ``parts`` positive ints summing to ``total``."""
+    for cuts in itertools.combinations(range(1, total), parts - 1):
+        edges = (0,) + cuts + (total,)
+        yield tuple(edges[i + 1] - edges[i] for i in range(parts))
+
+
+def random_pd_graph(family: str, n_nodes: int, seed: int) -> PDGraph:
+    """A random PipeDream profile: the DAG shape of :func:`compare.generators.random_graph`
+    with random times (0-10 ms forward and backward, some zero), activation and parameter
+    sizes (0-1e8 bytes, some zero); for odd seeds an ``Input`` node feeds every source."""
+    g = random_graph(family, n_nodes, seed)
+    rng = random.Random(f"pipedream/{family}/{n_nodes}/{seed}")
+
+    def draw(scale: float) -> float:
+        return 0.0 if rng.random() < 0.15 else round(rng.uniform(0, scale), 3)
+
+    nodes = [PDNode(f"node{v + 2}", f"Layer{v}", draw(10), draw(10), draw(1e8), draw(1e8)) for v in sorted(g.nodes)]
+    edges = [(f"node{u + 2}", f"node{v + 2}") for u, v in sorted(g.edges)]
+    if seed % 2:
+        sources = [v for v in sorted(g.nodes) if g.in_degree(v) == 0]
+        nodes.insert(0, PDNode("node1", "Input", 0.0, 0.0, 1e6, 0.0))
+        edges = [("node1", f"node{v + 2}") for v in sources] + edges
+    return PDGraph(tuple(nodes), tuple(edges), f"random-{family}-n{n_nodes}-s{seed}")
+
+
+def _dp_plan(result: PDResult) -> list[tuple[int, int]]:
+    return [(s.last, s.replication) for s in result.stages]
+
+
+def cross_check(count: int = 300, seed: int = 1, *, max_nodes: int = 7, max_machines: int = 5, milp: bool = False) -> dict:
+    """Compare the DP with exhaustive search on ``count`` seeded random cases.
+
+    Each case draws a family, 1..``max_nodes`` nodes, n in 1..``max_machines``, a
+    bandwidth, and with some probability ``straight``, ``fewer_machines`` and a memory
+    limit drawn near the stages' sizes. A case *matches* when both find no plan or both
+    values agree within 1e-9 relative, and the DP's own plan, timed by :func:`plan_time`,
+    gives its value. With ``milp``, the MILP of :mod:`piper_ilp.pipedream.milp` (SCIP) is a
+    third method where it applies (not with fewer machines and the memory rule together): its
+    value must be within 1e-6 relative of the exhaustive one and its plan, timed exactly,
+    within 1e-9.
+
+    Returns
+    -------
+    dict
+        ``cases``, ``matched``, ``infeasible`` (both found no plan), ``mismatches`` (a list
+        of case descriptions), ``plans_seen`` and CPU seconds of each method.
+    """
+    rng = random.Random(f"pipedream-cross-check/{seed}")
+    out = {"cases": 0, "matched": 0, "infeasible": 0, "mismatches": [], "plans_seen": 0,
+           "dp_cpu_s": 0.0, "brute_cpu_s": 0.0, "seed": seed,
+           "milp_cases": 0, "milp_matched": 0, "milp_cpu_s": 0.0}
+    for case in range(count):
+        family = FAMILIES[case % len(FAMILIES)]
+        n_nodes = rng.randint(1, max_nodes)
+        gseed = rng.randrange(10**6)
+        graph = random_pd_graph(family, n_nodes, gseed)
+        prep = prepare(graph)
+        states = antichain_states(prep)
+        n = rng.randint(1, max_machines)
+        B = rng.choice([1e8, 1e9, 1e10])
+        straight = rng.random() < 0.25
+        fewer = rng.random() < 0.4
+        memcons = rng.random() < 0.5
+        total = float(states.activation[-1] + states.parameter[-1])
+        memory = rng.uniform(0.05, 1.5) * max(total, 1.0)
+        settings = dict(memory=memory, memory_constraint=memcons, fewer_machines=fewer)
+        t0 = time.process_time()
+        res = pipedream_dp(states, [n], [B], straight=straight, **settings)
+        t1 = time.process_time()
+        br = brute_pipedream(prep, n, B, straight=straight, **settings)
+        t2 = time.process_time()
+        out["dp_cpu_s"] += t1 - t0
+        out["brute_cpu_s"] += t2 - t1
+        out["plans_seen"] += br.plans_seen
+        out["cases"] += 1
+        desc = dict(case=case, family=family, n_nodes=n_nodes, graph_seed=gseed, n=n, bandwidth=B,
+                    straight=straight, **settings, dp=res.time_per_stage, brute=br.value)
+        if milp and not (fewer and memcons):
+            from piper_ilp.pipedream.milp import solve_pipedream_milp
+
+            t3 = time.process_time()
+            mr = solve_pipedream_milp(prep, n, B, straight=straight, **settings)
+            out["milp_cpu_s"] += time.process_time() - t3
+            out["milp_cases"] += 1
+            ok = False
+            if mr.status == "infeasible":
+                ok = br.value is None
+            elif mr.status == "optimal" and br.value is not None:
+                exact = plan_time(prep, states, mr.plan, n, B, **settings)
+                ok = (abs(mr.value - br.value) <= 1e-6 * max(abs(br.value), 1e-300)
+                      and exact is not None and abs(exact - br.value) <= 1e-9 * max(abs(br.value), 1e-300))
+            if ok:
+                out["milp_matched"] += 1
+            else:
+                out["mismatches"].append(dict(desc, milp_status=mr.status, milp=mr.value))
+                continue
+        if res.time_per_stage is None and br.value is None:
+            out["matched"] += 1
+            out["infeasible"] += 1
+            continue
+        if res.time_per_stage is None or br.value is None:
+            out["mismatches"].append(desc)
+            continue
+        own = plan_time(prep, states, _dp_plan(res), n, B, **settings)
+        tol = 1e-9 * max(abs(br.value), 1e-300)
+        if abs(res.time_per_stage - br.value) <= tol and own is not None and abs(own - res.time_per_stage) <= tol:
+            out["matched"] += 1
+        else:
+            desc["dp_plan_time"] = own
+            out["mismatches"].append(desc)
+    return out

@@ -1,0 +1,163 @@
+"""PipeDream commands: ``piper-ilp import pipedream`` (a ``graph.txt`` profile to a Piper
+instance), ``piper-ilp pipedream`` (PipeDream's planner in its own cost model) and
+``piper-ilp pipedream-check`` (its DP against exhaustive search on tiny random graphs).
+See ``docs/pipedream.md``."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from piper_cli.common import cli_errors, print_json_line, stderr, stdout
+from piper_ilp.errors import InputError
+from piper_ilp.instance import parse_count, parse_size
+
+
+def _split(values: list[str] | None, what: str) -> list[str]:
+    out: list[str] = []
+    for v in values or []:
+        out.extend(x for x in v.replace(",", " ").split() if x)
+    if not out:
+        raise InputError(f"{what}: give at least one value")
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    import_app = typer.Typer(
+        name="import",
+        help="Turn another tool's profile into a Piper instance.",
+        no_args_is_help=True,
+        add_completion=False,
+    )
+    app.add_typer(import_app, name="import")
+
+    @import_app.command("pipedream")
+    @cli_errors
+    def import_pipedream(
+        graph: Annotated[str, typer.Argument(help="PipeDream profile graph.txt.")],
+        output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the instance JSON.")],
+        devices: Annotated[str, typer.Option("--devices", "-K", help="K, number of devices.")] = "1",
+        memory: Annotated[str, typer.Option("--memory", "-M", help="M, bytes per device (PipeDream's default -s).")] = "16e9",
+        batch: Annotated[str, typer.Option("--batch", "-N", help="N, microbatches per batch.")] = "1",
+        bandwidth: Annotated[str, typer.Option("--bandwidth", "-B", help="B, bytes/s per device (PipeDream's default -b).")] = "1e9",
+    ) -> None:
+        """Write a Piper instance for a PipeDream graph.txt: one option "vanilla" at t = 1 per
+        layer, p = (F + G) / 1000 s, w = b = P, a = A, edges carry the source's A bytes;
+        inputs are kept with zero numbers, __getitem__ sinks with their own (docs/pipedream.md)."""
+        from piper_ilp.files import check_writable
+        from piper_ilp.instance import save_instance
+        from piper_ilp.pipedream import graph_to_instance, parse_graph, prepare
+
+        check_writable(output, "instance")
+        K = parse_count(devices, "--devices")
+        M = parse_size(memory, "--memory")
+        N = parse_count(batch, "--batch")
+        B = parse_size(bandwidth, "--bandwidth", rate=True)
+        g = parse_graph(graph)
+        inst = graph_to_instance(g, devices=K, memory=M, batch=N, bandwidth=B)
+        save_instance(inst, output)
+        prep = prepare(g)
+        stdout.print(
+            f"{output}: {len(inst.nodes)} nodes, {len(inst.edges)} edges from {graph} "
+            f"({len(prep.inputs)} input(s) with zero numbers, {len(prep.dropped_sinks)} __getitem__ sink(s)); "
+            f"K={K} M={M:.6g} N={N} B={B:.6g}",
+            markup=False,
+        )
+
+    @app.command("pipedream")
+    @cli_errors
+    def pipedream_command(
+        graph: Annotated[str, typer.Argument(help="PipeDream profile graph.txt.")],
+        machines: Annotated[list[str], typer.Option("--machines", "-n", help="Workers per level: '--machines 4' or '--machines 4,2' (or repeat the flag).")],
+        bandwidth: Annotated[list[str], typer.Option("--bandwidth", "-b", help="Bandwidth per level, bytes/s or a unit (1GB/s); one per level.")],
+        memory: Annotated[str, typer.Option("--memory", "-s", help="Bytes per worker (PipeDream's -s).")] = "16e9",
+        memory_constraint: Annotated[bool, typer.Option("--memory-constraint", help="Enforce PipeDream's memory rule.")] = False,
+        straight: Annotated[bool, typer.Option("--straight", help="No replication (PipeDream's --straight_pipeline).")] = False,
+        fewer_machines: Annotated[bool, typer.Option("--fewer-machines", help="Allow fewer workers (PipeDream's --use_fewer_machines).")] = False,
+        json_out: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+    ) -> None:
+        """PipeDream's planner (optimizer_graph_hierarchical.py) in PipeDream's own cost model:
+        its objective "time per stage", the stages (layers, replication) and the CPU time."""
+        from dp.pipedream import plan_graph
+        from piper_ilp.pipedream import antichain_states, parse_graph, prepare
+
+        ns = [parse_count(x, "--machines") for x in _split(machines, "--machines")]
+        bs = [parse_size(x, "--bandwidth", rate=True) for x in _split(bandwidth, "--bandwidth")]
+        if len(ns) != len(bs):
+            raise InputError(f"--machines gives {len(ns)} level(s) but --bandwidth gives {len(bs)}; give one bandwidth per level")
+        mem = parse_size(memory, "--memory")
+        t0 = time.process_time()
+        prep = prepare(parse_graph(graph))
+        antichain_states(prep)
+        res = plan_graph(prep, ns, bs, memory=mem, memory_constraint=memory_constraint,
+                         straight=straight, fewer_machines=fewer_machines)
+        cpu = time.process_time() - t0
+        if json_out:
+            d = res.to_dict()
+            d.update(graph=graph, memory=mem, memory_constraint=memory_constraint, straight=straight,
+                     fewer_machines=fewer_machines, cpu_seconds=cpu)
+            print_json_line(d)
+            return
+        if res.uncovered:
+            stderr.print(
+                f"warning: PipeDream's planner leaves {len(res.uncovered)} layer(s) in no stage "
+                f"(not reached from the first source): {', '.join(res.uncovered[:5])}",
+                markup=False,
+            )
+        levels = ", ".join(f"{n} x {b:.4g} B/s" for n, b in zip(ns, bs))
+        stdout.print(f"{graph}: {len(prep.nodes)} layers planned, {res.n_states} states; levels {levels}", markup=False)
+        if res.time_per_stage is None:
+            stdout.print("no plan fits PipeDream's memory rule", markup=False)
+            raise typer.Exit(1)
+        for i, s in enumerate(res.stages):
+            reps = " x ".join(str(r) for r in s.replication_per_level)
+            first, last = (s.nodes[0], s.nodes[-1]) if s.nodes else ("-", "-")
+            stdout.print(
+                f"  stage {i}: states {s.first}..{s.last}, {len(s.nodes)} layers {first}..{last}, "
+                f"compute {s.compute_time:.6g} s, replication {s.replication} ({reps})",
+                markup=False,
+            )
+        stdout.print(f"Time per stage in pipeline: {res.time_per_stage:.12g} s", markup=False)
+        stdout.print(f"Time taken by single-stage pipeline: {res.single_stage_time:.12g} s", markup=False)
+        stdout.print(f"Workers used: {res.machines_used}; CPU {cpu:.3f} s", markup=False)
+
+    @app.command("pipedream-check")
+    @cli_errors
+    def pipedream_check(
+        count: Annotated[int, typer.Option("--count", min=1, help="Number of random cases.")] = 300,
+        seed: Annotated[int, typer.Option("--seed", help="Seed of the campaign.")] = 1,
+        max_nodes: Annotated[int, typer.Option("--max-nodes", min=1, max=9, help="Largest graph.")] = 7,
+        max_machines: Annotated[int, typer.Option("--max-machines", min=1, max=8, help="Largest worker count.")] = 5,
+        summary: Annotated[Optional[Path], typer.Option("--summary", help="Write the summary JSON here.")] = None,
+        milp: Annotated[bool, typer.Option("--milp", help="Also solve each case with the MILP (SCIP) and compare.")] = False,
+    ) -> None:
+        """Cross-check PipeDream's DP against exhaustive search in its single-level model on
+        seeded tiny random graphs. Exit 1 when any case disagrees."""
+        from compare.pipedream import cross_check
+        from piper_ilp.files import atomic_write_text, check_writable
+
+        if summary is not None:
+            check_writable(summary, "summary")
+        out = cross_check(count, seed, max_nodes=max_nodes, max_machines=max_machines, milp=milp)
+        if summary is not None:
+            atomic_write_text(summary, json.dumps(out, indent=1) + "\n")
+        stdout.print(
+            f"{out['cases']} cases (seed {seed}): {out['matched']} match ({out['infeasible']} with no plan in both), "
+            f"{len(out['mismatches'])} mismatch; {out['plans_seen']} plans enumerated; "
+            f"CPU DP {out['dp_cpu_s']:.2f} s, exhaustive {out['brute_cpu_s']:.2f} s",
+            markup=False,
+        )
+        if milp:
+            stdout.print(
+                f"MILP (SCIP) on {out['milp_cases']} cases (not with --fewer-machines and the memory rule together): "
+                f"{out['milp_matched']} match; CPU {out['milp_cpu_s']:.2f} s",
+                markup=False,
+            )
+        for m in out["mismatches"][:10]:
+            stdout.print(f"  MISMATCH {m}", markup=False)
+        if out["mismatches"]:
+            raise typer.Exit(1)

@@ -1,0 +1,266 @@
+"""PipeDream's profile format (``graph.txt``) and the preparation its planner applies.
+
+A ``graph.txt`` file (PipeDream, ``profiler/*/profiles/<model>/graph.txt``) has two kinds
+of lines:
+
+* a node: ``nodeN -- DESCRIPTION -- forward_compute_time=F, backward_compute_time=G,
+  activation_size=A, parameter_size=P`` (F and G in milliseconds per minibatch, A bytes of
+  the node's output activation, P bytes of its weights; A may also be a list
+  ``[a1; a2; ...]``, which counts as its sum);
+* an edge: a tab, then ``nodeU -- nodeV``.
+
+:func:`parse_graph` reads it (every bad line is one :class:`InputError` naming the file and
+the line number). :func:`prepare` does what PipeDream's planner does before planning: inputs
+(sources whose description starts with ``Input``) are dropped, then the sinks whose
+description starts with ``__getitem__``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from piper_ilp.errors import InputError
+
+__all__ = ["PDNode", "PDGraph", "parse_graph", "parse_graph_text", "prepare", "Prepared"]
+
+
+@dataclass(frozen=True)
+class PDNode:
+    """One profiled layer. ``time`` = (F + G) / 1000 seconds per minibatch, ``activation``
+    = A bytes (output activation), ``parameter`` = P bytes (weights)."""
+
+    id: str
+    desc: str
+    forward_ms: float
+    backward_ms: float
+    activation: float
+    parameter: float
+    line: int = 0
+
+    @property
+    def time(self) -> float:
+        """(F + G) / 1000: seconds per minibatch on one worker (as PipeDream sums it)."""
+        return (self.forward_ms + self.backward_ms) / 1000.0
+
+
+@dataclass(frozen=True)
+class PDGraph:
+    """A profile: nodes in file order and edges ``(u, v)`` (node ids) in file order."""
+
+    nodes: tuple[PDNode, ...]
+    edges: tuple[tuple[str, str], ...]
+    source: str = "<graph>"
+
+    @property
+    def by_id(self) -> dict[str, PDNode]:
+        return {n.id: n for n in self.nodes}
+
+
+_FIELDS = ("forward_compute_time", "backward_compute_time", "activation_size", "parameter_size")
+_NUM_RE = re.compile(r"^[+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$")
+
+
+def _number(text: str, where: str) -> float:
+    text = text.strip()
+    if not _NUM_RE.match(text):
+        raise InputError(f"{where}: expected a finite number >= 0, got {text!r}")
+    value = float(text)
+    if not math.isfinite(value):
+        raise InputError(f"{where}: expected a finite number >= 0, got {text!r}")
+    return value
+
+
+def _node_line(text: str, where: str, line: int) -> PDNode:
+    parts = text.split(" -- ")
+    if len(parts) < 3:
+        raise InputError(f"{where}: a node line needs 'ID -- DESCRIPTION -- forward_compute_time=..., ...'")
+    node_id = parts[0].strip()
+    if not node_id or any(c.isspace() for c in node_id):
+        raise InputError(f"{where}: bad node id {node_id!r}")
+    desc = " -- ".join(parts[1:-1])
+    metadata = parts[-1]
+    if metadata.strip().startswith("stage_id=") and len(parts) >= 4:
+        # A partitioned graph (PipeDream's planner output) ends with " -- stage_id=S".
+        desc = " -- ".join(parts[1:-2])
+        metadata = parts[-2]
+    items = [s.strip() for s in metadata.split(", ")]
+    if len(items) != 4:
+        raise InputError(f"{where}: expected 4 fields {', '.join(_FIELDS)}, got {len(items)}")
+    values = []
+    for item, name in zip(items, _FIELDS):
+        key, sep, raw = item.partition("=")
+        if not sep or key.strip() != name:
+            raise InputError(f"{where}: expected field {name}=..., got {item!r}")
+        if name == "activation_size" and raw.strip().startswith("["):
+            inner = raw.strip()
+            if not inner.endswith("]"):
+                raise InputError(f"{where}: activation_size list must end with ']', got {raw!r}")
+            elems = [e for e in inner[1:-1].split(";") if e.strip()]
+            values.append(math.fsum(_number(e, f"{where}: {name}") for e in elems))
+        else:
+            values.append(_number(raw, f"{where}: {name}"))
+    return PDNode(node_id, desc, values[0], values[1], values[2], values[3], line)
+
+
+def parse_graph_text(text: str, source: str = "<graph>") -> PDGraph:
+    """Parse the text of a ``graph.txt`` profile.
+
+    Parameters
+    ----------
+    text : str
+        The file's contents.
+    source : str
+        Name used in messages (the file path).
+
+    Returns
+    -------
+    PDGraph
+
+    Raises
+    ------
+    InputError
+        On the first bad line (``source:LINE: ...``), a duplicate node, an edge naming an
+        unknown node, a self-loop, a duplicate edge, a cycle or a file without nodes.
+
+    Examples
+    --------
+    >>> g = parse_graph_text("node1 -- Input -- forward_compute_time=0, backward_compute_time=0, "
+    ...                      "activation_size=4.0, parameter_size=0\\n"
+    ...                      "node2 -- Linear -- forward_compute_time=1.5, backward_compute_time=2.5, "
+    ...                      "activation_size=8.0, parameter_size=16.0\\n\\tnode1 -- node2\\n")
+    >>> [n.id for n in g.nodes], g.edges, g.nodes[1].time
+    (['node1', 'node2'], (('node1', 'node2'),), 0.004)
+    """
+    nodes: list[PDNode] = []
+    seen: dict[str, int] = {}
+    edges: list[tuple[str, str, int]] = []
+    for lineno, raw in enumerate(text.split("\n"), start=1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            continue
+        where = f"{source}:{lineno}"
+        if line.startswith("\t") or line.startswith(" "):
+            parts = line.strip().split(" -- ")
+            if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+                raise InputError(f"{where}: an edge line is a tab, then 'nodeU -- nodeV', got {line.strip()!r}")
+            edges.append((parts[0].strip(), parts[1].strip(), lineno))
+        else:
+            node = _node_line(line.strip(), where, lineno)
+            if node.id in seen:
+                raise InputError(f"{where}: node {node.id} already defined on line {seen[node.id]}")
+            seen[node.id] = lineno
+            nodes.append(node)
+    if not nodes:
+        raise InputError(f"{source}: no node lines")
+    pairs: set[tuple[str, str]] = set()
+    for u, v, lineno in edges:
+        for x in (u, v):
+            if x not in seen:
+                raise InputError(f"{source}:{lineno}: edge {u} -- {v} names unknown node {x}")
+        if u == v:
+            raise InputError(f"{source}:{lineno}: edge {u} -- {v} is a self-loop")
+        if (u, v) in pairs:
+            raise InputError(f"{source}:{lineno}: duplicate edge {u} -- {v}")
+        pairs.add((u, v))
+    graph = PDGraph(tuple(nodes), tuple((u, v) for u, v, _ in edges), source)
+    _check_acyclic(graph)
+    return graph
+
+
+def parse_graph(path: str | Path) -> PDGraph:
+    """Read a ``graph.txt`` file (see :func:`parse_graph_text`)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, not a graph.txt file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return parse_graph_text(text, str(path))
+
+
+def _check_acyclic(graph: PDGraph) -> None:
+    index = {n.id: i for i, n in enumerate(graph.nodes)}
+    outs: list[list[int]] = [[] for _ in graph.nodes]
+    indeg = [0] * len(graph.nodes)
+    for u, v in graph.edges:
+        outs[index[u]].append(index[v])
+        indeg[index[v]] += 1
+    stack = [i for i, d in enumerate(indeg) if d == 0]
+    done = 0
+    while stack:
+        u = stack.pop()
+        done += 1
+        for v in outs[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                stack.append(v)
+    if done != len(graph.nodes):
+        left = [graph.nodes[i].id for i, d in enumerate(indeg) if d > 0]
+        raise InputError(f"{graph.source}: the graph has a cycle through {', '.join(left[:5])}")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The graph PipeDream's planner plans for (SOURCE point 1).
+
+    ``nodes``: the kept nodes in file order; ``outs`` / ``ins``: for each kept node index,
+    its out- / in-neighbours (indices) in edge-line order; ``inputs``: ids of the dropped
+    input nodes; ``dropped_sinks``: ids of the dropped ``__getitem__`` sinks.
+    """
+
+    nodes: tuple[PDNode, ...]
+    outs: tuple[tuple[int, ...], ...]
+    ins: tuple[tuple[int, ...], ...]
+    inputs: tuple[str, ...]
+    dropped_sinks: tuple[str, ...]
+    source: str = "<graph>"
+    _cache: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
+
+
+def prepare(graph: PDGraph) -> Prepared:
+    """Drop what PipeDream's planner drops before planning.
+
+    1. Every *source* (no incoming edge) whose description starts with ``Input`` is removed
+       (with its edges); PipeDream zeroes its numbers and puts it back in stage 0 at the end.
+    2. Then, once (not repeatedly), every *sink* (no outgoing edge) of what is left whose
+       description starts with ``__getitem__`` is removed.
+
+    Raises
+    ------
+    InputError
+        When nothing is left to plan.
+    """
+    ids = [n.id for n in graph.nodes]
+    has_in = {v for _, v in graph.edges}
+    inputs = {n.id for n in graph.nodes if n.id not in has_in and n.desc.startswith("Input")}
+    kept = [i for i in ids if i not in inputs]
+    edges = [(u, v) for u, v in graph.edges if u not in inputs and v not in inputs]
+    has_out = {u for u, _ in edges}
+    by_id = graph.by_id
+    sinks = {i for i in kept if i not in has_out and by_id[i].desc.startswith("__getitem__")}
+    kept = [i for i in kept if i not in sinks]
+    edges = [(u, v) for u, v in edges if u not in sinks and v not in sinks]
+    if not kept:
+        raise InputError(f"{graph.source}: nothing left to plan once the inputs and __getitem__ sinks are dropped")
+    index = {x: k for k, x in enumerate(kept)}
+    outs: list[list[int]] = [[] for _ in kept]
+    ins: list[list[int]] = [[] for _ in kept]
+    for u, v in edges:
+        outs[index[u]].append(index[v])
+        ins[index[v]].append(index[u])
+    return Prepared(
+        tuple(by_id[i] for i in kept),
+        tuple(tuple(o) for o in outs),
+        tuple(tuple(x) for x in ins),
+        tuple(i for i in ids if i in inputs),
+        tuple(i for i in ids if i in sinks),
+        graph.source,
+    )

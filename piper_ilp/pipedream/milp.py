@@ -1,0 +1,168 @@
+"""A MILP of PipeDream's single-level model (SCIP through OR-Tools' MPSolver).
+
+The model is that of ``docs/pipedream.md`` (and :mod:`compare.pipedream`): a chain of states
+with strictly growing downsets ending at the last state, a replication per stage, exactly n
+workers (at most n with ``fewer_machines``), stage time ``(T + 4 (r - 1) P / (B r)) / r``,
+the plan's time the max over stages, and PipeDream's memory rule.
+
+Formulation (data: the pairs ``(k, j)`` with downset(k) strictly inside downset(j), plus
+``k = -1`` for the first stage, which holds all of downset(j); ``T``, ``Act``, ``P`` of each
+such stage by :func:`math.fsum` over its node set):
+
+* ``x[k, j, r]`` binary: stage (k, j] is used with r replicas (r = 1 only when straight);
+* flow: one stage leaves ``-1``; at every state ``j``, stages in = stages out, except the last
+  state, which one stage enters;
+* workers: ``sum r x[k, j, r] = n`` (``<= n`` with fewer machines, except on a one-state
+  graph, where PipeDream's table cannot use fewer);
+* ``after[j]`` integer in 0..n (only with the memory rule): workers in stages after state j
+  (``after[S - 1] = 0``); ``x[k, j, r] = 1`` forces ``after[k] = after[j] + r`` (big-M 2n),
+  and for the first stage ``after[j] = n - r``;
+* memory (``memory_constraint``): ``x[k, j, r] = 1`` forces
+  ``after[j] <= r * floor(memory / (Act + P))`` (candidates that cannot fit even with
+  ``after[j] = 0`` are not created);
+* ``z >= time(k, j, r) x[k, j, r]``; minimize ``z``.
+
+With ``fewer_machines`` and the memory rule together PipeDream's table has quirks (see
+``docs/pipedream.md``) that this formulation does not model: that combination is refused.
+The value is certified by timing the plan read from the solution exactly (the caller compares
+it with other methods); SCIP's own bound is returned as ``bound``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.pipedream.graph import Prepared
+from piper_ilp.pipedream.states import antichain_states
+
+__all__ = ["MilpResult", "solve_pipedream_milp", "MAX_MILP_VARIABLES"]
+
+MAX_MILP_VARIABLES = 200_000
+
+
+@dataclass
+class MilpResult:
+    """``status`` "optimal" / "infeasible" / "not-solved"; ``value`` the solver's objective,
+    ``bound`` its lower bound, ``plan`` ``[(state, r), ...]`` read from the solution."""
+
+    status: str
+    value: float | None
+    bound: float | None
+    plan: list[tuple[int, int]] | None
+    variables: int
+
+
+def _sums(prep: Prepared, mask: int) -> tuple[float, float, float]:
+    nodes = [prep.nodes[v] for v in range(mask.bit_length()) if mask >> v & 1]
+    return (
+        math.fsum(nd.time for nd in nodes),
+        math.fsum(nd.activation for nd in nodes),
+        math.fsum(nd.parameter for nd in nodes),
+    )
+
+
+def solve_pipedream_milp(
+    prep: Prepared,
+    n: int,
+    bandwidth: float,
+    *,
+    memory: float = 16e9,
+    memory_constraint: bool = False,
+    straight: bool = False,
+    fewer_machines: bool = False,
+    time_limit: float = 60.0,
+) -> MilpResult:
+    """Solve PipeDream's single-level model exactly as a MILP (formulation in the module
+    docstring).
+
+    Raises
+    ------
+    InputError
+        For ``fewer_machines`` with ``memory_constraint`` (not modelled) or bad settings.
+    SizeLimitError
+        Beyond :data:`MAX_MILP_VARIABLES` variables.
+    """
+    from ortools.linear_solver import pywraplp
+
+    if fewer_machines and memory_constraint:
+        raise InputError("the PipeDream MILP does not model --fewer-machines with --memory-constraint")
+    if n < 1 or not (math.isfinite(bandwidth) and bandwidth > 0):
+        raise InputError(f"need n >= 1 and a finite bandwidth > 0, got n={n!r}, bandwidth={bandwidth!r}")
+    st = antichain_states(prep)
+    S = len(st)
+    down = st.downset
+    reps = [1] if straight else list(range(1, n + 1))
+    cands = []  # (k, j, r, time)
+    for j in range(S):
+        ks = [-1] + [k for k in range(S) if down[k] & down[j] == down[k] and down[k] != down[j]]
+        for k in ks:
+            T, A, P = _sums(prep, down[j] & ~(down[k] if k >= 0 else 0))
+            for r in reps:
+                cap = n
+                if memory_constraint and A + P > 0:
+                    if A + P > memory:
+                        # ceil(after / r) must be 0: after = 0
+                        cap = 0
+                    else:
+                        cap = min(n, r * math.floor(memory / (A + P)))
+                if k == -1 and cap < n - r:
+                    continue
+                cands.append((k, j, r, (T + 4 * (r - 1) * P / (bandwidth * r)) / r, cap))
+    if len(cands) > MAX_MILP_VARIABLES:
+        raise SizeLimitError(f"{prep.source}: {len(cands)} MILP variables (limit {MAX_MILP_VARIABLES})")
+    solver = pywraplp.Solver.CreateSolver("SCIP")
+    if solver is None:
+        raise InputError("OR-Tools was built without SCIP")
+    solver.SetSolverSpecificParametersAsString("numerics/feastol = 1e-9\nlimits/gap = 0\nlimits/absgap = 0\n")
+    solver.SetTimeLimit(int(time_limit * 1000))
+    x = {}
+    for c, (k, j, r, t, cap) in enumerate(cands):
+        x[c] = solver.BoolVar(f"x[{k},{j},{r}]")
+    after = {j: solver.IntVar(0, n, f"after[{j}]") for j in range(S)}
+    solver.Add(after[S - 1] == 0, "after_last")
+    tmax = max((t for *_, t, _ in cands), default=0.0)
+    z = solver.NumVar(0.0, max(tmax, 0.0), "z")
+    ins = {j: [] for j in range(S)}
+    outs = {j: [] for j in range(-1, S)}
+    for c, (k, j, r, t, cap) in enumerate(cands):
+        ins[j].append(c)
+        outs[k].append(c)
+        solver.Add(z >= t * x[c], f"time[{c}]")
+        if not memory_constraint:
+            continue
+        if k >= 0:
+            solver.Add(after[k] >= after[j] + r - 2 * n * (1 - x[c]), f"after_lo[{c}]")
+            solver.Add(after[k] <= after[j] + r + 2 * n * (1 - x[c]), f"after_hi[{c}]")
+        else:
+            solver.Add(after[j] >= n - r - 2 * n * (1 - x[c]), f"first_lo[{c}]")
+            solver.Add(after[j] <= n - r + 2 * n * (1 - x[c]), f"first_hi[{c}]")
+        if cap < n:
+            solver.Add(after[j] <= cap + n * (1 - x[c]), f"memory[{c}]")
+    solver.Add(sum(x[c] for c in outs[-1]) == 1, "start")
+    for j in range(S):
+        if j == S - 1:
+            solver.Add(sum(x[c] for c in ins[j]) == 1, "end")
+            solver.Add(sum(x[c] for c in outs[j]) == 0, "end_out")
+        else:
+            solver.Add(sum(x[c] for c in ins[j]) == sum(x[c] for c in outs[j]), f"flow[{j}]")
+    total = sum(cands[c][2] * x[c] for c in x)
+    if fewer_machines and S > 1:  # PipeDream's table never lets state 0 alone use fewer workers
+        solver.Add(total <= n, "workers")
+    else:
+        solver.Add(total == n, "workers")
+    solver.Minimize(z)
+    status = solver.Solve()
+    if status == pywraplp.Solver.INFEASIBLE:
+        return MilpResult("infeasible", None, None, None, len(cands))
+    if status != pywraplp.Solver.OPTIMAL:
+        return MilpResult("not-solved", None, None, None, len(cands))
+    chosen = {cands[c][0]: (cands[c][1], cands[c][2]) for c in x if x[c].solution_value() > 0.5}
+    plan = []
+    k = -1
+    while k in chosen and len(plan) <= S:
+        j, r = chosen[k]
+        plan.append((j, r))
+        k = j
+    return MilpResult("optimal", z.solution_value(), solver.Objective().BestBound(), plan, len(cands))

@@ -1,0 +1,238 @@
+"""PipeDream's *states*: the antichain DAG of a prepared graph and its topological order.
+
+PipeDream's planner (``optimizer_graph_hierarchical.py`` with ``graph.py``) does not plan
+over all successor-closed sets. It walks from the first source an *antichain DAG*:
+
+* a state is an antichain ``A`` (no member is an ancestor of another); its *downset* is
+  ``A`` with all ancestors of its members;
+* the *augmented* antichain adds, for each member ``a``, every ancestor ``p`` of ``a``
+  with an out-edge to a node that is neither an ancestor of ``a`` nor ``a`` itself;
+* the next states of ``A``: for each node ``x`` of the augmented antichain and each
+  out-neighbour ``y`` of ``x`` not in ``A`` such that no descendant of ``y`` is in the
+  augmented antichain, replace ``x`` by ``y`` and keep the members with no descendant
+  in the list (in list order);
+* states are found breadth first from ``[first source]`` (the first kept node, in file
+  order, with no incoming edge) and numbered in discovery order; an arc goes from a state
+  to each of its next states.
+
+The states are put in one topological order: reverse DFS post-order, visiting the states in
+discovery order and the arcs in the order they were added (PipeDream's
+``Graph.topological_sort`` on antichain nodes, whose descriptions are all empty). For state
+``s``: ``time`` = sum over its downset of (F + G) / 1000 s, ``activation`` / ``parameter`` =
+sums of A / P over the downset, ``output_activation`` = sum of A over its augmented
+antichain (all sums exact, :func:`math.fsum`).
+
+PipeDream lists the augmented antichain's extra members in the iteration order of a Python
+``set`` of node-id strings, which is randomized per process in Python 3; this module uses
+ascending file order instead. The order changes only which states are discovered first,
+never the set of states, their arcs or downsets.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from piper_ilp.errors import SizeLimitError
+from piper_ilp.pipedream.graph import Prepared
+
+__all__ = ["States", "antichain_states", "MAX_STATES"]
+
+#: Refuse graphs with more states than this (the planner's tables grow as states^2).
+MAX_STATES = 5000
+
+
+@dataclass(frozen=True)
+class States:
+    """The antichain DAG in topological order.
+
+    ``antichain[s]`` / ``augmented[s]``: node indices (of the prepared graph);
+    ``downset[s]``: bitmask (Python int) of node indices; ``time``, ``activation``,
+    ``parameter``, ``output_activation``: float64 arrays (see the module docstring);
+    ``ancestors[s]``: int array of the state indices that are ancestors of ``s`` in the
+    antichain DAG, ascending.
+    """
+
+    antichain: tuple[tuple[int, ...], ...]
+    augmented: tuple[tuple[int, ...], ...]
+    downset: tuple[int, ...]
+    time: np.ndarray
+    activation: np.ndarray
+    parameter: np.ndarray
+    output_activation: np.ndarray
+    ancestors: tuple[np.ndarray, ...]
+
+    def __len__(self) -> int:
+        return len(self.antichain)
+
+
+def _bits(mask: int):
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def antichain_states(prep: Prepared, max_states: int = MAX_STATES) -> States:
+    """Build PipeDream's states for a prepared graph (see the module docstring).
+
+    Parameters
+    ----------
+    prep : Prepared
+        From :func:`piper_ilp.pipedream.graph.prepare`.
+    max_states : int
+        Refuse (:class:`SizeLimitError`) when the antichain DAG has more states.
+
+    Returns
+    -------
+    States
+    """
+    if "states" in prep._cache:
+        return prep._cache["states"]
+    n = len(prep.nodes)
+    outs, ins = prep.outs, prep.ins
+    # Topological order of nodes, then strict ancestor / descendant bitmasks.
+    indeg = [len(x) for x in ins]
+    order, stack = [], [i for i in range(n) if indeg[i] == 0][::-1]
+    while stack:
+        u = stack.pop()
+        order.append(u)
+        for v in outs[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                stack.append(v)
+    anc = [0] * n
+    for v in order:
+        m = 0
+        for u in ins[v]:
+            m |= anc[u] | (1 << u)
+        anc[v] = m
+    desc = [0] * n
+    for v in reversed(order):
+        m = 0
+        for x in outs[v]:
+            m |= desc[x] | (1 << x)
+        desc[v] = m
+    outmask = [sum(1 << x for x in set(outs[v])) for v in range(n)]
+    # extra(a): ancestors p of a with an out-edge leaving ancestors(a) + {a}.
+    extra = [0] * n
+    for a in range(n):
+        keep = anc[a] | (1 << a)
+        extra[a] = sum(1 << p for p in _bits(anc[a]) if outmask[p] & ~keep)
+
+    def augment(ac: tuple[int, ...]) -> tuple[int, ...]:
+        ex = 0
+        for a in ac:
+            ex |= extra[a]
+        return tuple(_bits(ex)) + ac
+
+    def deaugment(lst: list[int]) -> tuple[int, ...]:
+        mask = 0
+        for z in lst:
+            mask |= 1 << z
+        out: list[int] = []
+        for z in lst:
+            if not (desc[z] & mask) and z not in out:
+                out.append(z)
+        return tuple(out)
+
+    first = next(i for i in range(n) if not ins[i])
+    start = (first,)
+    key0 = tuple(sorted(start))
+    ids = {key0: 0}
+    antichains = [start]
+    arcs: list[list[int]] = [[]]
+    processed: set[tuple[int, ...]] = set()
+    queue = [start]
+    head = 0
+    while head < len(queue):
+        ac = queue[head]
+        head += 1
+        key = tuple(sorted(ac))
+        if key in processed:
+            continue
+        processed.add(key)
+        aug = augment(ac)
+        augmask = 0
+        for z in aug:
+            augmask |= 1 << z
+        acset = set(ac)
+        src = ids[key]
+        for x in aug:
+            for y in outs[x]:
+                if y in acset or desc[y] & augmask:
+                    continue
+                nxt = deaugment([y if z == x else z for z in aug])
+                nkey = tuple(sorted(nxt))
+                if nkey not in ids:
+                    ids[nkey] = len(antichains)
+                    antichains.append(nxt)
+                    arcs.append([])
+                    if len(antichains) > max_states:
+                        raise SizeLimitError(
+                            f"{prep.source}: PipeDream's antichain DAG has more than {max_states} states "
+                            "(its planner's tables grow as states^2 x workers); not planned"
+                        )
+                arcs[src].append(ids[nkey])
+                queue.append(nxt)
+    # Topological order: reverse post-order of an iterative DFS (states in discovery order,
+    # arcs in insertion order), as a recursive DFS would give.
+    S = len(antichains)
+    marked = [False] * S
+    post: list[int] = []
+    for root in range(S):
+        if marked[root]:
+            continue
+        marked[root] = True
+        stack2 = [(root, 0)]
+        while stack2:
+            v, i = stack2[-1]
+            if i < len(arcs[v]):
+                stack2[-1] = (v, i + 1)
+                w = arcs[v][i]
+                if not marked[w]:
+                    marked[w] = True
+                    stack2.append((w, 0))
+            else:
+                stack2.pop()
+                post.append(v)
+    topo = post[::-1]
+    pos = {s: i for i, s in enumerate(topo)}
+    # Downsets and sums, in topological order.
+    nodes = prep.nodes
+    ac_t, aug_t, down_t = [], [], []
+    time = np.empty(S)
+    act = np.empty(S)
+    par = np.empty(S)
+    out_act = np.empty(S)
+    for i, s in enumerate(topo):
+        ac = antichains[s]
+        aug = augment(ac)
+        down = 0
+        for a in aug:
+            down |= anc[a] | (1 << a)
+        members = list(_bits(down))
+        ac_t.append(ac)
+        aug_t.append(aug)
+        down_t.append(down)
+        time[i] = math.fsum(nodes[v].time for v in members)
+        act[i] = math.fsum(nodes[v].activation for v in members)
+        par[i] = math.fsum(nodes[v].parameter for v in members)
+        out_act[i] = math.fsum(nodes[a].activation for a in aug)
+    # Ancestors in the antichain DAG (transitive), as bitmasks over topological positions.
+    preds: list[list[int]] = [[] for _ in range(S)]
+    for s in range(S):
+        for t in arcs[s]:
+            preds[pos[t]].append(pos[s])
+    amask = [0] * S
+    for j in range(S):
+        m = 0
+        for k in preds[j]:
+            m |= amask[k] | (1 << k)
+        amask[j] = m
+    ancestors = tuple(np.fromiter(_bits(amask[j]), dtype=np.int32) for j in range(S))
+    states = States(tuple(ac_t), tuple(aug_t), tuple(down_t), time, act, par, out_act, ancestors)
+    prep._cache["states"] = states
+    return states

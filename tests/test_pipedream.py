@@ -1,0 +1,397 @@
+"""PipeDream's profiles and planner: parsing, preparation, states, the DP against hand
+computations and exhaustive search, the mapping to Piper, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import networkx as nx
+import pytest
+from typer.testing import CliRunner
+
+from compare.generators import FAMILIES, random_graph
+from compare.pipedream import brute_pipedream, cross_check, plan_time, random_pd_graph
+from dp.pipedream import pipedream_dp, pipedream_plan_for, plan_graph
+from piper_cli import app
+from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.evaluate import evaluate
+from piper_ilp.instance import instance_from_dict, instance_to_dict, load_instance
+from piper_ilp.pipedream import (
+    PDGraph,
+    PDNode,
+    antichain_states,
+    graph_to_instance,
+    parse_graph,
+    parse_graph_text,
+    piper_plan_from_pipedream,
+    prepare,
+)
+
+runner = CliRunner()
+
+
+def line(node: str, desc: str, f: float, g: float, a: float, p: float) -> str:
+    return (f"{node} -- {desc} -- forward_compute_time={f}, backward_compute_time={g}, "
+            f"activation_size={a}, parameter_size={p}")
+
+
+def chain3(p_c: float = 2e9) -> PDGraph:
+    """input -> a -> b -> c with F + G = 1, 1, 4 s and P_c = p_c bytes."""
+    text = "\n".join([
+        line("node1", "Input", 5.0, 0.0, 7.0, 0.0),
+        line("node2", "Linear(a)", 600.0, 400.0, 10.0, 0.0),
+        line("node3", "ReLU(b)", 500.0, 500.0, 20.0, 0.0),
+        line("node4", "Linear(c)", 1000.0, 3000.0, 30.0, p_c),
+        "\tnode1 -- node2", "\tnode2 -- node3", "\tnode3 -- node4",
+    ])
+    return parse_graph_text(text, "chain3.txt")
+
+
+# ---------------------------------------------------------------------------- parsing
+
+def test_parse_reads_descriptions_with_commas_and_activation_lists():
+    text = "\n".join([
+        line("node1", "Input0", 0, 0, 0.0, 0),
+        "node2 -- LSTM(1024, 1024, batch_first=True) -- forward_compute_time=1.5, backward_compute_time=2.5, "
+        "activation_size=[6291456.0; 131072.0; 131072.0], parameter_size=8.0",
+        "\tnode1 -- node2",
+    ])
+    g = parse_graph_text(text, "x.txt")
+    n2 = g.by_id["node2"]
+    assert n2.desc == "LSTM(1024, 1024, batch_first=True)"
+    assert n2.activation == 6291456.0 + 2 * 131072.0 and n2.time == pytest.approx(0.004)
+    assert g.edges == (("node1", "node2"),)
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        (line("node1", "X", "a", 0, 1, 0), "x.txt:1: forward_compute_time"),
+        (line("node1", "X", 1, 0, -1, 0), "x.txt:1: activation_size"),
+        (line("node1", "X", "nan", 0, 1, 0), "x.txt:1: forward_compute_time"),
+        ("node1 -- X -- forward_compute_time=1, backward_compute_time=0", "x.txt:1: expected 4 fields"),
+        ("node1 X", "x.txt:1: a node line"),
+        (line("node1", "X", 1, 0, 1, 0) + "\n" + line("node1", "Y", 1, 0, 1, 0), "x.txt:2: node node1 already defined on line 1"),
+        (line("node1", "X", 1, 0, 1, 0) + "\n\tnode1 -- node9", "x.txt:2: edge node1 -- node9 names unknown node node9"),
+        (line("node1", "X", 1, 0, 1, 0) + "\n\tnode1 node1", "x.txt:2: an edge line"),
+        (line("node1", "X", 1, 0, 1, 0) + "\n" + line("node2", "X", 1, 0, 1, 0) + "\n\tnode1 -- node2\n\tnode2 -- node1", "cycle"),
+        ("", "no node lines"),
+    ],
+)
+def test_bad_lines_name_the_file_and_line(text, needle):
+    with pytest.raises(InputError) as exc:
+        parse_graph_text(text, "x.txt")
+    assert needle in str(exc.value)
+
+
+def test_prepare_drops_input_sources_and_getitem_sinks_once():
+    text = "\n".join([
+        line("node1", "Input0", 0, 0, 5, 0),
+        line("node2", "Input1", 0, 0, 5, 0),
+        line("node3", "LSTM", 1, 1, 5, 5),
+        line("node4", "__getitem__(0)", 0, 0, 5, 0),
+        line("node5", "__getitem__(1)", 0, 0, 5, 0),
+        line("node6", "Linear", 1, 1, 5, 5),
+        "\tnode1 -- node3", "\tnode2 -- node6", "\tnode3 -- node4", "\tnode3 -- node5", "\tnode5 -- node6",
+    ])
+    prep = prepare(parse_graph_text(text, "x.txt"))
+    assert prep.inputs == ("node1", "node2")
+    assert prep.dropped_sinks == ("node4",)  # node5 feeds node6: not a sink
+    assert [n.id for n in prep.nodes] == ["node3", "node5", "node6"]
+    assert prep.outs == ((1,), (2,), ())
+
+
+# ---------------------------------------------------------------------------- states
+
+def _prep_of(g: nx.DiGraph):
+    nodes = tuple(PDNode(f"node{v}", "L", 1.0, 1.0, 1.0, 1.0) for v in sorted(g.nodes))
+    return prepare(PDGraph(nodes, tuple((f"node{u}", f"node{v}") for u, v in sorted(g.edges))))
+
+
+def test_states_of_single_source_graphs_are_all_nonempty_ideals_in_a_topological_order():
+    checked = 0
+    for fam in FAMILIES:
+        for n in range(1, 8):
+            for seed in range(6):
+                g = random_graph(fam, n, seed)
+                if sum(1 for v in g if g.in_degree(v) == 0) != 1:
+                    continue
+                st = antichain_states(_prep_of(g))
+                ideals = set()
+                for ac in nx.antichains(g):
+                    if ac:
+                        down = set(ac).union(*(nx.ancestors(g, a) for a in ac))
+                        ideals.add(sum(1 << v for v in down))  # node v is index v here
+                assert set(st.downset) == ideals and len(st.downset) == len(ideals)
+                for j in range(len(st)):
+                    anc = set(st.ancestors[j].tolist())
+                    assert all(k < j for k in anc)  # a topological order
+                    for k in range(len(st)):
+                        inside = st.downset[k] & st.downset[j] == st.downset[k] and k != j
+                        assert (k in anc) == inside
+                assert st.downset[-1] == (1 << n) - 1
+                checked += 1
+    assert checked > 50
+
+
+def test_state_sums_are_the_downset_sums():
+    prep = prepare(chain3())
+    st = antichain_states(prep)
+    assert list(st.time) == [1.0, 2.0, 6.0]
+    assert list(st.activation) == [10.0, 30.0, 60.0] and list(st.parameter) == [0.0, 0.0, 2e9]
+
+
+# ---------------------------------------------------------------------------- the DP
+
+def test_dp_hand_computed_chain():
+    g = chain3()
+    # n = 2: one stage on 2 replicas costs (6 + 4 * 2e9 / (1e9 * 2)) / 2 = 5; {a,b} | {c} costs max(2, 4) = 4.
+    r = plan_graph(g, [2], [1e9])
+    assert r.time_per_stage == 4.0 and r.single_stage_time == 6.0
+    assert [(s.nodes, s.replication) for s in r.stages] == [(("node2", "node3"), 1), (("node4",), 1)]
+    # n = 3: one stage on 3 replicas: (6 + 4 * 2 * 2e9 / (1e9 * 3)) / 3 = 34 / 9 beats every split (>= 4).
+    r = plan_graph(g, [3], [1e9])
+    assert r.time_per_stage == pytest.approx(34 / 9, rel=1e-15)
+    assert [(s.nodes, s.replication) for s in r.stages] == [(("node2", "node3", "node4"), 3)]
+    # straight: 3 stages of one worker: max(1, 1, 4) = 4; exactly 2 machines: max(2, 4) = 4.
+    assert plan_graph(g, [3], [1e9], straight=True).time_per_stage == 4.0
+    # 5 workers, straight: only 3 states, so exactly 5 stages is impossible unless fewer are allowed.
+    assert plan_graph(g, [5], [1e9], straight=True).time_per_stage is None
+    assert plan_graph(g, [5], [1e9], straight=True, fewer_machines=True).time_per_stage == 4.0
+
+
+def test_dp_memory_rule_counts_the_workers_after_a_stage():
+    g = chain3(p_c=0.0)
+    # {a,b} | {c} on 1 + 1 workers: stage {a,b} stashes ceil(1 / 1) * (10 + 20) = 30 bytes.
+    assert plan_graph(g, [2], [1e9], memory=30.0, memory_constraint=True).time_per_stage == 3.0
+    # With 29 bytes only the single stage on 2 replicas (stashes ceil(0 / 2) * 60 = 0) fits.
+    r = plan_graph(g, [2], [1e9], memory=29.0, memory_constraint=True)
+    assert r.time_per_stage == 3.0 and [s.replication for s in r.stages] == [2]
+    # Straight: {a} | {b,c} (stage {a} stashes 10 bytes) costs max(1, 5) = 5; below 10 bytes nothing fits.
+    r = plan_graph(g, [2], [1e9], memory=29.0, memory_constraint=True, straight=True)
+    assert r.time_per_stage == 5.0 and [s.nodes for s in r.stages] == [("node2",), ("node3", "node4")]
+    assert plan_graph(g, [2], [1e9], memory=9.0, memory_constraint=True, straight=True).time_per_stage is None
+
+
+def test_levels_of_one_worker_do_not_change_the_answer():
+    g = parse_graph_text("\n".join(
+        [line(f"node{i}", "L", 1 + i, i % 3, 1e6 * i, 1e7 * (i % 4)) for i in range(1, 8)]
+        + ["\tnode1 -- node2", "\tnode1 -- node3", "\tnode2 -- node4", "\tnode3 -- node4",
+           "\tnode4 -- node5", "\tnode5 -- node6", "\tnode4 -- node6", "\tnode6 -- node7"]), "x.txt")
+    for n in (1, 2, 3, 5):
+        one = plan_graph(g, [n], [1e9]).time_per_stage
+        assert plan_graph(g, [n, 1], [1e9, 1e8]).time_per_stage == pytest.approx(one, rel=1e-12)
+        assert plan_graph(g, [1, n], [1e8, 1e9]).time_per_stage == pytest.approx(one, rel=1e-12)
+
+
+def test_dp_plan_is_timed_by_the_model_at_its_value():
+    g = random_pd_graph("series-parallel", 7, 3)
+    prep = prepare(g)
+    st = antichain_states(prep)
+    r = pipedream_dp(st, [4], [1e9])
+    own = plan_time(prep, st, [(s.last, s.replication) for s in r.stages], 4, 1e9)
+    assert own == pytest.approx(r.time_per_stage, rel=1e-12)
+
+
+def test_dp_matches_exhaustive_search_on_60_random_cases():
+    out = cross_check(60, seed=11)
+    assert out["cases"] == 60 and out["mismatches"] == [] and out["matched"] == 60
+    assert out["infeasible"] < 30  # most cases have a plan: the comparison is not vacuous
+
+
+def test_dp_exhaustive_and_milp_agree_on_25_random_cases():
+    out = cross_check(25, seed=3, milp=True)
+    assert out["mismatches"] == [] and out["matched"] == 25
+    assert out["milp_cases"] >= 15 and out["milp_matched"] == out["milp_cases"]
+
+
+@pytest.mark.slow
+def test_dp_exhaustive_and_milp_agree_on_300_random_cases():
+    out = cross_check(300, seed=1, max_nodes=8, max_machines=6, milp=True)
+    assert out["mismatches"] == [] and out["matched"] == 300
+    assert out["milp_cases"] > 200 and out["milp_matched"] == out["milp_cases"]
+
+
+def test_milp_hand_computed_chain_and_refusal():
+    from piper_ilp.pipedream.milp import solve_pipedream_milp
+
+    prep = prepare(chain3())
+    r = solve_pipedream_milp(prep, 3, 1e9)
+    assert r.status == "optimal" and r.value == pytest.approx(34 / 9, rel=1e-6) and r.plan == [(2, 3)]
+    r = solve_pipedream_milp(prepare(chain3(p_c=0.0)), 2, 1e9, memory=9.0, memory_constraint=True, straight=True)
+    assert r.status == "infeasible"
+    with pytest.raises(InputError):
+        solve_pipedream_milp(prep, 2, 1e9, memory_constraint=True, fewer_machines=True)
+
+
+def test_exhaustive_search_refuses_large_graphs():
+    with pytest.raises(SizeLimitError):
+        brute_pipedream(prepare(random_pd_graph("chain", 12, 0)), 2, 1e9)
+
+
+def test_bad_settings_are_input_errors():
+    st = antichain_states(prepare(chain3()))
+    with pytest.raises(InputError):
+        pipedream_dp(st, [2, 2], [1e9])
+    with pytest.raises(InputError):
+        pipedream_dp(st, [0], [1e9])
+    with pytest.raises(InputError):
+        pipedream_dp(st, [2], [0.0])
+
+
+# ---------------------------------------------------------------------------- Piper
+
+def test_import_maps_numbers_and_round_trips():
+    g = chain3()
+    inst = graph_to_instance(g, devices=4, memory=1e10, batch=2, bandwidth=2e9)
+    assert instance_from_dict(instance_to_dict(inst), "chain3.txt") == inst
+    assert (inst.K, inst.M, inst.N, inst.B) == (4, 1e10, 2, 2e9)
+    o = {n.id: n.options[1][0] for n in inst.nodes}
+    assert o[1].p == 0 and o[1].a == 0  # the input is zeroed
+    assert o[2].p == 1.0 and o[4].p == 4.0 and o[4].w == 2e9 and o[4].b == 2e9 and o[3].a == 20.0
+    assert {(e.src, e.dst): e.c for e in inst.edges} == {(1, 2): 0.0, (2, 3): 10.0, (3, 4): 20.0}
+
+
+def test_mapped_plan_is_judged_by_pipers_evaluator():
+    g = chain3()
+    inst = graph_to_instance(g, devices=3, memory=1e12, batch=2, bandwidth=1e300)
+    m = pipedream_plan_for(inst, graph=g, machines=3, bandwidths=[1e9], memory_constraint=False, fewer_machines=False)
+    # PipeDream puts all three layers on 3 replicas: d = 3 does not divide N = 2 (rule 3) and 3 > N (rule 5).
+    assert [s.replication for s in m.result.stages] == [3]
+    assert not m.valid and {int(r.split()[1].rstrip(":")) for r in m.reasons} >= {3}
+    # Straight, on N = 3: a valid plan, and Piper's TPS is PipeDream's value (edges cost ~1e-299 s here).
+    inst3 = inst.with_settings(N=3)
+    m = pipedream_plan_for(inst3, graph=g, machines=3, bandwidths=[1e9], straight=True, memory_constraint=False)
+    assert m.valid and m.tps == pytest.approx(m.result.time_per_stage, rel=1e-12)
+    assert m.plan.stages[0].nodes[0] == 1  # the input sits in stage 0
+
+
+def test_plan_from_instance_alone_equals_plan_from_graph():
+    g = random_pd_graph("fork-join", 6, 5)
+    inst = graph_to_instance(g, devices=3, batch=6)
+    a = pipedream_plan_for(inst, graph=g, memory_constraint=False)
+    b = pipedream_plan_for(inst, memory_constraint=False)
+    assert b.result.time_per_stage == pytest.approx(a.result.time_per_stage, rel=1e-12)
+
+
+def test_mapping_refuses_stages_that_miss_a_layer():
+    g = chain3()
+    with pytest.raises(InputError):
+        piper_plan_from_pipedream(g, [(("node2",), 1)])
+
+
+# ---------------------------------------------------------------------------- CLI
+
+def test_cli_import_and_plan(tmp_path):
+    src = tmp_path / "graph.txt"
+    src.write_text("\n".join([
+        line("node1", "Input", 0, 0, 7.0, 0.0),
+        line("node2", "Linear(a)", 600.0, 400.0, 10.0, 0.0),
+        line("node3", "ReLU(b)", 500.0, 500.0, 20.0, 0.0),
+        line("node4", "Linear(c)", 1000.0, 3000.0, 30.0, 2e9),
+        "\tnode1 -- node2", "\tnode2 -- node3", "\tnode3 -- node4",
+    ]) + "\n")
+    out = tmp_path / "inst.json"
+    r = runner.invoke(app, ["import", "pipedream", str(src), "-o", str(out), "-K", "4", "-N", "2"])
+    assert r.exit_code == 0, r.output
+    inst = load_instance(out)
+    assert inst.K == 4 and inst.N == 2 and len(inst.nodes) == 4
+    r = runner.invoke(app, ["pipedream", str(src), "--machines", "2", "--bandwidth", "1GB/s", "--json"])
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.output)
+    assert rec["time_per_stage"] == 4.0 and rec["single_stage_time"] == 6.0 and rec["machines_used"] == 2
+    assert [(s["layers"], s["replication"]) for s in rec["stages"]] == [(["node2", "node3"], 1), (["node4"], 1)]
+    r = runner.invoke(app, ["pipedream", str(src), "--machines", "2,1", "--bandwidth", "1e9"])
+    assert r.exit_code == 2 and "one bandwidth per level" in r.output
+
+
+def test_cli_bad_line_is_one_line_exit_2(tmp_path):
+    src = tmp_path / "graph.txt"
+    src.write_text(line("node1", "X", 1, 0, 1, 0) + "\nnode2 -- Y -- junk\n")
+    out = tmp_path / "inst.json"
+    r = runner.invoke(app, ["import", "pipedream", str(src), "-o", str(out)])
+    assert r.exit_code == 2 and f"{src}:2:" in r.output and r.output.count("\n") == 1
+    assert not out.exists()
+    r = runner.invoke(app, ["import", "pipedream", str(src), "-o", str(tmp_path / "no" / "x.json")])
+    assert r.exit_code == 2 and "does not exist" in r.output
+
+
+# ---------------------------------------------------------------------------- published profiles
+
+MODELS = ("alexnet", "densenet121", "gnmt", "gnmt_large", "inception_v3", "nasnetalarge", "nasnetamobile",
+          "resnet101", "resnet18", "resnet50", "resnext101", "resnext50", "squeezenet1_0", "vgg16")
+TOO_MANY_STATES = {"inception_v3", "nasnetalarge", "nasnetamobile"}
+
+
+@pytest.fixture(scope="module")
+def pd_dir(shared_dir):
+    d = shared_dir / "pipedream-inputs"
+    if not d.is_dir():
+        pytest.skip(f"needs PipeDream's profiles in {d} (not present)")
+    return d
+
+
+@pytest.mark.shared
+def test_all_published_profiles_import(pd_dir, tmp_path):
+    for model in MODELS:
+        path = pd_dir / model / "graph.txt"
+        g = parse_graph(path)
+        inst = graph_to_instance(g, devices=8, batch=8)
+        out = tmp_path / f"{model}.json"
+        from piper_ilp.instance import save_instance
+
+        save_instance(inst, out)
+        back = load_instance(out)
+        assert len(back.nodes) == len(g.nodes) and len(back.edges) == len(g.edges)
+        total = math.fsum(n.options[1][0].p for n in back.nodes)
+        prep = prepare(g)
+        assert total == pytest.approx(math.fsum(n.time for n in prep.nodes) + math.fsum(
+            g.by_id[x].time for x in prep.dropped_sinks), rel=1e-12)
+
+
+@pytest.mark.shared
+def test_published_profiles_states(pd_dir):
+    for model in MODELS:
+        prep = prepare(parse_graph(pd_dir / model / "graph.txt"))
+        if model in TOO_MANY_STATES:
+            with pytest.raises(SizeLimitError):
+                antichain_states(prep)
+            continue
+        st = antichain_states(prep)
+        assert st.downset[-1] == (1 << len(prep.nodes)) - 1  # the last state is the whole model
+        assert st.time[-1] == pytest.approx(math.fsum(n.time for n in prep.nodes), rel=1e-15)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("model", ["alexnet", "vgg16"])
+def test_straight_pipeline_on_a_chain_equals_pipers_optimum(pd_dir, model):
+    """On a chain, PipeDream's straight pipeline with fewer machines allowed and Piper's DP
+    without data parallelism solve the same problem (edges priced ~0, memory unlimited)."""
+    from dp.solver import solve_dp
+    from piper_ilp.solution import Restrictions
+
+    g = parse_graph(pd_dir / model / "graph.txt")
+    for n in (2, 4, 7):
+        pd = plan_graph(g, [n], [1e9], straight=True, fewer_machines=True)
+        inst = graph_to_instance(g, devices=n, batch=n, memory=1e300, bandwidth=1e300)
+        sol = solve_dp(inst, Restrictions(max_d=1, max_t=1))
+        assert sol.tps == pytest.approx(pd.time_per_stage, rel=1e-9)
+        mapped = pipedream_plan_for(inst, graph=g, machines=n, bandwidths=[1e9], straight=True,
+                                    fewer_machines=True, memory_constraint=False)
+        assert mapped.valid and mapped.tps == pytest.approx(pd.time_per_stage, rel=1e-9)
+        assert evaluate(inst, mapped.plan).tps == mapped.tps
+
+
+def test_layers_not_reached_from_the_first_source_are_reported():
+    # Two sources; node3 (second source) feeds only node4, a sink apart from node2's branch.
+    text = "\n".join([
+        line("node1", "Conv", 1, 1, 1, 1),
+        line("node2", "ReLU", 1, 1, 1, 1),
+        line("node3", "Conv", 1, 1, 1, 1),
+        line("node4", "Linear", 1, 1, 1, 1),
+        "\tnode1 -- node2", "\tnode3 -- node4",
+    ])
+    r = plan_graph(parse_graph_text(text, "x.txt"), [1], [1e9])
+    covered = {x for s in r.stages for x in s.nodes}
+    assert set(r.uncovered) == {"node1", "node2", "node3", "node4"} - covered and r.uncovered
