@@ -262,8 +262,9 @@ def register(app: typer.Typer) -> None:
         external_timeout: ExternalTimeoutOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """Solve each INSTANCE with every method, re-check every plan with the evaluator,
-        and give one verdict: match (two or more independent methods proved the same
+        """Cross-check the methods on each INSTANCE and give one verdict.
+
+        Every method solves the instance, the evaluator re-checks every plan, and the verdict is one of: match (two or more independent methods proved the same
         optimum and every method that ran proved it), consistent (the same, but some
         method proved nothing: a time limit, a backend out of range or in error),
         single-proof (only one method, or one lineage such as the MILP backends, proved
@@ -319,7 +320,9 @@ def register(app: typer.Typer) -> None:
         batch: Annotated[Optional[int], typer.Option("--batch", "-N", min=1, help="N (default: drawn from 1,2,4,6,8).", show_default=False)] = None,
         output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the instance here (default: stdout).", show_default=False)] = None,
     ) -> None:
-        """Write a random instance of a graph family (networkx): a chain, a chain with skip
+        """Write a random instance of a graph family.
+
+        The families (networkx): a chain, a chain with skip
         connections (transformer / ResNet), a layered random DAG, a series-parallel graph,
         fork-join blocks, or "numerics" (one of those shapes with numbers spread over
         1e-6..1e18, exact greedy ties, memory exactly at M or 1 ulp around it, dummy

@@ -24,7 +24,9 @@ def register(app: typer.Typer) -> None:
         batch: BatchOpt = None,
         bandwidth: BandwidthOpt = None,
     ) -> None:
-        """Verify dp == CP-SAT on prefixes of the model with fewer devices and microbatches
+        """Check the DP small, then scale it up with a certified gap.
+
+        Verify dp == CP-SAT on prefixes of the model with fewer devices and microbatches
         (rungs), then run the DP at full size and certify its gap with CP-SAT's lower bound.
         Exit 1 when a rung is a mismatch."""
         from compare.ladder import run_ladder

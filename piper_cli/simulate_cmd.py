@@ -29,9 +29,11 @@ def register(app: typer.Typer) -> None:
         batch: BatchOpt = None,
         bandwidth: BandwidthOpt = None,
     ) -> None:
-        """Simulate PLAN's pipeline schedule event by event and compare it with the model: the
-        steady-state period against max TPS, the batch time against sec. 9's formula, and each
-        replica's peak microbatches in flight against the model's y."""
+        """Simulate a plan's pipeline schedule and compare it with the model.
+
+        An event-by-event simulation: the steady-state period against max TPS, the batch time
+        against sec. 9's formula, and each replica's peak microbatches in flight against the
+        model's y."""
         from compare.plot import gantt_chart
         from compare.simulate import simulate
 

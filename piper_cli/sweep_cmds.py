@@ -39,8 +39,11 @@ def register(app: typer.Typer) -> None:
         resume: Annotated[bool, typer.Option("--resume", help="Continue a sweep in --out, skipping the runs it finished.")] = False,
         external: ExternalOpt = None,
     ) -> None:
-        """Solve an instance over a grid of K, M, N, B for each variant (Piper's ablations and the
-        2BW baseline); one row per run in OUT/results.jsonl and OUT/results.csv."""
+        """Solve an instance over a grid of settings for each variant.
+
+        The grid is every combination of the K, M, N, B values given; the variants are Piper's
+        ablations, the 2BW baseline, the greedy rule and external planners. One row per run in
+        OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv."""
         from compare.sweep import TABLE, run_sweep, sweep_points
 
         externals = parse_externals(external)
