@@ -173,6 +173,29 @@ def _solve_2bw(instance: Instance, restrictions: Restrictions) -> Solution:
     return solve_2bw(instance, restrictions)
 
 
+def _solve_pipedream(instance: Instance, restrictions: Restrictions) -> Solution:
+    """PipeDream's planner in its own cost model; its plan (d = replication, t = 1,
+    "vanilla") judged under Piper's contract. Without data parallelism it plans a straight
+    pipeline. A plan that is not valid under Piper's contract is no answer (UNKNOWN, with
+    the rules it breaks), never evidence of infeasibility."""
+    import time
+
+    from dp.pipedream import pipedream_plan_for
+    from piper_ilp.solution import Status, checked_solution
+
+    start = time.perf_counter()
+    mapped = pipedream_plan_for(instance, straight=restrictions.max_d == 1)
+    seconds = time.perf_counter() - start
+    info = {"pipedream_objective": getattr(mapped.result, "time_per_stage", None)}
+    if not mapped.valid:
+        why = "; ".join(mapped.reasons) or "PipeDream found no plan"
+        return Solution("pipedream", Status.UNKNOWN, seconds=seconds, info=info,
+                        message=f"PipeDream's plan is not valid under Piper's contract: {why}")
+    sol = Solution("pipedream", Status.FEASIBLE, plan=mapped.plan, objective=mapped.tps, seconds=seconds, info=info,
+                   message="baseline: PipeDream's planner (not a proof)")
+    return checked_solution(instance, sol, restrictions=restrictions)
+
+
 _DP_OPTIONS = frozenset({"knapsack", "max_ideals", "force", "progress"})
 _MILP_OPTIONS = frozenset({"time_limit", "threads", "write_model", "hint_from_dp", "force", "max_variables"})
 
@@ -201,6 +224,8 @@ def _registry() -> dict[str, Method]:
             "the DP with Piper's greedy option choice (sec. 5); never a proof",
         ),
         Method("2bw", "heuristic", _solve_2bw, frozenset(), "2bw", TPS_RTOL, "PipeDream-2BW's planner as Piper's baseline (sec. 10); never a proof"),
+        Method("pipedream", "heuristic", _solve_pipedream, frozenset(), "pipedream", TPS_RTOL,
+               "PipeDream's own planner, its plan judged under Piper's contract; never a proof"),
     ]
     return {m.name: m for m in table}
 
@@ -218,7 +243,7 @@ def external_method(name: str, command: str, *, timeout: float | None = None) ->
     return Method(name, "heuristic", solve, frozenset(), f"external:{name}", TPS_RTOL, f"external planner: {command}")
 
 
-#: Every method, by name: ``dp``, the MILP backends, ``brute``, ``greedy``, ``2bw``.
+#: Every method, by name: ``dp``, the MILP backends, ``brute``, ``greedy``, ``2bw``, ``pipedream``.
 METHODS: dict[str, Method] = _registry()
 
 

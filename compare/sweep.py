@@ -11,6 +11,7 @@ variant                   what runs
 ``no-recompute``          the exact DP without the ``"activation recomp"`` options
 ``greedy``                the DP with Piper's greedy option rule (contract sec. 5)
 ``2bw``                   the PipeDream-2BW baseline (:mod:`compare.twobw`, sec. 10)
+``pipedream``             PipeDream's own planner, its plan judged under Piper's contract
 NAME                      an external planner given as NAME=COMMAND (:mod:`compare.external`)
 ========================  ================================================================
 
@@ -41,7 +42,7 @@ from piper_ilp.solution import RECOMPUTE_OPTION, Restrictions, Solution
 
 __all__ = ["VARIANTS", "SweepPoint", "sweep_points", "run_point", "run_sweep", "read_rows", "CSV_FIELDS"]
 
-VARIANTS = ("all", "no-dp", "no-tp", "no-recompute", "greedy", "2bw")
+VARIANTS = ("all", "no-dp", "no-tp", "no-recompute", "greedy", "2bw", "pipedream")
 
 RESULTS = "results.jsonl"
 TABLE = "results.csv"
@@ -102,7 +103,7 @@ def _solve_variant(instance: Instance, variant: str, externals: Mapping[str, str
         from compare.external import solve_external
 
         return solve_external(instance, externals[variant], name=variant)
-    if variant in ("2bw", "greedy"):  # the registry's heuristics
+    if variant in ("2bw", "greedy", "pipedream"):  # the registry's heuristics
         return run_method(instance, variant)
     restrictions = {
         "all": Restrictions(),
