@@ -255,7 +255,7 @@ def test_import_maps_numbers_and_round_trips():
 
 def test_mapped_plan_is_judged_by_pipers_evaluator():
     g = chain3()
-    inst = graph_to_instance(g, devices=3, memory=1e12, batch=2, bandwidth=1e300)
+    inst = graph_to_instance(g, devices=3, memory=1e12, batch=2, bandwidth=1e30)
     m = pipedream_plan_for(inst, graph=g, machines=3, bandwidths=[1e9], memory_constraint=False, fewer_machines=False)
     # PipeDream puts all three layers on 3 replicas: d = 3 does not divide N = 2 (rule 3) and 3 > N (rule 5).
     assert [s.replication for s in m.result.stages] == [3]
@@ -367,14 +367,14 @@ def test_published_profiles_states(pd_dir):
 @pytest.mark.parametrize("model", ["alexnet", "vgg16"])
 def test_straight_pipeline_on_a_chain_equals_pipers_optimum(pd_dir, model):
     """On a chain, PipeDream's straight pipeline with fewer machines allowed and Piper's DP
-    without data parallelism solve the same problem (edges priced ~0, memory unlimited)."""
+    without data parallelism solve the same problem (edges priced ~0 at B = 1e30, memory unlimited at M = 1e30)."""
     from dp.solver import solve_dp
     from piper_ilp.solution import Restrictions
 
     g = parse_graph(pd_dir / model / "graph.txt")
     for n in (2, 4, 7):
         pd = plan_graph(g, [n], [1e9], straight=True, fewer_machines=True)
-        inst = graph_to_instance(g, devices=n, batch=n, memory=1e300, bandwidth=1e300)
+        inst = graph_to_instance(g, devices=n, batch=n, memory=1e30, bandwidth=1e30)
         sol = solve_dp(inst, Restrictions(max_d=1, max_t=1))
         assert sol.tps == pytest.approx(pd.time_per_stage, rel=1e-9)
         mapped = pipedream_plan_for(inst, graph=g, machines=n, bandwidths=[1e9], straight=True,
