@@ -42,7 +42,7 @@ def _env(mark: str) -> dict:
 def _start(out: Path, mark: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "piper_cli", "campaign", *ARGS, "--out", str(out), *extra],
-        cwd=REPO, env=_env(mark), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO, env=_env(mark), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
 
 
@@ -94,7 +94,9 @@ def _wait_gone(mark: str, limit: float = 15.0) -> dict[int, int]:
     return left
 
 
-def _interrupt_then_resume(tmp_path: Path, signum: int) -> tuple[int, str]:
+def _interrupt_then_resume(tmp_path: Path, signum: int, group: bool = False) -> tuple[int, str]:
+    """Signal the campaign process (``group``: its whole process group, as Ctrl-C on a
+    terminal does), then resume it."""
     out = tmp_path / "camp"
     mark = uuid.uuid4().hex
     proc = _start(out, mark)
@@ -102,7 +104,10 @@ def _interrupt_then_resume(tmp_path: Path, signum: int) -> tuple[int, str]:
         _wait_for_results(proc, out)
         workers = [pid for pid, ppid in _marked(mark).items() if ppid == proc.pid and b"spawn_main" in _cmdline(pid)]
         assert len(workers) == 2, _marked(mark)  # the two workers are running
-        proc.send_signal(signum)
+        if group:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -129,9 +134,11 @@ def _interrupt_then_resume(tmp_path: Path, signum: int) -> tuple[int, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_signal_ends_the_campaign_and_resume_completes_it(tmp_path, signum, status):
-    code, err = _interrupt_then_resume(tmp_path, signum)
+@pytest.mark.parametrize(
+    "signum, group, status", [(signal.SIGINT, False, 130), (signal.SIGINT, True, 130), (signal.SIGTERM, False, 143)]
+)
+def test_signal_ends_the_campaign_and_resume_completes_it(tmp_path, signum, group, status):
+    code, err = _interrupt_then_resume(tmp_path, signum, group)
     assert code == status
     assert err.count("\n") == 1 and "interrupted" in err and "Traceback" not in err, err
 
