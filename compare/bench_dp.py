@@ -33,7 +33,6 @@ import multiprocessing
 import os
 import resource
 import shlex
-import signal
 import statistics
 import subprocess
 import tempfile
@@ -42,6 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from compare.worker_guard import guard_worker, kill_group
 from piper_ilp.errors import InputError
 
 __all__ = [
@@ -193,9 +193,9 @@ def load_config(cfg: Config, profiles: Path | None):
     return inst.with_settings(**settings)
 
 
-def _solve_in_worker(conn, cfg: Config, mode: str, profiles: Path | None, max_ideals: int) -> None:
+def _solve_in_worker(conn, parent_pid: int, cfg: Config, mode: str, profiles: Path | None, max_ideals: int) -> None:
     """The worker: load, solve once, measure, send the row back (never raises)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides
+    guard_worker(parent_pid)  # SIGINT ignored (the parent decides); dies with the parent
     row: dict = {}
     try:
         from dp import solve_dp
@@ -234,7 +234,7 @@ def run_config(cfg: Config, mode: str, profiles: Path | None, timeout: float, ma
     when it ran past ``timeout`` seconds and was killed)."""
     ctx = multiprocessing.get_context("spawn")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_solve_in_worker, args=(send, cfg, mode, profiles, max_ideals), daemon=True, name="piper-bench-worker")
+    proc = ctx.Process(target=_solve_in_worker, args=(send, os.getpid(), cfg, mode, profiles, max_ideals), daemon=True, name="piper-bench-worker")
     proc.start()
     send.close()
     try:
@@ -250,7 +250,7 @@ def run_config(cfg: Config, mode: str, profiles: Path | None, timeout: float, ma
             row = {"status": "error", "message": f"the worker died (exit code {proc.exitcode})"}
     finally:
         if proc.is_alive():
-            proc.kill()
+            kill_group(proc.pid)
             proc.join()
         recv.close()
     return {"config": cfg.name, "mode": mode, **row}

@@ -42,6 +42,7 @@ import numpy as np
 from compare.generators import FAMILIES, random_instance
 from compare.shrink import shrink
 from compare.verify import DEFAULT_METHODS, METHODS, verify_instance
+from compare.worker_guard import guard_worker, kill_group
 from piper_ilp.errors import InputError, InternalError
 from piper_ilp.files import atomic_write_text, check_writable
 from piper_ilp.instance import instance_to_dict
@@ -223,60 +224,14 @@ def run_spec(
 
 # ---- worker processes -------------------------------------------------------------------
 #
-# Each worker is a spawned process in its own process group (so that a MILP backend's
-# subprocess, e.g. CBC, dies with it), ignoring SIGINT (the parent decides), and bound to
-# the parent's life: PR_SET_PDEATHSIG (Linux) kills it when the parent dies, even by
-# SIGKILL, and a watchdog thread checking the parent pid does the same elsewhere.
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _set_parent_death_signal(signum: int) -> bool:
-    """Ask the kernel to send ``signum`` to this process when its parent dies (Linux)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _die_with_group() -> None:
-    """End this worker and, when it leads its own process group, everything it started."""
-    try:
-        if os.getpgid(0) == os.getpid():
-            os.killpg(0, signal.SIGKILL)
-    except OSError:
-        pass
-    os._exit(1)
-
-
-def _watch_parent(parent_pid: int, period: float) -> None:
-    while True:
-        time.sleep(period)
-        if os.getppid() != parent_pid:
-            _die_with_group()
-
-
-def _worker_setup(parent_pid: int, watch_period: float = 0.5) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    try:
-        os.setpgid(0, 0)
-    except OSError:
-        pass
-    _set_parent_death_signal(signal.SIGKILL)
-    if os.getppid() != parent_pid:  # the parent died before the death signal was armed
-        _die_with_group()
-    threading.Thread(target=_watch_parent, args=(parent_pid, watch_period), daemon=True, name="parent-watchdog").start()
+# Each worker is a spawned process guarded by compare.worker_guard: its own process group
+# (so that a MILP backend's subprocess, e.g. CBC, dies with it), SIGINT ignored (the parent
+# decides), and killed by the kernel when the parent dies, even by SIGKILL.
 
 
 def _worker_main(conn, parent_pid: int, kwargs: dict) -> None:
     """A campaign worker: receive a Spec, send back its record; None or a closed pipe ends it."""
-    _worker_setup(parent_pid)
+    guard_worker(parent_pid)
     while True:
         try:
             spec = conn.recv()
@@ -296,12 +251,7 @@ class _Worker:
         self.spec: Spec | None = None
 
     def kill(self) -> None:
-        pid = self.proc.pid
-        if pid is not None:
-            try:
-                os.killpg(pid, signal.SIGKILL)  # the worker's group: itself and its solver subprocesses
-            except OSError:
-                pass
+        kill_group(self.proc.pid)  # the worker's group: itself and its solver subprocesses
         try:
             self.proc.kill()
         except (OSError, ValueError):
