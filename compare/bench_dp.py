@@ -229,9 +229,27 @@ def _solve_in_worker(conn, parent_pid: int, cfg: Config, mode: str, profiles: Pa
     conn.close()
 
 
+def _usage_so_far(pid: int | None) -> dict:
+    """CPU seconds (user + system) and peak RSS of a live process, from /proc (Linux);
+    {} elsewhere."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    fields = stat[stat.rindex(")") + 2:].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = {"cpu_process": (int(fields[11]) + int(fields[12])) / ticks}
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            out["rss_mb"] = int(line.split()[1]) / 1024.0
+    return out
+
+
 def run_config(cfg: Config, mode: str, profiles: Path | None, timeout: float, max_ideals: int) -> dict:
     """Solve one configuration in a fresh spawned worker; the row (status ``timeout``
-    when it ran past ``timeout`` seconds and was killed)."""
+    when it ran past ``timeout`` seconds and was killed, with the CPU time and peak RSS
+    it had used by then)."""
     ctx = multiprocessing.get_context("spawn")
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_solve_in_worker, args=(send, os.getpid(), cfg, mode, profiles, max_ideals), daemon=True, name="piper-bench-worker")
@@ -244,7 +262,7 @@ def run_config(cfg: Config, mode: str, profiles: Path | None, timeout: float, ma
             except EOFError:
                 row = None
         else:
-            row = {"status": "timeout", "seconds": timeout, "message": f"killed after {timeout:g} s"}
+            row = {"status": "timeout", "seconds": timeout, "message": f"killed after {timeout:g} s", **_usage_so_far(proc.pid)}
         proc.join(5.0)
         if row is None:
             row = {"status": "error", "message": f"the worker died (exit code {proc.exitcode})"}
