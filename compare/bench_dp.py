@@ -1,174 +1,419 @@
-"""Benchmark of the DP on the paper's configurations, against the original C++ planner.
+"""Benchmark of the DP on the paper's configurations (``piper-ilp bench``).
 
-    python -m compare.bench_dp [--quick] [--json OUT] [--only NAME] [--modes exact,greedy]
-                               [--repeat R] [--timeout SECONDS]
+For every configuration and knapsack mode, one fresh worker process (spawned by
+:mod:`multiprocessing`, so that its peak RSS and CPU time are its own) loads the instance
+and solves it; the row gives
 
-For every configuration of issue 6 and each knapsack mode it prints: seconds (median of
-``--repeat`` runs when a run is short), peak RSS, the TPS, the ratio of our seconds to the
-C++ planner's, and the counts (successor-closed sets, stage candidates). Each run is a
-fresh subprocess, so that its peak RSS is its own. ``--json`` writes the same rows.
+* ``seconds``: wall time of the solve alone;
+* ``cpu_solve``: ``time.process_time`` around the solve alone (user + system);
+* ``cpu_process``: user + system of the whole worker (``getrusage(RUSAGE_SELF)``: Python
+  start-up, imports and loading included);
+* ``rss_mb``: the worker's peak RSS (``ru_maxrss``);
+* the TPS, the status, and the DP's counts (successor-closed sets, stage candidates).
 
-The C++ numbers (g++ -O3, 2-core machine) are those quoted in the issue; the profiles are
-read from ``../shared/piper-inputs`` (the repository's sibling folder).
+A run that takes longer than the timeout is killed (status ``timeout``); an instance
+above the DP's size guard (``max_ideals`` successor-closed sets) is ``refused`` at once.
+With a reference planner command (the original C++ planner, built by the user), the same
+instance is given to it in the same run, its CPU time is measured
+(``getrusage(RUSAGE_CHILDREN)`` delta) and the ratio ours / reference is reported.
+
+The published profiles are found in ``profiles`` (``--profiles DIR``), else in the
+folder named by the environment variable ``PIPER_PROFILES``, else in
+``../shared/piper-inputs`` beside the current directory. The deeper BERTs (64 and 96
+layers) are made as the paper made them: :func:`compare.deepen.deepen` with
+``chain_only=True``. The wide family (a source, ``w`` parallel branches, a sink) is
+synthetic and needs no profile.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import math
+import multiprocessing
+import os
+import resource
+import shlex
 import statistics
 import subprocess
-import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable, Sequence
 
-__all__ = ["Config", "CONFIGS", "run_one", "main"]
+from compare.worker_guard import guard_worker, kill_group
+from piper_ilp.errors import InputError
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "piper-inputs"
+__all__ = [
+    "Config",
+    "CONFIGS",
+    "PROFILES_ENV",
+    "find_profiles",
+    "wide_instance",
+    "load_config",
+    "run_config",
+    "run_reference",
+    "run_bench",
+    "row_line",
+    "HEADER",
+]
+
 GIB = 2**30
+PROFILES_ENV = "PIPER_PROFILES"
+PLACEHOLDERS = ("instance", "devices", "memory", "batch", "bandwidth")
 
 
 @dataclass(frozen=True)
 class Config:
-    """One benchmark case: profile, optional deepening, settings, and the C++ reference."""
+    """One benchmark case: a published profile (optionally deepened) or a wide synthetic
+    DAG, and the settings K, M (GiB), N, B (GiB/s).
+
+    ``cpp_seconds`` is the original planner's time quoted for this case (g++ -O3, 2-core
+    machine), for information; a measured reference comes from ``--reference``."""
 
     name: str
-    profile: str
+    profile: str | None
     K: int
     M_gib: float
     N: int
+    B_gib: float = 25.0
     layers: int | None = None
+    chain_only: bool = False
+    branches: int | None = None
     cpp_seconds: float | None = None
-    cpp_rss: str = ""
-    cpp_tps: float | None = None
     quick: bool = False
 
 
 CONFIGS = [
-    Config("bert-K512", "bert32a100", 512, 8, 1920, cpp_seconds=4.4, cpp_rss="small", cpp_tps=0.00256112784601, quick=True),
-    Config("bert-K2048", "bert32a100", 2048, 8, 1920, cpp_seconds=77.6, cpp_rss="1.5 GB", cpp_tps=0.000703591184443),
-    Config("bert64-K1024", "bert32a100", 1024, 8, 1920, layers=64, cpp_seconds=58.6, cpp_rss="0.7 GB"),
-    Config("bert96-K2048", "bert32a100", 2048, 8, 2048, layers=96, cpp_seconds=377, cpp_rss="3.7 GB"),
-    Config("resnet-K8", "resnet", 8, 4, 7680, cpp_seconds=5.0, cpp_rss="small", cpp_tps=73.4932860001, quick=True),
-    Config("resnet-K64", "resnet", 64, 2, 7680, cpp_seconds=12.6, cpp_rss="small", cpp_tps=11.3337902938),
-    Config("gnmt-K8", "gnmt", 8, 1.2, 256, cpp_seconds=None, cpp_rss="did not finish in 600 s"),
+    Config("bert32-K64", "bert32a100", 64, 2, 512, quick=True),
+    Config("bert32-K512", "bert32a100", 512, 8, 1920, cpp_seconds=4.4, quick=True),
+    Config("bert32-K2048", "bert32a100", 2048, 8, 1920, cpp_seconds=77.6),
+    Config("bert64-K1024", "bert32a100", 1024, 8, 1920, layers=64, chain_only=True, cpp_seconds=58.6),
+    Config("bert96-K2048", "bert32a100", 2048, 8, 2048, layers=96, chain_only=True, cpp_seconds=377),
+    Config("resnet-K8", "resnet", 8, 4, 7680, cpp_seconds=5.0, quick=True),
+    Config("resnet-K64", "resnet", 64, 2, 7680, cpp_seconds=12.6),
+    Config("gnmt-K8", "gnmt", 8, 1.2, 256),
+    Config("gnmt-K64", "gnmt", 64, 1.2, 256),
+    Config("gnmt-K256", "gnmt", 256, 1.2, 256),
+    Config("wide8", None, 16, 1, 64, branches=8, quick=True),
+    Config("wide12", None, 16, 1, 64, branches=12),
+    Config("wide16", None, 16, 1, 64, branches=16),
 ]
 
 
-def load_config(cfg: Config):
-    """The instance of a configuration (deepened when asked)."""
+def find_profiles(profiles: str | Path | None, needed: Sequence[str], environ: dict | None = None, cwd: Path | None = None) -> Path | None:
+    """The folder holding the published profiles ``needed`` (file stems): ``profiles``
+    when given, else ``$PIPER_PROFILES``, else ``../shared/piper-inputs`` beside ``cwd``.
+    None when nothing is needed.
+
+    Raises
+    ------
+    InputError
+        The chosen folder lacks a needed profile (one line: where it looked, how to say
+        where they are).
+    """
+    if not needed:
+        return None
+    environ = os.environ if environ is None else environ
+    cwd = Path.cwd() if cwd is None else cwd
+    if profiles is not None:
+        folder, how = Path(profiles), "--profiles"
+    elif environ.get(PROFILES_ENV):
+        folder, how = Path(environ[PROFILES_ENV]), f"${PROFILES_ENV}"
+    else:
+        folder, how = cwd.parent / "shared" / "piper-inputs", "the default ../shared/piper-inputs"
+    missing = [f"{n}.json" for n in needed if not (folder / f"{n}.json").is_file()]
+    if missing:
+        raise InputError(
+            f"the Piper profiles are not in {folder} ({how}; missing {', '.join(missing)}): "
+            f"give --profiles DIR or set {PROFILES_ENV}"
+        )
+    return folder
+
+
+def wide_instance(branches: int, K: int = 16, M: float = GIB, N: int = 64, B: float = 25.0 * GIB, seed: int = 0):
+    """A source, ``branches`` parallel one-layer branches, and a sink (networkx): the
+    number of successor-closed sets is 2^branches + 2, which grows past the DP's size
+    guard at 15 branches. Each layer has options for t in {1, 2}, each a "vanilla" and an
+    "activation recomp" option (so Piper's greedy rule applies), with profile-like numbers
+    drawn from ``seed``."""
+    import networkx as nx
+    import numpy as np
+
+    from piper_ilp.instance import instance_from_dict
+
+    g = nx.DiGraph()
+    sink = branches + 1
+    for v in range(1, branches + 1):
+        g.add_edge(0, v)
+        g.add_edge(v, sink)
+    rng = np.random.default_rng([branches, seed])
+    for u, v in g.edges:
+        g[u][v]["c"] = float(rng.uniform(1e6, 8e6))
+    nodes = []
+    for v in nx.topological_sort(g):
+        p = float(rng.uniform(0.5e-3, 2e-3))
+        w = float(rng.uniform(2e7, 1e8))
+        a = float(rng.uniform(2e7, 8e7))
+        b = float(rng.uniform(1e6, 1e7))
+        tmpcs = {}
+        for t in (1, 2):
+            sfw = {str(u): float(rng.uniform(0, 1e-5)) * (t - 1) for u in g.predecessors(v)}
+            sbw = {str(x): float(rng.uniform(0, 1e-5)) * (t - 1) for x in g.successors(v)}
+            base = {"parameterSize": w / t, "memoryUsageB": b / t, "syncTimeFw": sfw, "syncTimeBw": sbw}
+            tmpcs[str(t)] = [
+                {"id": "vanilla", "timePerSample": p / (0.9 * t) if t > 1 else p, "memoryUsageA": a / t, **base},
+                {"id": "activation recomp", "timePerSample": 1.33 * p / (0.9 * t) if t > 1 else 1.33 * p, "memoryUsageA": a / (8 * t), **base},
+            ]
+        nodes.append({"id": int(v), "name": "source" if v == 0 else "sink" if v == sink else "branch", "TMPCs": tmpcs})
+    data = {
+        "maxDevices": K,
+        "maxMemoryPerDevice": M,
+        "bandwidth": B,
+        "mbsInBatch": N,
+        "nodes": nodes,
+        "edges": [{"sourceId": int(u), "destId": int(v), "communicationCost": g[u][v]["c"]} for u, v in g.edges],
+    }
+    return instance_from_dict(data, source=f"wide DAG ({branches} parallel branches)")
+
+
+def load_config(cfg: Config, profiles: Path | None):
+    """The instance of a configuration (deepened, or built, as it says) with its settings."""
     from compare.deepen import deepen
     from piper_ilp.instance import load_instance
 
-    inst = load_instance(SHARED / f"{cfg.profile}.json")
+    settings = dict(K=cfg.K, M=cfg.M_gib * GIB, N=cfg.N, B=cfg.B_gib * GIB)
+    if cfg.branches is not None:
+        return wide_instance(cfg.branches, **settings)
+    if profiles is None:
+        raise InputError(f"{cfg.name}: needs the profile {cfg.profile}.json (no profiles folder given)")
+    inst = load_instance(profiles / f"{cfg.profile}.json")
     if cfg.layers:
-        inst = deepen(inst, cfg.layers)
-    return inst.with_settings(K=cfg.K, M=cfg.M_gib * GIB, N=cfg.N, B=25.0 * GIB)
+        inst = deepen(inst, cfg.layers, chain_only=cfg.chain_only)
+    return inst.with_settings(**settings)
 
 
-def run_one(name: str, mode: str) -> dict:
-    """Solve one configuration in this process; seconds exclude loading."""
-    import resource
-
-    from dp import solve_dp
-
-    cfg = next(c for c in CONFIGS if c.name == name)
-    inst = load_config(cfg)
-    t0 = time.perf_counter()
-    sol = solve_dp(inst, knapsack=mode)
-    seconds = time.perf_counter() - t0
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    return {
-        "config": name,
-        "mode": mode,
-        "status": sol.status.value,
-        "tps": sol.tps,
-        "seconds": seconds,
-        "rss_mb": rss_mb,
-        "ideals": sol.info.get("ideals"),
-        "stage_pairs": sol.info.get("stage_pairs"),
-        "stage_candidates": sol.info.get("stage_candidates"),
-        "search_steps": sol.info.get("search_steps"),
-    }
-
-
-def _subprocess_run(name: str, mode: str, timeout: float) -> dict:
-    cmd = [sys.executable, "-m", "compare.bench_dp", "--worker", name, mode]
+def _solve_in_worker(conn, parent_pid: int, cfg: Config, mode: str, profiles: Path | None, max_ideals: int) -> None:
+    """The worker: load, solve once, measure, send the row back (never raises)."""
+    guard_worker(parent_pid)  # SIGINT ignored (the parent decides); dies with the parent
+    row: dict = {}
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=Path(__file__).resolve().parents[1])
-    except subprocess.TimeoutExpired:
-        return {"config": name, "mode": mode, "status": "timeout", "seconds": timeout}
-    if out.returncode != 0:
-        return {"config": name, "mode": mode, "status": "error", "error": out.stderr.strip().splitlines()[-1:]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        from dp import solve_dp
+        from piper_ilp.errors import SizeLimitError
 
-
-def _fmt(x, spec):
-    return "-" if x is None else format(x, spec)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m compare.bench_dp", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="only the small configurations, one run each")
-    ap.add_argument("--json", metavar="OUT", help="write the rows as JSON")
-    ap.add_argument("--only", action="append", help="configuration name (repeatable)")
-    ap.add_argument("--modes", default="exact,greedy", help="comma-separated knapsack modes")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per case when a run takes under 20 s")
-    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
-    ap.add_argument("--worker", nargs=2, metavar=("CONFIG", "MODE"), help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-
-    if args.worker:
-        print(json.dumps(run_one(*args.worker)))
-        return 0
-    if not SHARED.is_dir():
-        print(f"needs the Piper profiles in {SHARED} (not present)", file=sys.stderr)
-        return 2
-    names = [c.name for c in CONFIGS]
-    unknown = [n for n in args.only or () if n not in names]
-    if unknown:
-        print(f"--only: unknown configuration {unknown[0]!r}; choose from {', '.join(names)}", file=sys.stderr)
-        return 2
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if not modes or any(m not in ("exact", "greedy") for m in modes):
-        print(f"--modes: expected a comma-separated list of exact, greedy; got {args.modes!r}", file=sys.stderr)
-        return 2
-    configs = [c for c in CONFIGS if (not args.quick or c.quick) and (not args.only or c.name in args.only)]
-    repeat = 1 if args.quick else max(1, args.repeat)
-    rows = []
-    head = f"{'config':<14} {'mode':<7} {'seconds':>8} {'RSS MB':>7} {'TPS':>20} {'C++ s':>6} {'ratio':>6} {'C++ TPS':>18} {'sets':>5} {'stages':>7} {'cands':>8}"
-    print(head)
-    print("-" * len(head))
-    for cfg in configs:
-        for mode in modes:
-            runs = [_subprocess_run(cfg.name, mode, args.timeout)]
-            while len(runs) < repeat and runs[-1].get("status") in ("optimal", "feasible", "infeasible") and runs[-1]["seconds"] < 20:
-                runs.append(_subprocess_run(cfg.name, mode, args.timeout))
-            row = dict(runs[0])
-            if "seconds" in row:
-                row["seconds"] = statistics.median(r["seconds"] for r in runs if "seconds" in r)
-                row["runs"] = len(runs)
-            if "rss_mb" in row:
-                row["rss_mb"] = max(r.get("rss_mb", 0) for r in runs)
-            row["cpp_seconds"] = cfg.cpp_seconds
-            row["cpp_rss"] = cfg.cpp_rss
-            row["cpp_tps"] = cfg.cpp_tps
-            row["ratio"] = row["seconds"] / cfg.cpp_seconds if cfg.cpp_seconds and "seconds" in row else None
-            if cfg.cpp_tps is not None and row.get("tps") is not None:
-                row["tps_vs_cpp"] = row["tps"] / cfg.cpp_tps - 1
-            rows.append(row)
-            print(
-                f"{cfg.name:<14} {mode:<7} {_fmt(row.get('seconds'), '8.2f')} {_fmt(row.get('rss_mb'), '7.0f')} "
-                f"{_fmt(row.get('tps'), '20.15g')} {_fmt(cfg.cpp_seconds, '6.1f')} {_fmt(row.get('ratio'), '6.3f')} "
-                f"{_fmt(cfg.cpp_tps, '18.15g')} {_fmt(row.get('ideals'), '5d')} {_fmt(row.get('stage_pairs'), '7d')} "
-                f"{_fmt(row.get('stage_candidates'), '8d')}" + ("" if row.get("status") in ("optimal", "feasible") else f"  [{row.get('status')}]"),
-                flush=True,
+        inst = load_config(cfg, profiles)
+        row["nodes"] = len(inst.nodes)
+        row["edges"] = len(inst.edges)
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        try:
+            sol = solve_dp(inst, knapsack=mode, max_ideals=max_ideals)
+        except SizeLimitError as exc:
+            row.update(status="refused", message=str(exc))
+        else:
+            row.update(
+                status=sol.status.value,
+                tps=sol.tps,
+                ideals=sol.info.get("ideals"),
+                stage_pairs=sol.info.get("stage_pairs"),
+                stage_candidates=sol.info.get("stage_candidates"),
             )
-    if args.json:
-        Path(args.json).write_text(json.dumps({"configs": [asdict(c) for c in configs], "rows": rows}, indent=1) + "\n")
-    return 0
+        row["cpu_solve"] = time.process_time() - c0
+        row["seconds"] = time.perf_counter() - t0
+    except Exception as exc:  # reported as the row's status, the bench goes on
+        row.update(status="error", message=f"{type(exc).__name__}: {exc}")
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    row["cpu_process"] = ru.ru_utime + ru.ru_stime
+    row["rss_mb"] = ru.ru_maxrss / 1024.0  # KiB on Linux
+    conn.send(row)
+    conn.close()
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _usage_so_far(pid: int | None) -> dict:
+    """CPU seconds (user + system) and peak RSS of a live process, from /proc (Linux);
+    {} elsewhere."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    fields = stat[stat.rindex(")") + 2:].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = {"cpu_process": (int(fields[11]) + int(fields[12])) / ticks}
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            out["rss_mb"] = int(line.split()[1]) / 1024.0
+    return out
+
+
+def run_config(cfg: Config, mode: str, profiles: Path | None, timeout: float, max_ideals: int) -> dict:
+    """Solve one configuration in a fresh spawned worker; the row (status ``timeout``
+    when it ran past ``timeout`` seconds and was killed, with the CPU time and peak RSS
+    it had used by then)."""
+    ctx = multiprocessing.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_solve_in_worker, args=(send, os.getpid(), cfg, mode, profiles, max_ideals), daemon=True, name="piper-bench-worker")
+    proc.start()
+    send.close()
+    try:
+        if recv.poll(timeout):
+            try:
+                row = recv.recv()
+            except EOFError:
+                row = None
+        else:
+            row = {"status": "timeout", "seconds": timeout, "message": f"killed after {timeout:g} s", **_usage_so_far(proc.pid)}
+        proc.join(5.0)
+        if row is None:
+            row = {"status": "error", "message": f"the worker died (exit code {proc.exitcode})"}
+    finally:
+        if proc.is_alive():
+            kill_group(proc.pid)
+            proc.join()
+        recv.close()
+    return {"config": cfg.name, "mode": mode, **row}
+
+
+def run_reference(command: str, instance_path: Path, inst, timeout: float) -> dict:
+    """Run the reference planner ``command`` (placeholders {instance} {devices} {memory}
+    {batch} {bandwidth}) on one instance: its CPU time (user + system: the
+    ``getrusage(RUSAGE_CHILDREN)`` delta around it), wall seconds, and peak RSS (from
+    ``wait4``); killed after ``timeout`` seconds."""
+    import threading
+
+    values = {"instance": shlex.quote(str(instance_path)), "devices": inst.K, "memory": repr(inst.M), "batch": inst.N, "bandwidth": repr(inst.B)}
+    argv = shlex.split(command.format(**values))
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        except OSError as exc:
+            return {"ref_status": "error", "ref_message": f"cannot run {argv[0]!r}: {exc.strerror or exc}"}
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        err.seek(0)
+        tail = err.read().strip().splitlines()
+    if seconds >= timeout and proc.returncode < 0:
+        return {"ref_status": "timeout", "ref_seconds": seconds}
+    row = {
+        "ref_status": "ok" if proc.returncode == 0 else "error",
+        "ref_seconds": seconds,
+        "ref_cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+        "ref_rss_mb": usage.ru_maxrss / 1024.0,
+    }
+    if proc.returncode != 0:
+        row["ref_message"] = f"exit status {proc.returncode}" + (f": {tail[-1]}" if tail else "")
+    return row
+
+
+def check_reference_command(command: str) -> None:
+    """Refuse a reference command with an unknown placeholder or without {instance}."""
+    probe = {k: "x" for k in PLACEHOLDERS}
+    try:
+        command.format(**probe)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise InputError(f"--reference: bad placeholder in {command!r} ({exc}); use {', '.join('{' + k + '}' for k in PLACEHOLDERS)}") from None
+    if "{instance}" not in command:
+        raise InputError(f"--reference: {command!r} has no {{instance}} placeholder")
+    if not shlex.split(command.format(**probe)):
+        raise InputError("--reference: empty command")
+
+
+HEADER = (
+    f"{'config':<13} {'mode':<6} {'status':<9} {'TPS':>17} {'seconds':>8} {'CPU s':>8} {'proc CPU':>8} "
+    f"{'RSS MB':>7} {'sets':>6} {'cands':>9} {'ref CPU':>8} {'ratio':>7}"
+)
+
+
+def _fmt(x, spec: str, width: int) -> str:
+    return "-".rjust(width) if x is None else format(x, spec)
+
+
+def row_line(row: dict) -> str:
+    """One table line for a row (``ratio``: our worker's CPU / the reference's CPU)."""
+    line = (
+        f"{row['config']:<13} {row['mode']:<6} {row['status']:<9} {_fmt(row.get('tps'), '17.12g', 17)} "
+        f"{_fmt(row.get('seconds'), '8.2f', 8)} {_fmt(row.get('cpu_solve'), '8.2f', 8)} {_fmt(row.get('cpu_process'), '8.2f', 8)} "
+        f"{_fmt(row.get('rss_mb'), '7.0f', 7)} {_fmt(row.get('ideals'), '6d', 6)} {_fmt(row.get('stage_candidates'), '9d', 9)} "
+        f"{_fmt(row.get('ref_cpu'), '8.2f', 8)} {_fmt(row.get('ratio'), '7.3f', 7)}"
+    )
+    if row.get("status") in ("refused", "timeout", "error"):
+        line += f"  [{row.get('message', '')}]"
+    if row.get("ref_status") not in (None, "ok"):
+        line += f"  [reference {row['ref_status']}: {row.get('ref_message', '')}]"
+    return line
+
+
+def run_bench(
+    configs: Sequence[Config],
+    modes: Sequence[str],
+    profiles: Path | None,
+    *,
+    repeat: int = 3,
+    timeout: float = 900.0,
+    max_ideals: int | None = None,
+    reference: str | None = None,
+    on_row: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """Run every configuration in every mode; the rows (``seconds`` and CPU times are the
+    median of up to ``repeat`` runs when a run takes under 20 s; RSS the largest)."""
+    from dp import DEFAULT_MAX_IDEALS
+
+    max_ideals = DEFAULT_MAX_IDEALS if max_ideals is None else max_ideals
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="piper-bench-") as tmp:
+        for cfg in configs:
+            ref: dict | None = None
+            if reference is not None:
+                from piper_ilp.instance import save_instance
+
+                inst = load_config(cfg, profiles)
+                path = Path(tmp) / f"{cfg.name}.json"
+                save_instance(inst, path)
+                ref = run_reference(reference, path, inst, timeout)
+            for mode in modes:
+                runs = [run_config(cfg, mode, profiles, timeout, max_ideals)]
+                while len(runs) < repeat and runs[-1]["status"] in ("optimal", "feasible", "infeasible") and runs[-1]["seconds"] < 20:
+                    runs.append(run_config(cfg, mode, profiles, timeout, max_ideals))
+                row = dict(runs[0])
+                for key in ("seconds", "cpu_solve", "cpu_process"):
+                    vals = [r[key] for r in runs if r.get(key) is not None]
+                    if vals:
+                        row[key] = statistics.median(vals)
+                if any("rss_mb" in r for r in runs):
+                    row["rss_mb"] = max(r.get("rss_mb", 0.0) for r in runs)
+                row["runs"] = len(runs)
+                row["cpp_seconds_quoted"] = cfg.cpp_seconds
+                if ref is not None:
+                    row.update(ref)
+                    if ref.get("ref_status") == "ok" and ref.get("ref_cpu") and row.get("cpu_process") is not None:
+                        row["ratio"] = row["cpu_process"] / ref["ref_cpu"]
+                        if row.get("cpu_solve") is not None:
+                            row["ratio_solve"] = row["cpu_solve"] / ref["ref_cpu"]
+                rows.append(row)
+                if on_row is not None:
+                    on_row(row)
+    return rows
+
+
+def bench_json(configs: Sequence[Config], rows: list[dict]) -> str:
+    """The JSON document ``--json`` writes (non-finite numbers as null)."""
+
+    def clean(obj):
+        if isinstance(obj, float) and not math.isfinite(obj):
+            return None
+        if isinstance(obj, dict):
+            return {k: clean(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [clean(v) for v in obj]
+        return obj
+
+    return json.dumps(clean({"configs": [asdict(c) for c in configs], "rows": rows}), indent=1, allow_nan=False) + "\n"

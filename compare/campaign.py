@@ -1,16 +1,21 @@
-"""Random-DAG cross-check campaigns (``piper-ilp campaign``, issue 5).
+"""Random-DAG cross-check campaigns (``piper-ilp campaign``).
 
 A campaign draws ``count`` random instances (:mod:`compare.generators`) from a master
 seed, cross-checks each with :func:`compare.verify.verify_instance` on local worker
 processes, and
 
-* appends one JSON line per finished instance to ``DIR/results.jsonl``, flushed at
-  once, so a killed run loses nothing and ``resume=True`` skips what is done;
+* appends one JSON line per finished instance to ``DIR/results.jsonl``, written at
+  once in one call, so a killed run loses nothing and ``resume=True`` skips what is
+  done (each id counted once);
+* holds ``DIR/.lock`` (``flock``) while it runs, so that two campaigns never share a
+  folder; SIGINT / SIGTERM kill the worker processes and raise
+  :class:`CampaignInterrupted`, and the workers also die when the campaign process is
+  killed outright;
 * shrinks every mismatch (:mod:`compare.shrink`) to a small instance saved as
   ``DIR/counterexamples/<id>.json``, which ``piper-ilp verify`` replays (the file is an
   instance; its extra ``counterexample`` field, ignored by the loader, says where it
   came from and what disagreed);
-* ends with a summary (``DIR/summary.json``): counts by verdict and by family, the
+* ends with a summary (``DIR/summary.json``, written atomically): counts by verdict and by family, the
   greedy rule's gap to the optimum, and per-method solve-time percentiles.
 
 The instances are a pure function of (master seed, index, parameters): the same
@@ -22,10 +27,12 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
+import os
+import signal
 import sys
+import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
+from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
@@ -35,7 +42,9 @@ import numpy as np
 from compare.generators import ALL_FAMILIES, FAMILIES, random_instance
 from compare.shrink import shrink
 from compare.verify import DEFAULT_METHODS, METHODS, verify_instance
+from compare.worker_guard import guard_worker, kill_group
 from piper_ilp.errors import InputError, InternalError
+from piper_ilp.files import atomic_write_text, check_writable
 from piper_ilp.instance import instance_to_dict
 
 __all__ = [
@@ -50,12 +59,27 @@ __all__ = [
     "RESULTS",
     "SUMMARY",
     "COUNTEREXAMPLES",
+    "LOCK",
+    "CampaignInterrupted",
 ]
 
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
 PARAMETERS = "campaign.json"
 COUNTEREXAMPLES = "counterexamples"
+LOCK = ".lock"
+
+
+class CampaignInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM ended a campaign: the workers are killed, the finished results are
+    in ``results.jsonl`` and ``--resume`` goes on. ``signum`` is the signal's number (the
+    CLI exits with 128 + signum)."""
+
+    def __init__(self, signum: int, done: int, results: Path):
+        super().__init__(f"interrupted by signal {signum}; {done} results saved in {results}")
+        self.signum = signum
+        self.done = done
+        self.results = results
 
 
 @dataclass(frozen=True)
@@ -198,15 +222,138 @@ def run_spec(
     return rec
 
 
-def _run_task(args: tuple) -> dict:
-    spec, kwargs = args
-    return run_spec(spec, **kwargs)
+# ---- worker processes -------------------------------------------------------------------
+#
+# Each worker is a spawned process guarded by compare.worker_guard: its own process group
+# (so that a MILP backend's subprocess, e.g. CBC, dies with it), SIGINT ignored (the parent
+# decides), and killed by the kernel when the parent dies, even by SIGKILL.
+
+
+def _worker_main(conn, parent_pid: int, kwargs: dict) -> None:
+    """A campaign worker: receive a Spec, send back its record; None or a closed pipe ends it."""
+    guard_worker(parent_pid)
+    while True:
+        try:
+            spec = conn.recv()
+        except (EOFError, OSError):
+            return
+        if spec is None:
+            return
+        conn.send(run_spec(spec, **kwargs))
+
+
+class _Worker:
+    def __init__(self, ctx, kwargs: dict):
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), kwargs), daemon=True, name="piper-campaign-worker")
+        self.proc.start()
+        child.close()
+        self.spec: Spec | None = None
+
+    def kill(self) -> None:
+        kill_group(self.proc.pid)  # the worker's group: itself and its solver subprocesses
+        try:
+            self.proc.kill()
+        except (OSError, ValueError):
+            pass
+
+
+def _stop_workers(workers: list[_Worker], graceful: bool) -> None:
+    if graceful:
+        for w in workers:
+            try:
+                w.conn.send(None)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5.0
+        for w in workers:
+            w.proc.join(max(0.0, deadline - time.monotonic()))
+    for w in workers:
+        if w.proc.is_alive() or not graceful:
+            w.kill()
+    for w in workers:
+        w.proc.join(2.0)
+        w.conn.close()
+
+
+class _SignalFlag:
+    """SIGINT / SIGTERM handlers that only record the signal (the campaign loop polls it);
+    installed only in the main thread, restored on exit."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._old: dict = {}
+
+    def __enter__(self) -> "_SignalFlag":
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.signum = signum
+
+    def __exit__(self, *exc) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def _run_pool(todo: list[Spec], n_workers: int, kwargs: dict, write: Callable[[dict], None], flag: _SignalFlag, poll: float = 0.2) -> None:
+    """Run ``todo`` on ``n_workers`` spawned workers, calling ``write`` with each record in
+    the parent as it arrives. Raises CampaignInterrupted (via the caller) when ``flag`` is
+    set; InternalError when a worker dies. Every worker is killed on the way out."""
+    from multiprocessing.connection import wait
+
+    ctx = multiprocessing.get_context("spawn")
+    pending = deque(todo)
+    workers: list[_Worker] = []
+    graceful = False
+    try:
+        for _ in range(min(n_workers, len(pending))):
+            if flag.signum is not None:
+                return
+            workers.append(_Worker(ctx, kwargs))
+
+        def feed(w: _Worker) -> None:
+            w.spec = pending.popleft() if pending else None
+            if w.spec is not None:
+                w.conn.send(w.spec)
+
+        for w in workers:
+            feed(w)
+        while flag.signum is None:
+            busy = [w for w in workers if w.spec is not None]
+            if not busy:
+                graceful = True
+                return
+            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=poll)
+            for w in busy:
+                if flag.signum is not None:
+                    return
+                if w.conn in ready or w.conn.poll():
+                    try:
+                        rec = w.conn.recv()
+                    except (EOFError, OSError):
+                        rec = None
+                    if rec is not None:
+                        write(rec)
+                        feed(w)
+                        continue
+                if w.proc.sentinel in ready or not w.proc.is_alive():
+                    raise InternalError(
+                        f"a campaign worker process died (exit code {w.proc.exitcode}) while checking {w.spec.id}; "
+                        "the finished results are saved, rerun with --resume to go on"
+                    )
+    finally:
+        _stop_workers(workers, graceful)
 
 
 def read_results(out: str | Path) -> list[dict]:
-    """The records in ``out/results.jsonl`` (a torn last line, from a killed run, is skipped)."""
+    """The records in ``out/results.jsonl``, one per instance id (the first; a torn last
+    line, from a killed run, is skipped)."""
     path = Path(out) / RESULTS
     records = []
+    seen: set = set()
     if not path.exists():
         return records
     with path.open(encoding="utf-8") as fh:
@@ -218,7 +365,8 @@ def read_results(out: str | Path) -> list[dict]:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(rec, dict) and "id" in rec and "verdict" in rec:
+            if isinstance(rec, dict) and "id" in rec and "verdict" in rec and rec["id"] not in seen:
+                seen.add(rec["id"])
                 records.append(rec)
     return records
 
@@ -327,7 +475,7 @@ def _save_counterexample(out: Path, rec: dict) -> None:
     folder = out / COUNTEREXAMPLES
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{rec['id']}.json"
-    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    atomic_write_text(path, json.dumps(data, indent=1, default=_json_default) + "\n")
     rec["counterexample"] = str(path)
 
 
@@ -351,6 +499,14 @@ def run_campaign(
     """Run a campaign into the folder ``out``; returns the summary (also written to
     ``out/summary.json``).
 
+    The instances are checked in ``workers`` spawned processes (each in its own process
+    group, killed with the campaign, and dying with it even when it is SIGKILLed). Each
+    finished record is one line of ``out/results.jsonl``, written by the parent in one
+    ``write`` call. ``out/.lock`` is held (``flock``) for the whole run: a second campaign
+    on the same folder is refused. SIGINT or SIGTERM kill the workers and raise
+    :class:`CampaignInterrupted`; an instance that was running is not recorded and is
+    checked again by ``resume``.
+
     Parameters
     ----------
     out : path
@@ -360,12 +516,12 @@ def run_campaign(
     families, nodes : which graph families, and the (low, high) node-count range.
     methods, time_limit, threads : as for :func:`verify_instance` (time limit per MILP).
     workers : int
-        Worker processes (1: in this process).
+        Worker processes.
     resume : bool
         Skip the ids already in ``out/results.jsonl``; the parameters must be the same.
     solvers : mapping, optional
         Replacement methods (tests inject wrong ones); must be picklable (module-level
-        functions) when ``workers`` > 1.
+        functions).
     do_shrink : bool
         Shrink mismatches into ``out/counterexamples/``.
     progress : bool, optional
@@ -376,8 +532,13 @@ def run_campaign(
     Raises
     ------
     InputError
-        Bad parameters, results already present without ``resume``, or ``resume`` with
-        different parameters.
+        Bad parameters, ``out`` not writable, another campaign running on ``out``,
+        results already present without ``resume``, or ``resume`` with different
+        parameters.
+    CampaignInterrupted
+        SIGINT or SIGTERM (the finished results are kept).
+    InternalError
+        A worker process died (the finished results are kept).
     """
     for m in methods:
         if m not in METHODS:
@@ -388,7 +549,29 @@ def run_campaign(
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot create the folder ({exc.strerror or exc})") from None
+    for name in (RESULTS, SUMMARY, PARAMETERS, LOCK):
+        check_writable(out / name, "campaign output")
+    import fcntl
+
+    try:
+        lock_fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot create {LOCK} ({exc.strerror or exc})") from None
+    try:
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise InputError(f"--out {out}: another campaign is running on this folder ({out / LOCK} is locked)") from None
+        return _run_locked(out, specs, count, seed, families, nodes, methods, time_limit, threads, workers, resume, solvers, do_shrink, progress, on_record)
+    finally:
+        os.close(lock_fd)  # releases the lock
+
+
+def _run_locked(out, specs, count, seed, families, nodes, methods, time_limit, threads, workers, resume, solvers, do_shrink, progress, on_record) -> dict:
     params = {
         "count": count,
         "seed": seed,
@@ -402,11 +585,14 @@ def run_campaign(
     if done and not resume:
         raise InputError(f"--out {out}: already holds {len(done)} results; add --resume to continue it, or choose another folder")
     if resume and params_path.exists():
-        old = json.loads(params_path.read_text(encoding="utf-8"))
+        try:
+            old = json.loads(params_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"--resume: cannot read {params_path} ({exc})") from None
         if {k: old.get(k) for k in params} != params:
             diff = ", ".join(f"{k}: {old.get(k)!r} -> {params[k]!r}" for k in params if old.get(k) != params[k])
             raise InputError(f"--resume: {out} holds a campaign with other parameters ({diff})")
-    params_path.write_text(json.dumps(params, indent=1) + "\n", encoding="utf-8")
+    atomic_write_text(params_path, json.dumps(params, indent=1) + "\n")
     done_ids = {r["id"] for r in done}
     todo = [s for s in specs if s.id not in done_ids]
 
@@ -417,22 +603,29 @@ def run_campaign(
     records = [r for r in done if r["id"] in spec_ids]
     results_path = out / RESULTS
 
-    if results_path.exists() and results_path.stat().st_size:
-        with results_path.open("rb") as fh:
-            fh.seek(-1, 2)
-            torn = fh.read(1) != b"\n"
-        if torn:  # a run killed mid-line: end that line, so the next record starts clean
-            with results_path.open("a", encoding="utf-8") as fh:
-                fh.write("\n")
-    with results_path.open("a", encoding="utf-8") as fh:
+    fd = os.open(results_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size:
+            with results_path.open("rb") as fh:
+                fh.seek(-1, 2)
+                torn = fh.read(1) != b"\n"
+            if torn:  # a run killed mid-line: end that line, so the next record starts clean
+                os.write(fd, b"\n")
 
         def write(rec: dict) -> None:
+            if rec["id"] in done_ids:  # never twice
+                return
             _save_counterexample(out, rec)
-            fh.write(json.dumps(_finite(rec), allow_nan=False, default=_json_default) + "\n")
-            fh.flush()
+            data = (json.dumps(_finite(rec), allow_nan=False, default=_json_default) + "\n").encode("utf-8")
+            while data:  # one write call for a line (O_APPEND): a kill leaves whole lines
+                data = data[os.write(fd, data):]
+            done_ids.add(rec["id"])
             records.append(rec)
             if on_record is not None:
                 on_record(rec)
+            if progress_bar is not None:
+                n_mis = sum(r["verdict"] == "mismatch" for r in records)
+                progress_bar.update(task, advance=1, status=f"mismatch {n_mis}")
 
         progress_bar = None
         task = None
@@ -452,53 +645,24 @@ def run_campaign(
             )
             task = progress_bar.add_task("campaign", total=len(todo), status="")
 
-        def advance(rec: dict) -> None:
-            if progress_bar is not None:
-                n_mis = sum(r["verdict"] == "mismatch" for r in records)
-                progress_bar.update(task, advance=1, status=f"mismatch {n_mis}")
-
-        tasks = [(s, kwargs) for s in todo]
-        if workers == 1 or len(todo) <= 1:
+        with _SignalFlag() as flag:
             if progress_bar is not None:
                 progress_bar.start()
             try:
-                for t in tasks:
-                    rec = _run_task(t)
-                    write(rec)
-                    advance(rec)
+                if todo:
+                    _run_pool(todo, workers, kwargs, write, flag)
             finally:
                 if progress_bar is not None:
                     progress_bar.stop()
-        else:
-            # spawn: clean worker processes (no inherited solver threads); a worker that
-            # dies (e.g. a solver crash) breaks the pool: what is written stays, --resume goes on
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
-                if progress_bar is not None:
-                    progress_bar.start()
-                futures = [pool.submit(_run_task, t) for t in tasks]
-                try:
-                    for fut in as_completed(futures):
-                        rec = fut.result()
-                        write(rec)
-                        advance(rec)
-                except BrokenProcessPool as exc:
-                    raise InternalError(
-                        f"a campaign worker process died ({exc}); {len(records)} results are saved in {results_path}, "
-                        "rerun with --resume to go on"
-                    ) from None
-                except BaseException:
-                    for fut in futures:
-                        fut.cancel()
-                    raise
-                finally:
-                    if progress_bar is not None:
-                        progress_bar.stop()
+            if flag.signum is not None:
+                raise CampaignInterrupted(flag.signum, len(records), results_path)
+    finally:
+        os.close(fd)
 
     summary = summarize(records, elapsed=time.perf_counter() - start, workers=workers)
     summary["parameters"] = params
-    summary["resumed"] = len(done_ids)
-    (out / SUMMARY).write_text(json.dumps(_finite(summary), indent=1, default=_json_default) + "\n", encoding="utf-8")
+    summary["resumed"] = len({r["id"] for r in done})
+    atomic_write_text(out / SUMMARY, json.dumps(_finite(summary), indent=1, default=_json_default) + "\n")
     return summary
 
 

@@ -1,10 +1,16 @@
-"""Deeper models from a profile with a repeated block (issue 6, item 2).
+"""Deeper models from a profile with a repeated block.
 
 The Piper paper's scalability study grows BERT-32 to 48, 64 and 96 transformer layers.
 :func:`deepen` does the same to any profile whose layers include a chain of identical
-layers: copies of one layer of that chain are inserted into it, each with every edge the
-copied layer has (the chain edges, and also those from shared inputs such as BERT's
-attention mask) and matching syncTimeFw / syncTimeBw entries on both ends.
+layers: copies of one layer of that chain are inserted into it. Two rules:
+
+* all edges (the default): each copy gets every edge the copied layer has (the chain
+  edges, and also those from shared inputs such as BERT's attention mask) and matching
+  syncTimeFw / syncTimeBw entries on both ends: a faithful deeper model;
+* chain only (``chain_only=True``): each copy gets only the chain edges (from the
+  previous layer, to the next), as the original planner's code made the paper's deeper
+  BERTs (it leaves out the other incoming edges, e.g. the attention mask). Use it to
+  reproduce the paper's scalability numbers.
 """
 
 from __future__ import annotations
@@ -67,22 +73,33 @@ def repeated_chain(instance: Instance) -> list[int]:
     return best if len(best) >= 2 else []
 
 
-def deepen(instance: Instance, layers: int) -> Instance:
+def deepen(instance: Instance, layers: int, *, chain_only: bool = False, template: int | None = None) -> Instance:
     """A copy of ``instance`` whose repeated chain (see :func:`repeated_chain`) has
     ``layers`` layers.
 
-    A layer from the middle of the chain is the template (its profiled numbers are used). Its copies go right after it in
+    One layer of the chain is the template (its profiled numbers are used). Its copies go right after it in
     the chain and in the node list, with fresh ids (above the largest id). Each copy gets:
     the template's options (with sync entries re-keyed to its own neighbours), an edge from
     the previous chain layer and to the next one with the template's chain edge costs, and
     every other edge of the template (e.g. from the attention mask), whose other end gets a
-    matching sync entry copied from its entry for the template.
+    matching sync entry copied from its entry for the template. With ``chain_only`` the
+    copies get the chain edges alone (and only the sync entries of their chain
+    neighbours): the original planner's rule for the paper's deeper models.
 
     Parameters
     ----------
     instance : Instance
     layers : int
         The number of repeated layers wanted; at least the current number.
+    chain_only : bool
+        Copy only the chain edges (the paper's deeper BERTs), not the template's other
+        edges (e.g. the attention mask).
+    template : int, optional
+        Which layer is copied, as a position in the chain (1 .. m - 2: it needs a
+        repeated predecessor and successor). Default: the middle one (m // 2) for all
+        edges; for ``chain_only`` the last layer with a repeated successor (m - 2), the
+        layer the original planner copies (the one its hash set of layer ids yields
+        first), so that its numbers are reproduced exactly.
 
     Returns
     -------
@@ -93,7 +110,8 @@ def deepen(instance: Instance, layers: int) -> Instance:
     Raises
     ------
     InputError
-        When no repeated chain can be found, or ``layers`` is below its length.
+        When no repeated chain (of at least 3 layers) can be found, ``layers`` is below
+        its length, or ``template`` is not a position in 1 .. m - 2.
     """
     chain = repeated_chain(instance)
     if not chain:
@@ -104,10 +122,21 @@ def deepen(instance: Instance, layers: int) -> Instance:
     if not isinstance(layers, int) or isinstance(layers, bool) or layers < m:
         raise InputError(f"{instance.source}: --layers must be a whole number >= {m} (its repeated chain has {m} layers), got {layers!r}")
     extra = layers - m
+    rule = "chain edges only" if chain_only else "all edges"
     data = instance_to_dict(instance)
     if extra == 0:
-        return instance_from_dict(data, source=f"{instance.source} (deepened to {layers} layers)")
-    k = m // 2 if m > 2 else 0
+        return instance_from_dict(data, source=f"{instance.source} (deepened to {layers} layers, {rule})")
+    if m < 3:
+        raise InputError(
+            f"{instance.source}: its repeated chain has only {m} layers; deepening copies a layer with a repeated "
+            "predecessor and successor, so it needs at least 3"
+        )
+    if template is None:
+        k = m - 2 if chain_only else m // 2
+    elif isinstance(template, int) and not isinstance(template, bool) and 1 <= template <= m - 2:
+        k = template
+    else:
+        raise InputError(f"{instance.source}: template must be a chain position in 1..{m - 2}, got {template!r}")
     tpl = chain[k]
     succ = chain[k + 1]  # the chain successor of the template
     by_id = {nd["id"]: nd for nd in data["nodes"]}
@@ -124,6 +153,10 @@ def deepen(instance: Instance, layers: int) -> Instance:
     chain_pred = chain[k - 1] if k > 0 else None
     other_in = [e for e in data["edges"] if e["destId"] == tpl and e["sourceId"] != chain_pred]
     other_out = [e for e in data["edges"] if e["sourceId"] == tpl and e["destId"] != succ]
+    dropped_fw = [str(e["sourceId"]) for e in other_in]
+    dropped_bw = [str(e["destId"]) for e in other_out]
+    if chain_only:
+        other_in, other_out = [], []
     for x in new_ids:
         for e in other_in:
             edges.append({"sourceId": e["sourceId"], "destId": x, "communicationCost": e["communicationCost"]})
@@ -150,6 +183,9 @@ def deepen(instance: Instance, layers: int) -> Instance:
                 if chain_pred is not None:
                     o["syncTimeFw"] = rekey(o["syncTimeFw"], chain_pred, prev)
                 o["syncTimeBw"] = rekey(o["syncTimeBw"], succ, nxt)
+                if chain_only:  # the copy has no other edge, so no other sync entry
+                    o["syncTimeFw"] = {k: v for k, v in o["syncTimeFw"].items() if k not in dropped_fw}
+                    o["syncTimeBw"] = {k: v for k, v in o["syncTimeBw"].items() if k not in dropped_bw}
         new_nodes.append(nd)
     for opts in tnode["TMPCs"].values():
         for o in opts:
@@ -177,4 +213,4 @@ def deepen(instance: Instance, layers: int) -> Instance:
             nodes.extend(new_nodes)
     data["nodes"] = nodes
     data["edges"] = edges
-    return instance_from_dict(data, source=f"{instance.source} (deepened to {layers} layers)")
+    return instance_from_dict(data, source=f"{instance.source} (deepened to {layers} layers, {rule})")

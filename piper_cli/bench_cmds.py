@@ -1,5 +1,5 @@
 """``piper-ilp deepen`` (grow a profile's repeated block) and ``piper-ilp bench`` (the DP
-benchmark of issue 6, against the original C++ planner's times)."""
+benchmark on the paper's configurations, optionally against a reference planner)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from piper_cli.common import BandwidthOpt, BatchOpt, DevicesOpt, MemoryOpt, cli_errors, load_with_overrides, stdout
+from piper_ilp.errors import InputError
+from piper_ilp.files import atomic_write_text, check_writable
 from piper_ilp.instance import save_instance
 
 
@@ -19,43 +21,101 @@ def register(app: typer.Typer) -> None:
         instance: Annotated[str, typer.Argument(help="Instance JSON file with a repeated block (e.g. bert32a100.json).")],
         layers: Annotated[int, typer.Option("--layers", "-L", help="Number of repeated layers wanted (at least the current number).")],
         output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the deeper instance.")],
+        chain_only: Annotated[
+            bool,
+            typer.Option(
+                "--chain-only",
+                help="The paper's rule: copies get only the chain edges (the original planner leaves out the "
+                "other incoming edges, e.g. BERT's attention mask). Default: copies get every edge.",
+            ),
+        ] = False,
         devices: DevicesOpt = None,
         memory: MemoryOpt = None,
         batch: BatchOpt = None,
         bandwidth: BandwidthOpt = None,
     ) -> None:
         """Make a deeper model: copies of a repeated layer are inserted into the chain of such
-        layers, with every edge the copied layer has and matching sync entries."""
+        layers. By default each copy gets every edge the copied layer has (the chain edges
+        and e.g. the attention mask) with matching sync entries: a faithful deeper model.
+        With --chain-only each copy gets only the chain edges, as the original planner made
+        the paper's 48/64/96-layer BERTs; use it to reproduce the paper's numbers (the
+        bench's bert64 and bert96 do)."""
         from compare.deepen import deepen, repeated_chain
 
+        check_writable(output, "instance")
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
         before = len(repeated_chain(inst))
-        deeper = deepen(inst, layers)
+        deeper = deepen(inst, layers, chain_only=chain_only)
         save_instance(deeper, output)
         stdout.print(
             f"{output}: {len(deeper.nodes)} nodes, {len(deeper.edges)} edges "
-            f"(repeated chain {before} -> {layers} layers)",
+            f"(repeated chain {before} -> {layers} layers, {'chain edges only' if chain_only else 'all edges'})",
             markup=False,
         )
 
     @app.command("bench")
+    @cli_errors
     def bench_command(
         quick: Annotated[bool, typer.Option("--quick", help="Only the small configurations, one run each.")] = False,
         json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the rows as JSON to this file.", show_default=False)] = None,
         only: Annotated[Optional[list[str]], typer.Option("--only", help="Configuration name (repeatable).", show_default=False)] = None,
-        modes: Annotated[str, typer.Option("--modes", help="Comma-separated knapsack modes.")] = "exact,greedy",
-        repeat: Annotated[int, typer.Option("--repeat", min=1, help="Runs per case when a run is short (median taken).")] = 3,
-        timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds per run.")] = 900.0,
+        modes: Annotated[str, typer.Option("--modes", help="Comma-separated knapsack modes (exact, greedy).")] = "exact,greedy",
+        repeat: Annotated[int, typer.Option("--repeat", min=1, help="Runs per case when a run takes under 20 s (median taken).")] = 3,
+        timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds per run (a run past it is killed).")] = 900.0,
+        max_ideals: Annotated[
+            Optional[int], typer.Option("--max-ideals", min=1, help="The DP's size guard: refuse instances with more successor-closed sets.", show_default=False)
+        ] = None,
+        profiles: Annotated[
+            Optional[Path],
+            typer.Option("--profiles", help="Folder of the published profiles (default: $PIPER_PROFILES, else ../shared/piper-inputs).", show_default=False),
+        ] = None,
+        reference: Annotated[
+            Optional[str],
+            typer.Option(
+                "--reference",
+                help="Reference planner command, run on the same instances to compare CPU time; placeholders "
+                "{instance} {devices} {memory} {batch} {bandwidth} (e.g. './piper {instance}').",
+                show_default=False,
+            ),
+        ] = None,
     ) -> None:
-        """Benchmark the DP on the paper's configurations: seconds, peak RSS, TPS (exact and
-        greedy), the ratio to the C++ planner's seconds, and the counts of sets and stages."""
-        from compare.bench_dp import main as bench_main
+        """Benchmark the DP on the paper's configurations (BERT-32, the 64- and 96-layer BERTs
+        deepened as the paper did, ResNet, GNMT) and a wide synthetic DAG family: per run,
+        status, TPS, wall seconds of the solve, CPU seconds of the solve and of the whole
+        worker process, peak RSS, and the DP's counts. Each run is a fresh process; a run past
+        --timeout is killed; an instance above the size guard is refused. With --reference,
+        the reference planner's CPU time on the same instance and the ratio ours / reference
+        (whole process each).
 
-        argv = ["--modes", modes, "--repeat", str(repeat), "--timeout", str(timeout)]
-        if quick:
-            argv.append("--quick")
+        Configurations: bert32-K64, bert32-K512, bert32-K2048, bert64-K1024, bert96-K2048,
+        resnet-K8, resnet-K64, gnmt-K8, gnmt-K64, gnmt-K256, wide8, wide12, wide16."""
+        from compare.bench_dp import CONFIGS, HEADER, bench_json, check_reference_command, find_profiles, row_line, run_bench
+
+        names = [c.name for c in CONFIGS]
+        unknown = [n for n in only or () if n not in names]
+        if unknown:
+            raise InputError(f"--only: unknown configuration {unknown[0]!r}; choose from {', '.join(names)}")
+        mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+        if not mode_list or any(m not in ("exact", "greedy") for m in mode_list):
+            raise InputError(f"--modes: expected a comma-separated list of exact, greedy; got {modes!r}")
+        if reference is not None:
+            check_reference_command(reference)
         if json_out is not None:
-            argv += ["--json", str(json_out)]
-        for name in only or ():
-            argv += ["--only", name]
-        raise typer.Exit(bench_main(argv))
+            check_writable(json_out, "benchmark JSON")
+        configs = [c for c in CONFIGS if (not quick or c.quick) and (not only or c.name in only)]
+        folder = find_profiles(profiles, sorted({c.profile for c in configs if c.profile}))
+        stdout.print(HEADER, markup=False)
+        stdout.print("-" * len(HEADER), markup=False)
+        rows = run_bench(
+            configs,
+            mode_list,
+            folder,
+            repeat=1 if quick else repeat,
+            timeout=timeout,
+            max_ideals=max_ideals,
+            reference=reference,
+            on_row=lambda row: stdout.print(row_line(row), markup=False),
+        )
+        if json_out is not None:
+            atomic_write_text(json_out, bench_json(configs, rows))
+            stdout.print(f"rows written to {json_out}", markup=False)

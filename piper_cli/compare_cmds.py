@@ -377,27 +377,34 @@ def register(app: typer.Typer) -> None:
         OUT/results.jsonl (a killed run loses nothing; --resume skips what is done), every
         mismatch shrunk to a small instance in OUT/counterexamples/ that `piper-ilp verify`
         replays, and a summary: verdicts by family, greedy-gap statistics, solve times.
+        Ctrl-C (SIGINT) or SIGTERM stop the workers at once and keep the finished results;
+        OUT is locked while a campaign runs on it.
 
-        Exit 0 when no mismatch was found, 1 otherwise, 2 on bad usage.
+        Exit 0 when no mismatch was found, 1 otherwise, 2 on bad usage (or OUT in use or
+        not writable), 130 on SIGINT, 143 on SIGTERM.
         """
-        from compare.campaign import run_campaign, summary_lines
+        from compare.campaign import CampaignInterrupted, run_campaign, summary_lines
         from compare.verify import parse_methods
 
         fams = tuple(f.strip() for f in families.split(",") if f.strip())
-        summary = run_campaign(
-            out,
-            count,
-            seed,
-            families=fams,
-            nodes=parse_range(nodes, "--nodes"),
-            methods=parse_methods(methods),
-            time_limit=time_limit,
-            threads=threads,
-            workers=workers,
-            resume=resume,
-            do_shrink=shrink,
-            progress=progress,
-        )
+        try:
+            summary = run_campaign(
+                out,
+                count,
+                seed,
+                families=fams,
+                nodes=parse_range(nodes, "--nodes"),
+                methods=parse_methods(methods),
+                time_limit=time_limit,
+                threads=threads,
+                workers=workers,
+                resume=resume,
+                do_shrink=shrink,
+                progress=progress,
+            )
+        except CampaignInterrupted as exc:
+            stderr.print(f"piper-ilp: interrupted ({exc.done} results saved in {exc.results}; --resume goes on)", markup=False)
+            raise typer.Exit(128 + exc.signum) from None
         if json_out:
             print_json_line(summary)
         else:

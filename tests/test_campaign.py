@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from compare.brute import solve_brute
-from compare.campaign import RESULTS, make_specs, read_results, run_campaign, spec_instance, summarize
+from compare.campaign import LOCK, RESULTS, CampaignInterrupted, make_specs, read_results, run_campaign, spec_instance, summarize
 from compare.generators import FAMILIES, random_instance
 from compare.shrink import shrink, variants
 from compare.verify import verify_instance
@@ -119,6 +119,52 @@ def test_campaign_resume_after_a_kill(tmp_path):
     ids = [r["id"] for r in read_results(out)]
     assert sorted(ids) == sorted(s.id for s in make_specs(6, 11, ("chain", "layered"), (2, 4)))
     assert summary["instances"] == 6
+
+
+def test_a_signal_stops_the_campaign_and_resume_counts_each_instance_once(tmp_path):
+    import multiprocessing
+    import signal
+
+    out = tmp_path / "camp"
+    kwargs = dict(families=("chain", "skip"), nodes=(3, 5), methods=("dp", "brute"), workers=2, progress=False)
+    seen = []
+
+    def interrupt_after_two(rec):
+        seen.append(rec["id"])
+        if len(seen) == 2:
+            signal.raise_signal(signal.SIGTERM)  # as `kill` would: the handler only records it
+
+    with pytest.raises(CampaignInterrupted) as info:
+        run_campaign(out, 12, 8, on_record=interrupt_after_two, **kwargs)
+    assert info.value.signum == signal.SIGTERM and info.value.done == len(read_results(out)) >= 2
+    assert not multiprocessing.active_children()  # the workers are gone
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handlers are restored
+    assert not (out / "summary.json").exists()
+    summary = run_campaign(out, 12, 8, resume=True, **kwargs)
+    ids = [r["id"] for r in read_results(out)]
+    assert len((out / RESULTS).read_text().splitlines()) == len(ids) == len(set(ids)) == 12 == summary["instances"]
+
+
+def test_lock_and_duplicate_lines(tmp_path):
+    import fcntl
+    import os
+
+    out = tmp_path / "camp"
+    kwargs = dict(families=("chain",), nodes=(2, 3), methods=("brute",), workers=1, progress=False)
+    out.mkdir()
+    fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another campaign holds the folder
+        with pytest.raises(InputError, match="another campaign"):
+            run_campaign(out, 3, 1, **kwargs)
+    finally:
+        os.close(fd)
+    assert not (out / RESULTS).exists()
+    run_campaign(out, 3, 1, **kwargs)
+    lines = (out / RESULTS).read_text().splitlines()
+    (out / RESULTS).write_text("\n".join(lines + lines[:2]) + "\n")  # the same ids written twice
+    assert [r["id"] for r in read_results(out)] == [json.loads(x)["id"] for x in lines]
+    assert run_campaign(out, 3, 1, resume=True, **kwargs)["instances"] == 3
 
 
 def test_specs_are_deterministic_and_cover_families():

@@ -1,8 +1,6 @@
-"""compare/deepen.py (deeper models from a repeated block) and compare/bench_dp.py."""
+"""compare/deepen.py: deeper models from a repeated block (all edges, or chain edges only as the paper)."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
@@ -82,14 +80,57 @@ def test_deepen_bert(shared_dir):
         assert count_ideals(deep) == 43 + layers - 32
 
 
-@pytest.mark.shared
-def test_bench_quick_rows(shared_dir, tmp_path):
-    from compare import bench_dp
+def test_deepen_chain_only_toy():
+    inst = _toy()
+    deep = deepen(inst, 6, chain_only=True)
+    g = deep.graph
+    assert repeated_chain(deep) == [1, 2, 6, 7, 8, 3]
+    for prev, x, nxt in ((2, 6, 7), (6, 7, 8), (7, 8, 3)):
+        # only the chain edges, with the template's chain-edge cost, and sync entries to match
+        assert set(g.predecessors(x)) == {prev} and set(g.successors(x)) == {nxt}
+        assert g[prev][x]["c"] == 2.0
+        opt = deep.node[x].options[1][0]
+        assert set(opt.sfw) == {prev} and set(opt.sbw) == {nxt}
+        assert opt.sfw[prev] == inst.node[2].options[1][0].sfw[1]  # the template's entry for its chain predecessor
+    assert not any(g.has_edge(5, x) for x in (6, 7, 8))  # the mask edge is not copied
+    assert set(deep.node[5].options[1][0].sbw) == {1, 2, 3}
+    assert len(deep.edges) == len(inst.edges) + 3
+    assert solve_dp(deep).status == Status.OPTIMAL
+    # the two rules differ exactly by the mask edges of the copies
+    full = deepen(inst, 6)
+    assert {(e.src, e.dst) for e in full.edges} - {(e.src, e.dst) for e in deep.edges} == {(5, 6), (5, 7), (5, 8)}
 
-    out = tmp_path / "bench.json"
-    assert bench_dp.main(["--only", "bert-K512", "--modes", "greedy", "--repeat", "1", "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())["rows"]
-    assert len(rows) == 1 and rows[0]["status"] == "feasible"
-    assert abs(rows[0]["tps"] / 0.00256112784601 - 1) < 1e-9
-    assert rows[0]["ratio"] == pytest.approx(rows[0]["seconds"] / 4.4)
-    assert rows[0]["ideals"] == 43 and rows[0]["stage_candidates"] > 0 and rows[0]["rss_mb"] > 0
+
+def test_deepen_template_choice():
+    inst = _toy()
+    with pytest.raises(InputError, match="template"):
+        deepen(inst, 5, template=0)  # the first layer has no repeated predecessor
+    with pytest.raises(InputError, match="template"):
+        deepen(inst, 5, template=2)
+    data = instance_to_dict(inst)
+    data["nodes"][3]["name"] = "Other"  # layer 3 leaves the chain: 1 -> 2 only
+    two = instance_from_dict(data)
+    assert repeated_chain(two) == [1, 2]
+    with pytest.raises(InputError, match="at least 3"):
+        deepen(two, 4)
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "chain_only, tps",
+    [
+        # the original planner (greedy option choice) on its own 64-layer BERT, made by its
+        # insertTransformerLayer (copies with only the chain edge), and on ours (all edges)
+        (True, 0.002744925385753314),
+        (False, 0.0027916480188687645),
+    ],
+)
+def test_bert64_greedy_reproduces_the_original_planner(shared_dir, chain_only, tps):
+    gib = 2**30
+    bert = load_instance(shared_dir / "piper-inputs" / "bert32a100.json")
+    deep = deepen(bert, 64, chain_only=chain_only).with_settings(K=1024, M=8 * gib, N=1920, B=25 * gib)
+    assert len(repeated_chain(deep)) == 64
+    sol = solve_dp(deep, knapsack="greedy")
+    assert sol.status == Status.FEASIBLE
+    assert sol.tps == pytest.approx(tps, rel=1e-9)

@@ -1,0 +1,138 @@
+"""``piper-ilp bench`` (piper_cli/bench_cmds.py over compare/bench_dp.py): profiles found
+from --profiles / $PIPER_PROFILES / ../shared, CPU time and RSS per run from a fresh
+worker, the size guard and the timeout, a reference planner run on the same instances,
+and --json checked before any run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from compare.bench_dp import CONFIGS, find_profiles, run_config, wide_instance
+from dp import count_ideals, solve_dp
+from piper_cli import app
+from piper_ilp.errors import InputError
+
+runner = CliRunner()
+WIDE8 = next(c for c in CONFIGS if c.name == "wide8")
+
+
+def _bench(*args, env=None):
+    return runner.invoke(app, ["bench", *args], env=env)
+
+
+def test_configurations_of_the_paper_are_all_there():
+    names = {c.name for c in CONFIGS}
+    assert {"bert32-K64", "bert32-K512", "bert32-K2048", "bert64-K1024", "bert96-K2048", "resnet-K8", "resnet-K64",
+            "gnmt-K8", "gnmt-K64", "gnmt-K256", "wide8", "wide12", "wide16"} <= names
+    deep = [c for c in CONFIGS if c.layers]
+    assert deep and all(c.chain_only for c in deep)  # the paper's deeper BERTs: chain edges only
+
+
+def test_wide_family_counts():
+    # a source, w independent branch layers and a sink: 2^w + 2 successor-closed sets
+    for w in (3, 8):
+        inst = wide_instance(w)
+        assert len(inst.nodes) == w + 2 and len(inst.edges) == 2 * w
+        assert count_ideals(inst) == 2**w + 2
+
+
+def test_missing_profiles_is_one_line(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = _bench("--only", "resnet-K8", "--profiles", str(empty))
+    assert r.exit_code == 2 and r.output.count("\n") == 1
+    assert str(empty) in r.output and "--profiles" in r.output and "PIPER_PROFILES" in r.output
+    r = _bench("--only", "resnet-K8", env={"PIPER_PROFILES": str(empty)})
+    assert r.exit_code == 2 and "$PIPER_PROFILES" in r.output and str(empty) in r.output
+    # the last default: ../shared/piper-inputs beside the current directory
+    work = tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(InputError, match="shared/piper-inputs"):
+        find_profiles(None, ["resnet"], environ={}, cwd=work)
+    (tmp_path / "shared" / "piper-inputs").mkdir(parents=True)
+    (tmp_path / "shared" / "piper-inputs" / "resnet.json").write_text("{}")
+    assert find_profiles(None, ["resnet"], environ={}, cwd=work) == tmp_path / "shared" / "piper-inputs"
+    assert find_profiles(None, [], environ={}, cwd=work) is None  # the wide family needs none
+
+
+def test_wide_row_has_cpu_and_rss(tmp_path):
+    out = tmp_path / "bench.json"
+    r = _bench("--only", "wide8", "--modes", "greedy", "--repeat", "1", "--json", str(out))
+    assert r.exit_code == 0, r.output
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["config"] == "wide8" and row["mode"] == "greedy" and row["status"] == "feasible"
+    # the same instance solved here gives the same TPS as the worker's
+    inst = wide_instance(8, K=WIDE8.K, M=WIDE8.M_gib * 2**30, N=WIDE8.N, B=WIDE8.B_gib * 2**30)
+    assert row["tps"] == solve_dp(inst, knapsack="greedy").tps
+    assert row["ideals"] == 2**8 + 2
+    assert 0 < row["cpu_solve"] <= row["cpu_process"] and row["rss_mb"] > 10
+    assert "wide8" in r.output and "feasible" in r.output
+
+
+def test_size_guard_refuses_and_timeout_kills():
+    row = run_config(WIDE8, "exact", None, timeout=60, max_ideals=100)
+    assert row["status"] == "refused" and "100" in row["message"] and "tps" not in row
+    row = run_config(WIDE8, "exact", None, timeout=0.01, max_ideals=10**6)  # far less than a process start
+    assert row["status"] == "timeout"
+    r = _bench("--only", "wide16", "--modes", "greedy")  # 65,538 sets: above the default guard
+    assert r.exit_code == 0 and "refused" in r.output
+
+
+def test_reference_planner_runs_on_the_same_instance(tmp_path):
+    # a stand-in reference: checks that the placeholders carry the instance and its
+    # settings, then burns some CPU
+    script = tmp_path / "ref.py"
+    script.write_text(
+        "import json, sys\n"
+        "d = json.load(open(sys.argv[1]))\n"
+        "assert d['maxDevices'] == int(sys.argv[2]) and d['mbsInBatch'] == int(sys.argv[4])\n"
+        "assert float(d['maxMemoryPerDevice']) == float(sys.argv[3]) and float(d['bandwidth']) == float(sys.argv[5])\n"
+        "assert len(d['nodes']) == 10\n"
+        "sum(i * i for i in range(3_000_000))\n"
+    )
+    out = tmp_path / "bench.json"
+    cmd = f"{sys.executable} {script} {{instance}} {{devices}} {{memory}} {{batch}} {{bandwidth}}"
+    r = _bench("--only", "wide8", "--modes", "greedy", "--repeat", "1", "--reference", cmd, "--json", str(out))
+    assert r.exit_code == 0, r.output
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["ref_status"] == "ok", row
+    assert row["ref_cpu"] > 0.05 and row["ref_rss_mb"] > 1
+    assert row["ratio"] == pytest.approx(row["cpu_process"] / row["ref_cpu"])
+    # a failing reference is reported, not hidden
+    bad = f"{sys.executable} -c 'import sys; sys.exit(3)' {{instance}}"
+    r = _bench("--only", "wide8", "--modes", "greedy", "--repeat", "1", "--reference", bad, "--json", str(out))
+    row = json.loads(out.read_text())["rows"][0]
+    assert r.exit_code == 0 and row["ref_status"] == "error" and "exit status 3" in row["ref_message"] and "ratio" not in row
+
+
+def test_bad_usage_refused_before_any_run(tmp_path):
+    for args, what in (
+        (["--json", str(tmp_path / "no" / "b.json")], "does not exist"),
+        (["--reference", "planner {instance} {k}"], "placeholder"),
+        (["--reference", "planner"], "{instance}"),
+        (["--modes", "fast"], "--modes"),
+        (["--only", "bert7"], "unknown configuration"),
+    ):
+        r = _bench("--only", "wide8", *args) if "--only" not in args else _bench(*args)
+        assert r.exit_code == 2, (args, r.output)
+        assert r.output.count("\n") == 1 and what in r.output, (args, r.output)
+        assert "wide8  " not in r.output  # no row was run
+
+
+@pytest.mark.shared
+def test_bert_row_matches_the_original_planner(shared_dir, tmp_path):
+    out = tmp_path / "bench.json"
+    env = {"PIPER_PROFILES": str(shared_dir / "piper-inputs")}
+    r = _bench("--only", "bert32-K512", "--modes", "greedy", "--repeat", "1", "--json", str(out), env=env)
+    assert r.exit_code == 0, r.output
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["status"] == "feasible" and row["ideals"] == 43
+    assert row["tps"] == pytest.approx(0.00256112784601, rel=1e-9)  # the original planner's TPS (greedy)
+    assert row["cpu_solve"] > 0 and row["rss_mb"] > 10 and row["stage_candidates"] > 0
