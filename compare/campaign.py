@@ -24,15 +24,10 @@ campaign run twice, or resumed, tries the same instances.
 
 from __future__ import annotations
 
+import functools
 import json
-import math
-import multiprocessing
-import os
-import signal
 import sys
-import threading
 import time
-from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
@@ -41,10 +36,10 @@ import numpy as np
 
 from compare.generators import ALL_FAMILIES, FAMILIES, random_instance
 from compare.shrink import shrink
-from compare.verify import DEFAULT_METHODS, METHODS, verify_instance
-from compare.worker_guard import guard_worker, kill_group
-from piper_ilp.errors import InputError, InternalError
-from piper_ilp.files import atomic_write_text, check_writable
+from compare.jobs import LOCK, Interrupted, _finite, _json_default, prepare_folder, run_in_folder
+from compare.verify import DEFAULT_METHODS, METHODS, VERDICTS, verify_instance
+from piper_ilp.errors import InputError
+from piper_ilp.files import atomic_write_text, read_jsonl
 from piper_ilp.instance import instance_to_dict
 
 __all__ = [
@@ -67,19 +62,11 @@ RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
 PARAMETERS = "campaign.json"
 COUNTEREXAMPLES = "counterexamples"
-LOCK = ".lock"
 
 
-class CampaignInterrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM ended a campaign: the workers are killed, the finished results are
-    in ``results.jsonl`` and ``--resume`` goes on. ``signum`` is the signal's number (the
-    CLI exits with 128 + signum)."""
-
-    def __init__(self, signum: int, done: int, results: Path):
-        super().__init__(f"interrupted by signal {signum}; {done} results saved in {results}")
-        self.signum = signum
-        self.done = done
-        self.results = results
+#: SIGINT or SIGTERM ended a campaign: the workers are killed, the finished results are in
+#: ``results.jsonl`` and ``--resume`` goes on (``signum``, ``done``, ``results``).
+CampaignInterrupted = Interrupted
 
 
 @dataclass(frozen=True)
@@ -168,6 +155,7 @@ def run_spec(
     do_shrink: bool = True,
     shrink_checks: int = 200,
     shrink_seconds: float = 300.0,
+    externals: Mapping[str, str] | None = None,
 ) -> dict:
     """Cross-check one spec; the campaign's JSON record (with, for a mismatch, the
     shrunk counterexample as ``counterexample_instance``). Never raises: a crash of the
@@ -178,13 +166,17 @@ def run_spec(
         inst = spec_instance(spec)
         rec["edges"] = len(inst.edges)
         rec["settings"] = {"K": inst.K, "N": inst.N, "M": inst.M, "B": inst.B}
-        v = verify_instance(inst, methods, time_limit=time_limit, threads=threads, solvers=solvers)
+        v = verify_instance(inst, methods, time_limit=time_limit, threads=threads, solvers=solvers, externals=externals)
         rec.update(
             verdict=v.verdict,
             optimum=v.optimum,
             infeasible=v.infeasible,
             greedy_tps=v.greedy_tps,
             greedy_gap=v.greedy_gap,
+            gaps=v.gaps,
+            proofs=v.proofs,
+            errors=v.errors,
+            backend_errors=v.backend_errors,
             problems=v.problems,
             involved=v.involved,
             statuses={m: r.status for m, r in v.results.items()},
@@ -222,153 +214,14 @@ def run_spec(
     return rec
 
 
-# ---- worker processes -------------------------------------------------------------------
-#
-# Each worker is a spawned process guarded by compare.worker_guard: its own process group
-# (so that a MILP backend's subprocess, e.g. CBC, dies with it), SIGINT ignored (the parent
-# decides), and killed by the kernel when the parent dies, even by SIGKILL.
-
-
-def _worker_main(conn, parent_pid: int, kwargs: dict) -> None:
-    """A campaign worker: receive a Spec, send back its record; None or a closed pipe ends it."""
-    guard_worker(parent_pid)
-    while True:
-        try:
-            spec = conn.recv()
-        except (EOFError, OSError):
-            return
-        if spec is None:
-            return
-        conn.send(run_spec(spec, **kwargs))
-
-
-class _Worker:
-    def __init__(self, ctx, kwargs: dict):
-        self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), kwargs), daemon=True, name="piper-campaign-worker")
-        self.proc.start()
-        child.close()
-        self.spec: Spec | None = None
-
-    def kill(self) -> None:
-        kill_group(self.proc.pid)  # the worker's group: itself and its solver subprocesses
-        try:
-            self.proc.kill()
-        except (OSError, ValueError):
-            pass
-
-
-def _stop_workers(workers: list[_Worker], graceful: bool) -> None:
-    if graceful:
-        for w in workers:
-            try:
-                w.conn.send(None)
-            except OSError:
-                pass
-        deadline = time.monotonic() + 5.0
-        for w in workers:
-            w.proc.join(max(0.0, deadline - time.monotonic()))
-    for w in workers:
-        if w.proc.is_alive() or not graceful:
-            w.kill()
-    for w in workers:
-        w.proc.join(2.0)
-        w.conn.close()
-
-
-class _SignalFlag:
-    """SIGINT / SIGTERM handlers that only record the signal (the campaign loop polls it);
-    installed only in the main thread, restored on exit."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._old: dict = {}
-
-    def __enter__(self) -> "_SignalFlag":
-        if threading.current_thread() is threading.main_thread():
-            for s in (signal.SIGINT, signal.SIGTERM):
-                self._old[s] = signal.signal(s, self._handle)
-        return self
-
-    def _handle(self, signum, frame) -> None:
-        self.signum = signum
-
-    def __exit__(self, *exc) -> None:
-        for s, h in self._old.items():
-            signal.signal(s, h)
-
-
-def _run_pool(todo: list[Spec], n_workers: int, kwargs: dict, write: Callable[[dict], None], flag: _SignalFlag, poll: float = 0.2) -> None:
-    """Run ``todo`` on ``n_workers`` spawned workers, calling ``write`` with each record in
-    the parent as it arrives. Raises CampaignInterrupted (via the caller) when ``flag`` is
-    set; InternalError when a worker dies. Every worker is killed on the way out."""
-    from multiprocessing.connection import wait
-
-    ctx = multiprocessing.get_context("spawn")
-    pending = deque(todo)
-    workers: list[_Worker] = []
-    graceful = False
-    try:
-        for _ in range(min(n_workers, len(pending))):
-            if flag.signum is not None:
-                return
-            workers.append(_Worker(ctx, kwargs))
-
-        def feed(w: _Worker) -> None:
-            w.spec = pending.popleft() if pending else None
-            if w.spec is not None:
-                w.conn.send(w.spec)
-
-        for w in workers:
-            feed(w)
-        while flag.signum is None:
-            busy = [w for w in workers if w.spec is not None]
-            if not busy:
-                graceful = True
-                return
-            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=poll)
-            for w in busy:
-                if flag.signum is not None:
-                    return
-                if w.conn in ready or w.conn.poll():
-                    try:
-                        rec = w.conn.recv()
-                    except (EOFError, OSError):
-                        rec = None
-                    if rec is not None:
-                        write(rec)
-                        feed(w)
-                        continue
-                if w.proc.sentinel in ready or not w.proc.is_alive():
-                    raise InternalError(
-                        f"a campaign worker process died (exit code {w.proc.exitcode}) while checking {w.spec.id}; "
-                        "the finished results are saved, rerun with --resume to go on"
-                    )
-    finally:
-        _stop_workers(workers, graceful)
-
-
 def read_results(out: str | Path) -> list[dict]:
     """The records in ``out/results.jsonl``, one per instance id (the first; a torn last
     line, from a killed run, is skipped)."""
-    path = Path(out) / RESULTS
-    records = []
     seen: set = set()
-    if not path.exists():
-        return records
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(rec, dict) and "id" in rec and "verdict" in rec and rec["id"] not in seen:
-                seen.add(rec["id"])
-                records.append(rec)
-    return records
+    return [
+        r for r in read_jsonl(Path(out) / RESULTS, lambda r: "id" in r and "verdict" in r)
+        if not (r["id"] in seen or seen.add(r["id"]))
+    ]
 
 
 def _percentiles(values: list[float]) -> dict:
@@ -390,7 +243,7 @@ def summarize(records: Iterable[dict], elapsed: float | None = None, workers: in
     proven optimum and a greedy plan) and per-method solve-time percentiles and
     status counts."""
     records = list(records)
-    verdicts = {v: 0 for v in ("match", "consistent", "inconclusive", "mismatch")}
+    verdicts = {v: 0 for v in VERDICTS}
     by_family: dict[str, dict[str, int]] = {}
     times: dict[str, list[float]] = {}
     statuses: dict[str, dict[str, int]] = {}
@@ -428,6 +281,7 @@ def summarize(records: Iterable[dict], elapsed: float | None = None, workers: in
         "seconds": {m: _percentiles(ts) for m, ts in times.items()},
         "statuses": statuses,
         "mismatches": [r["id"] for r in records if r["verdict"] == "mismatch"],
+        "errors": [r["id"] for r in records if r["verdict"] == "error"],
     }
     if elapsed is not None:
         out["elapsed_seconds"] = elapsed
@@ -441,7 +295,7 @@ def summary_lines(summary: dict) -> list[str]:
     v = summary["verdicts"]
     lines = [
         f"{summary['instances']} instances: "
-        + ", ".join(f"{k} {v.get(k, 0)}" for k in ("match", "consistent", "inconclusive", "mismatch"))
+        + ", ".join(f"{k} {v.get(k, 0)}" for k in VERDICTS)
         + f" ({summary['infeasible']} proven infeasible)"
     ]
     if "elapsed_seconds" in summary:
@@ -463,8 +317,10 @@ def summary_lines(summary: dict) -> list[str]:
             lines.append(
                 f"  {m:7s} seconds p50 {p['p50']:.3g}, p90 {p['p90']:.3g}, p99 {p['p99']:.3g}, max {p['max']:.3g}  ({st})"
             )
-    if summary["mismatches"]:
-        lines.append("mismatches: " + ", ".join(summary["mismatches"][:20]) + (" ..." if len(summary["mismatches"]) > 20 else ""))
+    for key in ("mismatches", "errors"):
+        ids = summary.get(key) or []
+        if ids:
+            lines.append(f"{key}: " + ", ".join(ids[:20]) + (" ..." if len(ids) > 20 else ""))
     return lines
 
 
@@ -495,15 +351,18 @@ def run_campaign(
     do_shrink: bool = True,
     progress: bool | None = None,
     on_record: Callable[[dict], None] | None = None,
+    scheduler: str | None = None,
+    externals: Mapping[str, str] | None = None,
 ) -> dict:
     """Run a campaign into the folder ``out``; returns the summary (also written to
     ``out/summary.json``).
 
-    The instances are checked in ``workers`` spawned processes (each in its own process
-    group, killed with the campaign, and dying with it even when it is SIGKILLed). Each
-    finished record is one line of ``out/results.jsonl``, written by the parent in one
-    ``write`` call. ``out/.lock`` is held (``flock``) for the whole run: a second campaign
-    on the same folder is refused. SIGINT or SIGTERM kill the workers and raise
+    The instances are checked by :func:`compare.jobs.run_jobs`: ``workers`` spawned
+    processes (each in its own process group, killed with the campaign, and dying with it
+    even when it is SIGKILLed), or a dask cluster (``scheduler``). Each finished record is
+    one line of ``out/results.jsonl``, written by the parent in one ``write`` call.
+    ``out/.lock`` is held (``flock``) for the whole run: a second campaign on the same
+    folder is refused. SIGINT or SIGTERM kill the workers and raise
     :class:`CampaignInterrupted`; an instance that was running is not recorded and is
     checked again by ``resume``.
 
@@ -516,7 +375,7 @@ def run_campaign(
     families, nodes : which graph families, and the (low, high) node-count range.
     methods, time_limit, threads : as for :func:`verify_instance` (time limit per MILP).
     workers : int
-        Worker processes.
+        Worker processes (or dask workers of a LocalCluster).
     resume : bool
         Skip the ids already in ``out/results.jsonl``; the parameters must be the same.
     solvers : mapping, optional
@@ -528,6 +387,11 @@ def run_campaign(
         A rich progress bar on stderr (default: when stderr is a terminal).
     on_record : callable, optional
         Called with each record as it is written.
+    scheduler : str, optional
+        None: local worker processes; ``"local"``: a dask LocalCluster started here; or a
+        dask scheduler's address (``tcp://HOST:PORT``).
+    externals : mapping, optional
+        External planners (name -> command) checked on every instance (:mod:`compare.external`).
 
     Raises
     ------
@@ -538,7 +402,7 @@ def run_campaign(
     CampaignInterrupted
         SIGINT or SIGTERM (the finished results are kept).
     InternalError
-        A worker process died (the finished results are kept).
+        A worker process died or a dask task failed (the finished results are kept).
     """
     for m in methods:
         if m not in METHODS:
@@ -546,32 +410,7 @@ def run_campaign(
     if workers < 1:
         raise InputError(f"--workers must be >= 1, got {workers}")
     specs = make_specs(count, seed, families, nodes)
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: exists and is not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"--out {out}: cannot create the folder ({exc.strerror or exc})") from None
-    for name in (RESULTS, SUMMARY, PARAMETERS, LOCK):
-        check_writable(out / name, "campaign output")
-    import fcntl
-
-    try:
-        lock_fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise InputError(f"--out {out}: cannot create {LOCK} ({exc.strerror or exc})") from None
-    try:
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise InputError(f"--out {out}: another campaign is running on this folder ({out / LOCK} is locked)") from None
-        return _run_locked(out, specs, count, seed, families, nodes, methods, time_limit, threads, workers, resume, solvers, do_shrink, progress, on_record)
-    finally:
-        os.close(lock_fd)  # releases the lock
-
-
-def _run_locked(out, specs, count, seed, families, nodes, methods, time_limit, threads, workers, resume, solvers, do_shrink, progress, on_record) -> dict:
+    out = prepare_folder(out, (RESULTS, SUMMARY, PARAMETERS))
     params = {
         "count": count,
         "seed": seed,
@@ -579,107 +418,62 @@ def _run_locked(out, specs, count, seed, families, nodes, methods, time_limit, t
         "nodes": list(nodes),
         "methods": list(methods),
         "time_limit": time_limit,
+        "externals": dict(externals or {}),
     }
-    params_path = out / PARAMETERS
-    done = read_results(out)
-    if done and not resume:
-        raise InputError(f"--out {out}: already holds {len(done)} results; add --resume to continue it, or choose another folder")
-    if resume and params_path.exists():
-        try:
-            old = json.loads(params_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"--resume: cannot read {params_path} ({exc})") from None
-        if {k: old.get(k) for k in params} != params:
-            diff = ", ".join(f"{k}: {old.get(k)!r} -> {params[k]!r}" for k in params if old.get(k) != params[k])
-            raise InputError(f"--resume: {out} holds a campaign with other parameters ({diff})")
-    atomic_write_text(params_path, json.dumps(params, indent=1) + "\n")
-    done_ids = {r["id"] for r in done}
-    todo = [s for s in specs if s.id not in done_ids]
-
-    kwargs = {"methods": tuple(methods), "time_limit": time_limit, "threads": threads, "solvers": dict(solvers) if solvers else None, "do_shrink": do_shrink}
+    fn = functools.partial(
+        run_spec, methods=tuple(methods), time_limit=time_limit, threads=threads,
+        solvers=dict(solvers) if solvers else None, do_shrink=do_shrink, externals=dict(externals or {}),
+    )
     show = sys.stderr.isatty() if progress is None else progress
     start = time.perf_counter()
-    spec_ids = {s.id for s in specs}
-    records = [r for r in done if r["id"] in spec_ids]
-    results_path = out / RESULTS
+    bar = _ProgressBar(len(specs)) if show else None
+    counts = {"mismatch": 0, "error": 0}
 
-    fd = os.open(results_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    def after(rec: dict) -> None:
+        if on_record is not None:
+            on_record(rec)
+        if rec["verdict"] in counts:
+            counts[rec["verdict"]] += 1
+        if bar is not None:
+            bar.advance(f"mismatch {counts['mismatch']}, error {counts['error']}")
+
     try:
-        if os.fstat(fd).st_size:
-            with results_path.open("rb") as fh:
-                fh.seek(-1, 2)
-                torn = fh.read(1) != b"\n"
-            if torn:  # a run killed mid-line: end that line, so the next record starts clean
-                os.write(fd, b"\n")
-
-        def write(rec: dict) -> None:
-            if rec["id"] in done_ids:  # never twice
-                return
-            _save_counterexample(out, rec)
-            data = (json.dumps(_finite(rec), allow_nan=False, default=_json_default) + "\n").encode("utf-8")
-            while data:  # one write call for a line (O_APPEND): a kill leaves whole lines
-                data = data[os.write(fd, data):]
-            done_ids.add(rec["id"])
-            records.append(rec)
-            if on_record is not None:
-                on_record(rec)
-            if progress_bar is not None:
-                n_mis = sum(r["verdict"] == "mismatch" for r in records)
-                progress_bar.update(task, advance=1, status=f"mismatch {n_mis}")
-
-        progress_bar = None
-        task = None
-        if show and todo:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-            progress_bar = Progress(
-                TextColumn("campaign"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[status]}"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-                transient=False,
-            )
-            task = progress_bar.add_task("campaign", total=len(todo), status="")
-
-        with _SignalFlag() as flag:
-            if progress_bar is not None:
-                progress_bar.start()
-            try:
-                if todo:
-                    _run_pool(todo, workers, kwargs, write, flag)
-            finally:
-                if progress_bar is not None:
-                    progress_bar.stop()
-            if flag.signum is not None:
-                raise CampaignInterrupted(flag.signum, len(records), results_path)
+        if bar is not None:
+            bar.start()
+        done, new = run_in_folder(
+            out, what="campaign", results=RESULTS, parameters=PARAMETERS, params=params, jobs=specs,
+            job_id=lambda s: s.id, fn=fn, keep=lambda r: "id" in r and "verdict" in r, resume=resume,
+            workers=workers, scheduler=scheduler, prepare=lambda rec: _save_counterexample(out, rec), on_record=after,
+        )
     finally:
-        os.close(fd)
-
+        if bar is not None:
+            bar.stop()
+    records = done + new
     summary = summarize(records, elapsed=time.perf_counter() - start, workers=workers)
     summary["parameters"] = params
-    summary["resumed"] = len({r["id"] for r in done})
+    summary["resumed"] = len(done)
     atomic_write_text(out / SUMMARY, json.dumps(_finite(summary), indent=1, default=_json_default) + "\n")
     return summary
 
 
-def _finite(obj):
-    """Non-finite floats -> None, so that every line is strict JSON."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+class _ProgressBar:
+    """A rich progress bar on stderr: done of total, a status text, elapsed and remaining."""
 
+    def __init__(self, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-def _json_default(obj):
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating,)):
-        return float(obj)
-    raise TypeError(f"not JSON serializable: {type(obj).__name__}")
+        self.progress = Progress(
+            TextColumn("campaign"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True), transient=False,
+        )
+        self.task = self.progress.add_task("campaign", total=total, status="")
+
+    def start(self) -> None:
+        self.progress.start()
+
+    def advance(self, status: str) -> None:
+        self.progress.update(self.task, advance=1, status=status)
+
+    def stop(self) -> None:
+        self.progress.stop()

@@ -62,6 +62,31 @@ ExternalOpt = Annotated[
 ExternalTimeoutOpt = Annotated[Optional[float], typer.Option("--external-timeout", min=0.0, help="Seconds before an external planner is killed.", show_default=False)]
 
 
+SchedulerOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--scheduler",
+        help="Where the jobs run: 'processes' (local worker processes, the default), 'local' (a dask LocalCluster "
+        "started here), or a dask scheduler address tcp://HOST:PORT (pip install 'piper-ilp[distributed]').",
+        show_default=False,
+    ),
+]
+
+
+def resolve_scheduler(text: str | None) -> str | None:
+    """The --scheduler value for :func:`compare.jobs.run_jobs`: None for local processes."""
+    from compare.cluster import dask_available
+    from compare.jobs import default_scheduler
+
+    if text is None:
+        return default_scheduler()
+    if text == "processes":
+        return None
+    if not dask_available():
+        raise InputError(f"--scheduler {text}: dask.distributed is not installed (pip install 'piper-ilp[distributed]')")
+    return text
+
+
 def parse_externals(items: list[str] | None) -> dict[str, str]:
     """``["name=command", ...]`` -> {name: command}, each checked (compare.external.parse_external)."""
     from compare.external import parse_external
@@ -371,17 +396,22 @@ def register(app: typer.Typer) -> None:
         resume: Annotated[bool, typer.Option("--resume", help="Continue the campaign in --out, skipping finished instances.")] = False,
         shrink: Annotated[bool, typer.Option("--shrink/--no-shrink", help="Shrink mismatches into counterexamples/.")] = True,
         progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal).", show_default=False)] = None,
+        scheduler: SchedulerOpt = None,
+        external: ExternalOpt = None,
+        external_timeout: ExternalTimeoutOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
-        """Cross-check COUNT random DAGs in parallel: one JSON line per finished instance in
+        """Cross-check many random DAGs in parallel, resumably.
+
+        COUNT random DAGs are checked in parallel: one JSON line per finished instance in
         OUT/results.jsonl (a killed run loses nothing; --resume skips what is done), every
         mismatch shrunk to a small instance in OUT/counterexamples/ that `piper-ilp verify`
         replays, and a summary: verdicts by family, greedy-gap statistics, solve times.
         Ctrl-C (SIGINT) or SIGTERM stop the workers at once and keep the finished results;
         OUT is locked while a campaign runs on it.
 
-        Exit 0 when no mismatch was found, 1 otherwise, 2 on bad usage (or OUT in use or
-        not writable), 130 on SIGINT, 143 on SIGTERM.
+        Exit 0 when no mismatch and no error was found, 1 otherwise, 2 on bad usage (or OUT
+        in use or not writable), 130 on SIGINT, 143 on SIGTERM.
         """
         from compare.campaign import CampaignInterrupted, run_campaign, summary_lines
         from compare.verify import parse_methods
@@ -401,6 +431,8 @@ def register(app: typer.Typer) -> None:
                 resume=resume,
                 do_shrink=shrink,
                 progress=progress,
+                scheduler=resolve_scheduler(scheduler),
+                externals=parse_externals(external),
             )
         except CampaignInterrupted as exc:
             stderr.print(f"piper-ilp: interrupted ({exc.done} results saved in {exc.results}; --resume goes on)", markup=False)
@@ -413,6 +445,6 @@ def register(app: typer.Typer) -> None:
             stdout.print(f"results in {out}/results.jsonl, summary in {out}/summary.json", markup=False)
             if summary["mismatches"]:
                 stdout.print(f"counterexamples (replay with piper-ilp verify): {out}/counterexamples/", markup=False)
-        if summary["verdicts"].get("mismatch"):
+        if summary["verdicts"].get("mismatch") or summary["verdicts"].get("error"):
             raise typer.Exit(1)
 

@@ -187,7 +187,7 @@ def test_summary_statistics():
          "statuses": {"dp": "optimal", "brute": "skipped"}},
     ]
     s = summarize(recs)
-    assert s["verdicts"] == {"match": 2, "consistent": 0, "inconclusive": 0, "mismatch": 1}
+    assert s["verdicts"] == {"match": 2, "consistent": 0, "single-proof": 0, "inconclusive": 0, "error": 0, "mismatch": 1}
     assert s["by_family"] == {"chain": {"match": 2}, "skip": {"mismatch": 1}}
     assert s["greedy_gap"]["count"] == 2 and s["greedy_gap"]["worse"] == 1 and s["greedy_gap"]["max"] == pytest.approx(0.1)
     assert s["seconds"]["dp"]["p50"] == pytest.approx(2.0) and s["seconds"]["dp"]["max"] == 3.0

@@ -1,0 +1,360 @@
+"""Running many independent jobs (campaign instances, sweep points) in parallel, safely.
+
+:func:`run_jobs` calls ``fn(job)`` for every job and hands each result to ``write`` in
+this process as soon as it arrives. Two backends:
+
+* local worker processes (the default where dask is not installed, or ``scheduler=None``):
+  spawned processes guarded by :mod:`compare.worker_guard` (their own process group, so
+  that a MILP backend's subprocess such as CBC dies with them; SIGINT ignored, the parent
+  decides; killed by the kernel when the parent dies, even by SIGKILL);
+* dask.distributed (``scheduler="local"`` for a LocalCluster started here, or an address
+  ``tcp://HOST:PORT``; :mod:`compare.cluster`).
+
+Either way SIGINT and SIGTERM only set a flag (:class:`SignalFlag`); the loop stops, the
+workers are killed, and :class:`Interrupted` is raised with the signal's number, after the
+finished results were written. :func:`locked_folder` holds ``DIR/.lock`` so that two runs
+never share a results folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from compare.worker_guard import guard_worker, kill_group
+from piper_ilp.errors import InputError, InternalError
+
+__all__ = ["LOCK", "Interrupted", "SignalFlag", "default_scheduler", "locked_folder", "prepare_folder", "run_in_folder", "run_jobs"]
+
+LOCK = ".lock"
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM ended a run: the workers are killed and the finished results kept.
+    ``signum`` is the signal's number (the CLI exits with 128 + signum); ``done`` the
+    results written; ``results`` where."""
+
+    def __init__(self, signum: int, done: int, results: Path | str):
+        super().__init__(f"interrupted by signal {signum}; {done} results saved in {results}")
+        self.signum = signum
+        self.done = done
+        self.results = results
+
+
+class SignalFlag:
+    """SIGINT / SIGTERM handlers that only record the signal (the run loop polls it);
+    installed only in the main thread, restored on exit."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._old: dict = {}
+
+    def __enter__(self) -> "SignalFlag":
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.signum = signum
+
+    def __exit__(self, *exc) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def locked_folder(out: Path, what: str) -> Iterator[None]:
+    """Hold ``out/.lock`` (``flock``) for the block; a second holder is refused with one line."""
+    import fcntl
+
+    try:
+        fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot create {LOCK} ({exc.strerror or exc})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise InputError(f"--out {out}: another {what} is running on this folder ({out / LOCK} is locked)") from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def default_scheduler() -> str | None:
+    """None: local worker processes. They are the default even where dask is installed,
+    because they are bound to the run (a Ctrl-C to the terminal's process group reaches a
+    LocalCluster's workers, which then die mid-task); ``--scheduler local`` asks for dask."""
+    return None
+
+
+def run_jobs(
+    fn: Callable[[Any], dict],
+    jobs: Sequence[Any],
+    write: Callable[[dict], None],
+    flag: SignalFlag,
+    *,
+    workers: int = 1,
+    scheduler: str | None = None,
+    name: Callable[[Any], str] = str,
+    what: str = "job",
+) -> None:
+    """Run ``fn(job)`` for every job; ``write(result)`` here as each finishes.
+
+    ``fn`` must be picklable (a module-level function or a functools.partial of one).
+    Returns early, with the workers killed, when ``flag`` records a signal (the caller
+    raises :class:`Interrupted`). ``scheduler``: None for local worker processes, or a dask
+    scheduler (see the module docstring).
+
+    Raises
+    ------
+    InternalError
+        A worker died (local processes) or a task failed (dask); the results written
+        before stay.
+    """
+    if not jobs:
+        return
+    if scheduler is not None:
+        from compare.cluster import run_on_dask
+
+        run_on_dask(fn, jobs, write, scheduler=scheduler, workers=workers, stop=lambda: flag.signum is not None, name=name)
+        return
+    _run_pool(fn, list(jobs), workers, write, flag, name, what)
+
+
+# ---- local worker processes -------------------------------------------------------------
+
+
+def _worker_main(conn, parent_pid: int, fn: Callable[[Any], dict]) -> None:
+    """A worker: receive a job, send back ``fn(job)``; None or a closed pipe ends it."""
+    guard_worker(parent_pid)
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        conn.send(fn(job))
+
+
+class _Worker:
+    def __init__(self, ctx, fn: Callable[[Any], dict], what: str):
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), fn), daemon=True, name=f"piper-{what}-worker")
+        self.proc.start()
+        child.close()
+        self.job: Any = None
+
+    def kill(self) -> None:
+        kill_group(self.proc.pid)  # the worker's group: itself and its solver subprocesses
+        try:
+            self.proc.kill()
+        except (OSError, ValueError):
+            pass
+
+
+def _stop_workers(workers: list[_Worker], graceful: bool) -> None:
+    if graceful:
+        for w in workers:
+            try:
+                w.conn.send(None)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5.0
+        for w in workers:
+            w.proc.join(max(0.0, deadline - time.monotonic()))
+    for w in workers:
+        if w.proc.is_alive() or not graceful:
+            w.kill()
+    for w in workers:
+        w.proc.join(2.0)
+        w.conn.close()
+
+
+def _run_pool(fn, todo: list, n_workers: int, write, flag: SignalFlag, name, what: str, poll: float = 0.2) -> None:
+    """Run ``todo`` on ``n_workers`` spawned workers, calling ``write`` with each result in
+    the parent as it arrives. Returns when ``flag`` is set; InternalError when a worker
+    dies. Every worker is killed on the way out."""
+    from multiprocessing.connection import wait
+
+    ctx = multiprocessing.get_context("spawn")
+    pending = deque(todo)
+    workers: list[_Worker] = []
+    graceful = False
+    try:
+        for _ in range(min(n_workers, len(pending))):
+            if flag.signum is not None:
+                return
+            workers.append(_Worker(ctx, fn, what))
+
+        def feed(w: _Worker) -> None:
+            w.job = pending.popleft() if pending else None
+            if w.job is not None:
+                w.conn.send(w.job)
+
+        for w in workers:
+            feed(w)
+        while flag.signum is None:
+            busy = [w for w in workers if w.job is not None]
+            if not busy:
+                graceful = True
+                return
+            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=poll)
+            for w in busy:
+                if flag.signum is not None:
+                    return
+                if w.conn in ready or w.conn.poll():
+                    try:
+                        rec = w.conn.recv()
+                    except (EOFError, OSError):
+                        rec = None
+                    if rec is not None:
+                        write(rec)
+                        feed(w)
+                        continue
+                if w.proc.sentinel in ready or not w.proc.is_alive():
+                    raise InternalError(
+                        f"a {what} worker process died (exit code {w.proc.exitcode}) while running {name(w.job)}; "
+                        "the finished results are saved, rerun with --resume to go on"
+                    )
+    finally:
+        _stop_workers(workers, graceful)
+
+
+# ---- a results folder: lock, parameters, resume, one JSON line per finished job ----------
+
+
+def prepare_folder(out: str | Path, files: Sequence[str]) -> Path:
+    """Create ``out`` (a folder) and check that ``files`` (and the lock) can be written
+    there, before any work; one line naming the problem otherwise."""
+    from piper_ilp.files import check_writable
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot create the folder ({exc.strerror or exc})") from None
+    for name in (*files, LOCK):
+        check_writable(out / name, "output")
+    return out
+
+
+def run_in_folder(
+    out: Path,
+    *,
+    what: str,
+    results: str,
+    parameters: str,
+    params: dict,
+    jobs: Sequence[Any],
+    job_id: Callable[[Any], str],
+    fn: Callable[[Any], dict],
+    keep: Callable[[dict], bool],
+    resume: bool,
+    workers: int,
+    scheduler: str | None,
+    prepare: Callable[[dict], None] | None = None,
+    on_record: Callable[[dict], None] | None = None,
+) -> tuple[list[dict], list[dict]]:
+    """Run the ``jobs`` not yet recorded in ``out/results`` (one JSON line per result, each
+    written in one ``write`` call, so a killed run leaves whole lines), holding
+    ``out/.lock``. ``params`` are stored in ``out/parameters``; ``resume`` must find the same.
+    Returns (the records found from earlier runs, the new ones), each restricted to ``jobs``.
+
+    ``keep(record)`` says which lines of the results file are records; ``prepare(record)``
+    runs just before a record is written (e.g. saving a side file); ``on_record`` just after.
+
+    Raises
+    ------
+    InputError
+        Results already present without ``resume``, other parameters with ``resume``, or
+        another run holding the folder.
+    Interrupted
+        SIGINT / SIGTERM, after the finished results were written.
+    """
+    import json
+
+    from piper_ilp.files import atomic_write_text, read_jsonl
+
+    with locked_folder(out, what):
+        params_path = out / parameters
+        seen: set = set()
+        done = [r for r in read_jsonl(out / results, keep) if not (r["id"] in seen or seen.add(r["id"]))]
+        if done and not resume:
+            raise InputError(f"--out {out}: already holds {len(done)} results; add --resume to continue it, or choose another folder")
+        if resume and params_path.exists():
+            try:
+                old = json.loads(params_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise InputError(f"--resume: cannot read {params_path} ({exc})") from None
+            if {k: old.get(k) for k in params} != params:
+                diff = ", ".join(f"{k}: {old.get(k)!r} -> {params[k]!r}" for k in params if old.get(k) != params[k])
+                raise InputError(f"--resume: {out} holds a {what} with other parameters ({diff})")
+        atomic_write_text(params_path, json.dumps(params, indent=1) + "\n")
+        ids = {job_id(j) for j in jobs}
+        done_ids = {r["id"] for r in done}
+        todo = [j for j in jobs if job_id(j) not in done_ids]
+        new: list[dict] = []
+        path = out / results
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size:
+                with path.open("rb") as fh:
+                    fh.seek(-1, os.SEEK_END)
+                    if fh.read(1) != b"\n":  # a run killed mid-line: end that line first
+                        os.write(fd, b"\n")
+
+            def write(rec: dict) -> None:
+                if rec["id"] in done_ids:  # never twice
+                    return
+                if prepare is not None:
+                    prepare(rec)
+                data = (json.dumps(_finite(rec), allow_nan=False, default=_json_default) + "\n").encode("utf-8")
+                while data:  # one write call for a line (O_APPEND)
+                    data = data[os.write(fd, data):]
+                done_ids.add(rec["id"])
+                new.append(rec)
+                if on_record is not None:
+                    on_record(rec)
+
+            with SignalFlag() as flag:
+                run_jobs(fn, todo, write, flag, workers=workers, scheduler=scheduler, name=job_id, what=what)
+                if flag.signum is not None:
+                    raise Interrupted(flag.signum, len(done) + len(new), path)
+        finally:
+            os.close(fd)
+    return [r for r in done if r["id"] in ids], new
+
+
+def _finite(obj):
+    """Non-finite floats -> None, so that every line is strict JSON."""
+    import math
+
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _json_default(obj):
+    import numpy as np
+
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    raise TypeError(f"not JSON serializable: {type(obj).__name__}")
