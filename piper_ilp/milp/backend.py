@@ -37,7 +37,8 @@ class Answer:
     its value of that plan and ``bound`` its lower bound on the model's optimum, both in
     seconds (``bound`` already lowered by what the backend's own rounding can hide);
     ``resolution`` how far (seconds) ``objective`` may sit from the plan's true TPS;
-    ``stopped`` why it stopped early ("time limit"), ``seconds`` its wall time.
+    ``stopped`` why it stopped early ("time limit"), ``seconds`` its wall time;
+    ``exact_bound`` when ``bound`` holds whatever the scale (integer arithmetic).
     """
 
     status: Status
@@ -47,6 +48,7 @@ class Answer:
     resolution: float = 0.0
     stopped: str | None = None
     seconds: float = 0.0
+    exact_bound: bool = False
     notes: list[str] = field(default_factory=list)
 
 

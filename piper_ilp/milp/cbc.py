@@ -155,15 +155,13 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     tmp = tempfile.mkdtemp(prefix="piper-cbc-")
     proc = None
     try:
-        mps, sol, mst, logp = (os.path.join(tmp, n) for n in ("model.mps", "model.sol", "start.sol", "cbc.log"))
+        mps, sol, logp = (os.path.join(tmp, n) for n in ("model.mps", "model.sol", "cbc.log"))
         Path(mps).write_text(_mps_text(sm, rows), encoding="utf-8")
         args = [binary, mps]
-        if settings.hint:
-            lines = ["Stopped on time - objective value 0"]
-            lines += [f"{k} x{j} {v:.17g} 0" for k, (j, v) in enumerate(sorted(settings.hint.items()))]
-            Path(mst).write_text("\n".join(lines) + "\n", encoding="utf-8")
-            # CBC 2.10's preprocessing discards a MIP start, so with a hint it is off
-            args += ["-mips", mst, "-preprocess", "off"]
+        # No MIP start: CBC 2.10 with a MIP start (which needs preprocessing off) can
+        # write a solution file from an LP re-solve ("objective value 0", values not
+        # integral) after finding the start's solution. A hint still bounds the
+        # objective through the cutoff (certify).
         if settings.time_limit is not None:
             args += ["-sec", repr(float(settings.time_limit))]
         args += list(TOLERANCES)

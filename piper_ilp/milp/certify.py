@@ -137,7 +137,7 @@ def certify(
                 if ans.objective is not None and abs(ans.objective - ev.tps) > ans.resolution + PROOF_RTOL * ev.tps:
                     return _error(backend, f"its value {ans.objective!r} of its plan and the evaluator's TPS {ev.tps!r} "
                                   f"differ by more than its resolution {ans.resolution:.3g}", state, info)
-                if state.tps is None or ev.tps < state.tps:
+                if state.tps is None or ev.tps <= state.tps:
                     state.plan, state.tps, state.from_hint = plan, ev.tps, False
                     state.objective, state.resolution = ans.objective, ans.resolution
             elif memory == Memory.RELAX and all(v.rule == 6 for v in ev.violations):
@@ -155,8 +155,14 @@ def certify(
             info["rounds"] = [r.to_dict() for r in state.rounds]
             return Solution(backend, Status.INFEASIBLE, message="proven infeasible: even with memory relaxed to "
                             "M(1+1e-9) no valid plan exists", info=info)
-        if memory == Memory.RELAX and ans.bound is not None:
+        # A float backend's bound means something only when its own value is not tiny
+        # in model units (its tolerances are absolute); CP-SAT's integer bound always does.
+        fine = ans.objective is not None and ans.objective >= ts.unit * UNITS_PER_REFERENCE / COARSE
+        if memory == Memory.RELAX and ans.bound is not None and (fine or ans.exact_bound):
             state.lower = max(state.lower, ans.bound)
+        elif ans.bound is not None:
+            rnd.note = (rnd.note + "; " if rnd.note else "") + "bound not used (" + (
+                "memory restricted" if memory == Memory.RESTRICT else "its value is below the unit's resolution") + ")"
         if state.tps is not None and state.lower > state.tps * (1 + PROOF_RTOL):
             return _error(backend, f"its lower bound {state.lower!r} is above the TPS {state.tps!r} of a valid plan",
                           state, info)
@@ -197,11 +203,13 @@ def _finish(backend: str, state: _State, info: dict, why: str | None, proven: bo
     if state.plan is None:
         return Solution(backend, Status.UNKNOWN, bound=state.lower, message=why or "no plan and no proof", info=info)
     bound = min(state.lower, state.tps)
+    if state.from_hint:
+        state.objective = state.tps  # the evaluator's value of the hint
     if proven:
         info["scaling_error"] = max(state.resolution, abs(state.objective - state.tps) if state.objective is not None else 0.0)
         return Solution(backend, Status.OPTIMAL, plan=state.plan, objective=state.objective, bound=bound,
                         message=f"optimal (proven by the backend, certified within {PROOF_RTOL:g} relative)", info=info)
     if state.objective is not None:
         info["scaling_error"] = max(state.resolution, abs(state.objective - state.tps))
-    return Solution(backend, Status.FEASIBLE, plan=state.plan, objective=state.objective if not state.from_hint else state.tps,
+    return Solution(backend, Status.FEASIBLE, plan=state.plan, objective=state.objective,
                     bound=bound, message=why or "optimality not proven", info=info)

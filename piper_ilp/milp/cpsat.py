@@ -171,7 +171,7 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
         if "overflow" in why.lower():
             raise OutOfRange(f"cpsat: {why}")
         raise InternalError(f"cpsat: the model is invalid ({solver.status_name(code)}): {why}")
-    ans = Answer(status, seconds=wall, resolution=(sm.form.sets.n + 2 * len(sm.form.sets.edges) + 2) * sec_per_step)
+    ans = Answer(status, seconds=wall, exact_bound=True, resolution=(sm.form.sets.n + 2 * len(sm.form.sets.edges) + 2) * sec_per_step)
     if status in (Status.FEASIBLE, Status.UNKNOWN):
         ans.stopped = "time limit"
     if status in (Status.OPTIMAL, Status.FEASIBLE):
