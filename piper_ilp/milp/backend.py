@@ -3,6 +3,7 @@ solver so that Ctrl-C (KeyboardInterrupt) stops it, and throttled progress lines
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -69,6 +70,7 @@ def run_stoppable(solve: Callable[[], object], stop: Callable[[], None], tick: C
         except BaseException as exc:  # handed to the main thread
             box["error"] = exc
 
+    before = _os_threads()
     worker = threading.Thread(target=work, name="milp-backend", daemon=True)
     worker.start()
     try:
@@ -83,10 +85,26 @@ def run_stoppable(solve: Callable[[], object], stop: Callable[[], None], tick: C
                 worker.join(0.1)
             except KeyboardInterrupt:  # a second Ctrl-C while stopping: keep stopping
                 stop()
+        # a stopped solver's own threads can outlive its return by a moment; exiting
+        # the interpreter while they run aborts it (seen with CP-SAT), so wait for them
+        deadline = time.monotonic() + 10.0
+        while before is not None and (_os_threads() or 0) > before and time.monotonic() < deadline:
+            try:
+                time.sleep(0.02)
+            except KeyboardInterrupt:
+                pass
         raise
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
     return box.get("result")
+
+
+def _os_threads() -> int | None:
+    """This process's OS threads (None where /proc is not available)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
 
 
 class Progress:

@@ -57,7 +57,10 @@ def _num(c: float) -> str:
 
 
 def _mps_text(sm: ScaledModel, rows: list[ScaledRow]) -> str:
-    """The model in MPS (variables x<j>, rows r<k>, objective T)."""
+    """The model in MPS, in the column layout CBC reads (as PuLP writes it; variables
+    x<j>, rows r<k>, at most 8 characters; 17 significant digits)."""
+    if len(m_vars := sm.model.vars) >= 10**7 or len(rows) >= 10**7:
+        raise InternalError("cbc: the model has too many variables or rows for MPS names")
     m = sm.model
     out = ["NAME          PIPER", "ROWS", " N  OBJ"]
     sense = {"<=": "L", ">=": "G", "==": "E"}
@@ -81,20 +84,20 @@ def _mps_text(sm: ScaledModel, rows: list[ScaledRow]) -> str:
         if not cols[j]:
             cols[j].append(("OBJ", 0.0))
         for rname, c in cols[j]:
-            out.append(f"    x{j}  {rname}  {_num(c)}")
+            out.append(f"    {'x%d' % j:<8}  {rname:<8}  {c: .16e}")
     if marker:
         out.append("    MARK      'MARKER'                 'INTEND'")
     out.append("RHS")
     for k, r in enumerate(rows):
         if r.rhs != 0:
-            out.append(f"    RHS       r{k}  {_num(r.rhs)}")
+            out.append(f"    RHS       {'r%d' % k:<8}  {r.rhs: .16e}")
     out.append("BOUNDS")
     for j, var in enumerate(m.vars):
         if var.kind == "binary":
-            out.append(f" BV BND       x{j}")
+            out.append(f" BV BND       {'x%d' % j:<8}")
         else:
-            out.append(f" LO BND       x{j}  {_num(sm.lb[j])}")
-            out.append(f" UP BND       x{j}  {_num(sm.ub[j])}")
+            out.append(f" LO BND       {'x%d' % j:<8}  {sm.lb[j]: .16e}")
+            out.append(f" UP BND       {'x%d' % j:<8}  {sm.ub[j]: .16e}")
     out.append("ENDATA")
     return "\n".join(out) + "\n"
 
@@ -188,6 +191,8 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
         log = Path(logp).read_text(encoding="utf-8", errors="replace")
         if rc != 0:
             raise InternalError(f"cbc: the binary exited with status {rc}: {log.strip().splitlines()[-1:] or ''}")
+        if "errors on input" in log or "Current model not valid" in log:
+            raise InternalError(f"cbc: could not read the model: {log.strip().splitlines()[-1:]}")
         if not os.path.exists(sol):
             return Answer(Status.UNKNOWN, stopped="time limit", seconds=wall, notes=["cbc wrote no solution file"])
         head, obj, values = _read_solution(Path(sol), len(m.vars))
@@ -208,7 +213,7 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
         status = Status.OPTIMAL
     elif word in ("Infeasible", "Integer") and not timed_out:
         status = Status.INFEASIBLE
-    elif obj is not None and word == "Stopped" and "objective" in head:
+    elif obj is not None and word == "Stopped" and "objective" in head and "no integer solution" not in head:
         status = Status.FEASIBLE
     else:
         status = Status.UNKNOWN

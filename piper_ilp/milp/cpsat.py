@@ -143,6 +143,9 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     p.presolve_inclusion_work_limit = 0
     # the linear relaxation of every row (indicators included) in the LP-based search
     p.linearization_level = 2
+    # Ctrl-C is Python's: CP-SAT's own SIGINT handler would end the solve as if its
+    # time limit were reached (and its handler can abort the process)
+    p.catch_sigint_signal = False
     progress = Progress("cpsat", settings.progress)
     if settings.progress:
         p.log_search_progress = True
