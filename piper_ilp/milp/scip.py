@@ -26,6 +26,9 @@ GAP_ABS = 1e-7
 #: feasibility tolerance on each row of a slot's TPS.
 ABS_RESOLUTION = 1e-5
 
+#: The relative accuracy to which SCIP's bound is trusted (as for CBC: its tolerances).
+BOUND_RTOL = 1e-7
+
 PARAMETERS = (
     "numerics/feastol = 1e-9\n"
     "limits/gap = 0\n"
@@ -97,6 +100,6 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     if status != Status.INFEASIBLE:
         b = obj.BestBound()
         if math.isfinite(b):
-            ans.bound = (b - (GAP_ABS if status == Status.OPTIMAL else 0.0)) * unit
+            ans.bound = (b - (GAP_ABS if status == Status.OPTIMAL else 0.0)) * unit * (1 - BOUND_RTOL)
     progress.update(ans.objective, ans.bound, force=True)
     return ans
