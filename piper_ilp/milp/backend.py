@@ -20,13 +20,15 @@ __all__ = ["Settings", "Answer", "OutOfRange", "run_stoppable", "Progress", "wri
 @dataclass(frozen=True)
 class Settings:
     """One backend call: ``time_limit`` seconds (None: none), ``threads``, ``write_model``
-    (a path or None), ``hint`` (values of binaries and integers, or None), ``progress``."""
+    (a path or None), ``hint`` (values of binaries and integers, or None), ``progress``,
+    ``careful`` (the backend's presolve off, for a second opinion)."""
 
     time_limit: float | None
     threads: int
     write_model: str | Path | None = None
     hint: dict[int, float] | None = None
     progress: bool = False
+    careful: bool = False  # presolve off: a second opinion on an "infeasible" claim
 
 
 @dataclass

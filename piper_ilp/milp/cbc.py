@@ -177,7 +177,7 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
         # objective through the cutoff (certify).
         if settings.time_limit is not None:
             args += ["-sec", repr(float(settings.time_limit))]
-        args += list(TOLERANCES)
+        args += list(TOLERANCES) + (["-presolve", "off"] if settings.careful else [])
         args += ["-ratio", "0", "-allow", repr(GAP_ABS), "-threads", str(settings.threads), "-timeMode", "elapsed"]
         args += ["-solve", "-printingOptions", "all", "-solution", sol]
         progress = Progress("cbc", settings.progress)

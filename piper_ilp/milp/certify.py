@@ -152,6 +152,8 @@ def certify(
             if state.plan is not None:
                 return _error(backend, f"it calls the model infeasible, but a plan with TPS {state.tps!r} fits "
                               f"(below the cutoff {ts.t_ub!r})", state, info)
+            if not ans.exact_bound:
+                return _second_opinion(form, backend, solve, sm, settings, state, info)
             info["rounds"] = [r.to_dict() for r in state.rounds]
             return Solution(backend, Status.INFEASIBLE, message="proven infeasible: even with memory relaxed to "
                             "M(1+1e-9) no valid plan exists", info=info)
@@ -186,6 +188,27 @@ def certify(
         return _error(backend, f"it claims the optimum, but the plan's TPS {state.tps!r} and its lower bound "
                       f"{state.lower!r} differ by more than {PROOF_RTOL:g} relative", state, info)
     return _finish(backend, state, info, f"{stop_reason or 'round limit'} reached; optimality not proven")
+
+
+def _second_opinion(form, backend, solve, sm, settings, state, info) -> Solution:
+    """A floating-point backend's "infeasible" counts only when the same relaxed model,
+    solved again with its presolve off, is infeasible too."""
+    again = solve(sm, Settings(settings.time_limit, settings.threads, None, None, False, careful=True))
+    rnd = Round(sm.scale.unit, sm.scale.t_ub, sm.memory.value, again.status.value, again.objective, again.bound,
+                None, again.seconds, note="second opinion, presolve off")
+    state.rounds.append(rnd)
+    info["rounds"] = [r.to_dict() for r in state.rounds]
+    if again.status == Status.INFEASIBLE:
+        return Solution(backend, Status.INFEASIBLE, message="proven infeasible: even with memory relaxed to "
+                        "M(1+1e-9) no valid plan exists (confirmed with presolve off)", info=info)
+    if again.values is not None:
+        ev = evaluate(form.sets.inst, form.plan_of(again.values))
+        if ev.valid:
+            rnd.tps = ev.tps
+            return _error(backend, f"it calls the model infeasible, but with presolve off it finds a plan with "
+                          f"TPS {ev.tps!r} that the evaluator accepts", state, info)
+    return Solution(backend, Status.UNKNOWN, message="infeasibility claimed but not confirmed (with presolve off "
+                    f"the backend ends {again.status.value})", info=info)
 
 
 def _proven(state: _State) -> bool:

@@ -69,8 +69,9 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     if settings.time_limit is not None:
         solver.SetTimeLimit(int(math.ceil(settings.time_limit * 1000)))
     solver.SetNumThreads(settings.threads)
-    if not solver.SetSolverSpecificParametersAsString(PARAMETERS):
-        raise InternalError(f"scip: parameters not accepted: {PARAMETERS!r}")
+    params = PARAMETERS + ("presolving/maxrounds = 0\n" if settings.careful else "")
+    if not solver.SetSolverSpecificParametersAsString(params):
+        raise InternalError(f"scip: parameters not accepted: {params!r}")
     progress = Progress("scip", settings.progress)
     interrupted = []
 
