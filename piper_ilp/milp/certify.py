@@ -153,7 +153,8 @@ def certify(
                 return _error(backend, f"it calls the model infeasible, but a plan with TPS {state.tps!r} fits "
                               f"(below the cutoff {ts.t_ub!r})", state, info)
             if not ans.exact_bound:
-                return _second_opinion(form, backend, solve, sm, settings, state, info)
+                left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t_start))
+                return _second_opinion(form, backend, solve, sm, left, threads, state, info)
             info["rounds"] = [r.to_dict() for r in state.rounds]
             return Solution(backend, Status.INFEASIBLE, message="proven infeasible: even with memory relaxed to "
                             "M(1+1e-9) no valid plan exists", info=info)
@@ -190,10 +191,13 @@ def certify(
     return _finish(backend, state, info, f"{stop_reason or 'round limit'} reached; optimality not proven")
 
 
-def _second_opinion(form, backend, solve, sm, settings, state, info) -> Solution:
+def _second_opinion(form, backend, solve, sm, time_left, threads, state, info) -> Solution:
     """A floating-point backend's "infeasible" counts only when the same relaxed model,
     solved again with its presolve off, is infeasible too."""
-    again = solve(sm, Settings(settings.time_limit, settings.threads, None, None, False, careful=True))
+    if time_left is not None and time_left <= 0:
+        info["rounds"] = [r.to_dict() for r in state.rounds]
+        return Solution(backend, Status.UNKNOWN, message="infeasibility claimed, no time left to confirm it", info=info)
+    again = solve(sm, Settings(time_left, threads, None, None, False, careful=True))
     rnd = Round(sm.scale.unit, sm.scale.t_ub, sm.memory.value, again.status.value, again.objective, again.bound,
                 None, again.seconds, note="second opinion, presolve off")
     state.rounds.append(rnd)
