@@ -57,6 +57,23 @@ def test_a_huge_dummy_option_does_not_coarsen_the_proof(backend):
     assert sol.tps == 0.25 and sol.bound <= 0.25 and 0.25 - sol.bound <= PROOF_RTOL * 0.25
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_numbers_at_the_ends_of_the_float_range(backend):
+    def inst(ps, K):
+        return instance_from_dict({"maxDevices": K, "maxMemoryPerDevice": 100, "bandwidth": 1, "mbsInBatch": K,
+                                   "nodes": [{"id": i, "TMPCs": {"1": [option("vanilla", p)]}} for i, p in enumerate(ps)],
+                                   "edges": []}, "float-range")
+
+    # one node, p = 1e308 or 1e-300: proven, relative to the optimum
+    for p, K in ((1e308, 1), (1e-300, 2)):
+        sol = solve_milp(inst([p], K), backend=backend)
+        assert sol.status == Status.OPTIMAL and sol.tps == p / K, sol.message
+        assert sol.tps - sol.bound <= PROOF_RTOL * sol.tps
+    # two nodes of 1e308 on one device: a stage's TPS is beyond floats
+    sol = solve_milp(inst([1e308, 1e308], 1), backend=backend)
+    assert sol.status == Status.OUT_OF_RANGE and "overflows" in sol.message and sol.plan is None
+
+
 def _boundary_instance(M):
     # K = 1, one stage with both nodes: memory a + b per node at y = 1, fsum = 0.1 + 0.2
     # (which is 0.30000000000000004 in floats). Option "fast" (p = 1) uses that memory;

@@ -181,7 +181,7 @@ def certify(
         if state.tps is not None and ts.unit * UNITS_PER_REFERENCE > COARSE * state.tps:
             ts = TimeScale.around(state.tps, state.tps * (1 + CUTOFF_MARGIN))
             values_hint = form.values_of(state.plan)[0]
-            memory = Memory.RELAX if memory == Memory.RELAX else memory
+            memory = Memory.RELAX  # a bound needs the relaxed rows at the finer unit
             continue
         if memory == Memory.RESTRICT:
             return _finish(backend, state, info, "cannot certify at this memory boundary: the best plan that fits "

@@ -178,7 +178,10 @@ def index_sets(instance: Instance, restrictions: Restrictions) -> IndexSets:
                 for d in ds:
                     worst = max(worst, stage_tps(eb, resync_bytes(o.w, d, N), o.p, d, B))
         worst_parts.append(worst)
-    t_bound = math.fsum(worst_parts) * (1 + 1e-9)
+    try:
+        t_bound = math.fsum(worst_parts) * (1 + 1e-9)
+    except OverflowError:  # beyond floats: every backend answers out-of-range
+        t_bound = math.inf
     # Lower bounds that every plan obeys: stage i has d_i TPS_i >= its p; sum d <= min(N, K);
     # sum t d <= K; a node's own stage has d <= the largest d allowed with its t.
     work, work_t, single = [], [], 0.0
@@ -189,7 +192,10 @@ def index_sets(instance: Instance, restrictions: Restrictions) -> IndexSets:
         work.append(min(o.p for _, o in avail))
         work_t.append(min(t * o.p for t, o in avail))
         single = max(single, min(o.p / max(d_of_t[t]) for t, o in avail))
-    t_low = max(math.fsum(work) / cap, math.fsum(work_t) / K, single) * (1 - 1e-9)
+    try:
+        t_low = max(math.fsum(work) / cap, math.fsum(work_t) / K, single) * (1 - 1e-9)
+    except OverflowError:
+        t_low = single * (1 - 1e-9)
     return IndexSets(inst, V, S, configs, d_of_t, opts, Y, edges, order_edges, t_bound, t_low)
 
 
