@@ -145,3 +145,16 @@ def test_sigterm_through_a_handler_stops_the_solve(tmp_path, backend):
     assert code == 143 and out.strip() == "KeyboardInterrupt", (code, out, err)
     assert _processes_mentioning(str(tmpdir)) == []
     assert list(tmpdir.iterdir()) == []
+
+
+@pytest.mark.parametrize("backend", ["cbc", "cpsat", "scip"])
+def test_a_finished_solve_leaves_no_files_and_no_process(tmp_path, backend):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    inst = REPO / "inputs" / "small.json"
+    done = subprocess.run([PYTHON, "-m", "piper_cli", "solve", str(inst), "--method", backend],
+                          env=_env(tmpdir), capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "optimal" in done.stdout
+    assert list(tmpdir.iterdir()) == []
+    assert _processes_mentioning(str(tmpdir)) == []
