@@ -97,7 +97,8 @@ def solve_milp(
         says why) or backend-error (the backend's claim failed certification; details
         in ``message`` and ``info["rounds"]``). ``tps`` is the evaluator's, ``objective``
         the backend's value of the plan, ``bound`` a lower bound on the optimum.
-        ``info`` holds the model's size, ``rounds`` (one per solve), ``scaling_error``
+        ``info`` holds the model's size, ``rounds`` (one per solve), ``solver_seconds``
+        (their sum), ``scaling_error``
         (how far ``objective`` may sit from ``tps``), ``gap`` and ``hint``.
 
     Raises
@@ -166,6 +167,7 @@ def solve_milp(
                       write_model=write_model, hint=hint if hint_values is not None else None,
                       hint_values=hint_values, progress=progress, info=info)
     sol.seconds = time.perf_counter() - t0
+    info["solver_seconds"] = sum(r["seconds"] for r in info.get("rounds", []))
     if sol.plan is not None:
         # the last, independent check; certify() already evaluated this plan
         sol = checked_solution(instance, sol, tolerance=1e-6, absolute=info.get("scaling_error", 0.0),
