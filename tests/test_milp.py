@@ -1,5 +1,7 @@
-"""The exact MILP (piper_ilp.milp) on CP-SAT and CBC: agreement with the exhaustive
-oracle and the DP, statuses, the size guard, model files, hints and scaling."""
+"""The exact MILP (piper_ilp.milp) on CP-SAT, CBC and SCIP: agreement with the exhaustive
+oracle and the DP, statuses, the size guard, model files, hints, progress lines.
+(Certification of wrong claims: tests/test_milp_certify.py; interrupts:
+tests/test_milp_signals.py.)"""
 
 from __future__ import annotations
 
@@ -370,9 +372,15 @@ def test_campaign_counterexamples(backend, path):
 def test_time_limit_on_a_hard_instance_is_never_optimal(backend, shared_dir):
     inst = load_instance(shared_dir / "piper-inputs" / "bert32a100.json").with_settings(K=16)
     sol = solve_milp(inst, backend=backend, time_limit=1.0)
-    assert sol.status in (Status.FEASIBLE, Status.UNKNOWN), sol.status
-    # one stage with d = 16 is a valid plan, so the optimum is at most its TPS
+    # how far a backend gets in 1 s depends on the machine: every honest status passes
+    assert sol.status in (Status.FEASIBLE, Status.UNKNOWN, Status.OPTIMAL, Status.OUT_OF_RANGE), sol.status
+    # one stage with d = 16 is a valid plan (and the DP's optimum), so the optimum is at most its TPS
     one_stage = Plan((Stage(tuple(inst.node_ids), 16, 1, {v: "vanilla" for v in inst.node_ids}),))
+    if sol.status == Status.OPTIMAL:
+        assert abs(sol.tps - evaluate(inst, one_stage).tps) <= 1e-6 * sol.tps
+        return
+    if sol.status == Status.OUT_OF_RANGE:
+        return
     assert sol.bound is not None and 0 < sol.bound <= evaluate(inst, one_stage).tps
     if sol.status == Status.FEASIBLE:
         assert evaluate(inst, sol.plan).valid
@@ -399,14 +407,26 @@ def test_time_limit_with_a_warm_start_gives_a_plan_and_a_bound(backend, shared_d
         assert sol.message.startswith("time limit")
 
 
-def test_cpsat_states_its_scaling_error(inputs_dir):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_backend_states_how_far_its_value_is_from_the_evaluators(backend, inputs_dir):
     inst = load_instance(inputs_dir / "small.json")
-    sol = solve_milp(inst, backend="cpsat")
+    sol = solve_milp(inst, backend=backend)
     err = sol.info["scaling_error"]
-    assert 0 < err < 1e-6 * sol.tps
+    assert sol.status == Status.OPTIMAL
+    assert 0 <= err < 1e-6 * sol.tps
     assert abs(sol.objective - sol.tps) <= err
-    assert solve_milp(inst, backend="cbc").info["scaling_error"] == 0.0
-    assert solve_milp(inst, backend="scip").info["scaling_error"] == 0.0
+    assert sol.tps - sol.bound <= 1e-6 * sol.tps
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_progress_lines_show_incumbent_and_bound(backend, inputs_dir, capsys):
+    inst = load_instance(inputs_dir / "small.json")
+    sol = solve_milp(inst, backend=backend, progress=True)
+    err = capsys.readouterr().err
+    assert sol.status == Status.OPTIMAL
+    lines = [ln for ln in err.splitlines() if ln.startswith(f"{backend}:")]
+    assert lines and "incumbent" in lines[-1] and "bound" in lines[-1], err
+    assert f"{sol.tps:.6g}"[:5] in lines[-1]  # the last line shows the optimum found
 
 
 # --------------------------------------------------------------------------------------
@@ -439,26 +459,8 @@ def test_a_valid_hint_is_never_lost_at_a_short_limit(backend, shared_dir):
     inst = load_instance(shared_dir / "piper-inputs" / "bert32a100.json").with_settings(K=16)
     hint = Plan((Stage(tuple(inst.node_ids), 16, 1, {v: "vanilla" for v in inst.node_ids}),))
     sol = solve_milp(inst, backend=backend, time_limit=0.2, hint=hint)
-    assert sol.status == Status.FEASIBLE
+    assert sol.status in (Status.FEASIBLE, Status.OPTIMAL)  # a fast machine may prove it
     assert sol.tps <= evaluate(inst, hint).tps * (1 + 1e-9)
     assert sol.bound is not None and sol.bound <= sol.tps
     if sol.info.get("plan_from") == "hint":
         assert sol.plan == hint
-
-
-def test_backend_calling_a_hinted_model_infeasible_is_an_internal_error(monkeypatch, inputs_dir):
-    import piper_ilp.milp as milp
-    from piper_ilp.errors import InternalError
-
-    inst = load_instance(inputs_dir / "small.json")
-    hint = solve_milp(inst, backend="cbc").plan
-    real = milp._solve_cbc
-
-    def lying(*args, **kwargs):
-        res = real(*args, **kwargs)
-        res["status"] = Status.INFEASIBLE
-        return res
-
-    monkeypatch.setattr(milp, "_solve_cbc", lying)
-    with pytest.raises(InternalError, match="hint is a valid plan"):
-        solve_milp(inst, backend="cbc", hint=hint)

@@ -1,0 +1,260 @@
+"""The CBC backend: the big-M rows in floating point, solved by the CBC binary that PuLP
+bundles, run as a child process that this module controls.
+
+The model goes to an MPS file in a private folder (``tempfile.mkdtemp``); CBC runs in its
+own process group (so a Ctrl-C at the terminal reaches only this process), its log is
+read for progress, and on any exception (KeyboardInterrupt included) the process group
+is killed; the folder and every file in it are removed in any case.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+from piper_ilp.errors import InputError, InternalError
+from piper_ilp.milp.backend import Answer, Progress, Settings, write_model_file
+from piper_ilp.milp.scaled import ScaledModel, ScaledRow, big_m_rows, lp_name
+from piper_ilp.solution import Status
+
+__all__ = ["solve", "cbc_path", "lp_text"]
+
+#: Feasibility and integrality tolerances (CBC's defaults are 1e-7 and 1e-6), and CBC's
+#: integer preprocessing off: on models whose time coefficients span many orders of
+#: magnitude it cut off the optimum (a random 2-node instance: "optimal" 794.76 s where
+#: 220.43 s is valid; with preprocessing off CBC finds 220.43).
+#: Its LP scaling off as well: with it, CBC called feasible random instances infeasible
+#: and "proved" optima 13% too high (the certification sweep of the tests).
+TOLERANCES = ("-primalT", "1e-9", "-integerT", "1e-9", "-preprocess", "off", "-scaling", "off")
+
+#: The relative accuracy to which a bound of a floating-point backend is trusted: the
+#: bound reported is lowered by this fraction (the sweep saw CBC's optimum miss the true
+#: one by 4e-9 relative, within its tolerances).
+BOUND_RTOL = 1e-7
+
+#: Absolute optimality gap in model units (1e-10 of the reference value).
+GAP_ABS = 1e-7
+
+#: How far (model units) the solver's objective may sit from its plan's value: its
+#: feasibility tolerance on each row of a slot's TPS.
+ABS_RESOLUTION = 1e-5
+
+
+def cbc_path() -> str:
+    """The CBC binary bundled with PuLP."""
+    import pulp
+
+    with warnings.catch_warnings():  # PuLP 3.3 deprecates the bundled CBC's name, not the binary
+        warnings.simplefilter("ignore", DeprecationWarning)
+        path = pulp.PULP_CBC_CMD(msg=False).path
+    if not path or not os.access(path, os.X_OK):
+        raise InputError(f"cbc: PuLP's bundled CBC binary is missing or not executable ({path})")
+    return path
+
+
+def _num(c: float) -> str:
+    return f"{c:.17g}"
+
+
+def _mps_text(sm: ScaledModel, rows: list[ScaledRow]) -> str:
+    """The model in MPS, in the column layout CBC reads (as PuLP writes it; variables
+    x<j>, rows r<k>, at most 8 characters; 17 significant digits)."""
+    if len(m_vars := sm.model.vars) >= 10**7 or len(rows) >= 10**7:
+        raise InternalError("cbc: the model has too many variables or rows for MPS names")
+    m = sm.model
+    out = ["NAME          PIPER", "ROWS", " N  OBJ"]
+    sense = {"<=": "L", ">=": "G", "==": "E"}
+    for k, r in enumerate(rows):
+        out.append(f" {sense[r.sense]}  r{k}")
+    cols: dict[int, list[tuple[str, float]]] = {j: [] for j in range(len(m.vars))}
+    cols[m.objective].append(("OBJ", 1.0))
+    for k, r in enumerate(rows):
+        for j, c in r.terms:
+            cols[j].append((f"r{k}", c))
+    out.append("COLUMNS")
+    marker = False
+    for j, var in enumerate(m.vars):
+        integer = var.kind != "continuous"
+        if integer and not marker:
+            out.append("    MARK      'MARKER'                 'INTORG'")
+            marker = True
+        elif not integer and marker:
+            out.append("    MARK      'MARKER'                 'INTEND'")
+            marker = False
+        if not cols[j]:
+            cols[j].append(("OBJ", 0.0))
+        for rname, c in cols[j]:
+            out.append(f"    {'x%d' % j:<8}  {rname:<8}  {c: .16e}")
+    if marker:
+        out.append("    MARK      'MARKER'                 'INTEND'")
+    out.append("RHS")
+    for k, r in enumerate(rows):
+        if r.rhs != 0:
+            out.append(f"    RHS       {'r%d' % k:<8}  {r.rhs: .16e}")
+    out.append("BOUNDS")
+    for j, var in enumerate(m.vars):
+        if var.kind == "binary":
+            out.append(f" BV BND       {'x%d' % j:<8}")
+        else:
+            out.append(f" LO BND       {'x%d' % j:<8}  {sm.lb[j]: .16e}")
+            out.append(f" UP BND       {'x%d' % j:<8}  {sm.ub[j]: .16e}")
+    out.append("ENDATA")
+    return "\n".join(out) + "\n"
+
+
+def lp_text(sm: ScaledModel, rows: list[ScaledRow]) -> str:
+    """The model in CPLEX LP format with readable names (for ``write_model``)."""
+    m = sm.model
+    names = [lp_name(v.name) for v in m.vars]
+
+    def expr(terms):
+        return " ".join(f"{'+' if c >= 0 else '-'} {_num(abs(c))} {names[j]}" for j, c in terms)
+
+    out = ["\\ Piper MILP (time in units of %s s)" % _num(sm.scale.unit), "Minimize", f" tps: {names[m.objective]}", "Subject To"]
+    op = {"<=": "<=", ">=": ">=", "==": "="}
+    for r in rows:
+        out.append(f" {lp_name(r.name)}: {expr(r.terms)} {op[r.sense]} {_num(r.rhs)}")
+    out.append("Bounds")
+    for j, var in enumerate(m.vars):
+        if var.kind != "binary":
+            out.append(f" {_num(sm.lb[j])} <= {names[j]} <= {_num(sm.ub[j])}")
+    gens = [names[j] for j, v in enumerate(m.vars) if v.kind == "integer"]
+    bins = [names[j] for j, v in enumerate(m.vars) if v.kind == "binary"]
+    if gens:
+        out += ["Generals"] + [f" {n}" for n in gens]
+    if bins:
+        out += ["Binaries"] + [f" {n}" for n in bins]
+    out.append("End")
+    return "\n".join(out) + "\n"
+
+
+def _read_solution(path: Path, n_vars: int) -> tuple[str, float | None, dict[int, float]]:
+    """CBC's solution file: (first line, objective value or None, {variable: value})."""
+    text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    head = text[0] if text else ""
+    mo = re.search(r"objective value\s+([-+0-9.eE]+)", head)
+    obj = float(mo.group(1)) if mo else None
+    values: dict[int, float] = {}
+    for line in text[1:]:
+        f = line.split()
+        if f and f[0] == "**":
+            f = f[1:]
+        if len(f) >= 3 and f[1].startswith("x"):
+            try:
+                values[int(f[1][1:])] = float(f[2])
+            except ValueError:
+                continue
+    return head, obj, values
+
+
+_PROGRESS = re.compile(r"best solution\s+([-+0-9.eE]+),\s+best possible\s+([-+0-9.eE]+)")
+_FOUND = re.compile(r"Integer solution of\s+([-+0-9.eE]+)")
+
+
+def solve(sm: ScaledModel, settings: Settings) -> Answer:
+    """Solve ``sm`` with CBC (see the module docstring)."""
+    m = sm.model
+    rows = big_m_rows(sm)
+    if settings.write_model is not None:
+        write_model_file(settings.write_model, lp_text(sm, rows))
+    binary = cbc_path()
+    tmp = tempfile.mkdtemp(prefix="piper-cbc-")
+    proc = None
+    try:
+        mps, sol, logp = (os.path.join(tmp, n) for n in ("model.mps", "model.sol", "cbc.log"))
+        Path(mps).write_text(_mps_text(sm, rows), encoding="utf-8")
+        args = [binary, mps]
+        # No MIP start: CBC 2.10 with a MIP start (which needs preprocessing off) can
+        # write a solution file from an LP re-solve ("objective value 0", values not
+        # integral) after finding the start's solution. A hint still bounds the
+        # objective through the cutoff (certify).
+        if settings.time_limit is not None:
+            args += ["-sec", repr(float(settings.time_limit))]
+        args += list(TOLERANCES) + (["-presolve", "off"] if settings.careful else [])
+        args += ["-ratio", "0", "-allow", repr(GAP_ABS), "-threads", str(settings.threads), "-timeMode", "elapsed"]
+        args += ["-solve", "-printingOptions", "all", "-solution", sol]
+        progress = Progress("cbc", settings.progress)
+        t0 = time.perf_counter()
+        with open(logp, "w", encoding="utf-8") as log_fh:
+            proc = subprocess.Popen(args, stdout=log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    cwd=tmp, start_new_session=True)
+            seen = 0
+            while True:
+                try:
+                    rc = proc.wait(timeout=0.2)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if settings.progress:
+                    seen = _report(logp, seen, progress, sm.scale.unit)
+        wall = time.perf_counter() - t0
+        log = Path(logp).read_text(encoding="utf-8", errors="replace")
+        if rc != 0:
+            raise InternalError(f"cbc: the binary exited with status {rc}: {log.strip().splitlines()[-1:] or ''}")
+        if "errors on input" in log or "Current model not valid" in log:
+            raise InternalError(f"cbc: could not read the model: {log.strip().splitlines()[-1:]}")
+        if not os.path.exists(sol):
+            return Answer(Status.UNKNOWN, stopped="time limit", seconds=wall, notes=["cbc wrote no solution file"])
+        head, obj, values = _read_solution(Path(sol), len(m.vars))
+    except BaseException:
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    timed_out = bool(re.search(r"Stopped on time|stopped on time|Result - Stopped", log + head))
+    word = head.split()[0] if head.split() else ""
+    if word == "Optimal":
+        status = Status.OPTIMAL
+    elif word in ("Infeasible", "Integer") and not timed_out:
+        status = Status.INFEASIBLE
+    elif obj is not None and word == "Stopped" and "objective" in head and "no integer solution" not in head:
+        status = Status.FEASIBLE
+    else:
+        status = Status.UNKNOWN
+    unit = sm.scale.unit
+    ans = Answer(status, seconds=wall)
+    if status in (Status.FEASIBLE, Status.UNKNOWN):
+        ans.stopped = "time limit"
+    if status in (Status.OPTIMAL, Status.FEASIBLE):
+        ans.values = {j: float(round(values.get(j, 0.0))) for j, var in enumerate(m.vars) if var.kind != "continuous"}
+        ans.objective = obj * unit
+        ans.resolution = 1e-8 * abs(ans.objective) + ABS_RESOLUTION * unit  # 8 decimals printed
+        if status == Status.OPTIMAL:
+            ans.bound = (obj - GAP_ABS) * unit * (1 - BOUND_RTOL)
+    if status != Status.OPTIMAL:
+        mb = re.search(r"Lower bound:\s*([-+0-9.eE]+)", log)
+        if mb and status != Status.INFEASIBLE:
+            ans.bound = float(mb.group(1)) * unit * (1 - BOUND_RTOL)
+    progress.update(ans.objective, ans.bound, force=True)
+    return ans
+
+
+def _report(logp: str, seen: int, progress: Progress, unit: float) -> int:
+    try:
+        with open(logp, encoding="utf-8", errors="replace") as fh:
+            fh.seek(seen)
+            chunk = fh.read()
+    except OSError:
+        return seen
+    for line in chunk.splitlines():
+        mp = _PROGRESS.search(line)
+        if mp:
+            progress.update(float(mp.group(1)) * unit, float(mp.group(2)) * unit)
+            continue
+        mf = _FOUND.search(line)
+        if mf:
+            progress.update(float(mf.group(1)) * unit)
+    return seen + len(chunk.encode("utf-8", errors="replace")) if chunk else seen

@@ -1,0 +1,242 @@
+"""Certification of a backend's answers against the exact contract (``docs/cost-model.md``
+sec. 7): "optimal" only when a plan that the evaluator accepts and a justified lower
+bound agree within ``PROOF_RTOL`` of the plan's TPS.
+
+A backend solves in rounds (:func:`certify`):
+
+1. the memory rows relaxed (every plan with memory <= M is in the model, so the
+   backend's bound is a lower bound on the true optimum), the time unit set from an
+   upper bound on the optimum (the largest possible TPS, or a known plan's TPS);
+2. when the backend's plan is accepted by the evaluator and its TPS is within
+   ``PROOF_RTOL`` of the bound: optimal;
+3. when the time unit was too coarse for that (the optimum far below the upper bound the
+   unit came from): again, with the unit set from the plan found and its TPS as a cutoff;
+4. when the plan overruns M exactly (it fits only the relaxed rows): again with memory
+   restricted to M (1 - e), whose plans fit exactly; if the restricted optimum and the
+   relaxed bound do not agree, the answer is "cannot certify at this memory boundary"
+   (feasible with the plan and bound found, or unknown), never a proof.
+
+"Infeasible" is claimed only when the relaxed model is infeasible. A claim that fails the
+checks (a plan the evaluator rejects for any reason but memory, a bound above a valid
+plan's TPS, an optimum whose bound and value disagree at a fine enough unit) is
+Status.BACKEND_ERROR with the details in ``message`` and ``info``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from piper_ilp.evaluate import evaluate
+from piper_ilp.milp.backend import Answer, OutOfRange, Settings
+from piper_ilp.milp.model import Formulation
+from piper_ilp.milp.scaled import UNITS_PER_REFERENCE, Memory, ScaledModel, TimeScale, scale
+from piper_ilp.plan import Plan
+from piper_ilp.solution import Solution, Status
+
+__all__ = ["PROOF_RTOL", "Round", "certify"]
+
+#: An optimum is proven when (plan's TPS - lower bound) <= PROOF_RTOL * plan's TPS.
+PROOF_RTOL = 1e-6
+
+#: The most rounds (solves) one call makes.
+MAX_ROUNDS = 5
+
+#: A unit counts as too coarse when the reference it came from is above this many times
+#: the best plan's TPS.
+COARSE = 10.0
+
+#: A plan's TPS sits at most this far above a cutoff set from it.
+CUTOFF_MARGIN = 1e-6
+
+
+@dataclass
+class Round:
+    """One solve: the scale and memory mode, the backend's claim, what the evaluator said."""
+
+    unit: float
+    cutoff: float
+    memory: str
+    status: str
+    objective: float | None
+    bound: float | None
+    tps: float | None
+    seconds: float
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _State:
+    plan: Plan | None = None
+    tps: float | None = None
+    objective: float | None = None
+    resolution: float = 0.0
+    from_hint: bool = False
+    lower: float = 0.0
+    rounds: list[Round] = field(default_factory=list)
+
+
+def _error(backend: str, message: str, state: _State, info: dict) -> Solution:
+    info["rounds"] = [r.to_dict() for r in state.rounds]
+    return Solution(backend, Status.BACKEND_ERROR, message=f"{backend}: claim failed certification: {message}", info=info)
+
+
+def certify(
+    form: Formulation,
+    backend: str,
+    solve: Callable[[ScaledModel, Settings], Answer],
+    *,
+    time_limit: float | None,
+    threads: int,
+    write_model,
+    hint: Plan | None,
+    hint_values: dict[int, float] | None,
+    progress: bool,
+    info: dict,
+) -> Solution:
+    """Solve ``form`` with ``solve`` (one backend) in rounds and certify the answer (see
+    the module docstring). ``info`` is filled in and returned in the Solution."""
+    st = form.sets
+    t_start = time.perf_counter()
+    state = _State(lower=max(0.0, st.t_low))
+    if hint is not None and hint_values is not None:
+        state.plan, state.tps, state.from_hint = hint, evaluate(st.inst, hint).tps, True
+    if not math.isfinite(st.t_bound):
+        return _out_of_range(backend, "the largest possible TPS overflows a float", info)
+    ref = state.tps if state.tps is not None else st.t_bound
+    ts = TimeScale.around(ref, ref * (1 + CUTOFF_MARGIN))
+    memory = Memory.RELAX
+    values_hint = hint_values
+    stop_reason = None
+    for k in range(MAX_ROUNDS):
+        remaining = None
+        if time_limit is not None:
+            remaining = time_limit - (time.perf_counter() - t_start)
+            if remaining <= 0:
+                stop_reason = "time limit"
+                break
+        sm = scale(form, ts, memory)
+        settings = Settings(remaining, threads, write_model if k == 0 else None, values_hint, progress)
+        try:
+            ans = solve(sm, settings)
+        except OutOfRange as exc:
+            return _out_of_range(backend, str(exc), info)
+        rnd = Round(ts.unit, ts.t_ub, memory.value, ans.status.value, ans.objective, ans.bound, None, ans.seconds)
+        state.rounds.append(rnd)
+        overrun = False
+        if ans.values is not None:
+            plan = form.plan_of(ans.values)
+            ev = evaluate(st.inst, plan)
+            if ev.valid:
+                rnd.tps = ev.tps
+                if ans.objective is not None and abs(ans.objective - ev.tps) > ans.resolution + PROOF_RTOL * ev.tps:
+                    return _error(backend, f"its value {ans.objective!r} of its plan and the evaluator's TPS {ev.tps!r} "
+                                  f"differ by more than its resolution {ans.resolution:.3g}", state, info)
+                if state.tps is None or ev.tps <= state.tps:
+                    state.plan, state.tps, state.from_hint = plan, ev.tps, False
+                    state.objective, state.resolution = ans.objective, ans.resolution
+            elif memory == Memory.RELAX and all(v.rule == 6 for v in ev.violations):
+                overrun = True
+                rnd.note = f"plan overruns M exactly: {ev.violations[0]}"
+            else:
+                return _error(backend, f"its plan is rejected by the evaluator: {ev.violations[0]}", state, info)
+        if ans.status == Status.INFEASIBLE:
+            if memory == Memory.RESTRICT:
+                return _finish(backend, state, info, "cannot certify at this memory boundary: plans fit M(1+e) "
+                               "but none was found that fits M(1-e)")
+            if state.plan is not None:
+                return _error(backend, f"it calls the model infeasible, but a plan with TPS {state.tps!r} fits "
+                              f"(below the cutoff {ts.t_ub!r})", state, info)
+            if not ans.exact_bound:
+                left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t_start))
+                return _second_opinion(form, backend, solve, sm, left, threads, state, info)
+            info["rounds"] = [r.to_dict() for r in state.rounds]
+            return Solution(backend, Status.INFEASIBLE, message="proven infeasible: even with memory relaxed to "
+                            "M(1+1e-9) no valid plan exists", info=info)
+        # A float backend's bound means something only when its own value is not tiny
+        # in model units (its tolerances are absolute); CP-SAT's integer bound always does.
+        fine = ans.objective is not None and ans.objective >= ts.unit * UNITS_PER_REFERENCE / COARSE
+        if memory == Memory.RELAX and ans.bound is not None and (fine or ans.exact_bound):
+            state.lower = max(state.lower, ans.bound)
+        elif ans.bound is not None:
+            rnd.note = (rnd.note + "; " if rnd.note else "") + "bound not used (" + (
+                "memory restricted" if memory == Memory.RESTRICT else "its value is below the unit's resolution") + ")"
+        if state.tps is not None and state.lower > state.tps * (1 + PROOF_RTOL):
+            return _error(backend, f"its lower bound {state.lower!r} is above the TPS {state.tps!r} of a valid plan",
+                          state, info)
+        if ans.status != Status.OPTIMAL:
+            stop_reason = ans.stopped or "stopped"
+            break
+        if overrun:
+            memory = Memory.RESTRICT
+            continue
+        if state.tps is not None and _proven(state):
+            return _finish(backend, state, info, None, proven=True)
+        # not proven: a finer unit, or an honest answer
+        if state.tps is not None and ts.unit * UNITS_PER_REFERENCE > COARSE * state.tps:
+            ts = TimeScale.around(state.tps, state.tps * (1 + CUTOFF_MARGIN))
+            values_hint = form.values_of(state.plan)[0]
+            memory = Memory.RELAX  # a bound needs the relaxed rows at the finer unit
+            continue
+        if memory == Memory.RESTRICT:
+            return _finish(backend, state, info, "cannot certify at this memory boundary: the best plan that fits "
+                           "M exactly and the bound with memory relaxed differ")
+        return _error(backend, f"it claims the optimum, but the plan's TPS {state.tps!r} and its lower bound "
+                      f"{state.lower!r} differ by more than {PROOF_RTOL:g} relative", state, info)
+    return _finish(backend, state, info, f"{stop_reason or 'round limit'} reached; optimality not proven")
+
+
+def _second_opinion(form, backend, solve, sm, time_left, threads, state, info) -> Solution:
+    """A floating-point backend's "infeasible" counts only when the same relaxed model,
+    solved again with its presolve off, is infeasible too."""
+    if time_left is not None and time_left <= 0:
+        info["rounds"] = [r.to_dict() for r in state.rounds]
+        return Solution(backend, Status.UNKNOWN, message="infeasibility claimed, no time left to confirm it", info=info)
+    again = solve(sm, Settings(time_left, threads, None, None, False, careful=True))
+    rnd = Round(sm.scale.unit, sm.scale.t_ub, sm.memory.value, again.status.value, again.objective, again.bound,
+                None, again.seconds, note="second opinion, presolve off")
+    state.rounds.append(rnd)
+    info["rounds"] = [r.to_dict() for r in state.rounds]
+    if again.status == Status.INFEASIBLE:
+        return Solution(backend, Status.INFEASIBLE, message="proven infeasible: even with memory relaxed to "
+                        "M(1+1e-9) no valid plan exists (confirmed with presolve off)", info=info)
+    if again.values is not None:
+        ev = evaluate(form.sets.inst, form.plan_of(again.values))
+        if ev.valid:
+            rnd.tps = ev.tps
+            return _error(backend, f"it calls the model infeasible, but with presolve off it finds a plan with "
+                          f"TPS {ev.tps!r} that the evaluator accepts", state, info)
+    return Solution(backend, Status.UNKNOWN, message="infeasibility claimed but not confirmed (with presolve off "
+                    f"the backend ends {again.status.value})", info=info)
+
+
+def _proven(state: _State) -> bool:
+    return state.tps - state.lower <= PROOF_RTOL * state.tps
+
+
+def _out_of_range(backend: str, why: str, info: dict) -> Solution:
+    return Solution(backend, Status.OUT_OF_RANGE, message=f"out of range for {backend}: {why}", info=info)
+
+
+def _finish(backend: str, state: _State, info: dict, why: str | None, proven: bool = False) -> Solution:
+    info["rounds"] = [r.to_dict() for r in state.rounds]
+    if state.from_hint:
+        info["plan_from"] = "hint"
+    if state.plan is None:
+        return Solution(backend, Status.UNKNOWN, bound=state.lower, message=why or "no plan and no proof", info=info)
+    bound = min(state.lower, state.tps)
+    if state.from_hint:
+        state.objective = state.tps  # the evaluator's value of the hint
+    if proven:
+        info["scaling_error"] = max(state.resolution, abs(state.objective - state.tps) if state.objective is not None else 0.0)
+        return Solution(backend, Status.OPTIMAL, plan=state.plan, objective=state.objective, bound=bound,
+                        message=f"optimal (proven by the backend, certified within {PROOF_RTOL:g} relative)", info=info)
+    if state.objective is not None:
+        info["scaling_error"] = max(state.resolution, abs(state.objective - state.tps))
+    return Solution(backend, Status.FEASIBLE, plan=state.plan, objective=state.objective,
+                    bound=bound, message=why or "optimality not proven", info=info)

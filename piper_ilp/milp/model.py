@@ -1,0 +1,462 @@
+"""The formulation: one backend-neutral MILP of the Piper problem, built once per instance.
+
+``docs/milp.md`` gives the model in full, with the proofs of exactness. Symbols
+(Tarnawski et al., NeurIPS 2021, and ``docs/cost-model.md``): K devices, M bytes per
+device, B bytes/s, N microbatches; per node v, degree t and option l: p, w, a, b, sfw,
+sbw; per stage: d, t, y = ceil(s/d) with s the suffix sum of d. Slots i = 0..S-1 with
+S = min(#nodes, K, N); configurations c = (t, d) with d | N and t * d <= K.
+
+Variables::
+
+    u[i,t,d]   binary   slot i is used with configuration (t, d)
+    z[v,i,t,l] binary   node v sits in slot i, whose degree is t, with its option l
+    g[i,k]     binary   y_i >= k   (unary code of y_i = sum_k g[i,k], k = 1..Y_i)
+    s[i]       integer  suffix sum of d from slot i on (0..min(N, K))
+    P[v,i]     binary   node v sits in a slot <= i (prefix of x, for the order rows)
+    ob[a,b,i]  >= 0     seconds of edge a->b cut on a's side of slot i (bytes / B)
+    ib[a,b,i]  >= 0     the same on b's side
+    T          >= T_low the objective, seconds: max over used slots of their TPS
+
+with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
+
+    assign[v]        sum_{i,t,l} z[v,i,t,l] = 1
+    one_config[i]    sum_c u[i,c] <= 1
+    used_first[i]    sum_c u[i+1,c] <= sum_c u[i,c]
+    nonempty[i]      sum_c u[i,c] <= sum_v x[v,i]
+    t_link[v,i,t]    sum_l z[v,i,t,l] <= sum_d u[i,t,d]
+    prefix[v,i]      P[v,i] = P[v,i-1] + x[v,i]                 (P[v,-1] = 0)
+    order[a,b,i]     P[b,i] <= P[a,i]          (edges of the transitive reduction, i < S-1)
+    devices          sum t*d*u <= K
+    suffix[i]        s[i] = sum_c d_c u[i,c] + s[i+1]           (s[S] = 0)
+    microbatches     s[0] <= N
+    y_order[i,k]     g[i,k+1] <= g[i,k]
+    y_link[i,t,d]    u[i,t,d] = 1  =>  d * sum_k g[i,k] >= s[i]
+    memory[i,k]      g[i,k] = 1    =>  sum_{v,t,l} min((k a + b)/M, 2) * z[v,i,t,l] <= 1
+    cut_out[a,b,i]   ob >= sum_{t,l} cut_edge_bytes(c, sbw_a[b]) / B * z[a,i,t,l] - max(...) * x[b,i]
+    cut_in[a,b,i]    ib >= sum_{t,l} cut_edge_bytes(c, sfw_b[a]) / B * z[b,i,t,l] - max(...) * x[a,i]
+    tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + d resync_bytes(w, d, N) / B) z[v,i,t,l]
+                                                + sum_edges (ob[.,.,i] + ib[.,.,i])
+
+minimize T. Time rows hold seconds and memory rows fractions of M, exactly as computed
+from the data; each backend scales them (:mod:`piper_ilp.milp.scaled`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from piper_ilp.cost import cut_edge_bytes, microbatches_in_flight, resync_bytes, stage_tps
+from piper_ilp.evaluate import evaluate
+from piper_ilp.instance import Instance
+from piper_ilp.plan import Plan, Stage
+from piper_ilp.solution import Restrictions
+
+__all__ = ["Var", "Row", "LinearModel", "Formulation", "IndexSets", "index_sets", "formulate", "build_model", "model_size"]
+
+#: Memory rows are kept whenever the slot's worst memory exceeds this fraction of M (not
+#: only 1: the rows near the boundary matter when a backend restricts memory to M(1 - e)).
+MEMORY_ROW_THRESHOLD = 1.0 - 1e-6
+
+
+@dataclass
+class Var:
+    """A model variable: ``kind`` is "binary", "integer" or "continuous" (seconds)."""
+
+    name: str
+    lb: float
+    ub: float
+    kind: str
+
+
+@dataclass
+class Row:
+    """A linear row ``sum coef * var  (sense)  rhs``, ``sense`` in {"<=", ">=", "=="}.
+
+    ``enforce`` is the index of a binary variable: the row must hold only when that
+    variable is 1 (an indicator). ``kind`` tells a backend how to scale it: "exact"
+    (integer data), "time" (seconds: a >= row whose continuous variables are in seconds)
+    or "memory" (a <= row of binaries, coefficients (k a + b) / M, right-hand side 1).
+    """
+
+    name: str
+    terms: list[tuple[int, float]]
+    sense: str
+    rhs: float
+    kind: str = "exact"
+    enforce: int | None = None
+
+
+@dataclass
+class LinearModel:
+    """Variables, rows, the objective (a variable to minimize) and facts for the backends.
+
+    ``groups`` are sets of binaries of which at most one is 1 (used for big-M bounds).
+    """
+
+    vars: list[Var] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    groups: list[list[int]] = field(default_factory=list)
+    objective: int = -1
+    trivially_infeasible: str | None = None
+
+    def var(self, name: str, lb: float, ub: float, kind: str) -> int:
+        self.vars.append(Var(name, lb, ub, kind))
+        return len(self.vars) - 1
+
+    def row(self, name, terms, sense, rhs, kind="exact", enforce=None) -> None:
+        terms = [(j, c) for j, c in terms if c != 0]
+        if not terms:
+            ok = (0 <= rhs) if sense == "<=" else (0 >= rhs) if sense == ">=" else (rhs == 0)
+            if not ok and enforce is None:
+                self.trivially_infeasible = f"row {name} reads 0 {sense} {rhs}"
+            return
+        self.rows.append(Row(name, terms, sense, rhs, kind, enforce))
+
+
+def _fmt_id(v: int) -> str:
+    return str(v) if v >= 0 else f"m{-v}"
+
+
+@dataclass
+class IndexSets:
+    """The index sets and the facts derived from the data (shared by the builder and the
+    size count). ``t_bound`` (seconds) is at least every stage's TPS; ``t_low`` at most
+    every plan's TPS."""
+
+    inst: Instance
+    V: list[int]
+    S: int
+    configs: list[tuple[int, int]]
+    d_of_t: dict[int, list[int]]
+    opts: dict[tuple[int, int], tuple]  # (v, t) -> options, only t with a config
+    Y: list[int]
+    edges: list[tuple[int, int, float]]
+    order_edges: list[tuple[int, int]]
+    t_bound: float
+    t_low: float
+
+    @property
+    def n(self) -> int:
+        return len(self.V)
+
+    @property
+    def max_d(self) -> int:
+        return max((d for _, d in self.configs), default=1)
+
+
+def index_sets(instance: Instance, restrictions: Restrictions) -> IndexSets:
+    """The index sets of the model for ``instance`` under ``restrictions``."""
+    inst = restrictions.apply(instance)
+    K, N, B = inst.K, inst.N, inst.B
+    V = inst.node_ids
+    D = restrictions.d_values(inst)
+    configs = [(t, d) for t in inst.t_values for d in D if t * d <= K]
+    d_of_t: dict[int, list[int]] = {}
+    for t, d in configs:
+        d_of_t.setdefault(t, []).append(d)
+    opts = {(v, t): tuple(lst) for v in V for t, lst in inst.node[v].options.items() if t in d_of_t}
+    S = min(len(V), K, N)
+    cap = min(N, K)
+    Y = [max(1, cap - i) for i in range(S)]
+    edges = [(e.src, e.dst, e.c) for e in inst.edges]
+    red = nx.transitive_reduction(inst.graph)
+    pos = {v: k for k, v in enumerate(V)}
+    order_edges = sorted(red.edges(), key=lambda e: (pos[e[0]], pos[e[1]]))
+    # An upper bound on every stage's TPS: a stage's TPS is a sum of per-node parts for
+    # its d (sec. 3), each at most that node's worst part over every (t, d, option) with
+    # every edge cut.
+    worst_parts = []
+    for v in V:
+        worst = 0.0
+        for t, ds in d_of_t.items():
+            for o in opts.get((v, t), ()):
+                eb = math.fsum([cut_edge_bytes(c, o.sfw[u]) for u, c in inst.in_edges[v]]
+                               + [cut_edge_bytes(c, o.sbw[x]) for x, c in inst.out_edges[v]])
+                for d in ds:
+                    worst = max(worst, stage_tps(eb, resync_bytes(o.w, d, N), o.p, d, B))
+        worst_parts.append(worst)
+    try:
+        t_bound = math.fsum(worst_parts) * (1 + 1e-9)
+    except OverflowError:  # beyond floats: every backend answers out-of-range
+        t_bound = math.inf
+    # Lower bounds that every plan obeys: stage i has d_i TPS_i >= its p; sum d <= min(N, K);
+    # sum t d <= K; a node's own stage has d <= the largest d allowed with its t.
+    work, work_t, single = [], [], 0.0
+    for v in V:
+        avail = [(t, o) for t in d_of_t for o in opts.get((v, t), ())]
+        if not avail:
+            continue
+        work.append(min(o.p for _, o in avail))
+        work_t.append(min(t * o.p for t, o in avail))
+        single = max(single, min(o.p / max(d_of_t[t]) for t, o in avail))
+    try:
+        t_low = max(math.fsum(work) / cap, math.fsum(work_t) / K, single) * (1 - 1e-9)
+    except OverflowError:
+        t_low = single * (1 - 1e-9)
+    return IndexSets(inst, V, S, configs, d_of_t, opts, Y, edges, order_edges, t_bound, t_low)
+
+
+def _memory_row_needed(st: IndexSets, k: int) -> bool:
+    """Whether memory[i,k] can bind (or come near binding): the slot holding every node
+    at its largest memory."""
+    M = st.inst.M
+    worst = math.fsum(
+        max(((k * o.a + o.b) / M for t in st.d_of_t for o in st.opts.get((v, t), ())), default=0.0) for v in st.V
+    )
+    return worst > MEMORY_ROW_THRESHOLD
+
+
+def _cut_coefs(st: IndexSets, a: int, b: int, c: float, side: str) -> dict[tuple[int, int], float]:
+    """{(t, l): cut_edge_bytes(c, sync) / B, seconds} for the node on ``side`` of edge a->b."""
+    v, other = (a, b) if side == "out" else (b, a)
+    out = {}
+    for t in st.d_of_t:
+        for l, o in enumerate(st.opts.get((v, t), ())):
+            sync = o.sbw[other] if side == "out" else o.sfw[other]
+            out[(t, l)] = cut_edge_bytes(c, sync) / st.inst.B
+    return out
+
+
+def _ordered_nodes(st: IndexSets) -> list[int]:
+    """Nodes on an edge of the transitive reduction (they get prefix variables P)."""
+    on = {v for e in st.order_edges for v in e}
+    return [v for v in st.V if v in on]
+
+
+@dataclass
+class Formulation:
+    """The model and the maps from (slot, configuration, node, option) to its variables."""
+
+    model: LinearModel
+    sets: IndexSets
+    u: dict[tuple[int, int, int], int]
+    z: dict[tuple[int, int, int, int], int]
+    g: dict[tuple[int, int], int]
+    T: int
+    s: list[int]
+    P: dict[tuple[int, int], int]
+
+    def plan_of(self, values: dict[int, float]) -> Plan:
+        """The plan that integer values of the variables describe."""
+        st = self.sets
+        stages = []
+        for i in range(st.S):
+            conf = [(t, d) for (ii, t, d), j in self.u.items() if ii == i and values[j] > 0.5]
+            if not conf:
+                continue
+            t, d = conf[0]
+            nodes, options = [], {}
+            for v in st.V:
+                for tt in st.d_of_t:
+                    for l, o in enumerate(st.opts.get((v, tt), ())):
+                        if values[self.z[v, i, tt, l]] > 0.5:
+                            nodes.append(v)
+                            options[v] = o.id
+            stages.append(Stage(tuple(nodes), d, t, options))
+        return Plan(tuple(stages))
+
+    def values_of(self, plan: Plan) -> tuple[dict[int, float] | None, str]:
+        """Values of every binary and integer variable for ``plan`` (None and the reason
+        when the plan is not one of this model)."""
+        st, m = self.sets, self.model
+        ev = evaluate(st.inst, plan)
+        if not ev.valid:
+            return None, f"not a valid plan for the instance as restricted: {ev.violations[0]}"
+        if len(plan.stages) > st.S:
+            return None, f"the plan has {len(plan.stages)} stages, more than the {st.S} slots"
+        values = {j: 0.0 for j, var in enumerate(m.vars) if var.kind != "continuous"}
+        suffix, s = [], 0
+        for stg in reversed(plan.stages):
+            s += stg.d
+            suffix.append(s)
+        suffix.reverse()
+        for i, stg in enumerate(plan.stages):
+            if (i, stg.t, stg.d) not in self.u:
+                return None, f"stage {i} has (t, d) = ({stg.t}, {stg.d}), not a configuration of the model"
+            values[self.u[i, stg.t, stg.d]] = 1.0
+            for v in stg.nodes:
+                ids = [o.id for o in st.opts.get((v, stg.t), ())]
+                if stg.options.get(v) not in ids:
+                    return None, f"node {v} has no option {stg.options.get(v)!r} for t = {stg.t} in the model"
+                values[self.z[v, i, stg.t, ids.index(stg.options[v])]] = 1.0
+            y = microbatches_in_flight(suffix[i], stg.d)
+            for k in range(1, min(y, st.Y[i]) + 1):
+                values[self.g[i, k]] = 1.0
+            values[self.s[i]] = float(suffix[i])
+            for v in stg.nodes:
+                for j in range(i, st.S - 1):
+                    if (v, j) in self.P:
+                        values[self.P[v, j]] = 1.0
+        return values, ""
+
+
+def formulate(st: IndexSets) -> Formulation:
+    """Build the model (see the module docstring) from its index sets."""
+    inst = st.inst
+    K, N, M, B = inst.K, inst.N, inst.M, inst.B
+    m = LinearModel()
+    S, V = st.S, st.V
+
+    # ---- variables ----
+    u = {(i, t, d): m.var(f"u[{i},{t},{d}]", 0, 1, "binary") for i in range(S) for t, d in st.configs}
+    z = {}
+    for v in V:
+        for i in range(S):
+            for t in st.d_of_t:
+                for l in range(len(st.opts.get((v, t), ()))):
+                    z[v, i, t, l] = m.var(f"z[{_fmt_id(v)},{i},{t},{l}]", 0, 1, "binary")
+    g = {(i, k): m.var(f"g[{i},{k}]", 0, 1, "binary") for i in range(S) for k in range(1, st.Y[i] + 1)}
+    cap = min(N, K)
+    s = [m.var(f"s[{i}]", 0, cap, "integer") for i in range(S)]
+    P = {(v, i): m.var(f"P[{_fmt_id(v)},{i}]", 0, 1, "binary") for v in _ordered_nodes(st) for i in range(S - 1)}
+    zs_of: dict[tuple[int, int], list] = {}
+    for (v, i, t, l), j in z.items():
+        zs_of.setdefault((v, i), []).append((t, l, j))
+    cut_vars = []
+    for a, b, c in st.edges:
+        for side in ("out", "in"):
+            coefs = _cut_coefs(st, a, b, c, side)
+            if not coefs or max(coefs.values()) <= 0:
+                continue
+            for i in range(S):
+                name = f"{'ob' if side == 'out' else 'ib'}[{_fmt_id(a)},{_fmt_id(b)},{i}]"
+                j = m.var(name, 0.0, max(coefs.values()), "continuous")
+                cut_vars.append((a, b, i, j, coefs, side))
+    T = m.var("T", st.t_low, st.t_bound, "continuous")
+    m.objective = T
+
+    m.groups = [[j for i in range(S) for (_, _, j) in zs_of.get((v, i), [])] for v in V]
+    m.groups += [[u[i, t, d] for t, d in st.configs] for i in range(S)]
+
+    def x(v, i):
+        return [(j, 1.0) for (_, _, j) in zs_of.get((v, i), [])]
+
+    # ---- assignment and slot use ----
+    for v in V:
+        m.row(f"assign[{_fmt_id(v)}]", [tm for i in range(S) for tm in x(v, i)], "==", 1)
+    for i in range(S):
+        used_i = [(u[i, t, d], 1.0) for t, d in st.configs]
+        m.row(f"one_config[{i}]", used_i, "<=", 1)
+        if i + 1 < S:
+            m.row(f"used_first[{i}]", [(u[i + 1, t, d], 1.0) for t, d in st.configs] + [(j, -1.0) for j, _ in used_i], "<=", 0)
+        m.row(f"nonempty[{i}]", used_i + [(j, -1.0) for v in V for j, _ in x(v, i)], "<=", 0)
+        for v in V:
+            for t, ds in st.d_of_t.items():
+                zl = [(z[v, i, t, l], 1.0) for l in range(len(st.opts.get((v, t), ())))]
+                if zl:
+                    m.row(f"t_link[{_fmt_id(v)},{i},{t}]", zl + [(u[i, t, d], -1.0) for d in ds], "<=", 0)
+
+    # ---- order: every edge goes forward, P[v,i] = sum_{j<=i} x[v,j] ----
+    for (v, i), j in P.items():
+        prev = [(P[v, i - 1], -1.0)] if i > 0 else []
+        m.row(f"prefix[{_fmt_id(v)},{i}]", [(j, 1.0)] + prev + [(jj, -1.0) for jj, _ in x(v, i)], "==", 0)
+    for a, b in st.order_edges:
+        for i in range(S - 1):
+            m.row(f"order[{_fmt_id(a)},{_fmt_id(b)},{i}]", [(P[b, i], 1.0), (P[a, i], -1.0)], "<=", 0)
+
+    # ---- budgets; suffix sums s_i = d_i + s_{i+1} ----
+    m.row("devices", [(u[i, t, d], t * d) for i in range(S) for t, d in st.configs], "<=", K)
+    for i in range(S):
+        nxt = [(s[i + 1], -1.0)] if i + 1 < S else []
+        m.row(f"suffix[{i}]", [(s[i], 1.0)] + nxt + [(u[i, t, d], -float(d)) for t, d in st.configs], "==", 0)
+    m.row("microbatches", [(s[0], 1.0)], "<=", N)
+
+    # ---- microbatches in flight y_i = sum_k g[i,k] >= ceil(s_i / d_i) ----
+    for i in range(S):
+        for k in range(1, st.Y[i]):
+            m.row(f"y_order[{i},{k}]", [(g[i, k + 1], 1.0), (g[i, k], -1.0)], "<=", 0)
+        ys = [(g[i, k], 1.0) for k in range(1, st.Y[i] + 1)]
+        for t, d in st.configs:
+            m.row(f"y_link[{i},{t},{d}]", [(jj, d * c) for jj, c in ys] + [(s[i], -1.0)], ">=", 0, enforce=u[i, t, d])
+
+    # ---- memory: sum (k a + b) / M <= 1 when y_i >= k ----
+    needed = {k: _memory_row_needed(st, k) for k in range(1, max(st.Y) + 1)}
+    for i in range(S):
+        for k in range(1, st.Y[i] + 1):
+            if not needed[k]:
+                continue
+            terms = []
+            for v in V:
+                for t, l, j in zs_of.get((v, i), []):
+                    o = st.opts[v, t][l]
+                    # a term above 1 alone breaks the row; capping it at 2 keeps that
+                    terms.append((j, min((k * o.a + o.b) / M, 2.0)))
+            m.row(f"memory[{i},{k}]", terms, "<=", 1.0, kind="memory", enforce=g[i, k])
+
+    # ---- cut edges (seconds) ----
+    cut_of_slot: dict[int, list[int]] = {i: [] for i in range(S)}
+    for a, b, i, j, coefs, side in cut_vars:
+        here, other = (a, b) if side == "out" else (b, a)
+        terms = [(j, 1.0)] + [(z[here, i, t, l], -cf) for (t, l), cf in coefs.items()]
+        terms += [(jj, max(coefs.values())) for jj, _ in x(other, i)]
+        m.row(f"cut_{side}[{_fmt_id(a)},{_fmt_id(b)},{i}]", terms, ">=", 0, kind="time")
+        cut_of_slot[i].append(j)
+
+    # ---- TPS of each slot: d T >= sum (p + d resync / B) z + cut seconds ----
+    for i in range(S):
+        for t, d in st.configs:
+            terms = [(T, float(d))]
+            for v in V:
+                for l, o in enumerate(st.opts.get((v, t), ())):
+                    terms.append((z[v, i, t, l], -(o.p + d * resync_bytes(o.w, d, N) / B)))
+            terms += [(j, -1.0) for j in cut_of_slot[i]]
+            m.row(f"tps[{i},{t},{d}]", terms, ">=", 0, kind="time", enforce=u[i, t, d])
+
+    return Formulation(m, st, u, z, g, T, s, P)
+
+
+def build_model(instance: Instance, restrictions: Restrictions = Restrictions()) -> LinearModel:
+    """The backend-neutral model of an instance (see the module docstring), after the
+    restrictions (excluded options, max_t, max_d) are applied."""
+    return formulate(index_sets(instance, restrictions)).model
+
+
+def _count(st: IndexSets) -> dict[str, int]:
+    """Variables and rows of the model for ``st`` without building it."""
+    S, V = st.S, st.V
+    n_opts = sum(len(o) for o in st.opts.values())
+    n_vt = len(st.opts)
+    n_cut = 0
+    for a, b, c in st.edges:
+        for side in ("out", "in"):
+            coefs = _cut_coefs(st, a, b, c, side)
+            if coefs and max(coefs.values()) > 0:
+                n_cut += 1
+    nC = len(st.configs)
+    nP = len(_ordered_nodes(st)) * (S - 1)
+    variables = S * nC + S * n_opts + sum(st.Y) + S + nP + n_cut * S + 1
+    binaries = S * nC + S * n_opts + sum(st.Y) + nP
+    needed = {k: _memory_row_needed(st, k) for k in range(1, max(st.Y) + 1)}
+    rows = len(V)  # assign
+    rows += S + (S - 1)  # one_config, used_first
+    rows += S  # nonempty
+    rows += S * n_vt  # t_link
+    rows += nP  # prefix
+    rows += len(st.order_edges) * (S - 1)
+    rows += 2 + S  # budgets, suffix
+    rows += sum(y - 1 for y in st.Y)  # y_order
+    rows += S * nC  # y_link
+    rows += sum(1 for i in range(S) for k in range(1, st.Y[i] + 1) if needed[k])
+    rows += n_cut * S
+    rows += S * nC  # tps
+    return {"variables": variables, "binaries": binaries, "constraints": rows, "slots": S, "configurations": nC}
+
+
+def model_size(instance: Instance, restrictions: Restrictions = Restrictions()) -> dict:
+    """The MILP's size before solving: ``variables``, ``binaries``, ``constraints``
+    (rows), ``slots`` (S) and ``configurations`` ((t, d) pairs).
+
+    Examples
+    --------
+    >>> from piper_ilp.instance import instance_from_dict
+    >>> opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1,
+    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
+    >>> inst = instance_from_dict({"maxDevices": 1, "maxMemoryPerDevice": 10, "bandwidth": 1,
+    ...     "mbsInBatch": 1, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> model_size(inst)["variables"]  # u, z, g, s, T
+    5
+    """
+    return _count(index_sets(instance, restrictions))

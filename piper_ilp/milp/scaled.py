@@ -1,0 +1,233 @@
+"""The formulation in a backend's units: a time scale with a cutoff, and memory bracketed.
+
+A backend solves the model in units where the optimum is about ``UNITS_PER_REFERENCE``
+(the time unit is set from an upper bound on the optimum, first the largest possible TPS,
+then a plan's own TPS), under a cutoff T <= ``t_ub``, with the memory rows either
+
+* relaxed (``RELAX``: every plan whose memory is <= M passes, so the backend's bound is
+  a lower bound on the true optimum), or
+* restricted (``RESTRICT``: only plans whose memory is <= M (1 - RESTRICT_MARGIN) pass, so
+  a backend's plan fits M exactly, whatever its feasibility tolerance),
+
+as ``docs/cost-model.md`` sec. 7 asks. Under the cutoff, a time coefficient above what any
+admitted plan can pay is capped (the binary it multiplies still cannot be 1), so the
+numbers of every row stay within a few orders of magnitude of the optimum.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from dataclasses import dataclass
+
+from piper_ilp.milp.model import Formulation, LinearModel
+
+__all__ = ["Memory", "TimeScale", "ScaledRow", "ScaledModel", "scale", "big_m_rows", "complete", "lp_name"]
+
+#: The objective's reference value (an upper bound on the optimum) in model units.
+UNITS_PER_REFERENCE = 1000.0
+
+#: Relaxed memory rows read sum (k a + b)/M <= 1 + RELAX_MARGIN (covers the rounding of
+#: the coefficients; a backend's own feasibility tolerance only relaxes further).
+RELAX_MARGIN = 1e-9
+
+#: Restricted memory rows read sum (k a + b)/M <= 1 - RESTRICT_MARGIN (well above any
+#: backend's feasibility tolerance, 1e-9, so its plans fit M exactly).
+RESTRICT_MARGIN = 1e-7
+
+#: Capped time coefficients sit this factor above the most an admitted plan can pay.
+CAP_FACTOR = 1.0 + 1e-3
+
+
+class Memory(str, enum.Enum):
+    """How the memory rows bracket the contract's ``memory <= M``."""
+
+    RELAX = "relax"
+    RESTRICT = "restrict"
+
+
+@dataclass(frozen=True)
+class TimeScale:
+    """``unit`` seconds per model unit; every plan of interest has TPS <= ``t_ub`` seconds
+    (the cutoff)."""
+
+    unit: float
+    t_ub: float
+
+    @classmethod
+    def around(cls, reference: float, t_ub: float) -> "TimeScale":
+        """The unit that puts ``reference`` seconds at UNITS_PER_REFERENCE units."""
+        unit = reference / UNITS_PER_REFERENCE if reference > 0 else 1.0
+        return cls(unit, t_ub)
+
+
+@dataclass
+class ScaledRow:
+    """A row in model units: ``terms`` (variable, coefficient), ``sense``, ``rhs``,
+    ``enforce`` (indicator binary or None), ``name`` and ``kind`` (as in the model)."""
+
+    terms: list[tuple[int, float]]
+    sense: str
+    rhs: float
+    enforce: int | None
+    name: str
+    kind: str
+
+
+@dataclass
+class ScaledModel:
+    """The formulation in model units, ready for a backend.
+
+    ``lb``/``ub`` are the variables' bounds (continuous ones in units); ``memory_coefs``
+    keeps each memory row's unscaled coefficients (fractions of M) for a backend that
+    rounds them itself; ``capped`` counts the coefficients capped under the cutoff.
+    """
+
+    form: Formulation
+    scale: TimeScale
+    memory: Memory
+    lb: list[float]
+    ub: list[float]
+    rows: list[ScaledRow]
+    capped: int
+
+    @property
+    def model(self) -> LinearModel:
+        return self.form.model
+
+    @property
+    def memory_rhs(self) -> float:
+        return 1.0 + RELAX_MARGIN if self.memory == Memory.RELAX else 1.0 - RESTRICT_MARGIN
+
+    def seconds(self, units: float) -> float:
+        return units * self.scale.unit
+
+
+def scale(form: Formulation, ts: TimeScale, memory: Memory) -> ScaledModel:
+    """The formulation in the units of ``ts`` with memory bracketed as ``memory``."""
+    m = form.model
+    u = ts.unit
+    t_ub_units = ts.t_ub / u
+    # the most any cut variable can matter: above max_d * t_ub a single term breaks every
+    # tps row of its slot
+    cont_cap = form.sets.max_d * t_ub_units * CAP_FACTOR
+    lb, ub = [], []
+    for j, var in enumerate(m.vars):
+        if var.kind != "continuous":
+            lb.append(var.lb)
+            ub.append(var.ub)
+        elif j == m.objective:
+            lb.append(min(var.lb, ts.t_ub) / u)
+            ub.append(min(var.ub, ts.t_ub) / u)
+        else:
+            lb.append(var.lb / u)
+            ub.append(min(var.ub / u, cont_cap))
+    rows, capped = [], 0
+    for r in m.rows:
+        if r.kind == "time":
+            # continuous coefficients are dimensionless (T's d, a cut variable's 1); the
+            # binaries' coefficients are seconds. A binary whose cost alone exceeds the
+            # most the row's positive side can reach cannot be 1: cap it just above that.
+            reach = math.fsum(c * ub[j] for j, c in r.terms if m.vars[j].kind == "continuous" and c > 0)
+            cap = reach * CAP_FACTOR
+            terms = []
+            for j, c in r.terms:
+                if m.vars[j].kind == "continuous":
+                    terms.append((j, c))
+                    continue
+                cu = c / u
+                if abs(cu) > cap:
+                    cu = math.copysign(cap, cu)
+                    capped += 1
+                terms.append((j, cu))
+            rows.append(ScaledRow(terms, r.sense, r.rhs / u, r.enforce, r.name, r.kind))
+        elif r.kind == "memory":
+            rhs = 1.0 + RELAX_MARGIN if memory == Memory.RELAX else 1.0 - RESTRICT_MARGIN
+            rows.append(ScaledRow(list(r.terms), r.sense, rhs, r.enforce, r.name, r.kind))
+        else:
+            rows.append(ScaledRow(list(r.terms), r.sense, r.rhs, r.enforce, r.name, r.kind))
+    return ScaledModel(form, ts, memory, lb, ub, rows, capped)
+
+
+def _expr_range(sm: ScaledModel, terms, group_of: dict[int, int]) -> tuple[float, float]:
+    lo = hi = 0.0
+    grouped: dict[int, list[float]] = {}
+    for j, c in terms:
+        gid = group_of.get(j)
+        if gid is not None:
+            grouped.setdefault(gid, []).append(c)
+            continue
+        a, b = c * sm.lb[j], c * sm.ub[j]
+        lo += min(a, b)
+        hi += max(a, b)
+    for cs in grouped.values():  # binaries, at most one of them is 1
+        lo += min(0.0, min(cs))
+        hi += max(0.0, max(cs))
+    return lo, hi
+
+
+def big_m_rows(sm: ScaledModel) -> list[ScaledRow]:
+    """The rows with indicators rewritten as big-M rows (for a MIP solver without
+    indicators), with the tightest big-M the bounds and groups allow; ``enforce`` is kept
+    for :func:`complete`."""
+    group_of = {j: gi for gi, grp in enumerate(sm.model.groups) for j in grp}
+    out = []
+    for r in sm.rows:
+        terms, rhs = list(r.terms), r.rhs
+        if r.enforce is not None:
+            lo, hi = _expr_range(sm, [(j, c) for j, c in terms if j != r.enforce], group_of)
+            # rest + c_e e >= rhs - big (1 - e): at e = 1 the row itself, at e = 0 slack
+            if r.sense == ">=":
+                big = rhs - lo
+                if big > 0:
+                    terms.append((r.enforce, -big))
+                    rhs -= big
+            elif r.sense == "<=":
+                big = hi - rhs
+                if big > 0:
+                    terms.append((r.enforce, big))
+                    rhs += big
+            else:
+                raise ValueError(f"indicator equality row {r.name} is not supported")
+        merged: dict[int, float] = {}
+        for j, c in terms:
+            merged[j] = merged.get(j, 0.0) + c
+        out.append(ScaledRow([(j, c) for j, c in merged.items() if c != 0], r.sense, rhs, r.enforce, r.name, r.kind))
+    return out
+
+
+def complete(m: LinearModel, rows, values: dict[int, float], lb: list[float], integral: bool) -> dict[int, float]:
+    """Given values of every binary and integer variable, set each continuous variable to
+    the least value its rows allow (``rows`` are :class:`ScaledRow` in a backend's own
+    coefficients, ``lb`` its lower bounds; ``integral`` for a backend that counts them in
+    integer steps). A continuous variable is defined by the rows in which it is the last
+    continuous variable."""
+    cont = [j for j, var in enumerate(m.vars) if var.kind == "continuous"]
+    pos = {j: k for k, j in enumerate(cont)}
+    defining: dict[int, list] = {j: [] for j in cont}
+    for r in rows:
+        if r.enforce is not None and values.get(r.enforce, 0) < 0.5:
+            continue
+        last = max((j for j, _ in r.terms if j in pos), key=lambda j: pos[j], default=None)
+        if last is not None:
+            defining[last].append(r)
+    out = dict(values)
+    for j in cont:
+        best = lb[j]
+        for r in defining[j]:
+            cj = next(c for jj, c in r.terms if jj == j)
+            rest = sum(c * out[jj] for jj, c in r.terms if jj != j)
+            if r.sense == ">=" and cj > 0:
+                need = (r.rhs - rest) / cj if not integral else -((rest - r.rhs) // cj)
+                best = max(best, need)
+            elif r.sense == "<=" and cj < 0:
+                need = (rest - r.rhs) / (-cj) if not integral else -((r.rhs - rest) // cj)
+                best = max(best, need)
+        out[j] = best
+    return out
+
+
+def lp_name(name: str) -> str:
+    """A variable or row name that LP and MPS files accept."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", name.replace("[", "_").replace("]", "").replace(",", "_"))

@@ -1,0 +1,106 @@
+"""The SCIP backend: the same big-M rows as CBC, through OR-Tools' MPSolver.
+
+SCIP's own Ctrl-C handler is switched off (``misc/catchctrlc``): the solve runs in a
+worker thread, a KeyboardInterrupt reaches the main thread, which interrupts the solve
+and raises it again. (HiGHS is in OR-Tools too, but MPSolver passes it no parameters:
+its default 1e-4 relative gap would make "optimal" mean "within 0.01%", so it is not
+offered.)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from piper_ilp.errors import InputError, InternalError
+from piper_ilp.milp.backend import Answer, Progress, Settings, run_stoppable, write_model_file
+from piper_ilp.milp.scaled import ScaledModel, big_m_rows, lp_name
+from piper_ilp.solution import Status
+
+__all__ = ["solve"]
+
+#: Absolute optimality gap in model units (1e-10 of the reference value).
+GAP_ABS = 1e-7
+
+#: How far (model units) the solver's objective may sit from its plan's value: its
+#: feasibility tolerance on each row of a slot's TPS.
+ABS_RESOLUTION = 1e-5
+
+#: The relative accuracy to which SCIP's bound is trusted (as for CBC: its tolerances).
+BOUND_RTOL = 1e-7
+
+PARAMETERS = (
+    "numerics/feastol = 1e-9\n"
+    "limits/gap = 0\n"
+    f"limits/absgap = {GAP_ABS}\n"
+    "misc/catchctrlc = FALSE\n"
+)
+
+
+def solve(sm: ScaledModel, settings: Settings) -> Answer:
+    """Solve ``sm`` with SCIP (see the module docstring)."""
+    from ortools.linear_solver import pywraplp
+
+    m = sm.model
+    solver = pywraplp.Solver.CreateSolver("SCIP")
+    if solver is None:
+        raise InputError("scip: this OR-Tools build has no SCIP solver")
+    rows = big_m_rows(sm)
+    mv = []
+    for j, var in enumerate(m.vars):
+        if var.kind == "continuous":
+            mv.append(solver.NumVar(sm.lb[j], sm.ub[j], lp_name(var.name)))
+        else:
+            mv.append(solver.IntVar(sm.lb[j], sm.ub[j], lp_name(var.name)))
+    inf = solver.infinity()
+    for r in rows:
+        lo, hi = {"<=": (-inf, r.rhs), ">=": (r.rhs, inf), "==": (r.rhs, r.rhs)}[r.sense]
+        ct = solver.Constraint(lo, hi, lp_name(r.name))
+        for j, c in r.terms:
+            ct.SetCoefficient(mv[j], c)
+    obj = solver.Objective()
+    obj.SetCoefficient(mv[m.objective], 1.0)
+    obj.SetMinimization()
+    if settings.hint:
+        pairs = sorted(settings.hint.items())
+        solver.SetHint([mv[j] for j, _ in pairs], [float(v) for _, v in pairs])
+    if settings.write_model is not None:
+        write_model_file(settings.write_model, solver.ExportModelAsLpFormat(False))
+    if settings.time_limit is not None:
+        solver.SetTimeLimit(int(math.ceil(settings.time_limit * 1000)))
+    solver.SetNumThreads(settings.threads)
+    params = PARAMETERS + ("presolving/maxrounds = 0\n" if settings.careful else "")
+    if not solver.SetSolverSpecificParametersAsString(params):
+        raise InternalError(f"scip: parameters not accepted: {params!r}")
+    progress = Progress("scip", settings.progress)
+    interrupted = []
+
+    def stop() -> None:
+        interrupted.append(True)
+        solver.InterruptSolve()
+
+    t0 = time.perf_counter()
+    code = run_stoppable(solver.Solve, stop, tick=lambda: progress.update())
+    wall = time.perf_counter() - t0
+    status = {
+        pywraplp.Solver.OPTIMAL: Status.OPTIMAL,
+        pywraplp.Solver.FEASIBLE: Status.FEASIBLE,
+        pywraplp.Solver.INFEASIBLE: Status.INFEASIBLE,
+        pywraplp.Solver.NOT_SOLVED: Status.UNKNOWN,
+    }.get(code)
+    if status is None:
+        raise InternalError(f"scip: the solver ended abnormally (MPSolver status {code})")
+    ans = Answer(status, seconds=wall)
+    if status in (Status.FEASIBLE, Status.UNKNOWN):
+        ans.stopped = "time limit"
+    unit = sm.scale.unit
+    if status in (Status.OPTIMAL, Status.FEASIBLE):
+        ans.values = {j: float(round(mv[j].solution_value())) for j, var in enumerate(m.vars) if var.kind != "continuous"}
+        ans.objective = obj.Value() * unit
+        ans.resolution = 1e-9 * abs(ans.objective) + ABS_RESOLUTION * unit
+    if status != Status.INFEASIBLE:
+        b = obj.BestBound()
+        if math.isfinite(b):
+            ans.bound = (b - (GAP_ABS if status == Status.OPTIMAL else 0.0)) * unit * (1 - BOUND_RTOL)
+    progress.update(ans.objective, ans.bound, force=True)
+    return ans

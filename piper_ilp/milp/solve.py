@@ -1,0 +1,176 @@
+"""The entry point :func:`solve_milp`: checks, the formulation once, one backend, the
+certification of its answer, and a last pass through the independent evaluator."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.files import check_writable
+from piper_ilp.instance import Instance
+from piper_ilp.milp.certify import certify
+from piper_ilp.milp.model import _count, formulate, index_sets
+from piper_ilp.plan import Plan
+from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
+
+__all__ = ["BACKENDS", "DEFAULT_MAX_VARIABLES", "DEFAULT_THREADS", "solve_milp"]
+
+#: The backends :func:`solve_milp` accepts.
+BACKENDS = ("cpsat", "cbc", "scip")
+
+#: Above this many variables :func:`solve_milp` refuses (unless ``force``).
+DEFAULT_MAX_VARIABLES = 25_000
+
+#: Solver threads when the caller does not say (CI machines have 2 cores).
+DEFAULT_THREADS = 2
+
+
+def _backend(name: str):
+    if name == "cpsat":
+        from piper_ilp.milp import cpsat as mod
+    elif name == "cbc":
+        from piper_ilp.milp import cbc as mod
+    else:
+        from piper_ilp.milp import scip as mod
+    return mod.solve
+
+
+def _check_settings(backend, time_limit, threads) -> int:
+    if backend not in BACKENDS:
+        raise InputError(f"unknown MILP backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if time_limit is not None and not (time_limit >= 0 and math.isfinite(time_limit)):
+        raise InputError(f"time limit must be a number of seconds >= 0, got {time_limit!r}")
+    threads = DEFAULT_THREADS if threads is None else threads
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise InputError(f"threads must be a whole number >= 1, got {threads!r}")
+    return threads
+
+
+def solve_milp(
+    instance: Instance,
+    restrictions: Restrictions = Restrictions(),
+    *,
+    backend: str = "cpsat",
+    time_limit: float | None = None,
+    threads: int | None = None,
+    write_model: str | Path | None = None,
+    hint: Plan | None = None,
+    force: bool = False,
+    max_variables: int = DEFAULT_MAX_VARIABLES,
+    progress: bool = False,
+) -> Solution:
+    """Solve the Piper problem exactly with the MILP on one backend.
+
+    Parameters
+    ----------
+    instance : Instance
+    restrictions : Restrictions
+        The ablations (no data / tensor parallelism, excluded options).
+    backend : {"cpsat", "cbc", "scip"}
+        OR-Tools CP-SAT, CBC (PuLP's bundled binary, as a child process), or SCIP through
+        OR-Tools' MPSolver.
+    time_limit : float, optional
+        Seconds for the whole call; without it the backend runs until it proves.
+    threads : int, optional
+        Solver threads (default :data:`DEFAULT_THREADS`).
+    write_model : path, optional
+        Write the model as first solved: the CP-SAT model proto in text, or an LP file.
+    hint : Plan, optional
+        A warm start (e.g. the DP's plan). Without it the MILP runs independently.
+    force : bool
+        Solve even above ``max_variables``.
+    max_variables : int
+        The size guard.
+    progress : bool
+        Print the incumbent and bound on stderr, at most once a second.
+
+    Returns
+    -------
+    Solution
+        ``method`` = backend; ``status``: optimal (a plan the evaluator accepts and a
+        justified lower bound within 1e-6 of its TPS, ``docs/cost-model.md`` sec. 7),
+        feasible (a plan, not proven: a limit, or "cannot certify at this memory
+        boundary"), infeasible (the relaxed model is infeasible), unknown (no plan, no
+        proof), out-of-range (the backend cannot represent the numbers; ``message``
+        says why) or backend-error (the backend's claim failed certification; details
+        in ``message`` and ``info["rounds"]``). ``tps`` is the evaluator's, ``objective``
+        the backend's value of the plan, ``bound`` a lower bound on the optimum.
+        ``info`` holds the model's size, ``rounds`` (one per solve), ``solver_seconds``
+        (their sum), ``scaling_error``
+        (how far ``objective`` may sit from ``tps``), ``gap`` and ``hint``.
+
+    Raises
+    ------
+    SizeLimitError
+        Above ``max_variables`` variables, unless ``force``.
+    InputError
+        An unknown backend, a bad setting, or a model file that cannot be written.
+    KeyboardInterrupt
+        Ctrl-C (or a signal handler raising it): the solver is stopped, its child
+        process killed and its temporary files removed first.
+
+    Examples
+    --------
+    >>> from piper_ilp.instance import instance_from_dict
+    >>> opt = {"id": "v", "timePerSample": 2.0, "parameterSize": 0, "memoryUsageA": 1,
+    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
+    >>> inst = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1,
+    ...     "mbsInBatch": 2, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> sol = solve_milp(inst, backend="cbc")
+    >>> sol.status.value, sol.tps, sol.plan.stages[0].d
+    ('optimal', 1.0, 2)
+
+    References
+    ----------
+    J. Tarnawski, D. Narayanan, A. Phanishayee. Piper: Multidimensional Planner for DNN
+    Parallelization. NeurIPS 2021.
+    """
+    threads = _check_settings(backend, time_limit, threads)
+    if write_model is not None:
+        try:
+            check_writable(write_model, "model")
+        except InputError as exc:
+            raise InputError(f"cannot write the model to {write_model}: {exc}") from None
+    t0 = time.perf_counter()
+    st = index_sets(instance, restrictions)
+    size = _count(st)
+    if size["variables"] > max_variables and not force:
+        raise SizeLimitError(
+            f"{instance.source}: the MILP would have {size['variables']} variables "
+            f"({size['constraints']} constraints), above the limit of {max_variables}; "
+            "use the DP (--method dp), or pass --force with a --time-limit to get a plan and a bound"
+        )
+    form = formulate(st)
+    m = form.model
+    info = {
+        "variables": len(m.vars),
+        "binaries": sum(1 for v in m.vars if v.kind == "binary"),
+        "constraints": len(m.rows),
+        "slots": st.S,
+        "configurations": len(st.configs),
+        "threads": threads,
+        "time_limit": time_limit,
+        "scaling_error": 0.0,
+    }
+    if m.trivially_infeasible:
+        sol = Solution(backend, Status.INFEASIBLE, message=f"infeasible before solving: {m.trivially_infeasible}", info=info)
+    elif time_limit == 0:
+        sol = Solution(backend, Status.UNKNOWN, message="time limit 0: not solved", info=info)
+    else:
+        hint_values = None
+        if hint is not None:
+            hint_values, why = form.values_of(hint)
+            info["hint"] = "used" if hint_values is not None else f"ignored: {why}"
+        sol = certify(form, backend, _backend(backend), time_limit=time_limit, threads=threads,
+                      write_model=write_model, hint=hint if hint_values is not None else None,
+                      hint_values=hint_values, progress=progress, info=info)
+    sol.seconds = time.perf_counter() - t0
+    info["solver_seconds"] = sum(r["seconds"] for r in info.get("rounds", []))
+    if sol.plan is not None:
+        # the last, independent check; certify() already evaluated this plan
+        sol = checked_solution(instance, sol, tolerance=1e-6, absolute=info.get("scaling_error", 0.0),
+                               restrictions=restrictions)
+    info["gap"] = sol.gap
+    return sol
