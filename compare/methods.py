@@ -136,6 +136,7 @@ def _milp_solver(backend: str) -> Callable[..., Solution]:
         hint_from_dp: bool = False,
         force: bool = False,
         max_variables: int | None = None,
+        progress: bool = False,
     ) -> Solution:
         from piper_ilp.milp import solve_milp
 
@@ -154,6 +155,7 @@ def _milp_solver(backend: str) -> Callable[..., Solution]:
             write_model=write_model,
             hint=hint,
             force=force,
+            progress=progress,
             **kwargs,
         )
 
@@ -197,7 +199,7 @@ def _solve_pipedream(instance: Instance, restrictions: Restrictions) -> Solution
 
 
 _DP_OPTIONS = frozenset({"knapsack", "max_ideals", "force", "progress"})
-_MILP_OPTIONS = frozenset({"time_limit", "threads", "write_model", "hint_from_dp", "force", "max_variables"})
+_MILP_OPTIONS = frozenset({"time_limit", "threads", "write_model", "hint_from_dp", "force", "max_variables", "progress"})
 
 _MILP_SUMMARY = {
     "cpsat": "the exact MILP on OR-Tools CP-SAT",
