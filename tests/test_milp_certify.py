@@ -22,8 +22,7 @@ import pytest
 
 from compare.brute import solve_brute
 from compare.generators import FAMILIES, random_instance
-from piper_ilp.errors import InternalError
-from piper_ilp.errors import InputError
+from piper_ilp.errors import InputError, InternalError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict, instance_to_dict
 from piper_ilp.milp import BACKENDS, solve_milp
