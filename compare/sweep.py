@@ -26,6 +26,7 @@ also holds the plan.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import itertools
 import json
@@ -35,7 +36,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from piper_ilp.errors import InputError, InternalError
-from piper_ilp.files import atomic_write_text, open_jsonl_append, read_jsonl
+from compare.jobs import prepare_folder, run_in_folder
+from piper_ilp.files import atomic_write_text, read_jsonl
 from piper_ilp.instance import Instance
 from piper_ilp.plan import plan_to_dict
 from piper_ilp.solution import RECOMPUTE_OPTION, Restrictions, Solution
@@ -167,55 +169,30 @@ def run_sweep(
     resume: bool = False,
     on_row: Callable[[dict], None] | None = None,
     externals: Mapping[str, str] | None = None,
+    scheduler: str | None = None,
 ) -> list[dict]:
-    """Run every point not already in ``out/results.jsonl``; returns all rows of the grid
-    in grid order and writes ``out/results.csv``.
+    """Run every point not already in ``out/results.jsonl`` (with :func:`compare.jobs.run_in_folder`:
+    the folder locked, one whole JSON line per finished run, interrupts keep what finished);
+    returns all rows of the grid in grid order and writes ``out/results.csv``.
 
     Raises
     ------
     InputError
-        ``out`` holds results and ``resume`` is off, or holds a sweep of another
-        instance or grid.
+        ``out`` holds results and ``resume`` is off, holds a sweep of another instance or
+        grid, or another sweep is running on it.
+    compare.jobs.Interrupted
+        SIGINT or SIGTERM (the finished rows are kept).
     """
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    params = {"instance": instance.fingerprint(), "points": [p.id for p in points]}
-    done = {r["id"]: r for r in read_rows(out)}
-    if done and not resume:
-        raise InputError(f"--out {out}: already holds {len(done)} results; add --resume to continue, or choose another folder")
-    params_path = out / PARAMETERS
-    if resume and params_path.exists():
-        old = json.loads(params_path.read_text(encoding="utf-8"))
-        if old.get("instance") != params["instance"]:
-            raise InputError(f"--resume: {out} holds a sweep of another instance ({old.get('instance')})")
-    atomic_write_text(params_path, json.dumps(params, indent=1) + "\n")
-    todo = [p for p in points if p.id not in done]
-    results_path = out / RESULTS
-    with open_jsonl_append(results_path) as fh:
-        for row in _rows(instance, todo, workers, dict(externals or {})):
-            done[row["id"]] = row
-            fh.write(json.dumps(row) + "\n")
-            fh.flush()
-            if on_row is not None:
-                on_row(row)
-    rows = [done[p.id] for p in points if p.id in done]
+    out = prepare_folder(out, (RESULTS, TABLE, PARAMETERS))
+    externals = dict(externals or {})
+    params = {"instance": instance.fingerprint(), "points": [p.id for p in points], "externals": externals}
+    done, new = run_in_folder(
+        out, what="sweep", results=RESULTS, parameters=PARAMETERS, params=params, jobs=list(points),
+        job_id=lambda p: p.id, fn=functools.partial(run_point, instance, externals=externals),
+        keep=lambda r: "id" in r and "variant" in r, resume=resume, workers=workers, scheduler=scheduler,
+        on_record=on_row,
+    )
+    by_id = {r["id"]: r for r in done + new}
+    rows = [by_id[p.id] for p in points if p.id in by_id]
     write_table(out, rows)
     return rows
-
-
-def _run_task(args: tuple) -> dict:
-    instance, point, externals = args
-    return run_point(instance, point, externals)
-
-
-def _rows(instance: Instance, todo: Sequence[SweepPoint], workers: int, externals: dict):
-    if workers <= 1 or len(todo) <= 1:
-        for p in todo:
-            yield run_point(instance, p, externals)
-        return
-    import multiprocessing as mp
-
-    with mp.get_context("spawn").Pool(workers) as pool:
-        yield from pool.imap_unordered(_run_task, [(instance, p, externals) for p in todo])

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from piper_cli.common import cli_errors, load_with_overrides, stderr, stdout
-from piper_cli.compare_cmds import ExternalOpt, parse_externals
+from piper_cli.compare_cmds import ExternalOpt, SchedulerOpt, parse_externals, resolve_scheduler
 from piper_ilp.errors import InputError
 from piper_ilp.files import check_writable
 from piper_ilp.instance import parse_count, parse_size
@@ -38,12 +38,14 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes.")] = 1,
         resume: Annotated[bool, typer.Option("--resume", help="Continue a sweep in --out, skipping the runs it finished.")] = False,
         external: ExternalOpt = None,
+        scheduler: SchedulerOpt = None,
     ) -> None:
         """Solve an instance over a grid of settings for each variant.
 
         The grid is every combination of the K, M, N, B values given; the variants are Piper's
         ablations, the 2BW baseline, the greedy rule and external planners. One row per run in
         OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv."""
+        from compare.jobs import Interrupted
         from compare.sweep import TABLE, run_sweep, sweep_points
 
         externals = parse_externals(external)
@@ -56,8 +58,6 @@ def register(app: typer.Typer) -> None:
             [v.strip() for v in variants.split(",") if v.strip()],
             tuple(externals),
         )
-        outp = Path(out)
-        check_writable(outp / TABLE if outp.is_dir() else outp, "--out folder")
         show = sys.stderr.isatty()
         done = [0]
 
@@ -67,7 +67,12 @@ def register(app: typer.Typer) -> None:
                 tps = "-" if row["tps"] is None else f"{row['tps']:.6g}"
                 stderr.print(f"[{done[0]}] {row['id']}: {row['status']} {tps}", markup=False)
 
-        rows = run_sweep(inst, points, out, workers=workers, resume=resume, on_row=on_row, externals=externals)
+        try:
+            rows = run_sweep(inst, points, out, workers=workers, resume=resume, on_row=on_row, externals=externals,
+                             scheduler=resolve_scheduler(scheduler))
+        except Interrupted as exc:
+            stderr.print(f"piper-ilp: interrupted ({exc.done} runs saved in {exc.results}; --resume goes on)", markup=False)
+            raise typer.Exit(128 + exc.signum) from None
         stdout.print(f"{len(rows)} runs in {out}/results.jsonl and {out}/{TABLE}", markup=False)
 
     @app.command("plot")

@@ -12,11 +12,11 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import Callable
 
 from piper_ilp.errors import InputError
 
-__all__ = ["atomic_write_text", "check_writable", "open_jsonl_append", "read_jsonl"]
+__all__ = ["atomic_write_text", "check_writable", "read_jsonl"]
 
 
 def check_writable(path: str | Path, what: str = "output") -> Path:
@@ -87,17 +87,3 @@ def read_jsonl(path: str | Path, keep: Callable[[dict], bool] = lambda rec: True
             if isinstance(rec, dict) and keep(rec):
                 records.append(rec)
     return records
-
-
-def open_jsonl_append(path: str | Path) -> TextIO:
-    """Open a JSON-lines file for appending one record per line. A torn last line (a run
-    killed mid-write) is ended first, so the next record starts on a line of its own."""
-    p = Path(path)
-    if p.exists() and p.stat().st_size:
-        with p.open("rb") as fh:
-            fh.seek(-1, os.SEEK_END)
-            torn = fh.read(1) != b"\n"
-        if torn:
-            with p.open("a", encoding="utf-8") as fh:
-                fh.write("\n")
-    return p.open("a", encoding="utf-8")

@@ -7,9 +7,19 @@ import pytest
 pytest.importorskip("distributed")
 pytestmark = pytest.mark.slow  # each LocalCluster takes seconds to start
 
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from compare.campaign import read_results  # noqa: E402
 from compare.cluster import run_on_dask  # noqa: E402
+from compare.sweep import run_sweep, sweep_points  # noqa: E402
+from piper_ilp import load_instance  # noqa: E402
 from piper_ilp.errors import InputError, InternalError  # noqa: E402
 from jobs_for_tests import die_once, fail, square  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -54,3 +64,49 @@ def test_bad_scheduler_addresses_are_input_errors():
         run_on_dask(square, [1], print, scheduler="localhost:1234")
     with pytest.raises(InputError, match="cannot reach"):
         run_on_dask(square, [1], print, scheduler="tcp://127.0.0.1:9")
+
+
+def _alive_children_of(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(d.name))
+    return out
+
+
+def test_a_campaign_on_a_local_cluster_resumes_after_its_client_is_killed(tmp_path):
+    out = tmp_path / "c"
+    args = [sys.executable, "-m", "piper_cli", "campaign", "--count", "30", "--seed", "5", "--scheduler", "local",
+            "--workers", "2", "--methods", "dp,brute", "--out", str(out), "--no-progress"]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(read_results(out)) < 3 and proc.poll() is None:
+        time.sleep(0.2)
+    children = _alive_children_of(proc.pid)
+    proc.kill()  # SIGKILL: the client cannot clean up
+    proc.wait()
+    for _ in range(100):  # the cluster's processes notice and go
+        if not [c for c in children if Path(f"/proc/{c}").exists() and "Z" not in (Path(f"/proc/{c}/stat").read_text().rsplit(")", 1)[1].split()[0])]:
+            break
+        time.sleep(0.2)
+    assert all(not Path(f"/proc/{c}/cmdline").exists() or not Path(f"/proc/{c}/cmdline").read_bytes() for c in children)
+    before = len(read_results(out))
+    assert before >= 1
+    p = subprocess.run(args + ["--resume"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    ids = [r["id"] for r in read_results(out)]
+    lines = [ln for ln in (out / "results.jsonl").read_text().splitlines() if ln.startswith("{") and ln.endswith("}")]
+    assert len(ids) == len(set(ids)) == 30 and len(lines) == 30
+
+
+def test_a_sweep_on_a_local_cluster(tmp_path):
+    inst = load_instance(REPO / "inputs" / "small.json")
+    points = sweep_points([4, 8], [6e8], [inst.N], [inst.B], ["all", "2bw"])
+    rows = run_sweep(inst, points, tmp_path / "s", workers=2, scheduler="local")
+    local = run_sweep(inst, points, tmp_path / "p", workers=1)
+    assert [(r["id"], r["status"], r["tps"]) for r in rows] == [(r["id"], r["status"], r["tps"]) for r in local]
