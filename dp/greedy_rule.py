@@ -7,7 +7,7 @@ not fit; otherwise switch nodes from F to O in order of the ratio
 r_i = (c_iO - c_iF) / (m_iF - m_iO) (only nodes with m_iF - m_iO > 1e-9), ascending, ties
 by node position in the stage, until the excess E = sum m_F - M falls below 1e-9.
 
-:func:`greedy_rule_rows` is the only implementation of that ranking and walk; the DP's
+:func:`greedy_rule_grid` is the only implementation of that ranking and walk; the DP's
 stage tables (many stages and y at once) and the plan rebuild (one stage at one y) both
 call it, with node rows from :func:`greedy_node_rows`, so they rank exactly alike.
 
@@ -17,8 +17,8 @@ Float details, fixed here so that every caller gets bit-identical decisions:
   ((e_O - e_F) + d (R_O - R_F)) / B + (p_O - p_F) with R the resync bytes: for options
   that differ only in p, a, b this is exactly p_O - p_F, whatever d is;
 * F is option 1 exactly when that quantity for (option 1 - option 0) is < 0;
-* m_il = a_il y + b_il; E starts at (the sum of the m_iF in ascending order) - M and
-  is lowered sequentially;
+* m_il = a_il y + b_il; E starts at (the m_iF summed left to right, in input order) - M
+  and is lowered sequentially;
 * memory decisions (F fits; the least-memory choice fits) are exact (fsum of the a y and
   b terms <= M, sec. 7). When the walk stops with a choice that does not fit exactly
   (the rule's 1e-9 byte tolerance), the rule is taken as finding no choice at this y:
@@ -40,7 +40,7 @@ __all__ = [
     "GREEDY_EPS",
     "NodeRows",
     "greedy_node_rows",
-    "greedy_rule_rows",
+    "greedy_rule_grid",
     "greedy_choice",
     "greedy_choice_over_y",
     "greedy_options",
@@ -92,72 +92,76 @@ def greedy_node_rows(options: Sequence[Sequence[tuple]], d: int, N: int, B: floa
     return NodeRows(**cols)
 
 
-def greedy_rule_rows(
+def greedy_rule_grid(
     dkey: np.ndarray,
     aF: np.ndarray,
     bF: np.ndarray,
     aO: np.ndarray,
     bO: np.ndarray,
     o_first: np.ndarray,
-    y,
+    ys: np.ndarray,
     M: float,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Piper's rule (sec. 5) on independent rows, each one stage at one y.
+    """Piper's rule (sec. 5) for G stages at each of Y values of y.
 
     Parameters
     ----------
-    dkey, aF, bF, aO, bO, o_first : (R, n) arrays
-        Per row and node (columns in ascending input order): d (c_O - c_F) and the memory
-        slope and constant of F and O, and whether O precedes F in the option list.
-        Columns with all zeros are padding (never switched, no memory).
-    y : int or (R,) array
-        Microbatches in flight per row.
+    dkey, aF, bF, aO, bO, o_first : (G, n) arrays
+        Per stage and node (columns in ascending input order, trailing all-zero columns
+        are padding): d (c_O - c_F), the memory slope and constant of F and O, and whether
+        O precedes F in the option list.
+    ys : (Y,) array of int
+        The microbatches in flight to evaluate.
     M : float
 
     Returns
     -------
-    switched : (R, n) bool array
+    switched : (G, Y, n) bool array
         Which nodes take O.
-    feasible : (R,) bool array
+    feasible : (G, Y) bool array
         False where no choice fits (step 2), or the walk's choice does not fit exactly.
     """
-    R, n = aF.shape
-    yv = np.broadcast_to(np.asarray(y, dtype=float), (R,))[:, None]
-    ayF, ayO = aF * yv, aO * yv
-    mF, mO = ayF + bF, ayO + bO
+    G, n = aF.shape
+    Y = len(ys)
+    yv = np.asarray(ys, dtype=float)[None, :, None]
+    ayF = (aF[:, None, :] * yv).reshape(G * Y, n)
+    ayO = (aO[:, None, :] * yv).reshape(G * Y, n)
+    bF2 = np.broadcast_to(bF[:, None, :], (G, Y, n)).reshape(G * Y, n)
+    bO2 = np.broadcast_to(bO[:, None, :], (G, Y, n)).reshape(G * Y, n)
+    mF, mO = ayF + bF2, ayO + bO2
+    R = G * Y
     switched = np.zeros((R, n), dtype=bool)
     if n == 0:
-        return switched, np.ones(R, dtype=bool)
-    fitsF = rows_fit_exactly(ayF, bF, 1, M)
-    L_is_O = (mO < mF) | ((mO == mF) & o_first)
-    feasible = rows_fit_exactly(np.where(L_is_O, ayO, ayF), np.where(L_is_O, bO, bF), 1, M)
+        return switched.reshape(G, Y, n), np.ones((G, Y), dtype=bool)
+    # the m_F summed left to right (cumsum is sequential; trailing padding adds zeros)
+    sumF = np.cumsum(mF, axis=1)[:, -1]
+    fitsF = rows_fit_exactly(ayF, bF2, M, est=sumF)
+    of = np.broadcast_to(o_first[:, None, :], (G, Y, n)).reshape(R, n)
+    L_is_O = (mO < mF) | ((mO == mF) & of)
+    feasible = rows_fit_exactly(np.where(L_is_O, ayO, ayF), np.where(L_is_O, bO2, bF2), M)
     need = ~fitsF & feasible
-    if not need.any():
-        return switched, feasible
-    rows = np.nonzero(need)[0]
-    sav = mF[rows] - mO[rows]
-    valid = sav > GREEDY_EPS
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(valid, dkey[rows] / np.where(valid, sav, 1.0), np.inf)
-    order = np.argsort(r, axis=1, kind="stable")  # ties by node position (one O per node)
-    sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
-    valid_sorted = np.take_along_axis(valid, order, axis=1)
-    # E before the walk: the m_F summed in ascending order (padding zeros change nothing),
-    # then lowered one switch at a time, sequentially (cumsum is sequential)
-    E0 = np.cumsum(np.sort(mF[rows], axis=1), axis=1)[:, -1] - M
-    E = np.cumsum(np.concatenate([E0[:, None], -sav_sorted], axis=1), axis=1)[:, 1:]
-    stop = (E < GREEDY_EPS) & valid_sorted
-    any_stop = stop.any(axis=1)
-    count = np.where(any_stop, np.argmax(stop, axis=1) + 1, valid_sorted.sum(axis=1))
-    take_sorted = (np.arange(n)[None, :] < count[:, None]) & valid_sorted
-    sw = np.zeros((len(rows), n), dtype=bool)
-    np.put_along_axis(sw, order, take_sorted, axis=1)
-    switched[rows] = sw
-    fitsH = rows_fit_exactly(
-        np.where(sw, ayO[rows], ayF[rows]), np.where(sw, bO[rows], bF[rows]), 1, M
-    )
-    feasible[rows] = fitsH
-    return switched, feasible
+    if need.any():
+        rows = np.nonzero(need)[0]
+        sav = mF[rows] - mO[rows]
+        valid = sav > GREEDY_EPS
+        dk = np.broadcast_to(dkey[:, None, :], (G, Y, n)).reshape(R, n)[rows]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.where(valid, dk / np.where(valid, sav, 1.0), np.inf)
+        order = np.argsort(r, axis=1, kind="stable")  # ties by node position (one O per node)
+        sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
+        valid_sorted = np.take_along_axis(valid, order, axis=1)
+        # E = sum m_F - M, then lowered one switch at a time, sequentially
+        E0 = sumF[rows] - M
+        E = np.cumsum(np.concatenate([E0[:, None], -sav_sorted], axis=1), axis=1)[:, 1:]
+        stop = (E < GREEDY_EPS) & valid_sorted
+        any_stop = stop.any(axis=1)
+        count = np.where(any_stop, np.argmax(stop, axis=1) + 1, valid_sorted.sum(axis=1))
+        take_sorted = (np.arange(n)[None, :] < count[:, None]) & valid_sorted
+        sw = np.zeros((len(rows), n), dtype=bool)
+        np.put_along_axis(sw, order, take_sorted, axis=1)
+        switched[rows] = sw
+        feasible[rows] = rows_fit_exactly(np.where(sw, ayO[rows], ayF[rows]), np.where(sw, bO2[rows], bF2[rows]), M)
+    return switched.reshape(G, Y, n), feasible.reshape(G, Y)
 
 
 def greedy_choice(costs: Sequence[Sequence[float]], mems: Sequence[Sequence[float]], M: float) -> list[int] | None:
@@ -179,25 +183,23 @@ def greedy_choice(costs: Sequence[Sequence[float]], mems: Sequence[Sequence[floa
         opts.append([(float(cl), 0.0, 0.0, float(ml), 0.0) for cl, ml in zip(c, m)])
     rows = greedy_node_rows(opts, 1, 1, 1.0)
     # with e = w = 0 and d = B = 1, dkey is exactly c_O - c_F
-    sw, feas = greedy_rule_rows(
-        rows.dkey[None, :], rows.aF[None, :], rows.bF[None, :], rows.aO[None, :], rows.bO[None, :],
-        rows.o_first[None, :], 1, M,
-    )
-    if not feas[0]:
+    sw, feas = _one_stage(rows, 1, M)
+    if not feas:
         return None
-    return [int(rows.O[i] if sw[0, i] else rows.F[i]) for i in range(n)]
+    return [int(rows.O[i] if sw[i] else rows.F[i]) for i in range(n)]
 
 
 def greedy_choice_over_y(dc: np.ndarray, mF: np.ndarray, mO: np.ndarray, M: float) -> tuple[np.ndarray, np.ndarray]:
     """Piper's rule for two options per node (F first), for many y at once: ``dc`` (n,)
     is c_O - c_F >= 0, ``mF``, ``mO`` (Y, n) the memories per y (rows). Returns
-    (switched (Y, n), feasible (Y,)) as :func:`greedy_rule_rows`."""
+    (switched (Y, n), feasible (Y,)) as :func:`greedy_rule_grid`."""
     mF = np.asarray(mF, dtype=float)
     mO = np.asarray(mO, dtype=float)
+    Y, n = mF.shape
     zeros = np.zeros_like(mF)
-    return greedy_rule_rows(
-        np.broadcast_to(np.asarray(dc, dtype=float), mF.shape), mF, zeros, mO, zeros, np.zeros(mF.shape, dtype=bool), 1, M
-    )
+    dk = np.broadcast_to(np.asarray(dc, dtype=float), mF.shape)
+    sw, feas = greedy_rule_grid(dk, mF, zeros, mO, zeros, np.zeros(mF.shape, dtype=bool), np.ones(1), M)
+    return sw[:, 0, :], feas[:, 0]
 
 
 def stage_option_rows(instance: Instance, nodes: Sequence[int], t: int) -> list[list[tuple]]:
@@ -254,10 +256,16 @@ def greedy_options(instance: Instance, nodes: Sequence[int], t: int, d: int, y: 
                 f"node {v} has {k} for t = {t}"
             )
     rows = greedy_node_rows(stage_option_rows(instance, nodes, t), d, instance.N, instance.B)
-    sw, feas = greedy_rule_rows(
-        rows.dkey[None, :], rows.aF[None, :], rows.bF[None, :], rows.aO[None, :], rows.bO[None, :],
-        rows.o_first[None, :], y, instance.M,
-    )
-    if not feas[0]:
+    sw, feas = _one_stage(rows, y, instance.M)
+    if not feas:
         return None
-    return {v: instance.node[v].options[t][int(rows.O[i] if sw[0, i] else rows.F[i])] for i, v in enumerate(nodes)}
+    return {v: instance.node[v].options[t][int(rows.O[i] if sw[i] else rows.F[i])] for i, v in enumerate(nodes)}
+
+
+def _one_stage(rows: NodeRows, y: int, M: float) -> tuple[np.ndarray, bool]:
+    """:func:`greedy_rule_grid` for one stage at one y: (switched per node, feasible)."""
+    sw, feas = greedy_rule_grid(
+        rows.dkey[None, :], rows.aF[None, :], rows.bF[None, :], rows.aO[None, :], rows.bO[None, :],
+        rows.o_first[None, :], np.array([y]), M,
+    )
+    return sw[0, 0], bool(feas[0, 0])

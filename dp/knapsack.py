@@ -50,6 +50,7 @@ __all__ = [
     "stage_items",
     "pareto_frontier",
     "y_capacity",
+    "y_capacities",
     "exact_choice",
     "exact_options",
 ]
@@ -247,6 +248,19 @@ def y_capacity(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int) -> np.nd
     return y
 
 
+def y_capacities(A: np.ndarray, Bm: np.ndarray, sure_limit: float, maybe_limit: float, y_max: int):
+    """(sure, maybe): :func:`y_capacity` for the two limits of :mod:`dp.memory`
+    (``sure_limit`` <= ``maybe_limit``), the second derived from the first (the band is
+    far narrower than one step of y, so ``sure`` is ``maybe`` or a few less)."""
+    maybe = y_capacity(A, Bm, maybe_limit, y_max)
+    sure = maybe.copy()
+    bad = (sure > 0) & (A * sure + Bm > sure_limit)
+    while bad.any():
+        sure[bad] -= 1
+        bad = (sure > 0) & (A * sure + Bm > sure_limit)
+    return sure, maybe
+
+
 # ---------------------------------------------------------------------------------------
 # The exact choice at one y
 # ---------------------------------------------------------------------------------------
@@ -317,9 +331,18 @@ def exact_choice(items: Sequence[Item], y: int, M: float, d: int, N: int, B: flo
             return None
         new.sort(key=lambda q: q[:4])
         kept: list[tuple] = []
-        for q in new:
-            if not any(p[1] <= q[1] and p[2] <= q[2] and p[3] <= q[3] for p in kept):
-                kept.append(q)
+        if all(q[2] == new[0][2] and q[3] == new[0][3] for q in new):
+            # E and W the same for every choice (options differ only in p, a, b): by
+            # memory ascending, a choice helps only when it is strictly faster
+            best_p = math.inf
+            for q in new:
+                if q[1] < best_p:
+                    kept.append(q)
+                    best_p = q[1]
+        else:
+            for q in new:
+                if not any(p[1] <= q[1] and p[2] <= q[2] and p[3] <= q[3] for p in kept):
+                    kept.append(q)
         points = kept
     best, best_cost = None, math.inf
     for m, P, E, W, ch in points:

@@ -41,24 +41,22 @@ def fits_possibly_limit(M: float, band: float) -> float:
     return M * (1.0 + band)
 
 
-def rows_fit_exactly(a: np.ndarray, b: np.ndarray, y, M: float) -> np.ndarray:
-    """For each row r: ``fsum(a[r] * y[r], b[r]) <= M`` (sec. 7), decided by a float sum
-    and, near the boundary only, by ``math.fsum``.
+def rows_fit_exactly(ay: np.ndarray, b: np.ndarray, M: float, est: np.ndarray | None = None) -> np.ndarray:
+    """For each row r: ``fsum(ay[r], b[r]) <= M`` (sec. 7), decided by a float sum and,
+    near the boundary only, by ``math.fsum``.
 
     Parameters
     ----------
-    a, b : (R, n) arrays
-        The chosen options' memory slope and constant per row (zero columns are padding).
-    y : int or (R,) array
-        Microbatches in flight per row.
+    ay, b : (R, n) arrays
+        The chosen options' a * y (already multiplied, as the contract's terms) and b per
+        row (zero columns are padding).
     M : float
+    est : (R,) array, optional
+        A float sum of the row's terms in any order (computed here when not given).
     """
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    R, n = a.shape
-    yv = np.broadcast_to(np.asarray(y, dtype=float), (R,))
-    ay = a * yv[:, None]
-    est = ay.sum(axis=1) + b.sum(axis=1)
+    R, n = ay.shape
+    if est is None:
+        est = ay.sum(axis=1) + b.sum(axis=1)
     band = float_band(2 * n)
     fits = est <= fits_certainly_limit(M, band)
     near = ~fits & (est <= fits_possibly_limit(M, band))

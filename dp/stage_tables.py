@@ -25,8 +25,8 @@ import math
 
 import numpy as np
 
-from dp.greedy_rule import greedy_node_rows, greedy_rule_rows
-from dp.knapsack import _pareto_mask, pareto_frontier, stage_items, stage_tps_from_sums, y_capacity
+from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
+from dp.knapsack import _pareto_mask, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
 from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit
 from dp.option_choice import OptionChoices
 from piper_ilp.cost import cut_edge_bytes
@@ -401,8 +401,7 @@ class _StageTableBuilder:
             elif plain:
                 E = self._cut_bytes(t, cut)
                 P, A, Bm = fr[:, 0], fr[:, 1], fr[:, 2]
-                sure = y_capacity(A, Bm, self.mem_sure, self.S)
-                maybe = y_capacity(A, Bm, self.mem_maybe, self.S)
+                sure, maybe = y_capacities(A, Bm, self.mem_sure, self.mem_maybe, self.S)
                 if np.array_equal(sure, maybe):
                     keep = _staircase(P, sure)
                     P, ycap = P[keep], sure[keep]
@@ -422,8 +421,7 @@ class _StageTableBuilder:
         fr = pareto_frontier(stage_items(self.inst, nodes, t), self.M, y_range=(1, self.S))
         if not len(fr):
             return
-        sure = y_capacity(fr.A, fr.Bm, self.mem_sure, self.S)
-        maybe = y_capacity(fr.A, fr.Bm, self.mem_maybe, self.S)
+        sure, maybe = y_capacities(fr.A, fr.Bm, self.mem_sure, self.mem_maybe, self.S)
         exact = np.array_equal(sure, maybe)
         for d, cap in zip(ds.tolist(), caps.tolist()):
             cost = stage_tps_from_sums(fr.E, fr.W, fr.P, d, self.N, self.B)
@@ -534,15 +532,10 @@ class _StageTableBuilder:
         rows = np.zeros((nb, width, 7))
         for b, st in enumerate(stages):
             rows[b, : len(st)] = self.greedy_row_array[t][st]
-        shape = (nb, ymax, width)
-
-        def col(j):
-            return np.broadcast_to(rows[:, None, :, j], shape).reshape(-1, width)
-
-        yrow = np.broadcast_to(np.arange(1, ymax + 1, dtype=float)[None, :], (nb, ymax)).reshape(-1)
-        sw, feas = greedy_rule_rows(col(1), col(2), col(3), col(4), col(5), col(6) > 0, yrow, self.M)
-        sw = sw.reshape(nb, ymax, width)
-        feas = feas.reshape(nb, ymax)
+        ys = np.arange(1, ymax + 1)
+        sw, feas = greedy_rule_grid(
+            rows[:, :, 1], rows[:, :, 2], rows[:, :, 3], rows[:, :, 4], rows[:, :, 5], rows[:, :, 6] > 0, ys, self.M
+        )
         pF_sum = rows[:, :, 0].sum(axis=1)
         out = []
         for b in range(nb):
@@ -589,11 +582,10 @@ class _StageTableBuilder:
         choice over the y where the rule finds a choice."""
         nr = greedy_node_rows(rows, d, self.N, self.B)
         n = len(rows)
-        shape = (ymax, n)
-        y = np.arange(1, ymax + 1, dtype=float)
-        sw, feas = greedy_rule_rows(
-            *(np.broadcast_to(x, shape) for x in (nr.dkey, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)), y, self.M
+        sw, feas = greedy_rule_grid(
+            *(x[None, :] for x in (nr.dkey, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)), np.arange(1, ymax + 1), self.M
         )
+        sw, feas = sw[0], feas[0]
         lo, hi, first = _runs(sw, feas)
         out = []
         for s0, s1, f in zip(lo.tolist(), hi.tolist(), first.tolist()):
