@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from dp.memory import rows_fit_exactly
+from dp.memory import fits_by_estimate
 from piper_ilp.cost import node_edge_bytes, resync_bytes
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance, Option
@@ -123,35 +123,42 @@ def greedy_rule_grid(
     """
     G, n = aF.shape
     Y = len(ys)
-    yv = np.asarray(ys, dtype=float)[None, :, None]
-    ayF = (aF[:, None, :] * yv).reshape(G * Y, n)
-    ayO = (aO[:, None, :] * yv).reshape(G * Y, n)
-    bF2 = np.broadcast_to(bF[:, None, :], (G, Y, n)).reshape(G * Y, n)
-    bO2 = np.broadcast_to(bO[:, None, :], (G, Y, n)).reshape(G * Y, n)
-    mF, mO = ayF + bF2, ayO + bO2
     R = G * Y
+    yv = np.asarray(ys, dtype=float)[None, :, None]
+    ayF3 = aF[:, None, :] * yv
+    ayO3 = aO[:, None, :] * yv
+    mF = (ayF3 + bF[:, None, :]).reshape(R, n)
+    mO = (ayO3 + bO[:, None, :]).reshape(R, n)
+    ayF, ayO = ayF3.reshape(R, n), ayO3.reshape(R, n)
     switched = np.zeros((R, n), dtype=bool)
     if n == 0:
         return switched.reshape(G, Y, n), np.ones((G, Y), dtype=bool)
-    # the m_F summed left to right (cumsum is sequential; trailing padding adds zeros)
-    sumF = np.cumsum(mF, axis=1)[:, -1]
-    fitsF = rows_fit_exactly(ayF, bF2, M, est=sumF)
-    of = np.broadcast_to(o_first[:, None, :], (G, Y, n)).reshape(R, n)
-    L_is_O = (mO < mF) | ((mO == mF) & of)
-    feasible = rows_fit_exactly(np.where(L_is_O, ayO, ayF), np.where(L_is_O, bO2, bF2), M)
+
+    def terms(r, take_O):
+        g = r // Y
+        return np.where(take_O, ayO[r], ayF[r]).tolist() + np.where(take_O, bO[g], bF[g]).tolist()
+
+    no_switch = np.zeros(n, dtype=bool)
+    fitsF = fits_by_estimate(mF.sum(axis=1), 2 * n, M, lambda r: terms(r, no_switch))
+    # L = the first option of least memory
+    feasible = fits_by_estimate(
+        np.minimum(mF, mO).sum(axis=1), 2 * n, M,
+        lambda r: terms(r, (mO[r] < mF[r]) | ((mO[r] == mF[r]) & o_first[r // Y])),
+    )
     need = ~fitsF & feasible
     if need.any():
         rows = np.nonzero(need)[0]
         sav = mF[rows] - mO[rows]
         valid = sav > GREEDY_EPS
-        dk = np.broadcast_to(dkey[:, None, :], (G, Y, n)).reshape(R, n)[rows]
+        dk = dkey[rows // Y]
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.where(valid, dk / np.where(valid, sav, 1.0), np.inf)
         order = np.argsort(r, axis=1, kind="stable")  # ties by node position (one O per node)
         sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
         valid_sorted = np.take_along_axis(valid, order, axis=1)
-        # E = sum m_F - M, then lowered one switch at a time, sequentially
-        E0 = sumF[rows] - M
+        # E = sum m_F - M (summed left to right: cumsum is sequential, and trailing
+        # padding adds zeros), then lowered one switch at a time, sequentially
+        E0 = np.cumsum(mF[rows], axis=1)[:, -1] - M
         E = np.cumsum(np.concatenate([E0[:, None], -sav_sorted], axis=1), axis=1)[:, 1:]
         stop = (E < GREEDY_EPS) & valid_sorted
         any_stop = stop.any(axis=1)
@@ -160,7 +167,8 @@ def greedy_rule_grid(
         sw = np.zeros((len(rows), n), dtype=bool)
         np.put_along_axis(sw, order, take_sorted, axis=1)
         switched[rows] = sw
-        feasible[rows] = rows_fit_exactly(np.where(sw, ayO[rows], ayF[rows]), np.where(sw, bO2[rows], bF2[rows]), M)
+        estH = np.where(sw, mO[rows], mF[rows]).sum(axis=1)
+        feasible[rows] = fits_by_estimate(estH, 2 * n, M, lambda k: terms(int(rows[k]), sw[k]))
     return switched.reshape(G, Y, n), feasible.reshape(G, Y)
 
 

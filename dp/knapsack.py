@@ -249,16 +249,37 @@ def y_capacity(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int) -> np.nd
 
 
 def y_capacities(A: np.ndarray, Bm: np.ndarray, sure_limit: float, maybe_limit: float, y_max: int):
-    """(sure, maybe): :func:`y_capacity` for the two limits of :mod:`dp.memory`
-    (``sure_limit`` <= ``maybe_limit``), the second derived from the first (the band is
-    far narrower than one step of y, so ``sure`` is ``maybe`` or a few less)."""
-    maybe = y_capacity(A, Bm, maybe_limit, y_max)
-    sure = maybe.copy()
-    bad = (sure > 0) & (A * sure + Bm > sure_limit)
-    while bad.any():
-        sure[bad] -= 1
+    """(sure, maybe, decided): :func:`y_capacity` for the two limits of :mod:`dp.memory`
+    (``sure_limit`` <= ``maybe_limit``), and whether they agree for every line (then every
+    y is decided by the float sums). The band is far narrower than one step of y, so
+    ``sure`` is ``maybe`` or a little less. Small inputs take a plain-Python path (the
+    same float operations, without numpy's per-call cost)."""
+    if len(A) > 8:
+        maybe = y_capacity(A, Bm, maybe_limit, y_max)
+        sure = maybe.copy()
         bad = (sure > 0) & (A * sure + Bm > sure_limit)
-    return sure, maybe
+        decided = not bad.any()
+        while bad.any():
+            sure[bad] -= 1
+            bad = (sure > 0) & (A * sure + Bm > sure_limit)
+        return sure, maybe, decided
+    sure_l, maybe_l = [], []
+    decided = True
+    for a, b in zip(A.tolist(), Bm.tolist()):
+        if a > 0:
+            y = min(max(math.floor((maybe_limit - b) / a), 0), y_max)
+            while y > 0 and a * y + b > maybe_limit:
+                y -= 1
+            while y < y_max and a * (y + 1) + b <= maybe_limit:
+                y += 1
+        else:
+            y = y_max if b <= maybe_limit else 0
+        maybe_l.append(y)
+        while y > 0 and a * y + b > sure_limit:
+            y -= 1
+            decided = False
+        sure_l.append(y)
+    return np.array(sure_l, dtype=np.int64), np.array(maybe_l, dtype=np.int64), decided
 
 
 # ---------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import numpy as np
 
 from piper_ilp.cost import memory_fits
 
-__all__ = ["float_band", "fits_certainly_limit", "fits_possibly_limit", "rows_fit_exactly"]
+__all__ = ["float_band", "fits_certainly_limit", "fits_possibly_limit", "rows_fit_exactly", "fits_by_estimate"]
 
 _EPS = 2.0**-52
 
@@ -62,4 +62,16 @@ def rows_fit_exactly(ay: np.ndarray, b: np.ndarray, M: float, est: np.ndarray | 
     near = ~fits & (est <= fits_possibly_limit(M, band))
     for r in np.nonzero(near)[0].tolist():
         fits[r] = memory_fits(math.fsum(ay[r].tolist() + b[r].tolist()), M)
+    return fits
+
+
+def fits_by_estimate(est: np.ndarray, n_terms: int, M: float, terms_of_row) -> np.ndarray:
+    """For each row r with float memory estimate ``est[r]`` (a float sum of at most
+    ``n_terms`` non-negative terms): whether fsum of its terms is <= M (sec. 7). Only
+    rows near the boundary call ``terms_of_row(r)`` (the list of the row's terms)."""
+    band = float_band(n_terms)
+    fits = est <= fits_certainly_limit(M, band)
+    near = ~fits & (est <= fits_possibly_limit(M, band))
+    for r in np.nonzero(near)[0].tolist():
+        fits[r] = memory_fits(math.fsum(terms_of_row(r)), M)
     return fits

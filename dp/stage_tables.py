@@ -401,8 +401,8 @@ class _StageTableBuilder:
             elif plain:
                 E = self._cut_bytes(t, cut)
                 P, A, Bm = fr[:, 0], fr[:, 1], fr[:, 2]
-                sure, maybe = y_capacities(A, Bm, self.mem_sure, self.mem_maybe, self.S)
-                if np.array_equal(sure, maybe):
+                sure, maybe, decided = y_capacities(A, Bm, self.mem_sure, self.mem_maybe, self.S)
+                if decided:
                     keep = _staircase(P, sure)
                     P, ycap = P[keep], sure[keep]
                     dcol = ds[:, None].astype(float)
@@ -421,8 +421,7 @@ class _StageTableBuilder:
         fr = pareto_frontier(stage_items(self.inst, nodes, t), self.M, y_range=(1, self.S))
         if not len(fr):
             return
-        sure, maybe = y_capacities(fr.A, fr.Bm, self.mem_sure, self.mem_maybe, self.S)
-        exact = np.array_equal(sure, maybe)
+        sure, maybe, exact = y_capacities(fr.A, fr.Bm, self.mem_sure, self.mem_maybe, self.S)
         for d, cap in zip(ds.tolist(), caps.tolist()):
             cost = stage_tps_from_sums(fr.E, fr.W, fr.P, d, self.N, self.B)
             if not exact:
@@ -538,13 +537,16 @@ class _StageTableBuilder:
         )
         pF_sum = rows[:, :, 0].sum(axis=1)
         out = []
+        starts, ends, contiguous = _runs_batch(sw, feas)
         for b in range(nb):
-            lo, hi, first = _runs(sw[b], feas[b])
+            lo, hi = starts[b], ends[b]
             if not len(lo):
                 out.append((lo, hi, np.empty(0), True))
                 continue
-            P = pF_sum[b] + sw[b, first].astype(float) @ rows[b, :, 1]
-            out.append((lo, hi, P, _is_monotone(lo, hi, P)))
+            P = pF_sum[b] + sw[b, lo - 1].astype(float) @ rows[b, :, 1]
+            Pl = P.tolist()
+            mono = bool(contiguous[b]) and all(x <= y for x, y in zip(Pl, Pl[1:]))
+            out.append((lo, hi, P, mono))
         return out
 
     def _emit_greedy(self, k, jk, t, I, J, C, allowed):
@@ -585,30 +587,39 @@ class _StageTableBuilder:
         sw, feas = greedy_rule_grid(
             *(x[None, :] for x in (nr.dkey, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)), np.arange(1, ymax + 1), self.M
         )
-        sw, feas = sw[0], feas[0]
-        lo, hi, first = _runs(sw, feas)
+        starts, ends, _ = _runs_batch(sw, feas)
+        sw = sw[0]
         out = []
-        for s0, s1, f in zip(lo.tolist(), hi.tolist(), first.tolist()):
-            mask = sw[f]
+        for s0, s1 in zip(starts[0].tolist(), ends[0].tolist()):
+            mask = sw[s0 - 1]
             chosen = [rows[i][nr.O[i] if mask[i] else nr.F[i]] for i in range(n)]
             out.append((s0, s1, math.fsum(o[0] for o in chosen), math.fsum(o[1] for o in chosen), math.fsum(o[2] for o in chosen)))
         return out
 
 
-def _runs(sw: np.ndarray, feas: np.ndarray):
-    """Maximal runs of consecutive y (rows of ``sw``, y = row + 1) where the rule finds a
-    choice (``feas``) and the choice does not change: (first y, last y, first row)."""
-    Y = len(feas)
-    if Y == 0:
-        e = np.empty(0, dtype=np.int64)
-        return e, e, e
+def _runs_batch(sw: np.ndarray, feas: np.ndarray):
+    """Maximal runs of consecutive y (axis 1 of ``sw`` (G, Y, n), y = index + 1) where the
+    rule finds a choice (``feas`` (G, Y)) and the choice does not change. Returns per
+    stage the arrays of first and last y of its runs, and whether the feasible y are
+    1..k for some k (no gaps)."""
+    G, Y = feas.shape
+    same = np.ones((G, Y), dtype=bool)
+    if Y > 1:
+        same[:, 1:] = ~np.any(sw[:, 1:] != sw[:, :-1], axis=2)
     start = feas.copy()
-    start[1:] &= ~feas[:-1] | np.any(sw[1:] != sw[:-1], axis=1)
-    first = np.nonzero(start)[0]
+    start[:, 1:] &= ~feas[:, :-1] | ~same[:, 1:]
     end = feas.copy()
-    end[:-1] &= ~feas[1:] | np.any(sw[1:] != sw[:-1], axis=1)
-    last = np.nonzero(end)[0]
-    return (first + 1).astype(np.int64), (last + 1).astype(np.int64), first
+    end[:, :-1] &= ~feas[:, 1:] | ~same[:, 1:]
+    nfeas = feas.sum(axis=1)
+    first_gap = np.where(feas.all(axis=1), Y, np.argmin(feas, axis=1))
+    contiguous = first_gap == nfeas
+    sg, sy = np.nonzero(start)
+    eg, ey = np.nonzero(end)
+    cut_s = np.searchsorted(sg, np.arange(G + 1))
+    cut_e = np.searchsorted(eg, np.arange(G + 1))
+    starts = [sy[cut_s[g] : cut_s[g + 1]] + 1 for g in range(G)]
+    ends = [ey[cut_e[g] : cut_e[g + 1]] + 1 for g in range(G)]
+    return starts, ends, contiguous
 
 
 def _is_monotone(lo: np.ndarray, hi: np.ndarray, cost: np.ndarray) -> bool:
