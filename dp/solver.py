@@ -174,6 +174,14 @@ def solve_dp(
             f"lower N or K, or pass --force (force=True) if memory allows"
         )
     d_values = [d for d in restrictions.d_values(instance) if d <= S]
+    # a plan has at most S stages (sum d <= S), each with t d <= t_max d: it never uses
+    # more than t_max S devices, so a larger K budgets the same as t_max S
+    budget = min(K, max(inst.t_values) * S)
+    if budget >= DEVICES_INF // 4:
+        raise SizeLimitError(
+            f"{instance.source}: K = {K} with t up to {max(inst.t_values)} and min(N, K) = {S} allows device counts "
+            f"beyond the DP's 64-bit tables; lower K, N or the largest t"
+        )
 
     with Progress(progress) as bar:
         ub = None
@@ -186,8 +194,8 @@ def solve_dp(
                 inst, chain, d_values, S, greedy, choices,
                 progress=bar.task("chain bound: sets", len(chain)), plain_paths=plain_paths,
             )
-            chain_decision = ThresholdDecision(ctb, len(chain), S, K, small_s=small_s)
-            got = search_threshold(chain_decision, K, None, float(ctb.work_of[-1]) / K)
+            chain_decision = ThresholdDecision(ctb, len(chain), S, budget, small_s=small_s)
+            got = search_threshold(chain_decision, budget, None, float(ctb.work_of[-1]) / budget)
             if got is not None:
                 ub = got[0]
                 info["chain_bound"] = ub
@@ -195,10 +203,10 @@ def solve_dp(
             inst, ideals, d_values, S, greedy, choices,
             ub=ub, progress=bar.task("stage tables: sets", len(ideals)), plain_paths=plain_paths,
         )
-        decision = ThresholdDecision(tb, len(ideals), S, K, small_s=small_s)
+        decision = ThresholdDecision(tb, len(ideals), S, budget, small_s=small_s)
         info["stage_pairs"] = tb.pairs
         info["stage_candidates"] = int(len(tb.g_I))
-        got = search_threshold(decision, K, bar.task("search: decisions", 12), float(tb.work_of[-1]) / K)
+        got = search_threshold(decision, budget, bar.task("search: decisions", 12), float(tb.work_of[-1]) / budget)
         if got is None or got[0] > (ub if ub is not None else math.inf):
             if ub is not None:
                 raise InternalError(f"{method}: the pruned DP lost the chain plan of value {ub!r}")
