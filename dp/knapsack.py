@@ -47,6 +47,7 @@ __all__ = [
     "stage_tps_from_sums",
     "Item",
     "Frontier",
+    "pareto_mask",
     "stage_items",
     "pareto_frontier",
     "y_capacity",
@@ -106,7 +107,7 @@ class Frontier:
         return len(self.P)
 
 
-def _pareto_mask(cols: np.ndarray) -> np.ndarray:
+def pareto_mask(cols: np.ndarray) -> np.ndarray:
     """Rows of ``cols`` (n x k, all minimized) that no row earlier in lexicographic order
     weakly dominates (so exact duplicates keep one copy). Constant columns are ignored;
     one or two varying columns take O(n log n), more take O(n^2 / block) numpy work."""
@@ -176,7 +177,7 @@ def pareto_frontier(
     Frontier
         Possibly empty (no choice fits).
     """
-    Mtol = fits_possibly_limit(M, float_band(2 * len(items) + 2))
+    mem_limit = fits_possibly_limit(M, float_band(2 * len(items) + 2))
     ylo, yhi = y_range if y_range is not None else (1, None)
     empty = Frontier(*(np.empty(0) for _ in range(5)), choice=() if track else None)
     groups: dict[Item, list[int]] = {}
@@ -194,17 +195,17 @@ def pareto_frontier(
         combos = list(itertools.combinations_with_replacement(range(L), k)) if L > 1 else [(0,) * k]
         cnt = np.array([[c.count(l) for l in range(L)] for c in combos], dtype=float)
         gpts = cnt @ opts
-        gmask = _pareto_mask(gpts[:, [0, 1, 2, 5, 6]]) & (gpts[:, 5] <= Mtol)
+        gmask = pareto_mask(gpts[:, [0, 1, 2, 5, 6]]) & (gpts[:, 5] <= mem_limit)
         gpts = gpts[gmask]
         gcombos = [c for c, m in zip(combos, gmask) if m]
         if len(gpts) == 0:
             return empty
         new = (cur[:, None, :] + gpts[None, :, :]).reshape(-1, 7)
-        idx = np.nonzero(new[:, 5] <= Mtol)[0]
+        idx = np.nonzero(new[:, 5] <= mem_limit)[0]
         new = new[idx]
         if len(new) == 0:
             return empty
-        mask = _pareto_mask(new[:, [0, 1, 2, 5, 6]])
+        mask = pareto_mask(new[:, [0, 1, 2, 5, 6]])
         idx = idx[mask]
         new = new[mask]
         if track:

@@ -39,8 +39,8 @@ def rebuild_plan(
         g = int(bp[Ik, s])
         if g < 0:
             raise InternalError(f"dp: no back-pointer at set {Ik}, s = {s}")
-        J, d = int(tb.g_J[g]), int(tb.g_d[g])
-        t = int(tb.g_dev[g]) // d
+        J, d = int(tb.group_back[g]), int(tb.group_d[g])
+        t = int(tb.group_devices[g]) // d
         C = ideals[Ik] & ~ideals[J]
         nodes = tuple(ids[i] for i in bits(C))
         y = microbatches_in_flight(s, d)

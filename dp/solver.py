@@ -205,7 +205,7 @@ def solve_dp(
         )
         decision = ThresholdDecision(tb, len(ideals), S, budget, small_s=small_s)
         info["stage_pairs"] = tb.pairs
-        info["stage_candidates"] = int(len(tb.g_I))
+        info["stage_candidates"] = int(len(tb.group_set))
         got = search_threshold(decision, budget, bar.task("search: decisions", 12), float(tb.work_of[-1]) / budget)
         if got is None or got[0] > (ub if ub is not None else math.inf):
             if ub is not None:

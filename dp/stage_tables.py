@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
-from dp.knapsack import _pareto_mask, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
+from dp.knapsack import pareto_mask, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
 from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit
 from dp.option_choice import OptionChoices
 from piper_ilp.cost import cut_edge_bytes
@@ -43,6 +43,12 @@ class StageTables:
     In a monotone group the points are sorted by cost and ``yhi`` rises, so for a
     threshold T the usable y are 1..yhi of the last point with cost <= T. Greedy mode may
     give non-monotone groups; their points are read as separate y ranges.
+
+    After :meth:`finalize`, per group (sorted by I): ``group_set`` and ``group_back``
+    (indices of I and J in the family), ``group_d``, ``group_devices`` (t d),
+    ``group_points``, ``group_monotone``, ``group_start`` (index of its first point); per
+    point: ``cost``, ``ylo``, ``yhi``. :func:`build_stage_tables` adds ``pairs``,
+    ``work_of`` and ``front_work_of``.
     """
 
     def __init__(self):
@@ -57,30 +63,30 @@ class StageTables:
         rows = [b[3] for b in bl]
         nrow = np.array([len(r) for r in rows], dtype=np.int64)
         npt = np.array([b[4].shape[1] for b in bl], dtype=np.int64)
-        self.g_I = np.repeat(np.array([b[0] for b in bl], dtype=np.int64), nrow)
-        self.g_J = np.repeat(np.array([b[1] for b in bl], dtype=np.int64), nrow)
+        self.group_set = np.repeat(np.array([b[0] for b in bl], dtype=np.int64), nrow)
+        self.group_back = np.repeat(np.array([b[1] for b in bl], dtype=np.int64), nrow)
         g_t = np.repeat(np.array([b[2] for b in bl], dtype=np.int64), nrow)
-        self.g_d = np.concatenate(rows).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
-        self.g_dev = g_t * self.g_d
-        self.g_n = np.repeat(npt, nrow)
-        self.g_mono = np.repeat(np.array([b[7] for b in bl], dtype=bool), nrow)
+        self.group_d = np.concatenate(rows).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
+        self.group_devices = g_t * self.group_d
+        self.group_points = np.repeat(npt, nrow)
+        self.group_monotone = np.repeat(np.array([b[7] for b in bl], dtype=bool), nrow)
         self.cost = np.concatenate([b[4].ravel() for b in bl]) if bl else np.empty(0)
         self.ylo = np.concatenate([b[5].ravel() for b in bl]).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
         self.yhi = np.concatenate([b[6].ravel() for b in bl]).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
-        self.g_start = np.zeros(len(self.g_n), dtype=np.int64)
-        if len(self.g_n):
-            self.g_start[1:] = np.cumsum(self.g_n)[:-1]
+        self.group_start = np.zeros(len(self.group_points), dtype=np.int64)
+        if len(self.group_points):
+            self.group_start[1:] = np.cumsum(self.group_points)[:-1]
         # groups must be processed by increasing I (J is always smaller than I), and each
         # group's points must stay contiguous and in group order (np.add.reduceat)
-        order = np.argsort(self.g_I, kind="stable")
+        order = np.argsort(self.group_set, kind="stable")
         if np.any(order != np.arange(len(order))):
-            for name in ("g_I", "g_J", "g_d", "g_dev", "g_n", "g_mono", "g_start"):
+            for name in ("group_set", "group_back", "group_d", "group_devices", "group_points", "group_monotone", "group_start"):
                 setattr(self, name, getattr(self, name)[order])
-            new_start = np.zeros(len(self.g_n), dtype=np.int64)
-            new_start[1:] = np.cumsum(self.g_n)[:-1]
-            pos = np.repeat(self.g_start - new_start, self.g_n) + np.arange(int(self.g_n.sum()))
+            new_start = np.zeros(len(self.group_points), dtype=np.int64)
+            new_start[1:] = np.cumsum(self.group_points)[:-1]
+            pos = np.repeat(self.group_start - new_start, self.group_points) + np.arange(int(self.group_points.sum()))
             self.cost, self.ylo, self.yhi = self.cost[pos], self.ylo[pos], self.yhi[pos]
-            self.g_start = new_start
+            self.group_start = new_start
         self.blocks = []
 
 
@@ -194,7 +200,7 @@ class _StageTableBuilder:
                 )
                 rows = np.array([(o.p, o.a, o.b, o.a + o.b, S * o.a + o.b) for o in opts], dtype=float)
                 # options dominated in (p, memory at y = 1, memory at y = S) never help
-                self.opt_pab[(i, t)] = rows[_pareto_mask(rows[:, (0, 3, 4)])] if len(rows) > 1 else rows
+                self.opt_pab[(i, t)] = rows[pareto_mask(rows[:, (0, 3, 4)])] if len(rows) > 1 else rows
                 self.m1min[(i, t)] = min(o.a + o.b for o in opts)
                 # Piper's rule on plain nodes: the rule's node row (dp.greedy_rule) does
                 # not depend on d or on the stage
@@ -374,7 +380,7 @@ class _StageTableBuilder:
             if not len(new):
                 return None
             if len(new) > 1 and len(o) > 1:
-                new = new[_pareto_mask(new[:, (0, 3, 4)])]
+                new = new[pareto_mask(new[:, (0, 3, 4)])]
             fr = new
         else:
             fr = None

@@ -42,26 +42,26 @@ class ThresholdDecision:
         self.small_s = small_s
         self.tb = tb
         # per group: the work of the part in front of the stage (all \\ I) and behind it (J)
-        if len(tb.g_I):
-            self.g_wf = tb.front_work_of[tb.g_I]
-            self.g_wb = tb.work_of[tb.g_J]
-            self.g_front = tb.g_I != n_ideals - 1
-            self.g_back = tb.g_J != 0
+        if len(tb.group_set):
+            self.group_front_work = tb.front_work_of[tb.group_set]
+            self.group_back_work = tb.work_of[tb.group_back]
+            self.group_has_front = tb.group_set != n_ideals - 1
+            self.group_has_back = tb.group_back != 0
         else:
-            self.g_wf = None
-        n = len(tb.g_I)
+            self.group_front_work = None
+        n = len(tb.group_set)
         # blocks of groups with the same (I, d), in increasing I: relaxed together
-        self.by_Id = np.lexsort((tb.g_J, tb.g_d, tb.g_I))
-        key_I, key_d = tb.g_I[self.by_Id], tb.g_d[self.by_Id]
+        self.by_Id = np.lexsort((tb.group_back, tb.group_d, tb.group_set))
+        key_I, key_d = tb.group_set[self.by_Id], tb.group_d[self.by_Id]
         cut = np.ones(n, dtype=bool)
         if n:
             cut[1:] = (key_I[1:] != key_I[:-1]) | (key_d[1:] != key_d[:-1])
         self.block_start = np.append(np.nonzero(cut)[0], n)
         # groups are stored by increasing I (see _Tables.finalize): each I's range
-        self.set_bounds = np.searchsorted(tb.g_I, np.arange(n_ideals + 1))
+        self.set_bounds = np.searchsorted(tb.group_set, np.arange(n_ideals + 1))
         # for the t-dominance test: groups of the same (I, J, d) ordered by t
-        self.by_IJd = np.lexsort((tb.g_dev, tb.g_d, tb.g_J, tb.g_I))
-        gI, gJ, gd = tb.g_I[self.by_IJd], tb.g_J[self.by_IJd], tb.g_d[self.by_IJd]
+        self.by_IJd = np.lexsort((tb.group_devices, tb.group_d, tb.group_back, tb.group_set))
+        gI, gJ, gd = tb.group_set[self.by_IJd], tb.group_back[self.by_IJd], tb.group_d[self.by_IJd]
         self.same_prev = []
         for k in (1, 2, 3):
             same = np.zeros(n, dtype=bool)
@@ -78,12 +78,12 @@ class ThresholdDecision:
         groups that another t of the same (I, J, d) covers with fewer devices."""
         tb, S = self.tb, self.S
         ok = (tb.cost <= T).astype(np.int64)
-        cnt = np.add.reduceat(ok, tb.g_start)
-        last = tb.g_start + np.maximum(cnt, 1) - 1
+        cnt = np.add.reduceat(ok, tb.group_start)
+        last = tb.group_start + np.maximum(cnt, 1) - 1
         ymax = np.where(cnt > 0, tb.yhi[last], 0)
-        hi = np.minimum(S, tb.g_d * ymax)
-        hi = np.where((cnt > 0) & (hi >= tb.g_d), hi, 0)
-        mono = tb.g_mono
+        hi = np.minimum(S, tb.group_d * ymax)
+        hi = np.where((cnt > 0) & (hi >= tb.group_d), hi, 0)
+        mono = tb.group_monotone
         # a group with more devices and no larger range than a smaller-t group is useless
         h = hi[self.by_IJd]
         m = mono[self.by_IJd]
@@ -96,12 +96,12 @@ class ThresholdDecision:
             dominated |= same & prev_m & m & (prev_h >= h)
         drop = np.zeros(len(h), dtype=bool)
         drop[self.by_IJd] = dominated
-        if self.g_wf is not None and 0 < T < math.inf:
+        if self.group_front_work is not None and 0 < T < math.inf:
             # a plan with every stage <= T needs >= work / T devices in front of the stage
             # and behind it (at least one each when not empty)
-            lbf = np.where(self.g_front, np.maximum(1, np.ceil(self.g_wf / T * (1 - 1e-9))), 0)
-            lbb = np.where(self.g_back, np.maximum(1, np.ceil(self.g_wb / T * (1 - 1e-9))), 0)
-            drop |= lbf + tb.g_dev + lbb > self.K
+            lbf = np.where(self.group_has_front, np.maximum(1, np.ceil(self.group_front_work / T * (1 - 1e-9))), 0)
+            lbb = np.where(self.group_has_back, np.maximum(1, np.ceil(self.group_back_work / T * (1 - 1e-9))), 0)
+            drop |= lbf + tb.group_devices + lbb > self.K
         hi = np.where(drop, 0, hi)
         return hi
 
@@ -116,15 +116,15 @@ class ThresholdDecision:
         f = np.full((self.nI, S + 1), DEVICES_INF, dtype=np.int64)
         f[0, :] = 0
         bp = np.full((self.nI, S + 1), -1, dtype=np.int64) if want_plan else None
-        if not len(tb.g_I):
+        if not len(tb.group_set):
             return f, bp
         hi = self._usable(T)
-        use = (hi > 0) & tb.g_mono
+        use = (hi > 0) & tb.group_monotone
         if S + 1 <= self.small_s:
             self._decide_by_set(f, bp, hi, use, T)
             return f, bp
-        odd = np.nonzero((hi > 0) & ~tb.g_mono)[0]
-        odd = odd[np.argsort(tb.g_I[odd], kind="stable")]
+        odd = np.nonzero((hi > 0) & ~tb.group_monotone)[0]
+        odd = odd[np.argsort(tb.group_set[odd], kind="stable")]
         odd_pos = 0
         order = self.by_Id
         use_o = use[order]
@@ -135,16 +135,16 @@ class ThresholdDecision:
         for bk in np.nonzero(nz)[0].tolist():
             a, b = bs[bk], bs[bk + 1]
             g = order[a:b][use_o[a:b]]
-            I = int(tb.g_I[g[0]])
+            I = int(tb.group_set[g[0]])
             if I != cur_I:
-                while odd_pos < len(odd) and tb.g_I[odd[odd_pos]] < I:
+                while odd_pos < len(odd) and tb.group_set[odd[odd_pos]] < I:
                     self._relax_runs(f, bp, int(odd[odd_pos]), T)
                     odd_pos += 1
                 cur_I = I
-            d = int(tb.g_d[g[0]])
+            d = int(tb.group_d[g[0]])
             gh = hi[g]
             width = int(gh.max()) - d + 1
-            rows = f[tb.g_J[g], :width] + tb.g_dev[g][:, None]
+            rows = f[tb.group_back[g], :width] + tb.group_devices[g][:, None]
             if (gh != gh[0]).any():
                 rows[np.arange(width)[None, :] > (gh - d)[:, None]] = DEVICES_INF
             dst = f[I, d : d + width]
@@ -167,14 +167,14 @@ class ThresholdDecision:
         tb, S = self.tb, self.S
         s_row = np.arange(S + 1)
         bounds = self.set_bounds
-        odd = np.nonzero((hi > 0) & ~tb.g_mono)[0]
+        odd = np.nonzero((hi > 0) & ~tb.group_monotone)[0]
         odd_pos = 0
         for I in range(1, self.nI):
             a, b = bounds[I], bounds[I + 1]
             g = a + np.nonzero(use[a:b])[0]
             if len(g):
-                col = s_row[None, :] - tb.g_d[g][:, None]
-                vals = f[tb.g_J[g][:, None], np.maximum(col, 0)] + tb.g_dev[g][:, None]
+                col = s_row[None, :] - tb.group_d[g][:, None]
+                vals = f[tb.group_back[g][:, None], np.maximum(col, 0)] + tb.group_devices[g][:, None]
                 vals[(col < 0) | (s_row[None, :] > hi[g][:, None])] = DEVICES_INF
                 if bp is not None:
                     arg = vals.argmin(axis=0)
@@ -190,9 +190,9 @@ class ThresholdDecision:
 
     def _relax_runs(self, f, bp, g, T):
         tb, S = self.tb, self.S
-        d, I, J, dev = int(tb.g_d[g]), int(tb.g_I[g]), int(tb.g_J[g]), int(tb.g_dev[g])
-        a = int(tb.g_start[g])
-        b = a + int(tb.g_n[g])
+        d, I, J, dev = int(tb.group_d[g]), int(tb.group_set[g]), int(tb.group_back[g]), int(tb.group_devices[g])
+        a = int(tb.group_start[g])
+        b = a + int(tb.group_points[g])
         for c, lo, hi in zip(tb.cost[a:b], tb.ylo[a:b], tb.yhi[a:b]):
             if not c <= T:
                 continue
@@ -215,9 +215,9 @@ class ThresholdDecision:
     def stage_cost_at(self, g: int, y: int) -> float:
         """The cost group g's table gives for y microbatches in flight."""
         tb = self.tb
-        a = int(tb.g_start[g])
-        b = a + int(tb.g_n[g])
-        if tb.g_mono[g]:
+        a = int(tb.group_start[g])
+        b = a + int(tb.group_points[g])
+        if tb.group_monotone[g]:
             k = a + int(np.searchsorted(tb.yhi[a:b], y))
             return float(tb.cost[k])
         for k in range(a, b):
@@ -232,9 +232,9 @@ class ThresholdDecision:
         Ik, worst = self.nI - 1, -math.inf
         while Ik != 0:
             g = int(bp[Ik, s])
-            d = int(tb.g_d[g])
+            d = int(tb.group_d[g])
             worst = max(worst, self.stage_cost_at(g, -(-s // d)))
-            Ik, s = int(tb.g_J[g]), s - d
+            Ik, s = int(tb.group_back[g]), s - d
         return int(np.searchsorted(cands, worst))
 
     def least_devices(self) -> int:
