@@ -178,6 +178,13 @@ class _StageTableBuilder:
             self.succ_mask[u] |= 1 << v
             self.preds[v].append((u, e.c, k))
             self.succs[u].append((v, e.c, k))
+        self.plus_bits = [0] * n
+        self.minus_bits = [0] * n
+        for k, (u, v, _) in enumerate(self.edge_ends):
+            self.plus_bits[v] |= 1 << (2 * k)
+            self.minus_bits[u] |= 1 << (2 * k)
+            self.plus_bits[u] |= 1 << (2 * k + 1)
+            self.minus_bits[v] |= 1 << (2 * k + 1)
         self.cut_terms: dict[int, list] = {}
         self.cut_bytes_memo: dict[tuple[int, int], float] = {}
         self.t_values = inst.t_values
@@ -209,6 +216,12 @@ class _StageTableBuilder:
                     row = (nr.pF[0], nr.dkey[0], nr.aF[0], nr.bF[0], nr.aO[0], nr.bO[0], float(nr.o_first[0]))
                     self.greedy_class[(i, t)] = self.greedy_class_id.setdefault(row, len(self.greedy_class_id))
                     self.greedy_node_row.setdefault(t, {})[i] = row
+        # per (node, t) for the walk: (plain, least a + b, w of the first option, options)
+        self.node_t = {
+            (i, t): (self.plain[(i, t)], self.m1min[(i, t)], opts[0].w, self.opt_pab[(i, t)])
+            for i, nd in enumerate(inst.nodes)
+            for t, opts in nd.options.items()
+        }
         self.greedy_row_array = {
             t: np.array([rows.get(i, (np.nan,) * 7) for i in range(n)], dtype=float)
             for t, rows in self.greedy_node_row.items()
@@ -237,19 +250,12 @@ class _StageTableBuilder:
         self.front_mem_of = (1.0 - member) @ mem if n else np.zeros(len(ideals))
         self.all_mask = (1 << n) - 1
 
-    # ---- cut edges -----------------------------------------------------------------------
-    def _grow_cut(self, I: int, cut: int, v: int) -> int:
-        """The cut mask of C + v from that of C (v joins the stage from J): edges from
-        outside I into v become cut at v, edges from C into v stop being cut, every edge
-        out of v is cut at v (its head is in J). Bit operations only: exact."""
-        for u, _, e in self.preds[v]:
-            if (I >> u) & 1:
-                cut &= ~(1 << (2 * e + 1))
-            else:
-                cut |= 1 << (2 * e)
-        for _, _, e in self.succs[v]:
-            cut |= 1 << (2 * e + 1)
-        return cut
+    # ---- cut edges ----------------------------------------------------------------------
+    # Edge e = (u -> v) has a head bit 2e (cut at v: v in the stage, u not) and a tail bit
+    # 2e + 1 (cut at u: u in the stage, v not). With plus[x] = head bits of x's in-edges |
+    # tail bits of its out-edges and minus[x] = head bits of its out-edges | tail bits of
+    # its in-edges, the cut of a stage C is OR(plus over C) & ~OR(minus over C): two ORs
+    # per node added, exact, in any order.
 
     def _cut_bytes(self, t: int, cut: int) -> float:
         """E of a plain stage under t: fsum over its cut edges of cut_edge_bytes, with each
@@ -303,7 +309,7 @@ class _StageTableBuilder:
             progress(k)
             I = ideals[k]
             start = {t: (0.0, True, zero, 0.0) for t in self.t_values}
-            level = {I: (0, start)}
+            level = {I: (0, 0, start)}
             work_c = {I: 0.0}
             if ub is not None:
                 front = self.all_mask & ~I
@@ -314,7 +320,7 @@ class _StageTableBuilder:
             while level:
                 nxt: dict[int, tuple] = {}
                 nxt_work: dict[int, float] = {}
-                for J, (cut, sts) in level.items():
+                for J, (plus, minus, sts) in level.items():
                     if not sts:
                         continue
                     for v in self._minimal(J):
@@ -322,29 +328,30 @@ class _StageTableBuilder:
                         if Jn in nxt:
                             continue
                         if Jn not in self.index:
-                            nxt[Jn] = (0, {})
+                            nxt[Jn] = (0, 0, {})
                             continue
                         wc = work_c[J] + self.work_node[v]
                         dev_hi = None
                         if ub is not None:
                             lbc = self._lb(wc, True)
                             if lbc + lbf > K:
-                                nxt[Jn] = (0, {})
+                                nxt[Jn] = (0, 0, {})
                                 continue
                             jx = self.index[Jn]
                             lbb = self._lb(self.work_of[jx], Jn != 0, self.mem_of[jx])
                             dev_hi = K - lbf - lbb
-                        cut_n = self._grow_cut(I, cut, v)
                         new = {}
                         for t, st in sts.items():
                             st2 = self._extend(st, v, t)
                             if st2 is not None:
                                 new[t] = st2
-                        nxt[Jn] = (cut_n, new)
+                        plus_n, minus_n = plus | self.plus_bits[v], minus | self.minus_bits[v]
+                        nxt[Jn] = (plus_n, minus_n, new)
                         nxt_work[Jn] = wc
                         if new and (dev_hi is None or lbc <= dev_hi):
                             self.pairs += 1
-                            self._emit_pair(k, I, Jn, cut_n, new, None if ub is None else (wc / ub * (1.0 - 1e-9), dev_hi))
+                            cut = plus_n & ~minus_n
+                            self._emit_pair(k, I, Jn, cut, new, None if ub is None else (wc / ub * (1.0 - 1e-9), dev_hi))
                 level = nxt
                 work_c = nxt_work
         if self.greedy_pending:
@@ -355,20 +362,20 @@ class _StageTableBuilder:
     def _extend(self, st, v: int, t: int):
         """State of stage C + v under t: (W, plain, frontier (P, A, Bm, m1, mS), m1min), or
         None when no option choice can fit (then no larger stage fits either)."""
-        key = (v, t)
-        if key not in self.plain:
+        node = self.node_t.get((v, t))
+        if node is None:
             return None
+        node_plain, m1min, w_first, o = node
         W, plain, fr, m1 = st
-        m1 = m1 + self.m1min[key]
+        m1 = m1 + m1min
         if m1 > self.mem_maybe:
             return None
-        plain = plain and self.plain[key]
+        plain = plain and node_plain
         if plain:
-            W += self.inst.nodes[v].options[t][0].w
+            W += w_first
         if not self.greedy and plain:
             # frontier columns: P, A, Bm, m1 = sum (a + b), mS = sum (S a + b); memory at
             # y in [1, S] is between m1 and mS, so (P, m1, mS) decide dominance
-            o = self.opt_pab[key]
             if len(o) == 1:
                 # one useful option: the frontier only shifts (dominance is kept)
                 new = fr + o[0]
