@@ -228,8 +228,11 @@ def pareto_frontier(
 def y_capacity(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int) -> np.ndarray:
     """For each memory line A y + Bm (floats), the largest y in [0, y_max] with
     A * y + Bm <= ``limit`` in float arithmetic; 0 when even y = 1 does not."""
-    A = np.asarray(A, dtype=float)
-    Bm = np.asarray(Bm, dtype=float)
+    return _y_capacity_and_memory(np.asarray(A, dtype=float), np.asarray(Bm, dtype=float), limit, y_max)[0]
+
+
+def _y_capacity_and_memory(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int):
+    """:func:`y_capacity` and the float memory A y + Bm at that y."""
     pos = A > 0
     raw = np.full(A.shape, float(y_max))
     np.divide(limit - Bm, A, out=raw, where=pos)
@@ -238,15 +241,18 @@ def y_capacity(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int) -> np.nd
     y = raw.astype(np.int64)
     y[~pos & (Bm > limit)] = 0
     # guard the floor against rounding: down while y does not fit, up while y + 1 fits
-    bad = (y > 0) & (A * y + Bm > limit)
+    mem = A * y + Bm
+    bad = (y > 0) & (mem > limit)
     while bad.any():
         y[bad] -= 1
-        bad = (y > 0) & (A * y + Bm > limit)
+        mem = A * y + Bm
+        bad = (y > 0) & (mem > limit)
     up = (y < y_max) & (A * (y + 1) + Bm <= limit)
     while up.any():
         y[up] += 1
+        mem = A * y + Bm
         up = (y < y_max) & (A * (y + 1) + Bm <= limit)
-    return y
+    return y, mem
 
 
 def y_capacities(A: np.ndarray, Bm: np.ndarray, sure_limit: float, maybe_limit: float, y_max: int):
@@ -256,14 +262,15 @@ def y_capacities(A: np.ndarray, Bm: np.ndarray, sure_limit: float, maybe_limit: 
     ``sure`` is ``maybe`` or a little less. Small inputs take a plain-Python path (the
     same float operations, without numpy's per-call cost)."""
     if len(A) > 8:
-        maybe = y_capacity(A, Bm, maybe_limit, y_max)
+        maybe, mem_at = _y_capacity_and_memory(A, Bm, maybe_limit, y_max)
+        bad = (maybe > 0) & (mem_at > sure_limit)
+        if not bad.any():
+            return maybe, maybe, True
         sure = maybe.copy()
-        bad = (sure > 0) & (A * sure + Bm > sure_limit)
-        decided = not bad.any()
         while bad.any():
             sure[bad] -= 1
             bad = (sure > 0) & (A * sure + Bm > sure_limit)
-        return sure, maybe, decided
+        return sure, maybe, False
     sure_l, maybe_l = [], []
     decided = True
     for a, b in zip(A.tolist(), Bm.tolist()):

@@ -273,7 +273,7 @@ class _StageTableBuilder:
                     terms.append(cut_edge_bytes(c, ov[0].sfw[ids[u]]) if ov else math.nan)
                     terms.append(cut_edge_bytes(c, ou[0].sbw[ids[v]]) if ou else math.nan)
                 self.cut_terms[t] = terms
-            got = math.fsum(terms[b] for b in bits(cut))
+            got = math.fsum([terms[b] for b in bits(cut)])
             self.cut_bytes_memo[key] = got
         return got
 
