@@ -17,8 +17,8 @@ Float details, fixed here so that every caller gets bit-identical decisions:
   ((e_O - e_F) + d (R_O - R_F)) / B + (p_O - p_F) with R the resync bytes: for options
   that differ only in p, a, b this is exactly p_O - p_F, whatever d is;
 * F is option 1 exactly when that quantity for (option 1 - option 0) is < 0;
-* m_il = a_il y + b_il; E starts at (the m_iF summed left to right, in input order) - M
-  and is lowered sequentially;
+* m_il = a_il y + b_il; E starts at y fsum(a_iF) + fsum(b_iF) - M (a float within a
+  few ulps of sum_i m_iF, the same for every caller) and is lowered sequentially;
 * memory decisions (F fits; the least-memory choice fits) are exact (fsum of the a y and
   b terms <= M, sec. 7). When the walk stops with a choice that does not fit exactly
   (the rule's 1e-9 byte tolerance), the rule is taken as finding no choice at this y:
@@ -27,6 +27,7 @@ Float details, fixed here so that every caller gets bit-identical decisions:
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -139,7 +140,13 @@ def greedy_rule_grid(
         return np.where(take_O, ayO[r], ayF[r]).tolist() + np.where(take_O, bO[g], bF[g]).tolist()
 
     no_switch = np.zeros(n, dtype=bool)
-    fitsF = fits_by_estimate(mF.sum(axis=1), 2 * n, M, lambda r: terms(r, no_switch))
+    # sum m_F per (stage, y) as y fsum(a_F) + fsum(b_F): the same value whatever the
+    # padding or the caller (the rule's E starts from it); within the float band of fsum
+    yf = np.asarray(ys, dtype=float)[None, :]
+    sum_aF = np.array([math.fsum(row) for row in aF.tolist()])
+    sum_bF = np.array([math.fsum(row) for row in bF.tolist()])
+    sumF = (yf * sum_aF[:, None] + sum_bF[:, None]).reshape(R)
+    fitsF = fits_by_estimate(sumF, 2 * n + 2, M, lambda r: terms(r, no_switch))
     # L = the first option of least memory
     feasible = fits_by_estimate(
         np.minimum(mF, mO).sum(axis=1), 2 * n, M,
@@ -148,7 +155,8 @@ def greedy_rule_grid(
     need = ~fitsF & feasible
     if need.any():
         rows = np.nonzero(need)[0]
-        sav = mF[rows] - mO[rows]
+        mFr, mOr = mF[rows], mO[rows]
+        sav = mFr - mOr
         valid = sav > GREEDY_EPS
         dk = dkey[rows // Y]
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -156,9 +164,8 @@ def greedy_rule_grid(
         order = np.argsort(r, axis=1, kind="stable")  # ties by node position (one O per node)
         sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
         valid_sorted = np.take_along_axis(valid, order, axis=1)
-        # E = sum m_F - M (summed left to right: cumsum is sequential, and trailing
-        # padding adds zeros), then lowered one switch at a time, sequentially
-        E0 = np.cumsum(mF[rows], axis=1)[:, -1] - M
+        # E = sum m_F - M, then lowered one switch at a time, sequentially (cumsum)
+        E0 = sumF[rows] - M
         E = np.cumsum(np.concatenate([E0[:, None], -sav_sorted], axis=1), axis=1)[:, 1:]
         stop = (E < GREEDY_EPS) & valid_sorted
         any_stop = stop.any(axis=1)
@@ -167,7 +174,7 @@ def greedy_rule_grid(
         sw = np.zeros((len(rows), n), dtype=bool)
         np.put_along_axis(sw, order, take_sorted, axis=1)
         switched[rows] = sw
-        estH = np.where(sw, mO[rows], mF[rows]).sum(axis=1)
+        estH = np.where(sw, mOr, mFr).sum(axis=1)
         feasible[rows] = fits_by_estimate(estH, 2 * n, M, lambda k: terms(int(rows[k]), sw[k]))
     return switched.reshape(G, Y, n), feasible.reshape(G, Y)
 
