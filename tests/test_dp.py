@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compare.brute import solve_brute
 from compare.generators import FAMILIES, random_instance
@@ -166,6 +168,31 @@ def test_greedy_is_not_always_optimal():
     assert close(sg.tps, 4.0) and close(se.tps, 3.0)
 
 
+def _rule_as_written(costs, mems, M):
+    """Sec. 5 read literally, with plain Python sums (an independent referee for the
+    vectorized rule; they can differ only when a sum lies within a few ulps of M)."""
+    n = len(costs)
+    F = [min(range(len(c)), key=lambda l, c=c: (c[l], l)) for c in costs]
+    if sum(mems[i][F[i]] for i in range(n)) <= M:
+        return F
+    L = [min(range(len(m)), key=lambda l, m=m: (m[l], l)) for m in mems]
+    if sum(mems[i][L[i]] for i in range(n)) > M:
+        return None
+    triples = sorted(
+        ((costs[i][l] - costs[i][F[i]]) / (mems[i][F[i]] - mems[i][l]), i, l)
+        for i in range(n)
+        for l in range(len(costs[i]))
+        if mems[i][F[i]] - mems[i][l] > 1e-9
+    )
+    H, E = list(F), sum(mems[i][F[i]] for i in range(n)) - M
+    for _, i, l in triples:
+        E -= mems[i][H[i]] - mems[i][l]
+        H[i] = l
+        if E < 1e-9:
+            break
+    return H
+
+
 @pytest.mark.parametrize("seed", range(30))
 def test_greedy_over_y_matches_rule(seed):
     rng = np.random.default_rng(seed)
@@ -180,12 +207,28 @@ def test_greedy_over_y_matches_rule(seed):
     M = float(rng.uniform(0.3, 1.0) * mF[Y // 2].sum())
     sw, feas = greedy_choice_over_y(cO - cF, mF, mO, M)
     for k in range(Y):
-        H = greedy_choice([[cF[i], cO[i]] for i in range(n)], [[mF[k, i], mO[k, i]] for i in range(n)], M)
+        costs = [[cF[i], cO[i]] for i in range(n)]
+        mems = [[mF[k, i], mO[k, i]] for i in range(n)]
+        H = _rule_as_written(costs, mems, M)
+        assert greedy_choice(costs, mems, M) == H
         if H is None:
             assert not feas[k]
         else:
             assert feas[k]
             assert [bool(h) for h in H] == sw[k].tolist(), (k, H, sw[k])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    nodes=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 9), st.integers(0, 9)), min_size=1, max_size=6),
+    M=st.integers(0, 40),
+)
+def test_greedy_rule_on_small_integers_with_ties(nodes, M):
+    # small integers: every sum is exact and many ratios tie exactly; the rule must agree
+    # with its literal reading, ties going to the lower node index
+    costs = [[float(c0), float(c1)] for c0, c1, _, _ in nodes]
+    mems = [[float(m0), float(m1)] for _, _, m0, m1 in nodes]
+    assert greedy_choice(costs, mems, float(M)) == _rule_as_written(costs, mems, float(M))
 
 
 def test_greedy_refuses_more_than_two_options():
