@@ -23,6 +23,13 @@ For graphs with many sets, the same steps on the suffixes of one topological ord
 give a plan of value ub; the full tables then keep only stages that can be part of a plan
 of value <= ub (device lower bounds from work / ub and least memory / M). Exact: every plan
 of value <= ub survives.
+
+Limits (refused with one line, before the long work): more than ``max_ideals`` successor-
+closed sets (default :data:`DEFAULT_MAX_IDEALS`; a 21,000-node chain or a 3,000-branch fan
+is refused in about a second); decision tables of sets x (min(N, K) + 1) x 16 bytes above
+``max_table_bytes`` (default 2 GiB, ``force=True`` skips it); a device budget
+min(K, t_max min(N, K)) of 2**59 or more (64-bit device counts). Any K below that works:
+a K above t_max min(N, K) budgets the same as t_max min(N, K).
 """
 
 from __future__ import annotations
