@@ -19,7 +19,7 @@ import numpy as np
 
 from piper_ilp.cost import memory_fits
 
-__all__ = ["float_band", "fits_certainly_limit", "fits_possibly_limit", "rows_fit_exactly", "fits_by_estimate"]
+__all__ = ["float_band", "fits_certainly_limit", "fits_possibly_limit", "fits_by_estimate"]
 
 _EPS = 2.0**-52
 
@@ -39,30 +39,6 @@ def fits_certainly_limit(M: float, band: float) -> float:
 def fits_possibly_limit(M: float, band: float) -> float:
     """A float memory value above this does not fit in ``M``, whatever its rounding."""
     return M * (1.0 + band)
-
-
-def rows_fit_exactly(ay: np.ndarray, b: np.ndarray, M: float, est: np.ndarray | None = None) -> np.ndarray:
-    """For each row r: ``fsum(ay[r], b[r]) <= M`` (sec. 7), decided by a float sum and,
-    near the boundary only, by ``math.fsum``.
-
-    Parameters
-    ----------
-    ay, b : (R, n) arrays
-        The chosen options' a * y (already multiplied, as the contract's terms) and b per
-        row (zero columns are padding).
-    M : float
-    est : (R,) array, optional
-        A float sum of the row's terms in any order (computed here when not given).
-    """
-    R, n = ay.shape
-    if est is None:
-        est = ay.sum(axis=1) + b.sum(axis=1)
-    band = float_band(2 * n)
-    fits = est <= fits_certainly_limit(M, band)
-    near = ~fits & (est <= fits_possibly_limit(M, band))
-    for r in np.nonzero(near)[0].tolist():
-        fits[r] = memory_fits(math.fsum(ay[r].tolist() + b[r].tolist()), M)
-    return fits
 
 
 def fits_by_estimate(est: np.ndarray, n_terms: int, M: float, terms_of_row) -> np.ndarray:

@@ -111,6 +111,22 @@ def test_memory_sum_is_correctly_rounded():
     assert evaluate(two, sol.plan).valid
 
 
+def test_fits_by_estimate_decides_near_m_with_fsum_only():
+    import numpy as np
+
+    from dp.memory import fits_by_estimate
+
+    terms = [1e16, 1.0, 1.0]
+    est = np.array([(1e16 + 1.0) + 1.0])  # the left-to-right float sum: 1e16
+    assert not fits_by_estimate(est, 3, 1e16, lambda r: terms)[0]
+    assert fits_by_estimate(est, 3, 1e16 + 2, lambda r: terms)[0]
+
+    def never(r):
+        raise AssertionError("far from M the float sum decides")
+
+    assert list(fits_by_estimate(np.array([1.0, 3.0]), 3, 2.0, never)) == [True, False]
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), family=st.sampled_from(FAMILIES), n=st.integers(2, 5))
 def test_memory_exactly_at_m_and_one_ulp_around(seed, family, n):
