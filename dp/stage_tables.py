@@ -305,6 +305,10 @@ class _StageTableBuilder:
         zero = np.zeros((1, 5))
         ub = self.ub
         K = self.K
+        if ub is not None:
+            # device lower bound of the part behind each stage (J), per set of the family
+            lb_back = [self._lb(float(self.work_of[j]), ideals[j] != 0, float(self.mem_of[j])) for j in range(len(ideals))]
+            slack = 1.0 - 1e-9
         for k in range(1, len(ideals)):
             progress(k)
             I = ideals[k]
@@ -333,13 +337,11 @@ class _StageTableBuilder:
                         wc = work_c[J] + self.work_node[v]
                         dev_hi = None
                         if ub is not None:
-                            lbc = self._lb(wc, True)
+                            lbc = max(1, math.ceil(wc / ub * slack))  # self._lb(wc, True)
                             if lbc + lbf > K:
                                 nxt[Jn] = (0, 0, {})
                                 continue
-                            jx = self.index[Jn]
-                            lbb = self._lb(self.work_of[jx], Jn != 0, self.mem_of[jx])
-                            dev_hi = K - lbf - lbb
+                            dev_hi = K - lbf - lb_back[self.index[Jn]]
                         new = {}
                         for t, st in sts.items():
                             st2 = self._extend(st, v, t)
