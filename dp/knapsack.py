@@ -314,6 +314,18 @@ def _rounded(v: int) -> float:
         return math.inf
 
 
+def _fixed_limit(M: float) -> int | None:
+    """The largest v with ``_rounded(v) <= M`` (None: every finite sum fits), so that an
+    exact sum fits (fsum <= M, sec. 7) exactly when it is at most this integer."""
+    above = math.nextafter(M, math.inf)
+    if math.isinf(above):
+        return None
+    # sums below the midpoint of M and the next float round to M, above it to the next
+    # float; the midpoint itself rounds to the one with an even last bit
+    mid = (_fixed(M) + _fixed(above)) // 2
+    return mid if _rounded(mid) <= M else mid - 1
+
+
 def exact_choice(items: Sequence[Item], y: int, M: float, d: int, N: int, B: float) -> tuple[float, tuple[int, ...]] | None:
     """The least-cost option choice of a stage at ``y`` microbatches in flight whose memory
     fsum (a y, b) fits in ``M`` (sec. 7, no slack), with degree ``d``.
@@ -331,13 +343,16 @@ def exact_choice(items: Sequence[Item], y: int, M: float, d: int, N: int, B: flo
     groups: dict[Item, list[int]] = {}
     for pos, it in enumerate(items):
         groups.setdefault(it, []).append(pos)
-    # a point: (exact memory, P, E, W, choice as a tuple of (positions, combo))
-    points: list[tuple] = [(0, 0.0, 0.0, 0.0, ())]
+    limit = _fixed_limit(M)
+    # a point: (exact memory, P, E, W, index of its parent point, index of its combo);
+    # parents and combos are kept per group, for the choice at the end
+    points: list[tuple] = [(0, 0.0, 0.0, 0.0, -1, -1)]
+    levels: list[tuple[list[tuple], list[int], list[tuple]]] = []
     for it, positions in groups.items():
         k = len(positions)
         mems = [_fixed(a * y) + _fixed(b) for (p, e, w, a, b) in it]
         L = len(it)
-        combos = itertools.combinations_with_replacement(range(L), k) if L > 1 else [(0,) * k]
+        combos = list(itertools.combinations_with_replacement(range(L), k)) if L > 1 else [(0,) * k]
         gpts = []
         for combo in combos:
             cnt = [combo.count(l) for l in range(L)]
@@ -347,15 +362,14 @@ def exact_choice(items: Sequence[Item], y: int, M: float, d: int, N: int, B: flo
                     math.fsum(c * o[0] for c, o in zip(cnt, it)),
                     math.fsum(c * o[1] for c, o in zip(cnt, it)),
                     math.fsum(c * o[2] for c, o in zip(cnt, it)),
-                    combo,
                 )
             )
         new = []
-        for m0, P0, E0, W0, ch in points:
-            for m1, P1, E1, W1, combo in gpts:
+        for pi, (m0, P0, E0, W0, _, _) in enumerate(points):
+            for gi, (m1, P1, E1, W1) in enumerate(gpts):
                 m = m0 + m1
-                if memory_fits(_rounded(m), M):
-                    new.append((m, P0 + P1, E0 + E1, W0 + W1, ch + ((tuple(positions), combo),)))
+                if limit is None or m <= limit:
+                    new.append((m, P0 + P1, E0 + E1, W0 + W1, pi, gi))
         if not new:
             return None
         new.sort(key=lambda q: q[:4])
@@ -372,19 +386,22 @@ def exact_choice(items: Sequence[Item], y: int, M: float, d: int, N: int, B: flo
             for q in new:
                 if not any(p[1] <= q[1] and p[2] <= q[2] and p[3] <= q[3] for p in kept):
                     kept.append(q)
+        levels.append((points, positions, combos))
         points = kept
     best, best_cost = None, math.inf
-    for m, P, E, W, ch in points:
+    for i, (m, P, E, W, _, _) in enumerate(points):
         c = float(stage_tps_from_sums(E, W, P, d, N, B))
         if c < best_cost:
-            best, best_cost = ch, c
+            best, best_cost = i, c
     if best is None:
         return None
     choice = [0] * len(items)
-    for positions, combo in best:
+    point = points[best]
+    for parents, positions, combos in reversed(levels):
         # a combo is sorted option indices; give them to the group's positions in order
-        for pos, l in zip(positions, combo):
+        for pos, l in zip(positions, combos[point[5]]):
             choice[pos] = l
+        point = parents[point[4]]
     return best_cost, tuple(choice)
 
 
