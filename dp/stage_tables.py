@@ -273,7 +273,13 @@ class _StageTableBuilder:
                     terms.append(cut_edge_bytes(c, ov[0].sfw[ids[u]]) if ov else math.nan)
                     terms.append(cut_edge_bytes(c, ou[0].sbw[ids[v]]) if ou else math.nan)
                 self.cut_terms[t] = terms
-            got = math.fsum([terms[b] for b in bits(cut)])
+            vals = []
+            m = cut
+            while m:
+                low = m & -m
+                vals.append(terms[low.bit_length() - 1])
+                m ^= low
+            got = math.fsum(vals)
             self.cut_bytes_memo[key] = got
         return got
 
