@@ -33,25 +33,47 @@ def successor_masks(instance: Instance) -> list[int]:
 
 def _walk(instance: Instance, limit: int | None, on_new: Callable[[int], None] | None = None) -> int:
     """Breadth-first over ideals by size (an ideal grows by a node whose successors are all
-    in it). Returns the number found, or limit + 1 as soon as it passes ``limit``."""
+    in it). Returns the number found, or limit + 1 as soon as it passes ``limit`` (checked
+    as every new set is found, so a graph with astronomically many sets stops at once).
+
+    Each set carries the bitmask of the nodes that can join it; when v joins, the nodes
+    that can join the result are the old ones but v, plus the predecessors of v whose
+    successors are now all inside: O(joinable + predecessors) per new set, not O(n)."""
     succ = successor_masks(instance)
     n = len(succ)
-    level = {0}
+    pred_lists: list[list[int]] = [[] for _ in range(n)]
+    for u in range(n):
+        m = succ[u]
+        while m:
+            low = m & -m
+            pred_lists[low.bit_length() - 1].append(u)
+            m ^= low
+    sinks = 0
+    for v in range(n):
+        if succ[v] == 0:
+            sinks |= 1 << v
+    level = {0: sinks}
     count = 1
     if on_new:
         on_new(0)
     while level:
-        nxt: set[int] = set()
-        for I in level:
-            for v in range(n):
-                bit = 1 << v
-                if not (I & bit) and (succ[v] & ~I) == 0:
-                    J = I | bit
-                    if J not in nxt:
-                        nxt.add(J)
-        count += len(nxt)
-        if limit is not None and count > limit:
-            return limit + 1
+        nxt: dict[int, int] = {}
+        for I, joinable in level.items():
+            m = joinable
+            while m:
+                low = m & -m
+                m ^= low
+                J = I | low
+                if J in nxt:
+                    continue
+                grow = joinable & ~low
+                for u in pred_lists[low.bit_length() - 1]:
+                    if (succ[u] & ~J) == 0:
+                        grow |= 1 << u
+                nxt[J] = grow
+                count += 1
+                if limit is not None and count > limit:
+                    return limit + 1
         if on_new:
             for J in sorted(nxt):
                 on_new(J)
@@ -104,7 +126,8 @@ def enumerate_ideals(instance: Instance, max_ideals: int) -> list[int]:
     count = _walk(instance, max_ideals, out.append)
     if count > max_ideals:
         out.clear()
-        cap = 10 * max_ideals
+        # say how many there are, up to a bound on the extra work
+        cap = min(10 * max_ideals, max_ideals + 50_000)
         total = _walk(instance, cap)
         said = f"more than {cap:,}" if total > cap else f"{total:,}"
         raise SizeLimitError(

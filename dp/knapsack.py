@@ -1,22 +1,26 @@
-"""Choosing each node's option inside one stage (cost model secs. 4 and 5).
+"""Choosing each node's option inside one stage exactly (cost model secs. 4 and 7).
 
 For a candidate stage C with degrees (t, d) and y microbatches in flight, every node i
-of C picks one option l; the stage costs
+of C picks one option l; the stage costs (sec. 3, :func:`piper_ilp.cost.stage_tps`)
 
-    TPS(C) = (E / d + 4 (d - 1) W / (d N)) / B + P / d,
+    TPS(C) = (E / d + resync(W)) / B + P / d,
     E = sum_i E_il (cut-edge bytes),  W = sum_i w_il,  P = sum_i p_il,
 
-and must fit in memory: sum_i (a_il y + b_il) <= M. Picking the options is a knapsack.
+and must fit in memory: fsum_i (a_il y, b_il) <= M (sec. 7). Picking the options is a
+knapsack, solved here exactly:
 
-Two choosers live here:
+* :func:`pareto_frontier` -- the Pareto frontier of the sums (P, E, W, sum a, sum b) with
+  float sums, kept generous at the memory boundary (a choice is dropped only when its
+  float memory exceeds M by more than the float error bound of :mod:`dp.memory`); the DP
+  reads its stage tables from it and re-decides near-boundary cases with
+  :func:`exact_choice`.
+* :func:`exact_choice` -- the least-cost choice at one y with memory summed exactly
+  (integers in units of 2**-1074), so it agrees with the evaluator on every input.
+  :func:`exact_options` is the same for a stage given by node ids.
 
-* :func:`exact_options` solves it exactly, through the Pareto frontier of the sums
-  (P, E, W, sum a, sum b) over the stage's nodes (:func:`pareto_frontier`). Nodes with
-  identical options (BERT's transformer layers) are merged into one group first, so a
-  stage of m identical layers adds only m + 1 points.
-* :func:`greedy_options` is Piper's rule of sec. 5, to the letter, for at most two
-  options per node; :func:`greedy_choice_over_y` is the same rule evaluated for many y at
-  once (numpy), which the DP uses.
+Nodes with identical options (BERT's transformer layers) are merged into one group first,
+so a stage of m identical layers adds only m + 1 points. Piper's greedy rule (sec. 5) is
+in :mod:`dp.greedy_rule`.
 
 References
 ----------
@@ -27,32 +31,30 @@ Parallelization. NeurIPS 2021.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Collection, Sequence
 
 import numpy as np
 
-from piper_ilp.cost import MEMORY_RTOL, node_edge_bytes
+from dp.memory import float_band, fits_possibly_limit
+from piper_ilp.cost import memory_fits, node_edge_bytes, resync_bytes
+from piper_ilp.cost import stage_tps as _stage_tps
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance, Option
 
 __all__ = [
-    "stage_tps",
+    "stage_tps_from_sums",
     "Item",
     "Frontier",
+    "pareto_mask",
     "stage_items",
     "pareto_frontier",
     "y_capacity",
-    "greedy_choice",
-    "greedy_choice_over_y",
-    "greedy_choice_rows",
+    "y_capacities",
+    "exact_choice",
     "exact_options",
-    "greedy_options",
-    "GREEDY_EPS",
 ]
-
-#: The absolute tolerance (bytes) of Piper's greedy rule (sec. 5 steps 3).
-GREEDY_EPS = 1e-9
 
 #: One node's options in a given stage: a tuple over options of (p, E, w, a, b), where E is
 #: the node's cut-edge bytes in that stage with that option. Hashable, so identical nodes
@@ -75,11 +77,12 @@ def stage_items(instance: Instance, nodes: Collection[int], t: int) -> list[Item
 
 
 
-def stage_tps(E, W, P, d, N, B):
+def stage_tps_from_sums(E, W, P, d, N, B):
     """A stage's (or one node's) time per sample with data-parallel degree d, from its
-    cut-edge bytes E, weights W and compute time P (cost model sec. 3):
-    (E / d + 4 (d - 1) W / (d N)) / B + P / d. Floats or numpy arrays (broadcasting)."""
-    return (E / d + 4.0 * (d - 1) * W / (d * N)) / B + P / d
+    cut-edge bytes E, weights W and compute time P: :func:`piper_ilp.cost.stage_tps` with
+    the resync bytes of W (linear in w, so the sum of the nodes' terms). Floats or numpy
+    arrays (broadcasting)."""
+    return _stage_tps(E, resync_bytes(W, d, N), P, d, B)
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ class Frontier:
         return len(self.P)
 
 
-def _pareto_mask(cols: np.ndarray) -> np.ndarray:
+def pareto_mask(cols: np.ndarray) -> np.ndarray:
     """Rows of ``cols`` (n x k, all minimized) that no row earlier in lexicographic order
     weakly dominates (so exact duplicates keep one copy). Constant columns are ignored;
     one or two varying columns take O(n log n), more take O(n^2 / block) numpy work."""
@@ -152,9 +155,10 @@ def pareto_frontier(
 
     A choice is kept unless another one is no worse in each of P, E, W (so in cost, for
     every d) and in memory at both ends of ``y_range`` (memory a y + b is linear in y, so
-    then at every y in between). Choices that do not fit even at the smallest y (with the
-    relative slack MEMORY_RTOL) are dropped, as are partial sums that already exceed it
-    (all memory terms are >= 0). Identical items are merged first: k copies of a
+    then at every y in between). Choices whose float memory at the smallest y exceeds M by
+    more than the float error bound (:func:`dp.memory.float_band`) cannot fit and are
+    dropped, as are partial sums that already do (all memory terms are >= 0); choices near
+    the boundary are kept, for an exact decision by the caller. Identical items are merged first: k copies of a
     two-option item give the k + 1 choices "j copies take the second option".
 
     Parameters
@@ -173,7 +177,7 @@ def pareto_frontier(
     Frontier
         Possibly empty (no choice fits).
     """
-    Mtol = M * (1.0 + MEMORY_RTOL)
+    mem_limit = fits_possibly_limit(M, float_band(2 * len(items) + 2))
     ylo, yhi = y_range if y_range is not None else (1, None)
     empty = Frontier(*(np.empty(0) for _ in range(5)), choice=() if track else None)
     groups: dict[Item, list[int]] = {}
@@ -191,17 +195,17 @@ def pareto_frontier(
         combos = list(itertools.combinations_with_replacement(range(L), k)) if L > 1 else [(0,) * k]
         cnt = np.array([[c.count(l) for l in range(L)] for c in combos], dtype=float)
         gpts = cnt @ opts
-        gmask = _pareto_mask(gpts[:, [0, 1, 2, 5, 6]]) & (gpts[:, 5] <= Mtol)
+        gmask = pareto_mask(gpts[:, [0, 1, 2, 5, 6]]) & (gpts[:, 5] <= mem_limit)
         gpts = gpts[gmask]
         gcombos = [c for c, m in zip(combos, gmask) if m]
         if len(gpts) == 0:
             return empty
         new = (cur[:, None, :] + gpts[None, :, :]).reshape(-1, 7)
-        idx = np.nonzero(new[:, 5] <= Mtol)[0]
+        idx = np.nonzero(new[:, 5] <= mem_limit)[0]
         new = new[idx]
         if len(new) == 0:
             return empty
-        mask = _pareto_mask(new[:, [0, 1, 2, 5, 6]])
+        mask = pareto_mask(new[:, [0, 1, 2, 5, 6]])
         idx = idx[mask]
         new = new[mask]
         if track:
@@ -221,211 +225,197 @@ def pareto_frontier(
     return Frontier(cur[:, 0], cur[:, 1], cur[:, 2], cur[:, 3], cur[:, 4], choice)
 
 
-def y_capacity(A: np.ndarray, Bm: np.ndarray, M: float, y_max: int) -> np.ndarray:
-    """For each memory line A y + Bm, the largest y in [0, y_max] with A y + Bm <= M (with
-    the relative slack MEMORY_RTOL); 0 when even y = 1 does not fit."""
-    Mtol = M * (1.0 + MEMORY_RTOL)
-    A = np.asarray(A, dtype=float)
-    Bm = np.asarray(Bm, dtype=float)
+def y_capacity(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int) -> np.ndarray:
+    """For each memory line A y + Bm (floats), the largest y in [0, y_max] with
+    A * y + Bm <= ``limit`` in float arithmetic; 0 when even y = 1 does not."""
+    return _y_capacity_and_memory(np.asarray(A, dtype=float), np.asarray(Bm, dtype=float), limit, y_max)[0]
+
+
+def _y_capacity_and_memory(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int):
+    """:func:`y_capacity` and the float memory A y + Bm at that y."""
     pos = A > 0
     raw = np.full(A.shape, float(y_max))
-    np.divide(Mtol - Bm, A, out=raw, where=pos)
+    np.divide(limit - Bm, A, out=raw, where=pos)
     np.floor(raw, out=raw)
     np.clip(raw, 0, y_max, out=raw)
     y = raw.astype(np.int64)
-    y[~pos & (Bm > Mtol)] = 0
+    y[~pos & (Bm > limit)] = 0
     # guard the floor against rounding: down while y does not fit, up while y + 1 fits
-    bad = (y > 0) & (A * y + Bm > Mtol)
+    mem = A * y + Bm
+    bad = (y > 0) & (mem > limit)
     while bad.any():
         y[bad] -= 1
-        bad = (y > 0) & (A * y + Bm > Mtol)
-    up = (y < y_max) & (A * (y + 1) + Bm <= Mtol)
+        mem = A * y + Bm
+        bad = (y > 0) & (mem > limit)
+    up = (y < y_max) & (A * (y + 1) + Bm <= limit)
     while up.any():
         y[up] += 1
-        up = (y < y_max) & (A * (y + 1) + Bm <= Mtol)
-    return y
+        mem = A * y + Bm
+        up = (y < y_max) & (A * (y + 1) + Bm <= limit)
+    return y, mem
+
+
+def y_capacities(A: np.ndarray, Bm: np.ndarray, sure_limit: float, maybe_limit: float, y_max: int):
+    """(sure, maybe, decided): :func:`y_capacity` for the two limits of :mod:`dp.memory`
+    (``sure_limit`` <= ``maybe_limit``), and whether they agree for every line (then every
+    y is decided by the float sums). The band is far narrower than one step of y, so
+    ``sure`` is ``maybe`` or a little less. Small inputs take a plain-Python path (the
+    same float operations, without numpy's per-call cost)."""
+    if len(A) > 8:
+        maybe, mem_at = _y_capacity_and_memory(A, Bm, maybe_limit, y_max)
+        bad = (maybe > 0) & (mem_at > sure_limit)
+        if not bad.any():
+            return maybe, maybe, True
+        sure = maybe.copy()
+        while bad.any():
+            sure[bad] -= 1
+            bad = (sure > 0) & (A * sure + Bm > sure_limit)
+        return sure, maybe, False
+    sure_l, maybe_l = [], []
+    decided = True
+    for a, b in zip(A.tolist(), Bm.tolist()):
+        if a > 0:
+            y = min(max(math.floor((maybe_limit - b) / a), 0), y_max)
+            while y > 0 and a * y + b > maybe_limit:
+                y -= 1
+            while y < y_max and a * (y + 1) + b <= maybe_limit:
+                y += 1
+        else:
+            y = y_max if b <= maybe_limit else 0
+        maybe_l.append(y)
+        while y > 0 and a * y + b > sure_limit:
+            y -= 1
+            decided = False
+        sure_l.append(y)
+    return np.array(sure_l, dtype=np.int64), np.array(maybe_l, dtype=np.int64), decided
 
 
 # ---------------------------------------------------------------------------------------
-# Piper's greedy rule (sec. 5)
+# The exact choice at one y
 # ---------------------------------------------------------------------------------------
 
+#: Memory is summed exactly as integers in units of 2**-_FIXED_SHIFT bytes (every finite
+#: double is an integer multiple of 2**-1074).
+_FIXED_SHIFT = 1074
 
-def greedy_choice(costs: Sequence[Sequence[float]], mems: Sequence[Sequence[float]], M: float) -> list[int] | None:
-    """Piper's greedy option choice (cost model sec. 5), to the letter.
 
-    Parameters
-    ----------
-    costs, mems : per node (in ascending input order), per option: the cost c_il (seconds
-        per sample for the stage's d) and the memory m_il = a_il y + b_il.
-    M : float
-        Memory per device (compared without slack, as in the original).
+def _fixed(x: float) -> int:
+    """The float ``x`` (finite, >= 0) as an exact integer in units of 2**-1074."""
+    num, den = float(x).as_integer_ratio()
+    return num << (_FIXED_SHIFT - (den.bit_length() - 1))
 
-    Returns
-    -------
-    list of int or None
-        The option index per node, or None when even the least-memory choice exceeds M.
-    """
-    n = len(costs)
-    F = [min(range(len(c)), key=lambda l, c=c: (c[l], l)) for c in costs]
-    mF = sum(mems[i][F[i]] for i in range(n))
-    if mF <= M:
-        return F
-    Lm = [min(range(len(m)), key=lambda l, m=m: (m[l], l)) for m in mems]
-    if sum(mems[i][Lm[i]] for i in range(n)) > M:
+
+def _rounded(v: int) -> float:
+    """The correctly rounded float of ``v`` * 2**-1074 (what ``math.fsum`` returns for
+    the same terms); inf beyond the float range."""
+    try:
+        return v / (1 << _FIXED_SHIFT)
+    except OverflowError:
+        return math.inf
+
+
+def _fixed_limit(M: float) -> int | None:
+    """The largest v with ``_rounded(v) <= M`` (None: every finite sum fits), so that an
+    exact sum fits (fsum <= M, sec. 7) exactly when it is at most this integer."""
+    above = math.nextafter(M, math.inf)
+    if math.isinf(above):
         return None
-    triples = []
-    for i in range(n):
-        for l in range(len(costs[i])):
-            dm = mems[i][F[i]] - mems[i][l]
-            if dm > GREEDY_EPS:
-                triples.append(((costs[i][l] - costs[i][F[i]]) / dm, i, l))
-    triples.sort()
-    H = list(F)
-    E = mF - M
-    for _, i, l in triples:
-        E -= mems[i][H[i]] - mems[i][l]
-        H[i] = l
-        if E < GREEDY_EPS:
-            break
-    return H
+    # sums below the midpoint of M and the next float round to M, above it to the next
+    # float; the midpoint itself rounds to the one with an even last bit
+    mid = (_fixed(M) + _fixed(above)) // 2
+    return mid if _rounded(mid) <= M else mid - 1
 
 
-def greedy_choice_over_y(dc: np.ndarray, mF: np.ndarray, mO: np.ndarray, M: float) -> tuple[np.ndarray, np.ndarray]:
-    """Piper's greedy rule for two options per node, for many y at once.
+def exact_choice(items: Sequence[Item], y: int, M: float, d: int, N: int, B: float) -> tuple[float, tuple[int, ...]] | None:
+    """The least-cost option choice of a stage at ``y`` microbatches in flight whose memory
+    fsum (a y, b) fits in ``M`` (sec. 7, no slack), with degree ``d``.
 
-    Parameters
-    ----------
-    dc : (n,) array
-        c_iO - c_iF per node (>= 0): the extra cost of the other option O over the
-        cheapest option F (0 for nodes with a single option).
-    mF, mO : (Y, n) arrays
-        Memory a y + b of F and of O per y (rows) and node (columns, ascending input
-        order). For single-option nodes put mO = mF.
-    M : float
+    Memory is summed exactly (integers), so the decision equals the evaluator's; cost sums
+    are float sums of non-negative terms. Dominated partial choices (no better in P, E, W
+    and exact memory) are dropped; identical items are merged (counts per option).
 
     Returns
     -------
-    switched : (Y, n) bool array
-        Which nodes take O for each y.
-    feasible : (Y,) bool array
-        False where even the least-memory choice exceeds M (sec. 5 step 2).
+    (cost, choice) or None
+        ``choice`` gives the option index per item (in item order); None when no choice
+        fits.
     """
-    return greedy_choice_rows(np.broadcast_to(dc, mF.shape), mF, mO, M)
-
-
-def greedy_choice_rows(dc: np.ndarray, mF: np.ndarray, mO: np.ndarray, M: float) -> tuple[np.ndarray, np.ndarray]:
-    """Piper's greedy rule on independent rows (each row one stage at one y): like
-    :func:`greedy_choice_over_y` with ``dc`` given per row, shape (R, n). Columns with
-    mF = mO = 0 are padding (never switched, no memory)."""
-    R, n = mF.shape
-    MF = mF.sum(axis=1) if n else np.zeros(R)
-    ML = np.minimum(mF, mO).sum(axis=1) if n else np.zeros(R)
-    feasible = ~(ML > M)
-    switched = np.zeros((R, n), dtype=bool)
-    need = (MF > M) & feasible
-    if not need.any() or n == 0:
-        return switched, feasible
-    rows = np.nonzero(need)[0]
-    sav = mF[rows] - mO[rows]  # m_iF - m_iO
-    valid = sav > GREEDY_EPS
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(valid, dc[rows] / np.where(valid, sav, 1.0), np.inf)
-    order = np.argsort(r, axis=1, kind="stable")  # ties by node index (then option: one per node)
-    sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
-    valid_sorted = np.take_along_axis(valid, order, axis=1)
-    # E after each step, by sequential subtraction exactly as the rule walks
-    E0 = MF[rows] - M
-    steps = np.concatenate([E0[:, None], -sav_sorted], axis=1)
-    E = np.cumsum(steps, axis=1)[:, 1:]
-    stop = (E < GREEDY_EPS) & valid_sorted
-    any_stop = stop.any(axis=1)
-    nvalid = valid_sorted.sum(axis=1)
-    count = np.where(any_stop, np.argmax(stop, axis=1) + 1, nvalid)
-    take_sorted = np.arange(n)[None, :] < count[:, None]
-    take_sorted &= valid_sorted
-    sw = np.zeros((len(rows), n), dtype=bool)
-    np.put_along_axis(sw, order, take_sorted, axis=1)
-    switched[rows] = sw
-    return switched, feasible
-
-
-# ---------------------------------------------------------------------------------------
-# Per-stage choosers usable on their own
-# ---------------------------------------------------------------------------------------
-
-
-def _stage_costs(instance: Instance, nodes: Sequence[int], t: int, d: int):
-    members = set(nodes)
-    N, B = instance.N, instance.B
-    costs, opts_all = [], []
-    for v in nodes:
-        opts = instance.node[v].options.get(t)
-        if not opts:
-            raise InputError(f"node {v} has no option for t = {t}")
-        row = []
-        for o in opts:
-            e = node_edge_bytes(instance, v, o, members)
-            row.append(stage_tps(e, o.w, o.p, d, N, B))
-        costs.append(row)
-        opts_all.append(opts)
-    return costs, opts_all
-
-
-def greedy_options(instance: Instance, nodes: Sequence[int], t: int, d: int, y: int) -> dict[int, Option] | None:
-    """Piper's greedy option choice (sec. 5) for one stage.
-
-    Parameters
-    ----------
-    instance : Instance
-    nodes : node ids of the stage (any order; the rule walks them in input order)
-    t, d : tensor- and data-parallel degrees of the stage
-    y : microbatches in flight (ceil(s / d))
-
-    Returns
-    -------
-    dict node id -> Option, or None when no choice fits in M.
-
-    Raises
-    ------
-    InputError
-        When some node has more than two options for ``t`` (the rule is defined for two)
-        or none.
-
-    Examples
-    --------
-    >>> from piper_ilp.instance import instance_from_dict
-    >>> def o(i, p, a): return {"id": i, "timePerSample": p, "parameterSize": 0,
-    ...     "memoryUsageA": a, "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
-    >>> inst = instance_from_dict({"maxDevices": 1, "maxMemoryPerDevice": 10, "bandwidth": 1,
-    ...     "mbsInBatch": 1, "nodes": [{"id": 0, "TMPCs": {"1": [o("v", 1, 8), o("r", 2, 1)]}},
-    ...     {"id": 1, "TMPCs": {"1": [o("v", 1, 8), o("r", 3, 1)]}}], "edges": []})
-    >>> {v: opt.id for v, opt in greedy_options(inst, [0, 1], 1, 1, 1).items()}
-    {0: 'r', 1: 'v'}
-    """
-    order = {v: i for i, v in enumerate(instance.node_ids)}
-    nodes = sorted(nodes, key=order.__getitem__)
-    for v in nodes:
-        k = len(instance.node[v].options.get(t, ()))
-        if k > 2:
-            raise InputError(
-                f"Piper's greedy option choice is defined for at most two options per (node, t); "
-                f"node {v} has {k} for t = {t}"
+    groups: dict[Item, list[int]] = {}
+    for pos, it in enumerate(items):
+        groups.setdefault(it, []).append(pos)
+    limit = _fixed_limit(M)
+    # a point: (exact memory, P, E, W, index of its parent point, index of its combo);
+    # parents and combos are kept per group, for the choice at the end
+    points: list[tuple] = [(0, 0.0, 0.0, 0.0, -1, -1)]
+    levels: list[tuple[list[tuple], list[int], list[tuple]]] = []
+    for it, positions in groups.items():
+        k = len(positions)
+        mems = [_fixed(a * y) + _fixed(b) for (p, e, w, a, b) in it]
+        L = len(it)
+        combos = list(itertools.combinations_with_replacement(range(L), k)) if L > 1 else [(0,) * k]
+        gpts = []
+        for combo in combos:
+            cnt = [combo.count(l) for l in range(L)]
+            gpts.append(
+                (
+                    sum(c * m for c, m in zip(cnt, mems)),
+                    math.fsum(c * o[0] for c, o in zip(cnt, it)),
+                    math.fsum(c * o[1] for c, o in zip(cnt, it)),
+                    math.fsum(c * o[2] for c, o in zip(cnt, it)),
+                )
             )
-    costs, opts = _stage_costs(instance, nodes, t, d)
-    mems = [[o.a * y + o.b for o in row] for row in opts]
-    H = greedy_choice(costs, mems, instance.M)
-    if H is None:
+        new = []
+        for pi, (m0, P0, E0, W0, _, _) in enumerate(points):
+            for gi, (m1, P1, E1, W1) in enumerate(gpts):
+                m = m0 + m1
+                if limit is None or m <= limit:
+                    new.append((m, P0 + P1, E0 + E1, W0 + W1, pi, gi))
+        if not new:
+            return None
+        new.sort(key=lambda q: q[:4])
+        kept: list[tuple] = []
+        if all(q[2] == new[0][2] and q[3] == new[0][3] for q in new):
+            # E and W the same for every choice (options differ only in p, a, b): by
+            # memory ascending, a choice helps only when it is strictly faster
+            best_p = math.inf
+            for q in new:
+                if q[1] < best_p:
+                    kept.append(q)
+                    best_p = q[1]
+        else:
+            for q in new:
+                if not any(p[1] <= q[1] and p[2] <= q[2] and p[3] <= q[3] for p in kept):
+                    kept.append(q)
+        levels.append((points, positions, combos))
+        points = kept
+    best, best_cost = None, math.inf
+    for i, (m, P, E, W, _, _) in enumerate(points):
+        c = float(stage_tps_from_sums(E, W, P, d, N, B))
+        if c < best_cost:
+            best, best_cost = i, c
+    if best is None:
         return None
-    return {v: opts[i][H[i]] for i, v in enumerate(nodes)}
+    choice = [0] * len(items)
+    point = points[best]
+    for parents, positions, combos in reversed(levels):
+        # a combo is sorted option indices; give them to the group's positions in order
+        for pos, l in zip(positions, combos[point[5]]):
+            choice[pos] = l
+        point = parents[point[4]]
+    return best_cost, tuple(choice)
+
+
+# ---------------------------------------------------------------------------------------
+# Per-stage chooser usable on its own
+# ---------------------------------------------------------------------------------------
 
 
 def exact_options(instance: Instance, nodes: Sequence[int], t: int, d: int, y: int) -> dict[int, Option] | None:
-    """The exact option choice for one stage: least TPS among the choices that fit in M
-    (with the relative slack MEMORY_RTOL) at y microbatches in flight.
+    """The exact option choice for one stage: least TPS among the choices whose memory
+    fits in M exactly (sec. 7) at y microbatches in flight.
 
-    Any number of options per (node, t); exact with floating-point data (Pareto frontier
-    of :func:`pareto_frontier`).
+    Any number of options per (node, t); exact with floating-point data
+    (:func:`exact_choice`).
 
     Returns
     -------
@@ -447,17 +437,8 @@ def exact_options(instance: Instance, nodes: Sequence[int], t: int, d: int, y: i
     for v in nodes:
         if not instance.node[v].options.get(t):
             raise InputError(f"node {v} has no option for t = {t}")
-    items = stage_items(instance, nodes, t)
-    fr = pareto_frontier(items, instance.M, track=True, y_range=(y, y))
-    if not len(fr):
+    got = exact_choice(stage_items(instance, nodes, t), y, instance.M, d, instance.N, instance.B)
+    if got is None:
         return None
-    ycap = y_capacity(fr.A, fr.Bm, instance.M, max(y, 1))
-    ok = ycap >= y
-    if not ok.any():
-        return None
-    N, B = instance.N, instance.B
-    cost = stage_tps(fr.E, fr.W, fr.P, d, N, B)
-    cost = np.where(ok, cost, np.inf)
-    best = int(np.argmin(cost))
-    ch = fr.choice[best]
+    _, ch = got
     return {v: instance.node[v].options[t][ch[i]] for i, v in enumerate(nodes)}

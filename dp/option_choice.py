@@ -1,0 +1,72 @@
+"""The option choice of one stage at one (t, d, y), computed once and remembered.
+
+Entry point: :class:`OptionChoices`. The stage tables use it where float memory sums
+cannot decide (near M, see :mod:`dp.memory`) and the plan rebuild uses it for every stage
+of the plan; a key (stage, t, d, y) is computed at most once per solve. Exact mode takes
+the least-cost choice whose memory fits exactly (:func:`dp.knapsack.exact_choice`);
+greedy mode follows Piper's rule (:func:`dp.greedy_rule.greedy_options`).
+"""
+
+from __future__ import annotations
+
+from dp.greedy_rule import greedy_options
+from dp.knapsack import exact_choice, stage_items
+from piper_ilp.cost import stage_cost
+from piper_ilp.instance import Instance, Option
+
+__all__ = ["OptionChoices"]
+
+
+class OptionChoices:
+    """Memo of option choices keyed by (stage bitmask C, t, d, y).
+
+    Parameters
+    ----------
+    instance : Instance
+        The instance after the restrictions (its node order defines the bitmasks).
+    greedy : bool
+        Piper's rule instead of the exact choice.
+
+    Attributes
+    ----------
+    computed : list of tuple
+        Every key in the order it was computed (each at most once).
+    """
+
+    def __init__(self, instance: Instance, greedy: bool):
+        self.instance = instance
+        self.greedy = greedy
+        self.ids = instance.node_ids
+        self.memo: dict[tuple[int, int, int, int], tuple[float, dict[int, Option]] | None] = {}
+        self.computed: list[tuple[int, int, int, int]] = []
+
+    def __len__(self) -> int:
+        return len(self.computed)
+
+    def choose(self, C: int, t: int, d: int, y: int) -> tuple[float, dict[int, Option]] | None:
+        """(stage TPS, node id -> Option) for stage C (a bitmask over node positions) with
+        degrees (t, d) and y microbatches in flight, or None when no choice fits."""
+        key = (C, t, d, y)
+        if key in self.memo:
+            return self.memo[key]
+        inst = self.instance
+        nodes = [self.ids[i] for i in range(C.bit_length()) if (C >> i) & 1]
+        got: tuple[float, dict[int, Option]] | None
+        if self.greedy:
+            opts = greedy_options(inst, nodes, t, d, y)
+            got = None if opts is None else (stage_cost(inst, nodes, d, opts).tps, opts)
+        else:
+            res = exact_choice(stage_items(inst, nodes, t), y, inst.M, d, inst.N, inst.B)
+            if res is None:
+                got = None
+            else:
+                opts = {v: inst.node[v].options[t][res[1][i]] for i, v in enumerate(nodes)}
+                got = (res[0], opts)
+        self.memo[key] = got
+        self.computed.append(key)
+        return got
+
+    def exact_cost(self, C: int, t: int, d: int, y: int) -> float | None:
+        """The least cost of :meth:`choose`, or None when no choice fits."""
+        got = self.choose(C, t, d, y)
+        return None if got is None else got[0]

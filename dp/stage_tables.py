@@ -1,0 +1,683 @@
+"""Candidate stages and their cost tables (the first step of the DP, cost model sec. 4).
+
+Entry point: :func:`build_stage_tables`. For every successor-closed set I, a walk over
+its successor-closed subsets J grows the stage C = I \\ J one node at a time, carrying the
+stage's cut edges (a bitmask; the cut bytes are the ``fsum`` of their terms, never a
+running total kept by adding and subtracting), its weights W and the Pareto frontier of
+its option choices (sums of p, a, b; :mod:`dp.knapsack`). For every t and d the stage's
+least cost is a step function of y with few corners (exact mode), or Piper's rule for
+each y (greedy mode, :mod:`dp.greedy_rule`). Memory decisions are exact (sec. 7): float
+sums decide away from the boundary, :class:`dp.option_choice.OptionChoices` (exact
+integer sums) near it.
+
+This module is longer than 600 lines because the walk and its three emitters (exact on
+"plain" nodes, exact on general nodes, greedy) share the walk's state and caches; split
+apart they would pass a dozen arrays between modules.
+
+Symbols: I, J successor-closed sets (bitmasks over node positions), C = I \\ J the stage,
+t, d the degrees, y microbatches in flight, S = min(N, K) the largest suffix sum of d,
+E cut-edge bytes, W sum of w, P sum of p, a and b memory per microbatch and constant.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
+from dp.knapsack import pareto_mask, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
+from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit
+from dp.option_choice import OptionChoices
+from piper_ilp.cost import cut_edge_bytes
+from piper_ilp.instance import Instance
+
+__all__ = ["StageTables", "build_stage_tables", "bits", "membership"]
+
+
+class StageTables:
+    """Stage tables in flat arrays.
+
+    A *group* is one candidate stage (I, J, t, d); its *points* are the corners of its step
+    function y -> least cost: point j costs ``cost`` and serves y in [``ylo``, ``yhi``].
+    In a monotone group the points are sorted by cost and ``yhi`` rises, so for a
+    threshold T the usable y are 1..yhi of the last point with cost <= T. Greedy mode may
+    give non-monotone groups; their points are read as separate y ranges.
+
+    After :meth:`finalize`, per group (sorted by I): ``group_set`` and ``group_back``
+    (indices of I and J in the family), ``group_d``, ``group_devices`` (t d),
+    ``group_points``, ``group_monotone``, ``group_start`` (index of its first point); per
+    point: ``cost``, ``ylo``, ``yhi``. :func:`build_stage_tables` adds ``pairs``,
+    ``work_of`` and ``front_work_of``.
+    """
+
+    def __init__(self):
+        self.blocks: list = []  # (k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone)
+
+    def emit(self, k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone=True):
+        if cost2d.shape[1]:
+            self.blocks.append((k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone))
+
+    def finalize(self):
+        bl = self.blocks
+        rows = [b[3] for b in bl]
+        nrow = np.array([len(r) for r in rows], dtype=np.int64)
+        npt = np.array([b[4].shape[1] for b in bl], dtype=np.int64)
+        self.group_set = np.repeat(np.array([b[0] for b in bl], dtype=np.int64), nrow)
+        self.group_back = np.repeat(np.array([b[1] for b in bl], dtype=np.int64), nrow)
+        g_t = np.repeat(np.array([b[2] for b in bl], dtype=np.int64), nrow)
+        self.group_d = np.concatenate(rows).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
+        self.group_devices = g_t * self.group_d
+        self.group_points = np.repeat(npt, nrow)
+        self.group_monotone = np.repeat(np.array([b[7] for b in bl], dtype=bool), nrow)
+        self.cost = np.concatenate([b[4].ravel() for b in bl]) if bl else np.empty(0)
+        self.ylo = np.concatenate([b[5].ravel() for b in bl]).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
+        self.yhi = np.concatenate([b[6].ravel() for b in bl]).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
+        self.group_start = np.zeros(len(self.group_points), dtype=np.int64)
+        if len(self.group_points):
+            self.group_start[1:] = np.cumsum(self.group_points)[:-1]
+        # groups must be processed by increasing I (J is always smaller than I), and each
+        # group's points must stay contiguous and in group order (np.add.reduceat)
+        order = np.argsort(self.group_set, kind="stable")
+        if np.any(order != np.arange(len(order))):
+            for name in ("group_set", "group_back", "group_d", "group_devices", "group_points", "group_monotone", "group_start"):
+                setattr(self, name, getattr(self, name)[order])
+            new_start = np.zeros(len(self.group_points), dtype=np.int64)
+            new_start[1:] = np.cumsum(self.group_points)[:-1]
+            pos = np.repeat(self.group_start - new_start, self.group_points) + np.arange(int(self.group_points.sum()))
+            self.cost, self.ylo, self.yhi = self.cost[pos], self.ylo[pos], self.yhi[pos]
+            self.group_start = new_start
+        self.blocks = []
+
+
+def build_stage_tables(
+    inst: Instance,
+    ideals: list[int],
+    d_values: list[int],
+    S: int,
+    greedy: bool,
+    choices: OptionChoices,
+    *,
+    ub: float | None = None,
+    progress=None,
+    plain_paths: bool = True,
+) -> StageTables:
+    """The stage tables of every candidate stage I \\\\ J of the family ``ideals``.
+
+    Parameters
+    ----------
+    inst : Instance
+        The instance after the restrictions.
+    ideals : list of int
+        Successor-closed sets as bitmasks, by size (the empty set first, the whole graph
+        last); every I \\\\ J with I, J in the family and J inside I is a candidate.
+    d_values : list of int
+        The allowed data-parallel degrees (divisors of N, at most S).
+    S : int
+        min(N, K), the largest suffix sum of d.
+    greedy : bool
+        Piper's rule (sec. 5) instead of the exact choice.
+    choices : OptionChoices
+        The memo of exact choices, used near the memory boundary.
+    ub : float, optional
+        An upper bound on the optimum: stages that cannot be in a plan of value <= ub
+        (device lower bounds from work / ub and least memory / M) are skipped.
+    progress : callable, optional
+        Called with the number of sets done.
+    plain_paths : bool
+        Use the fast paths for nodes whose options differ only in p, a, b (False: treat
+        every node as general; the same tables, slower; for tests).
+
+    Returns
+    -------
+    StageTables
+        With ``pairs`` (stage candidates (I, J) kept), ``work_of`` and ``front_work_of``
+        (per set: least device-seconds per sample inside it and outside it).
+    """
+    builder = _StageTableBuilder(inst, ideals, d_values, S, greedy, choices, ub, plain_paths)
+    tables = builder.build(progress or (lambda k: None))
+    tables.pairs = builder.pairs
+    tables.work_of = builder.work_of
+    tables.front_work_of = builder.front_work_of
+    return tables
+
+
+class _StageTableBuilder:
+    """Builds the stage tables: for every I, a breadth-first walk over its subsets J that
+    are successor-closed, growing the stage C = I \\\\ J one node at a time."""
+
+    def __init__(self, inst, ideals, d_values, S, greedy, choices, ub, plain_paths):
+        self.inst = inst
+        self.ub = ub
+        self.ideals = ideals
+        self.index = {I: k for k, I in enumerate(ideals)}
+        self.S = S
+        self.greedy = greedy
+        self.choices = choices
+        self.N, self.B, self.M, self.K = inst.N, inst.B, inst.M, inst.K
+        ids = inst.node_ids
+        self.ids = ids
+        self.pos = {v: i for i, v in enumerate(ids)}
+        n = len(ids)
+        # float memory sums decide only away from the boundary (dp.memory)
+        band = float_band(2 * n + 2)
+        self.mem_sure = fits_certainly_limit(self.M, band)
+        self.mem_maybe = fits_possibly_limit(self.M, band)
+        self.pred_mask = [0] * n
+        self.succ_mask = [0] * n
+        # edges by index e; cut-mask bit 2e: e = (u -> v) cut at its head v (u outside the
+        # stage, in front), bit 2e + 1: cut at its tail u (v behind the stage)
+        self.preds: list[list[tuple[int, float, int]]] = [[] for _ in range(n)]
+        self.succs: list[list[tuple[int, float, int]]] = [[] for _ in range(n)]
+        self.edge_ends: list[tuple[int, int, float]] = []
+        for e in inst.edges:
+            u, v = self.pos[e.src], self.pos[e.dst]
+            k = len(self.edge_ends)
+            self.edge_ends.append((u, v, e.c))
+            self.pred_mask[v] |= 1 << u
+            self.succ_mask[u] |= 1 << v
+            self.preds[v].append((u, e.c, k))
+            self.succs[u].append((v, e.c, k))
+        self.plus_bits = [0] * n
+        self.minus_bits = [0] * n
+        for k, (u, v, _) in enumerate(self.edge_ends):
+            self.plus_bits[v] |= 1 << (2 * k)
+            self.minus_bits[u] |= 1 << (2 * k)
+            self.plus_bits[u] |= 1 << (2 * k + 1)
+            self.minus_bits[v] |= 1 << (2 * k + 1)
+        self.cut_terms: dict[int, list] = {}
+        self.cut_bytes_memo: dict[tuple[int, int], float] = {}
+        self.t_values = inst.t_values
+        self.ds = {t: np.array([d for d in d_values if t * d <= self.K and d <= S], dtype=np.int64) for t in self.t_values}
+        self.cap = {t: -(-S // self.ds[t]) for t in self.t_values}
+        # per (node, t): options as arrays; "plain" = options differ only in p, a, b
+        self.opt_pab: dict[tuple[int, int], np.ndarray] = {}
+        self.greedy_class: dict[tuple[int, int], int] = {}
+        self.greedy_class_id: dict[tuple, int] = {}
+        self.greedy_node_row: dict[int, dict[int, tuple]] = {}
+        self.greedy_runs_memo: dict[tuple, tuple] = {}
+        self.greedy_pending: list = []
+        self.plain: dict[tuple[int, int], bool] = {}
+        self.m1min: dict[tuple[int, int], float] = {}
+        for i, nd in enumerate(inst.nodes):
+            for t, opts in nd.options.items():
+                o0 = opts[0]
+                self.plain[(i, t)] = plain_paths and all(
+                    o.w == o0.w and dict(o.sfw) == dict(o0.sfw) and dict(o.sbw) == dict(o0.sbw) for o in opts
+                )
+                rows = np.array([(o.p, o.a, o.b, o.a + o.b, S * o.a + o.b) for o in opts], dtype=float)
+                # options dominated in (p, memory at y = 1, memory at y = S) never help
+                self.opt_pab[(i, t)] = rows[pareto_mask(rows[:, (0, 3, 4)])] if len(rows) > 1 else rows
+                self.m1min[(i, t)] = min(o.a + o.b for o in opts)
+                # Piper's rule on plain nodes: the rule's node row (dp.greedy_rule) does
+                # not depend on d or on the stage
+                if len(opts) <= 2:
+                    nr = greedy_node_rows([[(o.p, 0.0, 0.0, o.a, o.b) for o in opts]], 1, 1, 1.0)
+                    row = (nr.pF[0], nr.dkey[0], nr.aF[0], nr.bF[0], nr.aO[0], nr.bO[0], float(nr.o_first[0]))
+                    self.greedy_class[(i, t)] = self.greedy_class_id.setdefault(row, len(self.greedy_class_id))
+                    self.greedy_node_row.setdefault(t, {})[i] = row
+        # per (node, t) for the walk: (plain, least a + b, w of the first option, options)
+        self.node_t = {
+            (i, t): (self.plain[(i, t)], self.m1min[(i, t)], opts[0].w, self.opt_pab[(i, t)])
+            for i, nd in enumerate(inst.nodes)
+            for t, opts in nd.options.items()
+        }
+        self.greedy_row_array = {
+            t: np.array([rows.get(i, (np.nan,) * 7) for i in range(n)], dtype=float)
+            for t, rows in self.greedy_node_row.items()
+        }
+        self.tables = StageTables()
+        self.item_id: dict[tuple, int] = {}
+        self.items: list[tuple] = []
+        self.node_item: dict[tuple, int] = {}
+        self.greedy_cache: dict[tuple, list] = {}
+        self.minimal_cache: dict[int, list[int]] = {}
+        self.pairs = 0
+        # work_v = least device-seconds per sample of node v (min over t, options of t p):
+        # a stage C needs t d >= work(C) / T devices to cost <= T
+        self.work_node = [min((t * o.p for t, opts in nd.options.items() for o in opts), default=0.0) for nd in inst.nodes]
+        # least memory of node v (min over t, options of a + b; every stage has y >= 1): a
+        # part X needs at least sum / M stages, each on a device of its own
+        self.mem_node = [min((o.a + o.b for opts in nd.options.values() for o in opts), default=0.0) for nd in inst.nodes]
+        # work and least memory of every set of the family and of its complement, each a
+        # sum of its own non-negative terms
+        member = membership(ideals, n)
+        work = np.array(self.work_node, dtype=float)
+        mem = np.array(self.mem_node, dtype=float)
+        self.work_of = member @ work if n else np.zeros(len(ideals))
+        self.mem_of = member @ mem if n else np.zeros(len(ideals))
+        self.front_work_of = (1.0 - member) @ work if n else np.zeros(len(ideals))
+        self.front_mem_of = (1.0 - member) @ mem if n else np.zeros(len(ideals))
+        self.all_mask = (1 << n) - 1
+
+    # ---- cut edges ----------------------------------------------------------------------
+    # Edge e = (u -> v) has a head bit 2e (cut at v: v in the stage, u not) and a tail bit
+    # 2e + 1 (cut at u: u in the stage, v not). With plus[x] = head bits of x's in-edges |
+    # tail bits of its out-edges and minus[x] = head bits of its out-edges | tail bits of
+    # its in-edges, the cut of a stage C is OR(plus over C) & ~OR(minus over C): two ORs
+    # per node added, exact, in any order.
+
+    def _cut_bytes(self, t: int, cut: int) -> float:
+        """E of a plain stage under t: fsum over its cut edges of cut_edge_bytes, with each
+        endpoint's first option for t (plain nodes: every option has the same sfw, sbw)."""
+        key = (t, cut)
+        got = self.cut_bytes_memo.get(key)
+        if got is None:
+            terms = self.cut_terms.get(t)
+            if terms is None:
+                terms = []
+                ids = self.ids
+                for u, v, c in self.edge_ends:
+                    ov = self.inst.nodes[v].options.get(t)
+                    ou = self.inst.nodes[u].options.get(t)
+                    terms.append(cut_edge_bytes(c, ov[0].sfw[ids[u]]) if ov else math.nan)
+                    terms.append(cut_edge_bytes(c, ou[0].sbw[ids[v]]) if ou else math.nan)
+                self.cut_terms[t] = terms
+            vals = []
+            m = cut
+            while m:
+                low = m & -m
+                vals.append(terms[low.bit_length() - 1])
+                m ^= low
+            got = math.fsum(vals)
+            self.cut_bytes_memo[key] = got
+        return got
+
+    # ---- the walk ----------------------------------------------------------------------
+    def _minimal(self, J: int) -> list[int]:
+        """Nodes of J with no predecessor in J (removing one leaves J successor-closed)."""
+        got = self.minimal_cache.get(J)
+        if got is None:
+            got = [v for v in bits(J) if not self.pred_mask[v] & J]
+            self.minimal_cache[J] = got
+        return got
+
+    def _lb(self, work: float, nonempty: bool, mem: float = 0.0) -> int:
+        """Fewest devices a part with this work and least memory needs when every stage
+        costs <= ub (0 for an empty part)."""
+        if not nonempty:
+            return 0
+        return max(1, math.ceil(work / self.ub * (1.0 - 1e-9)), math.ceil(mem / self.M * (1.0 - 1e-9)))
+
+    def build(self, progress) -> StageTables:
+        """For each I: a breadth-first walk over J, C = I \\\\ J growing by one node per step.
+
+        With an upper bound ub on the optimum, a stage C between a front part (all \\\\ I)
+        and a back part J is kept only when lb(C) + lb(front) + lb(J) <= K, lb(X) =
+        max(1, ceil(work(X) / ub)) (0 for an empty part): each stage of a plan of value
+        <= ub needs t d >= work / ub devices. lb(C) only grows as C grows, so the walk
+        stops where lb(C) + lb(front) > K."""
+        ideals = self.ideals
+        zero = np.zeros((1, 5))
+        ub = self.ub
+        K = self.K
+        if ub is not None:
+            # device lower bound of the part behind each stage (J), per set of the family
+            lb_back = [self._lb(float(self.work_of[j]), ideals[j] != 0, float(self.mem_of[j])) for j in range(len(ideals))]
+            slack = 1.0 - 1e-9
+        for k in range(1, len(ideals)):
+            progress(k)
+            I = ideals[k]
+            start = {t: (0.0, True, zero, 0.0) for t in self.t_values}
+            level = {I: (0, 0, start)}
+            work_c = {I: 0.0}
+            if ub is not None:
+                front = self.all_mask & ~I
+                lbf = self._lb(self.front_work_of[k], front != 0, self.front_mem_of[k])
+                # the stages of I need at least ceil(work(I) / ub) devices in all
+                if lbf + self._lb(self.work_of[k], True) > K:
+                    continue
+            while level:
+                nxt: dict[int, tuple] = {}
+                nxt_work: dict[int, float] = {}
+                for J, (plus, minus, sts) in level.items():
+                    if not sts:
+                        continue
+                    for v in self._minimal(J):
+                        Jn = J & ~(1 << v)
+                        if Jn in nxt:
+                            continue
+                        if Jn not in self.index:
+                            nxt[Jn] = (0, 0, {})
+                            continue
+                        wc = work_c[J] + self.work_node[v]
+                        dev_hi = None
+                        if ub is not None:
+                            lbc = max(1, math.ceil(wc / ub * slack))  # self._lb(wc, True)
+                            if lbc + lbf > K:
+                                nxt[Jn] = (0, 0, {})
+                                continue
+                            dev_hi = K - lbf - lb_back[self.index[Jn]]
+                        new = {}
+                        for t, st in sts.items():
+                            st2 = self._extend(st, v, t)
+                            if st2 is not None:
+                                new[t] = st2
+                        plus_n, minus_n = plus | self.plus_bits[v], minus | self.minus_bits[v]
+                        nxt[Jn] = (plus_n, minus_n, new)
+                        nxt_work[Jn] = wc
+                        if new and (dev_hi is None or lbc <= dev_hi):
+                            self.pairs += 1
+                            cut = plus_n & ~minus_n
+                            self._emit_pair(k, I, Jn, cut, new, None if ub is None else (wc / ub * (1.0 - 1e-9), dev_hi))
+                level = nxt
+                work_c = nxt_work
+        if self.greedy_pending:
+            self._flush_greedy()
+        self.tables.finalize()
+        return self.tables
+
+    def _extend(self, st, v: int, t: int):
+        """State of stage C + v under t: (W, plain, frontier (P, A, Bm, m1, mS), m1min), or
+        None when no option choice can fit (then no larger stage fits either)."""
+        node = self.node_t.get((v, t))
+        if node is None:
+            return None
+        node_plain, m1min, w_first, o = node
+        W, plain, fr, m1 = st
+        m1 = m1 + m1min
+        if m1 > self.mem_maybe:
+            return None
+        plain = plain and node_plain
+        if plain:
+            W += w_first
+        if not self.greedy and plain:
+            # frontier columns: P, A, Bm, m1 = sum (a + b), mS = sum (S a + b); memory at
+            # y in [1, S] is between m1 and mS, so (P, m1, mS) decide dominance
+            if len(o) == 1:
+                # one useful option: the frontier only shifts (dominance is kept)
+                new = fr + o[0]
+            else:
+                new = (fr[:, None, :] + o[None, :, :]).reshape(-1, 5)
+            ok = new[:, 3] <= self.mem_maybe
+            if not ok.all():
+                new = new[ok]
+            if not len(new):
+                return None
+            if len(new) > 1 and len(o) > 1:
+                new = new[pareto_mask(new[:, (0, 3, 4)])]
+            fr = new
+        else:
+            fr = None
+        return (W, plain, fr, m1)
+
+    # ---- one candidate stage -------------------------------------------------------------
+    def _emit_pair(self, k: int, I: int, J: int, cut: int, states: dict, devices: tuple | None = None):
+        """Tables of stage C = I \\\\ J for each t (and each d with t d in ``devices`` =
+        (least, most), when given)."""
+        jk = self.index[J]
+        C = I & ~J
+        for t, (W, plain, fr, _) in states.items():
+            ds, caps = self.ds[t], self.cap[t]
+            if devices is not None:
+                keep = (t * ds >= devices[0]) & (t * ds <= devices[1])
+                if not keep.all():
+                    ds, caps = ds[keep], caps[keep]
+            if not len(ds):
+                continue
+            if self.greedy and plain:
+                self._emit_greedy_plain(k, jk, t, C, self._cut_bytes(t, cut), W, ds, caps)
+            elif self.greedy:
+                self._emit_greedy(k, jk, t, I, J, C, ds)
+            elif plain:
+                E = self._cut_bytes(t, cut)
+                P, A, Bm = fr[:, 0], fr[:, 1], fr[:, 2]
+                sure, maybe, decided = y_capacities(A, Bm, self.mem_sure, self.mem_maybe, self.S)
+                if decided:
+                    keep = _staircase(P, sure)
+                    P, ycap = P[keep], sure[keep]
+                    dcol = ds[:, None].astype(float)
+                    cost = stage_tps_from_sums(E, W, P[None, :], dcol, self.N, self.B)
+                    yhi = np.minimum(ycap[None, :], caps[:, None])
+                    self.tables.emit(k, jk, t, ds, cost, np.ones_like(yhi), yhi)
+                else:
+                    for d, cap in zip(ds.tolist(), caps.tolist()):
+                        cost = stage_tps_from_sums(E, W, P, d, self.N, self.B)
+                        self._emit_near_boundary(k, jk, t, C, d, cap, cost, sure, maybe)
+            else:
+                self._emit_generic_exact(k, jk, t, C, ds, caps)
+
+    def _emit_generic_exact(self, k, jk, t, C, ds, caps):
+        nodes = [self.ids[i] for i in bits(C)]
+        fr = pareto_frontier(stage_items(self.inst, nodes, t), self.M, y_range=(1, self.S))
+        if not len(fr):
+            return
+        sure, maybe, exact = y_capacities(fr.A, fr.Bm, self.mem_sure, self.mem_maybe, self.S)
+        for d, cap in zip(ds.tolist(), caps.tolist()):
+            cost = stage_tps_from_sums(fr.E, fr.W, fr.P, d, self.N, self.B)
+            if not exact:
+                self._emit_near_boundary(k, jk, t, C, d, cap, cost, sure, maybe)
+                continue
+            yc = np.minimum(sure, cap)
+            keep = _staircase(cost, yc)
+            cost, yc = cost[keep], yc[keep]
+            self.tables.emit(k, jk, t, np.array([d]), cost[None, :], np.ones((1, len(yc)), dtype=np.int64), yc[None, :])
+
+    def _emit_near_boundary(self, k, jk, t, C, d, cap, cost, sure, maybe):
+        """The step function y -> least cost of stage C under (t, d) when some frontier
+        point's float memory is too close to M to decide: points that fit for certain give
+        an upper bound per y; every y where some point may or may not fit is decided by
+        the exact choice (:class:`OptionChoices`, exact memory sums)."""
+        sure = np.minimum(sure, cap)
+        maybe = np.minimum(maybe, cap)
+        val = np.full(cap + 2, np.inf)
+        np.minimum.at(val, sure, cost)
+        val = np.minimum.accumulate(val[::-1])[::-1][1 : cap + 1]  # y = 1..cap
+        doubtful = set()
+        for lo, hi in zip(sure.tolist(), maybe.tolist()):
+            doubtful.update(range(lo + 1, hi + 1))
+        for y in sorted(doubtful):
+            got = self.choices.exact_cost(C, t, d, y)
+            if got is not None and got < val[y - 1]:
+                val[y - 1] = got
+        # a choice that fits at y fits at every smaller y: the least cost rises with y
+        # (a rise of a few ulps here only overstates the cost; the rebuild then does better)
+        val = np.maximum.accumulate(val)
+        ycap = int(np.isfinite(val).sum())
+        if ycap == 0:
+            return
+        v = val[:ycap]
+        last = np.ones(ycap, dtype=bool)
+        last[:-1] = v[1:] != v[:-1]
+        ends = np.nonzero(last)[0]
+        self.tables.emit(
+            k, jk, t, np.array([d]), v[ends][None, :], np.ones((1, len(ends)), dtype=np.int64), (ends + 1)[None, :]
+        )
+
+    # ---- greedy mode -----------------------------------------------------------------------
+    def _item(self, i: int, t: int, cut_in: int, cut_out: int) -> int:
+        key = (i, t, cut_in, cut_out)
+        got = self.node_item.get(key)
+        if got is not None:
+            return got
+        ids = self.ids
+        row = []
+        for o in self.inst.nodes[i].options[t]:
+            terms = [cut_edge_bytes(c, o.sfw[ids[u]]) for u, c, _ in self.preds[i] if (cut_in >> u) & 1]
+            terms += [cut_edge_bytes(c, o.sbw[ids[x]]) for x, c, _ in self.succs[i] if (cut_out >> x) & 1]
+            row.append((o.p, math.fsum(terms), o.w, o.a, o.b))
+        item = (tuple(row), self.plain[(i, t)])
+        iid = self.item_id.get(item)
+        if iid is None:
+            iid = len(self.items)
+            self.item_id[item] = iid
+            self.items.append(item)
+        self.node_item[key] = iid
+        return iid
+
+    def _emit_greedy_plain(self, k, jk, t, C, E, W, ds, caps):
+        """Piper's rule on a stage whose nodes' options differ only in p, a, b: the choice
+        per y depends on the nodes' own numbers (in input order) only, so it is computed once
+        per such sequence (in batches, see :meth:`_flush_greedy`); E and W come from the walk."""
+        nodes = list(bits(C))
+        key = (t, tuple(self.greedy_class[(i, t)] for i in nodes))
+        self.greedy_pending.append((k, jk, t, E, W, ds, caps, key, nodes))
+        if len(self.greedy_pending) >= 4096:
+            self._flush_greedy()
+
+    def _flush_greedy(self):
+        """Compute the runs of every queued stage whose node sequence is new, many stages
+        per numpy call (rows padded with zero-memory columns), then emit them all."""
+        pending, self.greedy_pending = self.greedy_pending, []
+        todo: dict[tuple, list[int]] = {}
+        for k, jk, t, E, W, ds, caps, key, nodes in pending:
+            if key not in self.greedy_runs_memo and key not in todo:
+                todo[key] = nodes
+        by_t: dict[int, list] = {}
+        for key, nodes in todo.items():
+            by_t.setdefault(key[0], []).append((key, nodes))
+        for t, items in by_t.items():
+            ymax = int(self.cap[t].max())
+            items.sort(key=lambda kv: len(kv[1]))
+            step = max(1, 200_000 // (ymax * max(1, len(items[-1][1]))))
+            for c0 in range(0, len(items), step):
+                chunk = items[c0 : c0 + step]
+                for key, runs in zip((kv[0] for kv in chunk), self._greedy_plain_batch(t, [kv[1] for kv in chunk], ymax)):
+                    self.greedy_runs_memo[key] = runs
+        for k, jk, t, E, W, ds, caps, key, nodes in pending:
+            lo, hi, P, mono = self.greedy_runs_memo[key]
+            if not len(P):
+                continue
+            dcol = ds[:, None].astype(float)
+            cost = stage_tps_from_sums(E, W, P[None, :], dcol, self.N, self.B)
+            yhi = np.minimum(hi[None, :], caps[:, None])
+            self.tables.emit(k, jk, t, ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono)
+
+    def _greedy_plain_batch(self, t: int, stages: list[list[int]], ymax: int) -> list:
+        """Runs (y_lo, y_hi, P, monotone) by Piper's rule for y = 1..ymax of each stage
+        (node positions in input order); node rows (p_F, dkey, a_F, b_F, a_O, b_O,
+        o_first), dkey = p_O - p_F for plain nodes."""
+        nb = len(stages)
+        width = max(len(st) for st in stages)
+        rows = np.zeros((nb, width, 7))
+        for b, st in enumerate(stages):
+            rows[b, : len(st)] = self.greedy_row_array[t][st]
+        ys = np.arange(1, ymax + 1)
+        sw, feas = greedy_rule_grid(
+            rows[:, :, 1], rows[:, :, 2], rows[:, :, 3], rows[:, :, 4], rows[:, :, 5], rows[:, :, 6] > 0, ys, self.M
+        )
+        pF_sum = rows[:, :, 0].sum(axis=1)
+        out = []
+        starts, ends, contiguous = _runs_batch(sw, feas)
+        for b in range(nb):
+            lo, hi = starts[b], ends[b]
+            if not len(lo):
+                out.append((lo, hi, np.empty(0), True))
+                continue
+            P = pF_sum[b] + sw[b, lo - 1].astype(float) @ rows[b, :, 1]
+            Pl = P.tolist()
+            mono = bool(contiguous[b]) and all(x <= y for x, y in zip(Pl, Pl[1:]))
+            out.append((lo, hi, P, mono))
+        return out
+
+    def _emit_greedy(self, k, jk, t, I, J, C, allowed):
+        ids = tuple(self._item(i, t, self.pred_mask[i] & ~I, self.succ_mask[i] & J) for i in bits(C))
+        key = (t, ids)
+        got = self.greedy_cache.get(key)
+        if got is None:
+            got = self._greedy_profiles(ids, t)
+            self.greedy_cache[key] = got
+        full = len(allowed) == len(self.ds[t])
+        for ds, cost, ylo, yhi, mono in got:
+            if not full:
+                keep = np.isin(ds, allowed)
+                if not keep.any():
+                    continue
+                ds, cost, ylo, yhi = ds[keep], cost[keep], ylo[keep], yhi[keep]
+            self.tables.emit(k, jk, t, ds, cost, ylo, yhi, mono)
+
+    def _greedy_profiles(self, item_ids: tuple, t: int):
+        """Piper's rule on a stage with general nodes, for each d (the ranking depends on d)
+        and y = 1..cap: groups (ds, cost, ylo, yhi, monotone)."""
+        rows = [self.items[k][0] for k in item_ids]
+        out = []
+        for d, cap in zip(self.ds[t].tolist(), self.cap[t].tolist()):
+            runs = self._greedy_runs(rows, d, cap)
+            if runs:
+                lo, hi, P, E, W = (np.array(c) for c in zip(*runs))
+                cost = stage_tps_from_sums(E, W, P, d, self.N, self.B)
+                mono = _is_monotone(lo, hi, cost)
+                out.append((np.array([d]), cost[None, :], lo[None, :], hi[None, :], mono))
+        return out
+
+    def _greedy_runs(self, rows, d: int, ymax: int):
+        """Piper's rule for y = 1..ymax on one stage: runs (y_lo, y_hi, P, E, W) of equal
+        choice over the y where the rule finds a choice."""
+        nr = greedy_node_rows(rows, d, self.N, self.B)
+        n = len(rows)
+        sw, feas = greedy_rule_grid(
+            *(x[None, :] for x in (nr.dkey, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)), np.arange(1, ymax + 1), self.M
+        )
+        starts, ends, _ = _runs_batch(sw, feas)
+        sw = sw[0]
+        out = []
+        for s0, s1 in zip(starts[0].tolist(), ends[0].tolist()):
+            mask = sw[s0 - 1]
+            chosen = [rows[i][nr.O[i] if mask[i] else nr.F[i]] for i in range(n)]
+            out.append((s0, s1, math.fsum(o[0] for o in chosen), math.fsum(o[1] for o in chosen), math.fsum(o[2] for o in chosen)))
+        return out
+
+
+def _runs_batch(sw: np.ndarray, feas: np.ndarray):
+    """Maximal runs of consecutive y (axis 1 of ``sw`` (G, Y, n), y = index + 1) where the
+    rule finds a choice (``feas`` (G, Y)) and the choice does not change. Returns per
+    stage the arrays of first and last y of its runs, and whether the feasible y are
+    1..k for some k (no gaps)."""
+    G, Y = feas.shape
+    same = np.ones((G, Y), dtype=bool)
+    if Y > 1:
+        same[:, 1:] = ~np.any(sw[:, 1:] != sw[:, :-1], axis=2)
+    start = feas.copy()
+    start[:, 1:] &= ~feas[:, :-1] | ~same[:, 1:]
+    end = feas.copy()
+    end[:, :-1] &= ~feas[:, 1:] | ~same[:, 1:]
+    nfeas = feas.sum(axis=1)
+    first_gap = np.where(feas.all(axis=1), Y, np.argmin(feas, axis=1))
+    contiguous = first_gap == nfeas
+    sg, sy = np.nonzero(start)
+    eg, ey = np.nonzero(end)
+    cut_s = np.searchsorted(sg, np.arange(G + 1))
+    cut_e = np.searchsorted(eg, np.arange(G + 1))
+    starts = [sy[cut_s[g] : cut_s[g + 1]] + 1 for g in range(G)]
+    ends = [ey[cut_e[g] : cut_e[g + 1]] + 1 for g in range(G)]
+    return starts, ends, contiguous
+
+
+def _is_monotone(lo: np.ndarray, hi: np.ndarray, cost: np.ndarray) -> bool:
+    """The runs cover y = 1..hi[-1] without gaps and their cost never falls: the group
+    can be read as a monotone step function."""
+    if not len(lo):
+        return True
+    return bool(lo[0] == 1 and np.all(lo[1:] == hi[:-1] + 1) and np.all(np.diff(cost) >= 0))
+
+
+def _staircase(key: np.ndarray, ycap: np.ndarray) -> np.ndarray:
+    """Indices, by increasing ``key`` (ties: larger capacity first), of the points whose y
+    capacity rises above every earlier point's and is >= 1: the step function
+    y -> least key among the points that hold y microbatches."""
+    order = np.lexsort((-ycap, key))
+    yc = ycap[order]
+    best = np.maximum.accumulate(yc)
+    rise = np.ones(len(yc), dtype=bool)
+    rise[1:] = yc[1:] > best[:-1]
+    rise &= yc >= 1
+    return order[rise]
+
+
+def membership(masks: list[int], n: int) -> np.ndarray:
+    """0/1 matrix (len(masks) x n): bit i of each mask."""
+    words = (n + 63) // 64
+    out = np.zeros((len(masks), words * 64), dtype=np.uint8)
+    for w in range(words):
+        col = np.array([(m >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for m in masks], dtype=np.uint64)
+        bits = np.unpackbits(col.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+        out[:, 64 * w : 64 * w + 64] = bits
+    return out[:, :n].astype(float)
+
+
+def bits(mask: int):
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+

@@ -1,0 +1,301 @@
+"""The decision for a threshold T and the search over T (steps 2 and 3 of the DP).
+
+Entry point: :func:`search_threshold`. For a threshold T the decision is a min-devices
+table over the successor-closed sets:
+
+    f[I][s] = min over J < I, t, d <= s with cost(I \\ J, t, d, ceil(s / d)) <= T
+              of f[J][s - d] + t d,        f[{}][s] = 0,
+
+feasible when min over s of f[all][s] <= K, s <= S = min(N, K). The optimum is one of the
+finitely many stage costs in the tables; the search probes where the fewest devices D(T)
+would meet K (D ~ 1/T), falls back to bisection, and every feasible probe lowers the
+bracket to its own plan's bottleneck.
+
+Device counts are int64; a count above :data:`DEVICES_INF` means "no plan" (any K the
+loader admits is far below it: K <= 2**40 keeps every sum of t d exact).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dp.stage_tables import StageTables
+from piper_ilp.errors import InternalError
+
+__all__ = ["DEVICES_INF", "DEFAULT_SMALL_S", "ThresholdDecision", "search_threshold"]
+
+#: "No plan": larger than any device count a plan can need; f + t d stays below 2**63.
+DEVICES_INF = np.int64(1) << 61
+
+#: Up to this many columns (S + 1) the decision relaxes all stages of one set at once
+#: (one matrix per set); above it, one block per (set, d).
+DEFAULT_SMALL_S = 96
+
+
+class ThresholdDecision:
+    """The min-devices decision for a threshold T over the stage tables ``tb``."""
+
+    def __init__(self, tb: StageTables, n_ideals: int, S: int, K: int, small_s: int = DEFAULT_SMALL_S):
+        self.S, self.K, self.nI = S, K, n_ideals
+        self.small_s = small_s
+        self.tb = tb
+        # per group: the work of the part in front of the stage (all \\ I) and behind it (J)
+        if len(tb.group_set):
+            self.group_front_work = tb.front_work_of[tb.group_set]
+            self.group_back_work = tb.work_of[tb.group_back]
+            self.group_has_front = tb.group_set != n_ideals - 1
+            self.group_has_back = tb.group_back != 0
+        else:
+            self.group_front_work = None
+        n = len(tb.group_set)
+        # blocks of groups with the same (I, d), in increasing I: relaxed together
+        self.by_Id = np.lexsort((tb.group_back, tb.group_d, tb.group_set))
+        key_I, key_d = tb.group_set[self.by_Id], tb.group_d[self.by_Id]
+        cut = np.ones(n, dtype=bool)
+        if n:
+            cut[1:] = (key_I[1:] != key_I[:-1]) | (key_d[1:] != key_d[:-1])
+        self.block_start = np.append(np.nonzero(cut)[0], n)
+        # groups are stored by increasing I (see _Tables.finalize): each I's range
+        self.set_bounds = np.searchsorted(tb.group_set, np.arange(n_ideals + 1))
+        # for the t-dominance test: groups of the same (I, J, d) ordered by t
+        self.by_IJd = np.lexsort((tb.group_devices, tb.group_d, tb.group_back, tb.group_set))
+        gI, gJ, gd = tb.group_set[self.by_IJd], tb.group_back[self.by_IJd], tb.group_d[self.by_IJd]
+        self.same_prev = []
+        for k in (1, 2, 3):
+            same = np.zeros(n, dtype=bool)
+            if n > k:
+                same[k:] = (gI[k:] == gI[:-k]) & (gJ[k:] == gJ[:-k]) & (gd[k:] == gd[:-k])
+            self.same_prev.append((k, same))
+
+    def candidates(self) -> np.ndarray:
+        c = np.unique(self.tb.cost)
+        return c[np.isfinite(c)]
+
+    def _usable(self, T: float):
+        """Per group: the largest usable s (0 = unusable) for threshold T, after dropping
+        groups that another t of the same (I, J, d) covers with fewer devices."""
+        tb, S = self.tb, self.S
+        ok = (tb.cost <= T).astype(np.int64)
+        cnt = np.add.reduceat(ok, tb.group_start)
+        last = tb.group_start + np.maximum(cnt, 1) - 1
+        ymax = np.where(cnt > 0, tb.yhi[last], 0)
+        hi = np.minimum(S, tb.group_d * ymax)
+        hi = np.where((cnt > 0) & (hi >= tb.group_d), hi, 0)
+        mono = tb.group_monotone
+        # a group with more devices and no larger range than a smaller-t group is useless
+        h = hi[self.by_IJd]
+        m = mono[self.by_IJd]
+        dominated = np.zeros(len(h), dtype=bool)
+        for k, same in self.same_prev:
+            prev_h = np.zeros(len(h), dtype=np.int64)
+            prev_h[k:] = h[:-k]
+            prev_m = np.zeros(len(h), dtype=bool)
+            prev_m[k:] = m[:-k]
+            dominated |= same & prev_m & m & (prev_h >= h)
+        drop = np.zeros(len(h), dtype=bool)
+        drop[self.by_IJd] = dominated
+        if self.group_front_work is not None and 0 < T < math.inf:
+            # a plan with every stage <= T needs >= work / T devices in front of the stage
+            # and behind it (at least one each when not empty)
+            lbf = np.where(self.group_has_front, np.maximum(1, np.ceil(self.group_front_work / T * (1 - 1e-9))), 0)
+            lbb = np.where(self.group_has_back, np.maximum(1, np.ceil(self.group_back_work / T * (1 - 1e-9))), 0)
+            drop |= lbf + tb.group_devices + lbb > self.K
+        hi = np.where(drop, 0, hi)
+        return hi
+
+    def decide(self, T: float, want_plan: bool = False):
+        """f[I][s] = fewest devices of a plan for I with suffix bound s and every stage
+        <= T (and back-pointers to the groups used).
+
+        The candidate stages of one I with the same d are relaxed together: rows
+        f[J][0 : width] + t d (one per usable group, cut at the group's largest usable s)
+        and their column minimum, written to f[I][d : d + width]."""
+        tb, S = self.tb, self.S
+        f = np.full((self.nI, S + 1), DEVICES_INF, dtype=np.int64)
+        f[0, :] = 0
+        bp = np.full((self.nI, S + 1), -1, dtype=np.int64) if want_plan else None
+        if not len(tb.group_set):
+            return f, bp
+        hi = self._usable(T)
+        use = (hi > 0) & tb.group_monotone
+        if S + 1 <= self.small_s:
+            self._decide_by_set(f, bp, hi, use, T)
+            return f, bp
+        odd = np.nonzero((hi > 0) & ~tb.group_monotone)[0]
+        odd = odd[np.argsort(tb.group_set[odd], kind="stable")]
+        odd_pos = 0
+        order = self.by_Id
+        use_o = use[order]
+        bs = self.block_start
+        # blocks with at least one usable group
+        nz = np.add.reduceat(use_o.astype(np.int64), bs[:-1]) if len(bs) > 1 else np.zeros(0, dtype=np.int64)
+        cur_I = 0
+        for bk in np.nonzero(nz)[0].tolist():
+            a, b = bs[bk], bs[bk + 1]
+            g = order[a:b][use_o[a:b]]
+            I = int(tb.group_set[g[0]])
+            if I != cur_I:
+                while odd_pos < len(odd) and tb.group_set[odd[odd_pos]] < I:
+                    self._relax_runs(f, bp, int(odd[odd_pos]), T)
+                    odd_pos += 1
+                cur_I = I
+            d = int(tb.group_d[g[0]])
+            gh = hi[g]
+            width = int(gh.max()) - d + 1
+            rows = f[tb.group_back[g], :width] + tb.group_devices[g][:, None]
+            if (gh != gh[0]).any():
+                rows[np.arange(width)[None, :] > (gh - d)[:, None]] = DEVICES_INF
+            dst = f[I, d : d + width]
+            if want_plan:
+                arg = rows.argmin(axis=0)
+                best = rows[arg, np.arange(width)]
+                better = best < dst
+                dst[better] = best[better]
+                bp[I, d : d + width][better] = g[arg[better]]
+            else:
+                np.minimum(dst, rows.min(axis=0), out=dst)
+        while odd_pos < len(odd):
+            self._relax_runs(f, bp, int(odd[odd_pos]), T)
+            odd_pos += 1
+        return f, bp
+
+    def _decide_by_set(self, f, bp, hi, use, T):
+        """decide() for a small S: all usable groups of one I in one matrix (rows:
+        groups, columns: s), read from f by a 2D gather."""
+        tb, S = self.tb, self.S
+        s_row = np.arange(S + 1)
+        bounds = self.set_bounds
+        odd = np.nonzero((hi > 0) & ~tb.group_monotone)[0]
+        odd_pos = 0
+        for I in range(1, self.nI):
+            a, b = bounds[I], bounds[I + 1]
+            g = a + np.nonzero(use[a:b])[0]
+            if len(g):
+                col = s_row[None, :] - tb.group_d[g][:, None]
+                vals = f[tb.group_back[g][:, None], np.maximum(col, 0)] + tb.group_devices[g][:, None]
+                vals[(col < 0) | (s_row[None, :] > hi[g][:, None])] = DEVICES_INF
+                if bp is not None:
+                    arg = vals.argmin(axis=0)
+                    best = vals[arg, s_row]
+                    better = best < f[I]
+                    f[I, better] = best[better]
+                    bp[I, better] = g[arg[better]]
+                else:
+                    np.minimum(f[I], vals.min(axis=0), out=f[I])
+            while odd_pos < len(odd) and odd[odd_pos] < b:
+                self._relax_runs(f, bp, int(odd[odd_pos]), T)
+                odd_pos += 1
+
+    def _relax_runs(self, f, bp, g, T):
+        tb, S = self.tb, self.S
+        d, I, J, dev = int(tb.group_d[g]), int(tb.group_set[g]), int(tb.group_back[g]), int(tb.group_devices[g])
+        a = int(tb.group_start[g])
+        b = a + int(tb.group_points[g])
+        for c, lo, hi in zip(tb.cost[a:b], tb.ylo[a:b], tb.yhi[a:b]):
+            if not c <= T:
+                continue
+            lo, hi = max(d, (int(lo) - 1) * d + 1), min(S, int(hi) * d)
+            if hi < lo:
+                continue
+            src = f[J, lo - d : hi + 1 - d] + dev
+            dst = f[I, lo : hi + 1]
+            better = src < dst
+            if better.any():
+                dst[better] = src[better]
+                if bp is not None:
+                    bp[I, lo : hi + 1][better] = g
+
+    def plan_start(self, f) -> int:
+        """The suffix bound s at which the plan is read: fewest devices, then smallest s."""
+        row = f[-1]
+        return int(np.argmin(row))
+
+    def stage_cost_at(self, g: int, y: int) -> float:
+        """The cost group g's table gives for y microbatches in flight."""
+        tb = self.tb
+        a = int(tb.group_start[g])
+        b = a + int(tb.group_points[g])
+        if tb.group_monotone[g]:
+            k = a + int(np.searchsorted(tb.yhi[a:b], y))
+            return float(tb.cost[k])
+        for k in range(a, b):
+            if tb.ylo[k] <= y <= tb.yhi[k]:
+                return float(tb.cost[k])
+        raise InternalError(f"dp: group {g} has no entry for y = {y}")
+
+    def bottleneck_index(self, f, bp, cands) -> int:
+        """Index in ``cands`` of the largest stage cost of the plan held in (f, bp)."""
+        tb = self.tb
+        s = self.plan_start(f)
+        Ik, worst = self.nI - 1, -math.inf
+        while Ik != 0:
+            g = int(bp[Ik, s])
+            d = int(tb.group_d[g])
+            worst = max(worst, self.stage_cost_at(g, -(-s // d)))
+            Ik, s = int(tb.group_back[g]), s - d
+        return int(np.searchsorted(cands, worst))
+
+    def least_devices(self) -> int:
+        """Fewest devices of any plan that fits in memory (no bound on T)."""
+        f, _ = self.decide(math.inf)
+        return int(f[-1].min())
+
+
+
+def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float = 0.0) -> tuple | None:
+    """The least threshold T at which a plan fits on K devices, with its tables (f, bp);
+    None when no plan fits at all.
+
+    Every candidate index <= lo fails (all below ``lower``, a proven lower bound on T,
+    do); cands[hi] is the bottleneck of a plan in hand, and each feasible probe lowers it
+    to its own plan's bottleneck. The next probe is, in order of preference:
+    where the fewest devices D(T) would reach K if D were proportional to 1/T (when the
+    last probe's D says something: D < K, or infeasible with a finite D); just below hi
+    (after a plan using exactly K devices, once in a row); otherwise, or when the bracket
+    did not halve over two probes, the middle candidate."""
+    cands = search.candidates()
+    f, bp = search.decide(math.inf, want_plan=True)
+    least = int(f[-1].min())
+    if least > K:
+        return None
+    hi = search.bottleneck_index(f, bp, cands)
+    lo = min(int(np.searchsorted(cands, lower * (1.0 - 1e-9))) - 1, hi - 1)
+    est: float | None = float(cands[hi]) * least / K
+    below, last = False, ""
+    widths: list[int] = []
+    steps = 1
+    tick = tick or (lambda k: None)
+    while hi - lo > 1:
+        width = hi - lo
+        stalled = len(widths) >= 2 and width > widths[-2] // 2
+        kind = "mid"
+        if est is not None and not stalled:
+            idx = min(max(int(np.searchsorted(cands, est)), lo + 1), hi - 1)
+            kind = "est"
+        elif below and not stalled and last != "below":
+            idx = hi - 1
+            kind = "below"
+        else:
+            idx = (lo + hi) // 2
+        last = kind
+        widths.append(width)
+        steps += 1
+        tick(steps)
+        T_probe = float(cands[idx])
+        f2, bp2 = search.decide(T_probe, want_plan=True)
+        D = int(f2[-1].min())
+        if D <= K:
+            f, bp = f2, bp2
+            hi = search.bottleneck_index(f, bp, cands)
+            if hi > idx:
+                raise InternalError(f"dp: the plan found at threshold {T_probe!r} has a stage costing {float(cands[hi])!r}")
+            est = float(cands[hi]) * D / K if D < K else None
+            below = D == K
+        else:
+            lo = idx
+            est = T_probe * D / K if D < DEVICES_INF else None
+            below = False
+    return float(cands[hi]), f, bp, steps, int(len(cands))
+

@@ -1,0 +1,314 @@
+"""The DP on every finite input (cost model sec. 7): cut-edge bytes of any magnitude,
+memory exactly at M, exact ties in Piper's rule, option choices computed once, any K,
+and the size guards."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from builders import option_dict
+from compare.brute import solve_brute
+from compare.generators import FAMILIES, random_instance
+from dp import greedy_options, solve_dp
+from dp.option_choice import OptionChoices
+from piper_ilp.cost import close, microbatches_in_flight, stage_memory
+from piper_ilp.errors import SizeLimitError
+from piper_ilp.evaluate import evaluate
+from piper_ilp.instance import instance_from_dict, instance_to_dict
+from piper_ilp.solution import Status
+
+
+def _with_huge_edge(seed: int):
+    """A tiny random instance with one edge of 1e15..1e19 bytes beside ordinary ones."""
+    for k in range(100):
+        inst = random_instance(FAMILIES[seed % len(FAMILIES)], 3 + seed % 4, 7000 + seed + 1000 * k, t_values=(1, 2), options_per_t=2)
+        if inst.edges:
+            break
+    data = instance_to_dict(inst)
+    rng = random.Random(seed)
+    edge = rng.choice(data["edges"])
+    edge["communicationCost"] = 10.0 ** rng.uniform(15, 19)
+    return instance_from_dict(data, source=f"huge-edge-{seed}")
+
+
+def _greedy_plan_follows_rule(inst, sol):
+    """Every stage of a greedy plan carries the options Piper's rule picks for it."""
+    s = sum(st.d for st in sol.plan.stages)
+    for st in sol.plan.stages:
+        y = microbatches_in_flight(s, st.d)
+        want = greedy_options(inst, st.nodes, st.t, st.d, y)
+        assert want is not None
+        assert {v: o.id for v, o in want.items()} == dict(st.options), (st, y)
+        s -= st.d
+
+
+# --------------------------------------------------------------------------------------
+# No cancellation: one huge edge beside ordinary ones
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_huge_edge_bytes_match_oracle(seed):
+    inst = _with_huge_edge(seed)
+    ref = solve_brute(inst)
+    for small_s in (0, 96):
+        sol = solve_dp(inst, small_s=small_s)
+        if ref.status == Status.INFEASIBLE:
+            assert sol.status == Status.INFEASIBLE
+            continue
+        assert sol.status == Status.OPTIMAL
+        assert close(sol.tps, ref.tps), (sol.tps, ref.tps)
+        assert close(sol.objective, sol.tps)
+    g = solve_dp(inst, knapsack="greedy")
+    if g.status == Status.FEASIBLE:
+        assert ref.tps is not None and g.tps >= ref.tps * (1 - 1e-9)
+        _greedy_plan_follows_rule(inst, g)
+    else:
+        assert g.status == Status.INFEASIBLE
+
+
+# --------------------------------------------------------------------------------------
+# Memory: fsum of the terms <= M, no slack
+# --------------------------------------------------------------------------------------
+
+
+def _three_node_chain(b, M, K=1):
+    nodes = []
+    for i, bi in enumerate(b):
+        sfw = {i - 1: 0.0} if i else {}
+        sbw = {i + 1: 0.0} if i < len(b) - 1 else {}
+        nodes.append({"id": i, "TMPCs": {"1": [option_dict("vanilla", p=1.0, a=0.0, b=bi, sfw=sfw, sbw=sbw)]}})
+    edges = [{"sourceId": i, "destId": i + 1, "communicationCost": 1.0} for i in range(len(b) - 1)]
+    return instance_from_dict(
+        {"maxDevices": K, "maxMemoryPerDevice": M, "bandwidth": 1.0, "mbsInBatch": 1, "nodes": nodes, "edges": edges}
+    )
+
+
+def test_memory_sum_is_correctly_rounded():
+    # b = 1e16, 1, 1: the correctly rounded sum is 1e16 + 2; summed left to right in
+    # floats it is 1e16 (each + 1 rounds back). One device: one stage of all three nodes.
+    b = [1e16, 1.0, 1.0]
+    exact = math.fsum(b)
+    assert exact == 1e16 + 2 and (1e16 + 1.0) + 1.0 == 1e16
+    fits = solve_dp(_three_node_chain(b, exact))
+    assert fits.status == Status.OPTIMAL and fits.tps == 3.0
+    below = math.nextafter(exact, 0.0)
+    assert below == 1e16
+    sol = solve_dp(_three_node_chain(b, below))
+    assert sol.status == Status.INFEASIBLE and sol.plan is None
+    # with three devices the stages split where they fit: {0} and {1, 2} (memory 2)
+    sol = solve_dp(_three_node_chain(b, below, K=1).with_settings(K=3, N=1))
+    assert sol.status == Status.INFEASIBLE  # N = 1: one stage only
+    two = _three_node_chain(b, below).with_settings(K=2, N=2)
+    sol = solve_dp(two)
+    assert sol.status == Status.OPTIMAL
+    assert [sorted(st.nodes) for st in sol.plan.stages] == [[0], [1, 2]]
+    assert evaluate(two, sol.plan).valid
+
+
+def test_fits_by_estimate_decides_near_m_with_fsum_only():
+    import numpy as np
+
+    from dp.memory import fits_by_estimate
+
+    terms = [1e16, 1.0, 1.0]
+    est = np.array([(1e16 + 1.0) + 1.0])  # the left-to-right float sum: 1e16
+    assert not fits_by_estimate(est, 3, 1e16, lambda r: terms)[0]
+    assert fits_by_estimate(est, 3, 1e16 + 2, lambda r: terms)[0]
+
+    def never(r):
+        raise AssertionError("far from M the float sum decides")
+
+    assert list(fits_by_estimate(np.array([1.0, 3.0]), 3, 2.0, never)) == [True, False]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), family=st.sampled_from(FAMILIES), n=st.integers(2, 5))
+def test_memory_exactly_at_m_and_one_ulp_around(seed, family, n):
+    """With M loose the oracle's plan P* is optimal. Setting M to P*'s largest stage memory
+    keeps P* valid, so the optimum stays TPS(P*); one ulp above too; one ulp below, P*
+    no longer fits and the optimum can only rise (and the plan must fit exactly)."""
+    inst = random_instance(family, n, seed, t_values=(1, 2), options_per_t=2, memory="loose")
+    ref = solve_brute(inst)
+    if ref.plan is None:
+        return
+    s = sum(st.d for st in ref.plan.stages)
+    peak = 0.0
+    for st in ref.plan.stages:
+        y = microbatches_in_flight(s, st.d)
+        opts = {v: inst.node[v].options[st.t][[o.id for o in inst.node[v].options[st.t]].index(oid)] for v, oid in st.options.items()}
+        peak = max(peak, stage_memory(st.nodes, opts, y))
+        s -= st.d
+    if peak <= 0.0:
+        return
+    for M in (peak, math.nextafter(peak, math.inf)):
+        for small_s in (0, 96):
+            sol = solve_dp(inst.with_settings(M=M), small_s=small_s)
+            assert sol.status == Status.OPTIMAL, sol.message
+            assert close(sol.tps, ref.tps), (M, sol.tps, ref.tps)
+    below = solve_dp(inst.with_settings(M=math.nextafter(peak, 0.0)))
+    if below.status == Status.OPTIMAL:
+        assert below.tps >= ref.tps * (1 - 1e-9)
+    else:
+        assert below.status == Status.INFEASIBLE
+
+
+# --------------------------------------------------------------------------------------
+# Piper's rule with exact ties: the tables and the rebuild rank alike
+# --------------------------------------------------------------------------------------
+
+
+def test_greedy_tie_goes_to_the_first_node_in_input_order():
+    # nodes listed as 5 then 3 (ids out of order), identical options: ratios tie exactly,
+    # one switch is enough, and the rule switches the first node in input order (5)
+    opts = [option_dict("vanilla", p=1.0, a=8.0), option_dict("activation recomp", p=2.0, a=1.0)]
+    inst = instance_from_dict(
+        {
+            "maxDevices": 1, "maxMemoryPerDevice": 12.0, "bandwidth": 1.0, "mbsInBatch": 1,
+            "nodes": [{"id": 5, "TMPCs": {"1": opts}}, {"id": 3, "TMPCs": {"1": opts}}], "edges": [],
+        }
+    )
+    g = solve_dp(inst, knapsack="greedy")
+    assert g.status == Status.FEASIBLE
+    assert dict(g.plan.stages[0].options) == {5: "activation recomp", 3: "vanilla"}
+    assert g.tps == 3.0
+
+
+def _tied_instance(seed: int):
+    """A chain of 2-4 nodes whose recomputation ratios tie exactly across scales (p + k
+    for 7 k bytes saved, k in 1, 3, 5), N = 6 (so d = 3 occurs), small integer data."""
+    rng = random.Random(seed)
+    n = rng.randint(2, 4)
+    nodes = []
+    for i in range(n):
+        k = rng.choice([1, 3, 5])
+        pF, aO = rng.randint(1, 5), rng.randint(0, 3)
+        sfw = {i - 1: float(rng.randint(0, 3))} if i else {}
+        sbw = {i + 1: float(rng.randint(0, 3))} if i < n - 1 else {}
+        opts = [
+            option_dict("vanilla", p=float(pF), a=float(aO + 7 * k), sfw=sfw, sbw=sbw),
+            option_dict("activation recomp", p=float(pF + k), a=float(aO), sfw=sfw, sbw=sbw),
+        ]
+        nodes.append({"id": i, "TMPCs": {"1": opts}})
+    edges = [{"sourceId": i, "destId": i + 1, "communicationCost": float(rng.randint(1, 9))} for i in range(n - 1)]
+    return instance_from_dict(
+        {
+            "maxDevices": rng.choice([3, 6]), "maxMemoryPerDevice": float(rng.randint(5, 60)),
+            "bandwidth": rng.choice([1.0, 3.0, 10.0]), "mbsInBatch": 6, "nodes": nodes, "edges": edges,
+        },
+        source=f"tied-{seed}",
+    )
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_greedy_with_exact_ties_is_consistent(seed):
+    # (the earlier DP ranked these differently in its tables and its rebuild, and failed
+    # its own check on about one seed in five)
+    inst = _tied_instance(seed)
+    ref = solve_brute(inst)
+    for small_s in (0, 96):
+        g = solve_dp(inst, knapsack="greedy", small_s=small_s)
+        if g.status == Status.INFEASIBLE:
+            continue
+        assert g.status == Status.FEASIBLE
+        assert close(g.objective, g.tps)
+        assert g.tps >= ref.tps * (1 - 1e-9)
+        _greedy_plan_follows_rule(inst, g)
+    sol = solve_dp(inst)
+    assert (sol.tps is None) == (ref.tps is None)
+    if ref.tps is not None:
+        assert close(sol.tps, ref.tps)
+
+
+# --------------------------------------------------------------------------------------
+# Option choices: once per (stage, t, d, y)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_option_choices_once_per_stage_when_memory_is_far(seed):
+    inst = random_instance(FAMILIES[seed % len(FAMILIES)], 4, 100 + seed, memory="loose")
+    for knapsack in ("exact", "greedy"):
+        sol = solve_dp(inst, knapsack=knapsack)
+        # far from the memory boundary the tables need no exact choice: the rebuild makes
+        # one per stage of the plan
+        assert sol.info["option_choices"] == len(sol.plan.stages), sol.info
+
+
+def test_option_choices_memo_computes_each_key_once():
+    inst = random_instance("chain", 4, 3)
+    choices = OptionChoices(inst, greedy=False)
+    for _ in range(3):
+        first = choices.choose(0b0110, 1, 1, 2)
+        choices.choose(0b0011, 1, 1, 1)
+    assert choices.choose(0b0110, 1, 1, 2) is first
+    assert choices.computed == [(0b0110, 1, 1, 2), (0b0011, 1, 1, 1)]
+    assert len(choices) == 2
+
+
+# --------------------------------------------------------------------------------------
+# Range: any K
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("K", [2**50, 2**60, 2**62])
+def test_huge_k(K):
+    inst = random_instance("skip", 4, 17, t_values=(1, 2), N=8)
+    # at most sum of t d <= 2 N devices can ever be used: K = 16 is as good as any larger K
+    enough = inst.with_settings(K=16)
+    ref = solve_brute(enough)
+    sol = solve_dp(inst.with_settings(K=K))
+    assert sol.status == Status.OPTIMAL
+    assert close(sol.tps, ref.tps)
+
+
+# --------------------------------------------------------------------------------------
+# Size guards: refuse quickly, with what to change
+# --------------------------------------------------------------------------------------
+
+
+def _node(i, ins, outs):
+    o = option_dict("v", p=1.0, sfw={u: 0.0 for u in ins}, sbw={x: 0.0 for x in outs})
+    return {"id": i, "TMPCs": {"1": [o]}}
+
+
+def test_long_chain_is_refused():
+    n = 21_000
+    chain = instance_from_dict(
+        {
+            "maxDevices": 8, "maxMemoryPerDevice": 1e9, "bandwidth": 1.0, "mbsInBatch": 8,
+            "nodes": [_node(i, [i - 1] if i else [], [i + 1] if i < n - 1 else []) for i in range(n)],
+            "edges": [{"sourceId": i, "destId": i + 1, "communicationCost": 1.0} for i in range(n - 1)],
+        }
+    )
+    with pytest.raises(SizeLimitError, match=r"21,001 successor-closed sets.*--max-ideals"):
+        solve_dp(chain)
+
+
+def test_wide_fan_is_refused():
+    b = 3000
+    fan = instance_from_dict(
+        {
+            "maxDevices": 8, "maxMemoryPerDevice": 1e9, "bandwidth": 1.0, "mbsInBatch": 8,
+            "nodes": [_node(0, [], range(1, b + 1))] + [_node(i, [0], []) for i in range(1, b + 1)],
+            "edges": [{"sourceId": 0, "destId": i, "communicationCost": 1.0} for i in range(1, b + 1)],
+        }
+    )
+    with pytest.raises(SizeLimitError, match=r"more than .* successor-closed sets.*--max-ideals"):
+        solve_dp(fan)
+
+
+def test_table_size_guard_and_force():
+    inst = random_instance("chain", 4, 5, N=8, K=8)
+    with pytest.raises(SizeLimitError, match=r"tables need .*--force"):
+        solve_dp(inst, max_table_bytes=100)
+    forced = solve_dp(inst, max_table_bytes=100, force=True)
+    plain = solve_dp(inst)
+    assert forced.status == plain.status
+    if plain.tps is not None:
+        assert forced.tps == plain.tps
