@@ -41,10 +41,6 @@ __all__ = [
 #: Relative tolerance when two float computations of a TPS are compared.
 TPS_RTOL = 1e-9
 
-#: TEMPORARY, being removed: the old relative memory slack. The contract (sec. 7) has
-#: none; nothing may use it in a feasibility decision.
-MEMORY_RTOL = 1e-9
-
 
 def memory_fits(used: float, M: float) -> bool:
     """True when ``used`` bytes fit in ``M``: ``used <= M`` exactly, with no slack (sec. 7)."""

@@ -3,8 +3,7 @@
 dummy options, huge edges) with exhaustive search as the referee.
 
 The oracle itself is checked against the definition (every plan through the evaluator);
-the DP, the MILP and the greedy rule are then held to the oracle. The assertions that
-wait for the DP and MILP fixes carry an ``xfail(strict=False)`` naming what they need.
+the DP, the MILP and the greedy rule are then held to the oracle.
 """
 
 from __future__ import annotations
@@ -35,9 +34,6 @@ from builders import option_dict
 CHEAP = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 COSTLY = settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
-DP_FIX = "the DP's exactness on extreme magnitudes and memory exactly at M (contract sec. 7) is being fixed on the dp branch"
-MILP_FIX = "the MILP's certification (bracketing, out-of-range status) is being fixed on the milp branch"
-GREEDY_FIX = "Piper's greedy rule in the DP keeps a 1e-9 memory slack (sec. 5); the dp branch makes its plans fit exactly"
 
 
 @st.composite
@@ -136,7 +132,6 @@ def test_memory_exactly_at_M_fits_and_one_ulp_below_does_not(a, b):
 # ---- the DP, the MILP and the greedy rule against the referee ----
 
 
-@pytest.mark.xfail(strict=False, reason=DP_FIX)
 @CHEAP
 @given(numerics())
 def test_dp_equals_brute_on_numerics(inst):
@@ -144,7 +139,6 @@ def test_dp_equals_brute_on_numerics(inst):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=MILP_FIX)
 @COSTLY
 @given(numerics(max_nodes=4))
 def test_milp_proves_the_oracles_answer_or_nothing(inst):
@@ -160,7 +154,6 @@ def test_milp_proves_the_oracles_answer_or_nothing(inst):
             assert sol.tps >= ref.tps * (1 - 1e-12)
 
 
-@pytest.mark.xfail(strict=False, reason=GREEDY_FIX)
 @CHEAP
 @given(numerics())
 def test_greedy_plan_is_valid_and_never_better_than_the_optimum(inst):
@@ -178,7 +171,6 @@ def test_greedy_plan_is_valid_and_never_better_than_the_optimum(inst):
         assert ev.valid and ev.tps >= ref.tps
 
 
-@pytest.mark.xfail(strict=False, reason=DP_FIX)
 @COSTLY
 @given(numerics())
 def test_verify_dp_and_brute_match_on_numerics(inst):
