@@ -28,7 +28,6 @@ synthetic and needs no profile.
 from __future__ import annotations
 
 import json
-import math
 import multiprocessing
 import os
 import resource
@@ -406,14 +405,6 @@ def run_bench(
 
 def bench_json(configs: Sequence[Config], rows: list[dict]) -> str:
     """The JSON document ``--json`` writes (non-finite numbers as null)."""
+    from piper_ilp.files import json_safe
 
-    def clean(obj):
-        if isinstance(obj, float) and not math.isfinite(obj):
-            return None
-        if isinstance(obj, dict):
-            return {k: clean(v) for k, v in obj.items()}
-        if isinstance(obj, (list, tuple)):
-            return [clean(v) for v in obj]
-        return obj
-
-    return json.dumps(clean({"configs": [asdict(c) for c in configs], "rows": rows}), indent=1, allow_nan=False) + "\n"
+    return json.dumps(json_safe({"configs": [asdict(c) for c in configs], "rows": rows}), indent=1, allow_nan=False) + "\n"

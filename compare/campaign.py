@@ -36,10 +36,10 @@ import numpy as np
 
 from compare.generators import ALL_FAMILIES, FAMILIES, random_instance
 from compare.shrink import shrink
-from compare.jobs import LOCK, Interrupted, _finite, _json_default, prepare_folder, run_in_folder
+from compare.jobs import LOCK, Interrupted, prepare_folder, run_in_folder
 from compare.verify import DEFAULT_METHODS, METHODS, VERDICTS, verify_instance
 from piper_ilp.errors import InputError
-from piper_ilp.files import atomic_write_text, read_jsonl
+from piper_ilp.files import atomic_write_text, json_safe, read_jsonl
 from piper_ilp.instance import instance_to_dict
 
 __all__ = [
@@ -331,7 +331,7 @@ def _save_counterexample(out: Path, rec: dict) -> None:
     folder = out / COUNTEREXAMPLES
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{rec['id']}.json"
-    atomic_write_text(path, json.dumps(data, indent=1, default=_json_default) + "\n")
+    atomic_write_text(path, json.dumps(json_safe(data), indent=1, allow_nan=False) + "\n")
     rec["counterexample"] = str(path)
 
 
@@ -452,7 +452,7 @@ def run_campaign(
     summary = summarize(records, elapsed=time.perf_counter() - start, workers=workers)
     summary["parameters"] = params
     summary["resumed"] = len(done)
-    atomic_write_text(out / SUMMARY, json.dumps(_finite(summary), indent=1, default=_json_default) + "\n")
+    atomic_write_text(out / SUMMARY, json.dumps(json_safe(summary), indent=1, allow_nan=False) + "\n")
     return summary
 
 

@@ -285,7 +285,7 @@ def run_in_folder(
     """
     import json
 
-    from piper_ilp.files import atomic_write_text, read_jsonl
+    from piper_ilp.files import atomic_write_text, json_safe, read_jsonl
 
     with locked_folder(out, what):
         params_path = out / parameters
@@ -320,7 +320,7 @@ def run_in_folder(
                     return
                 if prepare is not None:
                     prepare(rec)
-                data = (json.dumps(_finite(rec), allow_nan=False, default=_json_default) + "\n").encode("utf-8")
+                data = (json.dumps(json_safe(rec), allow_nan=False) + "\n").encode("utf-8")
                 while data:  # one write call for a line (O_APPEND)
                     data = data[os.write(fd, data):]
                 done_ids.add(rec["id"])
@@ -335,26 +335,3 @@ def run_in_folder(
         finally:
             os.close(fd)
     return [r for r in done if r["id"] in ids], new
-
-
-def _finite(obj):
-    """Non-finite floats -> None, so that every line is strict JSON."""
-    import math
-
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
-def _json_default(obj):
-    import numpy as np
-
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    raise TypeError(f"not JSON serializable: {type(obj).__name__}")

@@ -58,14 +58,6 @@ def _members(mask: int) -> list[int]:
     return [v for v in range(mask.bit_length()) if mask >> v & 1]
 
 
-def _stage_sums(prep: Prepared, mask: int) -> tuple[float, float, float]:
-    nodes = [prep.nodes[v] for v in _members(mask)]
-    return (
-        math.fsum(nd.time for nd in nodes),
-        math.fsum(nd.activation for nd in nodes),
-        math.fsum(nd.parameter for nd in nodes),
-    )
-
 
 def plan_time(
     prep: Prepared,
@@ -95,7 +87,7 @@ def plan_time(
         down = states.downset[s]
         if down & prev != prev or down == prev:
             return None
-        T, A, P = _stage_sums(prep, down & ~prev)
+        T, A, P = prep.sums(down & ~prev)
         prev = down
         if memory_constraint:
             after = sum(rr for _, rr in plan[i + 1 :])

@@ -32,6 +32,21 @@ _SCALE = {"M": 2.0**-30, "B": 2.0**-30}
 _METRICS = {"tps": "time per sample (s)", "throughput": "throughput (samples / s)"}
 
 
+def _save(fig, out: Path) -> Path:
+    """Save ``fig`` to ``out`` through a temporary file and a rename; close it."""
+    import matplotlib.pyplot as plt
+
+    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
+    try:
+        fig.savefig(tmp)
+        tmp.replace(out)
+    finally:
+        plt.close(fig)
+        if tmp.exists():
+            tmp.unlink()
+    return out
+
+
 def _log_fits(values: Sequence[float]) -> bool:
     vals = [v for v in values if v is not None]
     return bool(vals) and min(vals) > 0 and max(vals) / min(vals) > 10
@@ -99,15 +114,7 @@ def plot_rows(rows: Sequence[dict], out: str | Path, *, x: str = "devices", metr
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
-    try:
-        fig.savefig(tmp)
-        tmp.replace(out)
-    finally:
-        plt.close(fig)
-        if tmp.exists():
-            tmp.unlink()
-    return out
+    return _save(fig, out)
 
 
 def gantt_chart(simulation, out: str | Path, *, max_rows: int = 48, until: float | None = None, title: str | None = None) -> Path:
@@ -159,12 +166,4 @@ def gantt_chart(simulation, out: str | Path, *, max_rows: int = 48, until: float
               fontsize=8, loc="upper right")
     ax.set_title(title or f"{simulation.schedule}, {simulation.pipeline} pipeline, {simulation.microbatches} microbatches")
     fig.tight_layout()
-    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
-    try:
-        fig.savefig(tmp)
-        tmp.replace(out)
-    finally:
-        plt.close(fig)
-        if tmp.exists():
-            tmp.unlink()
-    return out
+    return _save(fig, out)

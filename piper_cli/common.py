@@ -140,14 +140,11 @@ def cli_errors(func: Callable) -> Callable:
 
 
 def json_ready(obj: Any) -> Any:
-    """Replace non-finite floats by None so that the output is strict JSON."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {str(k): json_ready(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_ready(v) for v in obj]
-    return obj
+    """Replace non-finite floats by None so that the output is strict JSON
+    (:func:`piper_ilp.files.json_safe`)."""
+    from piper_ilp.files import json_safe
+
+    return json_safe(obj)
 
 
 def print_json_line(obj: Any) -> None:

@@ -9,14 +9,15 @@ interrupted run leaves the old file (or none), never a torn one.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from piper_ilp.errors import InputError
 
-__all__ = ["atomic_write_text", "check_writable", "read_jsonl"]
+__all__ = ["atomic_write_text", "check_writable", "json_safe", "read_jsonl"]
 
 
 def check_writable(path: str | Path, what: str = "output") -> Path:
@@ -65,6 +66,20 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         if isinstance(exc, OSError):
             raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every non-finite float replaced by None and numpy scalars by Python
+    numbers, so that ``json.dumps(..., allow_nan=False)`` writes strict JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k) if not isinstance(k, str) else k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if type(obj).__module__ == "numpy" and hasattr(obj, "item"):
+        return json_safe(obj.item())
+    return obj
 
 
 def read_jsonl(path: str | Path, keep: Callable[[dict], bool] = lambda rec: True) -> list[dict]:

@@ -17,9 +17,9 @@ from compare.generators import FAMILIES, random_instance
 from dp import greedy_options, solve_dp
 from dp.option_choice import OptionChoices
 from piper_ilp.cost import close, microbatches_in_flight, stage_memory
-from piper_ilp.errors import SizeLimitError
+from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.evaluate import evaluate
-from piper_ilp.instance import instance_from_dict, instance_to_dict
+from piper_ilp.instance import MAX_DEVICES, instance_from_dict, instance_to_dict
 from piper_ilp.solution import Status
 
 
@@ -256,9 +256,12 @@ def test_option_choices_memo_computes_each_key_once():
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("K", [2**50, 2**60, 2**62])
+@pytest.mark.parametrize("K", [2**10, 2**19, MAX_DEVICES])
 def test_huge_k(K):
+    # K up to the supported maximum (README, Limits); beyond it the loader refuses K
     inst = random_instance("skip", 4, 17, t_values=(1, 2), N=8)
+    with pytest.raises(InputError, match="maxDevices"):
+        inst.with_settings(K=MAX_DEVICES + 1)
     # at most sum of t d <= 2 N devices can ever be used: K = 16 is as good as any larger K
     enough = inst.with_settings(K=16)
     ref = solve_brute(enough)

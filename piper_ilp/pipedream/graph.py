@@ -224,6 +224,16 @@ class Prepared:
     source: str = "<graph>"
     _cache: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
 
+    def sums(self, mask: int) -> tuple[float, float, float]:
+        """fsum of compute time, activation and parameter bytes over the kept nodes whose
+        indices are the bits of ``mask`` (a stage's totals in PipeDream's model)."""
+        nodes = [self.nodes[v] for v in range(mask.bit_length()) if mask >> v & 1]
+        return (
+            math.fsum(nd.time for nd in nodes),
+            math.fsum(nd.activation for nd in nodes),
+            math.fsum(nd.parameter for nd in nodes),
+        )
+
 
 def prepare(graph: PDGraph) -> Prepared:
     """Drop what PipeDream's planner drops before planning.

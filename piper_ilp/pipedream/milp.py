@@ -54,14 +54,6 @@ class MilpResult:
     variables: int
 
 
-def _sums(prep: Prepared, mask: int) -> tuple[float, float, float]:
-    nodes = [prep.nodes[v] for v in range(mask.bit_length()) if mask >> v & 1]
-    return (
-        math.fsum(nd.time for nd in nodes),
-        math.fsum(nd.activation for nd in nodes),
-        math.fsum(nd.parameter for nd in nodes),
-    )
-
 
 def solve_pipedream_milp(
     prep: Prepared,
@@ -98,7 +90,7 @@ def solve_pipedream_milp(
     for j in range(S):
         ks = [-1] + [k for k in range(S) if down[k] & down[j] == down[k] and down[k] != down[j]]
         for k in ks:
-            T, A, P = _sums(prep, down[j] & ~(down[k] if k >= 0 else 0))
+            T, A, P = prep.sums(down[j] & ~(down[k] if k >= 0 else 0))
             for r in reps:
                 cap = n
                 if memory_constraint and A + P > 0:
