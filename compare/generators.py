@@ -36,6 +36,10 @@ shuffled order) so that id-mapping bugs in a solver show.
 
 Everything is deterministic per (family, n_nodes, seed, parameters): the draws come
 from one :class:`numpy.random.Generator` seeded from those values.
+
+This module is longer than 600 lines because the ``numerics`` family reuses the shape
+builders and the option draws of the others (in one seeded stream); split apart, the
+family would pass the generator's internals between modules.
 """
 
 from __future__ import annotations

@@ -14,10 +14,8 @@ per incoming / outgoing edge).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import math
-import operator
 import os
 import re
 import stat
@@ -28,6 +26,22 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text
+from piper_ilp.jsonfile import (  # noqa: F401 (MAX_FILE_BYTES, MAX_JSON_DEPTH: limits listed here too)
+    _CANONICAL_INT,
+    _CANONICAL_POSITIVE,
+    _VALUE_RANGE,
+    MAX_FILE_BYTES,
+    MAX_JSON_DEPTH,
+    VALUE_MAX,
+    VALUE_MIN,
+    _describe,
+    _is_int,
+    _is_number,
+    _is_text,
+    _read_json,
+    _short,
+    display_path,
+)
 
 if TYPE_CHECKING:  # networkx loads on first use: the CLI's start-up does not need it
     import networkx as nx
@@ -62,10 +76,6 @@ __all__ = [
 # handled exactly; anything outside is refused at load time with one line.
 # --------------------------------------------------------------------------------------
 
-#: Largest instance or plan file read (bytes); larger files are refused before reading.
-MAX_FILE_BYTES = 256 * 2**20
-#: Deepest JSON nesting accepted (the formats need 6 levels).
-MAX_JSON_DEPTH = 64
 #: K (maxDevices) and every tensor-parallel degree t lie in [1, MAX_DEVICES].
 MAX_DEVICES = 2**20
 #: N (mbsInBatch) lies in [1, MAX_BATCH]; with d <= K, every product d * N, t * d, K * N
@@ -73,17 +83,10 @@ MAX_DEVICES = 2**20
 MAX_BATCH = 2**40
 #: Node ids are 64-bit signed integers.
 ID_MIN, ID_MAX = -(2**63), 2**63 - 1
-#: Every size and time (p, w, a, b, sfw, sbw, c) is 0 or in [VALUE_MIN, VALUE_MAX];
-#: M and B are in [VALUE_MIN, VALUE_MAX]. With the count limits, any sum over a stage
-#: (at most MAX_NODES * (VALUE_MAX * MAX_BATCH + VALUE_MAX) < 1e49) and any product or
-#: quotient of up to four such numbers and two counts stays within [1e-200, 1e200]:
-#: finite, and far from the subnormal floats.
-VALUE_MIN, VALUE_MAX = 1e-30, 1e30
 #: Most nodes and edges in one instance.
 MAX_NODES = 2**20
 MAX_EDGES = 2**24
 
-_VALUE_RANGE = f"0 or within [{VALUE_MIN:g}, {VALUE_MAX:g}]"
 _SETTING_RANGE = f"within [{VALUE_MIN:g}, {VALUE_MAX:g}]"
 
 
@@ -332,259 +335,6 @@ def parse_count(text: str | int, what: str) -> int:
     return value
 
 
-# --------------------------------------------------------------------------------------
-# Reading JSON strictly
-# --------------------------------------------------------------------------------------
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def display_path(path: str | Path) -> str:
-    """``path`` as shown in messages: as given, or quoted when it holds a line break or
-    another unprintable character (a message is always one line)."""
-    text = str(path)
-    return text if text.isprintable() else repr(text)
-
-
-class _Refused:
-    """A JSON value the strict reader refuses, kept in place so that the walk after
-    parsing can name where it sits (see :func:`_first_refused`)."""
-
-    __slots__ = ("why",)
-
-    def __init__(self, why: str):
-        self.why = why
-
-
-class _Object(dict):
-    """A JSON object that had a key twice (the first repeated key in ``duplicate``)."""
-
-    duplicate: str = ""
-
-
-#: Integer literals longer than this are beyond every supported range (1e40 > VALUE_MAX).
-_MAX_INT_DIGITS = 40
-_STRING_RE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
-_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
-_BRACKET_OR_QUOTE = re.compile(rb'[\[\]{}"]')
-#: A node id written as a JSON object key: no sign "+", no leading zeros, no spaces or "_".
-_CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]*")
-#: A tensor-parallel degree t written as a key.
-_CANONICAL_POSITIVE = re.compile(r"[1-9][0-9]*")
-
-
-def _read_bytes(path: str | Path, limit: int) -> bytes:
-    """The bytes of a regular file, at most ``limit``; anything else is refused without
-    blocking and without reading (a FIFO, a device, a folder, a socket)."""
-    name = display_path(path)
-    try:
-        st = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        raise InputError(f"{name}: no such file") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{name}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
-    kind = _file_kind(st.st_mode)
-    if kind:
-        raise InputError(f"{name}: is a {kind}, not a regular file")
-    if st.st_size > limit:
-        raise InputError(f"{name}: is {st.st_size} bytes, more than the limit of {limit} bytes ({limit / 2**20:g} MiB)")
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise InputError(f"{name}: cannot read ({exc.strerror or exc})") from None
-    try:
-        kind = _file_kind(os.fstat(fd).st_mode)  # replaced between the stat and the open
-        if kind:
-            raise InputError(f"{name}: is a {kind}, not a regular file")
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise InputError(f"{name}: cannot read ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
-    if size > limit:
-        raise InputError(f"{name}: is more than the limit of {limit} bytes ({limit / 2**20:g} MiB)")
-    return b"".join(chunks)
-
-
-def _file_kind(mode: int) -> str | None:
-    """None for a regular file, else what it is."""
-    if stat.S_ISREG(mode):
-        return None
-    for test, kind in (
-        (stat.S_ISDIR, "directory"),
-        (stat.S_ISFIFO, "FIFO (named pipe)"),
-        (stat.S_ISCHR, "character device"),
-        (stat.S_ISBLK, "block device"),
-        (stat.S_ISSOCK, "socket"),
-    ):
-        if test(mode):
-            return kind
-    return "special file"
-
-
-def _too_deep(data: bytes, limit: int) -> int | None:
-    """The byte offset where the JSON text first nests deeper than ``limit`` (brackets
-    inside strings do not count), or None. Runs before the parser, which recurses."""
-    brackets = _STRING_RE.sub(b"", data).translate(None, _NOT_BRACKETS)
-    if len(brackets) <= limit:
-        return None
-    # depth after the k-th bracket (k from 1) = 2 * (openings so far) - k
-    steps = brackets.translate(_BRACKET_STEP)
-    if max(map(operator.sub, itertools.accumulate(steps), itertools.count(1))) <= limit:
-        return None
-    depth = 0
-    pos = 0
-    while True:  # the failure path only: find the place, skipping strings
-        m = _BRACKET_OR_QUOTE.search(data, pos)
-        if m is None:
-            return len(data)
-        ch = m.group()
-        if ch == b'"':
-            s = _STRING_RE.match(data, m.start())
-            if s is None:
-                return m.start()
-            pos = s.end()
-            continue
-        depth += 1 if ch in b"[{" else -1
-        if depth > limit:
-            return m.start()
-        pos = m.end()
-
-
-def _parse_int(text: str) -> int | _Refused:
-    if len(text) > _MAX_INT_DIGITS:
-        return _Refused(f"an integer with {len(text.lstrip('-'))} digits is outside every supported range")
-    return int(text)
-
-
-def _parse_float(text: str) -> float | _Refused:
-    x = float(text)
-    if not math.isfinite(x):
-        return _Refused(f"{text[:20]} overflows a float (must be finite, at most {VALUE_MAX:g})")
-    if x == 0 and re.search(r"[1-9]", re.split(r"[eE]", text)[0]):
-        return _Refused(f"{text[:20]} underflows to 0 (the supported range is {_VALUE_RANGE})")
-    return x
-
-
-def _parse_constant(text: str) -> _Refused:
-    return _Refused(f"{text} is not allowed (numbers must be finite)")
-
-
-def _read_json(path: str | Path, limit: int = MAX_FILE_BYTES, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Parse a JSON file strictly.
-
-    Refused, with one line naming the file and the place: a file that is not a regular
-    file or is larger than ``limit`` bytes, bytes that are not UTF-8 (a UTF-8
-    byte-order mark is skipped), nesting deeper than ``max_depth``, invalid JSON, a
-    key given twice in one object, NaN / Infinity / -Infinity, a number that
-    overflows a float, and an integer literal of more than 40 digits.
-    """
-    name = display_path(path)
-    data = _read_bytes(path, limit)
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    elif data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise InputError(f"{name}: is UTF-16 text (it starts with a UTF-16 byte-order mark); save it as UTF-8")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise InputError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start}, line {line})") from None
-    where = _too_deep(data, max_depth)
-    if where is not None:
-        line = data.count(b"\n", 0, where) + 1
-        raise InputError(f"{name}: JSON nested more than {max_depth} levels deep (line {line})")
-    refused = False
-
-    def pairs_hook(pairs):
-        nonlocal refused
-        obj = _Object(pairs)
-        if len(obj) != len(pairs):
-            refused = True
-            seen = set()
-            for k, _ in pairs:
-                if k in seen:
-                    obj.duplicate = k
-                    break
-                seen.add(k)
-        return obj
-
-    def flag(parse):
-        def hook(s):
-            nonlocal refused
-            x = parse(s)
-            if isinstance(x, _Refused):
-                refused = True
-            return x
-
-        return hook
-
-    try:
-        tree = json.loads(
-            text,
-            object_pairs_hook=pairs_hook,
-            parse_int=flag(_parse_int),
-            parse_float=flag(_parse_float),
-            parse_constant=flag(_parse_constant),
-        )
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{name}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except (ValueError, RecursionError) as exc:  # cannot happen after the checks above
-        raise InputError(f"{name}: invalid JSON: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
-    if refused:
-        place, why = _first_refused(tree)
-        raise InputError(f"{name}: {place}: {why}")
-    return tree
-
-
-def _first_refused(tree: Any) -> tuple[str, str]:
-    """The JSON path of the first refused value (document order) and the reason."""
-    stack: list[tuple[Any, str, str]] = [(tree, "top level", "")]
-    while stack:
-        obj, path, node = stack.pop()
-        where = path + node
-        if isinstance(obj, _Refused):
-            return where, obj.why
-        if isinstance(obj, _Object) and obj.duplicate:
-            return where, f"key {_short(obj.duplicate)} appears twice in one object"
-        if isinstance(obj, dict):
-            items = [(v, _join(path, k), node) for k, v in obj.items()]
-        elif isinstance(obj, list):
-            items = []
-            for i, v in enumerate(obj):
-                p = f"{path}[{i}]" if path != "top level" else f"[{i}]"
-                n = node
-                if path == "nodes" and isinstance(v, dict) and _is_int(v.get("id")):
-                    n = f" (node {v['id']})"
-                items.append((v, p, n))
-        else:
-            continue
-        stack.extend(reversed(items))
-    return "top level", "refused value"  # not reached
-
-
-def _join(path: str, key: str) -> str:
-    key = key if len(key) <= 40 else key[:37] + "..."
-    part = key if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) else json.dumps(key)
-    if path == "top level":
-        return part if not part.startswith('"') else f"[{part}]"
-    return f"{path}.{part}" if not part.startswith('"') else f"{path}[{part}]"
-
-
 def load_instance(path: str | Path) -> Instance:
     """Read and validate an instance JSON file (cost model sec. 1).
 
@@ -607,14 +357,6 @@ def load_instance(path: str | Path) -> Instance:
 
 
 _SETTING_FIELDS = {"K": "maxDevices", "M": "maxMemoryPerDevice", "N": "mbsInBatch", "B": "bandwidth"}
-
-
-def _short(x: Any) -> str:
-    """``repr(x)`` cut to 40 characters (a huge integer is shown by its digit count)."""
-    if _is_int(x) and abs(x) >= 10**_MAX_INT_DIGITS:
-        return f"an integer with {len(str(abs(x))) if abs(x) < 10**4000 else 'more than 4000'} digits"
-    text = repr(x)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _as_float(x: Any) -> float | None:
@@ -669,31 +411,6 @@ class _Checker:
         if hi is not None and x > hi:
             self.fail(f"{where}.{key}", f"{_short(x)} is outside the supported range [{lo}, {hi}]")
         return x
-
-
-def _is_text(x: Any) -> bool:
-    """A str that encodes as UTF-8 (no lone surrogate from a "\\ud800" escape)."""
-    if not isinstance(x, str):
-        return False
-    try:
-        x.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _describe(x: Any) -> str:
-    if x is None:
-        return "null"
-    if isinstance(x, bool):
-        return "a boolean"
-    if isinstance(x, str):
-        return f"the string {x[:40]!r}"
-    if isinstance(x, list):
-        return "an array"
-    if isinstance(x, dict):
-        return "an object"
-    return _short(x)
 
 
 def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:

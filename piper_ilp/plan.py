@@ -16,7 +16,8 @@ from typing import Any, Mapping
 
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text
-from piper_ilp.instance import ID_MAX, ID_MIN, _CANONICAL_INT, _describe, _is_int, _is_number, _is_text, _read_json, _short, display_path
+from piper_ilp.instance import ID_MAX, ID_MIN
+from piper_ilp.jsonfile import _CANONICAL_INT, _describe, _is_int, _is_number, _is_text, _read_json, _short, display_path
 
 __all__ = ["Stage", "Plan", "load_plan", "plan_from_dict", "plan_metadata", "plan_to_dict", "save_plan"]
 
