@@ -212,7 +212,7 @@ def test_cli_campaign(tmp_path):
 
 @pytest.mark.slow
 def test_seeded_campaign_of_200_random_dags(tmp_path):
-    # Issue 5's gate: 200 random DAGs over all five families, the DP, both MILP backends and
+    # The CI campaign: 200 random DAGs over all five families, the DP, both MILP backends and
     # the exhaustive oracle (where it applies); any mismatch fails the suite.
     summary = run_campaign(
         tmp_path / "ci", 200, 20261122, nodes=(2, 6), methods=("dp", "cpsat", "cbc", "brute"),
