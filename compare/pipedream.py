@@ -184,6 +184,95 @@ def _dp_plan(result: PDResult) -> list[tuple[int, int]]:
     return [(s.last, s.replication) for s in result.stages]
 
 
+def check_pipedream(
+    prep: Prepared,
+    states,
+    n: int,
+    bandwidth: float,
+    *,
+    straight: bool = False,
+    memory: float | None = None,
+    memory_constraint: bool = False,
+    fewer_machines: bool = False,
+    milp: bool = True,
+) -> dict:
+    """Cross-check PipeDream's single-level model on one graph: its DP, exhaustive search,
+    and (``milp``) the MILP of :mod:`piper_ilp.pipedream.milp`.
+
+    The referee is exhaustive search, or the MILP's proof where the graph is too big for it.
+    The verdict is "match" when every method agrees with the referee: both find no plan, or
+    values within 1e-9 relative (1e-6 against or from the MILP, whose plan, timed exactly by
+    :func:`plan_time`, must still be within 1e-9), and the DP's own plan gives its value;
+    "mismatch" otherwise (``problems`` say why); "inconclusive" when no referee ran.
+
+    Returns
+    -------
+    dict
+        ``verdict``, ``values`` (per method that answered; None = no plan), ``skipped``
+        (method -> why), ``referee``, ``problems``, ``cpu_s`` per method, ``plans_seen``
+        (exhaustive search), ``milp_agrees``.
+    """
+    settings = dict(memory=memory, memory_constraint=memory_constraint, fewer_machines=fewer_machines)
+    cpu: dict[str, float] = {}
+    values: dict[str, float | None] = {}
+    skipped: dict[str, str] = {}
+    problems: list[str] = []
+    plans_seen = 0
+
+    def near(x: float, y: float, rtol: float) -> bool:
+        return abs(x - y) <= rtol * max(abs(y), 1e-300)
+
+    t0 = time.process_time()
+    res = pipedream_dp(states, [n], [bandwidth], straight=straight, **settings)
+    cpu["dp"] = time.process_time() - t0
+    values["dp"] = res.time_per_stage
+    t1 = time.process_time()
+    try:
+        br = brute_pipedream(prep, n, bandwidth, straight=straight, **settings)
+        values["brute"], plans_seen = br.value, br.plans_seen
+    except SizeLimitError as exc:
+        skipped["brute"] = str(exc)
+    cpu["brute"] = time.process_time() - t1
+    milp_plan = None
+    if milp:
+        from piper_ilp.pipedream.milp import solve_pipedream_milp
+
+        t3 = time.process_time()
+        mr = solve_pipedream_milp(prep, n, bandwidth, straight=straight, **settings)
+        cpu["milp"] = time.process_time() - t3
+        if mr.status in ("optimal", "infeasible"):
+            values["milp"], milp_plan = (mr.value, mr.plan) if mr.status == "optimal" else (None, None)
+        else:
+            skipped["milp"] = f"status {mr.status}"
+    # the referee: exhaustive search where it ran, else the MILP's proof
+    ref = "brute" if "brute" in values else "milp" if "milp" in values else None
+    if ref is None:
+        problems.append("no exact referee ran (exhaustive search refused the size, no MILP proof)")
+    else:
+        want = values[ref]
+        if "milp" in values and ref != "milp":
+            got = values["milp"]
+            if (got is None) != (want is None):
+                problems.append(f"milp: {got!r} against {ref}'s {want!r}")
+            elif got is not None:
+                exact = plan_time(prep, states, milp_plan, n, bandwidth, **settings)
+                if not (near(got, want, 1e-6) and exact is not None and near(exact, want, 1e-9)):
+                    problems.append(f"milp: {got!r} (its plan takes {exact!r}) against {ref}'s {want!r}")
+        rtol = 1e-9 if ref == "brute" else 1e-6
+        if (res.time_per_stage is None) != (want is None):
+            problems.append(f"dp: {res.time_per_stage!r} against {ref}'s {want!r}")
+        elif res.time_per_stage is not None:
+            own = plan_time(prep, states, _dp_plan(res), n, bandwidth, **settings)
+            if not near(res.time_per_stage, want, rtol):
+                problems.append(f"dp: {res.time_per_stage!r} against {ref}'s {want!r}")
+            elif own is None or not near(own, res.time_per_stage, 1e-9):
+                problems.append(f"dp: its plan takes {own!r}, not its value {res.time_per_stage!r}")
+    milp_agrees = "milp" in values and not any(p.startswith("milp:") for p in problems)
+    verdict = "mismatch" if problems and ref is not None else "inconclusive" if ref is None else "match"
+    return {"verdict": verdict, "values": values, "skipped": skipped, "referee": ref, "problems": problems,
+            "cpu_s": cpu, "plans_seen": plans_seen, "milp_agrees": milp_agrees}
+
+
 def cross_check(count: int = 300, seed: int = 1, *, max_nodes: int = 7, max_machines: int = 5, milp: bool = False) -> dict:
     """Compare the DP with exhaustive search on ``count`` seeded random cases.
 
@@ -221,48 +310,19 @@ def cross_check(count: int = 300, seed: int = 1, *, max_nodes: int = 7, max_mach
         total = float(states.activation[-1] + states.parameter[-1])
         memory = rng.uniform(0.05, 1.5) * max(total, 1.0)
         settings = dict(memory=memory, memory_constraint=memcons, fewer_machines=fewer)
-        t0 = time.process_time()
-        res = pipedream_dp(states, [n], [B], straight=straight, **settings)
-        t1 = time.process_time()
-        br = brute_pipedream(prep, n, B, straight=straight, **settings)
-        t2 = time.process_time()
-        out["dp_cpu_s"] += t1 - t0
-        out["brute_cpu_s"] += t2 - t1
-        out["plans_seen"] += br.plans_seen
-        out["cases"] += 1
         desc = dict(case=case, family=family, n_nodes=n_nodes, graph_seed=gseed, n=n, bandwidth=B,
-                    straight=straight, **settings, dp=res.time_per_stage, brute=br.value)
-        if milp and not (fewer and memcons):
-            from piper_ilp.pipedream.milp import solve_pipedream_milp
-
-            t3 = time.process_time()
-            mr = solve_pipedream_milp(prep, n, B, straight=straight, **settings)
-            out["milp_cpu_s"] += time.process_time() - t3
+                    straight=straight, **settings)
+        v = check_pipedream(prep, states, n, B, straight=straight, milp=milp and not (fewer and memcons), **settings)
+        out["cases"] += 1
+        out["plans_seen"] += v["plans_seen"]
+        for m in ("dp", "brute", "milp"):
+            out[f"{m}_cpu_s"] += v["cpu_s"].get(m, 0.0)
+        if "milp" in v["values"]:
             out["milp_cases"] += 1
-            ok = False
-            if mr.status == "infeasible":
-                ok = br.value is None
-            elif mr.status == "optimal" and br.value is not None:
-                exact = plan_time(prep, states, mr.plan, n, B, **settings)
-                ok = (abs(mr.value - br.value) <= 1e-6 * max(abs(br.value), 1e-300)
-                      and exact is not None and abs(exact - br.value) <= 1e-9 * max(abs(br.value), 1e-300))
-            if ok:
-                out["milp_matched"] += 1
-            else:
-                out["mismatches"].append(dict(desc, milp_status=mr.status, milp=mr.value))
-                continue
-        if res.time_per_stage is None and br.value is None:
+            out["milp_matched"] += v["milp_agrees"]
+        if v["verdict"] == "match":
             out["matched"] += 1
-            out["infeasible"] += 1
-            continue
-        if res.time_per_stage is None or br.value is None:
-            out["mismatches"].append(desc)
-            continue
-        own = plan_time(prep, states, _dp_plan(res), n, B, **settings)
-        tol = 1e-9 * max(abs(br.value), 1e-300)
-        if abs(res.time_per_stage - br.value) <= tol and own is not None and abs(own - res.time_per_stage) <= tol:
-            out["matched"] += 1
+            out["infeasible"] += v["values"].get("brute") is None
         else:
-            desc["dp_plan_time"] = own
-            out["mismatches"].append(desc)
+            out["mismatches"].append(dict(desc, **{m: val for m, val in v["values"].items()}, problems=v["problems"]))
     return out

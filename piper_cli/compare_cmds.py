@@ -99,6 +99,43 @@ def parse_externals(items: list[str] | None) -> dict[str, str]:
     return out
 
 
+def _verify_pipedream(graphs: list[str], devices: str | None, bandwidth: str | None, memory: str | None,
+                      straight: bool, json_out: bool) -> None:
+    """``verify --model pipedream``: PipeDream's DP, its MILP and exhaustive search on each graph."""
+    from compare.pipedream import check_pipedream
+    from piper_ilp.instance import parse_count, parse_size
+    from piper_ilp.pipedream import antichain_states, parse_graph, prepare
+
+    if devices is None or bandwidth is None:
+        raise InputError("--model pipedream needs --devices (workers) and --bandwidth")
+    n = parse_count(devices, "--devices")
+    B = parse_size(bandwidth, "--bandwidth", rate=True)
+    mem = parse_size(memory, "--memory") if memory is not None else None
+    codes = []
+    for graph in graphs:
+        prep = prepare(parse_graph(graph))
+        states = antichain_states(prep)
+        v = check_pipedream(prep, states, n, B, straight=straight, memory=mem, memory_constraint=mem is not None)
+        if json_out:
+            print_json_line(dict(v, instance=graph, model="pipedream", workers=n, bandwidth=B, memory=mem, straight=straight))
+        else:
+            stdout.print(f"{graph}: PipeDream's model, {len(prep.nodes)} layers, {n} workers, B={B:.6g}"
+                         + (f", memory rule at {mem:.6g} bytes" if mem is not None else "") + (", straight" if straight else ""), markup=False)
+            for m in ("dp", "milp", "brute"):
+                if m in v["values"]:
+                    val = v["values"][m]
+                    stdout.print(f"  {m:6s} {'no plan' if val is None else f'{val:.12g} s'}  ({v['cpu_s'].get(m, 0.0):.3f} s CPU)", markup=False)
+                elif m in v["skipped"]:
+                    stdout.print(f"  {m:6s} skipped: {v['skipped'][m]}", markup=False)
+            stdout.print(f"{v['verdict']}" + (f" (referee: {v['referee']})" if v["referee"] else ""), markup=False)
+            for problem in v["problems"]:
+                stdout.print(f"  - {problem}", markup=False)
+        codes.append({"match": 0, "mismatch": 1, "inconclusive": 3}[v["verdict"]])
+    for code in (1, 3):
+        if code in codes:
+            raise typer.Exit(code)
+
+
 def parse_range(text: str, what: str) -> tuple[int, int]:
     """``"3-7"`` -> (3, 7); ``"5"`` -> (5, 5)."""
     parts = text.split("-")
@@ -285,6 +322,10 @@ def register(app: typer.Typer) -> None:
         detail: Annotated[bool, typer.Option("--detail", help="More digits, devices and sum d, notes in the table, and every plan stage by stage.")] = False,
         external: ExternalOpt = None,
         external_timeout: ExternalTimeoutOpt = None,
+        model: Annotated[str, typer.Option("--model", help="piper (the default), or pipedream: each INSTANCE is a PipeDream graph.txt, "
+                                           "checked in PipeDream's single-level model (its DP, its MILP, exhaustive search) with "
+                                           "--devices workers, --bandwidth, --memory (its memory rule) and --no-data-parallel "
+                                           "(a straight pipeline).")] = "piper",
         json_out: JsonOpt = False,
     ) -> None:
         """Cross-check the methods on each INSTANCE and give one verdict.
@@ -302,6 +343,11 @@ def register(app: typer.Typer) -> None:
         """
         from compare.verify import parse_methods, verify_instance
 
+        if model == "pipedream":
+            _verify_pipedream(instances, devices, bandwidth, memory, no_data_parallel, json_out)
+            return
+        if model != "piper":
+            raise InputError(f"--model {model!r}: choose piper or pipedream")
         names = parse_methods(methods)
         externals = parse_externals(external)
         restrictions = restrictions_from_flags(no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t)

@@ -395,3 +395,45 @@ def test_layers_not_reached_from_the_first_source_are_reported():
     r = plan_graph(parse_graph_text(text, "x.txt"), [1], [1e9])
     covered = {x for s in r.stages for x in s.nodes}
     assert set(r.uncovered) == {"node1", "node2", "node3", "node4"} - covered and r.uncovered
+
+
+# ------------------------------------------------------------- verify --model pipedream
+
+
+def _graph_file(tmp_path, graph_text: str):
+    path = tmp_path / "graph.txt"
+    path.write_text(graph_text)
+    return path
+
+
+def test_verify_model_pipedream_on_a_tiny_graph_matches_exhaustive_search(tmp_path):
+    text = "\n".join([
+        line("node1", "Input", 5.0, 0.0, 7.0, 0.0),
+        line("node2", "Linear(a)", 600.0, 400.0, 10.0, 1e6),
+        line("node3", "ReLU(b)", 500.0, 500.0, 20.0, 0.0),
+        line("node4", "Linear(c)", 1000.0, 3000.0, 30.0, 2e9),
+        "\tnode1 -- node2", "\tnode2 -- node3", "\tnode3 -- node4",
+    ])
+    path = _graph_file(tmp_path, text)
+    res = CliRunner().invoke(app, ["verify", "--model", "pipedream", str(path), "--devices", "3", "--bandwidth", "1GB/s", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["verdict"] == "match" and out["referee"] == "brute" and out["milp_agrees"]
+    g = parse_graph_text(text, "g")
+    ref = brute_pipedream(prepare(g), 3, 1e9)
+    assert out["values"]["dp"] == pytest.approx(ref.value, rel=1e-9) and out["values"]["brute"] == ref.value
+
+
+def test_verify_model_pipedream_needs_workers_and_bandwidth(tmp_path):
+    path = _graph_file(tmp_path, "\n".join([line("node1", "Linear(a)", 1.0, 1.0, 1.0, 1.0)]))
+    res = CliRunner().invoke(app, ["verify", "--model", "pipedream", str(path)])
+    assert res.exit_code == 2
+
+
+def test_verify_model_pipedream_on_alexnet_uses_the_milp_as_referee(shared_dir):
+    path = shared_dir / "pipedream-inputs" / "alexnet" / "graph.txt"
+    res = CliRunner().invoke(app, ["verify", "--model", "pipedream", str(path), "--devices", "4", "--bandwidth", "1GB/s", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["verdict"] == "match" and out["referee"] == "milp" and "brute" in out["skipped"]
+    assert out["values"]["dp"] == pytest.approx(plan_graph(prepare(parse_graph(path)), [4], [1e9]).time_per_stage, rel=1e-12)
