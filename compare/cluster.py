@@ -38,7 +38,7 @@ def _client(scheduler: str, workers: int):
     if scheduler == "local":
         cluster = LocalCluster(
             n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-            silence_logs=logging.ERROR, host="127.0.0.1",
+            silence_logs=logging.ERROR, host="127.0.0.1", preload=["compare.dask_worker"],
         )
         return Client(cluster), cluster
     if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):

@@ -3,12 +3,14 @@
 :func:`run_jobs` calls ``fn(job)`` for every job and hands each result to ``write`` in
 this process as soon as it arrives. Two backends:
 
-* local worker processes (the default where dask is not installed, or ``scheduler=None``):
+* local worker processes (``scheduler=None``; the command line's default where dask is not
+  installed):
   spawned processes guarded by :mod:`compare.worker_guard` (their own process group, so
   that a MILP backend's subprocess such as CBC dies with them; SIGINT ignored, the parent
   decides; killed by the kernel when the parent dies, even by SIGKILL);
-* dask.distributed (``scheduler="local"`` for a LocalCluster started here, or an address
-  ``tcp://HOST:PORT``; :mod:`compare.cluster`).
+* dask.distributed (``scheduler="local"`` for a LocalCluster started here, the command
+  line's default where dask is installed, or an address ``tcp://HOST:PORT``;
+  :mod:`compare.cluster`; its workers ignore SIGINT, :mod:`compare.dask_worker`).
 
 Either way SIGINT and SIGTERM only set a flag (:class:`SignalFlag`); the loop stops, the
 workers are killed, and :class:`Interrupted` is raised with the signal's number, after the
@@ -90,10 +92,11 @@ def locked_folder(out: Path, what: str) -> Iterator[None]:
 
 
 def default_scheduler() -> str | None:
-    """None: local worker processes. They are the default even where dask is installed,
-    because they are bound to the run (a Ctrl-C to the terminal's process group reaches a
-    LocalCluster's workers, which then die mid-task); ``--scheduler local`` asks for dask."""
-    return None
+    """"local" (a dask LocalCluster started by the command) where dask.distributed is
+    installed, else None (local worker processes)."""
+    from compare.cluster import dask_available
+
+    return "local" if dask_available() else None
 
 
 def run_jobs(

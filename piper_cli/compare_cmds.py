@@ -66,8 +66,9 @@ SchedulerOpt = Annotated[
     Optional[str],
     typer.Option(
         "--scheduler",
-        help="Where the jobs run: 'processes' (local worker processes, the default), 'local' (a dask LocalCluster "
-        "started here), or a dask scheduler address tcp://HOST:PORT (pip install 'piper-ilp[distributed]').",
+        help="Where the jobs run: 'local' (a dask LocalCluster of --workers processes started by the command; "
+        "the default where dask is installed: pip install 'piper-ilp[distributed]'), a dask scheduler address "
+        "tcp://HOST:PORT, or 'processes' (local worker processes; the default without dask).",
         show_default=False,
     ),
 ]
