@@ -49,27 +49,24 @@ def repeated_chain(instance: Instance) -> list[int]:
         if sig[e.src] == sig[e.dst]:
             nxt.setdefault(e.src, []).append(e.dst)
             has_prev.add(e.dst)
-    # the same-signature edges form a DAG; the longest path from each start, memoized
-    memo: dict[int, list[int]] = {}
+    # the same-signature edges form a DAG: the longest path from each node, from the sinks
+    # up (reverse topological order of the layer graph; no recursion, whatever the depth)
+    import networkx as nx
 
-    def longest(v: int) -> list[int]:
-        if v not in memo:
-            tail = max((longest(x) for x in nxt.get(v, ())), key=len, default=[])
-            memo[v] = [v] + tail
-        return memo[v]
-
-    import sys
-
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, 10 * len(instance.nodes) + 100))
-    try:
-        for v in instance.node_ids:
-            if v in nxt and v not in has_prev:
-                path = longest(v)
-                if len(path) > len(best):
-                    best = path
-    finally:
-        sys.setrecursionlimit(old)
+    length: dict[int, int] = {}
+    succ_on_path: dict[int, int | None] = {}
+    for v in reversed(list(nx.topological_sort(instance.graph))):
+        length[v], succ_on_path[v] = 1, None
+        for x in nxt.get(v, ()):
+            if length[x] + 1 > length[v]:  # the first longest successor, as listed
+                length[v], succ_on_path[v] = length[x] + 1, x
+    for v in instance.node_ids:
+        if v in nxt and v not in has_prev and length[v] > len(best):
+            path, u = [], v
+            while u is not None:
+                path.append(u)
+                u = succ_on_path[u]
+            best = path
     return best if len(best) >= 2 else []
 
 
