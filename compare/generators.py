@@ -52,7 +52,7 @@ import networkx as nx
 import numpy as np
 
 from piper_ilp.errors import InputError
-from piper_ilp.instance import Instance, instance_from_dict
+from piper_ilp.instance import Instance, instance_from_dict, option_dict
 
 __all__ = ["FAMILIES", "NUMERIC_FAMILIES", "ALL_FAMILIES", "random_graph", "random_instance", "instance_name"]
 
@@ -429,16 +429,9 @@ def random_instance(
                 a, b = a * f, b * float(rng.uniform(0.8, 1.3))
             sync = (lambda: float(rng.uniform(0.0, 0.5 * B))) if t > 1 else (lambda: float(rng.uniform(0.0, 0.1 * B)) if rng.random() < 0.1 else 0.0)
         oid = VANILLA if k == 0 else RECOMPUTE if k == 1 else f"opt{k}"
-        u_ids, v_ids = sorted(g.predecessors(i)), sorted(g.successors(i))
-        return {
-            "id": oid,
-            "timePerSample": p,
-            "parameterSize": w,
-            "memoryUsageA": a,
-            "memoryUsageB": b,
-            "syncTimeFw": {u: sync() for u in u_ids},
-            "syncTimeBw": {x: sync() for x in v_ids},
-        }
+        sfw = {u: sync() for u in sorted(g.predecessors(i))}  # drawn in this order: Fw, then Bw
+        sbw = {x: sync() for x in sorted(g.successors(i))}
+        return option_dict(oid, p, w, a, b, sfw, sbw)
 
     tmpcs: list[dict[int, list[dict]]] = []
     for i in range(n):
@@ -571,15 +564,9 @@ def _numerics_instance(
                 p, a, b = whole(p * float(rng.uniform(1.1, 1.6))), whole(a * float(rng.uniform(0.05, 0.35))), whole(b + 0.2 * a)
             oid = VANILLA if k == 0 else RECOMPUTE if k == 1 else f"opt{k}"
         sync = (lambda: 0.0) if i in quiet else (lambda: value(scale_bytes) if rng.random() < 0.5 else 0.0)
-        return {
-            "id": oid,
-            "timePerSample": p,
-            "parameterSize": w,
-            "memoryUsageA": a,
-            "memoryUsageB": b,
-            "syncTimeFw": {u: sync() for u in sorted(g.predecessors(i))},
-            "syncTimeBw": {x: sync() for x in sorted(g.successors(i))},
-        }
+        sfw = {u: sync() for u in sorted(g.predecessors(i))}  # drawn in this order: Fw, then Bw
+        sbw = {x: sync() for x in sorted(g.successors(i))}
+        return option_dict(oid, p, w, a, b, sfw, sbw)
 
     tmpcs: list[dict[int, list[dict]]] = []
     for i in range(n):

@@ -587,6 +587,26 @@ def _sync(ck: _Checker, ro: Mapping, key: str, where: str, expected: set[int], w
 # --------------------------------------------------------------------------------------
 
 
+def option_dict(oid: str, p: float, w: float, a: float, b: float, sfw: Mapping | None = None, sbw: Mapping | None = None) -> dict:
+    """One option in the JSON form of sec. 1 (``sfw`` / ``sbw`` keyed by neighbour, the
+    keys kept as given: the JSON form wants the neighbour's id as a string).
+
+    Examples
+    --------
+    >>> option_dict("vanilla", 1.0, 0, 2.0, 0, sfw={"3": 0.5})["syncTimeFw"]
+    {'3': 0.5}
+    """
+    return {
+        "id": oid,
+        "timePerSample": p,
+        "parameterSize": w,
+        "memoryUsageA": a,
+        "memoryUsageB": b,
+        "syncTimeFw": dict(sfw or {}),
+        "syncTimeBw": dict(sbw or {}),
+    }
+
+
 def instance_to_dict(instance: Instance) -> dict:
     """The instance in the JSON format of sec. 1 (``mbsInBatch`` spelling)."""
     nodes = []
