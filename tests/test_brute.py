@@ -3,7 +3,6 @@ and against an even more naive enumeration checked by the evaluator."""
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import pytest
@@ -13,9 +12,8 @@ from compare.generators import FAMILIES, random_instance
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict
-from builders import option_dict
-from piper_ilp.plan import Plan, Stage
-from piper_ilp.solution import Restrictions, Status, divisors
+from builders import every_plan, option_dict
+from piper_ilp.solution import Restrictions, Status
 
 
 opt = option_dict
@@ -142,22 +140,6 @@ def test_count_partitions_by_hand():
     assert count_partitions(pair) == 3  # {0,1}; 0 | 1; 1 | 0
 
 
-def every_plan(inst):
-    """Every plan, naively: all ordered set partitions, all degrees, all options."""
-    ids = inst.node_ids
-    n = len(ids)
-    for k in range(1, n + 1):
-        for labels in itertools.product(range(k), repeat=n):
-            if set(labels) != set(range(k)):
-                continue
-            groups = [tuple(v for v, lab in zip(ids, labels) if lab == i) for i in range(k)]
-            for degs in itertools.product([(t, d) for t in inst.t_values for d in divisors(inst.N)], repeat=k):
-                per_stage = []
-                for (t, d), grp in zip(degs, groups):
-                    choices = [[o.id for o in inst.node[v].options.get(t, ())] for v in grp]
-                    per_stage.append([dict(zip(grp, pick)) for pick in itertools.product(*choices)])
-                for picks in itertools.product(*per_stage):
-                    yield Plan(tuple(Stage(g, d, t, o) for g, (t, d), o in zip(groups, degs, picks)))
 
 
 @pytest.mark.parametrize("family", FAMILIES)

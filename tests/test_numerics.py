@@ -8,7 +8,6 @@ the DP, the MILP and the greedy rule are then held to the oracle.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 
@@ -20,14 +19,13 @@ from compare.brute import solve_brute
 from compare.campaign import make_specs, run_campaign, spec_instance
 from compare.generators import random_instance
 from compare.methods import MILP_BACKENDS, MILP_RTOL, run_method
-from compare.verify import VERDICTS, verify_instance
+from compare.verify import verify_instance
 from piper_ilp.errors import InternalError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict
-from piper_ilp.plan import Plan, Stage
-from piper_ilp.solution import Status, divisors
+from piper_ilp.solution import Status
 
-from builders import option_dict
+from builders import every_plan, option_dict
 
 # modest example counts: every example runs the exhaustive search; derandomized so that a
 # CI run is reproducible
@@ -50,22 +48,6 @@ def numerics(draw, max_nodes: int = 5):
     )
 
 
-def every_plan(inst):
-    """Every plan, naively: all ordered set partitions, all degrees, all options."""
-    ids = inst.node_ids
-    n = len(ids)
-    for k in range(1, n + 1):
-        for labels in itertools.product(range(k), repeat=n):
-            if set(labels) != set(range(k)):
-                continue
-            groups = [tuple(v for v, lab in zip(ids, labels) if lab == i) for i in range(k)]
-            for degs in itertools.product([(t, d) for t in inst.t_values for d in divisors(inst.N)], repeat=k):
-                per_stage = []
-                for (t, d), grp in zip(degs, groups):
-                    choices = [[o.id for o in inst.node[v].options.get(t, ())] for v in grp]
-                    per_stage.append([dict(zip(grp, pick)) for pick in itertools.product(*choices)])
-                for picks in itertools.product(*per_stage):
-                    yield Plan(tuple(Stage(g, d, t, o) for g, (t, d), o in zip(groups, degs, picks)))
 
 
 def check_same_answer(sol, ref, rtol):
