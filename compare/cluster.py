@@ -21,6 +21,8 @@ from piper_ilp.errors import InputError, InternalError
 
 __all__ = ["dask_available", "run_on_dask"]
 
+_DONE = object()
+
 
 def dask_available() -> bool:
     """True when dask.distributed can be imported."""
@@ -88,17 +90,31 @@ def run_on_dask(
     if not jobs:
         return
     client, cluster = _client(scheduler, workers)
-    futures = []
+    pending: set = set()
+    job_of: dict = {}
     try:
-        futures = client.map(fn, jobs, pure=False)
-        job_of = {f.key: j for f, j in zip(futures, jobs)}
-        pending = set(futures)
+        # a few tasks per worker in flight: a long run does not submit everything at once
+        window = 2 * max(workers if cluster is not None else len(client.scheduler_info().get("workers", {})), 1)
+        todo = iter(jobs)
+
+        def submit_more() -> None:
+            while len(pending) < window:
+                job = next(todo, _DONE)
+                if job is _DONE:
+                    return
+                f = client.submit(fn, job, pure=False)
+                job_of[f.key] = job
+                pending.add(f)
+
+        submit_more()
         while pending and not stop():
             try:
-                done, pending = wait(pending, timeout=poll, return_when="FIRST_COMPLETED")
+                done, pending_left = wait(pending, timeout=poll, return_when="FIRST_COMPLETED")
             except TimeoutError:  # nothing finished within poll
                 continue
-            for f in sorted(done, key=lambda f: futures.index(f)):
+            pending.clear()
+            pending.update(pending_left)
+            for f in done:
                 if f.status != "finished":
                     exc = f.exception()
                     raise InternalError(
@@ -106,9 +122,11 @@ def run_on_dask(
                         "the finished results are saved, rerun with --resume to go on"
                     )
                 write(f.result())
+                del job_of[f.key]
+            submit_more()
     finally:
         try:
-            client.cancel(futures, force=True)
+            client.cancel(list(pending), force=True)
         except Exception:  # noqa: BLE001 - best effort on the way out
             pass
         client.close()

@@ -153,7 +153,7 @@ def test_workers_die_with_a_killed_campaign(tmp_path):
 def test_a_second_campaign_on_the_same_folder_is_refused(tmp_path):
     out = tmp_path / "camp"
     mark = uuid.uuid4().hex
-    first = _start(out, mark)
+    first = _start(out, mark, "--count", "100000")  # still running while the second tries
     try:
         _wait_for_results(first, out)
         for extra in ((), ("--resume",)):
