@@ -40,6 +40,8 @@ def _save(fig, out: Path) -> Path:
     try:
         fig.savefig(tmp)
         tmp.replace(out)
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write the figure: {exc.strerror or exc}") from None
     finally:
         plt.close(fig)
         if tmp.exists():

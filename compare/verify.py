@@ -44,6 +44,7 @@ the absolute error a method states (``info["scaling_error"]``).
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import traceback
@@ -379,7 +380,7 @@ def _check_one(r: MethodResult, instance: Instance, restrictions: Restrictions) 
     ev = r.evaluation
     if not ev.valid:
         more = f" (and {len(ev.violations) - 1} more)" if len(ev.violations) > 1 else ""
-        out.append(f"{r.method}: its plan is invalid: {ev.violations[0]}{more}; plan {plan_to_dict(s.plan)}")
+        out.append(f"{r.method}: its plan is invalid: {ev.violations[0]}{more}; plan {json.dumps(plan_to_dict(s.plan))}")
         return out
     allowed_d = set(restrictions.d_values(instance))
     for i, st in enumerate(s.plan.stages):

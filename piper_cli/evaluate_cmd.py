@@ -56,6 +56,23 @@ def evaluation_to_dict(instance, plan_path: str, ev) -> dict:
     }
 
 
+IgnoreMetadataOpt = Annotated[
+    bool,
+    typer.Option("--ignore-metadata", help="Go on even when the plan was made for another instance or other settings."),
+]
+
+
+def load_matching_plan(inst, plan: str, ignore_metadata: bool):
+    """Load PLAN and refuse, in one line (exit 2), a plan that does not belong to ``inst``
+    (its metadata names another model or other K, M, N, B, or its node ids differ)."""
+    p = load_plan(plan)
+    if not ignore_metadata:
+        mismatch = check_plan_matches(inst, p)
+        if mismatch is not None:
+            fail(f"error: {plan}: {mismatch} (--ignore-metadata goes on anyway)", 2)
+    return p
+
+
 def register(app: typer.Typer) -> None:
     @app.command("evaluate")
     @cli_errors
@@ -67,13 +84,7 @@ def register(app: typer.Typer) -> None:
         batch: BatchOpt = None,
         bandwidth: BandwidthOpt = None,
         json_out: JsonOpt = False,
-        ignore_metadata: Annotated[
-            bool,
-            typer.Option(
-                "--ignore-metadata",
-                help="Evaluate even when the plan was made for another instance or other settings.",
-            ),
-        ] = False,
+        ignore_metadata: IgnoreMetadataOpt = False,
     ) -> None:
         """Check PLAN against INSTANCE (cost model sec. 2) and print its per-stage TPS (sec. 3).
 
@@ -83,20 +94,13 @@ def register(app: typer.Typer) -> None:
         metadata, its node ids are not the instance's (--ignore-metadata evaluates anyway).
         """
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
-        p = load_plan(plan)
-        if not ignore_metadata:
-            mismatch = check_plan_matches(inst, p)
-            if mismatch is not None:
-                fail(f"error: {plan}: {mismatch} (--ignore-metadata evaluates it anyway)", 2)
+        p = load_matching_plan(inst, plan, ignore_metadata)
         ev = evaluate(inst, p)
         if json_out:
             print_json_line(evaluation_to_dict(inst, plan, ev))
         else:
-            stdout.print(
-                f"{inst.source}: {settings_line(inst)}; "
-                f"plan {plan}: {len(p.stages)} stages, {ev.devices} devices, sum d = {ev.sum_d}",
-                markup=False,
-            )
+            stdout.print(f"{inst.source}: {settings_line(inst)}", markup=False)
+            stdout.print(f"plan {plan}: {len(p.stages)} stages, {ev.devices} devices, sum d = {ev.sum_d}", markup=False)
             stdout.print(stage_table(ev))
             if ev.valid:
                 stdout.print(f"valid plan, TPS {ev.tps:.12g} s per sample (stage {ev.bottleneck} is the bottleneck)", markup=False)

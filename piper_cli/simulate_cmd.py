@@ -8,7 +8,7 @@ import typer
 
 from piper_cli.common import BandwidthOpt, BatchOpt, DevicesOpt, JsonOpt, MemoryOpt, cli_errors, load_with_overrides, print_json_line, stdout
 from piper_ilp.files import check_writable
-from piper_ilp.plan import load_plan
+from piper_cli.evaluate_cmd import IgnoreMetadataOpt, load_matching_plan
 
 
 def register(app: typer.Typer) -> None:
@@ -24,6 +24,7 @@ def register(app: typer.Typer) -> None:
         gantt: Annotated[Optional[str], typer.Option("--gantt", help="Write a Gantt chart (.png or .svg).", show_default=False)] = None,
         gantt_microbatches: Annotated[int, typer.Option("--gantt-microbatches", min=1, help="Draw the chart up to the time this many microbatches took.")] = 24,
         json_out: JsonOpt = False,
+        ignore_metadata: IgnoreMetadataOpt = False,
         devices: DevicesOpt = None,
         memory: MemoryOpt = None,
         batch: BatchOpt = None,
@@ -40,7 +41,7 @@ def register(app: typer.Typer) -> None:
         if gantt:
             check_writable(gantt, "Gantt chart")
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
-        sim = simulate(inst, load_plan(plan), schedule=schedule, pipeline=pipeline, microbatches=microbatches,
+        sim = simulate(inst, load_matching_plan(inst, plan, ignore_metadata), schedule=schedule, pipeline=pipeline, microbatches=microbatches,
                        forward_fraction=forward_fraction)
         if gantt:
             finish: dict[int, float] = {}

@@ -22,18 +22,23 @@ __all__ = ["atomic_write_text", "check_writable", "json_safe", "read_jsonl"]
 
 def check_writable(path: str | Path, what: str = "output") -> Path:
     """Raise :class:`InputError` (one line naming ``path``) unless a file can be created
-    or replaced at ``path``: its folder exists and is writable, and ``path`` is not a
-    folder. Nothing is created."""
+    or replaced at ``path``: its folder exists and a file can really be created in it (a
+    probe file is made and removed: this catches read-only file systems and /proc, which
+    permission bits do not), and ``path`` is not a folder. ``path`` itself is not touched."""
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
         raise InputError(f"{path}: {what} path is a folder")
     if not parent.is_dir():
         raise InputError(f"{path}: cannot write {what}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"{path}: cannot write {what}: folder {parent} is not writable")
     if p.exists() and not os.access(p, os.W_OK):
         raise InputError(f"{path}: cannot write {what}: file is not writable")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=parent)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write {what}: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.unlink(probe)
     return p
 
 

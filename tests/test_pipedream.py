@@ -437,3 +437,9 @@ def test_verify_model_pipedream_on_alexnet_uses_the_milp_as_referee(shared_dir):
     out = json.loads(res.output)
     assert out["verdict"] == "match" and out["referee"] == "milp" and "brute" in out["skipped"]
     assert out["values"]["dp"] == pytest.approx(plan_graph(prepare(parse_graph(path)), [4], [1e9]).time_per_stage, rel=1e-12)
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "/dev/null"])
+def test_graph_files_must_be_regular_files(path):
+    with pytest.raises(InputError, match="not a regular file"):
+        parse_graph(path)

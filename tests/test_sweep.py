@@ -124,3 +124,10 @@ def test_an_external_planner_is_a_variant_of_the_sweep(tmp_path):
     by = {(r["M"], r["variant"]): r for r in rows}
     assert by[(6e8, "split")]["status"] == "feasible" and by[(6e8, "split")]["tps"] >= by[(6e8, "all")]["tps"]
     assert by[(2e8, "split")]["status"] == "invalid" and "rule 6" in by[(2e8, "split")]["message"]
+
+
+def test_unwritable_figure_and_folder_paths_are_refused_in_one_line(swept, tmp_path):
+    _, _, rows, out = swept
+    for target in ("/proc/fig.png", str(tmp_path / "missing" / "fig.png")):
+        p = subprocess.run([sys.executable, "-m", "piper_cli", "plot", str(out), "-o", target], capture_output=True, text=True, cwd=REPO)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr

@@ -171,18 +171,15 @@ def parse_graph_text(text: str, source: str = "<graph>") -> PDGraph:
 
 
 def parse_graph(path: str | Path) -> PDGraph:
-    """Read a ``graph.txt`` file (see :func:`parse_graph_text`)."""
-    p = Path(path)
+    """Read a ``graph.txt`` file (see :func:`parse_graph_text`): a regular file of at most
+    :data:`piper_ilp.jsonfile.MAX_FILE_BYTES`, read without blocking, as the JSON files are."""
+    from piper_ilp.jsonfile import MAX_FILE_BYTES, _read_bytes
+
+    data = _read_bytes(path, MAX_FILE_BYTES)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a folder, not a graph.txt file") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return parse_graph_text(text, str(path))
 
 
