@@ -12,7 +12,7 @@ For each (m, t, d) with m d <= N and m t d <= K, stage i (0-based, of m) holds
 y = ceil(s / d) = m - i microbatches (its suffix sum is s = (m - i) d), and takes the exact
 option choice of the DP for its nodes at that y (:func:`dp.exact_options`); the
 configuration's TPS is its slowest stage's, from the evaluator. The answer is a heuristic:
-status FEASIBLE (or INFEASIBLE when no configuration fits), never a proof.
+status FEASIBLE (or UNKNOWN when no configuration fits), never a proof.
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def solve_2bw(instance: Instance, restrictions: Restrictions = Restrictions()) -
     -------
     Solution
         method ``"2bw"``; status FEASIBLE with the best equal-stage plan that fits, or
-        INFEASIBLE when none does (``message`` says that only equal-stage plans were
-        tried). ``info``: ``blocks``, ``stages``, ``d``, ``t`` and ``configurations`` tried.
+        UNKNOWN when none does (a heuristic proves nothing: ``message`` says that only
+        equal-stage plans were tried). ``info``: ``blocks``, ``stages``, ``d``, ``t`` and ``configurations`` tried.
 
     Examples
     --------
@@ -115,8 +115,8 @@ def solve_2bw(instance: Instance, restrictions: Restrictions = Restrictions()) -
     seconds = time.perf_counter() - start
     if best is None:
         return Solution(
-            "2bw", Status.INFEASIBLE, seconds=seconds, info=info,
-            message="no equal-stage plan with one d and t fits (only such plans were tried)",
+            "2bw", Status.UNKNOWN, seconds=seconds, info=info,
+            message="no equal-stage plan with one d and t fits (only such plans were tried: not a proof that no plan fits)",
         )
     tps, plan, m, t, d = best
     info.update(stages=m, t=t, d=d)

@@ -217,10 +217,16 @@ def solve_dp(
         if got is None or got[0] > (ub if ub is not None else math.inf):
             if ub is not None:
                 raise InternalError(f"{method}: the pruned DP lost the chain plan of value {ub!r}")
+            if greedy:  # Piper's rule can miss a choice that fits: no plan from it is no proof
+                msg = (
+                    f"Piper's greedy option rule finds no plan within M = {instance.M!r} bytes per device, "
+                    f"sum of d <= {S} and sum of t*d <= K = {K}; not a proof that none exists (--knapsack exact decides)"
+                )
+                return done(Solution(method, Status.UNKNOWN, message=msg, info={"search_steps": 1}))
             least = decision.least_devices()
             if least >= DEVICES_INF:
                 msg = (
-                    f"no split into stages fits in memory M = {instance.M:.6g} bytes per device within "
+                    f"no split into stages fits in memory M = {instance.M!r} bytes per device within "
                     f"sum of d <= min(N, K) = {S} and sum of t*d <= K = {K}, even with the least-memory options"
                 )
             else:

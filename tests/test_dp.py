@@ -76,8 +76,8 @@ def test_exact_dp_equals_oracle(family, n, seed):
         assert g.method == "dp-greedy"
         if g.status == Status.FEASIBLE:
             assert g.tps >= ref.tps * (1 - 1e-9), (g.tps, ref.tps)
-        else:  # the greedy rule can only miss plans, never find an infeasible one
-            assert g.status == Status.INFEASIBLE
+        else:  # the greedy rule can only miss plans, and then it claims nothing
+            assert g.status == Status.UNKNOWN and g.plan is None
 
 
 @pytest.mark.slow

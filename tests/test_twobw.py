@@ -19,7 +19,7 @@ def test_2bw_is_a_valid_equal_stage_plan_never_below_the_optimum(family, n, seed
     inst = random_instance(family, n, seed, memory="loose")
     base = solve_2bw(inst)
     opt = solve_dp(inst)
-    if base.status is Status.INFEASIBLE:
+    if base.status is Status.UNKNOWN:  # no equal-stage plan fits: no claim either way
         return
     assert base.status is Status.FEASIBLE  # a heuristic never claims a proof
     ev = evaluate(inst, base.plan)
