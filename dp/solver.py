@@ -27,7 +27,8 @@ of value <= ub survives.
 Limits (refused with one line, before the long work): more than ``max_ideals`` successor-
 closed sets (default :data:`DEFAULT_MAX_IDEALS`; a 21,000-node chain or a 3,000-branch fan
 is refused in about a second); decision tables of sets x (min(N, K) + 1) x 16 bytes above
-``max_table_bytes`` (default 2 GiB, ``force=True`` skips it); a device budget
+``max_table_bytes`` (default 2 GiB, ``force=True`` skips it), and stage tables that pass
+the same limit while they are built (refused as soon as they do); a device budget
 min(K, t_max min(N, K)) of 2**59 or more (64-bit device counts). Any K below that works:
 a K above t_max min(N, K) budgets the same as t_max min(N, K).
 """
@@ -90,7 +91,8 @@ def solve_dp(
     force : bool
         Skip the table-size guard (``max_table_bytes``).
     max_table_bytes : int
-        Refuse when the decision tables, sets x (min(N, K) + 1) x 16 bytes, exceed this.
+        Refuse when the decision tables, sets x (min(N, K) + 1) x 16 bytes, exceed this, or
+        when the stage tables pass it while they are built.
     small_s : int
         Up to this many columns min(N, K) + 1, the decision relaxes all stages of one set in
         one matrix; above it, one block per (set, d). Both give the same tables.
@@ -200,6 +202,7 @@ def solve_dp(
             ctb = build_stage_tables(
                 inst, chain, d_values, S, greedy, choices,
                 progress=bar.task("chain bound: sets", len(chain)), plain_paths=plain_paths,
+                max_bytes=None if force else max_table_bytes,
             )
             chain_decision = ThresholdDecision(ctb, len(chain), S, budget, small_s=small_s)
             got = search_threshold(chain_decision, budget, None, float(ctb.work_of[-1]) / budget)
@@ -209,6 +212,7 @@ def solve_dp(
         tb = build_stage_tables(
             inst, ideals, d_values, S, greedy, choices,
             ub=ub, progress=bar.task("stage tables: sets", len(ideals)), plain_paths=plain_paths,
+            max_bytes=None if force else max_table_bytes,
         )
         decision = ThresholdDecision(tb, len(ideals), S, budget, small_s=small_s)
         info["stage_pairs"] = tb.pairs

@@ -30,6 +30,7 @@ from dp.knapsack import pareto_mask, pareto_frontier, stage_items, stage_tps_fro
 from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit
 from dp.option_choice import OptionChoices
 from piper_ilp.cost import cut_edge_bytes
+from piper_ilp.errors import SizeLimitError
 from piper_ilp.instance import Instance
 
 __all__ = ["StageTables", "build_stage_tables", "bits", "membership"]
@@ -51,12 +52,22 @@ class StageTables:
     ``work_of`` and ``front_work_of``.
     """
 
-    def __init__(self):
+    def __init__(self, max_bytes: float | None = None, source: str = "<instance>"):
         self.blocks: list = []  # (k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone)
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self.source = source
 
     def emit(self, k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone=True):
         if cost2d.shape[1]:
             self.blocks.append((k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone))
+            self.nbytes += np.asarray(ds).nbytes + cost2d.nbytes + ylo2d.nbytes + yhi2d.nbytes
+            if self.max_bytes is not None and self.nbytes > self.max_bytes:
+                raise SizeLimitError(
+                    f"{self.source}: the DP's stage tables passed {self.max_bytes / 2**30:.1f} GiB while being built "
+                    f"(too many candidate stages x (t, d) x y ranges); lower K or N, restrict t or d "
+                    f"(--max-t, --max-d), or pass --force (force=True) if memory allows"
+                )
 
     def finalize(self):
         bl = self.blocks
@@ -101,6 +112,7 @@ def build_stage_tables(
     ub: float | None = None,
     progress=None,
     plain_paths: bool = True,
+    max_bytes: float | None = None,
 ) -> StageTables:
     """The stage tables of every candidate stage I \\\\ J of the family ``ideals``.
 
@@ -127,6 +139,9 @@ def build_stage_tables(
     plain_paths : bool
         Use the fast paths for nodes whose options differ only in p, a, b (False: treat
         every node as general; the same tables, slower; for tests).
+    max_bytes : float, optional
+        Refuse (SizeLimitError, one line saying what to change) as soon as the tables pass
+        this many bytes while being built; None: no limit.
 
     Returns
     -------
@@ -135,6 +150,7 @@ def build_stage_tables(
         (per set: least device-seconds per sample inside it and outside it).
     """
     builder = _StageTableBuilder(inst, ideals, d_values, S, greedy, choices, ub, plain_paths)
+    builder.tables.max_bytes, builder.tables.source = max_bytes, inst.source
     tables = builder.build(progress or (lambda k: None))
     tables.pairs = builder.pairs
     tables.work_of = builder.work_of

@@ -333,3 +333,15 @@ def test_greedy_mode_never_claims_infeasibility():
     assert greedy.status in (Status.FEASIBLE, Status.UNKNOWN)
     if greedy.status == Status.UNKNOWN:
         assert "not a proof" in greedy.message and greedy.plan is None
+
+
+def test_stage_tables_past_the_memory_limit_are_refused_while_built():
+    from pathlib import Path
+
+    from piper_ilp import load_instance
+
+    inst = load_instance(Path(__file__).resolve().parents[1] / "inputs" / "small.json")
+    # the decision tables (9 sets x 5 columns x 16 bytes = 720) fit; the stage tables do not
+    with pytest.raises(SizeLimitError, match="stage tables passed .* --force"):
+        solve_dp(inst, max_table_bytes=1000)
+    assert solve_dp(inst, max_table_bytes=1000, force=True).status == Status.OPTIMAL
