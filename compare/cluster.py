@@ -23,6 +23,9 @@ __all__ = ["dask_available", "run_on_dask"]
 
 _DONE = object()
 
+#: How often a job whose worker died holding it (status "lost" or "cancelled") is run again.
+MAX_RESUBMITS = 3
+
 
 def dask_available() -> bool:
     """True when dask.distributed can be imported."""
@@ -92,6 +95,7 @@ def run_on_dask(
     client, cluster = _client(scheduler, workers)
     pending: set = set()
     job_of: dict = {}
+    tries: dict[int, int] = {}
     try:
         # a few tasks per worker in flight: a long run does not submit everything at once
         window = 2 * max(workers if cluster is not None else len(client.scheduler_info().get("workers", {})), 1)
@@ -115,14 +119,26 @@ def run_on_dask(
             pending.clear()
             pending.update(pending_left)
             for f in done:
-                if f.status != "finished":
+                job = job_of.pop(f.key)
+                if f.status == "finished":
+                    write(f.result())
+                    continue
+                if f.status == "error":
                     exc = f.exception()
                     raise InternalError(
-                        f"job {name(job_of[f.key])} failed on the dask cluster: {type(exc).__name__}: {exc}; "
+                        f"job {name(job)} failed on the dask cluster: {type(exc).__name__}: {exc}; "
                         "the finished results are saved, rerun with --resume to go on"
                     )
-                write(f.result())
-                del job_of[f.key]
+                # "lost" or "cancelled": its worker died holding it; run it again (a few times)
+                tries[id(job)] = tries.get(id(job), 0) + 1
+                if tries[id(job)] > MAX_RESUBMITS:
+                    raise InternalError(
+                        f"job {name(job)} was lost on the dask cluster {MAX_RESUBMITS} times (status {f.status}); "
+                        "the finished results are saved, rerun with --resume to go on"
+                    )
+                again = client.submit(fn, job, pure=False)
+                job_of[again.key] = job
+                pending.add(again)
             submit_more()
     finally:
         try:
