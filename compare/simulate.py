@@ -21,9 +21,7 @@ backward (its replicas hold N / d_i microbatches).
 from __future__ import annotations
 
 import heapq
-import math
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from piper_ilp.errors import InputError
 from piper_ilp.evaluate import evaluate

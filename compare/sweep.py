@@ -29,7 +29,6 @@ import csv
 import functools
 import io
 import itertools
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path

@@ -38,7 +38,7 @@ from typing import Collection, Sequence
 import numpy as np
 
 from dp.memory import float_band, fits_possibly_limit
-from piper_ilp.cost import memory_fits, node_edge_bytes, resync_bytes
+from piper_ilp.cost import node_edge_bytes, resync_bytes
 from piper_ilp.cost import stage_tps as _stage_tps
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance, Option

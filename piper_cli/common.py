@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import sys
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 

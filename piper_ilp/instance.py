@@ -16,9 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping

@@ -14,7 +14,7 @@ import pytest
 from compare.generators import FAMILIES, random_instance
 from compare.simulate import simulate
 from dp import solve_dp
-from piper_ilp import evaluate, load_instance, load_plan
+from piper_ilp import evaluate
 from piper_ilp.errors import InputError
 from piper_ilp.instance import instance_from_dict
 from piper_ilp.pipeline import batch_time, in_flight, microbatches_held, stage_graph

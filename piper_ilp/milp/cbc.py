@@ -66,7 +66,7 @@ def _num(c: float) -> str:
 def _mps_text(sm: ScaledModel, rows: list[ScaledRow]) -> str:
     """The model in MPS, in the column layout CBC reads (as PuLP writes it; variables
     x<j>, rows r<k>, at most 8 characters; 17 significant digits)."""
-    if len(m_vars := sm.model.vars) >= 10**7 or len(rows) >= 10**7:
+    if len(sm.model.vars) >= 10**7 or len(rows) >= 10**7:
         raise InternalError("cbc: the model has too many variables or rows for MPS names")
     m = sm.model
     out = ["NAME          PIPER", "ROWS", " N  OBJ"]
