@@ -42,7 +42,7 @@ def _client(scheduler: str, workers: int):
 
     if scheduler == "local":
         cluster = LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
             silence_logs=logging.ERROR, host="127.0.0.1", preload=["compare.dask_worker"],
         )
         return Client(cluster), cluster

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 def cluster():
     from distributed import LocalCluster
 
-    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1")
+    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0", host="127.0.0.1")
     yield c
     c.close()
 
@@ -110,3 +110,17 @@ def test_a_sweep_on_a_local_cluster(tmp_path):
     rows = run_sweep(inst, points, tmp_path / "s", workers=2, scheduler="local")
     local = run_sweep(inst, points, tmp_path / "p", workers=1)
     assert [(r["id"], r["status"], r["tps"]) for r in rows] == [(r["id"], r["status"], r["tps"]) for r in local]
+
+
+def test_a_campaign_prints_nothing_on_stderr_when_another_cluster_holds_the_dashboard_port(tmp_path):
+    # the dashboard's default port taken by another cluster must not add warning lines
+    from distributed import LocalCluster
+
+    other = LocalCluster(n_workers=1, processes=False, dashboard_address=":8787")
+    try:
+        p = subprocess.run([sys.executable, "-m", "piper_cli", "campaign", "--count", "6", "--nodes", "3-4", "--methods",
+                            "dp,brute", "--scheduler", "local", "--out", str(tmp_path / "c"), "--no-progress"],
+                           capture_output=True, text=True, cwd=REPO, timeout=300)
+    finally:
+        other.close()
+    assert p.returncode == 0 and p.stderr == "", p.stderr
