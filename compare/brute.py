@@ -10,7 +10,9 @@ MILP. It enumerates
    budgets sum d <= N and sum t * d <= K;
 3. every option per node, under the stage's t;
 
-and keeps the plan with the least TPS. Every number it compares is the evaluator's own
+and keeps the plan with the least TPS (or, under ``--objective batch-time``, the least
+batch time of sec. 9; under ``--pipeline graph`` the microbatches in flight are those of
+sec. 8). Every number it compares is the evaluator's own
 (contract sec. 7): a stage's TPS is :func:`piper_ilp.cost.stage_cost` (three ``fsum``
 sums), its memory :func:`piper_ilp.cost.stage_memory` (``fsum`` of a * y and b) and it
 fits iff :func:`piper_ilp.cost.memory_fits` (``<= M``, no slack). The value it reports
@@ -21,7 +23,8 @@ The only shortcuts are obviously safe ones:
 
 * a stage or degree choice that already breaks a budget is not extended;
 * branch and bound: a partial plan whose slowest stage is already no faster than the
-  best complete plan is not extended (the plan's TPS is a max over its stages);
+  best complete plan is not extended (the plan's TPS is a max over its stages; the batch
+  time is (N - 1) max TPS plus a longest path, and both only grow as stages are added);
 * the options of one stage affect only that stage's time and memory, so for a stage
   (C, t, d) with y = ceil(s / d) (s the suffix sum of d) the oracle takes the fastest
   option tuple that fits in M, trying the tuples in ascending TPS (cached per (C, t, d)).
@@ -37,9 +40,10 @@ import math
 import time
 from functools import lru_cache
 
-from piper_ilp.cost import memory_fits, microbatches_in_flight, stage_cost, stage_memory
+from piper_ilp.cost import memory_fits, stage_cost, stage_memory
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.instance import Instance
+from piper_ilp.pipeline import DEFAULT_MODE, Mode, batch_time, microbatches_held
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
@@ -55,6 +59,11 @@ MAX_OPTION_TUPLES = 6**8
 #: ... or whose ordered partitions into at most min(N, K) stages exceed this (wide
 #: graphs: 8 independent nodes have 545,835 ordered partitions).
 MAX_PARTITIONS = 20_000
+
+#: Batch-time pruning keeps a partial plan unless its lower bound exceeds the best value
+#: by more than float rounding could explain (the bound adds in another order than the
+#: evaluator's formula).
+_PRUNE_MARGIN = 1 + 1e-12
 
 
 def brute_applies(instance: Instance, max_nodes: int = MAX_NODES) -> bool:
@@ -143,8 +152,9 @@ def solve_brute(
     *,
     max_nodes: int = MAX_NODES,
     force: bool = False,
+    mode: Mode = DEFAULT_MODE,
 ) -> Solution:
-    """Solve a tiny instance by trying every plan.
+    """Solve a tiny instance by trying every plan, in any mode (secs. 8 and 9).
 
     Parameters
     ----------
@@ -156,12 +166,14 @@ def solve_brute(
         The size limit (default :data:`MAX_NODES`).
     force : bool
         Skip the size limits (the search may then take very long).
+    mode : Mode
+        Pipelining, objective and schedule (default: secs. 2-4).
 
     Returns
     -------
     Solution
         method ``"brute"``; status OPTIMAL with the best plan (``objective`` = ``bound``
-        = its TPS, exactly the evaluator's value) or INFEASIBLE when no plan is valid.
+        = its TPS or batch time, exactly the evaluator's value) or INFEASIBLE when no plan is valid.
         ``info`` counts the complete plans reached (``plans``) and the stage choices
         tried (``stage_choices``).
 
@@ -218,32 +230,60 @@ def solve_brute(
     best_value = math.inf
     best_stages: list | None = None
     counts = {"plans": 0, "stage_choices": 0}
+    graph, flush = mode.graph, mode.batch_time
 
-    def search(unplaced: int, s: int, devices: int, worst: float, chosen: list) -> None:
+    def search(unplaced: int, s: int, devices: int, worst: float, path: float, chosen: list) -> None:
         """Place the nodes of ``unplaced`` (a predecessor-closed set) in stages before the
-        ``chosen`` ones (listed from the last stage backwards)."""
+        ``chosen`` ones (listed from the last stage backwards, each as (mask, t, d,
+        options, h, TPS, L) with h its microbatches in flight and L the longest sum of
+        d TPS along stage-graph paths from it). ``s`` is the suffix sum of d, ``worst``
+        the largest TPS and ``path`` the largest L so far."""
         nonlocal best_value, best_stages
         if unplaced == 0:
             counts["plans"] += 1
-            if best_stages is None or worst < best_value:
-                best_value, best_stages = worst, list(chosen)
+            value = worst
+            if flush:  # the evaluator's own formula, on the plan in pipeline order
+                order = chosen[::-1]
+                where = {st[0]: i for i, st in enumerate(order)}
+                succ = [{where[o[0]] for o in order if o[0] & _succ_of(st[0])} for st in order]
+                value = batch_time([st[5] for st in order], [st[2] for st in order], succ, N, mode.pipeline)
+            if best_stages is None or value < best_value:
+                best_value, best_stages = value, list(chosen)
             return
         for sub, rest in _back_stages(unplaced, succ_mask):
+            out = _succ_of(sub)
+            later = [st for st in chosen if st[0] & out] if graph else chosen[-1:]
             for t, d in choices:
-                if s + d > N or devices + t * d > K:
+                if devices + t * d > K:
+                    continue
+                h = d + max((st[4] for st in later), default=0)
+                if h > N if graph else s + d > N:
                     continue
                 counts["stage_choices"] += 1
-                stage = best_stage(sub, t, d, microbatches_in_flight(s + d, d))
+                stage = best_stage(sub, t, d, microbatches_held(h, d, N, mode.schedule))
                 if stage is None:
                     continue
                 w = max(worst, stage[0])
-                if best_stages is not None and w >= best_value:
-                    continue  # cannot beat the best plan found so far
-                chosen.append((t, d, stage[1]))
-                search(rest, s + d, devices + t * d, w, chosen)
+                L = d * stage[0] + (max((st[6] for st in later), default=0.0) if graph else path)
+                p = max(path, L)
+                if best_stages is not None:
+                    # the value only grows as stages are added (sec. 9: a max and a longest path)
+                    lower = (N - 1) * w + p if flush else w
+                    if lower > best_value * _PRUNE_MARGIN if flush else w >= best_value:
+                        continue  # cannot beat the best plan found so far
+                chosen.append((sub, t, d, stage[1], h, stage[0], L))
+                search(rest, s + d, devices + t * d, w, p, chosen)
                 chosen.pop()
 
-    search((1 << n) - 1, 0, 0, -math.inf, [])
+    @lru_cache(maxsize=None)
+    def _succ_of(mask: int) -> int:
+        out = 0
+        for i in range(n):
+            if mask >> i & 1:
+                out |= succ_mask[i]
+        return out & ~mask
+
+    search((1 << n) - 1, 0, 0, -math.inf, 0.0, [])
 
     seconds = time.perf_counter() - start
     info = dict(counts, nodes=n)
@@ -254,10 +294,11 @@ def solve_brute(
             seconds=seconds,
             message="no valid plan: every partition, degree and option choice breaks a budget or the memory limit",
             info=info,
+            mode=mode,
         )
     stages = tuple(
         Stage(tuple(v for v in ids if v in opts), d, t, {v: o.id for v, o in opts.items()})
-        for t, d, opts in reversed(best_stages)
+        for _, t, d, opts, *_ in reversed(best_stages)
     )
     solution = Solution(
         method="brute",
@@ -267,6 +308,7 @@ def solve_brute(
         bound=best_value,
         seconds=seconds,
         info=info,
+        mode=mode,
     )
     # the evaluator computes the same fsum sums: its TPS must equal ours exactly
     return checked_solution(instance, solution, tolerance=0.0, restrictions=restrictions)

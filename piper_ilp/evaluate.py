@@ -1,4 +1,6 @@
-"""The independent plan evaluator: validity (cost model sec. 2) and TPS (sec. 3).
+"""The independent plan evaluator: validity (cost model sec. 2) and TPS (sec. 3), under
+any :class:`~piper_ilp.pipeline.Mode` (graph pipelining sec. 8, batch time and the
+schedules' memory sec. 9).
 
 Every solver's answer passes through :func:`evaluate` before it is returned, as in
 Piper's reference implementation (``getTPSForResult``). It shares no code with the
@@ -9,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from piper_ilp.cost import StageCost, memory_fits, microbatches_in_flight, stage_cost, stage_memory
+from piper_ilp.cost import StageCost, memory_fits, stage_cost, stage_memory
 from piper_ilp.instance import Instance, Option
+from piper_ilp.pipeline import DEFAULT_MODE, Mode, batch_limit_ok, batch_time, in_flight, microbatches_held, stage_graph
 from piper_ilp.plan import Plan
 
 __all__ = ["Violation", "StageReport", "Evaluation", "evaluate", "check_plan_matches"]
@@ -20,7 +23,7 @@ RULES = {
     2: "every edge goes forward (stage(u) <= stage(v))",
     3: "d >= 1 dividing N, t >= 1",
     4: "every node names one of its options under the stage's t",
-    5: "sum of d <= N and sum of t*d <= K",
+    5: "sum of d <= N (graph pipelining: max h <= N) and sum of t*d <= K",
     6: "memory sum(a*y + b) <= M",
 }
 
@@ -47,8 +50,10 @@ class Violation:
 
 @dataclass(frozen=True)
 class StageReport:
-    """One stage's numbers: suffix sum ``s``, ``y`` = ceil(s / d), memory used and the
-    limit, and the TPS split into parts (``cost``; None when its options do not resolve)."""
+    """One stage's numbers: ``s`` the microbatches in flight h (sequential pipelining: the
+    suffix sum of d; graph: sec. 8), ``y`` the microbatches one replica holds (ceil(h / d);
+    N / d under ``gpipe``), memory used and the limit, the TPS split into parts (``cost``;
+    None when its options do not resolve) and ``successors`` in the stage graph."""
 
     index: int
     nodes: tuple[int, ...]
@@ -59,17 +64,22 @@ class StageReport:
     memory: float | None
     memory_limit: float
     cost: StageCost | None
+    successors: tuple[int, ...] = ()
 
 
 @dataclass
 class Evaluation:
     """The evaluator's verdict. ``tps`` is the plan's TPS (max over stages) when the plan
-    is valid, else None; ``violations`` lists every broken rule."""
+    is valid, else None; ``batch_time`` its time per batch with a flush (sec. 9);
+    ``value`` the one of the two that ``mode`` optimizes; ``violations`` lists every
+    broken rule."""
 
     stages: list[StageReport]
     violations: list[Violation] = field(default_factory=list)
     devices: int = 0
     sum_d: int = 0
+    mode: Mode = DEFAULT_MODE
+    N: int = 1
 
     @property
     def valid(self) -> bool:
@@ -82,6 +92,19 @@ class Evaluation:
         return max(r.cost.tps for r in self.stages)
 
     @property
+    def batch_time(self) -> float | None:
+        """T_batch of sec. 9 (None when the plan is not valid)."""
+        if self.tps is None:
+            return None
+        return batch_time([r.cost.tps for r in self.stages], [r.d for r in self.stages],
+                          [set(r.successors) for r in self.stages], self.N, self.mode.pipeline)
+
+    @property
+    def value(self) -> float | None:
+        """The value of the mode's objective: ``tps`` or ``batch_time``."""
+        return self.batch_time if self.mode.batch_time else self.tps
+
+    @property
     def bottleneck(self) -> int | None:
         """Index of the stage with the largest TPS (the first such), when valid."""
         if self.tps is None:
@@ -89,13 +112,15 @@ class Evaluation:
         return max(range(len(self.stages)), key=lambda i: (self.stages[i].cost.tps, -i))
 
 
-def evaluate(instance: Instance, plan: Plan) -> Evaluation:
-    """Check a plan against an instance and compute its TPS.
+def evaluate(instance: Instance, plan: Plan, mode: Mode = DEFAULT_MODE) -> Evaluation:
+    """Check a plan against an instance and compute its TPS (and batch time).
 
     Parameters
     ----------
     instance : Instance
     plan : Plan
+    mode : Mode
+        Pipelining, objective and schedule (default: the contract's secs. 2-4).
 
     Returns
     -------
@@ -189,24 +214,22 @@ def evaluate(instance: Instance, plan: Plan) -> Evaluation:
     # rule 5: device and microbatch budgets
     sum_d = sum(st.d for st in stages)
     devices = sum(st.t * st.d for st in stages)
-    if sum_d > N:
-        V.append(Violation(5, f"sum of d = {sum_d} exceeds N = {N}"))
+    d = [max(st.d, 0) for st in stages]
+    successors = stage_graph(instance, plan)
+    h = in_flight(d, successors, mode.pipeline)
+    if not batch_limit_ok(d, h, N, mode.pipeline):
+        if mode.graph:
+            V.append(Violation(5, f"max h = {max(h)} microbatches in flight exceeds N = {N}"))
+        else:
+            V.append(Violation(5, f"sum of d = {sum_d} exceeds N = {N}"))
     if devices > K:
         V.append(Violation(5, f"sum of t*d = {devices} exceeds K = {K}"))
 
     # rule 6 and the costs
     reports: list[StageReport] = []
-    s = 0
-    suffix = [0] * len(stages)
-    for i in range(len(stages) - 1, -1, -1):
-        s += max(stages[i].d, 0)
-        suffix[i] = s
     for i, st in enumerate(stages):
         opts = chosen[i]
-        if st.d >= 1:
-            y = microbatches_in_flight(suffix[i], st.d)
-        else:
-            y = 0
+        y = microbatches_held(h[i], st.d, N, mode.schedule) if st.d >= 1 else 0
         memory = cost = None
         if opts is not None and st.d >= 1:
             memory = stage_memory(st.nodes, opts, y)
@@ -216,9 +239,9 @@ def evaluate(instance: Instance, plan: Plan) -> Evaluation:
                 if used == limit:  # show the digits that differ
                     used, limit = repr(memory), repr(M)
                 V.append(Violation(6, f"memory {used} bytes with y = {y} exceeds M = {limit}", stage=i))
-        reports.append(StageReport(i, tuple(st.nodes), st.d, st.t, suffix[i], y, memory, M, cost))
+        reports.append(StageReport(i, tuple(st.nodes), st.d, st.t, h[i], y, memory, M, cost, tuple(sorted(successors[i]))))
 
-    return Evaluation(stages=reports, violations=V, devices=devices, sum_d=sum_d)
+    return Evaluation(stages=reports, violations=V, devices=devices, sum_d=sum_d, mode=mode, N=N)
 
 
 def check_plan_matches(instance: Instance, plan: Plan, *, shown: int = 3) -> str | None:

@@ -16,6 +16,7 @@ from piper_ilp.cost import close
 from piper_ilp.errors import InternalError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance
+from piper_ilp.pipeline import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan, plan_to_dict
 
 __all__ = ["Status", "Restrictions", "Solution", "checked_solution", "divisors", "divisors_upto"]
@@ -137,9 +138,11 @@ class Restrictions:
 class Solution:
     """A solver's answer.
 
-    ``tps`` is the evaluator's TPS of ``plan``; ``objective`` the solver's own value
-    (for a MILP, in its scaled arithmetic); ``bound`` a proven lower bound on the
-    optimum where the method has one; ``seconds`` the wall time; ``info`` holds
+    ``mode`` is what was optimized (:class:`~piper_ilp.pipeline.Mode`); ``tps`` is the
+    evaluator's TPS of ``plan`` and ``value`` the evaluator's value of the mode's
+    objective (the TPS, or the batch time of sec. 9); ``objective`` the solver's own value
+    of it (for a MILP, in its scaled arithmetic); ``bound`` a proven lower bound on the
+    optimal ``value`` where the method has one; ``seconds`` the wall time; ``info`` holds
     method-specific facts (model size, scaling error, counts, why infeasible).
     """
 
@@ -152,24 +155,30 @@ class Solution:
     seconds: float = 0.0
     message: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    mode: Mode = DEFAULT_MODE
+    value: float | None = None
 
     @property
     def gap(self) -> float | None:
-        """Relative gap (tps - bound) / tps, when both are known."""
-        if self.tps is None or self.bound is None:
+        """Relative gap (value - bound) / value, when both are known."""
+        value = self.value if self.value is not None else self.tps
+        if value is None or self.bound is None:
             return None
-        if self.tps == 0:
+        if value == 0:
             return 0.0
-        return max(0.0, (self.tps - self.bound) / self.tps)
+        return max(0.0, (value - self.bound) / value)
 
     def to_dict(self) -> dict:
-        """A JSON-ready dict: method, status, tps, objective, bound, gap, plan, devices,
-        sum_d, seconds, message and info."""
+        """A JSON-ready dict: method, status, mode, objective (the evaluator's value of the
+        mode's objective), tps, solver_value (the solver's own number), bound, gap, plan,
+        devices, sum_d, seconds, message and info."""
         return {
             "method": self.method,
             "status": self.status.value,
+            "mode": self.mode.to_dict(),
+            "objective": self.value if self.value is not None else self.objective,
             "tps": self.tps,
-            "objective": self.objective,
+            "solver_value": self.objective,
             "bound": self.bound,
             "gap": self.gap,
             "devices": self.plan.devices if self.plan else None,
@@ -189,11 +198,12 @@ def checked_solution(
     absolute: float = 0.0,
     restrictions: Restrictions | None = None,
 ) -> Solution:
-    """Pass a solver's plan through the evaluator and fill in ``solution.tps``.
+    """Pass a solver's plan through the evaluator (under ``solution.mode``) and fill in
+    ``solution.tps`` and ``solution.value``.
 
-    The plan must be valid, obey ``restrictions``, and its TPS must agree with the
-    solver's ``objective`` to relative ``tolerance`` (or within ``absolute``, for a
-    backend with a stated scaling error).
+    The plan must be valid, obey ``restrictions``, and the evaluator's value of the
+    mode's objective must agree with the solver's ``objective`` to relative ``tolerance``
+    (or within ``absolute``, for a backend with a stated scaling error).
 
     Raises
     ------
@@ -204,7 +214,7 @@ def checked_solution(
         if solution.status in (Status.OPTIMAL, Status.FEASIBLE):
             raise InternalError(f"{solution.method}: status {solution.status} but no plan")
         return solution
-    ev = evaluate(instance, solution.plan)
+    ev = evaluate(instance, solution.plan, solution.mode)
     if not ev.valid:
         raise InternalError(
             f"{solution.method} returned a plan that the evaluator rejects: {ev.violations[0]}"
@@ -220,13 +230,15 @@ def checked_solution(
             )
             if bad:
                 raise InternalError(f"{solution.method}: stage {i} of its plan breaks the restrictions {restrictions.to_dict()}")
-    tps = ev.tps
+    value = ev.value
     if solution.objective is not None:
-        ok = close(tps, solution.objective, tolerance) or abs(tps - solution.objective) <= absolute
+        ok = close(value, solution.objective, tolerance) or abs(value - solution.objective) <= absolute
         if not ok:
+            what = "batch time" if solution.mode.batch_time else "TPS"
             raise InternalError(
-                f"{solution.method}: its value {solution.objective!r} and the evaluator's TPS {tps!r} "
+                f"{solution.method}: its value {solution.objective!r} and the evaluator's {what} {value!r} "
                 f"for its plan differ by more than the stated tolerance (rel {tolerance:g}, abs {absolute:g})"
             )
-    solution.tps = tps
+    solution.tps = ev.tps
+    solution.value = value
     return solution

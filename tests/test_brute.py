@@ -13,6 +13,7 @@ from piper_ilp.errors import SizeLimitError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict
 from builders import every_plan, option_dict
+from piper_ilp.pipeline import ALL_MODES, Mode
 from piper_ilp.solution import Restrictions, Status
 
 
@@ -189,3 +190,47 @@ def test_force_skips_the_size_limits():
     # p = 1..9 (sum 45), no edges, K = N = 2: one stage with d = 2 gives 45 / 2 = 22.5
     # (w = 0: no resync); two stages with d = 1 give at best max(22, 23) = 23
     assert sol.status is Status.OPTIMAL and sol.tps == 22.5 and len(sol.plan.stages) == 1
+
+
+@pytest.mark.parametrize("mode", ALL_MODES, ids=lambda m: m.label)
+def test_every_mode_agrees_with_naive_enumeration_through_the_evaluator(mode):
+    # graph pipelining, batch time and the gpipe memory rule (secs. 8-9): the oracle's shortcuts
+    # (per-stage best options, pruning on partial max / path) against every plan judged by the
+    # evaluator under the mode. N = 4 so that branches hold fewer microbatches than a sequence.
+    seen = set()
+    for family in ("fork-join", "layered", "chain"):
+        for seed in range(3):
+            inst = random_instance(family, 3, seed, t_values=(1,), options_per_t=(1, 2), K=4, N=4, memory="tight")
+            values = [ev.value for ev in (evaluate(inst, p, mode) for p in every_plan(inst)) if ev.valid]
+            sol = solve_brute(inst, mode=mode)
+            assert sol.mode == mode
+            if not values:
+                assert sol.status is Status.INFEASIBLE
+                seen.add("infeasible")
+                continue
+            assert sol.status is Status.OPTIMAL
+            assert sol.value == min(values) and sol.bound == sol.value  # bit for bit: the evaluator's numbers
+            assert evaluate(inst, sol.plan, mode).value == sol.value
+            seen.add("optimal")
+    assert "optimal" in seen
+
+
+def test_modes_differ_where_the_contract_says():
+    # a fork 0 -> {1, 2} -> 3 with one unit of memory per microbatch and M = 3.5: with four
+    # stages of d = 1, sequential pipelining holds y = 4, 3, 2, 1 (stage 0 does not fit) and
+    # graph pipelining y = 3, 2, 2, 1 (it fits: sec. 8). gpipe holds N / d = 4 everywhere.
+    edges = [(0, 1, 0.0), (0, 2, 0.0), (1, 3, 0.0), (2, 3, 0.0)]
+    succ = {0: [1, 2], 1: [3], 2: [3], 3: []}
+    pred = {0: [], 1: [0], 2: [0], 3: [1, 2]}
+    nodes = [(v, {"1": [opt(p=1.0, a=1.0, sfw={u: 0.0 for u in pred[v]}, sbw={x: 0.0 for x in succ[v]})]}) for v in range(4)]
+    inst = make(nodes, edges=edges, K=4, N=4, M=3.5)
+    seq = solve_brute(inst, Restrictions(max_d=1))
+    graph = solve_brute(inst, Restrictions(max_d=1), mode=Mode("graph"))
+    assert seq.status is graph.status is Status.OPTIMAL
+    assert graph.tps == 1.0 and len(graph.plan.stages) == 4  # one node per stage
+    assert seq.tps > graph.tps  # sequentially, the first stage must hold more nodes
+    gp = solve_brute(inst, Restrictions(max_d=1), mode=Mode("graph", schedule="gpipe"))
+    assert gp.status is Status.INFEASIBLE  # y = 4 for every stage: 4 > 3.5
+    # batch time (N - 1) max TPS + longest path: graph 3 * 1 + 3 (0 -> 1 -> 3) = 6
+    bt = solve_brute(inst, Restrictions(max_d=1), mode=Mode("graph", "batch-time"))
+    assert bt.status is Status.OPTIMAL and bt.value == 6.0 and bt.tps == 1.0
