@@ -56,8 +56,12 @@ from piper_ilp.instance import Instance, instance_from_dict, option_dict
 
 __all__ = ["FAMILIES", "NUMERIC_FAMILIES", "ALL_FAMILIES", "random_graph", "random_instance", "instance_name"]
 
-#: The graph families (shapes) :func:`random_instance` knows.
-FAMILIES = ("chain", "skip", "layered", "series-parallel", "fork-join")
+#: The graph families (shapes) :func:`random_instance` knows. ``towers``: parallel chains
+#: between one source and one sink (GraphPipe's multi-branch models, sec. 8).
+FAMILIES = ("chain", "skip", "layered", "series-parallel", "fork-join", "towers")
+
+#: The shapes the ``numerics`` family draws from (fixed, so its seeds stay reproducible).
+_NUMERIC_SHAPES = ("chain", "skip", "layered", "series-parallel", "fork-join")
 
 #: Families that stress the numbers (one of the shapes above, numbers chosen to break
 #: inexact arithmetic).
@@ -181,6 +185,27 @@ def _fork_join(n: int, rng: np.random.Generator) -> nx.DiGraph:
     return g
 
 
+def _towers(n: int, rng: np.random.Generator) -> nx.DiGraph:
+    # a source, 2-4 parallel chains (towers) of random lengths, a sink joining them; a chain
+    # when there are too few nodes for two towers
+    if n < 4:
+        return _chain(n, rng)
+    body = n - 2
+    k = int(rng.integers(2, min(4, body) + 1))
+    lengths = [1] * k
+    for _ in range(body - k):
+        lengths[int(rng.integers(0, k))] += 1
+    g = nx.DiGraph()
+    sink, nxt = n - 1, 1
+    for length in lengths:
+        prev = 0
+        for _ in range(length):
+            g.add_edge(prev, nxt)
+            prev, nxt = nxt, nxt + 1
+        g.add_edge(prev, sink)
+    return g
+
+
 def _relabel_topological(g: nx.DiGraph) -> nx.DiGraph:
     order = list(nx.lexicographical_topological_sort(g))
     return nx.relabel_nodes(g, {v: i for i, v in enumerate(order)})
@@ -192,6 +217,7 @@ _BUILDERS = {
     "layered": _layered,
     "series-parallel": _series_parallel,
     "fork-join": _fork_join,
+    "towers": _towers,
 }
 
 
@@ -222,7 +248,7 @@ def random_graph(family: str, n_nodes: int, seed: int) -> nx.DiGraph:
     """
     _check_family(family, n_nodes)
     rng = _rng(family, n_nodes, seed)
-    shape = family if family in _BUILDERS else FAMILIES[int(rng.integers(0, len(FAMILIES)))]
+    shape = family if family in _BUILDERS else _NUMERIC_SHAPES[int(rng.integers(0, len(_NUMERIC_SHAPES)))]
     g = _BUILDERS[shape](n_nodes, rng)
     assert g.number_of_nodes() == n_nodes and all(u < v for u, v in g.edges)
     return g

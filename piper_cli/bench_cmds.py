@@ -1,5 +1,6 @@
-"""``piper-ilp deepen`` (grow a profile's repeated block) and ``piper-ilp bench`` (the DP
-benchmark on the paper's configurations, optionally against a reference planner)."""
+"""``piper-ilp deepen`` (grow a profile's repeated block), ``piper-ilp towers`` (parallel
+towers of it, a multi-branch model) and ``piper-ilp bench`` (the DP benchmark on the
+paper's configurations, optionally against a reference planner)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,32 @@ def register(app: typer.Typer) -> None:
             f"(repeated chain {before} -> {layers} layers, {'chain edges only' if chain_only else 'all edges'})",
             markup=False,
         )
+
+    @app.command("towers")
+    @cli_errors
+    def towers_command(
+        instance: Annotated[str, typer.Argument(help="Instance JSON file with a repeated block (e.g. bert32a100.json).")],
+        layers: Annotated[str, typer.Option("--layers", "-L", help="Layers per tower, comma-separated: 4,4,4 is three towers of 4.")],
+        output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the multi-branch instance.")],
+        devices: DevicesOpt = None,
+        memory: MemoryOpt = None,
+        batch: BatchOpt = None,
+        bandwidth: BandwidthOpt = None,
+    ) -> None:
+        """Make a multi-branch model like GraphPipe's: parallel towers of the profile's repeated
+        layer between its source and sink layers, every number taken from the profile.
+        Graph pipelining (--pipeline graph) lets the towers' stages run side by side."""
+        from compare.towers import towers
+
+        try:
+            counts = [int(x) for x in layers.split(",")]
+        except ValueError:
+            raise InputError(f"--layers: a comma-separated list of whole numbers, got {layers!r}") from None
+        check_writable(output, "instance")
+        inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
+        model = towers(inst, counts)
+        save_instance(model, output)
+        stdout.print(f"{output}: {len(model.nodes)} nodes, {len(model.edges)} edges ({len(counts)} towers of {layers} layers)", markup=False)
 
     @app.command("bench")
     @cli_errors
