@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from piper_ilp.errors import InputError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance
-from piper_ilp.pipeline import PIPELINES, SCHEDULES, batch_time, in_flight, microbatches_held, stage_graph
+from piper_ilp.pipeline import PIPELINES, SCHEDULES, Mode, batch_time, in_flight, microbatches_held, stage_graph
 from piper_ilp.plan import Plan
 
 __all__ = ["Task", "Simulation", "simulate"]
@@ -101,9 +101,12 @@ def simulate(
         raise InputError(f"--pipeline {pipeline!r}: choose one of {', '.join(PIPELINES)}")
     if not (0.0 < forward_fraction <= 1.0):
         raise InputError(f"--forward-fraction must be in (0, 1], got {forward_fraction!r}")
-    ev = evaluate(instance, plan)
+    # valid under the pipelining simulated (graph: max h <= N instead of sum d <= N); the
+    # memory rule of the 1F1B schedules, since the simulation reports, not enforces, what
+    # a gpipe replica holds
+    ev = evaluate(instance, plan, Mode(pipeline))
     if not ev.valid:
-        raise InputError(f"the plan is invalid for this instance: {ev.violations[0]}")
+        raise InputError(f"the plan is invalid for this instance under {pipeline} pipelining: {ev.violations[0]}")
     N = instance.N
     count = microbatches if microbatches is not None else (max(8 * N, 64) if schedule == "1f1b" else N)
     if count < 1:
