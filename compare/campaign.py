@@ -311,9 +311,11 @@ def _percentiles(values: list[float]) -> dict:
     }
 
 
-def summarize(records: Iterable[dict], elapsed: float | None = None, workers: int | None = None) -> dict:
+def summarize(records: Iterable[dict], elapsed: float | None = None, workers: int | None = None,
+              modes: Sequence[Mode] | None = None) -> dict:
     """Counts by verdict, by family and by mode (``by_mode``: label -> verdict counts;
-    ``modes``: the labels, in the order first seen), greedy-gap statistics (over
+    ``modes``: the labels, in the order of ``modes`` when given, else of
+    :data:`~piper_ilp.pipeline.ALL_MODES`), greedy-gap statistics (over
     instances with a proven optimum and a greedy plan, so default-mode records only) and
     per-method solve-time percentiles and status counts."""
     records = list(records)
@@ -339,6 +341,8 @@ def summarize(records: Iterable[dict], elapsed: float | None = None, workers: in
                 times.setdefault(m, []).append(s)
         if r.get("greedy_gap") is not None:
             gaps.append(r["greedy_gap"])
+    order = [m.label for m in (modes or ALL_MODES)]
+    by_mode = dict(sorted(by_mode.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])))
     g = np.asarray(gaps, dtype=float)
     greedy = {"count": int(g.size)}
     if g.size:
@@ -350,7 +354,8 @@ def summarize(records: Iterable[dict], elapsed: float | None = None, workers: in
             max=float(g.max()),
         )
     out = {
-        "instances": len(records),
+        "instances": len(records),  # records: one per instance and mode
+        "distinct_instances": len({r.get("instance_id") or r["id"] for r in records}),
         "verdicts": verdicts,
         "infeasible": infeasible,
         "by_family": by_family,
@@ -372,8 +377,12 @@ def summarize(records: Iterable[dict], elapsed: float | None = None, workers: in
 def summary_lines(summary: dict) -> list[str]:
     """The summary as plain text lines (the CLI prints them)."""
     v = summary["verdicts"]
+    n_modes = len(summary.get("by_mode") or {})
+    what = f"{summary['instances']} instances"
+    if n_modes > 1:
+        what = f"{summary['instances']} checks ({summary.get('distinct_instances', '?')} instances, {n_modes} modes)"
     lines = [
-        f"{summary['instances']} instances: "
+        f"{what}: "
         + ", ".join(f"{k} {v.get(k, 0)}" for k in VERDICTS)
         + f" ({summary['infeasible']} proven infeasible)"
     ]
@@ -549,7 +558,7 @@ def run_campaign(
         if bar is not None:
             bar.stop()
     records = done + new
-    summary = summarize(records, elapsed=time.perf_counter() - start, workers=workers)
+    summary = summarize(records, elapsed=time.perf_counter() - start, workers=workers, modes=modes)
     summary["parameters"] = params
     summary["resumed"] = len(done)
     atomic_write_text(out / SUMMARY, json.dumps(json_safe(summary), indent=1, allow_nan=False) + "\n")
