@@ -68,7 +68,8 @@ class Method:
         See the module docstring.
     solve : callable
         ``solve(instance, restrictions, **options) -> Solution``; it receives only the
-        options in ``options`` (and ``progress`` when listed there).
+        options in ``options`` (and ``progress`` when listed there), plus ``mode`` when
+        ``all_modes``.
     options : frozenset of str
         The solver options that apply to this method.
     lineage : str
