@@ -15,8 +15,14 @@ processes, and
   ``DIR/counterexamples/<id>.json``, which ``piper-ilp verify`` replays (the file is an
   instance; its extra ``counterexample`` field, ignored by the loader, says where it
   came from and what disagreed);
-* ends with a summary (``DIR/summary.json``, written atomically): counts by verdict and by family, the
-  greedy rule's gap to the optimum, and per-method solve-time percentiles.
+* ends with a summary (``DIR/summary.json``, written atomically): counts by verdict, by family
+  and by mode, the greedy rule's gap to the optimum, and per-method solve-time percentiles.
+
+Modes (``modes=``, ``--modes``; :class:`~piper_ilp.pipeline.Mode`, contract secs. 8-9): every
+instance is checked under each mode given, one job and one record per (instance, mode). A
+record's ``id`` is the instance's id, with ``@PIPELINE+OBJECTIVE+SCHEDULE`` appended outside
+the default mode (so a default-mode campaign keeps its ids), plus ``instance_id`` and
+``mode`` (the label); a counterexample records its mode, and is shrunk in it.
 
 The instances are a pure function of (master seed, index, parameters): the same
 campaign run twice, or resumed, tries the same instances.
@@ -28,7 +34,7 @@ import functools
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -37,14 +43,18 @@ import numpy as np
 from compare.generators import ALL_FAMILIES, FAMILIES, random_instance
 from compare.shrink import shrink
 from compare.jobs import LOCK, Interrupted, prepare_folder, run_in_folder
+from compare.methods import check_mode, external_method
 from compare.verify import DEFAULT_METHODS, METHODS, VERDICTS, verify_instance
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text, json_safe, read_jsonl
 from piper_ilp.instance import instance_to_dict
+from piper_ilp.pipeline import ALL_MODES, DEFAULT_MODE, Mode
 
 __all__ = [
     "Spec",
     "make_specs",
+    "mode_specs",
+    "parse_modes",
     "spec_instance",
     "run_spec",
     "run_campaign",
@@ -71,7 +81,9 @@ CampaignInterrupted = Interrupted
 
 @dataclass(frozen=True)
 class Spec:
-    """One campaign instance: how to regenerate it with :func:`random_instance`."""
+    """One campaign job: how to regenerate its instance with :func:`random_instance`, and
+    the ``mode`` (a :attr:`Mode.label <piper_ilp.pipeline.Mode.label>`) it is checked in.
+    ``id`` names the job (see :func:`mode_specs`), ``instance_id`` the instance."""
 
     id: str
     family: str
@@ -81,12 +93,66 @@ class Spec:
     t_values: tuple[int, ...]
     options_per_t: tuple[int, int]
     memory: str | float
+    mode: str = DEFAULT_MODE.label
+
+    @property
+    def instance_id(self) -> str:
+        return self.id.split("@", 1)[0]
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["t_values"] = list(self.t_values)
         d["options_per_t"] = list(self.options_per_t)
         return d
+
+
+def parse_modes(text: str | Sequence[str] | None) -> tuple[Mode, ...]:
+    """``--modes``: comma-separated labels ``PIPELINE/OBJECTIVE/SCHEDULE`` (trailing parts
+    may be left out), or ``all`` for :data:`~piper_ilp.pipeline.ALL_MODES`; None or empty
+    is the default mode alone. InputError (one line) on a bad label or a repeat.
+
+    Examples
+    --------
+    >>> [m.label for m in parse_modes("graph/batch-time/gpipe, sequential")]
+    ['graph/batch-time/gpipe', 'sequential/throughput/1f1b']
+    >>> len(parse_modes("all"))
+    8
+    """
+    items = [x.strip() for x in (text.split(",") if isinstance(text, str) else (text or ())) if x.strip()]
+    if not items:
+        return (DEFAULT_MODE,)
+    if items == ["all"]:
+        return ALL_MODES
+    modes = []
+    for item in items:
+        try:
+            modes.append(Mode.parse(item))
+        except ValueError as exc:
+            raise InputError(f"--modes: {exc} (or give 'all')") from None
+    if len(set(modes)) != len(modes):
+        raise InputError(f"--modes: {text!r} names a mode twice")
+    return tuple(modes)
+
+
+def _mode_suffix(mode: Mode) -> str:
+    """What a job id carries for its mode: nothing for the default, else
+    ``@PIPELINE+OBJECTIVE+SCHEDULE`` (no '/', so that the id names a file)."""
+    return "" if mode.is_default else "@" + mode.label.replace("/", "+")
+
+
+def mode_specs(specs: Sequence[Spec], modes: Sequence[Mode]) -> list[Spec]:
+    """One job per (instance, mode), instance by instance.
+
+    Examples
+    --------
+    >>> [s.id for s in mode_specs(make_specs(1, 0, families=("chain",)), parse_modes("sequential,graph/batch-time/gpipe"))]
+    ['00000-chain-n7', '00000-chain-n7@graph+batch-time+gpipe']
+    """
+    return [
+        replace(spec, id=spec.instance_id + _mode_suffix(mode), mode=mode.label)
+        for spec in specs
+        for mode in modes
+    ]
 
 
 def make_specs(
@@ -157,16 +223,19 @@ def run_spec(
     shrink_seconds: float = 300.0,
     externals: Mapping[str, str] | None = None,
 ) -> dict:
-    """Cross-check one spec; the campaign's JSON record (with, for a mismatch, the
-    shrunk counterexample as ``counterexample_instance``). Never raises: a crash of the
+    """Cross-check one spec in its mode; the campaign's JSON record (with, for a mismatch,
+    the shrunk counterexample as ``counterexample_instance``). Never raises: a crash of the
     harness itself is recorded as a mismatch, since it needs a look all the same."""
     start = time.perf_counter()
-    rec: dict = {"id": spec.id, "spec": spec.to_dict(), "family": spec.family, "nodes": spec.n_nodes}
+    rec: dict = {"id": spec.id, "instance_id": spec.instance_id, "mode": spec.mode, "spec": spec.to_dict(),
+                 "family": spec.family, "nodes": spec.n_nodes}
     try:
+        mode = Mode.parse(spec.mode)
         inst = spec_instance(spec)
         rec["edges"] = len(inst.edges)
         rec["settings"] = {"K": inst.K, "N": inst.N, "M": inst.M, "B": inst.B}
-        v = verify_instance(inst, methods, time_limit=time_limit, threads=threads, solvers=solvers, externals=externals)
+        v = verify_instance(inst, methods, time_limit=time_limit, threads=threads, solvers=solvers, externals=externals,
+                            mode=mode)
         rec.update(
             verdict=v.verdict,
             optimum=v.optimum,
@@ -188,14 +257,18 @@ def run_spec(
             use_greedy = "greedy" in v.involved
 
             def fails(candidate) -> bool:
-                w = verify_instance(candidate, again, time_limit=time_limit, threads=threads, solvers=solvers, greedy=use_greedy)
+                w = verify_instance(candidate, again, time_limit=time_limit, threads=threads, solvers=solvers, greedy=use_greedy,
+                                    mode=mode)
                 return w.verdict == "mismatch"
 
+            # shrunk in its mode: the mode is part of the disagreement
             res = shrink(inst, fails, max_checks=shrink_checks, max_seconds=shrink_seconds)
-            final = verify_instance(res.instance, methods, time_limit=time_limit, threads=threads, solvers=solvers)
+            final = verify_instance(res.instance, methods, time_limit=time_limit, threads=threads, solvers=solvers, mode=mode)
             data = instance_to_dict(res.instance)
             data["counterexample"] = {
                 "campaign_id": spec.id,
+                "mode": mode.to_dict(),
+                "replay": "piper-ilp verify FILE " + " ".join(f"--{k} {v}" for k, v in mode.to_dict().items()),
                 "spec": spec.to_dict(),
                 "original": {"nodes": len(inst.nodes), "edges": len(inst.edges), "problems": v.problems},
                 "shrink_steps": res.steps,
@@ -238,13 +311,17 @@ def _percentiles(values: list[float]) -> dict:
     }
 
 
-def summarize(records: Iterable[dict], elapsed: float | None = None, workers: int | None = None) -> dict:
-    """Counts by verdict and by family, greedy-gap statistics (over instances with a
-    proven optimum and a greedy plan) and per-method solve-time percentiles and
-    status counts."""
+def summarize(records: Iterable[dict], elapsed: float | None = None, workers: int | None = None,
+              modes: Sequence[Mode] | None = None) -> dict:
+    """Counts by verdict, by family and by mode (``by_mode``: label -> verdict counts;
+    ``modes``: the labels, in the order of ``modes`` when given, else of
+    :data:`~piper_ilp.pipeline.ALL_MODES`), greedy-gap statistics (over
+    instances with a proven optimum and a greedy plan, so default-mode records only) and
+    per-method solve-time percentiles and status counts."""
     records = list(records)
     verdicts = {v: 0 for v in VERDICTS}
     by_family: dict[str, dict[str, int]] = {}
+    by_mode: dict[str, dict[str, int]] = {}
     times: dict[str, list[float]] = {}
     statuses: dict[str, dict[str, int]] = {}
     gaps = []
@@ -253,6 +330,8 @@ def summarize(records: Iterable[dict], elapsed: float | None = None, workers: in
         verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
         fam = by_family.setdefault(r.get("family", "?"), {})
         fam[r["verdict"]] = fam.get(r["verdict"], 0) + 1
+        per_mode = by_mode.setdefault(r.get("mode") or DEFAULT_MODE.label, {})
+        per_mode[r["verdict"]] = per_mode.get(r["verdict"], 0) + 1
         infeasible += bool(r.get("infeasible"))
         for m, s in (r.get("seconds") or {}).items():
             st = (r.get("statuses") or {}).get(m)
@@ -262,6 +341,8 @@ def summarize(records: Iterable[dict], elapsed: float | None = None, workers: in
                 times.setdefault(m, []).append(s)
         if r.get("greedy_gap") is not None:
             gaps.append(r["greedy_gap"])
+    order = [m.label for m in (modes or ALL_MODES)]
+    by_mode = dict(sorted(by_mode.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])))
     g = np.asarray(gaps, dtype=float)
     greedy = {"count": int(g.size)}
     if g.size:
@@ -273,10 +354,13 @@ def summarize(records: Iterable[dict], elapsed: float | None = None, workers: in
             max=float(g.max()),
         )
     out = {
-        "instances": len(records),
+        "instances": len(records),  # records: one per instance and mode
+        "distinct_instances": len({r.get("instance_id") or r["id"] for r in records}),
         "verdicts": verdicts,
         "infeasible": infeasible,
         "by_family": by_family,
+        "modes": list(by_mode),
+        "by_mode": by_mode,
         "greedy_gap": greedy,
         "seconds": {m: _percentiles(ts) for m, ts in times.items()},
         "statuses": statuses,
@@ -293,8 +377,12 @@ def summarize(records: Iterable[dict], elapsed: float | None = None, workers: in
 def summary_lines(summary: dict) -> list[str]:
     """The summary as plain text lines (the CLI prints them)."""
     v = summary["verdicts"]
+    n_modes = len(summary.get("by_mode") or {})
+    what = f"{summary['instances']} instances"
+    if n_modes > 1:
+        what = f"{summary['instances']} checks ({summary.get('distinct_instances', '?')} instances, {n_modes} modes)"
     lines = [
-        f"{summary['instances']} instances: "
+        f"{what}: "
         + ", ".join(f"{k} {v.get(k, 0)}" for k in VERDICTS)
         + f" ({summary['infeasible']} proven infeasible)"
     ]
@@ -302,6 +390,13 @@ def summary_lines(summary: dict) -> list[str]:
         lines[0] += f"; {summary['elapsed_seconds']:.1f} s with {summary.get('workers', 1)} worker(s)"
     for fam, counts in sorted(summary["by_family"].items()):
         lines.append(f"  {fam:16s} " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
+    by_mode = summary.get("by_mode") or {}
+    if len(by_mode) == 1:
+        lines.append(f"mode {next(iter(by_mode))}")
+    elif by_mode:
+        lines.append(f"{len(by_mode)} modes:")
+        for label, counts in by_mode.items():
+            lines.append(f"  {label:28s} " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
     g = summary["greedy_gap"]
     if g["count"]:
         lines.append(
@@ -353,6 +448,7 @@ def run_campaign(
     on_record: Callable[[dict], None] | None = None,
     scheduler: str | None = None,
     externals: Mapping[str, str] | None = None,
+    modes: Sequence[Mode] = (DEFAULT_MODE,),
 ) -> dict:
     """Run a campaign into the folder ``out``; returns the summary (also written to
     ``out/summary.json``).
@@ -392,11 +488,14 @@ def run_campaign(
         dask scheduler's address (``tcp://HOST:PORT``).
     externals : mapping, optional
         External planners (name -> command) checked on every instance (:mod:`compare.external`).
+    modes : sequence of Mode
+        Check every instance under each of these modes (one job and one record per
+        instance and mode; :func:`parse_modes`); default: the default mode alone.
 
     Raises
     ------
     InputError
-        Bad parameters, ``out`` not writable, another campaign running on ``out``,
+        Bad parameters, a method that does not solve in one of ``modes``, ``out`` not writable, another campaign running on ``out``,
         results already present without ``resume``, or ``resume`` with different
         parameters.
     CampaignInterrupted
@@ -409,7 +508,15 @@ def run_campaign(
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     if workers < 1:
         raise InputError(f"--workers must be >= 1, got {workers}")
-    specs = make_specs(count, seed, families, nodes)
+    modes = tuple(modes) or (DEFAULT_MODE,)
+    if len(set(modes)) != len(modes):
+        raise InputError("--modes: a mode is given twice")
+    for mode in modes:
+        for m in methods:
+            check_mode(METHODS[m], mode)
+        for name, command in (externals or {}).items():
+            check_mode(external_method(name, command), mode)
+    specs = mode_specs(make_specs(count, seed, families, nodes), modes)
     out = prepare_folder(out, (RESULTS, SUMMARY, PARAMETERS))
     params = {
         "count": count,
@@ -419,6 +526,7 @@ def run_campaign(
         "methods": list(methods),
         "time_limit": time_limit,
         "externals": dict(externals or {}),
+        "modes": [m.label for m in modes],
     }
     fn = functools.partial(
         run_spec, methods=tuple(methods), time_limit=time_limit, threads=threads,
@@ -444,12 +552,13 @@ def run_campaign(
             out, what="campaign", results=RESULTS, parameters=PARAMETERS, params=params, jobs=specs,
             job_id=lambda s: s.id, fn=fn, keep=lambda r: "id" in r and "verdict" in r, resume=resume,
             workers=workers, scheduler=scheduler, prepare=lambda rec: _save_counterexample(out, rec), on_record=after,
+            defaults={"modes": [DEFAULT_MODE.label]},  # a folder from before --modes ran the default mode
         )
     finally:
         if bar is not None:
             bar.stop()
     records = done + new
-    summary = summarize(records, elapsed=time.perf_counter() - start, workers=workers)
+    summary = summarize(records, elapsed=time.perf_counter() - start, workers=workers, modes=modes)
     summary["parameters"] = params
     summary["resumed"] = len(done)
     atomic_write_text(out / SUMMARY, json.dumps(json_safe(summary), indent=1, allow_nan=False) + "\n")

@@ -269,6 +269,7 @@ def run_in_folder(
     scheduler: str | None,
     prepare: Callable[[dict], None] | None = None,
     on_record: Callable[[dict], None] | None = None,
+    defaults: dict | None = None,
 ) -> tuple[list[dict], list[dict]]:
     """Run the ``jobs`` not yet recorded in ``out/results`` (one JSON line per result, each
     written in one ``write`` call, so a killed run leaves whole lines), holding
@@ -277,6 +278,8 @@ def run_in_folder(
 
     ``keep(record)`` says which lines of the results file are records; ``prepare(record)``
     runs just before a record is written (e.g. saving a side file); ``on_record`` just after.
+    ``defaults`` gives the value a parameter had in a folder written before it existed
+    (e.g. a campaign's ``modes``), for ``resume``.
 
     Raises
     ------
@@ -301,8 +304,9 @@ def run_in_folder(
                 old = json.loads(params_path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise InputError(f"--resume: cannot read {params_path} ({exc})") from None
-            if {k: old.get(k) for k in params} != params:
-                diff = ", ".join(f"{k}: {old.get(k)!r} -> {params[k]!r}" for k in params if old.get(k) != params[k])
+            old = {k: old.get(k, (defaults or {}).get(k)) for k in params}
+            if old != params:
+                diff = ", ".join(f"{k}: {old[k]!r} -> {params[k]!r}" for k in params if old[k] != params[k])
                 raise InputError(f"--resume: {out} holds a {what} with other parameters ({diff})")
         atomic_write_text(params_path, json.dumps(params, indent=1) + "\n")
         ids = {job_id(j) for j in jobs}

@@ -15,7 +15,15 @@ Each :class:`Method` states
   solves the same model; ``greedy`` is the DP with another knapsack), so ``verify``
   counts two proofs as independent only when their lineages differ;
 * the solver ``options`` that apply to it. Giving another one is an
-  :class:`~piper_ilp.errors.InputError` (e.g. ``time_limit`` for ``dp``).
+  :class:`~piper_ilp.errors.InputError` (e.g. ``time_limit`` for ``dp``);
+* whether it handles ``all_modes`` (:class:`~piper_ilp.pipeline.Mode`: graph pipelining,
+  the batch-time objective, the schedules; contract secs. 8-9): the DP, the MILP backends
+  and brute do; the heuristics and external planners solve only the default mode, and
+  asking them for another is an InputError naming the method and the mode.
+
+The mode is an argument like the restrictions: ``run_method(instance, name,
+restrictions, mode=Mode(...))``; the solution's ``value`` is then the evaluator's value of
+that mode's objective.
 
 Adding a method (a planner, a MILP backend, a baseline) is one module with a
 ``solve(instance, restrictions, **options) -> Solution`` function and one line in
@@ -33,9 +41,12 @@ from piper_ilp.cost import TPS_RTOL
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance
 from piper_ilp.milp import BACKENDS as MILP_BACKENDS
+from piper_ilp.pipeline import DEFAULT_MODE, Mode
 from piper_ilp.solution import Restrictions, Solution
 
-__all__ = ["KINDS", "METHODS", "MILP_BACKENDS", "MILP_RTOL", "Method", "external_method", "method", "run_method"]
+__all__ = [
+    "KINDS", "METHODS", "MILP_BACKENDS", "MILP_RTOL", "Method", "check_mode", "external_method", "method", "run_method",
+]
 
 #: The kinds of method, and what an "optimal" from each is worth.
 KINDS = ("exact", "milp", "heuristic", "oracle")
@@ -57,7 +68,8 @@ class Method:
         See the module docstring.
     solve : callable
         ``solve(instance, restrictions, **options) -> Solution``; it receives only the
-        options in ``options`` (and ``progress`` when listed there).
+        options in ``options`` (and ``progress`` when listed there), plus ``mode`` when
+        ``all_modes``.
     options : frozenset of str
         The solver options that apply to this method.
     lineage : str
@@ -67,6 +79,9 @@ class Method:
         methods and the oracle, :data:`MILP_RTOL` for MILP backends.
     summary : str
         One line for help texts.
+    all_modes : bool
+        True when it solves every :class:`~piper_ilp.pipeline.Mode` (its ``solve`` then
+        takes a keyword ``mode``); False when it solves only :data:`DEFAULT_MODE`.
     """
 
     name: str
@@ -76,6 +91,7 @@ class Method:
     lineage: str
     rtol: float
     summary: str
+    all_modes: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -85,6 +101,10 @@ class Method:
     def proves(self) -> bool:
         """True when an "optimal" or "infeasible" from this method is a proof (not a heuristic)."""
         return self.kind != "heuristic"
+
+    def handles(self, mode: Mode) -> bool:
+        """True when this method can solve in ``mode``."""
+        return self.all_modes or mode.is_default
 
 
 # --------------------------------------------------------------------------------------
@@ -98,10 +118,17 @@ def _max_ideals(max_ideals: int | None, force: bool) -> dict:
     return {} if max_ideals is None else {"max_ideals": max_ideals}
 
 
+def _mode_kw(mode: Mode) -> dict:
+    """``{"mode": mode}`` for a mode other than the default, else nothing: the default
+    calls of ``solve_dp`` and ``solve_milp`` stay exactly what they were."""
+    return {} if mode.is_default else {"mode": mode}
+
+
 def _solve_dp(
     instance: Instance,
     restrictions: Restrictions,
     *,
+    mode: Mode = DEFAULT_MODE,
     knapsack: str = "exact",
     max_ideals: int | None = None,
     force: bool = False,
@@ -109,7 +136,7 @@ def _solve_dp(
 ) -> Solution:
     from dp import solve_dp
 
-    return solve_dp(instance, restrictions, knapsack=knapsack, progress=progress, **_max_ideals(max_ideals, force))
+    return solve_dp(instance, restrictions, knapsack=knapsack, progress=progress, **_max_ideals(max_ideals, force), **_mode_kw(mode))
 
 
 def _solve_greedy(
@@ -130,6 +157,7 @@ def _milp_solver(backend: str) -> Callable[..., Solution]:
         instance: Instance,
         restrictions: Restrictions,
         *,
+        mode: Mode = DEFAULT_MODE,
         time_limit: float | None = None,
         threads: int | None = None,
         write_model: str | Path | None = None,
@@ -144,7 +172,7 @@ def _milp_solver(backend: str) -> Callable[..., Solution]:
         if hint_from_dp:
             from dp import solve_dp
 
-            hint = solve_dp(instance, restrictions).plan
+            hint = solve_dp(instance, restrictions, **_mode_kw(mode)).plan  # a hint valid in the same mode
         kwargs = {} if max_variables is None else {"max_variables": max_variables}
         return solve_milp(
             instance,
@@ -157,16 +185,17 @@ def _milp_solver(backend: str) -> Callable[..., Solution]:
             force=force,
             progress=progress,
             **kwargs,
+            **_mode_kw(mode),
         )
 
     solve.__name__ = f"solve_{backend}"
     return solve
 
 
-def _solve_brute(instance: Instance, restrictions: Restrictions, *, force: bool = False) -> Solution:
+def _solve_brute(instance: Instance, restrictions: Restrictions, *, mode: Mode = DEFAULT_MODE, force: bool = False) -> Solution:
     from compare.brute import solve_brute
 
-    return solve_brute(instance, restrictions, force=force)
+    return solve_brute(instance, restrictions, force=force, mode=mode)
 
 
 def _solve_2bw(instance: Instance, restrictions: Restrictions) -> Solution:
@@ -210,12 +239,15 @@ _MILP_SUMMARY = {
 
 def _registry() -> dict[str, Method]:
     table = [
-        Method("dp", "exact", _solve_dp, _DP_OPTIONS, "dp", TPS_RTOL, "Piper's DP over successor-closed sets (sec. 4)"),
+        Method("dp", "exact", _solve_dp, _DP_OPTIONS, "dp", TPS_RTOL, "Piper's DP over successor-closed sets (sec. 4)",
+               all_modes=True),
         *(
-            Method(b, "milp", _milp_solver(b), _MILP_OPTIONS, "milp", MILP_RTOL, _MILP_SUMMARY.get(b, f"the exact MILP on {b}"))
+            Method(b, "milp", _milp_solver(b), _MILP_OPTIONS, "milp", MILP_RTOL, _MILP_SUMMARY.get(b, f"the exact MILP on {b}"),
+                   all_modes=True)
             for b in MILP_BACKENDS
         ),
-        Method("brute", "oracle", _solve_brute, frozenset({"force"}), "brute", TPS_RTOL, "exhaustive search (tiny graphs)"),
+        Method("brute", "oracle", _solve_brute, frozenset({"force"}), "brute", TPS_RTOL, "exhaustive search (tiny graphs)",
+               all_modes=True),
         Method(
             "greedy",
             "heuristic",
@@ -263,11 +295,27 @@ def method(name: str) -> Method:
         raise InputError(f"unknown method {name!r}; choose one of {', '.join(METHODS)}") from None
 
 
+def check_mode(m: Method, mode: Mode) -> None:
+    """Raise InputError (one line naming the method and the mode) when ``m`` cannot solve
+    in ``mode``.
+
+    Examples
+    --------
+    >>> check_mode(METHODS["greedy"], Mode("graph"))
+    Traceback (most recent call last):
+    ...
+    piper_ilp.errors.InputError: method greedy solves only the default mode sequential/throughput/1f1b, not graph/throughput/1f1b
+    """
+    if not m.handles(mode):
+        raise InputError(f"method {m.name} solves only the default mode {DEFAULT_MODE.label}, not {mode.label}")
+
+
 def run_method(
     instance: Instance,
     name: str,
     restrictions: Restrictions = Restrictions(),
     *,
+    mode: Mode = DEFAULT_MODE,
     progress: bool = False,
     **options: Any,
 ) -> Solution:
@@ -280,6 +328,9 @@ def run_method(
         A key of :data:`METHODS`.
     restrictions : Restrictions
         The paper's ablations; every method obeys them.
+    mode : Mode
+        Pipelining, objective and schedule (contract secs. 8-9); a method that handles
+        only the default mode refuses another (InputError).
     progress : bool
         Show a progress bar on stderr where the method has one (dp, greedy); a display
         hint that other methods ignore.
@@ -296,8 +347,8 @@ def run_method(
     Raises
     ------
     InputError
-        Unknown method, an option that does not apply to it (one line naming both), or
-        an instance too large for it (SizeLimitError).
+        Unknown method, an option that does not apply to it (one line naming both), a
+        mode it does not handle, or an instance too large for it (SizeLimitError).
     InternalError
         A solver's plan failed the evaluator's check.
 
@@ -313,6 +364,9 @@ def run_method(
     piper_ilp.errors.InputError: option time_limit does not apply to method dp (it takes: force, knapsack, max_ideals)
     """
     m = method(name)
+    if not isinstance(mode, Mode):
+        raise InputError(f"mode must be a Mode, got {mode!r}")
+    check_mode(m, mode)
     given = {k: v for k, v in options.items() if v is not None and v is not False}
     for key in given:
         if key not in m.options:
@@ -320,4 +374,6 @@ def run_method(
             raise InputError(f"option {key} does not apply to method {name} (it takes: {takes})")
     if progress and "progress" in m.options:
         given["progress"] = True
+    if m.all_modes:
+        given["mode"] = mode
     return m.solve(instance, restrictions, **given)

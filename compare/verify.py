@@ -37,6 +37,14 @@ Piper's original greedy option choice (cost model sec. 5, the ``greedy`` method)
 runs: its plan must be valid and no better than the optimum, and its gap to the proven
 optimum is reported.
 
+Every method solves in one :class:`~piper_ilp.pipeline.Mode` (``mode=``, default the
+contract's secs. 2-4), and every value compared is the evaluator's value of that mode's
+objective (:attr:`Evaluation.value <piper_ilp.evaluate.Evaluation.value>`: the TPS, or the
+batch time of sec. 9); the plans are judged by that mode's rules (graph pipelining's
+microbatches in flight, ``gpipe``'s memory). A method that solves only the default mode
+(the heuristics, external planners) is refused in another (InputError) when it is asked
+for, and the implicit greedy run is left out.
+
 Tolerances: values agree within the larger relative accuracy of the two methods
 (1e-9 for the DP, the oracle and the greedy rule; 1e-6 for a MILP, of the optimum), plus
 the absolute error a method states (``info["scaling_error"]``).
@@ -51,11 +59,12 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from compare.methods import METHODS, Method, external_method, run_method
+from compare.methods import METHODS, Method, check_mode, external_method, run_method
 from piper_ilp.cost import close
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import Evaluation, evaluate
 from piper_ilp.instance import Instance
+from piper_ilp.pipeline import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan, plan_to_dict
 from piper_ilp.solution import Restrictions, Solution, Status
 
@@ -158,7 +167,7 @@ class MethodResult:
             return False
         if self.solution.status is Status.INFEASIBLE:
             return True
-        return self.solution.status is Status.OPTIMAL and self.tps is not None
+        return self.solution.status is Status.OPTIMAL and self.value is not None
 
     @property
     def tps(self) -> float | None:
@@ -166,6 +175,14 @@ class MethodResult:
         if self.evaluation is None or not self.evaluation.valid:
             return None
         return self.evaluation.tps
+
+    @property
+    def value(self) -> float | None:
+        """The evaluator's value of the mode's objective for the plan (its TPS, or its
+        batch time), when the plan is valid: what is compared."""
+        if self.evaluation is None or not self.evaluation.valid:
+            return None
+        return self.evaluation.value
 
     def to_dict(self) -> dict:
         d: dict = {"method": self.method, "kind": self.kind, "status": self.status, "seconds": self.seconds}
@@ -176,6 +193,7 @@ class MethodResult:
         if s is not None:
             d.update(
                 solver_status=s.status.value,
+                value=self.value,
                 tps=self.tps,
                 objective=s.objective,
                 bound=s.bound,
@@ -197,8 +215,9 @@ class MethodResult:
 class Verdict:
     """The cross-check of one instance.
 
-    ``verdict`` one of :data:`VERDICTS`; ``optimum`` the proven optimal TPS (None when
-    infeasible or nothing is proven); ``infeasible`` True when proven infeasible;
+    ``verdict`` one of :data:`VERDICTS`; ``mode`` what was solved; ``optimum`` the proven
+    optimal value of the mode's objective (TPS, or batch time; None when infeasible or
+    nothing is proven); ``infeasible`` True when proven infeasible;
     ``results`` per method (in the order run, ``greedy`` last); ``proofs`` the methods
     whose answer is a proof; ``problems`` why it is a mismatch and ``involved`` the
     methods they name; ``errors`` the failures of the project's own methods;
@@ -223,6 +242,7 @@ class Verdict:
     gaps: dict[str, float] = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     restrictions: dict = field(default_factory=dict)
+    mode: Mode = DEFAULT_MODE
 
     @property
     def exit_code(self) -> int:
@@ -238,6 +258,7 @@ class Verdict:
         return {
             "instance": self.instance,
             "verdict": self.verdict,
+            "mode": self.mode.to_dict(),
             "optimum": self.optimum,
             "infeasible": self.infeasible,
             "proofs": list(self.proofs),
@@ -290,8 +311,9 @@ def _stage_text(plan: Plan, i: int) -> str:
     return f"nodes [{opts}] d={st.d} t={st.t}"
 
 
-def plan_difference(instance: Instance, named_a: tuple[str, Plan], named_b: tuple[str, Plan]) -> str:
-    """The first stage where two plans differ, and each plan's bottleneck stage.
+def plan_difference(instance: Instance, named_a: tuple[str, Plan], named_b: tuple[str, Plan], mode: Mode = DEFAULT_MODE) -> str:
+    """The first stage where two plans differ, and each plan's bottleneck stage (and, for
+    the batch-time objective, its batch time), judged in ``mode``.
 
     Examples
     --------
@@ -320,10 +342,11 @@ def plan_difference(instance: Instance, named_a: tuple[str, Plan], named_b: tupl
     else:
         parts.append(f"first difference at stage {first}: {na} has {_stage_text(a, first)}, {nb} has {_stage_text(b, first)}")
     for name, plan in ((na, a), (nb, b)):
-        ev = evaluate(instance, plan)
+        ev = evaluate(instance, plan, mode)
         if ev.valid:
             k = ev.bottleneck
-            parts.append(f"{name}'s bottleneck is stage {k} (TPS {_fmt(ev.stages[k].cost.tps)}, {len(plan.stages)} stages)")
+            batch = f", batch time {_fmt(ev.batch_time)}" if mode.batch_time else ""
+            parts.append(f"{name}'s bottleneck is stage {k} (TPS {_fmt(ev.stages[k].cost.tps)}{batch}, {len(plan.stages)} stages)")
         else:
             parts.append(f"{name}'s plan is invalid: {ev.violations[0]}")
     return "; ".join(parts)
@@ -365,12 +388,14 @@ def _run(m: Method, call: Callable[[], Solution]) -> MethodResult:
     return res
 
 
-def _check_one(r: MethodResult, instance: Instance, restrictions: Restrictions) -> list[str]:
-    """Problems with a single method's answer, on its own."""
+def _check_one(r: MethodResult, instance: Instance, restrictions: Restrictions, mode: Mode = DEFAULT_MODE) -> list[str]:
+    """Problems with a single method's answer, on its own (its plan judged in ``mode``)."""
     out: list[str] = []
     s = r.solution
     if s is None or s.status is Status.BACKEND_ERROR:
         return out
+    if s.mode != mode:
+        out.append(f"{r.method}: it solved in mode {s.mode.label}, but {mode.label} was asked for")
     if s.status in (Status.OPTIMAL, Status.FEASIBLE) and s.plan is None:
         out.append(f"{r.method}: status {s.status} but no plan")
     if s.status in (Status.INFEASIBLE, Status.UNKNOWN) and s.plan is not None:
@@ -388,22 +413,32 @@ def _check_one(r: MethodResult, instance: Instance, restrictions: Restrictions) 
             st.options.get(v) in restrictions.exclude_options for v in st.nodes
         ):
             out.append(f"{r.method}: stage {i} of its plan ({_stage_text(s.plan, i)}) breaks the restrictions {restrictions.to_dict()}")
-    for what, value in (("objective", s.objective), ("tps", s.tps)):
-        if value is not None and not _agree(value, ev.tps, r.rtol, r.abs_tol):
-            out.append(f"{r.method}: its {what} {_fmt(value)} is not its plan's TPS {_fmt(ev.tps)} (evaluator)")
-    if s.bound is not None and _below(ev.tps, s.bound, r.rtol, r.abs_tol):
-        out.append(f"{r.method}: its bound {_fmt(s.bound)} is above its own plan's TPS {_fmt(ev.tps)}")
-    if s.status is Status.OPTIMAL and s.bound is not None and _below(s.bound, ev.tps, r.rtol, r.abs_tol):
-        out.append(f"{r.method}: it claims optimal, but its bound {_fmt(s.bound)} is below its plan's TPS {_fmt(ev.tps)}")
-    certified_by_bound = s.bound is not None and ev.tps - s.bound <= r.rtol * abs(ev.tps)
-    if s.status is Status.OPTIMAL and r.abs_tol > r.rtol * abs(ev.tps) and not certified_by_bound:
+    what_value = _what(mode)
+    value = ev.value
+    checks = [("objective", s.objective, value, what_value), ("tps", s.tps, ev.tps, "TPS")]
+    if mode.batch_time:
+        checks.append(("value", s.value, value, what_value))
+    for what, claimed, fact, name in checks:
+        if claimed is not None and not _agree(claimed, fact, r.rtol, r.abs_tol):
+            out.append(f"{r.method}: its {what} {_fmt(claimed)} is not its plan's {name} {_fmt(fact)} (evaluator)")
+    if s.bound is not None and _below(value, s.bound, r.rtol, r.abs_tol):
+        out.append(f"{r.method}: its bound {_fmt(s.bound)} is above its own plan's {what_value} {_fmt(value)}")
+    if s.status is Status.OPTIMAL and s.bound is not None and _below(s.bound, value, r.rtol, r.abs_tol):
+        out.append(f"{r.method}: it claims optimal, but its bound {_fmt(s.bound)} is below its plan's {what_value} {_fmt(value)}")
+    certified_by_bound = s.bound is not None and value - s.bound <= r.rtol * abs(value)
+    if s.status is Status.OPTIMAL and r.abs_tol > r.rtol * abs(value) and not certified_by_bound:
         # contract sec. 7: an optimal claim must hold within the method's relative accuracy
-        # (a bound within that accuracy of the plan's TPS proves it whatever error is stated)
+        # (a bound within that accuracy of the plan's value proves it whatever error is stated)
         out.append(
             f"{r.method}: it claims optimal, but the error it states ({r.abs_tol:.3g}) is more than "
-            f"{r.rtol:g} of its plan's TPS {_fmt(ev.tps)}: not a proof"
+            f"{r.rtol:g} of its plan's {what_value} {_fmt(value)}: not a proof"
         )
     return out
+
+
+def _what(mode: Mode) -> str:
+    """The name of the value compared in ``mode``: ``TPS`` or ``batch time``."""
+    return "batch time" if mode.batch_time else "TPS"
 
 
 def verify_instance(
@@ -419,6 +454,7 @@ def verify_instance(
     progress: Callable[[str], None] | None = None,
     externals: Mapping[str, str] | None = None,
     external_timeout: float | None = None,
+    mode: Mode = DEFAULT_MODE,
 ) -> Verdict:
     """Run ``methods`` on ``instance``, re-check every plan, and give the verdict.
 
@@ -449,6 +485,11 @@ def verify_instance(
         plans are checked like every other; an invalid plan is a mismatch naming them.
     external_timeout : float, optional
         Seconds before an external planner is killed (a backend error).
+    mode : Mode
+        What every method solves and every plan is judged by (contract secs. 8-9);
+        the values compared are that mode's objective. Outside the default mode the
+        greedy rule is not run, and a method (or external planner) that solves only the
+        default mode is refused.
 
     Returns
     -------
@@ -457,7 +498,7 @@ def verify_instance(
     Raises
     ------
     InputError
-        For an unknown method name.
+        For an unknown method name, or one that does not solve in ``mode``.
 
     Examples
     --------
@@ -478,6 +519,10 @@ def verify_instance(
             raise InputError(f"--external {name}: the name is already a method; choose another")
         table[name] = external_method(name, command, timeout=external_timeout)
         injected[name] = lambda inst, restr, tl, th, _m=table[name]: _m.solve(inst, restr)
+    for name in list(methods) + list(externals or {}):
+        check_mode(table[name], mode)
+    if greedy and not METHODS[GREEDY].handles(mode):
+        greedy = False  # Piper's rule solves only the default mode
     common = {"time_limit": time_limit, "threads": threads, "force": force}
 
     def run(name: str) -> MethodResult:
@@ -488,10 +533,10 @@ def verify_instance(
             call = lambda: injected[name](instance, restrictions, time_limit, threads)  # noqa: E731
         else:
             opts = {k: v for k, v in common.items() if k in m.options}
-            call = lambda: run_method(instance, name, restrictions, **opts)  # noqa: E731
+            call = lambda: run_method(instance, name, restrictions, mode=mode, **opts)  # noqa: E731
         r = _run(m, call)
         if r.solution is not None and r.solution.plan is not None:
-            r.evaluation = evaluate(instance, r.solution.plan)
+            r.evaluation = evaluate(instance, r.solution.plan, mode)
         return r
 
     results: dict[str, MethodResult] = {}
@@ -503,7 +548,7 @@ def verify_instance(
     problems: list[str] = []
     involved: set[str] = set()  # the methods named in some problem
     for r in results.values():
-        found = _check_one(r, instance, restrictions)
+        found = _check_one(r, instance, restrictions, mode)
         if not found:
             continue
         if r.kind == "milp":  # a backend's answer that fails certification: its claims are void
@@ -517,40 +562,41 @@ def verify_instance(
 
     answered = [r for r in results.values() if r.answered]
     # valid plans are facts whoever found them (a backend in error included): upper bounds
-    plans = [r for r in results.values() if r.solution is not None and r.tps is not None]
+    plans = [r for r in results.values() if r.solution is not None and r.value is not None]
     proofs = [r for r in answered if r.proven]
     optimal = [r for r in proofs if r.solution.status is Status.OPTIMAL]
     infeasible = [r for r in proofs if r.solution.status is Status.INFEASIBLE]
 
+    what = _what(mode)
     # "infeasible" next to a valid plan
     for r in infeasible:
         for q in plans:
-            problems.append(f"{r.method} proved infeasibility, but {q.method} found a valid plan (TPS {_fmt(q.tps)})")
+            problems.append(f"{r.method} proved infeasibility, but {q.method} found a valid plan ({what} {_fmt(q.value)})")
             involved.update((r.method, q.method))
     # two proven optima that differ
     for i, r in enumerate(optimal):
         for q in optimal[i + 1 :]:
-            if not _agree(r.tps, q.tps, *_pair_tol(r, q)):
+            if not _agree(r.value, q.value, *_pair_tol(r, q)):
                 problems.append(
-                    f"proven optima differ: {r.method} {_fmt(r.tps)}, {q.method} {_fmt(q.tps)}; "
-                    + plan_difference(instance, (r.method, r.solution.plan), (q.method, q.solution.plan))
+                    f"proven optima differ: {r.method} {_fmt(r.value)}, {q.method} {_fmt(q.value)}; "
+                    + plan_difference(instance, (r.method, r.solution.plan), (q.method, q.solution.plan), mode)
                 )
                 involved.update((r.method, q.method))
     # a valid plan below a proven optimum, or a bound above a valid plan
     for r in optimal:
         for q in plans:
-            if all(q is not o for o in optimal) and _below(q.tps, r.tps, *_own_tol(r)):
+            if all(q is not o for o in optimal) and _below(q.value, r.value, *_own_tol(r)):
                 problems.append(
-                    f"{q.method}'s plan (TPS {_fmt(q.tps)}) beats {r.method}'s proven optimum {_fmt(r.tps)}; "
-                    + plan_difference(instance, (q.method, q.solution.plan), (r.method, r.solution.plan))
+                    f"{q.method}'s plan ({what} {_fmt(q.value)}) beats {r.method}'s proven optimum {_fmt(r.value)}; "
+                    + plan_difference(instance, (q.method, q.solution.plan), (r.method, r.solution.plan), mode)
                 )
                 involved.update((r.method, q.method))
     for r in answered:
         if r.solution.bound is None or r.kind == "heuristic":
             continue
         for q in plans:
-            if q is not r and _below(q.tps, r.solution.bound, *_own_tol(r)):
-                problems.append(f"{r.method}'s lower bound {_fmt(r.solution.bound)} is above {q.method}'s valid plan (TPS {_fmt(q.tps)})")
+            if q is not r and _below(q.value, r.solution.bound, *_own_tol(r)):
+                problems.append(f"{r.method}'s lower bound {_fmt(r.solution.bound)} is above {q.method}'s valid plan ({what} {_fmt(q.value)})")
                 involved.update((r.method, q.method))
 
     ran = [r for r in results.values() if r.skipped is None and r.kind != "heuristic"]
@@ -571,17 +617,17 @@ def verify_instance(
     optimum = None
     if optimal:
         first = next((r for name in ("dp", "brute") for r in optimal if r.method == name), optimal[0])
-        optimum = first.tps
+        optimum = first.value
     greedy_tps = greedy_gap = None
     g = results.get(GREEDY)
-    if g is not None and g.tps is not None:
+    if g is not None and g.value is not None:
         greedy_tps = g.tps
         if optimum is not None:
-            greedy_gap = 0.0 if optimum == 0 else (greedy_tps - optimum) / optimum
+            greedy_gap = 0.0 if optimum == 0 else (g.value - optimum) / optimum
     gaps = {
-        r.method: (0.0 if optimum == 0 else (r.tps - optimum) / optimum)
+        r.method: (0.0 if optimum == 0 else (r.value - optimum) / optimum)
         for r in results.values()
-        if r.kind == "heuristic" and r.tps is not None and optimum is not None
+        if r.kind == "heuristic" and r.value is not None and optimum is not None
     }
     return Verdict(
         instance=instance.source,
@@ -599,4 +645,5 @@ def verify_instance(
         greedy_gap=greedy_gap,
         settings={"K": instance.K, "M": instance.M, "N": instance.N, "B": instance.B, "nodes": len(instance.nodes), "edges": len(instance.edges)},
         restrictions=restrictions.to_dict(),
+        mode=mode,
     )

@@ -8,6 +8,7 @@ imported where it is used, so that ``--help`` stays quick.
 
 from __future__ import annotations
 
+import enum
 import functools
 import json
 import sys
@@ -21,6 +22,7 @@ from piper_ilp.errors import InputError, InternalError
 
 if TYPE_CHECKING:
     from piper_ilp.instance import Instance
+    from piper_ilp.pipeline import Mode
     from piper_ilp.solution import Restrictions
 
 __all__ = [
@@ -35,6 +37,10 @@ __all__ = [
     "MaxDOpt",
     "MaxTOpt",
     "JsonOpt",
+    "PipelineOpt",
+    "ObjectiveOpt",
+    "ScheduleOpt",
+    "mode_from_flags",
     "load_with_overrides",
     "restrictions_from_flags",
     "cli_errors",
@@ -65,6 +71,53 @@ MaxDOpt = Annotated[Optional[int], typer.Option("--max-d", min=1, help="Cap on e
 MaxTOpt = Annotated[Optional[int], typer.Option("--max-t", min=1, help="Cap on every stage's tensor-parallel degree t.", show_default=False)]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output: one JSON object per line.")]
+
+
+# ---- the mode (cost model secs. 8-9): what is optimized and how plans are judged ----
+# The choices are piper_ilp.pipeline's PIPELINES, OBJECTIVES, SCHEDULES (tests check that they agree);
+# written out here so that --help does not load the core.
+class Pipeline(str, enum.Enum):
+    sequential = "sequential"
+    graph = "graph"
+
+
+class Objective(str, enum.Enum):
+    throughput = "throughput"
+    batch_time = "batch-time"
+
+
+class Schedule(str, enum.Enum):
+    one_f_one_b = "1f1b"
+    one_f_one_b_flush = "1f1b-flush"
+    gpipe = "gpipe"
+
+
+PipelineOpt = Annotated[Optional[Pipeline], typer.Option(
+    "--pipeline", help="sequential (a chain of stages, sec. 2; the default) or graph (stages form a DAG, sec. 8).", show_default=False)]
+ObjectiveOpt = Annotated[Optional[Objective], typer.Option(
+    "--objective", help="throughput (least time per sample, sec. 4; the default) or batch-time (least time per batch with a flush, sec. 9).",
+    show_default=False)]
+ScheduleOpt = Annotated[Optional[Schedule], typer.Option(
+    "--schedule", help="1f1b (the default), 1f1b-flush, or gpipe (every replica holds N/d microbatches; sec. 9).", show_default=False)]
+
+
+def mode_from_flags(
+    pipeline: Pipeline | str | None = None,
+    objective: Objective | str | None = None,
+    schedule: Schedule | str | None = None,
+    base: Mode | None = None,
+) -> Mode:
+    """The :class:`~piper_ilp.pipeline.Mode` of ``--pipeline``, ``--objective`` and
+    ``--schedule``; a flag not given keeps ``base``'s choice (default: the default mode).
+
+    >>> mode_from_flags("graph", None, "gpipe").label
+    'graph/throughput/gpipe'
+    """
+    from piper_ilp.pipeline import DEFAULT_MODE
+
+    base = base or DEFAULT_MODE
+    given = {k: getattr(v, "value", v) for k, v in (("pipeline", pipeline), ("objective", objective), ("schedule", schedule)) if v is not None}
+    return type(base)(**{**base.to_dict(), **given})
 
 
 def load_with_overrides(

@@ -26,8 +26,12 @@ from piper_cli.common import (
     NoDataParallelOpt,
     NoRecomputeOpt,
     NoTensorParallelOpt,
+    ObjectiveOpt,
+    PipelineOpt,
+    ScheduleOpt,
     cli_errors,
     load_with_overrides,
+    mode_from_flags,
     print_json_line,
     restrictions_from_flags,
     stderr,
@@ -211,7 +215,9 @@ def _note(verdict, name: str, r, detail: bool = False) -> str:
 
 
 def verdict_table(verdict, detail: bool = False) -> Table:
-    """One row per method: status, TPS (evaluator), bound, stages, time.
+    """One row per method: status, TPS (evaluator), bound, stages, time; under the
+    batch-time objective the value column is the batch time (the evaluator's, which the
+    bound bounds).
 
     The default table fits 80 columns; ``detail`` adds devices, sum d, more digits and
     the notes column.
@@ -219,8 +225,9 @@ def verdict_table(verdict, detail: bool = False) -> Table:
     from rich import box
 
     digits = 12 if detail else 9
+    batch = verdict.mode.batch_time
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    columns = [("method", "left"), ("status", "left"), ("TPS s", "right"), ("bound s", "right"), ("stages", "right")]
+    columns = [("method", "left"), ("status", "left"), ("batch time s" if batch else "TPS s", "right"), ("bound s", "right"), ("stages", "right")]
     if detail:
         columns += [("devices", "right"), ("sum d", "right")]
     columns += [("time", "right")]
@@ -234,7 +241,7 @@ def verdict_table(verdict, detail: bool = False) -> Table:
         row = [
             name,
             r.status,
-            _fmt(r.tps, digits) if plan is not None else "-",
+            _fmt(r.value if batch else r.tps, digits) if plan is not None else "-",
             _fmt(s.bound, digits) if s is not None else "-",
             str(len(plan.stages)) if plan else "-",
         ]
@@ -248,8 +255,9 @@ def verdict_table(verdict, detail: bool = False) -> Table:
 
 
 def _verdict_line(verdict) -> str:
+    unit = "batch time {:.12g} s" if verdict.mode.batch_time else "TPS {:.12g} s per sample"
     what = "proven infeasible" if verdict.infeasible else (
-        f"optimum TPS {verdict.optimum:.12g} s per sample" if verdict.optimum is not None else "")
+        "optimum " + unit.format(verdict.optimum) if verdict.optimum is not None else "")
     if verdict.verdict == "match":
         return f"match: {what} (independent proofs: {', '.join(verdict.proofs)})"
     if verdict.verdict == "consistent":
@@ -269,8 +277,9 @@ def _print_verdict(instance, verdict, detail: bool = False) -> None:
     """The human form of one instance's verdict (the table, notes, the verdict line,
     problems, and the plans involved)."""
     st = verdict.settings
+    mode_note = "" if verdict.mode.is_default else f"; mode {verdict.mode.label}"
     stdout.print(
-        f"{instance.source}: {st['nodes']} nodes, {st['edges']} edges; {settings_line(instance)}",
+        f"{instance.source}: {st['nodes']} nodes, {st['edges']} edges; {settings_line(instance)}{mode_note}",
         markup=False,
     )
     stdout.print(verdict_table(verdict, detail=detail))
@@ -294,7 +303,9 @@ def _print_verdict(instance, verdict, detail: bool = False) -> None:
     if verdict.verdict != "mismatch":
         for name, gap in verdict.gaps.items():
             what = "greedy rule (Piper's option choice)" if name == "greedy" else f"{name} (heuristic)"
-            stdout.print(f"{what}: TPS {verdict.results[name].tps:.12g}, {100 * gap:.4g}% above the optimum", markup=False)
+            r = verdict.results[name]
+            value = f"batch time {r.value:.12g}" if verdict.mode.batch_time else f"TPS {r.tps:.12g}"
+            stdout.print(f"{what}: {value}, {100 * gap:.4g}% above the optimum", markup=False)
     stdout.print("")
 
 
@@ -320,6 +331,9 @@ def register(app: typer.Typer) -> None:
         exclude_option: ExcludeOptionOpt = None,
         max_d: MaxDOpt = None,
         max_t: MaxTOpt = None,
+        pipeline: PipelineOpt = None,
+        objective: ObjectiveOpt = None,
+        schedule: ScheduleOpt = None,
         detail: Annotated[bool, typer.Option("--detail", help="More digits, devices and sum d, notes in the table, and every plan stage by stage.")] = False,
         external: ExternalOpt = None,
         external_timeout: ExternalTimeoutOpt = None,
@@ -339,18 +353,32 @@ def register(app: typer.Typer) -> None:
         failed), mismatch (answers contradict each other: values, plans and the first
         difference are shown).
 
+        --pipeline, --objective and --schedule choose the problem every method solves
+        (cost model secs. 8-9); the optimum is then that objective's value (TPS or batch
+        time). Outside the default mode the greedy rule is not run, and a method that
+        solves only the default mode (greedy, 2bw, pipedream, --external) is refused.
+
         Exit 0 match or consistent, 1 mismatch or error, 2 bad input or usage,
         3 inconclusive, 4 single-proof (with several instances: the first of 1, 2, 3, 4 that occurs).
         """
         from compare.verify import parse_methods, verify_instance
 
+        mode = mode_from_flags(pipeline, objective, schedule)
         if model == "pipedream":
+            if not mode.is_default:
+                raise InputError(f"--model pipedream checks PipeDream's own model; --pipeline, --objective, --schedule do not apply (got {mode.label})")
             _verify_pipedream(instances, devices, bandwidth, memory, no_data_parallel, json_out)
             return
         if model != "piper":
             raise InputError(f"--model {model!r}: choose piper or pipedream")
         names = parse_methods(methods)
         externals = parse_externals(external)
+        from compare.methods import METHODS, check_mode, external_method
+
+        for name in names:
+            check_mode(METHODS[name], mode)
+        for name, command in externals.items():
+            check_mode(external_method(name, command), mode)
         restrictions = restrictions_from_flags(no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t)
         codes = []
         for path in instances:
@@ -363,7 +391,7 @@ def register(app: typer.Typer) -> None:
                 codes.append(2)
                 continue
             kwargs = dict(time_limit=time_limit, threads=threads, force=force, greedy=greedy,
-                          externals=externals, external_timeout=external_timeout)
+                          externals=externals, external_timeout=external_timeout, mode=mode)
             if sys.stderr.isatty():  # which method is running, on a terminal only
                 with stderr.status(f"{path}: starting") as status:
                     v = verify_instance(inst, names, restrictions, progress=lambda m: status.update(f"{path}: running {m}"), **kwargs)
@@ -446,6 +474,12 @@ def register(app: typer.Typer) -> None:
         scheduler: SchedulerOpt = None,
         external: ExternalOpt = None,
         external_timeout: ExternalTimeoutOpt = None,
+        modes: Annotated[Optional[str], typer.Option("--modes", help="Check every instance under each of these modes: comma-separated "
+                                                     "PIPELINE/OBJECTIVE/SCHEDULE labels (e.g. graph/batch-time/gpipe), or 'all' (the 8 modes "
+                                                     "that differ). Replaces --pipeline/--objective/--schedule.", show_default=False)] = None,
+        pipeline: PipelineOpt = None,
+        objective: ObjectiveOpt = None,
+        schedule: ScheduleOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
         """Cross-check many random DAGs in parallel, resumably.
@@ -457,11 +491,19 @@ def register(app: typer.Typer) -> None:
         Ctrl-C (SIGINT) or SIGTERM stop the workers at once and keep the finished results;
         OUT is locked while a campaign runs on it.
 
+        Every instance is checked in one mode (--pipeline, --objective, --schedule;
+        default sequential/throughput/1f1b) or in each of --modes: one result line per
+        instance and mode, and the summary counts verdicts per mode.
+
         Exit 0 when no mismatch and no error was found, 1 otherwise, 2 on bad usage (or OUT
         in use or not writable), 130 on SIGINT, 143 on SIGTERM.
         """
-        from compare.campaign import CampaignInterrupted, run_campaign, summary_lines
+        from compare.campaign import CampaignInterrupted, parse_modes, run_campaign, summary_lines
         from compare.verify import parse_methods
+
+        if modes is not None and any(x is not None for x in (pipeline, objective, schedule)):
+            raise InputError("--modes replaces --pipeline, --objective and --schedule; give one or the other")
+        mode_list = parse_modes(modes) if modes is not None else (mode_from_flags(pipeline, objective, schedule),)
 
         fams = tuple(f.strip() for f in families.split(",") if f.strip())
         try:
@@ -480,6 +522,7 @@ def register(app: typer.Typer) -> None:
                 progress=progress,
                 scheduler=resolve_scheduler(scheduler),
                 externals=parse_externals(external),
+                modes=mode_list,
             )
         except CampaignInterrupted as exc:
             stderr.print(f"piper-ilp: interrupted ({exc.done} results saved in {exc.results}; --resume goes on)", markup=False)

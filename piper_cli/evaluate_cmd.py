@@ -12,14 +12,19 @@ from piper_cli.common import (
     DevicesOpt,
     JsonOpt,
     MemoryOpt,
+    ObjectiveOpt,
+    PipelineOpt,
+    ScheduleOpt,
     cli_errors,
     fail,
     load_with_overrides,
+    mode_from_flags,
     print_json_line,
     stdout,
 )
 from piper_cli.format import settings_line, stage_table
 from piper_ilp.evaluate import RULES, check_plan_matches, evaluate
+from piper_ilp.pipeline import Mode
 from piper_ilp.plan import load_plan
 
 
@@ -28,8 +33,11 @@ def evaluation_to_dict(instance, plan_path: str, ev) -> dict:
         "instance": instance.source,
         "plan": plan_path,
         "settings": {"K": instance.K, "M": instance.M, "N": instance.N, "B": instance.B},
+        "mode": ev.mode.to_dict(),
         "valid": ev.valid,
+        "objective": ev.value,
         "tps": ev.tps,
+        "batch_time": ev.batch_time,
         "devices": ev.devices,
         "sum_d": ev.sum_d,
         "bottleneck": ev.bottleneck,
@@ -40,7 +48,9 @@ def evaluation_to_dict(instance, plan_path: str, ev) -> dict:
                 "d": r.d,
                 "t": r.t,
                 "s": r.s,
+                "h": r.s,
                 "y": r.y,
+                "successors": list(r.successors),
                 "memory": r.memory,
                 "memory_limit": r.memory_limit,
                 "compute": r.cost.compute if r.cost else None,
@@ -73,6 +83,11 @@ def load_matching_plan(inst, plan: str, ignore_metadata: bool):
     return p
 
 
+def _records_mode(plan) -> bool:
+    """True when the plan's metadata names a pipelining, objective or schedule."""
+    return any((plan.metadata or {}).get(k) is not None for k in ("pipeline", "objective", "schedule"))
+
+
 def register(app: typer.Typer) -> None:
     @app.command("evaluate")
     @cli_errors
@@ -85,8 +100,18 @@ def register(app: typer.Typer) -> None:
         bandwidth: BandwidthOpt = None,
         json_out: JsonOpt = False,
         ignore_metadata: IgnoreMetadataOpt = False,
+        pipeline: PipelineOpt = None,
+        objective: ObjectiveOpt = None,
+        schedule: ScheduleOpt = None,
     ) -> None:
         """Check PLAN against INSTANCE (cost model sec. 2) and print its per-stage TPS (sec. 3).
+
+        The plan is judged in the mode its metadata records (solve -o writes it: the
+        pipelining, objective and schedule it was solved for; secs. 8-9), or in the
+        default mode when it records none; --pipeline, --objective and --schedule
+        override those parts. The table shows each stage's microbatches in flight h and
+        held y (and, under graph pipelining, its successors); the plan's TPS and its batch
+        time with a flush (sec. 9) are both printed.
 
         Exit 0 for a valid plan, 1 for an invalid one (every violated rule is listed),
         2 for bad input, and 2 (one line) for a plan that does not belong to the
@@ -95,15 +120,23 @@ def register(app: typer.Typer) -> None:
         """
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
         p = load_matching_plan(inst, plan, ignore_metadata)
-        ev = evaluate(inst, p)
+        recorded = Mode.from_dict(p.metadata)
+        mode = mode_from_flags(pipeline, objective, schedule, base=recorded)
+        given = any(x is not None for x in (pipeline, objective, schedule))
+        ev = evaluate(inst, p, mode)
         if json_out:
             print_json_line(evaluation_to_dict(inst, plan, ev))
         else:
             stdout.print(f"{inst.source}: {settings_line(inst)}", markup=False)
-            stdout.print(f"plan {plan}: {len(p.stages)} stages, {ev.devices} devices, sum d = {ev.sum_d}", markup=False)
-            stdout.print(stage_table(ev))
+            source = "from the flags" if given and mode != recorded else "recorded in the plan" if _records_mode(p) else "the default"
+            stdout.print(f"plan {plan}: {len(p.stages)} stages, {ev.devices} devices, sum d = {ev.sum_d}; "
+                         f"mode {mode.label} ({source})", markup=False)
+            stdout.print(stage_table(ev, flow=True))
             if ev.valid:
-                stdout.print(f"valid plan, TPS {ev.tps:.12g} s per sample (stage {ev.bottleneck} is the bottleneck)", markup=False)
+                tps = f"TPS {ev.tps:.12g} s per sample (stage {ev.bottleneck} is the bottleneck)"
+                batch = f"batch time {ev.batch_time:.12g} s (N = {inst.N} microbatches, a flush per batch)"
+                first, second = (batch, tps) if mode.batch_time else (tps, batch)
+                stdout.print(f"valid plan, {first}; {second}", markup=False)
             else:
                 stdout.print(f"INVALID plan: {len(ev.violations)} violation(s)", markup=False)
                 for v in ev.violations:

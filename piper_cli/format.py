@@ -173,13 +173,21 @@ def _new_table(title: str | None) -> Table:
 NODES_WIDTH = 16
 
 
-def stage_table(ev: Evaluation, title: str | None = None) -> Table:
+def stage_table(ev: Evaluation, title: str | None = None, flow: bool | None = None) -> Table:
     """A table with one row per stage: nodes, d, t, y, memory used, and the stage's time per
     sample split into compute (P/d), cut-edge transfers and the resync, then its TPS; the
     bottleneck stage is marked ``*``. One unit per column, named in the header (memory in
     the unit of the limit M, times in the unit of the largest TPS); a memory above its
-    limit is marked ``!``."""
+    limit is marked ``!``.
+
+    With ``flow`` (default: when the evaluation's mode is not the default one) the table
+    also has ``h``, the microbatches in flight (secs. 2 and 8), and, under graph
+    pipelining, ``next``, the stage's successors in the stage graph."""
     from piper_ilp.cost import memory_fits
+
+    if flow is None:
+        flow = not ev.mode.is_default
+    graph = ev.mode.graph
 
     table = _new_table(title)
     limit = max((r.memory_limit for r in ev.stages), default=1.0)
@@ -188,11 +196,13 @@ def stage_table(ev: Evaluation, title: str | None = None) -> Table:
     t_unit, t_scale = _time_unit(largest)
     table.add_column("stage", justify="right", no_wrap=True)
     table.add_column("nodes", justify="left", max_width=NODES_WIDTH, overflow="fold")  # fold: a run longer than the width
-    for name in ("d", "t", "y"):
+    for name in ("d", "t", "h", "y") if flow else ("d", "t", "y"):
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column(f"memory\n{mem_unit}", justify="right", no_wrap=True)
     for name in ("compute", "cut-edge", "resync", "TPS"):
         table.add_column(f"{name}\n{t_unit}", justify="right", no_wrap=True)
+    if flow and graph:
+        table.add_column("next", justify="left", no_wrap=True)
     bottleneck = ev.bottleneck
     over = False
     for r in ev.stages:
@@ -201,19 +211,25 @@ def stage_table(ev: Evaluation, title: str | None = None) -> Table:
         if r.memory is not None and not memory_fits(r.memory, r.memory_limit):
             memory += "!"
             over = True
-        table.add_row(
+        row = [
             f"{r.index}*" if r.index == bottleneck else str(r.index),
             _wrap_runs(format_ids(r.nodes), NODES_WIDTH),
             str(r.d),
             str(r.t),
+            *((str(r.s),) if flow else ()),
             str(r.y),
             memory,
             _column_value(c.compute if c else None, t_scale),
             _column_value(c.edge if c else None, t_scale),
             _column_value(c.resync if c else None, t_scale),
             _column_value(c.tps if c else None, t_scale),
-        )
+        ]
+        if flow and graph:
+            row.append(",".join(str(j) for j in r.successors) or "-")
+        table.add_row(*row)
     notes = ["* the bottleneck stage"] if bottleneck is not None else []
+    if flow:
+        notes.append("h microbatches in flight" + ("; next: successors in the stage graph" if graph else ""))
     notes.append(f"memory limit M = {format_bytes(limit)}" + (" (! above it)" if over else ""))
     table.caption = "; ".join(notes)
     table.caption_justify = "left"

@@ -6,7 +6,20 @@ from typing import Annotated, Optional
 
 import typer
 
-from piper_cli.common import BandwidthOpt, BatchOpt, DevicesOpt, JsonOpt, MemoryOpt, cli_errors, load_with_overrides, print_json_line, stdout
+from piper_cli.common import (
+    BandwidthOpt,
+    BatchOpt,
+    DevicesOpt,
+    JsonOpt,
+    MemoryOpt,
+    PipelineOpt,
+    ScheduleOpt,
+    cli_errors,
+    load_with_overrides,
+    mode_from_flags,
+    print_json_line,
+    stdout,
+)
 from piper_ilp.files import check_writable
 from piper_cli.evaluate_cmd import IgnoreMetadataOpt, load_matching_plan
 
@@ -17,8 +30,8 @@ def register(app: typer.Typer) -> None:
     def simulate_command(
         instance: Annotated[str, typer.Argument(help="Instance JSON.")],
         plan: Annotated[str, typer.Argument(help="Plan JSON (e.g. from solve -o).")],
-        schedule: Annotated[str, typer.Option("--schedule", help="1f1b (no flush), 1f1b-flush or gpipe.")] = "1f1b",
-        pipeline: Annotated[str, typer.Option("--pipeline", help="sequential or graph (stages form a DAG).")] = "sequential",
+        schedule: ScheduleOpt = None,
+        pipeline: PipelineOpt = None,
         microbatches: Annotated[Optional[int], typer.Option("--microbatches", min=1, help="Microbatches to simulate (default: N for the flush schedules, max(8N, 64) for 1f1b).", show_default=False)] = None,
         forward_fraction: Annotated[float, typer.Option("--forward-fraction", help="Share of a microbatch's work done in the forward pass (1 = one task per microbatch and stage).")] = 1.0 / 3.0,
         gantt: Annotated[Optional[str], typer.Option("--gantt", help="Write a Gantt chart (.png or .svg).", show_default=False)] = None,
@@ -34,14 +47,20 @@ def register(app: typer.Typer) -> None:
 
         An event-by-event simulation: the steady-state period against max TPS, the batch time
         against sec. 9's formula, and each replica's peak microbatches in flight against the
-        model's y."""
+        model's y. The schedule and pipelining are those the plan's metadata records
+        (solve -o), else 1f1b and sequential; --schedule and --pipeline override them."""
         from compare.plot import gantt_chart
         from compare.simulate import simulate
 
         if gantt:
             check_writable(gantt, "Gantt chart")
+        from piper_ilp.pipeline import Mode
+
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
-        sim = simulate(inst, load_matching_plan(inst, plan, ignore_metadata), schedule=schedule, pipeline=pipeline, microbatches=microbatches,
+        p = load_matching_plan(inst, plan, ignore_metadata)
+        mode = mode_from_flags(pipeline, None, schedule, base=Mode.from_dict(p.metadata))
+        schedule, pipeline = mode.schedule, mode.pipeline
+        sim = simulate(inst, p, schedule=schedule, pipeline=pipeline, microbatches=microbatches,
                        forward_fraction=forward_fraction)
         if gantt:
             finish: dict[int, float] = {}

@@ -21,9 +21,13 @@ from piper_cli.common import (
     NoDataParallelOpt,
     NoRecomputeOpt,
     NoTensorParallelOpt,
+    ObjectiveOpt,
+    PipelineOpt,
+    ScheduleOpt,
     cli_errors,
     fail,
     load_with_overrides,
+    mode_from_flags,
     print_json_line,
     restrictions_from_flags,
     stderr,
@@ -34,6 +38,7 @@ from piper_ilp.errors import InputError, InternalError
 
 if TYPE_CHECKING:
     from piper_ilp.instance import Instance
+    from piper_ilp.pipeline import Mode
     from piper_ilp.solution import Restrictions, Solution
 
 __all__ = ["register", "solution_record", "print_solution", "method_options", "check_applicable", "check_excluded_ids"]
@@ -96,7 +101,8 @@ def check_excluded_ids(instance: Instance, exclude: list[str] | None) -> None:
 
 def solution_record(instance: Instance, sol: Solution, restrictions: Restrictions) -> dict:
     """One JSON object for ``solve --json``: the instance and its settings, then the
-    solution's fields (method, status, tps, plan, devices, sum_d, seconds, ...)."""
+    solution's fields (method, status, mode, objective (the value of the mode's objective:
+    TPS or batch time), tps, plan, devices, sum_d, seconds, ...)."""
     rec = {
         "instance": instance.source,
         "settings": {"K": instance.K, "M": instance.M, "N": instance.N, "B": instance.B},
@@ -106,23 +112,33 @@ def solution_record(instance: Instance, sol: Solution, restrictions: Restriction
     return rec
 
 
+def value_text(mode: Mode, value: float | None, tps: float | None, digits: int = 7) -> str:
+    """What was optimized, with its value: ``TPS 1.2 ms per sample`` (throughput), or
+    ``batch time 12.3 s (TPS 1.2 ms per sample)`` (batch-time)."""
+    per_sample = f"TPS {format_seconds(tps, digits)} per sample"
+    if not mode.batch_time:
+        return per_sample
+    return f"batch time {format_seconds(value, digits)} ({per_sample})"
+
+
 def print_solution(instance: Instance, sol: Solution, detail: bool = False) -> None:
-    """The human form: a header line, the stage table (with ``detail``: every layer's
-    option), and the status line. Times and sizes carry units; ``--json`` has the exact
-    values."""
+    """The human form: a header line (with the mode outside the default), the stage table
+    (with ``detail``: every layer's option), and the status line, which says what was
+    optimized. Times and sizes carry units; ``--json`` has the exact values."""
     from piper_ilp.evaluate import evaluate
     from piper_ilp.solution import Status
 
-    stdout.print(f"{instance.source}: {settings_line(instance)}; method {sol.method}", markup=False)
+    mode_note = "" if sol.mode.is_default else f"; mode {sol.mode.label}"
+    stdout.print(f"{instance.source}: {settings_line(instance)}; method {sol.method}{mode_note}", markup=False)
     if sol.plan is not None:
-        stdout.print(stage_table(evaluate(instance, sol.plan)))
+        stdout.print(stage_table(evaluate(instance, sol.plan, sol.mode)))
         if detail:
             stdout.print(option_table(instance, sol.plan))
         extra = ""
         if sol.bound is not None and sol.status != Status.OPTIMAL:
             extra = f", bound {format_seconds(sol.bound, 7)}, gap {100 * (sol.gap or 0):.4g}%"
         stdout.print(
-            f"{sol.status.value}: TPS {format_seconds(sol.tps, 7)} per sample, {len(sol.plan.stages)} stages, "
+            f"{sol.status.value}: {value_text(sol.mode, sol.value, sol.tps)}, {len(sol.plan.stages)} stages, "
             f"{sol.plan.devices} devices, sum d {sol.plan.sum_d}{extra} ({format_seconds(sol.seconds, 3)})",
             markup=False,
         )
@@ -173,6 +189,9 @@ def register(app: typer.Typer) -> None:
         exclude_option: ExcludeOptionOpt = None,
         max_d: MaxDOpt = None,
         max_t: MaxTOpt = None,
+        pipeline: PipelineOpt = None,
+        objective: ObjectiveOpt = None,
+        schedule: ScheduleOpt = None,
         time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.0, help="MILP: seconds before stopping (status feasible/unknown).", show_default=False)] = None,
         threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="MILP: solver threads.", show_default=False)] = None,
         write_model: Annotated[Optional[Path], typer.Option("--write-model", "--write-lp", help="MILP: write the model (CBC: LP file; CP-SAT: model proto as text).", show_default=False)] = None,
@@ -186,6 +205,11 @@ def register(app: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         """Solve each INSTANCE; print its plan, TPS and status.
+
+        --pipeline, --objective and --schedule choose what is solved (cost model secs.
+        8-9; default sequential, throughput, 1f1b): dp, cpsat, cbc, scip and brute solve
+        every mode, the heuristics only the default. With --objective batch-time the
+        value minimized (and reported as "objective" by --json) is the batch time.
 
         Statuses: optimal (proven), feasible (a plan, not proven optimal: a time limit, or
         greedy mode), infeasible (proven: no plan fits), unknown (stopped with no plan),
@@ -215,6 +239,10 @@ def register(app: typer.Typer) -> None:
             if value is not None and value is not False
         }
         check_applicable(method, solver_options, method_options())
+        mode = mode_from_flags(pipeline, objective, schedule)
+        from compare.methods import METHODS, check_mode
+
+        check_mode(METHODS[method], mode)
         if len(instances) > 1 and (output is not None or write_model is not None):
             fail("error: --output and --write-model take a single instance")
         from piper_ilp.files import check_writable
@@ -233,7 +261,7 @@ def register(app: typer.Typer) -> None:
             try:
                 inst = load_with_overrides(path, devices, memory, batch, bandwidth)
                 check_excluded_ids(inst, exclude_option)
-                sol = _solve(inst, method, restrictions, solver_options, show_progress)
+                sol = _solve(inst, method, restrictions, solver_options, show_progress, mode)
             except InputError as exc:
                 stderr.print(f"piper-ilp: error: {exc}", markup=False)
                 if json_out:
@@ -257,12 +285,12 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(worst)
 
 
-def _solve(inst: Instance, method: str, restrictions: Restrictions, options: dict, progress: bool) -> Solution:
-    """:func:`compare.methods.run_method` with the solver options given (each checked by
-    :func:`check_applicable`); the others keep the method's defaults."""
+def _solve(inst: Instance, method: str, restrictions: Restrictions, options: dict, progress: bool, mode: Mode) -> Solution:
+    """:func:`compare.methods.run_method` in ``mode`` with the solver options given (each
+    checked by :func:`check_applicable`); the others keep the method's defaults."""
     from compare.methods import run_method
 
-    return run_method(inst, method, restrictions, progress=progress, **options)
+    return run_method(inst, method, restrictions, mode=mode, progress=progress, **options)
 
 
 def _exit_status(sol: Solution) -> int:
@@ -281,7 +309,8 @@ def _write_or_remove(output: Path, inst: Instance, sol: Solution, method: str, r
     from piper_ilp.plan import plan_metadata, save_plan
 
     if sol.plan is not None:
-        meta = plan_metadata(inst, method=method, restrictions=restrictions.to_dict(), mode=knapsack if method == "dp" else None)
+        meta = plan_metadata(inst, method=method, restrictions=restrictions.to_dict(), mode=knapsack if method == "dp" else None,
+                             problem=sol.mode.to_dict())
         save_plan(sol.plan, output, metadata=meta)
     else:
         _remove_stale(output, _NO_PLAN.get(sol.status.value, f"ended {sol.status.value} with no plan"))

@@ -141,6 +141,11 @@ def _check_metadata(meta: Any, fail) -> dict[str, Any]:
         ok = _is_text(x) if kind == "string" else _is_int(x) if kind == "integer" else _is_number(x)
         if not ok:
             fail(f"metadata.{key}", f"expected {'an' if kind == 'integer' else 'a'} {kind}, got {_describe(x)}")
+    from piper_ilp.pipeline import OBJECTIVES, PIPELINES, SCHEDULES  # noqa: PLC0415 (pipeline imports this module)
+
+    for key, allowed in (("pipeline", PIPELINES), ("objective", OBJECTIVES), ("schedule", SCHEDULES)):
+        if meta.get(key) is not None and meta[key] not in allowed:
+            fail(f"metadata.{key}", f"expected one of {', '.join(allowed)}, got {_describe(meta[key])}")
     return dict(meta)
 
 
@@ -166,9 +171,19 @@ def plan_to_dict(plan: Plan) -> dict:
     }
 
 
-def plan_metadata(instance, *, method: str, restrictions: Mapping[str, Any] | None = None, mode: str | None = None) -> dict:
+def plan_metadata(
+    instance,
+    *,
+    method: str,
+    restrictions: Mapping[str, Any] | None = None,
+    mode: str | None = None,
+    problem: Mapping[str, str] | None = None,
+) -> dict:
     """The record a saved plan carries of what it was solved for: the instance's
-    fingerprint, K, M, N, B, the restrictions, the method and its mode, and the version.
+    fingerprint, K, M, N, B, the restrictions, the method and its ``mode`` (the DP's
+    knapsack: exact or greedy), the ``problem`` solved (``Mode.to_dict()``: keys
+    ``pipeline``, ``objective``, ``schedule``, contract secs. 8-9; by default the
+    default mode; ``evaluate`` judges the plan in it unless told otherwise) and the version.
 
     ``instance`` is the instance as loaded, with the command line's settings applied but
     before any restriction removes options (:meth:`Restrictions.apply` changes the
@@ -184,6 +199,10 @@ def plan_metadata(instance, *, method: str, restrictions: Mapping[str, Any] | No
         "restrictions": dict(restrictions or {}),
         "method": method,
         "mode": mode,
+        "pipeline": "sequential",
+        "objective": "throughput",
+        "schedule": "1f1b",
+        **{k: problem[k] for k in ("pipeline", "objective", "schedule") if k in (problem or {})},
         "version": __version__,
     }
 
