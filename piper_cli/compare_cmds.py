@@ -409,7 +409,7 @@ def register(app: typer.Typer) -> None:
     @app.command("random")
     @cli_errors
     def random_command(
-        family: Annotated[str, typer.Option("--family", help="chain, skip, layered, series-parallel, fork-join, or numerics (magnitudes 1e-6..1e18, exact ties, memory at M).")] = "layered",
+        family: Annotated[str, typer.Option("--family", help="chain, skip, layered, series-parallel, fork-join, towers, or numerics (magnitudes 1e-6..1e18, exact ties, memory at M).")] = "layered",
         nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of nodes (layers).")] = 6,
         seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same instance).")] = 0,
         t_values: Annotated[str, typer.Option("--t-values", help="Tensor-parallel degrees offered, e.g. 1,2,4.")] = "1,2",
@@ -424,7 +424,7 @@ def register(app: typer.Typer) -> None:
 
         The families (networkx): a chain, a chain with skip
         connections (transformer / ResNet), a layered random DAG, a series-parallel graph,
-        fork-join blocks, or "numerics" (one of those shapes with numbers spread over
+        fork-join blocks, parallel towers between a source and a sink, or "numerics" (one of the first five shapes with numbers spread over
         1e-6..1e18, exact greedy ties, memory exactly at M or 1 ulp around it, dummy
         options, huge edges). Deterministic per seed."""
         from compare.generators import random_instance
@@ -462,7 +462,7 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path, typer.Option("--out", help="Results folder: results.jsonl, summary.json, counterexamples/.")],
         count: Annotated[int, typer.Option("--count", min=0, help="Number of random instances.")] = 100,
         seed: Annotated[int, typer.Option("--seed", help="Master seed.")] = 0,
-        families: Annotated[str, typer.Option("--families", help="Comma-separated families (default: all five).")] = "chain,skip,layered,series-parallel,fork-join",
+        families: Annotated[str, typer.Option("--families", help="Comma-separated families (default: the six shapes; add numerics for extreme numbers).")] = "chain,skip,layered,series-parallel,fork-join,towers",
         nodes: Annotated[str, typer.Option("--nodes", help="Node-count range A-B.")] = "3-7",
         methods: MethodsOpt = "dp,cpsat,cbc,brute",
         time_limit: TimeLimitOpt = 60.0,
