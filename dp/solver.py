@@ -39,6 +39,7 @@ import math
 import time
 
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals
+from dp.modes import solve_modes
 from dp.option_choice import OptionChoices
 from dp.progress import Progress
 from dp.rebuild import rebuild_plan
@@ -46,6 +47,7 @@ from dp.stage_tables import build_stage_tables
 from dp.threshold_search import DEFAULT_SMALL_S, DEVICES_INF, ThresholdDecision, search_threshold
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.instance import Instance
+from piper_ilp.pipeline import DEFAULT_MODE, Mode
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
 __all__ = ["solve_dp", "DEFAULT_MAX_IDEALS", "DEFAULT_CHAIN_FIRST", "DEFAULT_MAX_TABLE_BYTES"]
@@ -71,6 +73,7 @@ def solve_dp(
     small_s: int = DEFAULT_SMALL_S,
     chain_first: int = DEFAULT_CHAIN_FIRST,
     plain_paths: bool = True,
+    mode: Mode = DEFAULT_MODE,
 ) -> Solution:
     """Optimal pipeline plan by Piper's DP over successor-closed sets (cost model sec. 4).
 
@@ -102,6 +105,10 @@ def solve_dp(
     plain_paths : bool
         Use the fast paths for nodes whose options differ only in p, a, b (False treats
         every node as general: same answer, slower).
+    mode : Mode
+        Pipelining, objective and schedule (secs. 8-9). Any mode but the default is solved
+        by :func:`dp.modes.solve_modes` (exact knapsack only; ``max_ideals`` and ``force``
+        apply, the other tuning options do not).
 
     Returns
     -------
@@ -127,6 +134,8 @@ def solve_dp(
     Tarnawski, Narayanan, Phanishayee. Piper: Multidimensional Planner for DNN
     Parallelization. NeurIPS 2021, sec. 4 (the DP) and sec. 5 (option choice).
     """
+    if not mode.is_default:
+        return solve_modes(instance, restrictions, mode=mode, knapsack=knapsack, max_ideals=max_ideals, force=force)
     t0 = time.perf_counter()
     if knapsack not in ("exact", "greedy"):
         raise InputError(f"knapsack must be 'exact' or 'greedy', got {knapsack!r}")

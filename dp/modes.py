@@ -1,0 +1,614 @@
+"""The exact DP in every mode other than the default (cost model secs. 8 and 9).
+
+The default mode (sequential pipelining, throughput, 1f1b) is solved by :mod:`dp.solver`'s
+threshold DP. This module solves the others -- graph pipelining (sec. 8), the batch-time
+objective (sec. 9) and the ``gpipe`` memory rule, in every combination -- with one exact
+label DP over the same states' skeleton, the successor-closed sets ("ideals") of
+:mod:`dp.ideals`. Entry point: :func:`solve_modes` (called by :func:`dp.solver.solve_dp`
+when ``mode`` is not the default).
+
+The DP
+------
+An ideal I holds the later stages of the pipeline; a transition peels a stage C = I \\ J
+off the front of I (J an ideal strictly inside I, placed after C) with degrees (t, d).
+For every ideal the DP keeps a set of *labels*, each a partial plan of I summarised by
+what the stages in front of it can still see, every coordinate minimised:
+
+* ``k``: devices used, sum t d (<= K);
+* the microbatches in flight that a stage put in front depends on:
+
+  - sequential pipelining: ``s`` = sum of d (a stage C in front holds h_C = d_C + s);
+  - graph pipelining: for every *frontier* node v of I (a node of I with a predecessor
+    outside I), the h of the stage holding v. A stage C in front has as stage-graph
+    successors exactly the stages of I holding successors of C's nodes, and these are
+    frontier nodes, so h_C = d_C + max over v in succ(C) of h[v] (sec. 8);
+
+* ``mx``: the largest stage TPS so far;
+* batch time only: sequential, ``tau`` = sum of d TPS (the only stage-graph path is all
+  the stages); graph, ``Lmax`` = the longest path of d TPS from any stage of I, and for
+  every frontier node v the longest path L[v] from the stage holding v (a stage in front
+  gets L_C = d_C TPS_C + max over v in succ(C) of L[v]).
+
+The value of a complete plan is ``mx`` (throughput) or (N - 1) ``mx`` + ``tau`` /
+``Lmax`` (sec. 9). Every coordinate can only help the stages in front when it is smaller
+(a smaller h gives a smaller y = ceil(h / d), so at least the same option choices fit;
+fewer devices leave more; a smaller max or path never gives a larger value), so a label
+that another label of the same ideal weakly dominates in every coordinate is dropped:
+the DP is exact. Per stage the options are the exact knapsack at y
+(:class:`dp.option_choice.OptionChoices`, exact memory): the fastest options that fit
+minimise both the stage's TPS and its latency d TPS, so one choice serves every
+objective. y = ceil(h / d) under ``1f1b`` / ``1f1b-flush``, y = N / d under ``gpipe``
+(the suffix then only matters for the batch limit sum d <= N, or max h <= N).
+
+Size: graph pipelining is exponential in the frontier width
+--------------------------------------------------------------
+A sequential label has two integer coordinates (k, s); a graph label has one h (and,
+for batch time, one L) per frontier node, so the number of labels of an ideal can grow
+like min(N, K) ** width. Two guards, both lifted by ``force=True`` (``--force``):
+
+* before the work: the widest frontier over all ideals above ``max_frontier`` (default
+  :data:`DEFAULT_MAX_FRONTIER`) is refused in one line;
+* while it runs: more than ``max_labels`` labels kept in total (default
+  :data:`DEFAULT_MAX_LABELS`) is refused as soon as it happens.
+
+Measured numbers (labels, CPU seconds on fork-join graphs) are in docs/architecture.md.
+
+Floats (sec. 7)
+---------------
+Memory is decided exactly by the knapsack. The DP's own sums (tau, L) add in another order
+than the evaluator's ``fsum``; they differ from the evaluated numbers only by rounding
+(relative ~1e-15), far inside the contract's 1e-9, and dominance keeps exact ties. The
+value reported is the evaluator's value of the returned plan (``info["dp_value"]`` is the
+DP's own), and ``bound`` equals it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Sequence
+
+import numpy as np
+
+from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
+from dp.option_choice import OptionChoices
+from piper_ilp.errors import InputError, InternalError, SizeLimitError
+from piper_ilp.evaluate import evaluate
+from piper_ilp.instance import Instance
+from piper_ilp.pipeline import Mode
+from piper_ilp.plan import Plan, Stage
+from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
+
+__all__ = ["solve_modes", "frontier_width", "DEFAULT_MAX_FRONTIER", "DEFAULT_MAX_LABELS"]
+
+#: Refuse (unless forced) graph pipelining when some ideal has more frontier nodes than this.
+DEFAULT_MAX_FRONTIER = 8
+
+#: Refuse (unless forced) as soon as the DP keeps more labels than this in total.
+DEFAULT_MAX_LABELS = 3_000_000
+
+#: A partial plan is pruned when its value exceeds the upper bound by more than this factor
+#: (the DP's sums and the evaluator's differ by rounding only).
+_PRUNE_MARGIN = 1 + 1e-12
+
+#: Device counts and microbatch counts are compared as float64 in the dominance test.
+_EXACT_INT = 2**53
+
+
+def _predecessor_masks(succ: Sequence[int]) -> list[int]:
+    pred = [0] * len(succ)
+    for u, m in enumerate(succ):
+        while m:
+            low = m & -m
+            pred[low.bit_length() - 1] |= 1 << u
+            m ^= low
+    return pred
+
+
+def _bits(mask: int) -> list[int]:
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
+
+
+def _descendants(succ: Sequence[int]) -> list[int]:
+    """For every node position, the bitmask of the nodes it reaches (itself excluded)."""
+    n = len(succ)
+    pos_order = _topological(succ)
+    reach = [0] * n
+    for v in reversed(pos_order):
+        m = succ[v]
+        r = m
+        for x in _bits(m):
+            r |= reach[x]
+        reach[v] = r
+    return reach
+
+
+def _topological(succ: Sequence[int]) -> list[int]:
+    n = len(succ)
+    indeg = [0] * n
+    for m in succ:
+        for x in _bits(m):
+            indeg[x] += 1
+    order = [v for v in range(n) if indeg[v] == 0]
+    for v in order:
+        for x in _bits(succ[v]):
+            indeg[x] -= 1
+            if indeg[x] == 0:
+                order.append(x)
+    return order
+
+
+def _frontiers(ideals: Sequence[int], succ: Sequence[int], pred: Sequence[int]) -> list[list[int]]:
+    """For every ideal I, the frontier nodes whose stage's h (and L) the DP must remember,
+    ascending.
+
+    The frontier is the nodes of I with a predecessor outside I: a stage C put in front of
+    I has as stage-graph successors the stages of I holding its nodes' successors, all
+    frontier nodes. A frontier node w is left out when every predecessor u of w outside I
+    also has a successor v != w in I that reaches w: whenever a stage in front holds u, it
+    sees v too, and h[stage(v)] >= h[stage(w)] (and L likewise), because stage(v) is
+    stage(w) or reaches it in the stage graph (h_i = d_i + max over successors, d_i >= 1;
+    L_i = d_i TPS_i + max over successors, TPS_i >= 0). The v kept cover the w left out
+    (follow the covers upwards; they end at a kept node). So for a chain with skip edges
+    from one early node (BERT's attention mask feeds every layer) only the first node of
+    the suffix is remembered."""
+    reach = _descendants(succ)
+    out = []
+    for I in ideals:
+        keep = []
+        for w in _bits(I):
+            outside = pred[w] & ~I
+            if not outside:
+                continue
+            covered = all(
+                any(v != w and (reach[v] >> w) & 1 for v in _bits(succ[u] & I)) for u in _bits(outside)
+            )
+            if not covered:
+                keep.append(w)
+        out.append(keep)
+    return out
+
+
+def frontier_width(instance: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> int:
+    """The largest frontier (nodes of a successor-closed set with a predecessor outside it)
+    over all successor-closed sets: what graph pipelining's DP is exponential in."""
+    ideals = enumerate_ideals(instance, max_ideals)
+    pred = _predecessor_masks(successor_masks(instance))
+    return max((len(f) for f in _frontiers(ideals, successor_masks(instance), pred)), default=0)
+
+
+def _pareto(cols: np.ndarray) -> np.ndarray:
+    """Indices of the rows of ``cols`` (n x c, all minimised) that no other row weakly
+    dominates (exact duplicates keep one copy), ascending in lexicographic order."""
+    n = len(cols)
+    if n <= 1:
+        return np.arange(n)
+    order = np.lexsort(cols.T[::-1])
+    s = cols[order]
+    # drop exact duplicates, and rows equal to the previous one in every column but the
+    # last (the previous one is no worse)
+    same_head = np.all(s[1:, :-1] == s[:-1, :-1], axis=1)
+    first = np.ones(n, dtype=bool)
+    first[1:] = ~same_head
+    order, s = order[first], s[first]
+    n = len(s)
+    if n <= 1:
+        return order
+    varying = (s != s[0]).any(axis=0)
+    s = s[:, varying]
+    if s.shape[1] == 0:
+        return order[:1]
+    if s.shape[1] == 1:
+        return order[:1]  # sorted ascending: the first is the least
+    if s.shape[1] == 2:
+        prev_min = np.minimum.accumulate(s[:, 1])
+        keep = np.ones(n, dtype=bool)
+        keep[1:] = s[1:, 1] < prev_min[:-1]
+        return order[keep]
+    # k >= 3: a row is dominated iff some row before it (lexicographic order) is <= it in
+    # every column; compare against the rows kept so far only (dominance is transitive)
+    keep = np.zeros(n, dtype=bool)
+    kept = np.empty((0, s.shape[1]))
+    block = 256
+    for lo in range(0, n, block):
+        hi = min(n, lo + block)
+        chunk = s[lo:hi]
+        if len(kept):
+            dom = np.zeros(hi - lo, dtype=bool)
+            step = max(1, 2_000_000 // (len(kept) * s.shape[1] + 1))
+            for a in range(0, hi - lo, step):
+                b = min(hi - lo, a + step)
+                dom[a:b] = np.any(np.all(kept[None, :, :] <= chunk[a:b, None, :], axis=2), axis=1)
+        else:
+            dom = np.zeros(hi - lo, dtype=bool)
+        # inside the chunk: row r against earlier rows of the chunk
+        idx = np.flatnonzero(~dom)
+        sub = chunk[idx]
+        le = np.all(sub[None, :, :] <= sub[:, None, :], axis=2)  # le[r, q]: q <= r
+        le &= np.arange(len(idx))[None, :] < np.arange(len(idx))[:, None]
+        ok = ~np.any(le, axis=1)
+        keep[lo + idx[ok]] = True
+        kept = np.vstack([kept, sub[ok]])
+    return order[keep]
+
+
+class _Labels:
+    """The labels of one ideal: ``cols`` (n x c float64, all minimised: k, the h columns,
+    mx, then the path columns) and the back-pointers (previous ideal index, label index
+    there, t, d, y)."""
+
+    __slots__ = ("cols", "prev", "prev_label", "t", "d", "y")
+
+    def __init__(self, cols, prev, prev_label, t, d, y):
+        self.cols, self.prev, self.prev_label, self.t, self.d, self.y = cols, prev, prev_label, t, d, y
+
+    def __len__(self) -> int:
+        return len(self.cols)
+
+
+def solve_modes(
+    instance: Instance,
+    restrictions: Restrictions = Restrictions(),
+    *,
+    mode: Mode,
+    knapsack: str = "exact",
+    max_ideals: int = DEFAULT_MAX_IDEALS,
+    max_frontier: int = DEFAULT_MAX_FRONTIER,
+    max_labels: int = DEFAULT_MAX_LABELS,
+    force: bool = False,
+    prune: bool = True,
+) -> Solution:
+    """Optimal plan under ``mode`` (any mode; :func:`dp.solver.solve_dp` uses it for the
+    non-default ones) by the label DP over successor-closed sets described in the module
+    docstring.
+
+    Parameters
+    ----------
+    instance, restrictions
+        As for :func:`dp.solver.solve_dp`.
+    mode : Mode
+        Pipelining, objective and schedule.
+    knapsack : {"exact"}
+        Only the exact option choice: Piper's greedy rule (sec. 5) belongs to the default
+        mode, so ``"greedy"`` is refused with :class:`InputError`.
+    max_ideals : int
+        Refuse graphs with more successor-closed sets than this.
+    max_frontier, max_labels, force
+        The size guards of the module docstring (``force`` lifts both).
+    prune : bool
+        Drop partial plans that cannot beat an upper bound from easier problems' plans
+        (:func:`_upper_bound`); exact either way (False: for measuring).
+
+    Returns
+    -------
+    Solution
+        method ``"dp"``, ``mode`` set; status OPTIMAL with ``objective`` = ``bound`` = the
+        evaluator's value of the plan under the mode, or INFEASIBLE when no plan exists.
+        ``info``: ideals, frontier_width, labels (kept, all ideals), candidates (labels
+        generated), largest_label_set, option_choices, dp_value.
+
+    Raises
+    ------
+    InputError
+        ``knapsack`` other than ``"exact"``.
+    SizeLimitError
+        Too many successor-closed sets, too wide a frontier or too many labels (unless
+        ``force``).
+    """
+    t0 = time.perf_counter()
+    if knapsack != "exact":
+        raise InputError(
+            f"knapsack {knapsack!r} applies only to the default mode (sequential/throughput/1f1b); "
+            f"mode {mode.label} needs knapsack 'exact'"
+        )
+    inst = restrictions.apply(instance)
+    K, N = inst.K, inst.N
+    S = min(N, K)
+    graph, flush, gpipe = mode.graph, mode.batch_time, mode.schedule == "gpipe"
+    choices = OptionChoices(inst, False)
+    steps = _StepCosts(choices)
+    info: dict = {"knapsack": knapsack}
+
+    def done(sol: Solution) -> Solution:
+        sol.seconds = time.perf_counter() - t0
+        sol.mode = mode
+        sol.info = {**info, "option_choices": len(choices), **sol.info}
+        return checked_solution(instance, sol, restrictions=restrictions)
+
+    ids = inst.node_ids
+    t_values = list(inst.t_values)
+    d_values = [d for d in restrictions.d_values(instance) if d <= S]
+    budget = min(K, max(t_values, default=1) * S)
+    if budget >= _EXACT_INT:
+        raise SizeLimitError(
+            f"{instance.source}: K = {K} with t up to {max(t_values)} and min(N, K) = {S} allows device counts "
+            f"beyond the exact range of the mode DP (2**53); lower K, N or the largest t"
+        )
+    ideals = enumerate_ideals(inst, max_ideals)
+    succ = successor_masks(inst)
+    pred = _predecessor_masks(succ)
+    front = _frontiers(ideals, succ, pred) if graph else [[] for _ in ideals]
+    width = max((len(f) for f in front), default=0)
+    info.update(ideals=len(ideals), frontier_width=width)
+    if graph and width > max_frontier and not force:
+        raise SizeLimitError(
+            f"{instance.source}: graph pipelining's DP keeps one h per frontier node (nodes of a successor-closed "
+            f"set with a predecessor outside it) and grows like min(N, K) ** width; this graph's widest frontier "
+            f"has {width} nodes, above the limit of {max_frontier}; pass --force (force=True) if time allows"
+        )
+    # nodes that have options for t, as a bitmask
+    tmask = {t: sum(1 << i for i, v in enumerate(ids) if inst.node[v].options.get(t)) for t in t_values}
+    index = {I: i for i, I in enumerate(ideals)}
+
+    # column layout: k | h columns (sequential: s; graph: one per frontier node) | mx |
+    # path columns (sequential batch time: tau; graph batch time: Lmax, then one L per
+    # frontier node)
+    def n_h(i: int) -> int:
+        return len(front[i]) if graph else 1
+
+    def layout(i: int) -> tuple[int, int]:
+        """(column of mx, number of columns) for ideal i."""
+        h = n_h(i)
+        extra = (1 + len(front[i]) if graph else 1) if flush else 0
+        return 1 + h, 2 + h + extra
+
+    # an upper bound from plans of easier problems (exact pruning, see _upper_bound)
+    ub = _upper_bound(instance, restrictions, mode, max_ideals) if prune else None
+    info["upper_bound"] = ub
+    cutoff = math.inf if ub is None else ub * _PRUNE_MARGIN
+    p_memo: dict[tuple[int, int], float] = {}
+
+    def least_p(C: int, t: int) -> float:
+        got = p_memo.get((C, t))
+        if got is None:
+            got = p_memo[(C, t)] = math.fsum(min(o.p for o in inst.node[ids[v]].options[t]) for v in _bits(C))
+        return got
+
+    labels: list[_Labels | None] = [None] * len(ideals)
+    _, nc0 = layout(0)
+    labels[0] = _Labels(np.zeros((1, nc0)), np.array([-1]), np.array([-1]), np.array([0]), np.array([0]), np.array([0]))
+    total_labels, candidates, largest = 1, 0, 1
+    by_size = sorted(range(len(ideals)), key=lambda i: ideals[i].bit_count())
+
+    for i in by_size[1:]:
+        I = ideals[i]
+        mxc, nc = layout(i)
+        F_I = front[i]
+        parts_cols, parts_prev, parts_lab, parts_t, parts_d, parts_y = [], [], [], [], [], []
+        for j, J in enumerate(ideals):
+            if J == I or J & ~I or labels[j] is None or not len(labels[j]):
+                continue
+            C = I & ~J
+            LJ = labels[j]
+            cols = LJ.cols
+            mxj, _ = layout(j)
+            k = cols[:, 0]
+            if graph:
+                F_J = front[j]
+                pos_J = {v: c for c, v in enumerate(F_J)}
+                out = 0
+                for v in _bits(C):
+                    out |= succ[v]
+                out &= J
+                # succ(C) are frontier nodes of J; the ones left out are covered by kept ones
+                sc = [pos_J[v] for v in _bits(out) if v in pos_J]
+                h_after = cols[:, [1 + c for c in sc]].max(axis=1) if sc else np.zeros(len(cols))
+                if flush:
+                    l0 = mxj + 2  # first L column of J
+                    l_after = cols[:, [l0 + c for c in sc]].max(axis=1) if sc else np.zeros(len(cols))
+                # where each new frontier column comes from: -1 for C, else J's column
+                src = [-1 if (C >> v) & 1 else pos_J[v] for v in F_I]
+            else:
+                h_after = cols[:, 1]
+            for t in t_values:
+                if C & ~tmask[t]:
+                    continue
+                p_least = least_p(C, t)
+                for d in d_values:
+                    if t * d > K:
+                        break
+                    # TPS >= (sum of the least p) / d; the value grows by at least
+                    # TPS (throughput) or (N - 1 + d) TPS (batch time) from here
+                    if (N - 1 + d if flush else 1) * (p_least / d) > cutoff:
+                        continue
+                    h = h_after + d
+                    ok = (k + t * d <= K) & (h <= N)
+                    if not ok.any():
+                        continue
+                    rows = np.flatnonzero(ok)
+                    if gpipe:
+                        y = np.full(len(rows), N // d, dtype=np.int64)
+                    else:
+                        y = (h[rows].astype(np.int64) + d - 1) // d
+                    uy, inv = np.unique(y, return_inverse=True)
+                    tps_u = steps.costs(C, t, d, uy.tolist())
+                    tps = tps_u[inv]
+                    fit = ~np.isnan(tps)
+                    if not fit.any():
+                        continue
+                    rows, tps, y = rows[fit], tps[fit], y[fit]
+                    m = len(rows)
+                    new = np.empty((m, nc))
+                    new[:, 0] = k[rows] + t * d
+                    hC = h[rows]
+                    old = cols[rows]
+                    if graph:
+                        for c, s_ in enumerate(src):
+                            new[:, 1 + c] = hC if s_ < 0 else old[:, 1 + s_]
+                    else:
+                        new[:, 1] = hC
+                    new[:, mxc] = np.maximum(old[:, mxj], tps)
+                    if flush:
+                        tau = d * tps
+                        if graph:
+                            LC = tau + l_after[rows]
+                            new[:, mxc + 1] = np.maximum(old[:, mxj + 1], LC)
+                            for c, s_ in enumerate(src):
+                                new[:, mxc + 2 + c] = LC if s_ < 0 else old[:, mxj + 2 + s_]
+                        else:
+                            new[:, mxc + 1] = old[:, mxj + 1] + tau
+                    if cutoff < math.inf:
+                        lower = (N - 1) * new[:, mxc] + new[:, mxc + 1] if flush else new[:, mxc]
+                        below = lower <= cutoff
+                        if not below.all():
+                            new, rows, y = new[below], rows[below], y[below]
+                            m = len(rows)
+                            if not m:
+                                continue
+                    parts_cols.append(new)
+                    parts_prev.append(np.full(m, j))
+                    parts_lab.append(rows)
+                    parts_t.append(np.full(m, t))
+                    parts_d.append(np.full(m, d))
+                    parts_y.append(y)
+        if not parts_cols:
+            labels[i] = _Labels(np.empty((0, nc)), *(np.empty(0, dtype=np.int64) for _ in range(5)))
+            continue
+        cols = np.vstack(parts_cols)
+        candidates += len(cols)
+        keep = _pareto(cols)
+        labels[i] = _Labels(
+            cols[keep],
+            np.concatenate(parts_prev)[keep],
+            np.concatenate(parts_lab)[keep],
+            np.concatenate(parts_t)[keep],
+            np.concatenate(parts_d)[keep],
+            np.concatenate(parts_y)[keep],
+        )
+        total_labels += len(keep)
+        largest = max(largest, len(keep))
+        if total_labels > max_labels and not force:
+            raise SizeLimitError(
+                f"{instance.source}: the {mode.label} DP keeps more than {max_labels:,} labels (devices, microbatches "
+                f"in flight per frontier node, max TPS, paths) after {by_size.index(i) + 1:,} of {len(ideals):,} "
+                f"successor-closed sets; pass --force (force=True) if memory and time allow"
+            )
+
+    info.update(labels=total_labels, candidates=candidates, largest_label_set=largest)
+    full = index[ideals[by_size[-1]]]
+    L = labels[full]
+    if L is None or not len(L):
+        msg = (
+            f"no plan fits under {mode.label}: every split into stages breaks memory M = {instance.M!r} per "
+            f"device, the batch limit N = {N} or K = {K} devices"
+        )
+        return done(Solution("dp", Status.INFEASIBLE, message=msg, mode=mode))
+    mxc, _ = layout(full)
+    if flush:
+        values = (N - 1) * L.cols[:, mxc] + L.cols[:, mxc + 1]
+    else:
+        values = L.cols[:, mxc]
+    best = int(np.argmin(values))
+    info["dp_value"] = float(values[best])
+    plan = _rebuild(inst, ideals, labels, full, best, choices)
+    ev = evaluate(instance, plan, mode)
+    if not ev.valid:
+        raise InternalError(f"dp ({mode.label}): its plan fails the evaluator: {ev.violations[0]}")
+    value = ev.value
+    if not math.isclose(value, info["dp_value"], rel_tol=1e-9, abs_tol=0.0):
+        raise InternalError(f"dp ({mode.label}): its value {info['dp_value']!r} and the evaluator's {value!r} differ")
+    return done(Solution("dp", Status.OPTIMAL, plan=plan, objective=value, bound=value, mode=mode))
+
+
+def _upper_bound(instance: Instance, restrictions: Restrictions, mode: Mode, max_ideals: int) -> float | None:
+    """The least value under ``mode`` of plans that are quick to find, or None.
+
+    * The default DP's plan (sequential, throughput, 1f1b): valid under every 1f1b mode
+      (graph pipelining holds h <= s microbatches, so the same options fit).
+    * For graph pipelining, the plan of the same mode with sequential pipelining: valid
+      (h <= s, max h <= sum d <= N; gpipe holds N / d either way) and never worse under
+      graph pipelining (a path of the stage graph is a part of all the stages).
+
+    Each plan is judged by the evaluator under ``mode``; a guard refusal or an
+    infeasible easier problem just gives no bound. Pruning with it is exact: a partial
+    plan is dropped only when its value, which only grows as stages are added, is above
+    the bound by more than rounding (:data:`_PRUNE_MARGIN`)."""
+    from dp.solver import solve_dp  # the default DP (dp.solver imports this module)
+
+    plans = []
+    try:
+        if mode.schedule != "gpipe":
+            plans.append(solve_dp(instance, restrictions, max_ideals=max_ideals).plan)
+        if mode.graph:
+            seq = Mode("sequential", mode.objective, mode.schedule)
+            if not seq.is_default:
+                plans.append(solve_modes(instance, restrictions, mode=seq, max_ideals=max_ideals).plan)
+    except SizeLimitError:
+        pass
+    values = [evaluate(instance, p, mode) for p in plans if p is not None]
+    values = [ev.value for ev in values if ev.valid]
+    return min(values, default=None)
+
+
+class _StepCosts:
+    """A stage's least TPS as a function of y, read with few knapsack solves.
+
+    For a stage (C, t, d) the exact choice's cost is non-decreasing in y (memory a y + b
+    with a >= 0: the choices that fit at y + 1 fit at y), so when it is the same at two
+    values of y it is the same at every y between them; between known values only the
+    middle is solved (divide and conquer). NaN means no choice fits (then no larger y
+    fits either). Costs are the exact knapsack's (:class:`dp.option_choice.OptionChoices`);
+    the rebuild asks it again at the plan's y for the options themselves."""
+
+    def __init__(self, choices: OptionChoices):
+        self.choices = choices
+        self.known: dict[tuple[int, int, int], dict[int, float]] = {}
+        self.solves = 0
+
+    def _at(self, memo: dict[int, float], key, y: int) -> float:
+        got = memo.get(y)
+        if got is None:
+            c = self.choices.exact_cost(key[0], key[1], key[2], y)
+            self.solves += 1
+            got = memo[y] = math.nan if c is None else c
+        return got
+
+    def costs(self, C: int, t: int, d: int, ys: list[int]) -> np.ndarray:
+        """The costs at ``ys`` (ascending, distinct)."""
+        key = (C, t, d)
+        memo = self.known.setdefault(key, {})
+        out = [math.nan] * len(ys)
+
+        def fill(lo: int, hi: int, c_lo: float, c_hi: float) -> None:
+            # out[lo] = c_lo and out[hi] = c_hi are set; fill strictly between
+            if hi - lo <= 1:
+                return
+            if c_lo == c_hi or math.isnan(c_lo):  # equal ends, or nothing fits from lo on
+                for q in range(lo + 1, hi):
+                    out[q] = c_lo
+                return
+            mid = (lo + hi) // 2
+            c_mid = self._at(memo, key, ys[mid])
+            out[mid] = c_mid
+            fill(lo, mid, c_lo, c_mid)
+            fill(mid, hi, c_mid, c_hi)
+
+        out[0] = self._at(memo, key, ys[0])
+        if len(ys) > 1:
+            out[-1] = math.nan if math.isnan(out[0]) else self._at(memo, key, ys[-1])
+            fill(0, len(ys) - 1, out[0], out[-1])
+        return np.array(out)
+
+
+def _rebuild(inst: Instance, ideals, labels, i: int, r: int, choices: OptionChoices) -> Plan:
+    """The plan of label ``r`` of ideal ``i``: stages in pipeline order, as peeled."""
+    ids = inst.node_ids
+    stages = []
+    while i != 0:
+        L = labels[i]
+        j, rj = int(L.prev[r]), int(L.prev_label[r])
+        t, d, y = int(L.t[r]), int(L.d[r]), int(L.y[r])
+        C = ideals[i] & ~ideals[j]
+        got = choices.choose(C, t, d, y)
+        if got is None:
+            raise InternalError(f"dp: no option choice for a stage it placed (t = {t}, d = {d}, y = {y})")
+        opts = got[1]
+        nodes = tuple(ids[v] for v in _bits(C))
+        stages.append(Stage(nodes, d, t, {v: opts[v].id for v in nodes}))
+        i, r = j, rj
+    return Plan(tuple(stages))
