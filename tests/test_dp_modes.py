@@ -131,6 +131,15 @@ def test_frontier_leaves_out_covered_nodes():
         agree(inst, mode)
 
 
+def test_towers_graph_pipelining_shortens_the_batch_time():
+    from compare.bench_modes import measure, towers_instance
+
+    inst = towers_instance(2, 2)
+    graph, seq = measure(inst, Mode("graph", "batch-time")), measure(inst, Mode("sequential", "batch-time"))
+    assert graph["ideals"] == 3**2 + 2 and graph["frontier_width"] == 2
+    assert graph["status"] == seq["status"] == "optimal" and graph["value"] <= seq["value"] * (1 + 1e-12)
+
+
 def test_greedy_knapsack_is_refused_in_other_modes():
     with pytest.raises(InputError, match="default mode"):
         solve_dp(_fork(), knapsack="greedy", mode=Mode("graph"))
