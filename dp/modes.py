@@ -71,6 +71,7 @@ from typing import Sequence
 import numpy as np
 
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
+from dp.knapsack import exact_choice, stage_items
 from dp.option_choice import OptionChoices
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
@@ -290,7 +291,7 @@ def solve_modes(
         method ``"dp"``, ``mode`` set; status OPTIMAL with ``objective`` = ``bound`` = the
         evaluator's value of the plan under the mode, or INFEASIBLE when no plan exists.
         ``info``: ideals, frontier_width, labels (kept, all ideals), candidates (labels
-        generated), largest_label_set, option_choices, dp_value.
+        generated), largest_label_set, knapsack_solves (exact knapsacks solved), dp_value.
 
     Raises
     ------
@@ -311,13 +312,13 @@ def solve_modes(
     S = min(N, K)
     graph, flush, gpipe = mode.graph, mode.batch_time, mode.schedule == "gpipe"
     choices = OptionChoices(inst, False)
-    steps = _StepCosts(choices)
+    steps = _StepCosts(inst)
     info: dict = {"knapsack": knapsack}
 
     def done(sol: Solution) -> Solution:
         sol.seconds = time.perf_counter() - t0
         sol.mode = mode
-        sol.info = {**info, "option_choices": len(choices), **sol.info}
+        sol.info = {**info, "knapsack_solves": steps.solves + len(choices), **sol.info}
         return checked_solution(instance, sol, restrictions=restrictions)
 
     ids = inst.node_ids
@@ -426,9 +427,10 @@ def solve_modes(
                     else:
                         y = (h[rows].astype(np.int64) + d - 1) // d
                     uy, inv = np.unique(y, return_inverse=True)
-                    tps_u = steps.costs(C, t, d, uy.tolist())
+                    cap = cutoff / (N - 1 + d) if flush else cutoff
+                    tps_u = steps.costs(C, t, d, uy.tolist(), cap)
                     tps = tps_u[inv]
-                    fit = ~np.isnan(tps)
+                    fit = np.isfinite(tps)
                     if not fit.any():
                         continue
                     rows, tps, y = rows[fit], tps[fit], y[fit]
@@ -551,46 +553,56 @@ class _StepCosts:
     For a stage (C, t, d) the exact choice's cost is non-decreasing in y (memory a y + b
     with a >= 0: the choices that fit at y + 1 fit at y), so when it is the same at two
     values of y it is the same at every y between them; between known values only the
-    middle is solved (divide and conquer). NaN means no choice fits (then no larger y
-    fits either). Costs are the exact knapsack's (:class:`dp.option_choice.OptionChoices`);
-    the rebuild asks it again at the plan's y for the options themselves."""
+    middle is solved (divide and conquer). A cost above ``cap`` (useless under the upper
+    bound) or no choice that fits reads as inf, and then so does every larger y.
 
-    def __init__(self, choices: OptionChoices):
-        self.choices = choices
+    The costs are :func:`dp.knapsack.exact_choice`'s, on the stage's items built once per
+    (C, t); the rebuild asks :class:`dp.option_choice.OptionChoices` (the same function)
+    at the plan's y for the options themselves."""
+
+    def __init__(self, inst: Instance):
+        self.inst = inst
+        self.items: dict[tuple[int, int], list] = {}
         self.known: dict[tuple[int, int, int], dict[int, float]] = {}
         self.solves = 0
 
-    def _at(self, memo: dict[int, float], key, y: int) -> float:
+    def _at(self, memo: dict[int, float], C: int, t: int, d: int, y: int) -> float:
         got = memo.get(y)
         if got is None:
-            c = self.choices.exact_cost(key[0], key[1], key[2], y)
+            items = self.items.get((C, t))
+            inst = self.inst
+            if items is None:
+                items = self.items[(C, t)] = stage_items(inst, [inst.node_ids[v] for v in _bits(C)], t)
+            res = exact_choice(items, y, inst.M, d, inst.N, inst.B)
             self.solves += 1
-            got = memo[y] = math.nan if c is None else c
+            got = memo[y] = math.inf if res is None else res[0]
         return got
 
-    def costs(self, C: int, t: int, d: int, ys: list[int]) -> np.ndarray:
-        """The costs at ``ys`` (ascending, distinct)."""
-        key = (C, t, d)
-        memo = self.known.setdefault(key, {})
-        out = [math.nan] * len(ys)
+    def costs(self, C: int, t: int, d: int, ys: list[int], cap: float = math.inf) -> np.ndarray:
+        """The costs at ``ys`` (ascending, distinct), inf where above ``cap`` or nothing fits."""
+        memo = self.known.setdefault((C, t, d), {})
+        out = [math.inf] * len(ys)
+
+        def at(q: int) -> float:
+            c = self._at(memo, C, t, d, ys[q])
+            return c if c <= cap else math.inf
 
         def fill(lo: int, hi: int, c_lo: float, c_hi: float) -> None:
             # out[lo] = c_lo and out[hi] = c_hi are set; fill strictly between
             if hi - lo <= 1:
                 return
-            if c_lo == c_hi or math.isnan(c_lo):  # equal ends, or nothing fits from lo on
+            if c_lo == c_hi:  # equal ends (inf: nothing useful from lo on)
                 for q in range(lo + 1, hi):
                     out[q] = c_lo
                 return
             mid = (lo + hi) // 2
-            c_mid = self._at(memo, key, ys[mid])
-            out[mid] = c_mid
+            out[mid] = c_mid = at(mid)
             fill(lo, mid, c_lo, c_mid)
             fill(mid, hi, c_mid, c_hi)
 
-        out[0] = self._at(memo, key, ys[0])
+        out[0] = at(0)
         if len(ys) > 1:
-            out[-1] = math.nan if math.isnan(out[0]) else self._at(memo, key, ys[-1])
+            out[-1] = math.inf if out[0] == math.inf else at(len(ys) - 1)
             fill(0, len(ys) - 1, out[0], out[-1])
         return np.array(out)
 
