@@ -21,6 +21,7 @@ E cut-edge bytes, W sum of w, P sum of p, a and b memory per microbatch and cons
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -34,6 +35,11 @@ from piper_ilp.errors import SizeLimitError
 from piper_ilp.instance import Instance
 
 __all__ = ["StageTables", "build_stage_tables", "bits", "membership"]
+
+#: The walk remembers the state of every stage C it has grown (so a stage shared by many
+#: pairs (I, J) is grown once) until the remembered frontiers hold this many points (about
+#: 60 bytes each with their dicts); then it forgets them all and goes on.
+STATE_MEMO_POINTS = 4_000_000
 
 
 class StageTables:
@@ -248,6 +254,10 @@ class _StageTableBuilder:
         self.node_item: dict[tuple, int] = {}
         self.greedy_cache: dict[tuple, list] = {}
         self.minimal_cache: dict[int, list[int]] = {}
+        # exact mode: the tables of stage C under t, shared by every pair (I, J) with
+        # I \\ J = C (see _emit_pair)
+        self.block_memo: dict[tuple[int, int], list] = {}
+        self.state_memo_points = STATE_MEMO_POINTS
         self.pairs = 0
         # work_v = least device-seconds per sample of node v (min over t, options of t p):
         # a stage C needs t d >= work(C) / T devices to cost <= T
@@ -331,6 +341,10 @@ class _StageTableBuilder:
             # device lower bound of the part behind each stage (J), per set of the family
             lb_back = [self._lb(float(self.work_of[j]), ideals[j] != 0, float(self.mem_of[j])) for j in range(len(ideals))]
             slack = 1.0 - 1e-9
+        # walk states (W, plain, frontier, least memory) per stage C, shared by every I;
+        # forgotten wholesale when they pass state_memo_points frontier points (a cache)
+        state_memo: dict[int, dict] = {}
+        memo_points = 0
         for k in range(1, len(ideals)):
             progress(k)
             I = ideals[k]
@@ -364,11 +378,21 @@ class _StageTableBuilder:
                                 nxt[Jn] = (0, 0, {})
                                 continue
                             dev_hi = K - lbf - lb_back[self.index[Jn]]
-                        new = {}
-                        for t, st in sts.items():
-                            st2 = self._extend(st, v, t)
-                            if st2 is not None:
-                                new[t] = st2
+                        # the state depends on the stage C alone: computed once per C
+                        Cn = I & ~Jn
+                        new = state_memo.get(Cn)
+                        if new is None:
+                            new = {}
+                            for t, st in sts.items():
+                                st2 = self._extend(st, v, t)
+                                if st2 is not None:
+                                    new[t] = st2
+                                    fr = st2[2]
+                                    memo_points += 1 if fr is None else len(fr)
+                            if memo_points > self.state_memo_points:
+                                state_memo.clear()
+                                memo_points = 0
+                            state_memo[Cn] = new
                         plus_n, minus_n = plus | self.plus_bits[v], minus | self.minus_bits[v]
                         nxt[Jn] = (plus_n, minus_n, new)
                         nxt_work[Jn] = wc
@@ -420,10 +444,31 @@ class _StageTableBuilder:
     # ---- one candidate stage -------------------------------------------------------------
     def _emit_pair(self, k: int, I: int, J: int, cut: int, states: dict, devices: tuple | None = None):
         """Tables of stage C = I \\\\ J for each t (and each d with t d in ``devices`` =
-        (least, most), when given)."""
+        (least, most), when given).
+
+        In exact mode a stage's table depends on C and t only (its cut edges, weights and
+        option choices are those of C), so it is computed once per (C, t)
+        (:meth:`_exact_blocks`) and every pair (I, J) with that C emits slices of it."""
         jk = self.index[J]
         C = I & ~J
         for t, (W, plain, fr, _) in states.items():
+            if not self.greedy:
+                key = (C, t)
+                blocks = self.block_memo.get(key)
+                if blocks is None:
+                    blocks = self._exact_blocks(C, t, cut, W, plain, fr)
+                    self.block_memo[key] = blocks
+                for devs, bds, cost, ylo, yhi in blocks:
+                    lo, hi = 0, len(devs)
+                    if devices is not None:
+                        lo = bisect.bisect_left(devs, devices[0])
+                        hi = bisect.bisect_right(devs, devices[1])
+                        if lo >= hi:
+                            continue
+                        if lo > 0 or hi < len(devs):
+                            bds, cost, ylo, yhi = bds[lo:hi], cost[lo:hi], ylo[lo:hi], yhi[lo:hi]
+                    self.tables.emit(k, jk, t, bds, cost, ylo, yhi)
+                continue
             ds, caps = self.ds[t], self.cap[t]
             if devices is not None:
                 keep = (t * ds >= devices[0]) & (t * ds <= devices[1])
@@ -431,49 +476,59 @@ class _StageTableBuilder:
                     ds, caps = ds[keep], caps[keep]
             if not len(ds):
                 continue
-            if self.greedy and plain:
+            if plain:
                 self._emit_greedy_plain(k, jk, t, C, self._cut_bytes(t, cut), W, ds, caps)
-            elif self.greedy:
-                self._emit_greedy(k, jk, t, I, J, C, ds)
-            elif plain:
-                E = self._cut_bytes(t, cut)
-                P, A, Bm = fr[:, 0], fr[:, 1], fr[:, 2]
-                sure, maybe, decided = y_capacities(A, Bm, self.mem_sure, self.mem_maybe, self.S)
-                if decided:
-                    keep = _staircase(P, sure)
-                    P, ycap = P[keep], sure[keep]
-                    dcol = ds[:, None].astype(float)
-                    cost = stage_tps_from_sums(E, W, P[None, :], dcol, self.N, self.B)
-                    yhi = np.minimum(ycap[None, :], caps[:, None])
-                    self.tables.emit(k, jk, t, ds, cost, np.ones_like(yhi), yhi)
-                else:
-                    for d, cap in zip(ds.tolist(), caps.tolist()):
-                        cost = stage_tps_from_sums(E, W, P, d, self.N, self.B)
-                        self._emit_near_boundary(k, jk, t, C, d, cap, cost, sure, maybe)
             else:
-                self._emit_generic_exact(k, jk, t, C, ds, caps)
+                self._emit_greedy(k, jk, t, I, J, C, ds)
 
-    def _emit_generic_exact(self, k, jk, t, C, ds, caps):
+    def _exact_blocks(self, C: int, t: int, cut: int, W: float, plain: bool, fr) -> list:
+        """The exact tables of stage C under t for every allowed d: blocks (t d as a list,
+        ds, cost, ylo, yhi), rows by increasing d."""
+        ds, caps = self.ds[t], self.cap[t]
+        blocks = []
+        if plain:
+            E = self._cut_bytes(t, cut)
+            P, A, Bm = fr[:, 0], fr[:, 1], fr[:, 2]
+            sure, maybe, decided = y_capacities(A, Bm, self.mem_sure, self.mem_maybe, self.S)
+            if decided:
+                keep = _staircase(P, sure)
+                P, ycap = P[keep], sure[keep]
+                dcol = ds[:, None].astype(float)
+                cost = stage_tps_from_sums(E, W, P[None, :], dcol, self.N, self.B)
+                yhi = np.minimum(ycap[None, :], caps[:, None])
+                blocks.append(((t * ds).tolist(), ds, cost, np.ones_like(yhi), yhi))
+            else:
+                for d, cap in zip(ds.tolist(), caps.tolist()):
+                    cost = stage_tps_from_sums(E, W, P, d, self.N, self.B)
+                    row = self._near_boundary(C, t, d, cap, cost, sure, maybe)
+                    if row is not None:
+                        blocks.append(([t * d], np.array([d]), *row))
+            return blocks
         nodes = [self.ids[i] for i in bits(C)]
         fr = pareto_frontier(stage_items(self.inst, nodes, t), self.M, y_range=(1, self.S))
         if not len(fr):
-            return
+            return blocks
         sure, maybe, exact = y_capacities(fr.A, fr.Bm, self.mem_sure, self.mem_maybe, self.S)
         for d, cap in zip(ds.tolist(), caps.tolist()):
             cost = stage_tps_from_sums(fr.E, fr.W, fr.P, d, self.N, self.B)
             if not exact:
-                self._emit_near_boundary(k, jk, t, C, d, cap, cost, sure, maybe)
+                row = self._near_boundary(C, t, d, cap, cost, sure, maybe)
+                if row is not None:
+                    blocks.append(([t * d], np.array([d]), *row))
                 continue
             yc = np.minimum(sure, cap)
             keep = _staircase(cost, yc)
             cost, yc = cost[keep], yc[keep]
-            self.tables.emit(k, jk, t, np.array([d]), cost[None, :], np.ones((1, len(yc)), dtype=np.int64), yc[None, :])
+            if len(yc):
+                blocks.append(([t * d], np.array([d]), cost[None, :], np.ones((1, len(yc)), dtype=np.int64), yc[None, :]))
+        return blocks
 
-    def _emit_near_boundary(self, k, jk, t, C, d, cap, cost, sure, maybe):
+    def _near_boundary(self, C, t, d, cap, cost, sure, maybe):
         """The step function y -> least cost of stage C under (t, d) when some frontier
         point's float memory is too close to M to decide: points that fit for certain give
         an upper bound per y; every y where some point may or may not fit is decided by
-        the exact choice (:class:`OptionChoices`, exact memory sums)."""
+        the exact choice (:class:`OptionChoices`, exact memory sums). Returns the table
+        row (cost, ylo, yhi) as 1 x points arrays, or None when no y fits."""
         sure = np.minimum(sure, cap)
         maybe = np.minimum(maybe, cap)
         val = np.full(cap + 2, np.inf)
@@ -491,14 +546,12 @@ class _StageTableBuilder:
         val = np.maximum.accumulate(val)
         ycap = int(np.isfinite(val).sum())
         if ycap == 0:
-            return
+            return None
         v = val[:ycap]
         last = np.ones(ycap, dtype=bool)
         last[:-1] = v[1:] != v[:-1]
         ends = np.nonzero(last)[0]
-        self.tables.emit(
-            k, jk, t, np.array([d]), v[ends][None, :], np.ones((1, len(ends)), dtype=np.int64), (ends + 1)[None, :]
-        )
+        return v[ends][None, :], np.ones((1, len(ends)), dtype=np.int64), (ends + 1)[None, :]
 
     # ---- greedy mode -----------------------------------------------------------------------
     def _item(self, i: int, t: int, cut_in: int, cut_out: int) -> int:
