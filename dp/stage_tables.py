@@ -165,8 +165,8 @@ def build_stage_tables(
 
 
 class _StageTableBuilder:
-    """Builds the stage tables: for every I, a breadth-first walk over its subsets J that
-    are successor-closed, growing the stage C = I \\\\ J one node at a time."""
+    """Builds the stage tables: for every I, its subsets J in the family, and the stage
+    C = I \\\\ J grown one node at a time (states remembered per C)."""
 
     def __init__(self, inst, ideals, d_values, S, greedy, choices, ub, plain_paths):
         self.inst = inst
@@ -253,11 +253,15 @@ class _StageTableBuilder:
         self.items: list[tuple] = []
         self.node_item: dict[tuple, int] = {}
         self.greedy_cache: dict[tuple, list] = {}
-        self.minimal_cache: dict[int, list[int]] = {}
         # exact mode: the tables of stage C under t, shared by every pair (I, J) with
         # I \\ J = C (see _emit_pair)
         self.block_memo: dict[tuple[int, int], list] = {}
         self.state_memo_points = STATE_MEMO_POINTS
+        # walk states (W, plain, frontier, least memory) per stage C with the cut bitmasks
+        # (plus, minus) of its nodes; forgotten wholesale past state_memo_points points
+        self.state_memo: dict[int, tuple] = {}
+        self.memo_points = 0
+        self.empty_state = ({t: (0.0, True, np.zeros((1, 5)), 0.0) for t in self.t_values}, 0, 0)
         self.pairs = 0
         # work_v = least device-seconds per sample of node v (min over t, options of t p):
         # a stage C needs t d >= work(C) / T devices to cost <= T
@@ -310,14 +314,6 @@ class _StageTableBuilder:
         return got
 
     # ---- the walk ----------------------------------------------------------------------
-    def _minimal(self, J: int) -> list[int]:
-        """Nodes of J with no predecessor in J (removing one leaves J successor-closed)."""
-        got = self.minimal_cache.get(J)
-        if got is None:
-            got = [v for v in bits(J) if not self.pred_mask[v] & J]
-            self.minimal_cache[J] = got
-        return got
-
     def _lb(self, work: float, nonempty: bool, mem: float = 0.0) -> int:
         """Fewest devices a part with this work and least memory needs when every stage
         costs <= ub (0 for an empty part)."""
@@ -326,86 +322,105 @@ class _StageTableBuilder:
         return max(1, math.ceil(work / self.ub * (1.0 - 1e-9)), math.ceil(mem / self.M * (1.0 - 1e-9)))
 
     def build(self, progress) -> StageTables:
-        """For each I: a breadth-first walk over J, C = I \\\\ J growing by one node per step.
+        """For each I: the sets J of the family inside it (a vectorised subset test over
+        the family), and for each kept pair the stage C = I \\\\ J (its state, grown one
+        node at a time and remembered per C, :meth:`_state`).
 
-        With an upper bound ub on the optimum, a stage C between a front part (all \\\\ I)
-        and a back part J is kept only when lb(C) + lb(front) + lb(J) <= K, lb(X) =
-        max(1, ceil(work(X) / ub)) (0 for an empty part): each stage of a plan of value
-        <= ub needs t d >= work / ub devices. lb(C) only grows as C grows, so the walk
-        stops where lb(C) + lb(front) > K."""
+        A pair is skipped when the least memory of C's nodes cannot fit (then no option
+        choice of any t does). With an upper bound ub on the optimum, a stage C between a
+        front part (all \\\\ I) and a back part J is kept only when lb(C) + lb(front) +
+        lb(J) <= K, lb(X) = max(1, ceil(work(X) / ub), ceil(least memory(X) / M)) (0 for
+        an empty part; for C the work alone): each stage of a plan of value <= ub needs
+        t d >= work / ub devices. Work and memory of C are differences of the sets' sums,
+        lowered by a bound on their rounding error, so every bound is a true lower bound."""
         ideals = self.ideals
-        zero = np.zeros((1, 5))
         ub = self.ub
         K = self.K
+        nI = len(ideals)
+        n = len(self.ids)
+        words = max(1, (n + 63) // 64)
+        masks = np.array([[(m >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for w in range(words)] for m in ideals], dtype=np.uint64)
+        # differences of float sums of non-negative terms: error at most about 2 n eps of
+        # the larger sum (each sum is within n eps of the exact one)
+        rel_err = (2 * n + 8) * 2.0**-52
+        work_of, mem_of = self.work_of, self.mem_of
         if ub is not None:
             # device lower bound of the part behind each stage (J), per set of the family
-            lb_back = [self._lb(float(self.work_of[j]), ideals[j] != 0, float(self.mem_of[j])) for j in range(len(ideals))]
+            lb_back = np.array(
+                [self._lb(float(work_of[j]), ideals[j] != 0, float(mem_of[j])) for j in range(nI)], dtype=np.int64
+            )
             slack = 1.0 - 1e-9
-        # walk states (W, plain, frontier, least memory) per stage C, shared by every I;
-        # forgotten wholesale when they pass state_memo_points frontier points (a cache)
-        state_memo: dict[int, dict] = {}
-        memo_points = 0
-        for k in range(1, len(ideals)):
+        for k in range(1, nI):
             progress(k)
             I = ideals[k]
-            start = {t: (0.0, True, zero, 0.0) for t in self.t_values}
-            level = {I: (0, 0, start)}
-            work_c = {I: 0.0}
+            lbf = 0
             if ub is not None:
                 front = self.all_mask & ~I
                 lbf = self._lb(self.front_work_of[k], front != 0, self.front_mem_of[k])
                 # the stages of I need at least ceil(work(I) / ub) devices in all
                 if lbf + self._lb(self.work_of[k], True) > K:
                     continue
-            while level:
-                nxt: dict[int, tuple] = {}
-                nxt_work: dict[int, float] = {}
-                for J, (plus, minus, sts) in level.items():
-                    if not sts:
-                        continue
-                    for v in self._minimal(J):
-                        Jn = J & ~(1 << v)
-                        if Jn in nxt:
-                            continue
-                        if Jn not in self.index:
-                            nxt[Jn] = (0, 0, {})
-                            continue
-                        wc = work_c[J] + self.work_node[v]
-                        dev_hi = None
-                        if ub is not None:
-                            lbc = max(1, math.ceil(wc / ub * slack))  # self._lb(wc, True)
-                            if lbc + lbf > K:
-                                nxt[Jn] = (0, 0, {})
-                                continue
-                            dev_hi = K - lbf - lb_back[self.index[Jn]]
-                        # the state depends on the stage C alone: computed once per C
-                        Cn = I & ~Jn
-                        new = state_memo.get(Cn)
-                        if new is None:
-                            new = {}
-                            for t, st in sts.items():
-                                st2 = self._extend(st, v, t)
-                                if st2 is not None:
-                                    new[t] = st2
-                                    fr = st2[2]
-                                    memo_points += 1 if fr is None else len(fr)
-                            if memo_points > self.state_memo_points:
-                                state_memo.clear()
-                                memo_points = 0
-                            state_memo[Cn] = new
-                        plus_n, minus_n = plus | self.plus_bits[v], minus | self.minus_bits[v]
-                        nxt[Jn] = (plus_n, minus_n, new)
-                        nxt_work[Jn] = wc
-                        if new and (dev_hi is None or lbc <= dev_hi):
-                            self.pairs += 1
-                            cut = plus_n & ~minus_n
-                            self._emit_pair(k, I, Jn, cut, new, None if ub is None else (wc / ub * (1.0 - 1e-9), dev_hi))
-                level = nxt
-                work_c = nxt_work
+            inside = np.ones(k, dtype=bool)
+            for w in range(words):
+                inside &= (masks[:k, w] & ~masks[k, w]) == 0
+            js = np.nonzero(inside)[0]
+            mem_c = (mem_of[k] - mem_of[js]) - rel_err * mem_of[k]
+            js = js[mem_c <= self.mem_maybe]
+            dev_lo = dev_hi = None
+            if ub is not None and len(js):
+                work_c = np.maximum((work_of[k] - work_of[js]) - rel_err * work_of[k], 0.0)
+                dev_lo = work_c / ub * slack
+                lbc = np.maximum(1, np.ceil(dev_lo)).astype(np.int64)
+                room = K - lbf - lb_back[js]
+                ok = lbc <= room
+                js, dev_lo, dev_hi = js[ok], dev_lo[ok].tolist(), room[ok].tolist()
+            # largest J first: C grows, and its state extends a state of this I just made
+            for pos in range(len(js) - 1, -1, -1):
+                J = ideals[js[pos]]
+                C = I & ~J
+                sts, cut = self._state(C)
+                if sts:
+                    self.pairs += 1
+                    self._emit_pair(k, I, J, cut, sts, None if ub is None else (dev_lo[pos], dev_hi[pos]))
         if self.greedy_pending:
             self._flush_greedy()
         self.tables.finalize()
         return self.tables
+
+    def _state(self, C: int):
+        """The state of stage C (dict t -> (W, plain, frontier, least memory), only the t
+        where some choice may fit) and its cut-edge bitmask, from the state of C minus a
+        node without successors in C (found in the memo, or made first, and so on down)."""
+        memo = self.state_memo
+        got = memo.get(C)
+        if got is not None:
+            return got[0], got[1] & ~got[2]
+        chain = []
+        X = C
+        while got is None:
+            if X == 0:
+                got = self.empty_state
+                break
+            # a node of X with no successor in X (the graph is acyclic: one exists)
+            v = next(u for u in bits(X) if not self.succ_mask[u] & X)
+            chain.append((X, v))
+            X &= ~(1 << v)
+            got = memo.get(X)
+        sts, plus, minus = got
+        for X, v in reversed(chain):
+            new = {}
+            for t, st in sts.items():
+                st2 = self._extend(st, v, t)
+                if st2 is not None:
+                    new[t] = st2
+                    fr = st2[2]
+                    self.memo_points += 1 if fr is None else len(fr)
+            sts, plus, minus = new, plus | self.plus_bits[v], minus | self.minus_bits[v]
+            memo[X] = (sts, plus, minus)
+        if self.memo_points > self.state_memo_points:
+            memo.clear()
+            self.memo_points = 0
+        return sts, plus & ~minus
 
     def _extend(self, st, v: int, t: int):
         """State of stage C + v under t: (W, plain, frontier (P, A, Bm, m1, mS), m1min), or
