@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from array import array
 
 import numpy as np
 
@@ -45,66 +46,112 @@ STATE_MEMO_POINTS = 4_000_000
 class StageTables:
     """Stage tables in flat arrays.
 
-    A *group* is one candidate stage (I, J, t, d); its *points* are the corners of its step
-    function y -> least cost: point j costs ``cost`` and serves y in [``ylo``, ``yhi``].
-    In a monotone group the points are sorted by cost and ``yhi`` rises, so for a
-    threshold T the usable y are 1..yhi of the last point with cost <= T. Greedy mode may
-    give non-monotone groups; their points are read as separate y ranges.
+    A *row* is the table of one stage C under one (t, d): the corners of its step
+    function y -> least cost, point j costing ``cost`` and serving y in [``ylo``,
+    ``yhi``]. A *group* is one candidate stage (I, J, t, d) and names its row; the pairs
+    (I, J) with the same C = I \\\\ J share their rows (exact mode), so the points are
+    stored once per (C, t, d), not once per pair. In a monotone row the points are sorted
+    by cost and ``yhi`` rises, so for a threshold T the usable y are 1..yhi of the last
+    point with cost <= T. Greedy mode may give non-monotone rows; their points are read
+    as separate y ranges. Every row has at least one point.
 
-    After :meth:`finalize`, per group (sorted by I): ``group_set`` and ``group_back``
-    (indices of I and J in the family), ``group_d``, ``group_devices`` (t d),
-    ``group_points``, ``group_monotone``, ``group_start`` (index of its first point); per
-    point: ``cost``, ``ylo``, ``yhi``. :func:`build_stage_tables` adds ``pairs``,
-    ``work_of`` and ``front_work_of``.
+    After :meth:`finalize`, per row: ``row_start`` (index of its first point),
+    ``row_points``, ``row_monotone``; per point: ``cost``, ``ylo``, ``yhi``; per group
+    (sorted by I): ``group_set`` and ``group_back`` (indices of I and J in the family),
+    ``group_row``, ``group_d``, ``group_devices`` (t d), ``group_monotone``.
+    :func:`build_stage_tables` adds ``pairs``, ``work_of`` and ``front_work_of``.
     """
 
+    #: bytes per group once finalized (set, back, row, d, devices, monotone) and during
+    #: the build (four int64 per run of groups)
+    GROUP_BYTES = 8 * 4 + 8 * 2 + 1
+
     def __init__(self, max_bytes: float | None = None, source: str = "<instance>"):
-        self.blocks: list = []  # (k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone)
+        # per chunk of rows: (t, ds, points per row, cost, ylo, yhi (flat), monotone)
+        self.row_chunks: list = []
+        self.n_rows = 0
+        # runs of groups: I, J, first row, number of rows
+        self.runs = [array("q"), array("q"), array("q"), array("q")]
+        self.n_groups = 0
         self.max_bytes = max_bytes
         self.nbytes = 0
         self.source = source
 
+    def _grow(self, nbytes: int):
+        self.nbytes += nbytes
+        if self.max_bytes is not None and self.nbytes > self.max_bytes:
+            raise SizeLimitError(
+                f"{self.source}: the DP's stage tables passed {self.max_bytes / 2**30:.1f} GiB while being built "
+                f"(too many candidate stages x (t, d) x y ranges); lower K or N, restrict t or d "
+                f"(--max-t, --max-d), or pass --force (force=True) if memory allows"
+            )
+
+    def add_rows(self, t, ds, cost2d, ylo2d, yhi2d, monotone=True, keep=None) -> int:
+        """Store one row per entry of ``ds`` (points: the columns of the 2D arrays, or
+        those where ``keep`` is true, which must leave each row at least one); returns
+        the index of the first row."""
+        if keep is None:
+            npts = np.full(len(ds), cost2d.shape[1], dtype=np.int64)
+            cost, ylo, yhi = cost2d.ravel(), ylo2d.ravel(), yhi2d.ravel()
+        else:
+            npts = keep.sum(axis=1)
+            cost, ylo, yhi = cost2d[keep], ylo2d[keep], yhi2d[keep]
+        first = self.n_rows
+        self.row_chunks.append((t, np.asarray(ds, dtype=np.int64), npts, cost, ylo, yhi, monotone))
+        self.n_rows += len(ds)
+        self._grow(cost.nbytes + ylo.nbytes + yhi.nbytes + 40 * len(ds))
+        return first
+
+    def add_groups(self, k: int, jk: int, row: int, count: int):
+        """Groups (I = set k, J = set jk) for the ``count`` rows from ``row`` on."""
+        runs = self.runs
+        runs[0].append(k)
+        runs[1].append(jk)
+        runs[2].append(row)
+        runs[3].append(count)
+        self.n_groups += count
+        self._grow(32 + self.GROUP_BYTES * count)
+
     def emit(self, k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone=True):
+        """Rows of their own for stage (I = set k, J = set jk) under t, one per d."""
         if cost2d.shape[1]:
-            self.blocks.append((k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone))
-            self.nbytes += np.asarray(ds).nbytes + cost2d.nbytes + ylo2d.nbytes + yhi2d.nbytes
-            if self.max_bytes is not None and self.nbytes > self.max_bytes:
-                raise SizeLimitError(
-                    f"{self.source}: the DP's stage tables passed {self.max_bytes / 2**30:.1f} GiB while being built "
-                    f"(too many candidate stages x (t, d) x y ranges); lower K or N, restrict t or d "
-                    f"(--max-t, --max-d), or pass --force (force=True) if memory allows"
-                )
+            self.add_groups(k, jk, self.add_rows(t, ds, cost2d, ylo2d, yhi2d, monotone), len(ds))
 
     def finalize(self):
-        bl = self.blocks
-        rows = [b[3] for b in bl]
-        nrow = np.array([len(r) for r in rows], dtype=np.int64)
-        npt = np.array([b[4].shape[1] for b in bl], dtype=np.int64)
-        self.group_set = np.repeat(np.array([b[0] for b in bl], dtype=np.int64), nrow)
-        self.group_back = np.repeat(np.array([b[1] for b in bl], dtype=np.int64), nrow)
-        g_t = np.repeat(np.array([b[2] for b in bl], dtype=np.int64), nrow)
-        self.group_d = np.concatenate(rows).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
-        self.group_devices = g_t * self.group_d
-        self.group_points = np.repeat(npt, nrow)
-        self.group_monotone = np.repeat(np.array([b[7] for b in bl], dtype=bool), nrow)
-        self.cost = np.concatenate([b[4].ravel() for b in bl]) if bl else np.empty(0)
-        self.ylo = np.concatenate([b[5].ravel() for b in bl]).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
-        self.yhi = np.concatenate([b[6].ravel() for b in bl]).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
-        self.group_start = np.zeros(len(self.group_points), dtype=np.int64)
-        if len(self.group_points):
-            self.group_start[1:] = np.cumsum(self.group_points)[:-1]
-        # groups must be processed by increasing I (J is always smaller than I), and each
-        # group's points must stay contiguous and in group order (np.add.reduceat)
+        ch = self.row_chunks
+        if ch:
+            npts = np.concatenate([c[2] for c in ch])
+            self.row_points = npts
+            self.row_start = np.zeros(len(npts), dtype=np.int64)
+            self.row_start[1:] = np.cumsum(npts)[:-1]
+            row_d = np.concatenate([c[1] for c in ch])
+            row_t = np.repeat(np.array([c[0] for c in ch], dtype=np.int64), [len(c[1]) for c in ch])
+            self.row_monotone = np.repeat(np.array([c[6] for c in ch], dtype=bool), [len(c[1]) for c in ch])
+            self.cost = np.concatenate([c[3] for c in ch]).astype(float)
+            self.ylo = np.concatenate([c[4] for c in ch]).astype(np.int64)
+            self.yhi = np.concatenate([c[5] for c in ch]).astype(np.int64)
+        else:
+            self.row_points = self.row_start = row_d = row_t = np.empty(0, dtype=np.int64)
+            self.row_monotone = np.empty(0, dtype=bool)
+            self.cost, self.ylo, self.yhi = np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        self.row_chunks = []
+        idx = np.int32 if max(self.n_rows, len(self.runs[0])) < 2**31 - 1 else np.int64
+        r_set, r_back, r_row, r_cnt = (np.frombuffer(a, dtype=np.int64) if len(a) else np.empty(0, dtype=np.int64) for a in self.runs)
+        n = int(r_cnt.sum())
+        # groups must be processed by increasing I (J is always smaller than I)
+        self.group_set = np.repeat(r_set.astype(idx), r_cnt)
+        self.group_back = np.repeat(r_back.astype(idx), r_cnt)
+        offs = np.arange(n, dtype=np.int64) - np.repeat(np.cumsum(r_cnt) - r_cnt, r_cnt)
+        self.group_row = (np.repeat(r_row, r_cnt) + offs).astype(idx)
+        del offs
+        self.runs = [array("q") for _ in range(4)]
         order = np.argsort(self.group_set, kind="stable")
         if np.any(order != np.arange(len(order))):
-            for name in ("group_set", "group_back", "group_d", "group_devices", "group_points", "group_monotone", "group_start"):
-                setattr(self, name, getattr(self, name)[order])
-            new_start = np.zeros(len(self.group_points), dtype=np.int64)
-            new_start[1:] = np.cumsum(self.group_points)[:-1]
-            pos = np.repeat(self.group_start - new_start, self.group_points) + np.arange(int(self.group_points.sum()))
-            self.cost, self.ylo, self.yhi = self.cost[pos], self.ylo[pos], self.yhi[pos]
-            self.group_start = new_start
-        self.blocks = []
+            self.group_set, self.group_back, self.group_row = self.group_set[order], self.group_back[order], self.group_row[order]
+        del order
+        self.group_d = row_d[self.group_row]
+        self.group_devices = row_t[self.group_row] * self.group_d
+        self.group_monotone = self.row_monotone[self.group_row]
 
 
 def build_stage_tables(
@@ -255,8 +302,10 @@ class _StageTableBuilder:
         self.greedy_cache: dict[tuple, list] = {}
         # exact mode: the tables of stage C under t, shared by every pair (I, J) with
         # I \\ J = C (see _emit_pair)
-        self.block_memo: dict[tuple[int, int], list] = {}
+        self.block_memo: dict[tuple[int, int], tuple] = {}
         self.state_memo_points = STATE_MEMO_POINTS
+        # exact mode: table points costing more than this cannot be in a plan of value <= ub
+        self.cost_cut = None if ub is None or greedy else ub * (1.0 + 1e-9)
         # walk states (W, plain, frontier, least memory) per stage C with the cut bitmasks
         # (plus, minus) of its nodes; forgotten wholesale past state_memo_points points
         self.state_memo: dict[int, tuple] = {}
@@ -350,6 +399,7 @@ class _StageTableBuilder:
                 [self._lb(float(work_of[j]), ideals[j] != 0, float(mem_of[j])) for j in range(nI)], dtype=np.int64
             )
             slack = 1.0 - 1e-9
+            all_devices = np.unique(np.concatenate([t * self.ds[t] for t in self.t_values] + [np.zeros(1, dtype=np.int64)]))
         for k in range(1, nI):
             progress(k)
             I = ideals[k]
@@ -373,6 +423,10 @@ class _StageTableBuilder:
                 lbc = np.maximum(1, np.ceil(dev_lo)).astype(np.int64)
                 room = K - lbf - lb_back[js]
                 ok = lbc <= room
+                # and some allowed t d lies in [dev_lo, room]
+                at = np.minimum(np.searchsorted(all_devices, dev_lo), len(all_devices) - 1)
+                ok &= all_devices[at] >= dev_lo
+                ok &= all_devices[at] <= room
                 js, dev_lo, dev_hi = js[ok], dev_lo[ok].tolist(), room[ok].tolist()
             # largest J first: C grows, and its state extends a state of this I just made
             for pos in range(len(js) - 1, -1, -1):
@@ -469,20 +523,17 @@ class _StageTableBuilder:
         for t, (W, plain, fr, _) in states.items():
             if not self.greedy:
                 key = (C, t)
-                blocks = self.block_memo.get(key)
-                if blocks is None:
-                    blocks = self._exact_blocks(C, t, cut, W, plain, fr)
-                    self.block_memo[key] = blocks
-                for devs, bds, cost, ylo, yhi in blocks:
-                    lo, hi = 0, len(devs)
-                    if devices is not None:
-                        lo = bisect.bisect_left(devs, devices[0])
-                        hi = bisect.bisect_right(devs, devices[1])
-                        if lo >= hi:
-                            continue
-                        if lo > 0 or hi < len(devs):
-                            bds, cost, ylo, yhi = bds[lo:hi], cost[lo:hi], ylo[lo:hi], yhi[lo:hi]
-                    self.tables.emit(k, jk, t, bds, cost, ylo, yhi)
+                got = self.block_memo.get(key)
+                if got is None:
+                    got = self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr))
+                    self.block_memo[key] = got
+                devs, first = got
+                lo, hi = 0, len(devs)
+                if devices is not None:
+                    lo = bisect.bisect_left(devs, devices[0])
+                    hi = bisect.bisect_right(devs, devices[1])
+                if lo < hi:
+                    self.tables.add_groups(k, jk, first + lo, hi - lo)
                 continue
             ds, caps = self.ds[t], self.cap[t]
             if devices is not None:
@@ -495,6 +546,31 @@ class _StageTableBuilder:
                 self._emit_greedy_plain(k, jk, t, C, self._cut_bytes(t, cut), W, ds, caps)
             else:
                 self._emit_greedy(k, jk, t, I, J, C, ds)
+
+    def _store_rows(self, t: int, blocks: list) -> tuple[list, int]:
+        """Store the rows of ``blocks`` (by increasing d) in the tables, without the points
+        that cost more than the upper bound allows (with a relative margin of 1e-9, so
+        every plan of value <= ub keeps all its points) and without rows left empty; the
+        rows' t d (a list) and the index of the first (the rows are consecutive)."""
+        devs: list[int] = []
+        first = self.tables.n_rows
+        cut = self.cost_cut
+        for bdevs, bds, cost, ylo, yhi in blocks:
+            keep = None
+            if cut is not None:
+                keep = cost <= cut
+                if not keep.all():
+                    rows = keep.any(axis=1)
+                    if not rows.any():
+                        continue
+                    if not rows.all():
+                        bdevs = [x for x, r in zip(bdevs, rows.tolist()) if r]
+                        bds, cost, ylo, yhi, keep = bds[rows], cost[rows], ylo[rows], yhi[rows], keep[rows]
+                else:
+                    keep = None
+            self.tables.add_rows(t, bds, cost, ylo, yhi, True, keep)
+            devs.extend(bdevs)
+        return devs, first
 
     def _exact_blocks(self, C: int, t: int, cut: int, W: float, plain: bool, fr) -> list:
         """The exact tables of stage C under t for every allowed d: blocks (t d as a list,
