@@ -40,7 +40,7 @@ __all__ = ["StageTables", "build_stage_tables", "bits", "membership"]
 #: The walk remembers the state of every stage C it has grown (so a stage shared by many
 #: pairs (I, J) is grown once) until the remembered frontiers hold this many points (about
 #: 60 bytes each with their dicts); then it forgets them all and goes on.
-STATE_MEMO_POINTS = 4_000_000
+STATE_MEMO_POINTS = 1_000_000
 
 
 class StageTables:
@@ -438,6 +438,9 @@ class _StageTableBuilder:
                     self._emit_pair(k, I, J, cut, sts, None if ub is None else (dev_lo[pos], dev_hi[pos]))
         if self.greedy_pending:
             self._flush_greedy()
+        # the memos are not needed any more: free them before the tables are assembled
+        self.state_memo.clear()
+        self.block_memo.clear()
         self.tables.finalize()
         return self.tables
 
