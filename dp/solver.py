@@ -54,7 +54,7 @@ __all__ = ["solve_dp", "DEFAULT_MAX_IDEALS", "DEFAULT_CHAIN_FIRST", "DEFAULT_MAX
 
 #: Above this many successor-closed sets, a chain-restricted DP first gives an upper bound
 #: that prunes the full DP's stage candidates.
-DEFAULT_CHAIN_FIRST = 5000
+DEFAULT_CHAIN_FIRST = 1000
 
 #: Refuse (unless forced) when one decision's tables, sets x (min(N, K) + 1) int64 device
 #: counts and back-pointers, would need more than this many bytes.

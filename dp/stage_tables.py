@@ -21,7 +21,9 @@ E cut-edge bytes, W sum of w, P sum of p, a and b memory per microbatch and cons
 
 from __future__ import annotations
 
+import bisect
 import math
+from array import array
 
 import numpy as np
 
@@ -35,70 +37,121 @@ from piper_ilp.instance import Instance
 
 __all__ = ["StageTables", "build_stage_tables", "bits", "membership"]
 
+#: The walk remembers the state of every stage C it has grown (so a stage shared by many
+#: pairs (I, J) is grown once) until the remembered frontiers hold this many points (about
+#: 60 bytes each with their dicts); then it forgets them all and goes on.
+STATE_MEMO_POINTS = 1_000_000
+
 
 class StageTables:
     """Stage tables in flat arrays.
 
-    A *group* is one candidate stage (I, J, t, d); its *points* are the corners of its step
-    function y -> least cost: point j costs ``cost`` and serves y in [``ylo``, ``yhi``].
-    In a monotone group the points are sorted by cost and ``yhi`` rises, so for a
-    threshold T the usable y are 1..yhi of the last point with cost <= T. Greedy mode may
-    give non-monotone groups; their points are read as separate y ranges.
+    A *row* is the table of one stage C under one (t, d): the corners of its step
+    function y -> least cost, point j costing ``cost`` and serving y in [``ylo``,
+    ``yhi``]. A *group* is one candidate stage (I, J, t, d) and names its row; the pairs
+    (I, J) with the same C = I \\\\ J share their rows (exact mode), so the points are
+    stored once per (C, t, d), not once per pair. In a monotone row the points are sorted
+    by cost and ``yhi`` rises, so for a threshold T the usable y are 1..yhi of the last
+    point with cost <= T. Greedy mode may give non-monotone rows; their points are read
+    as separate y ranges. Every row has at least one point.
 
-    After :meth:`finalize`, per group (sorted by I): ``group_set`` and ``group_back``
-    (indices of I and J in the family), ``group_d``, ``group_devices`` (t d),
-    ``group_points``, ``group_monotone``, ``group_start`` (index of its first point); per
-    point: ``cost``, ``ylo``, ``yhi``. :func:`build_stage_tables` adds ``pairs``,
-    ``work_of`` and ``front_work_of``.
+    After :meth:`finalize`, per row: ``row_start`` (index of its first point),
+    ``row_points``, ``row_monotone``; per point: ``cost``, ``ylo``, ``yhi``; per group
+    (sorted by I): ``group_set`` and ``group_back`` (indices of I and J in the family),
+    ``group_row``, ``group_d``, ``group_devices`` (t d), ``group_monotone``.
+    :func:`build_stage_tables` adds ``pairs``, ``work_of`` and ``front_work_of``.
     """
 
+    #: bytes per group once finalized (set, back, row, d, devices, monotone) and during
+    #: the build (four int64 per run of groups)
+    GROUP_BYTES = 8 * 4 + 8 * 2 + 1
+
     def __init__(self, max_bytes: float | None = None, source: str = "<instance>"):
-        self.blocks: list = []  # (k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone)
+        # per chunk of rows: (t, ds, points per row, cost, ylo, yhi (flat), monotone)
+        self.row_chunks: list = []
+        self.n_rows = 0
+        # runs of groups: I, J, first row, number of rows
+        self.runs = [array("q"), array("q"), array("q"), array("q")]
+        self.n_groups = 0
         self.max_bytes = max_bytes
         self.nbytes = 0
         self.source = source
 
+    def _grow(self, nbytes: int):
+        self.nbytes += nbytes
+        if self.max_bytes is not None and self.nbytes > self.max_bytes:
+            raise SizeLimitError(
+                f"{self.source}: the DP's stage tables passed {self.max_bytes / 2**30:.1f} GiB while being built "
+                f"(too many candidate stages x (t, d) x y ranges); lower K or N, restrict t or d "
+                f"(--max-t, --max-d), or pass --force (force=True) if memory allows"
+            )
+
+    def add_rows(self, t, ds, cost2d, ylo2d, yhi2d, monotone=True, keep=None) -> int:
+        """Store one row per entry of ``ds`` (points: the columns of the 2D arrays, or
+        those where ``keep`` is true, which must leave each row at least one); returns
+        the index of the first row."""
+        if keep is None:
+            npts = np.full(len(ds), cost2d.shape[1], dtype=np.int64)
+            cost, ylo, yhi = cost2d.ravel(), ylo2d.ravel(), yhi2d.ravel()
+        else:
+            npts = keep.sum(axis=1)
+            cost, ylo, yhi = cost2d[keep], ylo2d[keep], yhi2d[keep]
+        first = self.n_rows
+        self.row_chunks.append((t, np.asarray(ds, dtype=np.int64), npts, cost, ylo, yhi, monotone))
+        self.n_rows += len(ds)
+        self._grow(cost.nbytes + ylo.nbytes + yhi.nbytes + 40 * len(ds))
+        return first
+
+    def add_groups(self, k: int, jk: int, row: int, count: int):
+        """Groups (I = set k, J = set jk) for the ``count`` rows from ``row`` on."""
+        runs = self.runs
+        runs[0].append(k)
+        runs[1].append(jk)
+        runs[2].append(row)
+        runs[3].append(count)
+        self.n_groups += count
+        self._grow(32 + self.GROUP_BYTES * count)
+
     def emit(self, k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone=True):
+        """Rows of their own for stage (I = set k, J = set jk) under t, one per d."""
         if cost2d.shape[1]:
-            self.blocks.append((k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone))
-            self.nbytes += np.asarray(ds).nbytes + cost2d.nbytes + ylo2d.nbytes + yhi2d.nbytes
-            if self.max_bytes is not None and self.nbytes > self.max_bytes:
-                raise SizeLimitError(
-                    f"{self.source}: the DP's stage tables passed {self.max_bytes / 2**30:.1f} GiB while being built "
-                    f"(too many candidate stages x (t, d) x y ranges); lower K or N, restrict t or d "
-                    f"(--max-t, --max-d), or pass --force (force=True) if memory allows"
-                )
+            self.add_groups(k, jk, self.add_rows(t, ds, cost2d, ylo2d, yhi2d, monotone), len(ds))
 
     def finalize(self):
-        bl = self.blocks
-        rows = [b[3] for b in bl]
-        nrow = np.array([len(r) for r in rows], dtype=np.int64)
-        npt = np.array([b[4].shape[1] for b in bl], dtype=np.int64)
-        self.group_set = np.repeat(np.array([b[0] for b in bl], dtype=np.int64), nrow)
-        self.group_back = np.repeat(np.array([b[1] for b in bl], dtype=np.int64), nrow)
-        g_t = np.repeat(np.array([b[2] for b in bl], dtype=np.int64), nrow)
-        self.group_d = np.concatenate(rows).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
-        self.group_devices = g_t * self.group_d
-        self.group_points = np.repeat(npt, nrow)
-        self.group_monotone = np.repeat(np.array([b[7] for b in bl], dtype=bool), nrow)
-        self.cost = np.concatenate([b[4].ravel() for b in bl]) if bl else np.empty(0)
-        self.ylo = np.concatenate([b[5].ravel() for b in bl]).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
-        self.yhi = np.concatenate([b[6].ravel() for b in bl]).astype(np.int64) if bl else np.empty(0, dtype=np.int64)
-        self.group_start = np.zeros(len(self.group_points), dtype=np.int64)
-        if len(self.group_points):
-            self.group_start[1:] = np.cumsum(self.group_points)[:-1]
-        # groups must be processed by increasing I (J is always smaller than I), and each
-        # group's points must stay contiguous and in group order (np.add.reduceat)
+        ch = self.row_chunks
+        if ch:
+            npts = np.concatenate([c[2] for c in ch])
+            self.row_points = npts
+            self.row_start = np.zeros(len(npts), dtype=np.int64)
+            self.row_start[1:] = np.cumsum(npts)[:-1]
+            row_d = np.concatenate([c[1] for c in ch])
+            row_t = np.repeat(np.array([c[0] for c in ch], dtype=np.int64), [len(c[1]) for c in ch])
+            self.row_monotone = np.repeat(np.array([c[6] for c in ch], dtype=bool), [len(c[1]) for c in ch])
+            self.cost = np.concatenate([c[3] for c in ch]).astype(float)
+            self.ylo = np.concatenate([c[4] for c in ch]).astype(np.int64)
+            self.yhi = np.concatenate([c[5] for c in ch]).astype(np.int64)
+        else:
+            self.row_points = self.row_start = row_d = row_t = np.empty(0, dtype=np.int64)
+            self.row_monotone = np.empty(0, dtype=bool)
+            self.cost, self.ylo, self.yhi = np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        self.row_chunks = []
+        idx = np.int32 if max(self.n_rows, len(self.runs[0])) < 2**31 - 1 else np.int64
+        r_set, r_back, r_row, r_cnt = (np.frombuffer(a, dtype=np.int64) if len(a) else np.empty(0, dtype=np.int64) for a in self.runs)
+        n = int(r_cnt.sum())
+        # groups must be processed by increasing I (J is always smaller than I)
+        self.group_set = np.repeat(r_set.astype(idx), r_cnt)
+        self.group_back = np.repeat(r_back.astype(idx), r_cnt)
+        offs = np.arange(n, dtype=np.int64) - np.repeat(np.cumsum(r_cnt) - r_cnt, r_cnt)
+        self.group_row = (np.repeat(r_row, r_cnt) + offs).astype(idx)
+        del offs
+        self.runs = [array("q") for _ in range(4)]
         order = np.argsort(self.group_set, kind="stable")
         if np.any(order != np.arange(len(order))):
-            for name in ("group_set", "group_back", "group_d", "group_devices", "group_points", "group_monotone", "group_start"):
-                setattr(self, name, getattr(self, name)[order])
-            new_start = np.zeros(len(self.group_points), dtype=np.int64)
-            new_start[1:] = np.cumsum(self.group_points)[:-1]
-            pos = np.repeat(self.group_start - new_start, self.group_points) + np.arange(int(self.group_points.sum()))
-            self.cost, self.ylo, self.yhi = self.cost[pos], self.ylo[pos], self.yhi[pos]
-            self.group_start = new_start
-        self.blocks = []
+            self.group_set, self.group_back, self.group_row = self.group_set[order], self.group_back[order], self.group_row[order]
+        del order
+        self.group_d = row_d[self.group_row]
+        self.group_devices = row_t[self.group_row] * self.group_d
+        self.group_monotone = self.row_monotone[self.group_row]
 
 
 def build_stage_tables(
@@ -159,8 +212,8 @@ def build_stage_tables(
 
 
 class _StageTableBuilder:
-    """Builds the stage tables: for every I, a breadth-first walk over its subsets J that
-    are successor-closed, growing the stage C = I \\\\ J one node at a time."""
+    """Builds the stage tables: for every I, its subsets J in the family, and the stage
+    C = I \\\\ J grown one node at a time (states remembered per C)."""
 
     def __init__(self, inst, ideals, d_values, S, greedy, choices, ub, plain_paths):
         self.inst = inst
@@ -247,7 +300,17 @@ class _StageTableBuilder:
         self.items: list[tuple] = []
         self.node_item: dict[tuple, int] = {}
         self.greedy_cache: dict[tuple, list] = {}
-        self.minimal_cache: dict[int, list[int]] = {}
+        # exact mode: the tables of stage C under t, shared by every pair (I, J) with
+        # I \\ J = C (see _emit_pair)
+        self.block_memo: dict[tuple[int, int], tuple] = {}
+        self.state_memo_points = STATE_MEMO_POINTS
+        # exact mode: table points costing more than this cannot be in a plan of value <= ub
+        self.cost_cut = None if ub is None or greedy else ub * (1.0 + 1e-9)
+        # walk states (W, plain, frontier, least memory) per stage C with the cut bitmasks
+        # (plus, minus) of its nodes; forgotten wholesale past state_memo_points points
+        self.state_memo: dict[int, tuple] = {}
+        self.memo_points = 0
+        self.empty_state = ({t: (0.0, True, np.zeros((1, 5)), 0.0) for t in self.t_values}, 0, 0)
         self.pairs = 0
         # work_v = least device-seconds per sample of node v (min over t, options of t p):
         # a stage C needs t d >= work(C) / T devices to cost <= T
@@ -300,14 +363,6 @@ class _StageTableBuilder:
         return got
 
     # ---- the walk ----------------------------------------------------------------------
-    def _minimal(self, J: int) -> list[int]:
-        """Nodes of J with no predecessor in J (removing one leaves J successor-closed)."""
-        got = self.minimal_cache.get(J)
-        if got is None:
-            got = [v for v in bits(J) if not self.pred_mask[v] & J]
-            self.minimal_cache[J] = got
-        return got
-
     def _lb(self, work: float, nonempty: bool, mem: float = 0.0) -> int:
         """Fewest devices a part with this work and least memory needs when every stage
         costs <= ub (0 for an empty part)."""
@@ -316,72 +371,113 @@ class _StageTableBuilder:
         return max(1, math.ceil(work / self.ub * (1.0 - 1e-9)), math.ceil(mem / self.M * (1.0 - 1e-9)))
 
     def build(self, progress) -> StageTables:
-        """For each I: a breadth-first walk over J, C = I \\\\ J growing by one node per step.
+        """For each I: the sets J of the family inside it (a vectorised subset test over
+        the family), and for each kept pair the stage C = I \\\\ J (its state, grown one
+        node at a time and remembered per C, :meth:`_state`).
 
-        With an upper bound ub on the optimum, a stage C between a front part (all \\\\ I)
-        and a back part J is kept only when lb(C) + lb(front) + lb(J) <= K, lb(X) =
-        max(1, ceil(work(X) / ub)) (0 for an empty part): each stage of a plan of value
-        <= ub needs t d >= work / ub devices. lb(C) only grows as C grows, so the walk
-        stops where lb(C) + lb(front) > K."""
+        A pair is skipped when the least memory of C's nodes cannot fit (then no option
+        choice of any t does). With an upper bound ub on the optimum, a stage C between a
+        front part (all \\\\ I) and a back part J is kept only when lb(C) + lb(front) +
+        lb(J) <= K, lb(X) = max(1, ceil(work(X) / ub), ceil(least memory(X) / M)) (0 for
+        an empty part; for C the work alone): each stage of a plan of value <= ub needs
+        t d >= work / ub devices. Work and memory of C are differences of the sets' sums,
+        lowered by a bound on their rounding error, so every bound is a true lower bound."""
         ideals = self.ideals
-        zero = np.zeros((1, 5))
         ub = self.ub
         K = self.K
+        nI = len(ideals)
+        n = len(self.ids)
+        words = max(1, (n + 63) // 64)
+        masks = np.array([[(m >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for w in range(words)] for m in ideals], dtype=np.uint64)
+        # differences of float sums of non-negative terms: error at most about 2 n eps of
+        # the larger sum (each sum is within n eps of the exact one)
+        rel_err = (2 * n + 8) * 2.0**-52
+        work_of, mem_of = self.work_of, self.mem_of
         if ub is not None:
             # device lower bound of the part behind each stage (J), per set of the family
-            lb_back = [self._lb(float(self.work_of[j]), ideals[j] != 0, float(self.mem_of[j])) for j in range(len(ideals))]
+            lb_back = np.array(
+                [self._lb(float(work_of[j]), ideals[j] != 0, float(mem_of[j])) for j in range(nI)], dtype=np.int64
+            )
             slack = 1.0 - 1e-9
-        for k in range(1, len(ideals)):
+            all_devices = np.unique(np.concatenate([t * self.ds[t] for t in self.t_values] + [np.zeros(1, dtype=np.int64)]))
+        for k in range(1, nI):
             progress(k)
             I = ideals[k]
-            start = {t: (0.0, True, zero, 0.0) for t in self.t_values}
-            level = {I: (0, 0, start)}
-            work_c = {I: 0.0}
+            lbf = 0
             if ub is not None:
                 front = self.all_mask & ~I
                 lbf = self._lb(self.front_work_of[k], front != 0, self.front_mem_of[k])
                 # the stages of I need at least ceil(work(I) / ub) devices in all
                 if lbf + self._lb(self.work_of[k], True) > K:
                     continue
-            while level:
-                nxt: dict[int, tuple] = {}
-                nxt_work: dict[int, float] = {}
-                for J, (plus, minus, sts) in level.items():
-                    if not sts:
-                        continue
-                    for v in self._minimal(J):
-                        Jn = J & ~(1 << v)
-                        if Jn in nxt:
-                            continue
-                        if Jn not in self.index:
-                            nxt[Jn] = (0, 0, {})
-                            continue
-                        wc = work_c[J] + self.work_node[v]
-                        dev_hi = None
-                        if ub is not None:
-                            lbc = max(1, math.ceil(wc / ub * slack))  # self._lb(wc, True)
-                            if lbc + lbf > K:
-                                nxt[Jn] = (0, 0, {})
-                                continue
-                            dev_hi = K - lbf - lb_back[self.index[Jn]]
-                        new = {}
-                        for t, st in sts.items():
-                            st2 = self._extend(st, v, t)
-                            if st2 is not None:
-                                new[t] = st2
-                        plus_n, minus_n = plus | self.plus_bits[v], minus | self.minus_bits[v]
-                        nxt[Jn] = (plus_n, minus_n, new)
-                        nxt_work[Jn] = wc
-                        if new and (dev_hi is None or lbc <= dev_hi):
-                            self.pairs += 1
-                            cut = plus_n & ~minus_n
-                            self._emit_pair(k, I, Jn, cut, new, None if ub is None else (wc / ub * (1.0 - 1e-9), dev_hi))
-                level = nxt
-                work_c = nxt_work
+            inside = np.ones(k, dtype=bool)
+            for w in range(words):
+                inside &= (masks[:k, w] & ~masks[k, w]) == 0
+            js = np.nonzero(inside)[0]
+            mem_c = (mem_of[k] - mem_of[js]) - rel_err * mem_of[k]
+            js = js[mem_c <= self.mem_maybe]
+            dev_lo = dev_hi = None
+            if ub is not None and len(js):
+                work_c = np.maximum((work_of[k] - work_of[js]) - rel_err * work_of[k], 0.0)
+                dev_lo = work_c / ub * slack
+                lbc = np.maximum(1, np.ceil(dev_lo)).astype(np.int64)
+                room = K - lbf - lb_back[js]
+                ok = lbc <= room
+                # and some allowed t d lies in [dev_lo, room]
+                at = np.minimum(np.searchsorted(all_devices, dev_lo), len(all_devices) - 1)
+                ok &= all_devices[at] >= dev_lo
+                ok &= all_devices[at] <= room
+                js, dev_lo, dev_hi = js[ok], dev_lo[ok].tolist(), room[ok].tolist()
+            # largest J first: C grows, and its state extends a state of this I just made
+            for pos in range(len(js) - 1, -1, -1):
+                J = ideals[js[pos]]
+                C = I & ~J
+                sts, cut = self._state(C)
+                if sts:
+                    self.pairs += 1
+                    self._emit_pair(k, I, J, cut, sts, None if ub is None else (dev_lo[pos], dev_hi[pos]))
         if self.greedy_pending:
             self._flush_greedy()
+        # the memos are not needed any more: free them before the tables are assembled
+        self.state_memo.clear()
+        self.block_memo.clear()
         self.tables.finalize()
         return self.tables
+
+    def _state(self, C: int):
+        """The state of stage C (dict t -> (W, plain, frontier, least memory), only the t
+        where some choice may fit) and its cut-edge bitmask, from the state of C minus a
+        node without successors in C (found in the memo, or made first, and so on down)."""
+        memo = self.state_memo
+        got = memo.get(C)
+        if got is not None:
+            return got[0], got[1] & ~got[2]
+        chain = []
+        X = C
+        while got is None:
+            if X == 0:
+                got = self.empty_state
+                break
+            # a node of X with no successor in X (the graph is acyclic: one exists)
+            v = next(u for u in bits(X) if not self.succ_mask[u] & X)
+            chain.append((X, v))
+            X &= ~(1 << v)
+            got = memo.get(X)
+        sts, plus, minus = got
+        for X, v in reversed(chain):
+            new = {}
+            for t, st in sts.items():
+                st2 = self._extend(st, v, t)
+                if st2 is not None:
+                    new[t] = st2
+                    fr = st2[2]
+                    self.memo_points += 1 if fr is None else len(fr)
+            sts, plus, minus = new, plus | self.plus_bits[v], minus | self.minus_bits[v]
+            memo[X] = (sts, plus, minus)
+        if self.memo_points > self.state_memo_points:
+            memo.clear()
+            self.memo_points = 0
+        return sts, plus & ~minus
 
     def _extend(self, st, v: int, t: int):
         """State of stage C + v under t: (W, plain, frontier (P, A, Bm, m1, mS), m1min), or
@@ -420,10 +516,28 @@ class _StageTableBuilder:
     # ---- one candidate stage -------------------------------------------------------------
     def _emit_pair(self, k: int, I: int, J: int, cut: int, states: dict, devices: tuple | None = None):
         """Tables of stage C = I \\\\ J for each t (and each d with t d in ``devices`` =
-        (least, most), when given)."""
+        (least, most), when given).
+
+        In exact mode a stage's table depends on C and t only (its cut edges, weights and
+        option choices are those of C), so it is computed once per (C, t)
+        (:meth:`_exact_blocks`) and every pair (I, J) with that C emits slices of it."""
         jk = self.index[J]
         C = I & ~J
         for t, (W, plain, fr, _) in states.items():
+            if not self.greedy:
+                key = (C, t)
+                got = self.block_memo.get(key)
+                if got is None:
+                    got = self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr))
+                    self.block_memo[key] = got
+                devs, first = got
+                lo, hi = 0, len(devs)
+                if devices is not None:
+                    lo = bisect.bisect_left(devs, devices[0])
+                    hi = bisect.bisect_right(devs, devices[1])
+                if lo < hi:
+                    self.tables.add_groups(k, jk, first + lo, hi - lo)
+                continue
             ds, caps = self.ds[t], self.cap[t]
             if devices is not None:
                 keep = (t * ds >= devices[0]) & (t * ds <= devices[1])
@@ -431,49 +545,84 @@ class _StageTableBuilder:
                     ds, caps = ds[keep], caps[keep]
             if not len(ds):
                 continue
-            if self.greedy and plain:
+            if plain:
                 self._emit_greedy_plain(k, jk, t, C, self._cut_bytes(t, cut), W, ds, caps)
-            elif self.greedy:
-                self._emit_greedy(k, jk, t, I, J, C, ds)
-            elif plain:
-                E = self._cut_bytes(t, cut)
-                P, A, Bm = fr[:, 0], fr[:, 1], fr[:, 2]
-                sure, maybe, decided = y_capacities(A, Bm, self.mem_sure, self.mem_maybe, self.S)
-                if decided:
-                    keep = _staircase(P, sure)
-                    P, ycap = P[keep], sure[keep]
-                    dcol = ds[:, None].astype(float)
-                    cost = stage_tps_from_sums(E, W, P[None, :], dcol, self.N, self.B)
-                    yhi = np.minimum(ycap[None, :], caps[:, None])
-                    self.tables.emit(k, jk, t, ds, cost, np.ones_like(yhi), yhi)
-                else:
-                    for d, cap in zip(ds.tolist(), caps.tolist()):
-                        cost = stage_tps_from_sums(E, W, P, d, self.N, self.B)
-                        self._emit_near_boundary(k, jk, t, C, d, cap, cost, sure, maybe)
             else:
-                self._emit_generic_exact(k, jk, t, C, ds, caps)
+                self._emit_greedy(k, jk, t, I, J, C, ds)
 
-    def _emit_generic_exact(self, k, jk, t, C, ds, caps):
+    def _store_rows(self, t: int, blocks: list) -> tuple[list, int]:
+        """Store the rows of ``blocks`` (by increasing d) in the tables, without the points
+        that cost more than the upper bound allows (with a relative margin of 1e-9, so
+        every plan of value <= ub keeps all its points) and without rows left empty; the
+        rows' t d (a list) and the index of the first (the rows are consecutive)."""
+        devs: list[int] = []
+        first = self.tables.n_rows
+        cut = self.cost_cut
+        for bdevs, bds, cost, ylo, yhi in blocks:
+            keep = None
+            if cut is not None:
+                keep = cost <= cut
+                if not keep.all():
+                    rows = keep.any(axis=1)
+                    if not rows.any():
+                        continue
+                    if not rows.all():
+                        bdevs = [x for x, r in zip(bdevs, rows.tolist()) if r]
+                        bds, cost, ylo, yhi, keep = bds[rows], cost[rows], ylo[rows], yhi[rows], keep[rows]
+                else:
+                    keep = None
+            self.tables.add_rows(t, bds, cost, ylo, yhi, True, keep)
+            devs.extend(bdevs)
+        return devs, first
+
+    def _exact_blocks(self, C: int, t: int, cut: int, W: float, plain: bool, fr) -> list:
+        """The exact tables of stage C under t for every allowed d: blocks (t d as a list,
+        ds, cost, ylo, yhi), rows by increasing d."""
+        ds, caps = self.ds[t], self.cap[t]
+        blocks = []
+        if plain:
+            E = self._cut_bytes(t, cut)
+            P, A, Bm = fr[:, 0], fr[:, 1], fr[:, 2]
+            sure, maybe, decided = y_capacities(A, Bm, self.mem_sure, self.mem_maybe, self.S)
+            if decided:
+                keep = _staircase(P, sure)
+                P, ycap = P[keep], sure[keep]
+                dcol = ds[:, None].astype(float)
+                cost = stage_tps_from_sums(E, W, P[None, :], dcol, self.N, self.B)
+                yhi = np.minimum(ycap[None, :], caps[:, None])
+                blocks.append(((t * ds).tolist(), ds, cost, np.ones_like(yhi), yhi))
+            else:
+                for d, cap in zip(ds.tolist(), caps.tolist()):
+                    cost = stage_tps_from_sums(E, W, P, d, self.N, self.B)
+                    row = self._near_boundary(C, t, d, cap, cost, sure, maybe)
+                    if row is not None:
+                        blocks.append(([t * d], np.array([d]), *row))
+            return blocks
         nodes = [self.ids[i] for i in bits(C)]
         fr = pareto_frontier(stage_items(self.inst, nodes, t), self.M, y_range=(1, self.S))
         if not len(fr):
-            return
+            return blocks
         sure, maybe, exact = y_capacities(fr.A, fr.Bm, self.mem_sure, self.mem_maybe, self.S)
         for d, cap in zip(ds.tolist(), caps.tolist()):
             cost = stage_tps_from_sums(fr.E, fr.W, fr.P, d, self.N, self.B)
             if not exact:
-                self._emit_near_boundary(k, jk, t, C, d, cap, cost, sure, maybe)
+                row = self._near_boundary(C, t, d, cap, cost, sure, maybe)
+                if row is not None:
+                    blocks.append(([t * d], np.array([d]), *row))
                 continue
             yc = np.minimum(sure, cap)
             keep = _staircase(cost, yc)
             cost, yc = cost[keep], yc[keep]
-            self.tables.emit(k, jk, t, np.array([d]), cost[None, :], np.ones((1, len(yc)), dtype=np.int64), yc[None, :])
+            if len(yc):
+                blocks.append(([t * d], np.array([d]), cost[None, :], np.ones((1, len(yc)), dtype=np.int64), yc[None, :]))
+        return blocks
 
-    def _emit_near_boundary(self, k, jk, t, C, d, cap, cost, sure, maybe):
+    def _near_boundary(self, C, t, d, cap, cost, sure, maybe):
         """The step function y -> least cost of stage C under (t, d) when some frontier
         point's float memory is too close to M to decide: points that fit for certain give
         an upper bound per y; every y where some point may or may not fit is decided by
-        the exact choice (:class:`OptionChoices`, exact memory sums)."""
+        the exact choice (:class:`OptionChoices`, exact memory sums). Returns the table
+        row (cost, ylo, yhi) as 1 x points arrays, or None when no y fits."""
         sure = np.minimum(sure, cap)
         maybe = np.minimum(maybe, cap)
         val = np.full(cap + 2, np.inf)
@@ -491,14 +640,12 @@ class _StageTableBuilder:
         val = np.maximum.accumulate(val)
         ycap = int(np.isfinite(val).sum())
         if ycap == 0:
-            return
+            return None
         v = val[:ycap]
         last = np.ones(ycap, dtype=bool)
         last[:-1] = v[1:] != v[:-1]
         ends = np.nonzero(last)[0]
-        self.tables.emit(
-            k, jk, t, np.array([d]), v[ends][None, :], np.ones((1, len(ends)), dtype=np.int64), (ends + 1)[None, :]
-        )
+        return v[ends][None, :], np.ones((1, len(ends)), dtype=np.int64), (ends + 1)[None, :]
 
     # ---- greedy mode -----------------------------------------------------------------------
     def _item(self, i: int, t: int, cut_in: int, cut_out: int) -> int:

@@ -77,12 +77,13 @@ class ThresholdDecision:
         """Per group: the largest usable s (0 = unusable) for threshold T, after dropping
         groups that another t of the same (I, J, d) covers with fewer devices."""
         tb, S = self.tb, self.S
-        ok = (tb.cost <= T).astype(np.int64)
-        cnt = np.add.reduceat(ok, tb.group_start)
-        last = tb.group_start + np.maximum(cnt, 1) - 1
-        ymax = np.where(cnt > 0, tb.yhi[last], 0)
+        # per row (every row has a point): the points with cost <= T, the y they serve
+        cnt = np.add.reduceat((tb.cost <= T).view(np.int8), tb.row_start, dtype=np.int64)
+        last = tb.row_start + np.maximum(cnt, 1) - 1
+        ymax = np.where(cnt > 0, tb.yhi[last], 0)[tb.group_row]
+        del cnt, last
         hi = np.minimum(S, tb.group_d * ymax)
-        hi = np.where((cnt > 0) & (hi >= tb.group_d), hi, 0)
+        hi = np.where(hi >= tb.group_d, hi, 0)  # ymax = 0 when no point costs <= T
         mono = tb.group_monotone
         # a group with more devices and no larger range than a smaller-t group is useless
         h = hi[self.by_IJd]
@@ -191,8 +192,9 @@ class ThresholdDecision:
     def _relax_runs(self, f, bp, g, T):
         tb, S = self.tb, self.S
         d, I, J, dev = int(tb.group_d[g]), int(tb.group_set[g]), int(tb.group_back[g]), int(tb.group_devices[g])
-        a = int(tb.group_start[g])
-        b = a + int(tb.group_points[g])
+        row = int(tb.group_row[g])
+        a = int(tb.row_start[row])
+        b = a + int(tb.row_points[row])
         for c, lo, hi in zip(tb.cost[a:b], tb.ylo[a:b], tb.yhi[a:b]):
             if not c <= T:
                 continue
@@ -215,8 +217,9 @@ class ThresholdDecision:
     def stage_cost_at(self, g: int, y: int) -> float:
         """The cost group g's table gives for y microbatches in flight."""
         tb = self.tb
-        a = int(tb.group_start[g])
-        b = a + int(tb.group_points[g])
+        row = int(tb.group_row[g])
+        a = int(tb.row_start[row])
+        b = a + int(tb.row_points[row])
         if tb.group_monotone[g]:
             k = a + int(np.searchsorted(tb.yhi[a:b], y))
             return float(tb.cost[k])
