@@ -231,7 +231,8 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     if status in (Status.OPTIMAL, Status.FEASIBLE):
         ans.values = {j: float(round(values.get(j, 0.0))) for j, var in enumerate(m.vars) if var.kind != "continuous"}
         ans.objective = obj * unit
-        ans.resolution = 1e-8 * abs(ans.objective) + ABS_RESOLUTION * unit * max(1.0, objective_rows(sm.form) / 100)  # 8 decimals printed
+        # 8 decimals printed; the feasibility tolerance of each row adding up in the objective
+        ans.resolution = 1e-8 * abs(ans.objective) + ABS_RESOLUTION * unit * max(1.0, objective_rows(sm.form) / 100)
         if status == Status.OPTIMAL:
             ans.bound = (obj - GAP_ABS) * unit * (1 - BOUND_RTOL)
     if status != Status.OPTIMAL:

@@ -39,6 +39,17 @@ with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
 
 minimize T. Time rows hold seconds and memory rows fractions of M, exactly as computed
 from the data; each backend scales them (:mod:`piper_ilp.milp.scaled`).
+
+That is the default :class:`~piper_ilp.pipeline.Mode`. The others (``docs/milp.md``,
+"Modes") change three parts::
+
+    gpipe         no g; memory[i,t,d]: u[i,t,d] = 1 => sum min(((N/d) a + b)/M, 2) z <= 1
+    graph         S = min(#nodes, K); h[i] in 0..min(N, K - i) instead of s (no suffix,
+                  no microbatches row); arc[i,j] >= x[a,i] + x[b,j] - 1 (reduction edges),
+                  h[i] >= d_i, arc[i,j] = 1 => h[i] >= d_i + h[j]; y_link on h
+    batch-time    latency[i,t,d]: u = 1 => tau[i] >= (the right side of tps[i,t,d]);
+                  Tbatch >= (N - 1) T + sum tau (graph: + Lmax, with L[i] >= tau[i],
+                  arc[i,j] = 1 => L[i] >= tau[i] + L[j], Lmax >= L[i]); minimize Tbatch
 """
 
 from __future__ import annotations
@@ -48,7 +59,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from piper_ilp.cost import cut_edge_bytes, microbatches_in_flight, resync_bytes, stage_tps
+from piper_ilp.cost import cut_edge_bytes, resync_bytes, stage_tps
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance
 from piper_ilp.pipeline import DEFAULT_MODE, Mode
