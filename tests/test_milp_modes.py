@@ -222,3 +222,35 @@ def test_batch_time_with_one_microbatch():
         inst = random_instance(FAMILIES[k], 4, seed=70 + k, N=1, t_values=(1, 2))
         for mode in (Mode("sequential", "batch-time"), Mode("graph", "batch-time")):
             agree(inst, mode, "cpsat")
+
+
+# ---- certification under a mode, with a stand-in backend ----
+
+def _certify_fork_with(mode, answer_of):
+    from piper_ilp.milp.certify import certify
+
+    inst, r = fork(), Restrictions(max_d=1)
+    ref = solve_brute(inst, r, mode=mode)
+    form = formulate(index_sets(inst, r, mode))
+    values, why = form.values_of(ref.plan)
+    assert values is not None, why
+    sol = certify(form, "fake", lambda sm, settings: answer_of(dict(values), ref.value), time_limit=None,
+                  threads=1, write_model=None, hint=None, hint_values=None, progress=False, info={})
+    return sol, ref
+
+
+def test_certification_compares_with_the_value_of_the_mode():
+    from piper_ilp.milp.backend import Answer
+
+    mode = Mode("graph", "batch-time")
+    sol, ref = _certify_fork_with(mode, lambda v, x: Answer(Status.OPTIMAL, v, x, x))
+    assert sol.status is Status.OPTIMAL and sol.plan == ref.plan and sol.mode == mode and ref.value == 6.0
+    # the TPS (1.0) is not the batch time (6.0): a backend claiming it is caught
+    sol, _ = _certify_fork_with(mode, lambda v, x: Answer(Status.OPTIMAL, v, 1.0, 1.0))
+    assert sol.status is Status.BACKEND_ERROR and "batch time" in sol.message
+    # an incumbent above its plan's value (an arc without an edge): the plan, not the number
+    sol, _ = _certify_fork_with(mode, lambda v, x: Answer(Status.FEASIBLE, v, 2 * x, x / 2, stopped="time limit"))
+    assert sol.status is Status.FEASIBLE and sol.objective is None and sol.plan is not None
+    # ... but claimed optimal, it is a backend error
+    sol, _ = _certify_fork_with(mode, lambda v, x: Answer(Status.OPTIMAL, v, 2 * x, 2 * x))
+    assert sol.status is Status.BACKEND_ERROR
