@@ -21,7 +21,7 @@ from pathlib import Path
 
 from piper_ilp.errors import InputError, InternalError
 from piper_ilp.milp.backend import Answer, Progress, Settings, write_model_file
-from piper_ilp.milp.scaled import ScaledModel, ScaledRow, big_m_rows, lp_name
+from piper_ilp.milp.scaled import ScaledModel, ScaledRow, big_m_rows, lp_name, objective_rows
 from piper_ilp.solution import Status
 
 __all__ = ["solve", "cbc_path", "lp_text"]
@@ -231,7 +231,8 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     if status in (Status.OPTIMAL, Status.FEASIBLE):
         ans.values = {j: float(round(values.get(j, 0.0))) for j, var in enumerate(m.vars) if var.kind != "continuous"}
         ans.objective = obj * unit
-        ans.resolution = 1e-8 * abs(ans.objective) + ABS_RESOLUTION * unit  # 8 decimals printed
+        # 8 decimals printed; the feasibility tolerance of each row adding up in the objective
+        ans.resolution = 1e-8 * abs(ans.objective) + ABS_RESOLUTION * unit * max(1.0, objective_rows(sm.form) / 100)
         if status == Status.OPTIMAL:
             ans.bound = (obj - GAP_ABS) * unit * (1 - BOUND_RTOL)
     if status != Status.OPTIMAL:

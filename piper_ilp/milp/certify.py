@@ -1,6 +1,7 @@
 """Certification of a backend's answers against the exact contract (``docs/cost-model.md``
 sec. 7): "optimal" only when a plan that the evaluator accepts and a justified lower
-bound agree within ``PROOF_RTOL`` of the plan's TPS.
+bound agree within ``PROOF_RTOL`` of the plan's value under the model's mode (its TPS,
+or its batch time: ``evaluate(instance, plan, mode).value``; "TPS" below stands for it).
 
 A backend solves in rounds (:func:`certify`):
 
@@ -33,6 +34,7 @@ from piper_ilp.evaluate import evaluate
 from piper_ilp.milp.backend import Answer, OutOfRange, Settings
 from piper_ilp.milp.model import Formulation
 from piper_ilp.milp.scaled import UNITS_PER_REFERENCE, Memory, ScaledModel, TimeScale, scale
+from piper_ilp.pipeline import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan
 from piper_ilp.solution import Solution, Status
 
@@ -65,6 +67,7 @@ class Round:
     tps: float | None
     seconds: float
     note: str = ""
+    value: float | None = None  # the evaluator's value of the mode's objective (= tps by default)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -72,18 +75,27 @@ class Round:
 
 @dataclass
 class _State:
+    """The best plan so far; ``value`` is the evaluator's value of the mode's objective
+    (the TPS, or the batch time of sec. 9)."""
+
     plan: Plan | None = None
-    tps: float | None = None
+    value: float | None = None
     objective: float | None = None
     resolution: float = 0.0
     from_hint: bool = False
     lower: float = 0.0
     rounds: list[Round] = field(default_factory=list)
+    mode: Mode = DEFAULT_MODE
+
+    @property
+    def what(self) -> str:
+        return "batch time" if self.mode.batch_time else "TPS"
 
 
 def _error(backend: str, message: str, state: _State, info: dict) -> Solution:
     info["rounds"] = [r.to_dict() for r in state.rounds]
-    return Solution(backend, Status.BACKEND_ERROR, message=f"{backend}: claim failed certification: {message}", info=info)
+    return Solution(backend, Status.BACKEND_ERROR, message=f"{backend}: claim failed certification: {message}", info=info,
+                    mode=state.mode)
 
 
 def certify(
@@ -103,12 +115,14 @@ def certify(
     the module docstring). ``info`` is filled in and returned in the Solution."""
     st = form.sets
     t_start = time.perf_counter()
-    state = _State(lower=max(0.0, st.t_low))
+    mode = st.mode
+    state = _State(lower=max(0.0, st.obj_low), mode=mode)
     if hint is not None and hint_values is not None:
-        state.plan, state.tps, state.from_hint = hint, evaluate(st.inst, hint).tps, True
-    if not math.isfinite(st.t_bound):
-        return _out_of_range(backend, "the largest possible TPS overflows a float", info)
-    ref = state.tps if state.tps is not None else st.t_bound
+        state.plan, state.value, state.from_hint = hint, evaluate(st.inst, hint, mode).value, True
+    if not math.isfinite(st.obj_bound):
+        what = "TPS" if not mode.batch_time else "batch time"
+        return _out_of_range(backend, f"the largest possible {what} overflows a float", info, mode)
+    ref = state.value if state.value is not None else st.obj_bound
     ts = TimeScale.around(ref, ref * (1 + CUTOFF_MARGIN))
     memory = Memory.RELAX
     values_hint = hint_values
@@ -125,21 +139,31 @@ def certify(
         try:
             ans = solve(sm, settings)
         except OutOfRange as exc:
-            return _out_of_range(backend, str(exc), info)
+            return _out_of_range(backend, str(exc), info, mode)
         rnd = Round(ts.unit, ts.t_ub, memory.value, ans.status.value, ans.objective, ans.bound, None, ans.seconds)
         state.rounds.append(rnd)
         overrun = False
         if ans.values is not None:
             plan = form.plan_of(ans.values)
-            ev = evaluate(st.inst, plan)
+            ev = evaluate(st.inst, plan, mode)
             if ev.valid:
-                rnd.tps = ev.tps
-                if ans.objective is not None and abs(ans.objective - ev.tps) > ans.resolution + PROOF_RTOL * ev.tps:
-                    return _error(backend, f"its value {ans.objective!r} of its plan and the evaluator's TPS {ev.tps!r} "
-                                  f"differ by more than its resolution {ans.resolution:.3g}", state, info)
-                if state.tps is None or ev.tps <= state.tps:
-                    state.plan, state.tps, state.from_hint = plan, ev.tps, False
-                    state.objective, state.resolution = ans.objective, ans.resolution
+                rnd.tps, rnd.value = ev.tps, ev.value
+                objective = ans.objective
+                if objective is not None and abs(objective - ev.value) > ans.resolution + PROOF_RTOL * ev.value:
+                    if objective > ev.value and ans.status != Status.OPTIMAL and st.graph:
+                        # an incumbent (not claimed optimal) may carry a stage-graph arc
+                        # without an edge, which only raises h and L: its plan is better
+                        # than its number, which is then not reported
+                        rnd.note = (f"its value {objective!r} is above its plan's {ev.value!r} "
+                                    "(an incumbent not minimal in its arcs)")
+                        objective = None
+                    else:
+                        return _error(backend, f"its value {objective!r} of its plan and the evaluator's "
+                                      f"{state.what} {ev.value!r} differ by more than its resolution "
+                                      f"{ans.resolution:.3g}", state, info)
+                if state.value is None or ev.value <= state.value:
+                    state.plan, state.value, state.from_hint = plan, ev.value, False
+                    state.objective, state.resolution = objective, ans.resolution
             elif memory == Memory.RELAX and all(v.rule == 6 for v in ev.violations):
                 overrun = True
                 rnd.note = f"plan overruns M exactly: {ev.violations[0]}"
@@ -150,14 +174,14 @@ def certify(
                 return _finish(backend, state, info, "cannot certify at this memory boundary: plans fit M(1+e) "
                                "but none was found that fits M(1-e)")
             if state.plan is not None:
-                return _error(backend, f"it calls the model infeasible, but a plan with TPS {state.tps!r} fits "
+                return _error(backend, f"it calls the model infeasible, but a plan with {state.what} {state.value!r} fits "
                               f"(below the cutoff {ts.t_ub!r})", state, info)
             if not ans.exact_bound:
                 left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t_start))
                 return _second_opinion(form, backend, solve, sm, left, threads, state, info)
             info["rounds"] = [r.to_dict() for r in state.rounds]
             return Solution(backend, Status.INFEASIBLE, message="proven infeasible: even with memory relaxed to "
-                            "M(1+1e-9) no valid plan exists", info=info)
+                            "M(1+1e-9) no valid plan exists", info=info, mode=mode)
         # A float backend's bound means something only when its own value is not tiny
         # in model units (its tolerances are absolute); CP-SAT's integer bound always does.
         fine = ans.objective is not None and ans.objective >= ts.unit * UNITS_PER_REFERENCE / COARSE
@@ -166,8 +190,8 @@ def certify(
         elif ans.bound is not None:
             rnd.note = (rnd.note + "; " if rnd.note else "") + "bound not used (" + (
                 "memory restricted" if memory == Memory.RESTRICT else "its value is below the unit's resolution") + ")"
-        if state.tps is not None and state.lower > state.tps * (1 + PROOF_RTOL):
-            return _error(backend, f"its lower bound {state.lower!r} is above the TPS {state.tps!r} of a valid plan",
+        if state.value is not None and state.lower > state.value * (1 + PROOF_RTOL):
+            return _error(backend, f"its lower bound {state.lower!r} is above the {state.what} {state.value!r} of a valid plan",
                           state, info)
         if ans.status != Status.OPTIMAL:
             stop_reason = ans.stopped or "stopped"
@@ -175,18 +199,18 @@ def certify(
         if overrun:
             memory = Memory.RESTRICT
             continue
-        if state.tps is not None and _proven(state):
+        if state.value is not None and _proven(state):
             return _finish(backend, state, info, None, proven=True)
         # not proven: a finer unit, or an honest answer
-        if state.tps is not None and ts.unit * UNITS_PER_REFERENCE > COARSE * state.tps:
-            ts = TimeScale.around(state.tps, state.tps * (1 + CUTOFF_MARGIN))
+        if state.value is not None and ts.unit * UNITS_PER_REFERENCE > COARSE * state.value:
+            ts = TimeScale.around(state.value, state.value * (1 + CUTOFF_MARGIN))
             values_hint = form.values_of(state.plan)[0]
             memory = Memory.RELAX  # a bound needs the relaxed rows at the finer unit
             continue
         if memory == Memory.RESTRICT:
             return _finish(backend, state, info, "cannot certify at this memory boundary: the best plan that fits "
                            "M exactly and the bound with memory relaxed differ")
-        return _error(backend, f"it claims the optimum, but the plan's TPS {state.tps!r} and its lower bound "
+        return _error(backend, f"it claims the optimum, but the plan's {state.what} {state.value!r} and its lower bound "
                       f"{state.lower!r} differ by more than {PROOF_RTOL:g} relative", state, info)
     return _finish(backend, state, info, f"{stop_reason or 'round limit'} reached; optimality not proven")
 
@@ -196,7 +220,8 @@ def _second_opinion(form, backend, solve, sm, time_left, threads, state, info) -
     solved again with its presolve off, is infeasible too."""
     if time_left is not None and time_left <= 0:
         info["rounds"] = [r.to_dict() for r in state.rounds]
-        return Solution(backend, Status.UNKNOWN, message="infeasibility claimed, no time left to confirm it", info=info)
+        return Solution(backend, Status.UNKNOWN, message="infeasibility claimed, no time left to confirm it", info=info,
+                        mode=state.mode)
     again = solve(sm, Settings(time_left, threads, None, None, False, careful=True))
     rnd = Round(sm.scale.unit, sm.scale.t_ub, sm.memory.value, again.status.value, again.objective, again.bound,
                 None, again.seconds, note="second opinion, presolve off")
@@ -204,23 +229,23 @@ def _second_opinion(form, backend, solve, sm, time_left, threads, state, info) -
     info["rounds"] = [r.to_dict() for r in state.rounds]
     if again.status == Status.INFEASIBLE:
         return Solution(backend, Status.INFEASIBLE, message="proven infeasible: even with memory relaxed to "
-                        "M(1+1e-9) no valid plan exists (confirmed with presolve off)", info=info)
+                        "M(1+1e-9) no valid plan exists (confirmed with presolve off)", info=info, mode=state.mode)
     if again.values is not None:
-        ev = evaluate(form.sets.inst, form.plan_of(again.values))
+        ev = evaluate(form.sets.inst, form.plan_of(again.values), state.mode)
         if ev.valid:
-            rnd.tps = ev.tps
+            rnd.tps, rnd.value = ev.tps, ev.value
             return _error(backend, f"it calls the model infeasible, but with presolve off it finds a plan with "
-                          f"TPS {ev.tps!r} that the evaluator accepts", state, info)
+                          f"{state.what} {ev.value!r} that the evaluator accepts", state, info)
     return Solution(backend, Status.UNKNOWN, message="infeasibility claimed but not confirmed (with presolve off "
-                    f"the backend ends {again.status.value})", info=info)
+                    f"the backend ends {again.status.value})", info=info, mode=state.mode)
 
 
 def _proven(state: _State) -> bool:
-    return state.tps - state.lower <= PROOF_RTOL * state.tps
+    return state.value - state.lower <= PROOF_RTOL * state.value
 
 
-def _out_of_range(backend: str, why: str, info: dict) -> Solution:
-    return Solution(backend, Status.OUT_OF_RANGE, message=f"out of range for {backend}: {why}", info=info)
+def _out_of_range(backend: str, why: str, info: dict, mode: Mode = DEFAULT_MODE) -> Solution:
+    return Solution(backend, Status.OUT_OF_RANGE, message=f"out of range for {backend}: {why}", info=info, mode=mode)
 
 
 def _finish(backend: str, state: _State, info: dict, why: str | None, proven: bool = False) -> Solution:
@@ -228,15 +253,17 @@ def _finish(backend: str, state: _State, info: dict, why: str | None, proven: bo
     if state.from_hint:
         info["plan_from"] = "hint"
     if state.plan is None:
-        return Solution(backend, Status.UNKNOWN, bound=state.lower, message=why or "no plan and no proof", info=info)
-    bound = min(state.lower, state.tps)
+        return Solution(backend, Status.UNKNOWN, bound=state.lower, message=why or "no plan and no proof", info=info,
+                        mode=state.mode)
+    bound = min(state.lower, state.value)
     if state.from_hint:
-        state.objective = state.tps  # the evaluator's value of the hint
+        state.objective = state.value  # the evaluator's value of the hint
     if proven:
-        info["scaling_error"] = max(state.resolution, abs(state.objective - state.tps) if state.objective is not None else 0.0)
+        info["scaling_error"] = max(state.resolution, abs(state.objective - state.value) if state.objective is not None else 0.0)
         return Solution(backend, Status.OPTIMAL, plan=state.plan, objective=state.objective, bound=bound,
-                        message=f"optimal (proven by the backend, certified within {PROOF_RTOL:g} relative)", info=info)
+                        message=f"optimal (proven by the backend, certified within {PROOF_RTOL:g} relative)", info=info,
+                        mode=state.mode)
     if state.objective is not None:
-        info["scaling_error"] = max(state.resolution, abs(state.objective - state.tps))
+        info["scaling_error"] = max(state.resolution, abs(state.objective - state.value))
     return Solution(backend, Status.FEASIBLE, plan=state.plan, objective=state.objective,
-                    bound=bound, message=why or "optimality not proven", info=info)
+                    bound=bound, message=why or "optimality not proven", info=info, mode=state.mode)

@@ -33,7 +33,17 @@ def _steps_per_unit(sm: ScaledModel) -> int:
     """Integer steps per model unit: fine enough that the rounding of one TPS row (one
     step per active term) stays below 1e-7 of the reference value."""
     st = sm.form.sets
-    return max(1_000_000, 10_000 * (st.n + 2 * len(st.edges) + 1))
+    base = max(1_000_000, 10_000 * (st.n + 2 * len(st.edges) + 1))
+    # the batch time: the unit is set from T_batch ~ N T, and T's rounding counts N - 1 times
+    return base * st.inst.N if st.batch else base
+
+
+def _slack_steps(sm: ScaledModel) -> int:
+    """How many steps the rounded model's objective of a true plan may sit above its
+    value: T = ceil(TPS) (one step; every cost is rounded down), counted N - 1 times in
+    the batch time (tau and L are sums of rounded-down integers: not above)."""
+    st = sm.form.sets
+    return max(1, st.inst.N - 1) if st.batch else 1
 
 
 def _int_rows(sm: ScaledModel, steps: int) -> list[ScaledRow]:
@@ -174,13 +184,16 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
         if "overflow" in why.lower():
             raise OutOfRange(f"cpsat: {why}")
         raise InternalError(f"cpsat: the model is invalid ({solver.status_name(code)}): {why}")
-    ans = Answer(status, seconds=wall, exact_bound=True, resolution=(sm.form.sets.n + 2 * len(sm.form.sets.edges) + 2) * sec_per_step)
+    st = sm.form.sets
+    terms = st.n + 2 * len(st.edges) + 2  # rounded terms of one row (each below one step)
+    ans = Answer(status, seconds=wall, exact_bound=True,
+                 resolution=terms * (st.inst.N + 1 if st.batch else 1) * sec_per_step)
     if status in (Status.FEASIBLE, Status.UNKNOWN):
         ans.stopped = "time limit"
     if status in (Status.OPTIMAL, Status.FEASIBLE):
         ans.values = {j: float(solver.value(cv[j])) for j, var in enumerate(m.vars) if var.kind != "continuous"}
         ans.objective = solver.objective_value * sec_per_step
     if status != Status.INFEASIBLE and math.isfinite(solver.best_objective_bound):
-        ans.bound = (solver.best_objective_bound - 1) * sec_per_step
+        ans.bound = (solver.best_objective_bound - _slack_steps(sm)) * sec_per_step
     progress.update(ans.objective, ans.bound, force=True)
     return ans

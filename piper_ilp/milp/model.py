@@ -39,6 +39,17 @@ with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
 
 minimize T. Time rows hold seconds and memory rows fractions of M, exactly as computed
 from the data; each backend scales them (:mod:`piper_ilp.milp.scaled`).
+
+That is the default :class:`~piper_ilp.pipeline.Mode`. The others (``docs/milp.md``,
+"Modes") change three parts::
+
+    gpipe         no g; memory[i,t,d]: u[i,t,d] = 1 => sum min(((N/d) a + b)/M, 2) z <= 1
+    graph         S = min(#nodes, K); h[i] in 0..min(N, K - i) instead of s (no suffix,
+                  no microbatches row); arc[i,j] >= x[a,i] + x[b,j] - 1 (reduction edges),
+                  h[i] >= d_i, arc[i,j] = 1 => h[i] >= d_i + h[j]; y_link on h
+    batch-time    latency[i,t,d]: u = 1 => tau[i] >= (the right side of tps[i,t,d]);
+                  Tbatch >= (N - 1) T + sum tau (graph: + Lmax, with L[i] >= tau[i],
+                  arc[i,j] = 1 => L[i] >= tau[i] + L[j], Lmax >= L[i]); minimize Tbatch
 """
 
 from __future__ import annotations
@@ -48,9 +59,10 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from piper_ilp.cost import cut_edge_bytes, microbatches_in_flight, resync_bytes, stage_tps
+from piper_ilp.cost import cut_edge_bytes, resync_bytes, stage_tps
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance
+from piper_ilp.pipeline import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions
 
@@ -137,6 +149,23 @@ class IndexSets:
     order_edges: list[tuple[int, int]]
     t_bound: float
     t_low: float
+    mode: Mode = DEFAULT_MODE
+    obj_bound: float = math.inf
+    obj_low: float = 0.0
+    tau_bound: float = math.inf
+
+    @property
+    def gpipe(self) -> bool:
+        """y_i = N / d_i, fixed by the slot's configuration (no g variables)."""
+        return self.mode.schedule == "gpipe"
+
+    @property
+    def graph(self) -> bool:
+        return self.mode.graph
+
+    @property
+    def batch(self) -> bool:
+        return self.mode.batch_time
 
     @property
     def n(self) -> int:
@@ -147,8 +176,12 @@ class IndexSets:
         return max((d for _, d in self.configs), default=1)
 
 
-def index_sets(instance: Instance, restrictions: Restrictions) -> IndexSets:
-    """The index sets of the model for ``instance`` under ``restrictions``."""
+def index_sets(instance: Instance, restrictions: Restrictions, mode: Mode = DEFAULT_MODE) -> IndexSets:
+    """The index sets of the model for ``instance`` under ``restrictions`` and ``mode``.
+
+    ``t_bound`` / ``t_low`` bound every plan's TPS; ``obj_bound`` / ``obj_low`` the
+    mode's objective (the TPS, or the batch time of sec. 9); ``tau_bound`` every path's
+    sum of d_i TPS_i."""
     inst = restrictions.apply(instance)
     K, N, B = inst.K, inst.N, inst.B
     V = inst.node_ids
@@ -158,9 +191,15 @@ def index_sets(instance: Instance, restrictions: Restrictions) -> IndexSets:
     for t, d in configs:
         d_of_t.setdefault(t, []).append(d)
     opts = {(v, t): tuple(lst) for v in V for t, lst in inst.node[v].options.items() if t in d_of_t}
-    S = min(len(V), K, N)
     cap = min(N, K)
-    Y = [max(1, cap - i) for i in range(S)]
+    if mode.graph:
+        # sum d <= N no longer holds, only max h <= N: a stage takes a device, so at most
+        # K stages, and h_i <= sum_{j >= i} d_j <= K - i (the i slots before are used)
+        S = min(len(V), K)
+        Y = [max(1, min(N, K - i)) for i in range(S)]
+    else:
+        S = min(len(V), K, N)
+        Y = [max(1, cap - i) for i in range(S)]
     edges = [(e.src, e.dst, e.c) for e in inst.edges]
     red = nx.transitive_reduction(inst.graph)
     pos = {v: k for k, v in enumerate(V)}
@@ -168,43 +207,78 @@ def index_sets(instance: Instance, restrictions: Restrictions) -> IndexSets:
     # An upper bound on every stage's TPS: a stage's TPS is a sum of per-node parts for
     # its d (sec. 3), each at most that node's worst part over every (t, d, option) with
     # every edge cut.
-    worst_parts = []
+    # The same for d_i TPS_i (a stage's latency, sec. 9): a sum of per-node parts times d.
+    worst_parts, worst_lat = [], []
     for v in V:
-        worst = 0.0
+        worst = lat = 0.0
         for t, ds in d_of_t.items():
             for o in opts.get((v, t), ()):
                 eb = math.fsum([cut_edge_bytes(c, o.sfw[u]) for u, c in inst.in_edges[v]]
                                + [cut_edge_bytes(c, o.sbw[x]) for x, c in inst.out_edges[v]])
                 for d in ds:
-                    worst = max(worst, stage_tps(eb, resync_bytes(o.w, d, N), o.p, d, B))
+                    part = stage_tps(eb, resync_bytes(o.w, d, N), o.p, d, B)
+                    worst = max(worst, part)
+                    lat = max(lat, d * part)
         worst_parts.append(worst)
+        worst_lat.append(lat)
     try:
         t_bound = math.fsum(worst_parts) * (1 + 1e-9)
+        tau_bound = math.fsum(worst_lat) * (1 + 1e-9)
     except OverflowError:  # beyond floats: every backend answers out-of-range
-        t_bound = math.inf
-    # Lower bounds that every plan obeys: stage i has d_i TPS_i >= its p; sum d <= min(N, K);
-    # sum t d <= K; a node's own stage has d <= the largest d allowed with its t.
+        t_bound = tau_bound = math.inf
+    # Lower bounds that every plan obeys: stage i has d_i TPS_i >= its p; sum d <= min(N, K)
+    # (graph pipelining: sum d <= K only); sum t d <= K; a node's own stage has d <= the
+    # largest d allowed with its t.
     work, work_t, single = [], [], 0.0
+    least_p: dict[int, float] = {}
     for v in V:
         avail = [(t, o) for t in d_of_t for o in opts.get((v, t), ())]
         if not avail:
             continue
-        work.append(min(o.p for _, o in avail))
+        least_p[v] = min(o.p for _, o in avail)
+        work.append(least_p[v])
         work_t.append(min(t * o.p for t, o in avail))
         single = max(single, min(o.p / max(d_of_t[t]) for t, o in avail))
+    sum_d_cap = K if mode.graph else cap
     try:
-        t_low = max(math.fsum(work) / cap, math.fsum(work_t) / K, single) * (1 - 1e-9)
+        t_low = max(math.fsum(work) / sum_d_cap, math.fsum(work_t) / K, single) * (1 - 1e-9)
     except OverflowError:
         t_low = single * (1 - 1e-9)
-    return IndexSets(inst, V, S, configs, d_of_t, opts, Y, edges, order_edges, t_bound, t_low)
+    if not mode.batch_time:
+        obj_bound, obj_low = t_bound, t_low
+    else:
+        # T_batch = (N - 1) max TPS + a path of d_i TPS_i: at most (N - 1) t_bound + tau_bound;
+        # at least N max TPS (every d_i TPS_i >= TPS_i) and (N - 1) t_low + the p along a
+        # path (d_i TPS_i >= the p of its nodes; a path of nodes runs along a path of stages,
+        # sequential: through every stage)
+        try:
+            obj_bound = ((N - 1) * t_bound + tau_bound) * (1 + 1e-9)
+        except OverflowError:
+            obj_bound = math.inf
+        if mode.graph:
+            longest: dict[int, float] = {}
+            for v in reversed(list(nx.topological_sort(inst.graph))):
+                longest[v] = least_p.get(v, 0.0) + max((longest[x] for x in inst.graph.successors(v)), default=0.0)
+            path_low = max(longest.values(), default=0.0)
+        else:
+            try:
+                path_low = math.fsum(work)
+            except OverflowError:
+                path_low = 0.0
+        obj_low = max(N * t_low, (N - 1) * t_low + path_low) * (1 - 1e-9)
+        if not math.isfinite(obj_low):  # a lower bound of 0 is always valid
+            obj_low = 0.0
+    return IndexSets(inst, V, S, configs, d_of_t, opts, Y, edges, order_edges, t_bound, t_low,
+                     mode, obj_bound, obj_low, tau_bound)
 
 
-def _memory_row_needed(st: IndexSets, k: int) -> bool:
+def _memory_row_needed(st: IndexSets, k: int, t_only: int | None = None) -> bool:
     """Whether memory[i,k] can bind (or come near binding): the slot holding every node
-    at its largest memory."""
+    at its largest memory (with ``t_only``: its options under that t)."""
     M = st.inst.M
+    ts = list(st.d_of_t) if t_only is None else [t_only]
     worst = math.fsum(
-        max(((k * o.a + o.b) / M for t in st.d_of_t for o in st.opts.get((v, t), ())), default=0.0) for v in st.V
+        max(((k * o.a + o.b) / M for t in ts for o in st.opts.get((v, t), ())), default=0.0) for v in st.V
     )
     return worst > MEMORY_ROW_THRESHOLD
 
@@ -238,6 +312,9 @@ class Formulation:
     T: int
     s: list[int]
     P: dict[tuple[int, int], int]
+    h: list[int] = field(default_factory=list)  # graph pipelining: microbatches in flight
+    arc: dict[tuple[int, int], int] = field(default_factory=dict)  # graph: stage-graph arcs
+    latency: list[int] = field(default_factory=list)  # batch time: path variables (tau, L, Lmax)
 
     def plan_of(self, values: dict[int, float]) -> Plan:
         """The plan that integer values of the variables describe."""
@@ -262,17 +339,13 @@ class Formulation:
         """Values of every binary and integer variable for ``plan`` (None and the reason
         when the plan is not one of this model)."""
         st, m = self.sets, self.model
-        ev = evaluate(st.inst, plan)
+        ev = evaluate(st.inst, plan, st.mode)
         if not ev.valid:
-            return None, f"not a valid plan for the instance as restricted: {ev.violations[0]}"
+            under = "" if st.mode.is_default else f" under {st.mode.label}"
+            return None, f"not a valid plan for the instance as restricted{under}: {ev.violations[0]}"
         if len(plan.stages) > st.S:
             return None, f"the plan has {len(plan.stages)} stages, more than the {st.S} slots"
         values = {j: 0.0 for j, var in enumerate(m.vars) if var.kind != "continuous"}
-        suffix, s = [], 0
-        for stg in reversed(plan.stages):
-            s += stg.d
-            suffix.append(s)
-        suffix.reverse()
         for i, stg in enumerate(plan.stages):
             if (i, stg.t, stg.d) not in self.u:
                 return None, f"stage {i} has (t, d) = ({stg.t}, {stg.d}), not a configuration of the model"
@@ -282,10 +355,16 @@ class Formulation:
                 if stg.options.get(v) not in ids:
                     return None, f"node {v} has no option {stg.options.get(v)!r} for t = {stg.t} in the model"
                 values[self.z[v, i, stg.t, ids.index(stg.options[v])]] = 1.0
-            y = microbatches_in_flight(suffix[i], stg.d)
-            for k in range(1, min(y, st.Y[i]) + 1):
-                values[self.g[i, k]] = 1.0
-            values[self.s[i]] = float(suffix[i])
+            rep = ev.stages[i]
+            if self.g:
+                for k in range(1, min(rep.y, st.Y[i]) + 1):
+                    values[self.g[i, k]] = 1.0
+            if self.s:
+                values[self.s[i]] = float(rep.s)  # the suffix sum
+            if self.h:
+                values[self.h[i]] = float(rep.s)  # h_i of sec. 8
+                for j in rep.successors:
+                    values[self.arc[i, j]] = 1.0
             for v in stg.nodes:
                 for j in range(i, st.S - 1):
                     if (v, j) in self.P:
@@ -308,10 +387,19 @@ def formulate(st: IndexSets) -> Formulation:
             for t in st.d_of_t:
                 for l in range(len(st.opts.get((v, t), ()))):
                     z[v, i, t, l] = m.var(f"z[{_fmt_id(v)},{i},{t},{l}]", 0, 1, "binary")
-    g = {(i, k): m.var(f"g[{i},{k}]", 0, 1, "binary") for i in range(S) for k in range(1, st.Y[i] + 1)}
+    g = {}
+    if not st.gpipe:  # gpipe: y_i = N / d_i is fixed by the configuration
+        g = {(i, k): m.var(f"g[{i},{k}]", 0, 1, "binary") for i in range(S) for k in range(1, st.Y[i] + 1)}
     cap = min(N, K)
-    s = [m.var(f"s[{i}]", 0, cap, "integer") for i in range(S)]
+    s, h = [], []
+    if st.graph:  # h_i <= N (the batch limit) and h_i <= K - i
+        h = [m.var(f"h[{i}]", 0, min(N, K - i), "integer") for i in range(S)]
+    else:
+        s = [m.var(f"s[{i}]", 0, cap, "integer") for i in range(S)]
     P = {(v, i): m.var(f"P[{_fmt_id(v)},{i}]", 0, 1, "binary") for v in _ordered_nodes(st) for i in range(S - 1)}
+    arc = {}
+    if st.graph:
+        arc = {(i, j): m.var(f"arc[{i},{j}]", 0, 1, "binary") for i in range(S) for j in range(i + 1, S)}
     zs_of: dict[tuple[int, int], list] = {}
     for (v, i, t, l), j in z.items():
         zs_of.setdefault((v, i), []).append((t, l, j))
@@ -327,6 +415,20 @@ def formulate(st: IndexSets) -> Formulation:
                 cut_vars.append((a, b, i, j, coefs, side))
     T = m.var("T", st.t_low, st.t_bound, "continuous")
     m.objective = T
+    tau, L, latency = [], [], []
+    if st.batch:
+        # tau_i >= d_i TPS_i; graph: L_i >= tau_i + L_j on arcs (created from the last slot
+        # on, so that each L_i comes after the L_j it depends on), Lmax >= L_i
+        tau = [m.var(f"tau[{i}]", 0.0, st.tau_bound, "continuous") for i in range(S)]
+        latency += tau
+        if st.graph:
+            L = [0] * S
+            for i in reversed(range(S)):
+                L[i] = m.var(f"L[{i}]", 0.0, st.tau_bound, "continuous")
+            Lmax = m.var("Lmax", 0.0, st.tau_bound, "continuous")
+            latency += L + [Lmax]
+        Tb = m.var("Tbatch", st.obj_low, st.obj_bound, "continuous")
+        m.objective = Tb
 
     m.groups = [[j for i in range(S) for (_, _, j) in zs_of.get((v, i), [])] for v in V]
     m.groups += [[u[i, t, d] for t, d in st.configs] for i in range(S)]
@@ -359,22 +461,52 @@ def formulate(st: IndexSets) -> Formulation:
 
     # ---- budgets; suffix sums s_i = d_i + s_{i+1} ----
     m.row("devices", [(u[i, t, d], t * d) for i in range(S) for t, d in st.configs], "<=", K)
-    for i in range(S):
-        nxt = [(s[i + 1], -1.0)] if i + 1 < S else []
-        m.row(f"suffix[{i}]", [(s[i], 1.0)] + nxt + [(u[i, t, d], -float(d)) for t, d in st.configs], "==", 0)
-    m.row("microbatches", [(s[0], 1.0)], "<=", N)
+    d_of = {i: [(u[i, t, d], float(d)) for t, d in st.configs] for i in range(S)}
+    if st.graph:
+        # ---- graph pipelining (sec. 8): arcs of the stage graph, h_i >= d_i + h_j on them ----
+        # arc[i,j] >= x[a,i] + x[b,j] - 1 for the edges of the transitive reduction (a path
+        # of them runs along every arc an edge makes, and h and L only grow along paths);
+        # an arc set without an edge only raises h and L, which never helps the optimum
+        for a, b in st.order_edges:
+            for (i, j), jj in arc.items():
+                m.row(f"arc_def[{_fmt_id(a)},{_fmt_id(b)},{i},{j}]",
+                      [(jj, 1.0)] + [(q, -1.0) for q, _ in x(a, i)] + [(q, -1.0) for q, _ in x(b, j)], ">=", -1)
+        for i in range(S):
+            m.row(f"h_own[{i}]", [(h[i], 1.0)] + [(q, -c) for q, c in d_of[i]], ">=", 0)
+        for (i, j), jj in arc.items():
+            m.row(f"h_arc[{i},{j}]", [(h[i], 1.0), (h[j], -1.0)] + [(q, -c) for q, c in d_of[i]], ">=", 0, enforce=jj)
+        held = h
+    else:
+        for i in range(S):
+            nxt = [(s[i + 1], -1.0)] if i + 1 < S else []
+            m.row(f"suffix[{i}]", [(s[i], 1.0)] + nxt + [(u[i, t, d], -float(d)) for t, d in st.configs], "==", 0)
+        m.row("microbatches", [(s[0], 1.0)], "<=", N)
+        held = s
 
-    # ---- microbatches in flight y_i = sum_k g[i,k] >= ceil(s_i / d_i) ----
-    for i in range(S):
+    if st.gpipe:
+        # ---- gpipe (sec. 9): y = N / d, one memory row per configuration ----
+        for i in range(S):
+            for t, d in st.configs:
+                y = N // d
+                if not _memory_row_needed(st, y, t):
+                    continue
+                terms = []
+                for v in V:
+                    for l, o in enumerate(st.opts.get((v, t), ())):
+                        terms.append((z[v, i, t, l], min((y * o.a + o.b) / M, 2.0)))
+                m.row(f"memory[{i},{t},{d}]", terms, "<=", 1.0, kind="memory", enforce=u[i, t, d])
+
+    # ---- microbatches in flight y_i = sum_k g[i,k] >= ceil(s_i / d_i) (graph: h_i) ----
+    for i in range(S if g else 0):
         for k in range(1, st.Y[i]):
             m.row(f"y_order[{i},{k}]", [(g[i, k + 1], 1.0), (g[i, k], -1.0)], "<=", 0)
         ys = [(g[i, k], 1.0) for k in range(1, st.Y[i] + 1)]
         for t, d in st.configs:
-            m.row(f"y_link[{i},{t},{d}]", [(jj, d * c) for jj, c in ys] + [(s[i], -1.0)], ">=", 0, enforce=u[i, t, d])
+            m.row(f"y_link[{i},{t},{d}]", [(jj, d * c) for jj, c in ys] + [(held[i], -1.0)], ">=", 0, enforce=u[i, t, d])
 
     # ---- memory: sum (k a + b) / M <= 1 when y_i >= k ----
-    needed = {k: _memory_row_needed(st, k) for k in range(1, max(st.Y) + 1)}
-    for i in range(S):
+    needed = {k: _memory_row_needed(st, k) for k in range(1, max(st.Y) + 1)} if g else {}
+    for i in range(S if g else 0):
         for k in range(1, st.Y[i] + 1):
             if not needed[k]:
                 continue
@@ -404,14 +536,30 @@ def formulate(st: IndexSets) -> Formulation:
                     terms.append((z[v, i, t, l], -(o.p + d * resync_bytes(o.w, d, N) / B)))
             terms += [(j, -1.0) for j in cut_of_slot[i]]
             m.row(f"tps[{i},{t},{d}]", terms, ">=", 0, kind="time", enforce=u[i, t, d])
+            if st.batch:  # the same work, not divided by d: tau_i >= d_i TPS_i
+                m.row(f"latency[{i},{t},{d}]", [(tau[i], 1.0)] + terms[1:], ">=", 0, kind="time", enforce=u[i, t, d])
 
-    return Formulation(m, st, u, z, g, T, s, P)
+    # ---- batch time (sec. 9): (N - 1) T + the longest path of tau ----
+    if st.batch:
+        if st.graph:
+            for i in range(S):
+                m.row(f"path_own[{i}]", [(L[i], 1.0), (tau[i], -1.0)], ">=", 0, kind="time")
+            for (i, j), jj in arc.items():
+                m.row(f"path[{i},{j}]", [(L[i], 1.0), (tau[i], -1.0), (L[j], -1.0)], ">=", 0, kind="time", enforce=jj)
+            for i in range(S):
+                m.row(f"path_max[{i}]", [(Lmax, 1.0), (L[i], -1.0)], ">=", 0, kind="time")
+            path = [(Lmax, -1.0)]
+        else:
+            path = [(tau[i], -1.0) for i in range(S)]
+        m.row("batch_time", [(Tb, 1.0), (T, -float(N - 1))] + path, ">=", 0, kind="time")
+
+    return Formulation(m, st, u, z, g, T, s, P, h, arc, latency)
 
 
-def build_model(instance: Instance, restrictions: Restrictions = Restrictions()) -> LinearModel:
-    """The backend-neutral model of an instance (see the module docstring), after the
-    restrictions (excluded options, max_t, max_d) are applied."""
-    return formulate(index_sets(instance, restrictions)).model
+def build_model(instance: Instance, restrictions: Restrictions = Restrictions(), mode: Mode = DEFAULT_MODE) -> LinearModel:
+    """The backend-neutral model of an instance (see the module docstring) under ``mode``,
+    after the restrictions (excluded options, max_t, max_d) are applied."""
+    return formulate(index_sets(instance, restrictions, mode)).model
 
 
 def _count(st: IndexSets) -> dict[str, int]:
@@ -427,25 +575,39 @@ def _count(st: IndexSets) -> dict[str, int]:
                 n_cut += 1
     nC = len(st.configs)
     nP = len(_ordered_nodes(st)) * (S - 1)
-    variables = S * nC + S * n_opts + sum(st.Y) + S + nP + n_cut * S + 1
-    binaries = S * nC + S * n_opts + sum(st.Y) + nP
-    needed = {k: _memory_row_needed(st, k) for k in range(1, max(st.Y) + 1)}
+    nY = 0 if st.gpipe else sum(st.Y)
+    n_arc = S * (S - 1) // 2 if st.graph else 0
+    n_lat = (S + (S + 1 if st.graph else 0) + 1) if st.batch else 0  # tau, L, Lmax, Tbatch
+    variables = S * nC + S * n_opts + nY + S + nP + n_arc + n_cut * S + 1 + n_lat
+    binaries = S * nC + S * n_opts + nY + nP + n_arc
     rows = len(V)  # assign
     rows += S + (S - 1)  # one_config, used_first
     rows += S  # nonempty
     rows += S * n_vt  # t_link
     rows += nP  # prefix
     rows += len(st.order_edges) * (S - 1)
-    rows += 2 + S  # budgets, suffix
-    rows += sum(y - 1 for y in st.Y)  # y_order
-    rows += S * nC  # y_link
-    rows += sum(1 for i in range(S) for k in range(1, st.Y[i] + 1) if needed[k])
+    rows += 1  # devices
+    if st.graph:
+        rows += len(st.order_edges) * n_arc + S + n_arc  # arc_def, h_own, h_arc
+    else:
+        rows += 1 + S  # microbatches, suffix
+    if st.gpipe:
+        rows += sum(1 for t, d in st.configs if _memory_row_needed(st, st.inst.N // d, t)) * S
+    else:
+        needed = {k: _memory_row_needed(st, k) for k in range(1, max(st.Y) + 1)}
+        rows += sum(y - 1 for y in st.Y)  # y_order
+        rows += S * nC  # y_link
+        rows += sum(1 for i in range(S) for k in range(1, st.Y[i] + 1) if needed[k])
     rows += n_cut * S
     rows += S * nC  # tps
+    if st.batch:
+        rows += S * nC + 1  # latency, batch_time
+        if st.graph:
+            rows += 2 * S + n_arc  # path_own, path_max, path
     return {"variables": variables, "binaries": binaries, "constraints": rows, "slots": S, "configurations": nC}
 
 
-def model_size(instance: Instance, restrictions: Restrictions = Restrictions()) -> dict:
+def model_size(instance: Instance, restrictions: Restrictions = Restrictions(), mode: Mode = DEFAULT_MODE) -> dict:
     """The MILP's size before solving: ``variables``, ``binaries``, ``constraints``
     (rows), ``slots`` (S) and ``configurations`` ((t, d) pairs).
 
@@ -459,4 +621,4 @@ def model_size(instance: Instance, restrictions: Restrictions = Restrictions()) 
     >>> model_size(inst)["variables"]  # u, z, g, s, T
     5
     """
-    return _count(index_sets(instance, restrictions))
+    return _count(index_sets(instance, restrictions, mode))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from piper_ilp.milp.model import Formulation, LinearModel
 
-__all__ = ["Memory", "TimeScale", "ScaledRow", "ScaledModel", "scale", "big_m_rows", "complete", "lp_name"]
+__all__ = ["Memory", "TimeScale", "ScaledRow", "ScaledModel", "scale", "objective_rows", "big_m_rows", "complete", "lp_name"]
 
 #: The objective's reference value (an upper bound on the optimum) in model units.
 UNITS_PER_REFERENCE = 1000.0
@@ -104,14 +104,28 @@ class ScaledModel:
         return units * self.scale.unit
 
 
+def objective_rows(form: Formulation) -> int:
+    """How many rows' feasibility tolerances can add up in the objective: 1 for the TPS;
+    for the batch time (N - 1) for T, one per slot for tau and L, one for the sum."""
+    st = form.sets
+    return st.inst.N + 2 * st.S + 1 if st.batch else 1
+
+
 def scale(form: Formulation, ts: TimeScale, memory: Memory) -> ScaledModel:
-    """The formulation in the units of ``ts`` with memory bracketed as ``memory``."""
+    """The formulation in the units of ``ts`` with memory bracketed as ``memory``.
+
+    The cutoff ``ts.t_ub`` bounds the objective. For the batch time (sec. 9) it bounds
+    the rest too: T_batch >= N max_i TPS_i (each d_i TPS_i, on some path, is >= TPS_i),
+    so T <= t_ub / N, and every tau_i, L_i <= T_batch <= t_ub."""
     m = form.model
     u = ts.unit
     t_ub_units = ts.t_ub / u
-    # the most any cut variable can matter: above max_d * t_ub a single term breaks every
-    # tps row of its slot
-    cont_cap = form.sets.max_d * t_ub_units * CAP_FACTOR
+    batch = form.sets.batch
+    t_cap = t_ub_units / form.sets.inst.N * CAP_FACTOR if batch else t_ub_units
+    latency = set(form.latency)
+    # the most any cut variable can matter: above max_d * (the most T can be) a single
+    # term breaks every tps row of its slot
+    cont_cap = form.sets.max_d * t_cap * CAP_FACTOR
     lb, ub = [], []
     for j, var in enumerate(m.vars):
         if var.kind != "continuous":
@@ -120,6 +134,12 @@ def scale(form: Formulation, ts: TimeScale, memory: Memory) -> ScaledModel:
         elif j == m.objective:
             lb.append(min(var.lb, ts.t_ub) / u)
             ub.append(min(var.ub, ts.t_ub) / u)
+        elif batch and j == form.T:
+            lb.append(min(var.lb / u, t_cap))
+            ub.append(min(var.ub / u, t_cap))
+        elif j in latency:
+            lb.append(var.lb / u)
+            ub.append(min(var.ub / u, t_ub_units * CAP_FACTOR))
         else:
             lb.append(var.lb / u)
             ub.append(min(var.ub / u, cont_cap))

@@ -14,7 +14,7 @@ import time
 
 from piper_ilp.errors import InputError, InternalError
 from piper_ilp.milp.backend import Answer, Progress, Settings, run_stoppable, write_model_file
-from piper_ilp.milp.scaled import ScaledModel, big_m_rows, lp_name
+from piper_ilp.milp.scaled import ScaledModel, big_m_rows, lp_name, objective_rows
 from piper_ilp.solution import Status
 
 __all__ = ["solve"]
@@ -97,7 +97,7 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     if status in (Status.OPTIMAL, Status.FEASIBLE):
         ans.values = {j: float(round(mv[j].solution_value())) for j, var in enumerate(m.vars) if var.kind != "continuous"}
         ans.objective = obj.Value() * unit
-        ans.resolution = 1e-9 * abs(ans.objective) + ABS_RESOLUTION * unit
+        ans.resolution = 1e-9 * abs(ans.objective) + ABS_RESOLUTION * unit * max(1.0, objective_rows(sm.form) / 100)
     if status != Status.INFEASIBLE:
         b = obj.BestBound()
         if math.isfinite(b):

@@ -12,6 +12,7 @@ from piper_ilp.files import check_writable
 from piper_ilp.instance import Instance
 from piper_ilp.milp.certify import certify
 from piper_ilp.milp.model import _count, formulate, index_sets
+from piper_ilp.pipeline import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
@@ -60,6 +61,7 @@ def solve_milp(
     force: bool = False,
     max_variables: int = DEFAULT_MAX_VARIABLES,
     progress: bool = False,
+    mode: Mode = DEFAULT_MODE,
 ) -> Solution:
     """Solve the Piper problem exactly with the MILP on one backend.
 
@@ -85,18 +87,24 @@ def solve_milp(
         The size guard.
     progress : bool
         Print the incumbent and bound on stderr, at most once a second.
+    mode : Mode
+        Pipelining (sequential, or graph: sec. 8), objective (throughput, or the batch
+        time of sec. 9) and schedule (``gpipe`` holds y = N / d); the default is the
+        contract's original problem, whose model is unchanged.
 
     Returns
     -------
     Solution
         ``method`` = backend; ``status``: optimal (a plan the evaluator accepts and a
-        justified lower bound within 1e-6 of its TPS, ``docs/cost-model.md`` sec. 7),
+        justified lower bound within 1e-6 of its value under ``mode``,
+        ``docs/cost-model.md`` sec. 7),
         feasible (a plan, not proven: a limit, or "cannot certify at this memory
         boundary"), infeasible (the relaxed model is infeasible), unknown (no plan, no
         proof), out-of-range (the backend cannot represent the numbers; ``message``
         says why) or backend-error (the backend's claim failed certification; details
-        in ``message`` and ``info["rounds"]``). ``tps`` is the evaluator's, ``objective``
-        the backend's value of the plan, ``bound`` a lower bound on the optimum.
+        in ``message`` and ``info["rounds"]``). ``tps`` and ``value`` (the mode's
+        objective: TPS or batch time) are the evaluator's, ``objective`` the backend's
+        value of the plan, ``bound`` a lower bound on the optimal value.
         ``info`` holds the model's size, ``rounds`` (one per solve), ``solver_seconds``
         (their sum), ``scaling_error``
         (how far ``objective`` may sit from ``tps``), ``gap`` and ``hint``.
@@ -134,7 +142,9 @@ def solve_milp(
         except InputError as exc:
             raise InputError(f"cannot write the model to {write_model}: {exc}") from None
     t0 = time.perf_counter()
-    st = index_sets(instance, restrictions)
+    if not isinstance(mode, Mode):
+        raise InputError(f"mode must be a piper_ilp.pipeline.Mode, got {mode!r}")
+    st = index_sets(instance, restrictions, mode)
     size = _count(st)
     if size["variables"] > max_variables and not force:
         raise SizeLimitError(
@@ -153,11 +163,13 @@ def solve_milp(
         "threads": threads,
         "time_limit": time_limit,
         "scaling_error": 0.0,
+        "mode": mode.label,
     }
     if m.trivially_infeasible:
-        sol = Solution(backend, Status.INFEASIBLE, message=f"infeasible before solving: {m.trivially_infeasible}", info=info)
+        sol = Solution(backend, Status.INFEASIBLE, message=f"infeasible before solving: {m.trivially_infeasible}",
+                       info=info, mode=mode)
     elif time_limit == 0:
-        sol = Solution(backend, Status.UNKNOWN, message="time limit 0: not solved", info=info)
+        sol = Solution(backend, Status.UNKNOWN, message="time limit 0: not solved", info=info, mode=mode)
     else:
         hint_values = None
         if hint is not None:
