@@ -26,9 +26,11 @@ of value <= ub survives.
 
 Limits (refused with one line, before the long work): more than ``max_ideals`` successor-
 closed sets (default :data:`DEFAULT_MAX_IDEALS`; a 21,000-node chain or a 3,000-branch fan
-is refused in about a second); decision tables of sets x (min(N, K) + 1) x 16 bytes above
-``max_table_bytes`` (default 2 GiB, ``force=True`` skips it), and stage tables that pass
-the same limit while they are built (refused as soon as they do); a device budget
+is refused in about a second); decision tables (the two pairs f, bp the search holds:
+sets x (min(N, K) + 1) x 24 bytes) above ``max_table_bytes`` (default 2 GiB, ``force=True``
+skips it), and stage tables plus the decision's per-stage arrays that pass what the
+decision tables leave of the same limit while they are built (refused as soon as they
+do; so the DP's arrays together stay within the limit); a device budget
 min(K, t_max min(N, K)) of 2**59 or more (64-bit device counts). Any K below that works:
 a K above t_max min(N, K) budgets the same as t_max min(N, K).
 """
@@ -44,7 +46,14 @@ from dp.option_choice import OptionChoices
 from dp.progress import Progress
 from dp.rebuild import rebuild_plan
 from dp.stage_tables import build_stage_tables
-from dp.threshold_search import DEFAULT_SMALL_S, DEVICES_INF, ThresholdDecision, search_threshold
+from dp.threshold_search import (
+    DECISION_GROUP_BYTES,
+    DEFAULT_SMALL_S,
+    DEVICES_INF,
+    ThresholdDecision,
+    decision_table_bytes,
+    search_threshold,
+)
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.instance import Instance
 from piper_ilp.pipeline import DEFAULT_MODE, Mode
@@ -94,8 +103,9 @@ def solve_dp(
     force : bool
         Skip the table-size guard (``max_table_bytes``).
     max_table_bytes : int
-        Refuse when the decision tables, sets x (min(N, K) + 1) x 16 bytes, exceed this, or
-        when the stage tables pass it while they are built.
+        Refuse when the decision tables, sets x (min(N, K) + 1) x 24 bytes, exceed this, or
+        when the stage tables and the decision's per-stage arrays pass what is left of it
+        while they are built.
     small_s : int
         Up to this many columns min(N, K) + 1, the decision relaxes all stages of one set in
         one matrix; above it, one block per (set, d). Both give the same tables.
@@ -184,13 +194,15 @@ def solve_dp(
 
     ideals = enumerate_ideals(inst, max_ideals)
     info["ideals"] = len(ideals)
-    table_bytes = 16 * len(ideals) * (S + 1)
+    table_bytes = decision_table_bytes(len(ideals), S)
     if table_bytes > max_table_bytes and not force:
         raise SizeLimitError(
             f"{instance.source}: the DP's tables need about {table_bytes / 2**30:.1f} GiB ({len(ideals):,} sets x "
-            f"(min(N, K) + 1 = {S + 1:,}) x 16 bytes), above the limit of {max_table_bytes / 2**30:.1f} GiB; "
-            f"lower N or K, or pass --force (force=True) if memory allows"
+            f"(min(N, K) + 1 = {S + 1:,}) x {table_bytes // (len(ideals) * (S + 1))} bytes), above the limit of "
+            f"{max_table_bytes / 2**30:.1f} GiB; lower N or K, or pass --force (force=True) if memory allows"
         )
+    # the stage tables and the decision's per-stage arrays get what the decision tables leave
+    stage_budget = None if force else max_table_bytes - table_bytes
     d_values = [d for d in restrictions.d_values(instance) if d <= S]
     # a plan has at most S stages (sum d <= S), each with t d <= t_max d: it never uses
     # more than t_max S devices, so a larger K budgets the same as t_max S
@@ -211,17 +223,19 @@ def solve_dp(
             ctb = build_stage_tables(
                 inst, chain, d_values, S, greedy, choices,
                 progress=bar.task("chain bound: sets", len(chain)), plain_paths=plain_paths,
-                max_bytes=None if force else max_table_bytes,
+                max_bytes=None if force else max_table_bytes - decision_table_bytes(len(chain), S),
+                group_bytes=DECISION_GROUP_BYTES,
             )
             chain_decision = ThresholdDecision(ctb, len(chain), S, budget, small_s=small_s)
             got = search_threshold(chain_decision, budget, None, float(ctb.work_of[-1]) / budget)
             if got is not None:
                 ub = got[0]
                 info["chain_bound"] = ub
+            del ctb, chain_decision, got
         tb = build_stage_tables(
             inst, ideals, d_values, S, greedy, choices,
             ub=ub, progress=bar.task("stage tables: sets", len(ideals)), plain_paths=plain_paths,
-            max_bytes=None if force else max_table_bytes,
+            max_bytes=stage_budget, group_bytes=DECISION_GROUP_BYTES,
         )
         decision = ThresholdDecision(tb, len(ideals), S, budget, small_s=small_s)
         info["stage_pairs"] = tb.pairs

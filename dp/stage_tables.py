@@ -1,18 +1,20 @@
 """Candidate stages and their cost tables (the first step of the DP, cost model sec. 4).
 
-Entry point: :func:`build_stage_tables`. For every successor-closed set I, a walk over
-its successor-closed subsets J grows the stage C = I \\ J one node at a time, carrying the
-stage's cut edges (a bitmask; the cut bytes are the ``fsum`` of their terms, never a
-running total kept by adding and subtracting), its weights W and the Pareto frontier of
-its option choices (sums of p, a, b; :mod:`dp.knapsack`). For every t and d the stage's
-least cost is a step function of y with few corners (exact mode), or Piper's rule for
-each y (greedy mode, :mod:`dp.greedy_rule`). Memory decisions are exact (sec. 7): float
-sums decide away from the boundary, :class:`dp.option_choice.OptionChoices` (exact
-integer sums) near it.
+Entry point: :func:`build_stage_tables`. For every successor-closed set I, a vectorised
+subset test over the family finds the sets J inside it; each pair kept (after the memory
+and upper-bound tests) names a stage C = I \\ J. A stage's *state* -- its cut edges (a
+bitmask; the cut bytes are the ``fsum`` of their terms, never a running total kept by
+adding and subtracting), its weights W and the Pareto frontier of its option choices
+(sums of p, a, b; :mod:`dp.knapsack`) -- is made from the state of C minus one node
+without successors in C (remembered per C, :data:`STATE_MEMO_POINTS`). For every t and d
+the stage's least cost is a step function of y with few corners (exact mode: computed
+once per (C, t) and shared by every pair with that C), or Piper's rule for each y (greedy
+mode, :mod:`dp.greedy_rule`). Memory decisions are exact (sec. 7): float sums decide away
+from the boundary, :class:`dp.option_choice.OptionChoices` (exact integer sums) near it.
 
-This module is longer than 600 lines because the walk and its three emitters (exact on
-"plain" nodes, exact on general nodes, greedy) share the walk's state and caches; split
-apart they would pass a dozen arrays between modules.
+This module is longer than 600 lines because the state building and its three emitters
+(exact on "plain" nodes, exact on general nodes, greedy) share the states and caches;
+split apart they would pass a dozen arrays between modules.
 
 Symbols: I, J successor-closed sets (bitmasks over node positions), C = I \\ J the stage,
 t, d the degrees, y microbatches in flight, S = min(N, K) the largest suffix sum of d,
@@ -37,8 +39,8 @@ from piper_ilp.instance import Instance
 
 __all__ = ["StageTables", "build_stage_tables", "bits", "membership"]
 
-#: The walk remembers the state of every stage C it has grown (so a stage shared by many
-#: pairs (I, J) is grown once) until the remembered frontiers hold this many points (about
+#: The builder remembers the state of every stage C it has made (so a stage shared by many
+#: pairs (I, J) is made once) until the remembered frontiers hold this many points (about
 #: 60 bytes each with their dicts); then it forgets them all and goes on.
 STATE_MEMO_POINTS = 1_000_000
 
@@ -56,24 +58,44 @@ class StageTables:
     as separate y ranges. Every row has at least one point.
 
     After :meth:`finalize`, per row: ``row_start`` (index of its first point),
-    ``row_points``, ``row_monotone``; per point: ``cost``, ``ylo``, ``yhi``; per group
-    (sorted by I): ``group_set`` and ``group_back`` (indices of I and J in the family),
-    ``group_row``, ``group_d``, ``group_devices`` (t d), ``group_monotone``.
+    ``row_points``, ``row_monotone``; per point: ``cost`` (float64), ``ylo``, ``yhi``
+    (int32); per group (sorted by I): ``group_set`` and ``group_back`` (indices of I and
+    J in the family), ``group_row``, ``group_d``, ``group_devices`` (t d),
+    ``group_monotone`` (int32 where the values fit, else int64; bool).
     :func:`build_stage_tables` adds ``pairs``, ``work_of`` and ``front_work_of``.
+
+    The rows and groups are collected in flat typed buffers (:mod:`array`) while they are
+    built, so a row or a run of groups costs its numbers and no Python objects.
     """
 
-    #: bytes per group once finalized (set, back, row, d, devices, monotone) and during
-    #: the build (four int64 per run of groups)
-    GROUP_BYTES = 8 * 4 + 8 * 2 + 1
+    #: bytes per group at the peak, counted by the size guard: the finalized arrays (set,
+    #: back, row, d, devices: 4 bytes each; monotone: 1) plus what the decision adds
+    #: (:data:`dp.threshold_search.DECISION_GROUP_BYTES`, counted by the caller)
+    GROUP_BYTES = 4 * 5 + 1
+    #: bytes per run of groups while building (I, J, first row, count: int64 each)
+    RUN_BYTES = 32
+    #: bytes per point: cost float64, ylo and yhi int32, and the search's sorted copy of
+    #: the costs (the thresholds) and a flag per threshold
+    POINT_BYTES = 8 + 4 + 4 + 8 + 1
+    #: bytes per row (t, d, points: int64 while built; start int64, monotone once finalized)
+    ROW_BYTES = 8 * 3 + 1 + 8 + 8
 
-    def __init__(self, max_bytes: float | None = None, source: str = "<instance>"):
-        # per chunk of rows: (t, ds, points per row, cost, ylo, yhi (flat), monotone)
-        self.row_chunks: list = []
+    def __init__(self, max_bytes: float | None = None, source: str = "<instance>", extra_group_bytes: int = 0, max_y: int = 2**31 - 1):
+        # per row: t, d, number of points, monotone; per point: cost, ylo, yhi
+        self.row_t, self.row_d_buf, self.row_npts = array("q"), array("q"), array("q")
+        self.row_mono = array("b")
+        self.y_dtype = np.int32 if max_y < 2**31 else np.int64
+        self.y_code = "i" if self.y_dtype == np.int32 else "q"
+        if self.y_dtype == np.int64:
+            self.POINT_BYTES = 8 + 8 + 8 + 8 + 1
+        self.pt_cost, self.pt_ylo, self.pt_yhi = array("d"), array(self.y_code), array(self.y_code)
         self.n_rows = 0
         # runs of groups: I, J, first row, number of rows
         self.runs = [array("q"), array("q"), array("q"), array("q")]
         self.n_groups = 0
         self.max_bytes = max_bytes
+        #: per-group bytes that other parts (the decision) will add, counted by the guard
+        self.extra_group_bytes = extra_group_bytes
         self.nbytes = 0
         self.source = source
 
@@ -81,8 +103,8 @@ class StageTables:
         self.nbytes += nbytes
         if self.max_bytes is not None and self.nbytes > self.max_bytes:
             raise SizeLimitError(
-                f"{self.source}: the DP's stage tables passed {self.max_bytes / 2**30:.1f} GiB while being built "
-                f"(too many candidate stages x (t, d) x y ranges); lower K or N, restrict t or d "
+                f"{self.source}: the DP's stage tables and decision arrays passed {self.max_bytes / 2**30:.1f} GiB "
+                f"while being built (too many candidate stages x (t, d) x y ranges); lower K or N, restrict t or d "
                 f"(--max-t, --max-d), or pass --force (force=True) if memory allows"
             )
 
@@ -90,16 +112,23 @@ class StageTables:
         """Store one row per entry of ``ds`` (points: the columns of the 2D arrays, or
         those where ``keep`` is true, which must leave each row at least one); returns
         the index of the first row."""
+        nr = len(ds)
         if keep is None:
-            npts = np.full(len(ds), cost2d.shape[1], dtype=np.int64)
+            npts = np.full(nr, cost2d.shape[1], dtype=np.int64)
             cost, ylo, yhi = cost2d.ravel(), ylo2d.ravel(), yhi2d.ravel()
         else:
             npts = keep.sum(axis=1)
             cost, ylo, yhi = cost2d[keep], ylo2d[keep], yhi2d[keep]
         first = self.n_rows
-        self.row_chunks.append((t, np.asarray(ds, dtype=np.int64), npts, cost, ylo, yhi, monotone))
-        self.n_rows += len(ds)
-        self._grow(cost.nbytes + ylo.nbytes + yhi.nbytes + 40 * len(ds))
+        self.row_t.extend([t] * nr)
+        self.row_d_buf.frombytes(np.ascontiguousarray(ds, dtype=np.int64).tobytes())
+        self.row_npts.frombytes(np.ascontiguousarray(npts, dtype=np.int64).tobytes())
+        self.row_mono.extend([1 if monotone else 0] * nr)
+        self.pt_cost.frombytes(np.ascontiguousarray(cost, dtype=np.float64).tobytes())
+        self.pt_ylo.frombytes(np.ascontiguousarray(ylo, dtype=self.y_dtype).tobytes())
+        self.pt_yhi.frombytes(np.ascontiguousarray(yhi, dtype=self.y_dtype).tobytes())
+        self.n_rows += nr
+        self._grow(self.POINT_BYTES * len(cost) + self.ROW_BYTES * nr)
         return first
 
     def add_groups(self, k: int, jk: int, row: int, count: int):
@@ -110,7 +139,18 @@ class StageTables:
         runs[2].append(row)
         runs[3].append(count)
         self.n_groups += count
-        self._grow(32 + self.GROUP_BYTES * count)
+        self._grow(self.RUN_BYTES + (self.GROUP_BYTES + self.extra_group_bytes) * count)
+
+    def add_group_runs(self, k: int, jks: list, rows: list, counts: list):
+        """Runs of groups (I = set k, J = set jks[i]) for the counts[i] rows from rows[i] on."""
+        runs = self.runs
+        runs[0].extend([k] * len(jks))
+        runs[1].extend(jks)
+        runs[2].extend(rows)
+        runs[3].extend(counts)
+        total = sum(counts)
+        self.n_groups += total
+        self._grow(self.RUN_BYTES * len(jks) + (self.GROUP_BYTES + self.extra_group_bytes) * total)
 
     def emit(self, k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone=True):
         """Rows of their own for stage (I = set k, J = set jk) under t, one per d."""
@@ -118,39 +158,48 @@ class StageTables:
             self.add_groups(k, jk, self.add_rows(t, ds, cost2d, ylo2d, yhi2d, monotone), len(ds))
 
     def finalize(self):
-        ch = self.row_chunks
-        if ch:
-            npts = np.concatenate([c[2] for c in ch])
-            self.row_points = npts
-            self.row_start = np.zeros(len(npts), dtype=np.int64)
-            self.row_start[1:] = np.cumsum(npts)[:-1]
-            row_d = np.concatenate([c[1] for c in ch])
-            row_t = np.repeat(np.array([c[0] for c in ch], dtype=np.int64), [len(c[1]) for c in ch])
-            self.row_monotone = np.repeat(np.array([c[6] for c in ch], dtype=bool), [len(c[1]) for c in ch])
-            self.cost = np.concatenate([c[3] for c in ch]).astype(float)
-            self.ylo = np.concatenate([c[4] for c in ch]).astype(np.int64)
-            self.yhi = np.concatenate([c[5] for c in ch]).astype(np.int64)
-        else:
-            self.row_points = self.row_start = row_d = row_t = np.empty(0, dtype=np.int64)
-            self.row_monotone = np.empty(0, dtype=bool)
-            self.cost, self.ylo, self.yhi = np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-        self.row_chunks = []
-        idx = np.int32 if max(self.n_rows, len(self.runs[0])) < 2**31 - 1 else np.int64
+        def take(buf, dtype):
+            # no copy: the array keeps the buffer alive (and is never resized again)
+            return np.frombuffer(buf, dtype=dtype) if len(buf) else np.empty(0, dtype=dtype)
+
+        npts = take(self.row_npts, np.int64)
+        self.row_npts = array("q")
+        self.row_points = npts
+        self.row_start = np.zeros(len(npts), dtype=np.int64)
+        if len(npts):
+            np.cumsum(npts[:-1], out=self.row_start[1:])
+        self.row_monotone = take(self.row_mono, np.int8).astype(bool)
+        self.row_mono = array("b")
+        self.cost = take(self.pt_cost, np.float64)
+        self.pt_cost = array("d")
+        self.ylo = take(self.pt_ylo, self.y_dtype)
+        self.yhi = take(self.pt_yhi, self.y_dtype)
+        self.pt_ylo, self.pt_yhi = array(self.y_code), array(self.y_code)
+        row_d = take(self.row_d_buf, np.int64)
+        row_t = take(self.row_t, np.int64)
+        self.row_d_buf, self.row_t = array("q"), array("q")
+        row_dev = row_t * row_d
+        del row_t
+        vd = np.int32 if not len(row_dev) or int(row_dev.max()) < 2**31 else np.int64
+        row_d, row_dev = row_d.astype(vd), row_dev.astype(vd)
+        idx = np.int32 if max(self.n_rows, self.n_groups, len(self.runs[0])) < 2**31 - 1 else np.int64
         r_set, r_back, r_row, r_cnt = (np.frombuffer(a, dtype=np.int64) if len(a) else np.empty(0, dtype=np.int64) for a in self.runs)
         n = int(r_cnt.sum())
-        # groups must be processed by increasing I (J is always smaller than I)
+        # group g of a run starting at group g0 has row r_row + (g - g0)
         self.group_set = np.repeat(r_set.astype(idx), r_cnt)
         self.group_back = np.repeat(r_back.astype(idx), r_cnt)
-        offs = np.arange(n, dtype=np.int64) - np.repeat(np.cumsum(r_cnt) - r_cnt, r_cnt)
-        self.group_row = (np.repeat(r_row, r_cnt) + offs).astype(idx)
-        del offs
+        self.group_row = np.repeat((r_row - (np.cumsum(r_cnt) - r_cnt)).astype(idx), r_cnt)
+        self.group_row += np.arange(n, dtype=idx)
+        del r_set, r_back, r_row, r_cnt
         self.runs = [array("q") for _ in range(4)]
-        order = np.argsort(self.group_set, kind="stable")
-        if np.any(order != np.arange(len(order))):
+        # groups must be processed by increasing I (J is always smaller than I); the
+        # builder emits them so, the sort is a fallback
+        if n > 1 and not bool(np.all(self.group_set[1:] >= self.group_set[:-1])):
+            order = np.argsort(self.group_set, kind="stable")
             self.group_set, self.group_back, self.group_row = self.group_set[order], self.group_back[order], self.group_row[order]
-        del order
+            del order
         self.group_d = row_d[self.group_row]
-        self.group_devices = row_t[self.group_row] * self.group_d
+        self.group_devices = row_dev[self.group_row]
         self.group_monotone = self.row_monotone[self.group_row]
 
 
@@ -166,6 +215,7 @@ def build_stage_tables(
     progress=None,
     plain_paths: bool = True,
     max_bytes: float | None = None,
+    group_bytes: int = 0,
 ) -> StageTables:
     """The stage tables of every candidate stage I \\\\ J of the family ``ideals``.
 
@@ -195,6 +245,9 @@ def build_stage_tables(
     max_bytes : float, optional
         Refuse (SizeLimitError, one line saying what to change) as soon as the tables pass
         this many bytes while being built; None: no limit.
+    group_bytes : int
+        Bytes per candidate stage that the caller will add (the decision's own arrays),
+        counted against ``max_bytes`` too.
 
     Returns
     -------
@@ -204,6 +257,7 @@ def build_stage_tables(
     """
     builder = _StageTableBuilder(inst, ideals, d_values, S, greedy, choices, ub, plain_paths)
     builder.tables.max_bytes, builder.tables.source = max_bytes, inst.source
+    builder.tables.extra_group_bytes = group_bytes
     tables = builder.build(progress or (lambda k: None))
     tables.pairs = builder.pairs
     tables.work_of = builder.work_of
@@ -285,7 +339,7 @@ class _StageTableBuilder:
                     row = (nr.pF[0], nr.dkey[0], nr.aF[0], nr.bF[0], nr.aO[0], nr.bO[0], float(nr.o_first[0]))
                     self.greedy_class[(i, t)] = self.greedy_class_id.setdefault(row, len(self.greedy_class_id))
                     self.greedy_node_row.setdefault(t, {})[i] = row
-        # per (node, t) for the walk: (plain, least a + b, w of the first option, options)
+        # per (node, t) for the states: (plain, least a + b, w of the first option, options)
         self.node_t = {
             (i, t): (self.plain[(i, t)], self.m1min[(i, t)], opts[0].w, self.opt_pab[(i, t)])
             for i, nd in enumerate(inst.nodes)
@@ -295,18 +349,18 @@ class _StageTableBuilder:
             t: np.array([rows.get(i, (np.nan,) * 7) for i in range(n)], dtype=float)
             for t, rows in self.greedy_node_row.items()
         }
-        self.tables = StageTables()
+        self.tables = StageTables(max_y=S)
         self.item_id: dict[tuple, int] = {}
         self.items: list[tuple] = []
         self.node_item: dict[tuple, int] = {}
         self.greedy_cache: dict[tuple, list] = {}
-        # exact mode: the tables of stage C under t, shared by every pair (I, J) with
-        # I \\ J = C (see _emit_pair)
-        self.block_memo: dict[tuple[int, int], tuple] = {}
+        # exact mode: the rows of stage C per t, shared by every pair (I, J) with
+        # I \\ J = C (see _exact_stage)
+        self.block_memo: dict[int, tuple] = {}
         self.state_memo_points = STATE_MEMO_POINTS
         # exact mode: table points costing more than this cannot be in a plan of value <= ub
         self.cost_cut = None if ub is None or greedy else ub * (1.0 + 1e-9)
-        # walk states (W, plain, frontier, least memory) per stage C with the cut bitmasks
+        # stage states (W, plain, frontier, least memory) per stage C with the cut bitmasks
         # (plus, minus) of its nodes; forgotten wholesale past state_memo_points points
         self.state_memo: dict[int, tuple] = {}
         self.memo_points = 0
@@ -362,7 +416,7 @@ class _StageTableBuilder:
             self.cut_bytes_memo[key] = got
         return got
 
-    # ---- the walk ----------------------------------------------------------------------
+    # ---- the states ---------------------------------------------------------------------
     def _lb(self, work: float, nonempty: bool, mem: float = 0.0) -> int:
         """Fewest devices a part with this work and least memory needs when every stage
         costs <= ub (0 for an empty part)."""
@@ -429,13 +483,45 @@ class _StageTableBuilder:
                 ok &= all_devices[at] <= room
                 js, dev_lo, dev_hi = js[ok], dev_lo[ok].tolist(), room[ok].tolist()
             # largest J first: C grows, and its state extends a state of this I just made
-            for pos in range(len(js) - 1, -1, -1):
-                J = ideals[js[pos]]
-                C = I & ~J
-                sts, cut = self._state(C)
-                if sts:
-                    self.pairs += 1
-                    self._emit_pair(k, I, J, cut, sts, None if ub is None else (dev_lo[pos], dev_hi[pos]))
+            if self.greedy:
+                for pos in range(len(js) - 1, -1, -1):
+                    J = ideals[js[pos]]
+                    C = I & ~J
+                    sts, cut = self._state(C)
+                    if sts:
+                        self.pairs += 1
+                        self._emit_pair(k, I, J, cut, sts, None if ub is None else (dev_lo[pos], dev_hi[pos]))
+                continue
+            # exact mode: the rows of C (per t: the rows' t d and the first row) are made
+            # once per C; each pair emits the slice of them its device range allows
+            memo = self.block_memo
+            run_j, run_row, run_cnt = [], [], []
+            bl, br = bisect.bisect_left, bisect.bisect_right
+            for pos, jk in zip(range(len(js) - 1, -1, -1), js[::-1].tolist()):
+                C = I & ~ideals[jk]
+                blk = memo.get(C)
+                if blk is None:
+                    blk = self._exact_stage(C)
+                    memo[C] = blk
+                if not blk:
+                    continue
+                self.pairs += 1
+                if ub is None:
+                    for devs, first in blk:
+                        if devs:
+                            run_j.append(jk)
+                            run_row.append(first)
+                            run_cnt.append(len(devs))
+                else:
+                    lo_d, hi_d = dev_lo[pos], dev_hi[pos]
+                    for devs, first in blk:
+                        lo, hi = bl(devs, lo_d), br(devs, hi_d)
+                        if lo < hi:
+                            run_j.append(jk)
+                            run_row.append(first + lo)
+                            run_cnt.append(hi - lo)
+            if run_j:
+                self.tables.add_group_runs(k, run_j, run_row, run_cnt)
         if self.greedy_pending:
             self._flush_greedy()
         # the memos are not needed any more: free them before the tables are assembled
@@ -515,29 +601,12 @@ class _StageTableBuilder:
 
     # ---- one candidate stage -------------------------------------------------------------
     def _emit_pair(self, k: int, I: int, J: int, cut: int, states: dict, devices: tuple | None = None):
-        """Tables of stage C = I \\\\ J for each t (and each d with t d in ``devices`` =
-        (least, most), when given).
-
-        In exact mode a stage's table depends on C and t only (its cut edges, weights and
-        option choices are those of C), so it is computed once per (C, t)
-        (:meth:`_exact_blocks`) and every pair (I, J) with that C emits slices of it."""
+        """Greedy mode: tables of stage C = I \\\\ J for each t (and each d with t d in
+        ``devices`` = (least, most), when given). (Exact mode shares the tables per C:
+        :meth:`_exact_stage`.)"""
         jk = self.index[J]
         C = I & ~J
         for t, (W, plain, fr, _) in states.items():
-            if not self.greedy:
-                key = (C, t)
-                got = self.block_memo.get(key)
-                if got is None:
-                    got = self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr))
-                    self.block_memo[key] = got
-                devs, first = got
-                lo, hi = 0, len(devs)
-                if devices is not None:
-                    lo = bisect.bisect_left(devs, devices[0])
-                    hi = bisect.bisect_right(devs, devices[1])
-                if lo < hi:
-                    self.tables.add_groups(k, jk, first + lo, hi - lo)
-                continue
             ds, caps = self.ds[t], self.cap[t]
             if devices is not None:
                 keep = (t * ds >= devices[0]) & (t * ds <= devices[1])
@@ -549,6 +618,15 @@ class _StageTableBuilder:
                 self._emit_greedy_plain(k, jk, t, C, self._cut_bytes(t, cut), W, ds, caps)
             else:
                 self._emit_greedy(k, jk, t, I, J, C, ds)
+
+    def _exact_stage(self, C: int) -> tuple:
+        """Exact mode: the rows of stage C for every t where some choice may fit, stored
+        in the tables; per such t (the rows' t d as a list, the first row). Empty when
+        no option choice of any t fits (then the pair is not a candidate)."""
+        sts, cut = self._state(C)
+        if not sts:
+            return ()
+        return tuple(self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr)) for t, (W, plain, fr, _) in sts.items())
 
     def _store_rows(self, t: int, blocks: list) -> tuple[list, int]:
         """Store the rows of ``blocks`` (by increasing d) in the tables, without the points
@@ -671,7 +749,7 @@ class _StageTableBuilder:
     def _emit_greedy_plain(self, k, jk, t, C, E, W, ds, caps):
         """Piper's rule on a stage whose nodes' options differ only in p, a, b: the choice
         per y depends on the nodes' own numbers (in input order) only, so it is computed once
-        per such sequence (in batches, see :meth:`_flush_greedy`); E and W come from the walk."""
+        per such sequence (in batches, see :meth:`_flush_greedy`); E and W come from the state."""
         nodes = list(bits(C))
         key = (t, tuple(self.greedy_class[(i, t)] for i in nodes))
         self.greedy_pending.append((k, jk, t, E, W, ds, caps, key, nodes))

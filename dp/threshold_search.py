@@ -34,40 +34,80 @@ DEVICES_INF = np.int64(1) << 61
 DEFAULT_SMALL_S = 96
 
 
+#: Groups per chunk when the decision's per-group work is done piecewise (whole sets per
+#: chunk): the temporaries stay near CHUNK_GROUPS x 100 bytes.
+CHUNK_GROUPS = 1 << 20
+
+#: Bytes per candidate stage (group) the decision holds on top of the stage tables: two
+#: orders (int32), the dominance rank (uint8), and while deciding the usable range (int32)
+#: and three flags (use, its reordering, unusable-or-odd).
+DECISION_GROUP_BYTES = 4 + 4 + 1 + 4 + 3
+
+#: Bytes per cell of the decision tables f (int64) and bp (int32 or int64) that the
+#: search holds at once: the best plan's tables and the probe's, each f + bp.
+def decision_table_bytes(n_ideals: int, S: int, n_groups_max: int = 2**31 - 2) -> int:
+    """Bytes of the decision tables the search holds at once (two pairs f, bp)."""
+    bp = 4 if n_groups_max < 2**31 - 1 else 8
+    return 2 * (8 + bp) * n_ideals * (S + 1)
+
+
 class ThresholdDecision:
-    """The min-devices decision for a threshold T over the stage tables ``tb``."""
+    """The min-devices decision for a threshold T over the stage tables ``tb``.
+
+    Per group it keeps only two orders and a rank (int32, int32, uint8: see
+    :data:`DECISION_GROUP_BYTES`); the per-group work of a threshold is done in chunks of
+    whole sets (:data:`CHUNK_GROUPS`), from per-set and per-row values."""
 
     def __init__(self, tb: StageTables, n_ideals: int, S: int, K: int, small_s: int = DEFAULT_SMALL_S):
         self.S, self.K, self.nI = S, K, n_ideals
         self.small_s = small_s
         self.tb = tb
-        # per group: the work of the part in front of the stage (all \\ I) and behind it (J)
-        if len(tb.group_set):
-            self.group_front_work = tb.front_work_of[tb.group_set]
-            self.group_back_work = tb.work_of[tb.group_back]
-            self.group_has_front = tb.group_set != n_ideals - 1
-            self.group_has_back = tb.group_back != 0
-        else:
-            self.group_front_work = None
         n = len(tb.group_set)
-        # blocks of groups with the same (I, d), in increasing I: relaxed together
-        self.by_Id = np.lexsort((tb.group_back, tb.group_d, tb.group_set))
-        key_I, key_d = tb.group_set[self.by_Id], tb.group_d[self.by_Id]
-        cut = np.ones(n, dtype=bool)
-        if n:
-            cut[1:] = (key_I[1:] != key_I[:-1]) | (key_d[1:] != key_d[:-1])
-        self.block_start = np.append(np.nonzero(cut)[0], n)
-        # groups are stored by increasing I (see _Tables.finalize): each I's range
+        self.n = n
+        self.idx = np.int32 if n < 2**31 - 1 else np.int64
+        self.hi_dtype = np.int32 if S < 2**31 - 1 else np.int64
+        # groups are stored by increasing I (see StageTables.finalize): each I's range
         self.set_bounds = np.searchsorted(tb.group_set, np.arange(n_ideals + 1))
-        # for the t-dominance test: groups of the same (I, J, d) ordered by t
-        self.by_IJd = np.lexsort((tb.group_devices, tb.group_d, tb.group_back, tb.group_set))
-        gI, gJ, gd = tb.group_set[self.by_IJd], tb.group_back[self.by_IJd], tb.group_d[self.by_IJd]
-        self.same_prev = []
-        for k in (1, 2, 3):
-            same = np.zeros(n, dtype=bool)
-            if n > k:
-                same[k:] = (gI[k:] == gI[:-k]) & (gJ[k:] == gJ[:-k]) & (gd[k:] == gd[:-k])
-            self.same_prev.append((k, same))
+        # chunks of whole sets with about CHUNK_GROUPS groups each
+        cuts = [0]
+        target = CHUNK_GROUPS
+        while cuts[-1] < n:
+            k = int(np.searchsorted(self.set_bounds, cuts[-1] + target, side="right")) - 1
+            end = int(self.set_bounds[k]) if k < len(self.set_bounds) else n
+            if end <= cuts[-1]:  # one set holds more than a chunk: take it whole
+                k = int(np.searchsorted(self.set_bounds, cuts[-1], side="right"))
+                end = int(self.set_bounds[min(k, n_ideals)])
+            cuts.append(min(end, n))
+        self.chunks = list(zip(cuts[:-1], cuts[1:]))
+        # blocks of groups with the same (I, d), in increasing I: relaxed together
+        # (by_Id); for the t-dominance test, groups of the same (I, J, d) ordered by t
+        # (by_IJd) and each one's rank in its (I, J, d) run, capped at 3 (dom_rank)
+        self.by_Id = np.empty(n, dtype=self.idx)
+        self.by_IJd = np.empty(n, dtype=self.idx)
+        self.dom_rank = np.zeros(n, dtype=np.uint8)
+        block_cuts = []
+        for a, b in self.chunks:
+            gI, gJ, gd, gdev = tb.group_set[a:b], tb.group_back[a:b], tb.group_d[a:b], tb.group_devices[a:b]
+            o = np.lexsort((gJ, gd, gI))
+            self.by_Id[a:b] = o + a
+            kI, kd = gI[o], gd[o]
+            cut = np.ones(b - a, dtype=bool)
+            cut[1:] = (kI[1:] != kI[:-1]) | (kd[1:] != kd[:-1])
+            block_cuts.append(np.nonzero(cut)[0] + a)
+            del kI, kd, cut
+            o = np.lexsort((gdev, gd, gJ, gI))
+            self.by_IJd[a:b] = o + a
+            oI, oJ, od = gI[o], gJ[o], gd[o]
+            rank = self.dom_rank[a:b]
+            for k in (1, 2, 3):
+                if b - a > k:
+                    same = (oI[k:] == oI[:-k]) & (oJ[k:] == oJ[:-k]) & (od[k:] == od[:-k])
+                    rank[k:][same] = k
+            del o, oI, oJ, od
+        self.block_start = np.append(np.concatenate(block_cuts) if block_cuts else np.zeros(0, dtype=np.int64), n).astype(np.int64)
+        # per set: the work in front of it (all \\ I) and behind it (J = the set)
+        self.front_work = tb.front_work_of
+        self.back_work = tb.work_of
 
     def candidates(self) -> np.ndarray:
         c = np.unique(self.tb.cost)
@@ -78,33 +118,42 @@ class ThresholdDecision:
         groups that another t of the same (I, J, d) covers with fewer devices."""
         tb, S = self.tb, self.S
         # per row (every row has a point): the points with cost <= T, the y they serve
-        cnt = np.add.reduceat((tb.cost <= T).view(np.int8), tb.row_start, dtype=np.int64)
+        cnt = np.add.reduceat((tb.cost <= T).view(np.int8), tb.row_start, dtype=np.int64) if len(tb.row_start) else np.zeros(0, dtype=np.int64)
         last = tb.row_start + np.maximum(cnt, 1) - 1
-        ymax = np.where(cnt > 0, tb.yhi[last], 0)[tb.group_row]
+        row_ymax = np.where(cnt > 0, tb.yhi[last], 0).astype(np.int64) if len(cnt) else np.zeros(0, dtype=np.int64)
         del cnt, last
-        hi = np.minimum(S, tb.group_d * ymax)
-        hi = np.where(hi >= tb.group_d, hi, 0)  # ymax = 0 when no point costs <= T
-        mono = tb.group_monotone
-        # a group with more devices and no larger range than a smaller-t group is useless
-        h = hi[self.by_IJd]
-        m = mono[self.by_IJd]
-        dominated = np.zeros(len(h), dtype=bool)
-        for k, same in self.same_prev:
-            prev_h = np.zeros(len(h), dtype=np.int64)
-            prev_h[k:] = h[:-k]
-            prev_m = np.zeros(len(h), dtype=bool)
-            prev_m[k:] = m[:-k]
-            dominated |= same & prev_m & m & (prev_h >= h)
-        drop = np.zeros(len(h), dtype=bool)
-        drop[self.by_IJd] = dominated
-        if self.group_front_work is not None and 0 < T < math.inf:
+        lbf_set = lbb_set = None
+        if self.n and 0 < T < math.inf:
             # a plan with every stage <= T needs >= work / T devices in front of the stage
             # and behind it (at least one each when not empty)
-            lbf = np.where(self.group_has_front, np.maximum(1, np.ceil(self.group_front_work / T * (1 - 1e-9))), 0)
-            lbb = np.where(self.group_has_back, np.maximum(1, np.ceil(self.group_back_work / T * (1 - 1e-9))), 0)
-            drop |= lbf + tb.group_devices + lbb > self.K
-        hi = np.where(drop, 0, hi)
-        return hi
+            nI = self.nI
+            lbf_set = np.maximum(1, np.ceil(self.front_work / T * (1 - 1e-9)))
+            lbf_set[nI - 1] = 0  # nothing in front of the whole graph
+            lbb_set = np.maximum(1, np.ceil(self.back_work / T * (1 - 1e-9)))
+            lbb_set[0] = 0  # nothing behind the empty set
+        out = np.zeros(self.n, dtype=self.hi_dtype)
+        for a, b in self.chunks:
+            gd = tb.group_d[a:b]
+            hi = np.minimum(S, gd * row_ymax[tb.group_row[a:b]])
+            hi[hi < gd] = 0  # ymax = 0 when no point costs <= T
+            mono = tb.group_monotone[a:b]
+            # a group with more devices and no larger range than a smaller-t group is useless
+            o = self.by_IJd[a:b] - a
+            h = hi[o]
+            m = mono[o]
+            rank = self.dom_rank[a:b]
+            dominated = np.zeros(b - a, dtype=bool)
+            for k in (1, 2, 3):
+                if b - a > k:
+                    dominated[k:] |= (rank[k:] >= k) & m[:-k] & m[k:] & (h[:-k] >= h[k:])
+            drop = np.zeros(b - a, dtype=bool)
+            drop[o] = dominated
+            del o, h, m, dominated
+            if lbf_set is not None:
+                drop |= lbf_set[tb.group_set[a:b]] + tb.group_devices[a:b] + lbb_set[tb.group_back[a:b]] > self.K
+            hi[drop] = 0
+            out[a:b] = hi
+        return out
 
     def decide(self, T: float, want_plan: bool = False):
         """f[I][s] = fewest devices of a plan for I with suffix bound s and every stage
@@ -116,22 +165,25 @@ class ThresholdDecision:
         tb, S = self.tb, self.S
         f = np.full((self.nI, S + 1), DEVICES_INF, dtype=np.int64)
         f[0, :] = 0
-        bp = np.full((self.nI, S + 1), -1, dtype=np.int64) if want_plan else None
+        bp = np.full((self.nI, S + 1), -1, dtype=self.idx) if want_plan else None
         if not len(tb.group_set):
             return f, bp
         hi = self._usable(T)
-        use = (hi > 0) & tb.group_monotone
+        use = hi > 0
+        odd_flag = use & ~tb.group_monotone
+        odd = np.nonzero(odd_flag)[0]
+        del odd_flag
+        use &= tb.group_monotone
         if S + 1 <= self.small_s:
-            self._decide_by_set(f, bp, hi, use, T)
+            self._decide_by_set(f, bp, hi, use, T, odd)
             return f, bp
-        odd = np.nonzero((hi > 0) & ~tb.group_monotone)[0]
-        odd = odd[np.argsort(tb.group_set[odd], kind="stable")]
         odd_pos = 0
         order = self.by_Id
         use_o = use[order]
+        del use
         bs = self.block_start
         # blocks with at least one usable group
-        nz = np.add.reduceat(use_o.astype(np.int64), bs[:-1]) if len(bs) > 1 else np.zeros(0, dtype=np.int64)
+        nz = np.logical_or.reduceat(use_o, bs[:-1]) if len(bs) > 1 else np.zeros(0, dtype=bool)
         cur_I = 0
         for bk in np.nonzero(nz)[0].tolist():
             a, b = bs[bk], bs[bk + 1]
@@ -162,13 +214,13 @@ class ThresholdDecision:
             odd_pos += 1
         return f, bp
 
-    def _decide_by_set(self, f, bp, hi, use, T):
+    def _decide_by_set(self, f, bp, hi, use, T, odd):
         """decide() for a small S: all usable groups of one I in one matrix (rows:
-        groups, columns: s), read from f by a 2D gather."""
+        groups, columns: s), read from f by a 2D gather; ``odd`` the usable groups with
+        non-monotone rows (by increasing index, so by increasing I)."""
         tb, S = self.tb, self.S
         s_row = np.arange(S + 1)
         bounds = self.set_bounds
-        odd = np.nonzero((hi > 0) & ~tb.group_monotone)[0]
         odd_pos = 0
         for I in range(1, self.nI):
             a, b = bounds[I], bounds[I + 1]

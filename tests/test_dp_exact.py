@@ -341,7 +341,8 @@ def test_stage_tables_past_the_memory_limit_are_refused_while_built():
     from piper_ilp import load_instance
 
     inst = load_instance(Path(__file__).resolve().parents[1] / "inputs" / "small.json")
-    # the decision tables (9 sets x 5 columns x 16 bytes = 720) fit; the stage tables do not
-    with pytest.raises(SizeLimitError, match="stage tables passed .* --force"):
-        solve_dp(inst, max_table_bytes=1000)
-    assert solve_dp(inst, max_table_bytes=1000, force=True).status == Status.OPTIMAL
+    # the decision tables (9 sets x 5 columns x 2 x (8 + 4) bytes = 1080) fit; the stage
+    # tables and the decision's per-stage arrays do not
+    with pytest.raises(SizeLimitError, match="stage tables and decision arrays passed .* --force"):
+        solve_dp(inst, max_table_bytes=1500)
+    assert solve_dp(inst, max_table_bytes=1500, force=True).status == Status.OPTIMAL
