@@ -108,8 +108,9 @@ class Spec:
 
 def parse_modes(text: str | Sequence[str] | None) -> tuple[Mode, ...]:
     """``--modes``: comma-separated labels ``PIPELINE/OBJECTIVE/SCHEDULE`` (trailing parts
-    may be left out), or ``all`` for :data:`~piper_ilp.pipeline.ALL_MODES`; None or empty
-    is the default mode alone. InputError (one line) on a bad label or a repeat.
+    may be left out: ``graph`` is ``graph/throughput/1f1b``), or ``all`` for
+    :data:`~piper_ilp.pipeline.ALL_MODES`; None is the default mode alone. InputError (one
+    line) on an empty or bad label, ``all`` with others, or a repeat.
 
     Examples
     --------
@@ -118,11 +119,15 @@ def parse_modes(text: str | Sequence[str] | None) -> tuple[Mode, ...]:
     >>> len(parse_modes("all"))
     8
     """
-    items = [x.strip() for x in (text.split(",") if isinstance(text, str) else (text or ())) if x.strip()]
-    if not items:
+    if text is None:
         return (DEFAULT_MODE,)
-    if items == ["all"]:
+    items = [x.strip() for x in (text.split(",") if isinstance(text, str) else text)]
+    if not items or not all(items):
+        raise InputError(f"--modes: {text!r} has an empty label; give PIPELINE/OBJECTIVE/SCHEDULE labels, comma-separated, or 'all'")
+    if [x.lower() for x in items] == ["all"]:
         return ALL_MODES
+    if "all" in (x.lower() for x in items):
+        raise InputError("--modes: 'all' stands alone (it already names every mode)")
     modes = []
     for item in items:
         try:

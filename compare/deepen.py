@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 
 from piper_ilp.errors import InputError
-from piper_ilp.instance import Instance, instance_from_dict, instance_to_dict
+from piper_ilp.instance import MAX_NODES, Instance, instance_from_dict, instance_to_dict
 
 __all__ = ["repeated_chain", "deepen"]
 
@@ -119,6 +119,8 @@ def deepen(instance: Instance, layers: int, *, chain_only: bool = False, templat
     if not isinstance(layers, int) or isinstance(layers, bool) or layers < m:
         raise InputError(f"{instance.source}: --layers must be a whole number >= {m} (its repeated chain has {m} layers), got {layers!r}")
     extra = layers - m
+    if len(instance.nodes) + extra > MAX_NODES:
+        raise InputError(f"{instance.source}: {len(instance.nodes) + extra} nodes, more than the supported {MAX_NODES}")
     rule = "chain edges only" if chain_only else "all edges"
     data = instance_to_dict(instance)
     if extra == 0:

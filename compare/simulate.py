@@ -29,7 +29,10 @@ from piper_ilp.instance import Instance
 from piper_ilp.pipeline import PIPELINES, SCHEDULES, Mode, batch_time, in_flight, microbatches_held, stage_graph
 from piper_ilp.plan import Plan
 
-__all__ = ["Task", "Simulation", "simulate"]
+__all__ = ["MAX_TASKS", "Task", "Simulation", "simulate"]
+
+#: The most tasks one simulation runs (each is kept for the Gantt chart: ~200 bytes each).
+MAX_TASKS = 5_000_000
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,11 @@ def simulate(
     count = microbatches if microbatches is not None else (max(8 * N, 64) if schedule == "1f1b" else N)
     if count < 1:
         raise InputError(f"--microbatches must be >= 1, got {count}")
+    # each microbatch runs once per stage (one replica of it), forward and backward
+    tasks_needed = count * len(plan.stages) * (1 if forward_fraction == 1.0 else 2)
+    if tasks_needed > MAX_TASKS:
+        raise InputError(f"--microbatches {count}: {tasks_needed:,} tasks to simulate, more than the supported {MAX_TASKS:,}; "
+                         "simulate fewer microbatches")
     stages = plan.stages
     m = len(stages)
     d = [st.d for st in stages]

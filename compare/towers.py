@@ -28,7 +28,7 @@ from typing import Sequence
 
 from compare.deepen import repeated_chain
 from piper_ilp.errors import InputError
-from piper_ilp.instance import Instance, instance_from_dict, instance_to_dict
+from piper_ilp.instance import MAX_NODES, Instance, instance_from_dict, instance_to_dict
 
 __all__ = ["towers"]
 
@@ -88,6 +88,8 @@ def towers(instance: Instance, layers: Sequence[int]) -> Instance:
     layers = list(layers)
     if len(layers) < 2 or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in layers):
         raise InputError(f"{src}: towers need at least two towers of at least one layer each, got {layers!r}")
+    if sum(layers) + 2 > MAX_NODES:
+        raise InputError(f"{src}: {sum(layers) + 2} nodes, more than the supported {MAX_NODES}")
     chain = repeated_chain(instance)
     if len(chain) < 3:
         raise InputError(f"{src}: no repeated chain of at least 3 layers (same name and options) to build towers from")

@@ -93,12 +93,12 @@ class Schedule(str, enum.Enum):
 
 
 PipelineOpt = Annotated[Optional[Pipeline], typer.Option(
-    "--pipeline", help="sequential (a chain of stages, sec. 2; the default) or graph (stages form a DAG, sec. 8).", show_default=False)]
+    "--pipeline", help="sequential (a chain of stages, sec. 2; the default, or for evaluate and simulate the plan's recorded mode) or graph (stages form a DAG, sec. 8).", show_default=False)]
 ObjectiveOpt = Annotated[Optional[Objective], typer.Option(
-    "--objective", help="throughput (least time per sample, sec. 4; the default) or batch-time (least time per batch with a flush, sec. 9).",
+    "--objective", help="throughput (least time per sample, sec. 4; the default, or the plan's recorded mode) or batch-time (least time per batch with a flush, sec. 9).",
     show_default=False)]
 ScheduleOpt = Annotated[Optional[Schedule], typer.Option(
-    "--schedule", help="1f1b (the default), 1f1b-flush, or gpipe (every replica holds N/d microbatches; sec. 9).", show_default=False)]
+    "--schedule", help="1f1b (the default, or the plan's recorded mode), 1f1b-flush, or gpipe (every replica holds N/d microbatches; sec. 9).", show_default=False)]
 
 
 def mode_from_flags(

@@ -475,7 +475,8 @@ def register(app: typer.Typer) -> None:
         external: ExternalOpt = None,
         external_timeout: ExternalTimeoutOpt = None,
         modes: Annotated[Optional[str], typer.Option("--modes", help="Check every instance under each of these modes: comma-separated "
-                                                     "PIPELINE/OBJECTIVE/SCHEDULE labels (e.g. graph/batch-time/gpipe), or 'all' (the 8 modes "
+                                                     "PIPELINE/OBJECTIVE/SCHEDULE labels (e.g. graph/batch-time/gpipe; trailing parts may be left out: graph = "
+                                                     "graph/throughput/1f1b), or 'all' (the 8 modes "
                                                      "that differ). Replaces --pipeline/--objective/--schedule.", show_default=False)] = None,
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,

@@ -42,6 +42,13 @@ def check_writable(path: str | Path, what: str = "output") -> Path:
     return p
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it and restoring it at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder and an
     atomic rename; the temporary file is removed on any failure (including an interrupt).
@@ -62,6 +69,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; give it the mode open() would
         os.replace(tmp, p)
     except BaseException as exc:
         try:

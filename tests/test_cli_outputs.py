@@ -122,3 +122,18 @@ def test_memory_above_the_limit_is_marked():
     assert "!" not in rows["0"]  # exactly M fits (no slack, and no false alarm)
     assert rows["1"].split()[5] == "1!"  # one part in 2**40 above M is over, though it rounds to 1 GiB
     assert "! above it" in lines[-1]
+
+
+def test_written_files_get_the_permissions_open_would_give(tmp_path):
+    # mkstemp makes 0600 files; an atomic write must end with 0666 & ~umask like open() would
+    import os
+    import stat
+
+    from piper_ilp.files import atomic_write_text
+
+    old = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "a.json", "{}\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o644

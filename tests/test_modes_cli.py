@@ -246,3 +246,12 @@ def test_resume_of_a_folder_from_before_modes(tmp_path):
     (out / "campaign.json").write_text(json.dumps(params))
     s = run_campaign(out, 1, 0, nodes=(2, 2), methods=("brute",), progress=False, resume=True)
     assert s["resumed"] == 1 and s["modes"] == [DEFAULT_MODE.label]
+
+
+@pytest.mark.parametrize("text", ["", " , ", "all,graph", "ALL,sequential"])
+def test_modes_lists_with_an_empty_label_or_all_among_others_are_refused(text):
+    from compare.campaign import parse_modes
+
+    with pytest.raises(InputError):
+        parse_modes(text)
+    assert len(parse_modes("ALL")) == 8 and parse_modes("graph")[0].label == "graph/throughput/1f1b"

@@ -151,3 +151,12 @@ def test_simulate_runs_on_the_reference_plans(shared_dir, tmp_path):
         assert len(out["stages"]) == ref["stages"]
         assert out["batch_time"] >= ref["mbsInBatch"] * ref["tps"] * (1 - 1e-9)
         assert (tmp_path / "g.svg").read_text().count("<svg") == 1
+
+
+def test_too_many_microbatches_are_refused_before_simulating():
+    from compare.simulate import MAX_TASKS
+
+    inst = random_instance("chain", 3, seed=1, memory="loose", K=4, N=4)
+    plan = solve_dp(inst).plan
+    with pytest.raises(InputError, match="more than the supported"):
+        simulate(inst, plan, microbatches=MAX_TASKS)

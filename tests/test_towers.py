@@ -83,3 +83,12 @@ def test_towers_command_refuses_bad_layers(shared_dir, tmp_path, layers):
     run = subprocess.run([sys.executable, "-m", "piper_cli", "towers", str(shared_dir / "piper-inputs" / "bert32a100.json"),
                           "-L", layers, "-o", str(tmp_path / "x.json")], capture_output=True, text=True)
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1
+
+
+def test_towers_and_deepen_refuse_models_above_the_node_limit_at_once(shared_dir, tmp_path):
+    # a layer count far past 2^20 nodes: one line, exit 2, before any building (was a traceback)
+    for args in (["towers", "-L", "99999999999999999999999,1"], ["deepen", "--layers", "99999999999999999999999"]):
+        run = subprocess.run([sys.executable, "-m", "piper_cli", args[0], str(shared_dir / "piper-inputs" / "bert32a100.json"),
+                              *args[1:], "-o", str(tmp_path / "x.json")], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1 and "more than the supported" in run.stderr
+        assert not (tmp_path / "x.json").exists()
