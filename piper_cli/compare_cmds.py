@@ -71,7 +71,7 @@ SchedulerOpt = Annotated[
     typer.Option(
         "--scheduler",
         help="Where the jobs run: 'local' (a dask LocalCluster of --workers processes started by the command; "
-        "the default where dask is installed: pip install 'piper-ilp[distributed]'), a dask scheduler address "
+        "the default where dask is installed: pip install 'piper-ilp\\[distributed]'), a dask scheduler address "
         "tcp://HOST:PORT, or 'processes' (local worker processes; the default without dask).",
         show_default=False,
     ),
