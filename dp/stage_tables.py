@@ -271,7 +271,9 @@ class _StageTableBuilder:
 
     def __init__(self, inst, ideals, d_values, S, greedy, choices, ub, plain_paths):
         self.inst = inst
-        self.ub = ub
+        # an upper bound of 0 (a plan of TPS 0 exists) prunes nothing by work: every stage may
+        # then cost 0, and work / ub would divide by zero
+        self.ub = ub if ub is not None and 0.0 < ub < math.inf else None
         self.ideals = ideals
         self.index = {I: k for k, I in enumerate(ideals)}
         self.S = S
@@ -422,7 +424,11 @@ class _StageTableBuilder:
         costs <= ub (0 for an empty part)."""
         if not nonempty:
             return 0
-        return max(1, math.ceil(work / self.ub * (1.0 - 1e-9)), math.ceil(mem / self.M * (1.0 - 1e-9)))
+        # capped at K + 1 (more than any plan has), so a huge ratio never overflows ceil
+        cap = self.K + 1
+        by_work = min(work / self.ub * (1.0 - 1e-9), cap)
+        by_mem = min(mem / self.M * (1.0 - 1e-9), cap)
+        return max(1, math.ceil(by_work), math.ceil(by_mem))
 
     def build(self, progress) -> StageTables:
         """For each I: the sets J of the family inside it (a vectorised subset test over
@@ -473,7 +479,7 @@ class _StageTableBuilder:
             dev_lo = dev_hi = None
             if ub is not None and len(js):
                 work_c = np.maximum((work_of[k] - work_of[js]) - rel_err * work_of[k], 0.0)
-                dev_lo = work_c / ub * slack
+                dev_lo = np.minimum(work_c / ub * slack, K + 1)
                 lbc = np.maximum(1, np.ceil(dev_lo)).astype(np.int64)
                 room = K - lbf - lb_back[js]
                 ok = lbc <= room

@@ -346,3 +346,16 @@ def test_stage_tables_past_the_memory_limit_are_refused_while_built():
     with pytest.raises(SizeLimitError, match="stage tables and decision arrays passed .* --force"):
         solve_dp(inst, max_table_bytes=1500)
     assert solve_dp(inst, max_table_bytes=1500, force=True).status == Status.OPTIMAL
+
+
+def test_an_optimum_of_zero_past_the_chain_first_size_is_solved():
+    # 10 independent zero-cost nodes: 2^10 successor-closed sets (> the chain-first threshold),
+    # the chain bound is 0 and the stage tables must not divide by it (found by review)
+    from piper_ilp.pipeline import Mode
+
+    nodes = [{"id": i, "TMPCs": {"1": [option_dict("vanilla", 0.0, 0.0, 1.0, 1.0)]}} for i in range(10)]
+    inst = instance_from_dict({"maxDevices": 4, "maxMemoryPerDevice": 100.0, "bandwidth": 1.0,
+                               "mbsInBatch": 4, "nodes": nodes, "edges": []})
+    for mode in (Mode(), Mode("graph")):
+        sol = solve_dp(inst, mode=mode)
+        assert sol.status.value == "optimal" and sol.value == 0.0
