@@ -3,11 +3,32 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import divisors
 
+from piper_ilp.instance import instance_from_dict
 from piper_ilp.instance import option_dict as _option_dict
+
+
+def make_instance(nodes, edges=(), K=2, N=2, M=1e9, B=1.0):
+    """An instance from (id, TMPCs) pairs and (u, v, c) edges."""
+    return instance_from_dict(
+        {
+            "maxDevices": K,
+            "maxMemoryPerDevice": M,
+            "bandwidth": B,
+            "mbsInBatch": N,
+            "nodes": [{"id": nid, "TMPCs": tm} for nid, tm in nodes],
+            "edges": [{"sourceId": u, "destId": v, "communicationCost": c} for u, v, c in edges],
+        }
+    )
+
+
+def json_lines(output: str) -> list[dict]:
+    """The JSON objects printed one per line in a command's output."""
+    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
 
 
 def option_dict(oid="vanilla", p=1.0, w=0.0, a=0.0, b=0.0, sfw=None, sbw=None) -> dict:

@@ -11,8 +11,7 @@ from compare.brute import MAX_NODES, brute_applies, count_partitions, solve_brut
 from compare.generators import FAMILIES, random_instance
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.evaluate import evaluate
-from piper_ilp.instance import instance_from_dict
-from builders import every_plan, option_dict
+from builders import every_plan, option_dict, make_instance
 from piper_ilp.pipeline import ALL_MODES, Mode
 from piper_ilp.solution import Restrictions, Status
 
@@ -20,17 +19,7 @@ from piper_ilp.solution import Restrictions, Status
 opt = option_dict
 
 
-def make(nodes, edges=(), K=2, N=2, M=1e9, B=1.0):
-    return instance_from_dict(
-        {
-            "maxDevices": K,
-            "maxMemoryPerDevice": M,
-            "bandwidth": B,
-            "mbsInBatch": N,
-            "nodes": [{"id": nid, "TMPCs": tm} for nid, tm in nodes],
-            "edges": [{"sourceId": u, "destId": v, "communicationCost": c} for u, v, c in edges],
-        }
-    )
+make = make_instance
 
 
 def test_single_node_data_parallel_with_resync():

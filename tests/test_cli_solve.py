@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from builders import json_lines
 from typer.testing import CliRunner
 
 from compare.brute import solve_brute
@@ -17,8 +19,6 @@ from piper_ilp.solution import Restrictions
 runner = CliRunner()
 
 
-def json_lines(output: str) -> list[dict]:
-    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import option_dict
+from builders import option_dict, make_instance
 from compare.brute import brute_applies, solve_brute
 from compare.generators import random_instance
 from dp.ideals import enumerate_ideals, successor_masks
@@ -17,7 +17,6 @@ from dp.modes import _frontiers, _predecessor_masks, frontier_width, solve_modes
 from dp.solver import solve_dp
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.evaluate import evaluate
-from piper_ilp.instance import instance_from_dict
 from piper_ilp.pipeline import ALL_MODES, DEFAULT_MODE, Mode
 from piper_ilp.solution import Restrictions, Status
 
@@ -25,17 +24,7 @@ FAMILIES = ("fork-join", "layered", "series-parallel", "skip", "chain", "numeric
 NON_DEFAULT = [m for m in ALL_MODES if not m.is_default]
 
 
-def make(nodes, edges=(), K=2, N=2, M=1e9, B=1.0):
-    return instance_from_dict(
-        {
-            "maxDevices": K,
-            "maxMemoryPerDevice": M,
-            "bandwidth": B,
-            "mbsInBatch": N,
-            "nodes": [{"id": nid, "TMPCs": tm} for nid, tm in nodes],
-            "edges": [{"sourceId": u, "destId": v, "communicationCost": c} for u, v, c in edges],
-        }
-    )
+make = make_instance
 
 
 def tiny(k: int, seed: int):

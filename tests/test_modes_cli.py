@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from builders import json_lines
 from typer.testing import CliRunner
 
 from compare.brute import solve_brute
@@ -27,8 +29,6 @@ runner = CliRunner()
 GRAPH_BATCH = Mode("graph", "batch-time", "1f1b")
 
 
-def json_lines(output: str) -> list[dict]:
-    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
 
 
 @pytest.fixture(scope="module")
