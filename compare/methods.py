@@ -118,12 +118,6 @@ def _max_ideals(max_ideals: int | None, force: bool) -> dict:
     return {} if max_ideals is None else {"max_ideals": max_ideals}
 
 
-def _mode_kw(mode: Mode) -> dict:
-    """``{"mode": mode}`` for a mode other than the default, else nothing: the default
-    calls of ``solve_dp`` and ``solve_milp`` stay exactly what they were."""
-    return {} if mode.is_default else {"mode": mode}
-
-
 def _solve_dp(
     instance: Instance,
     restrictions: Restrictions,
@@ -136,7 +130,7 @@ def _solve_dp(
 ) -> Solution:
     from dp import solve_dp
 
-    return solve_dp(instance, restrictions, knapsack=knapsack, progress=progress, **_max_ideals(max_ideals, force), **_mode_kw(mode))
+    return solve_dp(instance, restrictions, knapsack=knapsack, progress=progress, mode=mode, **_max_ideals(max_ideals, force))
 
 
 def _solve_greedy(
@@ -172,7 +166,7 @@ def _milp_solver(backend: str) -> Callable[..., Solution]:
         if hint_from_dp:
             from dp import solve_dp
 
-            hint = solve_dp(instance, restrictions, **_mode_kw(mode)).plan  # a hint valid in the same mode
+            hint = solve_dp(instance, restrictions, mode=mode).plan  # a hint valid in the same mode
         kwargs = {} if max_variables is None else {"max_variables": max_variables}
         return solve_milp(
             instance,
@@ -185,7 +179,7 @@ def _milp_solver(backend: str) -> Callable[..., Solution]:
             force=force,
             progress=progress,
             **kwargs,
-            **_mode_kw(mode),
+            mode=mode,
         )
 
     solve.__name__ = f"solve_{backend}"
