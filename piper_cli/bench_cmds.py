@@ -10,9 +10,6 @@ from typing import Annotated, Optional
 import typer
 
 from piper_cli.common import BandwidthOpt, BatchOpt, DevicesOpt, MemoryOpt, cli_errors, load_with_overrides, stdout
-from piper_ilp.errors import InputError
-from piper_ilp.files import atomic_write_text, check_writable
-from piper_ilp.instance import save_instance
 
 
 def register(app: typer.Typer) -> None:
@@ -42,6 +39,8 @@ def register(app: typer.Typer) -> None:
         the paper's 48/64/96-layer BERTs; use it to reproduce the paper's numbers (the
         bench's bert64 and bert96 do)."""
         from compare.deepen import deepen, repeated_chain
+        from piper_ilp.files import check_writable
+        from piper_ilp.instance import save_instance
 
         check_writable(output, "instance")
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
@@ -69,6 +68,9 @@ def register(app: typer.Typer) -> None:
         layer between its source and sink layers, every number taken from the profile.
         Graph pipelining (--pipeline graph) lets the towers' stages run side by side."""
         from compare.towers import towers
+        from piper_ilp.errors import InputError
+        from piper_ilp.files import check_writable
+        from piper_ilp.instance import save_instance
 
         try:
             counts = [int(x) for x in layers.split(",")]
@@ -117,6 +119,8 @@ def register(app: typer.Typer) -> None:
         Configurations: bert32-K64, bert32-K512, bert32-K2048, bert64-K1024, bert96-K2048,
         resnet-K8, resnet-K64, gnmt-K8, gnmt-K64, gnmt-K256, wide8, wide12, wide16."""
         from compare.bench_dp import CONFIGS, HEADER, bench_json, check_reference_command, find_profiles, row_line, run_bench
+        from piper_ilp.errors import InputError
+        from piper_ilp.files import atomic_write_text, check_writable
 
         names = [c.name for c in CONFIGS]
         unknown = [n for n in only or () if n not in names]
