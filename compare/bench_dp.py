@@ -6,8 +6,15 @@ and solves it; the row gives
 
 * ``seconds``: wall time of the solve alone;
 * ``cpu_solve``: ``time.process_time`` around the solve alone (user + system);
-* ``cpu_process``: user + system of the whole worker (``getrusage(RUSAGE_SELF)``: Python
-  start-up, imports and loading included);
+* ``cpu_process`` (the table's "proc CPU"): what a user's ``piper-ilp solve`` costs, start-up
+  included: user + system of one fresh ``piper-ilp solve`` process (the command ``cli``
+  that the CLI passes to :func:`run_bench`) on the same instance, written to a file, with
+  the same knapsack mode: the interpreter's start-up, every import of the command (typer,
+  rich, pydantic, numpy, the packages), argument parsing, loading, the solve and the
+  printed table. Its TPS must equal the worker's (``==``), else the row is an error.
+  Without ``cli``, and for a run killed at the timeout, it is the worker's own figure;
+* ``cpu_worker``: user + system of the whole worker (``getrusage(RUSAGE_SELF)``: Python
+  start-up, the imports of the DP and the core, loading, the solve; no CLI);
 * ``rss_mb``: the worker's peak RSS (``ru_maxrss``);
 * the TPS, the status, and the DP's counts (successor-closed sets, stage candidates).
 
@@ -273,6 +280,44 @@ def run_config(cfg: Config, mode: str, profiles: Path | None, timeout: float, ma
     return {"config": cfg.name, "mode": mode, **row}
 
 
+def run_cli(cli: Sequence[str], instance_path: Path, mode: str, max_ideals: int, timeout: float) -> dict:
+    """Our side as a user runs it: one fresh ``cli`` process (``piper-ilp solve``'s argv)
+    on ``instance_path`` (its settings in the file) with ``--knapsack mode --max-ideals
+    max_ideals --json``. Returns ``cpu_process`` (user + system of that process, from
+    ``wait4``) and ``cli_tps``, or ``cli_error`` (with the exit status or the timeout)."""
+    import threading
+
+    argv = [*cli, str(instance_path), "--knapsack", mode, "--max-ideals", str(max_ideals), "--json"]
+    with tempfile.TemporaryFile() as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.DEVNULL)
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read().decode("utf-8", errors="replace")
+    if proc.returncode < 0 and time.perf_counter() - t0 >= timeout:
+        return {"cli_error": f"piper-ilp solve killed after {timeout:g} s"}
+    if proc.returncode != 0:
+        return {"cli_error": f"{' '.join(argv[:4])} ...: exit status {proc.returncode}"}
+    try:
+        tps = json.loads(text.splitlines()[-1]).get("tps")
+    except (ValueError, IndexError, AttributeError):
+        return {"cli_error": "no JSON line from piper-ilp solve --json"}
+    return {"cpu_process": usage.ru_utime + usage.ru_stime, "cli_tps": tps}
+
+
+def _same_tps(printed, ours) -> bool:
+    """The CLI's JSON TPS (null for none or a non-finite one) equals the worker's, exactly."""
+    if ours is None or ours != ours or ours in (float("inf"), float("-inf")):
+        return printed is None
+    return printed == ours
+
+
 def run_reference(command: str, instance_path: Path, inst, timeout: float) -> dict:
     """Run the reference planner ``command`` (placeholders {instance} {devices} {memory}
     {batch} {bandwidth}) on one instance: its CPU time (user + system: the
@@ -361,9 +406,13 @@ def run_bench(
     max_ideals: int | None = None,
     reference: str | None = None,
     on_row: Callable[[dict], None] | None = None,
+    cli: Sequence[str] | None = None,
 ) -> list[dict]:
     """Run every configuration in every mode; the rows (``seconds`` and CPU times are the
-    median of up to ``repeat`` runs when a run takes under 20 s; RSS the largest)."""
+    median of up to ``repeat`` runs when a run takes under 20 s; RSS the largest). With
+    ``cli`` (the argv of ``piper-ilp solve``, given by the CLI), each run is also solved by
+    one fresh process of it, whose CPU is the row's ``cpu_process`` (see the module's
+    docstring)."""
     from dp import DEFAULT_MAX_IDEALS
 
     max_ideals = DEFAULT_MAX_IDEALS if max_ideals is None else max_ideals
@@ -371,19 +420,32 @@ def run_bench(
     with tempfile.TemporaryDirectory(prefix="piper-bench-") as tmp:
         for cfg in configs:
             ref: dict | None = None
-            if reference is not None:
+            path: Path | None = None
+            if reference is not None or cli is not None:
                 from piper_ilp.instance import save_instance
 
                 inst = load_config(cfg, profiles)
                 path = Path(tmp) / f"{cfg.name}.json"
                 save_instance(inst, path)
+            if reference is not None:
                 ref = run_reference(reference, path, inst, timeout)
+
+            def one_run(mode: str) -> dict:
+                run = run_config(cfg, mode, profiles, timeout, max_ideals)
+                if cli is not None and run["status"] in ("optimal", "feasible", "infeasible"):
+                    run["cpu_worker"] = run.pop("cpu_process", None)
+                    run.update(run_cli(cli, path, mode, max_ideals, timeout))
+                    if "cli_error" in run or not _same_tps(run.get("cli_tps"), run.get("tps")):
+                        why = run.get("cli_error") or f"piper-ilp solve gave TPS {run.get('cli_tps')!r}, the worker {run.get('tps')!r}"
+                        run.update(status="error", message=why)
+                return run
+
             for mode in modes:
-                runs = [run_config(cfg, mode, profiles, timeout, max_ideals)]
+                runs = [one_run(mode)]
                 while len(runs) < repeat and runs[-1]["status"] in ("optimal", "feasible", "infeasible") and runs[-1]["seconds"] < 20:
-                    runs.append(run_config(cfg, mode, profiles, timeout, max_ideals))
+                    runs.append(one_run(mode))
                 row = dict(runs[0])
-                for key in ("seconds", "cpu_solve", "cpu_process"):
+                for key in ("seconds", "cpu_solve", "cpu_process", "cpu_worker"):
                     vals = [r[key] for r in runs if r.get(key) is not None]
                     if vals:
                         row[key] = statistics.median(vals)

@@ -270,11 +270,30 @@ def solve_dp(
 
 
 def _suffix_ideals(inst: Instance) -> list[int]:
-    """The suffixes of a topological order (input order breaking ties), as bitmasks by size."""
-    import networkx as nx
+    """The suffixes of a topological order (input order breaking ties), as bitmasks by size.
 
-    pos = {v: i for i, v in enumerate(inst.node_ids)}
-    order = list(nx.lexicographical_topological_sort(inst.graph, key=pos.__getitem__))
+    The order is the lexicographic one (networkx's ``lexicographical_topological_sort``
+    keyed by input position): each step takes, of the nodes whose predecessors are all
+    placed, the first in input order. Written out with a heap so that the DP needs no
+    networkx.
+    """
+    import heapq
+
+    ids = inst.node_ids
+    pos = {v: i for i, v in enumerate(ids)}
+    left = {v: len(inst.in_edges[v]) for v in ids}
+    ready = [pos[v] for v in ids if left[v] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        v = ids[heapq.heappop(ready)]
+        order.append(v)
+        for w, _ in inst.out_edges[v]:
+            left[w] -= 1
+            if left[w] == 0:
+                heapq.heappush(ready, pos[w])
+    if len(order) != len(ids):
+        raise InternalError(f"{inst.source}: the graph has a cycle")
     out, mask = [0], 0
     for v in reversed(order):
         mask |= 1 << pos[v]

@@ -37,7 +37,7 @@ from piper_ilp.cost import cut_edge_bytes
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.instance import Instance
 
-__all__ = ["StageTables", "build_stage_tables", "bits", "membership"]
+__all__ = ["StageTables", "build_stage_tables", "bits", "membership", "sorted_unique"]
 
 #: The builder remembers the state of every stage C it has made (so a stage shared by many
 #: pairs (I, J) is made once) until the remembered frontiers hold this many points (about
@@ -459,7 +459,7 @@ class _StageTableBuilder:
                 [self._lb(float(work_of[j]), ideals[j] != 0, float(mem_of[j])) for j in range(nI)], dtype=np.int64
             )
             slack = 1.0 - 1e-9
-            all_devices = np.unique(np.concatenate([t * self.ds[t] for t in self.t_values] + [np.zeros(1, dtype=np.int64)]))
+            all_devices = sorted_unique(np.concatenate([t * self.ds[t] for t in self.t_values] + [np.zeros(1, dtype=np.int64)]))
         for k in range(1, nI):
             progress(k)
             I = ideals[k]
@@ -909,6 +909,23 @@ def _staircase(key: np.ndarray, ycap: np.ndarray) -> np.ndarray:
     rise[1:] = yc[1:] > best[:-1]
     rise &= yc >= 1
     return order[rise]
+
+
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    """The distinct values of ``a``, ascending: ``np.unique(a)`` for arrays without NaN
+    (each NaN is kept here), by the same sort. numpy's own ``unique`` loads ``numpy.ma`` on
+    its first call, a cost every ``piper-ilp solve`` would pay at start-up.
+
+    >>> sorted_unique(np.array([3.0, 1.0, 3.0, np.inf, 1.0])).tolist()
+    [1.0, 3.0, inf]
+    """
+    s = np.sort(a, axis=None)
+    if s.size < 2:
+        return s
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
 
 
 def membership(masks: list[int], n: int) -> np.ndarray:

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from dp.stage_tables import StageTables
+from dp.stage_tables import StageTables, sorted_unique
 from piper_ilp.errors import InternalError
 
 __all__ = ["DEVICES_INF", "DEFAULT_SMALL_S", "ThresholdDecision", "search_threshold"]
@@ -110,7 +110,7 @@ class ThresholdDecision:
         self.back_work = tb.work_of
 
     def candidates(self) -> np.ndarray:
-        c = np.unique(self.tb.cost)
+        c = sorted_unique(self.tb.cost)
         return c[np.isfinite(c)]
 
     def _usable(self, T: float):

@@ -4,15 +4,13 @@ paper's configurations, optionally against a reference planner)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from piper_cli.common import BandwidthOpt, BatchOpt, DevicesOpt, MemoryOpt, cli_errors, load_with_overrides, stdout
-from piper_ilp.errors import InputError
-from piper_ilp.files import atomic_write_text, check_writable
-from piper_ilp.instance import save_instance
 
 
 def register(app: typer.Typer) -> None:
@@ -42,6 +40,8 @@ def register(app: typer.Typer) -> None:
         the paper's 48/64/96-layer BERTs; use it to reproduce the paper's numbers (the
         bench's bert64 and bert96 do)."""
         from compare.deepen import deepen, repeated_chain
+        from piper_ilp.files import check_writable
+        from piper_ilp.instance import save_instance
 
         check_writable(output, "instance")
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
@@ -69,6 +69,9 @@ def register(app: typer.Typer) -> None:
         layer between its source and sink layers, every number taken from the profile.
         Graph pipelining (--pipeline graph) lets the towers' stages run side by side."""
         from compare.towers import towers
+        from piper_ilp.errors import InputError
+        from piper_ilp.files import check_writable
+        from piper_ilp.instance import save_instance
 
         try:
             counts = [int(x) for x in layers.split(",")]
@@ -108,15 +111,19 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Benchmark the DP on the paper's configurations (BERT-32, the 64- and 96-layer BERTs
         deepened as the paper did, ResNet, GNMT) and a wide synthetic DAG family: per run,
-        status, TPS, wall seconds of the solve, CPU seconds of the solve and of the whole
-        worker process, peak RSS, and the DP's counts. Each run is a fresh process; a run past
-        --timeout is killed; an instance above the size guard is refused. With --reference,
+        status, TPS, wall seconds of the solve, CPU seconds of the solve ("CPU s") and of a
+        whole fresh 'piper-ilp solve' process on the same instance ("proc CPU": start-up,
+        imports and printing included, as a user pays it), peak RSS, and the DP's counts. Each
+        run is a fresh process; a run past --timeout is killed; an instance above the size
+        guard is refused. With --reference,
         the reference planner's CPU time on the same instance and the ratio ours / reference
         (whole process each).
 
         Configurations: bert32-K64, bert32-K512, bert32-K2048, bert64-K1024, bert96-K2048,
         resnet-K8, resnet-K64, gnmt-K8, gnmt-K64, gnmt-K256, wide8, wide12, wide16."""
         from compare.bench_dp import CONFIGS, HEADER, bench_json, check_reference_command, find_profiles, row_line, run_bench
+        from piper_ilp.errors import InputError
+        from piper_ilp.files import atomic_write_text, check_writable
 
         names = [c.name for c in CONFIGS]
         unknown = [n for n in only or () if n not in names]
@@ -142,6 +149,7 @@ def register(app: typer.Typer) -> None:
             max_ideals=max_ideals,
             reference=reference,
             on_row=lambda row: stdout.print(row_line(row), markup=False),
+            cli=[sys.executable, "-m", "piper_cli", "solve"],
         )
         if json_out is not None:
             atomic_write_text(json_out, bench_json(configs, rows))

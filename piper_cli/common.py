@@ -2,8 +2,9 @@
 error handling (exit 2 for bad input or usage, 1 for internal errors, 130 / 143 when
 interrupted) and output.
 
-Only typer, rich and the standard library load with this module; the core package is
-imported where it is used, so that ``--help`` stays quick.
+Only typer, rich and the standard library load with this module; the core package
+(even ``piper_ilp.errors``, which loads ``piper_ilp``) is imported where it is used, so
+that ``--help`` and usage errors stay quick (tests/test_startup.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import typer
 from rich.console import Console
 
 from piper_cli import interrupts
-from piper_ilp.errors import InputError, InternalError
 
 if TYPE_CHECKING:
     from piper_ilp.instance import Instance
@@ -179,6 +179,8 @@ def cli_errors(func: Callable) -> Callable:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any):
+        from piper_ilp.errors import InputError, InternalError
+
         try:
             return func(*args, **kwargs)
         except InputError as exc:

@@ -38,8 +38,6 @@ from piper_cli.common import (
     stdout,
 )
 from piper_cli.format import settings_line, stage_table
-from piper_ilp.errors import InputError
-from piper_ilp.files import atomic_write_text, check_writable
 
 __all__ = ["register", "verdict_table", "human_seconds", "parse_range", "parse_ints"]
 
@@ -82,6 +80,7 @@ def resolve_scheduler(text: str | None) -> str | None:
     """The --scheduler value for :func:`compare.jobs.run_jobs`: None for local processes."""
     from compare.cluster import dask_available
     from compare.jobs import default_scheduler
+    from piper_ilp.errors import InputError
 
     if text is None:
         return default_scheduler()
@@ -108,6 +107,7 @@ def _verify_pipedream(graphs: list[str], devices: str | None, bandwidth: str | N
                       straight: bool, json_out: bool) -> None:
     """``verify --model pipedream``: PipeDream's DP, its MILP and exhaustive search on each graph."""
     from compare.pipedream import check_pipedream
+    from piper_ilp.errors import InputError
     from piper_ilp.instance import parse_count, parse_size
     from piper_ilp.pipedream import antichain_states, parse_graph, prepare
 
@@ -143,6 +143,8 @@ def _verify_pipedream(graphs: list[str], devices: str | None, bandwidth: str | N
 
 def parse_range(text: str, what: str) -> tuple[int, int]:
     """``"3-7"`` -> (3, 7); ``"5"`` -> (5, 5)."""
+    from piper_ilp.errors import InputError
+
     parts = text.split("-")
     try:
         if len(parts) == 1:
@@ -160,6 +162,8 @@ def parse_range(text: str, what: str) -> tuple[int, int]:
 
 def parse_ints(text: str, what: str) -> tuple[int, ...]:
     """``"1,2,4"`` -> (1, 2, 4), each >= 1."""
+    from piper_ilp.errors import InputError
+
     try:
         values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
@@ -362,6 +366,7 @@ def register(app: typer.Typer) -> None:
         3 inconclusive, 4 single-proof (with several instances: the first of 1, 2, 3, 4 that occurs).
         """
         from compare.verify import parse_methods, verify_instance
+        from piper_ilp.errors import InputError
 
         mode = mode_from_flags(pipeline, objective, schedule)
         if model == "pipedream":
@@ -428,6 +433,8 @@ def register(app: typer.Typer) -> None:
         1e-6..1e18, exact greedy ties, memory exactly at M or 1 ulp around it, dummy
         options, huge edges). Deterministic per seed."""
         from compare.generators import random_instance
+        from piper_ilp.errors import InputError
+        from piper_ilp.files import atomic_write_text, check_writable
         from piper_ilp.instance import instance_to_dict
 
         if output is not None:
@@ -501,6 +508,7 @@ def register(app: typer.Typer) -> None:
         """
         from compare.campaign import CampaignInterrupted, parse_modes, run_campaign, summary_lines
         from compare.verify import parse_methods
+        from piper_ilp.errors import InputError
 
         if modes is not None and any(x is not None for x in (pipeline, objective, schedule)):
             raise InputError("--modes replaces --pipeline, --objective and --schedule; give one or the other")

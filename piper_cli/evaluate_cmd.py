@@ -23,9 +23,6 @@ from piper_cli.common import (
     stdout,
 )
 from piper_cli.format import settings_line, stage_table
-from piper_ilp.evaluate import RULES, check_plan_matches, evaluate
-from piper_ilp.pipeline import Mode
-from piper_ilp.plan import load_plan
 
 
 def evaluation_to_dict(instance, plan_path: str, ev) -> dict:
@@ -75,6 +72,9 @@ IgnoreMetadataOpt = Annotated[
 def load_matching_plan(inst, plan: str, ignore_metadata: bool):
     """Load PLAN and refuse, in one line (exit 2), a plan that does not belong to ``inst``
     (its metadata names another model or other K, M, N, B, or its node ids differ)."""
+    from piper_ilp.evaluate import check_plan_matches
+    from piper_ilp.plan import load_plan
+
     p = load_plan(plan)
     if not ignore_metadata:
         mismatch = check_plan_matches(inst, p)
@@ -118,6 +118,9 @@ def register(app: typer.Typer) -> None:
         instance: its metadata names another model or other K, M, N, B, or, with no
         metadata, its node ids are not the instance's (--ignore-metadata evaluates anyway).
         """
+        from piper_ilp.evaluate import RULES, evaluate
+        from piper_ilp.pipeline import Mode
+
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
         p = load_matching_plan(inst, plan, ignore_metadata)
         recorded = Mode.from_dict(p.metadata)

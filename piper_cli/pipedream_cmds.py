@@ -13,11 +13,11 @@ from typing import Annotated, Optional
 import typer
 
 from piper_cli.common import cli_errors, print_json_line, stderr, stdout
-from piper_ilp.errors import InputError
-from piper_ilp.instance import parse_count, parse_size
 
 
 def _split(values: list[str] | None, what: str) -> list[str]:
+    from piper_ilp.errors import InputError
+
     out: list[str] = []
     for v in values or []:
         out.extend(x for x in v.replace(",", " ").split() if x)
@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
         layer, p = (F + G) / 1000 s, w = b = P, a = A, edges carry the source's A bytes;
         inputs are kept with zero numbers, __getitem__ sinks with their own (docs/pipedream.md)."""
         from piper_ilp.files import check_writable
-        from piper_ilp.instance import save_instance
+        from piper_ilp.instance import parse_count, parse_size, save_instance
         from piper_ilp.pipedream import graph_to_instance, parse_graph, prepare
 
         check_writable(output, "instance")
@@ -83,6 +83,8 @@ def register(app: typer.Typer) -> None:
         """PipeDream's planner (optimizer_graph_hierarchical.py) in PipeDream's own cost model:
         its objective "time per stage", the stages (layers, replication) and the CPU time."""
         from dp.pipedream import plan_graph
+        from piper_ilp.errors import InputError
+        from piper_ilp.instance import parse_count, parse_size
         from piper_ilp.pipedream import antichain_states, parse_graph, prepare
 
         ns = [parse_count(x, "--machines") for x in _split(machines, "--machines")]

@@ -20,7 +20,6 @@ from piper_cli.common import (
     print_json_line,
     stdout,
 )
-from piper_ilp.files import check_writable
 from piper_cli.evaluate_cmd import IgnoreMetadataOpt, load_matching_plan
 
 
@@ -51,6 +50,7 @@ def register(app: typer.Typer) -> None:
         (solve -o), else 1f1b and sequential; --schedule and --pipeline override them."""
         from compare.plot import gantt_chart
         from compare.simulate import simulate
+        from piper_ilp.files import check_writable
 
         if gantt:
             check_writable(gantt, "Gantt chart")

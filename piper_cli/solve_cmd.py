@@ -34,7 +34,6 @@ from piper_cli.common import (
     stdout,
 )
 from piper_cli.format import format_seconds, option_table, settings_line, stage_table
-from piper_ilp.errors import InputError, InternalError
 
 if TYPE_CHECKING:
     from piper_ilp.instance import Instance
@@ -72,6 +71,8 @@ def method_options() -> dict[str, frozenset[str]]:
 def check_applicable(method: str, given: dict[str, object], takes: dict[str, frozenset[str]]) -> None:
     """Raise InputError (one line) when a solver option in ``given`` does not apply to
     ``method``, naming the methods it applies to; ``takes`` is :func:`method_options`."""
+    from piper_ilp.errors import InputError
+
     if method not in takes:
         raise InputError(f"--method {method!r}: choose one of {', '.join(takes)}")
     for key, value in given.items():
@@ -88,6 +89,8 @@ def check_applicable(method: str, given: dict[str, object], takes: dict[str, fro
 def check_excluded_ids(instance: Instance, exclude: list[str] | None) -> None:
     """Raise InputError naming an ``--exclude-option`` id that no node of ``instance`` has,
     with the ids that exist (a misspelt id would otherwise exclude nothing)."""
+    from piper_ilp.errors import InputError
+
     if not exclude:
         return
     known = sorted({opt.id for node in instance.nodes for opts in node.options.values() for opt in opts})
@@ -245,6 +248,7 @@ def register(app: typer.Typer) -> None:
         check_mode(METHODS[method], mode)
         if len(instances) > 1 and (output is not None or write_model is not None):
             fail("error: --output and --write-model take a single instance")
+        from piper_ilp.errors import InputError, InternalError
         from piper_ilp.files import check_writable
 
         for out, what in ((output, "plan"), (write_model, "model")):

@@ -10,12 +10,11 @@ import typer
 
 from piper_cli.common import cli_errors, load_with_overrides, stderr, stdout
 from piper_cli.compare_cmds import ExternalOpt, SchedulerOpt, parse_externals, resolve_scheduler
-from piper_ilp.errors import InputError
-from piper_ilp.files import check_writable
-from piper_ilp.instance import parse_count, parse_size
 
 
 def _list(text: str | None, what: str, parse) -> list | None:
+    from piper_ilp.errors import InputError
+
     if text is None:
         return None
     items = [x.strip() for x in text.split(",") if x.strip()]
@@ -47,6 +46,7 @@ def register(app: typer.Typer) -> None:
         OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv."""
         from compare.jobs import Interrupted
         from compare.sweep import TABLE, run_sweep, sweep_points
+        from piper_ilp.instance import parse_count, parse_size
 
         externals = parse_externals(external)
         inst = load_with_overrides(instance)
@@ -87,6 +87,8 @@ def register(app: typer.Typer) -> None:
         """Draw a sweep: TPS (or throughput) against one setting, one line per variant."""
         from compare.plot import plot_rows
         from compare.sweep import read_rows
+        from piper_ilp.errors import InputError
+        from piper_ilp.files import check_writable
 
         if not Path(folder).is_dir():
             raise InputError(f"{folder}: not a folder (give a sweep's --out folder)")

@@ -151,25 +151,20 @@ class Instance:
     warnings: tuple[str, ...] = ()
     # derived views, built once in __post_init__ (never mutated afterwards)
     _node: dict = field(init=False, repr=False, compare=False)
-    _graph: "nx.DiGraph" = field(init=False, repr=False, compare=False)
+    _graph: "nx.DiGraph | None" = field(init=False, repr=False, compare=False)  # built on first use
     _in_edges: dict = field(init=False, repr=False, compare=False)
     _out_edges: dict = field(init=False, repr=False, compare=False)
     _t_values: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        import networkx as nx
-
         node = {n.id: n for n in self.nodes}
         ins: dict[int, list[tuple[int, float]]] = {n.id: [] for n in self.nodes}
         outs: dict[int, list[tuple[int, float]]] = {n.id: [] for n in self.nodes}
         for e in self.edges:
             ins.setdefault(e.dst, []).append((e.src, e.c))
             outs.setdefault(e.src, []).append((e.dst, e.c))
-        g = nx.DiGraph()
-        g.add_nodes_from(node)
-        g.add_edges_from((e.src, e.dst, {"c": e.c}) for e in self.edges)
         object.__setattr__(self, "_node", node)
-        object.__setattr__(self, "_graph", g)
+        object.__setattr__(self, "_graph", None)
         object.__setattr__(self, "_in_edges", ins)
         object.__setattr__(self, "_out_edges", outs)
         object.__setattr__(self, "_t_values", tuple(sorted({t for n in self.nodes for t in n.options})))
@@ -185,7 +180,7 @@ class Instance:
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
-    # ---- derived views (built once, at construction) ----
+    # ---- derived views (built once: at construction, the graph on first use) ----
     @property
     def node_ids(self) -> list[int]:
         return [n.id for n in self.nodes]
@@ -197,8 +192,21 @@ class Instance:
 
     @property
     def graph(self) -> "nx.DiGraph":
-        """The layer graph as a networkx DiGraph (edge attribute ``c``). Do not mutate."""
-        return self._graph
+        """The layer graph as a networkx DiGraph (edge attribute ``c``). Do not mutate.
+
+        Built on first use, so that networkx loads only for the code that needs it (the
+        MILP, the generators, the baselines): the DP and the evaluator work on
+        :attr:`in_edges` / :attr:`out_edges`.
+        """
+        g = self._graph
+        if g is None:
+            import networkx as nx
+
+            g = nx.DiGraph()
+            g.add_nodes_from(self._node)
+            g.add_edges_from((e.src, e.dst, {"c": e.c}) for e in self.edges)
+            object.__setattr__(self, "_graph", g)
+        return g
 
     @property
     def in_edges(self) -> dict[int, list[tuple[int, float]]]:
@@ -411,6 +419,28 @@ class _Checker:
         return x
 
 
+def _is_acyclic(preds: Mapping[int, set[int]], succs: Mapping[int, set[int]]) -> bool:
+    """True when the graph given by its predecessor and successor sets has no cycle
+    (Kahn's algorithm: every node can be removed once its predecessors are).
+
+    >>> _is_acyclic({1: set(), 2: {1}}, {1: {2}, 2: set()})
+    True
+    >>> _is_acyclic({1: {2}, 2: {1}}, {1: {2}, 2: {1}})
+    False
+    """
+    left = {v: len(p) for v, p in preds.items()}
+    ready = [v for v, k in left.items() if k == 0]
+    removed = 0
+    while ready:
+        v = ready.pop()
+        removed += 1
+        for w in succs[v]:
+            left[w] -= 1
+            if left[w] == 0:
+                ready.append(w)
+    return removed == len(left)
+
+
 def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
     """Validate a parsed instance JSON object and build an :class:`Instance`.
 
@@ -487,16 +517,13 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
         preds[e.dst].add(e.src)
         succs[e.src].add(e.dst)
 
-    import networkx as nx
+    if not _is_acyclic(preds, succs):
+        import networkx as nx  # only to name a cycle: acyclic graphs load without it
 
-    g = nx.DiGraph()
-    g.add_nodes_from(ids)
-    g.add_edges_from(pairs)
-    try:
+        g = nx.DiGraph()
+        g.add_nodes_from(ids)
+        g.add_edges_from(pairs)
         cycle = nx.find_cycle(g)
-    except nx.NetworkXNoCycle:
-        cycle = None
-    if cycle:
         path = " -> ".join(str(u) for u, _ in cycle) + f" -> {cycle[0][0]}"
         ck.fail("edges", f"the graph has a cycle: {path}")
 

@@ -14,7 +14,11 @@ from typing import Callable
 from piper_ilp.errors import InputError
 from piper_ilp.solution import Status
 
-__all__ = ["Settings", "Answer", "OutOfRange", "run_stoppable", "Progress", "write_model_file"]
+__all__ = ["BACKENDS", "Settings", "Answer", "OutOfRange", "run_stoppable", "Progress", "write_model_file"]
+
+#: The backends :func:`~piper_ilp.milp.solve.solve_milp` accepts (here, where the method
+#: registry can read them without loading the model and networkx).
+BACKENDS = ("cpsat", "cbc", "scip")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.files import check_writable
 from piper_ilp.instance import Instance
+from piper_ilp.milp.backend import BACKENDS
 from piper_ilp.milp.certify import certify
 from piper_ilp.milp.model import _count, formulate, index_sets
 from piper_ilp.pipeline import DEFAULT_MODE, Mode
@@ -17,9 +18,6 @@ from piper_ilp.plan import Plan
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
 __all__ = ["BACKENDS", "DEFAULT_MAX_VARIABLES", "DEFAULT_THREADS", "solve_milp"]
-
-#: The backends :func:`solve_milp` accepts.
-BACKENDS = ("cpsat", "cbc", "scip")
 
 #: Above this many variables :func:`solve_milp` refuses (unless ``force``).
 DEFAULT_MAX_VARIABLES = 25_000
