@@ -12,6 +12,7 @@ Usage::
     python -m compare.bench_milp            # 5 seeds per size, 60 s limit (about 15-25 min)
     python -m compare.bench_milp --quick    # 2 seeds, sizes 4 and 8, 10 s limit, bert K=4 only
     python -m compare.bench_milp --json out.json
+    python -m compare.bench_milp --hint-from-dp --backends cpsat   # the DP's plan as hint and cutoff
 
 Runs are sequential (one solver at a time, ``--threads`` each, default 2), so the
 numbers are wall-clock times on the machine the script runs on.
@@ -54,10 +55,11 @@ def _cases(sizes, seeds, bert_ks, memory):
             yield f"bert32a100 K={K}", bert.with_settings(K=K)
 
 
-def _run_one(inst: Instance, backend: str, time_limit: float, threads: int) -> dict:
+def _run_one(inst: Instance, backend: str, time_limit: float, threads: int, hint=None) -> dict:
     t0 = time.perf_counter()
+    c0 = time.process_time()
     try:
-        sol = solve_milp(inst, backend=backend, time_limit=time_limit, threads=threads, force=True)
+        sol = solve_milp(inst, backend=backend, time_limit=time_limit, threads=threads, force=True, hint=hint)
     except SizeLimitError as exc:  # not with force=True, but keep the run going
         return {"status": "refused", "message": str(exc)}
     return {
@@ -68,7 +70,9 @@ def _run_one(inst: Instance, backend: str, time_limit: float, threads: int) -> d
         "backend": backend,
         "status": sol.status.value,
         "seconds": time.perf_counter() - t0,
+        "cpu_seconds": time.process_time() - c0,
         "solver_seconds": sol.info.get("solver_seconds"),
+        "hint": sol.info.get("hint"),
         "tps": sol.tps,
         "bound": sol.bound,
         "gap": sol.gap,
@@ -79,21 +83,28 @@ def _run_one(inst: Instance, backend: str, time_limit: float, threads: int) -> d
 
 
 def run(sizes=(4, 8, 12, 16), seeds=5, bert_ks=(4, 8, 16), time_limit=60.0, threads=2, backends=BACKENDS,
-        memory=0.6, log=print):
+        memory=0.6, log=print, hint_from_dp=False):
     """Run the benchmark; returns the list of per-run records (see :func:`_run_one`).
+    ``hint_from_dp``: every backend gets the DP's plan as warm start and cutoff
+    (``solve_milp(hint=...)``; the DP's own time is not counted).
     ``memory`` is passed to :func:`compare.generators.random_instance` (0.6: M at 60% of
     the way from the least to the most memory a node set can need, so that most random
     instances are feasible and memory still binds in some)."""
     records = []
     for group, inst in _cases(sizes, seeds, bert_ks, memory):
         size = model_size(inst)
+        hint = None
+        if hint_from_dp:
+            from dp import solve_dp
+
+            hint = solve_dp(inst).plan
         for backend in backends:
-            rec = _run_one(inst, backend, time_limit, threads)
+            rec = _run_one(inst, backend, time_limit, threads, hint)
             rec["group"] = group
             records.append(rec)
             log(
                 f"  {group:<18} {inst.source:<32} {backend:<5} {rec['status']:<10} "
-                f"{rec.get('seconds', 0):7.2f} s  vars {size['variables']:>6}  "
+                f"{rec.get('seconds', 0):7.2f} s ({rec.get('cpu_seconds', 0):7.2f} CPU s)  vars {size['variables']:>6}  "
                 + (f"gap {rec['gap']:.2%}" if rec.get("gap") is not None and rec["status"] == "feasible" else "")
             )
     return records
@@ -112,7 +123,7 @@ def table(records, time_limit) -> str:
             groups.append(key)
     lines = [
         f"| instances | backend | runs | variables (median) | constraints (median) | proved optimal "
-        f"| median s to optimality | max s | proved infeasible | not proved in {time_limit:g} s | gap at limit (median, max) |",
+        f"| median s to optimality (CPU s) | max s | proved infeasible | not proved in {time_limit:g} s | gap at limit (median, max) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for group, backend in groups:
@@ -120,6 +131,7 @@ def table(records, time_limit) -> str:
         done = [r for r in rs if r["status"] in (Status.OPTIMAL.value, Status.INFEASIBLE.value)]
         opt = sum(1 for r in done if r["status"] == Status.OPTIMAL.value)
         times = [r["seconds"] for r in done if r["status"] == Status.OPTIMAL.value]
+        cpus = [r.get("cpu_seconds", 0.0) for r in done if r["status"] == Status.OPTIMAL.value]
         open_ = [r for r in rs if r not in done]
         gaps = [r["gap"] for r in open_ if r.get("gap") is not None]
         no_plan = sum(1 for r in open_ if r["status"] == Status.UNKNOWN.value)
@@ -132,7 +144,7 @@ def table(records, time_limit) -> str:
         lines.append(
             f"| {group} | {backend} | {len(rs)} | {_median([r['variables'] for r in rs]):.0f} "
             f"| {_median([r['constraints'] for r in rs]):.0f} | {opt} "
-            f"| {'-' if med is None else f'{med:.2f}'} | {'-' if not times else f'{max(times):.2f}'} "
+            f"| {'-' if med is None else f'{med:.2f} ({_median(cpus):.2f})'} | {'-' if not times else f'{max(times):.2f}'} "
             f"| {len(done) - opt} | {len(open_)} | {gap_txt} |"
         )
     return "\n".join(lines)
@@ -148,6 +160,9 @@ def main(argv=None) -> int:
     ap.add_argument("--bert-k", type=str, default=None, help="comma-separated K for bert32a100 (default 4,8,16; '' for none)")
     ap.add_argument("--memory", type=str, default="0.6", help="random instances' memory: tight, loose or a fraction (default 0.6)")
     ap.add_argument("--json", type=Path, default=None, help="write every run's record here")
+    ap.add_argument("--backends", type=str, default=",".join(BACKENDS), help="comma-separated backends (default all)")
+    ap.add_argument("--hint-from-dp", action="store_true",
+                    help="give every backend the DP's plan as warm start and cutoff (the DP's time not counted)")
     args = ap.parse_args(argv)
 
     seeds = args.seeds or (2 if args.quick else 5)
@@ -159,15 +174,18 @@ def main(argv=None) -> int:
         bert_ks = (4,) if args.quick else (4, 8, 16)
 
     print(f"MILP benchmark: sizes {sizes}, {seeds} seeds, memory {args.memory}, bert K {bert_ks}, limit {time_limit:g} s, "
-          f"{args.threads} threads, {platform.node()} ({platform.processor() or platform.machine()})")
+          f"{'DP hint, ' if args.hint_from_dp else ''}{args.threads} threads, {platform.node()} ({platform.processor() or platform.machine()})")
     t0 = time.perf_counter()
     memory = args.memory if args.memory in ("tight", "loose") else float(args.memory)
-    records = run(sizes, seeds, bert_ks, time_limit, args.threads, memory=memory)
+    backends = tuple(b for b in args.backends.split(",") if b.strip())
+    records = run(sizes, seeds, bert_ks, time_limit, args.threads, backends=backends, memory=memory,
+                  hint_from_dp=args.hint_from_dp)
     print()
     print(table(records, time_limit))
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")
     if args.json:
-        meta = {"time_limit": time_limit, "threads": args.threads, "memory": args.memory, "seeds": seeds}
+        meta = {"time_limit": time_limit, "threads": args.threads, "memory": args.memory, "seeds": seeds,
+                "hint_from_dp": args.hint_from_dp}
         args.json.write_text(json.dumps({**meta, "records": records}, indent=1) + "\n")
     return 0
 

@@ -42,6 +42,7 @@ from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance
 from piper_ilp.milp import BACKENDS as MILP_BACKENDS
 from piper_ilp.pipeline import DEFAULT_MODE, Mode
+from piper_ilp.plan import Plan
 from piper_ilp.solution import Restrictions, Solution
 
 __all__ = [
@@ -156,14 +157,14 @@ def _milp_solver(backend: str) -> Callable[..., Solution]:
         threads: int | None = None,
         write_model: str | Path | None = None,
         hint_from_dp: bool = False,
+        hint: Plan | None = None,
         force: bool = False,
         max_variables: int | None = None,
         progress: bool = False,
     ) -> Solution:
         from piper_ilp.milp import solve_milp
 
-        hint = None
-        if hint_from_dp:
+        if hint is None and hint_from_dp:
             from dp import solve_dp
 
             hint = solve_dp(instance, restrictions, mode=mode).plan  # a hint valid in the same mode
@@ -222,7 +223,7 @@ def _solve_pipedream(instance: Instance, restrictions: Restrictions) -> Solution
 
 
 _DP_OPTIONS = frozenset({"knapsack", "max_ideals", "force", "progress"})
-_MILP_OPTIONS = frozenset({"time_limit", "threads", "write_model", "hint_from_dp", "force", "max_variables", "progress"})
+_MILP_OPTIONS = frozenset({"time_limit", "threads", "write_model", "hint_from_dp", "hint", "force", "max_variables", "progress"})
 
 _MILP_SUMMARY = {
     "cpsat": "the exact MILP on OR-Tools CP-SAT",
@@ -330,8 +331,8 @@ def run_method(
         hint that other methods ignore.
     **options
         Solver options: ``knapsack``, ``max_ideals`` (dp, greedy); ``time_limit``,
-        ``threads``, ``write_model``, ``hint_from_dp``, ``max_variables`` (MILP
-        backends); ``force`` (every method but greedy's knapsack: run past the size
+        ``threads``, ``write_model``, ``hint_from_dp``, ``hint`` (a Plan: warm start
+        and cutoff), ``max_variables`` (MILP backends); ``force`` (every method but greedy's knapsack: run past the size
         guard). An option whose value is None or False counts as not given.
 
     Returns

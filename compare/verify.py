@@ -143,6 +143,7 @@ class MethodResult:
     backend_error: str | None = None
     seconds: float = 0.0
     abs_tol: float = 0.0
+    hint: str | None = None  # MILP with milp_hint: which plan it was given as hint and cutoff
 
     @property
     def status(self) -> str:
@@ -186,7 +187,7 @@ class MethodResult:
 
     def to_dict(self) -> dict:
         d: dict = {"method": self.method, "kind": self.kind, "status": self.status, "seconds": self.seconds}
-        for key in ("skipped", "error", "backend_error"):
+        for key in ("skipped", "error", "backend_error", "hint"):
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
         s = self.solution
@@ -243,6 +244,7 @@ class Verdict:
     settings: dict = field(default_factory=dict)
     restrictions: dict = field(default_factory=dict)
     mode: Mode = DEFAULT_MODE
+    milp_hint: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -271,6 +273,7 @@ class Verdict:
             "gaps": dict(self.gaps),
             "settings": dict(self.settings),
             "restrictions": dict(self.restrictions),
+            "milp_hint": self.milp_hint,
             "methods": {name: r.to_dict() for name, r in self.results.items()},
         }
 
@@ -455,6 +458,7 @@ def verify_instance(
     externals: Mapping[str, str] | None = None,
     external_timeout: float | None = None,
     mode: Mode = DEFAULT_MODE,
+    milp_hint: bool = False,
 ) -> Verdict:
     """Run ``methods`` on ``instance``, re-check every plan, and give the verdict.
 
@@ -490,6 +494,16 @@ def verify_instance(
         the values compared are that mode's objective. Outside the default mode the
         greedy rule is not run, and a method (or external planner) that solves only the
         default mode is refused.
+    milp_hint : bool
+        Give the MILP backends the DP's plan (when ``dp`` is among ``methods`` and its
+        plan is valid) as a warm start and cutoff (``solve_milp(hint=...)``: plans at
+        most the plan's evaluated value). The DP then runs first. Off by default: the
+        backends' proofs stay their own either way (a better plan is still below the
+        cutoff, and their bound is not the DP's), but a backend that cannot represent
+        the DP's plan would show as a certification failure rather than as a worse
+        "optimum", so under a hint any MILP backend error is counted as a mismatch
+        naming dp and that backend. ``results[name].hint`` and the Verdict's
+        ``milp_hint`` record it.
 
     Returns
     -------
@@ -524,6 +538,7 @@ def verify_instance(
     if greedy and not METHODS[GREEDY].handles(mode):
         greedy = False  # Piper's rule solves only the default mode
     common = {"time_limit": time_limit, "threads": threads, "force": force}
+    hinted: dict[str, str] = {}  # MILP backend -> what its hint was
 
     def run(name: str) -> MethodResult:
         m = table[name]
@@ -533,14 +548,23 @@ def verify_instance(
             call = lambda: injected[name](instance, restrictions, time_limit, threads)  # noqa: E731
         else:
             opts = {k: v for k, v in common.items() if k in m.options}
+            dp = results.get("dp")
+            if milp_hint and m.kind == "milp" and dp is not None and dp.value is not None:
+                opts["hint"] = dp.solution.plan
+                hinted[name] = f"dp's plan ({_what(mode)} {_fmt(dp.value)}) as warm start and cutoff"
             call = lambda: run_method(instance, name, restrictions, mode=mode, **opts)  # noqa: E731
         r = _run(m, call)
+        r.hint = hinted.get(name)
         if r.solution is not None and r.solution.plan is not None:
             r.evaluation = evaluate(instance, r.solution.plan, mode)
         return r
 
     results: dict[str, MethodResult] = {}
-    for name in list(methods) + list(externals or {}):
+    order = list(methods) + list(externals or {})
+    if milp_hint and "dp" in order:  # the DP first, so that its plan can be the hint
+        order.remove("dp")
+        order.insert(0, "dp")
+    for name in order:
         results[name] = run(name)
     if greedy and GREEDY not in results:
         results[GREEDY] = run(GREEDY)
@@ -559,6 +583,14 @@ def verify_instance(
 
     errors = [f"{r.method}: {r.error}" for r in results.values() if r.error is not None]
     backend_errors = [f"{r.method}: {r.backend_error}" for r in results.values() if r.backend_error is not None]
+    for r in results.values():
+        # under the DP's hint, a backend error may be the only trace of a disagreement (a
+        # model that cannot hold the DP's plan, a cutoff the backend calls infeasible):
+        # it is never left as a mere detail
+        if r.hint is not None and r.status == Status.BACKEND_ERROR.value:
+            problems.append(f"{r.method}, given {r.hint}, failed certification: "
+                            f"{r.backend_error or (r.solution.message if r.solution else '')}")
+            involved.update(("dp", r.method))
 
     answered = [r for r in results.values() if r.answered]
     # valid plans are facts whoever found them (a backend in error included): upper bounds
@@ -646,4 +678,5 @@ def verify_instance(
         settings={"K": instance.K, "M": instance.M, "N": instance.N, "B": instance.B, "nodes": len(instance.nodes), "edges": len(instance.edges)},
         restrictions=restrictions.to_dict(),
         mode=mode,
+        milp_hint=bool(hinted),
     )

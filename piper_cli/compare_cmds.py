@@ -325,6 +325,9 @@ def register(app: typer.Typer) -> None:
         threads: ThreadsOpt = None,
         force: Annotated[bool, typer.Option("--force", help="Run every method past its size guard (MILP variables, brute's nodes and partitions, the DP's successor-closed sets).")] = False,
         greedy: Annotated[bool, typer.Option("--greedy/--no-greedy", help="Also run Piper's greedy rule and report its gap.")] = True,
+        milp_hint: Annotated[bool, typer.Option("--milp-hint", help="Give the MILP backends the DP's plan as warm start and "
+                                                "cutoff (the DP runs first; a backend error under it counts as a mismatch). "
+                                                "Off by default: the backends then run fully independently.")] = False,
         devices: DevicesOpt = None,
         memory: MemoryOpt = None,
         batch: BatchOpt = None,
@@ -395,7 +398,7 @@ def register(app: typer.Typer) -> None:
                     print_json_line({"instance": path, "verdict": None, "error": str(exc)})
                 codes.append(2)
                 continue
-            kwargs = dict(time_limit=time_limit, threads=threads, force=force, greedy=greedy,
+            kwargs = dict(time_limit=time_limit, threads=threads, force=force, greedy=greedy, milp_hint=milp_hint,
                           externals=externals, external_timeout=external_timeout, mode=mode)
             if sys.stderr.isatty():  # which method is running, on a terminal only
                 with stderr.status(f"{path}: starting") as status:

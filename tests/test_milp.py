@@ -246,6 +246,66 @@ def test_hint_from_a_known_optimum(backend, inputs_dir):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_cutoff_at_exactly_the_optimum_keeps_the_proof(backend, inputs_dir):
+    # the non-strict cutoff: the optimal plan itself stays in the model, whatever the
+    # rounding of the backend's units, so the same optimum is proven
+    inst = load_instance(inputs_dir / "small.json")
+    ref = solve_brute(inst)
+    sol = solve_milp(inst, backend=backend, cutoff=ref.tps)
+    assert sol.info["cutoff"] == ref.tps
+    agree(sol, ref)
+    # with the optimal plan as hint too (what verify --milp-hint passes)
+    sol = solve_milp(inst, backend=backend, cutoff=ref.tps, hint=ref.plan)
+    agree(sol, ref)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cutoff_below_the_optimum_is_never_a_proof(backend, inputs_dir):
+    inst = load_instance(inputs_dir / "small.json")
+    ref = solve_brute(inst)
+    assert ref.status == Status.OPTIMAL
+    for low in (ref.tps * (1 - 1e-4), ref.tps * 0.5, ref.tps * 1e-12):
+        sol = solve_milp(inst, backend=backend, cutoff=low)
+        # neither "infeasible" (the instance has plans) nor a wrong "optimal"
+        assert sol.status == Status.UNKNOWN, (low, sol.status, sol.message)
+        assert "cutoff" in sol.message and "not a proof" in sol.message
+        assert sol.plan is None
+        assert sol.bound is None or sol.bound <= ref.tps * (1 + 1e-9)
+    # a valid hint above a too-low cutoff comes back as the plan, unproven
+    sol = solve_milp(inst, backend=backend, cutoff=ref.tps * 0.5, hint=ref.plan)
+    assert sol.status == Status.FEASIBLE and sol.plan == ref.plan, sol.message
+    assert sol.info["hint"].startswith("not used as the first plan")
+    assert sol.bound <= ref.tps * (1 + 1e-9)
+
+
+def test_cutoff_above_the_optimum_still_finds_the_optimum(inputs_dir):
+    inst = load_instance(inputs_dir / "small.json")
+    ref = solve_brute(inst)
+    for backend in BACKENDS:
+        agree(solve_milp(inst, backend=backend, cutoff=ref.tps * 1.5), ref)
+
+
+def test_cutoff_on_an_infeasible_instance_is_unknown_not_infeasible():
+    # with a cutoff, an infeasible model says only "nothing at or below the cutoff"
+    for seed in range(200):
+        inst = random_instance(FAMILIES[seed % len(FAMILIES)], 3, seed, memory="tight")
+        if solve_brute(inst).status == Status.INFEASIBLE:
+            break
+    else:  # pragma: no cover
+        pytest.skip("no infeasible instance among the seeds")
+    assert solve_milp(inst, backend="cpsat").status == Status.INFEASIBLE
+    sol = solve_milp(inst, backend="cpsat", cutoff=1.0)
+    assert sol.status == Status.UNKNOWN and "not a proof" in sol.message
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.inf, math.nan, "1", True])
+def test_cutoff_must_be_a_finite_number(bad, inputs_dir):
+    inst = load_instance(inputs_dir / "small.json")
+    with pytest.raises(InputError, match="cutoff"):
+        solve_milp(inst, cutoff=bad)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_hint_that_is_not_a_valid_plan_is_ignored_with_a_reason(inputs_dir, backend):
     inst = load_instance(inputs_dir / "small.json")
     ref = solve_brute(inst)

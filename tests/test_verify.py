@@ -421,3 +421,70 @@ def test_cli_verify_detail_shows_every_plan(inputs_dir):
     assert result.exit_code == 0, result.output
     assert "dp's plan (status optimal)" in result.output and "brute's plan (status optimal)" in result.output
     assert "sum d" in result.output
+
+
+# --------------------------------------------------------------------------------------
+# --milp-hint: the DP's plan as the MILP backends' warm start and cutoff
+# --------------------------------------------------------------------------------------
+
+
+def _exclude_plan(monkeypatch, plan):
+    """Make the MILP unable to hold ``plan`` (a no-good row on its assignment): a model
+    bug of the kind verify must catch."""
+    import piper_ilp.milp.solve as milp_solve
+
+    orig = milp_solve.formulate
+
+    def formulate(st):
+        form = orig(st)
+        terms = []
+        for i, stg in enumerate(plan.stages):
+            for v in stg.nodes:
+                ids = [o.id for o in st.opts[(v, stg.t)]]
+                terms.append((form.z[v, i, stg.t, ids.index(stg.options[v])], 1.0))
+        form.model.row("nogood", terms, "<=", len(terms) - 1)
+        return form
+
+    monkeypatch.setattr(milp_solve, "formulate", formulate)
+
+
+def test_milp_hint_is_recorded_and_keeps_the_match():
+    inst = random_instance("skip", 4, 1)
+    v = verify_instance(inst, ("cpsat", "dp", "brute"), greedy=False, milp_hint=True)
+    assert v.verdict == "match", v.problems
+    assert list(v.results)[0] == "dp"  # run first, for its plan
+    d = v.to_dict()
+    assert d["milp_hint"] is True
+    assert d["methods"]["cpsat"]["hint"].startswith("dp's plan (TPS")
+    assert "hint" not in d["methods"]["dp"] and "hint" not in d["methods"]["brute"]
+    assert d["methods"]["cpsat"]["info"]["hint"] == "used"
+    plain = verify_instance(inst, ("dp", "cpsat"), greedy=False).to_dict()
+    assert plain["milp_hint"] is False and "hint" not in plain["methods"]["cpsat"]
+
+
+def test_milp_hint_never_hides_a_model_that_cannot_hold_the_dps_plan(monkeypatch):
+    # without a hint the broken MILP proves a worse "optimum" (a mismatch); with the DP's
+    # plan as hint and cutoff it finds nothing under the cutoff, a certification failure,
+    # which under --milp-hint must still be a mismatch naming dp and the backend
+    inst = random_instance("skip", 4, 1)
+    from dp import solve_dp
+
+    ref = solve_dp(inst)
+    _exclude_plan(monkeypatch, ref.plan)
+    plain = verify_instance(inst, ("dp", "cpsat"), greedy=False)
+    assert plain.verdict == "mismatch" and "proven optima differ" in plain.problems[0]
+    hinted = verify_instance(inst, ("dp", "cpsat"), greedy=False, milp_hint=True)
+    assert hinted.verdict == "mismatch", hinted.to_dict()
+    assert set(hinted.involved) == {"dp", "cpsat"}
+    assert any("given dp's plan" in p and "failed certification" in p for p in hinted.problems)
+
+
+def test_cli_verify_milp_hint_json(tmp_path):
+    from piper_ilp.instance import save_instance
+
+    path = tmp_path / "i.json"
+    save_instance(random_instance("chain", 3, 2), path)
+    res = CliRunner().invoke(app, ["verify", str(path), "--methods", "dp,cpsat", "--milp-hint", "--json", "--no-greedy"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output.strip().splitlines()[-1])
+    assert d["milp_hint"] is True and d["methods"]["cpsat"]["hint"]

@@ -110,19 +110,40 @@ def certify(
     hint_values: dict[int, float] | None,
     progress: bool,
     info: dict,
+    cutoff: float | None = None,
 ) -> Solution:
     """Solve ``form`` with ``solve`` (one backend) in rounds and certify the answer (see
-    the module docstring). ``info`` is filled in and returned in the Solution."""
+    the module docstring). ``info`` is filled in and returned in the Solution.
+
+    ``cutoff`` (seconds, or the batch time) restricts the search to plans whose value is
+    at most ``cutoff`` (1 + CUTOFF_MARGIN): an optimum found under it is the optimum (a
+    better plan would be under it too); a model infeasible under it proves nothing about
+    the instance, and the answer is unknown (or feasible with a hint above the cutoff),
+    never infeasible. A hint above the cutoff is not used as the first plan."""
     st = form.sets
     t_start = time.perf_counter()
     mode = st.mode
     state = _State(lower=max(0.0, st.obj_low), mode=mode)
+    spare = None  # a hint above the cutoff: returned (feasible) if nothing else is found
     if hint is not None and hint_values is not None:
-        state.plan, state.value, state.from_hint = hint, evaluate(st.inst, hint, mode).value, True
+        hint_value = evaluate(st.inst, hint, mode).value
+        if cutoff is not None and hint_value > cutoff * (1 + CUTOFF_MARGIN):
+            info["hint"] = f"not used as the first plan: its {state.what} {hint_value!r} is above the cutoff {cutoff!r}"
+            hint_values = None
+            spare = (hint, hint_value)
+        else:
+            state.plan, state.value, state.from_hint = hint, hint_value, True
     if not math.isfinite(st.obj_bound):
         what = "TPS" if not mode.batch_time else "batch time"
         return _out_of_range(backend, f"the largest possible {what} overflows a float", info, mode)
     ref = state.value if state.value is not None else st.obj_bound
+    if cutoff is not None:
+        ref = min(ref, cutoff)
+        info["cutoff"] = cutoff
+        if cutoff * (1 + CUTOFF_MARGIN) < state.lower:
+            _restore(state, spare)
+            return _finish(backend, state, info, f"the cutoff {cutoff!r} is below {state.lower!r}, a lower bound every "
+                           "plan obeys: not solved, and not a proof of infeasibility")
     ts = TimeScale.around(ref, ref * (1 + CUTOFF_MARGIN))
     memory = Memory.RELAX
     values_hint = hint_values
@@ -170,6 +191,11 @@ def certify(
             else:
                 return _error(backend, f"its plan is rejected by the evaluator: {ev.violations[0]}", state, info)
         if ans.status == Status.INFEASIBLE:
+            if cutoff is not None and state.plan is None and memory == Memory.RELAX:
+                # no plan at or below the caller's cutoff: the cutoff may simply be too low
+                _restore(state, spare)
+                return _finish(backend, state, info, f"no plan with {state.what} at or below the cutoff {cutoff!r} "
+                               "(the cutoff is below the optimum, or the instance is infeasible): not a proof of either")
             if memory == Memory.RESTRICT:
                 return _finish(backend, state, info, "cannot certify at this memory boundary: plans fit M(1+e) "
                                "but none was found that fits M(1-e)")
@@ -212,7 +238,14 @@ def certify(
                            "M exactly and the bound with memory relaxed differ")
         return _error(backend, f"it claims the optimum, but the plan's {state.what} {state.value!r} and its lower bound "
                       f"{state.lower!r} differ by more than {PROOF_RTOL:g} relative", state, info)
+    _restore(state, spare)
     return _finish(backend, state, info, f"{stop_reason or 'round limit'} reached; optimality not proven")
+
+
+def _restore(state: _State, spare: tuple[Plan, float] | None) -> None:
+    """Without a plan of its own, the answer falls back on a hint set aside (above the cutoff)."""
+    if state.plan is None and spare is not None:
+        state.plan, state.value, state.from_hint = spare[0], spare[1], True
 
 
 def _second_opinion(form, backend, solve, sm, time_left, threads, state, info) -> Solution:

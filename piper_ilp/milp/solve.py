@@ -36,6 +36,14 @@ def _backend(name: str):
     return mod.solve
 
 
+def _check_cutoff(cutoff) -> None:
+    if cutoff is None:
+        return
+    # 0 is refused: under a cutoff of 0 every time coefficient would be capped at 0
+    if isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)) or not (math.isfinite(cutoff) and cutoff > 0):
+        raise InputError(f"cutoff must be a finite number > 0, got {cutoff!r}")
+
+
 def _check_settings(backend, time_limit, threads) -> int:
     if backend not in BACKENDS:
         raise InputError(f"unknown MILP backend {backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -56,6 +64,7 @@ def solve_milp(
     threads: int | None = None,
     write_model: str | Path | None = None,
     hint: Plan | None = None,
+    cutoff: float | None = None,
     force: bool = False,
     max_variables: int = DEFAULT_MAX_VARIABLES,
     progress: bool = False,
@@ -78,7 +87,16 @@ def solve_milp(
     write_model : path, optional
         Write the model as first solved: the CP-SAT model proto in text, or an LP file.
     hint : Plan, optional
-        A warm start (e.g. the DP's plan). Without it the MILP runs independently.
+        A warm start (e.g. the DP's plan). Without it the MILP runs independently. A
+        valid hint also sets the cutoff: only plans at most its value (the evaluator's,
+        1 + 1e-6) are searched, so a better plan is still found, and the hint is returned
+        (feasible) when the search stops with nothing better.
+    cutoff : float, optional
+        Search only plans whose value (TPS, or batch time) is at most ``cutoff`` (> 0)
+        (1 + 1e-6), e.g. a value the caller believes is achievable. An optimum found
+        under it is the optimum. When no plan is at or below it, the answer is unknown
+        (or feasible with a hint above it), never infeasible: a cutoff below the optimum
+        proves nothing. ``info["cutoff"]`` records it.
     force : bool
         Solve even above ``max_variables``.
     max_variables : int
@@ -134,6 +152,7 @@ def solve_milp(
     Parallelization. NeurIPS 2021.
     """
     threads = _check_settings(backend, time_limit, threads)
+    _check_cutoff(cutoff)
     if write_model is not None:
         try:
             check_writable(write_model, "model")
@@ -175,7 +194,8 @@ def solve_milp(
             info["hint"] = "used" if hint_values is not None else f"ignored: {why}"
         sol = certify(form, backend, _backend(backend), time_limit=time_limit, threads=threads,
                       write_model=write_model, hint=hint if hint_values is not None else None,
-                      hint_values=hint_values, progress=progress, info=info)
+                      hint_values=hint_values, progress=progress, info=info,
+                      cutoff=None if cutoff is None else float(cutoff))
     sol.seconds = time.perf_counter() - t0
     info["solver_seconds"] = sum(r["seconds"] for r in info.get("rounds", []))
     if sol.plan is not None:
