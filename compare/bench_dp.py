@@ -41,6 +41,7 @@ synthetic and needs no profile.
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 import os
 import resource
@@ -319,7 +320,7 @@ def parse_reference_output(text: str) -> dict:
             if x >= 0 and x != float("inf"):
                 out[name] = x
         else:
-            out[name] = float("inf") if x != x else x
+            out[name] = float("inf") if math.isnan(x) else x
     if out.get("ref_tps") == float("inf"):
         out["ref_no_plan"] = True  # (the JSON writes inf as null)
     elif "ref_tps" in out:
