@@ -28,7 +28,8 @@ within relative 1e-9 (None when either is unknown; both "no plan" agree). A disa
 is flagged on the row: it is a finding. The original planner picks each stage's options
 with Piper's greedy rule (cost model sec. 5), so the ``greedy`` mode should agree with it
 exactly and the ``exact`` mode can only be lower or equal. A reference that prints neither
-line still gets the whole-process ratio.
+line still gets the whole-process ratio; one killed at the timeout gets none, and its row
+gives the CPU seconds it had used by then.
 
 The published profiles are found in ``profiles`` (``--profiles DIR``), else in the
 folder named by the environment variable ``PIPER_PROFILES``, else in
@@ -383,21 +384,22 @@ def run_reference(command: str, instance_path: Path, inst, timeout: float) -> di
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         printed = _tail(out)
         tail = _tail(err).strip().splitlines()
-    if seconds >= timeout and proc.returncode < 0:
-        return {"ref_status": "timeout", "ref_seconds": seconds}
     row = {
         "ref_status": "ok" if proc.returncode == 0 else "error",
         "ref_seconds": seconds,
         "ref_cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
     }
+    if seconds >= timeout and proc.returncode < 0:
+        # killed: the CPU it had used by then is a lower bound on what it needs (no ratio)
+        row.update(ref_status="timeout", ref_message=f"killed after {timeout:g} s, {row['ref_cpu']:.1f} CPU s used by then")
     if usage.ru_maxrss > own_peak_kib:
         row["ref_rss_mb"] = usage.ru_maxrss / 1024.0
     else:
         row["ref_rss_mb"] = peak.get("mb")
         row["ref_rss_polled"] = True
-    if proc.returncode != 0:
+    if row["ref_status"] == "error":
         row["ref_message"] = f"exit status {proc.returncode}" + (f": {tail[-1]}" if tail else "")
-    else:
+    elif row["ref_status"] == "ok":
         row.update(parse_reference_output(printed))
     return row
 

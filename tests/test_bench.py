@@ -11,10 +11,20 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from compare.bench_dp import CONFIGS, compare_reference, find_profiles, parse_reference_output, row_line, run_config, wide_instance
+from compare.bench_dp import (
+    CONFIGS,
+    compare_reference,
+    find_profiles,
+    parse_reference_output,
+    row_line,
+    run_config,
+    run_reference,
+    wide_instance,
+)
 from dp import count_ideals, solve_dp
 from piper_cli import app
 from piper_ilp.errors import InputError
+from piper_ilp.instance import save_instance
 
 runner = CliRunner()
 WIDE8 = next(c for c in CONFIGS if c.name == "wide8")
@@ -191,6 +201,19 @@ def test_reference_output_in_the_bench(tmp_path):
     assert "ratio_search" not in row and "ref_tps" not in row and row["tps_agree"] is None
     # the reference's own peak RSS, not this process's (which Linux carries across exec)
     assert row["ref_rss_mb"] is None or row["ref_rss_mb"] < 40
+
+
+def test_reference_killed_at_the_timeout_reports_the_cpu_it_used(tmp_path):
+    script = tmp_path / "forever.py"
+    script.write_text("print('tps: 1.0')\nwhile True:\n    pass\n")
+    inst = wide_instance(3)
+    path = tmp_path / "inst.json"
+    save_instance(inst, path)
+    ref = run_reference(f"{sys.executable} {script} {{instance}}", path, inst, timeout=1.0)
+    assert ref["ref_status"] == "timeout" and "killed after 1 s" in ref["ref_message"]
+    assert ref["ref_cpu"] > 0 and "ref_tps" not in ref  # what it printed before the kill is not a result
+    got = compare_reference({"config": "c", "mode": "exact", "status": "optimal", "tps": 1.0, "cpu_solve": 1.0, "cpu_process": 1.0}, ref)
+    assert "ratio" not in got and "ratio_search" not in got and "tps_agree" not in got
 
 
 def test_bad_usage_refused_before_any_run(tmp_path):
