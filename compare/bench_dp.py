@@ -349,8 +349,8 @@ def run_reference(command: str, instance_path: Path, inst, timeout: float) -> di
 
     Peak RSS: Linux carries a forked child's high-water mark across ``exec``, so ``wait4``
     reports at least this (large) Python process's own peak however small the reference
-    is. That figure is taken only when it exceeds our own peak at the spawn (then it is
-    the reference's); otherwise the peak is the largest VmHWM of the exec'd program read
+    is. That figure is taken only when it clearly exceeds our own peak at the spawn (by
+    10 % + 8 MiB: then it is the reference's); otherwise the peak is the largest VmHWM of the exec'd program read
     from /proc every 20 ms while it runs (``ref_rss_polled``; a lower bound, None when the
     run was too short to be read)."""
     import threading
@@ -392,7 +392,7 @@ def run_reference(command: str, instance_path: Path, inst, timeout: float) -> di
     if seconds >= timeout and proc.returncode < 0:
         # killed: the CPU it had used by then is a lower bound on what it needs (no ratio)
         row.update(ref_status="timeout", ref_message=f"killed after {timeout:g} s, {row['ref_cpu']:.1f} CPU s used by then")
-    if usage.ru_maxrss > own_peak_kib:
+    if usage.ru_maxrss > 1.1 * own_peak_kib + 8192:  # clearly above what it inherited
         row["ref_rss_mb"] = usage.ru_maxrss / 1024.0
     else:
         row["ref_rss_mb"] = peak.get("mb")
