@@ -372,7 +372,8 @@ def run_reference(command: str, instance_path: Path, inst, timeout: float) -> di
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
         try:
-            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped
+            if hasattr(os, "waitid"):  # exited, not yet reaped: its pid cannot be reused while polled
+                os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
             stop.set()
             poller.join()
             _, status, usage = os.wait4(proc.pid, 0)
