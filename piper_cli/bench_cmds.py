@@ -113,16 +113,18 @@ def register(app: typer.Typer) -> None:
         worker process, peak RSS, and the DP's counts. Each run is a fresh process; a run past
         --timeout is killed; an instance above the size guard is refused.
 
-        With --reference CMD, the reference planner runs once per configuration on the same
-        instance; its whole-process CPU time is measured and "r.proc" is ours / its (whole
-        process each, start-up included). Output convention: if CMD prints a line
-        "search-cpu-seconds: X" (its own CPU clock around its search alone) on stdout,
-        "r.search" is our solve's CPU / X; if it prints "tps: Y" (inf: no plan), "ref TPS"
-        says whether our TPS equals Y within relative 1e-9, and a disagreement is spelled out
-        on the row (the original planner uses Piper's greedy option rule, so the greedy mode
-        should agree and the exact mode can only be lower). A reference that prints neither
-        line gets the whole-process ratio only. --json carries ref_cpu, ref_search_cpu,
-        ref_tps, ratio, ratio_search and tps_agree per row.
+        With --reference CMD, the reference planner runs once per configuration
+        on the same instance; its whole-process CPU time is measured and "r.proc"
+        is ours / its (whole process each, start-up included). Output
+        convention: if CMD prints a line "search-cpu-seconds: X" (its own CPU
+        clock around its search alone) on stdout, "r.search" is our solve's
+        CPU / X; if it prints "tps: Y" (inf: no plan), "ref TPS" says whether
+        our TPS equals Y within relative 1e-9, and a disagreement is spelled
+        out on the row (the original planner uses Piper's greedy option rule,
+        so the greedy mode should agree and the exact mode can only be lower).
+        A reference that prints neither line gets the whole-process ratio
+        only. --json carries ref_cpu, ref_search_cpu, ref_tps, ratio,
+        ratio_search and tps_agree per row.
 
         Configurations: bert32-K64, bert32-K512, bert32-K2048, bert64-K1024, bert96-K2048,
         resnet-K8, resnet-K64, gnmt-K8, gnmt-K64, gnmt-K256, wide8, wide12, wide16."""
