@@ -21,8 +21,22 @@ and solves it; the row gives
 A run that takes longer than the timeout is killed (status ``timeout``); an instance
 above the DP's size guard (``max_ideals`` successor-closed sets) is ``refused`` at once.
 With a reference planner command (the original C++ planner, built by the user), the same
-instance is given to it in the same run, its CPU time is measured
-(``getrusage(RUSAGE_CHILDREN)`` delta) and the ratio ours / reference is reported.
+instance is given to it in the same run (once per configuration, shared by the modes) and
+its whole-process CPU time is measured (``getrusage(RUSAGE_CHILDREN)`` delta). Its stdout
+is read (the last 64 KiB) for two optional lines, the *reference output convention*::
+
+    search-cpu-seconds: X   # the reference's own CPU clock around its search alone
+    tps: Y                  # the TPS of the plan it found (inf, or no plan: none found)
+
+A row then gives two ratios, ``ratio_search`` = our ``cpu_solve`` / the reference's
+``search-cpu-seconds`` (when it printed one) and ``ratio`` = our ``cpu_process`` / the
+reference's whole-process CPU, and ``tps_agree``: whether our TPS equals the reference's
+within relative 1e-9 (None when either is unknown; both "no plan" agree). A disagreement
+is flagged on the row: it is a finding. The original planner picks each stage's options
+with Piper's greedy rule (cost model sec. 5), so the ``greedy`` mode should agree with it
+exactly and the ``exact`` mode can only be lower or equal. A reference that prints neither
+line still gets the whole-process ratio; one killed at the timeout gets none, and its row
+gives the CPU seconds it had used by then.
 
 The published profiles are found in ``profiles`` (``--profiles DIR``), else in the
 folder named by the environment variable ``PIPER_PROFILES``, else in
@@ -35,6 +49,7 @@ synthetic and needs no profile.
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 import os
 import resource
@@ -59,6 +74,8 @@ __all__ = [
     "load_config",
     "run_config",
     "run_reference",
+    "parse_reference_output",
+    "compare_reference",
     "run_bench",
     "row_line",
     "HEADER",
@@ -67,6 +84,9 @@ __all__ = [
 GIB = 2**30
 PROFILES_ENV = "PIPER_PROFILES"
 PLACEHOLDERS = ("instance", "devices", "memory", "batch", "bandwidth")
+OUTPUT_TAIL = 64 * 1024  # bytes of the reference's stdout (and stderr) read, from the end
+TPS_RTOL = 1e-9  # relative tolerance of the TPS cross-check (cost model sec. 6)
+REFERENCE_KEYS = {"search-cpu-seconds": "ref_search_cpu", "tps": "ref_tps"}
 
 
 @dataclass(frozen=True)
@@ -318,44 +338,146 @@ def _same_tps(printed, ours) -> bool:
     return printed == ours
 
 
+def _tail(f, limit: int = OUTPUT_TAIL) -> str:
+    """The last ``limit`` bytes of a binary temporary file, decoded (bad bytes replaced)."""
+    f.seek(0, os.SEEK_END)
+    size = f.tell()
+    f.seek(max(0, size - limit))
+    return f.read().decode("utf-8", errors="replace")
+
+
+def parse_reference_output(text: str) -> dict:
+    """The reference output convention: lines ``search-cpu-seconds: X`` and ``tps: Y``
+    (leading blanks allowed; the last such line wins) as ``ref_search_cpu`` and ``ref_tps``
+    (floats; ``tps: inf`` or ``nan`` means the reference found no plan: ``inf``, and
+    ``ref_no_plan`` True, since JSON writes inf as null). A line whose value is not a
+    number is ignored; a negative CPU time too."""
+    out: dict = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition(":")
+        name = REFERENCE_KEYS.get(key.strip().lower()) if sep else None
+        if name is None:
+            continue
+        try:
+            x = float(value.strip())
+        except ValueError:
+            continue
+        if name == "ref_search_cpu":
+            if x >= 0 and x != float("inf"):
+                out[name] = x
+        else:
+            out[name] = float("inf") if math.isnan(x) else x
+    if out.get("ref_tps") == float("inf"):
+        out["ref_no_plan"] = True  # (the JSON writes inf as null)
+    elif "ref_tps" in out:
+        out.pop("ref_no_plan", None)
+    return out
+
+
+def _poll_peak_rss(pid: int, stop, peak: dict, interval: float = 0.02) -> None:
+    """Until ``stop`` is set, keep in ``peak["mb"]`` the largest VmHWM (MiB) read from
+    /proc for ``pid`` (Linux; nothing elsewhere)."""
+    while True:
+        mb = _usage_so_far(pid).get("rss_mb")
+        if mb is not None:
+            peak["mb"] = max(peak.get("mb", 0.0), mb)
+        if stop.wait(interval):
+            return
+
+
 def run_reference(command: str, instance_path: Path, inst, timeout: float) -> dict:
     """Run the reference planner ``command`` (placeholders {instance} {devices} {memory}
     {batch} {bandwidth}) on one instance: its CPU time (user + system: the
-    ``getrusage(RUSAGE_CHILDREN)`` delta around it), wall seconds, and peak RSS (from
-    ``wait4``); killed after ``timeout`` seconds."""
+    ``getrusage(RUSAGE_CHILDREN)`` delta around it), wall seconds, and peak RSS; killed
+    after ``timeout`` seconds. Its stdout is parsed by :func:`parse_reference_output`
+    (``ref_search_cpu``, ``ref_tps`` when printed).
+
+    Peak RSS: Linux carries a forked child's high-water mark across ``exec``, so ``wait4``
+    reports at least this (large) Python process's own peak however small the reference
+    is. That figure is taken only when it clearly exceeds our own peak at the spawn (by
+    10 % + 8 MiB: then it is the reference's); otherwise the peak is the largest VmHWM of the exec'd program read
+    from /proc every 20 ms while it runs (``ref_rss_polled``; a lower bound, None when the
+    run was too short to be read)."""
     import threading
 
     values = {"instance": shlex.quote(str(instance_path)), "devices": inst.K, "memory": repr(inst.M), "batch": inst.N, "bandwidth": repr(inst.B)}
     argv = shlex.split(command.format(**values))
-    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own_peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         t0 = time.perf_counter()
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
         except OSError as exc:
             return {"ref_status": "error", "ref_message": f"cannot run {argv[0]!r}: {exc.strerror or exc}"}
+        # Popen returns once the exec succeeded: /proc now shows the reference's own memory
+        stop, peak = threading.Event(), {}
+        poller = threading.Thread(target=_poll_peak_rss, args=(proc.pid, stop, peak), daemon=True)
+        poller.start()
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
         try:
+            if hasattr(os, "waitid"):  # exited, not yet reaped: its pid cannot be reused while polled
+                os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+            stop.set()
+            poller.join()
             _, status, usage = os.wait4(proc.pid, 0)
         finally:
             timer.cancel()
+            stop.set()
         proc.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        err.seek(0)
-        tail = err.read().strip().splitlines()
-    if seconds >= timeout and proc.returncode < 0:
-        return {"ref_status": "timeout", "ref_seconds": seconds}
+        printed = _tail(out)
+        tail = _tail(err).strip().splitlines()
     row = {
         "ref_status": "ok" if proc.returncode == 0 else "error",
         "ref_seconds": seconds,
         "ref_cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-        "ref_rss_mb": usage.ru_maxrss / 1024.0,
     }
-    if proc.returncode != 0:
+    if seconds >= timeout and proc.returncode < 0:
+        # killed: the CPU it had used by then is a lower bound on what it needs (no ratio)
+        row.update(ref_status="timeout", ref_message=f"killed after {timeout:g} s, {row['ref_cpu']:.1f} CPU s used by then")
+    if usage.ru_maxrss > 1.1 * own_peak_kib + 8192:  # clearly above what it inherited
+        row["ref_rss_mb"] = usage.ru_maxrss / 1024.0
+    else:
+        row["ref_rss_mb"] = peak.get("mb")
+        row["ref_rss_polled"] = True
+    if row["ref_status"] == "error":
         row["ref_message"] = f"exit status {proc.returncode}" + (f": {tail[-1]}" if tail else "")
+    elif row["ref_status"] == "ok":
+        row.update(parse_reference_output(printed))
     return row
+
+
+def compare_reference(row: dict, ref: dict) -> dict:
+    """What a bench row gains from the reference's run ``ref``: its fields, ``ratio`` (our
+    whole-process CPU / the reference's), ``ratio_search`` (our solve CPU / the reference's
+    search CPU, when it printed one), and ``tps_agree`` with ``tps_rel_diff`` (ours minus
+    the reference's, relative to the reference's) when both TPS are known. Our "no plan"
+    (status infeasible) is TPS inf here."""
+    extra = dict(ref)
+    if ref.get("ref_status") != "ok":
+        return extra
+    if ref.get("ref_cpu") and row.get("cpu_process") is not None:
+        extra["ratio"] = row["cpu_process"] / ref["ref_cpu"]
+    if ref.get("ref_search_cpu") and row.get("cpu_solve") is not None:
+        extra["ratio_search"] = row["cpu_solve"] / ref["ref_search_cpu"]
+    ours = row.get("tps")
+    if ours is None and row.get("status") == "infeasible":
+        ours = float("inf")
+    theirs = ref.get("ref_tps")
+    if ours is None or theirs is None:
+        extra["tps_agree"] = None
+        return extra
+    inf = float("inf")
+    if ours == inf or theirs == inf:
+        extra["tps_agree"] = ours == theirs
+    else:
+        extra["tps_agree"] = abs(ours - theirs) <= TPS_RTOL * max(abs(ours), abs(theirs))
+        if theirs:
+            extra["tps_rel_diff"] = (ours - theirs) / theirs
+    return extra
 
 
 def check_reference_command(command: str) -> None:
@@ -373,7 +495,7 @@ def check_reference_command(command: str) -> None:
 
 HEADER = (
     f"{'config':<13} {'mode':<6} {'status':<9} {'TPS':>17} {'seconds':>8} {'CPU s':>8} {'proc CPU':>8} "
-    f"{'RSS MB':>7} {'sets':>6} {'cands':>9} {'ref CPU':>8} {'ratio':>7}"
+    f"{'RSS MB':>7} {'sets':>6} {'cands':>9} {'ref srch':>8} {'ref CPU':>8} {'ref MB':>6} {'r.search':>8} {'r.proc':>7} {'ref TPS':>7}"
 )
 
 
@@ -381,18 +503,38 @@ def _fmt(x, spec: str, width: int) -> str:
     return "-".rjust(width) if x is None else format(x, spec)
 
 
+def _agreement(row: dict) -> str:
+    agree = row.get("tps_agree")
+    return "-" if agree is None else "same" if agree else "DIFF"
+
+
 def row_line(row: dict) -> str:
-    """One table line for a row (``ratio``: our worker's CPU / the reference's CPU)."""
+    """One table line for a row: ``ref srch`` / ``ref CPU`` the reference's search / whole
+    CPU seconds, ``ref MB`` its peak RSS, ``r.search`` our solve CPU / its search CPU, ``r.proc`` our whole-process
+    CPU / its whole-process CPU, ``ref TPS`` whether the TPS agree (DIFF is spelled out
+    after the line)."""
     line = (
         f"{row['config']:<13} {row['mode']:<6} {row['status']:<9} {_fmt(row.get('tps'), '17.12g', 17)} "
         f"{_fmt(row.get('seconds'), '8.2f', 8)} {_fmt(row.get('cpu_solve'), '8.2f', 8)} {_fmt(row.get('cpu_process'), '8.2f', 8)} "
         f"{_fmt(row.get('rss_mb'), '7.0f', 7)} {_fmt(row.get('ideals'), '6d', 6)} {_fmt(row.get('stage_candidates'), '9d', 9)} "
-        f"{_fmt(row.get('ref_cpu'), '8.2f', 8)} {_fmt(row.get('ratio'), '7.3f', 7)}"
+        f"{_fmt(row.get('ref_search_cpu'), '8.2f', 8)} {_fmt(row.get('ref_cpu'), '8.2f', 8)} {_fmt(row.get('ref_rss_mb'), '6.0f', 6)} "
+        f"{_fmt(row.get('ratio_search'), '8.3f', 8)} {_fmt(row.get('ratio'), '7.3f', 7)} {_agreement(row):>7}"
     )
     if row.get("status") in ("refused", "timeout", "error"):
         line += f"  [{row.get('message', '')}]"
     if row.get("ref_status") not in (None, "ok"):
         line += f"  [reference {row['ref_status']}: {row.get('ref_message', '')}]"
+    if row.get("tps_agree") is False:
+        ours = row.get("tps")
+        if ours is None and row.get("status") == "infeasible":
+            ours = float("inf")
+        theirs = row.get("ref_tps")
+        if ours is not None and theirs is not None and ours != float("inf") and theirs != float("inf"):
+            side = "lower" if ours < theirs else "HIGHER"
+            how = f"ours {side} by {abs(row.get('tps_rel_diff', 0.0)):.3g} relative"
+        else:
+            how = "one side found no plan"
+        line += f"  [TPS DIFFERS from the reference: ours {ours!r}, reference {theirs!r}; {how}]"
     return line
 
 
@@ -454,11 +596,7 @@ def run_bench(
                 row["runs"] = len(runs)
                 row["cpp_seconds_quoted"] = cfg.cpp_seconds
                 if ref is not None:
-                    row.update(ref)
-                    if ref.get("ref_status") == "ok" and ref.get("ref_cpu") and row.get("cpu_process") is not None:
-                        row["ratio"] = row["cpu_process"] / ref["ref_cpu"]
-                        if row.get("cpu_solve") is not None:
-                            row["ratio_solve"] = row["cpu_solve"] / ref["ref_cpu"]
+                    row.update(compare_reference(row, ref))
                 rows.append(row)
                 if on_row is not None:
                     on_row(row)

@@ -103,8 +103,9 @@ def register(app: typer.Typer) -> None:
             Optional[str],
             typer.Option(
                 "--reference",
-                help="Reference planner command, run on the same instances to compare CPU time; placeholders "
-                "{instance} {devices} {memory} {batch} {bandwidth} (e.g. './piper {instance}').",
+                help="Reference planner command, run once per configuration on the same instance to compare CPU time "
+                "and TPS; placeholders {instance} {devices} {memory} {batch} {bandwidth} (e.g. './piper {instance}'). "
+                "It may print 'search-cpu-seconds: X' and 'tps: Y' lines on stdout (see below).",
                 show_default=False,
             ),
         ] = None,
@@ -115,9 +116,20 @@ def register(app: typer.Typer) -> None:
         whole fresh 'piper-ilp solve' process on the same instance ("proc CPU": start-up,
         imports and printing included, as a user pays it), peak RSS, and the DP's counts. Each
         run is a fresh process; a run past --timeout is killed; an instance above the size
-        guard is refused. With --reference,
-        the reference planner's CPU time on the same instance and the ratio ours / reference
-        (whole process each).
+        guard is refused.
+
+        With --reference CMD, the reference planner runs once per configuration
+        on the same instance; its whole-process CPU time is measured and "r.proc"
+        is ours / its (whole process each, start-up included). Output
+        convention: if CMD prints a line "search-cpu-seconds: X" (its own CPU
+        clock around its search alone) on stdout, "r.search" is our solve's
+        CPU / X; if it prints "tps: Y" (inf: no plan), "ref TPS" says whether
+        our TPS equals Y within relative 1e-9, and a disagreement is spelled
+        out on the row (the original planner uses Piper's greedy option rule,
+        so the greedy mode should agree and the exact mode can only be lower).
+        A reference that prints neither line gets the whole-process ratio
+        only. --json carries ref_cpu, ref_search_cpu, ref_tps, ratio,
+        ratio_search and tps_agree per row.
 
         Configurations: bert32-K64, bert32-K512, bert32-K2048, bert64-K1024, bert96-K2048,
         resnet-K8, resnet-K64, gnmt-K8, gnmt-K64, gnmt-K256, wide8, wide12, wide16."""
@@ -151,6 +163,9 @@ def register(app: typer.Typer) -> None:
             on_row=lambda row: stdout.print(row_line(row), markup=False),
             cli=[sys.executable, "-m", "piper_cli", "solve"],
         )
+        differ = [f"{r['config']} {r['mode']}" for r in rows if r.get("tps_agree") is False]
+        if differ:
+            stdout.print(f"TPS differs from the reference on {len(differ)} row(s): {', '.join(differ)}", markup=False)
         if json_out is not None:
             atomic_write_text(json_out, bench_json(configs, rows))
             stdout.print(f"rows written to {json_out}", markup=False)

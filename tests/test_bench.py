@@ -11,10 +11,20 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from compare.bench_dp import CONFIGS, find_profiles, run_config, wide_instance
+from compare.bench_dp import (
+    CONFIGS,
+    compare_reference,
+    find_profiles,
+    parse_reference_output,
+    row_line,
+    run_config,
+    run_reference,
+    wide_instance,
+)
 from dp import count_ideals, solve_dp
 from piper_cli import app
 from piper_ilp.errors import InputError
+from piper_ilp.instance import save_instance
 
 runner = CliRunner()
 WIDE8 = next(c for c in CONFIGS if c.name == "wide8")
@@ -109,6 +119,101 @@ def test_reference_planner_runs_on_the_same_instance(tmp_path):
     r = _bench("--only", "wide8", "--modes", "greedy", "--repeat", "1", "--reference", bad, "--json", str(out))
     row = json.loads(out.read_text())["rows"][0]
     assert r.exit_code == 0 and row["ref_status"] == "error" and "exit status 3" in row["ref_message"] and "ratio" not in row
+
+
+def test_reference_output_convention_is_parsed():
+    text = "FAIL: nothing\nsearch-cpu-seconds: 0.25\n  tps: 0.5\nstages: 3\ntps: 0.125\n"
+    assert parse_reference_output(text) == {"ref_search_cpu": 0.25, "ref_tps": 0.125}  # the last line wins
+    assert parse_reference_output("tps: inf\n") == {"ref_tps": float("inf"), "ref_no_plan": True}
+    assert parse_reference_output("tps: nan\n")["ref_no_plan"] is True
+    # not numbers, a negative or infinite CPU time, other keys: ignored
+    assert parse_reference_output("tps: fast\nsearch-cpu-seconds: -1\nsearch-cpu-seconds: inf\ncpu: 3\n") == {}
+    assert parse_reference_output("") == {}
+
+
+def test_reference_ratios_and_tps_agreement():
+    ours = {"config": "c", "mode": "greedy", "status": "feasible", "tps": 0.002, "cpu_solve": 0.5, "cpu_process": 2.0}
+    ref = {"ref_status": "ok", "ref_cpu": 8.0, "ref_search_cpu": 5.0, "ref_tps": 0.002 * (1 + 1e-12)}
+    got = compare_reference(ours, ref)
+    assert got["ratio"] == 2.0 / 8.0 and got["ratio_search"] == 0.5 / 5.0
+    assert got["tps_agree"] is True  # within relative 1e-9
+    assert "DIFF" not in row_line({**ours, **got}) and "same" in row_line({**ours, **got})
+    # a disagreement is a finding: flagged on the row with both values and the direction
+    got = compare_reference(ours, {**ref, "ref_tps": 0.0025})
+    assert got["tps_agree"] is False and got["tps_rel_diff"] == pytest.approx(-0.2)
+    line = row_line({**ours, **got})
+    assert "DIFF" in line and "TPS DIFFERS" in line and "ours lower" in line and "0.0025" in line
+    line = row_line({**ours, **compare_reference(ours, {**ref, "ref_tps": 0.0015})})
+    assert "ours HIGHER" in line
+    # no plan on both sides agrees; on one side only it does not
+    infeasible = {**ours, "status": "infeasible", "tps": None}
+    assert compare_reference(infeasible, {**ref, "ref_tps": float("inf")})["tps_agree"] is True
+    got = compare_reference(infeasible, ref)
+    assert got["tps_agree"] is False and "found no plan" in row_line({**infeasible, **got})
+    # a reference that printed neither line: the whole-process ratio only
+    got = compare_reference(ours, {"ref_status": "ok", "ref_cpu": 4.0})
+    assert got["ratio"] == 0.5 and "ratio_search" not in got and got["tps_agree"] is None
+    # our run without a TPS (timeout): nothing to compare
+    assert compare_reference({**ours, "status": "timeout", "tps": None}, ref)["tps_agree"] is None
+    # a failed reference gives no ratio
+    got = compare_reference(ours, {"ref_status": "error", "ref_message": "exit status 1"})
+    assert "ratio" not in got and "tps_agree" not in got
+
+
+def _fake_reference(tmp_path, name, lines):
+    script = tmp_path / name
+    script.write_text("import sys\n" + "".join(f"print({line!r})\n" for line in lines) + "sum(i * i for i in range(1_000_000))\n")
+    return f"{sys.executable} {script} {{instance}}"
+
+
+def test_reference_output_in_the_bench(tmp_path):
+    inst = wide_instance(8, K=WIDE8.K, M=WIDE8.M_gib * 2**30, N=WIDE8.N, B=WIDE8.B_gib * 2**30)
+    tps = solve_dp(inst, knapsack="greedy").tps
+    out = tmp_path / "bench.json"
+    # a reference that agrees, and says how long its search took
+    cmd = _fake_reference(tmp_path, "agree.py", ["some chatter", "search-cpu-seconds: 0.5", f"tps: {tps!r}"])
+    r = _bench("--only", "wide8", "--modes", "greedy", "--repeat", "1", "--reference", cmd, "--json", str(out))
+    assert r.exit_code == 0, r.output
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["ref_status"] == "ok" and row["ref_search_cpu"] == 0.5 and row["ref_tps"] == tps
+    assert row["ratio_search"] == pytest.approx(row["cpu_solve"] / 0.5)
+    assert row["ratio"] == pytest.approx(row["cpu_process"] / row["ref_cpu"])
+    assert row["tps_agree"] is True and "same" in r.output and "differs" not in r.output
+    # a reference that disagrees: flagged on the row and summed up after the table
+    cmd = _fake_reference(tmp_path, "differ.py", ["search-cpu-seconds: 0.5", f"tps: {tps * 1.01!r}"])
+    r = _bench("--only", "wide8", "--modes", "greedy", "--repeat", "1", "--reference", cmd, "--json", str(out))
+    assert r.exit_code == 0, r.output
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["tps_agree"] is False and row["tps_rel_diff"] == pytest.approx(1 / 1.01 - 1)
+    assert "DIFF" in r.output and "TPS DIFFERS" in r.output and "ours lower" in r.output
+    assert "TPS differs from the reference on 1 row(s): wide8 greedy" in r.output
+    # a reference that found no plan while we did
+    cmd = _fake_reference(tmp_path, "noplan.py", ["tps: inf"])
+    r = _bench("--only", "wide8", "--modes", "greedy", "--repeat", "1", "--reference", cmd, "--json", str(out))
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["ref_no_plan"] is True and row["ref_tps"] is None and row["tps_agree"] is False
+    # a reference that prints neither line still gets the whole-process ratio
+    cmd = _fake_reference(tmp_path, "quiet.py", ["done"])
+    r = _bench("--only", "wide8", "--modes", "greedy", "--repeat", "1", "--reference", cmd, "--json", str(out))
+    assert r.exit_code == 0, r.output
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["ref_status"] == "ok" and row["ratio"] == pytest.approx(row["cpu_process"] / row["ref_cpu"])
+    assert "ratio_search" not in row and "ref_tps" not in row and row["tps_agree"] is None
+    # the reference's own peak RSS, not this process's (which Linux carries across exec)
+    assert row["ref_rss_mb"] is None or row["ref_rss_mb"] < 40
+
+
+def test_reference_killed_at_the_timeout_reports_the_cpu_it_used(tmp_path):
+    script = tmp_path / "forever.py"
+    script.write_text("print('tps: 1.0')\nwhile True:\n    pass\n")
+    inst = wide_instance(3)
+    path = tmp_path / "inst.json"
+    save_instance(inst, path)
+    ref = run_reference(f"{sys.executable} {script} {{instance}}", path, inst, timeout=1.0)
+    assert ref["ref_status"] == "timeout" and "killed after 1 s" in ref["ref_message"]
+    assert ref["ref_cpu"] > 0 and "ref_tps" not in ref  # what it printed before the kill is not a result
+    got = compare_reference({"config": "c", "mode": "exact", "status": "optimal", "tps": 1.0, "cpu_solve": 1.0, "cpu_process": 1.0}, ref)
+    assert "ratio" not in got and "ratio_search" not in got and "tps_agree" not in got
 
 
 def test_bad_usage_refused_before_any_run(tmp_path):
