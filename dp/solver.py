@@ -15,7 +15,7 @@ a module with one entry function:
    min-devices table f[I][s] over the sets fits in K devices (Piper's dp[I][k][s] turned
    inside out: for a fixed T the devices become the value, so the table shrinks from
    K x S to S per set).
-4. :func:`dp.rebuild.rebuild_plan` -- the plan from the back-pointers, each stage's
+4. :func:`dp.rebuild.rebuild_plan` -- the plan read from the last feasible table, each stage's
    options from :class:`dp.option_choice.OptionChoices` (memoized per (stage, t, d, y));
    the plan passes the independent evaluator.
 
@@ -259,10 +259,10 @@ def solve_dp(
             else:
                 msg = f"K = {K} devices is too few: the plan with the fewest devices that fits in memory needs {least}"
             return done(Solution(method, Status.INFEASIBLE, message=msg, info={"search_steps": 1}))
-        T, f, bp, steps, n_cands = got
+        T, path, steps, n_cands = got
         info["thresholds"] = n_cands
     info["search_steps"] = steps
-    plan, stage_costs = rebuild_plan(instance, ideals, decision, f, bp, choices)
+    plan, stage_costs = rebuild_plan(instance, ideals, decision.tb, path, choices)
     if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
         raise InternalError(f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value {T!r}")
     status = Status.FEASIBLE if greedy else Status.OPTIMAL

@@ -155,28 +155,30 @@ class ThresholdDecision:
             out[a:b] = hi
         return out
 
-    def decide(self, T: float, want_plan: bool = False):
+    def decide(self, T: float):
         """f[I][s] = fewest devices of a plan for I with suffix bound s and every stage
-        <= T (and back-pointers to the groups used).
+        <= T.
 
         The candidate stages of one I with the same d are relaxed together: rows
         f[J][0 : width] + t d (one per usable group, cut at the group's largest usable s)
-        and their column minimum, written to f[I][d : d + width]."""
+        and their column minimum, written to f[I][d : d + width]. No back-pointers: the
+        plan is read from f afterwards (:meth:`plan_path`), for one path only."""
         tb, S = self.tb, self.S
         f = np.full((self.nI, S + 1), DEVICES_INF, dtype=np.int64)
         f[0, :] = 0
-        bp = np.full((self.nI, S + 1), -1, dtype=self.idx) if want_plan else None
         if not len(tb.group_set):
-            return f, bp
+            self._last = (T, np.zeros(0, dtype=self.hi_dtype))
+            return f
         hi = self._usable(T)
+        self._last = (T, hi)
         use = hi > 0
         odd_flag = use & ~tb.group_monotone
         odd = np.nonzero(odd_flag)[0]
         del odd_flag
         use &= tb.group_monotone
         if S + 1 <= self.small_s:
-            self._decide_by_set(f, bp, hi, use, T, odd)
-            return f, bp
+            self._decide_by_set(f, hi, use, T, odd)
+            return f
         odd_pos = 0
         order = self.by_Id
         use_o = use[order]
@@ -191,7 +193,7 @@ class ThresholdDecision:
             I = int(tb.group_set[g[0]])
             if I != cur_I:
                 while odd_pos < len(odd) and tb.group_set[odd[odd_pos]] < I:
-                    self._relax_runs(f, bp, int(odd[odd_pos]), T)
+                    self._relax_runs(f, int(odd[odd_pos]), T)
                     odd_pos += 1
                 cur_I = I
             d = int(tb.group_d[g[0]])
@@ -201,20 +203,13 @@ class ThresholdDecision:
             if (gh != gh[0]).any():
                 rows[np.arange(width)[None, :] > (gh - d)[:, None]] = DEVICES_INF
             dst = f[I, d : d + width]
-            if want_plan:
-                arg = rows.argmin(axis=0)
-                best = rows[arg, np.arange(width)]
-                better = best < dst
-                dst[better] = best[better]
-                bp[I, d : d + width][better] = g[arg[better]]
-            else:
-                np.minimum(dst, rows.min(axis=0), out=dst)
+            np.minimum(dst, rows.min(axis=0), out=dst)
         while odd_pos < len(odd):
-            self._relax_runs(f, bp, int(odd[odd_pos]), T)
+            self._relax_runs(f, int(odd[odd_pos]), T)
             odd_pos += 1
-        return f, bp
+        return f
 
-    def _decide_by_set(self, f, bp, hi, use, T, odd):
+    def _decide_by_set(self, f, hi, use, T, odd):
         """decide() for a small S: all usable groups of one I in one matrix (rows:
         groups, columns: s), read from f by a 2D gather; ``odd`` the usable groups with
         non-monotone rows (by increasing index, so by increasing I)."""
@@ -229,21 +224,15 @@ class ThresholdDecision:
                 col = s_row[None, :] - tb.group_d[g][:, None]
                 vals = f[tb.group_back[g][:, None], np.maximum(col, 0)] + tb.group_devices[g][:, None]
                 vals[(col < 0) | (s_row[None, :] > hi[g][:, None])] = DEVICES_INF
-                if bp is not None:
-                    arg = vals.argmin(axis=0)
-                    best = vals[arg, s_row]
-                    better = best < f[I]
-                    f[I, better] = best[better]
-                    bp[I, better] = g[arg[better]]
-                else:
-                    np.minimum(f[I], vals.min(axis=0), out=f[I])
+                np.minimum(f[I], vals.min(axis=0), out=f[I])
             while odd_pos < len(odd) and odd[odd_pos] < b:
-                self._relax_runs(f, bp, int(odd[odd_pos]), T)
+                self._relax_runs(f, int(odd[odd_pos]), T)
                 odd_pos += 1
 
-    def _relax_runs(self, f, bp, g, T):
+    def _runs(self, g, T):
+        """The ranges [lo, hi] of s over which a non-monotone group g is usable at T."""
         tb, S = self.tb, self.S
-        d, I, J, dev = int(tb.group_d[g]), int(tb.group_set[g]), int(tb.group_back[g]), int(tb.group_devices[g])
+        d = int(tb.group_d[g])
         row = int(tb.group_row[g])
         a = int(tb.row_start[row])
         b = a + int(tb.row_points[row])
@@ -251,15 +240,58 @@ class ThresholdDecision:
             if not c <= T:
                 continue
             lo, hi = max(d, (int(lo) - 1) * d + 1), min(S, int(hi) * d)
-            if hi < lo:
-                continue
+            if hi >= lo:
+                yield lo, hi
+
+    def _relax_runs(self, f, g, T):
+        tb = self.tb
+        d, I, J, dev = int(tb.group_d[g]), int(tb.group_set[g]), int(tb.group_back[g]), int(tb.group_devices[g])
+        for lo, hi in self._runs(g, T):
             src = f[J, lo - d : hi + 1 - d] + dev
             dst = f[I, lo : hi + 1]
-            better = src < dst
-            if better.any():
-                dst[better] = src[better]
-                if bp is not None:
-                    bp[I, lo : hi + 1][better] = g
+            np.minimum(dst, src, out=dst)
+
+    def plan_path(self, f, T: float) -> list[tuple[int, int, int]]:
+        """The plan held in f = :meth:`decide` (T) (the last decision made), as (I, s, g)
+        per stage from the front: at each (I, s), the group the relaxation met first among
+        those that reach f[I][s] (blocks by d, then J, then index when S is large; by
+        index when small; the non-monotone groups after, by index)."""
+        T_last, hi = self._last
+        if T_last != T:
+            hi = self._usable(T)
+        tb = self.tb
+        bounds = self.set_bounds
+        large = self.S + 1 > self.small_s
+        s = self.plan_start(f)
+        Ik = self.nI - 1
+        path = []
+        while Ik != 0:
+            a, b = int(bounds[Ik]), int(bounds[Ik + 1])
+            target = f[Ik, s]
+            gd = tb.group_d[a:b]
+            h = hi[a:b]
+            ok = (h > 0) & (gd <= s)
+            val = f[tb.group_back[a:b], np.maximum(s - gd, 0)] + tb.group_devices[a:b]
+            hit = ok & (val == target)
+            mono = tb.group_monotone[a:b]
+            first = np.nonzero(hit & mono & (s <= h))[0]
+            g = -1
+            if len(first):
+                if large:
+                    k = np.lexsort((first, tb.group_back[a:b][first], gd[first]))[0]
+                    g = a + int(first[k])
+                else:
+                    g = a + int(first[0])
+            else:
+                for k in np.nonzero(hit & ~mono)[0].tolist():
+                    if any(lo <= s <= hi_ for lo, hi_ in self._runs(a + k, T)):
+                        g = a + k
+                        break
+            if g < 0 or target >= DEVICES_INF:
+                raise InternalError(f"dp: no stage reaches f[{Ik}][{s}] = {int(target)}")
+            path.append((Ik, s, g))
+            Ik, s = int(tb.group_back[g]), s - int(gd[g - a])
+        return path
 
     def plan_start(self, f) -> int:
         """The suffix bound s at which the plan is read: fewest devices, then smallest s."""
@@ -280,28 +312,24 @@ class ThresholdDecision:
                 return float(tb.cost[k])
         raise InternalError(f"dp: group {g} has no entry for y = {y}")
 
-    def bottleneck_index(self, f, bp, cands) -> int:
-        """Index in ``cands`` of the largest stage cost of the plan held in (f, bp)."""
+    def bottleneck_index(self, path, cands) -> int:
+        """Index in ``cands`` of the largest stage cost of the plan ``path``."""
         tb = self.tb
-        s = self.plan_start(f)
-        Ik, worst = self.nI - 1, -math.inf
-        while Ik != 0:
-            g = int(bp[Ik, s])
+        worst = -math.inf
+        for _, s, g in path:
             d = int(tb.group_d[g])
             worst = max(worst, self.stage_cost_at(g, -(-s // d)))
-            Ik, s = int(tb.group_back[g]), s - d
         return int(np.searchsorted(cands, worst))
 
     def least_devices(self) -> int:
         """Fewest devices of any plan that fits in memory (no bound on T)."""
-        f, _ = self.decide(math.inf)
-        return int(f[-1].min())
+        return int(self.decide(math.inf)[-1].min())
 
 
 
 def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float = 0.0) -> tuple | None:
-    """The least threshold T at which a plan fits on K devices, with its tables (f, bp);
-    None when no plan fits at all.
+    """The least threshold T at which a plan fits on K devices, with a plan of that
+    bottleneck (:meth:`ThresholdDecision.plan_path`); None when no plan fits at all.
 
     Every candidate index <= lo fails (all below ``lower``, a proven lower bound on T,
     do); cands[hi] is the bottleneck of a plan in hand, and each feasible probe lowers it
@@ -311,11 +339,13 @@ def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float 
     (after a plan using exactly K devices, once in a row); otherwise, or when the bracket
     did not halve over two probes, the middle candidate."""
     cands = search.candidates()
-    f, bp = search.decide(math.inf, want_plan=True)
+    f = search.decide(math.inf)
     least = int(f[-1].min())
     if least > K:
         return None
-    hi = search.bottleneck_index(f, bp, cands)
+    path = search.plan_path(f, math.inf)
+    del f
+    hi = search.bottleneck_index(path, cands)
     lo = min(int(np.searchsorted(cands, lower * (1.0 - 1e-9))) - 1, hi - 1)
     est: float | None = float(cands[hi]) * least / K
     below, last = False, ""
@@ -339,11 +369,11 @@ def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float 
         steps += 1
         tick(steps)
         T_probe = float(cands[idx])
-        f2, bp2 = search.decide(T_probe, want_plan=True)
-        D = int(f2[-1].min())
+        f = search.decide(T_probe)
+        D = int(f[-1].min())
         if D <= K:
-            f, bp = f2, bp2
-            hi = search.bottleneck_index(f, bp, cands)
+            path = search.plan_path(f, T_probe)
+            hi = search.bottleneck_index(path, cands)
             if hi > idx:
                 raise InternalError(f"dp: the plan found at threshold {T_probe!r} has a stage costing {float(cands[hi])!r}")
             est = float(cands[hi]) * D / K if D < K else None
@@ -352,5 +382,6 @@ def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float 
             lo = idx
             est = T_probe * D / K if D < DEVICES_INF else None
             below = False
-    return float(cands[hi]), f, bp, steps, int(len(cands))
+        del f
+    return float(cands[hi]), path, steps, int(len(cands))
 
