@@ -164,7 +164,11 @@ class ThresholdDecision:
         and their column minimum, written to f[I][d : d + width]. No back-pointers: the
         plan is read from f afterwards (:meth:`plan_path`), for one path only."""
         tb, S = self.tb, self.S
-        f = np.full((self.nI, S + 1), DEVICES_INF, dtype=np.int64)
+        small = S + 1 <= self.small_s
+        # small S: f is the right half of a table padded with "no plan" on the left, so
+        # that f[J][s - d] for s < d reads "no plan" from one window per group
+        fp = np.full((self.nI, 2 * (S + 1) if small else S + 1), DEVICES_INF, dtype=np.int64)
+        f = fp[:, S + 1 :] if small else fp
         f[0, :] = 0
         if not len(tb.group_set):
             self._last = (T, np.zeros(0, dtype=self.hi_dtype))
@@ -176,8 +180,8 @@ class ThresholdDecision:
         odd = np.nonzero(odd_flag)[0]
         del odd_flag
         use &= tb.group_monotone
-        if S + 1 <= self.small_s:
-            self._decide_by_set(f, hi, use, T, odd)
+        if small:
+            self._decide_by_set(fp, f, hi, use, T, odd)
             return f
         odd_pos = 0
         order = self.by_Id
@@ -199,31 +203,38 @@ class ThresholdDecision:
             d = int(tb.group_d[g[0]])
             gh = hi[g]
             width = int(gh.max()) - d + 1
-            rows = f[tb.group_back[g], :width] + tb.group_devices[g][:, None]
-            if (gh != gh[0]).any():
-                rows[np.arange(width)[None, :] > (gh - d)[:, None]] = DEVICES_INF
             dst = f[I, d : d + width]
+            if len(g) == 1:
+                np.minimum(dst, f[int(tb.group_back[g[0]]), :width] + tb.group_devices[g[0]], out=dst)
+                continue
+            rows = f[tb.group_back[g], :width]
+            rows += tb.group_devices[g][:, None]
+            if (gh != gh[0]).any():
+                rows[np.arange(d, d + width)[None, :] > gh[:, None]] = DEVICES_INF
             np.minimum(dst, rows.min(axis=0), out=dst)
         while odd_pos < len(odd):
             self._relax_runs(f, int(odd[odd_pos]), T)
             odd_pos += 1
         return f
 
-    def _decide_by_set(self, f, hi, use, T, odd):
+    def _decide_by_set(self, fp, f, hi, use, T, odd):
         """decide() for a small S: all usable groups of one I in one matrix (rows:
-        groups, columns: s), read from f by a 2D gather; ``odd`` the usable groups with
-        non-monotone rows (by increasing index, so by increasing I)."""
+        groups, columns: s), one window of the padded table ``fp`` per group (f its right
+        half); ``odd`` the usable groups with non-monotone rows (by increasing index, so
+        by increasing I)."""
         tb, S = self.tb, self.S
         s_row = np.arange(S + 1)
+        win = np.lib.stride_tricks.sliding_window_view(fp, S + 1, axis=1)
         bounds = self.set_bounds
         odd_pos = 0
         for I in range(1, self.nI):
             a, b = bounds[I], bounds[I + 1]
             g = a + np.nonzero(use[a:b])[0]
             if len(g):
-                col = s_row[None, :] - tb.group_d[g][:, None]
-                vals = f[tb.group_back[g][:, None], np.maximum(col, 0)] + tb.group_devices[g][:, None]
-                vals[(col < 0) | (s_row[None, :] > hi[g][:, None])] = DEVICES_INF
+                # row of group g: f[J][s - d] (no plan for s < d) + t d, cut above its range
+                vals = win[tb.group_back[g], S + 1 - tb.group_d[g]]
+                vals += tb.group_devices[g][:, None]
+                vals[s_row[None, :] > hi[g][:, None]] = DEVICES_INF
                 np.minimum(f[I], vals.min(axis=0), out=f[I])
             while odd_pos < len(odd) and odd[odd_pos] < b:
                 self._relax_runs(f, int(odd[odd_pos]), T)
