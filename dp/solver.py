@@ -26,8 +26,8 @@ of value <= ub survives.
 
 Limits (refused with one line, before the long work): more than ``max_ideals`` successor-
 closed sets (default :data:`DEFAULT_MAX_IDEALS`; a 21,000-node chain or a 3,000-branch fan
-is refused in about a second); decision tables (the two pairs f, bp the search holds:
-sets x (min(N, K) + 1) x 24 bytes) above ``max_table_bytes`` (default 2 GiB, ``force=True``
+is refused in about a second); decision tables (counted as two pairs f, bp, an upper
+bound on what the search holds: sets x (min(N, K) + 1) x 24 bytes) above ``max_table_bytes`` (default 2 GiB, ``force=True``
 skips it), and stage tables plus the decision's per-stage arrays that pass what the
 decision tables leave of the same limit while they are built (refused as soon as they
 do; so the DP's arrays together stay within the limit); a device budget

@@ -43,10 +43,11 @@ CHUNK_GROUPS = 1 << 20
 #: and three flags (use, its reordering, unusable-or-odd).
 DECISION_GROUP_BYTES = 4 + 4 + 1 + 4 + 3
 
-#: Bytes per cell of the decision tables f (int64) and bp (int32 or int64) that the
-#: search holds at once: the best plan's tables and the probe's, each f + bp.
+#: Bytes per cell of the decision tables, counted as two pairs of f (int64) and a
+#: back-pointer table (int32 or int64). The search now holds one f at a time (twice as
+#: wide for small S) and the best plan as a path, so the count is an upper bound.
 def decision_table_bytes(n_ideals: int, S: int, n_groups_max: int = 2**31 - 2) -> int:
-    """Bytes of the decision tables the search holds at once (two pairs f, bp)."""
+    """Bytes the guard counts for the decision tables (two pairs f, bp: an upper bound)."""
     bp = 4 if n_groups_max < 2**31 - 1 else 8
     return 2 * (8 + bp) * n_ideals * (S + 1)
 
