@@ -107,8 +107,9 @@ def solve_dp(
         when the stage tables and the decision's per-stage arrays pass what is left of it
         while they are built.
     small_s : int
-        Up to this many columns min(N, K) + 1, the decision relaxes all stages of one set in
-        one matrix; above it, one block per (set, d). Both give the same tables.
+        Up to this many columns min(N, K) + 1, a plan is read from the tables breaking
+        ties between equal stages by their index; above it, by (d, J, index). Every
+        choice gives an optimal plan; the default keeps the plans of earlier versions.
     chain_first : int
         Above this many sets, first bound the optimum by the DP on the suffixes of one
         topological order and prune with it.

@@ -29,10 +29,14 @@ __all__ = ["DEVICES_INF", "DEFAULT_SMALL_S", "ThresholdDecision", "search_thresh
 #: "No plan": larger than any device count a plan can need; f + t d stays below 2**63.
 DEVICES_INF = np.int64(1) << 61
 
-#: Up to this many columns (S + 1) the decision relaxes all stages of one set at once
-#: (one matrix per set); above it, one block per (set, d).
+#: Up to this many columns (S + 1) the plan read from f breaks ties between equal
+#: stages by group index; above it, by (d, J, index). (The decision once relaxed one
+#: block per (set, d) above it; the tie order is kept so that the plans stay the same.)
 DEFAULT_SMALL_S = 96
 
+
+#: Matrix elements (groups x columns) the decision relaxes at once: about 32 MB of int64.
+DECIDE_ELEMENTS = 1 << 22
 
 #: Groups per chunk when the decision's per-group work is done piecewise (whole sets per
 #: chunk): the temporaries stay near CHUNK_GROUPS x 100 bytes.
@@ -80,22 +84,12 @@ class ThresholdDecision:
                 end = int(self.set_bounds[min(k, n_ideals)])
             cuts.append(min(end, n))
         self.chunks = list(zip(cuts[:-1], cuts[1:]))
-        # blocks of groups with the same (I, d), in increasing I: relaxed together
-        # (by_Id); for the t-dominance test, groups of the same (I, J, d) ordered by t
-        # (by_IJd) and each one's rank in its (I, J, d) run, capped at 3 (dom_rank)
-        self.by_Id = np.empty(n, dtype=self.idx)
+        # for the t-dominance test, groups of the same (I, J, d) ordered by t (by_IJd)
+        # and each one's rank in its (I, J, d) run, capped at 3 (dom_rank)
         self.by_IJd = np.empty(n, dtype=self.idx)
         self.dom_rank = np.zeros(n, dtype=np.uint8)
-        block_cuts = []
         for a, b in self.chunks:
             gI, gJ, gd, gdev = tb.group_set[a:b], tb.group_back[a:b], tb.group_d[a:b], tb.group_devices[a:b]
-            o = np.lexsort((gJ, gd, gI))
-            self.by_Id[a:b] = o + a
-            kI, kd = gI[o], gd[o]
-            cut = np.ones(b - a, dtype=bool)
-            cut[1:] = (kI[1:] != kI[:-1]) | (kd[1:] != kd[:-1])
-            block_cuts.append(np.nonzero(cut)[0] + a)
-            del kI, kd, cut
             o = np.lexsort((gdev, gd, gJ, gI))
             self.by_IJd[a:b] = o + a
             oI, oJ, od = gI[o], gJ[o], gd[o]
@@ -105,7 +99,6 @@ class ThresholdDecision:
                     same = (oI[k:] == oI[:-k]) & (oJ[k:] == oJ[:-k]) & (od[k:] == od[:-k])
                     rank[k:][same] = k
             del o, oI, oJ, od
-        self.block_start = np.append(np.concatenate(block_cuts) if block_cuts else np.zeros(0, dtype=np.int64), n).astype(np.int64)
         # per set: the work in front of it (all \\ I) and behind it (J = the set)
         self.front_work = tb.front_work_of
         self.back_work = tb.work_of
@@ -156,94 +149,97 @@ class ThresholdDecision:
             out[a:b] = hi
         return out
 
-    def decide(self, T: float):
+    def decide(self, T: float, cap: int | None = None, usable=None):
         """f[I][s] = fewest devices of a plan for I with suffix bound s and every stage
-        <= T.
+        <= T, for s <= ``cap`` (default S; f[I][s] reads only f[J][s - d], so the
+        columns kept are exact).
 
-        The candidate stages of one I with the same d are relaxed together: rows
-        f[J][0 : width] + t d (one per usable group, cut at the group's largest usable s)
-        and their column minimum, written to f[I][d : d + width]. No back-pointers: the
-        plan is read from f afterwards (:meth:`plan_path`), for one path only."""
-        tb, S = self.tb, self.S
-        small = S + 1 <= self.small_s
-        # small S: f is the right half of a table padded with "no plan" on the left, so
-        # that f[J][s - d] for s < d reads "no plan" from one window per group
-        fp = np.full((self.nI, 2 * (S + 1) if small else S + 1), DEVICES_INF, dtype=np.int64)
-        f = fp[:, S + 1 :] if small else fp
+        All usable candidate stages of one I are relaxed together (:meth:`_decide_by_set`).
+        No back-pointers: the plan is read from f afterwards (:meth:`plan_path`), for one
+        path only."""
+        tb = self.tb
+        S = self.S if cap is None else max(0, min(int(cap), self.S))
+        # f is the right half of a table padded with "no plan" on the left, so that
+        # f[J][s - d] for s < d reads "no plan" from one window per group
+        fp = np.full((self.nI, 2 * (S + 1)), DEVICES_INF, dtype=np.int64)
+        f = fp[:, S + 1 :]
         f[0, :] = 0
         if not len(tb.group_set):
-            self._last = (T, np.zeros(0, dtype=self.hi_dtype))
+            self._last = (T, S, np.zeros(0, dtype=self.hi_dtype))
             return f
-        hi = self._usable(T)
-        self._last = (T, hi)
+        hi = self._capped(self._usable(T) if usable is None else usable, S)
+        self._last = (T, S, hi)
         use = hi > 0
         odd_flag = use & ~tb.group_monotone
         odd = np.nonzero(odd_flag)[0]
         del odd_flag
         use &= tb.group_monotone
-        if small:
-            self._decide_by_set(fp, f, hi, use, T, odd)
-            return f
-        odd_pos = 0
-        order = self.by_Id
-        use_o = use[order]
-        del use
-        bs = self.block_start
-        # blocks with at least one usable group
-        nz = np.logical_or.reduceat(use_o, bs[:-1]) if len(bs) > 1 else np.zeros(0, dtype=bool)
-        cur_I = 0
-        for bk in np.nonzero(nz)[0].tolist():
-            a, b = bs[bk], bs[bk + 1]
-            g = order[a:b][use_o[a:b]]
-            I = int(tb.group_set[g[0]])
-            if I != cur_I:
-                while odd_pos < len(odd) and tb.group_set[odd[odd_pos]] < I:
-                    self._relax_runs(f, int(odd[odd_pos]), T)
-                    odd_pos += 1
-                cur_I = I
-            d = int(tb.group_d[g[0]])
-            gh = hi[g]
-            width = int(gh.max()) - d + 1
-            dst = f[I, d : d + width]
-            if len(g) == 1:
-                np.minimum(dst, f[int(tb.group_back[g[0]]), :width] + tb.group_devices[g[0]], out=dst)
-                continue
-            rows = f[tb.group_back[g], :width]
-            rows += tb.group_devices[g][:, None]
-            if (gh != gh[0]).any():
-                rows[np.arange(d, d + width)[None, :] > gh[:, None]] = DEVICES_INF
-            np.minimum(dst, rows.min(axis=0), out=dst)
-        while odd_pos < len(odd):
-            self._relax_runs(f, int(odd[odd_pos]), T)
-            odd_pos += 1
+        self._decide_by_set(fp, f, hi, use, T, odd, S)
         return f
 
-    def _decide_by_set(self, fp, f, hi, use, T, odd):
-        """decide() for a small S: all usable groups of one I in one matrix (rows:
-        groups, columns: s), one window of the padded table ``fp`` per group (f its right
-        half); ``odd`` the usable groups with non-monotone rows (by increasing index, so
-        by increasing I)."""
-        tb, S = self.tb, self.S
-        s_row = np.arange(S + 1)
-        win = np.lib.stride_tricks.sliding_window_view(fp, S + 1, axis=1)
+    def _capped(self, hi, S: int):
+        """The usable ranges ``hi`` cut at s <= S (0 where nothing is left)."""
+        if S >= self.S:
+            return hi
+        hi = np.minimum(hi, S)
+        hi[hi < self.tb.group_d] = 0
+        return hi
+
+    def decide_narrow(self, T: float, start: int = 64):
+        """:meth:`decide` (T) on the first columns s <= cap only, widened until the fewest
+        devices m of the whole graph there is <= cap: then no column past cap has fewer
+        (a plan fitting at s fits at every s' down to its own sum of d, and a plan whose
+        sum of d passes cap uses more than cap devices), so m, the first column reaching
+        it and the plan read there are those of the full table. Not with usable groups
+        whose rows are not monotone in y (their usable s need not reach down to d)."""
+        usable = self._usable(T) if len(self.tb.group_set) else None
+        if usable is not None and (usable.astype(bool) & ~self.tb.group_monotone).any():
+            return self.decide(T, usable=usable)
+        cap = start
+        while cap < self.S:
+            f = self.decide(T, cap, usable=usable)
+            if int(f[-1].min()) <= cap:
+                return f
+            cap *= 4
+        return self.decide(T, usable=usable)
+
+    def _decide_by_set(self, fp, f, hi, use, T, odd, S):
+        """The relaxation of :meth:`decide`: all usable groups of one I in one matrix
+        (rows: groups, columns: s up to the largest usable s, in pieces of at most
+        :data:`DECIDE_ELEMENTS`), row g = f[J][s - d] + t d read as one window of the
+        padded table ``fp`` (f its right half), cut above the group's range; their column
+        minimum goes to f[I]. ``odd``: the usable groups with non-monotone rows (by
+        increasing index, so by increasing I), relaxed run by run after the set's matrix."""
+        tb = self.tb
         bounds = self.set_bounds
         odd_pos = 0
+        # window of f's padded row J starting at S + 1 - d: f[J][s - d], "no plan" for s < d
+        win = np.lib.stride_tricks.sliding_window_view(fp, S + 1, axis=1)
+        s_all = np.arange(S + 1)
         for I in range(1, self.nI):
             a, b = bounds[I], bounds[I + 1]
             g = a + np.nonzero(use[a:b])[0]
             if len(g):
-                # row of group g: f[J][s - d] (no plan for s < d) + t d, cut above its range
-                vals = win[tb.group_back[g], S + 1 - tb.group_d[g]]
-                vals += tb.group_devices[g][:, None]
-                vals[s_row[None, :] > hi[g][:, None]] = DEVICES_INF
-                np.minimum(f[I], vals.min(axis=0), out=f[I])
+                gh = hi[g]
+                W = int(gh.max()) + 1  # columns 0..W-1 of f[I] can change
+                s_row = s_all[:W]
+                dst = f[I, :W]
+                step = max(1, DECIDE_ELEMENTS // W)
+                for k in range(0, len(g), step):
+                    gk, hk = g[k : k + step], gh[k : k + step]
+                    # row of group g: f[J][s - d] (no plan for s < d) + t d, cut above its range
+                    vals = win[tb.group_back[gk], S + 1 - tb.group_d[gk], :W]
+                    vals += tb.group_devices[gk][:, None]
+                    if (hk != W - 1).any():
+                        vals[s_row[None, :] > hk[:, None]] = DEVICES_INF
+                    np.minimum(dst, vals.min(axis=0), out=dst)
             while odd_pos < len(odd) and odd[odd_pos] < b:
-                self._relax_runs(f, int(odd[odd_pos]), T)
+                self._relax_runs(f, int(odd[odd_pos]), T, S)
                 odd_pos += 1
 
-    def _runs(self, g, T):
-        """The ranges [lo, hi] of s over which a non-monotone group g is usable at T."""
-        tb, S = self.tb, self.S
+    def _runs(self, g, T, S):
+        """The ranges [lo, hi] of s <= S over which a non-monotone group g is usable at T."""
+        tb = self.tb
         d = int(tb.group_d[g])
         row = int(tb.group_row[g])
         a = int(tb.row_start[row])
@@ -255,10 +251,10 @@ class ThresholdDecision:
             if hi >= lo:
                 yield lo, hi
 
-    def _relax_runs(self, f, g, T):
+    def _relax_runs(self, f, g, T, S):
         tb = self.tb
         d, I, J, dev = int(tb.group_d[g]), int(tb.group_set[g]), int(tb.group_back[g]), int(tb.group_devices[g])
-        for lo, hi in self._runs(g, T):
+        for lo, hi in self._runs(g, T, S):
             src = f[J, lo - d : hi + 1 - d] + dev
             dst = f[I, lo : hi + 1]
             np.minimum(dst, src, out=dst)
@@ -268,9 +264,10 @@ class ThresholdDecision:
         per stage from the front: at each (I, s), the group the relaxation met first among
         those that reach f[I][s] (blocks by d, then J, then index when S is large; by
         index when small; the non-monotone groups after, by index)."""
-        T_last, hi = self._last
-        if T_last != T:
-            hi = self._usable(T)
+        S = f.shape[1] - 1
+        T_last, S_last, hi = self._last
+        if T_last != T or S_last != S:
+            hi = self._capped(self._usable(T), S)
         tb = self.tb
         bounds = self.set_bounds
         large = self.S + 1 > self.small_s
@@ -296,7 +293,7 @@ class ThresholdDecision:
                     g = a + int(first[0])
             else:
                 for k in np.nonzero(hit & ~mono)[0].tolist():
-                    if any(lo <= s <= hi_ for lo, hi_ in self._runs(a + k, T)):
+                    if any(lo <= s <= hi_ for lo, hi_ in self._runs(a + k, T, S)):
                         g = a + k
                         break
             if g < 0 or target >= DEVICES_INF:
@@ -335,7 +332,7 @@ class ThresholdDecision:
 
     def least_devices(self) -> int:
         """Fewest devices of any plan that fits in memory (no bound on T)."""
-        return int(self.decide(math.inf)[-1].min())
+        return int(self.decide_narrow(math.inf)[-1].min())
 
 
 
@@ -351,7 +348,7 @@ def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float 
     (after a plan using exactly K devices, once in a row); otherwise, or when the bracket
     did not halve over two probes, the middle candidate."""
     cands = search.candidates()
-    f = search.decide(math.inf)
+    f = search.decide_narrow(math.inf)
     least = int(f[-1].min())
     if least > K:
         return None
