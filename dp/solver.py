@@ -15,7 +15,7 @@ a module with one entry function:
    min-devices table f[I][s] over the sets fits in K devices (Piper's dp[I][k][s] turned
    inside out: for a fixed T the devices become the value, so the table shrinks from
    K x S to S per set).
-4. :func:`dp.rebuild.rebuild_plan` -- the plan from the back-pointers, each stage's
+4. :func:`dp.rebuild.rebuild_plan` -- the plan read from the last feasible table, each stage's
    options from :class:`dp.option_choice.OptionChoices` (memoized per (stage, t, d, y));
    the plan passes the independent evaluator.
 
@@ -26,8 +26,8 @@ of value <= ub survives.
 
 Limits (refused with one line, before the long work): more than ``max_ideals`` successor-
 closed sets (default :data:`DEFAULT_MAX_IDEALS`; a 21,000-node chain or a 3,000-branch fan
-is refused in about a second); decision tables (the two pairs f, bp the search holds:
-sets x (min(N, K) + 1) x 24 bytes) above ``max_table_bytes`` (default 2 GiB, ``force=True``
+is refused in about a second); decision tables (counted as two pairs f, bp, an upper
+bound on what the search holds: sets x (min(N, K) + 1) x 24 bytes) above ``max_table_bytes`` (default 2 GiB, ``force=True``
 skips it), and stage tables plus the decision's per-stage arrays that pass what the
 decision tables leave of the same limit while they are built (refused as soon as they
 do; so the DP's arrays together stay within the limit); a device budget
@@ -107,8 +107,9 @@ def solve_dp(
         when the stage tables and the decision's per-stage arrays pass what is left of it
         while they are built.
     small_s : int
-        Up to this many columns min(N, K) + 1, the decision relaxes all stages of one set in
-        one matrix; above it, one block per (set, d). Both give the same tables.
+        Up to this many columns min(N, K) + 1, a plan is read from the tables breaking
+        ties between equal stages by their index; above it, by (d, J, index). Every
+        choice gives an optimal plan; the default keeps the plans of earlier versions.
     chain_first : int
         Above this many sets, first bound the optimum by the DP on the suffixes of one
         topological order and prune with it.
@@ -259,10 +260,10 @@ def solve_dp(
             else:
                 msg = f"K = {K} devices is too few: the plan with the fewest devices that fits in memory needs {least}"
             return done(Solution(method, Status.INFEASIBLE, message=msg, info={"search_steps": 1}))
-        T, f, bp, steps, n_cands = got
+        T, path, steps, n_cands = got
         info["thresholds"] = n_cands
     info["search_steps"] = steps
-    plan, stage_costs = rebuild_plan(instance, ideals, decision, f, bp, choices)
+    plan, stage_costs = rebuild_plan(instance, ideals, decision.tb, path, choices)
     if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
         raise InternalError(f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value {T!r}")
     status = Status.FEASIBLE if greedy else Status.OPTIMAL

@@ -29,10 +29,14 @@ __all__ = ["DEVICES_INF", "DEFAULT_SMALL_S", "ThresholdDecision", "search_thresh
 #: "No plan": larger than any device count a plan can need; f + t d stays below 2**63.
 DEVICES_INF = np.int64(1) << 61
 
-#: Up to this many columns (S + 1) the decision relaxes all stages of one set at once
-#: (one matrix per set); above it, one block per (set, d).
+#: Up to this many columns (S + 1) the plan read from f breaks ties between equal
+#: stages by group index; above it, by (d, J, index). (The decision once relaxed one
+#: block per (set, d) above it; the tie order is kept so that the plans stay the same.)
 DEFAULT_SMALL_S = 96
 
+
+#: Matrix elements (groups x columns) the decision relaxes at once: about 32 MB of int64.
+DECIDE_ELEMENTS = 1 << 22
 
 #: Groups per chunk when the decision's per-group work is done piecewise (whole sets per
 #: chunk): the temporaries stay near CHUNK_GROUPS x 100 bytes.
@@ -43,10 +47,11 @@ CHUNK_GROUPS = 1 << 20
 #: and three flags (use, its reordering, unusable-or-odd).
 DECISION_GROUP_BYTES = 4 + 4 + 1 + 4 + 3
 
-#: Bytes per cell of the decision tables f (int64) and bp (int32 or int64) that the
-#: search holds at once: the best plan's tables and the probe's, each f + bp.
+#: Bytes per cell of the decision tables, counted as two pairs of f (int64) and a
+#: back-pointer table (int32 or int64). The search now holds one f at a time (twice as
+#: wide for small S) and the best plan as a path, so the count is an upper bound.
 def decision_table_bytes(n_ideals: int, S: int, n_groups_max: int = 2**31 - 2) -> int:
-    """Bytes of the decision tables the search holds at once (two pairs f, bp)."""
+    """Bytes the guard counts for the decision tables (two pairs f, bp: an upper bound)."""
     bp = 4 if n_groups_max < 2**31 - 1 else 8
     return 2 * (8 + bp) * n_ideals * (S + 1)
 
@@ -79,22 +84,12 @@ class ThresholdDecision:
                 end = int(self.set_bounds[min(k, n_ideals)])
             cuts.append(min(end, n))
         self.chunks = list(zip(cuts[:-1], cuts[1:]))
-        # blocks of groups with the same (I, d), in increasing I: relaxed together
-        # (by_Id); for the t-dominance test, groups of the same (I, J, d) ordered by t
-        # (by_IJd) and each one's rank in its (I, J, d) run, capped at 3 (dom_rank)
-        self.by_Id = np.empty(n, dtype=self.idx)
+        # for the t-dominance test, groups of the same (I, J, d) ordered by t (by_IJd)
+        # and each one's rank in its (I, J, d) run, capped at 3 (dom_rank)
         self.by_IJd = np.empty(n, dtype=self.idx)
         self.dom_rank = np.zeros(n, dtype=np.uint8)
-        block_cuts = []
         for a, b in self.chunks:
             gI, gJ, gd, gdev = tb.group_set[a:b], tb.group_back[a:b], tb.group_d[a:b], tb.group_devices[a:b]
-            o = np.lexsort((gJ, gd, gI))
-            self.by_Id[a:b] = o + a
-            kI, kd = gI[o], gd[o]
-            cut = np.ones(b - a, dtype=bool)
-            cut[1:] = (kI[1:] != kI[:-1]) | (kd[1:] != kd[:-1])
-            block_cuts.append(np.nonzero(cut)[0] + a)
-            del kI, kd, cut
             o = np.lexsort((gdev, gd, gJ, gI))
             self.by_IJd[a:b] = o + a
             oI, oJ, od = gI[o], gJ[o], gd[o]
@@ -104,7 +99,6 @@ class ThresholdDecision:
                     same = (oI[k:] == oI[:-k]) & (oJ[k:] == oJ[:-k]) & (od[k:] == od[:-k])
                     rank[k:][same] = k
             del o, oI, oJ, od
-        self.block_start = np.append(np.concatenate(block_cuts) if block_cuts else np.zeros(0, dtype=np.int64), n).astype(np.int64)
         # per set: the work in front of it (all \\ I) and behind it (J = the set)
         self.front_work = tb.front_work_of
         self.back_work = tb.work_of
@@ -155,95 +149,98 @@ class ThresholdDecision:
             out[a:b] = hi
         return out
 
-    def decide(self, T: float, want_plan: bool = False):
+    def decide(self, T: float, cap: int | None = None, usable=None):
         """f[I][s] = fewest devices of a plan for I with suffix bound s and every stage
-        <= T (and back-pointers to the groups used).
+        <= T, for s <= ``cap`` (default S; f[I][s] reads only f[J][s - d], so the
+        columns kept are exact).
 
-        The candidate stages of one I with the same d are relaxed together: rows
-        f[J][0 : width] + t d (one per usable group, cut at the group's largest usable s)
-        and their column minimum, written to f[I][d : d + width]."""
-        tb, S = self.tb, self.S
-        f = np.full((self.nI, S + 1), DEVICES_INF, dtype=np.int64)
+        All usable candidate stages of one I are relaxed together (:meth:`_decide_by_set`).
+        No back-pointers: the plan is read from f afterwards (:meth:`plan_path`), for one
+        path only."""
+        tb = self.tb
+        S = self.S if cap is None else max(0, min(int(cap), self.S))
+        # f is the right half of a table padded with "no plan" on the left, so that
+        # f[J][s - d] for s < d reads "no plan" from one window per group
+        fp = np.full((self.nI, 2 * (S + 1)), DEVICES_INF, dtype=np.int64)
+        f = fp[:, S + 1 :]
         f[0, :] = 0
-        bp = np.full((self.nI, S + 1), -1, dtype=self.idx) if want_plan else None
         if not len(tb.group_set):
-            return f, bp
-        hi = self._usable(T)
+            self._last = (T, S, np.zeros(0, dtype=self.hi_dtype))
+            return f
+        hi = self._capped(self._usable(T) if usable is None else usable, S)
+        self._last = (T, S, hi)
         use = hi > 0
         odd_flag = use & ~tb.group_monotone
         odd = np.nonzero(odd_flag)[0]
         del odd_flag
         use &= tb.group_monotone
-        if S + 1 <= self.small_s:
-            self._decide_by_set(f, bp, hi, use, T, odd)
-            return f, bp
-        odd_pos = 0
-        order = self.by_Id
-        use_o = use[order]
-        del use
-        bs = self.block_start
-        # blocks with at least one usable group
-        nz = np.logical_or.reduceat(use_o, bs[:-1]) if len(bs) > 1 else np.zeros(0, dtype=bool)
-        cur_I = 0
-        for bk in np.nonzero(nz)[0].tolist():
-            a, b = bs[bk], bs[bk + 1]
-            g = order[a:b][use_o[a:b]]
-            I = int(tb.group_set[g[0]])
-            if I != cur_I:
-                while odd_pos < len(odd) and tb.group_set[odd[odd_pos]] < I:
-                    self._relax_runs(f, bp, int(odd[odd_pos]), T)
-                    odd_pos += 1
-                cur_I = I
-            d = int(tb.group_d[g[0]])
-            gh = hi[g]
-            width = int(gh.max()) - d + 1
-            rows = f[tb.group_back[g], :width] + tb.group_devices[g][:, None]
-            if (gh != gh[0]).any():
-                rows[np.arange(width)[None, :] > (gh - d)[:, None]] = DEVICES_INF
-            dst = f[I, d : d + width]
-            if want_plan:
-                arg = rows.argmin(axis=0)
-                best = rows[arg, np.arange(width)]
-                better = best < dst
-                dst[better] = best[better]
-                bp[I, d : d + width][better] = g[arg[better]]
-            else:
-                np.minimum(dst, rows.min(axis=0), out=dst)
-        while odd_pos < len(odd):
-            self._relax_runs(f, bp, int(odd[odd_pos]), T)
-            odd_pos += 1
-        return f, bp
+        self._decide_by_set(fp, f, hi, use, T, odd, S)
+        return f
 
-    def _decide_by_set(self, f, bp, hi, use, T, odd):
-        """decide() for a small S: all usable groups of one I in one matrix (rows:
-        groups, columns: s), read from f by a 2D gather; ``odd`` the usable groups with
-        non-monotone rows (by increasing index, so by increasing I)."""
-        tb, S = self.tb, self.S
-        s_row = np.arange(S + 1)
+    def _capped(self, hi, S: int):
+        """The usable ranges ``hi`` cut at s <= S (0 where nothing is left)."""
+        if S >= self.S:
+            return hi
+        hi = np.minimum(hi, S)
+        hi[hi < self.tb.group_d] = 0
+        return hi
+
+    def decide_narrow(self, T: float, start: int = 64):
+        """:meth:`decide` (T) on the first columns s <= cap only, widened until the fewest
+        devices m of the whole graph there is <= cap: then no column past cap has fewer
+        (a plan fitting at s fits at every s' down to its own sum of d, and a plan whose
+        sum of d passes cap uses more than cap devices), so m, the first column reaching
+        it and the plan read there are those of the full table. Not with usable groups
+        whose rows are not monotone in y (their usable s need not reach down to d)."""
+        usable = self._usable(T) if len(self.tb.group_set) else None
+        if usable is not None and (usable.astype(bool) & ~self.tb.group_monotone).any():
+            return self.decide(T, usable=usable)
+        cap = start
+        while cap < self.S:
+            f = self.decide(T, cap, usable=usable)
+            if int(f[-1].min()) <= cap:
+                return f
+            cap *= 4
+        return self.decide(T, usable=usable)
+
+    def _decide_by_set(self, fp, f, hi, use, T, odd, S):
+        """The relaxation of :meth:`decide`: all usable groups of one I in one matrix
+        (rows: groups, columns: s up to the largest usable s, in pieces of at most
+        :data:`DECIDE_ELEMENTS`), row g = f[J][s - d] + t d read as one window of the
+        padded table ``fp`` (f its right half), cut above the group's range; their column
+        minimum goes to f[I]. ``odd``: the usable groups with non-monotone rows (by
+        increasing index, so by increasing I), relaxed run by run after the set's matrix."""
+        tb = self.tb
         bounds = self.set_bounds
         odd_pos = 0
+        # window of f's padded row J starting at S + 1 - d: f[J][s - d], "no plan" for s < d
+        win = np.lib.stride_tricks.sliding_window_view(fp, S + 1, axis=1)
+        s_all = np.arange(S + 1)
         for I in range(1, self.nI):
             a, b = bounds[I], bounds[I + 1]
             g = a + np.nonzero(use[a:b])[0]
             if len(g):
-                col = s_row[None, :] - tb.group_d[g][:, None]
-                vals = f[tb.group_back[g][:, None], np.maximum(col, 0)] + tb.group_devices[g][:, None]
-                vals[(col < 0) | (s_row[None, :] > hi[g][:, None])] = DEVICES_INF
-                if bp is not None:
-                    arg = vals.argmin(axis=0)
-                    best = vals[arg, s_row]
-                    better = best < f[I]
-                    f[I, better] = best[better]
-                    bp[I, better] = g[arg[better]]
-                else:
-                    np.minimum(f[I], vals.min(axis=0), out=f[I])
+                gh = hi[g]
+                W = int(gh.max()) + 1  # columns 0..W-1 of f[I] can change
+                s_row = s_all[:W]
+                dst = f[I, :W]
+                step = max(1, DECIDE_ELEMENTS // W)
+                for k in range(0, len(g), step):
+                    gk, hk = g[k : k + step], gh[k : k + step]
+                    # row of group g: f[J][s - d] (no plan for s < d) + t d, cut above its range
+                    vals = win[tb.group_back[gk], S + 1 - tb.group_d[gk], :W]
+                    vals += tb.group_devices[gk][:, None]
+                    if (hk != W - 1).any():
+                        vals[s_row[None, :] > hk[:, None]] = DEVICES_INF
+                    np.minimum(dst, vals.min(axis=0), out=dst)
             while odd_pos < len(odd) and odd[odd_pos] < b:
-                self._relax_runs(f, bp, int(odd[odd_pos]), T)
+                self._relax_runs(f, int(odd[odd_pos]), T, S)
                 odd_pos += 1
 
-    def _relax_runs(self, f, bp, g, T):
-        tb, S = self.tb, self.S
-        d, I, J, dev = int(tb.group_d[g]), int(tb.group_set[g]), int(tb.group_back[g]), int(tb.group_devices[g])
+    def _runs(self, g, T, S):
+        """The ranges [lo, hi] of s <= S over which a non-monotone group g is usable at T."""
+        tb = self.tb
+        d = int(tb.group_d[g])
         row = int(tb.group_row[g])
         a = int(tb.row_start[row])
         b = a + int(tb.row_points[row])
@@ -251,15 +248,59 @@ class ThresholdDecision:
             if not c <= T:
                 continue
             lo, hi = max(d, (int(lo) - 1) * d + 1), min(S, int(hi) * d)
-            if hi < lo:
-                continue
+            if hi >= lo:
+                yield lo, hi
+
+    def _relax_runs(self, f, g, T, S):
+        tb = self.tb
+        d, I, J, dev = int(tb.group_d[g]), int(tb.group_set[g]), int(tb.group_back[g]), int(tb.group_devices[g])
+        for lo, hi in self._runs(g, T, S):
             src = f[J, lo - d : hi + 1 - d] + dev
             dst = f[I, lo : hi + 1]
-            better = src < dst
-            if better.any():
-                dst[better] = src[better]
-                if bp is not None:
-                    bp[I, lo : hi + 1][better] = g
+            np.minimum(dst, src, out=dst)
+
+    def plan_path(self, f, T: float) -> list[tuple[int, int, int]]:
+        """The plan held in f = :meth:`decide` (T) (the last decision made), as (I, s, g)
+        per stage from the front: at each (I, s), the group the relaxation met first among
+        those that reach f[I][s] (blocks by d, then J, then index when S is large; by
+        index when small; the non-monotone groups after, by index)."""
+        S = f.shape[1] - 1
+        T_last, S_last, hi = self._last
+        if T_last != T or S_last != S:
+            hi = self._capped(self._usable(T), S)
+        tb = self.tb
+        bounds = self.set_bounds
+        large = self.S + 1 > self.small_s
+        s = self.plan_start(f)
+        Ik = self.nI - 1
+        path = []
+        while Ik != 0:
+            a, b = int(bounds[Ik]), int(bounds[Ik + 1])
+            target = f[Ik, s]
+            gd = tb.group_d[a:b]
+            h = hi[a:b]
+            ok = (h > 0) & (gd <= s)
+            val = f[tb.group_back[a:b], np.maximum(s - gd, 0)] + tb.group_devices[a:b]
+            hit = ok & (val == target)
+            mono = tb.group_monotone[a:b]
+            first = np.nonzero(hit & mono & (s <= h))[0]
+            g = -1
+            if len(first):
+                if large:
+                    k = np.lexsort((first, tb.group_back[a:b][first], gd[first]))[0]
+                    g = a + int(first[k])
+                else:
+                    g = a + int(first[0])
+            else:
+                for k in np.nonzero(hit & ~mono)[0].tolist():
+                    if any(lo <= s <= hi_ for lo, hi_ in self._runs(a + k, T, S)):
+                        g = a + k
+                        break
+            if g < 0 or target >= DEVICES_INF:
+                raise InternalError(f"dp: no stage reaches f[{Ik}][{s}] = {int(target)}")
+            path.append((Ik, s, g))
+            Ik, s = int(tb.group_back[g]), s - int(gd[g - a])
+        return path
 
     def plan_start(self, f) -> int:
         """The suffix bound s at which the plan is read: fewest devices, then smallest s."""
@@ -280,28 +321,24 @@ class ThresholdDecision:
                 return float(tb.cost[k])
         raise InternalError(f"dp: group {g} has no entry for y = {y}")
 
-    def bottleneck_index(self, f, bp, cands) -> int:
-        """Index in ``cands`` of the largest stage cost of the plan held in (f, bp)."""
+    def bottleneck_index(self, path, cands) -> int:
+        """Index in ``cands`` of the largest stage cost of the plan ``path``."""
         tb = self.tb
-        s = self.plan_start(f)
-        Ik, worst = self.nI - 1, -math.inf
-        while Ik != 0:
-            g = int(bp[Ik, s])
+        worst = -math.inf
+        for _, s, g in path:
             d = int(tb.group_d[g])
             worst = max(worst, self.stage_cost_at(g, -(-s // d)))
-            Ik, s = int(tb.group_back[g]), s - d
         return int(np.searchsorted(cands, worst))
 
     def least_devices(self) -> int:
         """Fewest devices of any plan that fits in memory (no bound on T)."""
-        f, _ = self.decide(math.inf)
-        return int(f[-1].min())
+        return int(self.decide_narrow(math.inf)[-1].min())
 
 
 
 def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float = 0.0) -> tuple | None:
-    """The least threshold T at which a plan fits on K devices, with its tables (f, bp);
-    None when no plan fits at all.
+    """The least threshold T at which a plan fits on K devices, with a plan of that
+    bottleneck (:meth:`ThresholdDecision.plan_path`); None when no plan fits at all.
 
     Every candidate index <= lo fails (all below ``lower``, a proven lower bound on T,
     do); cands[hi] is the bottleneck of a plan in hand, and each feasible probe lowers it
@@ -311,11 +348,13 @@ def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float 
     (after a plan using exactly K devices, once in a row); otherwise, or when the bracket
     did not halve over two probes, the middle candidate."""
     cands = search.candidates()
-    f, bp = search.decide(math.inf, want_plan=True)
+    f = search.decide_narrow(math.inf)
     least = int(f[-1].min())
     if least > K:
         return None
-    hi = search.bottleneck_index(f, bp, cands)
+    path = search.plan_path(f, math.inf)
+    del f
+    hi = search.bottleneck_index(path, cands)
     lo = min(int(np.searchsorted(cands, lower * (1.0 - 1e-9))) - 1, hi - 1)
     est: float | None = float(cands[hi]) * least / K
     below, last = False, ""
@@ -339,11 +378,11 @@ def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float 
         steps += 1
         tick(steps)
         T_probe = float(cands[idx])
-        f2, bp2 = search.decide(T_probe, want_plan=True)
-        D = int(f2[-1].min())
+        f = search.decide(T_probe)
+        D = int(f[-1].min())
         if D <= K:
-            f, bp = f2, bp2
-            hi = search.bottleneck_index(f, bp, cands)
+            path = search.plan_path(f, T_probe)
+            hi = search.bottleneck_index(path, cands)
             if hi > idx:
                 raise InternalError(f"dp: the plan found at threshold {T_probe!r} has a stage costing {float(cands[hi])!r}")
             est = float(cands[hi]) * D / K if D < K else None
@@ -352,5 +391,6 @@ def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float 
             lo = idx
             est = T_probe * D / K if D < DEVICES_INF else None
             below = False
-    return float(cands[hi]), f, bp, steps, int(len(cands))
+        del f
+    return float(cands[hi]), path, steps, int(len(cands))
 
