@@ -30,7 +30,7 @@ from array import array
 import numpy as np
 
 from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
-from dp.knapsack import pareto_mask, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
+from dp.knapsack import _y_capacity_and_memory, pareto_mask, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
 from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit
 from dp.option_choice import OptionChoices
 from piper_ilp.cost import cut_edge_bytes
@@ -43,6 +43,10 @@ __all__ = ["StageTables", "build_stage_tables", "bits", "membership"]
 #: pairs (I, J) is made once) until the remembered frontiers hold this many points (about
 #: 60 bytes each with their dicts); then it forgets them all and goes on.
 STATE_MEMO_POINTS = 1_000_000
+#: Exact mode makes the rows of the queued stages (many per numpy pass) once their
+#: frontiers hold this many points, or once this many sets I wait for them.
+EXACT_BATCH_POINTS = 50_000
+EXACT_BATCH_SETS = 4096
 
 
 class StageTables:
@@ -126,6 +130,23 @@ class StageTables:
         self.row_mono.extend([1 if monotone else 0] * nr)
         self.pt_cost.frombytes(np.ascontiguousarray(cost, dtype=np.float64).tobytes())
         self.pt_ylo.frombytes(np.ascontiguousarray(ylo, dtype=self.y_dtype).tobytes())
+        self.pt_yhi.frombytes(np.ascontiguousarray(yhi, dtype=self.y_dtype).tobytes())
+        self.n_rows += nr
+        self._grow(self.POINT_BYTES * len(cost) + self.ROW_BYTES * nr)
+        return first
+
+    def add_flat_rows(self, t, ds, npts, cost, yhi) -> int:
+        """Store one row per entry of ``ds`` with ``npts`` points each, the points given
+        end to end (``cost``, ``yhi``; ylo is 1 for every point); returns the index of
+        the first row."""
+        nr = len(ds)
+        first = self.n_rows
+        self.row_t.extend([t] * nr)
+        self.row_d_buf.frombytes(np.ascontiguousarray(ds, dtype=np.int64).tobytes())
+        self.row_npts.frombytes(np.ascontiguousarray(npts, dtype=np.int64).tobytes())
+        self.row_mono.extend([1] * nr)
+        self.pt_cost.frombytes(np.ascontiguousarray(cost, dtype=np.float64).tobytes())
+        self.pt_ylo.frombytes(np.ones(len(cost), dtype=self.y_dtype).tobytes())
         self.pt_yhi.frombytes(np.ascontiguousarray(yhi, dtype=self.y_dtype).tobytes())
         self.n_rows += nr
         self._grow(self.POINT_BYTES * len(cost) + self.ROW_BYTES * nr)
@@ -357,8 +378,13 @@ class _StageTableBuilder:
         self.node_item: dict[tuple, int] = {}
         self.greedy_cache: dict[tuple, list] = {}
         # exact mode: the rows of stage C per t, shared by every pair (I, J) with
-        # I \\ J = C (see _exact_stage)
-        self.block_memo: dict[int, tuple] = {}
+        # I \\ J = C (see _queue_stage)
+        self.block_memo: dict[int, list] = {}
+        # exact mode: stages whose rows are still to be made, the points in their
+        # frontiers, and the sets I whose pairs wait for them (see _flush_exact)
+        self.exact_queue: list = []
+        self.exact_queued = 0
+        self.exact_pairs: list = []
         self.state_memo_points = STATE_MEMO_POINTS
         # exact mode: table points costing more than this cannot be in a plan of value <= ub
         self.cost_cut = None if ub is None or greedy else ub * (1.0 + 1e-9)
@@ -499,35 +525,20 @@ class _StageTableBuilder:
                         self._emit_pair(k, I, J, cut, sts, None if ub is None else (dev_lo[pos], dev_hi[pos]))
                 continue
             # exact mode: the rows of C (per t: the rows' t d and the first row) are made
-            # once per C; each pair emits the slice of them its device range allows
+            # once per C (queued and made many stages at a time, :meth:`_flush_exact`);
+            # each pair emits the slice of them its device range allows, once its stages
+            # are made (the pairs of this I wait in the queue with them)
             memo = self.block_memo
-            run_j, run_row, run_cnt = [], [], []
-            bl, br = bisect.bisect_left, bisect.bisect_right
-            for pos, jk in zip(range(len(js) - 1, -1, -1), js[::-1].tolist()):
+            jks = js[::-1].tolist()
+            for jk in jks:
                 C = I & ~ideals[jk]
-                blk = memo.get(C)
-                if blk is None:
-                    blk = self._exact_stage(C)
-                    memo[C] = blk
-                if not blk:
-                    continue
-                self.pairs += 1
-                if ub is None:
-                    for devs, first in blk:
-                        if devs:
-                            run_j.append(jk)
-                            run_row.append(first)
-                            run_cnt.append(len(devs))
-                else:
-                    lo_d, hi_d = dev_lo[pos], dev_hi[pos]
-                    for devs, first in blk:
-                        lo, hi = bl(devs, lo_d), br(devs, hi_d)
-                        if lo < hi:
-                            run_j.append(jk)
-                            run_row.append(first + lo)
-                            run_cnt.append(hi - lo)
-            if run_j:
-                self.tables.add_group_runs(k, run_j, run_row, run_cnt)
+                if C not in memo:
+                    self._queue_stage(C)
+            self.exact_pairs.append((k, I, jks, dev_lo, dev_hi))
+            if self.exact_queued >= EXACT_BATCH_POINTS or len(self.exact_pairs) >= EXACT_BATCH_SETS:
+                self._flush_exact()
+        if self.exact_pairs or self.exact_queue:
+            self._flush_exact()
         if self.greedy_pending:
             self._flush_greedy()
         # the memos are not needed any more: free them before the tables are assembled
@@ -609,7 +620,7 @@ class _StageTableBuilder:
     def _emit_pair(self, k: int, I: int, J: int, cut: int, states: dict, devices: tuple | None = None):
         """Greedy mode: tables of stage C = I \\\\ J for each t (and each d with t d in
         ``devices`` = (least, most), when given). (Exact mode shares the tables per C:
-        :meth:`_exact_stage`.)"""
+        the queue of :meth:`_queue_stage`.)"""
         jk = self.index[J]
         C = I & ~J
         for t, (W, plain, fr, _) in states.items():
@@ -625,14 +636,137 @@ class _StageTableBuilder:
             else:
                 self._emit_greedy(k, jk, t, I, J, C, ds)
 
-    def _exact_stage(self, C: int) -> tuple:
-        """Exact mode: the rows of stage C for every t where some choice may fit, stored
-        in the tables; per such t (the rows' t d as a list, the first row). Empty when
-        no option choice of any t fits (then the pair is not a candidate)."""
+    def _queue_stage(self, C: int):
+        """Exact mode: make the state of stage C now and queue its rows (per t) for
+        :meth:`_flush_exact`; ``block_memo[C]`` gets a list with a slot per t, filled
+        there with (the rows' t d as a list, the first row). Empty when no option choice
+        of any t fits (then no pair with this C is a candidate)."""
         sts, cut = self._state(C)
-        if not sts:
-            return ()
-        return tuple(self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr)) for t, (W, plain, fr, _) in sts.items())
+        slots = [None] * len(sts)
+        self.block_memo[C] = slots
+        for i, (t, (W, plain, fr, _)) in enumerate(sts.items()):
+            self.exact_queue.append((C, t, cut, W, plain, fr, slots, i))
+            self.exact_queued += 1 if fr is None else len(fr)
+
+    def _flush_exact(self):
+        """Make the rows of every queued stage (plain stages whose memory the float sums
+        decide: many stages per numpy pass, :meth:`_exact_plain_batch`; others one at a
+        time, :meth:`_exact_blocks`), then emit the queued pairs' groups in their order."""
+        queue, self.exact_queue, self.exact_queued = self.exact_queue, [], 0
+        by_t: dict[int, list] = {}
+        for e in queue:
+            if e[4]:
+                by_t.setdefault(e[1], []).append(e)
+            else:
+                C, t, cut, W, plain, fr, slots, i = e
+                slots[i] = self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr))
+        for t, ents in by_t.items():
+            self._exact_plain_batch(t, ents)
+        pairs, self.exact_pairs = self.exact_pairs, []
+        memo, ideals, ub = self.block_memo, self.ideals, self.ub
+        bl, br = bisect.bisect_left, bisect.bisect_right
+        for k, I, jks, dev_lo, dev_hi in pairs:
+            run_j, run_row, run_cnt = [], [], []
+            n_js = len(jks)
+            for pos, jk in zip(range(n_js - 1, -1, -1), jks):
+                blk = memo[I & ~ideals[jk]]
+                if not blk:
+                    continue
+                self.pairs += 1
+                if ub is None:
+                    for devs, first in blk:
+                        if devs:
+                            run_j.append(jk)
+                            run_row.append(first)
+                            run_cnt.append(len(devs))
+                else:
+                    lo_d, hi_d = dev_lo[pos], dev_hi[pos]
+                    for devs, first in blk:
+                        lo, hi = bl(devs, lo_d), br(devs, hi_d)
+                        if lo < hi:
+                            run_j.append(jk)
+                            run_row.append(first + lo)
+                            run_cnt.append(hi - lo)
+            if run_j:
+                self.tables.add_group_runs(k, run_j, run_row, run_cnt)
+
+    def _exact_plain_batch(self, t: int, ents: list):
+        """The rows of many plain stages under t at once: the same float operations per
+        point as :meth:`_exact_blocks` (y capacities, the staircase, the costs per d, the
+        upper bound's cut), on the frontiers laid end to end. Stages where the float sums
+        do not decide every y, or where no point holds y = 1, go through
+        :meth:`_exact_blocks` one at a time."""
+        ds, caps = self.ds[t], self.cap[t]
+        nd = len(ds)
+        lens = np.array([len(e[5]) for e in ents], dtype=np.int64)
+        F = np.concatenate([e[5] for e in ents]) if len(ents) > 1 else ents[0][5]
+        ns = len(ents)
+        seg = np.repeat(np.arange(ns), lens)
+        A, Bm = F[:, 1], F[:, 2]
+        maybe, mem_at = _y_capacity_and_memory(A, Bm, self.mem_maybe, self.S)
+        bad = (maybe > 0) & (mem_at > self.mem_sure)
+        undecided = np.bincount(seg[bad], minlength=ns) > 0
+        # the staircase of every stage: by (stage, P, larger capacity first)
+        order = np.lexsort((-maybe, F[:, 0], seg))
+        yc = maybe[order]
+        so = seg[order]
+        best = np.maximum.accumulate(yc + so * (self.S + 1)) - so * (self.S + 1)
+        rise = np.ones(len(yc), dtype=bool)
+        rise[1:] = (yc[1:] > best[:-1]) | (so[1:] != so[:-1])
+        rise &= yc >= 1
+        rise &= ~undecided[so]
+        kept = order[rise]
+        segk = so[rise]
+        nk_of = np.bincount(segk, minlength=ns)
+        slow = undecided | (nk_of == 0)
+        for s in np.nonzero(slow)[0].tolist():
+            C, _, cut, W, plain, fr, slots, i = ents[s]
+            slots[i] = self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr))
+        if bool(slow.all()):
+            return
+        fast = np.nonzero(~slow)[0]
+        E = np.array([self._cut_bytes(t, ents[s][2]) for s in fast.tolist()])
+        Wv = np.array([ents[s][3] for s in fast.tolist()])
+        # stage s of the batch (its index among the fast ones) per kept point
+        rank = np.cumsum(~slow) - 1
+        sk = rank[segk]
+        nf = len(fast)
+        Pk, ycap = F[kept, 0], maybe[kept]
+        dcol = ds[:, None].astype(float)
+        cost = stage_tps_from_sums(E[sk][None, :], Wv[sk][None, :], Pk[None, :], dcol, self.N, self.B)
+        yhi = np.minimum(ycap[None, :], caps[:, None])
+        # lay the points out row by row: stage, then d, then the stage's points
+        n_s = np.bincount(sk, minlength=nf)
+        start = np.zeros(nf, dtype=np.int64)
+        np.cumsum(n_s[:-1], out=start[1:])
+        col = np.arange(len(sk)) - start[sk]
+        pos = (nd * start[sk] + col)[None, :] + np.arange(nd)[:, None] * n_s[sk][None, :]
+        total = nd * len(sk)
+        flat_cost = np.empty(total)
+        flat_cost[pos] = cost
+        flat_yhi = np.empty(total, dtype=yhi.dtype)
+        flat_yhi[pos] = yhi
+        row_of = np.empty(total, dtype=np.int64)
+        row_of[pos] = sk[None, :] * nd + np.arange(nd)[:, None]
+        cut = self.cost_cut
+        if cut is not None:
+            keep = flat_cost <= cut
+            if not keep.all():
+                flat_cost, flat_yhi, row_of = flat_cost[keep], flat_yhi[keep], row_of[keep]
+        npts = np.bincount(row_of, minlength=nf * nd)
+        has = npts > 0
+        rows_d = np.tile(ds, nf)[has]
+        first = self.tables.add_flat_rows(t, rows_d, npts[has], flat_cost, flat_yhi)
+        # per stage: its rows' t d and the index of its first row
+        has2 = has.reshape(nf, nd)
+        nrows = has2.sum(axis=1)
+        firsts = (first + np.cumsum(nrows) - nrows).tolist()
+        tds = (t * ds).tolist()
+        for r, s in enumerate(fast.tolist()):
+            slots, i = ents[s][6], ents[s][7]
+            h = has2[r]
+            devs = tds if bool(h.all()) else [x for x, y in zip(tds, h.tolist()) if y]
+            slots[i] = (devs, firsts[r])
 
     def _store_rows(self, t: int, blocks: list) -> tuple[list, int]:
         """Store the rows of ``blocks`` (by increasing d) in the tables, without the points
