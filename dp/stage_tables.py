@@ -30,7 +30,7 @@ from array import array
 import numpy as np
 
 from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
-from dp.knapsack import _y_capacity_and_memory, pareto_mask, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
+from dp.knapsack import _y_capacity_and_memory, pareto_mask, pareto_masks, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
 from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit
 from dp.option_choice import OptionChoices
 from piper_ilp.cost import cut_edge_bytes
@@ -43,10 +43,13 @@ __all__ = ["StageTables", "build_stage_tables", "bits", "membership"]
 #: pairs (I, J) is made once) until the remembered frontiers hold this many points (about
 #: 60 bytes each with their dicts); then it forgets them all and goes on.
 STATE_MEMO_POINTS = 1_000_000
-#: Exact mode makes the rows of the queued stages (many per numpy pass) once their
-#: frontiers hold this many points, or once this many sets I wait for them.
-EXACT_BATCH_POINTS = 50_000
+#: Exact mode queues the stages and makes their states and rows many per numpy pass, once
+#: this many stages or sets I wait (rows: at most this many frontier points per pass).
+EXACT_BATCH_STAGES = 8192
 EXACT_BATCH_SETS = 4096
+EXACT_BATCH_POINTS = 50_000
+#: States whose new frontier (before the Pareto filter) has more rows are made one at a time.
+EXTEND_BATCH_ROWS = 128
 
 
 class StageTables:
@@ -382,8 +385,7 @@ class _StageTableBuilder:
         self.block_memo: dict[int, list] = {}
         # exact mode: stages whose rows are still to be made, the points in their
         # frontiers, and the sets I whose pairs wait for them (see _flush_exact)
-        self.exact_queue: list = []
-        self.exact_queued = 0
+        self.exact_stages: list = []
         self.exact_pairs: list = []
         self.state_memo_points = STATE_MEMO_POINTS
         # exact mode: table points costing more than this cannot be in a plan of value <= ub
@@ -535,9 +537,9 @@ class _StageTableBuilder:
                 if C not in memo:
                     self._queue_stage(C)
             self.exact_pairs.append((k, I, jks, dev_lo, dev_hi))
-            if self.exact_queued >= EXACT_BATCH_POINTS or len(self.exact_pairs) >= EXACT_BATCH_SETS:
+            if len(self.exact_stages) >= EXACT_BATCH_STAGES or len(self.exact_pairs) >= EXACT_BATCH_SETS:
                 self._flush_exact()
-        if self.exact_pairs or self.exact_queue:
+        if self.exact_pairs or self.exact_stages:
             self._flush_exact()
         if self.greedy_pending:
             self._flush_greedy()
@@ -581,6 +583,111 @@ class _StageTableBuilder:
             memo.clear()
             self.memo_points = 0
         return sts, plus & ~minus
+
+    def _states_batch(self, Cs: list) -> dict:
+        """Exact mode: :meth:`_state` of many stages at once. The states missing from the
+        memo on the way down (each X from X minus its lowest node without successors in
+        X, as in :meth:`_state`, so every state is the same) are made by increasing size,
+        all states of one size together: the frontiers' sums with the new node's options
+        and their Pareto filters (:func:`dp.knapsack.pareto_masks`) in one numpy pass.
+        Returns C -> (states, cut-edge bitmask)."""
+        memo = self.state_memo
+        succ = self.succ_mask
+        parent: dict[int, tuple[int, int]] = {}
+        for C in Cs:
+            X = C
+            while X and X not in memo and X not in parent:
+                v = next(u for u in bits(X) if not succ[u] & X)
+                parent[X] = (X & ~(1 << v), v)
+                X &= ~(1 << v)
+        made: dict[int, tuple] = {}
+        levels: dict[int, list] = {}
+        for X in parent:
+            levels.setdefault(X.bit_count(), []).append(X)
+        for size in sorted(levels):
+            todo = []  # (X, t, parent state, v) to extend as a batch
+            new_of = {}
+            for X in levels[size]:
+                Y, v = parent[X]
+                got = made.get(Y) or memo.get(Y) or (self.empty_state if Y == 0 else None)
+                sts, plus, minus = got
+                new_of[X] = ({}, plus | self.plus_bits[v], minus | self.minus_bits[v])
+                for t, st in sts.items():
+                    todo.append((X, t, st, v))
+            results = self._extend_batch(todo)
+            for (X, t, _, _), st2 in zip(todo, results):
+                if st2 is not None:
+                    new_of[X][0][t] = st2
+            for X in levels[size]:
+                made[X] = new_of[X]
+                for st2 in new_of[X][0].values():
+                    fr = st2[2]
+                    self.memo_points += 1 if fr is None else len(fr)
+        out = {}
+        for C in Cs:
+            sts, plus, minus = made.get(C) or memo.get(C) or self.empty_state
+            out[C] = (sts, plus & ~minus)
+        memo.update(made)
+        if self.memo_points > self.state_memo_points:
+            memo.clear()
+            self.memo_points = 0
+        return out
+
+    def _extend_batch(self, todo: list) -> list:
+        """:meth:`_extend` of many (X, t, state, v): the plain ones whose new frontier
+        (sums with a node of two or more options) has at most :data:`EXTEND_BATCH_ROWS`
+        rows in one pass (the same float sums, row order and Pareto rule), the others
+        one at a time."""
+        out = [None] * len(todo)
+        batch = []  # (index, W, m1, fr, o)
+        mem_maybe = self.mem_maybe
+        for i, (X, t, st, v) in enumerate(todo):
+            node = self.node_t.get((v, t))
+            if node is None:
+                continue
+            node_plain, m1min, w_first, o = node
+            W, plain, fr, m1 = st
+            if not (plain and node_plain and len(o) > 1) or len(fr) * len(o) > EXTEND_BATCH_ROWS:
+                # (a large frontier's own Pareto filter costs more than its numpy calls)
+                out[i] = self._extend(st, v, t)
+                continue
+            m1 = m1 + m1min
+            if m1 > mem_maybe:
+                continue
+            batch.append((i, W + w_first, m1, fr, o))
+        by_L: dict[int, list] = {}
+        for b in batch:
+            by_L.setdefault(len(b[4]), []).append(b)
+        for L, items in by_L.items():
+            for c0 in range(0, len(items), 4096):
+                self._extend_plain(items[c0 : c0 + 4096], L, out)
+        return out
+
+    def _extend_plain(self, items: list, L: int, out: list):
+        """The frontier step of :meth:`_extend` for plain states and nodes with L >= 2
+        options, many at once."""
+        lens = np.array([len(b[3]) for b in items], dtype=np.int64)
+        F = np.concatenate([b[3] for b in items])
+        O = np.stack([b[4] for b in items])  # (items, L, 5)
+        which = np.repeat(np.arange(len(items)), lens)
+        new = (F[:, None, :] + O[which]).reshape(-1, 5)
+        seg = np.repeat(which, L)
+        ok = new[:, 3] <= self.mem_maybe
+        if not ok.all():
+            new, seg = new[ok], seg[ok]
+        cnt = np.bincount(seg, minlength=len(items))
+        multi = cnt[seg] > 1
+        keep = np.ones(len(new), dtype=bool)
+        if multi.any():
+            keep[multi] = pareto_masks(new[multi][:, (0, 3, 4)], seg[multi])
+            new, seg = new[keep], seg[keep]
+            cnt = np.bincount(seg, minlength=len(items))
+        ends = np.cumsum(cnt).tolist()
+        a = 0
+        for b, e, c in zip(items, ends, cnt.tolist()):
+            if c:
+                out[b[0]] = (b[1], True, new[a:e], b[2])
+            a = e
 
     def _extend(self, st, v: int, t: int):
         """State of stage C + v under t: (W, plain, frontier (P, A, Bm, m1, mS), m1min), or
@@ -637,31 +744,41 @@ class _StageTableBuilder:
                 self._emit_greedy(k, jk, t, I, J, C, ds)
 
     def _queue_stage(self, C: int):
-        """Exact mode: make the state of stage C now and queue its rows (per t) for
-        :meth:`_flush_exact`; ``block_memo[C]`` gets a list with a slot per t, filled
-        there with (the rows' t d as a list, the first row). Empty when no option choice
-        of any t fits (then no pair with this C is a candidate)."""
-        sts, cut = self._state(C)
-        slots = [None] * len(sts)
-        self.block_memo[C] = slots
-        for i, (t, (W, plain, fr, _)) in enumerate(sts.items()):
-            self.exact_queue.append((C, t, cut, W, plain, fr, slots, i))
-            self.exact_queued += 1 if fr is None else len(fr)
+        """Exact mode: queue stage C for :meth:`_flush_exact`, which makes its state and
+        its rows; ``block_memo[C]`` gets a list, filled there with a slot per t where some
+        choice may fit: (the rows' t d as a list, the first row). Left empty when no option
+        choice of any t fits (then no pair with this C is a candidate)."""
+        self.block_memo[C] = []
+        self.exact_stages.append(C)
 
     def _flush_exact(self):
-        """Make the rows of every queued stage (plain stages whose memory the float sums
-        decide: many stages per numpy pass, :meth:`_exact_plain_batch`; others one at a
-        time, :meth:`_exact_blocks`), then emit the queued pairs' groups in their order."""
-        queue, self.exact_queue, self.exact_queued = self.exact_queue, [], 0
+        """Make the states of the queued stages (:meth:`_states_batch`), then their rows
+        (plain stages whose memory the float sums decide: many stages per numpy pass,
+        :meth:`_exact_plain_batch`; others one at a time, :meth:`_exact_blocks`), then
+        emit the queued pairs' groups in their order."""
+        stages, self.exact_stages = self.exact_stages, []
+        got = self._states_batch(stages)
         by_t: dict[int, list] = {}
-        for e in queue:
-            if e[4]:
-                by_t.setdefault(e[1], []).append(e)
-            else:
-                C, t, cut, W, plain, fr, slots, i = e
-                slots[i] = self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr))
+        points: dict[int, int] = {}
+        for C in stages:
+            sts, cut = got[C]
+            slots = self.block_memo[C]
+            slots.extend([None] * len(sts))
+            for i, (t, (W, plain, fr, _)) in enumerate(sts.items()):
+                e = (C, t, cut, W, plain, fr, slots, i)
+                if not plain:
+                    slots[i] = self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr))
+                    continue
+                lst = by_t.setdefault(t, [])
+                lst.append(e)
+                points[t] = points.get(t, 0) + len(fr)
+                if points[t] >= EXACT_BATCH_POINTS:
+                    self._exact_plain_batch(t, lst)
+                    by_t[t], points[t] = [], 0
+        del got
         for t, ents in by_t.items():
-            self._exact_plain_batch(t, ents)
+            if ents:
+                self._exact_plain_batch(t, ents)
         pairs, self.exact_pairs = self.exact_pairs, []
         memo, ideals, ub = self.block_memo, self.ideals, self.ub
         bl, br = bisect.bisect_left, bisect.bisect_right
