@@ -23,7 +23,7 @@ E cut-edge bytes, W sum of w, P sum of p, a and b memory per microbatch and cons
 
 from __future__ import annotations
 
-import bisect
+import itertools
 import math
 from array import array
 
@@ -44,9 +44,11 @@ __all__ = ["StageTables", "build_stage_tables", "bits", "membership"]
 #: 60 bytes each with their dicts); then it forgets them all and goes on.
 STATE_MEMO_POINTS = 1_000_000
 #: Exact mode queues the stages and makes their states and rows many per numpy pass, once
-#: this many stages or sets I wait (rows: at most this many frontier points per pass).
+#: this many stages, sets I or pairs (I, J) wait (rows: at most this many frontier points
+#: per pass).
 EXACT_BATCH_STAGES = 8192
 EXACT_BATCH_SETS = 4096
+EXACT_BATCH_PAIRS = 65_536
 EXACT_BATCH_POINTS = 50_000
 #: States whose new frontier (before the Pareto filter) has more rows are made one at a time.
 EXTEND_BATCH_ROWS = 128
@@ -165,16 +167,15 @@ class StageTables:
         self.n_groups += count
         self._grow(self.RUN_BYTES + (self.GROUP_BYTES + self.extra_group_bytes) * count)
 
-    def add_group_runs(self, k: int, jks: list, rows: list, counts: list):
-        """Runs of groups (I = set k, J = set jks[i]) for the counts[i] rows from rows[i] on."""
+    def add_runs(self, ks: np.ndarray, jks: np.ndarray, rows: np.ndarray, counts: np.ndarray):
+        """Runs of groups (I = set ks[i], J = set jks[i]) for the counts[i] rows from
+        rows[i] on (int64 arrays), sorted by I."""
         runs = self.runs
-        runs[0].extend([k] * len(jks))
-        runs[1].extend(jks)
-        runs[2].extend(rows)
-        runs[3].extend(counts)
-        total = sum(counts)
+        for buf, a in zip(runs, (ks, jks, rows, counts)):
+            buf.frombytes(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+        total = int(counts.sum())
         self.n_groups += total
-        self._grow(self.RUN_BYTES * len(jks) + (self.GROUP_BYTES + self.extra_group_bytes) * total)
+        self._grow(self.RUN_BYTES * len(ks) + (self.GROUP_BYTES + self.extra_group_bytes) * total)
 
     def emit(self, k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone=True):
         """Rows of their own for stage (I = set k, J = set jk) under t, one per d."""
@@ -382,11 +383,19 @@ class _StageTableBuilder:
         self.greedy_cache: dict[tuple, list] = {}
         # exact mode: the rows of stage C per t, shared by every pair (I, J) with
         # I \\ J = C (see _queue_stage)
-        self.block_memo: dict[int, list] = {}
+        self.block_memo: dict[int, int] = {}
+        # per stage id: its C (until its rows are made), then per t its rows as arrays:
+        # first row (-1: none for this t) and the running count of rows by d
+        self.stage_C: list[int] = []
+        self.n_stages = 0
+        self.stage_nonempty = np.zeros(0, dtype=bool)
+        self.stage_first = {t: np.zeros(0, dtype=np.int64) for t in self.t_values}
+        self.stage_cum = {t: np.zeros((0, len(self.ds[t]) + 1), dtype=np.int32) for t in self.t_values}
         # exact mode: stages whose rows are still to be made, the points in their
         # frontiers, and the sets I whose pairs wait for them (see _flush_exact)
         self.exact_stages: list = []
         self.exact_pairs: list = []
+        self.exact_pair_count = 0
         self.state_memo_points = STATE_MEMO_POINTS
         # exact mode: table points costing more than this cannot be in a plan of value <= ub
         self.cost_cut = None if ub is None or greedy else ub * (1.0 + 1e-9)
@@ -532,12 +541,21 @@ class _StageTableBuilder:
             # are made (the pairs of this I wait in the queue with them)
             memo = self.block_memo
             jks = js[::-1].tolist()
+            sids = []
             for jk in jks:
                 C = I & ~ideals[jk]
-                if C not in memo:
-                    self._queue_stage(C)
-            self.exact_pairs.append((k, I, jks, dev_lo, dev_hi))
-            if len(self.exact_stages) >= EXACT_BATCH_STAGES or len(self.exact_pairs) >= EXACT_BATCH_SETS:
+                sid = memo.get(C)
+                if sid is None:
+                    sid = self._queue_stage(C)
+                sids.append(sid)
+            if jks:
+                self.exact_pairs.append((k, jks, sids, dev_lo, dev_hi))
+                self.exact_pair_count += len(jks)
+            if (
+                len(self.exact_stages) >= EXACT_BATCH_STAGES
+                or len(self.exact_pairs) >= EXACT_BATCH_SETS
+                or self.exact_pair_count >= EXACT_BATCH_PAIRS
+            ):
                 self._flush_exact()
         if self.exact_pairs or self.exact_stages:
             self._flush_exact()
@@ -743,13 +761,14 @@ class _StageTableBuilder:
             else:
                 self._emit_greedy(k, jk, t, I, J, C, ds)
 
-    def _queue_stage(self, C: int):
+    def _queue_stage(self, C: int) -> int:
         """Exact mode: queue stage C for :meth:`_flush_exact`, which makes its state and
-        its rows; ``block_memo[C]`` gets a list, filled there with a slot per t where some
-        choice may fit: (the rows' t d as a list, the first row). Left empty when no option
-        choice of any t fits (then no pair with this C is a candidate)."""
-        self.block_memo[C] = []
+        its rows; returns its id (``block_memo[C]``)."""
+        sid = self.n_stages
+        self.n_stages += 1
+        self.block_memo[C] = sid
         self.exact_stages.append(C)
+        return sid
 
     def _flush_exact(self):
         """Make the states of the queued stages (:meth:`_states_batch`), then their rows
@@ -760,10 +779,11 @@ class _StageTableBuilder:
         got = self._states_batch(stages)
         by_t: dict[int, list] = {}
         points: dict[int, int] = {}
+        all_slots = []
         for C in stages:
             sts, cut = got[C]
-            slots = self.block_memo[C]
-            slots.extend([None] * len(sts))
+            slots = [None] * len(sts)
+            all_slots.append((list(sts), slots))
             for i, (t, (W, plain, fr, _)) in enumerate(sts.items()):
                 e = (C, t, cut, W, plain, fr, slots, i)
                 if not plain:
@@ -779,33 +799,78 @@ class _StageTableBuilder:
         for t, ents in by_t.items():
             if ents:
                 self._exact_plain_batch(t, ents)
-        pairs, self.exact_pairs = self.exact_pairs, []
-        memo, ideals, ub = self.block_memo, self.ideals, self.ub
-        bl, br = bisect.bisect_left, bisect.bisect_right
-        for k, I, jks, dev_lo, dev_hi in pairs:
-            run_j, run_row, run_cnt = [], [], []
-            n_js = len(jks)
-            for pos, jk in zip(range(n_js - 1, -1, -1), jks):
-                blk = memo[I & ~ideals[jk]]
-                if not blk:
+        self._record_stages(all_slots)
+        del all_slots
+        self._emit_pairs()
+
+    def _record_stages(self, all_slots: list):
+        """Append the rows of newly made stages (per stage: its t values and per t the
+        rows' t d and first row) to the per-t arrays of stage ids."""
+        n_new = len(all_slots)
+        nonempty = np.array([bool(ts) for ts, _ in all_slots], dtype=bool)
+        self.stage_nonempty = np.concatenate([self.stage_nonempty, nonempty])
+        for t in self.t_values:
+            tds = (t * self.ds[t]).tolist()
+            full = list(range(len(tds) + 1))
+            first = [-1] * n_new
+            cum = [None] * n_new
+            none = [0] * (len(tds) + 1)
+            for s_, (ts, slots) in enumerate(all_slots):
+                if t not in ts:
+                    cum[s_] = none
                     continue
-                self.pairs += 1
-                if ub is None:
-                    for devs, first in blk:
-                        if devs:
-                            run_j.append(jk)
-                            run_row.append(first)
-                            run_cnt.append(len(devs))
+                devs, f = slots[ts.index(t)]
+                first[s_] = f
+                if len(devs) == len(tds):
+                    cum[s_] = full
                 else:
-                    lo_d, hi_d = dev_lo[pos], dev_hi[pos]
-                    for devs, first in blk:
-                        lo, hi = bl(devs, lo_d), br(devs, hi_d)
-                        if lo < hi:
-                            run_j.append(jk)
-                            run_row.append(first + lo)
-                            run_cnt.append(hi - lo)
-            if run_j:
-                self.tables.add_group_runs(k, run_j, run_row, run_cnt)
+                    have = set(devs)
+                    cum[s_] = [0, *itertools.accumulate(x in have for x in tds)]
+            self.stage_first[t] = np.concatenate([self.stage_first[t], np.array(first, dtype=np.int64)])
+            cum_a = np.array(cum, dtype=np.int32).reshape(n_new, len(tds) + 1)
+            self.stage_cum[t] = np.concatenate([self.stage_cum[t], cum_a])
+
+    def _emit_pairs(self):
+        """The groups of the queued pairs (I, J), all at once: per pair and t, the rows of
+        its stage whose t d lies in the pair's device range (all rows without an upper
+        bound), in the order of the pairs and then of t."""
+        pairs, self.exact_pairs = self.exact_pairs, []
+        self.exact_pair_count = 0
+        if not pairs:
+            return
+        cnt_per = np.array([len(p[1]) for p in pairs], dtype=np.int64)
+        K = np.repeat(np.array([p[0] for p in pairs], dtype=np.int64), cnt_per)
+        JK = np.array([j for p in pairs for j in p[1]], dtype=np.int64)
+        SID = np.array([x for p in pairs for x in p[2]], dtype=np.int64)
+        self.pairs += int(self.stage_nonempty[SID].sum())
+        if self.ub is not None:
+            # dev_lo, dev_hi are listed by position in js (increasing J); the pairs go by
+            # decreasing J
+            LO = np.array([x for p in pairs for x in p[3][::-1]], dtype=float)
+            HI = np.array([x for p in pairs for x in p[4][::-1]], dtype=np.int64)
+        n = len(SID)
+        ar = np.arange(n)
+        parts = []
+        for ti, t in enumerate(self.t_values):
+            f = self.stage_first[t][SID]
+            cum = self.stage_cum[t][SID]
+            tds = t * self.ds[t]
+            if self.ub is None:
+                lo = np.zeros(n, dtype=np.int64)
+                hi = cum[:, -1].astype(np.int64)
+            else:
+                lo = cum[ar, np.searchsorted(tds, LO, side="left")].astype(np.int64)
+                hi = cum[ar, np.searchsorted(tds, HI, side="right")].astype(np.int64)
+            ok = (f >= 0) & (hi > lo)
+            idx = np.nonzero(ok)[0]
+            parts.append((idx, np.full(len(idx), ti), f[idx] + lo[idx], hi[idx] - lo[idx]))
+        p_idx = np.concatenate([x[0] for x in parts])
+        t_idx = np.concatenate([x[1] for x in parts])
+        rows = np.concatenate([x[2] for x in parts])
+        cnts = np.concatenate([x[3] for x in parts])
+        order = np.lexsort((t_idx, p_idx))
+        p_idx = p_idx[order]
+        self.tables.add_runs(K[p_idx], JK[p_idx], rows[order], cnts[order])
 
     def _exact_plain_batch(self, t: int, ents: list):
         """The rows of many plain stages under t at once: the same float operations per
@@ -879,10 +944,10 @@ class _StageTableBuilder:
         nrows = has2.sum(axis=1)
         firsts = (first + np.cumsum(nrows) - nrows).tolist()
         tds = (t * ds).tolist()
+        full = has2.all(axis=1).tolist()
         for r, s in enumerate(fast.tolist()):
             slots, i = ents[s][6], ents[s][7]
-            h = has2[r]
-            devs = tds if bool(h.all()) else [x for x, y in zip(tds, h.tolist()) if y]
+            devs = tds if full[r] else [x for x, y in zip(tds, has2[r].tolist()) if y]
             slots[i] = (devs, firsts[r])
 
     def _store_rows(self, t: int, blocks: list) -> tuple[list, int]:
