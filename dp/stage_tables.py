@@ -12,6 +12,12 @@ once per (C, t) and shared by every pair with that C), or Piper's rule for each 
 mode, :mod:`dp.greedy_rule`). Memory decisions are exact (sec. 7): float sums decide away
 from the boundary, :class:`dp.option_choice.OptionChoices` (exact integer sums) near it.
 
+Exact mode works in batches (``_flush_exact``): the stages of many sets I are queued,
+their missing states made by increasing size, all states of one size in one numpy pass
+(:func:`dp.knapsack.pareto_masks`), their rows likewise, and the waiting pairs' groups
+looked up at once. Each state comes from the same parent as one at a time and each point
+goes through the same float operations, so the tables are the same group by group.
+
 This module is longer than 600 lines because the state building and its three emitters
 (exact on "plain" nodes, exact on general nodes, greedy) share the states and caches;
 split apart they would pass a dozen arrays between modules.
@@ -46,9 +52,9 @@ STATE_MEMO_POINTS = 1_000_000
 #: Exact mode queues the stages and makes their states and rows many per numpy pass, once
 #: this many stages, sets I or pairs (I, J) wait (rows: at most this many frontier points
 #: per pass).
-EXACT_BATCH_STAGES = 8192
+EXACT_BATCH_STAGES = 4096
 EXACT_BATCH_SETS = 4096
-EXACT_BATCH_PAIRS = 65_536
+EXACT_BATCH_PAIRS = 32_768
 EXACT_BATCH_POINTS = 50_000
 #: States whose new frontier (before the Pareto filter) has more rows are made one at a time.
 EXTEND_BATCH_ROWS = 128
@@ -176,11 +182,6 @@ class StageTables:
         total = int(counts.sum())
         self.n_groups += total
         self._grow(self.RUN_BYTES * len(ks) + (self.GROUP_BYTES + self.extra_group_bytes) * total)
-
-    def emit(self, k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone=True):
-        """Rows of their own for stage (I = set k, J = set jk) under t, one per d."""
-        if cost2d.shape[1]:
-            self.add_groups(k, jk, self.add_rows(t, ds, cost2d, ylo2d, yhi2d, monotone), len(ds))
 
     def finalize(self):
         def take(buf, dtype):
@@ -381,6 +382,10 @@ class _StageTableBuilder:
         self.items: list[tuple] = []
         self.node_item: dict[tuple, int] = {}
         self.greedy_cache: dict[tuple, list] = {}
+        # greedy mode: first row of the rows of stage C under t (plain stages), and of
+        # each profile of greedy_cache, stored once and shared by the pairs
+        self.greedy_rows: dict[tuple[int, int], int] = {}
+        self.greedy_profile_rows: dict[tuple, list] = {}
         # exact mode: the rows of stage C per t, shared by every pair (I, J) with
         # I \\ J = C (see _queue_stage)
         self.block_memo: dict[int, int] = {}
@@ -388,9 +393,13 @@ class _StageTableBuilder:
         # first row (-1: none for this t) and the running count of rows by d
         self.stage_C: list[int] = []
         self.n_stages = 0
+        self.n_recorded = 0
         self.stage_nonempty = np.zeros(0, dtype=bool)
         self.stage_first = {t: np.zeros(0, dtype=np.int64) for t in self.t_values}
-        self.stage_cum = {t: np.zeros((0, len(self.ds[t]) + 1), dtype=np.int32) for t in self.t_values}
+        self.stage_cum = {
+            t: np.zeros((0, len(self.ds[t]) + 1), dtype=np.int16 if len(self.ds[t]) < 2**15 else np.int32)
+            for t in self.t_values
+        }
         # exact mode: stages whose rows are still to be made, the points in their
         # frontiers, and the sets I whose pairs wait for them (see _flush_exact)
         self.exact_stages: list = []
@@ -807,8 +816,23 @@ class _StageTableBuilder:
         """Append the rows of newly made stages (per stage: its t values and per t the
         rows' t d and first row) to the per-t arrays of stage ids."""
         n_new = len(all_slots)
-        nonempty = np.array([bool(ts) for ts, _ in all_slots], dtype=bool)
-        self.stage_nonempty = np.concatenate([self.stage_nonempty, nonempty])
+        n0 = self.n_recorded
+        n1 = n0 + n_new
+        if n1 > len(self.stage_nonempty):
+            # grow the arrays by doubling (a copy per doubling, not per flush)
+            cap = max(n1, 2 * len(self.stage_nonempty), 1024)
+
+            def grown(a, fill):
+                b = np.full((cap, *a.shape[1:]), fill, dtype=a.dtype)
+                b[: len(a)] = a
+                return b
+
+            self.stage_nonempty = grown(self.stage_nonempty, False)
+            for t in self.t_values:
+                self.stage_first[t] = grown(self.stage_first[t], -1)
+                self.stage_cum[t] = grown(self.stage_cum[t], 0)
+        self.stage_nonempty[n0:n1] = [bool(ts) for ts, _ in all_slots]
+        self.n_recorded = n1
         for t in self.t_values:
             tds = (t * self.ds[t]).tolist()
             full = list(range(len(tds) + 1))
@@ -826,9 +850,8 @@ class _StageTableBuilder:
                 else:
                     have = set(devs)
                     cum[s_] = [0, *itertools.accumulate(x in have for x in tds)]
-            self.stage_first[t] = np.concatenate([self.stage_first[t], np.array(first, dtype=np.int64)])
-            cum_a = np.array(cum, dtype=np.int32).reshape(n_new, len(tds) + 1)
-            self.stage_cum[t] = np.concatenate([self.stage_cum[t], cum_a])
+            self.stage_first[t][n0:n1] = first
+            self.stage_cum[t][n0:n1] = np.array(cum, dtype=self.stage_cum[t].dtype).reshape(n_new, len(tds) + 1)
 
     def _emit_pairs(self):
         """The groups of the queued pairs (I, J), all at once: per pair and t, the rows of
@@ -1074,7 +1097,7 @@ class _StageTableBuilder:
         per such sequence (in batches, see :meth:`_flush_greedy`); E and W come from the state."""
         nodes = list(bits(C))
         key = (t, tuple(self.greedy_class[(i, t)] for i in nodes))
-        self.greedy_pending.append((k, jk, t, E, W, ds, caps, key, nodes))
+        self.greedy_pending.append((k, jk, t, E, W, ds, caps, key, nodes, C))
         if len(self.greedy_pending) >= 4096:
             self._flush_greedy()
 
@@ -1083,7 +1106,7 @@ class _StageTableBuilder:
         per numpy call (rows padded with zero-memory columns), then emit them all."""
         pending, self.greedy_pending = self.greedy_pending, []
         todo: dict[tuple, list[int]] = {}
-        for k, jk, t, E, W, ds, caps, key, nodes in pending:
+        for k, jk, t, E, W, ds, caps, key, nodes, C in pending:
             if key not in self.greedy_runs_memo and key not in todo:
                 todo[key] = nodes
         by_t: dict[int, list] = {}
@@ -1097,14 +1120,23 @@ class _StageTableBuilder:
                 chunk = items[c0 : c0 + step]
                 for key, runs in zip((kv[0] for kv in chunk), self._greedy_plain_batch(t, [kv[1] for kv in chunk], ymax)):
                     self.greedy_runs_memo[key] = runs
-        for k, jk, t, E, W, ds, caps, key, nodes in pending:
+        rows_memo = self.greedy_rows
+        for k, jk, t, E, W, ds, caps, key, nodes, C in pending:
             lo, hi, P, mono = self.greedy_runs_memo[key]
             if not len(P):
                 continue
-            dcol = ds[:, None].astype(float)
-            cost = stage_tps_from_sums(E, W, P[None, :], dcol, self.N, self.B)
-            yhi = np.minimum(hi[None, :], caps[:, None])
-            self.tables.emit(k, jk, t, ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono)
+            # the rows of stage C under t for every allowed d, made once per (C, t) (E and
+            # W are C's): the pair's d (a contiguous range of them) name a slice
+            first = rows_memo.get((C, t))
+            if first is None:
+                all_ds, all_caps = self.ds[t], self.cap[t]
+                dcol = all_ds[:, None].astype(float)
+                cost = stage_tps_from_sums(E, W, P[None, :], dcol, self.N, self.B)
+                yhi = np.minimum(hi[None, :], all_caps[:, None])
+                first = self.tables.add_rows(t, all_ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono)
+                rows_memo[(C, t)] = first
+            i0 = 0 if len(ds) == len(self.ds[t]) else int(np.searchsorted(self.ds[t], ds[0]))
+            self.tables.add_groups(k, jk, first + i0, len(ds))
 
     def _greedy_plain_batch(self, t: int, stages: list[list[int]], ymax: int) -> list:
         """Runs (y_lo, y_hi, P, monotone) by Piper's rule for y = 1..ymax of each stage
@@ -1141,13 +1173,26 @@ class _StageTableBuilder:
             got = self._greedy_profiles(ids, t)
             self.greedy_cache[key] = got
         full = len(allowed) == len(self.ds[t])
-        for ds, cost, ylo, yhi, mono in got:
+        # the rows of each profile are stored once (on first use) and shared by the pairs
+        rows = self.greedy_profile_rows.setdefault(key, [None] * len(got))
+        for i, (ds, cost, ylo, yhi, mono) in enumerate(got):
+            whole = True
             if not full:
                 keep = np.isin(ds, allowed)
                 if not keep.any():
                     continue
-                ds, cost, ylo, yhi = ds[keep], cost[keep], ylo[keep], yhi[keep]
-            self.tables.emit(k, jk, t, ds, cost, ylo, yhi, mono)
+                whole = bool(keep.all())
+                if not whole:
+                    ds, cost, ylo, yhi = ds[keep], cost[keep], ylo[keep], yhi[keep]
+            if not cost.shape[1]:
+                continue
+            if not whole:
+                first = self.tables.add_rows(t, ds, cost, ylo, yhi, mono)
+            else:
+                first = rows[i]
+                if first is None:
+                    first = rows[i] = self.tables.add_rows(t, ds, cost, ylo, yhi, mono)
+            self.tables.add_groups(k, jk, first, len(ds))
 
     def _greedy_profiles(self, item_ids: tuple, t: int):
         """Piper's rule on a stage with general nodes, for each d (the ranking depends on d)
