@@ -48,6 +48,7 @@ __all__ = [
     "Item",
     "Frontier",
     "pareto_mask",
+    "pareto_masks",
     "stage_items",
     "pareto_frontier",
     "y_capacity",
@@ -144,6 +145,85 @@ def pareto_mask(cols: np.ndarray) -> np.ndarray:
         le = np.all(rest[None, :hi, :] <= rest[lo:hi, None, :], axis=2)
         tri = np.arange(hi)[None, :] < np.arange(lo, hi)[:, None]
         keep[lo:hi] = ~np.any(le & tri, axis=1)
+    mask[order[keep]] = True
+    return mask
+
+
+def pareto_masks(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    """:func:`pareto_mask` of many arrays at once: ``cols`` (n x 3) holds them end to end,
+    ``seg`` (n, nondecreasing) names the array of each row. The same rule per array: a
+    row is kept unless a row before it in lexicographic order (ties: input order) is <=
+    it in every column (columns constant in an array change neither the order nor the
+    dominance, so this is what :func:`pareto_mask` keeps for any number of varying
+    columns). Arrays up to 512 rows are compared in padded batches of similar length,
+    larger ones one at a time."""
+    n = len(cols)
+    mask = np.zeros(n, dtype=bool)
+    if n == 0:
+        return mask
+    order = np.lexsort((cols[:, 2], cols[:, 1], cols[:, 0], seg))
+    s1, s2, sg = cols[order, 1], cols[order, 2], seg[order]
+    starts = np.flatnonzero(np.concatenate(([True], sg[1:] != sg[:-1])))
+    lens = np.diff(np.append(starts, n))
+    keep = np.ones(n, dtype=bool)
+    # an array with a constant column: two columns x, y decide, the rows are sorted by
+    # (x, y), and a row is kept iff its y is below every earlier row's (as pareto_mask's
+    # one- and two-column paths); y is column 2, or column 1 when column 2 is constant
+    s0 = cols[order, 0]
+    const = [np.minimum.reduceat(c, starts) == np.maximum.reduceat(c, starts) for c in (s0, s1, s2)]
+    flat = const[0] | const[1] | const[2]
+    if flat.any():
+        seg_i = np.repeat(np.arange(len(starts)), lens)
+        y = np.where(const[2][seg_i], s1, s2)
+        rows = flat[seg_i]
+        yr = y[rows]
+        gi = seg_i[rows]
+        # dense ranks of y (equal values, equal ranks), offset so that earlier arrays rank
+        # above later ones: a running minimum then never leaks across arrays
+        _, rank = np.unique(yr, return_inverse=True)
+        R = int(rank.max()) + 1
+        key = rank.astype(np.int64) + (len(starts) - 1 - gi) * R
+        run = np.minimum.accumulate(key)
+        k2 = np.ones(len(key), dtype=bool)
+        k2[1:] = (key[1:] < run[:-1]) | (gi[1:] != gi[:-1])
+        keep[rows] = k2
+        lens = np.where(flat, 1, lens)  # done
+    # arrays by length; runs of similar length are compared together, padded to the
+    # longest of the run, about 2M comparisons per pass
+    by_len = np.argsort(lens, kind="stable")
+    i, ng = 0, len(lens)
+    while i < ng:
+        m = int(lens[by_len[i]])
+        if m == 1:
+            i = int(np.searchsorted(lens[by_len], 1, side="right"))
+            continue
+        if m > 512:
+            for g in by_len[i:].tolist():
+                a, b = int(starts[g]), int(starts[g] + lens[g])
+                sub = np.zeros(b - a, dtype=bool)
+                # the rows are sorted already: pareto_mask's own (stable) sort keeps them so
+                sub[pareto_mask(cols[order[a:b]])] = True
+                keep[a:b] = sub
+            break
+        j = i + max(1, 2_000_000 // (m * m))
+        while True:
+            m2 = int(lens[by_len[min(j, ng) - 1]])
+            if (min(j, ng) - i) * m2 * m2 <= 4_000_000 or j - i <= 1:
+                break
+            j = i + (j - i) // 2
+        j = min(j, ng)
+        g = by_len[i:j]
+        m = int(lens[g].max())
+        ar = np.arange(m)
+        valid = ar[None, :] < lens[g][:, None]
+        idx = np.where(valid, starts[g][:, None] + ar[None, :], 0)
+        a1, a2 = s1[idx], s2[idx]
+        le = (a1[:, None, :] <= a1[:, :, None]) & (a2[:, None, :] <= a2[:, :, None])
+        le &= (ar[None, :] < ar[:, None])[None, :, :]
+        le &= valid[:, None, :]
+        dom = le.any(axis=2)
+        keep[idx[valid]] = ~dom[valid]
+        i = j
     mask[order[keep]] = True
     return mask
 

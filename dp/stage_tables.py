@@ -12,6 +12,12 @@ once per (C, t) and shared by every pair with that C), or Piper's rule for each 
 mode, :mod:`dp.greedy_rule`). Memory decisions are exact (sec. 7): float sums decide away
 from the boundary, :class:`dp.option_choice.OptionChoices` (exact integer sums) near it.
 
+Exact mode works in batches (``_flush_exact``): the stages of many sets I are queued,
+their missing states made by increasing size, all states of one size in one numpy pass
+(:func:`dp.knapsack.pareto_masks`), their rows likewise, and the waiting pairs' groups
+looked up at once. Each state comes from the same parent as one at a time and each point
+goes through the same float operations, so the tables are the same group by group.
+
 This module is longer than 600 lines because the state building and its three emitters
 (exact on "plain" nodes, exact on general nodes, greedy) share the states and caches;
 split apart they would pass a dozen arrays between modules.
@@ -23,14 +29,14 @@ E cut-edge bytes, W sum of w, P sum of p, a and b memory per microbatch and cons
 
 from __future__ import annotations
 
-import bisect
+import itertools
 import math
 from array import array
 
 import numpy as np
 
 from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
-from dp.knapsack import pareto_mask, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
+from dp.knapsack import _y_capacity_and_memory, pareto_mask, pareto_masks, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
 from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit
 from dp.option_choice import OptionChoices
 from piper_ilp.cost import cut_edge_bytes
@@ -43,6 +49,15 @@ __all__ = ["StageTables", "build_stage_tables", "bits", "membership", "sorted_un
 #: pairs (I, J) is made once) until the remembered frontiers hold this many points (about
 #: 60 bytes each with their dicts); then it forgets them all and goes on.
 STATE_MEMO_POINTS = 1_000_000
+#: Exact mode queues the stages and makes their states and rows many per numpy pass, once
+#: this many stages, sets I or pairs (I, J) wait (rows: at most this many frontier points
+#: per pass).
+EXACT_BATCH_STAGES = 4096
+EXACT_BATCH_SETS = 4096
+EXACT_BATCH_PAIRS = 32_768
+EXACT_BATCH_POINTS = 50_000
+#: States whose new frontier (before the Pareto filter) has more rows are made one at a time.
+EXTEND_BATCH_ROWS = 128
 
 
 class StageTables:
@@ -131,6 +146,23 @@ class StageTables:
         self._grow(self.POINT_BYTES * len(cost) + self.ROW_BYTES * nr)
         return first
 
+    def add_flat_rows(self, t, ds, npts, cost, yhi) -> int:
+        """Store one row per entry of ``ds`` with ``npts`` points each, the points given
+        end to end (``cost``, ``yhi``; ylo is 1 for every point); returns the index of
+        the first row."""
+        nr = len(ds)
+        first = self.n_rows
+        self.row_t.extend([t] * nr)
+        self.row_d_buf.frombytes(np.ascontiguousarray(ds, dtype=np.int64).tobytes())
+        self.row_npts.frombytes(np.ascontiguousarray(npts, dtype=np.int64).tobytes())
+        self.row_mono.extend([1] * nr)
+        self.pt_cost.frombytes(np.ascontiguousarray(cost, dtype=np.float64).tobytes())
+        self.pt_ylo.frombytes(np.ones(len(cost), dtype=self.y_dtype).tobytes())
+        self.pt_yhi.frombytes(np.ascontiguousarray(yhi, dtype=self.y_dtype).tobytes())
+        self.n_rows += nr
+        self._grow(self.POINT_BYTES * len(cost) + self.ROW_BYTES * nr)
+        return first
+
     def add_groups(self, k: int, jk: int, row: int, count: int):
         """Groups (I = set k, J = set jk) for the ``count`` rows from ``row`` on."""
         runs = self.runs
@@ -141,21 +173,15 @@ class StageTables:
         self.n_groups += count
         self._grow(self.RUN_BYTES + (self.GROUP_BYTES + self.extra_group_bytes) * count)
 
-    def add_group_runs(self, k: int, jks: list, rows: list, counts: list):
-        """Runs of groups (I = set k, J = set jks[i]) for the counts[i] rows from rows[i] on."""
+    def add_runs(self, ks: np.ndarray, jks: np.ndarray, rows: np.ndarray, counts: np.ndarray):
+        """Runs of groups (I = set ks[i], J = set jks[i]) for the counts[i] rows from
+        rows[i] on (int64 arrays), sorted by I."""
         runs = self.runs
-        runs[0].extend([k] * len(jks))
-        runs[1].extend(jks)
-        runs[2].extend(rows)
-        runs[3].extend(counts)
-        total = sum(counts)
+        for buf, a in zip(runs, (ks, jks, rows, counts)):
+            buf.frombytes(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+        total = int(counts.sum())
         self.n_groups += total
-        self._grow(self.RUN_BYTES * len(jks) + (self.GROUP_BYTES + self.extra_group_bytes) * total)
-
-    def emit(self, k, jk, t, ds, cost2d, ylo2d, yhi2d, monotone=True):
-        """Rows of their own for stage (I = set k, J = set jk) under t, one per d."""
-        if cost2d.shape[1]:
-            self.add_groups(k, jk, self.add_rows(t, ds, cost2d, ylo2d, yhi2d, monotone), len(ds))
+        self._grow(self.RUN_BYTES * len(ks) + (self.GROUP_BYTES + self.extra_group_bytes) * total)
 
     def finalize(self):
         def take(buf, dtype):
@@ -356,9 +382,29 @@ class _StageTableBuilder:
         self.items: list[tuple] = []
         self.node_item: dict[tuple, int] = {}
         self.greedy_cache: dict[tuple, list] = {}
+        # greedy mode: first row of the rows of stage C under t (plain stages), and of
+        # each profile of greedy_cache, stored once and shared by the pairs
+        self.greedy_rows: dict[tuple[int, int], int] = {}
+        self.greedy_profile_rows: dict[tuple, list] = {}
         # exact mode: the rows of stage C per t, shared by every pair (I, J) with
-        # I \\ J = C (see _exact_stage)
-        self.block_memo: dict[int, tuple] = {}
+        # I \\ J = C (see _queue_stage)
+        self.block_memo: dict[int, int] = {}
+        # per stage id: its C (until its rows are made), then per t its rows as arrays:
+        # first row (-1: none for this t) and the running count of rows by d
+        self.stage_C: list[int] = []
+        self.n_stages = 0
+        self.n_recorded = 0
+        self.stage_nonempty = np.zeros(0, dtype=bool)
+        self.stage_first = {t: np.zeros(0, dtype=np.int64) for t in self.t_values}
+        self.stage_cum = {
+            t: np.zeros((0, len(self.ds[t]) + 1), dtype=np.int16 if len(self.ds[t]) < 2**15 else np.int32)
+            for t in self.t_values
+        }
+        # exact mode: stages whose rows are still to be made, the points in their
+        # frontiers, and the sets I whose pairs wait for them (see _flush_exact)
+        self.exact_stages: list = []
+        self.exact_pairs: list = []
+        self.exact_pair_count = 0
         self.state_memo_points = STATE_MEMO_POINTS
         # exact mode: table points costing more than this cannot be in a plan of value <= ub
         self.cost_cut = None if ub is None or greedy else ub * (1.0 + 1e-9)
@@ -499,35 +545,29 @@ class _StageTableBuilder:
                         self._emit_pair(k, I, J, cut, sts, None if ub is None else (dev_lo[pos], dev_hi[pos]))
                 continue
             # exact mode: the rows of C (per t: the rows' t d and the first row) are made
-            # once per C; each pair emits the slice of them its device range allows
+            # once per C (queued and made many stages at a time, :meth:`_flush_exact`);
+            # each pair emits the slice of them its device range allows, once its stages
+            # are made (the pairs of this I wait in the queue with them)
             memo = self.block_memo
-            run_j, run_row, run_cnt = [], [], []
-            bl, br = bisect.bisect_left, bisect.bisect_right
-            for pos, jk in zip(range(len(js) - 1, -1, -1), js[::-1].tolist()):
+            jks = js[::-1].tolist()
+            sids = []
+            for jk in jks:
                 C = I & ~ideals[jk]
-                blk = memo.get(C)
-                if blk is None:
-                    blk = self._exact_stage(C)
-                    memo[C] = blk
-                if not blk:
-                    continue
-                self.pairs += 1
-                if ub is None:
-                    for devs, first in blk:
-                        if devs:
-                            run_j.append(jk)
-                            run_row.append(first)
-                            run_cnt.append(len(devs))
-                else:
-                    lo_d, hi_d = dev_lo[pos], dev_hi[pos]
-                    for devs, first in blk:
-                        lo, hi = bl(devs, lo_d), br(devs, hi_d)
-                        if lo < hi:
-                            run_j.append(jk)
-                            run_row.append(first + lo)
-                            run_cnt.append(hi - lo)
-            if run_j:
-                self.tables.add_group_runs(k, run_j, run_row, run_cnt)
+                sid = memo.get(C)
+                if sid is None:
+                    sid = self._queue_stage(C)
+                sids.append(sid)
+            if jks:
+                self.exact_pairs.append((k, jks, sids, dev_lo, dev_hi))
+                self.exact_pair_count += len(jks)
+            if (
+                len(self.exact_stages) >= EXACT_BATCH_STAGES
+                or len(self.exact_pairs) >= EXACT_BATCH_SETS
+                or self.exact_pair_count >= EXACT_BATCH_PAIRS
+            ):
+                self._flush_exact()
+        if self.exact_pairs or self.exact_stages:
+            self._flush_exact()
         if self.greedy_pending:
             self._flush_greedy()
         # the memos are not needed any more: free them before the tables are assembled
@@ -571,6 +611,111 @@ class _StageTableBuilder:
             self.memo_points = 0
         return sts, plus & ~minus
 
+    def _states_batch(self, Cs: list) -> dict:
+        """Exact mode: :meth:`_state` of many stages at once. The states missing from the
+        memo on the way down (each X from X minus its lowest node without successors in
+        X, as in :meth:`_state`, so every state is the same) are made by increasing size,
+        all states of one size together: the frontiers' sums with the new node's options
+        and their Pareto filters (:func:`dp.knapsack.pareto_masks`) in one numpy pass.
+        Returns C -> (states, cut-edge bitmask)."""
+        memo = self.state_memo
+        succ = self.succ_mask
+        parent: dict[int, tuple[int, int]] = {}
+        for C in Cs:
+            X = C
+            while X and X not in memo and X not in parent:
+                v = next(u for u in bits(X) if not succ[u] & X)
+                parent[X] = (X & ~(1 << v), v)
+                X &= ~(1 << v)
+        made: dict[int, tuple] = {}
+        levels: dict[int, list] = {}
+        for X in parent:
+            levels.setdefault(X.bit_count(), []).append(X)
+        for size in sorted(levels):
+            todo = []  # (X, t, parent state, v) to extend as a batch
+            new_of = {}
+            for X in levels[size]:
+                Y, v = parent[X]
+                got = made.get(Y) or memo.get(Y) or (self.empty_state if Y == 0 else None)
+                sts, plus, minus = got
+                new_of[X] = ({}, plus | self.plus_bits[v], minus | self.minus_bits[v])
+                for t, st in sts.items():
+                    todo.append((X, t, st, v))
+            results = self._extend_batch(todo)
+            for (X, t, _, _), st2 in zip(todo, results):
+                if st2 is not None:
+                    new_of[X][0][t] = st2
+            for X in levels[size]:
+                made[X] = new_of[X]
+                for st2 in new_of[X][0].values():
+                    fr = st2[2]
+                    self.memo_points += 1 if fr is None else len(fr)
+        out = {}
+        for C in Cs:
+            sts, plus, minus = made.get(C) or memo.get(C) or self.empty_state
+            out[C] = (sts, plus & ~minus)
+        memo.update(made)
+        if self.memo_points > self.state_memo_points:
+            memo.clear()
+            self.memo_points = 0
+        return out
+
+    def _extend_batch(self, todo: list) -> list:
+        """:meth:`_extend` of many (X, t, state, v): the plain ones whose new frontier
+        (sums with a node of two or more options) has at most :data:`EXTEND_BATCH_ROWS`
+        rows in one pass (the same float sums, row order and Pareto rule), the others
+        one at a time."""
+        out = [None] * len(todo)
+        batch = []  # (index, W, m1, fr, o)
+        mem_maybe = self.mem_maybe
+        for i, (X, t, st, v) in enumerate(todo):
+            node = self.node_t.get((v, t))
+            if node is None:
+                continue
+            node_plain, m1min, w_first, o = node
+            W, plain, fr, m1 = st
+            if not (plain and node_plain and len(o) > 1) or len(fr) * len(o) > EXTEND_BATCH_ROWS:
+                # (a large frontier's own Pareto filter costs more than its numpy calls)
+                out[i] = self._extend(st, v, t)
+                continue
+            m1 = m1 + m1min
+            if m1 > mem_maybe:
+                continue
+            batch.append((i, W + w_first, m1, fr, o))
+        by_L: dict[int, list] = {}
+        for b in batch:
+            by_L.setdefault(len(b[4]), []).append(b)
+        for L, items in by_L.items():
+            for c0 in range(0, len(items), 4096):
+                self._extend_plain(items[c0 : c0 + 4096], L, out)
+        return out
+
+    def _extend_plain(self, items: list, L: int, out: list):
+        """The frontier step of :meth:`_extend` for plain states and nodes with L >= 2
+        options, many at once."""
+        lens = np.array([len(b[3]) for b in items], dtype=np.int64)
+        F = np.concatenate([b[3] for b in items])
+        O = np.stack([b[4] for b in items])  # (items, L, 5)
+        which = np.repeat(np.arange(len(items)), lens)
+        new = (F[:, None, :] + O[which]).reshape(-1, 5)
+        seg = np.repeat(which, L)
+        ok = new[:, 3] <= self.mem_maybe
+        if not ok.all():
+            new, seg = new[ok], seg[ok]
+        cnt = np.bincount(seg, minlength=len(items))
+        multi = cnt[seg] > 1
+        keep = np.ones(len(new), dtype=bool)
+        if multi.any():
+            keep[multi] = pareto_masks(new[multi][:, (0, 3, 4)], seg[multi])
+            new, seg = new[keep], seg[keep]
+            cnt = np.bincount(seg, minlength=len(items))
+        ends = np.cumsum(cnt).tolist()
+        a = 0
+        for b, e, c in zip(items, ends, cnt.tolist()):
+            if c:
+                out[b[0]] = (b[1], True, new[a:e], b[2])
+            a = e
+
     def _extend(self, st, v: int, t: int):
         """State of stage C + v under t: (W, plain, frontier (P, A, Bm, m1, mS), m1min), or
         None when no option choice can fit (then no larger stage fits either)."""
@@ -609,7 +754,7 @@ class _StageTableBuilder:
     def _emit_pair(self, k: int, I: int, J: int, cut: int, states: dict, devices: tuple | None = None):
         """Greedy mode: tables of stage C = I \\\\ J for each t (and each d with t d in
         ``devices`` = (least, most), when given). (Exact mode shares the tables per C:
-        :meth:`_exact_stage`.)"""
+        the queue of :meth:`_queue_stage`.)"""
         jk = self.index[J]
         C = I & ~J
         for t, (W, plain, fr, _) in states.items():
@@ -625,14 +770,208 @@ class _StageTableBuilder:
             else:
                 self._emit_greedy(k, jk, t, I, J, C, ds)
 
-    def _exact_stage(self, C: int) -> tuple:
-        """Exact mode: the rows of stage C for every t where some choice may fit, stored
-        in the tables; per such t (the rows' t d as a list, the first row). Empty when
-        no option choice of any t fits (then the pair is not a candidate)."""
-        sts, cut = self._state(C)
-        if not sts:
-            return ()
-        return tuple(self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr)) for t, (W, plain, fr, _) in sts.items())
+    def _queue_stage(self, C: int) -> int:
+        """Exact mode: queue stage C for :meth:`_flush_exact`, which makes its state and
+        its rows; returns its id (``block_memo[C]``)."""
+        sid = self.n_stages
+        self.n_stages += 1
+        self.block_memo[C] = sid
+        self.exact_stages.append(C)
+        return sid
+
+    def _flush_exact(self):
+        """Make the states of the queued stages (:meth:`_states_batch`), then their rows
+        (plain stages whose memory the float sums decide: many stages per numpy pass,
+        :meth:`_exact_plain_batch`; others one at a time, :meth:`_exact_blocks`), then
+        emit the queued pairs' groups in their order."""
+        stages, self.exact_stages = self.exact_stages, []
+        got = self._states_batch(stages)
+        by_t: dict[int, list] = {}
+        points: dict[int, int] = {}
+        all_slots = []
+        for C in stages:
+            sts, cut = got[C]
+            slots = [None] * len(sts)
+            all_slots.append((list(sts), slots))
+            for i, (t, (W, plain, fr, _)) in enumerate(sts.items()):
+                e = (C, t, cut, W, plain, fr, slots, i)
+                if not plain:
+                    slots[i] = self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr))
+                    continue
+                lst = by_t.setdefault(t, [])
+                lst.append(e)
+                points[t] = points.get(t, 0) + len(fr)
+                if points[t] >= EXACT_BATCH_POINTS:
+                    self._exact_plain_batch(t, lst)
+                    by_t[t], points[t] = [], 0
+        del got
+        for t, ents in by_t.items():
+            if ents:
+                self._exact_plain_batch(t, ents)
+        self._record_stages(all_slots)
+        del all_slots
+        self._emit_pairs()
+
+    def _record_stages(self, all_slots: list):
+        """Append the rows of newly made stages (per stage: its t values and per t the
+        rows' t d and first row) to the per-t arrays of stage ids."""
+        n_new = len(all_slots)
+        n0 = self.n_recorded
+        n1 = n0 + n_new
+        if n1 > len(self.stage_nonempty):
+            # grow the arrays by doubling (a copy per doubling, not per flush)
+            cap = max(n1, 2 * len(self.stage_nonempty), 1024)
+
+            def grown(a, fill):
+                b = np.full((cap, *a.shape[1:]), fill, dtype=a.dtype)
+                b[: len(a)] = a
+                return b
+
+            self.stage_nonempty = grown(self.stage_nonempty, False)
+            for t in self.t_values:
+                self.stage_first[t] = grown(self.stage_first[t], -1)
+                self.stage_cum[t] = grown(self.stage_cum[t], 0)
+        self.stage_nonempty[n0:n1] = [bool(ts) for ts, _ in all_slots]
+        self.n_recorded = n1
+        for t in self.t_values:
+            tds = (t * self.ds[t]).tolist()
+            full = list(range(len(tds) + 1))
+            first = [-1] * n_new
+            cum = [None] * n_new
+            none = [0] * (len(tds) + 1)
+            for s_, (ts, slots) in enumerate(all_slots):
+                if t not in ts:
+                    cum[s_] = none
+                    continue
+                devs, f = slots[ts.index(t)]
+                first[s_] = f
+                if len(devs) == len(tds):
+                    cum[s_] = full
+                else:
+                    have = set(devs)
+                    cum[s_] = [0, *itertools.accumulate(x in have for x in tds)]
+            self.stage_first[t][n0:n1] = first
+            self.stage_cum[t][n0:n1] = np.array(cum, dtype=self.stage_cum[t].dtype).reshape(n_new, len(tds) + 1)
+
+    def _emit_pairs(self):
+        """The groups of the queued pairs (I, J), all at once: per pair and t, the rows of
+        its stage whose t d lies in the pair's device range (all rows without an upper
+        bound), in the order of the pairs and then of t."""
+        pairs, self.exact_pairs = self.exact_pairs, []
+        self.exact_pair_count = 0
+        if not pairs:
+            return
+        cnt_per = np.array([len(p[1]) for p in pairs], dtype=np.int64)
+        K = np.repeat(np.array([p[0] for p in pairs], dtype=np.int64), cnt_per)
+        JK = np.array([j for p in pairs for j in p[1]], dtype=np.int64)
+        SID = np.array([x for p in pairs for x in p[2]], dtype=np.int64)
+        self.pairs += int(self.stage_nonempty[SID].sum())
+        if self.ub is not None:
+            # dev_lo, dev_hi are listed by position in js (increasing J); the pairs go by
+            # decreasing J
+            LO = np.array([x for p in pairs for x in p[3][::-1]], dtype=float)
+            HI = np.array([x for p in pairs for x in p[4][::-1]], dtype=np.int64)
+        n = len(SID)
+        ar = np.arange(n)
+        parts = []
+        for ti, t in enumerate(self.t_values):
+            f = self.stage_first[t][SID]
+            cum = self.stage_cum[t][SID]
+            tds = t * self.ds[t]
+            if self.ub is None:
+                lo = np.zeros(n, dtype=np.int64)
+                hi = cum[:, -1].astype(np.int64)
+            else:
+                lo = cum[ar, np.searchsorted(tds, LO, side="left")].astype(np.int64)
+                hi = cum[ar, np.searchsorted(tds, HI, side="right")].astype(np.int64)
+            ok = (f >= 0) & (hi > lo)
+            idx = np.nonzero(ok)[0]
+            parts.append((idx, np.full(len(idx), ti), f[idx] + lo[idx], hi[idx] - lo[idx]))
+        p_idx = np.concatenate([x[0] for x in parts])
+        t_idx = np.concatenate([x[1] for x in parts])
+        rows = np.concatenate([x[2] for x in parts])
+        cnts = np.concatenate([x[3] for x in parts])
+        order = np.lexsort((t_idx, p_idx))
+        p_idx = p_idx[order]
+        self.tables.add_runs(K[p_idx], JK[p_idx], rows[order], cnts[order])
+
+    def _exact_plain_batch(self, t: int, ents: list):
+        """The rows of many plain stages under t at once: the same float operations per
+        point as :meth:`_exact_blocks` (y capacities, the staircase, the costs per d, the
+        upper bound's cut), on the frontiers laid end to end. Stages where the float sums
+        do not decide every y, or where no point holds y = 1, go through
+        :meth:`_exact_blocks` one at a time."""
+        ds, caps = self.ds[t], self.cap[t]
+        nd = len(ds)
+        lens = np.array([len(e[5]) for e in ents], dtype=np.int64)
+        F = np.concatenate([e[5] for e in ents]) if len(ents) > 1 else ents[0][5]
+        ns = len(ents)
+        seg = np.repeat(np.arange(ns), lens)
+        A, Bm = F[:, 1], F[:, 2]
+        maybe, mem_at = _y_capacity_and_memory(A, Bm, self.mem_maybe, self.S)
+        bad = (maybe > 0) & (mem_at > self.mem_sure)
+        undecided = np.bincount(seg[bad], minlength=ns) > 0
+        # the staircase of every stage: by (stage, P, larger capacity first)
+        order = np.lexsort((-maybe, F[:, 0], seg))
+        yc = maybe[order]
+        so = seg[order]
+        best = np.maximum.accumulate(yc + so * (self.S + 1)) - so * (self.S + 1)
+        rise = np.ones(len(yc), dtype=bool)
+        rise[1:] = (yc[1:] > best[:-1]) | (so[1:] != so[:-1])
+        rise &= yc >= 1
+        rise &= ~undecided[so]
+        kept = order[rise]
+        segk = so[rise]
+        nk_of = np.bincount(segk, minlength=ns)
+        slow = undecided | (nk_of == 0)
+        for s in np.nonzero(slow)[0].tolist():
+            C, _, cut, W, plain, fr, slots, i = ents[s]
+            slots[i] = self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr))
+        if bool(slow.all()):
+            return
+        fast = np.nonzero(~slow)[0]
+        E = np.array([self._cut_bytes(t, ents[s][2]) for s in fast.tolist()])
+        Wv = np.array([ents[s][3] for s in fast.tolist()])
+        # stage s of the batch (its index among the fast ones) per kept point
+        rank = np.cumsum(~slow) - 1
+        sk = rank[segk]
+        nf = len(fast)
+        Pk, ycap = F[kept, 0], maybe[kept]
+        dcol = ds[:, None].astype(float)
+        cost = stage_tps_from_sums(E[sk][None, :], Wv[sk][None, :], Pk[None, :], dcol, self.N, self.B)
+        yhi = np.minimum(ycap[None, :], caps[:, None])
+        # lay the points out row by row: stage, then d, then the stage's points
+        n_s = np.bincount(sk, minlength=nf)
+        start = np.zeros(nf, dtype=np.int64)
+        np.cumsum(n_s[:-1], out=start[1:])
+        col = np.arange(len(sk)) - start[sk]
+        pos = (nd * start[sk] + col)[None, :] + np.arange(nd)[:, None] * n_s[sk][None, :]
+        total = nd * len(sk)
+        flat_cost = np.empty(total)
+        flat_cost[pos] = cost
+        flat_yhi = np.empty(total, dtype=yhi.dtype)
+        flat_yhi[pos] = yhi
+        row_of = np.empty(total, dtype=np.int64)
+        row_of[pos] = sk[None, :] * nd + np.arange(nd)[:, None]
+        cut = self.cost_cut
+        if cut is not None:
+            keep = flat_cost <= cut
+            if not keep.all():
+                flat_cost, flat_yhi, row_of = flat_cost[keep], flat_yhi[keep], row_of[keep]
+        npts = np.bincount(row_of, minlength=nf * nd)
+        has = npts > 0
+        rows_d = np.tile(ds, nf)[has]
+        first = self.tables.add_flat_rows(t, rows_d, npts[has], flat_cost, flat_yhi)
+        # per stage: its rows' t d and the index of its first row
+        has2 = has.reshape(nf, nd)
+        nrows = has2.sum(axis=1)
+        firsts = (first + np.cumsum(nrows) - nrows).tolist()
+        tds = (t * ds).tolist()
+        full = has2.all(axis=1).tolist()
+        for r, s in enumerate(fast.tolist()):
+            slots, i = ents[s][6], ents[s][7]
+            devs = tds if full[r] else [x for x, y in zip(tds, has2[r].tolist()) if y]
+            slots[i] = (devs, firsts[r])
 
     def _store_rows(self, t: int, blocks: list) -> tuple[list, int]:
         """Store the rows of ``blocks`` (by increasing d) in the tables, without the points
@@ -758,7 +1097,7 @@ class _StageTableBuilder:
         per such sequence (in batches, see :meth:`_flush_greedy`); E and W come from the state."""
         nodes = list(bits(C))
         key = (t, tuple(self.greedy_class[(i, t)] for i in nodes))
-        self.greedy_pending.append((k, jk, t, E, W, ds, caps, key, nodes))
+        self.greedy_pending.append((k, jk, t, E, W, ds, caps, key, nodes, C))
         if len(self.greedy_pending) >= 4096:
             self._flush_greedy()
 
@@ -767,7 +1106,7 @@ class _StageTableBuilder:
         per numpy call (rows padded with zero-memory columns), then emit them all."""
         pending, self.greedy_pending = self.greedy_pending, []
         todo: dict[tuple, list[int]] = {}
-        for k, jk, t, E, W, ds, caps, key, nodes in pending:
+        for k, jk, t, E, W, ds, caps, key, nodes, C in pending:
             if key not in self.greedy_runs_memo and key not in todo:
                 todo[key] = nodes
         by_t: dict[int, list] = {}
@@ -781,14 +1120,23 @@ class _StageTableBuilder:
                 chunk = items[c0 : c0 + step]
                 for key, runs in zip((kv[0] for kv in chunk), self._greedy_plain_batch(t, [kv[1] for kv in chunk], ymax)):
                     self.greedy_runs_memo[key] = runs
-        for k, jk, t, E, W, ds, caps, key, nodes in pending:
+        rows_memo = self.greedy_rows
+        for k, jk, t, E, W, ds, caps, key, nodes, C in pending:
             lo, hi, P, mono = self.greedy_runs_memo[key]
             if not len(P):
                 continue
-            dcol = ds[:, None].astype(float)
-            cost = stage_tps_from_sums(E, W, P[None, :], dcol, self.N, self.B)
-            yhi = np.minimum(hi[None, :], caps[:, None])
-            self.tables.emit(k, jk, t, ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono)
+            # the rows of stage C under t for every allowed d, made once per (C, t) (E and
+            # W are C's): the pair's d (a contiguous range of them) name a slice
+            first = rows_memo.get((C, t))
+            if first is None:
+                all_ds, all_caps = self.ds[t], self.cap[t]
+                dcol = all_ds[:, None].astype(float)
+                cost = stage_tps_from_sums(E, W, P[None, :], dcol, self.N, self.B)
+                yhi = np.minimum(hi[None, :], all_caps[:, None])
+                first = self.tables.add_rows(t, all_ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono)
+                rows_memo[(C, t)] = first
+            i0 = 0 if len(ds) == len(self.ds[t]) else int(np.searchsorted(self.ds[t], ds[0]))
+            self.tables.add_groups(k, jk, first + i0, len(ds))
 
     def _greedy_plain_batch(self, t: int, stages: list[list[int]], ymax: int) -> list:
         """Runs (y_lo, y_hi, P, monotone) by Piper's rule for y = 1..ymax of each stage
@@ -825,13 +1173,26 @@ class _StageTableBuilder:
             got = self._greedy_profiles(ids, t)
             self.greedy_cache[key] = got
         full = len(allowed) == len(self.ds[t])
-        for ds, cost, ylo, yhi, mono in got:
+        # the rows of each profile are stored once (on first use) and shared by the pairs
+        rows = self.greedy_profile_rows.setdefault(key, [None] * len(got))
+        for i, (ds, cost, ylo, yhi, mono) in enumerate(got):
+            whole = True
             if not full:
                 keep = np.isin(ds, allowed)
                 if not keep.any():
                     continue
-                ds, cost, ylo, yhi = ds[keep], cost[keep], ylo[keep], yhi[keep]
-            self.tables.emit(k, jk, t, ds, cost, ylo, yhi, mono)
+                whole = bool(keep.all())
+                if not whole:
+                    ds, cost, ylo, yhi = ds[keep], cost[keep], ylo[keep], yhi[keep]
+            if not cost.shape[1]:
+                continue
+            if not whole:
+                first = self.tables.add_rows(t, ds, cost, ylo, yhi, mono)
+            else:
+                first = rows[i]
+                if first is None:
+                    first = rows[i] = self.tables.add_rows(t, ds, cost, ylo, yhi, mono)
+            self.tables.add_groups(k, jk, first, len(ds))
 
     def _greedy_profiles(self, item_ids: tuple, t: int):
         """Piper's rule on a stage with general nodes, for each d (the ranking depends on d)

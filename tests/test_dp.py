@@ -431,3 +431,31 @@ def test_plain_paths_match_oracle_and_generic_paths(seed):
         assert (slow.tps is None) == (sol.tps is None)
         if sol.tps is not None:
             assert close(slow.tps, sol.tps), (mode, slow.tps, sol.tps)
+
+
+def test_pareto_masks_match_pareto_mask_per_array():
+    """The batched Pareto filter of the stage tables keeps exactly what pareto_mask keeps
+    on each array alone: ties, duplicates, constant columns (one- and two-column paths),
+    -0.0 beside 0.0, and arrays past the padded-batch size."""
+    import numpy as np
+
+    from dp.knapsack import pareto_mask, pareto_masks
+
+    rng = np.random.default_rng(7)
+    for _ in range(400):
+        nseg = int(rng.integers(1, 7))
+        lens = rng.integers(1, int(rng.choice([4, 40, 700])), size=nseg)
+        arrays = []
+        for n in lens:
+            a = rng.integers(0, int(rng.choice([2, 5, 60])), size=(n, 3)).astype(float)
+            kind = int(rng.integers(0, 4))
+            if kind == 1:
+                a[:, 0] = 3.0
+            elif kind == 2:
+                a[:, 1:] = 1.0
+            elif kind == 3:
+                a[:, 2] = np.where(rng.random(n) < 0.5, -0.0, 0.0)
+            arrays.append(a)
+        got = pareto_masks(np.concatenate(arrays), np.repeat(np.arange(nseg), lens))
+        want = np.concatenate([pareto_mask(a) for a in arrays])
+        assert np.array_equal(got, want)
