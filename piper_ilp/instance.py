@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 
 from piper_ilp.errors import InputError
@@ -419,26 +419,28 @@ class _Checker:
         return x
 
 
-def _is_acyclic(preds: Mapping[int, set[int]], succs: Mapping[int, set[int]]) -> bool:
-    """True when the graph given by its predecessor and successor sets has no cycle
-    (Kahn's algorithm: every node can be removed once its predecessors are).
+def nodes_on_cycles(succs: Mapping[Any, Iterable[Any]]) -> list:
+    """The nodes that Kahn's algorithm cannot remove from the graph given by each node's
+    successors (every node a key): empty exactly when the graph is acyclic; otherwise the
+    nodes on a cycle or after one, in the keys' order.
 
-    >>> _is_acyclic({1: set(), 2: {1}}, {1: {2}, 2: set()})
-    True
-    >>> _is_acyclic({1: {2}, 2: {1}}, {1: {2}, 2: {1}})
-    False
+    >>> nodes_on_cycles({1: {2}, 2: set()})
+    []
+    >>> nodes_on_cycles({1: {2}, 2: {3}, 3: {2}})
+    [2, 3]
     """
-    left = {v: len(p) for v, p in preds.items()}
+    left = {v: 0 for v in succs}
+    for ws in succs.values():
+        for w in ws:
+            left[w] += 1
     ready = [v for v, k in left.items() if k == 0]
-    removed = 0
     while ready:
         v = ready.pop()
-        removed += 1
         for w in succs[v]:
             left[w] -= 1
             if left[w] == 0:
                 ready.append(w)
-    return removed == len(left)
+    return [v for v, k in left.items() if k > 0]
 
 
 def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
@@ -517,7 +519,7 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
         preds[e.dst].add(e.src)
         succs[e.src].add(e.dst)
 
-    if not _is_acyclic(preds, succs):
+    if nodes_on_cycles(succs):
         import networkx as nx  # only to name a cycle: acyclic graphs load without it
 
         g = nx.DiGraph()

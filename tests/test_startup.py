@@ -125,18 +125,22 @@ def test_suffix_order_is_networkx_lexicographic_order():
 def test_acyclic_check_agrees_with_networkx():
     import networkx as nx
 
-    from piper_ilp.instance import _is_acyclic
+    from piper_ilp.instance import nodes_on_cycles
 
     rng = np.random.default_rng(5)
     for _ in range(300):
         n = int(rng.integers(1, 8))
         edges = {(int(u), int(v)) for u, v in rng.integers(0, n, size=(int(rng.integers(0, 12)), 2)) if u != v}
-        preds = {v: {u for u, w in edges if w == v} for v in range(n)}
         succs = {v: {w for u, w in edges if u == v} for v in range(n)}
         g = nx.DiGraph()
         g.add_nodes_from(range(n))
         g.add_edges_from(edges)
-        assert _is_acyclic(preds, succs) == nx.is_directed_acyclic_graph(g)
+        left = nodes_on_cycles(succs)
+        assert (left == []) == nx.is_directed_acyclic_graph(g)
+        # what is left: exactly the nodes on a cycle or reachable from one
+        on_cycles = {v for c in nx.simple_cycles(g) for v in c}
+        after = set().union(*(nx.descendants(g, v) for v in on_cycles)) if on_cycles else set()
+        assert set(left) == on_cycles | after
 
 
 def test_sorted_unique_is_numpy_unique():

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from piper_ilp.errors import InputError
+from piper_ilp.instance import nodes_on_cycles
 
 __all__ = ["PDNode", "PDGraph", "parse_graph", "parse_graph_text", "prepare", "Prepared"]
 
@@ -184,23 +185,11 @@ def parse_graph(path: str | Path) -> PDGraph:
 
 
 def _check_acyclic(graph: PDGraph) -> None:
-    index = {n.id: i for i, n in enumerate(graph.nodes)}
-    outs: list[list[int]] = [[] for _ in graph.nodes]
-    indeg = [0] * len(graph.nodes)
+    succs: dict[str, list[str]] = {n.id: [] for n in graph.nodes}
     for u, v in graph.edges:
-        outs[index[u]].append(index[v])
-        indeg[index[v]] += 1
-    stack = [i for i, d in enumerate(indeg) if d == 0]
-    done = 0
-    while stack:
-        u = stack.pop()
-        done += 1
-        for v in outs[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                stack.append(v)
-    if done != len(graph.nodes):
-        left = [graph.nodes[i].id for i, d in enumerate(indeg) if d > 0]
+        succs[u].append(v)
+    left = nodes_on_cycles(succs)
+    if left:
         raise InputError(f"{graph.source}: the graph has a cycle through {', '.join(left[:5])}")
 
 
