@@ -49,6 +49,7 @@ __all__ = [
     "Frontier",
     "pareto_mask",
     "pareto_masks",
+    "pareto_mask_of",
     "stage_items",
     "pareto_frontier",
     "y_capacity",
@@ -147,6 +148,29 @@ def pareto_mask(cols: np.ndarray) -> np.ndarray:
         keep[lo:hi] = ~np.any(le & tri, axis=1)
     mask[order[keep]] = True
     return mask
+
+
+def pareto_mask_of(a: np.ndarray, cols: tuple[int, ...]) -> np.ndarray:
+    """``pareto_mask(a[:, cols])``, the same mask, with fewer numpy calls when exactly two
+    of the columns vary (the common case of a stage whose options differ in p and one
+    memory figure): no copy of the columns, the same stable lexicographic sort and
+    running minimum as :func:`pareto_mask`'s two-column path."""
+    n = len(a)
+    if n > 1:
+        varying = (a != a[0]).any(axis=0).tolist()
+        vc = [c for c in cols if varying[c]]
+        if len(vc) == 2:
+            x, y = a[:, vc[0]], a[:, vc[1]]
+            order = np.lexsort((y, x))
+            sy = y[order]
+            run = np.minimum.accumulate(sy)
+            keep = np.empty(n, dtype=bool)
+            keep[0] = True
+            np.less(sy[1:], run[:-1], out=keep[1:])
+            mask = np.zeros(n, dtype=bool)
+            mask[order[keep]] = True
+            return mask
+    return pareto_mask(a[:, list(cols)])
 
 
 def pareto_masks(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:

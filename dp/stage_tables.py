@@ -36,7 +36,7 @@ from array import array
 import numpy as np
 
 from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
-from dp.knapsack import _y_capacity_and_memory, pareto_mask, pareto_masks, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
+from dp.knapsack import _y_capacity_and_memory, pareto_mask, pareto_mask_of, pareto_masks, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
 from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit
 from dp.option_choice import OptionChoices
 from piper_ilp.cost import cut_edge_bytes
@@ -591,7 +591,7 @@ class _StageTableBuilder:
                 got = self.empty_state
                 break
             # a node of X with no successor in X (the graph is acyclic: one exists)
-            v = next(u for u in bits(X) if not self.succ_mask[u] & X)
+            v = self._low_sink(X)
             chain.append((X, v))
             X &= ~(1 << v)
             got = memo.get(X)
@@ -611,6 +611,18 @@ class _StageTableBuilder:
             self.memo_points = 0
         return sts, plus & ~minus
 
+    def _low_sink(self, X: int) -> int:
+        """The lowest node of X (a non-empty set, bitmask) with no successor in X (one
+        exists: the graph is acyclic); the node the states peel off X."""
+        succ = self.succ_mask
+        m = X
+        while True:
+            low = m & -m
+            u = low.bit_length() - 1
+            if not succ[u] & X:
+                return u
+            m ^= low
+
     def _states_batch(self, Cs: list) -> dict:
         """Exact mode: :meth:`_state` of many stages at once. The states missing from the
         memo on the way down (each X from X minus its lowest node without successors in
@@ -619,12 +631,12 @@ class _StageTableBuilder:
         and their Pareto filters (:func:`dp.knapsack.pareto_masks`) in one numpy pass.
         Returns C -> (states, cut-edge bitmask)."""
         memo = self.state_memo
-        succ = self.succ_mask
+        low_sink = self._low_sink
         parent: dict[int, tuple[int, int]] = {}
         for C in Cs:
             X = C
             while X and X not in memo and X not in parent:
-                v = next(u for u in bits(X) if not succ[u] & X)
+                v = low_sink(X)
                 parent[X] = (X & ~(1 << v), v)
                 X &= ~(1 << v)
         made: dict[int, tuple] = {}
@@ -744,7 +756,7 @@ class _StageTableBuilder:
             if not len(new):
                 return None
             if len(new) > 1 and len(o) > 1:
-                new = new[pareto_mask(new[:, (0, 3, 4)])]
+                new = new[pareto_mask_of(new, (0, 3, 4))]
             fr = new
         else:
             fr = None

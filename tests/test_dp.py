@@ -459,3 +459,25 @@ def test_pareto_masks_match_pareto_mask_per_array():
         got = pareto_masks(np.concatenate(arrays), np.repeat(np.arange(nseg), lens))
         want = np.concatenate([pareto_mask(a) for a in arrays])
         assert np.array_equal(got, want)
+
+
+def test_pareto_mask_of_matches_pareto_mask():
+    """pareto_mask_of (the states' filter on columns of a wider array, with a lean
+    two-column path) keeps exactly what pareto_mask keeps on the same columns: ties,
+    duplicates, zero, one, two or three varying columns, -0.0 beside 0.0."""
+    import numpy as np
+
+    from dp.knapsack import pareto_mask, pareto_mask_of
+
+    rng = np.random.default_rng(11)
+    for _ in range(600):
+        n = int(rng.integers(1, int(rng.choice([4, 40, 900]))))
+        a = rng.integers(0, int(rng.choice([2, 5, 60])), size=(n, 5)).astype(float)
+        for c in (0, 3, 4):
+            kind = int(rng.integers(0, 4))
+            if kind == 1:
+                a[:, c] = 2.5
+            elif kind == 2:
+                a[:, c] = np.where(rng.random(n) < 0.5, -0.0, 0.0)
+        got = pareto_mask_of(a, (0, 3, 4))
+        assert np.array_equal(got, pareto_mask(a[:, (0, 3, 4)]))
