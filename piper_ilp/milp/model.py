@@ -72,6 +72,10 @@ __all__ = ["Var", "Row", "LinearModel", "Formulation", "IndexSets", "index_sets"
 #: only 1: the rows near the boundary matter when a backend restricts memory to M(1 - e)).
 MEMORY_ROW_THRESHOLD = 1.0 - 1e-6
 
+#: Add the valid strengthening rows (docs/milp.md "Strengthening"); switches for measuring them.
+BOUNDARY_ROWS = True
+WORK_ROW = True
+
 
 @dataclass
 class Var:
@@ -527,6 +531,23 @@ def formulate(st: IndexSets) -> Formulation:
         m.row(f"cut_{side}[{_fmt_id(a)},{_fmt_id(b)},{i}]", terms, ">=", 0, kind="time")
         cut_of_slot[i].append(j)
 
+    # ---- strengthening (valid rows; docs/milp.md "Strengthening") ----
+    # boundary[i]: the slots <= i hold a down-set of the graph; when slot i+1 is used, both
+    # it and its complement are non-empty, so in a weakly connected graph some edge of the
+    # transitive reduction leaves it: sum_{reduction edges} (P[a,i] - P[b,i]) >= used_{i+1}
+    if BOUNDARY_ROWS and len(V) > 1 and nx.is_weakly_connected(inst.graph):
+        for i in range(S - 1):
+            terms = [(P[a, i], 1.0) for a, b in st.order_edges] + [(P[b, i], -1.0) for a, b in st.order_edges]
+            terms += [(u[i + 1, t, d], -1.0) for t, d in st.configs]
+            m.row(f"boundary[{i}]", terms, ">=", 0)
+    # work: K T >= sum_i t_i d_i TPS_i >= sum t p z + every cut second (sum t d <= K, t >= 1)
+    if WORK_ROW:
+        terms = [(T, float(K))]
+        for (v, i, t, l), j in z.items():
+            terms.append((j, -t * st.opts[v, t][l].p))
+        terms += [(j, -1.0) for i in range(S) for j in cut_of_slot[i]]
+        m.row("work", terms, ">=", 0, kind="time")
+
     # ---- TPS of each slot: d T >= sum (p + d resync / B) z + cut seconds ----
     for i in range(S):
         for t, d in st.configs:
@@ -599,6 +620,10 @@ def _count(st: IndexSets) -> dict[str, int]:
         rows += S * nC  # y_link
         rows += sum(1 for i in range(S) for k in range(1, st.Y[i] + 1) if needed[k])
     rows += n_cut * S
+    rows += 1 if WORK_ROW else 0
+    if BOUNDARY_ROWS:
+        if len(V) > 1 and nx.is_weakly_connected(st.inst.graph):
+            rows += S - 1  # boundary
     rows += S * nC  # tps
     if st.batch:
         rows += S * nC + 1  # latency, batch_time
