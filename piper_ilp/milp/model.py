@@ -36,6 +36,8 @@ with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
     cut_in[a,b,i]    ib >= sum_{t,l} cut_edge_bytes(c, sfw_b[a]) / B * z[b,i,t,l] - max(...) * x[a,i]
     tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + d resync_bytes(w, d, N) / B) z[v,i,t,l]
                                                 + sum_edges (ob[.,.,i] + ib[.,.,i])
+    boundary[i]      sum_{reduction edges} (P[a,i] - P[b,i]) >= sum_c u[i+1,c]  (weakly connected)
+    work             K T >= sum t p z + sum of every ob and ib      (sum t d <= K, T >= TPS_i)
 
 minimize T. Time rows hold seconds and memory rows fractions of M, exactly as computed
 from the data; each backend scales them (:mod:`piper_ilp.milp.scaled`).
