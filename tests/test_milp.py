@@ -526,13 +526,16 @@ def test_a_valid_hint_is_never_lost_at_a_short_limit(backend, shared_dir):
         assert sol.plan == hint
 
 
-def test_boundary_rows_cut_off_the_evenly_spread_point():
+def test_boundary_rows_cut_off_the_evenly_spread_point(monkeypatch):
     # every node spread evenly over every slot, each slot used with d = 1: no edge is cut
     # (P[a,i] = P[b,i]), so this fractional point pays no cut second; the boundary rows
     # (valid: a used slot i+1 needs a reduction edge across the boundary after slot i)
     # exclude it, and the work row charges K T with every cut second
+    import piper_ilp.milp.model as model
     from piper_ilp.milp.model import formulate, index_sets
 
+    monkeypatch.setattr(model, "BOUNDARY_ROWS", True)
+    monkeypatch.setattr(model, "WORK_ROW", True)
     inst = random_instance("chain", 6, 3, t_values=(1,), K=4, N=4, memory="loose")
     form = formulate(index_sets(inst, Restrictions()))
     m, st = form.model, form.sets
@@ -554,8 +557,11 @@ def test_boundary_rows_cut_off_the_evenly_spread_point():
         assert math.fsum(c * spread[j] for j, c in r.terms) < r.rhs  # violated: 0 - 1 < 0
 
 
-def test_no_boundary_rows_for_a_graph_that_is_not_connected():
+def test_no_boundary_rows_for_a_graph_that_is_not_connected(monkeypatch):
+    import piper_ilp.milp.model as model
     from piper_ilp.milp.model import formulate, index_sets
+
+    monkeypatch.setattr(model, "BOUNDARY_ROWS", True)
 
     opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1,
            "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}

@@ -36,6 +36,9 @@ with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
     cut_in[a,b,i]    ib >= sum_{t,l} cut_edge_bytes(c, sfw_b[a]) / B * z[b,i,t,l] - max(...) * x[a,i]
     tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + d resync_bytes(w, d, N) / B) z[v,i,t,l]
                                                 + sum_edges (ob[.,.,i] + ib[.,.,i])
+
+and, off by default (BOUNDARY_ROWS, WORK_ROW: valid, but SCIP gave a wrong proof with them)::
+
     boundary[i]      sum_{reduction edges} (P[a,i] - P[b,i]) >= sum_c u[i+1,c]  (weakly connected)
     work             K T >= sum t p z + sum of every ob and ib      (sum t d <= K, T >= TPS_i)
 
@@ -74,9 +77,11 @@ __all__ = ["Var", "Row", "LinearModel", "Formulation", "IndexSets", "index_sets"
 #: only 1: the rows near the boundary matter when a backend restricts memory to M(1 - e)).
 MEMORY_ROW_THRESHOLD = 1.0 - 1e-6
 
-#: Add the valid strengthening rows (docs/milp.md "Strengthening"); switches for measuring them.
-BOUNDARY_ROWS = True
-WORK_ROW = True
+#: The valid strengthening rows boundary[i] and work (docs/milp.md "Strengthening"). Off:
+#: with both on, SCIP (2 threads, presolve on) proved a wrong optimum on a 4-node instance
+#: (graph/gpipe, campaign seed 41); CP-SAT proves bert32a100 K = 8 and 16 with them.
+BOUNDARY_ROWS = False
+WORK_ROW = False
 
 
 @dataclass
