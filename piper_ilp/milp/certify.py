@@ -171,12 +171,14 @@ def certify(
                 rnd.tps, rnd.value = ev.tps, ev.value
                 objective = ans.objective
                 if objective is not None and abs(objective - ev.value) > ans.resolution + PROOF_RTOL * ev.value:
-                    if objective > ev.value and ans.status != Status.OPTIMAL and st.graph:
-                        # an incumbent (not claimed optimal) may carry a stage-graph arc
-                        # without an edge, which only raises h and L: its plan is better
-                        # than its number, which is then not reported
+                    if objective > ev.value and ans.status != Status.OPTIMAL:
+                        # an incumbent (not claimed optimal) need not be minimal in its
+                        # continuous variables: a cut variable above its edge's cost (which
+                        # the work row adds to K T) or, graph pipelining, a stage-graph arc
+                        # without an edge (it only raises h and L). Its plan is better than
+                        # its number, which is then not reported
                         rnd.note = (f"its value {objective!r} is above its plan's {ev.value!r} "
-                                    "(an incumbent not minimal in its arcs)")
+                                    "(an incumbent not minimal in its cut variables or arcs)")
                         objective = None
                     else:
                         return _error(backend, f"its value {objective!r} of its plan and the evaluator's "

@@ -37,6 +37,11 @@ with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
     tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + d resync_bytes(w, d, N) / B) z[v,i,t,l]
                                                 + sum_edges (ob[.,.,i] + ib[.,.,i])
 
+and, off by default (BOUNDARY_ROWS, WORK_ROW: valid, but SCIP gave a wrong proof with them)::
+
+    boundary[i]      sum_{reduction edges} (P[a,i] - P[b,i]) >= sum_c u[i+1,c]  (weakly connected)
+    work             K T >= sum t p z + sum of every ob and ib      (sum t d <= K, T >= TPS_i)
+
 minimize T. Time rows hold seconds and memory rows fractions of M, exactly as computed
 from the data; each backend scales them (:mod:`piper_ilp.milp.scaled`).
 
@@ -71,6 +76,12 @@ __all__ = ["Var", "Row", "LinearModel", "Formulation", "IndexSets", "index_sets"
 #: Memory rows are kept whenever the slot's worst memory exceeds this fraction of M (not
 #: only 1: the rows near the boundary matter when a backend restricts memory to M(1 - e)).
 MEMORY_ROW_THRESHOLD = 1.0 - 1e-6
+
+#: The valid strengthening rows boundary[i] and work (docs/milp.md "Strengthening"). Off:
+#: with both on, SCIP (2 threads, presolve on) proved a wrong optimum on a 4-node instance
+#: (graph/gpipe, campaign seed 41); CP-SAT proves bert32a100 K = 8 and 16 with them.
+BOUNDARY_ROWS = False
+WORK_ROW = False
 
 
 @dataclass
@@ -527,6 +538,23 @@ def formulate(st: IndexSets) -> Formulation:
         m.row(f"cut_{side}[{_fmt_id(a)},{_fmt_id(b)},{i}]", terms, ">=", 0, kind="time")
         cut_of_slot[i].append(j)
 
+    # ---- strengthening (valid rows; docs/milp.md "Strengthening") ----
+    # boundary[i]: the slots <= i hold a down-set of the graph; when slot i+1 is used, both
+    # it and its complement are non-empty, so in a weakly connected graph some edge of the
+    # transitive reduction leaves it: sum_{reduction edges} (P[a,i] - P[b,i]) >= used_{i+1}
+    if BOUNDARY_ROWS and len(V) > 1 and nx.is_weakly_connected(inst.graph):
+        for i in range(S - 1):
+            terms = [(P[a, i], 1.0) for a, b in st.order_edges] + [(P[b, i], -1.0) for a, b in st.order_edges]
+            terms += [(u[i + 1, t, d], -1.0) for t, d in st.configs]
+            m.row(f"boundary[{i}]", terms, ">=", 0)
+    # work: K T >= sum_i t_i d_i TPS_i >= sum t p z + every cut second (sum t d <= K, t >= 1)
+    if WORK_ROW:
+        terms = [(T, float(K))]
+        for (v, i, t, l), j in z.items():
+            terms.append((j, -t * st.opts[v, t][l].p))
+        terms += [(j, -1.0) for i in range(S) for j in cut_of_slot[i]]
+        m.row("work", terms, ">=", 0, kind="time")
+
     # ---- TPS of each slot: d T >= sum (p + d resync / B) z + cut seconds ----
     for i in range(S):
         for t, d in st.configs:
@@ -599,6 +627,10 @@ def _count(st: IndexSets) -> dict[str, int]:
         rows += S * nC  # y_link
         rows += sum(1 for i in range(S) for k in range(1, st.Y[i] + 1) if needed[k])
     rows += n_cut * S
+    rows += 1 if WORK_ROW else 0
+    if BOUNDARY_ROWS:
+        if len(V) > 1 and nx.is_weakly_connected(st.inst.graph):
+            rows += S - 1  # boundary
     rows += S * nC  # tps
     if st.batch:
         rows += S * nC + 1  # latency, batch_time
