@@ -526,18 +526,16 @@ def test_a_valid_hint_is_never_lost_at_a_short_limit(backend, shared_dir):
         assert sol.plan == hint
 
 
-def test_boundary_rows_cut_off_the_evenly_spread_point(monkeypatch):
+def test_boundary_rows_cut_off_the_evenly_spread_point():
     # every node spread evenly over every slot, each slot used with d = 1: no edge is cut
     # (P[a,i] = P[b,i]), so this fractional point pays no cut second; the boundary rows
     # (valid: a used slot i+1 needs a reduction edge across the boundary after slot i)
     # exclude it, and the work row charges K T with every cut second
-    import piper_ilp.milp.model as model
     from piper_ilp.milp.model import formulate, index_sets
 
-    monkeypatch.setattr(model, "BOUNDARY_ROWS", True)
-    monkeypatch.setattr(model, "WORK_ROW", True)
     inst = random_instance("chain", 6, 3, t_values=(1,), K=4, N=4, memory="loose")
-    form = formulate(index_sets(inst, Restrictions()))
+    assert not [r for r in formulate(index_sets(inst, Restrictions())).model.rows if r.name == "work"]
+    form = formulate(index_sets(inst, Restrictions()), strong=True)
     m, st = form.model, form.sets
     rows = {r.name: r for r in m.rows}
     assert [n for n in rows if n.startswith("boundary[")] == [f"boundary[{i}]" for i in range(st.S - 1)]
@@ -557,18 +555,16 @@ def test_boundary_rows_cut_off_the_evenly_spread_point(monkeypatch):
         assert math.fsum(c * spread[j] for j, c in r.terms) < r.rhs  # violated: 0 - 1 < 0
 
 
-def test_no_boundary_rows_for_a_graph_that_is_not_connected(monkeypatch):
-    import piper_ilp.milp.model as model
+def test_no_boundary_rows_for_a_graph_that_is_not_connected():
     from piper_ilp.milp.model import formulate, index_sets
 
-    monkeypatch.setattr(model, "BOUNDARY_ROWS", True)
 
     opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1,
            "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
     inst = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1, "mbsInBatch": 2,
                                "nodes": [{"id": k, "TMPCs": {"1": [opt]}} for k in range(2)], "edges": []})
-    form = formulate(index_sets(inst, Restrictions()))
+    form = formulate(index_sets(inst, Restrictions()), strong=True)
     assert not [r for r in form.model.rows if r.name.startswith("boundary")]
-    assert model_size(inst)["constraints"] == len(form.model.rows)
+    assert model_size(inst, strong=True)["constraints"] == len(form.model.rows)
     sol, ref = solve_milp(inst, backend="cpsat"), solve_brute(inst)
     assert sol.status == Status.OPTIMAL and sol.tps == ref.tps

@@ -257,14 +257,10 @@ def test_certification_compares_with_the_value_of_the_mode():
 
 
 @pytest.mark.parametrize("mode", ALL_MODES, ids=MODE_IDS)
-def test_every_valid_plan_is_a_point_with_the_strengthening_rows(mode, monkeypatch):
-    # the boundary and work rows (off by default) cut off no valid plan
-    import piper_ilp.milp.model as model
-
-    monkeypatch.setattr(model, "BOUNDARY_ROWS", True)
-    monkeypatch.setattr(model, "WORK_ROW", True)
+def test_every_valid_plan_is_a_point_with_the_strengthening_rows(mode):
+    # the boundary and work rows (strong=True: CP-SAT's default) cut off no valid plan
     inst = random_instance("layered", 4, 2, t_values=(1,), options_per_t=(1, 2), K=4, N=4, memory="loose")
-    form = formulate(index_sets(inst, Restrictions(), mode))
+    form = formulate(index_sets(inst, Restrictions(), mode), strong=True)
     assert any(r.name == "work" for r in form.model.rows)
     checked = 0
     for plan in every_plan(inst):

@@ -37,7 +37,8 @@ with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
     tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + d resync_bytes(w, d, N) / B) z[v,i,t,l]
                                                 + sum_edges (ob[.,.,i] + ib[.,.,i])
 
-and, off by default (BOUNDARY_ROWS, WORK_ROW: valid, but SCIP gave a wrong proof with them)::
+and, with ``strong=True`` (valid; CP-SAT's default, off for CBC and SCIP: SCIP gave a wrong
+proof with them)::
 
     boundary[i]      sum_{reduction edges} (P[a,i] - P[b,i]) >= sum_c u[i+1,c]  (weakly connected)
     work             K T >= sum t p z + sum of every ob and ib      (sum t d <= K, T >= TPS_i)
@@ -77,11 +78,6 @@ __all__ = ["Var", "Row", "LinearModel", "Formulation", "IndexSets", "index_sets"
 #: only 1: the rows near the boundary matter when a backend restricts memory to M(1 - e)).
 MEMORY_ROW_THRESHOLD = 1.0 - 1e-6
 
-#: The valid strengthening rows boundary[i] and work (docs/milp.md "Strengthening"). Off:
-#: with both on, SCIP (2 threads, presolve on) proved a wrong optimum on a 4-node instance
-#: (graph/gpipe, campaign seed 41); CP-SAT proves bert32a100 K = 8 and 16 with them.
-BOUNDARY_ROWS = False
-WORK_ROW = False
 
 
 @dataclass
@@ -383,8 +379,9 @@ class Formulation:
         return values, ""
 
 
-def formulate(st: IndexSets) -> Formulation:
-    """Build the model (see the module docstring) from its index sets."""
+def formulate(st: IndexSets, strong: bool = False) -> Formulation:
+    """Build the model (see the module docstring) from its index sets; ``strong`` adds the
+    valid strengthening rows boundary[i] and work (docs/milp.md "Strengthening")."""
     inst = st.inst
     K, N, M, B = inst.K, inst.N, inst.M, inst.B
     m = LinearModel()
@@ -542,13 +539,13 @@ def formulate(st: IndexSets) -> Formulation:
     # boundary[i]: the slots <= i hold a down-set of the graph; when slot i+1 is used, both
     # it and its complement are non-empty, so in a weakly connected graph some edge of the
     # transitive reduction leaves it: sum_{reduction edges} (P[a,i] - P[b,i]) >= used_{i+1}
-    if BOUNDARY_ROWS and len(V) > 1 and nx.is_weakly_connected(inst.graph):
+    if strong and len(V) > 1 and nx.is_weakly_connected(inst.graph):
         for i in range(S - 1):
             terms = [(P[a, i], 1.0) for a, b in st.order_edges] + [(P[b, i], -1.0) for a, b in st.order_edges]
             terms += [(u[i + 1, t, d], -1.0) for t, d in st.configs]
             m.row(f"boundary[{i}]", terms, ">=", 0)
     # work: K T >= sum_i t_i d_i TPS_i >= sum t p z + every cut second (sum t d <= K, t >= 1)
-    if WORK_ROW:
+    if strong:
         terms = [(T, float(K))]
         for (v, i, t, l), j in z.items():
             terms.append((j, -t * st.opts[v, t][l].p))
@@ -584,13 +581,15 @@ def formulate(st: IndexSets) -> Formulation:
     return Formulation(m, st, u, z, g, T, s, P, h, arc, latency)
 
 
-def build_model(instance: Instance, restrictions: Restrictions = Restrictions(), mode: Mode = DEFAULT_MODE) -> LinearModel:
+def build_model(instance: Instance, restrictions: Restrictions = Restrictions(), mode: Mode = DEFAULT_MODE,
+                strong: bool = False) -> LinearModel:
     """The backend-neutral model of an instance (see the module docstring) under ``mode``,
-    after the restrictions (excluded options, max_t, max_d) are applied."""
-    return formulate(index_sets(instance, restrictions, mode)).model
+    after the restrictions (excluded options, max_t, max_d) are applied (``strong``: with the
+    strengthening rows)."""
+    return formulate(index_sets(instance, restrictions, mode), strong).model
 
 
-def _count(st: IndexSets) -> dict[str, int]:
+def _count(st: IndexSets, strong: bool = False) -> dict[str, int]:
     """Variables and rows of the model for ``st`` without building it."""
     S, V = st.S, st.V
     n_opts = sum(len(o) for o in st.opts.values())
@@ -627,8 +626,8 @@ def _count(st: IndexSets) -> dict[str, int]:
         rows += S * nC  # y_link
         rows += sum(1 for i in range(S) for k in range(1, st.Y[i] + 1) if needed[k])
     rows += n_cut * S
-    rows += 1 if WORK_ROW else 0
-    if BOUNDARY_ROWS:
+    rows += 1 if strong else 0
+    if strong:
         if len(V) > 1 and nx.is_weakly_connected(st.inst.graph):
             rows += S - 1  # boundary
     rows += S * nC  # tps
@@ -639,7 +638,8 @@ def _count(st: IndexSets) -> dict[str, int]:
     return {"variables": variables, "binaries": binaries, "constraints": rows, "slots": S, "configurations": nC}
 
 
-def model_size(instance: Instance, restrictions: Restrictions = Restrictions(), mode: Mode = DEFAULT_MODE) -> dict:
+def model_size(instance: Instance, restrictions: Restrictions = Restrictions(), mode: Mode = DEFAULT_MODE,
+               strong: bool = False) -> dict:
     """The MILP's size before solving: ``variables``, ``binaries``, ``constraints``
     (rows), ``slots`` (S) and ``configurations`` ((t, d) pairs).
 
@@ -653,4 +653,4 @@ def model_size(instance: Instance, restrictions: Restrictions = Restrictions(), 
     >>> model_size(inst)["variables"]  # u, z, g, s, T
     5
     """
-    return _count(index_sets(instance, restrictions, mode))
+    return _count(index_sets(instance, restrictions, mode), strong)

@@ -69,6 +69,7 @@ def solve_milp(
     max_variables: int = DEFAULT_MAX_VARIABLES,
     progress: bool = False,
     mode: Mode = DEFAULT_MODE,
+    strong: bool | None = None,
 ) -> Solution:
     """Solve the Piper problem exactly with the MILP on one backend.
 
@@ -97,6 +98,11 @@ def solve_milp(
         under it is the optimum. When no plan is at or below it, the answer is unknown
         (or feasible with a hint above it), never infeasible: a cutoff below the optimum
         proves nothing. ``info["cutoff"]`` records it.
+    strong : bool, optional
+        Add the valid strengthening rows boundary[i] and work (docs/milp.md,
+        "Strengthening"); default (None): on for CP-SAT (they prove bert32a100 K = 8 and 16),
+        off for CBC and SCIP (SCIP's presolve gave a wrong proof with them on).
+        ``info["strong_rows"]`` records it.
     force : bool
         Solve even above ``max_variables``.
     max_variables : int
@@ -161,15 +167,17 @@ def solve_milp(
     t0 = time.perf_counter()
     if not isinstance(mode, Mode):
         raise InputError(f"mode must be a piper_ilp.pipeline.Mode, got {mode!r}")
+    if strong is None:
+        strong = backend == "cpsat"
     st = index_sets(instance, restrictions, mode)
-    size = _count(st)
+    size = _count(st, strong)
     if size["variables"] > max_variables and not force:
         raise SizeLimitError(
             f"{instance.source}: the MILP would have {size['variables']} variables "
             f"({size['constraints']} constraints), above the limit of {max_variables}; "
             "use the DP (--method dp), or pass --force with a --time-limit to get a plan and a bound"
         )
-    form = formulate(st)
+    form = formulate(st, strong)
     m = form.model
     info = {
         "variables": len(m.vars),
@@ -181,6 +189,7 @@ def solve_milp(
         "time_limit": time_limit,
         "scaling_error": 0.0,
         "mode": mode.label,
+        "strong_rows": bool(strong),
     }
     if m.trivially_infeasible:
         sol = Solution(backend, Status.INFEASIBLE, message=f"infeasible before solving: {m.trivially_infeasible}",
