@@ -435,8 +435,8 @@ def _exclude_plan(monkeypatch, plan):
 
     orig = milp_solve.formulate
 
-    def formulate(st):
-        form = orig(st)
+    def formulate(st, strong=False):
+        form = orig(st, strong)
         terms = []
         for i, stg in enumerate(plan.stages):
             for v in stg.nodes:
