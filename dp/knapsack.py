@@ -127,13 +127,7 @@ def pareto_mask(cols: np.ndarray) -> np.ndarray:
         mask[int(np.argmin(c[:, 0]))] = True
         return mask
     if k == 2:
-        order = np.lexsort((c[:, 1], c[:, 0]))
-        s = c[order]
-        prev_min = np.minimum.accumulate(s[:, 1])
-        keep = np.ones(n, dtype=bool)
-        keep[1:] = s[1:, 1] < prev_min[:-1]
-        mask[order[keep]] = True
-        return mask
+        return _two_column_mask(c[:, 0], c[:, 1])
     order = np.lexsort(c.T[::-1])
     s = c[order]
     # k >= 3: a row is dominated iff some earlier row is <= it in every column (dominance
@@ -154,23 +148,29 @@ def pareto_mask_of(a: np.ndarray, cols: tuple[int, ...]) -> np.ndarray:
     """``pareto_mask(a[:, cols])``, the same mask, with fewer numpy calls when exactly two
     of the columns vary (the common case of a stage whose options differ in p and one
     memory figure): no copy of the columns, the same stable lexicographic sort and
-    running minimum as :func:`pareto_mask`'s two-column path."""
+    running minimum as :func:`pareto_mask`'s two-column path (:func:`_two_column_mask`)."""
     n = len(a)
     if n > 1:
         varying = (a != a[0]).any(axis=0).tolist()
         vc = [c for c in cols if varying[c]]
         if len(vc) == 2:
-            x, y = a[:, vc[0]], a[:, vc[1]]
-            order = np.lexsort((y, x))
-            sy = y[order]
-            run = np.minimum.accumulate(sy)
-            keep = np.empty(n, dtype=bool)
-            keep[0] = True
-            np.less(sy[1:], run[:-1], out=keep[1:])
-            mask = np.zeros(n, dtype=bool)
-            mask[order[keep]] = True
-            return mask
+            return _two_column_mask(a[:, vc[0]], a[:, vc[1]])
     return pareto_mask(a[:, list(cols)])
+
+
+def _two_column_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The Pareto mask of two varying columns: rows in stable (x, y) order, a row kept iff
+    its y is below every earlier row's (so exact duplicates keep the first)."""
+    n = len(x)
+    order = np.lexsort((y, x))
+    sy = y[order]
+    run = np.minimum.accumulate(sy)
+    keep = np.empty(n, dtype=bool)
+    keep[0] = True
+    np.less(sy[1:], run[:-1], out=keep[1:])
+    mask = np.zeros(n, dtype=bool)
+    mask[order[keep]] = True
+    return mask
 
 
 def pareto_masks(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:
