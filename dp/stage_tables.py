@@ -127,13 +127,24 @@ class StageTables:
         """Store one row per entry of ``ds`` (points: the columns of the 2D arrays, or
         those where ``keep`` is true, which must leave each row at least one); returns
         the index of the first row."""
-        nr = len(ds)
         if keep is None:
-            npts = np.full(nr, cost2d.shape[1], dtype=np.int64)
+            npts = np.full(len(ds), cost2d.shape[1], dtype=np.int64)
             cost, ylo, yhi = cost2d.ravel(), ylo2d.ravel(), yhi2d.ravel()
         else:
             npts = keep.sum(axis=1)
             cost, ylo, yhi = cost2d[keep], ylo2d[keep], yhi2d[keep]
+        return self._append(t, ds, npts, cost, ylo, yhi, monotone)
+
+    def add_flat_rows(self, t, ds, npts, cost, yhi) -> int:
+        """Store one row per entry of ``ds`` with ``npts`` points each, the points given
+        end to end (``cost``, ``yhi``; ylo is 1 for every point); returns the index of
+        the first row."""
+        return self._append(t, ds, npts, cost, np.ones(len(cost), dtype=self.y_dtype), yhi, True)
+
+    def _append(self, t, ds, npts, cost, ylo, yhi, monotone) -> int:
+        """Append rows (per entry of ``ds``: ``npts`` points, given end to end) to the
+        typed buffers; returns the index of the first row."""
+        nr = len(ds)
         first = self.n_rows
         self.row_t.extend([t] * nr)
         self.row_d_buf.frombytes(np.ascontiguousarray(ds, dtype=np.int64).tobytes())
@@ -141,23 +152,6 @@ class StageTables:
         self.row_mono.extend([1 if monotone else 0] * nr)
         self.pt_cost.frombytes(np.ascontiguousarray(cost, dtype=np.float64).tobytes())
         self.pt_ylo.frombytes(np.ascontiguousarray(ylo, dtype=self.y_dtype).tobytes())
-        self.pt_yhi.frombytes(np.ascontiguousarray(yhi, dtype=self.y_dtype).tobytes())
-        self.n_rows += nr
-        self._grow(self.POINT_BYTES * len(cost) + self.ROW_BYTES * nr)
-        return first
-
-    def add_flat_rows(self, t, ds, npts, cost, yhi) -> int:
-        """Store one row per entry of ``ds`` with ``npts`` points each, the points given
-        end to end (``cost``, ``yhi``; ylo is 1 for every point); returns the index of
-        the first row."""
-        nr = len(ds)
-        first = self.n_rows
-        self.row_t.extend([t] * nr)
-        self.row_d_buf.frombytes(np.ascontiguousarray(ds, dtype=np.int64).tobytes())
-        self.row_npts.frombytes(np.ascontiguousarray(npts, dtype=np.int64).tobytes())
-        self.row_mono.extend([1] * nr)
-        self.pt_cost.frombytes(np.ascontiguousarray(cost, dtype=np.float64).tobytes())
-        self.pt_ylo.frombytes(np.ones(len(cost), dtype=self.y_dtype).tobytes())
         self.pt_yhi.frombytes(np.ascontiguousarray(yhi, dtype=self.y_dtype).tobytes())
         self.n_rows += nr
         self._grow(self.POINT_BYTES * len(cost) + self.ROW_BYTES * nr)
