@@ -73,9 +73,10 @@ import numpy as np
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
 from dp.knapsack import exact_choice, stage_items
 from dp.option_choice import OptionChoices
+from dp.stage_tables import bits
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
-from piper_ilp.instance import Instance
+from piper_ilp.instance import Instance, topological_order
 from piper_ilp.pipeline import Mode
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
@@ -106,42 +107,19 @@ def _predecessor_masks(succ: Sequence[int]) -> list[int]:
     return pred
 
 
-def _bits(mask: int) -> list[int]:
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
-
-
 def _descendants(succ: Sequence[int]) -> list[int]:
     """For every node position, the bitmask of the nodes it reaches (itself excluded)."""
     n = len(succ)
-    pos_order = _topological(succ)
+    # any topological order will do: each node after the nodes it reaches
+    pos_order = topological_order({v: list(bits(succ[v])) for v in range(n)})
     reach = [0] * n
     for v in reversed(pos_order):
         m = succ[v]
         r = m
-        for x in _bits(m):
+        for x in bits(m):
             r |= reach[x]
         reach[v] = r
     return reach
-
-
-def _topological(succ: Sequence[int]) -> list[int]:
-    n = len(succ)
-    indeg = [0] * n
-    for m in succ:
-        for x in _bits(m):
-            indeg[x] += 1
-    order = [v for v in range(n) if indeg[v] == 0]
-    for v in order:
-        for x in _bits(succ[v]):
-            indeg[x] -= 1
-            if indeg[x] == 0:
-                order.append(x)
-    return order
 
 
 def _frontiers(ideals: Sequence[int], succ: Sequence[int], pred: Sequence[int]) -> list[list[int]]:
@@ -162,12 +140,12 @@ def _frontiers(ideals: Sequence[int], succ: Sequence[int], pred: Sequence[int]) 
     out = []
     for I in ideals:
         keep = []
-        for w in _bits(I):
+        for w in bits(I):
             outside = pred[w] & ~I
             if not outside:
                 continue
             covered = all(
-                any(v != w and (reach[v] >> w) & 1 for v in _bits(succ[u] & I)) for u in _bits(outside)
+                any(v != w and (reach[v] >> w) & 1 for v in bits(succ[u] & I)) for u in bits(outside)
             )
             if not covered:
                 keep.append(w)
@@ -367,7 +345,7 @@ def solve_modes(
     def least_p(C: int, t: int) -> float:
         got = p_memo.get((C, t))
         if got is None:
-            got = p_memo[(C, t)] = math.fsum(min(o.p for o in inst.node[ids[v]].options[t]) for v in _bits(C))
+            got = p_memo[(C, t)] = math.fsum(min(o.p for o in inst.node[ids[v]].options[t]) for v in bits(C))
         return got
 
     labels: list[_Labels | None] = [None] * len(ideals)
@@ -393,11 +371,11 @@ def solve_modes(
                 F_J = front[j]
                 pos_J = {v: c for c, v in enumerate(F_J)}
                 out = 0
-                for v in _bits(C):
+                for v in bits(C):
                     out |= succ[v]
                 out &= J
                 # succ(C) are frontier nodes of J; the ones left out are covered by kept ones
-                sc = [pos_J[v] for v in _bits(out) if v in pos_J]
+                sc = [pos_J[v] for v in bits(out) if v in pos_J]
                 h_after = cols[:, [1 + c for c in sc]].max(axis=1) if sc else np.zeros(len(cols))
                 if flush:
                     l0 = mxj + 2  # first L column of J
@@ -572,7 +550,7 @@ class _StepCosts:
             items = self.items.get((C, t))
             inst = self.inst
             if items is None:
-                items = self.items[(C, t)] = stage_items(inst, [inst.node_ids[v] for v in _bits(C)], t)
+                items = self.items[(C, t)] = stage_items(inst, [inst.node_ids[v] for v in bits(C)], t)
             res = exact_choice(items, y, inst.M, d, inst.N, inst.B)
             self.solves += 1
             got = memo[y] = math.inf if res is None else res[0]
@@ -620,7 +598,7 @@ def _rebuild(inst: Instance, ideals, labels, i: int, r: int, choices: OptionChoi
         if got is None:
             raise InternalError(f"dp: no option choice for a stage it placed (t = {t}, d = {d}, y = {y})")
         opts = got[1]
-        nodes = tuple(ids[v] for v in _bits(C))
+        nodes = tuple(ids[v] for v in bits(C))
         stages.append(Stage(nodes, d, t, {v: opts[v].id for v in nodes}))
         i, r = j, rj
     return Plan(tuple(stages))

@@ -55,7 +55,7 @@ from dp.threshold_search import (
     search_threshold,
 )
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
-from piper_ilp.instance import Instance
+from piper_ilp.instance import Instance, topological_order
 from piper_ilp.pipeline import DEFAULT_MODE, Mode
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
@@ -275,24 +275,12 @@ def _suffix_ideals(inst: Instance) -> list[int]:
 
     The order is the lexicographic one (networkx's ``lexicographical_topological_sort``
     keyed by input position): each step takes, of the nodes whose predecessors are all
-    placed, the first in input order. Written out with a heap so that the DP needs no
-    networkx.
+    placed, the first in input order (:func:`piper_ilp.instance.topological_order`, so
+    that the DP needs no networkx).
     """
-    import heapq
-
     ids = inst.node_ids
     pos = {v: i for i, v in enumerate(ids)}
-    left = {v: len(inst.in_edges[v]) for v in ids}
-    ready = [pos[v] for v in ids if left[v] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        v = ids[heapq.heappop(ready)]
-        order.append(v)
-        for w, _ in inst.out_edges[v]:
-            left[w] -= 1
-            if left[w] == 0:
-                heapq.heappush(ready, pos[w])
+    order = topological_order({v: [w for w, _ in inst.out_edges[v]] for v in ids})
     if len(order) != len(ids):
         raise InternalError(f"{inst.source}: the graph has a cycle")
     out, mask = [0], 0

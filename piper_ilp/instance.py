@@ -419,28 +419,48 @@ class _Checker:
         return x
 
 
+def topological_order(succs: Mapping[Any, Iterable[Any]]) -> list:
+    """Kahn's algorithm on the graph given by each node's successors (every node a key):
+    of the nodes whose predecessors are all placed, the first in the keys' order comes
+    next (the lexicographic topological order by key position). Nodes on a cycle or after
+    one are left out.
+
+    >>> topological_order({"b": ["a"], "c": [], "a": []})
+    ['b', 'c', 'a']
+    """
+    import heapq
+
+    keys = list(succs)
+    pos = {v: i for i, v in enumerate(keys)}
+    left = dict.fromkeys(keys, 0)
+    for ws in succs.values():
+        for w in ws:
+            left[w] += 1
+    ready = [pos[v] for v in keys if left[v] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        v = keys[heapq.heappop(ready)]
+        order.append(v)
+        for w in succs[v]:
+            left[w] -= 1
+            if left[w] == 0:
+                heapq.heappush(ready, pos[w])
+    return order
+
+
 def nodes_on_cycles(succs: Mapping[Any, Iterable[Any]]) -> list:
-    """The nodes that Kahn's algorithm cannot remove from the graph given by each node's
-    successors (every node a key): empty exactly when the graph is acyclic; otherwise the
-    nodes on a cycle or after one, in the keys' order.
+    """The nodes that :func:`topological_order` cannot place (every node a key of
+    ``succs``): empty exactly when the graph is acyclic; otherwise the nodes on a cycle or
+    after one, in the keys' order.
 
     >>> nodes_on_cycles({1: {2}, 2: set()})
     []
     >>> nodes_on_cycles({1: {2}, 2: {3}, 3: {2}})
     [2, 3]
     """
-    left = {v: 0 for v in succs}
-    for ws in succs.values():
-        for w in ws:
-            left[w] += 1
-    ready = [v for v, k in left.items() if k == 0]
-    while ready:
-        v = ready.pop()
-        for w in succs[v]:
-            left[w] -= 1
-            if left[w] == 0:
-                ready.append(w)
-    return [v for v, k in left.items() if k > 0]
+    placed = set(topological_order(succs))
+    return [v for v in succs if v not in placed]
 
 
 def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
