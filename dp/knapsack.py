@@ -48,8 +48,9 @@ __all__ = [
     "Item",
     "Frontier",
     "pareto_mask",
-    "pareto_masks",
-    "pareto_mask_of",
+    "pareto_order",
+    "pareto_orders",
+    "two_column_orders",
     "stage_items",
     "pareto_frontier",
     "y_capacity",
@@ -111,23 +112,28 @@ class Frontier:
 
 def pareto_mask(cols: np.ndarray) -> np.ndarray:
     """Rows of ``cols`` (n x k, all minimized) that no row earlier in lexicographic order
-    weakly dominates (so exact duplicates keep one copy). Constant columns are ignored;
-    one or two varying columns take O(n log n), more take O(n^2 / block) numpy work."""
+    weakly dominates (so exact duplicates keep one copy): :func:`pareto_order` as a mask."""
+    mask = np.zeros(len(cols), dtype=bool)
+    mask[pareto_order(cols)] = True
+    return mask
+
+
+def pareto_order(cols: np.ndarray) -> np.ndarray:
+    """The indices of the rows :func:`pareto_mask` keeps, in lexicographic order of the
+    varying columns (ties: input order). Constant columns are ignored; one or two varying
+    columns take O(n log n), more take O(n^2 / block) numpy work."""
     n = len(cols)
     if n <= 1:
-        return np.ones(n, dtype=bool)
+        return np.arange(n)
     varying = (cols != cols[0]).any(axis=0)
     k = int(varying.sum())
     c = cols if k == cols.shape[1] else cols[:, varying]
-    mask = np.zeros(n, dtype=bool)
     if k == 0:
-        mask[0] = True
-        return mask
+        return np.zeros(1, dtype=np.int64)
     if k == 1:
-        mask[int(np.argmin(c[:, 0]))] = True
-        return mask
+        return np.array([int(np.argmin(c[:, 0]))])
     if k == 2:
-        return _two_column_mask(c[:, 0], c[:, 1])
+        return _two_column_order(c[:, 0], c[:, 1])
     order = np.lexsort(c.T[::-1])
     s = c[order]
     # k >= 3: a row is dominated iff some earlier row is <= it in every column (dominance
@@ -140,78 +146,81 @@ def pareto_mask(cols: np.ndarray) -> np.ndarray:
         le = np.all(rest[None, :hi, :] <= rest[lo:hi, None, :], axis=2)
         tri = np.arange(hi)[None, :] < np.arange(lo, hi)[:, None]
         keep[lo:hi] = ~np.any(le & tri, axis=1)
-    mask[order[keep]] = True
-    return mask
+    return order[keep]
 
 
-def pareto_mask_of(a: np.ndarray, cols: tuple[int, ...]) -> np.ndarray:
-    """``pareto_mask(a[:, cols])``, the same mask, with fewer numpy calls when exactly two
-    of the columns vary (the common case of a stage whose options differ in p and one
-    memory figure): no copy of the columns, the same stable lexicographic sort and
-    running minimum as :func:`pareto_mask`'s two-column path (:func:`_two_column_mask`)."""
-    n = len(a)
-    if n > 1:
-        varying = (a != a[0]).any(axis=0).tolist()
-        vc = [c for c in cols if varying[c]]
-        if len(vc) == 2:
-            return _two_column_mask(a[:, vc[0]], a[:, vc[1]])
-    return pareto_mask(a[:, list(cols)])
-
-
-def _two_column_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """The Pareto mask of two varying columns: rows in stable (x, y) order, a row kept iff
-    its y is below every earlier row's (so exact duplicates keep the first)."""
-    n = len(x)
-    order = np.lexsort((y, x))
+def _two_column_order(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The Pareto rows of two varying columns, as indices in stable (x, y) order: a row is
+    kept iff its y is below every earlier row's (so exact duplicates keep the first).
+    Without ties in x, a stable sort on x alone is that order (and merges the sorted runs
+    of a frontier plus each option in linear time); with ties, the two-key sort."""
+    order = np.argsort(x, kind="stable")
+    sx = x[order]
+    if (sx[1:] == sx[:-1]).any():
+        order = np.lexsort((y, x))
     sy = y[order]
     run = np.minimum.accumulate(sy)
-    keep = np.empty(n, dtype=bool)
+    keep = np.empty(len(x), dtype=bool)
     keep[0] = True
     np.less(sy[1:], run[:-1], out=keep[1:])
-    mask = np.zeros(n, dtype=bool)
-    mask[order[keep]] = True
-    return mask
+    return order[keep]
 
 
-def pareto_masks(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:
-    """:func:`pareto_mask` of many arrays at once: ``cols`` (n x 3) holds them end to end,
-    ``seg`` (n, nondecreasing) names the array of each row. The same rule per array: a
-    row is kept unless a row before it in lexicographic order (ties: input order) is <=
-    it in every column (columns constant in an array change neither the order nor the
-    dominance, so this is what :func:`pareto_mask` keeps for any number of varying
-    columns). Arrays up to 512 rows are compared in padded batches of similar length,
-    larger ones one at a time."""
+def two_column_orders(x: np.ndarray, y: np.ndarray, valid: np.ndarray, first: np.ndarray, n_of: np.ndarray, sel: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    """:func:`_two_column_order` of many arrays at once: array g is rows ``first[g]`` ..
+    ``first[g] + n_of[g] - 1`` of ``x`` and ``y`` (``seg`` names each row's array), its
+    rows with ``valid`` False left out; the arrays ``sel`` are filtered. Returns the kept
+    rows by array and then in (x, y) order. The arrays are rows of padded matrices
+    (x = inf and not valid past an array's end), grouped by length up to the next power of
+    two; a matrix row with ties in x is sorted by (x, y) instead of by x alone."""
+    out = []
+    n = n_of[sel]
+    width = (2 ** np.ceil(np.log2(np.maximum(n, 1)))).astype(np.int64)
+    for w in sorted(set(width.tolist())):
+        group = sel[width == w]
+        step = max(1, 2_000_000 // w)
+        for c0 in range(0, len(group), step):
+            g = group[c0 : c0 + step]
+            ar = np.arange(w)
+            inside = ar[None, :] < n_of[g][:, None]
+            idx = np.where(inside, first[g][:, None] + ar[None, :], 0)
+            ok = inside & valid[idx]
+            X = np.where(ok, x[idx], np.inf)
+            order = np.argsort(X, axis=1, kind="stable")
+            sx = np.take_along_axis(X, order, axis=1)
+            keep = np.take_along_axis(ok, order, axis=1)
+            Y = np.where(ok, y[idx], np.inf)
+            tie = ((sx[:, 1:] == sx[:, :-1]) & keep[:, 1:]).any(axis=1)
+            if tie.any():
+                order[tie] = np.lexsort((Y[tie], X[tie]), axis=1)
+                keep[tie] = np.take_along_axis(ok[tie], order[tie], axis=1)
+            rows = np.take_along_axis(idx, order, axis=1)
+            sy = np.take_along_axis(Y, order, axis=1)
+            run = np.minimum.accumulate(sy, axis=1)
+            keep[:, 1:] &= sy[:, 1:] < run[:, :-1]
+            out.append(rows[keep])
+    kept = np.concatenate(out)
+    return kept[np.argsort(seg[kept], kind="stable")]
+
+
+def pareto_orders(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    """The indices of the rows :func:`pareto_mask` keeps in each of many arrays, by array
+    and then in lexicographic order of the columns (ties: input order). ``cols`` (n x 3)
+    holds the arrays end to end, ``seg`` (n, nondecreasing) names the array of each row.
+    The same rule per array: a row is kept unless a row before it in lexicographic order
+    (ties: input order) is <= it in every column (columns constant in an array change
+    neither the order nor the dominance, so this is what :func:`pareto_mask` keeps for
+    any number of varying columns). Arrays up to 512 rows are compared in padded batches
+    of similar length (O(m^2) each: for arrays where all three columns vary; two columns
+    take :func:`two_column_orders`), larger ones one at a time."""
     n = len(cols)
-    mask = np.zeros(n, dtype=bool)
     if n == 0:
-        return mask
+        return np.zeros(0, dtype=np.int64)
     order = np.lexsort((cols[:, 2], cols[:, 1], cols[:, 0], seg))
     s1, s2, sg = cols[order, 1], cols[order, 2], seg[order]
     starts = np.flatnonzero(np.concatenate(([True], sg[1:] != sg[:-1])))
     lens = np.diff(np.append(starts, n))
     keep = np.ones(n, dtype=bool)
-    # an array with a constant column: two columns x, y decide, the rows are sorted by
-    # (x, y), and a row is kept iff its y is below every earlier row's (as pareto_mask's
-    # one- and two-column paths); y is column 2, or column 1 when column 2 is constant
-    s0 = cols[order, 0]
-    const = [np.minimum.reduceat(c, starts) == np.maximum.reduceat(c, starts) for c in (s0, s1, s2)]
-    flat = const[0] | const[1] | const[2]
-    if flat.any():
-        seg_i = np.repeat(np.arange(len(starts)), lens)
-        y = np.where(const[2][seg_i], s1, s2)
-        rows = flat[seg_i]
-        yr = y[rows]
-        gi = seg_i[rows]
-        # dense ranks of y (equal values, equal ranks), offset so that earlier arrays rank
-        # above later ones: a running minimum then never leaks across arrays
-        _, rank = np.unique(yr, return_inverse=True)
-        R = int(rank.max()) + 1
-        key = rank.astype(np.int64) + (len(starts) - 1 - gi) * R
-        run = np.minimum.accumulate(key)
-        k2 = np.ones(len(key), dtype=bool)
-        k2[1:] = (key[1:] < run[:-1]) | (gi[1:] != gi[:-1])
-        keep[rows] = k2
-        lens = np.where(flat, 1, lens)  # done
     # arrays by length; runs of similar length are compared together, padded to the
     # longest of the run, about 2M comparisons per pass
     by_len = np.argsort(lens, kind="stable")
@@ -248,8 +257,7 @@ def pareto_masks(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:
         dom = le.any(axis=2)
         keep[idx[valid]] = ~dom[valid]
         i = j
-    mask[order[keep]] = True
-    return mask
+    return order[keep]
 
 
 def pareto_frontier(

@@ -36,7 +36,7 @@ from array import array
 import numpy as np
 
 from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
-from dp.knapsack import _y_capacity_and_memory, pareto_mask, pareto_mask_of, pareto_masks, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
+from dp.knapsack import _y_capacity_and_memory, pareto_mask, pareto_orders, pareto_frontier, two_column_orders, stage_items, stage_tps_from_sums, y_capacities
 from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit
 from dp.option_choice import OptionChoices
 from piper_ilp.cost import cut_edge_bytes
@@ -56,8 +56,6 @@ EXACT_BATCH_STAGES = 4096
 EXACT_BATCH_SETS = 4096
 EXACT_BATCH_PAIRS = 32_768
 EXACT_BATCH_POINTS = 50_000
-#: States whose new frontier (before the Pareto filter) has more rows are made one at a time.
-EXTEND_BATCH_ROWS = 128
 
 
 class StageTables:
@@ -667,10 +665,9 @@ class _StageTableBuilder:
         return out
 
     def _extend_batch(self, todo: list) -> list:
-        """:meth:`_extend` of many (X, t, state, v): the plain ones whose new frontier
-        (sums with a node of two or more options) has at most :data:`EXTEND_BATCH_ROWS`
-        rows in one pass (the same float sums, row order and Pareto rule), the others
-        one at a time."""
+        """:meth:`_extend` of many (X, t, state, v): the plain ones with a node of two or
+        more options in one pass (:meth:`_extend_plain`: the same float sums and Pareto
+        rule), the others one at a time."""
         out = [None] * len(todo)
         batch = []  # (index, W, m1, fr, o)
         mem_maybe = self.mem_maybe
@@ -680,47 +677,78 @@ class _StageTableBuilder:
                 continue
             node_plain, m1min, w_first, o = node
             W, plain, fr, m1 = st
-            if not (plain and node_plain and len(o) > 1) or len(fr) * len(o) > EXTEND_BATCH_ROWS:
-                # (a large frontier's own Pareto filter costs more than its numpy calls)
+            if not (plain and node_plain and len(o) > 1):
                 out[i] = self._extend(st, v, t)
                 continue
             m1 = m1 + m1min
             if m1 > mem_maybe:
                 continue
             batch.append((i, W + w_first, m1, fr, o))
-        by_L: dict[int, list] = {}
-        for b in batch:
-            by_L.setdefault(len(b[4]), []).append(b)
-        for L, items in by_L.items():
-            for c0 in range(0, len(items), 4096):
-                self._extend_plain(items[c0 : c0 + 4096], L, out)
+        if batch:
+            self._extend_plain(batch, out)
         return out
 
-    def _extend_plain(self, items: list, L: int, out: list):
-        """The frontier step of :meth:`_extend` for plain states and nodes with L >= 2
-        options, many at once."""
-        lens = np.array([len(b[3]) for b in items], dtype=np.int64)
-        F = np.concatenate([b[3] for b in items])
-        O = np.stack([b[4] for b in items])  # (items, L, 5)
-        which = np.repeat(np.arange(len(items)), lens)
-        new = (F[:, None, :] + O[which]).reshape(-1, 5)
-        seg = np.repeat(which, L)
-        ok = new[:, 3] <= self.mem_maybe
-        if not ok.all():
-            new, seg = new[ok], seg[ok]
+    def _extend_plain(self, items: list, out: list):
+        """The frontier step of :meth:`_extend` for plain states and nodes with two or more
+        options, many at once (items (index into ``out``, W, m1, frontier, options)).
+
+        Frontier columns: P, A, Bm, m1 = sum (a + b), mS = sum (S a + b); memory at y in
+        [1, S] is A y + Bm, between m1 and mS, so (P, m1, mS) decide dominance. Where m1
+        is the same on every row, (P, mS) decide; else where Bm is, (P, A) decide (memory
+        rises with A at every y, now and after any extension, which adds the same b to
+        both rows); else where mS is, (P, m1). Those frontiers go through
+        :func:`dp.knapsack.two_column_orders` together, the others through
+        :func:`dp.knapsack.pareto_orders`. A new frontier is its rows in (P, ...) order:
+        the sums with one option are then sorted runs (merged in linear time), and the
+        staircase by P (:meth:`_exact_plain_batch`) needs no sort."""
+        n_opt = np.array([len(b[4]) for b in items], dtype=np.int64)
+        flen = np.array([len(b[3]) for b in items], dtype=np.int64)
+        n_of = flen * n_opt
+        # rows r of all new frontiers: item, option (outer) and frontier row (inner)
+        item = np.repeat(np.arange(len(items)), n_of)
+        first = np.cumsum(n_of) - n_of
+        opt, fpos = np.divmod(np.arange(len(item)) - first[item], flen[item])
+        F = np.concatenate([b[3] for b in items]) if len(items) > 1 else items[0][3]
+        O = np.concatenate([b[4] for b in items]) if len(items) > 1 else items[0][4]
+        new = F[(np.cumsum(flen) - flen)[item] + fpos] + O[(np.cumsum(n_opt) - n_opt)[item] + opt]
+        valid = new[:, 3] <= self.mem_maybe
+        self._mark_one_y(new)
+        # which columns vary within each new frontier (over its valid rows)
+        hi = np.maximum.reduceat(np.where(valid[:, None], new, -np.inf), first, axis=0)
+        lo = np.minimum.reduceat(np.where(valid[:, None], new, np.inf), first, axis=0)
+        same = ~(hi > lo)
+        cy = np.where(same[:, 3], 4, np.where(same[:, 2], 1, np.where(same[:, 4], 3, -1)))
+        three = cy < 0
+        parts = []
+        if three.any():
+            rows = np.nonzero(valid & three[item])[0]
+            parts.append(rows[pareto_orders(new[rows][:, (0, 3, 4)], item[rows])])
+        if not three.all():
+            yr = new[np.arange(len(new)), cy[item]]
+            parts.append(two_column_orders(new[:, 0], yr, valid, first, n_of, np.nonzero(~three)[0], item))
+        kept = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if len(parts) > 1:
+            kept = kept[np.argsort(item[kept], kind="stable")]
+        new, seg = new[kept], item[kept]
         cnt = np.bincount(seg, minlength=len(items))
-        multi = cnt[seg] > 1
-        keep = np.ones(len(new), dtype=bool)
-        if multi.any():
-            keep[multi] = pareto_masks(new[multi][:, (0, 3, 4)], seg[multi])
-            new, seg = new[keep], seg[keep]
-            cnt = np.bincount(seg, minlength=len(items))
         ends = np.cumsum(cnt).tolist()
         a = 0
         for b, e, c in zip(items, ends, cnt.tolist()):
             if c:
                 out[b[0]] = (b[1], True, new[a:e], b[2])
             a = e
+
+    def _mark_one_y(self, fr: np.ndarray):
+        """Set mS = inf (in place) on the frontier rows that can only ever serve y = 1: those
+        whose float memory at y = 2 (A * 2 + Bm, as the y capacities compute it) is above
+        what may fit. Memory only grows as the stage grows, so such a row and every row made
+        from it stay out of every y >= 2, and (P, m1) alone decide its dominance: a row
+        with P and m1 no larger serves y = 1 at least as well. (A row at inf dominates only
+        rows at inf; rows at inf stay at inf when extended.)"""
+        if self.S >= 2:
+            far = fr[:, 1] * 2.0 + fr[:, 2] > self.mem_maybe
+            if far.any():
+                fr[far, 4] = math.inf
 
     def _extend(self, st, v: int, t: int):
         """State of stage C + v under t: (W, plain, frontier (P, A, Bm, m1, mS), m1min), or
@@ -737,20 +765,16 @@ class _StageTableBuilder:
         if plain:
             W += w_first
         if not self.greedy and plain:
-            # frontier columns: P, A, Bm, m1 = sum (a + b), mS = sum (S a + b); memory at
-            # y in [1, S] is between m1 and mS, so (P, m1, mS) decide dominance
-            if len(o) == 1:
-                # one useful option: the frontier only shifts (dominance is kept)
-                new = fr + o[0]
-            else:
-                new = (fr[:, None, :] + o[None, :, :]).reshape(-1, 5)
-            ok = new[:, 3] <= self.mem_maybe
-            if not ok.all():
-                new = new[ok]
+            if len(o) > 1:
+                got = [None]
+                self._extend_plain([(0, W, m1, fr, o)], got)
+                return got[0]
+            # one useful option: the frontier only shifts (dominance is kept)
+            new = fr + o[0]
+            new = new[new[:, 3] <= self.mem_maybe]
             if not len(new):
                 return None
-            if len(new) > 1 and len(o) > 1:
-                new = new[pareto_mask_of(new, (0, 3, 4))]
+            self._mark_one_y(new)
             fr = new
         else:
             fr = None
@@ -917,16 +941,21 @@ class _StageTableBuilder:
         maybe, mem_at = _y_capacity_and_memory(A, Bm, self.mem_maybe, self.S)
         bad = (maybe > 0) & (mem_at > self.mem_sure)
         undecided = np.bincount(seg[bad], minlength=ns) > 0
-        # the staircase of every stage: by (stage, P, larger capacity first)
-        order = np.lexsort((-maybe, F[:, 0], seg))
-        yc = maybe[order]
-        so = seg[order]
+        # the staircase of every stage: by (stage, P, larger capacity first); the frontiers
+        # are kept sorted by P (_extend), so without ties in P that is their own order
+        P = F[:, 0]
+        if (P[1:] > P[:-1])[seg[1:] == seg[:-1]].all():
+            order, yc, so = None, maybe, seg
+        else:
+            order = np.lexsort((-maybe, P, seg))
+            yc = maybe[order]
+            so = seg[order]
         best = np.maximum.accumulate(yc + so * (self.S + 1)) - so * (self.S + 1)
         rise = np.ones(len(yc), dtype=bool)
         rise[1:] = (yc[1:] > best[:-1]) | (so[1:] != so[:-1])
         rise &= yc >= 1
         rise &= ~undecided[so]
-        kept = order[rise]
+        kept = np.nonzero(rise)[0] if order is None else order[rise]
         segk = so[rise]
         nk_of = np.bincount(segk, minlength=ns)
         slow = undecided | (nk_of == 0)

@@ -433,13 +433,13 @@ def test_plain_paths_match_oracle_and_generic_paths(seed):
             assert close(slow.tps, sol.tps), (mode, slow.tps, sol.tps)
 
 
-def test_pareto_masks_match_pareto_mask_per_array():
-    """The batched Pareto filter of the stage tables keeps exactly what pareto_mask keeps
+def test_pareto_orders_match_pareto_order_per_array():
+    """The batched Pareto filter of the stage tables keeps exactly what pareto_order keeps
     on each array alone: ties, duplicates, constant columns (one- and two-column paths),
     -0.0 beside 0.0, and arrays past the padded-batch size."""
     import numpy as np
 
-    from dp.knapsack import pareto_mask, pareto_masks
+    from dp.knapsack import pareto_mask, pareto_order, pareto_orders
 
     rng = np.random.default_rng(7)
     for _ in range(400):
@@ -456,28 +456,50 @@ def test_pareto_masks_match_pareto_mask_per_array():
             elif kind == 3:
                 a[:, 2] = np.where(rng.random(n) < 0.5, -0.0, 0.0)
             arrays.append(a)
-        got = pareto_masks(np.concatenate(arrays), np.repeat(np.arange(nseg), lens))
-        want = np.concatenate([pareto_mask(a) for a in arrays])
-        assert np.array_equal(got, want)
+        got = pareto_orders(np.concatenate(arrays), np.repeat(np.arange(nseg), lens))
+        starts = np.cumsum(lens) - lens
+        want = [s + pareto_order(a) for s, a in zip(starts, arrays)]
+        # the same rows of each array, by array, each array's rows in lexicographic order
+        assert np.array_equal(np.sort(got), np.sort(np.concatenate(want)))
+        assert np.array_equal(np.concatenate([np.nonzero(pareto_mask(a))[0] + s for s, a in zip(starts, arrays)]), np.sort(np.concatenate(want)))
+        for s, a, w in zip(starts, arrays, want):
+            mine = got[(got >= s) & (got < s + len(a))]
+            keys = [tuple(r) for r in a[mine - s].tolist()]
+            assert keys == sorted(keys)
+            assert len(mine) == len(w)
 
 
-def test_pareto_mask_of_matches_pareto_mask():
-    """pareto_mask_of (the states' filter on columns of a wider array, with a lean
-    two-column path) keeps exactly what pareto_mask keeps on the same columns: ties,
-    duplicates, zero, one, two or three varying columns, -0.0 beside 0.0."""
+def test_two_column_orders_match_the_single_array_rule():
+    """two_column_orders (the states' filter of many frontiers at once, in padded rows)
+    keeps exactly what the one-array rule keeps, in the same order: ties in x (sorted by
+    (x, y) then), duplicates, inf in x and y, -0.0 beside 0.0, rows left out (not valid), arrays
+    of every length up to past one padded width, and only the selected arrays."""
     import numpy as np
 
-    from dp.knapsack import pareto_mask, pareto_mask_of
+    from dp.knapsack import _two_column_order, two_column_orders
 
     rng = np.random.default_rng(11)
-    for _ in range(600):
-        n = int(rng.integers(1, int(rng.choice([4, 40, 900]))))
-        a = rng.integers(0, int(rng.choice([2, 5, 60])), size=(n, 5)).astype(float)
-        for c in (0, 3, 4):
-            kind = int(rng.integers(0, 4))
-            if kind == 1:
-                a[:, c] = 2.5
-            elif kind == 2:
-                a[:, c] = np.where(rng.random(n) < 0.5, -0.0, 0.0)
-        got = pareto_mask_of(a, (0, 3, 4))
-        assert np.array_equal(got, pareto_mask(a[:, (0, 3, 4)]))
+    for _ in range(300):
+        nseg = int(rng.integers(1, 9))
+        lens = rng.integers(1, int(rng.choice([3, 30, 300])), size=nseg)
+        n = int(lens.sum())
+        hi = int(rng.choice([2, 5, 1000]))
+        x = rng.integers(0, hi, size=n).astype(float)
+        y = rng.integers(0, hi, size=n).astype(float)
+        y[rng.random(n) < 0.1] = np.inf
+        x[rng.random(n) < 0.1] = -0.0
+        x[rng.random(n) < 0.05] = np.inf
+        valid = rng.random(n) < 0.9
+        seg = np.repeat(np.arange(nseg), lens)
+        first = np.cumsum(lens) - lens
+        sel = np.nonzero(rng.random(nseg) < 0.8)[0]
+        if not len(sel):
+            continue
+        got = two_column_orders(x, y, valid, first, lens, sel, seg)
+        want = []
+        for g in sel.tolist():
+            rows = np.arange(first[g], first[g] + lens[g])[valid[first[g] : first[g] + lens[g]]]
+            if len(rows):
+                want.append(rows[_two_column_order(x[rows], y[rows])])
+        want = np.concatenate(want) if want else np.zeros(0, dtype=np.int64)
+        assert np.array_equal(got, want)
