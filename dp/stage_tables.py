@@ -525,9 +525,11 @@ class _StageTableBuilder:
                 at = np.minimum(np.searchsorted(all_devices, dev_lo), len(all_devices) - 1)
                 ok &= all_devices[at] >= dev_lo
                 ok &= all_devices[at] <= room
-                js, dev_lo, dev_hi = js[ok], dev_lo[ok].tolist(), room[ok].tolist()
+                js, dev_lo, dev_hi = js[ok], dev_lo[ok], room[ok]
             # largest J first: C grows, and its state extends a state of this I just made
             if self.greedy:
+                if dev_lo is not None:
+                    dev_lo, dev_hi = dev_lo.tolist(), dev_hi.tolist()
                 for pos in range(len(js) - 1, -1, -1):
                     J = ideals[js[pos]]
                     C = I & ~J
@@ -541,15 +543,15 @@ class _StageTableBuilder:
             # each pair emits the slice of them its device range allows, once its stages
             # are made (the pairs of this I wait in the queue with them)
             memo = self.block_memo
-            jks = js[::-1].tolist()
-            sids = []
-            for jk in jks:
-                C = I & ~ideals[jk]
-                sid = memo.get(C)
-                if sid is None:
-                    sid = self._queue_stage(C)
-                sids.append(sid)
-            if jks:
+            jks = js[::-1]
+            sids = [memo.get(I & ~ideals[jk]) for jk in jks.tolist()]
+            if None in sids:
+                for pos, jk in enumerate(jks.tolist()):
+                    if sids[pos] is None:
+                        C = I & ~ideals[jk]
+                        sid = memo.get(C)  # (an earlier J of this I may have queued it)
+                        sids[pos] = self._queue_stage(C) if sid is None else sid
+            if len(jks):
                 self.exact_pairs.append((k, jks, sids, dev_lo, dev_hi))
                 self.exact_pair_count += len(jks)
             if (
@@ -893,14 +895,14 @@ class _StageTableBuilder:
             return
         cnt_per = np.array([len(p[1]) for p in pairs], dtype=np.int64)
         K = np.repeat(np.array([p[0] for p in pairs], dtype=np.int64), cnt_per)
-        JK = np.array([j for p in pairs for j in p[1]], dtype=np.int64)
-        SID = np.array([x for p in pairs for x in p[2]], dtype=np.int64)
+        JK = np.concatenate([p[1] for p in pairs]).astype(np.int64, copy=False)
+        SID = np.fromiter(itertools.chain.from_iterable(p[2] for p in pairs), dtype=np.int64, count=len(JK))
         self.pairs += int(self.stage_nonempty[SID].sum())
         if self.ub is not None:
             # dev_lo, dev_hi are listed by position in js (increasing J); the pairs go by
             # decreasing J
-            LO = np.array([x for p in pairs for x in p[3][::-1]], dtype=float)
-            HI = np.array([x for p in pairs for x in p[4][::-1]], dtype=np.int64)
+            LO = np.concatenate([p[3][::-1] for p in pairs]).astype(float, copy=False)
+            HI = np.concatenate([p[4][::-1] for p in pairs]).astype(np.int64, copy=False)
         n = len(SID)
         ar = np.arange(n)
         parts = []

@@ -99,6 +99,20 @@ class ThresholdDecision:
                     same = (oI[k:] == oI[:-k]) & (oJ[k:] == oJ[:-k]) & (od[k:] == od[:-k])
                     rank[k:][same] = k
             del o, oI, oJ, od
+        # runs of consecutive sets none of whose stages starts in the run (J < the run's
+        # first set): their rows of f depend only on earlier runs, so each run is relaxed
+        # in one matrix (for families by size: one run per size)
+        has = np.nonzero(self.set_bounds[1:] > self.set_bounds[:-1])[0]
+        max_back = np.full(n_ideals, -1, dtype=np.int64)
+        if len(has):
+            max_back[has] = np.maximum.reduceat(tb.group_back, self.set_bounds[has])
+        runs, start = [1], 1
+        for I, mb in enumerate(max_back.tolist()):
+            if I > start and mb >= start:
+                runs.append(I)
+                start = I
+        runs.append(max(n_ideals, 1))
+        self.runs = list(zip(runs[:-1], runs[1:]))
         # per set: the work in front of it (all \\ I) and behind it (J = the set)
         self.front_work = tb.front_work_of
         self.back_work = tb.work_of
@@ -204,35 +218,40 @@ class ThresholdDecision:
         return self.decide(T, usable=usable)
 
     def _decide_by_set(self, fp, f, hi, use, T, odd, S):
-        """The relaxation of :meth:`decide`: all usable groups of one I in one matrix
-        (rows: groups, columns: s up to the largest usable s, in pieces of at most
-        :data:`DECIDE_ELEMENTS`), row g = f[J][s - d] + t d read as one window of the
-        padded table ``fp`` (f its right half), cut above the group's range; their column
-        minimum goes to f[I]. ``odd``: the usable groups with non-monotone rows (by
-        increasing index, so by increasing I), relaxed run by run after the set's matrix."""
+        """The relaxation of :meth:`decide`, a run of sets at a time (:attr:`runs`: sets
+        whose stages start before the run): all usable groups of the run in one matrix
+        (rows: groups, by increasing I; columns: s up to the largest usable s; in pieces
+        of at most :data:`DECIDE_ELEMENTS`), row g = f[J][s - d] + t d read as one window
+        of the padded table ``fp`` (f its right half), cut above the group's range; each
+        set's column minimum over its rows goes to f[I]. ``odd``: the usable groups with
+        non-monotone rows (by increasing index, so by increasing I), relaxed one by one
+        after their run's matrix."""
         tb = self.tb
         bounds = self.set_bounds
         odd_pos = 0
         # window of f's padded row J starting at S + 1 - d: f[J][s - d], "no plan" for s < d
         win = np.lib.stride_tricks.sliding_window_view(fp, S + 1, axis=1)
         s_all = np.arange(S + 1)
-        for I in range(1, self.nI):
-            a, b = bounds[I], bounds[I + 1]
+        for ra, rb in self.runs:
+            a, b = bounds[ra], bounds[rb]
             g = a + np.nonzero(use[a:b])[0]
             if len(g):
                 gh = hi[g]
                 W = int(gh.max()) + 1  # columns 0..W-1 of f[I] can change
                 s_row = s_all[:W]
-                dst = f[I, :W]
                 step = max(1, DECIDE_ELEMENTS // W)
                 for k in range(0, len(g), step):
                     gk, hk = g[k : k + step], gh[k : k + step]
+                    Wk = int(hk.max()) + 1
                     # row of group g: f[J][s - d] (no plan for s < d) + t d, cut above its range
-                    vals = win[tb.group_back[gk], S + 1 - tb.group_d[gk], :W]
+                    vals = win[tb.group_back[gk], S + 1 - tb.group_d[gk], :Wk]
                     vals += tb.group_devices[gk][:, None]
-                    if (hk != W - 1).any():
-                        vals[s_row[None, :] > hk[:, None]] = DEVICES_INF
-                    np.minimum(dst, vals.min(axis=0), out=dst)
+                    if (hk != Wk - 1).any():
+                        vals[s_row[None, :Wk] > hk[:, None]] = DEVICES_INF
+                    Ik = tb.group_set[gk]
+                    first = np.flatnonzero(np.concatenate(([True], Ik[1:] != Ik[:-1])))
+                    rows = Ik[first]
+                    f[rows, :Wk] = np.minimum(f[rows, :Wk], np.minimum.reduceat(vals, first, axis=0))
             while odd_pos < len(odd) and odd[odd_pos] < b:
                 self._relax_runs(f, int(odd[odd_pos]), T, S)
                 odd_pos += 1
