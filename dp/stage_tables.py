@@ -145,12 +145,12 @@ class StageTables:
         nr = len(ds)
         first = self.n_rows
         self.row_t.extend([t] * nr)
-        self.row_d_buf.frombytes(np.ascontiguousarray(ds, dtype=np.int64).tobytes())
-        self.row_npts.frombytes(np.ascontiguousarray(npts, dtype=np.int64).tobytes())
+        self.row_d_buf.frombytes(memoryview(np.ascontiguousarray(ds, dtype=np.int64)).cast("B"))
+        self.row_npts.frombytes(memoryview(np.ascontiguousarray(npts, dtype=np.int64)).cast("B"))
         self.row_mono.extend([1 if monotone else 0] * nr)
-        self.pt_cost.frombytes(np.ascontiguousarray(cost, dtype=np.float64).tobytes())
-        self.pt_ylo.frombytes(np.ascontiguousarray(ylo, dtype=self.y_dtype).tobytes())
-        self.pt_yhi.frombytes(np.ascontiguousarray(yhi, dtype=self.y_dtype).tobytes())
+        self.pt_cost.frombytes(memoryview(np.ascontiguousarray(cost, dtype=np.float64)).cast("B"))
+        self.pt_ylo.frombytes(memoryview(np.ascontiguousarray(ylo, dtype=self.y_dtype)).cast("B"))
+        self.pt_yhi.frombytes(memoryview(np.ascontiguousarray(yhi, dtype=self.y_dtype)).cast("B"))
         self.n_rows += nr
         self._grow(self.POINT_BYTES * len(cost) + self.ROW_BYTES * nr)
         return first
@@ -170,7 +170,7 @@ class StageTables:
         rows[i] on (int64 arrays), sorted by I."""
         runs = self.runs
         for buf, a in zip(runs, (ks, jks, rows, counts)):
-            buf.frombytes(np.ascontiguousarray(a, dtype=np.int64).tobytes())
+            buf.frombytes(memoryview(np.ascontiguousarray(a, dtype=np.int64)).cast("B"))
         total = int(counts.sum())
         self.n_groups += total
         self._grow(self.RUN_BYTES * len(ks) + (self.GROUP_BYTES + self.extra_group_bytes) * total)
@@ -716,10 +716,11 @@ class _StageTableBuilder:
         valid = new[:, 3] <= self.mem_maybe
         self._mark_one_y(new)
         # which columns vary within each new frontier (over its valid rows)
-        hi = np.maximum.reduceat(np.where(valid[:, None], new, -np.inf), first, axis=0)
-        lo = np.minimum.reduceat(np.where(valid[:, None], new, np.inf), first, axis=0)
+        mem = new[:, 2:]  # Bm, m1, mS
+        hi = np.maximum.reduceat(np.where(valid[:, None], mem, -np.inf), first, axis=0)
+        lo = np.minimum.reduceat(np.where(valid[:, None], mem, np.inf), first, axis=0)
         same = ~(hi > lo)
-        cy = np.where(same[:, 3], 4, np.where(same[:, 2], 1, np.where(same[:, 4], 3, -1)))
+        cy = np.where(same[:, 1], 4, np.where(same[:, 0], 1, np.where(same[:, 2], 3, -1)))
         three = cy < 0
         parts = []
         if three.any():
@@ -866,24 +867,15 @@ class _StageTableBuilder:
         self.stage_nonempty[n0:n1] = [bool(ts) for ts, _ in all_slots]
         self.n_recorded = n1
         for t in self.t_values:
-            tds = (t * self.ds[t]).tolist()
-            full = list(range(len(tds) + 1))
+            none = np.zeros(len(self.ds[t]) + 1, dtype=np.int64)
             first = [-1] * n_new
-            cum = [None] * n_new
-            none = [0] * (len(tds) + 1)
+            cum = [none] * n_new
             for s_, (ts, slots) in enumerate(all_slots):
-                if t not in ts:
-                    cum[s_] = none
-                    continue
-                devs, f = slots[ts.index(t)]
-                first[s_] = f
-                if len(devs) == len(tds):
-                    cum[s_] = full
-                else:
-                    have = set(devs)
-                    cum[s_] = [0, *itertools.accumulate(x in have for x in tds)]
+                if t in ts:
+                    cum[s_], first[s_] = slots[ts.index(t)]
             self.stage_first[t][n0:n1] = first
-            self.stage_cum[t][n0:n1] = np.array(cum, dtype=self.stage_cum[t].dtype).reshape(n_new, len(tds) + 1)
+            if n_new:
+                self.stage_cum[t][n0:n1] = np.stack(cum)
 
     def _emit_pairs(self):
         """The groups of the queued pairs (I, J), all at once: per pair and t, the rows of
@@ -999,22 +991,20 @@ class _StageTableBuilder:
         has = npts > 0
         rows_d = np.tile(ds, nf)[has]
         first = self.tables.add_flat_rows(t, rows_d, npts[has], flat_cost, flat_yhi)
-        # per stage: its rows' t d and the index of its first row
-        has2 = has.reshape(nf, nd)
-        nrows = has2.sum(axis=1)
-        firsts = (first + np.cumsum(nrows) - nrows).tolist()
-        tds = (t * ds).tolist()
-        full = has2.all(axis=1).tolist()
+        # per stage: the running count of its rows by d and the index of its first row
+        cums = np.zeros((nf, nd + 1), dtype=np.int64)
+        np.cumsum(has.reshape(nf, nd), axis=1, out=cums[:, 1:])
+        firsts = (first + np.cumsum(cums[:, -1]) - cums[:, -1]).tolist()
         for r, s in enumerate(fast.tolist()):
             slots, i = ents[s][6], ents[s][7]
-            devs = tds if full[r] else [x for x, y in zip(tds, has2[r].tolist()) if y]
-            slots[i] = (devs, firsts[r])
+            slots[i] = (cums[r], firsts[r])
 
-    def _store_rows(self, t: int, blocks: list) -> tuple[list, int]:
+    def _store_rows(self, t: int, blocks: list) -> tuple[np.ndarray, int]:
         """Store the rows of ``blocks`` (by increasing d) in the tables, without the points
         that cost more than the upper bound allows (with a relative margin of 1e-9, so
         every plan of value <= ub keeps all its points) and without rows left empty; the
-        rows' t d (a list) and the index of the first (the rows are consecutive)."""
+        running count of the rows by d (over ``self.ds[t]``, from 0) and the index of the
+        first row (the rows are consecutive)."""
         devs: list[int] = []
         first = self.tables.n_rows
         cut = self.cost_cut
@@ -1033,7 +1023,8 @@ class _StageTableBuilder:
                     keep = None
             self.tables.add_rows(t, bds, cost, ylo, yhi, True, keep)
             devs.extend(bdevs)
-        return devs, first
+        have = set(devs)
+        return np.array([0, *itertools.accumulate(x in have for x in (t * self.ds[t]).tolist())], dtype=np.int64), first
 
     def _exact_blocks(self, C: int, t: int, cut: int, W: float, plain: bool, fr) -> list:
         """The exact tables of stage C under t for every allowed d: blocks (t d as a list,
