@@ -14,9 +14,11 @@ from the boundary, :class:`dp.option_choice.OptionChoices` (exact integer sums) 
 
 Exact mode works in batches (``_flush_exact``): the stages of many sets I are queued,
 their missing states made by increasing size, all states of one size in one numpy pass
-(:func:`dp.knapsack.pareto_masks`), their rows likewise, and the waiting pairs' groups
-looked up at once. Each state comes from the same parent as one at a time and each point
-goes through the same float operations, so the tables are the same group by group.
+(:meth:`_StageTableBuilder._extend_plain`: which rows of a frontier dominate which, and
+why rows that can only serve y = 1 need less, is written there), their rows likewise, and
+the waiting pairs' groups looked up at once. Each state comes from the same parent as
+one at a time and each point goes through the same float operations, so the tables are
+the same group by group.
 
 This module is longer than 600 lines because the state building and its three emitters
 (exact on "plain" nodes, exact on general nodes, greedy) share the states and caches;
@@ -622,7 +624,7 @@ class _StageTableBuilder:
         memo on the way down (each X from X minus its lowest node without successors in
         X, as in :meth:`_state`, so every state is the same) are made by increasing size,
         all states of one size together: the frontiers' sums with the new node's options
-        and their Pareto filters (:func:`dp.knapsack.pareto_masks`) in one numpy pass.
+        and their Pareto filters (:meth:`_extend_plain`) in one numpy pass.
         Returns C -> (states, cut-edge bitmask)."""
         memo = self.state_memo
         low_sink = self._low_sink
