@@ -300,30 +300,48 @@ def run_config(cfg: Config, mode: str, profiles: Path | None, timeout: float, ma
     return {"config": cfg.name, "mode": mode, **row}
 
 
+def _run_timed(argv: list, out, err, timeout: float, watch=None) -> tuple[int, object, float]:
+    """Run ``argv`` (stdin closed, stdout and stderr to ``out`` and ``err``), killed after
+    ``timeout`` seconds: its exit status (negative: the signal), its own resource usage
+    (``wait4``) and the wall seconds. ``watch(pid)``, when given, is called once the child
+    runs and returns a function called once it has exited, before it is reaped (so a
+    poller of /proc/pid never reads a reused pid), and again on the way out (so it must
+    allow a second call). Raises OSError when it cannot start."""
+    import threading
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+    done = watch(proc.pid) if watch is not None else None
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        if done is not None:
+            if hasattr(os, "waitid"):  # exited, not yet reaped
+                os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+            done()
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+        if done is not None:
+            done()  # (again: it may be called twice)
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait
+    return proc.returncode, usage, time.perf_counter() - t0
+
+
 def run_cli(cli: Sequence[str], instance_path: Path, mode: str, max_ideals: int, timeout: float) -> dict:
     """Our side as a user runs it: one fresh ``cli`` process (``piper-ilp solve``'s argv)
     on ``instance_path`` (its settings in the file) with ``--knapsack mode --max-ideals
     max_ideals --json``. Returns ``cpu_process`` (user + system of that process, from
     ``wait4``) and ``cli_tps``, or ``cli_error`` (with the exit status or the timeout)."""
-    import threading
-
     argv = [*cli, str(instance_path), "--knapsack", mode, "--max-ideals", str(max_ideals), "--json"]
     with tempfile.TemporaryFile() as out:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.DEVNULL)
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        returncode, usage, seconds = _run_timed(argv, out, subprocess.DEVNULL, timeout)
         out.seek(0)
         text = out.read().decode("utf-8", errors="replace")
-    if proc.returncode < 0 and time.perf_counter() - t0 >= timeout:
+    if returncode < 0 and seconds >= timeout:
         return {"cli_error": f"piper-ilp solve killed after {timeout:g} s"}
-    if proc.returncode != 0:
-        return {"cli_error": f"{' '.join(argv[:4])} ...: exit status {proc.returncode}"}
+    if returncode != 0:
+        return {"cli_error": f"{' '.join(argv[:4])} ...: exit status {returncode}"}
     try:
         tps = json.loads(text.splitlines()[-1]).get("tps")
     except (ValueError, IndexError, AttributeError):
@@ -402,40 +420,36 @@ def run_reference(command: str, instance_path: Path, inst, timeout: float) -> di
 
     values = {"instance": shlex.quote(str(instance_path)), "devices": inst.K, "memory": repr(inst.M), "batch": inst.N, "bandwidth": repr(inst.B)}
     argv = shlex.split(command.format(**values))
+    peak: dict = {}
+
+    def watch(pid):
+        # Popen has returned, so the exec succeeded: /proc now shows the reference's own memory
+        stop = threading.Event()
+        poller = threading.Thread(target=_poll_peak_rss, args=(pid, stop, peak), daemon=True)
+        poller.start()
+
+        def done():
+            stop.set()
+            poller.join()
+
+        return done
+
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         own_peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        t0 = time.perf_counter()
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+            returncode, usage, seconds = _run_timed(argv, out, err, timeout, watch)
         except OSError as exc:
             return {"ref_status": "error", "ref_message": f"cannot run {argv[0]!r}: {exc.strerror or exc}"}
-        # Popen returns once the exec succeeded: /proc now shows the reference's own memory
-        stop, peak = threading.Event(), {}
-        poller = threading.Thread(target=_poll_peak_rss, args=(proc.pid, stop, peak), daemon=True)
-        poller.start()
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
-        try:
-            if hasattr(os, "waitid"):  # exited, not yet reaped: its pid cannot be reused while polled
-                os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-            stop.set()
-            poller.join()
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-            stop.set()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        seconds = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         printed = _tail(out)
         tail = _tail(err).strip().splitlines()
     row = {
-        "ref_status": "ok" if proc.returncode == 0 else "error",
+        "ref_status": "ok" if returncode == 0 else "error",
         "ref_seconds": seconds,
         "ref_cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
     }
-    if seconds >= timeout and proc.returncode < 0:
+    if seconds >= timeout and returncode < 0:
         # killed: the CPU it had used by then is a lower bound on what it needs (no ratio)
         row.update(ref_status="timeout", ref_message=f"killed after {timeout:g} s, {row['ref_cpu']:.1f} CPU s used by then")
     if usage.ru_maxrss > 1.1 * own_peak_kib + 8192:  # clearly above what it inherited
@@ -444,10 +458,16 @@ def run_reference(command: str, instance_path: Path, inst, timeout: float) -> di
         row["ref_rss_mb"] = peak.get("mb")
         row["ref_rss_polled"] = True
     if row["ref_status"] == "error":
-        row["ref_message"] = f"exit status {proc.returncode}" + (f": {tail[-1]}" if tail else "")
+        row["ref_message"] = f"exit status {returncode}" + (f": {tail[-1]}" if tail else "")
     elif row["ref_status"] == "ok":
         row.update(parse_reference_output(printed))
     return row
+
+
+def _our_tps(row: dict):
+    """Our TPS in a row, inf for "no plan" (status infeasible), None when unknown."""
+    ours = row.get("tps")
+    return float("inf") if ours is None and row.get("status") == "infeasible" else ours
 
 
 def compare_reference(row: dict, ref: dict) -> dict:
@@ -463,9 +483,7 @@ def compare_reference(row: dict, ref: dict) -> dict:
         extra["ratio"] = row["cpu_process"] / ref["ref_cpu"]
     if ref.get("ref_search_cpu") and row.get("cpu_solve") is not None:
         extra["ratio_search"] = row["cpu_solve"] / ref["ref_search_cpu"]
-    ours = row.get("tps")
-    if ours is None and row.get("status") == "infeasible":
-        ours = float("inf")
+    ours = _our_tps(row)
     theirs = ref.get("ref_tps")
     if ours is None or theirs is None:
         extra["tps_agree"] = None
@@ -525,9 +543,7 @@ def row_line(row: dict) -> str:
     if row.get("ref_status") not in (None, "ok"):
         line += f"  [reference {row['ref_status']}: {row.get('ref_message', '')}]"
     if row.get("tps_agree") is False:
-        ours = row.get("tps")
-        if ours is None and row.get("status") == "infeasible":
-            ours = float("inf")
+        ours = _our_tps(row)
         theirs = row.get("ref_tps")
         if ours is not None and theirs is not None and ours != float("inf") and theirs != float("inf"):
             side = "lower" if ours < theirs else "HIGHER"
