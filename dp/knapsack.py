@@ -171,7 +171,7 @@ def two_column_orders(x: np.ndarray, y: np.ndarray, valid: np.ndarray, first: np
     ``first[g] + n_of[g] - 1`` of ``x`` and ``y`` (``seg`` names each row's array), its
     rows with ``valid`` False left out; the arrays ``sel`` are filtered. Returns the kept
     rows by array and then in (x, y) order. The arrays are rows of padded matrices
-    (x = inf and not valid past an array's end), grouped by length up to the next power of
+    (x = NaN and not valid past an array's end), grouped by length up to the next power of
     two; a matrix row with ties in x is sorted by (x, y) instead of by x alone."""
     out = []
     n = n_of[sel]
@@ -185,11 +185,13 @@ def two_column_orders(x: np.ndarray, y: np.ndarray, valid: np.ndarray, first: np
             inside = ar[None, :] < n_of[g][:, None]
             idx = np.where(inside, first[g][:, None] + ar[None, :], 0)
             ok = inside & valid[idx]
-            X = np.where(ok, x[idx], np.inf)
+            # rows not valid (and the padding) are NaN: sorted after every valid row (inf
+            # included) and equal to nothing
+            X = np.where(ok, x[idx], np.nan)
             order = np.argsort(X, axis=1, kind="stable")
             sx = np.take_along_axis(X, order, axis=1)
             keep = np.take_along_axis(ok, order, axis=1)
-            Y = np.where(ok, y[idx], np.inf)
+            Y = np.where(ok, y[idx], np.nan)
             tie = ((sx[:, 1:] == sx[:, :-1]) & keep[:, 1:]).any(axis=1)
             if tie.any():
                 order[tie] = np.lexsort((Y[tie], X[tie]), axis=1)

@@ -58,6 +58,8 @@ EXACT_BATCH_STAGES = 4096
 EXACT_BATCH_SETS = 4096
 EXACT_BATCH_PAIRS = 32_768
 EXACT_BATCH_POINTS = 50_000
+#: States are extended many at once, in pieces of about this many new frontier rows.
+EXTEND_ROWS = 1 << 21
 
 
 class StageTables:
@@ -688,8 +690,13 @@ class _StageTableBuilder:
             if m1 > mem_maybe:
                 continue
             batch.append((i, W + w_first, m1, fr, o))
-        if batch:
-            self._extend_plain(batch, out)
+        # in pieces of about EXTEND_ROWS new rows (a piece's arrays: ~200 bytes a row)
+        a, rows = 0, 0
+        for b, item in enumerate(batch):
+            rows += len(item[3]) * len(item[4])
+            if rows >= EXTEND_ROWS or b == len(batch) - 1:
+                self._extend_plain(batch[a : b + 1], out)
+                a, rows = b + 1, 0
         return out
 
     def _extend_plain(self, items: list, out: list):
@@ -757,7 +764,9 @@ class _StageTableBuilder:
 
     def _extend(self, st, v: int, t: int):
         """State of stage C + v under t: (W, plain, frontier (P, A, Bm, m1, mS), m1min), or
-        None when no option choice can fit (then no larger stage fits either)."""
+        None when no option choice can fit (then no larger stage fits either). Greedy mode
+        and general nodes keep no frontier; in exact mode a plain node with several
+        options goes through :meth:`_extend_plain` (:meth:`_extend_batch`)."""
         node = self.node_t.get((v, t))
         if node is None:
             return None
@@ -770,11 +779,9 @@ class _StageTableBuilder:
         if plain:
             W += w_first
         if not self.greedy and plain:
-            if len(o) > 1:
-                got = [None]
-                self._extend_plain([(0, W, m1, fr, o)], got)
-                return got[0]
-            # one useful option: the frontier only shifts (dominance is kept)
+            # one useful option (more go through _extend_plain, see _extend_batch): the
+            # frontier only shifts (dominance is kept)
+            assert len(o) == 1
             new = fr + o[0]
             new = new[new[:, 3] <= self.mem_maybe]
             if not len(new):
@@ -849,7 +856,7 @@ class _StageTableBuilder:
 
     def _record_stages(self, all_slots: list):
         """Append the rows of newly made stages (per stage: its t values and per t the
-        rows' t d and first row) to the per-t arrays of stage ids."""
+        running count of its rows by d and its first row) to the per-t arrays of stage ids."""
         n_new = len(all_slots)
         n0 = self.n_recorded
         n1 = n0 + n_new

@@ -37,6 +37,9 @@ DEFAULT_SMALL_S = 96
 
 #: Matrix elements (groups x columns) the decision relaxes at once: about 32 MB of int64.
 DECIDE_ELEMENTS = 1 << 22
+#: A set whose usable groups x columns reach this many elements is relaxed in a matrix of
+#: its own; smaller sets of a run share matrices (their per-call cost would dominate).
+SET_ELEMENTS = 1 << 12
 
 #: Groups per chunk when the decision's per-group work is done piecewise (whole sets per
 #: chunk): the temporaries stay near CHUNK_GROUPS x 100 bytes.
@@ -220,8 +223,8 @@ class ThresholdDecision:
     def _decide_by_set(self, fp, f, hi, use, T, odd, S):
         """The relaxation of :meth:`decide`, a run of sets at a time (:attr:`runs`: sets
         whose stages start before the run): all usable groups of the run in one matrix
-        (rows: groups, by increasing I; columns: s up to the largest usable s; in pieces
-        of at most :data:`DECIDE_ELEMENTS`), row g = f[J][s - d] + t d read as one window
+        per width class (rows: groups, by increasing I; columns: s up to the largest usable
+        s; in pieces of at most :data:`DECIDE_ELEMENTS`), row g = f[J][s - d] + t d read as one window
         of the padded table ``fp`` (f its right half), cut above the group's range; each
         set's column minimum over its rows goes to f[I]. ``odd``: the usable groups with
         non-monotone rows (by increasing index, so by increasing I), relaxed one by one
@@ -235,23 +238,42 @@ class ThresholdDecision:
         for ra, rb in self.runs:
             a, b = bounds[ra], bounds[rb]
             g = a + np.nonzero(use[a:b])[0]
-            if len(g):
-                gh = hi[g]
-                W = int(gh.max()) + 1  # columns 0..W-1 of f[I] can change
-                s_row = s_all[:W]
-                step = max(1, DECIDE_ELEMENTS // W)
-                for k in range(0, len(g), step):
-                    gk, hk = g[k : k + step], gh[k : k + step]
-                    Wk = int(hk.max()) + 1
+            gh = hi[g]
+            # small sets of the run by width (columns 0..W-1 of f[I] can change, W = its
+            # largest usable s + 1) rounded up to a power of two: a matrix per width class,
+            # so no set is padded to more than twice its own width; a large set (groups x W
+            # >= SET_ELEMENTS) in a matrix of its own, unpadded
+            gI = tb.group_set[g]
+            starts = np.flatnonzero(np.concatenate(([True], gI[1:] != gI[:-1]))) if len(g) else g
+            width = np.maximum.reduceat(gh, starts) + 1 if len(g) else gh
+            count = np.diff(np.append(starts, len(g)))
+            cls = np.ceil(np.log2(width)).astype(np.int64)
+            large = count * width >= SET_ELEMENTS
+            cls[large] = 64 + np.arange(int(large.sum()))
+            cls = np.repeat(cls, count)
+            if len(cls) and (cls[1:] < cls[:-1]).any():
+                order = np.argsort(cls, kind="stable")  # (each class keeps its sets' order)
+                g, gh, cls = g[order], gh[order], cls[order]
+            bounds_c = np.flatnonzero(np.concatenate(([True], cls[1:] != cls[:-1]))) if len(g) else g
+            for ca, cb in zip(bounds_c.tolist(), [*bounds_c[1:].tolist(), len(g)]):
+                gc, hc = g[ca:cb], gh[ca:cb]
+                step = max(1, DECIDE_ELEMENTS // (int(hc.max()) + 1))
+                for k in range(0, len(gc), step):
+                    gk, hk = gc[k : k + step], hc[k : k + step]
+                    W = int(hk.max()) + 1
                     # row of group g: f[J][s - d] (no plan for s < d) + t d, cut above its range
-                    vals = win[tb.group_back[gk], S + 1 - tb.group_d[gk], :Wk]
+                    vals = win[tb.group_back[gk], S + 1 - tb.group_d[gk], :W]
                     vals += tb.group_devices[gk][:, None]
-                    if (hk != Wk - 1).any():
-                        vals[s_row[None, :Wk] > hk[:, None]] = DEVICES_INF
+                    if (hk != W - 1).any():
+                        vals[s_all[None, :W] > hk[:, None]] = DEVICES_INF
                     Ik = tb.group_set[gk]
+                    if Ik[0] == Ik[-1]:  # one set (a large one): a plain column minimum
+                        dst = f[int(Ik[0]), :W]
+                        np.minimum(dst, vals.min(axis=0), out=dst)
+                        continue
                     first = np.flatnonzero(np.concatenate(([True], Ik[1:] != Ik[:-1])))
                     rows = Ik[first]
-                    f[rows, :Wk] = np.minimum(f[rows, :Wk], np.minimum.reduceat(vals, first, axis=0))
+                    f[rows, :W] = np.minimum(f[rows, :W], np.minimum.reduceat(vals, first, axis=0))
             while odd_pos < len(odd) and odd[odd_pos] < b:
                 self._relax_runs(f, int(odd[odd_pos]), T, S)
                 odd_pos += 1

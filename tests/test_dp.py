@@ -404,17 +404,41 @@ def test_pruned_dp_equals_oracle(seed):
 # --------------------------------------------------------------------------------------
 
 
-def _plainify(inst):
-    """The instance with every option's w, sfw and sbw set to the first option's."""
+def _plainify(inst, same_b: bool = False, M: float | None = None):
+    """The instance with every option's w, sfw and sbw (and b, with ``same_b``) set to the
+    first option's, and M replaced when given."""
     from piper_ilp.instance import instance_to_dict
 
     data = instance_to_dict(inst)
+    keys = ("parameterSize", "syncTimeFw", "syncTimeBw") + (("memoryUsageB",) if same_b else ())
     for nd in data["nodes"]:
         for opts in nd["TMPCs"].values():
             for o in opts[1:]:
-                for key in ("parameterSize", "syncTimeFw", "syncTimeBw"):
+                for key in keys:
                     o[key] = opts[0][key]
+    if M is not None:
+        data["maxMemoryPerDevice"] = M
     return instance_from_dict(data, source=inst.source + " (plain)")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_plain_frontiers_with_one_b_per_node_match_oracle(seed):
+    """Every option of a node with the same b (and w, sync times) and a of its own: every
+    frontier of two or more rows then has one Bm and varying A, so the DP's states decide
+    dominance by (P, A) (dp.stage_tables._extend_plain); three options per t, and M from
+    roomy down to where the largest stages stop fitting, near the boundary included."""
+    base = random_instance(FAMILIES[seed % 5], 3 + seed % 5, 5000 + seed, t_values=(1, 2), options_per_t=3)
+    for scale in (1.0, 0.6, 0.35):
+        inst = _plainify(base, same_b=True, M=base.M * scale)
+        ref = solve_brute(inst)
+        got = solve_dp(inst)
+        assert (got.tps is None) == (ref.tps is None), (scale, got.status, ref.status)
+        if ref.tps is not None:
+            assert close(got.tps, ref.tps), (scale, got.tps, ref.tps)
+        slow = solve_dp(inst, plain_paths=False)
+        assert (slow.tps is None) == (got.tps is None)
+        if got.tps is not None:
+            assert close(slow.tps, got.tps), (scale, slow.tps, got.tps)
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -495,6 +519,11 @@ def test_two_column_orders_match_the_single_array_rule():
         sel = np.nonzero(rng.random(nseg) < 0.8)[0]
         if not len(sel):
             continue
+        if rng.random() < 0.2:
+            # a row left out before a valid row at (inf, inf): the valid one is kept
+            x[first[0]], y[first[0]], valid[first[0]] = np.inf, np.inf, False
+            if lens[0] > 1:
+                x[first[0] + 1], y[first[0] + 1], valid[first[0] + 1] = np.inf, np.inf, True
         got = two_column_orders(x, y, valid, first, lens, sel, seg)
         want = []
         for g in sel.tolist():
