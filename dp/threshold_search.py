@@ -238,25 +238,8 @@ class ThresholdDecision:
         for ra, rb in self.runs:
             a, b = bounds[ra], bounds[rb]
             g = a + np.nonzero(use[a:b])[0]
-            gh = hi[g]
-            # small sets of the run by width (columns 0..W-1 of f[I] can change, W = its
-            # largest usable s + 1) rounded up to a power of two: a matrix per width class,
-            # so no set is padded to more than twice its own width; a large set (groups x W
-            # >= SET_ELEMENTS) in a matrix of its own, unpadded
-            gI = tb.group_set[g]
-            starts = np.flatnonzero(np.concatenate(([True], gI[1:] != gI[:-1]))) if len(g) else g
-            width = np.maximum.reduceat(gh, starts) + 1 if len(g) else gh
-            count = np.diff(np.append(starts, len(g)))
-            cls = np.ceil(np.log2(width)).astype(np.int64)
-            large = count * width >= SET_ELEMENTS
-            cls[large] = 64 + np.arange(int(large.sum()))
-            cls = np.repeat(cls, count)
-            if len(cls) and (cls[1:] < cls[:-1]).any():
-                order = np.argsort(cls, kind="stable")  # (each class keeps its sets' order)
-                g, gh, cls = g[order], gh[order], cls[order]
-            bounds_c = np.flatnonzero(np.concatenate(([True], cls[1:] != cls[:-1]))) if len(g) else g
-            for ca, cb in zip(bounds_c.tolist(), [*bounds_c[1:].tolist(), len(g)]):
-                gc, hc = g[ca:cb], gh[ca:cb]
+            pieces = [] if not len(g) else [(g, hi[g])] if rb - ra == 1 else self._width_classes(g, hi[g])
+            for gc, hc in pieces:
                 step = max(1, DECIDE_ELEMENTS // (int(hc.max()) + 1))
                 for k in range(0, len(gc), step):
                     gk, hk = gc[k : k + step], hc[k : k + step]
@@ -267,7 +250,7 @@ class ThresholdDecision:
                     if (hk != W - 1).any():
                         vals[s_all[None, :W] > hk[:, None]] = DEVICES_INF
                     Ik = tb.group_set[gk]
-                    if Ik[0] == Ik[-1]:  # one set (a large one): a plain column minimum
+                    if Ik[0] == Ik[-1]:  # one set: a plain column minimum
                         dst = f[int(Ik[0]), :W]
                         np.minimum(dst, vals.min(axis=0), out=dst)
                         continue
@@ -277,6 +260,26 @@ class ThresholdDecision:
             while odd_pos < len(odd) and odd[odd_pos] < b:
                 self._relax_runs(f, int(odd[odd_pos]), T, S)
                 odd_pos += 1
+
+    def _width_classes(self, g, gh):
+        """The usable groups ``g`` of a run (by increasing I; ``gh`` their usable s) in
+        pieces (groups, their s): the small sets by width class (W = a set's largest
+        usable s + 1, rounded up to a power of two), so no set is padded to more than
+        twice its own width; each large set (groups x W >= SET_ELEMENTS) alone, unpadded.
+        Each piece keeps its sets' order."""
+        gI = self.tb.group_set[g]
+        starts = np.flatnonzero(np.concatenate(([True], gI[1:] != gI[:-1])))
+        width = np.maximum.reduceat(gh, starts) + 1
+        count = np.diff(np.append(starts, len(g)))
+        cls = np.ceil(np.log2(width)).astype(np.int64)
+        large = count * width >= SET_ELEMENTS
+        cls[large] = 64 + np.arange(int(large.sum()))
+        cls = np.repeat(cls, count)
+        if (cls[1:] < cls[:-1]).any():
+            order = np.argsort(cls, kind="stable")
+            g, gh, cls = g[order], gh[order], cls[order]
+        cuts = np.flatnonzero(np.concatenate(([True], cls[1:] != cls[:-1]))).tolist() + [len(g)]
+        return [(g[x:y], gh[x:y]) for x, y in zip(cuts[:-1], cuts[1:])]
 
     def _runs(self, g, T, S):
         """The ranges [lo, hi] of s <= S over which a non-monotone group g is usable at T."""
