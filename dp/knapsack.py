@@ -51,6 +51,7 @@ __all__ = [
     "pareto_order",
     "pareto_orders",
     "two_column_orders",
+    "run_starts",
     "stage_items",
     "pareto_frontier",
     "y_capacity",
@@ -166,6 +167,12 @@ def _two_column_order(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return order[keep]
 
 
+def run_starts(a: np.ndarray) -> np.ndarray:
+    """The indices where a run of equal values of ``a`` (non-empty, 1-D) begins: 0 and
+    every i with a[i] != a[i - 1]."""
+    return np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
+
+
 def two_column_orders(x: np.ndarray, y: np.ndarray, valid: np.ndarray, first: np.ndarray, n_of: np.ndarray, sel: np.ndarray, seg: np.ndarray) -> np.ndarray:
     """:func:`_two_column_order` of many arrays at once: array g is rows ``first[g]`` ..
     ``first[g] + n_of[g] - 1`` of ``x`` and ``y`` (``seg`` names each row's array), its
@@ -220,7 +227,7 @@ def pareto_orders(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     order = np.lexsort((cols[:, 2], cols[:, 1], cols[:, 0], seg))
     s1, s2, sg = cols[order, 1], cols[order, 2], seg[order]
-    starts = np.flatnonzero(np.concatenate(([True], sg[1:] != sg[:-1])))
+    starts = run_starts(sg)
     lens = np.diff(np.append(starts, n))
     keep = np.ones(n, dtype=bool)
     # arrays by length; runs of similar length are compared together, padded to the

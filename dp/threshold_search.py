@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from dp.knapsack import run_starts
 from dp.stage_tables import StageTables, sorted_unique
 from piper_ilp.errors import InternalError
 
@@ -254,7 +255,7 @@ class ThresholdDecision:
                         dst = f[int(Ik[0]), :W]
                         np.minimum(dst, vals.min(axis=0), out=dst)
                         continue
-                    first = np.flatnonzero(np.concatenate(([True], Ik[1:] != Ik[:-1])))
+                    first = run_starts(Ik)
                     rows = Ik[first]
                     f[rows, :W] = np.minimum(f[rows, :W], np.minimum.reduceat(vals, first, axis=0))
             while odd_pos < len(odd) and odd[odd_pos] < b:
@@ -268,7 +269,7 @@ class ThresholdDecision:
         twice its own width; each large set (groups x W >= SET_ELEMENTS) alone, unpadded.
         Each piece keeps its sets' order."""
         gI = self.tb.group_set[g]
-        starts = np.flatnonzero(np.concatenate(([True], gI[1:] != gI[:-1])))
+        starts = run_starts(gI)
         width = np.maximum.reduceat(gh, starts) + 1
         count = np.diff(np.append(starts, len(g)))
         cls = np.ceil(np.log2(width)).astype(np.int64)
@@ -278,7 +279,7 @@ class ThresholdDecision:
         if (cls[1:] < cls[:-1]).any():
             order = np.argsort(cls, kind="stable")
             g, gh, cls = g[order], gh[order], cls[order]
-        cuts = np.flatnonzero(np.concatenate(([True], cls[1:] != cls[:-1]))).tolist() + [len(g)]
+        cuts = run_starts(cls).tolist() + [len(g)]
         return [(g[x:y], gh[x:y]) for x, y in zip(cuts[:-1], cuts[1:])]
 
     def _runs(self, g, T, S):
