@@ -241,7 +241,9 @@ def solve_dp(
         decision = ThresholdDecision(tb, len(ideals), S, budget, small_s=small_s)
         info["stage_pairs"] = tb.pairs
         info["stage_candidates"] = int(len(tb.group_set))
-        got = search_threshold(decision, budget, bar.task("search: decisions", 12), float(tb.work_of[-1]) / budget)
+        got = search_threshold(
+            decision, budget, bar.task("search: decisions", 12), float(tb.work_of[-1]) / budget, math.inf if ub is None else ub
+        )
         if got is None or got[0] > (ub if ub is not None else math.inf):
             if ub is not None:
                 raise InternalError(f"{method}: the pruned DP lost the chain plan of value {ub!r}")

@@ -58,6 +58,9 @@ EXACT_BATCH_STAGES = 4096
 EXACT_BATCH_SETS = 4096
 EXACT_BATCH_PAIRS = 32_768
 EXACT_BATCH_POINTS = 50_000
+#: Sets x sets of the family the subset test of :meth:`_StageTableBuilder._candidate_pairs`
+#: holds at once (bytes of a bool matrix, plus the pairs it keeps).
+BUILD_BLOCK_ELEMENTS = 1 << 20
 #: States are extended many at once, in pieces of about this many new frontier rows.
 EXTEND_ROWS = 1 << 21
 
@@ -548,13 +551,17 @@ class _StageTableBuilder:
             # are made (the pairs of this I wait in the queue with them)
             memo = self.block_memo
             jks = js[::-1]
-            sids = [memo.get(I & ~ideals[jk]) for jk in jks.tolist()]
-            if None in sids:
-                for pos, jk in enumerate(jks.tolist()):
-                    if sids[pos] is None:
-                        C = I & ~ideals[jk]
-                        sid = memo.get(C)  # (an earlier J of this I may have queued it)
-                        sids[pos] = self._queue_stage(C) if sid is None else sid
+            if words == 1:  # the stages as 64-bit masks, made in one pass
+                Cs = (masks[k, 0] & ~masks[jks, 0]).tolist()
+            else:
+                Cs = [I & ~ideals[jk] for jk in jks.tolist()]
+            sids = list(map(memo.get, Cs))
+            pos = 0
+            n_new = sids.count(None)
+            for _ in range(n_new):  # (list.index finds the new stages without a Python loop)
+                pos = sids.index(None, pos)
+                sid = memo.get(Cs[pos])  # (an earlier J of this I may have queued it)
+                sids[pos] = self._queue_stage(Cs[pos]) if sid is None else sid
             if len(jks):
                 self.exact_pairs.append((k, jks, sids, dev_lo, dev_hi))
                 self.exact_pair_count += len(jks)

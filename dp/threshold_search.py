@@ -76,7 +76,8 @@ class ThresholdDecision:
         self.idx = np.int32 if n < 2**31 - 1 else np.int64
         self.hi_dtype = np.int32 if S < 2**31 - 1 else np.int64
         # groups are stored by increasing I (see StageTables.finalize): each I's range
-        self.set_bounds = np.searchsorted(tb.group_set, np.arange(n_ideals + 1))
+        self.set_bounds = np.zeros(n_ideals + 1, dtype=np.int64)
+        np.cumsum(np.bincount(tb.group_set, minlength=n_ideals), out=self.set_bounds[1:])
         # chunks of whole sets with about CHUNK_GROUPS groups each
         cuts = [0]
         target = CHUNK_GROUPS
@@ -94,7 +95,7 @@ class ThresholdDecision:
         self.dom_rank = np.zeros(n, dtype=np.uint8)
         for a, b in self.chunks:
             gI, gJ, gd, gdev = tb.group_set[a:b], tb.group_back[a:b], tb.group_d[a:b], tb.group_devices[a:b]
-            o = np.lexsort((gdev, gd, gJ, gI))
+            o = self._by_pair_and_d(gI, gJ, gd, gdev)
             self.by_IJd[a:b] = o + a
             oI, oJ, od = gI[o], gJ[o], gd[o]
             rank = self.dom_rank[a:b]
@@ -120,6 +121,27 @@ class ThresholdDecision:
         # per set: the work in front of it (all \\ I) and behind it (J = the set)
         self.front_work = tb.front_work_of
         self.back_work = tb.work_of
+
+    def _by_pair_and_d(self, gI, gJ, gd, gdev):
+        """An order of the groups that puts each (I, J, d) together, by increasing t d.
+        The builder emits each pair's groups together, t by t (increasing) and d by d, so
+        one stable sort by (pair, d) gives it; where that does not hold (checked), the
+        full sort by (I, J, d, t d)."""
+        n = len(gI)
+        if n > 1:
+            newI = gI[1:] != gI[:-1]
+            pair = np.zeros(n, dtype=np.int64)
+            np.cumsum(newI | (gJ[1:] != gJ[:-1]), out=pair[1:])
+            # one pair id per (I, J): the sets come in order, and within a set each new
+            # pair's J is below the last one's
+            unique = not (~newI & (gJ[1:] > gJ[:-1])).any() and not (newI & (gI[1:] < gI[:-1])).any()
+            if unique:
+                o = np.argsort(pair * (self.S + 1) + gd, kind="stable")
+                od, odev, op = gd[o], gdev[o], pair[o]
+                same = (op[1:] == op[:-1]) & (od[1:] == od[:-1])
+                if not (same & (odev[1:] <= odev[:-1])).any():
+                    return o
+        return np.lexsort((gdev, gd, gJ, gI))
 
     def candidates(self) -> np.ndarray:
         c = sorted_unique(self.tb.cost)
@@ -381,9 +403,14 @@ class ThresholdDecision:
 
 
 
-def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float = 0.0) -> tuple | None:
+def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float = 0.0, upper: float = math.inf) -> tuple | None:
     """The least threshold T at which a plan fits on K devices, with a plan of that
     bottleneck (:meth:`ThresholdDecision.plan_path`); None when no plan fits at all.
+
+    The first decision is at ``upper`` (a plan with every stage <= upper is known to
+    be in the tables: the chain bound's, see :func:`dp.solver.solve_dp`; without one,
+    inf): at a bound, fewer groups are usable, and the plan read there starts the
+    bracket nearer the optimum. None when no plan fits there either.
 
     Every candidate index <= lo fails (all below ``lower``, a proven lower bound on T,
     do); cands[hi] is the bottleneck of a plan in hand, and each feasible probe lowers it
@@ -393,11 +420,11 @@ def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float 
     (after a plan using exactly K devices, once in a row); otherwise, or when the bracket
     did not halve over two probes, the middle candidate."""
     cands = search.candidates()
-    f = search.decide_narrow(math.inf)
+    f = search.decide_narrow(upper)
     least = int(f[-1].min())
     if least > K:
         return None
-    path = search.plan_path(f, math.inf)
+    path = search.plan_path(f, upper)
     del f
     hi = search.bottleneck_index(path, cands)
     lo = min(int(np.searchsorted(cands, lower * (1.0 - 1e-9))) - 1, hi - 1)

@@ -532,3 +532,37 @@ def test_two_column_orders_match_the_single_array_rule():
                 want.append(rows[_two_column_order(x[rows], y[rows])])
         want = np.concatenate(want) if want else np.zeros(0, dtype=np.int64)
         assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_t_dominance_order_puts_each_pair_and_d_together_by_devices(shuffled):
+    """The decision's t-dominance test reads groups of one (I, J, d) side by side by
+    increasing t d: from the builder's order (sets up, J down, t up, d up) by one stable
+    sort, from any other order by the full sort."""
+    from types import SimpleNamespace
+
+    from dp.threshold_search import ThresholdDecision
+
+    rng = np.random.default_rng(7)
+    S = 8
+    rows = []
+    for I in range(1, 30):
+        for J in sorted(rng.choice(I, size=min(I, 4), replace=False).tolist(), reverse=True):
+            for t in (1, 2, 4):
+                for d in sorted(rng.choice(np.arange(1, S + 1), size=3, replace=False).tolist()):
+                    rows.append((I, J, d, t * d))
+    g = np.array(rows, dtype=np.int64)
+    if shuffled:
+        g = g[rng.permutation(len(g))]
+    gI, gJ, gd, gdev = (g[:, c].astype(np.int32) for c in range(4))
+    o = ThresholdDecision._by_pair_and_d(SimpleNamespace(S=S), gI, gJ, gd, gdev)
+    assert sorted(o.tolist()) == list(range(len(g)))
+    keys = list(zip(gI[o].tolist(), gJ[o].tolist(), gd[o].tolist()))
+    seen = set()
+    for k in range(len(keys)):
+        if k == 0 or keys[k] != keys[k - 1]:
+            assert keys[k] not in seen, f"(I, J, d) = {keys[k]} in two places"
+            seen.add(keys[k])
+        else:
+            assert gdev[o[k]] > gdev[o[k - 1]]
+    assert len(seen) == len(set(keys))
