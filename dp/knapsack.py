@@ -173,43 +173,45 @@ def run_starts(a: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
 
 
+def _rank_order(ra: np.ndarray, rb: np.ndarray, rc: np.ndarray, limit: int = 2**62) -> np.ndarray:
+    """The stable order of rows by (ra, rb, rc), three columns of ranks (int64, >= 0,
+    fewer than 2**31 rows): one sort of the key ra * nb * nc + rb * nc + rc where that
+    stays below ``limit``, else of ra * n + the rank of (rb, rc)."""
+    nb, nc = int(rb.max()) + 1, int(rc.max()) + 1
+    if (int(ra.max()) + 1) * nb * nc < limit:
+        return np.argsort((ra * nb + rb) * nc + rc, kind="stable")
+    rbc = np.unique(rb * nc + rc, return_inverse=True)[1].reshape(-1)
+    return np.argsort(ra * len(ra) + rbc, kind="stable")
+
+
 def two_column_orders(x: np.ndarray, y: np.ndarray, valid: np.ndarray, first: np.ndarray, n_of: np.ndarray, sel: np.ndarray, seg: np.ndarray) -> np.ndarray:
     """:func:`_two_column_order` of many arrays at once: array g is rows ``first[g]`` ..
-    ``first[g] + n_of[g] - 1`` of ``x`` and ``y`` (``seg`` names each row's array), its
-    rows with ``valid`` False left out; the arrays ``sel`` are filtered. Returns the kept
-    rows by array and then in (x, y) order. The arrays are rows of padded matrices
-    (x = NaN and not valid past an array's end), grouped by length up to the next power of
-    two; a matrix row with ties in x is sorted by (x, y) instead of by x alone."""
-    out = []
-    n = n_of[sel]
-    width = (2 ** np.ceil(np.log2(np.maximum(n, 1)))).astype(np.int64)
-    for w in sorted(set(width.tolist())):
-        group = sel[width == w]
-        step = max(1, 2_000_000 // w)
-        for c0 in range(0, len(group), step):
-            g = group[c0 : c0 + step]
-            ar = np.arange(w)
-            inside = ar[None, :] < n_of[g][:, None]
-            idx = np.where(inside, first[g][:, None] + ar[None, :], 0)
-            ok = inside & valid[idx]
-            # rows not valid (and the padding) are NaN: sorted after every valid row (inf
-            # included) and equal to nothing
-            X = np.where(ok, x[idx], np.nan)
-            order = np.argsort(X, axis=1, kind="stable")
-            sx = np.take_along_axis(X, order, axis=1)
-            keep = np.take_along_axis(ok, order, axis=1)
-            Y = np.where(ok, y[idx], np.nan)
-            tie = ((sx[:, 1:] == sx[:, :-1]) & keep[:, 1:]).any(axis=1)
-            if tie.any():
-                order[tie] = np.lexsort((Y[tie], X[tie]), axis=1)
-                keep[tie] = np.take_along_axis(ok[tie], order[tie], axis=1)
-            rows = np.take_along_axis(idx, order, axis=1)
-            sy = np.take_along_axis(Y, order, axis=1)
-            run = np.minimum.accumulate(sy, axis=1)
-            keep[:, 1:] &= sy[:, 1:] < run[:, :-1]
-            out.append(rows[keep])
-    kept = np.concatenate(out)
-    return kept[np.argsort(seg[kept], kind="stable")]
+    ``first[g] + n_of[g] - 1`` of ``x`` and ``y`` (``seg``, nondecreasing, names each
+    row's array), its rows with ``valid`` False left out; the arrays ``sel`` are
+    filtered. Returns the kept rows by array and then in (x, y) order (ties: input order).
+
+    The rows are sorted by (array, x, y) on ranks (:func:`_rank_order`: a stable sort
+    merges the sorted runs of a frontier plus each option); a row is kept iff its y is
+    below every earlier y of its array: a running maximum of (array, rank of -y), which
+    no row of a later array can be below."""
+    pick = np.zeros(len(n_of), dtype=bool)
+    pick[sel] = True
+    rows = np.flatnonzero(valid & pick[seg])
+    if not len(rows):
+        return rows
+    ss = seg[rows]
+    rs = np.zeros(len(rows), dtype=np.int64)  # rank of the array among those left
+    np.cumsum(ss[1:] != ss[:-1], out=rs[1:])
+    rx = np.unique(x[rows], return_inverse=True)[1].reshape(-1)
+    ry = np.unique(y[rows], return_inverse=True)[1].reshape(-1)
+    order = _rank_order(rs, rx, ry)
+    ny = int(ry.max()) + 1
+    z = rs[order] * (ny + 1) + (ny - ry[order])
+    best = np.maximum.accumulate(z)
+    keep = np.empty(len(z), dtype=bool)
+    keep[0] = True
+    np.greater(z[1:], best[:-1], out=keep[1:])
+    return rows[order[keep]]
 
 
 def pareto_orders(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:

@@ -494,10 +494,10 @@ def test_pareto_orders_match_pareto_order_per_array():
 
 
 def test_two_column_orders_match_the_single_array_rule():
-    """two_column_orders (the states' filter of many frontiers at once, in padded rows)
+    """two_column_orders (the states' filter of many frontiers at once, one sort on ranks)
     keeps exactly what the one-array rule keeps, in the same order: ties in x (sorted by
-    (x, y) then), duplicates, inf in x and y, -0.0 beside 0.0, rows left out (not valid), arrays
-    of every length up to past one padded width, and only the selected arrays."""
+    (x, y) then), duplicates, inf in x and y, -0.0 beside 0.0, rows left out (not valid),
+    arrays of lengths 1 to 300, and only the selected arrays."""
     import numpy as np
 
     from dp.knapsack import _two_column_order, two_column_orders
@@ -532,6 +532,20 @@ def test_two_column_orders_match_the_single_array_rule():
                 want.append(rows[_two_column_order(x[rows], y[rows])])
         want = np.concatenate(want) if want else np.zeros(0, dtype=np.int64)
         assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("limit", [2**62, 1])
+def test_rank_order_is_the_stable_three_column_order(limit):
+    """_rank_order (the frontier filter's sort) gives np.lexsort's order of three rank
+    columns, by one fused key and (limit 1) by the ranked pairs of the last two."""
+    from dp.knapsack import _rank_order
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n = int(rng.integers(1, 200))
+        cols = [np.sort(rng.integers(0, int(rng.integers(1, 6)), size=n))] + [rng.integers(0, int(rng.integers(1, 40)), size=n) for _ in range(2)]
+        ra, rb, rc = (c.astype(np.int64) for c in cols)
+        assert np.array_equal(_rank_order(ra, rb, rc, limit=limit), np.lexsort((rc, rb, ra)))
 
 
 @pytest.mark.parametrize("shuffled", [False, True])
