@@ -328,6 +328,8 @@ class _StageTableBuilder:
             self.succ_mask[u] |= 1 << v
             self.preds[v].append((u, e.c, k))
             self.succs[u].append((v, e.c, k))
+        # the nodes u with an edge to u + 1 (in a set holding u + 1, never a sink)
+        self.next_mask = sum(1 << u for u in range(n - 1) if self.succ_mask[u] >> (u + 1) & 1)
         self.plus_bits = [0] * n
         self.minus_bits = [0] * n
         for k, (u, v, _) in enumerate(self.edge_ends):
@@ -620,7 +622,7 @@ class _StageTableBuilder:
         """The lowest node of X (a non-empty set, bitmask) with no successor in X (one
         exists: the graph is acyclic); the node the states peel off X."""
         succ = self.succ_mask
-        m = X
+        m = X & ~(X >> 1 & self.next_mask)  # (skips the nodes followed by their successor)
         while True:
             low = m & -m
             u = low.bit_length() - 1
