@@ -21,8 +21,9 @@ a module with one entry function:
 
 For graphs with many sets, the same steps on the suffixes of one topological order first
 give a plan of value ub; the full tables then keep only stages that can be part of a plan
-of value <= ub (device lower bounds from work / ub and least memory / M). Exact: every plan
-of value <= ub survives.
+of value <= ub (device lower bounds from work / ub and least memory / M), and the search
+makes its first decision at ub, where a plan is known to exist. Exact: every plan of
+value <= ub survives.
 
 Limits (refused with one line, before the long work): more than ``max_ideals`` successor-
 closed sets (default :data:`DEFAULT_MAX_IDEALS`; a 21,000-node chain or a 3,000-branch fan
