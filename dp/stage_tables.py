@@ -466,75 +466,96 @@ class _StageTableBuilder:
         return got
 
     # ---- the states ---------------------------------------------------------------------
-    def _lb(self, work: float, nonempty: bool, mem: float = 0.0) -> int:
-        """Fewest devices a part with this work and least memory needs when every stage
-        costs <= ub (0 for an empty part)."""
-        if not nonempty:
-            return 0
+    def _lb(self, work: np.ndarray, nonempty: np.ndarray, mem: np.ndarray | float = 0.0) -> np.ndarray:
+        """Fewest devices each part (work, least memory) needs when every stage costs
+        <= ub (0 for an empty part), elementwise."""
         # capped at K + 1 (more than any plan has), so a huge ratio never overflows ceil
         cap = self.K + 1
-        by_work = min(work / self.ub * (1.0 - 1e-9), cap)
-        by_mem = min(mem / self.M * (1.0 - 1e-9), cap)
-        return max(1, math.ceil(by_work), math.ceil(by_mem))
+        by_work = np.minimum(work / self.ub * (1.0 - 1e-9), cap)
+        by_mem = np.minimum(mem / self.M * (1.0 - 1e-9), cap)
+        lb = np.maximum(np.maximum(1.0, np.ceil(by_work)), np.ceil(by_mem)).astype(np.int64)
+        return np.where(nonempty, lb, 0)
 
-    def build(self, progress) -> StageTables:
-        """For each I: the sets J of the family inside it (a vectorised subset test over
-        the family), and for each kept pair the stage C = I \\\\ J (its state, grown one
-        node at a time and remembered per C, :meth:`_state`).
+    def _candidate_pairs(self, masks: np.ndarray):
+        """Per set I of the family (index k >= 1, in order): (k, js, dev_lo, dev_hi), the
+        sets J inside I whose stage C = I \\ J is kept (increasing J) and, with an upper
+        bound, each one's device range [dev_lo, dev_hi] (else None, None); sets with no
+        plan within the bound are skipped. Made for blocks of sets at once (a subset
+        test of blocks x sets, :data:`BUILD_BLOCK_ELEMENTS`).
 
         A pair is skipped when the least memory of C's nodes cannot fit (then no option
         choice of any t does). With an upper bound ub on the optimum, a stage C between a
-        front part (all \\\\ I) and a back part J is kept only when lb(C) + lb(front) +
+        front part (all \\ I) and a back part J is kept only when lb(C) + lb(front) +
         lb(J) <= K, lb(X) = max(1, ceil(work(X) / ub), ceil(least memory(X) / M)) (0 for
         an empty part; for C the work alone): each stage of a plan of value <= ub needs
         t d >= work / ub devices. Work and memory of C are differences of the sets' sums,
         lowered by a bound on their rounding error, so every bound is a true lower bound."""
-        ideals = self.ideals
-        ub = self.ub
-        K = self.K
+        ideals, ub, K = self.ideals, self.ub, self.K
         nI = len(ideals)
         n = len(self.ids)
-        words = max(1, (n + 63) // 64)
-        masks = np.array([[(m >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for w in range(words)] for m in ideals], dtype=np.uint64)
         # differences of float sums of non-negative terms: error at most about 2 n eps of
         # the larger sum (each sum is within n eps of the exact one)
         rel_err = (2 * n + 8) * 2.0**-52
         work_of, mem_of = self.work_of, self.mem_of
         if ub is not None:
-            # device lower bound of the part behind each stage (J), per set of the family
-            lb_back = np.array(
-                [self._lb(float(work_of[j]), ideals[j] != 0, float(mem_of[j])) for j in range(nI)], dtype=np.int64
-            )
+            # device lower bounds of the part behind each stage (J) and in front of it
+            lb_back = self._lb(work_of, np.array([I != 0 for I in ideals], dtype=bool), mem_of)
+            front_nonempty = np.array([(self.all_mask & ~I) != 0 for I in ideals], dtype=bool)
+            lb_front = self._lb(self.front_work_of, front_nonempty, self.front_mem_of)
+            # the stages of I need at least ceil(work(I) / ub) devices in all
+            live = lb_front + self._lb(work_of, True) <= K
             slack = 1.0 - 1e-9
             all_devices = sorted_unique(np.concatenate([t * self.ds[t] for t in self.t_values] + [np.zeros(1, dtype=np.int64)]))
-        for k in range(1, nI):
-            progress(k)
-            I = ideals[k]
-            lbf = 0
+        block = max(1, BUILD_BLOCK_ELEMENTS // max(nI, 1))
+        for k0 in range(1, nI, block):
+            ks = np.arange(k0, min(nI, k0 + block))
             if ub is not None:
-                front = self.all_mask & ~I
-                lbf = self._lb(self.front_work_of[k], front != 0, self.front_mem_of[k])
-                # the stages of I need at least ceil(work(I) / ub) devices in all
-                if lbf + self._lb(self.work_of[k], True) > K:
+                ks = ks[live[ks]]
+                if not len(ks):
                     continue
-            inside = np.ones(k, dtype=bool)
-            for w in range(words):
-                inside &= (masks[:k, w] & ~masks[k, w]) == 0
-            js = np.nonzero(inside)[0]
-            mem_c = (mem_of[k] - mem_of[js]) - rel_err * mem_of[k]
-            js = js[mem_c <= self.mem_maybe]
+            k1 = int(ks[-1])
+            # inside[r, j]: J = ideals[j] (j < ks[r]) is a subset of I = ideals[ks[r]]
+            inside = np.arange(k1)[None, :] < ks[:, None]
+            for w in range(masks.shape[1]):
+                inside &= (masks[None, :k1, w] & ~masks[ks, w][:, None]) == 0
+            r, js = np.nonzero(inside)
+            del inside
+            kk = ks[r]
+            mem_c = (mem_of[kk] - mem_of[js]) - rel_err * mem_of[kk]
+            fit = mem_c <= self.mem_maybe
+            r, js, kk = r[fit], js[fit], kk[fit]
             dev_lo = dev_hi = None
-            if ub is not None and len(js):
-                work_c = np.maximum((work_of[k] - work_of[js]) - rel_err * work_of[k], 0.0)
+            if ub is not None:
+                work_c = np.maximum((work_of[kk] - work_of[js]) - rel_err * work_of[kk], 0.0)
                 dev_lo = np.minimum(work_c / ub * slack, K + 1)
                 lbc = np.maximum(1, np.ceil(dev_lo)).astype(np.int64)
-                room = K - lbf - lb_back[js]
+                room = K - lb_front[kk] - lb_back[js]
                 ok = lbc <= room
                 # and some allowed t d lies in [dev_lo, room]
                 at = np.minimum(np.searchsorted(all_devices, dev_lo), len(all_devices) - 1)
                 ok &= all_devices[at] >= dev_lo
                 ok &= all_devices[at] <= room
-                js, dev_lo, dev_hi = js[ok], dev_lo[ok], room[ok]
+                r, js, dev_lo, dev_hi = r[ok], js[ok], dev_lo[ok], room[ok]
+            cuts = np.searchsorted(r, np.arange(len(ks) + 1)).tolist()
+            for i, k in enumerate(ks.tolist()):
+                a, b = cuts[i], cuts[i + 1]
+                if ub is None:
+                    yield k, js[a:b], None, None
+                else:
+                    yield k, js[a:b], dev_lo[a:b], dev_hi[a:b]
+
+    def build(self, progress) -> StageTables:
+        """For each I: the sets J of the family inside it (:meth:`_candidate_pairs`), and
+        for each kept pair the stage C = I \\ J (its state, grown one node at a time and
+        remembered per C, :meth:`_state`)."""
+        ideals = self.ideals
+        ub = self.ub
+        n = len(self.ids)
+        words = max(1, (n + 63) // 64)
+        masks = np.array([[(m >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for w in range(words)] for m in ideals], dtype=np.uint64)
+        for k, js, dev_lo, dev_hi in self._candidate_pairs(masks):
+            progress(k)
+            I = ideals[k]
             # largest J first: C grows, and its state extends a state of this I just made
             if self.greedy:
                 if dev_lo is not None:
