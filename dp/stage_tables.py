@@ -1218,7 +1218,10 @@ class _StageTableBuilder:
         sw, feas = greedy_rule_grid(
             rows[:, :, 1], rows[:, :, 2], rows[:, :, 3], rows[:, :, 4], rows[:, :, 5], rows[:, :, 6] > 0, ys, self.M
         )
-        pF_sum = rows[:, :, 0].sum(axis=1)
+        # sums node by node in input order (cumsum), so that a stage's P does not depend on
+        # how wide the batch pads it (np.sum and @ group their terms by length), and the
+        # chain bound's tables and the full tables agree to the last bit
+        pF_sum = np.cumsum(rows[:, :, 0], axis=1)[:, -1]
         out = []
         starts, ends, contiguous = _runs_batch(sw, feas)
         for b in range(nb):
@@ -1226,7 +1229,7 @@ class _StageTableBuilder:
             if not len(lo):
                 out.append((lo, hi, np.empty(0), True))
                 continue
-            P = pF_sum[b] + sw[b, lo - 1].astype(float) @ rows[b, :, 1]
+            P = pF_sum[b] + np.cumsum(np.where(sw[b, lo - 1], rows[b, :, 1], 0.0), axis=1)[:, -1]
             Pl = P.tolist()
             mono = bool(contiguous[b]) and all(x <= y for x, y in zip(Pl, Pl[1:]))
             out.append((lo, hi, P, mono))
