@@ -594,6 +594,7 @@ class _StageTableBuilder:
                 or self.exact_pair_count >= EXACT_BATCH_PAIRS
             ):
                 self._flush_exact()
+        progress(len(ideals) - 1)  # (sets that no plan within the bound reaches are skipped)
         if self.exact_pairs or self.exact_stages:
             self._flush_exact()
         if self.greedy_pending:
