@@ -216,7 +216,7 @@ def solve_dp(
         )
 
     with Progress(progress) as bar:
-        ub = None
+        ub = chain_plan = chain_devices = None
         if len(ideals) > chain_first:
             # an upper bound from the same DP restricted to the suffixes of one topological
             # order (each is successor-closed): it lets the full DP skip every stage that
@@ -233,6 +233,10 @@ def solve_dp(
             if got is not None:
                 ub = got[0]
                 info["chain_bound"] = ub
+                # the chain plan itself: the answer when nothing below ub fits (the full
+                # search then makes no decision at ub, see search_threshold)
+                chain_plan = rebuild_plan(instance, chain, ctb, got[1], choices)
+                chain_devices = sum(st.t * st.d for st in chain_plan[0].stages)
             del ctb, chain_decision, got
         tb = build_stage_tables(
             inst, ideals, d_values, S, greedy, choices,
@@ -243,7 +247,12 @@ def solve_dp(
         info["stage_pairs"] = tb.pairs
         info["stage_candidates"] = int(len(tb.group_set))
         got = search_threshold(
-            decision, budget, bar.task("search: decisions", 12), float(tb.work_of[-1]) / budget, math.inf if ub is None else ub
+            decision,
+            budget,
+            bar.task("search: decisions", 12),
+            float(tb.work_of[-1]) / budget,
+            math.inf if ub is None else ub,
+            chain_devices,
         )
         if got is None or got[0] > (ub if ub is not None else math.inf):
             if ub is not None:
@@ -266,7 +275,7 @@ def solve_dp(
         T, path, steps, n_cands = got
         info["thresholds"] = n_cands
     info["search_steps"] = steps
-    plan, stage_costs = rebuild_plan(instance, ideals, decision.tb, path, choices)
+    plan, stage_costs = chain_plan if path is None else rebuild_plan(instance, ideals, decision.tb, path, choices)
     if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
         raise InternalError(f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value {T!r}")
     status = Status.FEASIBLE if greedy else Status.OPTIMAL

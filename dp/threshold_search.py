@@ -403,14 +403,20 @@ class ThresholdDecision:
 
 
 
-def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float = 0.0, upper: float = math.inf) -> tuple | None:
+def search_threshold(
+    search: ThresholdDecision, K: int, tick=None, lower: float = 0.0, upper: float = math.inf, known: int | None = None
+) -> tuple | None:
     """The least threshold T at which a plan fits on K devices, with a plan of that
     bottleneck (:meth:`ThresholdDecision.plan_path`); None when no plan fits at all.
 
     The first decision is at ``upper`` (a plan with every stage <= upper is known to
     be in the tables: the chain bound's, see :func:`dp.solver.solve_dp`; without one,
     inf): at a bound, fewer groups are usable, and the plan read there starts the
-    bracket nearer the optimum. None when no plan fits there either.
+    bracket nearer the optimum. None when no plan fits there either. With ``known`` (the
+    devices of a plan of bottleneck ``upper`` found elsewhere: the chain bound's, from its
+    own tables) and ``upper`` one of the candidates, there is no decision at ``upper``:
+    the search starts from that plan, and the path returned is None when nothing below
+    ``upper`` fits (the known plan is then the answer).
 
     Every candidate index <= lo fails (all below ``lower``, a proven lower bound on T,
     do); cands[hi] is the bottleneck of a plan in hand, and each feasible probe lowers it
@@ -420,18 +426,22 @@ def search_threshold(search: ThresholdDecision, K: int, tick=None, lower: float 
     (after a plan using exactly K devices, once in a row); otherwise, or when the bracket
     did not halve over two probes, the middle candidate."""
     cands = search.candidates()
-    f = search.decide_narrow(upper)
-    least = int(f[-1].min())
-    if least > K:
-        return None
-    path = search.plan_path(f, upper)
-    del f
-    hi = search.bottleneck_index(path, cands)
+    at = int(np.searchsorted(cands, upper)) if known is not None else len(cands)
+    if at < len(cands) and cands[at] == upper:
+        least, path, hi = known, None, at
+    else:
+        f = search.decide_narrow(upper)
+        least = int(f[-1].min())
+        if least > K:
+            return None
+        path = search.plan_path(f, upper)
+        del f
+        hi = search.bottleneck_index(path, cands)
     lo = min(int(np.searchsorted(cands, lower * (1.0 - 1e-9))) - 1, hi - 1)
     est: float | None = float(cands[hi]) * least / K
     below, last = False, ""
     widths: list[int] = []
-    steps = 1
+    steps = 0 if path is None else 1
     tick = tick or (lambda k: None)
     while hi - lo > 1:
         width = hi - lo

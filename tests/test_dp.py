@@ -399,6 +399,48 @@ def test_pruned_dp_equals_oracle(seed):
         assert close(g.tps, g0.tps) and g.tps >= ref.tps * (1 - 1e-9)
 
 
+def test_search_starts_from_the_chain_plan_without_a_decision_at_the_bound(monkeypatch):
+    """With the chain bound ub, the full search makes no decision at ub (the chain plan is
+    the plan in hand there): every threshold it decides is below ub, and when nothing below
+    fits, the chain plan is the answer, with the oracle's value."""
+    from dp.threshold_search import ThresholdDecision
+
+    decided: list[tuple[int, float]] = []  # (serial number of the decision, T)
+    serial = itertools.count()
+    init = ThresholdDecision.__init__
+
+    def numbered(self, *args, **kw):
+        init(self, *args, **kw)
+        self.test_serial = next(serial)
+
+    monkeypatch.setattr(ThresholdDecision, "__init__", numbered)
+    for name in ("decide", "decide_narrow"):
+        real = getattr(ThresholdDecision, name)
+
+        def recording(self, T, *args, _real=real, **kw):
+            decided.append((self.test_serial, T))
+            return _real(self, T, *args, **kw)
+
+        monkeypatch.setattr(ThresholdDecision, name, recording)
+    answered_by_chain = 0
+    for seed in range(40):
+        family = FAMILIES[seed % len(FAMILIES)]
+        inst = random_instance(family, 4 + seed % 5, 3000 + seed, t_values=(1, 2), options_per_t=2, memory=0.4)
+        decided.clear()
+        sol = solve_dp(inst, chain_first=0)
+        ref = solve_brute(inst)
+        assert (sol.tps is None) == (ref.tps is None)
+        if sol.tps is None:
+            continue
+        assert close(sol.tps, ref.tps), (seed, sol.tps, ref.tps)
+        ub = sol.info["chain_bound"]
+        last = max(k for k, _ in decided)  # the full DP's decision is made after the chain's
+        full = [T for k, T in decided if k == last]
+        assert all(T < ub for T in full), (seed, ub, full)
+        answered_by_chain += sol.objective == ub
+    assert answered_by_chain >= 10  # the chain plan was the answer often enough to matter
+
+
 # --------------------------------------------------------------------------------------
 # The fast paths for "plain" nodes (options differ only in p, a, b, as in the profiles)
 # --------------------------------------------------------------------------------------
