@@ -51,6 +51,7 @@ __all__ = [
     "pareto_order",
     "pareto_orders",
     "two_column_orders",
+    "run_ids",
     "run_starts",
     "stage_items",
     "pareto_frontier",
@@ -173,6 +174,14 @@ def run_starts(a: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
 
 
+def run_ids(change: np.ndarray) -> np.ndarray:
+    """The run number of each of n elements (int64, from 0), given ``change`` (n - 1
+    flags): change[i - 1] is True where element i starts a new run."""
+    ids = np.zeros(len(change) + 1, dtype=np.int64)
+    np.cumsum(change, out=ids[1:])
+    return ids
+
+
 def _rank_order(ra: np.ndarray, rb: np.ndarray, rc: np.ndarray, limit: int = 2**62) -> np.ndarray:
     """The stable order of rows by (ra, rb, rc), three columns of ranks (int64, >= 0,
     fewer than 2**31 rows): one sort of the key ra * nb * nc + rb * nc + rc where that
@@ -200,8 +209,7 @@ def two_column_orders(x: np.ndarray, y: np.ndarray, valid: np.ndarray, first: np
     if not len(rows):
         return rows
     ss = seg[rows]
-    rs = np.zeros(len(rows), dtype=np.int64)  # rank of the array among those left
-    np.cumsum(ss[1:] != ss[:-1], out=rs[1:])
+    rs = run_ids(ss[1:] != ss[:-1])  # rank of the array among those left
     rx = np.unique(x[rows], return_inverse=True)[1].reshape(-1)
     ry = np.unique(y[rows], return_inverse=True)[1].reshape(-1)
     order = _rank_order(rs, rx, ry)

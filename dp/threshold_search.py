@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from dp.knapsack import run_starts
+from dp.knapsack import run_ids, run_starts
 from dp.stage_tables import StageTables, sorted_unique
 from piper_ilp.errors import InternalError
 
@@ -130,8 +130,7 @@ class ThresholdDecision:
         n = len(gI)
         if n > 1:
             newI = gI[1:] != gI[:-1]
-            pair = np.zeros(n, dtype=np.int64)
-            np.cumsum(newI | (gJ[1:] != gJ[:-1]), out=pair[1:])
+            pair = run_ids(newI | (gJ[1:] != gJ[:-1]))
             # one pair id per (I, J): the sets come in order, and within a set each new
             # pair's J is below the last one's
             unique = not (~newI & (gJ[1:] > gJ[:-1])).any() and not (newI & (gI[1:] < gI[:-1])).any()

@@ -622,6 +622,11 @@ def test_t_dominance_order_puts_each_pair_and_d_together_by_devices(shuffled):
         else:
             assert gdev[o[k]] > gdev[o[k - 1]]
     assert len(seen) == len(set(keys))
+    if not shuffled:
+        # the one stable sort (the fast path) keeps the builder's order of the pairs (J
+        # down within each I); the full sort would put J up
+        pairs = list(dict.fromkeys(zip(gI[o].tolist(), gJ[o].tolist())))
+        assert pairs == list(dict.fromkeys(zip(gI.tolist(), gJ.tolist())))
 
 
 def test_greedy_stage_times_do_not_depend_on_the_batch():
