@@ -22,8 +22,9 @@ a module with one entry function:
 For graphs with many sets, the same steps on the suffixes of one topological order first
 give a plan of value ub; the full tables then keep only stages that can be part of a plan
 of value <= ub (device lower bounds from work / ub and least memory / M), and the search
-makes its first decision at ub, where a plan is known to exist. Exact: every plan of
-value <= ub survives.
+starts from that chain plan: it decides only below ub (when ub is one of the full tables'
+candidates; else its first decision is at ub), and the chain plan is the answer when
+nothing below fits. Exact: every plan of value <= ub survives.
 
 Limits (refused with one line, before the long work): more than ``max_ideals`` successor-
 closed sets (default :data:`DEFAULT_MAX_IDEALS`; a 21,000-node chain or a 3,000-branch fan
@@ -127,8 +128,9 @@ def solve_dp(
     Solution
         method ``"dp"`` or ``"dp-greedy"``; ``objective`` is the DP's value (the largest
         stage TPS), ``tps`` the evaluator's value for the plan. ``info`` holds the counts
-        (ideals, stage_pairs, stage_candidates, thresholds, search_steps, option_choices:
-        the (stage, t, d, y) option choices computed). When no plan fits, status
+        (ideals, stage_pairs, stage_candidates, thresholds, search_steps: the full
+        search's decisions, none at the chain bound when it starts from the chain plan,
+        option_choices: the (stage, t, d, y) option choices computed). When no plan fits, status
         INFEASIBLE with ``message`` naming the bound that is tight.
 
     Raises
