@@ -111,10 +111,12 @@ def solve_dp(
     small_s : int
         Up to this many columns min(N, K) + 1, a plan is read from the tables breaking
         ties between equal stages by their index; above it, by (d, J, index). Every
-        choice gives an optimal plan; the default keeps the plans of earlier versions.
+        choice gives an optimal plan.
     chain_first : int
         Above this many sets, first bound the optimum by the DP on the suffixes of one
-        topological order and prune with it.
+        topological order and prune with it. When nothing below that bound fits, the
+        answer is the chain DP's own plan: the value never depends on this setting, but
+        among plans of equal value the one returned can.
     plain_paths : bool
         Use the fast paths for nodes whose options differ only in p, a, b (False treats
         every node as general: same answer, slower).
