@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "single_threaded_blas"]
 
 
 def __getattr__(name: str):
@@ -28,10 +28,12 @@ def main() -> None:
     and exit status 2, like bad input; the commands' own errors are handled by
     :func:`piper_cli.common.cli_errors`.
     """
+    import os
     import sys
 
     from piper_cli import interrupts
 
+    single_threaded_blas(os.environ)
     interrupts.install()
     try:
         code = _run()
@@ -40,6 +42,15 @@ def main() -> None:
     except KeyboardInterrupt:
         code = interrupts.report()
     sys.exit(code)
+
+
+def single_threaded_blas(environ) -> None:
+    """Ask numpy's BLAS (OpenBLAS) for one thread, unless the user chose a number: the
+    planners here are single-threaded, and OpenBLAS's extra threads otherwise spin for a
+    while after numpy's import and after each matrix product, about 0.13 s of CPU per
+    ``piper-ilp solve`` on a 2-core machine (README, "Start-up"). Set before numpy
+    loads, in this process and the ones it starts (workers, the bench's runs)."""
+    environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _run() -> int:
