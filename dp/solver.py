@@ -240,7 +240,7 @@ def solve_dp(
                 # the chain plan itself: the answer when nothing below ub fits (the full
                 # search then makes no decision at ub, see search_threshold)
                 chain_plan = rebuild_plan(instance, chain, ctb, got[1], choices)
-                chain_devices = sum(st.t * st.d for st in chain_plan[0].stages)
+                chain_devices = chain_plan[0].devices
             del ctb, chain_decision, got
         tb = build_stage_tables(
             inst, ideals, d_values, S, greedy, choices,

@@ -425,8 +425,8 @@ def search_threshold(
     (after a plan using exactly K devices, once in a row); otherwise, or when the bracket
     did not halve over two probes, the middle candidate."""
     cands = search.candidates()
-    at = int(np.searchsorted(cands, upper)) if known is not None else len(cands)
-    if at < len(cands) and cands[at] == upper:
+    at = int(np.searchsorted(cands, upper))
+    if known is not None and at < len(cands) and cands[at] == upper:
         least, path, hi = known, None, at
     else:
         f = search.decide_narrow(upper)
