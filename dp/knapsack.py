@@ -120,10 +120,15 @@ def pareto_mask(cols: np.ndarray) -> np.ndarray:
     return mask
 
 
+#: Rows of three or more varying columns are filtered this many at a time, each block
+#: against the rows kept before it and against the earlier rows of the block.
+PARETO_BLOCK = 128
+
+
 def pareto_order(cols: np.ndarray) -> np.ndarray:
     """The indices of the rows :func:`pareto_mask` keeps, in lexicographic order of the
     varying columns (ties: input order). Constant columns are ignored; one or two varying
-    columns take O(n log n), more take O(n^2 / block) numpy work."""
+    columns take O(n log n), more take O(n x kept) numpy work."""
     n = len(cols)
     if n <= 1:
         return np.arange(n)
@@ -137,17 +142,24 @@ def pareto_order(cols: np.ndarray) -> np.ndarray:
     if k == 2:
         return _two_column_order(c[:, 0], c[:, 1])
     order = np.lexsort(c.T[::-1])
-    s = c[order]
-    # k >= 3: a row is dominated iff some earlier row is <= it in every column (dominance
-    # is transitive, so earlier rows that are themselves dominated may be used)
-    keep = np.ones(n, dtype=bool)
-    rest = s[:, 1:]
-    block = max(1, 4_000_000 // n)
-    for lo in range(1, n, block):
-        hi = min(n, lo + block)
-        le = np.all(rest[None, :hi, :] <= rest[lo:hi, None, :], axis=2)
-        tri = np.arange(hi)[None, :] < np.arange(lo, hi)[:, None]
-        keep[lo:hi] = ~np.any(le & tri, axis=1)
+    # k >= 3: a row is dominated iff some earlier row is <= it in every column (the first
+    # column holds by the order). Dominance is transitive, so trying the earlier rows that
+    # are kept is enough (a dominated one is dominated by a kept one before it); within a
+    # block all earlier rows are tried.
+    rest = [np.ascontiguousarray(c[order, j]) for j in range(1, k)]
+    keep = np.zeros(n, dtype=bool)
+    kept = np.zeros(0, dtype=np.int64)
+    for lo in range(0, n, PARETO_BLOCK):
+        hi = min(n, lo + PARETO_BLOCK)
+        block = np.arange(lo, hi)
+        tried = np.concatenate((kept, block))
+        le = rest[0][tried][None, :] <= rest[0][lo:hi, None]
+        for col in rest[1:]:
+            le &= col[tried][None, :] <= col[lo:hi, None]
+        le[:, len(kept):] &= block[None, :] < block[:, None]
+        ok = ~le.any(axis=1)
+        keep[lo:hi] = ok
+        kept = np.concatenate((kept, block[ok]))
     return order[keep]
 
 

@@ -541,6 +541,37 @@ def test_pareto_orders_match_pareto_order_per_array():
             assert len(mine) == len(w)
 
 
+def test_pareto_order_keeps_what_the_definition_keeps():
+    """pareto_order with three to five varying columns, against its definition read
+    literally: rows in stable lexicographic order, a row kept unless an earlier row is <=
+    it in every column. Arrays of up to 700 rows cross several blocks of PARETO_BLOCK,
+    where a block is tried only against the rows kept before it; ties, duplicates and
+    -0.0 beside 0.0 included."""
+    import numpy as np
+
+    from dp.knapsack import PARETO_BLOCK, pareto_order
+
+    rng = np.random.default_rng(11)
+    crossed = 0
+    for _ in range(150):
+        k = int(rng.integers(3, 6))
+        n = int(rng.integers(2, int(rng.choice([20, 300, 700]))))
+        a = rng.integers(0, int(rng.choice([3, 10, 1000])), size=(n, k)).astype(float)
+        if rng.random() < 0.3:
+            a[:, -1] = np.where(a[:, -1] == 0, np.where(rng.random(n) < 0.5, -0.0, 0.0), a[:, -1])
+        varying = [j for j in range(k) if (a[:, j] != a[0, j]).any()]
+        if len(varying) < 3:
+            continue
+        rows = sorted(range(n), key=lambda i: (tuple(a[i, varying]), i))
+        want = []
+        for pos, i in enumerate(rows):
+            if not any(all(a[j, c] <= a[i, c] for c in varying) for j in rows[:pos]):
+                want.append(i)
+        assert pareto_order(a).tolist() == want
+        crossed += n > 2 * PARETO_BLOCK
+    assert crossed >= 20
+
+
 def test_two_column_orders_match_the_single_array_rule():
     """two_column_orders (the states' filter of many frontiers at once, one sort on ranks)
     keeps exactly what the one-array rule keeps, in the same order: ties in x (sorted by
