@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
         from piper_ilp.files import check_writable
         from piper_ilp.instance import save_instance
 
-        check_writable(output, "instance")
+        check_writable(output, "instance", inputs={instance: "instance"})
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
         before = len(repeated_chain(inst))
         deeper = deepen(inst, layers, chain_only=chain_only)
@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
             counts = [int(x) for x in layers.split(",")]
         except ValueError:
             raise InputError(f"--layers: a comma-separated list of whole numbers, got {layers!r}") from None
-        check_writable(output, "instance")
+        check_writable(output, "instance", inputs={instance: "instance"})
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
         model = towers(inst, counts)
         save_instance(model, output)

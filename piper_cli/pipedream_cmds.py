@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         from piper_ilp.instance import parse_count, parse_size, save_instance
         from piper_ilp.pipedream import graph_to_instance, parse_graph, prepare
 
-        check_writable(output, "instance")
+        check_writable(output, "instance", inputs={graph: "profile"})
         K = parse_count(devices, "--devices")
         M = parse_size(memory, "--memory")
         N = parse_count(batch, "--batch")

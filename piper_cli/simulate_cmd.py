@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
         from piper_ilp.files import check_writable
 
         if gantt:
-            check_writable(gantt, "Gantt chart")
+            check_writable(gantt, "Gantt chart", inputs={instance: "instance", plan: "plan"})
         from piper_ilp.pipeline import Mode
 
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)

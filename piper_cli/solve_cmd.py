@@ -252,11 +252,8 @@ def register(app: typer.Typer) -> None:
         from piper_ilp.files import check_writable
 
         for out, what in ((output, "plan"), (write_model, "model")):
-            if out is None:
-                continue
-            check_writable(out, what)
-            if any(Path(p).resolve() == out.resolve() for p in instances):
-                raise InputError(f"{out}: the {what} would overwrite the instance file; choose another path")
+            if out is not None:
+                check_writable(out, what, inputs={p: "instance" for p in instances})
 
         restrictions = restrictions_from_flags(no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t)
         show_progress = sys.stderr.isatty() if progress is None else progress

@@ -45,9 +45,12 @@ def register(app: typer.Typer) -> None:
         ablations, the 2BW baseline, the greedy rule and external planners. One row per run in
         OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv."""
         from compare.jobs import Interrupted
-        from compare.sweep import TABLE, run_sweep, sweep_points
+        from compare.sweep import PARAMETERS, RESULTS, TABLE, run_sweep, sweep_points
+        from piper_ilp.files import check_not_input
         from piper_ilp.instance import parse_count, parse_size
 
+        for name in (RESULTS, TABLE, PARAMETERS):
+            check_not_input(Path(out) / name, {instance: "instance"}, "sweep's output")
         externals = parse_externals(external)
         inst = load_with_overrides(instance)
         points = sweep_points(
@@ -86,14 +89,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Draw a sweep: TPS (or throughput) against one setting, one line per variant."""
         from compare.plot import plot_rows
-        from compare.sweep import read_rows
+        from compare.sweep import RESULTS, read_rows
         from piper_ilp.errors import InputError
         from piper_ilp.files import check_writable
 
         if not Path(folder).is_dir():
             raise InputError(f"{folder}: not a folder (give a sweep's --out folder)")
         target = Path(output) if output else Path(folder) / "sweep.png"
-        check_writable(target, "figure")
+        check_writable(target, "figure", inputs={Path(folder) / RESULTS: "sweep results"})
         rows = read_rows(folder)
         if not rows:
             raise InputError(f"{folder}: no sweep results (results.jsonl is missing or empty)")

@@ -13,18 +13,40 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from piper_ilp.errors import InputError
 
-__all__ = ["atomic_write_text", "check_writable", "json_safe", "read_jsonl"]
+__all__ = ["atomic_write_text", "check_not_input", "check_writable", "json_safe", "read_jsonl"]
 
 
-def check_writable(path: str | Path, what: str = "output") -> Path:
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same inode when both exist (symlinks,
+    hard links, ``..``), else the same resolved path."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # one of them does not exist (yet)
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_not_input(path: str | Path, inputs: Mapping[str | Path, str], what: str = "output") -> None:
+    """Raise :class:`InputError` (one line naming both) when the output ``path`` is one of
+    the command's ``inputs`` (``{input path: what it is}``, e.g. ``{"m.json": "instance"}``)
+    under any name: the same file, a symlink or a hard link to it."""
+    for inp, label in inputs.items():
+        if _same_file(path, inp):
+            alias = "" if str(inp) == str(path) else f" {inp}"
+            raise InputError(f"{path}: the {what} would overwrite the {label} file{alias}; choose another path")
+
+
+def check_writable(path: str | Path, what: str = "output", inputs: Mapping[str | Path, str] | None = None) -> Path:
     """Raise :class:`InputError` (one line naming ``path``) unless a file can be created
     or replaced at ``path``: its folder exists and a file can really be created in it (a
     probe file is made and removed: this catches read-only file systems and /proc, which
-    permission bits do not), and ``path`` is not a folder. ``path`` itself is not touched."""
+    permission bits do not), ``path`` is not a folder, and it is none of the command's
+    ``inputs`` (:func:`check_not_input`). ``path`` itself is not touched."""
+    if inputs:
+        check_not_input(path, inputs, what)
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
