@@ -33,19 +33,20 @@ _METRICS = {"tps": "time per sample (s)", "throughput": "throughput (samples / s
 
 
 def _save(fig, out: Path) -> Path:
-    """Save ``fig`` to ``out`` through a temporary file and a rename; close it."""
+    """Save ``fig`` to ``out`` (its suffix gives the format) with
+    :func:`piper_ilp.files.atomic_write_bytes`; close it."""
+    import io
+
     import matplotlib.pyplot as plt
 
-    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
+    from piper_ilp.files import atomic_write_bytes
+
+    buf = io.BytesIO()
     try:
-        fig.savefig(tmp)
-        tmp.replace(out)
-    except OSError as exc:
-        raise InputError(f"{out}: cannot write the figure: {exc.strerror or exc}") from None
+        fig.savefig(buf, format=out.suffix.lower().lstrip(".") or None)
     finally:
         plt.close(fig)
-        if tmp.exists():
-            tmp.unlink()
+    atomic_write_bytes(out, buf.getvalue())
     return out
 
 

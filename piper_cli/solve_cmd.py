@@ -164,13 +164,16 @@ def _worse(a: int, b: int) -> int:
 
 
 def _remove_stale(output: Path, why: str) -> None:
-    """Remove the plan a previous run left at ``output``, saying so in one line."""
+    """Remove the plan a previous run left at ``output``, saying so in one line (a symlink's
+    target, not the link; never a device or a FIFO: :func:`piper_ilp.files.remove_output`)."""
+    from piper_ilp.errors import InputError
+    from piper_ilp.files import remove_output
+
     try:
-        output.unlink()
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        stderr.print(f"piper-ilp: warning: {output} is from an earlier run and could not be removed: {exc.strerror or exc}", markup=False)
+        if not remove_output(output):
+            return
+    except (OSError, InputError) as exc:
+        stderr.print(f"piper-ilp: warning: {output} is from an earlier run and could not be removed: {getattr(exc, 'strerror', None) or exc}", markup=False)
         return
     stderr.print(f"piper-ilp: removed stale plan {output}: the new solve {why}", markup=False)
 

@@ -4,6 +4,16 @@ Every file the project writes (plans, instances, JSON reports, campaign summarie
 through :func:`atomic_write_text`, so a reader never sees a half-written file and an
 interrupted run leaves the old file (or none), never a torn one.
 :func:`check_writable` is called on every output path before any solving starts.
+
+What is at the output path decides how it is written (:func:`_output_target`):
+
+* nothing, or a regular file: a temporary file in the same folder, renamed over it;
+* a symlink: the same, at the end of the links (the links stay);
+* an existing file that is not a regular one (a device such as /dev/null, a FIFO) or a
+  path under /proc: opened and written in place, never replaced;
+* this process's own descriptor (/dev/stdout, /dev/fd/N, /proc/self/fd/N): written to that
+  descriptor, after what Python has buffered for it, so ``-o /dev/stdout`` prints;
+* a folder: refused.
 """
 
 from __future__ import annotations
@@ -11,13 +21,55 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from piper_ilp.errors import InputError
 
-__all__ = ["atomic_write_text", "check_not_input", "check_writable", "json_safe", "read_jsonl"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "check_not_input", "check_writable", "json_safe", "read_jsonl", "remove_output"]
+
+#: Symlinks followed before a path is refused as a loop (Linux's own limit).
+_MAX_LINKS = 40
+
+
+def _output_target(path: str | Path) -> tuple[str, str]:
+    """How an output at ``path`` is written: ``(kind, target)``, ``target`` the path at the
+    end of ``path``'s symlinks and ``kind`` one of
+
+    * ``"file"``: nothing or a regular file there: replaced atomically;
+    * ``"folder"``: refused;
+    * ``"fd"``: one of this process's descriptors (/dev/stdout -> /proc/self/fd/1): the
+      target is /proc/PID/fd/N; written to descriptor N;
+    * ``"in place"``: any other existing file (a device, a FIFO) or a path under /proc:
+      opened and written, never replaced.
+
+    The links are followed one at a time (not with :func:`os.path.realpath`), so that a
+    link into /proc (whose own links name pipes and deleted files) is noticed."""
+    p = os.path.abspath(path)
+    for _ in range(_MAX_LINKS):
+        head, tail = os.path.split(p)
+        head = os.path.realpath(head)
+        p = os.path.join(head, tail)
+        if head == "/proc" or head.startswith("/proc/"):
+            own = head == f"/proc/{os.getpid()}/fd" and tail.isdigit()
+            return ("fd" if own else "in place"), p
+        if not os.path.islink(p):
+            break
+        p = os.path.join(head, os.readlink(p))
+    else:
+        raise InputError(f"{path}: too many levels of symbolic links (a loop?)")
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        return "file", p
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        return "folder", p
+    return ("file" if stat.S_ISREG(mode) else "in place"), p
 
 
 def _same_file(a: str | Path, b: str | Path) -> bool:
@@ -47,10 +99,23 @@ def check_writable(path: str | Path, what: str = "output", inputs: Mapping[str |
     ``inputs`` (:func:`check_not_input`). ``path`` itself is not touched."""
     if inputs:
         check_not_input(path, inputs, what)
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
+    kind, target = _output_target(path)
+    if kind == "folder":
         raise InputError(f"{path}: {what} path is a folder")
+    if kind == "fd":
+        try:
+            os.fstat(int(os.path.basename(target)))
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write {what}: {exc.strerror or exc}") from None
+        return Path(path)
+    if kind == "in place":
+        if not os.path.exists(target):
+            raise InputError(f"{path}: cannot write {what}: no such file")
+        if not os.access(target, os.W_OK):
+            raise InputError(f"{path}: cannot write {what}: not writable")
+        return Path(path)
+    p = Path(path) if os.path.abspath(path) == target else Path(target)  # the user's words when no link
+    parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"{path}: cannot write {what}: folder {parent} does not exist")
     if p.exists() and not os.access(p, os.W_OK):
@@ -61,7 +126,7 @@ def check_writable(path: str | Path, what: str = "output", inputs: Mapping[str |
         raise InputError(f"{path}: cannot write {what}: {exc.strerror or exc}") from None
     os.close(fd)
     os.unlink(probe)
-    return p
+    return Path(path)
 
 
 def _umask() -> int:
@@ -72,23 +137,66 @@ def _umask() -> int:
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and an
+    """Write ``text`` (UTF-8) to ``path``: :func:`atomic_write_bytes`."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _write_in_place(path: str | Path, kind: str, target: str, data: bytes) -> None:
+    """Write ``data`` to a device, FIFO, /proc file or this process's descriptor (see
+    :func:`_output_target`), without replacing it."""
+    try:
+        if kind == "fd":
+            fd = int(os.path.basename(target))
+            for stream in (sys.stdout, sys.stderr):  # what Python holds for that descriptor comes first
+                try:
+                    same = stream is not None and stream.fileno() == fd
+                except (OSError, ValueError, AttributeError):
+                    same = False
+                if same:
+                    stream.flush()
+            _write_all(fd, data)
+            return
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and an
     atomic rename; the temporary file is removed on any failure (including an interrupt).
+    A symlink is followed (the file at its end is replaced, the link stays); a device, a
+    FIFO or a descriptor such as /dev/stdout is written in place (module docstring).
 
     Raises
     ------
     InputError
         The file cannot be written (one line naming the path and the reason).
     """
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
+    kind, target = _output_target(path)
+    if kind == "folder":
+        raise InputError(f"{path}: cannot write: is a folder")
+    if kind != "file":
+        _write_in_place(path, kind, target, data)
+        return
+    p = Path(target)
+    parent = p.parent
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
     except OSError as exc:
         raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; give it the mode open() would
@@ -101,6 +209,20 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         if isinstance(exc, OSError):
             raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
+
+
+def remove_output(path: str | Path) -> bool:
+    """Remove the regular file an output path names (at the end of its symlinks; the links
+    stay), as when a run has nothing to write there; a device, FIFO, descriptor or folder
+    is left alone. True when a file was removed. Other OSErrors are raised."""
+    kind, target = _output_target(path)
+    if kind != "file":
+        return False
+    try:
+        os.unlink(target)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def json_safe(obj: Any) -> Any:

@@ -124,3 +124,129 @@ def test_a_folder_as_output_is_one_line(tmp_path, inst, command):
     assert folder.is_dir()
 
 
+# ---- FIFOs, devices and symlinks ----
+
+def _open_fifo_reader(path) -> int:
+    os.mkfifo(path)
+    return os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a reader, so that the writer's open goes through
+
+
+def _drain(fd: int) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def test_random_to_a_fifo_writes_into_it(tmp_path):
+    fifo = tmp_path / "fifo"
+    fd = _open_fifo_reader(fifo)
+    r = cli("random", "--nodes", "3", "-o", fifo, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert b'"nodes"' in _drain(fd)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_an_infeasible_solve_does_not_remove_a_fifo(tmp_path, inst):
+    fifo = tmp_path / "fifo"
+    fd = _open_fifo_reader(fifo)
+    r = cli("solve", inst, "-M", "1", "-o", fifo, capture_output=True, text=True)
+    assert r.returncode == 0 and "infeasible" in r.stdout, r.stderr
+    assert _drain(fd) == b"" and "removed" not in r.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_character_device_is_written_in_place(tmp_path):
+    null = tmp_path / "null"
+    try:  # our own /dev/null, made here (root only)
+        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        open(null, "w").close()
+    except OSError as exc:
+        pytest.skip(f"cannot make a device node here: {exc}")
+    r = cli("random", "--nodes", "3", "-o", null, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISCHR(os.lstat(null).st_mode)
+
+
+def test_a_link_to_stdout_prints_to_stdout(tmp_path):
+    link = tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")  # what /dev/stdout is
+    r = cli("random", "--nodes", "3", "-o", link, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert '"nodes"' in r.stdout
+    assert link.is_symlink() and os.readlink(link) == "/proc/self/fd/1"
+    assert [p.name for p in tmp_path.iterdir()] == ["stdout"]  # no temporary file left
+
+
+def test_a_link_to_stdout_redirected_to_a_file_follows_what_was_printed(tmp_path, inst):
+    link = tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")
+    log = tmp_path / "log"
+    with open(log, "w") as fh:
+        r = cli("solve", inst, "-o", link, stdout=fh, stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 0, r.stderr
+    text = log.read_text()
+    table, _, plan_text = text.partition("\n{")
+    assert "optimal" in table and '"stages"' in plan_text  # the table first, then the plan: nothing overwritten
+    assert link.is_symlink()
+
+
+def test_a_symlink_to_a_file_writes_the_file_and_keeps_the_link(tmp_path):
+    real = tmp_path / "real.json"
+    real.write_text("old\n")
+    link = tmp_path / "link.json"
+    link.symlink_to("real.json")
+    r = cli("random", "--nodes", "3", "-o", link, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and os.readlink(link) == "real.json"
+    assert '"nodes"' in real.read_text()
+
+
+def test_an_infeasible_solve_removes_the_stale_plan_behind_a_link_not_the_link(tmp_path, inst):
+    real = tmp_path / "real.json"
+    real.write_text("{}\n")
+    link = tmp_path / "link.json"
+    link.symlink_to("real.json")
+    r = cli("solve", inst, "-M", "1", "-o", link, capture_output=True, text=True)
+    assert r.returncode == 0 and "removed stale plan" in r.stderr, r.stderr
+    assert link.is_symlink() and not real.exists()
+
+
+def test_files_level_writes_follow_the_rules(tmp_path):
+    from piper_ilp.errors import InputError
+    from piper_ilp.files import atomic_write_text, check_writable
+
+    r, w = os.pipe()
+    link = tmp_path / "fd"
+    link.symlink_to(f"/proc/self/fd/{w}")
+    check_writable(link)
+    atomic_write_text(link, "through the pipe\n")
+    os.close(w)
+    assert os.read(r, 100) == b"through the pipe\n"
+    os.close(r)
+    assert link.is_symlink()
+    r, w = os.pipe()
+    fd_dir = tmp_path / "fd"  # what /dev/fd is: a link to a folder in /proc
+    fd_dir.unlink()
+    fd_dir.symlink_to("/proc/self/fd")
+    atomic_write_text(fd_dir / str(w), "through the folder link\n")
+    os.close(w)
+    assert os.read(r, 100) == b"through the folder link\n"
+    os.close(r)
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to("new.json")
+    atomic_write_text(dangling, "x\n")
+    assert dangling.is_symlink() and (tmp_path / "new.json").read_text() == "x\n"
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    with pytest.raises(InputError, match="loop"):
+        check_writable(loop)
+
+
