@@ -26,22 +26,27 @@ def main() -> None:
     ``piper-ilp: interrupted``, and exits 130 (SIGINT) or 143 (SIGTERM). Usage errors
     (an unknown option, a value out of range, a missing argument) are one line on stderr
     and exit status 2, like bad input; the commands' own errors are handled by
-    :func:`piper_cli.common.cli_errors`.
+    :func:`piper_cli.common.cli_errors`. A failed write to standard output
+    (:mod:`piper_cli.stdio`) ends any command the same way: a closed pipe quietly with
+    exit 141, anything else (a full disk) with one line and exit 2.
     """
     import os
     import sys
 
-    from piper_cli import interrupts
+    from piper_cli import interrupts, stdio
 
     single_threaded_blas(os.environ)
     interrupts.install()
+    stdio.install()
     try:
         code = _run()
         if interrupts.pending():  # typer turns a KeyboardInterrupt outside a command into exit 130
             code = interrupts.report()
     except KeyboardInterrupt:
         code = interrupts.report()
-    sys.exit(code)
+    except stdio.StdoutError as exc:
+        code = stdio.report(exc)
+    sys.exit(stdio.finish(code))
 
 
 def single_threaded_blas(environ) -> None:

@@ -150,16 +150,17 @@ def _write_all(fd: int, data: bytes) -> None:
 def _write_in_place(path: str | Path, kind: str, target: str, data: bytes) -> None:
     """Write ``data`` to a device, FIFO, /proc file or this process's descriptor (see
     :func:`_output_target`), without replacing it."""
+    if kind == "fd":
+        fd = int(os.path.basename(target))
+        for stream in (sys.stdout, sys.stderr):  # what Python holds for that descriptor comes first
+            try:
+                same = stream is not None and stream.fileno() == fd
+            except (OSError, ValueError, AttributeError):
+                same = False
+            if same:
+                stream.flush()  # its own failure is the stream's (the CLI reports a failed stdout)
     try:
         if kind == "fd":
-            fd = int(os.path.basename(target))
-            for stream in (sys.stdout, sys.stderr):  # what Python holds for that descriptor comes first
-                try:
-                    same = stream is not None and stream.fileno() == fd
-                except (OSError, ValueError, AttributeError):
-                    same = False
-                if same:
-                    stream.flush()
             _write_all(fd, data)
             return
         fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY)

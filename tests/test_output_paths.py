@@ -250,3 +250,37 @@ def test_files_level_writes_follow_the_rules(tmp_path):
         check_writable(loop)
 
 
+# ---- standard output that fails ----
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [
+    ["random", "--nodes", "3"],
+    ["random", "--nodes", "300"],
+    ["solve", INPUTS / "small.json", "--json"],
+    ["evaluate", INPUTS / "small.json", INPUTS / "small.plan.json"],
+    ["--help"],
+])
+def test_a_full_stdout_is_one_line_and_exit_2(args):
+    with open("/dev/full", "w") as full:  # opened, never replaced
+        r = cli(*args, stdout=full, stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == "piper-ilp: cannot write to standard output: No space left on device\n"
+
+
+@pytest.mark.parametrize("args", [
+    ["random", "--nodes", "3"],
+    ["random", "--nodes", "300"],
+    ["solve", INPUTS / "small.json", "--json"],
+    ["solve", INPUTS / "small.json"],
+    ["evaluate", INPUTS / "small.json", INPUTS / "small.plan.json"],
+])
+def test_a_closed_pipe_ends_quietly_with_141(args):
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before anything is written
+    try:
+        proc = cli(*args, stdout=w, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(w)
+    assert proc.stderr == "" and proc.returncode == 141
+
+
