@@ -522,7 +522,7 @@ def run_campaign(
         for name, command in (externals or {}).items():
             check_mode(external_method(name, command), mode)
     specs = mode_specs(make_specs(count, seed, families, nodes), modes)
-    out = prepare_folder(out, (RESULTS, SUMMARY, PARAMETERS))
+    out = prepare_folder(out, (RESULTS, SUMMARY, PARAMETERS), folders=(COUNTEREXAMPLES,))
     params = {
         "count": count,
         "seed": seed,

@@ -236,9 +236,10 @@ def _run_pool(fn, todo: list, n_workers: int, write, flag: SignalFlag, name, wha
 # ---- a results folder: lock, parameters, resume, one JSON line per finished job ----------
 
 
-def prepare_folder(out: str | Path, files: Sequence[str]) -> Path:
+def prepare_folder(out: str | Path, files: Sequence[str], folders: Sequence[str] = ()) -> Path:
     """Create ``out`` (a folder) and check that ``files`` (and the lock) can be written
-    there, before any work; one line naming the problem otherwise."""
+    there, and that ``folders`` (made there later, when needed) are folders or can be
+    made, before any work; one line naming the problem otherwise."""
     from piper_ilp.files import check_writable
 
     out = Path(out)
@@ -250,6 +251,12 @@ def prepare_folder(out: str | Path, files: Sequence[str]) -> Path:
         raise InputError(f"--out {out}: cannot create the folder ({exc.strerror or exc})") from None
     for name in (*files, LOCK):
         check_writable(out / name, "output")
+    for name in folders:
+        sub = out / name
+        if sub.exists() and not sub.is_dir():
+            raise InputError(f"--out {out}: {sub} exists and is not a folder (it will hold the {name})")
+        if sub.is_dir() and not os.access(sub, os.W_OK | os.X_OK):
+            raise InputError(f"--out {out}: cannot write in {sub}")
     return out
 
 

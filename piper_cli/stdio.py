@@ -24,7 +24,7 @@ import io
 import os
 import sys
 
-__all__ = ["StdoutError", "EXIT_BROKEN_PIPE", "install", "finish", "report"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_WRITE_ERROR", "StdoutError", "finish", "install", "report"]
 
 #: Exit status after the reader of standard output went away: 128 + SIGPIPE.
 EXIT_BROKEN_PIPE = 141

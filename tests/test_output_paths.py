@@ -15,10 +15,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import INPUTS, REPO
 from typer.testing import CliRunner
 
 from piper_cli import app
-from conftest import INPUTS, REPO
 
 runner = CliRunner()
 
@@ -32,7 +32,7 @@ GRAPH_TXT = "\n".join([
 def cli(*args, **kwargs) -> subprocess.CompletedProcess:
     """``python -m piper_cli ARGS`` in a fresh process (the real entry point, main())."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "piper_cli", *map(str, args)], cwd=REPO, env=env, timeout=120, **kwargs)
+    return subprocess.run([sys.executable, "-m", "piper_cli", *map(str, args)], check=False, cwd=REPO, env=env, timeout=120, **kwargs)
 
 
 def _fingerprint(path) -> tuple:
@@ -284,3 +284,13 @@ def test_a_closed_pipe_ends_quietly_with_141(args):
     assert proc.stderr == "" and proc.returncode == 141
 
 
+# ---- campaign: OUT/counterexamples must be a folder ----
+
+def test_campaign_with_counterexamples_a_file_is_refused_up_front(tmp_path):
+    out = tmp_path / "camp"
+    out.mkdir()
+    (out / "counterexamples").write_text("not a folder\n")
+    r = runner.invoke(app, ["campaign", "--count", "1", "--nodes", "2-2", "--methods", "dp,brute", "--workers", "1", "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    assert "counterexamples" in r.output and r.output.count("\n") == 1
+    assert not (out / "results.jsonl").exists() or (out / "results.jsonl").read_text() == ""
