@@ -41,8 +41,13 @@ def _root(
     and cross-check the DP against an exact MILP.
 
     Exit status: 0 success, 1 an invalid plan / a mismatch / an internal error,
-    2 bad input or usage, 3 inconclusive (verify), 130 interrupted (SIGINT),
-    143 terminated (SIGTERM).
+    2 bad input or usage (or standard output cannot be written), 3 inconclusive
+    (verify), 130 interrupted (SIGINT), 141 standard output closed by its reader
+    (quietly, as for SIGPIPE), 143 terminated (SIGTERM).
+
+    Outputs (-o and the like): an input file of the command (under any name) or a
+    folder is refused; a file is replaced atomically (a symlink's target; the link
+    stays); a device or FIFO is written in place, so -o /dev/stdout prints.
     """
 
 

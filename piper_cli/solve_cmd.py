@@ -224,7 +224,9 @@ def register(app: typer.Typer) -> None:
 
         With -o, the plan is written when the solve gives one; when it gives none
         (infeasible, unknown, an error), a plan an earlier run left at that path is
-        removed, with a line saying so. Ctrl-C / SIGTERM leave the file as it was.
+        removed, with a line saying so (a regular file only: a device, FIFO or
+        /dev/stdout is left alone). Ctrl-C / SIGTERM leave the file as it was. An -o
+        or --write-model that is one of the INSTANCE files is refused (exit 2).
 
         Exit 0 when every instance got an answer, 2 on bad input or usage, 1 on a backend
         error, 3 when some instance ended unknown or out-of-range; 130 / 143 when
