@@ -54,6 +54,7 @@ import multiprocessing
 import os
 import resource
 import shlex
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -306,22 +307,45 @@ def _run_timed(argv: list, out, err, timeout: float, watch=None) -> tuple[int, o
     (``wait4``) and the wall seconds. ``watch(pid)``, when given, is called once the child
     runs and returns a function called once it has exited, before it is reaped (so a
     poller of /proc/pid never reads a reused pid), and again on the way out (so it must
-    allow a second call). Raises OSError when it cannot start."""
+    allow a second call). Raises OSError when it cannot start.
+
+    The child leads a process group of its own, and the group is killed (SIGKILL) at the
+    timeout, when the child has exited (what it left running in the background), and
+    when this call is left early (an interrupt): a reference run through ``sh -c`` takes
+    its own children with it. The group is killed only while the child is not reaped, so
+    its id cannot belong to another process."""
     import threading
 
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+
+    def kill_group():
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:  # the group is empty already
+            pass
+
     done = watch(proc.pid) if watch is not None else None
-    timer = threading.Timer(timeout, proc.kill)
+    timer = threading.Timer(timeout, kill_group)
     timer.start()
+    reaped = False
     try:
+        if hasattr(os, "waitid"):  # exited, not yet reaped
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+            timer.cancel()
+            kill_group()
         if done is not None:
-            if hasattr(os, "waitid"):  # exited, not yet reaped
-                os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
             done()
         _, status, usage = os.wait4(proc.pid, 0)
+        reaped = True
     finally:
         timer.cancel()
+        if not reaped:
+            kill_group()
+            try:
+                os.waitpid(proc.pid, 0)
+            except OSError:
+                pass
         if done is not None:
             done()  # (again: it may be called twice)
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait

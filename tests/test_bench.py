@@ -216,6 +216,69 @@ def test_reference_killed_at_the_timeout_reports_the_cpu_it_used(tmp_path):
     assert "ratio" not in got and "ratio_search" not in got and "tps_agree" not in got
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie waiting for its reaper does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_dead(pid: int, seconds: float = 5.0) -> bool:
+    import time
+
+    end = time.monotonic() + seconds
+    while _alive(pid):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_reference_leaves_no_process_behind(tmp_path):
+    """A reference run through a shell takes what it started with it: a background
+    process it leaves when it exits, and its children when it is killed at the timeout."""
+    inst = wide_instance(3)
+    path = tmp_path / "inst.json"
+    save_instance(inst, path)
+    left = tmp_path / "left.pid"
+    ref = run_reference(f"sh -c 'sleep 60 & echo $! > {left}; echo tps: 1.0' {{instance}}", path, inst, timeout=30.0)
+    assert ref["ref_status"] == "ok"
+    assert _wait_dead(int(left.read_text()))
+    child = tmp_path / "child.pid"
+    ref = run_reference(f"sh -c 'sleep 60 & echo $! > {child}; wait' {{instance}}", path, inst, timeout=1.0)
+    assert ref["ref_status"] == "timeout"
+    assert _wait_dead(int(child.read_text()))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_interrupted_bench_kills_the_reference_and_its_children(tmp_path, sig):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    child = tmp_path / "child.pid"
+    shell = tmp_path / "shell.pid"
+    cmd = f"sh -c 'echo $$ > {shell}; sleep 60 & echo $! > {child}; wait' {{instance}}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "piper_cli", "bench", "--only", "wide8", "--modes", "exact", "--repeat", "1", "--reference", cmd],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    end = time.monotonic() + 60
+    while not child.exists() or not child.read_text().strip():
+        assert proc.poll() is None and time.monotonic() < end, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + getattr(signal, sig), err
+    assert "interrupted" in err and "Traceback" not in err
+    assert _wait_dead(int(shell.read_text())) and _wait_dead(int(child.read_text()))
+
+
 def test_bad_usage_refused_before_any_run(tmp_path):
     for args, what in (
         (["--json", str(tmp_path / "no" / "b.json")], "does not exist"),
