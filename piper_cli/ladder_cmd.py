@@ -32,11 +32,11 @@ def register(app: typer.Typer) -> None:
         from compare.ladder import run_ladder
 
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
-        show = sys.stderr.isatty() and not json_out
-
         def on_rung(r) -> None:
-            if show:
-                stderr.print(f"rung {r.blocks} blocks ({r.nodes} nodes, K={r.K}, N={r.N}): {r.verdict}", markup=False)
+            # on stderr as each rung ends (a terminal or not): an interrupted ladder still
+            # shows the rungs it finished
+            stderr.print(f"rung {r.blocks} blocks ({r.nodes} nodes, K={r.K}, N={r.N}): {r.verdict} ({r.seconds:.2f} CPU s)", markup=False)
+            sys.stderr.flush()
 
         lad = run_ladder(inst, max_nodes=max_nodes, time_limit=time_limit, full_time_limit=full_time_limit, on_rung=on_rung)
         if json_out:

@@ -58,3 +58,16 @@ def test_bert_ladder_end_to_end(shared_dir):
     inst = load_instance(shared_dir / "piper-inputs" / "bert32a100.json").with_settings(
         K=512, M=parse_size("8GiB"), N=1920, B=parse_size("25GiB/s", rate=True))
     assert out["full"]["bound"] >= work_bound(inst) and out["full"]["tps"] == pytest.approx(0.00256112784601, rel=1e-9)
+
+
+def test_ladder_reports_each_rung_as_it_ends_without_a_terminal():
+    """Each finished rung is a line on stderr when it ends, on a pipe as on a terminal,
+    so an interrupted ladder still shows its finished rungs; stdout stays the JSON."""
+    args = [sys.executable, "-m", "piper_cli", "ladder", str(REPO / "inputs" / "small.json"), "--json"]
+    p = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    lines = [x for x in p.stderr.splitlines() if x.startswith("rung ")]
+    assert len(lines) == len(out["rungs"]) >= 2
+    for line, r in zip(lines, out["rungs"]):
+        assert f"({r['nodes']} nodes, K={r['K']}, N={r['N']}): {r['verdict']}" in line
