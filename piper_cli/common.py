@@ -58,9 +58,9 @@ stderr = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False, widt
 
 # ---- settings overrides (every command that reads an instance) ----
 DevicesOpt = Annotated[Optional[str], typer.Option("--devices", "-K", help="K, number of devices (overrides maxDevices).", show_default=False)]
-MemoryOpt = Annotated[Optional[str], typer.Option("--memory", "-M", help="M, memory per device: bytes or a unit (8GiB, 80GB).", show_default=False)]
+MemoryOpt = Annotated[Optional[str], typer.Option("--memory", "-M", help="M, memory per device: bytes or a unit (8GiB, 80GB; B = bytes, bit = bits, a lower-case b is refused).", show_default=False)]
 BatchOpt = Annotated[Optional[str], typer.Option("--batch", "-N", help="N, microbatches per batch (overrides mbsInBatch).", show_default=False)]
-BandwidthOpt = Annotated[Optional[str], typer.Option("--bandwidth", "-B", help="B, bytes/s per device: bytes/s or a unit (25GiB/s).", show_default=False)]
+BandwidthOpt = Annotated[Optional[str], typer.Option("--bandwidth", "-B", help="B, bytes/s per device: bytes/s or a unit (25GiB/s, 25Gbit/s; B = bytes, bit = bits, a lower-case b is refused).", show_default=False)]
 
 # ---- restrictions (every solver command) ----
 NoDataParallelOpt = Annotated[bool, typer.Option("--no-data-parallel", help="d = 1 in every stage.")]

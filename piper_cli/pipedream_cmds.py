@@ -41,9 +41,9 @@ def register(app: typer.Typer) -> None:
         graph: Annotated[str, typer.Argument(help="PipeDream profile graph.txt.")],
         output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the instance JSON.")],
         devices: Annotated[str, typer.Option("--devices", "-K", help="K, number of devices.")] = "1",
-        memory: Annotated[str, typer.Option("--memory", "-M", help="M, bytes per device (PipeDream's default -s).")] = "16e9",
+        memory: Annotated[str, typer.Option("--memory", "-M", help="M, bytes per device or a unit (16GB; B = bytes, bit = bits; PipeDream's default -s).")] = "16e9",
         batch: Annotated[str, typer.Option("--batch", "-N", help="N, microbatches per batch.")] = "1",
-        bandwidth: Annotated[str, typer.Option("--bandwidth", "-B", help="B, bytes/s per device (PipeDream's default -b).")] = "1e9",
+        bandwidth: Annotated[str, typer.Option("--bandwidth", "-B", help="B, bytes/s per device or a unit (1GB/s, 8Gbit/s; PipeDream's default -b).")] = "1e9",
     ) -> None:
         """Write a Piper instance for a PipeDream graph.txt: one option "vanilla" at t = 1 per
         layer, p = (F + G) / 1000 s, w = b = P, a = A, edges carry the source's A bytes;
@@ -73,8 +73,8 @@ def register(app: typer.Typer) -> None:
     def pipedream_command(
         graph: Annotated[str, typer.Argument(help="PipeDream profile graph.txt.")],
         machines: Annotated[list[str], typer.Option("--machines", "-n", help="Workers per level: '--machines 4' or '--machines 4,2' (or repeat the flag).")],
-        bandwidth: Annotated[list[str], typer.Option("--bandwidth", "-b", help="Bandwidth per level, bytes/s or a unit (1GB/s); one per level.")],
-        memory: Annotated[str, typer.Option("--memory", "-s", help="Bytes per worker (PipeDream's -s).")] = "16e9",
+        bandwidth: Annotated[list[str], typer.Option("--bandwidth", "-b", help="Bandwidth per level, bytes/s or a unit (1GB/s, 8Gbit/s; a lower-case b is refused); one per level.")],
+        memory: Annotated[str, typer.Option("--memory", "-s", help="Bytes per worker or a unit (16GB; PipeDream's -s).")] = "16e9",
         memory_constraint: Annotated[bool, typer.Option("--memory-constraint", help="Enforce PipeDream's memory rule.")] = False,
         straight: Annotated[bool, typer.Option("--straight", help="No replication (PipeDream's --straight_pipeline).")] = False,
         fewer_machines: Annotated[bool, typer.Option("--fewer-machines", help="Allow fewer workers (PipeDream's --use_fewer_machines).")] = False,

@@ -282,30 +282,35 @@ class Instance:
 # Sizes and counts given on the command line
 # --------------------------------------------------------------------------------------
 
-_UNITS = {
+#: Prefixes of a size unit (any case): decimal ones powers of 10, binary ones powers of 2.
+_PREFIXES = {
     "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "ki": 2**10,
+    "mi": 2**20,
+    "gi": 2**30,
+    "ti": 2**40,
 }
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*(/\s*s)?\s*$")
+_UNIT_RE = re.compile(r"^(?P<prefix>[kmgtKMGT]i?)?(?:(?P<bits>[bB][iI][tT][sS]?)|(?P<bytes>B)|(?P<ambiguous>b))$")
 
 
 def parse_size(text: str | float | int, what: str = "size", rate: bool = False) -> float:
     """Parse a byte size (``8GiB``, ``80GB``, ``8e9``) or, with ``rate``, a bandwidth
     (``25GiB/s``, ``25e9``). Binary units (KiB, MiB, GiB, TiB) are powers of 2,
-    decimal ones (KB, MB, GB, TB) powers of 10.
+    decimal ones (KB, MB, GB, TB) powers of 10; the prefix may be in any case. A capital
+    ``B`` is bytes; bits are spelled ``bit`` (``25Gbit/s`` = 3.125e9 bytes/s). A lower-case
+    ``b`` alone (``25Gb/s``, ``8gb``) is refused: it means bits by convention but bytes
+    to many, so it is never guessed.
 
     Raises
     ------
     InputError
-        When the text is not a positive finite size.
+        When the text is not a positive finite size, or its unit is a lower-case ``b``
+        (one line saying what to write instead).
 
     Examples
     --------
@@ -315,16 +320,27 @@ def parse_size(text: str | float | int, what: str = "size", rate: bool = False) 
     26843545600.0
     >>> parse_size("80GB")
     80000000000.0
+    >>> parse_size("25Gbit/s", rate=True)
+    3125000000.0
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
         m = _SIZE_RE.match(str(text))
-        unit = m.group(2).lower() if m else None
-        if not m or unit not in _UNITS or (m.group(3) and not rate):
-            hint = " (e.g. 25GiB/s or 2.5e10)" if rate else " (e.g. 8GiB, 80GB or 8e9)"
+        u = _UNIT_RE.match(m.group(2)) if m and m.group(2) else None
+        if not m or (m.group(2) and not u) or (m.group(3) and not rate):
+            hint = " (e.g. 25GiB/s, 25Gbit/s or 2.5e10)" if rate else " (e.g. 8GiB, 80GB or 8e9)"
             raise InputError(f"{what}: cannot read {text!r} as a {'bandwidth' if rate else 'size'}{hint}")
-        value = float(m.group(1)) * _UNITS[unit]
+        prefix = (u.group("prefix") or "") if u else ""
+        if u is not None and u.group("ambiguous"):
+            per_s = "/s" if m.group(3) else ""
+            raise InputError(
+                f"{what}: {text!r} is ambiguous (a lower-case b means bits, but is often meant as bytes); "
+                f"write {m.group(1)}{prefix}B{per_s} for bytes or {m.group(1)}{prefix}bit{per_s} for bits"
+            )
+        value = float(m.group(1)) * _PREFIXES[prefix.lower()]
+        if u is not None and u.group("bits"):
+            value /= 8
     if not (math.isfinite(value) and value > 0):
         raise InputError(f"{what}: must be a finite number > 0, got {text!r}")
     return value

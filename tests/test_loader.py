@@ -240,7 +240,13 @@ def test_round_trip():
         ("25GiB/s", True, 25 * 2**30),
         ("2.5e10", True, 2.5e10),
         ("100 MB/s", True, 1e8),
-        ("1kib", False, 1024.0),
+        ("1KiB", False, 1024.0),
+        ("1kiB", False, 1024.0),
+        ("25Gbit/s", True, 25e9 / 8),
+        ("8 Gibit", False, 2**30),
+        ("64bit", False, 8.0),
+        ("100 Mbits/s", True, 12.5e6),
+        ("8B", False, 8.0),
     ],
 )
 def test_parse_size(text, rate, value):
@@ -251,6 +257,25 @@ def test_parse_size(text, rate, value):
 def test_parse_size_rejects(text, rate):
     with pytest.raises(InputError):
         parse_size(text, "--memory", rate=rate)
+
+
+@pytest.mark.parametrize(
+    "text,rate,says",
+    [
+        ("25Gb/s", True, "write 25GB/s for bytes or 25Gbit/s for bits"),
+        ("8b", False, "write 8B for bytes or 8bit for bits"),
+        ("80gb", False, "write 80gB for bytes or 80gbit for bits"),
+        ("1kib", False, "write 1kiB for bytes or 1kibit for bits"),
+        ("2.5 Mb/s", True, "write 2.5MB/s for bytes or 2.5Mbit/s for bits"),
+    ],
+)
+def test_parse_size_refuses_a_lower_case_b(text, rate, says):
+    """A lower-case b (bits by convention, bytes to many) is never guessed: one line saying
+    what to write (it was read as bytes, 8x off for a bandwidth in Gb/s)."""
+    with pytest.raises(InputError) as err:
+        parse_size(text, "--bandwidth", rate=rate)
+    msg = str(err.value)
+    assert msg.startswith("--bandwidth: ") and "ambiguous" in msg and says in msg and "\n" not in msg
 
 
 def test_overrides_on_the_command_line(tmp_path):
