@@ -37,7 +37,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from piper_ilp.errors import InputError, InternalError
 from compare.jobs import prepare_folder, run_in_folder
 from piper_ilp.files import atomic_write_text, read_jsonl
-from piper_ilp.instance import Instance
+from piper_ilp.instance import SETTING_OPTIONS, Instance, check_setting
 from piper_ilp.plan import plan_to_dict
 from piper_ilp.solution import RECOMPUTE_OPTION, Restrictions, Solution
 
@@ -90,11 +90,21 @@ def sweep_points(
     for name, values in (("--devices", devices), ("--memory", memory), ("--batch", batch), ("--bandwidth", bandwidth), ("--variants", variants)):
         if not values:
             raise InputError(f"{name}: give at least one value")
+    for name, values in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth)):
+        for value in values:
+            _check_setting(name, value)
     seen: dict[str, SweepPoint] = {}
     for K, M, N, B, v in itertools.product(devices, memory, batch, bandwidth, variants):
         p = SweepPoint(int(K), float(M), int(N), float(B), v)
         seen.setdefault(p.id, p)
     return list(seen.values())
+
+
+def _check_setting(name: str, value) -> None:
+    """A grid value checked by the check ``solve`` gives its options
+    (:func:`piper_ilp.instance.check_setting`), naming the sweep's option: refused in one
+    line before any work, never in a worker."""
+    check_setting(name, value, f"{SETTING_OPTIONS[name]} ({name})")
 
 
 def _solve_variant(instance: Instance, variant: str, externals: Mapping[str, str]) -> Solution:
@@ -177,11 +187,15 @@ def run_sweep(
     Raises
     ------
     InputError
+        A point's setting outside its supported range (K, N, M, B, as for ``solve``);
         ``out`` holds results and ``resume`` is off, holds a sweep of another instance or
         grid, or another sweep is running on it.
     compare.jobs.Interrupted
         SIGINT or SIGTERM (the finished rows are kept).
     """
+    for p in points:  # every point's settings, before the folder is touched
+        for name in ("K", "M", "N", "B"):
+            _check_setting(name, getattr(p, name))
     out = prepare_folder(out, (RESULTS, TABLE, PARAMETERS))
     externals = dict(externals or {})
     params = {"instance": instance.fingerprint(), "points": [p.id for p in points], "externals": externals}

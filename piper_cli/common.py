@@ -130,15 +130,11 @@ def load_with_overrides(
     warn: bool = True,
 ) -> Instance:
     """Load an instance and apply the command-line settings. Warnings go to stderr."""
-    from piper_ilp.instance import load_instance, parse_count, parse_size
+    from piper_ilp.instance import load_instance, parse_setting
 
-    inst = load_instance(path)
-    inst = inst.with_settings(
-        K=parse_count(devices, "--devices") if devices is not None else None,
-        M=parse_size(memory, "--memory") if memory is not None else None,
-        N=parse_count(batch, "--batch") if batch is not None else None,
-        B=parse_size(bandwidth, "--bandwidth", rate=True) if bandwidth is not None else None,
-    )
+    given = {name: parse_setting(name, text) for name, text in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth))
+             if text is not None}  # each checked, naming its option, before the file is read
+    inst = load_instance(path).with_settings(**given)
     if warn:
         for w in inst.warnings:
             stderr.print(f"warning: {w}", markup=False)

@@ -438,10 +438,13 @@ def register(app: typer.Typer) -> None:
         from compare.generators import random_instance
         from piper_ilp.errors import InputError
         from piper_ilp.files import atomic_write_text, check_writable
-        from piper_ilp.instance import instance_to_dict
+        from piper_ilp.instance import check_setting, instance_to_dict
 
         if output is not None:
             check_writable(output, "instance")
+        for name, option, value in (("K", "--devices", devices), ("N", "--batch", batch)):
+            if value is not None:  # the option named, not the generated instance's field
+                check_setting(name, value, f"{option} ({name})")
         mem: str | float = memory
         if memory not in ("tight", "loose"):
             try:

@@ -49,14 +49,11 @@ def register(app: typer.Typer) -> None:
         layer, p = (F + G) / 1000 s, w = b = P, a = A, edges carry the source's A bytes;
         inputs are kept with zero numbers, __getitem__ sinks with their own (docs/pipedream.md)."""
         from piper_ilp.files import check_writable
-        from piper_ilp.instance import parse_count, parse_size, save_instance
+        from piper_ilp.instance import parse_setting, save_instance
         from piper_ilp.pipedream import graph_to_instance, parse_graph, prepare
 
         check_writable(output, "instance", inputs={graph: "profile"})
-        K = parse_count(devices, "--devices")
-        M = parse_size(memory, "--memory")
-        N = parse_count(batch, "--batch")
-        B = parse_size(bandwidth, "--bandwidth", rate=True)
+        K, M, N, B = (parse_setting(name, text) for name, text in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth)))
         g = parse_graph(graph)
         inst = graph_to_instance(g, devices=K, memory=M, batch=N, bandwidth=B)
         save_instance(inst, output)

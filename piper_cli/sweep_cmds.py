@@ -47,17 +47,17 @@ def register(app: typer.Typer) -> None:
         from compare.jobs import Interrupted
         from compare.sweep import PARAMETERS, RESULTS, TABLE, run_sweep, sweep_points
         from piper_ilp.files import check_not_input
-        from piper_ilp.instance import parse_count, parse_size
+        from piper_ilp.instance import parse_setting
 
         for name in (RESULTS, TABLE, PARAMETERS):
             check_not_input(Path(out) / name, {instance: "instance"}, "sweep's output")
         externals = parse_externals(external)
         inst = load_with_overrides(instance)
         points = sweep_points(
-            _list(devices, "--devices", lambda x: parse_count(x, "--devices")) or [inst.K],
-            _list(memory, "--memory", lambda x: parse_size(x, "--memory")) or [inst.M],
-            _list(batch, "--batch", lambda x: parse_count(x, "--batch")) or [inst.N],
-            _list(bandwidth, "--bandwidth", lambda x: parse_size(x, "--bandwidth", rate=True)) or [inst.B],
+            _list(devices, "--devices", lambda x: parse_setting("K", x)) or [inst.K],
+            _list(memory, "--memory", lambda x: parse_setting("M", x)) or [inst.M],
+            _list(batch, "--batch", lambda x: parse_setting("N", x)) or [inst.N],
+            _list(bandwidth, "--bandwidth", lambda x: parse_setting("B", x)) or [inst.B],
             [v.strip() for v in variants.split(",") if v.strip()],
             tuple(externals),
         )

@@ -54,6 +54,9 @@ __all__ = [
     "instance_to_dict",
     "save_instance",
     "parse_size",
+    "parse_setting",
+    "check_setting",
+    "SETTING_OPTIONS",
     "parse_count",
     "display_path",
     "MAX_FILE_BYTES",
@@ -240,23 +243,9 @@ class Instance:
         """
         changes: dict[str, Any] = {}
         for name, value in (("K", K), ("M", M), ("N", N), ("B", B)):
-            if value is None:
-                continue
-            field_name = _SETTING_FIELDS[name]
-            if name in ("K", "N"):
-                hi = MAX_DEVICES if name == "K" else MAX_BATCH
-                if not _is_int(value) or not 1 <= value <= hi:
-                    raise InputError(
-                        f"{display_path(self.source)}: setting {name} ({field_name}) must be an integer within [1, {hi}], got {_short(value)}"
-                    )
-                changes[name] = int(value)
-            else:
-                x = _as_float(value)
-                if x is None or not VALUE_MIN <= x <= VALUE_MAX:
-                    raise InputError(
-                        f"{display_path(self.source)}: setting {name} ({field_name}) must be a number {_SETTING_RANGE}, got {_short(value)}"
-                    )
-                changes[name] = x
+            if value is not None:
+                where = f"{display_path(self.source)}: setting {name} ({_SETTING_FIELDS[name]})"
+                changes[name] = check_setting(name, value, where)
         if not changes:
             return self
         return dataclasses.replace(self, **changes)
@@ -344,6 +333,61 @@ def parse_size(text: str | float | int, what: str = "size", rate: bool = False) 
     if not (math.isfinite(value) and value > 0):
         raise InputError(f"{what}: must be a finite number > 0, got {text!r}")
     return value
+
+
+def check_setting(name: str, value: Any, where: str) -> int | float:
+    """The setting ``name`` (K, M, N or B) checked against its supported range: K an
+    integer within [1, MAX_DEVICES], N within [1, MAX_BATCH], M and B numbers within
+    [VALUE_MIN, VALUE_MAX]. Returns it as an int (K, N) or a float (M, B).
+
+    The one check of a setting given apart from an instance file (:meth:`Instance.with_settings`,
+    the command-line options, every point of a sweep); ``where`` begins its one-line message:
+    a file's field, or the option that gave the value (``--devices (K)``).
+
+    Raises
+    ------
+    InputError
+        When the value is outside its range.
+
+    Examples
+    --------
+    >>> check_setting("K", 2_000_000, "--devices (K)")
+    Traceback (most recent call last):
+    ...
+    piper_ilp.errors.InputError: --devices (K) must be an integer within [1, 1048576], got 2000000
+    """
+    if name in ("K", "N"):
+        hi = MAX_DEVICES if name == "K" else MAX_BATCH
+        if not _is_int(value) or not 1 <= value <= hi:
+            raise InputError(f"{where} must be an integer within [1, {hi}], got {_short(value)}")
+        return int(value)
+    if name not in ("M", "B"):
+        raise ValueError(f"unknown setting {name!r}")
+    x = _as_float(value)
+    if x is None or not VALUE_MIN <= x <= VALUE_MAX:
+        raise InputError(f"{where} must be a number {_SETTING_RANGE}, got {_short(value)}")
+    return x
+
+
+#: The command-line option of each setting.
+SETTING_OPTIONS = {"K": "--devices", "M": "--memory", "N": "--batch", "B": "--bandwidth"}
+
+
+def parse_setting(name: str, text: str | int | float, option: str | None = None) -> int | float:
+    """A setting given on the command line (``--devices 8``, ``--memory 8GiB``): read with
+    :func:`parse_count` (K, N) or :func:`parse_size` (M; B as a rate), then range-checked
+    by :func:`check_setting`; every message names ``option`` (default the setting's own,
+    :data:`SETTING_OPTIONS`), before any work.
+
+    >>> parse_setting("B", "25Gbit/s")
+    3125000000.0
+    """
+    option = option or SETTING_OPTIONS[name]
+    if name in ("K", "N"):
+        value: int | float = parse_count(text, option)
+    else:
+        value = parse_size(text, option, rate=name == "B")
+    return check_setting(name, value, f"{option} ({name})")
 
 
 def parse_count(text: str | int, what: str) -> int:

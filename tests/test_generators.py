@@ -269,3 +269,17 @@ def test_numerics_through_the_cli(tmp_path):
     assert result.exit_code == 0, result.output
     inst = random_instance("numerics", 4, 3)
     assert instance_from_dict(json.loads(out.read_text()), source=inst.source) == inst
+
+
+@pytest.mark.parametrize("args,says", [(["-K", "2000000"], "--devices (K) must be an integer within [1, 1048576], got 2000000"),
+                                       (["-N", str(2**41)], f"--batch (N) must be an integer within [1, {2**40}], got {2**41}")])
+def test_cli_random_names_the_option_of_an_out_of_range_setting(args, says):
+    """``random -K 2000000`` named the generated instance's field ("random:layered:n6:s0:
+    instance.maxDevices"), not the option the user gave."""
+    from typer.testing import CliRunner
+
+    from piper_cli import app
+
+    result = CliRunner().invoke(app, ["random", "--family", "layered", "--nodes", "6", *args])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [f"piper-ilp: error: {says}"]

@@ -234,8 +234,8 @@ def test_cli_override_out_of_range_is_one_line(tmp_path):
     plan = tmp_path / "p.json"
     plan.write_text(json.dumps({"stages": [{"nodes": [0], "dataParallelDegree": 1, "tensorParallelDegree": 1,
                                             "TMPCids": {"0": "v"}}]}))
-    for args, field in ((["--memory", "1e31"], "M (maxMemoryPerDevice)"), (["--devices", str(2**21)], "K (maxDevices)"),
-                        (["--batch", str(10**18)], "N (mbsInBatch)"), (["--bandwidth", "1e-40"], "B (bandwidth)")):
+    for args, field in ((["--memory", "1e31"], "--memory (M)"), (["--devices", str(2**21)], "--devices (K)"),
+                        (["--batch", str(10**18)], "--batch (N)"), (["--bandwidth", "1e-40"], "--bandwidth (B)")):
         r = CliRunner().invoke(app, ["evaluate", str(path), str(plan), *args])
         assert r.exit_code == 2, r.output
         lines = r.output.splitlines()

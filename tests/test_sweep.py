@@ -115,6 +115,35 @@ def test_cli_sweep_then_plot(tmp_path):
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("args,says", [(["--devices", "2000000"], "--devices (K)"), (["--batch", "2000000000000"], "--batch (N)"),
+                                       (["--memory", "1e31"], "--memory (M)"), (["--bandwidth", "1e-40"], "--bandwidth (B)")])
+def test_cli_sweep_refuses_an_out_of_range_grid_value_before_any_work(tmp_path, args, says):
+    """As solve does (exit 2, one line naming the option), not a worker's traceback and
+    "internal error: a sweep worker process died" (exit 1) after the folder was made."""
+    out = tmp_path / "s"
+    p = subprocess.run([sys.executable, "-m", "piper_cli", "sweep", str(SMALL), "--out", str(out), "--scheduler", "processes",
+                        "--variants", "all", *args], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines() == [p.stderr.strip()] and says in p.stderr and "within [" in p.stderr
+    assert not out.exists()
+
+
+def test_run_sweep_checks_every_point_before_any_work(tmp_path):
+    """The API too: a point outside the supported ranges is refused (InputError naming the
+    option) before the folder is made, by the check solve uses (check_setting)."""
+    from compare.sweep import SweepPoint
+
+    inst = load_instance(SMALL)
+    with pytest.raises(InputError, match=r"--devices \(K\) must be an integer within \[1, 1048576\], got 2000000"):
+        sweep_points([8, 2_000_000], [inst.M], [inst.N], [inst.B], ["all"])
+    with pytest.raises(InputError, match=r"--devices \(K\) must be an integer"):
+        sweep_points([2.5], [inst.M], [inst.N], [inst.B], ["all"])  # was truncated to K = 2
+    bad = [SweepPoint(8, inst.M, inst.N, inst.B, "all"), SweepPoint(8, 1e31, inst.N, inst.B, "all")]
+    with pytest.raises(InputError, match=r"--memory \(M\) must be a number within"):
+        run_sweep(inst, bad, tmp_path / "s")
+    assert not (tmp_path / "s").exists()
+
+
 def test_an_external_planner_is_a_variant_of_the_sweep(tmp_path):
     planner = REPO / "examples" / "planners" / "split_planner.py"
     cmd = f"{sys.executable} {planner} {{instance}} --devices {{devices}} --memory {{memory}} --batch {{batch}}"
