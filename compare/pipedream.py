@@ -42,6 +42,8 @@ __all__ = ["BruteResult", "brute_pipedream", "plan_time", "random_pd_graph", "cr
 
 #: The exhaustive search refuses larger graphs (its chains grow fast).
 MAX_BRUTE_NODES = 9
+#: ... and more (chain, replication) pairs than this (they grow like n ** chain length).
+MAX_BRUTE_PLANS = 5_000_000
 
 
 @dataclass
@@ -114,7 +116,8 @@ def brute_pipedream(
     Raises
     ------
     SizeLimitError
-        For graphs with more than :data:`MAX_BRUTE_NODES` nodes.
+        For graphs with more than :data:`MAX_BRUTE_NODES` nodes, or more than
+        :data:`MAX_BRUTE_PLANS` plans to try (many workers), counted before any is tried.
     """
     if len(prep.nodes) > MAX_BRUTE_NODES:
         raise SizeLimitError(f"{prep.source}: {len(prep.nodes)} nodes; exhaustive search takes at most {MAX_BRUTE_NODES}")
@@ -135,6 +138,17 @@ def brute_pipedream(
             for c in chains(k, length - 1):
                 yield c + [j]
 
+    # chains of t states ending at each state j, and the replication vectors of t stages
+    n_chains = [[1 if t == 1 else 0 for _ in range(S)] for t in range(S + 1)]
+    for t in range(2, S + 1):
+        for j in range(S):
+            n_chains[t][j] = sum(n_chains[t - 1][k] for k in below[j])
+    total = 0
+    for t in range(1, min(n, S) + 1):
+        reps = (1 if t == n or fewer_machines else 0) if straight else math.comb(n if fewer_machines else n - 1, t - 1 + fewer_machines)
+        total += n_chains[t][S - 1] * reps
+    if total > MAX_BRUTE_PLANS:
+        raise SizeLimitError(f"{prep.source}: {total:,} plans with {n:,} workers; exhaustive search tries at most {MAX_BRUTE_PLANS:,}")
     for t in range(1, n + 1):
         if straight:
             reps = [(1,) * t] if (t == n or fewer_machines) else []
@@ -195,6 +209,7 @@ def check_pipedream(
     memory_constraint: bool = False,
     fewer_machines: bool = False,
     milp: bool = True,
+    what: str = "workers",
 ) -> dict:
     """Cross-check PipeDream's single-level model on one graph: its DP, exhaustive search,
     and (``milp``) the MILP of :mod:`piper_ilp.pipedream.milp`.
@@ -204,6 +219,8 @@ def check_pipedream(
     values within 1e-9 relative (1e-6 against or from the MILP, whose plan, timed exactly by
     :func:`plan_time`, must still be within 1e-9), and the DP's own plan gives its value;
     "mismatch" otherwise (``problems`` say why); "inconclusive" when no referee ran.
+    ``n`` is checked first (:func:`dp.pipedream.check_size`; ``what`` names where it came
+    from, e.g. ``--devices``): too many workers for the DP's tables is refused before any work.
 
     Returns
     -------
@@ -223,7 +240,7 @@ def check_pipedream(
         return abs(x - y) <= rtol * max(abs(y), 1e-300)
 
     t0 = time.process_time()
-    res = pipedream_dp(states, [n], [bandwidth], straight=straight, **settings)
+    res = pipedream_dp(states, [n], [bandwidth], straight=straight, what=what, **settings)
     cpu["dp"] = time.process_time() - t0
     values["dp"] = res.time_per_stage
     t1 = time.process_time()

@@ -35,13 +35,20 @@ from typing import Sequence
 import numpy as np
 
 from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.instance import MAX_DEVICES
 from piper_ilp.pipedream.graph import PDGraph, Prepared, prepare
 from piper_ilp.pipedream.states import States, antichain_states
 
-__all__ = ["PDStage", "PDResult", "PiperMapping", "pipedream_dp", "pipedream_plan_for", "plan_graph", "MAX_TABLE"]
+__all__ = ["PDStage", "PDResult", "PiperMapping", "pipedream_dp", "pipedream_plan_for", "plan_graph", "check_size",
+           "MAX_TABLE", "MAX_SPLIT", "MAX_MACHINES"]
 
 #: Largest table (rows x states x machines) a level that is not the last may fill.
 MAX_TABLE = 60_000_000
+#: Largest split step of a level: machines x ancestors of a state x replications m' (about
+#: 32 bytes per entry over its arrays: 0.7 GB at the limit, measured on alexnet, 1,000 workers).
+MAX_SPLIT = 20_000_000
+#: Workers per level lie in [1, MAX_MACHINES], the range of Piper's K.
+MAX_MACHINES = MAX_DEVICES
 
 _INF = math.inf
 #: Candidates held at once in the split step (rows x machines x ancestors x m').
@@ -149,11 +156,6 @@ def _solve_level(
     S = len(states)
     rows = np.array([0] if final else list(range(S + 1)), dtype=np.int64)
     R = len(rows)
-    if not final and R * S * n > MAX_TABLE:
-        raise SizeLimitError(
-            f"a level below the last needs a table of {R} x {S} x {n} entries (limit {MAX_TABLE}); "
-            "use fewer states (a smaller graph) or one level"
-        )
     T, ACT, PAR = _sizes(states)
     ct = ct_rows(rows)
     act = _diff(ACT, rows)
@@ -277,6 +279,43 @@ def _walk(level: _Level, row_index: int, end: int, n: int):
     return out
 
 
+def check_size(states: States, machines: Sequence[int], *, straight: bool = False, what: str = "machines") -> None:
+    """Refuse, before any table is made, machine counts outside [1, :data:`MAX_MACHINES`] and
+    levels whose tables pass :data:`MAX_TABLE` (a level below the last) or :data:`MAX_SPLIT`
+    (the split step: n x ancestors x n - 1 entries, n x ancestors with ``straight``).
+
+    Raises
+    ------
+    InputError
+        A machine count that is not a whole number within [1, MAX_MACHINES]; one line
+        beginning with ``what`` (the option that gave it: ``--machines``, ``--devices``).
+    SizeLimitError
+        Tables above a limit; one line with ``what``, the size, the limit and the most
+        workers per level this graph allows.
+    """
+    S = len(states)
+    width = max([len(a) for a in states.ancestors] + [1])  # the most ancestors k of a state j
+    for L, n in enumerate(machines):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= MAX_MACHINES:
+            raise InputError(f"{what}: machine counts must be whole numbers within [1, {MAX_MACHINES}], got {n!r}")
+        n = int(n)
+        final = L == len(machines) - 1
+        if not final and (S + 1) * S * n > MAX_TABLE:
+            raise SizeLimitError(
+                f"{what}: a level below the last with {n:,} workers needs a table of {S + 1} x {S} x {n:,} entries "
+                f"(limit {MAX_TABLE:,}); use fewer workers, fewer states (a smaller graph) or one level"
+            )
+        per = 1 if straight else max(n - 1, 1)  # replications m' of the last stage
+        if n * width * per > MAX_SPLIT:
+            most = MAX_SPLIT // width if straight else next(k for k in range(math.isqrt(MAX_SPLIT // width) + 1, 0, -1)
+                                                            if k * width * max(k - 1, 1) <= MAX_SPLIT)
+            raise SizeLimitError(
+                f"{what}: {n:,} workers on a level need PipeDream's split tables of {n:,} x {width} x {per:,} entries "
+                f"(machines x ancestors of a state x replications; about {32 * n * width * per / 1e9:.3g} GB), above the "
+                f"limit of {MAX_SPLIT:,}; use at most {most:,} workers per level on this graph"
+            )
+
+
 def pipedream_dp(
     states: States,
     machines: Sequence[int],
@@ -287,6 +326,7 @@ def pipedream_dp(
     straight: bool = False,
     fewer_machines: bool = False,
     node_ids: Sequence[str] | None = None,
+    what: str = "machines",
 ) -> PDResult:
     """Solve PipeDream's planning problem on its states (see the module docstring).
 
@@ -303,6 +343,9 @@ def pipedream_dp(
         ``--use_memory_constraint``, ``--straight_pipeline``, ``--use_fewer_machines``.
     node_ids : sequence of str, optional
         Ids of the prepared graph's nodes, to name each stage's layers.
+    what : str
+        Where the machine counts came from (an option: ``--machines``, ``--devices``), for
+        the messages of :func:`check_size`.
 
     Returns
     -------
@@ -312,15 +355,14 @@ def pipedream_dp(
     Raises
     ------
     InputError
-        For bad settings; :class:`SizeLimitError` for too large tables.
+        For bad settings; :class:`SizeLimitError` for too large tables (both from
+        :func:`check_size` before any work).
     """
     machines = tuple(machines)
     bandwidths = tuple(float(b) for b in bandwidths)
     if not machines or len(machines) != len(bandwidths):
         raise InputError(f"need one bandwidth per level: {len(machines)} machine counts, {len(bandwidths)} bandwidths")
-    for n in machines:
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise InputError(f"machine counts must be whole numbers >= 1, got {n!r}")
+    check_size(states, machines, straight=straight, what=what)
     for b in bandwidths:
         if not (math.isfinite(b) and b > 0):
             raise InputError(f"bandwidths must be finite numbers > 0, got {b!r}")
@@ -465,8 +507,9 @@ def pipedream_plan_for(
         graph, back = instance_to_graph(inst)
     else:
         back = node_id_map(graph)
+    what = "machines"
     if machines is None:
-        machines = [inst.K]
+        machines, what = [inst.K], f"{inst.source}: K"
     elif isinstance(machines, (int, np.integer)):
         machines = [int(machines)]
     if bandwidths is None:
@@ -479,6 +522,7 @@ def pipedream_plan_for(
         memory_constraint=memory_constraint,
         straight=straight,
         fewer_machines=fewer_machines,
+        what=what,
     )
     if result.time_per_stage is None:
         return PiperMapping(result, None, None, ["PipeDream's planner found no plan that fits its memory rule"])

@@ -120,7 +120,7 @@ def _verify_pipedream(graphs: list[str], devices: str | None, bandwidth: str | N
     for graph in graphs:
         prep = prepare(parse_graph(graph))
         states = antichain_states(prep)
-        v = check_pipedream(prep, states, n, B, straight=straight, memory=mem, memory_constraint=mem is not None)
+        v = check_pipedream(prep, states, n, B, straight=straight, memory=mem, memory_constraint=mem is not None, what="--devices")
         if json_out:
             print_json_line(dict(v, instance=graph, model="pipedream", workers=n, bandwidth=B, memory=mem, straight=straight))
         else:

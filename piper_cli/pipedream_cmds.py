@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
         prep = prepare(parse_graph(graph))
         antichain_states(prep)
         res = plan_graph(prep, ns, bs, memory=mem, memory_constraint=memory_constraint,
-                         straight=straight, fewer_machines=fewer_machines)
+                         straight=straight, fewer_machines=fewer_machines, what="--machines")
         cpu = time.process_time() - t0
         if json_out:
             d = res.to_dict()

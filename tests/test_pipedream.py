@@ -443,3 +443,74 @@ def test_verify_model_pipedream_on_alexnet_uses_the_milp_as_referee(shared_dir):
 def test_graph_files_must_be_regular_files(path):
     with pytest.raises(InputError, match="not a regular file"):
         parse_graph(path)
+
+
+# ------------------------------------------------------------- sizes, refused before any work
+
+
+def _chain_text(n_layers: int) -> str:
+    lines = [line(f"node{i}", f"Linear({i})", 1.0, 2.0, 10.0, 1e6) for i in range(1, n_layers + 1)]
+    return "\n".join(lines + [f"\tnode{i} -- node{i + 1}" for i in range(1, n_layers)])
+
+
+def test_too_many_workers_are_refused_before_any_table(monkeypatch):
+    """``pipedream -n 100000000`` allocated 24 GB (a _ArrayMemoryError under a cap): the
+    machine counts and the tables' sizes are checked first, naming the option."""
+    import dp.pipedream as pdm
+
+    st = antichain_states(prepare(parse_graph_text(_chain_text(20), "g")))
+
+    class Started(Exception):
+        pass
+
+    def solve_level(*a, **k):
+        raise Started
+
+    monkeypatch.setattr(pdm, "_solve_level", solve_level)
+    with pytest.raises(InputError, match=r"^--machines: machine counts must be whole numbers within \[1, 1048576\], got 100000000$"):
+        pipedream_dp(st, [100_000_000], [1e9], what="--machines")
+    with pytest.raises(SizeLimitError, match=r"^--devices: 100,000 workers on a level need .* above the limit of 20,000,000; "
+                                             r"use at most \d[\d,]* workers per level on this graph$"):
+        pipedream_dp(st, [100_000], [1e9], what="--devices")
+    with pytest.raises(SizeLimitError, match="a level below the last"):
+        pipedream_dp(st, [200_000, 2], [1e9, 1e9], straight=True)
+    # the largest count the message allows runs; one more is refused
+    most = int(str(pytest.raises(SizeLimitError, pipedream_dp, st, [100_000], [1e9]).value).split("at most ")[1].split()[0].replace(",", ""))
+    width = max(len(a) for a in st.ancestors)
+    assert most * width * (most - 1) <= pdm.MAX_SPLIT < (most + 1) * width * most
+    with pytest.raises(Started):
+        pipedream_dp(st, [most], [1e9])
+
+
+@pytest.mark.parametrize("args,says", [(["pipedream", "-n", "100000000", "-b", "1e9"], "--machines: machine counts must be whole numbers within"),
+                                       (["pipedream", "-n", "100000", "-b", "1e9"], "--machines: 100,000 workers on a level need"),
+                                       (["verify", "--model", "pipedream", "--devices", "100000", "--bandwidth", "1e9"], "--devices: 100,000 workers")])
+def test_cli_too_many_workers_is_one_line_exit_2(tmp_path, monkeypatch, args, says):
+    import dp.pipedream as pdm
+
+    def solve_level(*a, **k):  # were the check to go, fail here rather than fill the memory
+        raise AssertionError("a table was made")
+
+    monkeypatch.setattr(pdm, "_solve_level", solve_level)
+    path = _graph_file(tmp_path, _chain_text(20))
+    res = CliRunner().invoke(app, [*args[:1], str(path), *args[1:]] if args[0] == "pipedream" else [*args[:3], str(path), *args[3:]])
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines() == [res.output.strip()] and says in res.output
+
+
+@pytest.mark.parametrize("fewer", [False, True])
+@pytest.mark.parametrize("straight", [False, True])
+def test_exhaustive_search_counts_its_plans_before_trying_them(monkeypatch, fewer, straight):
+    """Refused above MAX_BRUTE_PLANS (verify --model pipedream with many workers on a tiny
+    graph ran for ever); the count is exactly the plans it then tries."""
+    import compare.pipedream as cpd
+
+    prep = prepare(random_pd_graph("layered", 6, 3))
+    n = 3 if straight else 7
+    seen = brute_pipedream(prep, n, 1e9, fewer_machines=fewer, straight=straight).plans_seen
+    assert seen > 0
+    monkeypatch.setattr(cpd, "MAX_BRUTE_PLANS", seen)
+    assert brute_pipedream(prep, n, 1e9, fewer_machines=fewer, straight=straight).plans_seen == seen
+    monkeypatch.setattr(cpd, "MAX_BRUTE_PLANS", seen - 1)
+    with pytest.raises(SizeLimitError, match=f"{seen:,} plans with {n} workers"):
+        brute_pipedream(prep, n, 1e9, fewer_machines=fewer, straight=straight)
