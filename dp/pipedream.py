@@ -45,8 +45,8 @@ __all__ = ["PDStage", "PDResult", "PiperMapping", "pipedream_dp", "pipedream_pla
 #: Largest table (rows x states x machines) a level that is not the last may fill.
 MAX_TABLE = 60_000_000
 #: Largest split step of a level: machines x ancestors of a state x replications m' (about
-#: 32 bytes per entry over its arrays: 0.7 GB at the limit, measured on alexnet, 1,000 workers).
-MAX_SPLIT = 20_000_000
+#: 32 bytes per entry over its arrays: 1.3 GB at the limit; measured 0.7 GB for 21 million on alexnet).
+MAX_SPLIT = 40_000_000
 #: Workers per level lie in [1, MAX_MACHINES], the range of Piper's K.
 MAX_MACHINES = MAX_DEVICES
 
