@@ -47,6 +47,7 @@ from compare.methods import check_mode, external_method
 from compare.verify import DEFAULT_METHODS, METHODS, VERDICTS, verify_instance
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text, json_safe, read_jsonl
+from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.instance import instance_to_dict
 from piper_ilp.pipeline import ALL_MODES, DEFAULT_MODE, Mode
 
@@ -513,6 +514,7 @@ def run_campaign(
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     if workers < 1:
         raise InputError(f"--workers must be >= 1, got {workers}")
+    check_solver_settings(time_limit, threads)
     modes = tuple(modes) or (DEFAULT_MODE,)
     if len(set(modes)) != len(modes):
         raise InputError("--modes: a mode is given twice")

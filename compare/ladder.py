@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from compare.twobw import block_order
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance, instance_from_dict, instance_to_dict
+from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.plan import plan_to_dict
 from piper_ilp.solution import Restrictions, Status
 
@@ -121,6 +122,8 @@ def run_ladder(
 
     if max_nodes < 1:
         raise InputError(f"--max-nodes must be >= 1, got {max_nodes}")
+    check_solver_settings(time_limit, threads)  # before any rung: each would end "error"
+    check_solver_settings(full_time_limit, time_option="--full-time-limit")
     order, starts = block_order(instance)
     rungs: list[Rung] = []
     missed = 0

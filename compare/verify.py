@@ -64,6 +64,7 @@ from piper_ilp.cost import close
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import Evaluation, evaluate
 from piper_ilp.instance import Instance
+from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.pipeline import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan, plan_to_dict
 from piper_ilp.solution import Restrictions, Solution, Status
@@ -512,7 +513,8 @@ def verify_instance(
     Raises
     ------
     InputError
-        For an unknown method name, or one that does not solve in ``mode``.
+        For an unknown method name, one that does not solve in ``mode``, or a
+        ``time_limit`` / ``threads`` outside its range (:func:`piper_ilp.milp.check_solver_settings`).
 
     Examples
     --------
@@ -523,6 +525,7 @@ def verify_instance(
     >>> verify_instance(inst, methods=("brute",), greedy=False).verdict  # one proof alone
     'single-proof'
     """
+    check_solver_settings(time_limit, threads)  # before any method runs (they would each fail)
     injected = dict(solvers or {})
     for m in list(methods) + list(injected):
         if m not in METHODS:

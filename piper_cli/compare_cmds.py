@@ -49,7 +49,7 @@ TimeLimitOpt = Annotated[
     Optional[float],
     typer.Option("--time-limit", min=0.0, help="Seconds per MILP backend (a MILP stopped early is checked against its bound)."),
 ]
-ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", min=1, help="MILP solver threads.", show_default=False)]
+ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", min=1, help="MILP solver threads, 1 to 64 (SCIP's limit).", show_default=False)]
 
 
 ExternalOpt = Annotated[

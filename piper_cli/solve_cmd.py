@@ -199,7 +199,7 @@ def register(app: typer.Typer) -> None:
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
         time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.0, help="MILP: seconds before stopping (status feasible/unknown).", show_default=False)] = None,
-        threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="MILP: solver threads.", show_default=False)] = None,
+        threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="MILP: solver threads, 1 to 64 (SCIP's limit).", show_default=False)] = None,
         write_model: Annotated[Optional[Path], typer.Option("--write-model", "--write-lp", help="MILP: write the model (CBC: LP file; CP-SAT: model proto as text).", show_default=False)] = None,
         hint_from_dp: Annotated[bool, typer.Option("--hint-from-dp", help="MILP: warm-start with the DP's plan.")] = False,
         force: Annotated[bool, typer.Option("--force", help="Solve even above the method's size guard.")] = False,
@@ -251,6 +251,9 @@ def register(app: typer.Typer) -> None:
         from compare.methods import METHODS, check_mode
 
         check_mode(METHODS[method], mode)
+        from piper_ilp.milp import check_solver_settings
+
+        check_solver_settings(time_limit, threads)  # once, before any instance is read
         if len(instances) > 1 and (output is not None or write_model is not None):
             fail("error: --output and --write-model take a single instance")
         from piper_ilp.errors import InputError, InternalError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -323,3 +324,43 @@ def test_the_plan_never_overwrites_the_instance(tmp_path, small):
     r = runner.invoke(app, ["solve", str(copy), "-o", str(copy)])
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "instance" in r.output
     assert copy.read_text() == path.read_text()
+
+
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["solve", "--method", "cpsat", "--threads", "100000"], "--threads: the solver threads must be a whole number within [1, 64], got 100000"),
+        (["solve", "--method", "scip", "--threads", "100000"], "--threads: the solver threads must be a whole number within [1, 64], got 100000"),
+        (["solve", "--method", "cbc", "--threads", "65"], "--threads: the solver threads must be a whole number within [1, 64], got 65"),
+        (["verify", "--threads", "65"], "--threads: the solver threads must be a whole number within [1, 64], got 65"),
+        (["ladder", "--time-limit", "inf"], "--time-limit: the time limit must be a finite number of seconds >= 0, got inf"),
+        (["ladder", "--full-time-limit", "inf"], "--full-time-limit: the time limit must be a finite number of seconds >= 0, got inf"),
+    ],
+)
+def test_solver_settings_are_range_checked_before_any_work(small, monkeypatch, args, says):
+    """cpsat with 100,000 threads was "internal error ... MODEL_INVALID" (exit 1), scip
+    printed [paramset.c] errors and exited 0, cbc crashed at 256; ladder --time-limit inf
+    marked every rung "error" (exit 1): now one line, exit 2, before any solve."""
+    import compare.methods
+
+    def run_method(*a, **k):
+        raise AssertionError("a method ran")
+
+    monkeypatch.setattr(compare.methods, "run_method", run_method)
+    monkeypatch.setattr("compare.verify.run_method", run_method)
+    r = runner.invoke(app, [args[0], str(small[0]), *args[1:]])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().splitlines() == [f"piper-ilp: error: {says}"]
+
+
+def test_check_solver_settings_api():
+    from piper_ilp.milp import MAX_THREADS, check_solver_settings
+
+    check_solver_settings(0.0, 1)
+    check_solver_settings(None, MAX_THREADS)
+    from piper_ilp.errors import InputError
+
+    for bad in (dict(threads=0), dict(threads=MAX_THREADS + 1), dict(threads=True), dict(threads=2.0),
+                dict(time_limit=math.inf), dict(time_limit=-1.0), dict(time_limit=math.nan)):
+        with pytest.raises(InputError):
+            check_solver_settings(**bad)

@@ -10,7 +10,7 @@ from pathlib import Path
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.files import check_writable
 from piper_ilp.instance import Instance
-from piper_ilp.milp.backend import BACKENDS
+from piper_ilp.milp.backend import BACKENDS, check_solver_settings
 from piper_ilp.milp.certify import certify
 from piper_ilp.milp.model import _count, formulate, index_sets
 from piper_ilp.pipeline import DEFAULT_MODE, Mode
@@ -47,12 +47,8 @@ def _check_cutoff(cutoff) -> None:
 def _check_settings(backend, time_limit, threads) -> int:
     if backend not in BACKENDS:
         raise InputError(f"unknown MILP backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    if time_limit is not None and not (time_limit >= 0 and math.isfinite(time_limit)):
-        raise InputError(f"time limit must be a number of seconds >= 0, got {time_limit!r}")
-    threads = DEFAULT_THREADS if threads is None else threads
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        raise InputError(f"threads must be a whole number >= 1, got {threads!r}")
-    return threads
+    check_solver_settings(time_limit, threads)
+    return DEFAULT_THREADS if threads is None else threads
 
 
 def solve_milp(
