@@ -190,8 +190,9 @@ def stage_table(ev: Evaluation, title: str | None = None, flow: bool | None = No
     graph = ev.mode.graph
 
     table = _new_table(title)
-    limit = max((r.memory_limit for r in ev.stages), default=1.0)
-    mem_unit, mem_scale = _binary_unit(limit)
+    # the instance's M (a plan with no stages still has one); else the stages' own limit
+    limit = ev.M if ev.M is not None else max((r.memory_limit for r in ev.stages), default=None)
+    mem_unit, mem_scale = _binary_unit(limit if limit is not None else 1.0)
     largest = max((r.cost.tps for r in ev.stages if r.cost is not None and math.isfinite(r.cost.tps)), default=1.0)
     t_unit, t_scale = _time_unit(largest)
     table.add_column("stage", justify="right", no_wrap=True)
@@ -230,7 +231,8 @@ def stage_table(ev: Evaluation, title: str | None = None, flow: bool | None = No
     notes = ["* the bottleneck stage"] if bottleneck is not None else []
     if flow:
         notes.append("h microbatches in flight" + ("; next: successors in the stage graph" if graph else ""))
-    notes.append(f"memory limit M = {format_bytes(limit)}" + (" (! above it)" if over else ""))
+    if limit is not None:
+        notes.append(f"memory limit M = {format_bytes(limit)}" + (" (! above it)" if over else ""))
     table.caption = "; ".join(notes)
     table.caption_justify = "left"
     return table

@@ -72,7 +72,8 @@ class Evaluation:
     """The evaluator's verdict. ``tps`` is the plan's TPS (max over stages) when the plan
     is valid, else None; ``batch_time`` its time per batch with a flush (sec. 9);
     ``value`` the one of the two that ``mode`` optimizes; ``violations`` lists every
-    broken rule."""
+    broken rule. ``M`` is the instance's memory limit (None when not known), also for a plan
+    with no stages."""
 
     stages: list[StageReport]
     violations: list[Violation] = field(default_factory=list)
@@ -80,6 +81,7 @@ class Evaluation:
     sum_d: int = 0
     mode: Mode = DEFAULT_MODE
     N: int = 1
+    M: float | None = None
 
     @property
     def valid(self) -> bool:
@@ -241,7 +243,7 @@ def evaluate(instance: Instance, plan: Plan, mode: Mode = DEFAULT_MODE) -> Evalu
                 V.append(Violation(6, f"memory {used} bytes with y = {y} exceeds M = {limit}", stage=i))
         reports.append(StageReport(i, tuple(st.nodes), st.d, st.t, h[i], y, memory, M, cost, tuple(sorted(successors[i]))))
 
-    return Evaluation(stages=reports, violations=V, devices=devices, sum_d=sum_d, mode=mode, N=N)
+    return Evaluation(stages=reports, violations=V, devices=devices, sum_d=sum_d, mode=mode, N=N, M=M)
 
 
 def check_plan_matches(instance: Instance, plan: Plan, *, shown: int = 3) -> str | None:

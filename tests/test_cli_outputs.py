@@ -137,3 +137,20 @@ def test_written_files_get_the_permissions_open_would_give(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o644
+
+
+def test_a_plan_with_no_stages_shows_the_instances_memory_limit(tmp_path):
+    """evaluate printed "memory limit M = 1 B" for a plan with no stages (the limit came
+    from the stages, default 1.0), while small.json's M is 190.7 MiB."""
+    from typer.testing import CliRunner
+
+    from conftest import INPUTS
+    from piper_cli import app
+
+    empty = tmp_path / "empty.plan.json"
+    empty.write_text('{"stages": []}')
+    r = CliRunner().invoke(app, ["evaluate", str(INPUTS / "small.json"), str(empty), "--ignore-metadata"])
+    assert r.exit_code == 1, r.output  # an invalid plan
+    assert "memory limit M = 190.7 MiB" in r.output and "M = 1 B" not in r.output
+    # an Evaluation that knows no M (built by hand, no stages) says nothing about it
+    assert not any("memory limit" in line for line in _render(stage_table(Evaluation(stages=[]))))
