@@ -64,7 +64,7 @@ from piper_ilp.cost import close
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import Evaluation, evaluate
 from piper_ilp.instance import Instance
-from piper_ilp.milp.backend import check_solver_settings
+from piper_ilp.milp.backend import BACKENDS, check_solver_settings
 from piper_ilp.pipeline import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan, plan_to_dict
 from piper_ilp.solution import Restrictions, Solution, Status
@@ -513,7 +513,8 @@ def verify_instance(
     Raises
     ------
     InputError
-        For an unknown method name, one that does not solve in ``mode``, or a
+        For an unknown method name, one that does not solve in ``mode``, ``milp_hint``
+        without both ``dp`` and a MILP backend among ``methods``, or a
         ``time_limit`` / ``threads`` outside its range (:func:`piper_ilp.milp.check_solver_settings`).
 
     Examples
@@ -530,6 +531,11 @@ def verify_instance(
     for m in list(methods) + list(injected):
         if m not in METHODS:
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
+    if milp_hint:  # never accepted and then ignored
+        milps = [m for m in methods if METHODS[m].kind == "milp"]
+        if not milps or "dp" not in methods:
+            raise InputError(f"--milp-hint gives the DP's plan to the MILP backends, but --methods ({','.join(methods)}) has "
+                             f"{'no MILP backend (' + ', '.join(BACKENDS) + ')' if not milps else 'no dp'}; add it or leave --milp-hint out")
     table = dict(METHODS)
     for name, command in (externals or {}).items():
         if name in table:

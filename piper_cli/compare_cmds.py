@@ -327,7 +327,7 @@ def register(app: typer.Typer) -> None:
         greedy: Annotated[bool, typer.Option("--greedy/--no-greedy", help="Also run Piper's greedy rule and report its gap.")] = True,
         milp_hint: Annotated[bool, typer.Option("--milp-hint", help="Give the MILP backends the DP's plan as warm start and "
                                                 "cutoff (the DP runs first; a backend error under it counts as a mismatch). "
-                                                "Off by default: the backends then run fully independently.")] = False,
+                                                "Off by default: the backends then run fully independently. Needs dp and a MILP backend in --methods.")] = False,
         devices: DevicesOpt = None,
         memory: MemoryOpt = None,
         batch: BatchOpt = None,

@@ -488,3 +488,19 @@ def test_cli_verify_milp_hint_json(tmp_path):
     assert res.exit_code == 0, res.output
     d = json.loads(res.output.strip().splitlines()[-1])
     assert d["milp_hint"] is True and d["methods"]["cpsat"]["hint"]
+
+
+@pytest.mark.parametrize("methods,lacks", [("dp,brute", "no MILP backend (cpsat, cbc, scip)"), ("cpsat,brute", "no dp")])
+def test_cli_verify_milp_hint_without_dp_and_a_milp_backend_is_refused(tmp_path, methods, lacks):
+    """--milp-hint with no MILP method (or no DP to give the hint) was accepted and ignored."""
+    from piper_ilp.instance import save_instance
+
+    path = tmp_path / "i.json"
+    save_instance(random_instance("chain", 3, 2), path)
+    res = CliRunner().invoke(app, ["verify", str(path), "--methods", methods, "--milp-hint"])
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines() == [
+        f"piper-ilp: error: --milp-hint gives the DP's plan to the MILP backends, but --methods ({methods}) has {lacks}; "
+        "add it or leave --milp-hint out"]
+    with pytest.raises(InputError, match="--milp-hint"):
+        verify_instance(random_instance("chain", 3, 2), methods.split(","), milp_hint=True)
