@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from piper_ilp.errors import InputError
 from piper_ilp.evaluate import evaluate
-from piper_ilp.instance import Instance
+from piper_ilp.instance import Instance, display_path
 from piper_ilp.pipeline import PIPELINES, SCHEDULES, Mode, batch_time, in_flight, microbatches_held, stage_graph
 from piper_ilp.plan import Plan
 
@@ -89,8 +89,10 @@ def simulate(
     pipeline: str = "sequential",
     microbatches: int | None = None,
     forward_fraction: float = 1.0 / 3.0,
+    plan_source: str | None = None,
 ) -> Simulation:
-    """Simulate ``plan`` under ``schedule`` (see the module docstring).
+    """Simulate ``plan`` under ``schedule`` (see the module docstring). ``plan_source``
+    names the plan (its file) in the message of an invalid plan.
 
     Raises
     ------
@@ -109,7 +111,9 @@ def simulate(
     # a gpipe replica holds
     ev = evaluate(instance, plan, Mode(pipeline))
     if not ev.valid:
-        raise InputError(f"the plan is invalid for this instance under {pipeline} pipelining: {ev.violations[0]}")
+        where = f"{display_path(plan_source)}: " if plan_source is not None else ""
+        raise InputError(f"{where}the plan is invalid for this instance under {pipeline} pipelining: "
+                         f"{ev.violations[0]}")
     N = instance.N
     count = microbatches if microbatches is not None else (max(8 * N, 64) if schedule == "1f1b" else N)
     if count < 1:

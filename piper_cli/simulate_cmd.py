@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
         mode = mode_from_flags(pipeline, None, schedule, base=Mode.from_dict(p.metadata))
         schedule, pipeline = mode.schedule, mode.pipeline
         sim = simulate(inst, p, schedule=schedule, pipeline=pipeline, microbatches=microbatches,
-                       forward_fraction=forward_fraction)
+                       forward_fraction=forward_fraction, plan_source=plan)
         if gantt:
             finish: dict[int, float] = {}
             for t in sim.tasks:

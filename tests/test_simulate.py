@@ -160,3 +160,18 @@ def test_too_many_microbatches_are_refused_before_simulating():
     plan = solve_dp(inst).plan
     with pytest.raises(InputError, match="more than the supported"):
         simulate(inst, plan, microbatches=MAX_TASKS)
+
+
+def test_cli_an_invalid_plan_names_its_file(tmp_path):
+    """simulate's invalid-plan error did not name the plan file."""
+    from typer.testing import CliRunner
+
+    from conftest import INPUTS
+    from piper_cli import app
+
+    bad = tmp_path / "bad.plan.json"
+    bad.write_text('{"stages": []}')
+    r = CliRunner().invoke(app, ["simulate", str(INPUTS / "small.json"), str(bad), "--ignore-metadata"])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().splitlines() == [
+        f"piper-ilp: error: {bad}: the plan is invalid for this instance under sequential pipelining: rule 1: the plan has no stages"]
