@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
 
 import networkx as nx
+import numpy as np
 import pytest
 
 from compare.brute import solve_brute
-from compare.generators import ALL_FAMILIES, FAMILIES, random_graph, random_instance
+from compare.generators import ALL_FAMILIES, FAMILIES, _node_ids, random_graph, random_instance
 from piper_ilp.cost import node_edge_bytes, resync_bytes, stage_memory, stage_tps
 from piper_ilp.errors import InputError
 from piper_ilp.instance import instance_from_dict, instance_to_dict
@@ -283,3 +285,28 @@ def test_cli_random_names_the_option_of_an_out_of_range_setting(args, says):
     result = CliRunner().invoke(app, ["random", "--family", "layered", "--nodes", "6", *args])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [f"piper-ilp: error: {says}"]
+
+
+def test_node_ids_for_more_than_250_nodes():
+    # the "spread out" id scheme drew n distinct values of -50..199 and failed for n > 250
+    # (about one seed in five); this seed drew it for a 426-node chain
+    inst = random_instance("chain", 426, 1367864807, integer=True)
+    ids = inst.node_ids
+    assert len(set(ids)) == 426 and min(ids) >= -50 and any(v < 0 for v in ids)
+    for n in (251, 300, 1000):
+        for seed in range(30):
+            ids, listing = _node_ids(n, np.random.default_rng([seed, n]))
+            assert len(set(ids)) == n and sorted(listing) == list(range(n))
+
+
+def test_node_ids_up_to_250_nodes_are_unchanged():
+    # saved seeds reproduce: the ids (and whole instances) drawn before the > 250 fix, pinned
+    h = hashlib.sha256()
+    for n in (1, 2, 7, 63, 200, 249, 250):
+        for seed in range(40):
+            h.update(json.dumps(list(_node_ids(n, np.random.default_rng([seed, n])))).encode())
+    assert h.hexdigest() == "6e43ef2519f4792cc227c6d0847ba858707030b12478388d28b218bcfe1fc398"
+    h = hashlib.sha256()
+    for fam, n, seed in (("chain", 250, 3), ("layered", 40, 11), ("numerics", 12, 5), ("skip", 250, 8)):
+        h.update(json.dumps(instance_to_dict(random_instance(fam, n, seed, integer=True)), sort_keys=True).encode())
+    assert h.hexdigest() == "af743ed2702a694043a29f784c5a602e5ef8cc374b1da041a525261c4d268d24"
