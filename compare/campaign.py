@@ -65,6 +65,8 @@ __all__ = [
     "RESULTS",
     "SUMMARY",
     "COUNTEREXAMPLES",
+    "HARNESS_ERROR",
+    "CAMPAIGN_VERDICTS",
     "LOCK",
     "CampaignInterrupted",
 ]
@@ -73,6 +75,16 @@ RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
 PARAMETERS = "campaign.json"
 COUNTEREXAMPLES = "counterexamples"
+
+#: A record's verdict when the campaign's own code failed on a job (making the instance, or
+#: an exception out of the check itself): nothing was checked, so it is no evidence against
+#: any method; ``harness_error`` holds the message. Counted apart in the summary
+#: (``verdicts``, ``harness_errors``); the CLI exits 1 on it, as on a mismatch or an error.
+HARNESS_ERROR = "harness-error"
+
+#: Every verdict a campaign record can carry: :data:`compare.verify.VERDICTS` and
+#: :data:`HARNESS_ERROR`.
+CAMPAIGN_VERDICTS = VERDICTS + (HARNESS_ERROR,)
 
 
 #: SIGINT or SIGTERM ended a campaign: the workers are killed, the finished results are in
@@ -228,69 +240,85 @@ def run_spec(
     shrink_checks: int = 200,
     shrink_seconds: float = 300.0,
     externals: Mapping[str, str] | None = None,
+    external_timeout: float | None = None,
 ) -> dict:
     """Cross-check one spec in its mode; the campaign's JSON record (with, for a mismatch,
     the shrunk counterexample as ``counterexample_instance``). Never raises: a crash of the
-    harness itself is recorded as a mismatch, since it needs a look all the same."""
+    harness itself (making the instance, or an exception out of the check) is recorded with
+    the verdict :data:`HARNESS_ERROR` and the message in ``harness_error``; nothing was
+    checked, so it is neither a mismatch nor a method's error. A crash while shrinking a
+    mismatch keeps the verdict and records ``shrink_error``."""
     start = time.perf_counter()
     rec: dict = {"id": spec.id, "instance_id": spec.instance_id, "mode": spec.mode, "spec": spec.to_dict(),
                  "family": spec.family, "nodes": spec.n_nodes}
+    externals = dict(externals or {})
+    check = dict(time_limit=time_limit, threads=threads, solvers=solvers, external_timeout=external_timeout)
     try:
         mode = Mode.parse(spec.mode)
         inst = spec_instance(spec)
         rec["edges"] = len(inst.edges)
         rec["settings"] = {"K": inst.K, "N": inst.N, "M": inst.M, "B": inst.B}
-        v = verify_instance(inst, methods, time_limit=time_limit, threads=threads, solvers=solvers, externals=externals,
-                            mode=mode)
-        rec.update(
-            verdict=v.verdict,
-            optimum=v.optimum,
-            infeasible=v.infeasible,
-            greedy_tps=v.greedy_tps,
-            greedy_gap=v.greedy_gap,
-            gaps=v.gaps,
-            proofs=v.proofs,
-            errors=v.errors,
-            backend_errors=v.backend_errors,
-            problems=v.problems,
-            involved=v.involved,
-            statuses={m: r.status for m, r in v.results.items()},
-            seconds={m: r.seconds for m, r in v.results.items()},
-        )
-        if v.verdict == "mismatch" and do_shrink:
-            # replay only the methods that disagreed (faster), with the same solvers
-            again = [m for m in methods if m in v.involved] or list(methods)
-            use_greedy = "greedy" in v.involved
-
-            def fails(candidate) -> bool:
-                w = verify_instance(candidate, again, time_limit=time_limit, threads=threads, solvers=solvers, greedy=use_greedy,
-                                    mode=mode)
-                return w.verdict == "mismatch"
-
-            # shrunk in its mode: the mode is part of the disagreement
-            res = shrink(inst, fails, max_checks=shrink_checks, max_seconds=shrink_seconds)
-            final = verify_instance(res.instance, methods, time_limit=time_limit, threads=threads, solvers=solvers, mode=mode)
-            data = instance_to_dict(res.instance)
-            data["counterexample"] = {
-                "campaign_id": spec.id,
-                "mode": mode.to_dict(),
-                "replay": "piper-ilp verify FILE " + " ".join(f"--{k} {v}" for k, v in mode.to_dict().items()),
-                "spec": spec.to_dict(),
-                "original": {"nodes": len(inst.nodes), "edges": len(inst.edges), "problems": v.problems},
-                "shrink_steps": res.steps,
-                "shrink_checks": res.checks,
-                "shrink_finished": res.finished,
-                "verdict": final.verdict,
-                "problems": final.problems,
-                "methods": list(methods),
-            }
-            rec["counterexample_instance"] = data
-            rec["shrunk_nodes"] = len(res.instance.nodes)
-            rec["shrunk_edges"] = len(res.instance.edges)
+        v = verify_instance(inst, methods, externals=externals, mode=mode, **check)
     except Exception as exc:  # the harness's own bug: keep going, but flag it loudly
-        rec.update(verdict="mismatch", problems=[f"harness error: {type(exc).__name__}: {exc}"], involved=[])
+        why = f"{type(exc).__name__}: {exc}"
+        rec.update(verdict=HARNESS_ERROR, harness_error=why, problems=[f"harness error: {why}"], involved=[])
+        rec["wall_seconds"] = time.perf_counter() - start
+        return rec
+    rec.update(
+        verdict=v.verdict,
+        optimum=v.optimum,
+        infeasible=v.infeasible,
+        greedy_tps=v.greedy_tps,
+        greedy_gap=v.greedy_gap,
+        gaps=v.gaps,
+        proofs=v.proofs,
+        errors=v.errors,
+        backend_errors=v.backend_errors,
+        problems=v.problems,
+        involved=v.involved,
+        statuses={m: r.status for m, r in v.results.items()},
+        seconds={m: r.seconds for m, r in v.results.items()},
+    )
+    if v.verdict == "mismatch" and do_shrink:
+        try:
+            rec.update(_shrunk(spec, inst, mode, v, methods, externals, check, shrink_checks, shrink_seconds))
+        except Exception as exc:  # the mismatch stands; only its shrinking failed
+            rec["shrink_error"] = f"{type(exc).__name__}: {exc}"
     rec["wall_seconds"] = time.perf_counter() - start
     return rec
+
+
+def _shrunk(spec: Spec, inst, mode: Mode, v, methods: Sequence[str], externals: Mapping[str, str], check: dict,
+            shrink_checks: int, shrink_seconds: float) -> dict:
+    """Shrink a mismatch (in its mode: the mode is part of the disagreement); the record's
+    counterexample fields."""
+    # replay only the methods that disagreed (faster), with the same solvers
+    again = [m for m in methods if m in v.involved] or list(methods)
+    use_greedy = "greedy" in v.involved
+
+    def fails(candidate) -> bool:
+        w = verify_instance(candidate, again, time_limit=check["time_limit"], threads=check["threads"],
+                            solvers=check["solvers"], greedy=use_greedy, mode=mode)
+        return w.verdict == "mismatch"
+
+    res = shrink(inst, fails, max_checks=shrink_checks, max_seconds=shrink_seconds)
+    final = verify_instance(res.instance, methods, time_limit=check["time_limit"], threads=check["threads"],
+                            solvers=check["solvers"], mode=mode)
+    data = instance_to_dict(res.instance)
+    data["counterexample"] = {
+        "campaign_id": spec.id,
+        "mode": mode.to_dict(),
+        "replay": "piper-ilp verify FILE " + " ".join(f"--{k} {v}" for k, v in mode.to_dict().items()),
+        "spec": spec.to_dict(),
+        "original": {"nodes": len(inst.nodes), "edges": len(inst.edges), "problems": v.problems},
+        "shrink_steps": res.steps,
+        "shrink_checks": res.checks,
+        "shrink_finished": res.finished,
+        "verdict": final.verdict,
+        "problems": final.problems,
+        "methods": list(methods),
+    }
+    return {"counterexample_instance": data, "shrunk_nodes": len(res.instance.nodes), "shrunk_edges": len(res.instance.edges)}
 
 
 def read_results(out: str | Path) -> list[dict]:
@@ -325,7 +353,7 @@ def summarize(records: Iterable[dict], elapsed: float | None = None, workers: in
     instances with a proven optimum and a greedy plan, so default-mode records only) and
     per-method solve-time percentiles and status counts."""
     records = list(records)
-    verdicts = {v: 0 for v in VERDICTS}
+    verdicts = {v: 0 for v in CAMPAIGN_VERDICTS}
     by_family: dict[str, dict[str, int]] = {}
     by_mode: dict[str, dict[str, int]] = {}
     times: dict[str, list[float]] = {}
@@ -372,6 +400,7 @@ def summarize(records: Iterable[dict], elapsed: float | None = None, workers: in
         "statuses": statuses,
         "mismatches": [r["id"] for r in records if r["verdict"] == "mismatch"],
         "errors": [r["id"] for r in records if r["verdict"] == "error"],
+        "harness_errors": [r["id"] for r in records if r["verdict"] == HARNESS_ERROR],
     }
     if elapsed is not None:
         out["elapsed_seconds"] = elapsed
@@ -390,6 +419,7 @@ def summary_lines(summary: dict) -> list[str]:
     lines = [
         f"{what}: "
         + ", ".join(f"{k} {v.get(k, 0)}" for k in VERDICTS)
+        + (f", harness error {v[HARNESS_ERROR]}" if v.get(HARNESS_ERROR) else "")
         + f" ({summary['infeasible']} proven infeasible)"
     ]
     if "elapsed_seconds" in summary:
@@ -418,10 +448,10 @@ def summary_lines(summary: dict) -> list[str]:
             lines.append(
                 f"  {m:7s} seconds p50 {p['p50']:.3g}, p90 {p['p90']:.3g}, p99 {p['p99']:.3g}, max {p['max']:.3g}  ({st})"
             )
-    for key in ("mismatches", "errors"):
+    for key in ("mismatches", "errors", "harness_errors"):
         ids = summary.get(key) or []
         if ids:
-            lines.append(f"{key}: " + ", ".join(ids[:20]) + (" ..." if len(ids) > 20 else ""))
+            lines.append(f"{key.replace('_', ' ')}: " + ", ".join(ids[:20]) + (" ..." if len(ids) > 20 else ""))
     return lines
 
 
@@ -542,7 +572,7 @@ def run_campaign(
     show = sys.stderr.isatty() if progress is None else progress
     start = time.perf_counter()
     bar = _ProgressBar(len(specs)) if show else None
-    counts = {"mismatch": 0, "error": 0}
+    counts = {"mismatch": 0, "error": 0, HARNESS_ERROR: 0}
 
     def after(rec: dict) -> None:
         if on_record is not None:
@@ -550,7 +580,8 @@ def run_campaign(
         if rec["verdict"] in counts:
             counts[rec["verdict"]] += 1
         if bar is not None:
-            bar.advance(f"mismatch {counts['mismatch']}, error {counts['error']}")
+            bar.advance(f"mismatch {counts['mismatch']}, error {counts['error']}"
+                        + (f", harness error {counts[HARNESS_ERROR]}" if counts[HARNESS_ERROR] else ""))
 
     try:
         if bar is not None:

@@ -509,10 +509,12 @@ def register(app: typer.Typer) -> None:
         default sequential/throughput/1f1b) or in each of --modes: one result line per
         instance and mode, and the summary counts verdicts per mode.
 
-        Exit 0 when no mismatch and no error was found, 1 otherwise, 2 on bad usage (or OUT
-        in use or not writable), 130 on SIGINT, 143 on SIGTERM.
+        Exit 0 when no mismatch, no error and no harness error was found, 1 otherwise (a
+        harness error, verdict "harness-error", is the campaign's own failure on an instance:
+        nothing was checked there; counted apart in the summary), 2 on bad usage (or OUT in
+        use or not writable), 130 on SIGINT, 143 on SIGTERM.
         """
-        from compare.campaign import CampaignInterrupted, parse_modes, run_campaign, summary_lines
+        from compare.campaign import HARNESS_ERROR, CampaignInterrupted, parse_modes, run_campaign, summary_lines
         from compare.verify import parse_methods
         from piper_ilp.errors import InputError
 
@@ -550,6 +552,6 @@ def register(app: typer.Typer) -> None:
             stdout.print(f"results in {out}/results.jsonl, summary in {out}/summary.json", markup=False)
             if summary["mismatches"]:
                 stdout.print(f"counterexamples (replay with piper-ilp verify): {out}/counterexamples/", markup=False)
-        if summary["verdicts"].get("mismatch") or summary["verdicts"].get("error"):
+        if any(summary["verdicts"].get(v) for v in ("mismatch", "error", HARNESS_ERROR)):
             raise typer.Exit(1)
 

@@ -187,7 +187,8 @@ def test_summary_statistics():
          "statuses": {"dp": "optimal", "brute": "skipped"}},
     ]
     s = summarize(recs)
-    assert s["verdicts"] == {"match": 2, "consistent": 0, "single-proof": 0, "inconclusive": 0, "error": 0, "mismatch": 1}
+    assert s["verdicts"] == {"match": 2, "consistent": 0, "single-proof": 0, "inconclusive": 0, "error": 0, "mismatch": 1,
+                             "harness-error": 0}
     assert s["by_family"] == {"chain": {"match": 2}, "skip": {"mismatch": 1}}
     assert s["greedy_gap"]["count"] == 2 and s["greedy_gap"]["worse"] == 1 and s["greedy_gap"]["max"] == pytest.approx(0.1)
     assert s["seconds"]["dp"]["p50"] == pytest.approx(2.0) and s["seconds"]["dp"]["max"] == 3.0
@@ -224,3 +225,37 @@ def test_seeded_campaign_of_200_random_dags(tmp_path):
     assert set(summary["by_family"]) == set(FAMILIES)
     assert summary["verdicts"]["match"] >= 190  # "consistent" only if a MILP hit 60 s on 6 nodes
     assert summary["statuses"]["brute"].get("optimal", 0) + summary["statuses"]["brute"].get("infeasible", 0) >= 180
+
+
+# ---- the harness's own failures are not mismatches ----------------------------------------
+
+
+def test_a_harness_error_is_its_own_verdict_not_a_mismatch():
+    from compare.campaign import HARNESS_ERROR, Spec, run_spec
+
+    # the instance cannot be made (as the > 250-node id bug did): nothing is checked
+    rec = run_spec(Spec("00000-bad-n3", "no-such-family", 3, 0, False, (1,), (1, 1), "tight"), methods=("brute",))
+    assert rec["verdict"] == HARNESS_ERROR == "harness-error"
+    assert "InputError" in rec["harness_error"] and "no-such-family" in rec["harness_error"]
+    assert rec["problems"] == [f"harness error: {rec['harness_error']}"] and "counterexample_instance" not in rec
+
+
+def test_campaign_counts_harness_errors_apart_and_the_cli_exits_1(tmp_path, monkeypatch):
+    import compare.campaign as campaign
+
+    out = tmp_path / "camp"
+    # a solver name the registry does not know makes every check raise in the harness
+    summary = run_campaign(out, 3, 1, families=("chain",), nodes=(2, 3), methods=("brute",),
+                           solvers={"no-such-method": honest_brute}, workers=1, progress=False)
+    assert summary["verdicts"]["harness-error"] == 3 and summary["verdicts"]["mismatch"] == 0
+    assert summary["verdicts"]["error"] == 0 and summary["mismatches"] == []
+    assert sorted(summary["harness_errors"]) == sorted(s.id for s in make_specs(3, 1, ("chain",), (2, 3)))
+    assert not (out / "counterexamples").exists()
+    lines = campaign.summary_lines(summary)
+    assert "mismatch 0, harness error 3" in lines[0] and any(x.startswith("harness errors: ") for x in lines)
+    assert summarize([])["verdicts"]["harness-error"] == 0
+    assert "harness" not in campaign.summary_lines(summarize([]))[0]
+    # the CLI: exit 1, as on a mismatch or an error
+    monkeypatch.setattr(campaign, "run_campaign", lambda *a, **k: summary)
+    result = CliRunner().invoke(app, ["campaign", "--count", "3", "--out", str(tmp_path / "cli"), "--methods", "brute"])
+    assert result.exit_code == 1 and "harness error 3" in result.output, result.output
