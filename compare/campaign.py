@@ -12,9 +12,11 @@ processes, and
   :class:`CampaignInterrupted`, and the workers also die when the campaign process is
   killed outright;
 * shrinks every mismatch (:mod:`compare.shrink`) to a small instance saved as
-  ``DIR/counterexamples/<id>.json``, which ``piper-ilp verify`` replays (the file is an
-  instance; its extra ``counterexample`` field, ignored by the loader, says where it
-  came from and what disagreed);
+  ``DIR/counterexamples/<id>.json``, re-checking each candidate with the methods and external
+  planners that disagreed and the campaign's options; ``piper-ilp verify`` replays it (the
+  file is an instance; its extra ``counterexample`` field, ignored by the loader, says where
+  it came from, what disagreed, and the ``replay`` command line: the campaign's methods,
+  ``--external`` planners and options);
 * ends with a summary (``DIR/summary.json``, written atomically): counts by verdict, by family
   and by mode, the greedy rule's gap to the optimum, and per-method solve-time percentiles.
 
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shlex
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -58,6 +61,7 @@ __all__ = [
     "parse_modes",
     "spec_instance",
     "run_spec",
+    "replay_command",
     "run_campaign",
     "read_results",
     "summarize",
@@ -288,35 +292,63 @@ def run_spec(
     return rec
 
 
+def replay_command(methods: Sequence[str], externals: Mapping[str, str], mode: Mode, *, time_limit: float | None = 60.0,
+                   threads: int | None = None, external_timeout: float | None = None) -> str:
+    """The ``piper-ilp verify FILE ...`` line that checks a counterexample with the methods
+    and options of the campaign that found it (shell-quoted).
+
+    Examples
+    --------
+    >>> replay_command(["dp", "brute"], {"x": "sh plan.sh {instance}"}, DEFAULT_MODE, time_limit=None)
+    "piper-ilp verify FILE --methods dp,brute --external 'x=sh plan.sh {instance}' --pipeline sequential --objective throughput --schedule 1f1b"
+    """
+    words = ["piper-ilp", "verify", "FILE", "--methods", ",".join(methods)]
+    for name, command in externals.items():
+        words += ["--external", f"{name}={command}"]
+    if external_timeout is not None:
+        words += ["--external-timeout", repr(float(external_timeout))]
+    if time_limit is not None:
+        words += ["--time-limit", repr(float(time_limit))]
+    if threads is not None:
+        words += ["--threads", str(threads)]
+    for k, value in mode.to_dict().items():
+        words += [f"--{k}", str(value)]
+    return " ".join(shlex.quote(w) for w in words)
+
+
 def _shrunk(spec: Spec, inst, mode: Mode, v, methods: Sequence[str], externals: Mapping[str, str], check: dict,
             shrink_checks: int, shrink_seconds: float) -> dict:
-    """Shrink a mismatch (in its mode: the mode is part of the disagreement); the record's
-    counterexample fields."""
-    # replay only the methods that disagreed (faster), with the same solvers
-    again = [m for m in methods if m in v.involved] or list(methods)
+    """Shrink a mismatch (in its mode: the mode is part of the disagreement), re-checking
+    each candidate with the methods and external planners that disagreed (all of them when
+    no method was named), with the same options; the record's counterexample fields."""
+    again = [m for m in methods if m in v.involved]
+    again_ext = {n: c for n, c in externals.items() if n in v.involved}
+    if not again and not again_ext:
+        again, again_ext = list(methods), dict(externals)
     use_greedy = "greedy" in v.involved
 
     def fails(candidate) -> bool:
-        w = verify_instance(candidate, again, time_limit=check["time_limit"], threads=check["threads"],
-                            solvers=check["solvers"], greedy=use_greedy, mode=mode)
+        w = verify_instance(candidate, again, externals=again_ext, greedy=use_greedy, mode=mode, **check)
         return w.verdict == "mismatch"
 
     res = shrink(inst, fails, max_checks=shrink_checks, max_seconds=shrink_seconds)
-    final = verify_instance(res.instance, methods, time_limit=check["time_limit"], threads=check["threads"],
-                            solvers=check["solvers"], mode=mode)
+    final = verify_instance(res.instance, methods, externals=externals, mode=mode, **check)
     data = instance_to_dict(res.instance)
     data["counterexample"] = {
         "campaign_id": spec.id,
         "mode": mode.to_dict(),
-        "replay": "piper-ilp verify FILE " + " ".join(f"--{k} {v}" for k, v in mode.to_dict().items()),
+        "replay": replay_command(methods, externals, mode, time_limit=check["time_limit"], threads=check["threads"],
+                                 external_timeout=check["external_timeout"]),
         "spec": spec.to_dict(),
         "original": {"nodes": len(inst.nodes), "edges": len(inst.edges), "problems": v.problems},
         "shrink_steps": res.steps,
         "shrink_checks": res.checks,
         "shrink_finished": res.finished,
+        "shrunk_with": again + list(again_ext),
         "verdict": final.verdict,
         "problems": final.problems,
         "methods": list(methods),
+        "externals": dict(externals),
     }
     return {"counterexample_instance": data, "shrunk_nodes": len(res.instance.nodes), "shrunk_edges": len(res.instance.edges)}
 
@@ -484,6 +516,7 @@ def run_campaign(
     on_record: Callable[[dict], None] | None = None,
     scheduler: str | None = None,
     externals: Mapping[str, str] | None = None,
+    external_timeout: float | None = None,
     modes: Sequence[Mode] = (DEFAULT_MODE,),
 ) -> dict:
     """Run a campaign into the folder ``out``; returns the summary (also written to
@@ -524,6 +557,8 @@ def run_campaign(
         dask scheduler's address (``tcp://HOST:PORT``).
     externals : mapping, optional
         External planners (name -> command) checked on every instance (:mod:`compare.external`).
+    external_timeout : float, optional
+        Seconds before an external planner is killed (a backend error).
     modes : sequence of Mode
         Check every instance under each of these modes (one job and one record per
         instance and mode; :func:`parse_modes`); default: the default mode alone.
@@ -568,6 +603,7 @@ def run_campaign(
     fn = functools.partial(
         run_spec, methods=tuple(methods), time_limit=time_limit, threads=threads,
         solvers=dict(solvers) if solvers else None, do_shrink=do_shrink, externals=dict(externals or {}),
+        external_timeout=external_timeout,
     )
     show = sys.stderr.isatty() if progress is None else progress
     start = time.perf_counter()

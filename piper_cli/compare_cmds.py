@@ -539,6 +539,7 @@ def register(app: typer.Typer) -> None:
                 progress=progress,
                 scheduler=resolve_scheduler(scheduler),
                 externals=parse_externals(external),
+                external_timeout=external_timeout,
                 modes=mode_list,
             )
         except CampaignInterrupted as exc:

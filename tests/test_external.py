@@ -142,3 +142,33 @@ def test_cli_verify_with_an_external_planner():
     p = subprocess.run([PY, "-m", "piper_cli", "verify", str(REPO / "inputs" / "small.json"), "--external", "no-equals"],
                        capture_output=True, text=True, cwd=REPO)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_campaign_shrinks_an_external_planners_mismatch_and_its_replay_reproduces_it(tmp_path):
+    import json
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from compare.campaign import run_campaign
+    from piper_cli import app
+
+    script = tmp_path / "empty_planner.py"
+    script.write_text('print(\'{"stages": []}\')\n')  # an empty plan: invalid on every instance
+    cmd = f"{shlex.quote(PY)} {shlex.quote(str(script))} {{instance}}"
+    out = tmp_path / "camp"
+    summary = run_campaign(out, 2, 1, families=("chain", "skip"), nodes=(4, 5), methods=("dp", "brute"), workers=1,
+                           progress=False, externals={"x": cmd}, external_timeout=30.0, time_limit=20.0)
+    assert summary["verdicts"]["mismatch"] == 2
+    for path in sorted((out / "counterexamples").glob("*.json")):
+        data = json.loads(path.read_text())
+        meta = data["counterexample"]
+        # shrunk with the planner that disagreed, so it shrank; still a mismatch with every method
+        assert meta["shrunk_with"] == ["x"] and meta["shrink_steps"] and len(data["nodes"]) < meta["original"]["nodes"]
+        assert meta["verdict"] == "mismatch" and any(p.startswith("x: its plan is invalid") for p in meta["problems"])
+        words = shlex.split(meta["replay"])
+        assert words[:3] == ["piper-ilp", "verify", "FILE"]
+        assert ["--external", f"x={cmd}"] == words[words.index("--external"):words.index("--external") + 2]
+        assert "--external-timeout" in words and "--time-limit" in words and "dp,brute" in words
+        result = CliRunner().invoke(app, [w if w != "FILE" else str(path) for w in words[1:]])
+        assert result.exit_code == 1 and "mismatch" in result.output, result.output
