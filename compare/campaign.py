@@ -45,7 +45,7 @@ import numpy as np
 
 from compare.generators import ALL_FAMILIES, FAMILIES, random_instance
 from compare.shrink import shrink
-from compare.jobs import LOCK, Interrupted, prepare_folder, run_in_folder
+from compare.jobs import LOCK, MANIFESTS, Interrupted, prepare_folder, run_in_folder
 from compare.methods import check_mode, external_method
 from compare.verify import DEFAULT_METHODS, METHODS, VERDICTS, verify_instance
 from piper_ilp.errors import InputError
@@ -77,7 +77,7 @@ __all__ = [
 
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
-PARAMETERS = "campaign.json"
+PARAMETERS = MANIFESTS["campaign"]  # what wrote the folder, and its parameters
 COUNTEREXAMPLES = "counterexamples"
 
 #: A record's verdict when the campaign's own code failed on a job (making the instance, or
@@ -518,6 +518,7 @@ def run_campaign(
     externals: Mapping[str, str] | None = None,
     external_timeout: float | None = None,
     modes: Sequence[Mode] = (DEFAULT_MODE,),
+    note: Callable[[str], None] | None = None,
 ) -> dict:
     """Run a campaign into the folder ``out``; returns the summary (also written to
     ``out/summary.json``).
@@ -562,13 +563,17 @@ def run_campaign(
     modes : sequence of Mode
         Check every instance under each of these modes (one job and one record per
         instance and mode; :func:`parse_modes`); default: the default mode alone.
+    note : callable, optional
+        Called with a line of text when resuming drops a torn last line of results.jsonl
+        (default: printed on stderr).
 
     Raises
     ------
     InputError
         Bad parameters, a method that does not solve in one of ``modes``, ``out`` not writable, another campaign running on ``out``,
-        results already present without ``resume``, or ``resume`` with different
-        parameters.
+        ``out`` written by a sweep, results already present without ``resume``, ``resume`` with different
+        parameters, or a damaged results.jsonl (a line other than the last that is not a whole record:
+        the file and line are named).
     CampaignInterrupted
         SIGINT or SIGTERM (the finished results are kept).
     InternalError
@@ -627,6 +632,7 @@ def run_campaign(
             job_id=lambda s: s.id, fn=fn, keep=lambda r: "id" in r and "verdict" in r, resume=resume,
             workers=workers, scheduler=scheduler, prepare=lambda rec: _save_counterexample(out, rec), on_record=after,
             defaults={"modes": [DEFAULT_MODE.label]},  # a folder from before --modes ran the default mode
+            note=note,
         )
     finally:
         if bar is not None:

@@ -33,9 +33,17 @@ from typing import Any, Callable, Iterator, Sequence
 from compare.worker_guard import guard_worker, kill_group
 from piper_ilp.errors import InputError, InternalError
 
-__all__ = ["LOCK", "Interrupted", "SignalFlag", "default_scheduler", "locked_folder", "prepare_folder", "run_in_folder", "run_jobs"]
+__all__ = [
+    "LOCK", "MANIFESTS", "Interrupted", "SignalFlag", "default_scheduler", "folder_kinds", "locked_folder", "prepare_folder",
+    "read_results_strictly", "run_in_folder", "run_jobs",
+]
 
 LOCK = ".lock"
+
+#: Each kind of results folder (``what`` of :func:`run_in_folder`) and its manifest: the file
+#: holding the run's parameters, which records what wrote the folder. A run refuses a folder
+#: holding another kind's manifest (the two would share ``results.jsonl``).
+MANIFESTS = {"campaign": "campaign.json", "sweep": "sweep.json"}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -236,6 +244,60 @@ def _run_pool(fn, todo: list, n_workers: int, write, flag: SignalFlag, name, wha
 # ---- a results folder: lock, parameters, resume, one JSON line per finished job ----------
 
 
+def _note(text: str) -> None:
+    import sys
+
+    print(f"note: {text}", file=sys.stderr, flush=True)
+
+
+def folder_kinds(out: str | Path) -> list[str]:
+    """The kinds of run (:data:`MANIFESTS`) whose manifest is in the folder ``out``."""
+    return [kind for kind, name in MANIFESTS.items() if (Path(out) / name).exists()]
+
+
+def read_results_strictly(path: str | Path, keep: Callable[[dict], bool], what: str) -> tuple[list[dict], tuple[int, int] | None]:
+    """The records of a results file, every line checked: (records, torn), ``torn`` being
+    (byte offset, line number) of a torn last line (not whole JSON and not ended by a
+    newline: a run killed while writing it), else None. A missing file has no records.
+
+    Raises
+    ------
+    InputError
+        Naming the file and line: a line that is not whole JSON (other than a torn last
+        line), or a JSON line that is not a ``what`` record (``keep`` false: e.g. a sweep's
+        row in a campaign's file).
+    """
+    import json
+
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        return [], None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    records: list[dict] = []
+    offset = number = 0
+    while offset < len(data):
+        end = data.find(b"\n", offset)
+        raw = data[offset:] if end < 0 else data[offset:end + 1]
+        number += 1
+        try:
+            rec = json.loads(raw.decode("utf-8"))
+        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError
+            if end < 0:  # the last line, with no newline: torn
+                return records, (offset, number)
+            why = "an empty line" if not raw.strip() else f"not whole JSON ({' '.join(str(exc).split())[:120]})"
+            raise InputError(f"{p}, line {number}: {why}; the file is damaged (repair or remove that line, "
+                             f"or choose another folder)") from None
+        if not isinstance(rec, dict) or not keep(rec):
+            raise InputError(f"{p}, line {number}: not a {what} result (written by another kind of run?); "
+                             "choose another folder")
+        records.append(rec)
+        offset += len(raw)
+    return records, None
+
+
 def prepare_folder(out: str | Path, files: Sequence[str], folders: Sequence[str] = ()) -> Path:
     """Create ``out`` (a folder) and check that ``files`` (and the lock) can be written
     there, and that ``folders`` (made there later, when needed) are folders or can be
@@ -277,6 +339,7 @@ def run_in_folder(
     prepare: Callable[[dict], None] | None = None,
     on_record: Callable[[dict], None] | None = None,
     defaults: dict | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> tuple[list[dict], list[dict]]:
     """Run the ``jobs`` not yet recorded in ``out/results`` (one JSON line per result, each
     written in one ``write`` call, so a killed run leaves whole lines), holding
@@ -288,24 +351,42 @@ def run_in_folder(
     ``defaults`` gives the value a parameter had in a folder written before it existed
     (e.g. a campaign's ``modes``), for ``resume``.
 
+    The folder's kind is ``what``, its manifest ``parameters`` (:data:`MANIFESTS`). The
+    results file is read with :func:`read_results_strictly`: a torn last line (a run killed
+    mid-write) is cut off the file, with ``note(text)`` (default: a line on stderr) saying
+    so, and its job runs again; any other line that is not one of this kind's records is an
+    error.
+
     Raises
     ------
     InputError
-        Results already present without ``resume``, other parameters with ``resume``, or
+        A folder holding another kind's manifest; a results line in the middle that is not
+        whole JSON or not this kind's record (naming the file and line); results present
+        without ``resume``, or without a manifest; other parameters with ``resume``; or
         another run holding the folder.
     Interrupted
         SIGINT / SIGTERM, after the finished results were written.
     """
     import json
 
-    from piper_ilp.files import atomic_write_text, json_safe, read_jsonl
+    from piper_ilp.files import atomic_write_text, json_safe
 
+    if MANIFESTS.get(what) != parameters:
+        raise InternalError(f"run_in_folder: a {what} must record its parameters in {MANIFESTS.get(what)} (compare.jobs.MANIFESTS)")
     with locked_folder(out, what):
+        for kind in folder_kinds(out):
+            if kind != what:
+                raise InputError(f"--out {out}: holds a {kind}'s results ({out / MANIFESTS[kind]}); "
+                                 f"a {what} cannot share it, choose another folder")
         params_path = out / parameters
         seen: set = set()
-        done = [r for r in read_jsonl(out / results, keep) if not (r["id"] in seen or seen.add(r["id"]))]
+        found, torn = read_results_strictly(out / results, keep, what)
+        done = [r for r in found if not (r["id"] in seen or seen.add(r["id"]))]
         if done and not resume:
             raise InputError(f"--out {out}: already holds {len(done)} results; add --resume to continue it, or choose another folder")
+        if done and not params_path.exists():
+            raise InputError(f"--resume: {out / results} holds {len(done)} results but {params_path} is missing, "
+                             f"so what wrote them is unknown; choose another folder")
         if resume and params_path.exists():
             try:
                 old = json.loads(params_path.read_text(encoding="utf-8"))
@@ -315,18 +396,23 @@ def run_in_folder(
             if old != params:
                 diff = ", ".join(f"{k}: {old[k]!r} -> {params[k]!r}" for k in params if old[k] != params[k])
                 raise InputError(f"--resume: {out} holds a {what} with other parameters ({diff})")
+        path = out / results
+        if torn is not None:  # a run killed mid-line: that line goes
+            offset, line_no = torn
+            os.truncate(path, offset)
+            (note or _note)(f"{path}: dropped the torn last line {line_no} (a run killed while writing it); "
+                            "its job runs again")
         atomic_write_text(params_path, json.dumps(params, indent=1) + "\n")
         ids = {job_id(j) for j in jobs}
         done_ids = {r["id"] for r in done}
         todo = [j for j in jobs if job_id(j) not in done_ids]
         new: list[dict] = []
-        path = out / results
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             if os.fstat(fd).st_size:
                 with path.open("rb") as fh:
                     fh.seek(-1, os.SEEK_END)
-                    if fh.read(1) != b"\n":  # a run killed mid-line: end that line first
+                    if fh.read(1) != b"\n":  # a whole last record that lost only its newline
                         os.write(fd, b"\n")
 
             def write(rec: dict) -> None:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from piper_ilp.errors import InputError, InternalError
-from compare.jobs import prepare_folder, run_in_folder
+from compare.jobs import MANIFESTS, prepare_folder, run_in_folder
 from piper_ilp.files import atomic_write_text, read_jsonl
 from piper_ilp.instance import SETTING_OPTIONS, Instance, check_setting
 from piper_ilp.plan import plan_to_dict
@@ -47,7 +47,7 @@ VARIANTS = ("all", "no-dp", "no-tp", "no-recompute", "greedy", "2bw", "pipedream
 
 RESULTS = "results.jsonl"
 TABLE = "results.csv"
-PARAMETERS = "sweep.json"
+PARAMETERS = MANIFESTS["sweep"]  # what wrote the folder, and its parameters
 
 CSV_FIELDS = ("K", "M", "N", "B", "variant", "status", "tps", "throughput", "stages", "devices", "sum_d", "seconds", "message")
 
@@ -179,6 +179,7 @@ def run_sweep(
     on_row: Callable[[dict], None] | None = None,
     externals: Mapping[str, str] | None = None,
     scheduler: str | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """Run every point not already in ``out/results.jsonl`` (with :func:`compare.jobs.run_in_folder`:
     the folder locked, one whole JSON line per finished run, interrupts keep what finished);
@@ -189,7 +190,9 @@ def run_sweep(
     InputError
         A point's setting outside its supported range (K, N, M, B, as for ``solve``);
         ``out`` holds results and ``resume`` is off, holds a sweep of another instance or
-        grid, or another sweep is running on it.
+        grid or a campaign, its results.jsonl is damaged (a line other than a torn last one
+        that is not a whole row; a torn last line is dropped, ``note`` says so), or another
+        sweep is running on it.
     compare.jobs.Interrupted
         SIGINT or SIGTERM (the finished rows are kept).
     """
@@ -203,7 +206,7 @@ def run_sweep(
         out, what="sweep", results=RESULTS, parameters=PARAMETERS, params=params, jobs=list(points),
         job_id=lambda p: p.id, fn=functools.partial(run_point, instance, externals=externals),
         keep=lambda r: "id" in r and "variant" in r, resume=resume, workers=workers, scheduler=scheduler,
-        on_record=on_row,
+        on_record=on_row, note=note,
     )
     by_id = {r["id"]: r for r in done + new}
     rows = [by_id[p.id] for p in points if p.id in by_id]

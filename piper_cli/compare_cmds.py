@@ -541,6 +541,7 @@ def register(app: typer.Typer) -> None:
                 externals=parse_externals(external),
                 external_timeout=external_timeout,
                 modes=mode_list,
+                note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False),
             )
         except CampaignInterrupted as exc:
             stderr.print(f"piper-ilp: interrupted ({exc.done} results saved in {exc.results}; --resume goes on)", markup=False)

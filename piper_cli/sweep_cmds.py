@@ -72,7 +72,8 @@ def register(app: typer.Typer) -> None:
 
         try:
             rows = run_sweep(inst, points, out, workers=workers, resume=resume, on_row=on_row, externals=externals,
-                             scheduler=resolve_scheduler(scheduler))
+                             scheduler=resolve_scheduler(scheduler),
+                             note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False))
         except Interrupted as exc:
             stderr.print(f"piper-ilp: interrupted ({exc.done} runs saved in {exc.results}; --resume goes on)", markup=False)
             raise typer.Exit(128 + exc.signum) from None
@@ -88,6 +89,7 @@ def register(app: typer.Typer) -> None:
         title: Annotated[Optional[str], typer.Option("--title", help="Figure title.")] = None,
     ) -> None:
         """Draw a sweep: TPS (or throughput) against one setting, one line per variant."""
+        from compare.jobs import folder_kinds
         from compare.plot import plot_rows
         from compare.sweep import RESULTS, read_rows
         from piper_ilp.errors import InputError
@@ -95,6 +97,9 @@ def register(app: typer.Typer) -> None:
 
         if not Path(folder).is_dir():
             raise InputError(f"{folder}: not a folder (give a sweep's --out folder)")
+        other = [k for k in folder_kinds(folder) if k != "sweep"]
+        if other:
+            raise InputError(f"{folder}: holds a {other[0]}'s results, not a sweep's (give a sweep's --out folder)")
         target = Path(output) if output else Path(folder) / "sweep.png"
         check_writable(target, "figure", inputs={Path(folder) / RESULTS: "sweep results"})
         rows = read_rows(folder)

@@ -73,6 +73,10 @@ def test_resume_skips_finished_runs_and_a_second_sweep_is_refused(swept, tmp_pat
     partial.mkdir()
     lines = (out / "results.jsonl").read_text().splitlines()
     (partial / "results.jsonl").write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])
+    # results without the manifest that says what wrote them (a killed run always has it)
+    with pytest.raises(InputError, match="sweep.json is missing"):
+        run_sweep(inst, points, partial, resume=True)
+    (partial / "sweep.json").write_text((out / "sweep.json").read_text())
     seen = []
     rows2 = run_sweep(inst, points, partial, resume=True, on_row=seen.append)
     assert len(seen) == 21 and len(read_rows(partial)) == 24 and len(rows2) == 24
