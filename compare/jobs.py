@@ -5,9 +5,10 @@ this process as soon as it arrives. Two backends:
 
 * local worker processes (``scheduler=None``; the command line's default where dask is not
   installed):
-  spawned processes guarded by :mod:`compare.worker_guard` (their own process group, so
-  that a MILP backend's subprocess such as CBC dies with them; SIGINT ignored, the parent
-  decides; killed by the kernel when the parent dies, even by SIGKILL);
+  spawned processes guarded by :mod:`compare.worker_guard` (their own process group; SIGINT
+  ignored, the parent decides; stopped with SIGTERM, which lets the running job clean up --
+  a MILP backend kills its solver process and removes its temporary folder -- then SIGKILL
+  after a grace period; killed by the kernel when the parent dies, even by SIGKILL);
 * dask.distributed (``scheduler="local"`` for a LocalCluster started here, the command
   line's default where dask is installed, or an address ``tcp://HOST:PORT``;
   :mod:`compare.cluster`; its workers ignore SIGINT, :mod:`compare.dask_worker`).
@@ -30,7 +31,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from compare.worker_guard import guard_worker, kill_group
+from compare.worker_guard import guard_worker, kill_group, stop_workers
 from piper_ilp.errors import InputError, InternalError
 
 __all__ = [
@@ -145,16 +146,20 @@ def run_jobs(
 
 
 def _worker_main(conn, parent_pid: int, fn: Callable[[Any], dict]) -> None:
-    """A worker: receive a job, send back ``fn(job)``; None or a closed pipe ends it."""
+    """A worker: receive a job, send back ``fn(job)``; None or a closed pipe ends it, and
+    so does SIGTERM (KeyboardInterrupt here, after the running job's clean-up ran)."""
     guard_worker(parent_pid)
-    while True:
-        try:
-            job = conn.recv()
-        except (EOFError, OSError):
-            return
-        if job is None:
-            return
-        conn.send(fn(job))
+    try:
+        while True:
+            try:
+                job = conn.recv()
+            except (EOFError, OSError):
+                return
+            if job is None:
+                return
+            conn.send(fn(job))
+    except KeyboardInterrupt:  # the parent stops the run (stop_workers)
+        return
 
 
 class _Worker:
@@ -174,6 +179,9 @@ class _Worker:
 
 
 def _stop_workers(workers: list[_Worker], graceful: bool) -> None:
+    """``graceful`` (every job done): tell each worker to end; else (a signal, a dead
+    worker) SIGTERM them, so that each running job cleans up (a MILP backend's temporary
+    folder and solver process; SIGKILL would skip that). Either way SIGKILL after 5 s."""
     if graceful:
         for w in workers:
             try:
@@ -183,8 +191,10 @@ def _stop_workers(workers: list[_Worker], graceful: bool) -> None:
         deadline = time.monotonic() + 5.0
         for w in workers:
             w.proc.join(max(0.0, deadline - time.monotonic()))
+    else:
+        stop_workers([w.proc for w in workers], grace=5.0)
     for w in workers:
-        if w.proc.is_alive() or not graceful:
+        if w.proc.is_alive():
             w.kill()
     for w in workers:
         w.proc.join(2.0)

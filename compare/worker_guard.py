@@ -1,11 +1,17 @@
 """Worker processes that never outlive their parent (used by campaigns and the bench).
 
 A worker calls :func:`guard_worker` first: it ignores SIGINT (the parent decides what an
-interrupt does), leads its own process group (so that :func:`kill_group` also ends the
-subprocesses it started, e.g. a MILP backend's CBC), asks the kernel for SIGKILL when
-its parent dies (``PR_SET_PDEATHSIG``, Linux; this works even when the parent is
-SIGKILLed) and starts a watchdog thread that checks the parent pid (the fallback
-elsewhere, and for a parent that died before the request took effect).
+interrupt does), turns SIGTERM into KeyboardInterrupt (so that a parent stopping its
+workers lets the running job clean up: ``finally`` blocks run, a MILP backend kills its
+solver process and removes its temporary folder; a second SIGTERM ends the worker at once),
+leads its own process group (so that :func:`kill_group` also ends the subprocesses it
+started in that group), asks the kernel for SIGKILL when its parent dies
+(``PR_SET_PDEATHSIG``, Linux; this works even when the parent is SIGKILLed) and starts a
+watchdog thread that checks the parent pid (the fallback elsewhere, and for a parent that
+died before the request took effect).
+
+A parent stops a worker with :func:`stop_worker`: SIGTERM first, SIGKILL to its group
+when it is not gone within the grace period.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import sys
 import threading
 import time
 
-__all__ = ["guard_worker", "kill_group", "set_parent_death_signal"]
+__all__ = ["guard_worker", "kill_group", "set_parent_death_signal", "stop_workers"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -52,10 +58,18 @@ def _watch_parent(parent_pid: int, period: float) -> None:
             _die_with_group()
 
 
-def guard_worker(parent_pid: int, watch_period: float = 0.5) -> None:
-    """Bind this (worker) process to ``parent_pid``'s life; see the module docstring."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _terminate(signum, frame) -> None:  # noqa: ARG001 (the signal module's signature)
+    """SIGTERM in a worker: KeyboardInterrupt in its main thread, so that the job's clean-up
+    runs as it unwinds; a second SIGTERM takes the default action (the worker ends)."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise KeyboardInterrupt
+
+
+def guard_worker(parent_pid: int, watch_period: float = 0.5) -> None:
+    """Bind this (worker) process to ``parent_pid``'s life; see the module docstring. The
+    worker's loop should end quietly on KeyboardInterrupt (SIGTERM)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         os.setpgid(0, 0)
     except OSError:
@@ -81,3 +95,21 @@ def kill_group(pid: int | None) -> None:
         os.kill(pid, signal.SIGKILL)
     except OSError:
         pass
+
+
+def stop_workers(procs, grace: float = 5.0) -> None:
+    """Stop guarded workers (``multiprocessing`` processes): SIGTERM to each, so that its
+    running job cleans up (temporary folders, solver processes), a wait of at most ``grace``
+    seconds for all of them, then SIGKILL to the group of each one still alive (itself and
+    its subprocesses in that group)."""
+    for proc in procs:
+        if proc.is_alive():
+            try:
+                os.kill(proc.pid, signal.SIGTERM)
+            except OSError:
+                pass
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        kill_group(proc.pid if proc.exitcode is None else None)

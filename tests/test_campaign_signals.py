@@ -190,3 +190,45 @@ def test_unwritable_out_is_refused_before_any_work(tmp_path, where):
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and str(out) in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not out.exists()
+
+
+def _cbc_available() -> bool:
+    try:
+        from piper_ilp.milp.cbc import cbc_path
+
+        cbc_path()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.mark.skipif(not _cbc_available(), reason="needs PuLP's bundled CBC")
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_campaign_leaves_no_solver_temporary_folder(tmp_path, signum, status):
+    # CBC's model goes to $TMPDIR/piper-cbc-*; the workers used to be SIGKILLed, so their
+    # clean-up never ran (the folder and the CBC process itself were left behind)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "camp"
+    mark = uuid.uuid4().hex
+    env = dict(_env(mark), TMPDIR=str(tmp))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "piper_cli", "campaign", "--count", "20", "--seed", "3", "--nodes", "6-9",
+         "--methods", "dp,cbc", "--workers", "2", "--scheduler", "processes", "--no-progress", "--out", str(out)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp.glob("piper-cbc-*")):  # a worker is in CBC
+            assert proc.poll() is None, f"the campaign ended early: {proc.communicate()}"
+            assert time.monotonic() < deadline, "CBC never started"
+            time.sleep(0.01)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == status and "interrupted" in err, err
+    assert not _wait_gone(mark), "processes left (workers or CBC)"
+    assert list(tmp.iterdir()) == []
