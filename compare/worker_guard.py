@@ -10,7 +10,7 @@ started in that group), asks the kernel for SIGKILL when its parent dies
 watchdog thread that checks the parent pid (the fallback elsewhere, and for a parent that
 died before the request took effect).
 
-A parent stops a worker with :func:`stop_worker`: SIGTERM first, SIGKILL to its group
+A parent stops its workers with :func:`stop_workers`: SIGTERM first, SIGKILL to its group
 when it is not gone within the grace period.
 """
 
