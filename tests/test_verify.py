@@ -15,6 +15,7 @@ from compare.brute import solve_brute
 from compare.generators import random_instance
 from compare.verify import parse_methods, plan_difference, verify_instance
 from piper_cli import app
+from piper_ilp.evaluate import evaluate
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.instance import instance_from_dict
 from piper_ilp.plan import Plan, Stage
@@ -504,3 +505,22 @@ def test_cli_verify_milp_hint_without_dp_and_a_milp_backend_is_refused(tmp_path,
         "add it or leave --milp-hint out"]
     with pytest.raises(InputError, match="--milp-hint"):
         verify_instance(random_instance("chain", 3, 2), methods.split(","), milp_hint=True)
+
+
+def test_a_milp_optimum_within_its_accuracy_still_refutes_the_dps_tighter_claim():
+    # d = 2 costs 2 + w = 4 - 4e-7: 1e-7 relative below d = 1's 4. The MILP's optimum agrees
+    # with the DP's within the MILP's 1e-6, but its plan is a fact 1e-7 below the DP's
+    # "optimal", which claims 1e-9: that is a mismatch, not a match
+    close_pair = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 100.0, "bandwidth": 1.0, "mbsInBatch": 2,
+                                     "nodes": [{"id": 9, "TMPCs": {"1": [opt(p=4.0, w=2.0 - 4e-7, a=1.0)]}}],
+                                     "edges": []}, "close")
+    better = evaluate(close_pair, D2).tps
+    assert 0 < (4.0 - better) / 4.0 < 1e-6
+    v = run({"dp": fake("dp", Status.OPTIMAL, D1, 4.0), "cpsat": fake("cpsat", Status.OPTIMAL, D2, better)},
+            instance=close_pair)
+    assert v.verdict == "mismatch" and set(v.involved) == {"dp", "cpsat"}
+    assert any(p.startswith("cpsat's plan (TPS 3.9999996) beats dp's proven optimum 4") for p in v.problems)
+    # the same two plans, the DP's the better one: within the MILP's accuracy, a match
+    v = run({"dp": fake("dp", Status.OPTIMAL, D2, better), "cpsat": fake("cpsat", Status.OPTIMAL, D1, 4.0, bound=better)},
+            instance=close_pair)
+    assert v.verdict == "match" and not v.problems
