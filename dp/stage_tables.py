@@ -31,6 +31,7 @@ E cut-edge bytes, W sum of w, P sum of p, a and b memory per microbatch and cons
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from array import array
@@ -1119,13 +1120,8 @@ class _StageTableBuilder:
         val = np.full(cap + 2, np.inf)
         np.minimum.at(val, sure, cost)
         val = np.minimum.accumulate(val[::-1])[::-1][1 : cap + 1]  # y = 1..cap
-        doubtful = set()
-        for lo, hi in zip(sure.tolist(), maybe.tolist()):
-            doubtful.update(range(lo + 1, hi + 1))
-        for y in sorted(doubtful):
-            got = self.choices.exact_cost(C, t, d, y)
-            if got is not None and got < val[y - 1]:
-                val[y - 1] = got
+        for ya, yb, got in self._exact_runs(C, t, d, _union(zip((sure + 1).tolist(), maybe.tolist()))):
+            np.minimum(val[ya - 1 : yb], got, out=val[ya - 1 : yb])
         # a choice that fits at y fits at every smaller y: the least cost rises with y
         # (a rise of a few ulps here only overstates the cost; the rebuild then does better)
         val = np.maximum.accumulate(val)
@@ -1137,6 +1133,50 @@ class _StageTableBuilder:
         last[:-1] = v[1:] != v[:-1]
         ends = np.nonzero(last)[0]
         return v[ends][None, :], np.ones((1, len(ends)), dtype=np.int64), (ends + 1)[None, :]
+
+    def _exact_runs(self, C, t, d, spans):
+        """The exact least cost of stage C under (t, d) at every y of ``spans`` (disjoint
+        sorted (first, last) ranges), as runs (first y, last y, cost) of one cost (inf
+        where nothing fits).
+
+        The cost is a step function of y found by bisection: memory rises with y (a y is
+        a monotone float product, summed exactly), so the choices that fit at y include
+        those that fit at any larger y, and the least cost is non-decreasing; where it is
+        the same at two y it is the same at every y between them. So a span costs a few
+        exact choices per step rather than one per y (a million y, for K = 2^20, took
+        minutes)."""
+        starts = list(itertools.accumulate((b - a + 1 for a, b in spans), initial=0))
+        if not spans:
+            return []
+
+        def y_at(i):  # the i-th y of the spans
+            k = bisect.bisect_right(starts, i) - 1
+            return spans[k][0] + i - starts[k]
+
+        def cost(i):
+            got = self.choices.exact_cost(C, t, d, y_at(i))
+            return math.inf if got is None else got
+
+        runs = []  # (first index, last index, cost)
+        todo = [(0, cost(0), starts[-1] - 1, cost(starts[-1] - 1))] if starts[-1] > 1 else [(0, cost(0), 0, cost(0))]
+        while todo:
+            i, ci, j, cj = todo.pop()
+            if ci == cj or j - i <= 1:
+                runs += [(i, j, ci)] if ci == cj else [(i, i, ci), (j, j, cj)]
+                continue
+            m = (i + j) // 2
+            cm = cost(m)
+            todo += [(m, cm, j, cj), (i, ci, m, cm)]  # the lower half first (a stack)
+        out = []
+        done = -1  # runs share their ends (the midpoints): each y once
+        for i, j, c in sorted(runs):  # back to y, a run split where the spans have gaps
+            i, done = max(i, done + 1), max(done, j)
+            while i <= j:
+                k = bisect.bisect_right(starts, i) - 1
+                end = min(j, starts[k + 1] - 1)
+                out.append((y_at(i), y_at(end), c))
+                i = end + 1
+        return out
 
     # ---- greedy mode -----------------------------------------------------------------------
     def _item(self, i: int, t: int, cut_in: int, cut_out: int) -> int:
@@ -1329,6 +1369,18 @@ def _is_monotone(lo: np.ndarray, hi: np.ndarray, cost: np.ndarray) -> bool:
         return True
     return bool(lo[0] == 1 and np.all(lo[1:] == hi[:-1] + 1) and np.all(np.diff(cost) >= 0))
 
+
+
+def _union(spans) -> list[tuple[int, int]]:
+    """Integer ranges (first, last), empty ones dropped, as disjoint sorted ranges."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(sp for sp in spans if sp[0] <= sp[1]):
+        if out and a <= out[-1][1] + 1:
+            if b > out[-1][1]:
+                out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
 
 def _staircase(key: np.ndarray, ycap: np.ndarray) -> np.ndarray:
     """Indices, by increasing ``key`` (ties: larger capacity first), of the points whose y

@@ -16,6 +16,7 @@ from compare.brute import solve_brute
 from compare.generators import FAMILIES, random_instance
 from dp import greedy_options, solve_dp
 from dp.option_choice import OptionChoices
+from dp.stage_tables import _StageTableBuilder, _union
 from piper_ilp.cost import close, microbatches_in_flight, stage_memory
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.evaluate import evaluate
@@ -249,6 +250,72 @@ def test_option_choices_memo_computes_each_key_once():
     assert choices.choose(0b0110, 1, 1, 2) is first
     assert choices.computed == [(0b0110, 1, 1, 2), (0b0011, 1, 1, 1)]
     assert len(choices) == 2
+
+
+class _StepCosts:
+    """A stand-in for OptionChoices: a non-decreasing step function of y (None: no fit),
+    counting the calls."""
+
+    def __init__(self, steps, last_fit):
+        self.steps, self.last_fit, self.calls = steps, last_fit, 0
+
+    def exact_cost(self, C, t, d, y):
+        self.calls += 1
+        if y > self.last_fit:
+            return None
+        return max(c for y0, c in self.steps if y0 <= y)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_exact_runs_bisect_the_step_function_of_y(seed):
+    rng = random.Random(seed)
+    top = rng.choice([5, 60, 3000, 200_000])
+    spans = _union((a, a + rng.randrange(0, top // 3 + 1)) for a in (rng.randrange(1, top) for _ in range(rng.randrange(1, 5))))
+    steps = [(1, 0.5)] + [(rng.randrange(1, top + 1), rng.choice([0.5, 1.0, 2.0, 7.0])) for _ in range(rng.randrange(0, 4))]
+    steps.sort()
+    steps = [(y0, max(c for _, c in steps[: i + 1])) for i, (y0, _) in enumerate(steps)]  # non-decreasing
+    fake = type("B", (), {})()
+    fake.choices = _StepCosts(steps, rng.randrange(1, top + 2))
+    runs = _StageTableBuilder._exact_runs(fake, 1, 1, 1, spans)
+    got = {}
+    for ya, yb, c in runs:
+        assert ya <= yb
+        for y in range(ya, yb + 1):
+            assert y not in got
+            got[y] = c
+    want = {}
+    for a, b in spans:
+        for y in range(a, b + 1):
+            c = _StepCosts(steps, fake.choices.last_fit).exact_cost(0, 0, 0, y)
+            want[y] = math.inf if c is None else c
+    assert got == want
+    # a few calls per step of the function and per span, not one per y
+    assert fake.choices.calls <= (len(steps) + 1 + len(spans)) * 2 * (1 + max(1, sum(b - a + 1 for a, b in spans)).bit_length())
+
+
+def test_tiny_graph_with_a_million_devices_near_the_memory_boundary():
+    """Two nodes, K = 2^20, memory values 1e-30..1e30 with M at a boundary: the exact choice
+    near M was made once per y (a million of them; 209 s and 4.6 GB). It is now bisected."""
+    o = option_dict
+    inst = instance_from_dict({
+        "maxDevices": 2**20, "maxMemoryPerDevice": 7e29, "bandwidth": 1e-10, "mbsInBatch": 720720,
+        "nodes": [
+            {"id": 5, "TMPCs": {
+                "1": [o("vanilla", 1e-29, 1e-30, 1e15, 0.3, sbw={1: 0.7}), o("activation recomp", 0, 7e29, 0, 7e29, sbw={1: 0}),
+                      o("opt2", 2.0**60, 1e-30, 7e29, 1e-15, sbw={1: 1e-30})],
+                "2": [o("vanilla", 1e-30, 1e-29, 1e30, 7e29, sbw={1: 1e15})]}},
+            {"id": 1, "TMPCs": {
+                "1": [o("vanilla", 1e30, 0.2, 0.7, 1e-29, sfw={5: 7e29}), o("activation recomp", 1e-15, 1e30, 1e-30, 3e-30, sfw={5: 3e-30}),
+                      o("opt2", 1, 0.3, 1e-30, 0.2, sfw={5: 1e-29})],
+                "2": [o("vanilla", 0.1, 7e29, 0.2, 0.3, sfw={5: 1e-29})],
+                "3": [o("vanilla", 2.0**60, 2.0**60, 0, 7e29, sfw={5: 1e15})]}}],
+        "edges": [{"sourceId": 5, "destId": 1, "communicationCost": 2}]}, "boundary")
+    sol = solve_dp(inst)
+    ref = solve_brute(inst)
+    assert sol.status == ref.status == Status.OPTIMAL and sol.tps == ref.tps == 1e-15
+    assert evaluate(inst, sol.plan).tps == sol.tps
+    # the tables decided about 1.2 million y near M with a few thousand exact choices
+    assert sol.info["option_choices"] < 10_000, sol.info
 
 
 # --------------------------------------------------------------------------------------
