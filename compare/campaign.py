@@ -539,7 +539,7 @@ def run_campaign(
     count, seed : int
         How many instances, and the master seed.
     families, nodes : which graph families, and the (low, high) node-count range.
-    methods, time_limit, threads : as for :func:`verify_instance` (time limit per MILP).
+    methods, time_limit, threads : as for :func:`verify_instance` (time limit per method: dp, greedy, MILP).
     workers : int
         Worker processes (or dask workers of a LocalCluster).
     resume : bool

@@ -15,7 +15,7 @@ Each :class:`Method` states
   solves the same model; ``greedy`` is the DP with another knapsack), so ``verify``
   counts two proofs as independent only when their lineages differ;
 * the solver ``options`` that apply to it. Giving another one is an
-  :class:`~piper_ilp.errors.InputError` (e.g. ``time_limit`` for ``dp``);
+  :class:`~piper_ilp.errors.InputError` (e.g. ``threads`` for ``dp``);
 * whether it handles ``all_modes`` (:class:`~piper_ilp.pipeline.Mode`: graph pipelining,
   the batch-time objective, the schedules; contract secs. 8-9): the DP, the MILP backends
   and brute do; the heuristics and external planners solve only the default mode, and
@@ -128,10 +128,12 @@ def _solve_dp(
     max_ideals: int | None = None,
     force: bool = False,
     progress: bool = False,
+    time_limit: float | None = None,
 ) -> Solution:
     from dp import solve_dp
 
-    return solve_dp(instance, restrictions, knapsack=knapsack, progress=progress, mode=mode, **_max_ideals(max_ideals, force))
+    return solve_dp(instance, restrictions, knapsack=knapsack, progress=progress, mode=mode, time_limit=time_limit,
+                    **_max_ideals(max_ideals, force))
 
 
 def _solve_greedy(
@@ -141,10 +143,12 @@ def _solve_greedy(
     max_ideals: int | None = None,
     force: bool = False,
     progress: bool = False,
+    time_limit: float | None = None,
 ) -> Solution:
     from dp import solve_dp
 
-    return solve_dp(instance, restrictions, knapsack="greedy", progress=progress, **_max_ideals(max_ideals, force))
+    return solve_dp(instance, restrictions, knapsack="greedy", progress=progress, time_limit=time_limit,
+                    **_max_ideals(max_ideals, force))
 
 
 def _milp_solver(backend: str) -> Callable[..., Solution]:
@@ -222,7 +226,7 @@ def _solve_pipedream(instance: Instance, restrictions: Restrictions) -> Solution
     return checked_solution(instance, sol, restrictions=restrictions)
 
 
-_DP_OPTIONS = frozenset({"knapsack", "max_ideals", "force", "progress"})
+_DP_OPTIONS = frozenset({"knapsack", "max_ideals", "force", "progress", "time_limit"})
 _MILP_OPTIONS = frozenset({"time_limit", "threads", "write_model", "hint_from_dp", "hint", "force", "max_variables", "progress"})
 
 _MILP_SUMMARY = {
@@ -247,7 +251,7 @@ def _registry() -> dict[str, Method]:
             "greedy",
             "heuristic",
             _solve_greedy,
-            frozenset({"max_ideals", "force", "progress"}),
+            frozenset({"max_ideals", "force", "progress", "time_limit"}),
             "dp",
             TPS_RTOL,
             "the DP with Piper's greedy option choice (sec. 5); never a proof",
@@ -330,9 +334,10 @@ def run_method(
         Show a progress bar on stderr where the method has one (dp, greedy); a display
         hint that other methods ignore.
     **options
-        Solver options: ``knapsack``, ``max_ideals`` (dp, greedy); ``time_limit``,
-        ``threads``, ``write_model``, ``hint_from_dp``, ``hint`` (a Plan: warm start
-        and cutoff), ``max_variables`` (MILP backends); ``force`` (every method but greedy's knapsack: run past the size
+        Solver options: ``knapsack``, ``max_ideals`` (dp, greedy); ``time_limit`` (dp,
+        greedy and the MILP backends: seconds before stopping, status feasible or
+        unknown); ``threads``, ``write_model``, ``hint_from_dp``, ``hint`` (a Plan: warm
+        start and cutoff), ``max_variables`` (MILP backends); ``force`` (every method but greedy's knapsack: run past the size
         guard). An option whose value is None or False counts as not given.
 
     Returns
@@ -353,10 +358,10 @@ def run_method(
     >>> inst = random_instance("chain", 3, seed=0, memory="loose")
     >>> run_method(inst, "dp").status.value
     'optimal'
-    >>> run_method(inst, "dp", time_limit=10)
+    >>> run_method(inst, "dp", threads=2)
     Traceback (most recent call last):
     ...
-    piper_ilp.errors.InputError: option time_limit does not apply to method dp (it takes: force, knapsack, max_ideals)
+    piper_ilp.errors.InputError: option threads does not apply to method dp (it takes: force, knapsack, max_ideals, time_limit)
     """
     m = method(name)
     if not isinstance(mode, Mode):

@@ -474,7 +474,8 @@ def verify_instance(
     restrictions : Restrictions
         Passed to every method; every plan must obey them.
     time_limit : float, optional
-        Seconds per MILP backend.
+        Seconds per method that takes it (dp, greedy, each MILP backend); one stopped
+        early proves nothing.
     threads : int, optional
         MILP solver threads.
     force : bool

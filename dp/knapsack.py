@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Collection, Sequence
+from typing import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -45,6 +45,7 @@ from piper_ilp.instance import Instance, Option
 
 __all__ = [
     "stage_tps_from_sums",
+    "monotone_runs",
     "Item",
     "Frontier",
     "pareto_mask",
@@ -546,6 +547,48 @@ def exact_choice(items: Sequence[Item], y: int, M: float, d: int, N: int, B: flo
             choice[pos] = l
         point = parents[point[4]]
     return best_cost, tuple(choice)
+
+
+def monotone_runs(n: int, at: Callable[[int], float]) -> list[tuple[int, int, float]]:
+    """The values of a non-decreasing function ``at`` on 0..n-1 as runs (first, last,
+    value), disjoint, ascending, adjacent runs of different values, found by bisection:
+    where the values at two indices are equal, so are all between them. A few calls per
+    step of the function, not one per index.
+
+    It serves the exact choice's least cost as a function of y (the choices that fit at
+    y + 1 fit at y: memory a y + b with a >= 0, a y a monotone float product and the sum
+    exact, so the least cost never falls as y grows); ``inf`` (nothing fits) is a value
+    like any other, and a first value of ``inf`` ends the search at once.
+
+    >>> monotone_runs(10, lambda q: [1, 1, 1, 2, 2, 2, 2, 5, 5, 5][q])
+    [(0, 2, 1), (3, 6, 2), (7, 9, 5)]
+    """
+    if n <= 0:
+        return []
+    first = at(0)
+    if n == 1 or first == math.inf:
+        return [(0, n - 1, first)]
+    runs: list[tuple[int, int, float]] = []
+    todo = [(0, first, n - 1, at(n - 1))]
+    while todo:  # a stack, the lower half on top: the runs come out in order
+        i, ci, j, cj = todo.pop()
+        if ci == cj or j - i == 1:
+            pieces = [(i, j, ci)] if ci == cj else [(i, i, ci), (j, j, cj)]
+        else:
+            m = (i + j) // 2
+            cm = at(m)
+            todo += [(m, cm, j, cj), (i, ci, m, cm)]
+            continue
+        for a, b, c in pieces:  # halves share their midpoint: each index once, equal runs merged
+            if runs and a <= runs[-1][1]:
+                a = runs[-1][1] + 1
+            if a > b:
+                continue
+            if runs and runs[-1][2] == c:
+                runs[-1] = (runs[-1][0], b, c)
+            else:
+                runs.append((a, b, c))
+    return runs
 
 
 # ---------------------------------------------------------------------------------------

@@ -71,7 +71,8 @@ from typing import Sequence
 import numpy as np
 
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
-from dp.knapsack import exact_choice, stage_items
+from dp.deadline import Deadline
+from dp.knapsack import exact_choice, monotone_runs, stage_items
 from dp.option_choice import OptionChoices
 from dp.stage_tables import bits
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
@@ -241,6 +242,7 @@ def solve_modes(
     max_labels: int = DEFAULT_MAX_LABELS,
     force: bool = False,
     prune: bool = True,
+    deadline: Deadline | None = None,
 ) -> Solution:
     """Optimal plan under ``mode`` (any mode; :func:`dp.solver.solve_dp` uses it for the
     non-default ones) by the label DP over successor-closed sets described in the module
@@ -262,6 +264,9 @@ def solve_modes(
     prune : bool
         Drop partial plans that cannot beat an upper bound from easier problems' plans
         (:func:`_upper_bound`); exact either way (False: for measuring).
+    deadline : Deadline, optional
+        Checked per pair of sets: past it, the answer is the upper bound's plan (status
+        FEASIBLE) or nothing (UNKNOWN), ``info["stopped"]`` set; never OPTIMAL.
 
     Returns
     -------
@@ -337,7 +342,8 @@ def solve_modes(
         return 1 + h, 2 + h + extra
 
     # an upper bound from plans of easier problems (exact pruning, see _upper_bound)
-    ub = _upper_bound(instance, restrictions, mode, max_ideals) if prune else None
+    deadline = deadline or Deadline(None)
+    ub, ub_plan = _upper_bound(instance, restrictions, mode, max_ideals, deadline) if prune else (None, None)
     info["upper_bound"] = ub
     cutoff = math.inf if ub is None else ub * _PRUNE_MARGIN
     p_memo: dict[tuple[int, int], float] = {}
@@ -362,6 +368,13 @@ def solve_modes(
         for j, J in enumerate(ideals):
             if J == I or J & ~I or labels[j] is None or not len(labels[j]):
                 continue
+            if deadline.passed:
+                info["stopped"] = "in the label DP"
+                where = f"time limit of {deadline.seconds:g} s reached in the label DP"
+                if ub_plan is None:
+                    return done(Solution("dp", Status.UNKNOWN, message=f"{where}: no plan yet", mode=mode))
+                return done(Solution("dp", Status.FEASIBLE, plan=ub_plan, objective=ub, mode=mode,
+                                     message=f"{where}: the best plan of the easier problems (not proven optimal)"))
             C = I & ~J
             LJ = labels[j]
             cols = LJ.cols
@@ -495,8 +508,11 @@ def solve_modes(
     return done(Solution("dp", Status.OPTIMAL, plan=plan, objective=value, bound=value, mode=mode))
 
 
-def _upper_bound(instance: Instance, restrictions: Restrictions, mode: Mode, max_ideals: int) -> float | None:
-    """The least value under ``mode`` of plans that are quick to find, or None.
+def _upper_bound(instance: Instance, restrictions: Restrictions, mode: Mode, max_ideals: int,
+                 deadline: Deadline) -> tuple[float | None, Plan | None]:
+    """The least value under ``mode`` of plans that are quick to find, and that plan, or
+    (None, None). Each easier solve gets what is left of the ``deadline`` (a plan it
+    returns when stopped is still valid, so still a bound).
 
     * The default DP's plan (sequential, throughput, 1f1b): valid under every 1f1b mode
       (graph pipelining holds h <= s microbatches, so the same options fit).
@@ -513,16 +529,15 @@ def _upper_bound(instance: Instance, restrictions: Restrictions, mode: Mode, max
     plans = []
     try:
         if mode.schedule != "gpipe":
-            plans.append(solve_dp(instance, restrictions, max_ideals=max_ideals).plan)
+            plans.append(solve_dp(instance, restrictions, max_ideals=max_ideals, time_limit=deadline.remaining()).plan)
         if mode.graph:
             seq = Mode("sequential", mode.objective, mode.schedule)
             if not seq.is_default:
-                plans.append(solve_modes(instance, restrictions, mode=seq, max_ideals=max_ideals).plan)
+                plans.append(solve_modes(instance, restrictions, mode=seq, max_ideals=max_ideals, deadline=deadline).plan)
     except SizeLimitError:
         pass
-    values = [evaluate(instance, p, mode) for p in plans if p is not None]
-    values = [ev.value for ev in values if ev.valid]
-    return min(values, default=None)
+    judged = [(ev.value, p) for p in plans if p is not None for ev in [evaluate(instance, p, mode)] if ev.valid]
+    return min(judged, key=lambda vp: vp[0], default=(None, None))
 
 
 class _StepCosts:
@@ -531,8 +546,9 @@ class _StepCosts:
     For a stage (C, t, d) the exact choice's cost is non-decreasing in y (memory a y + b
     with a >= 0: the choices that fit at y + 1 fit at y), so when it is the same at two
     values of y it is the same at every y between them; between known values only the
-    middle is solved (divide and conquer). A cost above ``cap`` (useless under the upper
-    bound) or no choice that fits reads as inf, and then so does every larger y.
+    middle is solved (:func:`dp.knapsack.monotone_runs`). A cost above ``cap`` (useless
+    under the upper bound) or no choice that fits reads as inf, and then so does every
+    larger y.
 
     The costs are :func:`dp.knapsack.exact_choice`'s, on the stage's items built once per
     (C, t); the rebuild asks :class:`dp.option_choice.OptionChoices` (the same function)
@@ -559,30 +575,15 @@ class _StepCosts:
     def costs(self, C: int, t: int, d: int, ys: list[int], cap: float = math.inf) -> np.ndarray:
         """The costs at ``ys`` (ascending, distinct), inf where above ``cap`` or nothing fits."""
         memo = self.known.setdefault((C, t, d), {})
-        out = [math.inf] * len(ys)
 
         def at(q: int) -> float:
             c = self._at(memo, C, t, d, ys[q])
             return c if c <= cap else math.inf
 
-        def fill(lo: int, hi: int, c_lo: float, c_hi: float) -> None:
-            # out[lo] = c_lo and out[hi] = c_hi are set; fill strictly between
-            if hi - lo <= 1:
-                return
-            if c_lo == c_hi:  # equal ends (inf: nothing useful from lo on)
-                for q in range(lo + 1, hi):
-                    out[q] = c_lo
-                return
-            mid = (lo + hi) // 2
-            out[mid] = c_mid = at(mid)
-            fill(lo, mid, c_lo, c_mid)
-            fill(mid, hi, c_mid, c_hi)
-
-        out[0] = at(0)
-        if len(ys) > 1:
-            out[-1] = math.inf if out[0] == math.inf else at(len(ys) - 1)
-            fill(0, len(ys) - 1, out[0], out[-1])
-        return np.array(out)
+        out = np.empty(len(ys))
+        for i, j, c in monotone_runs(len(ys), at):  # (capped, still non-decreasing)
+            out[i : j + 1] = c
+        return out
 
 
 def _rebuild(inst: Instance, ideals, labels, i: int, r: int, choices: OptionChoices) -> Plan:

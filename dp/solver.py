@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 import time
 
+from dp.deadline import Deadline, TimeUp
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals
 from dp.modes import solve_modes
 from dp.option_choice import OptionChoices
@@ -85,6 +86,7 @@ def solve_dp(
     chain_first: int = DEFAULT_CHAIN_FIRST,
     plain_paths: bool = True,
     mode: Mode = DEFAULT_MODE,
+    time_limit: float | None = None,
 ) -> Solution:
     """Optimal pipeline plan by Piper's DP over successor-closed sets (cost model sec. 4).
 
@@ -122,8 +124,13 @@ def solve_dp(
         every node as general: same answer, slower).
     mode : Mode
         Pipelining, objective and schedule (secs. 8-9). Any mode but the default is solved
-        by :func:`dp.modes.solve_modes` (exact knapsack only; ``max_ideals`` and ``force``
-        apply, the other tuning options do not).
+        by :func:`dp.modes.solve_modes` (exact knapsack only; ``max_ideals``, ``force`` and
+        ``time_limit`` apply, the other tuning options do not).
+    time_limit : float, optional
+        Seconds (wall clock) before the DP stops (:mod:`dp.deadline`). Stopped in the
+        search, it returns the best plan in hand with a proven lower bound (status
+        FEASIBLE, ``bound``); in the tables, the chain bound's plan if it has one (status
+        FEASIBLE), else status UNKNOWN. Never OPTIMAL, and ``info["stopped"]`` says where.
 
     Returns
     -------
@@ -150,8 +157,13 @@ def solve_dp(
     Tarnawski, Narayanan, Phanishayee. Piper: Multidimensional Planner for DNN
     Parallelization. NeurIPS 2021, sec. 4 (the DP) and sec. 5 (option choice).
     """
+    try:
+        deadline = Deadline(time_limit)
+    except ValueError as e:
+        raise InputError(f"dp: {e}") from None
     if not mode.is_default:
-        return solve_modes(instance, restrictions, mode=mode, knapsack=knapsack, max_ideals=max_ideals, force=force)
+        return solve_modes(instance, restrictions, mode=mode, knapsack=knapsack, max_ideals=max_ideals, force=force,
+                           deadline=deadline)
     t0 = time.perf_counter()
     if knapsack not in ("exact", "greedy"):
         raise InputError(f"knapsack must be 'exact' or 'greedy', got {knapsack!r}")
@@ -219,46 +231,57 @@ def solve_dp(
             f"beyond the DP's 64-bit tables; lower K, N or the largest t"
         )
 
+    stopped = None  # where the time limit stopped the solve
     with Progress(progress) as bar:
-        ub = chain_plan = chain_devices = None
-        if len(ideals) > chain_first:
-            # an upper bound from the same DP restricted to the suffixes of one topological
-            # order (each is successor-closed): it lets the full DP skip every stage that
-            # cannot be part of a plan at least as good
-            chain = _suffix_ideals(inst)
-            ctb = build_stage_tables(
-                inst, chain, d_values, S, greedy, choices,
-                progress=bar.task("chain bound: sets", len(chain)), plain_paths=plain_paths,
-                max_bytes=None if force else max_table_bytes - decision_table_bytes(len(chain), S),
-                group_bytes=DECISION_GROUP_BYTES,
+        ub = chain_plan = chain_devices = lower = None
+        try:
+            if len(ideals) > chain_first:
+                # an upper bound from the same DP restricted to the suffixes of one topological
+                # order (each is successor-closed): it lets the full DP skip every stage that
+                # cannot be part of a plan at least as good
+                stopped = "in the chain bound's stage tables"
+                chain = _suffix_ideals(inst)
+                ctb = build_stage_tables(
+                    inst, chain, d_values, S, greedy, choices,
+                    progress=bar.task("chain bound: sets", len(chain)), plain_paths=plain_paths,
+                    max_bytes=None if force else max_table_bytes - decision_table_bytes(len(chain), S),
+                    group_bytes=DECISION_GROUP_BYTES, deadline=deadline,
+                )
+                lower = float(ctb.work_of[-1]) / budget
+                chain_decision = ThresholdDecision(ctb, len(chain), S, budget, small_s=small_s)
+                stopped = "in the chain bound's search"
+                got = search_threshold(chain_decision, budget, None, lower, deadline=deadline)
+                if got is not None:
+                    ub = got.T
+                    info["chain_bound"] = ub
+                    # the chain plan itself: the answer when nothing below ub fits (the full
+                    # search then makes no decision at ub, see search_threshold)
+                    chain_plan = rebuild_plan(instance, chain, ctb, got.path, choices)
+                    chain_devices = chain_plan[0].devices
+                del ctb, chain_decision, got
+            stopped = "in the stage tables"
+            tb = build_stage_tables(
+                inst, ideals, d_values, S, greedy, choices,
+                ub=ub, progress=bar.task("stage tables: sets", len(ideals)), plain_paths=plain_paths,
+                max_bytes=stage_budget, group_bytes=DECISION_GROUP_BYTES, deadline=deadline,
             )
-            chain_decision = ThresholdDecision(ctb, len(chain), S, budget, small_s=small_s)
-            got = search_threshold(chain_decision, budget, None, float(ctb.work_of[-1]) / budget)
-            if got is not None:
-                ub = got[0]
-                info["chain_bound"] = ub
-                # the chain plan itself: the answer when nothing below ub fits (the full
-                # search then makes no decision at ub, see search_threshold)
-                chain_plan = rebuild_plan(instance, chain, ctb, got[1], choices)
-                chain_devices = chain_plan[0].devices
-            del ctb, chain_decision, got
-        tb = build_stage_tables(
-            inst, ideals, d_values, S, greedy, choices,
-            ub=ub, progress=bar.task("stage tables: sets", len(ideals)), plain_paths=plain_paths,
-            max_bytes=stage_budget, group_bytes=DECISION_GROUP_BYTES,
-        )
-        decision = ThresholdDecision(tb, len(ideals), S, budget, small_s=small_s)
-        info["stage_pairs"] = tb.pairs
-        info["stage_candidates"] = int(len(tb.group_set))
-        got = search_threshold(
-            decision,
-            budget,
-            bar.task("search: decisions", 12),
-            float(tb.work_of[-1]) / budget,
-            math.inf if ub is None else ub,
-            chain_devices,
-        )
-        if got is None or got[0] > (ub if ub is not None else math.inf):
+            lower = float(tb.work_of[-1]) / budget
+            decision = ThresholdDecision(tb, len(ideals), S, budget, small_s=small_s)
+            info["stage_pairs"] = tb.pairs
+            info["stage_candidates"] = int(len(tb.group_set))
+            stopped = "in the search"
+            got = search_threshold(
+                decision,
+                budget,
+                bar.task("search: decisions", 12),
+                lower,
+                math.inf if ub is None else ub,
+                chain_devices,
+                deadline=deadline,
+            )
+        except TimeUp:
+            return done(_stopped(method, greedy, time_limit, stopped, chain_plan, ub, lower, info))
+        if got is None or got.T > (ub if ub is not None else math.inf):
             if ub is not None:
                 raise InternalError(f"{method}: the pruned DP lost the chain plan of value {ub!r}")
             if greedy:  # Piper's rule can miss a choice that fits: no plan from it is no proof
@@ -276,14 +299,33 @@ def solve_dp(
             else:
                 msg = f"K = {K} devices is too few: the plan with the fewest devices that fits in memory needs {least}"
             return done(Solution(method, Status.INFEASIBLE, message=msg, info={"search_steps": 1}))
-        T, path, steps, n_cands = got
-        info["thresholds"] = n_cands
+        T, path, steps = got.T, got.path, got.steps
+        info["thresholds"] = got.candidates
     info["search_steps"] = steps
     plan, stage_costs = chain_plan if path is None else rebuild_plan(instance, ideals, decision.tb, path, choices)
     if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
         raise InternalError(f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value {T!r}")
+    if got.stopped:
+        info["stopped"] = stopped
+        return done(Solution(method, Status.FEASIBLE, plan=plan, objective=T, bound=None if greedy else got.lower,
+                             message=_stopped_message(time_limit, stopped, greedy)))
     status = Status.FEASIBLE if greedy else Status.OPTIMAL
     return done(Solution(method, status, plan=plan, objective=T))
+
+
+def _stopped_message(time_limit: float, where: str, greedy: bool) -> str:
+    what = "Piper's greedy option rule" if greedy else "not proven optimal"
+    return f"time limit of {time_limit:g} s reached {where}: the best plan found ({what})"
+
+
+def _stopped(method, greedy, time_limit, where, chain_plan, ub, lower, info) -> Solution:
+    """The answer of a DP stopped by its time limit in the tables: the chain bound's plan
+    (feasible; ``lower`` the work bound, a proven lower bound) or nothing (unknown)."""
+    info["stopped"] = where
+    if chain_plan is None:
+        return Solution(method, Status.UNKNOWN, message=f"time limit of {time_limit:g} s reached {where}: no plan yet")
+    return Solution(method, Status.FEASIBLE, plan=chain_plan[0], objective=ub, bound=None if greedy else lower,
+                    message=_stopped_message(time_limit, where, greedy))
 
 
 def _suffix_ideals(inst: Instance) -> list[int]:

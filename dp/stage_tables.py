@@ -38,8 +38,9 @@ from array import array
 
 import numpy as np
 
+from dp.deadline import Deadline
 from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
-from dp.knapsack import _y_capacity_and_memory, pareto_mask, pareto_orders, pareto_frontier, two_column_orders, stage_items, stage_tps_from_sums, y_capacities
+from dp.knapsack import _y_capacity_and_memory, monotone_runs, pareto_mask, pareto_orders, pareto_frontier, two_column_orders, stage_items, stage_tps_from_sums, y_capacities
 from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit
 from dp.option_choice import OptionChoices
 from piper_ilp.cost import cut_edge_bytes
@@ -242,6 +243,7 @@ def build_stage_tables(
     plain_paths: bool = True,
     max_bytes: float | None = None,
     group_bytes: int = 0,
+    deadline: Deadline | None = None,
 ) -> StageTables:
     """The stage tables of every candidate stage I \\\\ J of the family ``ideals``.
 
@@ -274,6 +276,8 @@ def build_stage_tables(
     group_bytes : int
         Bytes per candidate stage that the caller will add (the decision's own arrays),
         counted against ``max_bytes`` too.
+    deadline : Deadline, optional
+        Checked per set and per stage made: :class:`dp.deadline.TimeUp` once it passes.
 
     Returns
     -------
@@ -282,6 +286,8 @@ def build_stage_tables(
         (per set: least device-seconds per sample inside it and outside it).
     """
     builder = _StageTableBuilder(inst, ideals, d_values, S, greedy, choices, ub, plain_paths)
+    if deadline is not None:
+        builder.check = deadline.check
     builder.tables.max_bytes, builder.tables.source = max_bytes, inst.source
     builder.tables.extra_group_bytes = group_bytes
     tables = builder.build(progress or (lambda k: None))
@@ -300,6 +306,7 @@ class _StageTableBuilder:
         # an upper bound of 0 (a plan of TPS 0 exists) prunes nothing by work: every stage may
         # then cost 0, and work / ub would divide by zero
         self.ub = ub if ub is not None and 0.0 < ub < math.inf else None
+        self.check = Deadline(None).check  # raises TimeUp past the solve's time limit
         self.ideals = ideals
         self.index = {I: k for k, I in enumerate(ideals)}
         self.S = S
@@ -556,6 +563,7 @@ class _StageTableBuilder:
         masks = np.array([[(m >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for w in range(words)] for m in ideals], dtype=np.uint64)
         for k, js, dev_lo, dev_hi in self._candidate_pairs(masks):
             progress(k)
+            self.check()
             I = ideals[k]
             # largest J first: C grows, and its state extends a state of this I just made
             if self.greedy:
@@ -716,6 +724,7 @@ class _StageTableBuilder:
             node_plain, m1min, w_first, o = node
             W, plain, fr, m1 = st
             if not (plain and node_plain and len(o) > 1):
+                self.check()
                 out[i] = self._extend(st, v, t)
                 continue
             m1 = m1 + m1min
@@ -727,6 +736,7 @@ class _StageTableBuilder:
         for b, item in enumerate(batch):
             rows += len(item[3]) * len(item[4])
             if rows >= EXTEND_ROWS or b == len(batch) - 1:
+                self.check()
                 self._extend_plain(batch[a : b + 1], out)
                 a, rows = b + 1, 0
         return out
@@ -864,6 +874,7 @@ class _StageTableBuilder:
         points: dict[int, int] = {}
         all_slots = []
         for C in stages:
+            self.check()
             sts, cut = got[C]
             slots = [None] * len(sts)
             all_slots.append((list(sts), slots))
@@ -1137,17 +1148,10 @@ class _StageTableBuilder:
     def _exact_runs(self, C, t, d, spans):
         """The exact least cost of stage C under (t, d) at every y of ``spans`` (disjoint
         sorted (first, last) ranges), as runs (first y, last y, cost) of one cost (inf
-        where nothing fits).
-
-        The cost is a step function of y found by bisection: memory rises with y (a y is
-        a monotone float product, summed exactly), so the choices that fit at y include
-        those that fit at any larger y, and the least cost is non-decreasing; where it is
-        the same at two y it is the same at every y between them. So a span costs a few
-        exact choices per step rather than one per y (a million y, for K = 2^20, took
-        minutes)."""
+        where nothing fits): :func:`dp.knapsack.monotone_runs` over the spans' y in order,
+        so a span costs a few exact choices per step of the cost rather than one per y
+        (a million y, for K = 2^20, took minutes)."""
         starts = list(itertools.accumulate((b - a + 1 for a, b in spans), initial=0))
-        if not spans:
-            return []
 
         def y_at(i):  # the i-th y of the spans
             k = bisect.bisect_right(starts, i) - 1
@@ -1157,20 +1161,8 @@ class _StageTableBuilder:
             got = self.choices.exact_cost(C, t, d, y_at(i))
             return math.inf if got is None else got
 
-        runs = []  # (first index, last index, cost)
-        todo = [(0, cost(0), starts[-1] - 1, cost(starts[-1] - 1))] if starts[-1] > 1 else [(0, cost(0), 0, cost(0))]
-        while todo:
-            i, ci, j, cj = todo.pop()
-            if ci == cj or j - i <= 1:
-                runs += [(i, j, ci)] if ci == cj else [(i, i, ci), (j, j, cj)]
-                continue
-            m = (i + j) // 2
-            cm = cost(m)
-            todo += [(m, cm, j, cj), (i, ci, m, cm)]  # the lower half first (a stack)
         out = []
-        done = -1  # runs share their ends (the midpoints): each y once
-        for i, j, c in sorted(runs):  # back to y, a run split where the spans have gaps
-            i, done = max(i, done + 1), max(done, j)
+        for i, j, c in monotone_runs(starts[-1], cost):  # back to y, split where the spans have gaps
             while i <= j:
                 k = bisect.bisect_right(starts, i) - 1
                 end = min(j, starts[k + 1] - 1)
@@ -1225,6 +1217,7 @@ class _StageTableBuilder:
             items.sort(key=lambda kv: len(kv[1]))
             step = max(1, 200_000 // (ymax * max(1, len(items[-1][1]))))
             for c0 in range(0, len(items), step):
+                self.check()
                 chunk = items[c0 : c0 + step]
                 for key, runs in zip((kv[0] for kv in chunk), self._greedy_plain_batch(t, [kv[1] for kv in chunk], ymax)):
                     self.greedy_runs_memo[key] = runs

@@ -18,14 +18,16 @@ loader admits is far below it: K <= 2**40 keeps every sum of t d exact).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
+from dp.deadline import Deadline
 from dp.knapsack import run_ids, run_starts
 from dp.stage_tables import StageTables, sorted_unique
 from piper_ilp.errors import InternalError
 
-__all__ = ["DEVICES_INF", "DEFAULT_SMALL_S", "ThresholdDecision", "search_threshold"]
+__all__ = ["DEVICES_INF", "DEFAULT_SMALL_S", "Found", "ThresholdDecision", "search_threshold"]
 
 #: "No plan": larger than any device count a plan can need; f + t d stays below 2**63.
 DEVICES_INF = np.int64(1) << 61
@@ -402,11 +404,29 @@ class ThresholdDecision:
 
 
 
+class Found(NamedTuple):
+    """What :func:`search_threshold` found: ``T`` the bottleneck of the plan in hand
+    (``path``), ``steps`` decisions made of ``candidates`` thresholds; ``lower`` a proven
+    lower bound on the least threshold (T itself when the search finished), ``stopped``
+    True when the deadline ended the search first."""
+
+    T: float
+    path: tuple | None
+    steps: int
+    candidates: int
+    lower: float
+    stopped: bool
+
+
 def search_threshold(
-    search: ThresholdDecision, K: int, tick=None, lower: float = 0.0, upper: float = math.inf, known: int | None = None
-) -> tuple | None:
+    search: ThresholdDecision, K: int, tick=None, lower: float = 0.0, upper: float = math.inf, known: int | None = None,
+    deadline: Deadline | None = None,
+) -> Found | None:
     """The least threshold T at which a plan fits on K devices, with a plan of that
     bottleneck (:meth:`ThresholdDecision.plan_path`); None when no plan fits at all.
+    Past the ``deadline`` (checked before each decision) it stops with the plan in hand
+    and the least candidate not yet ruled out as ``lower`` (``stopped``); before the
+    first plan is in hand, it raises :class:`dp.deadline.TimeUp`.
 
     The first decision is at ``upper`` (a plan with every stage <= upper is known to
     be in the tables: the chain bound's, see :func:`dp.solver.solve_dp`; without one,
@@ -429,6 +449,8 @@ def search_threshold(
     if known is not None and at < len(cands) and cands[at] == upper:
         least, path, hi = known, None, at
     else:
+        if deadline is not None:
+            deadline.check()
         f = search.decide_narrow(upper)
         least = int(f[-1].min())
         if least > K:
@@ -443,6 +465,8 @@ def search_threshold(
     steps = 0 if path is None else 1
     tick = tick or (lambda k: None)
     while hi - lo > 1:
+        if deadline is not None and deadline.passed:
+            return Found(float(cands[hi]), path, steps, int(len(cands)), float(cands[lo + 1]), True)
         width = hi - lo
         stalled = len(widths) >= 2 and width > widths[-2] // 2
         kind = "mid"
@@ -473,5 +497,5 @@ def search_threshold(
             est = T_probe * D / K if D < DEVICES_INF else None
             below = False
         del f
-    return float(cands[hi]), path, steps, int(len(cands))
+    return Found(float(cands[hi]), path, steps, int(len(cands)), float(cands[hi]), False)
 

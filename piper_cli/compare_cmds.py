@@ -47,7 +47,7 @@ MethodsOpt = Annotated[
 ]
 TimeLimitOpt = Annotated[
     Optional[float],
-    typer.Option("--time-limit", min=0.0, help="Seconds per MILP backend (a MILP stopped early is checked against its bound)."),
+    typer.Option("--time-limit", min=0.0, help="Seconds per method for the DP, greedy and each MILP backend (a method stopped early proves nothing; its plan and bound are still checked)."),
 ]
 ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", min=1, help="MILP solver threads, 1 to 64 (SCIP's limit).", show_default=False)]
 

@@ -198,7 +198,7 @@ def register(app: typer.Typer) -> None:
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
-        time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.0, help="MILP: seconds before stopping (status feasible/unknown).", show_default=False)] = None,
+        time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.0, help="DP and MILP: seconds before stopping (status feasible/unknown, never optimal).", show_default=False)] = None,
         threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="MILP: solver threads, 1 to 64 (SCIP's limit).", show_default=False)] = None,
         write_model: Annotated[Optional[Path], typer.Option("--write-model", "--write-lp", help="MILP: write the model (CBC: LP file; CP-SAT: model proto as text).", show_default=False)] = None,
         hint_from_dp: Annotated[bool, typer.Option("--hint-from-dp", help="MILP: warm-start with the DP's plan.")] = False,

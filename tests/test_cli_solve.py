@@ -143,7 +143,7 @@ def test_usage_errors_are_one_line_in_a_real_process(args, needle):
     "args,needle",
     [
         (["--method", "dp", "--write-model", "model.lp"], "--write-model"),
-        (["--method", "dp", "--time-limit", "5"], "--time-limit"),
+        (["--method", "brute", "--time-limit", "5"], "--time-limit"),
         (["--method", "dp", "--threads", "2"], "--threads"),
         (["--method", "brute", "--threads", "2"], "--threads"),
         (["--method", "dp", "--hint-from-dp"], "--hint-from-dp"),

@@ -41,7 +41,6 @@ def test_method_kind_is_checked():
     "name, option, value",
     [
         ("dp", "write_model", "m.lp"),
-        ("dp", "time_limit", 10.0),
         ("dp", "threads", 2),
         ("greedy", "knapsack", "exact"),
         ("brute", "time_limit", 1.0),

@@ -1,0 +1,45 @@
+"""The DP's time limit: a deadline checked between units of work.
+
+Entry point: :class:`Deadline`. The solver checks it once per set of the stage tables,
+once per stage made, and before each decision of the threshold search; past it,
+:meth:`Deadline.check` raises :class:`TimeUp` (caught by :func:`dp.solver.solve_dp`,
+which then returns what it has: the best plan in hand and a proven lower bound, status
+feasible, or nothing, status unknown; never "optimal").
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+__all__ = ["Deadline", "TimeUp"]
+
+#: The clock (seconds, monotonic; a module attribute so that tests can count checks).
+clock = time.monotonic
+
+
+class TimeUp(Exception):
+    """The time limit passed."""
+
+
+class Deadline:
+    """``seconds`` from now (None: never). :meth:`check` raises :class:`TimeUp` once it has
+    passed; :attr:`passed` says so without raising."""
+
+    def __init__(self, seconds: float | None):
+        if seconds is not None and not (seconds >= 0 and math.isfinite(seconds)):
+            raise ValueError(f"time limit must be a finite number >= 0, got {seconds!r}")
+        self.seconds = seconds
+        self.end = None if seconds is None else clock() + seconds
+
+    def remaining(self) -> float | None:
+        """Seconds left (0 once passed), or None without a limit."""
+        return None if self.end is None else max(0.0, self.end - clock())
+
+    @property
+    def passed(self) -> bool:
+        return self.end is not None and clock() >= self.end
+
+    def check(self) -> None:
+        if self.passed:
+            raise TimeUp()

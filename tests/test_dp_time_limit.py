@@ -1,0 +1,119 @@
+"""The DP's time limit (dp/deadline.py): stopped anywhere, its answer is honest - unknown,
+or a valid plan with a proven lower bound (feasible) - and never "optimal".
+
+The deadline is driven by a clock that ticks once per check, so "stopped after n checks"
+is exact and every place the solver checks is reached by some n."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from typer.testing import CliRunner
+
+import dp.deadline
+from compare.generators import random_instance
+from compare.verify import verify_instance
+from dp import solve_dp
+from piper_cli import app
+from piper_ilp.evaluate import evaluate
+from piper_ilp.pipeline import ALL_MODES, DEFAULT_MODE
+from piper_ilp.solution import Status
+
+
+@pytest.fixture
+def ticking(monkeypatch):
+    """A clock that advances one second per reading: time_limit=n stops at the n-th check."""
+    counter = itertools.count()
+    monkeypatch.setattr(dp.deadline, "clock", lambda: float(next(counter)))
+
+
+def _stops(solve) -> list[int]:
+    """Limits (in checks) to try: the first few, the last dozen (the search) and 20 between."""
+    before = dp.deadline.clock()
+    solve(10**9)
+    total = int(dp.deadline.clock() - before)
+    return sorted(set(range(5)) | set(range(max(0, total - 12), total + 1)) | set(range(0, total, max(1, total // 20))))
+
+
+def _check_stopped_answers(inst, mode=DEFAULT_MODE, **kw):
+    full = solve_dp(inst, mode=mode, **kw)
+    assert full.status == Status.OPTIMAL
+    seen = set()
+    for n in _stops(lambda n: solve_dp(inst, mode=mode, time_limit=n, **kw)):
+        sol = solve_dp(inst, mode=mode, time_limit=n, **kw)
+        seen.add(sol.status)
+        if sol.status == Status.OPTIMAL:
+            assert sol.value == full.value and "stopped" not in sol.info
+            return seen
+        assert sol.info.get("stopped"), sol.info
+        assert "time limit of" in sol.message
+        if sol.status == Status.UNKNOWN:
+            assert sol.plan is None
+            continue
+        assert sol.status == Status.FEASIBLE
+        ev = evaluate(inst, sol.plan, mode)
+        assert ev.valid and ev.value == sol.value >= full.value
+        if sol.bound is not None:
+            assert sol.bound <= full.value * (1 + 1e-12)
+    raise AssertionError("the solve never finished")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_stopped_dp_is_unknown_or_a_valid_plan_with_a_true_bound(ticking, seed):
+    inst = random_instance(["layered", "fork-join", "skip"][seed % 3], 7, 500 + seed)
+    loose = inst.with_settings(M=inst.M * 3)
+    # chain_first=1: the chain bound runs first, so a stop in the full tables returns its plan
+    seen = _check_stopped_answers(loose, chain_first=1)
+    assert Status.UNKNOWN in seen and Status.FEASIBLE in seen
+
+
+def test_a_stop_in_the_search_keeps_the_plan_in_hand_and_the_bound(ticking):
+    inst = random_instance("layered", 8, 3, memory="loose")
+    got = [solve_dp(inst, time_limit=n) for n in _stops(lambda n: solve_dp(inst, time_limit=n))]
+    stopped_in_search = [s for s in got if s.info.get("stopped") == "in the search"]
+    # before the first decision's plan nothing is in hand (unknown); after it, that plan and
+    # the least threshold not yet ruled out
+    feasible = [s for s in stopped_in_search if s.status == Status.FEASIBLE]
+    assert feasible and all(s.bound is not None and s.bound <= s.value for s in feasible)
+    assert all(s.status == Status.UNKNOWN and s.plan is None for s in stopped_in_search if all(s is not f for f in feasible))
+    values = [s.value for s in feasible]
+    assert values == sorted(values, reverse=True)  # each decision's plan no worse than the last
+
+
+@pytest.mark.parametrize("mode", [m for m in ALL_MODES if not m.is_default][:4], ids=lambda m: m.label)
+def test_other_modes_stop_honestly(ticking, mode):
+    inst = random_instance("fork-join", 5, 11, memory="loose")
+    seen = _check_stopped_answers(inst, mode=mode)
+    assert Status.UNKNOWN in seen or Status.FEASIBLE in seen
+
+
+def test_greedy_mode_stopped_is_never_a_bound(ticking):
+    inst = random_instance("chain", 6, 2, memory="loose")
+    for n in _stops(lambda n: solve_dp(inst, knapsack="greedy", time_limit=n)):
+        sol = solve_dp(inst, knapsack="greedy", time_limit=n)
+        assert sol.status in (Status.UNKNOWN, Status.FEASIBLE) and sol.bound is None
+        if "stopped" not in sol.info:
+            break
+    else:
+        raise AssertionError("greedy never finished")
+
+
+def test_time_limit_zero_from_the_cli_is_unknown_with_exit_3(inputs_dir):
+    r = CliRunner().invoke(app, ["solve", str(inputs_dir / "small.json"), "--time-limit", "0", "--json"])
+    assert r.exit_code == 3, r.output
+    assert '"status": "unknown"' in r.output and "time limit of 0 s reached" in r.output
+
+
+def test_verify_with_a_stopped_dp_is_no_match_and_no_mismatch():
+    inst = random_instance("chain", 4, 1, memory="loose")
+    v = verify_instance(inst, ("dp", "brute"), time_limit=0.0, greedy=False)
+    assert v.verdict == "single-proof" and v.proofs == ["brute"] and not v.problems
+    assert v.results["dp"].status in ("unknown", "feasible")
+
+
+def test_a_negative_or_nan_time_limit_is_refused():
+    inst = random_instance("chain", 2, 0, memory="loose")
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(Exception, match="time limit"):
+            solve_dp(inst, time_limit=bad)
