@@ -22,7 +22,7 @@ One level with ``n`` workers at bandwidth ``B`` (``m`` = workers - 1, as in Pipe
   stage wins ties, then the smallest k, then the smallest m');
 * memory (``memory_constraint``): a stage with r replicas and ``n - (m + 1)`` workers
   after its pipeline prefix stashes ``ceil((n - (m + 1)) / r) * (Act + P)`` bytes, which
-  must not exceed ``memory``;
+  must not exceed ``memory`` (:mod:`piper_ilp.pipedream.memory`);
 * ``fewer_machines``: ``A[i][j][m]`` may take ``A[i][j][m - 1]`` when strictly better.
 
 With several levels (``machines = [n1, n2, ...]``), level L's values ``A[i][j][n_L - 1]``
@@ -41,6 +41,7 @@ import numpy as np
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.instance import MAX_DEVICES
 from piper_ilp.pipedream.graph import PDGraph, Prepared, prepare
+from piper_ilp.pipedream.memory import stash_count, stash_fits
 from piper_ilp.pipedream.states import States, antichain_states
 
 __all__ = ["PDStage", "PDResult", "PiperMapping", "pipedream_dp", "pipedream_plan_for", "plan_graph", "check_size",
@@ -167,8 +168,7 @@ def _solve_level(
     for m in range(1 if straight else n):
         ok = defined & np.isfinite(ct)
         if memory_constraint:
-            stash = math.ceil((n - (m + 1)) / (m + 1)) * (act + par)
-            ok &= ~(stash > memory)
+            ok &= stash_fits(stash_count(n - (m + 1), m + 1), act, par, memory)
         dpc = (4 * m * par) / (bandwidth * (m + 1))
         dpc = dpc / within
         v = (ct + dpc) / (m + 1)
@@ -189,7 +189,7 @@ def _solve_level(
     ms = np.arange(n)
     invalid = mps[None, :] > ms[:, None]  # (n, MP): m' > m
     pidx = np.where(invalid, 0, ms[:, None] - mps[None, :])
-    ceil_tab = np.array([[math.ceil((n - (m + 1)) / mp) for mp in mps] for m in range(n)], dtype=np.float64)
+    ceil_tab = stash_count(n - (ms[:, None] + 1), mps[None, :])  # (n, MP): copies stashed
     for j in range(1, S):
         live = rows < j
         K = states.ancestors[j]
@@ -200,8 +200,7 @@ def _solve_level(
             lt = (last_ct[:, None] + (4 * (mps[None, :] - 1) * last_par[:, None]) / (bandwidth * mps[None, :])) / mps[None, :]
             bad = np.broadcast_to(invalid[:, None, :], (n, len(K), MP))
             if memory_constraint:
-                stash = (last_act + last_par)[None, :, None] * ceil_tab[:, None, :]
-                bad = bad | (stash > memory)
+                bad = bad | ~stash_fits(ceil_tab[:, None, :], last_act[None, :, None], last_par[None, :, None], memory)
             lt_m = np.where(bad, _INF, lt[None, :, :])  # (n, |K|, MP)
             bval = np.empty((R, n))
             bpos = np.empty((R, n), dtype=np.int64)

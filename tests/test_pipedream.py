@@ -262,6 +262,38 @@ def test_milp_hand_computed_chain_and_refusal():
         solve_pipedream_milp(prep, 2, 1e9, memory_constraint=True, fewer_machines=True)
 
 
+@pytest.mark.parametrize("size,memory,fits", [
+    (11.376838955064553, 34.130516865193655, True),  # 3 * size rounds to memory; memory / size to 2.9999999999999996
+    (170578442.1475958, 511735326.44278735, False),  # 3 * size rounds above memory; memory / size to 3.0
+])
+def test_memory_rule_at_its_exact_boundary_is_the_same_in_dp_milp_and_exhaustive_search(size, memory, fits):
+    """The first of 4 straight stages stashes ceil(3 / 1) = 3 copies of its size; the MILP
+    bounded them by floor(memory / size) and disagreed with the DP and exhaustive search,
+    which compute 3 * size <= memory (both directions)."""
+    from compare.pipedream import check_pipedream
+
+    assert (3 * size <= memory) == fits and (math.floor(memory / size) >= 3) != fits
+    text = "\n".join([line("node1", "A", 1.0, 0.0, size, 0.0)]
+                     + [line(f"node{i}", "B", 1.0, 0.0, 0.0, 0.0) for i in (2, 3, 4)]
+                     + ["\tnode1 -- node2", "\tnode2 -- node3", "\tnode3 -- node4"])
+    prep = prepare(parse_graph_text(text, "boundary.txt"))
+    v = check_pipedream(prep, antichain_states(prep), 4, 1e9, straight=True, memory=memory, memory_constraint=True)
+    assert v["verdict"] == "match", v["problems"]
+    want = 0.001 if fits else None
+    assert v["values"] == {"dp": want, "brute": want, "milp": want}
+
+
+def test_milp_memory_rule_with_a_tiny_stage_does_not_overflow():
+    # floor(1e10 / 1e-300) is floor(inf): OverflowError before
+    from piper_ilp.pipedream.milp import solve_pipedream_milp
+
+    text = "\n".join([line("node1", "A", 1.0, 0.0, 1e-300, 0.0), line("node2", "B", 1.0, 0.0, 0.0, 0.0),
+                      "\tnode1 -- node2"])
+    r = solve_pipedream_milp(prepare(parse_graph_text(text, "tiny.txt")), 2, 1e9, memory=1e10,
+                             memory_constraint=True, straight=True)
+    assert r.status == "optimal" and r.plan == [(0, 1), (1, 1)]
+
+
 def test_exhaustive_search_refuses_large_graphs():
     with pytest.raises(SizeLimitError):
         brute_pipedream(prepare(random_pd_graph("chain", 12, 0)), 2, 1e9)
