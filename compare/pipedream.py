@@ -14,7 +14,7 @@ Stage i's time is ``(T_i + 4 (r_i - 1) P_i / (B r_i)) / r_i`` with ``T_i`` the s
 (F + G) / 1000 over its nodes and ``P_i`` the sum of P (both :func:`math.fsum` over the
 node set, not differences of prefix sums); the plan's time is the max over stages. With
 ``memory_constraint`` stage i must have ``ceil(after_i / r_i) * (Act_i + P_i) <= memory``
-where ``after_i = r_{i+1} + ... + r_t``, except for two quirks of PipeDream's table when
+(:mod:`piper_ilp.pipedream.memory`) where ``after_i = r_{i+1} + ... + r_t``, except for two quirks of PipeDream's table when
 fewer than n workers are used (``fewer_machines``, slack = n - sum r_i > 0):
 
 * the first stage is checked with ``after_1 = n - r_1`` (the budget it was created with);
@@ -36,6 +36,7 @@ from compare.generators import FAMILIES, random_graph
 from dp.pipedream import PDResult, pipedream_dp
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.pipedream.graph import PDGraph, PDNode, Prepared, prepare
+from piper_ilp.pipedream.memory import stash_count, stash_fits
 from piper_ilp.pipedream.states import States, antichain_states
 
 __all__ = ["BruteResult", "brute_pipedream", "plan_time", "random_pd_graph", "cross_check", "MAX_BRUTE_NODES"]
@@ -95,7 +96,7 @@ def plan_time(
             after = sum(rr for _, rr in plan[i + 1 :])
             if i == 0 or (i == 1 and slack and plan[0][0] == 0):
                 after = n - sum(rr for _, rr in plan[: i + 1])
-            if math.ceil(after / r) * (A + P) > memory:
+            if not stash_fits(stash_count(after, r), A, P, memory):
                 return None
         worst = max(worst, (T + 4 * (r - 1) * P / (bandwidth * r)) / r)
     return worst

@@ -4,7 +4,11 @@ Written from the description in ``docs/pipedream.md``; numpy does the inner mini
 Symbols: states 0..S-1 in topological order (:mod:`piper_ilp.pipedream.states`), ``T[s]``,
 ``Act[s]``, ``P[s]`` the sums of (F + G) / 1000, A and P over state ``s``'s downset. A
 stage (k, j] (k an ancestor of j in the antichain DAG) holds downset(j) minus downset(k);
-its compute time is ``T[j] - T[k]`` (and likewise Act, P).
+its compute time ``T(k+1, j)`` (and likewise Act, P) is the fsum over its nodes, taken
+exactly by :meth:`States.between` -- never ``T[j] - T[k]``, a difference of two rounded
+sums ((1e17 + 8) - 1e17 = 0 lost a stage's 8 parameter bytes). Where PipeDream's row
+i - 1 is not inside downset(j) (rows i > 0 of a level below the last, see
+``docs/pipedream.md``), the entry is the correctly rounded T[j] - T[i - 1] of the exact sums.
 
 One level with ``n`` workers at bandwidth ``B`` (``m`` = workers - 1, as in PipeDream):
 
@@ -18,7 +22,7 @@ One level with ``n`` workers at bandwidth ``B`` (``m`` = workers - 1, as in Pipe
   stage wins ties, then the smallest k, then the smallest m');
 * memory (``memory_constraint``): a stage with r replicas and ``n - (m + 1)`` workers
   after its pipeline prefix stashes ``ceil((n - (m + 1)) / r) * (Act + P)`` bytes, which
-  must not exceed ``memory``;
+  must not exceed ``memory`` (:mod:`piper_ilp.pipedream.memory`);
 * ``fewer_machines``: ``A[i][j][m]`` may take ``A[i][j][m - 1]`` when strictly better.
 
 With several levels (``machines = [n1, n2, ...]``), level L's values ``A[i][j][n_L - 1]``
@@ -37,6 +41,7 @@ import numpy as np
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.instance import MAX_DEVICES
 from piper_ilp.pipedream.graph import PDGraph, Prepared, prepare
+from piper_ilp.pipedream.memory import stash_count, stash_fits
 from piper_ilp.pipedream.states import States, antichain_states
 
 __all__ = ["PDStage", "PDResult", "PiperMapping", "pipedream_dp", "pipedream_plan_for", "plan_graph", "check_size",
@@ -123,21 +128,16 @@ class _Level:
     rows: np.ndarray  # row indices i held (0..S or just 0)
 
 
-def _sizes(states: States):
-    """Row/column tables of PipeDream: X(r, j) = X[j] for r = 0, X[j] - X[r - 1] otherwise."""
-    return states.time, states.activation, states.parameter
-
-
-def _diff(x: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """X(r, j) for the given rows r and all j, as PipeDream builds it (inf where j < r)."""
-    S = len(x)
+def _rows_table(states: States, what: str, rows: np.ndarray) -> np.ndarray:
+    """X(r, j) of PipeDream's row/column tables for the given rows r and all j: the sum of
+    ``what`` over downset(j) minus downset(r - 1) (all of downset(j) for r = 0), exactly
+    (:meth:`States.between`); inf where j < r."""
+    S = len(states)
+    js = np.arange(S)
     out = np.empty((len(rows), S))
     for a, r in enumerate(rows):
-        if r == 0:
-            out[a] = x
-        else:
-            out[a] = x - x[r - 1]
-            out[a, : r] = _INF
+        out[a] = states.between(what, int(r) - 1, js)
+        out[a, :r] = _INF
     return out
 
 
@@ -156,10 +156,9 @@ def _solve_level(
     S = len(states)
     rows = np.array([0] if final else list(range(S + 1)), dtype=np.int64)
     R = len(rows)
-    T, ACT, PAR = _sizes(states)
     ct = ct_rows(rows)
-    act = _diff(ACT, rows)
-    par = _diff(PAR, rows)
+    act = _rows_table(states, "activation", rows)
+    par = _rows_table(states, "parameter", rows)
     value = np.full((R, S, n), _INF)
     used = np.zeros((R, S, n), dtype=np.int32)
     split_k = np.full((R, S, n), -1, dtype=np.int32)
@@ -169,8 +168,7 @@ def _solve_level(
     for m in range(1 if straight else n):
         ok = defined & np.isfinite(ct)
         if memory_constraint:
-            stash = math.ceil((n - (m + 1)) / (m + 1)) * (act + par)
-            ok &= ~(stash > memory)
+            ok &= stash_fits(stash_count(n - (m + 1), m + 1), act, par, memory)
         dpc = (4 * m * par) / (bandwidth * (m + 1))
         dpc = dpc / within
         v = (ct + dpc) / (m + 1)
@@ -191,19 +189,18 @@ def _solve_level(
     ms = np.arange(n)
     invalid = mps[None, :] > ms[:, None]  # (n, MP): m' > m
     pidx = np.where(invalid, 0, ms[:, None] - mps[None, :])
-    ceil_tab = np.array([[math.ceil((n - (m + 1)) / mp) for mp in mps] for m in range(n)], dtype=np.float64)
+    ceil_tab = stash_count(n - (ms[:, None] + 1), mps[None, :])  # (n, MP): copies stashed
     for j in range(1, S):
         live = rows < j
         K = states.ancestors[j]
         if len(K):
             last_ct = ct_rows.last(K, j)  # T(k+1, j), inf = None
-            last_par = PAR[j] - PAR[K]
-            last_act = ACT[j] - ACT[K]
+            last_par = states.between("parameter", K, j)  # P(k+1, j), fsum over the stage
+            last_act = states.between("activation", K, j)
             lt = (last_ct[:, None] + (4 * (mps[None, :] - 1) * last_par[:, None]) / (bandwidth * mps[None, :])) / mps[None, :]
             bad = np.broadcast_to(invalid[:, None, :], (n, len(K), MP))
             if memory_constraint:
-                stash = (last_act + last_par)[None, :, None] * ceil_tab[:, None, :]
-                bad = bad | (stash > memory)
+                bad = bad | ~stash_fits(ceil_tab[:, None, :], last_act[None, :, None], last_par[None, :, None], memory)
             lt_m = np.where(bad, _INF, lt[None, :, :])  # (n, |K|, MP)
             bval = np.empty((R, n))
             bpos = np.empty((R, n), dtype=np.int64)
@@ -234,16 +231,16 @@ def _solve_level(
 
 
 class _FirstLevelCT:
-    """Compute times of the first level: T(r, j) from the states' prefix sums."""
+    """Compute times of the first level: T(r, j), the exact sums of :meth:`States.between`."""
 
     def __init__(self, states: States):
-        self.T = states.time
+        self.states = states
 
     def __call__(self, rows):
-        return _diff(self.T, rows)
+        return _rows_table(self.states, "time", rows)
 
     def last(self, K, j):
-        return self.T[j] - self.T[K]
+        return self.states.between("time", K, j)
 
 
 class _UpperLevelCT:
@@ -418,7 +415,7 @@ def pipedream_dp(
         seen |= down
         idx = [v for v in range(down.bit_length()) if members >> v & 1]
         names = tuple(node_ids[v] for v in idx) if node_ids is not None else tuple(str(v) for v in idx)
-        ct_stage = float(T[end - 1] - (T[start - 1] if start > 0 else 0.0))
+        ct_stage = states.between("time", start - 1, end - 1)
         stages.append(PDStage(start, end - 1, names, int(np.prod(reps)), reps, ct_stage))
     return PDResult(objective, total, dpt, stages, machines, bandwidths, S, uncovered)
 

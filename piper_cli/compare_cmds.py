@@ -108,14 +108,14 @@ def _verify_pipedream(graphs: list[str], devices: str | None, bandwidth: str | N
     """``verify --model pipedream``: PipeDream's DP, its MILP and exhaustive search on each graph."""
     from compare.pipedream import check_pipedream
     from piper_ilp.errors import InputError
-    from piper_ilp.instance import parse_count, parse_size
+    from piper_ilp.instance import check_setting, parse_count, parse_size
     from piper_ilp.pipedream import antichain_states, parse_graph, prepare
 
     if devices is None or bandwidth is None:
         raise InputError("--model pipedream needs --devices (workers) and --bandwidth")
     n = parse_count(devices, "--devices")
-    B = parse_size(bandwidth, "--bandwidth", rate=True)
-    mem = parse_size(memory, "--memory") if memory is not None else None
+    B = check_setting("B", parse_size(bandwidth, "--bandwidth", rate=True), "--bandwidth")
+    mem = check_setting("M", parse_size(memory, "--memory"), "--memory") if memory is not None else None
     codes = []
     for graph in graphs:
         prep = prepare(parse_graph(graph))

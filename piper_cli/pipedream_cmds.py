@@ -81,14 +81,15 @@ def register(app: typer.Typer) -> None:
         its objective "time per stage", the stages (layers, replication) and the CPU time."""
         from dp.pipedream import plan_graph
         from piper_ilp.errors import InputError
-        from piper_ilp.instance import parse_count, parse_size
+        from piper_ilp.instance import check_setting, parse_count, parse_size
         from piper_ilp.pipedream import antichain_states, parse_graph, prepare
 
         ns = [parse_count(x, "--machines") for x in _split(machines, "--machines")]
-        bs = [parse_size(x, "--bandwidth", rate=True) for x in _split(bandwidth, "--bandwidth")]
+        # the ranges of Piper's B and M (check_setting), as every other command's options
+        bs = [check_setting("B", parse_size(x, "--bandwidth", rate=True), "--bandwidth") for x in _split(bandwidth, "--bandwidth")]
         if len(ns) != len(bs):
             raise InputError(f"--machines gives {len(ns)} level(s) but --bandwidth gives {len(bs)}; give one bandwidth per level")
-        mem = parse_size(memory, "--memory")
+        mem = check_setting("M", parse_size(memory, "--memory"), "--memory")
         t0 = time.process_time()
         prep = prepare(parse_graph(graph))
         antichain_states(prep)

@@ -174,6 +174,43 @@ def test_dp_memory_rule_counts_the_workers_after_a_stage():
     assert plan_graph(g, [2], [1e9], memory=9.0, memory_constraint=True, straight=True).time_per_stage is None
 
 
+def test_stage_parameter_bytes_are_an_fsum_not_a_difference_of_prefix_sums():
+    """hunt3 item 1: P(LayerB) = 8 was taken as (1e17 + 8) - 1e17 = 0, so the DP answered
+    1e-06 s for [LayerA r=1 | LayerB r=2], whose time is (4 * (2 - 1) * 8 / (1 * 2)) / 2 = 8 s."""
+    text = "\n".join([
+        line("node2", "LayerA", 0.001, 0.000, 0.000, 1e17),
+        line("node3", "LayerB", 0.000, 0.000, 0.000, 8.000),
+        "\tnode2 -- node3",
+    ])
+    g = parse_graph_text(text, "cancel.txt")
+    prep = prepare(g)
+    r = plan_graph(g, [3], [1.0])
+    assert r.time_per_stage == 8.0 == brute_pipedream(prep, 3, 1.0).value
+    assert [(s.nodes, s.replication) for s in r.stages] == [(("node2",), 1), (("node3",), 2)]
+    # rows i > 0 of a level below the last take the same exact sums
+    assert plan_graph(g, [3, 1], [1.0, 1.0]).time_per_stage == 8.0
+    assert plan_graph(g, [1, 3], [1.0, 1.0]).time_per_stage == 8.0
+
+
+def test_stage_sums_of_every_quantity_are_the_fsum_over_the_stage():
+    # prefix sums 1e17 + 8 round to 1e17 (time in s: F / 1000), 1e17 + 24 to 1e17 + 32
+    text = "\n".join([
+        line("node1", "A", 1e20, 0.0, 1e17, 1e17),
+        line("node2", "B", 8000.0, 0.0, 24.0, 8.0),
+        line("node3", "C", 0.25, 0.0, 0.5, 3.0),
+        "\tnode1 -- node2", "\tnode2 -- node3",
+    ])
+    g = parse_graph_text(text, "cancel3.txt")
+    r = plan_graph(g, [3], [1e9], straight=True)
+    assert [s.compute_time for s in r.stages] == [1e17, 8.0, 0.00025]  # was [1e17, 0.0, 16.0]
+    prep = prepare(g)
+    st = antichain_states(prep)
+    for k in range(-1, len(st)):
+        for j in range(k + 1, len(st)):
+            T, A, P = prep.sums(st.downset[j] & ~(st.downset[k] if k >= 0 else 0))
+            assert (st.between("time", k, j), st.between("activation", k, j), st.between("parameter", k, j)) == (T, A, P)
+
+
 def test_levels_of_one_worker_do_not_change_the_answer():
     g = parse_graph_text("\n".join(
         [line(f"node{i}", "L", 1 + i, i % 3, 1e6 * i, 1e7 * (i % 4)) for i in range(1, 8)]
@@ -223,6 +260,38 @@ def test_milp_hand_computed_chain_and_refusal():
     assert r.status == "infeasible"
     with pytest.raises(InputError):
         solve_pipedream_milp(prep, 2, 1e9, memory_constraint=True, fewer_machines=True)
+
+
+@pytest.mark.parametrize("size,memory,fits", [
+    (11.376838955064553, 34.130516865193655, True),  # 3 * size rounds to memory; memory / size to 2.9999999999999996
+    (170578442.1475958, 511735326.44278735, False),  # 3 * size rounds above memory; memory / size to 3.0
+])
+def test_memory_rule_at_its_exact_boundary_is_the_same_in_dp_milp_and_exhaustive_search(size, memory, fits):
+    """The first of 4 straight stages stashes ceil(3 / 1) = 3 copies of its size; the MILP
+    bounded them by floor(memory / size) and disagreed with the DP and exhaustive search,
+    which compute 3 * size <= memory (both directions)."""
+    from compare.pipedream import check_pipedream
+
+    assert (3 * size <= memory) == fits and (math.floor(memory / size) >= 3) != fits
+    text = "\n".join([line("node1", "A", 1.0, 0.0, size, 0.0)]
+                     + [line(f"node{i}", "B", 1.0, 0.0, 0.0, 0.0) for i in (2, 3, 4)]
+                     + ["\tnode1 -- node2", "\tnode2 -- node3", "\tnode3 -- node4"])
+    prep = prepare(parse_graph_text(text, "boundary.txt"))
+    v = check_pipedream(prep, antichain_states(prep), 4, 1e9, straight=True, memory=memory, memory_constraint=True)
+    assert v["verdict"] == "match", v["problems"]
+    want = 0.001 if fits else None
+    assert v["values"] == {"dp": want, "brute": want, "milp": want}
+
+
+def test_milp_memory_rule_with_a_tiny_stage_does_not_overflow():
+    # floor(1e10 / 1e-300) is floor(inf): OverflowError before
+    from piper_ilp.pipedream.milp import solve_pipedream_milp
+
+    text = "\n".join([line("node1", "A", 1.0, 0.0, 1e-300, 0.0), line("node2", "B", 1.0, 0.0, 0.0, 0.0),
+                      "\tnode1 -- node2"])
+    r = solve_pipedream_milp(prepare(parse_graph_text(text, "tiny.txt")), 2, 1e9, memory=1e10,
+                             memory_constraint=True, straight=True)
+    assert r.status == "optimal" and r.plan == [(0, 1), (1, 1)]
 
 
 def test_exhaustive_search_refuses_large_graphs():

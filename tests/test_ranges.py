@@ -267,3 +267,37 @@ def test_d_values_are_the_divisors_of_N_up_to_K_and_max_d():
     assert Restrictions(max_d=10).d_values(inst) == [1, 2, 4, 8]
     inst = instance_from_dict(_independent([_opt()], K=MAX_DEVICES, N=2 * 3 * 5 * 7))
     assert Restrictions().d_values(inst) == divisors(210)
+
+
+# ---- PipeDream's own options ----
+
+_PD_GRAPH = ("node1 -- A -- forward_compute_time=1.0, backward_compute_time=0.0, activation_size=1.0, parameter_size=8.0\n"
+             "node2 -- B -- forward_compute_time=1.0, backward_compute_time=0.0, activation_size=1.0, parameter_size=8.0\n"
+             "\tnode1 -- node2\n")
+
+
+@pytest.mark.parametrize("command", [["pipedream", "--machines", "2"], ["verify", "--model", "pipedream", "--devices", "2"]])
+@pytest.mark.parametrize("option,value", [(o, v) for o in ("--memory", "--bandwidth")
+                                          for v in ("1e31", "1e-31", "5e-324", "1e308", "-1", "0", "nan", "inf")])
+def test_pipedream_memory_and_bandwidth_out_of_range_are_one_line_exit_2(tmp_path, command, option, value):
+    """`pipedream` and `verify --model pipedream` read --memory / --bandwidth with the ranges of
+    Piper's M and B (check_setting); 1e31 or 5e-324 were planned with."""
+    path = tmp_path / "graph.txt"
+    path.write_text(_PD_GRAPH)
+    args = {"--memory": "8", "--bandwidth": "1e9", option: value}
+    r = CliRunner().invoke(app, [*command[:1], *command[1:-2], str(path), *command[-2:],
+                                 "--bandwidth", args["--bandwidth"], "--memory", args["--memory"]])
+    assert r.exit_code == 2, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and option in lines[0], r.output
+
+
+@pytest.mark.parametrize("command", [["pipedream", "--machines", "2"], ["verify", "--model", "pipedream", "--devices", "2"]])
+def test_pipedream_memory_and_bandwidth_at_the_range_ends_are_accepted(tmp_path, command):
+    path = tmp_path / "graph.txt"
+    path.write_text(_PD_GRAPH)
+    for b, m in ((VALUE_MIN, VALUE_MAX), (VALUE_MAX, VALUE_MIN)):
+        r = CliRunner().invoke(app, [*command[:1], *command[1:-2], str(path), *command[-2:],
+                                     "--bandwidth", repr(b), "--memory", repr(m)])
+        assert r.exit_code in (0, 1), r.output  # 1: verify's verdict or no plan under the memory rule
+        assert "error" not in r.output, r.output

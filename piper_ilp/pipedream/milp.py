@@ -17,9 +17,10 @@ such stage by :func:`math.fsum` over its node set):
 * ``after[j]`` integer in 0..n (only with the memory rule): workers in stages after state j
   (``after[S - 1] = 0``); ``x[k, j, r] = 1`` forces ``after[k] = after[j] + r`` (big-M 2n),
   and for the first stage ``after[j] = n - r``;
-* memory (``memory_constraint``): ``x[k, j, r] = 1`` forces
-  ``after[j] <= r * floor(memory / (Act + P))`` (candidates that cannot fit even with
-  ``after[j] = 0`` are not created);
+* memory (``memory_constraint``): ``x[k, j, r] = 1`` forces ``after[j] <= r * c`` with
+  ``c`` the most stashed copies that fit, :func:`piper_ilp.pipedream.memory.max_stash_count`
+  (the rule ``ceil(after / r) * (Act + P) <= memory`` exactly as the DP and exhaustive search
+  evaluate it; ``floor(memory / (Act + P))`` rounds differently at the boundary);
 * ``z >= time(k, j, r) x[k, j, r]``; minimize ``z``.
 
 With ``fewer_machines`` and the memory rule together PipeDream's table has quirks (see
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.pipedream.graph import Prepared
+from piper_ilp.pipedream.memory import max_stash_count
 from piper_ilp.pipedream.states import antichain_states
 
 __all__ = ["MilpResult", "solve_pipedream_milp", "MAX_MILP_VARIABLES"]
@@ -93,12 +95,9 @@ def solve_pipedream_milp(
             T, A, P = prep.sums(down[j] & ~(down[k] if k >= 0 else 0))
             for r in reps:
                 cap = n
-                if memory_constraint and A + P > 0:
-                    if A + P > memory:
-                        # ceil(after / r) must be 0: after = 0
-                        cap = 0
-                    else:
-                        cap = min(n, r * math.floor(memory / (A + P)))
+                if memory_constraint:
+                    # after <= r * c  <=>  ceil(after / r) <= c, c the most copies that fit
+                    cap = min(n, r * max_stash_count(A, P, memory, n))
                 if k == -1 and cap < n - r:
                     continue
                 cands.append((k, j, r, (T + 4 * (r - 1) * P / (bandwidth * r)) / r, cap))

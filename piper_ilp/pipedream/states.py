@@ -22,6 +22,12 @@ discovery order and the arcs in the order they were added (PipeDream's
 sums of A / P over the downset, ``output_activation`` = sum of A over its augmented
 antichain (all sums exact, :func:`math.fsum`).
 
+A stage (k, j] holds downset(j) minus downset(k); its sums are *not* ``time[j] - time[k]``
+(a difference of two rounded sums: (1e17 + 8) - 1e17 = 0 loses a stage's 8 bytes).
+:meth:`States.between` gives them exactly: the correctly rounded value of
+(sum over downset(j)) - (sum over downset(k)), which for nested downsets is the
+:func:`math.fsum` over the stage's nodes (:class:`ExactSums`).
+
 PipeDream lists the augmented antichain's extra members in the iteration order of a Python
 ``set`` of node-id strings, which is randomized per process in Python 3; this module uses
 ascending file order instead. The order changes only which states are discovered first,
@@ -38,10 +44,64 @@ import numpy as np
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.pipedream.graph import Prepared
 
-__all__ = ["States", "antichain_states", "MAX_STATES"]
+__all__ = ["States", "ExactSums", "antichain_states", "MAX_STATES"]
 
 #: Refuse graphs with more states than this (the planner's tables grow as states^2).
 MAX_STATES = 5000
+
+
+#: Limb of :class:`ExactSums`' numpy path: an integer below 2**105 is hi * 2**52 + lo with
+#: hi < 2**53 and lo < 2**52, both exact in float64.
+_LIMB = 52
+
+
+class ExactSums:
+    """The sums of one quantity over the states' downsets, kept exactly.
+
+    Every finite float x >= 0 is an integer multiple of 2**-shift for ``shift`` the largest
+    exponent of 2 in the denominators of the nodes' values, so a state's sum is the integer
+    ``ints[s]`` times 2**-shift, exactly. :meth:`between` rounds a difference of two such
+    integers once (round to nearest, ties to even), as :func:`math.fsum` rounds a sum.
+
+    Where the integers are below 2**105 and shift <= 1022 (every published profile), numpy
+    does it: with d = dh * 2**52 + dl (dh, dl exact in float64), the one addition
+    ``dh * 2**52 + dl`` is the correctly rounded d, and scaling by 2**-shift is exact (the
+    result is 0 or at least 2**-1022, never subnormal). Otherwise Python's integer true
+    division (correctly rounded) does it element by element.
+    """
+
+    def __init__(self, values: list[float], downsets: list[list[int]]):
+        ratios = [float(x).as_integer_ratio() for x in values]
+        self.shift = max([den.bit_length() - 1 for _, den in ratios] + [0])
+        scaled = [num << (self.shift - (den.bit_length() - 1)) for num, den in ratios]
+        # one more entry, 0: index -1 is the empty downset (a stage from the start)
+        self.ints = [sum(scaled[v] for v in members) for members in downsets] + [0]
+        big = max(abs(i) for i in self.ints)
+        if big < 1 << (2 * _LIMB + 1) and self.shift <= 1022:
+            arr = np.array([[i >> _LIMB, i & ((1 << _LIMB) - 1)] for i in self.ints], dtype=np.int64)
+            self._hi, self._lo = arr[:, 0].copy(), arr[:, 1].copy()
+            self._obj = None
+        else:
+            self._hi = self._lo = None
+            self._obj = np.empty(len(self.ints), dtype=object)
+            self._obj[:] = self.ints
+            self._den = 1 << self.shift
+
+    def between(self, k, j) -> np.ndarray | float:
+        """The correctly rounded sum over downset(j) minus that over downset(k), elementwise
+        over the broadcast of ``k`` and ``j`` (state indices; k = -1 is the empty set). For
+        downset(k) inside downset(j) it is the fsum over the stage (k, j]."""
+        k = np.asarray(k, dtype=np.int64)
+        j = np.asarray(j, dtype=np.int64)
+        if self._obj is None:
+            dh = (self._hi[j] - self._hi[k]).astype(np.float64)
+            dl = (self._lo[j] - self._lo[k]).astype(np.float64)
+            out = np.ldexp(np.ldexp(dh, _LIMB) + dl, -self.shift)
+        else:
+            d = np.asarray(self._obj[j] - self._obj[k], dtype=object)
+            den = self._den
+            out = np.fromiter((x / den for x in d.ravel()), dtype=np.float64, count=d.size).reshape(d.shape)
+        return float(out) if out.ndim == 0 else out
 
 
 @dataclass(frozen=True)
@@ -52,7 +112,8 @@ class States:
     ``downset[s]``: bitmask (Python int) of node indices; ``time``, ``activation``,
     ``parameter``, ``output_activation``: float64 arrays (see the module docstring);
     ``ancestors[s]``: int array of the state indices that are ancestors of ``s`` in the
-    antichain DAG, ascending.
+    antichain DAG, ascending; ``exact``: an :class:`ExactSums` per quantity ("time",
+    "activation", "parameter"), for the sums of a stage (:meth:`between`).
     """
 
     antichain: tuple[tuple[int, ...], ...]
@@ -63,9 +124,16 @@ class States:
     parameter: np.ndarray
     output_activation: np.ndarray
     ancestors: tuple[np.ndarray, ...]
+    exact: dict[str, ExactSums]
 
     def __len__(self) -> int:
         return len(self.antichain)
+
+    def between(self, what: str, k, j):
+        """Sum of ``what`` ("time", "activation", "parameter") over the stage (k, j]: the
+        fsum over downset(j) minus downset(k) when nested (k = -1: all of downset(j)),
+        exactly, elementwise over numpy arrays of states (:meth:`ExactSums.between`)."""
+        return self.exact[what].between(k, j)
 
 
 def _bits(mask: int):
@@ -207,6 +275,7 @@ def antichain_states(prep: Prepared, max_states: int = MAX_STATES) -> States:
     act = np.empty(S)
     par = np.empty(S)
     out_act = np.empty(S)
+    members_t = []
     for i, s in enumerate(topo):
         ac = antichains[s]
         aug = augment(ac)
@@ -214,6 +283,7 @@ def antichain_states(prep: Prepared, max_states: int = MAX_STATES) -> States:
         for a in aug:
             down |= anc[a] | (1 << a)
         members = list(_bits(down))
+        members_t.append(members)
         ac_t.append(ac)
         aug_t.append(aug)
         down_t.append(down)
@@ -233,6 +303,11 @@ def antichain_states(prep: Prepared, max_states: int = MAX_STATES) -> States:
             m |= amask[k] | (1 << k)
         amask[j] = m
     ancestors = tuple(np.fromiter(_bits(amask[j]), dtype=np.int32) for j in range(S))
-    states = States(tuple(ac_t), tuple(aug_t), tuple(down_t), time, act, par, out_act, ancestors)
+    exact = {
+        "time": ExactSums([nd.time for nd in nodes], members_t),
+        "activation": ExactSums([nd.activation for nd in nodes], members_t),
+        "parameter": ExactSums([nd.parameter for nd in nodes], members_t),
+    }
+    states = States(tuple(ac_t), tuple(aug_t), tuple(down_t), time, act, par, out_act, ancestors, exact)
     prep._cache["states"] = states
     return states

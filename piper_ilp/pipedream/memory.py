@@ -1,0 +1,45 @@
+"""PipeDream's memory rule (``docs/pipedream.md`` point 6), in one place for its DP
+(:mod:`dp.pipedream`), its MILP (:mod:`piper_ilp.pipedream.milp`) and exhaustive search
+(:mod:`compare.pipedream`).
+
+A stage on ``r`` replicas with ``after`` workers after it stashes ``ceil(after / r)``
+copies of its activations and weights: ``ceil(after / r) * (Act + P)`` bytes, computed in
+float64 as written (``Act + P`` rounded, then the product rounded), and fits when that is
+``<= memory``. The functions work on Python numbers and, elementwise, on numpy arrays.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["stash_count", "stash_fits", "max_stash_count"]
+
+
+def stash_count(after, r):
+    """``ceil(after / r)``: copies a stage on ``r`` replicas stashes with ``after`` workers
+    after it (exact integer arithmetic)."""
+    return -(-after // r)
+
+
+def stash_fits(count, act, par, memory):
+    """Whether ``count`` copies of a stage with ``act`` activation and ``par`` parameter
+    bytes fit in ``memory``: ``count * (act + par) <= memory`` in float64."""
+    return count * (act + par) <= memory
+
+
+def max_stash_count(act: float, par: float, memory: float, limit: int) -> int:
+    """The largest ``c`` in 0..``limit`` with :func:`stash_fits` ``(c, act, par, memory)``,
+    -1 when none fits (memory < 0). ``c * size`` rounds monotonically in ``c``, so
+    ``stash_count(after, r) <= c`` -- that is ``after <= r * c`` -- is exactly the rule (the
+    MILP's form); ``floor(memory / (act + par))`` is not: it rounds differently at the boundary
+    (and overflows for tiny sizes)."""
+    if stash_fits(limit, act, par, memory):
+        return limit
+    size = act + par
+    q = memory / size if size > 0 else math.nan
+    c = min(limit - 1, math.floor(q)) if q >= 0 else 0  # limit * size > memory: q < about limit, finite
+    while c >= 0 and not stash_fits(c, act, par, memory):
+        c -= 1
+    while c + 1 < limit and stash_fits(c + 1, act, par, memory):
+        c += 1
+    return c
