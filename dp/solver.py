@@ -324,7 +324,9 @@ def _stopped(method, greedy, time_limit, where, chain_plan, ub, lower, info) -> 
     info["stopped"] = where
     if chain_plan is None:
         return Solution(method, Status.UNKNOWN, message=f"time limit of {time_limit:g} s reached {where}: no plan yet")
-    return Solution(method, Status.FEASIBLE, plan=chain_plan[0], objective=ub, bound=None if greedy else lower,
+    # (the work bound with the search's own slack for its rounding, see search_threshold)
+    bound = None if greedy or lower is None else lower * (1.0 - 1e-9)
+    return Solution(method, Status.FEASIBLE, plan=chain_plan[0], objective=ub, bound=bound,
                     message=_stopped_message(time_limit, where, greedy))
 
 
