@@ -149,6 +149,16 @@ def test_1f1b_on_a_fast_second_stage_keeps_the_first_busy(microbatches):
     assert order == ["F0", "F1", "B0", "F2", "B1", "F3", "B2", "F4", "B3"]
 
 
+@pytest.mark.parametrize("d,microbatches", [(3, 64), (3, 400), (2, 48), (6, 96)])
+def test_1f1b_period_of_replicas_finishing_in_bursts_is_their_rate(d, microbatches):
+    # d replicas finish d microbatches at once every d TPS; the period was read from sorted
+    # completions between the first and third quarter, which split the bursts (d = 3 at 64
+    # microbatches read 15/16 of TPS, below what any steady state can run)
+    inst, plan = _chain([2.0, 1.0], [d, d], 2 * d)
+    sim = simulate(inst, plan, schedule="1f1b", microbatches=microbatches)
+    assert sim.period == pytest.approx(2.0, rel=1e-12)
+
+
 def test_1f1b_when_a_budget_rounds_up_can_fall_short_of_max_tps():
     # a finding about the cost model, kept visible: d = 1, 2, 1 and equal TPS give
     # h = 4, 3, 1 and y = 4, ceil(3 / 2) = 2, 1. A replica of stage 1 that alternates
@@ -219,3 +229,24 @@ def test_cli_an_invalid_plan_names_its_file(tmp_path):
     assert r.exit_code == 2, r.output
     assert r.output.strip().splitlines() == [
         f"piper-ilp: error: {bad}: the plan is invalid for this instance under sequential pipelining: rule 1: the plan has no stages"]
+
+
+def test_cli_says_a_period_below_max_tps_is_not_yet_steady(tmp_path):
+    # stage 0 (TPS 0.99) catches up after the fill for hundreds of microbatches, finishing
+    # faster than the bottleneck (TPS 1) can in the steady state
+    from typer.testing import CliRunner
+
+    from piper_cli import app
+    from piper_ilp.instance import save_instance
+    from piper_ilp.plan import save_plan
+
+    inst, plan = _chain([0.99, 1.0], [6, 2], 12)
+    save_instance(inst, tmp_path / "i.json")
+    save_plan(plan, tmp_path / "p.json")
+    args = ["simulate", str(tmp_path / "i.json"), str(tmp_path / "p.json"), "--forward-fraction", "0.9"]
+    r = CliRunner().invoke(app, args + ["--microbatches", "96"])
+    assert r.exit_code == 0, r.output
+    assert "ratio 0.9900" in r.output and "not yet the steady state" in r.output
+    r = CliRunner().invoke(app, args + ["--microbatches", "4000"])
+    assert "ratio 1.0000" in r.output and "steady" not in r.output
+
