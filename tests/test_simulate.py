@@ -250,3 +250,18 @@ def test_cli_says_a_period_below_max_tps_is_not_yet_steady(tmp_path):
     r = CliRunner().invoke(app, args + ["--microbatches", "4000"])
     assert "ratio 1.0000" in r.output and "steady" not in r.output
 
+
+def test_cli_a_plan_of_tps_zero(tmp_path):
+    """simulate divided by max TPS for the ratio: a ZeroDivisionError traceback on a plan of TPS 0."""
+    from typer.testing import CliRunner
+
+    from piper_cli import app
+    from piper_ilp.instance import save_instance
+    from piper_ilp.plan import save_plan
+
+    inst, plan = _chain([0.0, 0.0], [1, 1], 2)
+    save_instance(inst, tmp_path / "i.json")
+    save_plan(plan, tmp_path / "p.json")
+    r = CliRunner().invoke(app, ["simulate", str(tmp_path / "i.json"), str(tmp_path / "p.json")])
+    assert r.exit_code == 0, r.output
+    assert "period      0 s per microbatch (max TPS 0; ratio -)" in r.output
