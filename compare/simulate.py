@@ -4,23 +4,36 @@ model (contract secs. 8-9) and of the memory model's in-flight counts.
 The plan's stage i has d_i replicas; microbatch m goes to replica m mod d_i. One
 microbatch's work on a replica takes d_i TPS_i (TPS_i from the evaluator), a forward part
 (fraction ``forward_fraction``) and a backward part (the rest; with fraction 1 there is one
-task per microbatch and stage). The forward of m at stage i starts when m has finished the
+task per microbatch and stage). The forward of m at stage i can start when m has finished the
 forward of every predecessor stage (the stage graph under ``graph`` pipelining; the stage
-before it under ``sequential``); its backward starts when m has finished its own forward and
-the backward of every successor stage. A replica runs one task at a time; an idle replica
-takes a ready backward first (one backward per forward in steady state: 1F1B), else the
-ready forward of the lowest microbatch, provided it then holds at most y_i microbatches
-(forward started, backward not finished) - the model's budget (:mod:`piper_ilp.pipeline`).
+before it under ``sequential``); its backward when m has finished its own forward and the
+backward of every successor stage.
 
-Schedules: ``1f1b`` runs microbatches without end (``microbatches`` of them are simulated and
-the steady-state period is read from the completions between the first and the third quarter); ``1f1b-flush`` and ``gpipe`` run one
-batch of N microbatches and stop; ``gpipe`` runs every forward of the batch before any
-backward (its replicas hold N / d_i microbatches).
+Each replica runs one task at a time in an order fixed in advance, as real pipelines
+(PipeDream-Flush, Megatron's 1F1B) do: its next task is the forward of its next microbatch
+while it has forwards left and holds fewer than y_i microbatches (forward started, backward
+not finished; y_i is the model's budget, :mod:`piper_ilp.pipeline`), else the backward of
+its oldest microbatch. So a replica warms up with y_i forwards, then alternates one backward
+and one forward (1F1B) and cools down with the last backwards: F0 F1 B0 F2 B1 F3 B2 ... for
+y_i = 2. An idle replica waits for that task; it never takes another one that happens to be
+ready (a greedy "backward first" rule ran F F B B with idle gaps on a 2-stage chain and
+depended on exact ties of event times). ``gpipe`` is the same rule with the budget of all the
+replica's microbatches: every forward of the batch before any backward.
+
+Schedules: ``1f1b`` runs microbatches without end (``microbatches`` of them are simulated
+and the steady-state period is read from the microbatches' finish times, see
+:func:`_steady_period`); ``1f1b-flush`` and ``gpipe`` run one batch of N microbatches and stop.
+
+The model's claim that 1F1B reaches max TPS within these budgets holds in the simulation
+when y_i d_i >= d_i + y_j d_j on every arc i -> j the schedule follows (always for d = 1
+everywhere); where ceil(h_j / d_j) rounds up (e.g. d = 1, 2, 1: y = 4, 2, 1) the strict
+alternation can leave the bottleneck idle (README, "Schedules").
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 
 from piper_ilp.errors import InputError
@@ -146,8 +159,7 @@ def simulate(
     done_at = sorted(finish)
     makespan = done_at[-1]
     if schedule == "1f1b":
-        lo, hi = count // 4, (3 * count) // 4  # a middle window: no fill, no drain
-        period = (done_at[hi - 1] - done_at[lo - 1]) / (hi - lo) if count >= 8 else makespan / count
+        period = _steady_period(finish, math.lcm(*d)) if count >= 8 else makespan / count
         bt = done_at[min(N, count) - 1]
     else:
         bt = makespan
@@ -160,12 +172,40 @@ def simulate(
     return Simulation(schedule, pipeline, count, period, bt, model, max(tps), rows, tasks)
 
 
+def _steady_period(finish: list[float], cycle: int) -> float:
+    """Seconds per microbatch in the steady state, from each microbatch's finish time.
+
+    Microbatches m and m + cycle (cycle = lcm of the d_i) go to the same replica of every
+    stage. The window runs from the first quarter (after the fill) over whole cycles up to
+    the third quarter (before the drain, which takes fewer than h_0 <= N microbatches), and
+    the reading is exact when the schedule repeats every cycle from the first quarter on.
+    Before, a window of sorted completion times split the bursts of replicas finishing
+    together: a single stage with d = 3 read 15/16 of its TPS at 64 microbatches.
+
+    Still a finite window: a transient longer than a quarter of the run (a stage whose TPS
+    is close to the bottleneck's catching up after the fill) reads a period a little below
+    max TPS, which no steady state can have; a steady state that repeats only over several
+    cycles reads within its wobble / window. More microbatches shrink both.
+    With fewer than a cycle in the middle half it spans the middle half as it is.
+    """
+    count = len(finish)
+    lo, hi = count // 4, (3 * count) // 4
+    if hi - lo >= cycle:
+        hi = lo + (hi - lo) // cycle * cycle
+    return (finish[hi] - finish[lo]) / (hi - lo)
+
+
 def _run(d, tps, pred, succ, y, count, f, gpipe):
     """The event loop. Returns the tasks run and each stage's peak in-flight count.
 
-    Waiting counts drive it: a forward waits for its predecessor stages' forwards, a
-    backward for its own forward and its successor stages' backwards; a replica is looked at
-    again only when one of its tasks ends or one of its tasks becomes ready.
+    Each replica's order of tasks is fixed in advance (a static schedule, as in real
+    pipelines): its next task is the forward of its next microbatch while it has forwards
+    left and holds fewer than its budget (y_i; under ``gpipe`` all its microbatches), else
+    the backward of its oldest microbatch. An idle replica waits for that task to become
+    ready; it never takes another one instead. Waiting counts drive readiness: a forward
+    waits for its predecessor stages' forwards, a backward for its own forward and its
+    successor stages' backwards; a replica is looked at again only when one of its tasks
+    ends or one of its microbatches' tasks becomes ready.
     """
     m = len(d)
     fw = [f * d[i] * tps[i] for i in range(m)]
@@ -173,11 +213,12 @@ def _run(d, tps, pred, succ, y, count, f, gpipe):
     has_bw = f < 1.0
     f_wait = [[len(pred[i])] * count for i in range(m)]
     b_wait = [[len(succ[i]) + 1] * count for i in range(m)]
-    ready_b: list[list[list[int]]] = [[[] for _ in range(d[i])] for i in range(m)]  # heaps of mb
-    next_f = [list(range(d[i])) for i in range(m)]  # each replica's next forward, in order
-    fwd_left = [[len(range(r, count, d[i])) for r in range(d[i])] for i in range(m)]
+    own = [[len(range(r, count, d[i])) for r in range(d[i])] for i in range(m)]  # microbatches per replica
+    # without backward tasks a microbatch is held only while its forward runs
+    budget = [[own[i][r] if gpipe or not has_bw else y[i] for r in range(d[i])] for i in range(m)]
+    n_f = [[0] * d[i] for i in range(m)]  # forwards started, in microbatch order
+    n_b = [[0] * d[i] for i in range(m)]  # backwards started, in microbatch order
     busy = [[False] * d[i] for i in range(m)]
-    held = [[0] * d[i] for i in range(m)]
     peak = [0] * m
     tasks: list[Task] = []
     events: list[tuple[float, int, int, int, str, int]] = []
@@ -187,18 +228,22 @@ def _run(d, tps, pred, succ, y, count, f, gpipe):
         nonlocal seq
         if busy[i][r]:
             return
-        heap = ready_b[i][r]
-        if heap and not (gpipe and fwd_left[i][r] > 0):
-            mb, kind, dur = heapq.heappop(heap), "B", bw[i]
-        else:
-            mb = next_f[i][r]
-            if mb >= count or f_wait[i][mb] > 0 or (has_bw and not gpipe and held[i][r] >= y[i]):
+        nf, nb = n_f[i][r], n_b[i][r]  # idle: every task started has ended
+        if nf < own[i][r] and nf - nb < budget[i][r]:
+            mb = r + nf * d[i]
+            if f_wait[i][mb] > 0:
                 return
             kind, dur = "F", fw[i]
-            next_f[i][r] = mb + d[i]
-            fwd_left[i][r] -= 1
-            held[i][r] += 1
-            peak[i] = max(peak[i], held[i][r])
+            n_f[i][r] = nf + 1
+            peak[i] = max(peak[i], nf + 1 - nb if has_bw else 1)
+        elif has_bw and nb < nf:
+            mb = r + nb * d[i]
+            if b_wait[i][mb] > 0:
+                return
+            kind, dur = "B", bw[i]
+            n_b[i][r] = nb + 1
+        else:
+            return
         busy[i][r] = True
         heapq.heappush(events, (now + dur, seq, i, r, kind, mb))
         tasks.append(Task(i, r, kind, mb, now, now + dur))
@@ -221,23 +266,15 @@ def _run(d, tps, pred, succ, y, count, f, gpipe):
                     if f_wait[j][mb] == 0:
                         touched.add((j, mb % d[j]))
                 if not has_bw:
-                    held[i][r] -= 1
                     finished += 1
-                    continue
-                own = (i, mb)
+                else:
+                    b_wait[i][mb] -= 1
             else:
-                held[i][r] -= 1
                 finished += 1
-                own = None
                 for p in pred[i]:
                     b_wait[p][mb] -= 1
                     if b_wait[p][mb] == 0:
-                        heapq.heappush(ready_b[p][mb % d[p]], mb)
                         touched.add((p, mb % d[p]))
-            if own is not None:
-                b_wait[i][mb] -= 1
-                if b_wait[i][mb] == 0:
-                    heapq.heappush(ready_b[i][r], mb)
         for i, r in sorted(touched):
             start(i, r, now)
     if finished != m * count:

@@ -72,7 +72,10 @@ def register(app: typer.Typer) -> None:
             print_json_line(sim.to_dict())
             return
         stdout.print(f"{schedule}, {pipeline} pipeline, {sim.microbatches} microbatches simulated", markup=False)
-        stdout.print(f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g}; ratio {sim.period / sim.max_tps:.4f})", markup=False)
+        ratio = f"{sim.period / sim.max_tps:.4f}" if sim.max_tps > 0 else "-"
+        stdout.print(f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g}; ratio {ratio})", markup=False)
+        if schedule == "1f1b" and sim.period < sim.max_tps * (1 - 1e-9):
+            stdout.print("            below max TPS, so not yet the steady state: simulate more --microbatches", markup=False)
         stdout.print(f"batch time  {sim.batch_time:.6g} s simulated, {sim.model_batch_time:.6g} s by the model (sec. 9)", markup=False)
         stdout.print("stage   d   t        TPS  y model  peak in flight", markup=False)
         for s in sim.stages:
