@@ -325,11 +325,14 @@ def _run_timed(argv: list, out, err, timeout: float, watch=None) -> tuple[int, o
         except OSError:  # the group is empty already
             pass
 
-    done = watch(proc.pid) if watch is not None else None
-    timer = threading.Timer(timeout, kill_group)
-    timer.start()
+    # everything after the start inside the try: an interrupt while the watcher or the
+    # timer starts (a loaded machine makes that window long) still kills the group
+    done = timer = None
     reaped = False
     try:
+        done = watch(proc.pid) if watch is not None else None
+        timer = threading.Timer(timeout, kill_group)
+        timer.start()
         if hasattr(os, "waitid"):  # exited, not yet reaped
             os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
             timer.cancel()
@@ -339,7 +342,8 @@ def _run_timed(argv: list, out, err, timeout: float, watch=None) -> tuple[int, o
         _, status, usage = os.wait4(proc.pid, 0)
         reaped = True
     finally:
-        timer.cancel()
+        if timer is not None:
+            timer.cancel()
         if not reaped:
             kill_group()
             try:
