@@ -583,3 +583,29 @@ def test_exhaustive_search_counts_its_plans_before_trying_them(monkeypatch, fewe
     monkeypatch.setattr(cpd, "MAX_BRUTE_PLANS", seen - 1)
     with pytest.raises(SizeLimitError, match=f"{seen:,} plans with {n} workers"):
         brute_pipedream(prep, n, 1e9, fewer_machines=fewer, straight=straight)
+
+
+def test_a_valid_dp_plan_refutes_the_milps_proof_where_the_milp_is_the_referee():
+    """With no exhaustive search (too many layers) the MILP's proof is the referee; a DP
+    plan that is valid and beats it names the MILP, not the DP."""
+    from compare.pipedream import check_pipedream
+    from piper_ilp.pipedream import milp as pd_milp
+
+    prep = prepare(chain3())
+    st = antichain_states(prep)
+    real = check_pipedream(prep, st, 2, 1e9, straight=True)
+    assert real["verdict"] == "match"
+    wrong = pd_milp.MilpResult("optimal", real["values"]["dp"] * 2, real["values"]["dp"] * 2, None, 1)
+    none = pd_milp.MilpResult("infeasible", None, None, None, 1)
+    for fake in (wrong, none):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(pd_milp, "solve_pipedream_milp", lambda *a, _r=fake, **k: _r)
+            mp.setattr("compare.pipedream.brute_pipedream", _too_big)
+            v = check_pipedream(prep, st, 2, 1e9, straight=True)
+        assert v["referee"] == "milp" and v["verdict"] == "mismatch"
+        assert len(v["problems"]) == 1 and v["problems"][0].startswith("milp: its proof"), v["problems"]
+        assert "refuted by dp's valid plan" in v["problems"][0]
+
+
+def _too_big(*a, **k):
+    raise SizeLimitError("too many layers for exhaustive search (test)")
