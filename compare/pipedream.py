@@ -246,6 +246,8 @@ def check_pipedream(
     res = pipedream_dp(states, [n], [bandwidth], straight=straight, what=what, **settings)
     cpu["dp"] = time.process_time() - t0
     values["dp"] = res.time_per_stage
+    own = None if res.time_per_stage is None else plan_time(prep, states, _dp_plan(res), n, bandwidth, **settings)
+    dp_valid = own is not None and near(own, res.time_per_stage, 1e-9)
     t1 = time.process_time()
     try:
         br = brute_pipedream(prep, n, bandwidth, straight=straight, **settings)
@@ -258,7 +260,9 @@ def check_pipedream(
         from piper_ilp.pipedream.milp import solve_pipedream_milp
 
         t3 = time.process_time()
-        mr = solve_pipedream_milp(prep, n, bandwidth, straight=straight, **settings)
+        # the DP's plan, valid by exact timing, bounds every stage of a plan at least as
+        # good: the MILP's proof stays a proof, and its numbers stay within SCIP's range
+        mr = solve_pipedream_milp(prep, n, bandwidth, straight=straight, cutoff=own if dp_valid else None, **settings)
         cpu["milp"] = time.process_time() - t3
         if mr.status in ("optimal", "infeasible"):
             values["milp"], milp_plan = (mr.value, mr.plan) if mr.status == "optimal" else (None, None)
@@ -282,8 +286,7 @@ def check_pipedream(
                         and exact >= want * (1 - 1e-9)):
                     problems.append(f"milp: {got!r} (its plan takes {exact!r}) against {ref}'s {want!r}")
         rtol = 1e-9 if ref == "brute" else 1e-6
-        own = None if res.time_per_stage is None else plan_time(prep, states, _dp_plan(res), n, bandwidth, **settings)
-        if (ref == "milp" and own is not None and near(own, res.time_per_stage, 1e-9)
+        if (ref == "milp" and dp_valid
                 and (want is None or (own < want and not near(own, want, rtol)))):
             # the DP's plan is valid and gives its value (timed exactly): it refutes the MILP's proof
             problems.append(f"milp: its proof ({'no plan' if want is None else repr(want)}) is refuted by dp's valid "

@@ -609,3 +609,23 @@ def test_a_valid_dp_plan_refutes_the_milps_proof_where_the_milp_is_the_referee()
 
 def _too_big(*a, **k):
     raise SizeLimitError("too many layers for exhaustive search (test)")
+
+
+@pytest.mark.parametrize("f_ms", [1e14, 1e17])
+def test_the_milp_with_a_valid_plans_cutoff_is_right_at_stage_times_of_1e10_s_and_more(f_ms):
+    """hunt4: SCIP's absolute tolerances and its infinity (1e20) met the stage times as they
+    were: two layers of 1 ms and f ms on 3 workers gave an "optimal" 5e10 s (1e14; the optimum
+    is 1e11 / 3 s) and a false "infeasible" (1e17). The check now gives the MILP the DP's plan
+    time as a cutoff."""
+    from compare.pipedream import check_pipedream
+    from piper_ilp.pipedream.milp import solve_pipedream_milp
+
+    text = "\n".join([line("node2", "L0", 1.0, 0.0, 0.0, 0.0), line("node3", "L1", f_ms, 0.0, 0.0, 0.0), "\tnode2 -- node3"])
+    prep = prepare(parse_graph_text(text, "huge.txt"))
+    want = brute_pipedream(prep, 3, 1e9).value
+    assert want == pytest.approx(f_ms / 1000 / 3, rel=1e-12)
+    r = solve_pipedream_milp(prep, 3, 1e9, cutoff=want * 1.5)
+    assert r.status == "optimal" and r.value == pytest.approx(want, rel=1e-6)
+    assert plan_time(prep, antichain_states(prep), r.plan, 3, 1e9) == pytest.approx(want, rel=1e-6)
+    v = check_pipedream(prep, antichain_states(prep), 3, 1e9)
+    assert v["verdict"] == "match" and v["milp_agrees"], v["problems"]

@@ -26,7 +26,13 @@ such stage by :func:`math.fsum` over its node set):
 With ``fewer_machines`` and the memory rule together PipeDream's table has quirks (see
 ``docs/pipedream.md``) that this formulation does not model: that combination is refused.
 The value is certified by timing the plan read from the solution exactly (the caller compares
-it with other methods); SCIP's own bound is returned as ``bound``.
+it with other methods); SCIP's own bound is returned as ``bound``. With ``cutoff`` (the
+time of a valid plan, e.g. the DP's timed exactly) the stages that take longer are left out,
+and the times are in units of the longest left: SCIP's tolerances are absolute and it reads
+1e20 as infinite, so stage times of 1e10 s and more, or times spanning many orders of
+magnitude, gave wrong optima and false infeasibility without it. Every plan no worse than
+the cutoff stays in the model, so "optimal" remains a proof; "infeasible" under a cutoff
+means no plan within it (which contradicts the plan it came from).
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ def solve_pipedream_milp(
     straight: bool = False,
     fewer_machines: bool = False,
     time_limit: float = 60.0,
+    cutoff: float | None = None,
 ) -> MilpResult:
     """Solve PipeDream's single-level model exactly as a MILP (formulation in the module
     docstring).
@@ -101,6 +108,10 @@ def solve_pipedream_milp(
                 if k == -1 and cap < n - r:
                     continue
                 cands.append((k, j, r, (T + 4 * (r - 1) * P / (bandwidth * r)) / r, cap))
+    if cutoff is not None:
+        # the time of a valid plan: no stage of a plan at least as good takes longer, and
+        # in units of the longest stage left SCIP's absolute tolerances are relative ones
+        cands = [c for c in cands if c[3] <= cutoff * (1 + 1e-9)]
     if len(cands) > MAX_MILP_VARIABLES:
         raise SizeLimitError(f"{prep.source}: {len(cands)} MILP variables (limit {MAX_MILP_VARIABLES})")
     solver = pywraplp.Solver.CreateSolver("SCIP")
@@ -114,13 +125,14 @@ def solve_pipedream_milp(
     after = {j: solver.IntVar(0, n, f"after[{j}]") for j in range(S)}
     solver.Add(after[S - 1] == 0, "after_last")
     tmax = max((t for *_, t, _ in cands), default=0.0)
-    z = solver.NumVar(0.0, max(tmax, 0.0), "z")
+    unit = tmax if cutoff is not None and 0 < tmax < math.inf else 1.0
+    z = solver.NumVar(0.0, max(tmax / unit, 0.0), "z")
     ins = {j: [] for j in range(S)}
     outs = {j: [] for j in range(-1, S)}
     for c, (k, j, r, t, cap) in enumerate(cands):
         ins[j].append(c)
         outs[k].append(c)
-        solver.Add(z >= t * x[c], f"time[{c}]")
+        solver.Add(z >= (t / unit) * x[c], f"time[{c}]")
         if not memory_constraint:
             continue
         if k >= 0:
@@ -156,4 +168,4 @@ def solve_pipedream_milp(
         j, r = chosen[k]
         plan.append((j, r))
         k = j
-    return MilpResult("optimal", z.solution_value(), solver.Objective().BestBound(), plan, len(cands))
+    return MilpResult("optimal", z.solution_value() * unit, solver.Objective().BestBound() * unit, plan, len(cands))
