@@ -9,7 +9,6 @@ feasible, or nothing, status unknown; never "optimal").
 
 from __future__ import annotations
 
-import math
 import time
 
 __all__ = ["Deadline", "TimeUp"]
@@ -27,9 +26,7 @@ class Deadline:
     passed; :attr:`passed` says so without raising."""
 
     def __init__(self, seconds: float | None):
-        if seconds is not None and not (seconds >= 0 and math.isfinite(seconds)):
-            raise ValueError(f"time limit must be a finite number >= 0, got {seconds!r}")
-        self.seconds = seconds
+        self.seconds = seconds  # (checked by the caller: piper_ilp.milp.check_solver_settings)
         self.end = None if seconds is None else clock() + seconds
         if self.end is None:
             self.check = _never  # (the hot loops call it once per stage)

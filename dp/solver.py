@@ -59,6 +59,7 @@ from dp.threshold_search import (
 )
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.instance import Instance, topological_order
+from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.pipeline import DEFAULT_MODE, Mode
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
@@ -157,10 +158,8 @@ def solve_dp(
     Tarnawski, Narayanan, Phanishayee. Piper: Multidimensional Planner for DNN
     Parallelization. NeurIPS 2021, sec. 4 (the DP) and sec. 5 (option choice).
     """
-    try:
-        deadline = Deadline(time_limit)
-    except ValueError as e:
-        raise InputError(f"dp: {e}") from None
+    check_solver_settings(time_limit, time_option="time_limit")
+    deadline = Deadline(time_limit)
     if not mode.is_default:
         return solve_modes(instance, restrictions, mode=mode, knapsack=knapsack, max_ideals=max_ideals, force=force,
                            deadline=deadline)

@@ -30,8 +30,9 @@ MAX_THREADS = 64
 
 def check_solver_settings(time_limit: float | None = None, threads: int | None = None, *,
                           time_option: str = "--time-limit") -> None:
-    """The MILP backends' settings, checked before any work by every caller (``solve_milp``,
-    ``verify_instance``, campaigns, the ladder, ``solve``): ``time_limit`` seconds finite and
+    """The solvers' settings (the MILP backends', and the DP's time limit), checked before
+    any work by every caller (``solve_milp``, ``solve_dp``, ``verify_instance``, campaigns,
+    the ladder, ``solve``): ``time_limit`` seconds finite and
     >= 0 (None: no limit), ``threads`` a whole number within [1, :data:`MAX_THREADS`] (None:
     the default). ``time_option`` names the option that gave the time limit.
 
