@@ -37,7 +37,7 @@ from typing import Callable, Collection, Sequence
 
 import numpy as np
 
-from dp.memory import float_band, fits_possibly_limit
+from dp.memory import float_band, kept_row_limit
 from piper_ilp.cost import node_edge_bytes, resync_bytes
 from piper_ilp.cost import stage_tps as _stage_tps
 from piper_ilp.errors import InputError
@@ -299,10 +299,11 @@ def pareto_frontier(
 
     A choice is kept unless another one is no worse in each of P, E, W (so in cost, for
     every d) and in memory at both ends of ``y_range`` (memory a y + b is linear in y, so
-    then at every y in between). Choices whose float memory at the smallest y exceeds M by
-    more than the float error bound (:func:`dp.memory.float_band`) cannot fit and are
-    dropped, as are partial sums that already do (all memory terms are >= 0); choices near
-    the boundary are kept, for an exact decision by the caller. Identical items are merged first: k copies of a
+    then at every y in between). Choices whose float memory at the smallest y exceeds
+    :func:`dp.memory.kept_row_limit` (M plus the float error of the sums and of the
+    comparisons that dropped the choices a row stands for) are dropped, as are partial sums
+    that already do (all memory terms are >= 0); choices near the boundary are kept, for an
+    exact decision by the caller. Identical items are merged first: k copies of a
     two-option item give the k + 1 choices "j copies take the second option".
 
     Parameters
@@ -321,7 +322,8 @@ def pareto_frontier(
     Frontier
         Possibly empty (no choice fits).
     """
-    mem_limit = fits_possibly_limit(M, float_band(2 * len(items) + 2))
+    # a row may stand for choices it dropped that need a little less (dp.memory)
+    mem_limit = kept_row_limit(M, float_band(2 * len(items) + 2), 2 * len(items) + 2)
     ylo, yhi = y_range if y_range is not None else (1, None)
     empty = Frontier(*(np.empty(0) for _ in range(5)), choice=() if track else None)
     groups: dict[Item, list[int]] = {}

@@ -9,6 +9,13 @@ cancellation). A float sum ``m`` therefore decides:
 * ``m <= M * (1 - band)``: fits for certain;
 * ``m > M * (1 + band)``: does not fit for certain;
 * otherwise it is *near the boundary* and is re-checked with ``fsum`` on the terms.
+
+A frontier of option choices drops a row when another is no worse in float memory (at both
+ends of the y range, so at every y between: memory is affine in y). Float errors make "no
+worse" approximate, and a kept row may in turn be dropped: the rows kept can need a little
+more than the choices they replaced. :func:`kept_row_limit` bounds how much, so that a
+decision on a kept row above ``M * (1 + band)`` but below that bound goes to the exact sum
+instead (a choice it replaced may fit).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import numpy as np
 
 from piper_ilp.cost import memory_fits
 
-__all__ = ["float_band", "fits_certainly_limit", "fits_possibly_limit", "fits_by_estimate"]
+__all__ = ["float_band", "fits_certainly_limit", "fits_possibly_limit", "fits_by_estimate", "kept_row_limit", "truncate_low_bits"]
 
 _EPS = 2.0**-52
 
@@ -39,6 +46,35 @@ def fits_certainly_limit(M: float, band: float) -> float:
 def fits_possibly_limit(M: float, band: float) -> float:
     """A float memory value above this does not fit in ``M``, whatever its rounding."""
     return M * (1.0 + band)
+
+
+def kept_row_limit(M: float, band: float, drops: int, low_bits: int = 0) -> float:
+    """A float memory value above this means that no choice the row replaced fits in ``M``.
+
+    A row r is dropped for a row q when each compared float memory value of q (at the two
+    ends of the y range, or its slope and constant) is <= r's, after both were truncated to
+    ``low_bits`` fewer mantissa bits (:func:`truncate_low_bits`, relative loss below
+    theta = 2**(low_bits - 52), absolute below 2**(low_bits - 1074)). Each value is within
+    relative ``band`` of the exact sum, so exactly q needs at most (1 + eta) times what r
+    needs at both ends, eta = (1 + band) / ((1 - band) (1 - theta)) - 1, and (memory being
+    affine in y) at every y between. Adding the same option to q and r keeps that, so after
+    a chain of at most ``drops`` drops, a choice that fits at y was replaced by a kept row
+    needing at most M (1 + eta)^drops there, whose float value is at most that times
+    (1 + band) (plus the absolute losses). Rounded up."""
+    theta = 2.0 ** (int(low_bits) - 52)
+    eta = (1.0 + band) / ((1.0 - band) * (1.0 - theta)) - 1.0
+    growth = math.exp(int(drops) * math.log1p(eta))
+    tiny = int(drops) * 2.0 ** (int(low_bits) - 1074) * 4.0
+    return (M * growth * (1.0 + band) + tiny) * (1.0 + 16 * _EPS)
+
+
+def truncate_low_bits(x: np.ndarray, low_bits: int) -> np.ndarray:
+    """A copy of ``x`` (non-negative floats, inf allowed) with the lowest ``low_bits`` bits
+    of each mantissa cleared: monotone (x <= x' gives the same order, ties included) and
+    at most relative 2**(low_bits - 52) below x (absolute 2**(low_bits - 1074) for
+    subnormals); float sums that differ only by their rounding mostly become equal."""
+    mask = np.int64(~((1 << int(low_bits)) - 1))
+    return (np.ascontiguousarray(x, dtype=np.float64).view(np.int64) & mask).view(np.float64)
 
 
 def fits_by_estimate(est: np.ndarray, n_terms: int, M: float, terms_of_row) -> np.ndarray:

@@ -11,6 +11,9 @@ the stage's least cost is a step function of y with few corners (exact mode: com
 once per (C, t) and shared by every pair with that C), or Piper's rule for each y (greedy
 mode, :mod:`dp.greedy_rule`). Memory decisions are exact (sec. 7): float sums decide away
 from the boundary, :class:`dp.option_choice.OptionChoices` (exact integer sums) near it.
+The frontier filters compare memory with a few low bits cleared (:data:`FILTER_LOW_BITS`),
+so a kept row may stand for a dropped choice that needs a little less: every decision on a
+frontier row treats values up to :func:`dp.memory.kept_row_limit` as near the boundary.
 
 Exact mode works in batches (``_flush_exact``): the stages of many sets I are queued,
 their missing states made by increasing size, all states of one size in one numpy pass
@@ -41,7 +44,7 @@ import numpy as np
 from dp.deadline import Deadline
 from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
 from dp.knapsack import _y_capacity_and_memory, monotone_runs, pareto_mask, pareto_orders, pareto_frontier, two_column_orders, stage_items, stage_tps_from_sums, y_capacities
-from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit
+from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit, kept_row_limit, truncate_low_bits
 from dp.option_choice import OptionChoices
 from piper_ilp.cost import cut_edge_bytes
 from piper_ilp.errors import SizeLimitError
@@ -65,6 +68,12 @@ EXACT_BATCH_POINTS = 50_000
 BUILD_BLOCK_ELEMENTS = 1 << 20
 #: States are extended many at once, in pieces of about this many new frontier rows.
 EXTEND_ROWS = 1 << 21
+#: The frontier filters compare memory with this many low mantissa bits cleared
+#: (:func:`dp.memory.truncate_low_bits`): choices whose memory is exactly the same (the
+#: same layer recomputed at another place) have float sums that differ in the last bits,
+#: and kept both, a third more rows on ResNet-50. The decisions allow for it
+#: (:func:`dp.memory.kept_row_limit`).
+FILTER_LOW_BITS = 10
 
 
 class StageTables:
@@ -321,6 +330,10 @@ class _StageTableBuilder:
         band = float_band(2 * n + 2)
         self.mem_sure = fits_certainly_limit(self.M, band)
         self.mem_maybe = fits_possibly_limit(self.M, band)
+        # decisions on frontier rows: a row kept by the filters (at most one drop per node
+        # added, per option group and for the node's own options) may stand for a choice
+        # that needs a little less; between mem_maybe and this, the exact sums decide
+        self.mem_kept = kept_row_limit(self.M, band, 2 * n + 2, FILTER_LOW_BITS)
         self.pred_mask = [0] * n
         self.succ_mask = [0] * n
         # edges by index e; cut-mask bit 2e: e = (u -> v) cut at its head v (u outside the
@@ -746,7 +759,8 @@ class _StageTableBuilder:
         options, many at once (items (index into ``out``, W, m1, frontier, options)).
 
         Frontier columns: P, A, Bm, m1 = sum (a + b), mS = sum (S a + b); memory at y in
-        [1, S] is A y + Bm, between m1 and mS, so (P, m1, mS) decide dominance. Where m1
+        [1, S] is A y + Bm, between m1 and mS, so (P, m1, mS) decide dominance (the memory
+        columns with their :data:`FILTER_LOW_BITS` low bits cleared). Where m1
         is the same on every row, (P, mS) decide; else where Bm is, (P, A) decide (memory
         rises with A at every y, now and after any extension, which adds the same b to
         both rows); else where mS is, (P, m1). Those frontiers go through
@@ -764,10 +778,12 @@ class _StageTableBuilder:
         F = np.concatenate([b[3] for b in items]) if len(items) > 1 else items[0][3]
         O = np.concatenate([b[4] for b in items]) if len(items) > 1 else items[0][4]
         new = F[(np.cumsum(flen) - flen)[item] + fpos] + O[(np.cumsum(n_opt) - n_opt)[item] + opt]
-        valid = new[:, 3] <= self.mem_maybe
+        valid = new[:, 3] <= self.mem_kept
         self._mark_one_y(new)
+        # the memory columns as the filters compare them (FILTER_LOW_BITS)
+        q = truncate_low_bits(new[:, 1:], FILTER_LOW_BITS)  # A, Bm, m1, mS
         # which columns vary within each new frontier (over its valid rows)
-        mem = new[:, 2:]  # Bm, m1, mS
+        mem = q[:, 1:]  # Bm, m1, mS
         hi = np.maximum.reduceat(np.where(valid[:, None], mem, -np.inf), first, axis=0)
         lo = np.minimum.reduceat(np.where(valid[:, None], mem, np.inf), first, axis=0)
         same = ~(hi > lo)
@@ -776,9 +792,9 @@ class _StageTableBuilder:
         parts = []
         if three.any():
             rows = np.nonzero(valid & three[item])[0]
-            parts.append(rows[pareto_orders(new[rows][:, (0, 3, 4)], item[rows])])
+            parts.append(rows[pareto_orders(np.column_stack((new[rows, 0], q[rows, 2], q[rows, 3])), item[rows])])
         if not three.all():
-            yr = new[np.arange(len(new)), cy[item]]
+            yr = q[np.arange(len(new)), cy[item] - 1]
             parts.append(two_column_orders(new[:, 0], yr, valid, first, n_of, np.nonzero(~three)[0], item))
         kept = parts[0] if len(parts) == 1 else np.concatenate(parts)
         if len(parts) > 1:
@@ -800,7 +816,7 @@ class _StageTableBuilder:
         with P and m1 no larger serves y = 1 at least as well. (A row at inf dominates only
         rows at inf; rows at inf stay at inf when extended.)"""
         if self.S >= 2:
-            far = fr[:, 1] * 2.0 + fr[:, 2] > self.mem_maybe
+            far = fr[:, 1] * 2.0 + fr[:, 2] > self.mem_kept
             if far.any():
                 fr[far, 4] = math.inf
 
@@ -825,7 +841,7 @@ class _StageTableBuilder:
             # frontier only shifts (dominance is kept)
             assert len(o) == 1
             new = fr + o[0]
-            new = new[new[:, 3] <= self.mem_maybe]
+            new = new[new[:, 3] <= self.mem_kept]
             if not len(new):
                 return None
             self._mark_one_y(new)
@@ -984,7 +1000,7 @@ class _StageTableBuilder:
         ns = len(ents)
         seg = np.repeat(np.arange(ns), lens)
         A, Bm = F[:, 1], F[:, 2]
-        maybe, mem_at = _y_capacity_and_memory(A, Bm, self.mem_maybe, self.S)
+        maybe, mem_at = _y_capacity_and_memory(A, Bm, self.mem_kept, self.S)
         bad = (maybe > 0) & (mem_at > self.mem_sure)
         undecided = np.bincount(seg[bad], minlength=ns) > 0
         # the staircase of every stage: by (stage, P, larger capacity first); the frontiers
@@ -1086,7 +1102,7 @@ class _StageTableBuilder:
         if plain:
             E = self._cut_bytes(t, cut)
             P, A, Bm = fr[:, 0], fr[:, 1], fr[:, 2]
-            sure, maybe, decided = y_capacities(A, Bm, self.mem_sure, self.mem_maybe, self.S)
+            sure, maybe, decided = y_capacities(A, Bm, self.mem_sure, self.mem_kept, self.S)
             if decided:
                 keep = _staircase(P, sure)
                 P, ycap = P[keep], sure[keep]
@@ -1105,7 +1121,7 @@ class _StageTableBuilder:
         fr = pareto_frontier(stage_items(self.inst, nodes, t), self.M, y_range=(1, self.S))
         if not len(fr):
             return blocks
-        sure, maybe, exact = y_capacities(fr.A, fr.Bm, self.mem_sure, self.mem_maybe, self.S)
+        sure, maybe, exact = y_capacities(fr.A, fr.Bm, self.mem_sure, self.mem_kept, self.S)
         for d, cap in zip(ds.tolist(), caps.tolist()):
             cost = stage_tps_from_sums(fr.E, fr.W, fr.P, d, self.N, self.B)
             if not exact:

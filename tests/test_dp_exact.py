@@ -7,16 +7,18 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import option_dict
+from builders import make_instance, option_dict
 from compare.brute import solve_brute
 from compare.generators import FAMILIES, random_instance
 from dp import greedy_options, solve_dp
+from dp.memory import truncate_low_bits
 from dp.option_choice import OptionChoices
-from dp.stage_tables import _StageTableBuilder, _union
+from dp.stage_tables import FILTER_LOW_BITS, _StageTableBuilder, _union
 from piper_ilp.cost import close, microbatches_in_flight, stage_memory
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.evaluate import evaluate
@@ -426,3 +428,31 @@ def test_an_optimum_of_zero_past_the_chain_first_size_is_solved():
     for mode in (Mode(), Mode("graph")):
         sol = solve_dp(inst, mode=mode)
         assert sol.status.value == "optimal" and sol.value == 0.0
+
+
+def test_filter_truncation_never_loses_a_choice_that_fits():
+    """The frontier filters compare memory with its last mantissa bits cleared
+    (FILTER_LOW_BITS): node 1's cheap option needs 2^-12 bytes more than its dear one, less
+    than the bits cleared, so the filter keeps only the cheap row. With node 2 that row
+    needs M + 2^-12 (more than the float band, so a plain float decision says "does not
+    fit"); the dear row needs exactly M and is the only plan. The decisions on kept rows
+    send values up to :func:`dp.memory.kept_row_limit` to the exact sums, which find it."""
+    o = option_dict
+    M = 2.0**32
+    inst = make_instance(
+        [
+            (1, {"1": [o("cheap", 1.0, b=M / 2 + 2.0**-12, sbw={2: 0}), o("dear", 2.0, b=M / 2, sbw={2: 0})]}),
+            (2, {"1": [o("vanilla", 1.0, b=M / 2, sfw={1: 0}), o("big", 0.5, b=M, sfw={1: 0})]}),
+        ],
+        [(1, 2, 0.0)],
+        K=1, N=1, M=M,
+    )
+    # the premise: the two rows of node 1 are equal once truncated, the cheap one does not fit
+    assert truncate_low_bits(np.array([M / 2 + 2.0**-12]), FILTER_LOW_BITS)[0] == M / 2
+    assert (M / 2 + 2.0**-12) + M / 2 > M
+    ref = solve_brute(inst)
+    sol = solve_dp(inst)
+    assert ref.status == sol.status == Status.OPTIMAL
+    assert sol.tps == ref.tps
+    assert evaluate(inst, sol.plan).tps == sol.tps
+    assert dict(sol.plan.stages[0].options) == {1: "dear", 2: "vanilla"}
