@@ -349,8 +349,10 @@ class _StageTableBuilder:
             self.succ_mask[u] |= 1 << v
             self.preds[v].append((u, e.c, k))
             self.succs[u].append((v, e.c, k))
-        # the nodes u with an edge to u + 1 (in a set holding u + 1, never a sink)
-        self.next_mask = sum(1 << u for u in range(n - 1) if self.succ_mask[u] >> (u + 1) & 1)
+        # sink filters (_low_sink): offsets c with masks of the nodes u with an edge to
+        # u + c (such a u is no sink of a set holding u + c); the few offsets that cover
+        # the most nodes, chosen greedily
+        self.sink_filters = self._sink_filters(n)
         self.plus_bits = [0] * n
         self.minus_bits = [0] * n
         for k, (u, v, _) in enumerate(self.edge_ends):
@@ -662,11 +664,37 @@ class _StageTableBuilder:
             self.memo_points = 0
         return sts, plus & ~minus
 
+    def _sink_filters(self, n: int, most: int = 4) -> list[tuple[int, int]]:
+        """Up to ``most`` pairs (c, mask of the nodes u with an edge u -> u + c), chosen
+        greedily to cover the most nodes not covered yet (ResNet's node order has edges
+        to u - 1 and u + 3 as often as to u + 1)."""
+        succ = self.succ_mask
+        offsets: dict[int, int] = {}
+        for u in range(n):
+            m = succ[u]
+            while m:
+                low = m & -m
+                c = low.bit_length() - 1 - u
+                offsets[c] = offsets.get(c, 0) | 1 << u
+                m ^= low
+        out = []
+        covered = 0
+        for _ in range(most):
+            c, mask = max(offsets.items(), key=lambda kv: ((kv[1] & ~covered).bit_count(), -abs(kv[0])), default=(0, 0))
+            if not mask & ~covered:
+                break
+            out.append((c, mask))
+            covered |= mask
+            del offsets[c]
+        return out
+
     def _low_sink(self, X: int) -> int:
         """The lowest node of X (a non-empty set, bitmask) with no successor in X (one
         exists: the graph is acyclic); the node the states peel off X."""
         succ = self.succ_mask
-        m = X & ~(X >> 1 & self.next_mask)  # (skips the nodes followed by their successor)
+        m = X
+        for c, mask in self.sink_filters:  # (skips nodes with a successor at u + c in X)
+            m &= ~((X >> c if c > 0 else X << -c) & mask)
         while True:
             low = m & -m
             u = low.bit_length() - 1
