@@ -384,9 +384,9 @@ class _StageTableBuilder:
                 # options dominated in (p, memory at y = 1, memory at y = S) never help
                 self.opt_pab[(i, t)] = rows[pareto_mask(rows[:, (0, 3, 4)])] if len(rows) > 1 else rows
                 self.m1min[(i, t)] = min(o.a + o.b for o in opts)
-                # Piper's rule on plain nodes: the rule's node row (dp.greedy_rule) does
-                # not depend on d or on the stage
-                if len(opts) <= 2:
+                # Piper's rule on plain nodes (greedy mode): the rule's node row
+                # (dp.greedy_rule) does not depend on d or on the stage
+                if greedy and len(opts) <= 2:
                     nr = greedy_node_rows([[(o.p, 0.0, 0.0, o.a, o.b) for o in opts]], 1, 1, 1.0)
                     row = (nr.pF[0], nr.dkey[0], nr.aF[0], nr.bF[0], nr.aO[0], nr.bO[0], float(nr.o_first[0]))
                     self.greedy_class[(i, t)] = self.greedy_class_id.setdefault(row, len(self.greedy_class_id))
