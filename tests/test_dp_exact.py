@@ -456,3 +456,30 @@ def test_filter_truncation_never_loses_a_choice_that_fits():
     assert sol.tps == ref.tps
     assert evaluate(inst, sol.plan).tps == sol.tps
     assert dict(sol.plan.stages[0].options) == {1: "dear", 2: "vanilla"}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_low_sink_is_the_lowest_node_without_a_successor_in_the_set(seed):
+    """_low_sink skips nodes by a few (offset, mask) filters; the node it returns must be
+    the lowest node of X with no successor in X, for any node order (not only topological)
+    and any subset X (the states are remembered per set, so the node peeled must not
+    depend on the filters)."""
+    rng = random.Random(seed)
+    n = rng.randint(1, 40)
+    rank = list(range(n))
+    rng.shuffle(rank)  # a topological order, laid out in a random node order
+    succ = [0] * n
+    for u in range(n):
+        for v in range(n):
+            if rank[u] < rank[v] and rng.random() < rng.choice([0.05, 0.2, 0.5]):
+                succ[u] |= 1 << v
+    fake = type("B", (), {})()
+    fake.succ_mask = succ
+    fake.sink_filters = _StageTableBuilder._sink_filters(fake, n)
+    assert len(fake.sink_filters) <= 4
+    for c, mask in fake.sink_filters:
+        assert all(succ[u] >> (u + c) & 1 for u in range(n) if mask >> u & 1)
+    for _ in range(200):
+        X = rng.randrange(1, 1 << n)
+        want = min(u for u in range(n) if X >> u & 1 and not succ[u] & X)
+        assert _StageTableBuilder._low_sink(fake, X) == want
