@@ -60,7 +60,9 @@ def kept_row_limit(M: float, band: float, drops: int, low_bits: int = 0) -> floa
     affine in y) at every y between. Adding the same option to q and r keeps that, so after
     a chain of at most ``drops`` drops, a choice that fits at y was replaced by a kept row
     needing at most M (1 + eta)^drops there, whose float value is at most that times
-    (1 + band) (plus the absolute losses). Rounded up."""
+    (1 + band). Rounded up. (The loader keeps every number 0 or in [1e-30, 1e30], so no
+    sum or product here is subnormal and theta is a true relative bound; the small
+    absolute term only guards a value truncated near zero.)"""
     theta = 2.0 ** (int(low_bits) - 52)
     eta = (1.0 + band) / ((1.0 - band) * (1.0 - theta)) - 1.0
     growth = math.exp(int(drops) * math.log1p(eta))
@@ -71,8 +73,9 @@ def kept_row_limit(M: float, band: float, drops: int, low_bits: int = 0) -> floa
 def truncate_low_bits(x: np.ndarray, low_bits: int) -> np.ndarray:
     """A copy of ``x`` (non-negative floats, inf allowed) with the lowest ``low_bits`` bits
     of each mantissa cleared: monotone (x <= x' gives the same order, ties included) and
-    at most relative 2**(low_bits - 52) below x (absolute 2**(low_bits - 1074) for
-    subnormals); float sums that differ only by their rounding mostly become equal."""
+    at most relative 2**(low_bits - 52) below x (for normal x; absolute 2**(low_bits -
+    1074) for subnormals); float sums that differ only by their rounding mostly become
+    equal."""
     mask = np.int64(~((1 << int(low_bits)) - 1))
     return (np.ascontiguousarray(x, dtype=np.float64).view(np.int64) & mask).view(np.float64)
 
