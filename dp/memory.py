@@ -77,7 +77,7 @@ def truncate_low_bits(x: np.ndarray, low_bits: int) -> np.ndarray:
     1074) for subnormals); float sums that differ only by their rounding mostly become
     equal."""
     mask = np.int64(~((1 << int(low_bits)) - 1))
-    return (np.ascontiguousarray(x, dtype=np.float64).view(np.int64) & mask).view(np.float64)
+    return (np.asarray(x, dtype=np.float64).view(np.int64) & mask).view(np.float64)
 
 
 def fits_by_estimate(est: np.ndarray, n_terms: int, M: float, terms_of_row) -> np.ndarray:
