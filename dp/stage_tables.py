@@ -42,6 +42,7 @@ from array import array
 import numpy as np
 
 from dp.deadline import Deadline
+from dp.exact_sums import fsum_rows
 from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
 from dp.knapsack import _y_capacity_and_memory, monotone_runs, pareto_mask, pareto_orders, pareto_frontier, two_column_orders, stage_items, stage_tps_from_sums, y_capacities
 from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit, kept_row_limit, truncate_low_bits
@@ -462,22 +463,29 @@ class _StageTableBuilder:
     # its in-edges, the cut of a stage C is OR(plus over C) & ~OR(minus over C): two ORs
     # per node added, exact, in any order.
 
+    def _cut_terms(self, t: int) -> list:
+        """Per cut bit (head bit 2e, tail bit 2e + 1 of edge e): its term of E under t,
+        cut_edge_bytes with the endpoint's first option for t (nan when the endpoint has
+        no option for t)."""
+        terms = self.cut_terms.get(t)
+        if terms is None:
+            terms = []
+            ids = self.ids
+            for u, v, c in self.edge_ends:
+                ov = self.inst.nodes[v].options.get(t)
+                ou = self.inst.nodes[u].options.get(t)
+                terms.append(cut_edge_bytes(c, ov[0].sfw[ids[u]]) if ov else math.nan)
+                terms.append(cut_edge_bytes(c, ou[0].sbw[ids[v]]) if ou else math.nan)
+            self.cut_terms[t] = terms
+        return terms
+
     def _cut_bytes(self, t: int, cut: int) -> float:
         """E of a plain stage under t: fsum over its cut edges of cut_edge_bytes, with each
         endpoint's first option for t (plain nodes: every option has the same sfw, sbw)."""
         key = (t, cut)
         got = self.cut_bytes_memo.get(key)
         if got is None:
-            terms = self.cut_terms.get(t)
-            if terms is None:
-                terms = []
-                ids = self.ids
-                for u, v, c in self.edge_ends:
-                    ov = self.inst.nodes[v].options.get(t)
-                    ou = self.inst.nodes[u].options.get(t)
-                    terms.append(cut_edge_bytes(c, ov[0].sfw[ids[u]]) if ov else math.nan)
-                    terms.append(cut_edge_bytes(c, ou[0].sbw[ids[v]]) if ou else math.nan)
-                self.cut_terms[t] = terms
+            terms = self._cut_terms(t)
             vals = []
             m = cut
             while m:
@@ -487,6 +495,21 @@ class _StageTableBuilder:
             got = math.fsum(vals)
             self.cut_bytes_memo[key] = got
         return got
+
+    def _cut_bytes_many(self, t: int, cuts: list) -> np.ndarray:
+        """:meth:`_cut_bytes` of many cut bitmasks at once, the same floats: each mask's
+        terms laid out in a row (:func:`dp.exact_sums.fsum_rows`)."""
+        terms = np.array(self._cut_terms(t), dtype=float)
+        m = len(cuts)
+        if not m or not len(terms):
+            return np.zeros(m)
+        nb = (len(terms) + 7) // 8
+        raw = np.frombuffer(b"".join(c.to_bytes(nb, "little") for c in cuts), dtype=np.uint8)
+        r, col = np.nonzero(np.unpackbits(raw.reshape(m, nb), axis=1, bitorder="little"))
+        cnt = np.bincount(r, minlength=m)
+        vals = np.zeros((m, int(cnt.max()) if len(r) else 0))
+        vals[r, np.arange(len(r)) - (np.cumsum(cnt) - cnt)[r]] = terms[col]
+        return fsum_rows(vals)
 
     # ---- the states ---------------------------------------------------------------------
     def _lb(self, work: np.ndarray, nonempty: np.ndarray, mem: np.ndarray | float = 0.0) -> np.ndarray:
@@ -1055,7 +1078,7 @@ class _StageTableBuilder:
         if bool(slow.all()):
             return
         fast = np.nonzero(~slow)[0]
-        E = np.array([self._cut_bytes(t, ents[s][2]) for s in fast.tolist()])
+        E = self._cut_bytes_many(t, [ents[s][2] for s in fast.tolist()])
         Wv = np.array([ents[s][3] for s in fast.tolist()])
         # stage s of the batch (its index among the fast ones) per kept point
         rank = np.cumsum(~slow) - 1

@@ -483,3 +483,55 @@ def test_low_sink_is_the_lowest_node_without_a_successor_in_the_set(seed):
         X = rng.randrange(1, 1 << n)
         want = min(u for u in range(n) if X >> u & 1 and not succ[u] & X)
         assert _StageTableBuilder._low_sink(fake, X) == want
+
+
+def _fsum_rows_cases(rng: random.Random, k: int) -> list[list[float]]:
+    """Rows of k non-negative terms: integers, any magnitudes, one large term with pieces
+    at and around half its ulp (the sums that sit on or next to a rounding midpoint),
+    zeros, subnormals."""
+    rows = [[float(rng.randrange(10**9)) for _ in range(k)], [rng.random() * 10 ** rng.uniform(-30, 30) for _ in range(k)]]
+    big = rng.random() * 2.0 ** rng.randint(-40, 80)
+    half = math.ulp(big) / 2
+    rows.append([big, half] + [0.0] * (k - 2))  # exactly a midpoint: ties to even
+    rows.append([big, half] + [half * 2.0**-rng.randint(1, 60) for _ in range(k - 2)])  # just past it
+    rows.append([big] + [half / (k - 1) * rng.choice([1.0, 1.0 - 2.0**-40, 1.0 + 2.0**-40]) for _ in range(k - 1)])
+    rows.append([0.0] * k)
+    rows.append([5e-324 * rng.randrange(1, 9) for _ in range(k)])
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fsum_rows_is_math_fsum_bit_for_bit(seed):
+    """fsum_rows (the cut-edge bytes of many stages at once) must give exactly math.fsum
+    of each row, also where the sum sits on a rounding midpoint or just past it (a plain
+    float sum, or the double-float sum without its midpoint test, differs there)."""
+    from dp.exact_sums import fsum_rows
+
+    rng = random.Random(seed)
+    for _ in range(50):
+        k = rng.randint(2, 24)
+        rows = _fsum_rows_cases(rng, k)
+        rng.shuffle(rows)
+        for row in rows:
+            rng.shuffle(row)
+        got = fsum_rows(np.array(rows))
+        want = np.array([math.fsum(r) for r in rows])
+        assert (got.view(np.int64) == want.view(np.int64)).all(), [(r, g, w) for r, g, w in zip(rows, got, want) if g != w][:3]
+    assert len(fsum_rows(np.zeros((3, 0)))) == 3 and not fsum_rows(np.zeros((3, 0))).any()
+    assert math.isnan(fsum_rows(np.array([[1.0, math.nan]]))[0]) and fsum_rows(np.array([[1.0, math.inf]]))[0] == math.inf
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cut_bytes_of_many_stages_is_the_fsum_of_each(seed):
+    """The exact tables take E of many stages at once (_cut_bytes_many); each must be the
+    fsum over the stage's cut edges that _cut_bytes gives, on edges of any magnitude."""
+    inst = _with_huge_edge(seed)
+    S = min(inst.N, inst.K)
+    builder = _StageTableBuilder(inst, [0], list(range(1, S + 1)), S, False, OptionChoices(inst, False), None, True)
+    rng = random.Random(seed)
+    nbits = 2 * len(builder.edge_ends)
+    for t in inst.t_values:
+        cuts = [rng.getrandbits(nbits) for _ in range(200)] + [0, (1 << nbits) - 1]
+        got = builder._cut_bytes_many(t, cuts)
+        want = np.array([builder._cut_bytes(t, c) for c in cuts])
+        assert np.array_equal(got, want, equal_nan=True) and (np.isnan(got) | (got.view(np.int64) == want.view(np.int64))).all()
