@@ -44,6 +44,10 @@ DECIDE_ELEMENTS = 1 << 22
 #: its own; smaller sets of a run share matrices (their per-call cost would dominate).
 SET_ELEMENTS = 1 << 12
 
+#: Groups x columns (S + 1) up to which the search first finds the least bottleneck of
+#: any plan (:meth:`ThresholdDecision.least_bottleneck`), about three decisions' work.
+BOTTLENECK_ELEMENTS = 1 << 24
+
 #: Groups per chunk when the decision's per-group work is done piecewise (whole sets per
 #: chunk): the temporaries stay near CHUNK_GROUPS x 100 bytes.
 CHUNK_GROUPS = 1 << 20
@@ -245,20 +249,35 @@ class ThresholdDecision:
         return self.decide(T, usable=usable)
 
     def _decide_by_set(self, fp, f, hi, use, T, odd, S):
-        """The relaxation of :meth:`decide`, a run of sets at a time (:attr:`runs`: sets
-        whose stages start before the run): all usable groups of the run in one matrix
-        per width class (rows: groups, by increasing I; columns: s up to the largest usable
-        s; in pieces of at most :data:`DECIDE_ELEMENTS`), row g = f[J][s - d] + t d read as one window
-        of the padded table ``fp`` (f its right half), cut above the group's range; each
-        set's column minimum over its rows goes to f[I]. ``odd``: the usable groups with
+        """The relaxation of :meth:`decide` (:meth:`_relax_by_set`): row g = f[J][s - d] +
+        t d, cut above the group's usable range. ``odd``: the usable groups with
         non-monotone rows (by increasing index, so by increasing I), relaxed one by one
         after their run's matrix."""
+        tb = self.tb
+        s_all = np.arange(S + 1)
+
+        def row_values(vals, gk, hk, W):
+            vals += tb.group_devices[gk][:, None]
+            if (hk != W - 1).any():
+                vals[s_all[None, :W] > hk[:, None]] = DEVICES_INF
+            return vals
+
+        self._relax_by_set(fp, f, hi, use, S, row_values, odd, lambda g: self._relax_runs(f, g, T, S))
+
+    def _relax_by_set(self, fp, f, hi, use, S, row_values, odd=(), relax_odd=None):
+        """Relax f, a run of sets at a time (:attr:`runs`: sets whose stages start before
+        the run): all groups ``use`` of the run in one matrix per width class (rows:
+        groups, by increasing I; columns: s up to the group's largest usable s ``hi``; in
+        pieces of at most :data:`DECIDE_ELEMENTS`); a group's row starts as f[J][s - d],
+        read as one window of the padded table ``fp`` (f its right half, the left half
+        what stands for "no plan"), and ``row_values(vals, groups, hi, W)`` makes it the
+        group's values; each set's column minimum over its rows goes to f[I]. ``odd``:
+        groups (by increasing index) given to ``relax_odd`` one by one after their run."""
         tb = self.tb
         bounds = self.set_bounds
         odd_pos = 0
         # window of f's padded row J starting at S + 1 - d: f[J][s - d], "no plan" for s < d
         win = np.lib.stride_tricks.sliding_window_view(fp, S + 1, axis=1)
-        s_all = np.arange(S + 1)
         for ra, rb in self.runs:
             a, b = bounds[ra], bounds[rb]
             g = a + np.nonzero(use[a:b])[0]
@@ -268,11 +287,7 @@ class ThresholdDecision:
                 for k in range(0, len(gc), step):
                     gk, hk = gc[k : k + step], hc[k : k + step]
                     W = int(hk.max()) + 1
-                    # row of group g: f[J][s - d] (no plan for s < d) + t d, cut above its range
-                    vals = win[tb.group_back[gk], S + 1 - tb.group_d[gk], :W]
-                    vals += tb.group_devices[gk][:, None]
-                    if (hk != W - 1).any():
-                        vals[s_all[None, :W] > hk[:, None]] = DEVICES_INF
+                    vals = row_values(win[tb.group_back[gk], S + 1 - tb.group_d[gk], :W], gk, hk, W)
                     Ik = tb.group_set[gk]
                     if Ik[0] == Ik[-1]:  # one set: a plain column minimum
                         dst = f[int(Ik[0]), :W]
@@ -282,8 +297,73 @@ class ThresholdDecision:
                     rows = Ik[first]
                     f[rows, :W] = np.minimum(f[rows, :W], np.minimum.reduceat(vals, first, axis=0))
             while odd_pos < len(odd) and odd[odd_pos] < b:
-                self._relax_runs(f, int(odd[odd_pos]), T, S)
+                relax_odd(int(odd[odd_pos]))
                 odd_pos += 1
+
+    def least_bottleneck(self, max_elements: int = BOTTLENECK_ELEMENTS) -> float:
+        """A lower bound on the least threshold at which a plan fits: the least largest
+        stage cost over all plans of the tables with any number of devices (suffix bounds
+        s <= S),
+
+            G[I][s] = min over groups of I with d <= s of max(G[J][s - d], c(s)),   G[{}][s] = 0,
+
+        c(s) the group's cost at y = ceil(s / d) (the first point of its row with d yhi >=
+        s; a non-monotone row counts as its cheapest point over its whole range, which
+        only lowers the bound). A plan that fits on K devices at T is one of these plans,
+        so the bound is <= T. When memory, not the devices, decides the optimum (ResNet),
+        it is the optimum, and one decision there confirms it. inf when no group has a
+        finite cost; -inf (no bound) when the groups x (S + 1) values pass
+        ``max_elements``."""
+        tb, S = self.tb, self.S
+        if not self.n or self.n * (S + 1) > max_elements:
+            return -math.inf
+        # per row: its cheapest point and the largest y any point serves
+        row_low = np.minimum.reduceat(tb.cost, tb.row_start)
+        row_top = np.maximum.reduceat(tb.yhi, tb.row_start).astype(np.int64)
+        # per group: the largest s it serves (0: none)
+        top = np.minimum(S, tb.group_d.astype(np.int64) * row_top[tb.group_row])
+        top[top < tb.group_d] = 0
+        fp = np.full((self.nI, 2 * (S + 1)), math.inf)
+        f = fp[:, S + 1 :]
+        f[0, :] = 0.0
+
+        def row_values(vals, gk, hk, W):
+            np.maximum(vals, self._cost_profile(gk, W, row_low, row_top), out=vals)
+            return vals
+
+        self._relax_by_set(fp, f, top, top > 0, S, row_values)
+        return float(f[-1].min())
+
+    def _cost_profile(self, gk, W, row_low, row_top):
+        """Per group of ``gk``, its cost c(s) for s = 0..W - 1 (inf where it serves no
+        y): each point's cost placed at column min(d yhi, W - 1), then the minimum from
+        the right (a monotone row's points rise in cost with yhi, so the first point to
+        reach a column is its cheapest there); a non-monotone row as one point, its
+        cheapest, at its largest y."""
+        tb = self.tb
+        r = tb.group_row[gk]
+        mono = tb.group_monotone[gk]
+        npts = np.where(mono, tb.row_points[r], 1)
+        grp = np.repeat(np.arange(len(gk)), npts)
+        first = np.cumsum(npts) - npts
+        pt = tb.row_start[r][grp] + (np.arange(len(grp)) - first[grp])
+        d = tb.group_d[gk].astype(np.int64)[grp]
+        y = tb.yhi[pt].astype(np.int64)
+        cost = tb.cost[pt]
+        if not mono.all():
+            odd = ~mono[grp]
+            y[odd] = row_top[r][grp[odd]]
+            cost[odd] = row_low[r][grp[odd]]
+        col = np.minimum(d * y, W - 1)
+        keep = np.ones(len(grp), dtype=bool)
+        keep[1:] = (grp[1:] != grp[:-1]) | (col[1:] != col[:-1])  # the first point at a column
+        # (laid out column by column, the minimum from the right is one numpy call per
+        # column over all groups; np.minimum.accumulate is several times slower)
+        prof = np.full((W, len(gk)), math.inf)
+        prof[col[keep], grp[keep]] = cost[keep]
+        for s in range(W - 2, -1, -1):
+            np.minimum(prof[s], prof[s + 1], out=prof[s])
+        return prof.T
 
     def _width_classes(self, g, gh):
         """The usable groups ``g`` of a run (by increasing I; ``gh`` their usable s) in
@@ -428,7 +508,11 @@ def search_threshold(
     and the least candidate not yet ruled out as ``lower`` (``stopped``); before the
     first plan is in hand, it raises :class:`dp.deadline.TimeUp`.
 
-    The first decision is at ``upper`` (a plan with every stage <= upper is known to
+    First, without a ``known`` plan, the least bottleneck of any plan with devices
+    unbounded (:meth:`ThresholdDecision.least_bottleneck`) bounds T from below; when it
+    lies between ``lower`` and ``upper``, the first decision is there, and a plan that
+    fits there is the answer (memory, not the devices, decides the optimum then:
+    ResNet). Else the next decision is at ``upper`` (a plan with every stage <= upper is known to
     be in the tables: the chain bound's, see :func:`dp.solver.solve_dp`; without one,
     inf): at a bound, fewer groups are usable, and the plan read there starts the
     bracket nearer the optimum. None when no plan fits there either. With ``known`` (the
@@ -437,8 +521,8 @@ def search_threshold(
     the search starts from that plan, and the path returned is None when nothing below
     ``upper`` fits (the known plan is then the answer).
 
-    Every candidate index <= lo fails (all below ``lower``, a proven lower bound on T,
-    do); cands[hi] is the bottleneck of a plan in hand, and each feasible probe lowers it
+    Every candidate index <= lo fails (all below ``lower`` and below the least
+    bottleneck, proven lower bounds on T, do); cands[hi] is the bottleneck of a plan in hand, and each feasible probe lowers it
     to its own plan's bottleneck. The next probe is, in order of preference:
     where the fewest devices D(T) would reach K if D were proportional to 1/T (when the
     last probe's D says something: D < K, or infeasible with a finite D); just below hi
@@ -446,6 +530,35 @@ def search_threshold(
     did not halve over two probes, the middle candidate."""
     cands = search.candidates()
     at = int(np.searchsorted(cands, upper))
+    steps = 0
+    tick = tick or (lambda k: None)
+    # the least bottleneck of any plan (devices unbounded): a lower bound, and when the
+    # plan there fits on K devices, the answer (memory decides ResNet's optimum). It
+    # costs a few decisions' work: not made when a known plan starts the search near the
+    # optimum; no decision there when it is no better than the work bound ``lower``
+    floor_at = -1
+    floor = -math.inf
+    if known is None:
+        if deadline is not None:
+            deadline.check()
+        floor = search.least_bottleneck()
+    if math.isfinite(floor):
+        floor_at = int(np.searchsorted(cands, floor)) - 1  # every candidate below it fails
+    if math.isfinite(floor) and lower < floor < upper:
+        if deadline is not None:
+            deadline.check()
+        steps += 1
+        tick(steps)
+        f = search.decide_narrow(floor)
+        D = int(f[-1].min())
+        if D <= K:
+            path = search.plan_path(f, floor)
+            hi = search.bottleneck_index(path, cands)
+            if float(cands[hi]) != floor:
+                raise InternalError(f"dp: the plan found at the least bottleneck {floor!r} has a stage costing {float(cands[hi])!r}")
+            return Found(floor, path, steps, int(len(cands)), floor, False)
+        del f
+        floor_at += 1
     if known is not None and at < len(cands) and cands[at] == upper:
         least, path, hi = known, None, at
     else:
@@ -458,12 +571,11 @@ def search_threshold(
         path = search.plan_path(f, upper)
         del f
         hi = search.bottleneck_index(path, cands)
-    lo = min(int(np.searchsorted(cands, lower * (1.0 - 1e-9))) - 1, hi - 1)
+        steps += 1
+    lo = min(max(int(np.searchsorted(cands, lower * (1.0 - 1e-9))) - 1, floor_at), hi - 1)
     est: float | None = float(cands[hi]) * least / K
     below, last = False, ""
     widths: list[int] = []
-    steps = 0 if path is None else 1
-    tick = tick or (lambda k: None)
     while hi - lo > 1:
         if deadline is not None and deadline.passed:
             return Found(float(cands[hi]), path, steps, int(len(cands)), float(cands[lo + 1]), True)

@@ -535,3 +535,51 @@ def test_cut_bytes_of_many_stages_is_the_fsum_of_each(seed):
         got = builder._cut_bytes_many(t, cuts)
         want = np.array([builder._cut_bytes(t, c) for c in cuts])
         assert np.array_equal(got, want, equal_nan=True) and (np.isnan(got) | (got.view(np.int64) == want.view(np.int64))).all()
+
+
+def _least_bottleneck(inst) -> float:
+    """ThresholdDecision.least_bottleneck on the exact stage tables of ``inst``."""
+    from dp.ideals import enumerate_ideals
+    from dp.stage_tables import build_stage_tables
+    from dp.threshold_search import ThresholdDecision
+    from piper_ilp.solution import Restrictions
+
+    S = min(inst.N, inst.K)
+    ideals = enumerate_ideals(inst, 10**6)
+    d_values = [d for d in Restrictions().d_values(inst) if d <= S]
+    tb = build_stage_tables(inst, ideals, d_values, S, False, OptionChoices(inst, False))
+    return ThresholdDecision(tb, len(ideals), S, min(inst.K, max(inst.t_values) * S)).least_bottleneck()
+
+
+def _bottleneck_cases():
+    for seed in range(48):
+        family = FAMILIES[seed % len(FAMILIES)]
+        N = 1 + seed % 4
+        K = 2 * N if seed % 2 else 1 + seed // 2 % (2 * N)  # every t d fits, or K may bind
+        yield random_instance(family, 2 + seed % 4, 9100 + seed, t_values=(1, 2), options_per_t=2, memory=["tight", 0.3, "loose"][seed % 3], N=N, K=K)
+
+
+@pytest.mark.parametrize("inst", list(_bottleneck_cases()), ids=lambda i: i.source)
+def test_least_bottleneck_is_the_optimum_with_devices_unbounded(inst):
+    """The search's lower bound (least_bottleneck: the least largest stage cost of any plan
+    with sum of d <= S and devices unbounded) lies between the optimum with K so large
+    that only S binds and the optimum at the real K, both found by trying every plan. It
+    is the first when K = 2 N already lets every stage have any t d (t <= 2, d <= N):
+    the tables are then the same."""
+    floor = _least_bottleneck(inst)
+    data = instance_to_dict(inst)
+    data["maxDevices"] = 64 * inst.N
+    wide = instance_from_dict(data, source=inst.source + "-wide")
+    free = solve_brute(wide)
+    real = solve_brute(inst)
+    if real.status is Status.OPTIMAL:
+        assert floor <= real.objective * (1 + 1e-9), (floor, real.objective)
+        assert close(solve_dp(inst).objective, real.objective)
+    if inst.K >= 2 * inst.N:
+        assert min(wide.N, wide.K) == min(inst.N, inst.K)
+        if free.status is Status.INFEASIBLE:
+            assert floor == math.inf and real.status is Status.INFEASIBLE
+        else:
+            assert free.status is Status.OPTIMAL and close(floor, free.objective), (floor, free.objective)
+    elif free.status is Status.OPTIMAL and min(inst.N, inst.K) == inst.N:
+        assert floor >= free.objective * (1 - 1e-9)

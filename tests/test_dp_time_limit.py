@@ -69,7 +69,10 @@ def test_a_stopped_dp_is_unknown_or_a_valid_plan_with_a_true_bound(ticking, seed
 
 
 def test_a_stop_in_the_search_keeps_the_plan_in_hand_and_the_bound(ticking):
-    inst = random_instance("layered", 8, 3, memory="loose")
+    inst = random_instance("layered", 8, 5, memory="loose")
+    # a search of many decisions (a plan fitting at the least bottleneck of any plan
+    # would end it at the first)
+    assert solve_dp(inst).info["search_steps"] >= 3
     got = [solve_dp(inst, time_limit=n) for n in _stops(lambda n: solve_dp(inst, time_limit=n))]
     stopped_in_search = [s for s in got if s.info.get("stopped") == "in the search"]
     # before the first decision's plan nothing is in hand (unknown); after it, that plan and
