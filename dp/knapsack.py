@@ -59,6 +59,8 @@ __all__ = [
     "y_capacity",
     "y_capacities",
     "exact_choice",
+    "exact_choices_at",
+    "cheapest_choice",
     "exact_options",
 ]
 
@@ -478,7 +480,9 @@ def exact_choice(items: Sequence[Item], y: int, M: float, d: int, N: int, B: flo
 
     Memory is summed exactly (integers), so the decision equals the evaluator's; cost sums
     are float sums of non-negative terms. Dominated partial choices (no better in P, E, W
-    and exact memory) are dropped; identical items are merged (counts per option).
+    and exact memory) are dropped; identical items are merged (counts per option). The
+    choices kept do not depend on d (:func:`exact_choices_at`); d only picks among them
+    (:func:`cheapest_choice`).
 
     Returns
     -------
@@ -486,6 +490,14 @@ def exact_choice(items: Sequence[Item], y: int, M: float, d: int, N: int, B: flo
         ``choice`` gives the option index per item (in item order); None when no choice
         fits.
     """
+    kept = exact_choices_at(items, y, M)
+    return None if kept is None else cheapest_choice(kept, len(items), d, N, B)
+
+
+def exact_choices_at(items: Sequence[Item], y: int, M: float):
+    """The option choices of :func:`exact_choice` that fit at ``y`` and that no other
+    choice beats in P, E and W with no more exact memory, as an opaque value for
+    :func:`cheapest_choice` (the same for every d); None when no choice fits."""
     groups: dict[Item, list[int]] = {}
     for pos, it in enumerate(items):
         groups.setdefault(it, []).append(pos)
@@ -534,6 +546,13 @@ def exact_choice(items: Sequence[Item], y: int, M: float, d: int, N: int, B: flo
                     kept.append(q)
         levels.append((points, positions, combos))
         points = kept
+    return points, levels
+
+
+def cheapest_choice(kept, n_items: int, d: int, N: int, B: float) -> tuple[float, tuple[int, ...]] | None:
+    """(cost, choice) of the least-cost choice among ``kept`` (:func:`exact_choices_at`)
+    with degree ``d``: the first of the least cost in their order."""
+    points, levels = kept
     best, best_cost = None, math.inf
     for i, (m, P, E, W, _, _) in enumerate(points):
         c = float(stage_tps_from_sums(E, W, P, d, N, B))
@@ -541,7 +560,7 @@ def exact_choice(items: Sequence[Item], y: int, M: float, d: int, N: int, B: flo
             best, best_cost = i, c
     if best is None:
         return None
-    choice = [0] * len(items)
+    choice = [0] * n_items
     point = points[best]
     for parents, positions, combos in reversed(levels):
         # a combo is sorted option indices; give them to the group's positions in order

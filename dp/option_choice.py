@@ -3,14 +3,15 @@
 Entry point: :class:`OptionChoices`. The stage tables use it where float memory sums
 cannot decide (near M, see :mod:`dp.memory`) and the plan rebuild uses it for every stage
 of the plan; a key (stage, t, d, y) is computed at most once per solve. Exact mode takes
-the least-cost choice whose memory fits exactly (:func:`dp.knapsack.exact_choice`);
+the least-cost choice whose memory fits exactly (:func:`dp.knapsack.exact_choice`; the
+choices it keeps at (stage, t, y) serve every d);
 greedy mode follows Piper's rule (:func:`dp.greedy_rule.greedy_options`).
 """
 
 from __future__ import annotations
 
 from dp.greedy_rule import greedy_options
-from dp.knapsack import exact_choice, stage_items
+from dp.knapsack import cheapest_choice, exact_choices_at, stage_items
 from piper_ilp.cost import stage_cost
 from piper_ilp.instance import Instance, Option
 
@@ -38,6 +39,8 @@ class OptionChoices:
         self.greedy = greedy
         self.ids = instance.node_ids
         self.memo: dict[tuple[int, int, int, int], tuple[float, dict[int, Option]] | None] = {}
+        # exact mode: the choices kept at (C, t, y), the same for every d
+        self.kept_at: dict[tuple[int, int, int], tuple | None] = {}
         self.computed: list[tuple[int, int, int, int]] = []
 
     def __len__(self) -> int:
@@ -56,7 +59,10 @@ class OptionChoices:
             opts = greedy_options(inst, nodes, t, d, y)
             got = None if opts is None else (stage_cost(inst, nodes, d, opts).tps, opts)
         else:
-            res = exact_choice(stage_items(inst, nodes, t), y, inst.M, d, inst.N, inst.B)
+            kept = self.kept_at.get((C, t, y), False)
+            if kept is False:
+                kept = self.kept_at[(C, t, y)] = exact_choices_at(stage_items(inst, nodes, t), y, inst.M)
+            res = None if kept is None else cheapest_choice(kept, len(nodes), d, inst.N, inst.B)
             if res is None:
                 got = None
             else:

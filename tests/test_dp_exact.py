@@ -583,3 +583,30 @@ def test_least_bottleneck_is_the_optimum_with_devices_unbounded(inst):
             assert free.status is Status.OPTIMAL and close(floor, free.objective), (floor, free.objective)
     elif free.status is Status.OPTIMAL and min(inst.N, inst.K) == inst.N:
         assert floor >= free.objective * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_option_choices_share_the_choices_kept_at_a_y_across_d(seed):
+    """OptionChoices keeps the exact knapsack's choices once per (stage, t, y) and picks the
+    cheapest per d; every (stage, t, d, y) must give what exact_choice gives on its own."""
+    from dp.knapsack import exact_choice, stage_items
+
+    inst = random_instance(FAMILIES[seed % len(FAMILIES)], 5, 300 + seed, t_values=(1, 2), options_per_t=3, memory="tight")
+    choices = OptionChoices(inst, False)
+    rng = random.Random(seed)
+    n = len(inst.nodes)
+    for _ in range(40):
+        C = rng.randrange(1, 1 << n)
+        t = rng.choice(inst.t_values)
+        nodes = [inst.node_ids[i] for i in range(n) if C >> i & 1]
+        if any(t not in inst.node[v].options for v in nodes):
+            continue
+        y = rng.randint(1, 4)
+        for d in (1, 2, 3, 5):
+            want = exact_choice(stage_items(inst, nodes, t), y, inst.M, d, inst.N, inst.B)
+            got = choices.choose(C, t, d, y)
+            if want is None:
+                assert got is None
+            else:
+                assert got[0] == want[0] and {v: o.id for v, o in got[1].items()} == {v: inst.node[v].options[t][want[1][i]].id for i, v in enumerate(nodes)}
+    assert len(choices.kept_at) < len(choices)
