@@ -504,8 +504,12 @@ class _StageTableBuilder:
         if not m or not len(terms):
             return np.zeros(m)
         nb = (len(terms) + 7) // 8
-        raw = np.frombuffer(b"".join(c.to_bytes(nb, "little") for c in cuts), dtype=np.uint8)
-        r, col = np.nonzero(np.unpackbits(raw.reshape(m, nb), axis=1, bitorder="little"))
+        raw = np.frombuffer(b"".join(c.to_bytes(nb, "little") for c in cuts), dtype=np.uint8).reshape(m, nb)
+        # the set bits, row by row and rising: only the non-zero bytes are unpacked (a cut
+        # has a few edges of many)
+        r, byte = np.nonzero(raw)
+        k, bit = np.nonzero(np.unpackbits(raw[r, byte][:, None], axis=1, bitorder="little"))
+        r, col = r[k], byte[k] * 8 + bit
         cnt = np.bincount(r, minlength=m)
         vals = np.zeros((m, int(cnt.max()) if len(r) else 0))
         vals[r, np.arange(len(r)) - (np.cumsum(cnt) - cnt)[r]] = terms[col]
