@@ -189,11 +189,12 @@ class StageTables:
 
     def add_runs(self, ks: np.ndarray, jks: np.ndarray, rows: np.ndarray, counts: np.ndarray):
         """Runs of groups (I = set ks[i], J = set jks[i]) for the counts[i] rows from
-        rows[i] on (int64 arrays, kept as they are: the caller must not change them),
-        sorted by I. Kept as a chunk, joined once by :meth:`finalize` (appended to the
-        typed buffers, they were copied again at every growth: 35 ms of wide12's)."""
+        rows[i] on (int64 arrays, >= 0; kept as they are, or as int32 where they fit: the
+        caller must not change them), sorted by I. Kept as a chunk, joined once by
+        :meth:`finalize` (appended to the typed buffers, they were copied again at every
+        growth: 35 ms of wide12's)."""
         self._run_chunk()
-        self.run_chunks.append(tuple(np.asarray(a, dtype=np.int64) for a in (ks, jks, rows, counts)))
+        self.run_chunks.append(tuple(_compact(np.asarray(a, dtype=np.int64)) for a in (ks, jks, rows, counts)))
         total = int(counts.sum())
         self.n_groups += total
         self._grow(self.RUN_BYTES * len(ks) + (self.GROUP_BYTES + self.extra_group_bytes) * total)
@@ -230,20 +231,25 @@ class StageTables:
         vd = np.int32 if not len(row_dev) or int(row_dev.max()) < 2**31 else np.int64
         row_d, row_dev = row_d.astype(vd), row_dev.astype(vd)
         self._run_chunk()
-        chunks, self.run_chunks = self.run_chunks, []
-        r_set, r_back, r_row, r_cnt = (
-            (np.concatenate([c[i] for c in chunks]) if len(chunks) > 1 else chunks[0][i]) if chunks else np.empty(0, dtype=np.int64)
-            for i in range(4)
-        )
-        del chunks
-        idx = np.int32 if max(self.n_rows, self.n_groups, len(r_set)) < 2**31 - 1 else np.int64
+        chunks = [list(c) for c in self.run_chunks]
+        self.run_chunks = []
+        n_runs = sum(len(c[0]) for c in chunks)
+
+        def column(i):  # one column of the runs, joined; the chunks' copies freed at once
+            got = np.concatenate([c[i] for c in chunks]) if chunks else np.empty(0, dtype=np.int64)
+            for c in chunks:
+                c[i] = None
+            return got
+
+        idx = np.int32 if max(self.n_rows, self.n_groups, n_runs) < 2**31 - 1 else np.int64
+        r_cnt = column(3)
         n = int(r_cnt.sum())
         # group g of a run starting at group g0 has row r_row + (g - g0)
-        self.group_set = np.repeat(r_set.astype(idx), r_cnt)
-        self.group_back = np.repeat(r_back.astype(idx), r_cnt)
-        self.group_row = np.repeat((r_row - (np.cumsum(r_cnt) - r_cnt)).astype(idx), r_cnt)
+        self.group_set = np.repeat(column(0).astype(idx), r_cnt)
+        self.group_back = np.repeat(column(1).astype(idx), r_cnt)
+        self.group_row = np.repeat((column(2) - (np.cumsum(r_cnt) - r_cnt)).astype(idx), r_cnt)
         self.group_row += np.arange(n, dtype=idx)
-        del r_set, r_back, r_row, r_cnt
+        del r_cnt, chunks
         self.runs = [array("q") for _ in range(4)]
         # groups must be processed by increasing I (J is always smaller than I); the
         # builder emits them so, the sort is a fallback
@@ -254,6 +260,11 @@ class StageTables:
         self.group_d = row_d[self.group_row]
         self.group_devices = row_dev[self.group_row]
         self.group_monotone = self.row_monotone[self.group_row]
+
+
+def _compact(a: np.ndarray) -> np.ndarray:
+    """``a`` (int64, >= 0) as int32 when every value fits, else as it is."""
+    return a.astype(np.int32) if len(a) and int(a.max()) < 2**31 else a
 
 
 def build_stage_tables(
