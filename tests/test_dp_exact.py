@@ -610,3 +610,48 @@ def test_option_choices_share_the_choices_kept_at_a_y_across_d(seed):
             else:
                 assert got[0] == want[0] and {v: o.id for v, o in got[1].items()} == {v: inst.node[v].options[t][want[1][i]].id for i, v in enumerate(nodes)}
     assert len(choices.kept_at) < len(choices)
+
+
+_PROFILE_CASES = [  # (family, seed, N, greedy, memory); the numerics ones have non-monotone rows
+    *[(FAMILIES[k % len(FAMILIES)], 700 + k, [3, 40, 200][k % 3], k % 2 == 1, "tight") for k in range(6)],
+    ("numerics", 1209, 40, True, 0.3),
+    ("numerics", 1391, 8, True, 0.3),
+]
+
+
+@pytest.mark.parametrize("case", _PROFILE_CASES, ids=lambda c: f"{c[0]}-{c[1]}")
+def test_cost_profile_is_each_groups_cost_at_every_s(case):
+    """least_bottleneck reads each group's cost at suffix bound s from _cost_profile: the
+    least cost of a point of its row serving y = ceil(s / d) (a monotone row's points
+    serve y up to yhi; a non-monotone row counts as its cheapest point, up to its largest
+    yhi); inf where none does. Checked point by point, with S large enough that rows have
+    many points and some columns are cut at W - 1."""
+    from dp.ideals import enumerate_ideals
+    from dp.stage_tables import build_stage_tables
+    from dp.threshold_search import ThresholdDecision
+    from piper_ilp.solution import Restrictions
+
+    family, seed, N, greedy, memory = case
+    inst = random_instance(family, 4, seed, t_values=(1, 2), options_per_t=2, memory=memory, N=N, K=2 * N)
+    S = min(inst.N, inst.K)
+    ideals = enumerate_ideals(inst, 10**6)
+    tb = build_stage_tables(inst, ideals, [d for d in Restrictions().d_values(inst) if d <= S], S, greedy, OptionChoices(inst, greedy))
+    dec = ThresholdDecision(tb, len(ideals), S, 2 * N)
+    assert dec.n
+    if family == "numerics":
+        assert not tb.group_monotone.all()
+    row_low = np.minimum.reduceat(tb.cost, tb.row_start)
+    row_top = np.maximum.reduceat(tb.yhi, tb.row_start).astype(np.int64)
+    gk = np.arange(dec.n)
+    W = int(np.random.default_rng(seed).integers(1, S + 2))
+    prof = dec._cost_profile(gk, W, row_low, row_top)
+    for g in range(0, dec.n, max(1, dec.n // 300)):
+        r, d = int(tb.group_row[g]), int(tb.group_d[g])
+        a, b = int(tb.row_start[r]), int(tb.row_start[r]) + int(tb.row_points[r])
+        for s_ in range(W):
+            y = -(-s_ // d)
+            if tb.group_monotone[g]:
+                want = min((float(tb.cost[k]) for k in range(a, b) if tb.yhi[k] >= y or d * int(tb.yhi[k]) >= W - 1), default=math.inf)
+            else:
+                want = float(row_low[r]) if min(d * int(row_top[r]), W - 1) >= s_ else math.inf
+            assert prof[g, s_] == want, (g, s_, prof[g, s_], want)
