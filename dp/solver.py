@@ -14,7 +14,9 @@ a module with one entry function:
 3. :func:`dp.threshold_search.search_threshold` -- the least threshold T at which a
    min-devices table f[I][s] over the sets fits in K devices (Piper's dp[I][k][s] turned
    inside out: for a fixed T the devices become the value, so the table shrinks from
-   K x S to S per set).
+   K x S to S per set). It first decides at the least bottleneck of any plan with the
+   devices unbounded (a min-max pass over the same tables, a lower bound); where memory
+   decides the optimum, that one decision is the answer.
 4. :func:`dp.rebuild.rebuild_plan` -- the plan read from the last feasible table, each stage's
    options from :class:`dp.option_choice.OptionChoices` (memoized per (stage, t, d, y));
    the plan passes the independent evaluator.
