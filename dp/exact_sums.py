@@ -30,7 +30,7 @@ def fsum_rows(vals: np.ndarray) -> np.ndarray:
     hi; the few rows that are too near a midpoint, and the rows that are not finite, go
     to ``math.fsum`` (which raises OverflowError where it would)."""
     vals = np.asarray(vals, dtype=np.float64)
-    m, k = vals.shape if vals.ndim == 2 else (len(vals), 0)
+    m, k = vals.shape
     s = np.zeros(m)
     c = np.zeros(m)
     with np.errstate(invalid="ignore", over="ignore"):  # (rows with inf or nan go to fsum)

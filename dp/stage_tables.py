@@ -515,7 +515,7 @@ class _StageTableBuilder:
             terms = self._cut_terms(t)
             vals = []
             m = cut
-            while m:
+            while m:  # (bits(cut), inline: this runs once per stage and cut in greedy mode)
                 low = m & -m
                 vals.append(terms[low.bit_length() - 1])
                 m ^= low
@@ -725,12 +725,8 @@ class _StageTableBuilder:
         succ = self.succ_mask
         offsets: dict[int, int] = {}
         for u in range(n):
-            m = succ[u]
-            while m:
-                low = m & -m
-                c = low.bit_length() - 1 - u
-                offsets[c] = offsets.get(c, 0) | 1 << u
-                m ^= low
+            for v in bits(succ[u]):
+                offsets[v - u] = offsets.get(v - u, 0) | 1 << u
         out = []
         covered = 0
         for _ in range(most):

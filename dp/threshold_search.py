@@ -543,9 +543,18 @@ def search_threshold(
     at = int(np.searchsorted(cands, upper))
     steps = 0
     tick = tick or (lambda k: None)
+
+    def plan_in(f, T: float):
+        """The plan in f (the decision at T) and the index of its bottleneck, <= T."""
+        path = search.plan_path(f, T)
+        hi = search.bottleneck_index(path, cands)
+        if float(cands[hi]) > T:
+            raise InternalError(f"dp: the plan found at threshold {T!r} has a stage costing {float(cands[hi])!r}")
+        return path, hi
+
     # the least bottleneck of any plan (devices unbounded): a lower bound, and when the
-    # plan there fits on K devices, the answer (memory decides ResNet's optimum). It
-    # costs a few decisions' work: not made when a known plan starts the search near the
+    # plan there fits on K devices, the answer (memory decides ResNet's optimum). It is
+    # one pass over every group: not made when a known plan starts the search near the
     # optimum; no decision there when it is no better than the work bound ``lower``
     floor_at = -1
     floor = -math.inf
@@ -555,21 +564,19 @@ def search_threshold(
         floor = search.least_bottleneck()
     if math.isfinite(floor):
         floor_at = int(np.searchsorted(cands, floor)) - 1  # every candidate below it fails
-    if math.isfinite(floor) and lower < floor < upper:
-        if deadline is not None:
-            deadline.check()
-        steps += 1
-        tick(steps)
-        f = search.decide_narrow(floor)
-        D = int(f[-1].min())
-        if D <= K:
-            path = search.plan_path(f, floor)
-            hi = search.bottleneck_index(path, cands)
-            if float(cands[hi]) != floor:
-                raise InternalError(f"dp: the plan found at the least bottleneck {floor!r} has a stage costing {float(cands[hi])!r}")
-            return Found(floor, path, steps, int(len(cands)), floor, False)
-        del f
-        floor_at += 1
+        if lower < floor < upper:
+            if deadline is not None:
+                deadline.check()
+            steps += 1
+            tick(steps)
+            f = search.decide_narrow(floor)
+            if int(f[-1].min()) <= K:
+                path, hi = plan_in(f, floor)
+                if float(cands[hi]) < floor:
+                    raise InternalError(f"dp: a plan costing {float(cands[hi])!r} is below the least bottleneck {floor!r}")
+                return Found(floor, path, steps, int(len(cands)), floor, False)
+            del f
+            floor_at += 1
     if known is not None and at < len(cands) and cands[at] == upper:
         least, path, hi = known, None, at
     else:
@@ -579,9 +586,8 @@ def search_threshold(
         least = int(f[-1].min())
         if least > K:
             return None
-        path = search.plan_path(f, upper)
+        path, hi = plan_in(f, upper)
         del f
-        hi = search.bottleneck_index(path, cands)
         steps += 1
     lo = min(max(int(np.searchsorted(cands, lower * (1.0 - 1e-9))) - 1, floor_at), hi - 1)
     est: float | None = float(cands[hi]) * least / K
@@ -609,10 +615,7 @@ def search_threshold(
         f = search.decide(T_probe)
         D = int(f[-1].min())
         if D <= K:
-            path = search.plan_path(f, T_probe)
-            hi = search.bottleneck_index(path, cands)
-            if hi > idx:
-                raise InternalError(f"dp: the plan found at threshold {T_probe!r} has a stage costing {float(cands[hi])!r}")
+            path, hi = plan_in(f, T_probe)
             est = float(cands[hi]) * D / K if D < K else None
             below = D == K
         else:
