@@ -166,10 +166,10 @@ class StageTables:
         typed buffers; returns the index of the first row."""
         nr = len(ds)
         first = self.n_rows
-        self.row_t.extend([t] * nr)
+        self.row_t.frombytes(memoryview(np.full(nr, t, dtype=np.int64)).cast("B"))
         self.row_d_buf.frombytes(memoryview(np.ascontiguousarray(ds, dtype=np.int64)).cast("B"))
         self.row_npts.frombytes(memoryview(np.ascontiguousarray(npts, dtype=np.int64)).cast("B"))
-        self.row_mono.extend([1 if monotone else 0] * nr)
+        self.row_mono.frombytes(memoryview(np.full(nr, 1 if monotone else 0, dtype=np.int8)).cast("B"))
         self.pt_cost.frombytes(memoryview(np.ascontiguousarray(cost, dtype=np.float64)).cast("B"))
         self.pt_ylo.frombytes(memoryview(np.ascontiguousarray(ylo, dtype=self.y_dtype)).cast("B"))
         self.pt_yhi.frombytes(memoryview(np.ascontiguousarray(yhi, dtype=self.y_dtype)).cast("B"))
@@ -752,89 +752,64 @@ class _StageTableBuilder:
                 return u
             m ^= low
 
-    def _states_batch(self, Cs: list) -> dict:
-        """Exact mode: :meth:`_state` of many stages at once. The states missing from the
-        memo on the way down (each X from X minus its lowest node without successors in
-        X, as in :meth:`_state`, so every state is the same) are made by increasing size,
-        all states of one size together: the frontiers' sums with the new node's options
-        and their Pareto filters (:meth:`_extend_plain`) in one numpy pass.
-        Returns C -> (states, cut-edge bitmask)."""
+    def _states_batch(self, Cs: list):
+        """Exact mode: :meth:`_state` of many stages at once, left in the memo (the caller
+        reads them, then forgets the memo past :data:`STATE_MEMO_POINTS`). The states
+        missing from the memo on the way down (each X from X minus its lowest node without
+        successors in X, as in :meth:`_state`, so every state is the same) are made by
+        increasing size, all states of one size together: a plain state and a node with
+        two or more options go through :meth:`_extend_plain` (the frontiers' sums with the
+        node's options and their Pareto filters, in one numpy pass per piece of about
+        :data:`EXTEND_ROWS` new rows), the others through :meth:`_extend` one at a time."""
         memo = self.state_memo
         low_sink = self._low_sink
-        parent: dict[int, tuple[int, int]] = {}
+        levels: dict[int, list] = {}  # size -> [(X, X minus v, v)]
         for C in Cs:
-            X = C
-            while X and X not in memo and X not in parent:
+            X, size = C, C.bit_count()
+            while X and X not in memo:
                 v = low_sink(X)
-                parent[X] = (X & ~(1 << v), v)
-                X &= ~(1 << v)
-        made: dict[int, tuple] = {}
-        levels: dict[int, list] = {}
-        for X in parent:
-            levels.setdefault(X.bit_count(), []).append(X)
+                Y = X & ~(1 << v)
+                memo[X] = None  # (made below, by increasing size)
+                levels.setdefault(size, []).append((X, Y, v))
+                X, size = Y, size - 1
+        node_t, mem_maybe = self.node_t, self.mem_maybe
+        plus_bits, minus_bits = self.plus_bits, self.minus_bits
+        points = 0
         for size in sorted(levels):
-            todo = []  # (X, t, parent state, v) to extend as a batch
-            new_of = {}
-            for X in levels[size]:
-                Y, v = parent[X]
-                got = made.get(Y) or memo.get(Y) or (self.empty_state if Y == 0 else None)
-                sts, plus, minus = got
-                new_of[X] = ({}, plus | self.plus_bits[v], minus | self.minus_bits[v])
+            self.check()
+            batch = []  # (states of X, t, W, m1, frontier, options) for _extend_plain
+            for X, Y, v in levels[size]:
+                sts, plus, minus = memo[Y] if Y else self.empty_state
+                new: dict = {}
+                memo[X] = (new, plus | plus_bits[v], minus | minus_bits[v])
                 for t, st in sts.items():
-                    todo.append((X, t, st, v))
-            results = self._extend_batch(todo)
-            for (X, t, _, _), st2 in zip(todo, results):
-                if st2 is not None:
-                    new_of[X][0][t] = st2
-            for X in levels[size]:
-                made[X] = new_of[X]
-                for st2 in new_of[X][0].values():
-                    fr = st2[2]
-                    self.memo_points += 1 if fr is None else len(fr)
-        out = {}
-        for C in Cs:
-            sts, plus, minus = made.get(C) or memo.get(C) or self.empty_state
-            out[C] = (sts, plus & ~minus)
-        memo.update(made)
-        if self.memo_points > self.state_memo_points:
-            memo.clear()
-            self.memo_points = 0
-        return out
+                    node = node_t.get((v, t))
+                    if node is None:
+                        continue
+                    W, plain, fr, m1 = st
+                    if plain and node[0] and len(node[3]) > 1:
+                        m1 += node[1]
+                        if m1 <= mem_maybe:
+                            new[t] = None  # (a place in t order, filled by _extend_plain)
+                            batch.append((new, t, W + node[2], m1, fr, node[3]))
+                        continue
+                    st2 = self._extend(st, v, t)
+                    if st2 is not None:
+                        new[t] = st2
+                        points += 1 if st2[2] is None else len(st2[2])
+            a, rows = 0, 0
+            for b, item in enumerate(batch):
+                rows += len(item[4]) * len(item[5])
+                if rows >= EXTEND_ROWS or b == len(batch) - 1:
+                    self.check()
+                    points += self._extend_plain(batch[a : b + 1])
+                    a, rows = b + 1, 0
+        self.memo_points += points
 
-    def _extend_batch(self, todo: list) -> list:
-        """:meth:`_extend` of many (X, t, state, v): the plain ones with a node of two or
-        more options in one pass (:meth:`_extend_plain`: the same float sums and Pareto
-        rule), the others one at a time."""
-        out = [None] * len(todo)
-        batch = []  # (index, W, m1, fr, o)
-        mem_maybe = self.mem_maybe
-        for i, (X, t, st, v) in enumerate(todo):
-            node = self.node_t.get((v, t))
-            if node is None:
-                continue
-            node_plain, m1min, w_first, o = node
-            W, plain, fr, m1 = st
-            if not (plain and node_plain and len(o) > 1):
-                self.check()
-                out[i] = self._extend(st, v, t)
-                continue
-            m1 = m1 + m1min
-            if m1 > mem_maybe:
-                continue
-            batch.append((i, W + w_first, m1, fr, o))
-        # in pieces of about EXTEND_ROWS new rows (a piece's arrays: ~200 bytes a row)
-        a, rows = 0, 0
-        for b, item in enumerate(batch):
-            rows += len(item[3]) * len(item[4])
-            if rows >= EXTEND_ROWS or b == len(batch) - 1:
-                self.check()
-                self._extend_plain(batch[a : b + 1], out)
-                a, rows = b + 1, 0
-        return out
-
-    def _extend_plain(self, items: list, out: list):
+    def _extend_plain(self, items: list) -> int:
         """The frontier step of :meth:`_extend` for plain states and nodes with two or more
-        options, many at once (items (index into ``out``, W, m1, frontier, options)).
+        options, many at once: items (states, t, W, m1, frontier, options), each new state
+        stored as ``states[t]`` (deleted when no row fits). Returns the rows kept.
 
         Frontier columns: P, A, Bm, m1 = sum (a + b), mS = sum (S a + b); memory at y in
         [1, S] is A y + Bm, between m1 and mS, so (P, m1, mS) decide dominance (the memory
@@ -846,33 +821,61 @@ class _StageTableBuilder:
         :func:`dp.knapsack.pareto_orders`. A new frontier is its rows in (P, ...) order:
         the sums with one option are then sorted runs (merged in linear time), and the
         staircase by P (:meth:`_exact_plain_batch`) needs no sort."""
-        n_opt = np.array([len(b[4]) for b in items], dtype=np.int64)
-        flen = np.array([len(b[3]) for b in items], dtype=np.int64)
+        n_opt = np.array([len(b[5]) for b in items], dtype=np.int64)
+        flen = np.array([len(b[4]) for b in items], dtype=np.int64)
         n_of = flen * n_opt
         # rows r of all new frontiers: item, option (outer) and frontier row (inner)
         item = np.repeat(np.arange(len(items)), n_of)
         first = np.cumsum(n_of) - n_of
-        opt, fpos = np.divmod(np.arange(len(item)) - first[item], flen[item])
-        F = np.concatenate([b[3] for b in items]) if len(items) > 1 else items[0][3]
-        O = np.concatenate([b[4] for b in items]) if len(items) > 1 else items[0][4]
-        new = F[(np.cumsum(flen) - flen)[item] + fpos] + O[(np.cumsum(n_opt) - n_opt)[item] + opt]
+        F = np.concatenate([b[4] for b in items]) if len(items) > 1 else items[0][4]
+        O = np.concatenate([b[5] for b in items]) if len(items) > 1 else items[0][5]
+        # block k = option row k of O (items' options end to end) plus its item's frontier:
+        # the frontier rows are a run of F, made by a cumulative sum of steps
+        blen = np.repeat(flen, n_opt)
+        bstart = np.repeat(np.cumsum(flen) - flen, n_opt)
+        step = np.ones(len(item), dtype=np.int64)
+        step[0] = 0
+        step[(np.cumsum(blen) - blen)[1:]] = bstart[1:] - (bstart[:-1] + blen[:-1] - 1)
+        new = F[np.cumsum(step)] + O[np.repeat(np.arange(len(O)), blen)]
         valid = new[:, 3] <= self.mem_kept
         self._mark_one_y(new)
-        # the memory columns as the filters compare them (FILTER_LOW_BITS)
-        q = truncate_low_bits(new[:, 1:], FILTER_LOW_BITS)  # A, Bm, m1, mS
-        # which columns vary within each new frontier (over its valid rows)
-        mem = q[:, 1:]  # Bm, m1, mS
-        hi = np.maximum.reduceat(np.where(valid[:, None], mem, -np.inf), first, axis=0)
-        lo = np.minimum.reduceat(np.where(valid[:, None], mem, np.inf), first, axis=0)
-        same = ~(hi > lo)
-        cy = np.where(same[:, 1], 4, np.where(same[:, 0], 1, np.where(same[:, 2], 3, -1)))
+        # the memory columns as the filters compare them (FILTER_LOW_BITS), made when needed
+        q: dict[int, np.ndarray] = {}
+
+        def col(j):
+            if j not in q:
+                q[j] = truncate_low_bits(new[:, j], FILTER_LOW_BITS)
+            return q[j]
+
+        all_valid = bool(valid.all())
+
+        def varies(j):  # per new frontier: column j takes two values on its valid rows
+            c = col(j)
+            hi = np.maximum.reduceat(c if all_valid else np.where(valid, c, -np.inf), first)
+            lo = np.minimum.reduceat(c if all_valid else np.where(valid, c, np.inf), first)
+            return hi > lo
+
+        # the column that decides with P: mS where m1 is the same on every row, else A
+        # where Bm is, else m1 where mS is (else none: cy = -1)
+        cy = np.full(len(items), 4)
+        m1_varies = varies(3)
+        if m1_varies.any():
+            cy = np.where(~m1_varies, 4, np.where(~varies(2), 1, np.where(~varies(4), 3, -1)))
         three = cy < 0
         parts = []
         if three.any():
             rows = np.nonzero(valid & three[item])[0]
-            parts.append(rows[pareto_orders(np.column_stack((new[rows, 0], q[rows, 2], q[rows, 3])), item[rows])])
+            parts.append(rows[pareto_orders(np.column_stack((new[rows, 0], col(3)[rows], col(4)[rows])), item[rows])])
         if not three.all():
-            yr = q[np.arange(len(new)), cy[item] - 1]
+            kinds = sorted(set(cy[~three].tolist())) if m1_varies.any() else [4]
+            if len(kinds) == 1:
+                yr = col(kinds[0])
+            else:
+                yr = np.zeros(len(new))
+                cyr = cy[item]
+                for j in kinds:
+                    at = cyr == j
+                    yr[at] = col(j)[at]
             parts.append(two_column_orders(new[:, 0], yr, valid, first, n_of, np.nonzero(~three)[0], item))
         kept = parts[0] if len(parts) == 1 else np.concatenate(parts)
         if len(parts) > 1:
@@ -881,10 +884,13 @@ class _StageTableBuilder:
         cnt = np.bincount(seg, minlength=len(items))
         ends = np.cumsum(cnt).tolist()
         a = 0
-        for b, e, c in zip(items, ends, cnt.tolist()):
-            if c:
-                out[b[0]] = (b[1], True, new[a:e], b[2])
+        for (sts, t, W, m1, _, _), e in zip(items, ends):
+            if e > a:
+                sts[t] = (W, True, new[a:e], m1)
+            else:
+                del sts[t]
             a = e
+        return len(new)
 
     def _mark_one_y(self, fr: np.ndarray):
         """Set mS = inf (in place) on the frontier rows that can only ever serve y = 1: those
@@ -902,7 +908,7 @@ class _StageTableBuilder:
         """State of stage C + v under t: (W, plain, frontier (P, A, Bm, m1, mS), m1min), or
         None when no option choice can fit (then no larger stage fits either). Greedy mode
         and general nodes keep no frontier; in exact mode a plain node with several
-        options goes through :meth:`_extend_plain` (:meth:`_extend_batch`)."""
+        options goes through :meth:`_extend_plain` (:meth:`_states_batch`)."""
         node = self.node_t.get((v, t))
         if node is None:
             return None
@@ -915,7 +921,7 @@ class _StageTableBuilder:
         if plain:
             W += w_first
         if not self.greedy and plain:
-            # one useful option (more go through _extend_plain, see _extend_batch): the
+            # one useful option (more go through _extend_plain, see _states_batch): the
             # frontier only shifts (dominance is kept)
             assert len(o) == 1
             new = fr + o[0]
@@ -963,65 +969,62 @@ class _StageTableBuilder:
         :meth:`_exact_plain_batch`; others one at a time, :meth:`_exact_blocks`), then
         emit the queued pairs' groups in their order."""
         stages, self.exact_stages = self.exact_stages, []
-        got = self._states_batch(stages)
+        self._states_batch(stages)
+        sid0 = self.n_recorded
+        self._grow_stage_arrays(sid0 + len(stages))
+        self.n_recorded += len(stages)
+        memo = self.state_memo
         by_t: dict[int, list] = {}
         points: dict[int, int] = {}
-        all_slots = []
-        for C in stages:
-            self.check()
-            sts, cut = got[C]
-            slots = [None] * len(sts)
-            all_slots.append((list(sts), slots))
-            for i, (t, (W, plain, fr, _)) in enumerate(sts.items()):
-                e = (C, t, cut, W, plain, fr, slots, i)
+        nonempty = []
+        for sid, C in enumerate(stages, sid0):
+            sts, plus, minus = memo[C]
+            if not sts:
+                continue
+            nonempty.append(sid)
+            cut = plus & ~minus
+            for t, (W, plain, fr, _) in sts.items():
                 if not plain:
-                    slots[i] = self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr))
+                    self._record_rows(t, sid, *self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr)))
                     continue
                 lst = by_t.setdefault(t, [])
-                lst.append(e)
+                lst.append((C, cut, W, fr, sid))
                 points[t] = points.get(t, 0) + len(fr)
                 if points[t] >= EXACT_BATCH_POINTS:
+                    self.check()
                     self._exact_plain_batch(t, lst)
                     by_t[t], points[t] = [], 0
-        del got
+        self.stage_nonempty[nonempty] = True
         for t, ents in by_t.items():
             if ents:
                 self._exact_plain_batch(t, ents)
-        self._record_stages(all_slots)
-        del all_slots
+        if self.memo_points > self.state_memo_points:
+            memo.clear()
+            self.memo_points = 0
         self._emit_pairs()
 
-    def _record_stages(self, all_slots: list):
-        """Append the rows of newly made stages (per stage: its t values and per t the
-        running count of its rows by d and its first row) to the per-t arrays of stage ids."""
-        n_new = len(all_slots)
-        n0 = self.n_recorded
-        n1 = n0 + n_new
-        if n1 > len(self.stage_nonempty):
-            # grow the arrays by doubling (a copy per doubling, not per flush)
-            cap = max(n1, 2 * len(self.stage_nonempty), 1024)
+    def _grow_stage_arrays(self, n: int):
+        """Room for n stage ids in the per-stage arrays (doubling: a copy per doubling, not
+        per flush); a new stage has no rows (first row -1, counts 0) until recorded."""
+        if n <= len(self.stage_nonempty):
+            return
+        cap = max(n, 2 * len(self.stage_nonempty), 1024)
 
-            def grown(a, fill):
-                b = np.full((cap, *a.shape[1:]), fill, dtype=a.dtype)
-                b[: len(a)] = a
-                return b
+        def grown(a, fill):
+            b = np.full((cap, *a.shape[1:]), fill, dtype=a.dtype)
+            b[: len(a)] = a
+            return b
 
-            self.stage_nonempty = grown(self.stage_nonempty, False)
-            for t in self.t_values:
-                self.stage_first[t] = grown(self.stage_first[t], -1)
-                self.stage_cum[t] = grown(self.stage_cum[t], 0)
-        self.stage_nonempty[n0:n1] = [bool(ts) for ts, _ in all_slots]
-        self.n_recorded = n1
+        self.stage_nonempty = grown(self.stage_nonempty, False)
         for t in self.t_values:
-            none = np.zeros(len(self.ds[t]) + 1, dtype=np.int64)
-            first = [-1] * n_new
-            cum = [none] * n_new
-            for s_, (ts, slots) in enumerate(all_slots):
-                if t in ts:
-                    cum[s_], first[s_] = slots[ts.index(t)]
-            self.stage_first[t][n0:n1] = first
-            if n_new:
-                self.stage_cum[t][n0:n1] = np.stack(cum)
+            self.stage_first[t] = grown(self.stage_first[t], -1)
+            self.stage_cum[t] = grown(self.stage_cum[t], 0)
+
+    def _record_rows(self, t: int, sid, cum, first):
+        """Record the rows of stage(s) ``sid`` under t: the running count of the rows by d
+        (over ``self.ds[t]``, from 0) and the index of the first row."""
+        self.stage_cum[t][sid] = cum
+        self.stage_first[t][sid] = first
 
     def _emit_pairs(self):
         """The groups of the queued pairs (I, J), all at once: per pair and t, the rows of
@@ -1073,8 +1076,8 @@ class _StageTableBuilder:
         :meth:`_exact_blocks` one at a time."""
         ds, caps = self.ds[t], self.cap[t]
         nd = len(ds)
-        lens = np.array([len(e[5]) for e in ents], dtype=np.int64)
-        F = np.concatenate([e[5] for e in ents]) if len(ents) > 1 else ents[0][5]
+        lens = np.array([len(e[3]) for e in ents], dtype=np.int64)
+        F = np.concatenate([e[3] for e in ents]) if len(ents) > 1 else ents[0][3]
         ns = len(ents)
         seg = np.repeat(np.arange(ns), lens)
         A, Bm = F[:, 1], F[:, 2]
@@ -1100,13 +1103,14 @@ class _StageTableBuilder:
         nk_of = np.bincount(segk, minlength=ns)
         slow = undecided | (nk_of == 0)
         for s in np.nonzero(slow)[0].tolist():
-            C, _, cut, W, plain, fr, slots, i = ents[s]
-            slots[i] = self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr))
+            C, cut, W, fr, sid = ents[s]
+            self._record_rows(t, sid, *self._store_rows(t, self._exact_blocks(C, t, cut, W, True, fr)))
         if bool(slow.all()):
             return
         fast = np.nonzero(~slow)[0]
-        E = self._cut_bytes_many(t, [ents[s][2] for s in fast.tolist()])
-        Wv = np.array([ents[s][3] for s in fast.tolist()])
+        fast_ents = [ents[s] for s in fast.tolist()]
+        E = self._cut_bytes_many(t, [e[1] for e in fast_ents])
+        Wv = np.array([e[2] for e in fast_ents])
         # stage s of the batch (its index among the fast ones) per kept point
         rank = np.cumsum(~slow) - 1
         sk = rank[segk]
@@ -1140,10 +1144,8 @@ class _StageTableBuilder:
         # per stage: the running count of its rows by d and the index of its first row
         cums = np.zeros((nf, nd + 1), dtype=np.int64)
         np.cumsum(has.reshape(nf, nd), axis=1, out=cums[:, 1:])
-        firsts = (first + np.cumsum(cums[:, -1]) - cums[:, -1]).tolist()
-        for r, s in enumerate(fast.tolist()):
-            slots, i = ents[s][6], ents[s][7]
-            slots[i] = (cums[r], firsts[r])
+        firsts = first + np.cumsum(cums[:, -1]) - cums[:, -1]
+        self._record_rows(t, [e[4] for e in fast_ents], cums, firsts)
 
     def _store_rows(self, t: int, blocks: list) -> tuple[np.ndarray, int]:
         """Store the rows of ``blocks`` (by increasing d) in the tables, without the points

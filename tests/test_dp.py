@@ -613,6 +613,49 @@ def test_two_column_orders_match_the_single_array_rule():
         assert np.array_equal(got, want)
 
 
+def test_segment_staircase_and_order_match_their_definitions():
+    """The two-column filter's pieces against their definitions: _segment_xy_order is
+    np.lexsort's stable (rs, x, y) order, _segment_staircase keeps a row iff its y is below
+    every earlier y of its run (on the bits of y when rs fits above them, else on ranks:
+    raw floats, low bits cleared, few and many runs, -0.0, inf), dense_ranks is
+    np.unique's inverse."""
+    from dp.knapsack import _segment_staircase, _segment_xy_order, dense_ranks
+    from dp.memory import truncate_low_bits
+
+    rng = np.random.default_rng(17)
+    for case in range(400):
+        nseg = int(rng.choice([1, 5, 40, 1500, 3000]))
+        n = int(rng.integers(nseg, nseg + 400))
+        rs = np.sort(np.concatenate([np.arange(nseg), rng.integers(0, nseg, size=n - nseg)]))
+        kind = case % 4
+        if kind == 0:  # small integers: ties in x and y
+            x = rng.integers(0, 6, size=n).astype(float)
+            y = rng.integers(0, 6, size=n).astype(float)
+        else:
+            x = rng.random(n) * 10.0 ** rng.integers(-3, 12)
+            y = rng.random(n) * 10.0 ** rng.integers(-3, 12)
+            if kind == 1:
+                y = truncate_low_bits(y, 10)
+            if kind == 3:  # exact duplicates of x within runs
+                x = np.round(x, 1)
+        y[rng.random(n) < 0.05] = np.inf
+        y[rng.random(n) < 0.05] = -0.0
+        x[rng.random(n) < 0.05] = -0.0
+        assert np.array_equal(dense_ranks(y), np.unique(y, return_inverse=True)[1].reshape(-1))
+        order = _segment_xy_order(rs, x, y)
+        assert np.array_equal(order, np.lexsort((np.arange(n), y, x, rs)))
+        srs, sy = rs[order], y[order]
+        keep = _segment_staircase(srs, sy)
+        want = np.ones(n, dtype=bool)
+        low = np.inf
+        for i in range(n):
+            if i and srs[i] != srs[i - 1]:
+                low = np.inf
+            want[i] = i == 0 or srs[i] != srs[i - 1] or sy[i] < low
+            low = min(low, sy[i])
+        assert np.array_equal(keep, want), case
+
+
 @pytest.mark.parametrize("limit", [2**62, 1])
 def test_rank_order_is_the_stable_three_column_order(limit):
     """_rank_order (the frontier filter's sort) gives np.lexsort's order of three rank
