@@ -41,6 +41,8 @@ a K above t_max min(N, K) budgets the same as t_max min(N, K).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import time
 
@@ -233,7 +235,7 @@ def solve_dp(
         )
 
     stopped = None  # where the time limit stopped the solve
-    with Progress(progress) as bar:
+    with Progress(progress) as bar, _cyclic_gc_paused():
         ub = chain_plan = chain_devices = lower = None
         try:
             if len(ideals) > chain_first:
@@ -312,6 +314,22 @@ def solve_dp(
                              message=_stopped_message(time_limit, stopped, greedy)))
     status = Status.FEASIBLE if greedy else Status.OPTIMAL
     return done(Solution(method, status, plan=plan, objective=T))
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused():
+    """Pause Python's cyclic garbage collector while the tables are built and searched (on
+    again after, if it was on). They are some 10^5 small containers without cycles (the
+    states' memo, the runs), freed by reference counting; the collector's passes over them
+    and over everything else alive found nothing and took 8-10% of a solve (ResNet-50
+    K=8: 23 ms of 0.28 s, 17 of them one full pass; GNMT K=8: 0.2 s of 2 s)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _stopped_message(time_limit: float, where: str, greedy: bool) -> str:

@@ -386,6 +386,37 @@ def test_table_size_guard_and_force():
         assert forced.tps == plain.tps
 
 
+def test_solve_leaves_the_garbage_collector_as_it_found_it():
+    """solve_dp pauses the cyclic collector while it builds and searches its tables and
+    restores it after: on after a solve, a refusal raised inside (the stage tables' size
+    guard) and a stop at the time limit; off stays off."""
+    import gc
+
+    inst = random_instance("layered", 9, 3)
+    assert gc.isenabled()
+    solve_dp(inst)
+    assert gc.isenabled()
+    with pytest.raises(SizeLimitError, match="while being built"):
+        solve_dp(inst, max_table_bytes=decision_bytes_plus(inst, 64))
+    assert gc.isenabled()
+    stopped = solve_dp(inst, time_limit=1e-9)
+    assert stopped.info["stopped"] == "in the stage tables" and gc.isenabled()
+    gc.disable()
+    try:
+        solve_dp(inst)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def decision_bytes_plus(inst, extra: int) -> int:
+    """A table limit just above the decision tables: the refusal comes from inside the build."""
+    from dp.ideals import enumerate_ideals
+    from dp.threshold_search import decision_table_bytes
+
+    return decision_table_bytes(len(enumerate_ideals(inst, 10**6)), min(inst.N, inst.K)) + extra
+
+
 def test_greedy_mode_never_claims_infeasibility():
     # Piper's rule stops its walk when the excess E < 1e-9: with M one ulp below 11 bytes it
     # keeps a choice of 11 bytes and finds no plan, while the least-memory choice (9) fits
