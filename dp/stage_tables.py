@@ -60,9 +60,9 @@ STATE_MEMO_POINTS = 1_000_000
 #: Exact mode queues the stages and makes their states and rows many per numpy pass, once
 #: this many stages, sets I or pairs (I, J) wait (rows: at most this many frontier points
 #: per pass).
-EXACT_BATCH_STAGES = 4096
-EXACT_BATCH_SETS = 4096
-EXACT_BATCH_PAIRS = 32_768
+EXACT_BATCH_STAGES = 16_384
+EXACT_BATCH_SETS = 16_384
+EXACT_BATCH_PAIRS = 131_072
 EXACT_BATCH_POINTS = 50_000
 #: Sets x sets of the family the subset test of :meth:`_StageTableBuilder._candidate_pairs`
 #: holds at once (bytes of a bool matrix, plus the pairs it keeps).
@@ -757,10 +757,10 @@ class _StageTableBuilder:
         reads them, then forgets the memo past :data:`STATE_MEMO_POINTS`). The states
         missing from the memo on the way down (each X from X minus its lowest node without
         successors in X, as in :meth:`_state`, so every state is the same) are made by
-        increasing size, all states of one size together: a plain state and a node with
-        two or more options go through :meth:`_extend_plain` (the frontiers' sums with the
-        node's options and their Pareto filters, in one numpy pass per piece of about
-        :data:`EXTEND_ROWS` new rows), the others through :meth:`_extend` one at a time."""
+        increasing size, all states of one size together: a plain state and a plain node
+        go through :meth:`_extend_plain` (the frontiers' sums with the node's options and
+        their Pareto filters, in one numpy pass per piece of about :data:`EXTEND_ROWS` new
+        rows), the others through :meth:`_extend` one at a time."""
         memo = self.state_memo
         low_sink = self._low_sink
         levels: dict[int, list] = {}  # size -> [(X, X minus v, v)]
@@ -787,7 +787,7 @@ class _StageTableBuilder:
                     if node is None:
                         continue
                     W, plain, fr, m1 = st
-                    if plain and node[0] and len(node[3]) > 1:
+                    if plain and node[0]:
                         m1 += node[1]
                         if m1 <= mem_maybe:
                             new[t] = None  # (a place in t order, filled by _extend_plain)
@@ -807,9 +807,11 @@ class _StageTableBuilder:
         self.memo_points += points
 
     def _extend_plain(self, items: list) -> int:
-        """The frontier step of :meth:`_extend` for plain states and nodes with two or more
-        options, many at once: items (states, t, W, m1, frontier, options), each new state
-        stored as ``states[t]`` (deleted when no row fits). Returns the rows kept.
+        """The frontier step of :meth:`_extend` for plain states and nodes, many at once:
+        items (states, t, W, m1, frontier, options), each new state stored as
+        ``states[t]`` (deleted when no row fits). Returns the rows kept. With one option
+        the frontier only shifts (every row that may fit is kept, as by :meth:`_extend`);
+        with more, the new rows are filtered:
 
         Frontier columns: P, A, Bm, m1 = sum (a + b), mS = sum (S a + b); memory at y in
         [1, S] is A y + Bm, between m1 and mS, so (P, m1, mS) decide dominance (the memory
@@ -861,13 +863,17 @@ class _StageTableBuilder:
         m1_varies = varies(3)
         if m1_varies.any():
             cy = np.where(~m1_varies, 4, np.where(~varies(2), 1, np.where(~varies(4), 3, -1)))
-        three = cy < 0
+        one = n_opt == 1
+        three = (cy < 0) & ~one
         parts = []
+        if one.any():
+            parts.append(np.flatnonzero(valid & one[item]))
         if three.any():
             rows = np.nonzero(valid & three[item])[0]
             parts.append(rows[pareto_orders(np.column_stack((new[rows, 0], col(3)[rows], col(4)[rows])), item[rows])])
-        if not three.all():
-            kinds = sorted(set(cy[~three].tolist())) if m1_varies.any() else [4]
+        two = ~three & ~one
+        if two.any():
+            kinds = sorted(set(cy[two].tolist())) if m1_varies.any() else [4]
             if len(kinds) == 1:
                 yr = col(kinds[0])
             else:
@@ -876,10 +882,11 @@ class _StageTableBuilder:
                 for j in kinds:
                     at = cyr == j
                     yr[at] = col(j)[at]
-            parts.append(two_column_orders(new[:, 0], yr, valid, first, n_of, np.nonzero(~three)[0], item))
+            parts.append(two_column_orders(new[:, 0], yr, valid, first, n_of, np.flatnonzero(two), item))
         kept = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        if len(parts) > 1:
-            kept = kept[np.argsort(item[kept], kind="stable")]
+        if len(parts) > 1:  # by item (a radix sort where the item numbers fit 16 bits)
+            key = item[kept]
+            kept = kept[np.argsort(key.astype(np.int16) if len(items) < 2**15 else key, kind="stable")]
         new, seg = new[kept], item[kept]
         cnt = np.bincount(seg, minlength=len(items))
         ends = np.cumsum(cnt).tolist()
@@ -905,10 +912,10 @@ class _StageTableBuilder:
                 fr[far, 4] = math.inf
 
     def _extend(self, st, v: int, t: int):
-        """State of stage C + v under t: (W, plain, frontier (P, A, Bm, m1, mS), m1min), or
-        None when no option choice can fit (then no larger stage fits either). Greedy mode
-        and general nodes keep no frontier; in exact mode a plain node with several
-        options goes through :meth:`_extend_plain` (:meth:`_states_batch`)."""
+        """State of stage C + v under t: (W, plain, frontier, m1min), or None when no option
+        choice can fit (then no larger stage fits either). Greedy mode and general nodes
+        keep no frontier (None); exact mode extends the frontiers of plain states by plain
+        nodes with :meth:`_extend_plain` (:meth:`_states_batch`)."""
         node = self.node_t.get((v, t))
         if node is None:
             return None
@@ -920,19 +927,8 @@ class _StageTableBuilder:
         plain = plain and node_plain
         if plain:
             W += w_first
-        if not self.greedy and plain:
-            # one useful option (more go through _extend_plain, see _states_batch): the
-            # frontier only shifts (dominance is kept)
-            assert len(o) == 1
-            new = fr + o[0]
-            new = new[new[:, 3] <= self.mem_kept]
-            if not len(new):
-                return None
-            self._mark_one_y(new)
-            fr = new
-        else:
-            fr = None
-        return (W, plain, fr, m1)
+        assert self.greedy or not plain, "exact mode extends plain frontiers in _extend_plain"
+        return (W, plain, None, m1)
 
     # ---- one candidate stage -------------------------------------------------------------
     def _emit_pair(self, k: int, I: int, J: int, cut: int, states: dict, devices: tuple | None = None):

@@ -516,6 +516,48 @@ def test_low_sink_is_the_lowest_node_without_a_successor_in_the_set(seed):
         assert _StageTableBuilder._low_sink(fake, X) == want
 
 
+def _tables_by_group(tb) -> list:
+    """Each candidate stage of a StageTables with its row's points, sorted: the tables'
+    content whatever the order in which the rows were stored."""
+    out = []
+    for g in range(len(tb.group_set)):
+        r = int(tb.group_row[g])
+        a, b = int(tb.row_start[r]), int(tb.row_start[r] + tb.row_points[r])
+        pts = tuple(zip(tb.cost[a:b].tolist(), tb.ylo[a:b].tolist(), tb.yhi[a:b].tolist()))
+        out.append((int(tb.group_set[g]), int(tb.group_back[g]), int(tb.group_devices[g]), int(tb.group_d[g]),
+                    bool(tb.group_monotone[g]), pts))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_exact_tables_do_not_depend_on_the_batches_or_the_memo(seed, monkeypatch):
+    """The exact tables are the same, stage by stage and point by point, when the builder
+    flushes its queue every few stages, sets or pairs, extends the states a few rows at a
+    time, makes the rows a few points at a time and forgets its memo of states after a
+    few points (every state is made again from the same parent, with the same floats)."""
+    import dp.stage_tables as st_mod
+    from dp.ideals import enumerate_ideals
+
+    fams = ["layered", "fork-join", "series-parallel", "numerics"]
+    inst = random_instance(fams[seed % 4], 7 + seed % 5, 900 + seed, t_values=(1, 2), memory=["tight", 0.3][seed % 2], options_per_t=[2, 3][seed % 3 == 0])
+    ideals = enumerate_ideals(inst, 10**6)
+    S = min(inst.N, inst.K)
+    d_values = [d for d in range(1, S + 1) if inst.N % d == 0]
+
+    def tables(**small):
+        for name, value in small.items():
+            monkeypatch.setattr(st_mod, name, value)
+        builder = st_mod._StageTableBuilder(inst, ideals, d_values, S, False, OptionChoices(inst, False), None, True)
+        if small:
+            builder.state_memo_points = 5
+        return _tables_by_group(builder.build(lambda k: None))
+
+    want = tables()
+    assert want
+    got = tables(EXACT_BATCH_STAGES=3, EXACT_BATCH_SETS=2, EXACT_BATCH_PAIRS=5, EXACT_BATCH_POINTS=4, EXTEND_ROWS=3)
+    assert got == want
+
+
 def _fsum_rows_cases(rng: random.Random, k: int) -> list[list[float]]:
     """Rows of k non-negative terms: integers, any magnitudes, one large term with pieces
     at and around half its ulp (the sums that sit on or next to a rounding midpoint),
