@@ -135,6 +135,13 @@ def pareto_order(cols: np.ndarray) -> np.ndarray:
     n = len(cols)
     if n <= 1:
         return np.arange(n)
+    if n <= 8:  # the same rule in plain Python, without numpy's per-call cost (a node's options)
+        rows = cols.tolist()
+        kept: list[int] = []
+        for i in sorted(range(n), key=rows.__getitem__):
+            if not any(all(a <= b for a, b in zip(rows[j], rows[i])) for j in kept):
+                kept.append(i)
+        return np.array(kept, dtype=np.int64)
     varying = (cols != cols[0]).any(axis=0)
     k = int(varying.sum())
     c = cols if k == cols.shape[1] else cols[:, varying]

@@ -1115,6 +1115,10 @@ class _StageTableBuilder:
         dcol = ds[:, None].astype(float)
         cost = stage_tps_from_sums(E[sk][None, :], Wv[sk][None, :], Pk[None, :], dcol, self.N, self.B)
         yhi = np.minimum(ycap[None, :], caps[:, None])
+        keep = _serves_more(yhi, sk[1:] != sk[:-1])
+        cut = self.cost_cut
+        if cut is not None:
+            keep &= cost <= cut
         # lay the points out row by row: stage, then d, then the stage's points
         n_s = np.bincount(sk, minlength=nf)
         start = np.zeros(nf, dtype=np.int64)
@@ -1128,11 +1132,10 @@ class _StageTableBuilder:
         flat_yhi[pos] = yhi
         row_of = np.empty(total, dtype=np.int64)
         row_of[pos] = sk[None, :] * nd + np.arange(nd)[:, None]
-        cut = self.cost_cut
-        if cut is not None:
-            keep = flat_cost <= cut
-            if not keep.all():
-                flat_cost, flat_yhi, row_of = flat_cost[keep], flat_yhi[keep], row_of[keep]
+        if not keep.all():
+            flat_keep = np.empty(total, dtype=bool)
+            flat_keep[pos] = keep
+            flat_cost, flat_yhi, row_of = flat_cost[flat_keep], flat_yhi[flat_keep], row_of[flat_keep]
         npts = np.bincount(row_of, minlength=nf * nd)
         has = npts > 0
         rows_d = np.tile(ds, nf)[has]
@@ -1144,28 +1147,26 @@ class _StageTableBuilder:
         self._record_rows(t, [e[4] for e in fast_ents], cums, firsts)
 
     def _store_rows(self, t: int, blocks: list) -> tuple[np.ndarray, int]:
-        """Store the rows of ``blocks`` (by increasing d) in the tables, without the points
-        that cost more than the upper bound allows (with a relative margin of 1e-9, so
-        every plan of value <= ub keeps all its points) and without rows left empty; the
-        running count of the rows by d (over ``self.ds[t]``, from 0) and the index of the
-        first row (the rows are consecutive)."""
+        """Store the rows of ``blocks`` (monotone, by increasing d) in the tables, without
+        the points that serve no y their row's point before them does not
+        (:func:`_serves_more`), without those that cost more than the upper bound allows
+        (with a relative margin of 1e-9, so every plan of value <= ub keeps all its
+        points) and without rows left empty; the running count of the rows by d (over
+        ``self.ds[t]``, from 0) and the index of the first row (the rows are consecutive)."""
         devs: list[int] = []
         first = self.tables.n_rows
         cut = self.cost_cut
         for bdevs, bds, cost, ylo, yhi in blocks:
-            keep = None
+            keep = _serves_more(yhi)
             if cut is not None:
-                keep = cost <= cut
-                if not keep.all():
-                    rows = keep.any(axis=1)
-                    if not rows.any():
-                        continue
-                    if not rows.all():
-                        bdevs = [x for x, r in zip(bdevs, rows.tolist()) if r]
-                        bds, cost, ylo, yhi, keep = bds[rows], cost[rows], ylo[rows], yhi[rows], keep[rows]
-                else:
-                    keep = None
-            self.tables.add_rows(t, bds, cost, ylo, yhi, True, keep)
+                keep &= cost <= cut
+                rows = keep.any(axis=1)
+                if not rows.any():
+                    continue
+                if not rows.all():
+                    bdevs = [x for x, r in zip(bdevs, rows.tolist()) if r]
+                    bds, cost, ylo, yhi, keep = bds[rows], cost[rows], ylo[rows], yhi[rows], keep[rows]
+            self.tables.add_rows(t, bds, cost, ylo, yhi, True, None if keep.all() else keep)
             devs.extend(bdevs)
         have = set(devs)
         return np.array([0, *itertools.accumulate(x in have for x in (t * self.ds[t]).tolist())], dtype=np.int64), first
@@ -1466,6 +1467,19 @@ def _union(spans) -> list[tuple[int, int]]:
         else:
             out.append((a, b))
     return out
+
+def _serves_more(yhi: np.ndarray, new_stage: np.ndarray | None = None) -> np.ndarray:
+    """Which points of monotone rows (one row per line of ``yhi``: a stage's points, by
+    rising cost, under one d) serve a y the point before them does not: yhi rises, or the
+    point is the first of its stage (``new_stage[j - 1]`` for column j, when several
+    stages lie side by side). The others -- the points after the first that reaches d's
+    cap on y -- cost more for the same y and are left out of the tables."""
+    keep = np.ones(yhi.shape, dtype=bool)
+    keep[:, 1:] = yhi[:, 1:] != yhi[:, :-1]
+    if new_stage is not None:
+        keep[:, 1:] |= new_stage[None, :]
+    return keep
+
 
 def _staircase(key: np.ndarray, ycap: np.ndarray) -> np.ndarray:
     """Indices, by increasing ``key`` (ties: larger capacity first), of the points whose y

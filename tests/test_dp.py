@@ -572,6 +572,28 @@ def test_pareto_order_keeps_what_the_definition_keeps():
     assert crossed >= 20
 
 
+def test_pareto_order_of_a_few_rows_keeps_what_the_definition_keeps():
+    """pareto_order of up to 8 rows (a node's options: the plain-Python path) against the
+    same literal definition, with any number of varying columns (none, one, two, more),
+    duplicates and -0.0 beside 0.0."""
+    import numpy as np
+
+    from dp.knapsack import pareto_order
+
+    rng = np.random.default_rng(12)
+    for _ in range(2000):
+        n, k = int(rng.integers(1, 9)), int(rng.integers(1, 5))
+        a = rng.integers(0, int(rng.choice([1, 2, 4])), size=(n, k)).astype(float)
+        a[a == 0] = np.where(rng.random(int((a == 0).sum())) < 0.5, -0.0, 0.0)
+        a[:, rng.random(k) < 0.3] = 1.0  # constant columns
+        rows = sorted(range(n), key=lambda i: (tuple(a[i]), i))
+        want = []
+        for pos, i in enumerate(rows):
+            if not any(all(a[j, c] <= a[i, c] for c in range(k)) for j in rows[:pos]):
+                want.append(i)
+        assert pareto_order(a).tolist() == want, a
+
+
 def test_two_column_orders_match_the_single_array_rule():
     """two_column_orders (the states' filter of many frontiers at once, one sort on ranks)
     keeps exactly what the one-array rule keeps, in the same order: ties in x (sorted by

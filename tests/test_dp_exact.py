@@ -534,7 +534,8 @@ def test_exact_tables_do_not_depend_on_the_batches_or_the_memo(seed, monkeypatch
     """The exact tables are the same, stage by stage and point by point, when the builder
     flushes its queue every few stages, sets or pairs, extends the states a few rows at a
     time, makes the rows a few points at a time and forgets its memo of states after a
-    few points (every state is made again from the same parent, with the same floats)."""
+    few points (every state is made again from the same parent, with the same floats);
+    and no row holds a point that serves no y the point before it does not."""
     import dp.stage_tables as st_mod
     from dp.ideals import enumerate_ideals
 
@@ -556,6 +557,10 @@ def test_exact_tables_do_not_depend_on_the_batches_or_the_memo(seed, monkeypatch
     assert want
     got = tables(EXACT_BATCH_STAGES=3, EXACT_BATCH_SETS=2, EXACT_BATCH_PAIRS=5, EXACT_BATCH_POINTS=4, EXTEND_ROWS=3)
     assert got == want
+    # every point serves a y the one before it does not: each row's yhi rises (the
+    # points past d's cap on y, dearer for the same y, are left out)
+    for *_, monotone, pts in want:
+        assert monotone and all(p[2] < q[2] and p[0] <= q[0] for p, q in zip(pts, pts[1:]))
 
 
 def _fsum_rows_cases(rng: random.Random, k: int) -> list[list[float]]:
