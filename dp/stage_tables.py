@@ -4,9 +4,10 @@ Entry point: :func:`build_stage_tables`. For every successor-closed set I, a vec
 subset test over the family finds the sets J inside it; each pair kept (after the memory
 and upper-bound tests) names a stage C = I \\ J. A stage's *state* -- its cut edges (a
 bitmask; the cut bytes are the ``fsum`` of their terms, never a running total kept by
-adding and subtracting), its weights W and the Pareto frontier of its option choices
-(sums of p, a, b; :mod:`dp.knapsack`) -- is made from the state of C minus one node
-without successors in C (remembered per C, :data:`STATE_MEMO_POINTS`). For every t and d
+adding and subtracting), its weights W and (exact mode) the Pareto frontier of its option
+choices (sums of p, a, b) -- is made from the state of C minus one node without
+successors in C (remembered per C, :data:`STATE_MEMO_POINTS`; exact mode:
+:mod:`dp.exact_states`, greedy mode: ``_state``). For every t and d
 the stage's least cost is a step function of y with few corners (exact mode: computed
 once per (C, t) and shared by every pair with that C), or Piper's rule for each y (greedy
 mode, :mod:`dp.greedy_rule`). Memory decisions are exact (sec. 7): float sums decide away
@@ -17,15 +18,13 @@ frontier row treats values up to :func:`dp.memory.kept_row_limit` as near the bo
 
 Exact mode works in batches (``_flush_exact``): the stages of many sets I are queued,
 their missing states made by increasing size, all states of one size in one numpy pass
-(:meth:`_StageTableBuilder._extend_plain`: which rows of a frontier dominate which, and
-why rows that can only serve y = 1 need less, is written there), their rows likewise, and
-the waiting pairs' groups looked up at once. Each state comes from the same parent as
-one at a time and each point goes through the same float operations, so the tables are
-the same group by group.
+(:mod:`dp.exact_states`: which rows of a frontier dominate which, and why rows that can
+only serve y = 1 need less, is written there), their rows likewise, and the waiting
+pairs' groups looked up at once. Each state comes from one parent by the same float
+operations, whatever the batches, so the tables hold the same stages and points.
 
-This module is longer than 600 lines because the state building and its three emitters
-(exact on "plain" nodes, exact on general nodes, greedy) share the states and caches;
-split apart they would pass a dozen arrays between modules.
+This module is longer than 600 lines because its three emitters (exact on "plain" nodes,
+exact on general nodes, greedy) share the builder's caches and per-stage arrays.
 
 Symbols: I, J successor-closed sets (bitmasks over node positions), C = I \\ J the stage,
 t, d the degrees, y microbatches in flight, S = min(N, K) the largest suffix sum of d,
@@ -42,10 +41,11 @@ from array import array
 import numpy as np
 
 from dp.deadline import Deadline
+from dp.exact_states import ExactStates
 from dp.exact_sums import fsum_rows
 from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
-from dp.knapsack import _y_capacity_and_memory, monotone_runs, pareto_mask, pareto_orders, pareto_frontier, two_column_orders, stage_items, stage_tps_from_sums, y_capacities
-from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit, kept_row_limit, truncate_low_bits
+from dp.knapsack import _y_capacity_and_memory, monotone_runs, pareto_mask, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
+from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit, kept_row_limit
 from dp.option_choice import OptionChoices
 from piper_ilp.cost import cut_edge_bytes
 from piper_ilp.errors import SizeLimitError
@@ -54,8 +54,9 @@ from piper_ilp.instance import Instance
 __all__ = ["StageTables", "build_stage_tables", "bits", "membership", "sorted_unique"]
 
 #: The builder remembers the state of every stage C it has made (so a stage shared by many
-#: pairs (I, J) is made once) until the remembered frontiers hold this many points (about
-#: 60 bytes each with their dicts); then it forgets them all and goes on.
+#: pairs (I, J) is made once) until its states and their frontier rows pass this many
+#: (exact mode: about 40 bytes per row; greedy mode counts the states); then it forgets
+#: them all and goes on.
 STATE_MEMO_POINTS = 1_000_000
 #: Exact mode queues the stages and makes their states and rows many per numpy pass, once
 #: this many stages, sets I or pairs (I, J) wait (rows: at most this many frontier points
@@ -67,8 +68,6 @@ EXACT_BATCH_POINTS = 50_000
 #: Sets x sets of the family the subset test of :meth:`_StageTableBuilder._candidate_pairs`
 #: holds at once (bytes of a bool matrix, plus the pairs it keeps).
 BUILD_BLOCK_ELEMENTS = 1 << 20
-#: States are extended many at once, in pieces of about this many new frontier rows.
-EXTEND_ROWS = 1 << 21
 #: The frontier filters compare memory with this many low mantissa bits cleared
 #: (:func:`dp.memory.truncate_low_bits`): choices whose memory is exactly the same (the
 #: same layer recomputed at another place) have float sums that differ in the last bits,
@@ -460,11 +459,12 @@ class _StageTableBuilder:
         self.state_memo_points = STATE_MEMO_POINTS
         # exact mode: table points costing more than this cannot be in a plan of value <= ub
         self.cost_cut = None if ub is None or greedy else ub * (1.0 + 1e-9)
-        # stage states (W, plain, frontier, least memory) per stage C with the cut bitmasks
-        # (plus, minus) of its nodes; forgotten wholesale past state_memo_points points
+        # greedy mode: stage states (W, plain, None, least memory) per stage C with the cut
+        # bitmasks (plus, minus) of its nodes; forgotten wholesale past state_memo_points
+        # points (exact mode: self.states)
         self.state_memo: dict[int, tuple] = {}
         self.memo_points = 0
-        self.empty_state = ({t: (0.0, True, np.zeros((1, 5)), 0.0) for t in self.t_values}, 0, 0)
+        self.empty_state = ({t: (0.0, True, None, 0.0) for t in self.t_values}, 0, 0)
         self.pairs = 0
         # work_v = least device-seconds per sample of node v (min over t, options of t p):
         # a stage C needs t d >= work(C) / T devices to cost <= T
@@ -482,6 +482,8 @@ class _StageTableBuilder:
         self.front_work_of = (1.0 - member) @ work if n else np.zeros(len(ideals))
         self.front_mem_of = (1.0 - member) @ mem if n else np.zeros(len(ideals))
         self.all_mask = (1 << n) - 1
+        # exact mode: the states of the stages, in flat arrays
+        self.states = None if greedy else ExactStates(self, FILTER_LOW_BITS)
 
     # ---- cut edges ----------------------------------------------------------------------
     # Edge e = (u -> v) has a head bit 2e (cut at v: v in the stage, u not) and a tail bit
@@ -684,9 +686,9 @@ class _StageTableBuilder:
         return self.tables
 
     def _state(self, C: int):
-        """The state of stage C (dict t -> (W, plain, frontier, least memory), only the t
-        where some choice may fit) and its cut-edge bitmask, from the state of C minus a
-        node without successors in C (found in the memo, or made first, and so on down)."""
+        """Greedy mode: the state of stage C (dict t -> (W, plain, None, least memory), only
+        the t where some choice may fit) and its cut-edge bitmask, from the state of C minus
+        a node without successors in C (found in the memo, or made first, and so on down)."""
         memo = self.state_memo
         got = memo.get(C)
         if got is not None:
@@ -709,8 +711,7 @@ class _StageTableBuilder:
                 st2 = self._extend(st, v, t)
                 if st2 is not None:
                     new[t] = st2
-                    fr = st2[2]
-                    self.memo_points += 1 if fr is None else len(fr)
+                    self.memo_points += 1
             sts, plus, minus = new, plus | self.plus_bits[v], minus | self.minus_bits[v]
             memo[X] = (sts, plus, minus)
         if self.memo_points > self.state_memo_points:
@@ -752,170 +753,10 @@ class _StageTableBuilder:
                 return u
             m ^= low
 
-    def _states_batch(self, Cs: list):
-        """Exact mode: :meth:`_state` of many stages at once, left in the memo (the caller
-        reads them, then forgets the memo past :data:`STATE_MEMO_POINTS`). The states
-        missing from the memo on the way down (each X from X minus its lowest node without
-        successors in X, as in :meth:`_state`, so every state is the same) are made by
-        increasing size, all states of one size together: a plain state and a plain node
-        go through :meth:`_extend_plain` (the frontiers' sums with the node's options and
-        their Pareto filters, in one numpy pass per piece of about :data:`EXTEND_ROWS` new
-        rows), the others through :meth:`_extend` one at a time."""
-        memo = self.state_memo
-        low_sink = self._low_sink
-        levels: dict[int, list] = {}  # size -> [(X, X minus v, v)]
-        for C in Cs:
-            X, size = C, C.bit_count()
-            while X and X not in memo:
-                v = low_sink(X)
-                Y = X & ~(1 << v)
-                memo[X] = None  # (made below, by increasing size)
-                levels.setdefault(size, []).append((X, Y, v))
-                X, size = Y, size - 1
-        node_t, mem_maybe = self.node_t, self.mem_maybe
-        plus_bits, minus_bits = self.plus_bits, self.minus_bits
-        points = 0
-        for size in sorted(levels):
-            self.check()
-            batch = []  # (states of X, t, W, m1, frontier, options) for _extend_plain
-            for X, Y, v in levels[size]:
-                sts, plus, minus = memo[Y] if Y else self.empty_state
-                new: dict = {}
-                memo[X] = (new, plus | plus_bits[v], minus | minus_bits[v])
-                for t, st in sts.items():
-                    node = node_t.get((v, t))
-                    if node is None:
-                        continue
-                    W, plain, fr, m1 = st
-                    if plain and node[0]:
-                        m1 += node[1]
-                        if m1 <= mem_maybe:
-                            new[t] = None  # (a place in t order, filled by _extend_plain)
-                            batch.append((new, t, W + node[2], m1, fr, node[3]))
-                        continue
-                    st2 = self._extend(st, v, t)
-                    if st2 is not None:
-                        new[t] = st2
-                        points += 1 if st2[2] is None else len(st2[2])
-            a, rows = 0, 0
-            for b, item in enumerate(batch):
-                rows += len(item[4]) * len(item[5])
-                if rows >= EXTEND_ROWS or b == len(batch) - 1:
-                    self.check()
-                    points += self._extend_plain(batch[a : b + 1])
-                    a, rows = b + 1, 0
-        self.memo_points += points
-
-    def _extend_plain(self, items: list) -> int:
-        """The frontier step of :meth:`_extend` for plain states and nodes, many at once:
-        items (states, t, W, m1, frontier, options), each new state stored as
-        ``states[t]`` (deleted when no row fits). Returns the rows kept. With one option
-        the frontier only shifts (every row that may fit is kept, as by :meth:`_extend`);
-        with more, the new rows are filtered:
-
-        Frontier columns: P, A, Bm, m1 = sum (a + b), mS = sum (S a + b); memory at y in
-        [1, S] is A y + Bm, between m1 and mS, so (P, m1, mS) decide dominance (the memory
-        columns with their :data:`FILTER_LOW_BITS` low bits cleared). Where m1
-        is the same on every row, (P, mS) decide; else where Bm is, (P, A) decide (memory
-        rises with A at every y, now and after any extension, which adds the same b to
-        both rows); else where mS is, (P, m1). Those frontiers go through
-        :func:`dp.knapsack.two_column_orders` together, the others through
-        :func:`dp.knapsack.pareto_orders`. A new frontier is its rows in (P, ...) order:
-        the sums with one option are then sorted runs (merged in linear time), and the
-        staircase by P (:meth:`_exact_plain_batch`) needs no sort."""
-        n_opt = np.array([len(b[5]) for b in items], dtype=np.int64)
-        flen = np.array([len(b[4]) for b in items], dtype=np.int64)
-        n_of = flen * n_opt
-        # rows r of all new frontiers: item, option (outer) and frontier row (inner)
-        item = np.repeat(np.arange(len(items)), n_of)
-        first = np.cumsum(n_of) - n_of
-        F = np.concatenate([b[4] for b in items]) if len(items) > 1 else items[0][4]
-        O = np.concatenate([b[5] for b in items]) if len(items) > 1 else items[0][5]
-        # block k = option row k of O (items' options end to end) plus its item's frontier:
-        # the frontier rows are a run of F, made by a cumulative sum of steps
-        blen = np.repeat(flen, n_opt)
-        bstart = np.repeat(np.cumsum(flen) - flen, n_opt)
-        step = np.ones(len(item), dtype=np.int64)
-        step[0] = 0
-        step[(np.cumsum(blen) - blen)[1:]] = bstart[1:] - (bstart[:-1] + blen[:-1] - 1)
-        new = F[np.cumsum(step)] + O[np.repeat(np.arange(len(O)), blen)]
-        valid = new[:, 3] <= self.mem_kept
-        self._mark_one_y(new)
-        # the memory columns as the filters compare them (FILTER_LOW_BITS), made when needed
-        q: dict[int, np.ndarray] = {}
-
-        def col(j):
-            if j not in q:
-                q[j] = truncate_low_bits(new[:, j], FILTER_LOW_BITS)
-            return q[j]
-
-        all_valid = bool(valid.all())
-
-        def varies(j):  # per new frontier: column j takes two values on its valid rows
-            c = col(j)
-            hi = np.maximum.reduceat(c if all_valid else np.where(valid, c, -np.inf), first)
-            lo = np.minimum.reduceat(c if all_valid else np.where(valid, c, np.inf), first)
-            return hi > lo
-
-        # the column that decides with P: mS where m1 is the same on every row, else A
-        # where Bm is, else m1 where mS is (else none: cy = -1)
-        cy = np.full(len(items), 4)
-        m1_varies = varies(3)
-        if m1_varies.any():
-            cy = np.where(~m1_varies, 4, np.where(~varies(2), 1, np.where(~varies(4), 3, -1)))
-        one = n_opt == 1
-        three = (cy < 0) & ~one
-        parts = []
-        if one.any():
-            parts.append(np.flatnonzero(valid & one[item]))
-        if three.any():
-            rows = np.nonzero(valid & three[item])[0]
-            parts.append(rows[pareto_orders(np.column_stack((new[rows, 0], col(3)[rows], col(4)[rows])), item[rows])])
-        two = ~three & ~one
-        if two.any():
-            kinds = sorted(set(cy[two].tolist())) if m1_varies.any() else [4]
-            if len(kinds) == 1:
-                yr = col(kinds[0])
-            else:
-                yr = np.zeros(len(new))
-                cyr = cy[item]
-                for j in kinds:
-                    at = cyr == j
-                    yr[at] = col(j)[at]
-            parts.append(two_column_orders(new[:, 0], yr, valid, first, n_of, np.flatnonzero(two), item))
-        kept = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        if len(parts) > 1:  # by item (a radix sort where the item numbers fit 16 bits)
-            key = item[kept]
-            kept = kept[np.argsort(key.astype(np.int16) if len(items) < 2**15 else key, kind="stable")]
-        new, seg = new[kept], item[kept]
-        cnt = np.bincount(seg, minlength=len(items))
-        ends = np.cumsum(cnt).tolist()
-        a = 0
-        for (sts, t, W, m1, _, _), e in zip(items, ends):
-            if e > a:
-                sts[t] = (W, True, new[a:e], m1)
-            else:
-                del sts[t]
-            a = e
-        return len(new)
-
-    def _mark_one_y(self, fr: np.ndarray):
-        """Set mS = inf (in place) on the frontier rows that can only ever serve y = 1: those
-        whose float memory at y = 2 (A * 2 + Bm, as the y capacities compute it) is above
-        what may fit. Memory only grows as the stage grows, so such a row and every row made
-        from it stay out of every y >= 2, and (P, m1) alone decide its dominance: a row
-        with P and m1 no larger serves y = 1 at least as well. (A row at inf dominates only
-        rows at inf; rows at inf stay at inf when extended.)"""
-        if self.S >= 2:
-            far = fr[:, 1] * 2.0 + fr[:, 2] > self.mem_kept
-            if far.any():
-                fr[far, 4] = math.inf
-
     def _extend(self, st, v: int, t: int):
-        """State of stage C + v under t: (W, plain, frontier, m1min), or None when no option
-        choice can fit (then no larger stage fits either). Greedy mode and general nodes
-        keep no frontier (None); exact mode extends the frontiers of plain states by plain
-        nodes with :meth:`_extend_plain` (:meth:`_states_batch`)."""
+        """Greedy mode: state of stage C + v under t, (W, plain, None, m1min), or None when
+        no option choice can fit (then no larger stage fits either). (Exact mode:
+        :mod:`dp.exact_states`, the same rules with frontiers.)"""
         node = self.node_t.get((v, t))
         if node is None:
             return None
@@ -927,7 +768,6 @@ class _StageTableBuilder:
         plain = plain and node_plain
         if plain:
             W += w_first
-        assert self.greedy or not plain, "exact mode extends plain frontiers in _extend_plain"
         return (W, plain, None, m1)
 
     # ---- one candidate stage -------------------------------------------------------------
@@ -960,43 +800,40 @@ class _StageTableBuilder:
         return sid
 
     def _flush_exact(self):
-        """Make the states of the queued stages (:meth:`_states_batch`), then their rows
-        (plain stages whose memory the float sums decide: many stages per numpy pass,
-        :meth:`_exact_plain_batch`; others one at a time, :meth:`_exact_blocks`), then
-        emit the queued pairs' groups in their order."""
+        """Make the states of the queued stages (:class:`dp.exact_states.ExactStates`),
+        then their rows (plain stages: many per numpy pass, :meth:`_exact_plain_batch`;
+        general ones one at a time, :meth:`_exact_blocks`), then emit the queued pairs'
+        groups in their order. The states are forgotten once they pass
+        ``state_memo_points`` (states plus frontier rows)."""
         stages, self.exact_stages = self.exact_stages, []
-        self._states_batch(stages)
-        sid0 = self.n_recorded
-        self._grow_stage_arrays(sid0 + len(stages))
-        self.n_recorded += len(stages)
-        memo = self.state_memo
-        by_t: dict[int, list] = {}
-        points: dict[int, int] = {}
-        nonempty = []
-        for sid, C in enumerate(stages, sid0):
-            sts, plus, minus = memo[C]
-            if not sts:
-                continue
-            nonempty.append(sid)
-            cut = plus & ~minus
-            for t, (W, plain, fr, _) in sts.items():
-                if not plain:
-                    self._record_rows(t, sid, *self._store_rows(t, self._exact_blocks(C, t, cut, W, plain, fr)))
-                    continue
-                lst = by_t.setdefault(t, [])
-                lst.append((C, cut, W, fr, sid))
-                points[t] = points.get(t, 0) + len(fr)
-                if points[t] >= EXACT_BATCH_POINTS:
-                    self.check()
-                    self._exact_plain_batch(t, lst)
-                    by_t[t], points[t] = [], 0
-        self.stage_nonempty[nonempty] = True
-        for t, ents in by_t.items():
-            if ents:
-                self._exact_plain_batch(t, ents)
-        if self.memo_points > self.state_memo_points:
-            memo.clear()
-            self.memo_points = 0
+        states = self.states
+        ids = np.array(states.make(stages), dtype=np.int64)
+        q0 = self.n_recorded
+        n = len(stages)
+        self._grow_stage_arrays(q0 + n)
+        self.n_recorded += n
+        nonempty = np.zeros(n, dtype=bool)
+        for t in self.t_values:
+            alive = states.alive[t][ids]
+            nonempty |= alive
+            plain = states.plain[t][ids]
+            for i in np.flatnonzero(alive & ~plain).tolist():  # general stages
+                s = int(ids[i])
+                blocks = self._exact_blocks(stages[i], t, states.cut(s), float(states.W[t][s]), False, None)
+                self._record_rows(t, q0 + i, *self._store_rows(t, blocks))
+            fast = np.flatnonzero(alive & plain)
+            # in pieces of at most EXACT_BATCH_POINTS frontier rows (and at least one stage)
+            rows = np.cumsum(states.cnt[t][ids[fast]])
+            a = 0
+            while a < len(fast):
+                b = int(np.searchsorted(rows, (rows[a - 1] if a else 0) + EXACT_BATCH_POINTS, side="left")) + 1
+                b = min(max(b, a + 1), len(fast))
+                self.check()
+                self._exact_plain_batch(t, stages, ids, q0, fast[a:b])
+                a = b
+        self.stage_nonempty[q0 : q0 + n] = nonempty
+        if states.size() > self.state_memo_points:
+            states.forget()
         self._emit_pairs()
 
     def _grow_stage_arrays(self, n: int):
@@ -1064,24 +901,28 @@ class _StageTableBuilder:
         p_idx = p_idx[order]
         self.tables.add_runs(K[p_idx], JK[p_idx], rows[order], cnts[order])
 
-    def _exact_plain_batch(self, t: int, ents: list):
-        """The rows of many plain stages under t at once: the same float operations per
-        point as :meth:`_exact_blocks` (y capacities, the staircase, the costs per d, the
-        upper bound's cut), on the frontiers laid end to end. Stages where the float sums
-        do not decide every y, or where no point holds y = 1, go through
+    def _exact_plain_batch(self, t: int, stages: list, ids: np.ndarray, q0: int, pick: np.ndarray):
+        """The rows under t of the plain stages ``stages[i]`` (state ``ids[i]``, stage id
+        q0 + i) for i in ``pick``, at once: the same float operations per point as
+        :meth:`_exact_blocks` (y capacities, the staircase, the costs per d, the upper
+        bound's cut), on their frontiers laid end to end. Stages where the float sums do
+        not decide every y, or where no point holds y = 1, go through
         :meth:`_exact_blocks` one at a time."""
+        states = self.states
         ds, caps = self.ds[t], self.cap[t]
         nd = len(ds)
-        lens = np.array([len(e[3]) for e in ents], dtype=np.int64)
-        F = np.concatenate([e[3] for e in ents]) if len(ents) > 1 else ents[0][3]
-        ns = len(ents)
+        sp = ids[pick]
+        lens = states.cnt[t][sp]
+        ns = len(pick)
         seg = np.repeat(np.arange(ns), lens)
+        starts = np.cumsum(lens) - lens
+        F = states.store[t][np.repeat(states.off[t][sp] - starts, lens) + np.arange(len(seg))]
         A, Bm = F[:, 1], F[:, 2]
         maybe, mem_at = _y_capacity_and_memory(A, Bm, self.mem_kept, self.S)
         bad = (maybe > 0) & (mem_at > self.mem_sure)
         undecided = np.bincount(seg[bad], minlength=ns) > 0
         # the staircase of every stage: by (stage, P, larger capacity first); the frontiers
-        # are kept sorted by P (_extend), so without ties in P that is their own order
+        # are kept sorted by P (dp.exact_states), so without ties in P that is their order
         P = F[:, 0]
         if (P[1:] > P[:-1])[seg[1:] == seg[:-1]].all():
             order, yc, so = None, maybe, seg
@@ -1098,15 +939,15 @@ class _StageTableBuilder:
         segk = so[rise]
         nk_of = np.bincount(segk, minlength=ns)
         slow = undecided | (nk_of == 0)
-        for s in np.nonzero(slow)[0].tolist():
-            C, cut, W, fr, sid = ents[s]
-            self._record_rows(t, sid, *self._store_rows(t, self._exact_blocks(C, t, cut, W, True, fr)))
+        for r in np.flatnonzero(slow).tolist():
+            i, s = int(pick[r]), int(sp[r])
+            blocks = self._exact_blocks(stages[i], t, states.cut(s), float(states.W[t][s]), True, states.frontier(t, s))
+            self._record_rows(t, q0 + i, *self._store_rows(t, blocks))
         if bool(slow.all()):
             return
-        fast = np.nonzero(~slow)[0]
-        fast_ents = [ents[s] for s in fast.tolist()]
-        E = self._cut_bytes_many(t, [e[1] for e in fast_ents])
-        Wv = np.array([e[2] for e in fast_ents])
+        fast = np.flatnonzero(~slow)
+        E = self._cut_bytes_many(t, [states.cut(s) for s in sp[fast].tolist()])
+        Wv = states.W[t][sp[fast]]
         # stage s of the batch (its index among the fast ones) per kept point
         rank = np.cumsum(~slow) - 1
         sk = rank[segk]
@@ -1144,7 +985,7 @@ class _StageTableBuilder:
         cums = np.zeros((nf, nd + 1), dtype=np.int64)
         np.cumsum(has.reshape(nf, nd), axis=1, out=cums[:, 1:])
         firsts = first + np.cumsum(cums[:, -1]) - cums[:, -1]
-        self._record_rows(t, [e[4] for e in fast_ents], cums, firsts)
+        self._record_rows(t, q0 + pick[fast], cums, firsts)
 
     def _store_rows(self, t: int, blocks: list) -> tuple[np.ndarray, int]:
         """Store the rows of ``blocks`` (monotone, by increasing d) in the tables, without

@@ -473,7 +473,7 @@ def _plainify(inst, same_b: bool = False, M: float | None = None):
 def test_plain_frontiers_with_one_b_per_node_match_oracle(seed):
     """Every option of a node with the same b (and w, sync times) and a of its own: every
     frontier of two or more rows then has one Bm and varying A, so the DP's states decide
-    dominance by (P, A) (dp.stage_tables._extend_plain); three options per t, and M from
+    dominance by (P, A) (dp.exact_states); three options per t, and M from
     roomy down to where the largest stages stop fitting, near the boundary included."""
     base = random_instance(FAMILIES[seed % 5], 3 + seed % 5, 5000 + seed, t_values=(1, 2), options_per_t=3)
     for scale in (1.0, 0.6, 0.35):

@@ -536,6 +536,7 @@ def test_exact_tables_do_not_depend_on_the_batches_or_the_memo(seed, monkeypatch
     time, makes the rows a few points at a time and forgets its memo of states after a
     few points (every state is made again from the same parent, with the same floats);
     and no row holds a point that serves no y the point before it does not."""
+    import dp.exact_states as states_mod
     import dp.stage_tables as st_mod
     from dp.ideals import enumerate_ideals
 
@@ -547,7 +548,7 @@ def test_exact_tables_do_not_depend_on_the_batches_or_the_memo(seed, monkeypatch
 
     def tables(**small):
         for name, value in small.items():
-            monkeypatch.setattr(st_mod, name, value)
+            monkeypatch.setattr(states_mod if name == "EXTEND_ROWS" else st_mod, name, value)
         builder = st_mod._StageTableBuilder(inst, ideals, d_values, S, False, OptionChoices(inst, False), None, True)
         if small:
             builder.state_memo_points = 5
