@@ -438,11 +438,10 @@ class _StageTableBuilder:
         self.greedy_rows: dict[tuple[int, int], int] = {}
         self.greedy_profile_rows: dict[tuple, list] = {}
         # exact mode: the rows of stage C per t, shared by every pair (I, J) with
-        # I \\ J = C (see _queue_stage)
+        # I \\ J = C (its stage id; see build and _flush_exact)
         self.block_memo: dict[int, int] = {}
-        # per stage id: its C (until its rows are made), then per t its rows as arrays:
-        # first row (-1: none for this t) and the running count of rows by d
-        self.stage_C: list[int] = []
+        # per stage id (in queue order), per t, its rows: first row (-1: none for this t)
+        # and the running count of rows by d; whether it has rows for some t
         self.n_stages = 0
         self.n_recorded = 0
         self.stage_nonempty = np.zeros(0, dtype=bool)
@@ -451,8 +450,8 @@ class _StageTableBuilder:
             t: np.zeros((0, len(self.ds[t]) + 1), dtype=np.int16 if len(self.ds[t]) < 2**15 else np.int32)
             for t in self.t_values
         }
-        # exact mode: stages whose rows are still to be made, the points in their
-        # frontiers, and the sets I whose pairs wait for them (see _flush_exact)
+        # exact mode: stages whose rows are still to be made and the sets I whose pairs
+        # wait for them (see _flush_exact)
         self.exact_stages: list = []
         self.exact_pairs: list = []
         self.exact_pair_count = 0
@@ -661,10 +660,16 @@ class _StageTableBuilder:
             sids = list(map(memo.get, Cs))
             pos = 0
             n_new = sids.count(None)
+            queue = self.exact_stages
             for _ in range(n_new):  # (list.index finds the new stages without a Python loop)
                 pos = sids.index(None, pos)
-                sid = memo.get(Cs[pos])  # (an earlier J of this I may have queued it)
-                sids[pos] = self._queue_stage(Cs[pos]) if sid is None else sid
+                C = Cs[pos]
+                sid = memo.get(C)  # (an earlier J of this I may have queued it)
+                if sid is None:  # queued for _flush_exact, which makes its state and rows
+                    sid = memo[C] = self.n_stages
+                    self.n_stages += 1
+                    queue.append(C)
+                sids[pos] = sid
             if len(jks):
                 self.exact_pairs.append((k, jks, sids, dev_lo, dev_hi))
                 self.exact_pair_count += len(jks)
@@ -774,7 +779,7 @@ class _StageTableBuilder:
     def _emit_pair(self, k: int, I: int, J: int, cut: int, states: dict, devices: tuple | None = None):
         """Greedy mode: tables of stage C = I \\\\ J for each t (and each d with t d in
         ``devices`` = (least, most), when given). (Exact mode shares the tables per C:
-        the queue of :meth:`_queue_stage`.)"""
+        the queue of :meth:`_flush_exact`.)"""
         jk = self.index[J]
         C = I & ~J
         for t, (W, plain, fr, _) in states.items():
@@ -789,15 +794,6 @@ class _StageTableBuilder:
                 self._emit_greedy_plain(k, jk, t, C, self._cut_bytes(t, cut), W, ds, caps)
             else:
                 self._emit_greedy(k, jk, t, I, J, C, ds)
-
-    def _queue_stage(self, C: int) -> int:
-        """Exact mode: queue stage C for :meth:`_flush_exact`, which makes its state and
-        its rows; returns its id (``block_memo[C]``)."""
-        sid = self.n_stages
-        self.n_stages += 1
-        self.block_memo[C] = sid
-        self.exact_stages.append(C)
-        return sid
 
     def _flush_exact(self):
         """Make the states of the queued stages (:class:`dp.exact_states.ExactStates`),
@@ -946,7 +942,8 @@ class _StageTableBuilder:
         if bool(slow.all()):
             return
         fast = np.flatnonzero(~slow)
-        E = self._cut_bytes_many(t, [states.cut(s) for s in sp[fast].tolist()])
+        plus, minus = states.plus, states.minus
+        E = self._cut_bytes_many(t, [plus[s] & ~minus[s] for s in sp[fast].tolist()])
         Wv = states.W[t][sp[fast]]
         # stage s of the batch (its index among the fast ones) per kept point
         rank = np.cumsum(~slow) - 1
