@@ -131,19 +131,26 @@ class ExactStates:
         self.used[t] = used + len(rows)
         return used
 
-    def make(self, Cs: list) -> list:
+    def make(self, Cs: list, sinks: list | None = None) -> list:
         """The state ids of the sets ``Cs``. The states missing on the way down (each X
-        from X minus its lowest node without successors) are made by increasing size."""
+        from X minus its lowest node without successors) are made by increasing size.
+        ``sinks[i]``, when given, is the set of nodes of ``Cs[i]`` without successors in it
+        (the builder knows it from the pair (I, J); else ``low_sink`` finds the lowest)."""
         id_of = self.id_of
         low_sink = self.low_sink
         made: list[tuple[int, int]] = []  # (X minus v, v) per new state, by id
         levels: dict[int, list[int]] = {}
         n0 = self.n
-        for C in Cs:
+        for i, C in enumerate(Cs):
             X = C
             size = X.bit_count()
+            first = sinks[i] if sinks is not None else 0
             while X not in id_of:
-                v = low_sink(X)
+                if first:
+                    v = (first & -first).bit_length() - 1
+                    first = 0
+                else:
+                    v = low_sink(X)
                 Y = X & ~(1 << v)
                 id_of[X] = n0 + len(made)
                 levels.setdefault(size, []).append(len(made))

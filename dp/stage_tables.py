@@ -453,6 +453,8 @@ class _StageTableBuilder:
         # exact mode: stages whose rows are still to be made and the sets I whose pairs
         # wait for them (see _flush_exact)
         self.exact_stages: list = []
+        self.exact_sinks: list = []  # per queued stage: its nodes without successors in it
+        self.sinks_over: dict[int, int] = {}  # per set J (index): see _sinks_over
         self.exact_pairs: list = []
         self.exact_pair_count = 0
         self.state_memo_points = STATE_MEMO_POINTS
@@ -660,7 +662,7 @@ class _StageTableBuilder:
             sids = list(map(memo.get, Cs))
             pos = 0
             n_new = sids.count(None)
-            queue = self.exact_stages
+            queue, sinks = self.exact_stages, self.exact_sinks
             for _ in range(n_new):  # (list.index finds the new stages without a Python loop)
                 pos = sids.index(None, pos)
                 C = Cs[pos]
@@ -669,6 +671,7 @@ class _StageTableBuilder:
                     sid = memo[C] = self.n_stages
                     self.n_stages += 1
                     queue.append(C)
+                    sinks.append(self._sinks_over(int(jks[pos])) & C)
                 sids[pos] = sid
             if len(jks):
                 self.exact_pairs.append((k, jks, sids, dev_lo, dev_hi))
@@ -723,6 +726,20 @@ class _StageTableBuilder:
             memo.clear()
             self.memo_points = 0
         return sts, plus & ~minus
+
+    def _sinks_over(self, jk: int) -> int:
+        """The nodes outside J = ideals[jk] whose successors all lie in J (remembered per
+        J). For a successor-closed I holding J, the nodes of the stage I \\ J without
+        successors in it are these nodes of I \\ J: a successor of a node of I is in I,
+        so it is outside the stage iff it is in J."""
+        got = self.sinks_over.get(jk)
+        if got is None:
+            outside = self.all_mask & ~self.ideals[jk]
+            preds = 0
+            for w in bits(outside):
+                preds |= self.pred_mask[w]
+            got = self.sinks_over[jk] = outside & ~preds
+        return got
 
     def _sink_filters(self, n: int, most: int = 4) -> list[tuple[int, int]]:
         """Up to ``most`` pairs (c, mask of the nodes u with an edge u -> u + c), chosen
@@ -802,8 +819,9 @@ class _StageTableBuilder:
         groups in their order. The states are forgotten once they pass
         ``state_memo_points`` (states plus frontier rows)."""
         stages, self.exact_stages = self.exact_stages, []
+        sinks, self.exact_sinks = self.exact_sinks, []
         states = self.states
-        ids = np.array(states.make(stages), dtype=np.int64)
+        ids = np.array(states.make(stages, sinks), dtype=np.int64)
         q0 = self.n_recorded
         n = len(stages)
         self._grow_stage_arrays(q0 + n)

@@ -516,6 +516,31 @@ def test_low_sink_is_the_lowest_node_without_a_successor_in_the_set(seed):
         assert _StageTableBuilder._low_sink(fake, X) == want
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_sinks_over_j_are_the_sinks_of_every_stage_i_minus_j(seed):
+    """The builder's _sinks_over(J), cut to a stage C = I \\ J of the family, is exactly
+    the set of nodes of C without a successor in C (so the states peel the same node as
+    _low_sink, whichever way it is found)."""
+    from dp.ideals import enumerate_ideals
+
+    fams = ["layered", "fork-join", "series-parallel", "skip", "towers"]
+    inst = random_instance(fams[seed % 5], 5 + seed, 300 + seed)
+    ideals = enumerate_ideals(inst, 10**6)
+    S = min(inst.N, inst.K)
+    b = _StageTableBuilder(inst, ideals, [1], S, False, OptionChoices(inst, False), None, True)
+    n, checked = len(inst.nodes), 0
+    for I in ideals:
+        for jk, J in enumerate(ideals):
+            if J & ~I or J == I:
+                continue
+            C = I & ~J
+            want = sum(1 << u for u in range(n) if C >> u & 1 and not b.succ_mask[u] & C)
+            got = b._sinks_over(jk) & C
+            assert got == want and (got & -got).bit_length() - 1 == b._low_sink(C)
+            checked += 1
+    assert checked > 10
+
+
 def _tables_by_group(tb) -> list:
     """Each candidate stage of a StageTables with its row's points, sorted: the tables'
     content whatever the order in which the rows were stored."""
