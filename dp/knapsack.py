@@ -219,17 +219,6 @@ def dense_ranks(a: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def _rank_order(ra: np.ndarray, rb: np.ndarray, rc: np.ndarray, limit: int = 2**62) -> np.ndarray:
-    """The stable order of rows by (ra, rb, rc), three columns of ranks (int64, >= 0,
-    fewer than 2**31 rows): one sort of the key ra * nb * nc + rb * nc + rc where that
-    stays below ``limit``, else of ra * n + the rank of (rb, rc)."""
-    nb, nc = int(rb.max()) + 1, int(rc.max()) + 1
-    if (int(ra.max()) + 1) * nb * nc < limit:
-        return np.argsort((ra * nb + rb) * nc + rc, kind="stable")
-    rbc = dense_ranks(rb * nc + rc)
-    return np.argsort(ra * len(ra) + rbc, kind="stable")
-
-
 def two_column_orders(x: np.ndarray, y: np.ndarray, valid: np.ndarray, first: np.ndarray, n_of: np.ndarray, sel: np.ndarray, seg: np.ndarray) -> np.ndarray:
     """:func:`_two_column_order` of many arrays at once: array g is rows ``first[g]`` ..
     ``first[g] + n_of[g] - 1`` of ``x`` and ``y`` (``seg``, nondecreasing, names each

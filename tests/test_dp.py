@@ -678,20 +678,6 @@ def test_segment_staircase_and_order_match_their_definitions():
         assert np.array_equal(keep, want), case
 
 
-@pytest.mark.parametrize("limit", [2**62, 1])
-def test_rank_order_is_the_stable_three_column_order(limit):
-    """_rank_order (the frontier filter's sort) gives np.lexsort's order of three rank
-    columns, by one fused key and (limit 1) by the ranked pairs of the last two."""
-    from dp.knapsack import _rank_order
-
-    rng = np.random.default_rng(5)
-    for _ in range(200):
-        n = int(rng.integers(1, 200))
-        cols = [np.sort(rng.integers(0, int(rng.integers(1, 6)), size=n))] + [rng.integers(0, int(rng.integers(1, 40)), size=n) for _ in range(2)]
-        ra, rb, rc = (c.astype(np.int64) for c in cols)
-        assert np.array_equal(_rank_order(ra, rb, rc, limit=limit), np.lexsort((rc, rb, ra)))
-
-
 @pytest.mark.parametrize("shuffled", [False, True])
 def test_t_dominance_order_puts_each_pair_and_d_together_by_devices(shuffled):
     """The decision's t-dominance test reads groups of one (I, J, d) side by side by
