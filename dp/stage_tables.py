@@ -37,6 +37,7 @@ import bisect
 import itertools
 import math
 from array import array
+from functools import partial
 
 import numpy as np
 
@@ -483,8 +484,9 @@ class _StageTableBuilder:
         self.front_work_of = (1.0 - member) @ work if n else np.zeros(len(ideals))
         self.front_mem_of = (1.0 - member) @ mem if n else np.zeros(len(ideals))
         self.all_mask = (1 << n) - 1
-        # exact mode: the states of the stages, in flat arrays
-        self.states = None if greedy else ExactStates(self, FILTER_LOW_BITS)
+        # exact mode: the states of the stages, in flat arrays (they hold no reference to
+        # the builder: with the cyclic collector paused, a cycle would keep both alive)
+        self.states = None if greedy else ExactStates(self, FILTER_LOW_BITS, partial(lowest_sink, succ=self.succ_mask, filters=self.sink_filters))
 
     # ---- cut edges ----------------------------------------------------------------------
     # Edge e = (u -> v) has a head bit 2e (cut at v: v in the stage, u not) and a tail bit
@@ -628,6 +630,8 @@ class _StageTableBuilder:
         """For each I: the sets J of the family inside it (:meth:`_candidate_pairs`), and
         for each kept pair the stage C = I \\ J (its state, grown one node at a time and
         remembered per C, :meth:`_state`)."""
+        if self.states is not None:
+            self.states.check = self.check  # (the solve's deadline, set after __init__)
         ideals = self.ideals
         ub = self.ub
         n = len(self.ids)
@@ -690,6 +694,7 @@ class _StageTableBuilder:
         # the memos are not needed any more: free them before the tables are assembled
         self.state_memo.clear()
         self.block_memo.clear()
+        self.states = None
         self.tables.finalize()
         return self.tables
 
@@ -764,16 +769,7 @@ class _StageTableBuilder:
     def _low_sink(self, X: int) -> int:
         """The lowest node of X (a non-empty set, bitmask) with no successor in X (one
         exists: the graph is acyclic); the node the states peel off X."""
-        succ = self.succ_mask
-        m = X
-        for c, mask in self.sink_filters:  # (skips nodes with a successor at u + c in X)
-            m &= ~((X >> c if c > 0 else X << -c) & mask)
-        while True:
-            low = m & -m
-            u = low.bit_length() - 1
-            if not succ[u] & X:
-                return u
-            m ^= low
+        return lowest_sink(X, self.succ_mask, self.sink_filters)
 
     def _extend(self, st, v: int, t: int):
         """Greedy mode: state of stage C + v under t, (W, plain, None, m1min), or None when
@@ -1335,6 +1331,21 @@ def _serves_more(yhi: np.ndarray, new_stage: np.ndarray | None = None) -> np.nda
     if new_stage is not None:
         keep[:, 1:] |= new_stage[None, :]
     return keep
+
+
+def lowest_sink(X: int, succ: list, filters: list) -> int:
+    """The lowest node of X (a non-empty set, bitmask) with no successor in X (``succ``:
+    each node's successors as a bitmask); ``filters`` (offset c, mask of the nodes u with
+    an edge u -> u + c) skip nodes with a successor at u + c in X first."""
+    m = X
+    for c, mask in filters:
+        m &= ~((X >> c if c > 0 else X << -c) & mask)
+    while True:
+        low = m & -m
+        u = low.bit_length() - 1
+        if not succ[u] & X:
+            return u
+        m ^= low
 
 
 def _staircase(key: np.ndarray, ycap: np.ndarray) -> np.ndarray:

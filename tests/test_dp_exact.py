@@ -409,6 +409,31 @@ def test_solve_leaves_the_garbage_collector_as_it_found_it():
         gc.enable()
 
 
+def test_stage_table_builder_is_freed_without_the_cyclic_collector():
+    """solve_dp pauses the cyclic collector: the builder and its exact states must form no
+    reference cycle, or their memory would stay for the whole search. With the collector
+    off, dropping the builder frees it (and its states) at once."""
+    import gc
+    import weakref
+
+    from dp.exact_states import ExactStates
+    from dp.ideals import enumerate_ideals
+
+    inst = random_instance("layered", 8, 4)
+    ideals = enumerate_ideals(inst, 10**6)
+    S = min(inst.N, inst.K)
+    gc.disable()
+    try:
+        b = _StageTableBuilder(inst, ideals, [1, 2], S, False, OptionChoices(inst, False), None, True)
+        assert isinstance(b.states, ExactStates)
+        gone, states_gone = weakref.ref(b), weakref.ref(b.states)
+        tables = b.build(lambda k: None)
+        del b
+        assert gone() is None and states_gone() is None and len(tables.group_set)
+    finally:
+        gc.enable()
+
+
 def decision_bytes_plus(inst, extra: int) -> int:
     """A table limit just above the decision tables: the refusal comes from inside the build."""
     from dp.ideals import enumerate_ideals
