@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from dp.knapsack import pareto_orders, two_column_orders
+from dp.knapsack import pareto_orders, pieces, two_column_orders
 from dp.memory import truncate_low_bits
 
 __all__ = ["ExactStates"]
@@ -64,7 +64,7 @@ class ExactStates:
 
     ``make(Cs)`` returns the state ids of the sets ``Cs`` (making the missing ones); per t,
     ``alive``, ``plain``, ``W``, ``off`` and ``cnt`` (arrays by state id) and ``store[t]``
-    (the frontier rows) describe them; ``cut(s)`` is the cut-edge bitmask of state s;
+    (the frontier rows) describe them; ``cuts(ids)`` are their cut-edge bitmasks;
     ``forget()`` drops every state but the empty set's (the caller does it once
     :meth:`size` passes its limit)."""
 
@@ -99,9 +99,14 @@ class ExactStates:
         """States plus frontier rows kept."""
         return self.n + sum(self.used.values())
 
+    def cuts(self, ids) -> list:
+        """The cut-edge bitmasks of states ``ids`` (see the builder's plus_bits,
+        minus_bits)."""
+        plus, minus = self.plus, self.minus
+        return [plus[s] & ~minus[s] for s in ids]
+
     def cut(self, s: int) -> int:
-        """The cut-edge bitmask of state s (see the builder's plus_bits, minus_bits)."""
-        return self.plus[s] & ~self.minus[s]
+        return self.cuts((s,))[0]
 
     def frontier(self, t: int, s: int) -> np.ndarray:
         a = int(self.off[t][s])
@@ -160,6 +165,7 @@ class ExactStates:
             self._grow(n0 + len(made))
             parent = [id_of[Y] for Y, _ in made]
             node = [v for _, v in made]
+            parent_a, node_a = np.array(parent, dtype=np.int64), np.array(node, dtype=np.int64)
             plus, minus = self.plus, self.minus
             plus.extend([0] * len(made))
             minus.extend([0] * len(made))
@@ -172,7 +178,7 @@ class ExactStates:
                     plus[n0 + i] = plus[p] | pb[v]
                     minus[n0 + i] = minus[p] | mb[v]
                 idx_a = np.array(idx, dtype=np.int64)
-                self._extend(n0 + idx_a, np.array([parent[i] for i in idx], dtype=np.int64), np.array([node[i] for i in idx], dtype=np.int64))
+                self._extend(n0 + idx_a, parent_a[idx_a], node_a[idx_a])
             self.n = n0 + len(made)
         return [id_of[C] for C in Cs]
 
@@ -195,14 +201,9 @@ class ExactStates:
             self.cnt[t][ids] = 0
             ext = np.flatnonzero(ok & plain)
             # in pieces of about EXTEND_ROWS new rows
-            rows = np.cumsum(self.cnt[t][ps[ext]] * nt.n_opt[vs[ext]])
-            a = 0
-            while a < len(ext):
-                b = int(np.searchsorted(rows, (rows[a - 1] if a else 0) + EXTEND_ROWS, side="left")) + 1
-                b = min(max(b, a + 1), len(ext))
+            for a, b in pieces(self.cnt[t][ps[ext]] * nt.n_opt[vs[ext]], EXTEND_ROWS):
                 self.check()
                 self._extend_frontiers(t, ids[ext[a:b]], ps[ext[a:b]], vs[ext[a:b]])
-                a = b
 
     def _extend_frontiers(self, t: int, ids: np.ndarray, ps: np.ndarray, vs: np.ndarray):
         """The frontiers of plain states ``ids`` = plain states ``ps`` plus plain nodes

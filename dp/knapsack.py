@@ -204,6 +204,19 @@ def run_ids(change: np.ndarray) -> np.ndarray:
     return ids
 
 
+def pieces(sizes: np.ndarray, most: int):
+    """Consecutive slices (a, b) of items with the given sizes (>= 0), in order: a piece
+    ends with the item that brings its total to ``most`` or more, and holds at least one
+    item."""
+    ends = np.cumsum(sizes)
+    a = 0
+    while a < len(ends):
+        reached = (int(ends[a - 1]) if a else 0) + most
+        b = min(max(int(np.searchsorted(ends, reached, side="left")) + 1, a + 1), len(ends))
+        yield a, b
+        a = b
+
+
 def dense_ranks(a: np.ndarray) -> np.ndarray:
     """The rank of each value of ``a`` (1-D, no NaN) among its distinct values (int64, from
     0): ``np.unique(a, return_inverse=True)[1]``, with one unstable sort (equal values get

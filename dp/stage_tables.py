@@ -45,7 +45,7 @@ from dp.deadline import Deadline
 from dp.exact_states import ExactStates
 from dp.exact_sums import fsum_rows
 from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
-from dp.knapsack import _y_capacity_and_memory, monotone_runs, pareto_mask, pareto_frontier, stage_items, stage_tps_from_sums, y_capacities
+from dp.knapsack import _y_capacity_and_memory, monotone_runs, pareto_mask, pareto_frontier, pieces, stage_items, stage_tps_from_sums, y_capacities
 from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit, kept_row_limit
 from dp.option_choice import OptionChoices
 from piper_ilp.cost import cut_edge_bytes
@@ -60,8 +60,8 @@ __all__ = ["StageTables", "build_stage_tables", "bits", "membership", "sorted_un
 #: them all and goes on.
 STATE_MEMO_POINTS = 1_000_000
 #: Exact mode queues the stages and makes their states and rows many per numpy pass, once
-#: this many stages, sets I or pairs (I, J) wait (rows: at most this many frontier points
-#: per pass).
+#: this many stages, sets I or pairs (I, J) wait (rows: about this many frontier points
+#: per pass, :func:`dp.knapsack.pieces`).
 EXACT_BATCH_STAGES = 16_384
 EXACT_BATCH_SETS = 16_384
 EXACT_BATCH_PAIRS = 131_072
@@ -832,15 +832,10 @@ class _StageTableBuilder:
                 blocks = self._exact_blocks(stages[i], t, states.cut(s), float(states.W[t][s]), False, None)
                 self._record_rows(t, q0 + i, *self._store_rows(t, blocks))
             fast = np.flatnonzero(alive & plain)
-            # in pieces of at most EXACT_BATCH_POINTS frontier rows (and at least one stage)
-            rows = np.cumsum(states.cnt[t][ids[fast]])
-            a = 0
-            while a < len(fast):
-                b = int(np.searchsorted(rows, (rows[a - 1] if a else 0) + EXACT_BATCH_POINTS, side="left")) + 1
-                b = min(max(b, a + 1), len(fast))
+            # in pieces of about EXACT_BATCH_POINTS frontier rows
+            for a, b in pieces(states.cnt[t][ids[fast]], EXACT_BATCH_POINTS):
                 self.check()
                 self._exact_plain_batch(t, stages, ids, q0, fast[a:b])
-                a = b
         self.stage_nonempty[q0 : q0 + n] = nonempty
         if states.size() > self.state_memo_points:
             states.forget()
@@ -956,8 +951,7 @@ class _StageTableBuilder:
         if bool(slow.all()):
             return
         fast = np.flatnonzero(~slow)
-        plus, minus = states.plus, states.minus
-        E = self._cut_bytes_many(t, [plus[s] & ~minus[s] for s in sp[fast].tolist()])
+        E = self._cut_bytes_many(t, states.cuts(sp[fast].tolist()))
         Wv = states.W[t][sp[fast]]
         # stage s of the batch (its index among the fast ones) per kept point
         rank = np.cumsum(~slow) - 1

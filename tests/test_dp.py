@@ -635,6 +635,24 @@ def test_two_column_orders_match_the_single_array_rule():
         assert np.array_equal(got, want)
 
 
+def test_pieces_end_where_the_running_total_reaches_the_limit():
+    """pieces (the batches of the exact states and rows) against the plain loop: add items
+    until the piece's total reaches the limit, end the piece with that item."""
+    from dp.knapsack import pieces
+
+    rng = np.random.default_rng(3)
+    for _ in range(500):
+        sizes = rng.integers(0, int(rng.choice([2, 10, 100])), size=int(rng.integers(0, 30)))
+        most = int(rng.integers(1, 60))
+        want, a, total = [], 0, 0
+        for b, size in enumerate(sizes.tolist()):
+            total += size
+            if total >= most or b == len(sizes) - 1:
+                want.append((a, b + 1))
+                a, total = b + 1, 0
+        assert list(pieces(sizes, most)) == want
+
+
 def test_segment_staircase_and_order_match_their_definitions():
     """The two-column filter's pieces against their definitions: _segment_xy_order is
     np.lexsort's stable (rs, x, y) order, _segment_staircase keeps a row iff its y is below
