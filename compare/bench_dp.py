@@ -115,8 +115,12 @@ CONFIGS = [
     Config("bert32-K64", "bert32a100", 64, 2, 512, quick=True),
     Config("bert32-K512", "bert32a100", 512, 8, 1920, cpp_seconds=4.4, quick=True),
     Config("bert32-K2048", "bert32a100", 2048, 8, 1920, cpp_seconds=77.6),
-    Config("bert64-K1024", "bert32a100", 1024, 8, 1920, layers=64, chain_only=True, cpp_seconds=58.6),
-    Config("bert96-K2048", "bert32a100", 2048, 8, 2048, layers=96, chain_only=True, cpp_seconds=377),
+    Config(
+        "bert64-K1024", "bert32a100", 1024, 8, 1920, layers=64, chain_only=True, cpp_seconds=58.6
+    ),
+    Config(
+        "bert96-K2048", "bert32a100", 2048, 8, 2048, layers=96, chain_only=True, cpp_seconds=377
+    ),
     Config("resnet-K8", "resnet", 8, 4, 7680, cpp_seconds=5.0, quick=True),
     Config("resnet-K64", "resnet", 64, 2, 7680, cpp_seconds=12.6),
     Config("gnmt-K8", "gnmt", 8, 1.2, 256),
@@ -128,7 +132,12 @@ CONFIGS = [
 ]
 
 
-def find_profiles(profiles: str | Path | None, needed: Sequence[str], environ: dict | None = None, cwd: Path | None = None) -> Path | None:
+def find_profiles(
+    profiles: str | Path | None,
+    needed: Sequence[str],
+    environ: dict | None = None,
+    cwd: Path | None = None,
+) -> Path | None:
     """The folder holding the published profiles ``needed`` (file stems): ``profiles``
     when given, else ``$PIPER_PROFILES``, else ``../shared/piper-inputs`` beside ``cwd``.
     None when nothing is needed.
@@ -158,7 +167,9 @@ def find_profiles(profiles: str | Path | None, needed: Sequence[str], environ: d
     return folder
 
 
-def wide_instance(branches: int, K: int = 16, M: float = GIB, N: int = 64, B: float = 25.0 * GIB, seed: int = 0):
+def wide_instance(
+    branches: int, K: int = 16, M: float = GIB, N: int = 64, B: float = 25.0 * GIB, seed: int = 0
+):
     """A source, ``branches`` parallel one-layer branches, and a sink (networkx): the
     number of successor-closed sets is 2^branches + 2, which grows past the DP's size
     guard at 15 branches. Each layer has options for t in {1, 2}, each a "vanilla" and an
@@ -187,19 +198,43 @@ def wide_instance(branches: int, K: int = 16, M: float = GIB, N: int = 64, B: fl
         for t in (1, 2):
             sfw = {str(u): float(rng.uniform(0, 1e-5)) * (t - 1) for u in g.predecessors(v)}
             sbw = {str(x): float(rng.uniform(0, 1e-5)) * (t - 1) for x in g.successors(v)}
-            base = {"parameterSize": w / t, "memoryUsageB": b / t, "syncTimeFw": sfw, "syncTimeBw": sbw}
+            base = {
+                "parameterSize": w / t,
+                "memoryUsageB": b / t,
+                "syncTimeFw": sfw,
+                "syncTimeBw": sbw,
+            }
             tmpcs[str(t)] = [
-                {"id": "vanilla", "timePerSample": p / (0.9 * t) if t > 1 else p, "memoryUsageA": a / t, **base},
-                {"id": "activation recomp", "timePerSample": 1.33 * p / (0.9 * t) if t > 1 else 1.33 * p, "memoryUsageA": a / (8 * t), **base},
+                {
+                    "id": "vanilla",
+                    "timePerSample": p / (0.9 * t) if t > 1 else p,
+                    "memoryUsageA": a / t,
+                    **base,
+                },
+                {
+                    "id": "activation recomp",
+                    "timePerSample": 1.33 * p / (0.9 * t) if t > 1 else 1.33 * p,
+                    "memoryUsageA": a / (8 * t),
+                    **base,
+                },
             ]
-        nodes.append({"id": int(v), "name": "source" if v == 0 else "sink" if v == sink else "branch", "TMPCs": tmpcs})
+        nodes.append(
+            {
+                "id": int(v),
+                "name": "source" if v == 0 else "sink" if v == sink else "branch",
+                "TMPCs": tmpcs,
+            }
+        )
     data = {
         "maxDevices": K,
         "maxMemoryPerDevice": M,
         "bandwidth": B,
         "mbsInBatch": N,
         "nodes": nodes,
-        "edges": [{"sourceId": int(u), "destId": int(v), "communicationCost": g[u][v]["c"]} for u, v in g.edges],
+        "edges": [
+            {"sourceId": int(u), "destId": int(v), "communicationCost": g[u][v]["c"]}
+            for u, v in g.edges
+        ],
     }
     return instance_from_dict(data, source=f"wide DAG ({branches} parallel branches)")
 
@@ -213,14 +248,18 @@ def load_config(cfg: Config, profiles: Path | None):
     if cfg.branches is not None:
         return wide_instance(cfg.branches, **settings)
     if profiles is None:
-        raise InputError(f"{cfg.name}: needs the profile {cfg.profile}.json (no profiles folder given)")
+        raise InputError(
+            f"{cfg.name}: needs the profile {cfg.profile}.json (no profiles folder given)"
+        )
     inst = load_instance(profiles / f"{cfg.profile}.json")
     if cfg.layers:
         inst = deepen(inst, cfg.layers, chain_only=cfg.chain_only)
     return inst.with_settings(**settings)
 
 
-def _solve_in_worker(conn, parent_pid: int, cfg: Config, mode: str, profiles: Path | None, max_ideals: int) -> None:
+def _solve_in_worker(
+    conn, parent_pid: int, cfg: Config, mode: str, profiles: Path | None, max_ideals: int
+) -> None:
     """The worker: load, solve once, measure, send the row back (never raises)."""
     guard_worker(parent_pid)  # SIGINT ignored (the parent decides); dies with the parent
     row: dict = {}
@@ -264,7 +303,7 @@ def _usage_so_far(pid: int | None) -> dict:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return {}
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     ticks = os.sysconf("SC_CLK_TCK")
     out = {"cpu_process": (int(fields[11]) + int(fields[12])) / ticks}
     for line in status.splitlines():
@@ -273,13 +312,20 @@ def _usage_so_far(pid: int | None) -> dict:
     return out
 
 
-def run_config(cfg: Config, mode: str, profiles: Path | None, timeout: float, max_ideals: int) -> dict:
+def run_config(
+    cfg: Config, mode: str, profiles: Path | None, timeout: float, max_ideals: int
+) -> dict:
     """Solve one configuration in a fresh spawned worker; the row (status ``timeout``
     when it ran past ``timeout`` seconds and was killed, with the CPU time and peak RSS
     it had used by then)."""
     ctx = multiprocessing.get_context("spawn")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_solve_in_worker, args=(send, os.getpid(), cfg, mode, profiles, max_ideals), daemon=True, name="piper-bench-worker")
+    proc = ctx.Process(
+        target=_solve_in_worker,
+        args=(send, os.getpid(), cfg, mode, profiles, max_ideals),
+        daemon=True,
+        name="piper-bench-worker",
+    )
     proc.start()
     send.close()
     try:
@@ -289,7 +335,12 @@ def run_config(cfg: Config, mode: str, profiles: Path | None, timeout: float, ma
             except EOFError:
                 row = None
         else:
-            row = {"status": "timeout", "seconds": timeout, "message": f"killed after {timeout:g} s", **_usage_so_far(proc.pid)}
+            row = {
+                "status": "timeout",
+                "seconds": timeout,
+                "message": f"killed after {timeout:g} s",
+                **_usage_so_far(proc.pid),
+            }
         proc.join(5.0)
         if row is None:
             row = {"status": "error", "message": f"the worker died (exit code {proc.exitcode})"}
@@ -317,7 +368,9 @@ def _run_timed(argv: list, out, err, timeout: float, watch=None) -> tuple[int, o
     import threading
 
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+    )
 
     def kill_group():
         try:
@@ -356,7 +409,9 @@ def _run_timed(argv: list, out, err, timeout: float, watch=None) -> tuple[int, o
     return proc.returncode, usage, time.perf_counter() - t0
 
 
-def run_cli(cli: Sequence[str], instance_path: Path, mode: str, max_ideals: int, timeout: float) -> dict:
+def run_cli(
+    cli: Sequence[str], instance_path: Path, mode: str, max_ideals: int, timeout: float
+) -> dict:
     """Our side as a user runs it: one fresh ``cli`` process (``piper-ilp solve``'s argv)
     on ``instance_path`` (its settings in the file) with ``--knapsack mode --max-ideals
     max_ideals --json``. Returns ``cpu_process`` (user + system of that process, from
@@ -446,7 +501,13 @@ def run_reference(command: str, instance_path: Path, inst, timeout: float) -> di
     run was too short to be read)."""
     import threading
 
-    values = {"instance": shlex.quote(str(instance_path)), "devices": inst.K, "memory": repr(inst.M), "batch": inst.N, "bandwidth": repr(inst.B)}
+    values = {
+        "instance": shlex.quote(str(instance_path)),
+        "devices": inst.K,
+        "memory": repr(inst.M),
+        "batch": inst.N,
+        "bandwidth": repr(inst.B),
+    }
     argv = shlex.split(command.format(**values))
     peak: dict = {}
 
@@ -468,7 +529,10 @@ def run_reference(command: str, instance_path: Path, inst, timeout: float) -> di
         try:
             returncode, usage, seconds = _run_timed(argv, out, err, timeout, watch)
         except OSError as exc:
-            return {"ref_status": "error", "ref_message": f"cannot run {argv[0]!r}: {exc.strerror or exc}"}
+            return {
+                "ref_status": "error",
+                "ref_message": f"cannot run {argv[0]!r}: {exc.strerror or exc}",
+            }
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         printed = _tail(out)
         tail = _tail(err).strip().splitlines()
@@ -479,7 +543,10 @@ def run_reference(command: str, instance_path: Path, inst, timeout: float) -> di
     }
     if seconds >= timeout and returncode < 0:
         # killed: the CPU it had used by then is a lower bound on what it needs (no ratio)
-        row.update(ref_status="timeout", ref_message=f"killed after {timeout:g} s, {row['ref_cpu']:.1f} CPU s used by then")
+        row.update(
+            ref_status="timeout",
+            ref_message=f"killed after {timeout:g} s, {row['ref_cpu']:.1f} CPU s used by then",
+        )
     if usage.ru_maxrss > 1.1 * own_peak_kib + 8192:  # clearly above what it inherited
         row["ref_rss_mb"] = usage.ru_maxrss / 1024.0
     else:
@@ -532,7 +599,9 @@ def check_reference_command(command: str) -> None:
     try:
         command.format(**probe)
     except (KeyError, IndexError, ValueError) as exc:
-        raise InputError(f"--reference: bad placeholder in {command!r} ({exc}); use {', '.join('{' + k + '}' for k in PLACEHOLDERS)}") from None
+        raise InputError(
+            f"--reference: bad placeholder in {command!r} ({exc}); use {', '.join('{' + k + '}' for k in PLACEHOLDERS)}"
+        ) from None
     if "{instance}" not in command:
         raise InputError(f"--reference: {command!r} has no {{instance}} placeholder")
     if not shlex.split(command.format(**probe)):
@@ -573,7 +642,12 @@ def row_line(row: dict) -> str:
     if row.get("tps_agree") is False:
         ours = _our_tps(row)
         theirs = row.get("ref_tps")
-        if ours is not None and theirs is not None and ours != float("inf") and theirs != float("inf"):
+        if (
+            ours is not None
+            and theirs is not None
+            and ours != float("inf")
+            and theirs != float("inf")
+        ):
             side = "lower" if ours < theirs else "HIGHER"
             how = f"ours {side} by {abs(row.get('tps_rel_diff', 0.0)):.3g} relative"
         else:
@@ -622,13 +696,20 @@ def run_bench(
                     run["cpu_worker"] = run.pop("cpu_process", None)
                     run.update(run_cli(cli, path, mode, max_ideals, timeout))
                     if "cli_error" in run or not _same_tps(run.get("cli_tps"), run.get("tps")):
-                        why = run.get("cli_error") or f"piper-ilp solve gave TPS {run.get('cli_tps')!r}, the worker {run.get('tps')!r}"
+                        why = (
+                            run.get("cli_error")
+                            or f"piper-ilp solve gave TPS {run.get('cli_tps')!r}, the worker {run.get('tps')!r}"
+                        )
                         run.update(status="error", message=why)
                 return run
 
             for mode in modes:
                 runs = [one_run(mode)]
-                while len(runs) < repeat and runs[-1]["status"] in ("optimal", "feasible", "infeasible") and runs[-1]["seconds"] < 20:
+                while (
+                    len(runs) < repeat
+                    and runs[-1]["status"] in ("optimal", "feasible", "infeasible")
+                    and runs[-1]["seconds"] < 20
+                ):
                     runs.append(one_run(mode))
                 row = dict(runs[0])
                 for key in ("seconds", "cpu_solve", "cpu_process", "cpu_worker"):
@@ -651,4 +732,11 @@ def bench_json(configs: Sequence[Config], rows: list[dict]) -> str:
     """The JSON document ``--json`` writes (non-finite numbers as null)."""
     from piper_ilp.files import json_safe
 
-    return json.dumps(json_safe({"configs": [asdict(c) for c in configs], "rows": rows}), indent=1, allow_nan=False) + "\n"
+    return (
+        json.dumps(
+            json_safe({"configs": [asdict(c) for c in configs], "rows": rows}),
+            indent=1,
+            allow_nan=False,
+        )
+        + "\n"
+    )

@@ -59,7 +59,9 @@ def _run_one(inst: Instance, backend: str, time_limit: float, threads: int, hint
     t0 = time.perf_counter()
     c0 = time.process_time()
     try:
-        sol = solve_milp(inst, backend=backend, time_limit=time_limit, threads=threads, force=True, hint=hint)
+        sol = solve_milp(
+            inst, backend=backend, time_limit=time_limit, threads=threads, force=True, hint=hint
+        )
     except SizeLimitError as exc:  # not with force=True, but keep the run going
         return {"status": "refused", "message": str(exc)}
     return {
@@ -82,8 +84,17 @@ def _run_one(inst: Instance, backend: str, time_limit: float, threads: int, hint
     }
 
 
-def run(sizes=(4, 8, 12, 16), seeds=5, bert_ks=(4, 8, 16), time_limit=60.0, threads=2, backends=BACKENDS,
-        memory=0.6, log=print, hint_from_dp=False):
+def run(
+    sizes=(4, 8, 12, 16),
+    seeds=5,
+    bert_ks=(4, 8, 16),
+    time_limit=60.0,
+    threads=2,
+    backends=BACKENDS,
+    memory=0.6,
+    log=print,
+    hint_from_dp=False,
+):
     """Run the benchmark; returns the list of per-run records (see :func:`_run_one`).
     ``hint_from_dp``: every backend gets the DP's plan as warm start and cutoff
     (``solve_milp(hint=...)``; the DP's own time is not counted).
@@ -105,7 +116,11 @@ def run(sizes=(4, 8, 12, 16), seeds=5, bert_ks=(4, 8, 16), time_limit=60.0, thre
             log(
                 f"  {group:<18} {inst.source:<32} {backend:<5} {rec['status']:<10} "
                 f"{rec.get('seconds', 0):7.2f} s ({rec.get('cpu_seconds', 0):7.2f} CPU s)  vars {size['variables']:>6}  "
-                + (f"gap {rec['gap']:.2%}" if rec.get("gap") is not None and rec["status"] == "feasible" else "")
+                + (
+                    f"gap {rec['gap']:.2%}"
+                    if rec.get("gap") is not None and rec["status"] == "feasible"
+                    else ""
+                )
             )
     return records
 
@@ -151,41 +166,86 @@ def table(records, time_limit) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="2 seeds, sizes 4 and 8, 10 s limit, bert K=4 only")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="2 seeds, sizes 4 and 8, 10 s limit, bert K=4 only"
+    )
     ap.add_argument("--seeds", type=int, default=None, help="seeds per size (default 5, quick 2)")
-    ap.add_argument("--time-limit", type=float, default=None, help="seconds per run (default 60, quick 10)")
+    ap.add_argument(
+        "--time-limit", type=float, default=None, help="seconds per run (default 60, quick 10)"
+    )
     ap.add_argument("--threads", type=int, default=2, help="solver threads (default 2)")
-    ap.add_argument("--sizes", type=str, default=None, help="comma-separated node counts (default 4,8,12,16)")
-    ap.add_argument("--bert-k", type=str, default=None, help="comma-separated K for bert32a100 (default 4,8,16; '' for none)")
-    ap.add_argument("--memory", type=str, default="0.6", help="random instances' memory: tight, loose or a fraction (default 0.6)")
+    ap.add_argument(
+        "--sizes", type=str, default=None, help="comma-separated node counts (default 4,8,12,16)"
+    )
+    ap.add_argument(
+        "--bert-k",
+        type=str,
+        default=None,
+        help="comma-separated K for bert32a100 (default 4,8,16; '' for none)",
+    )
+    ap.add_argument(
+        "--memory",
+        type=str,
+        default="0.6",
+        help="random instances' memory: tight, loose or a fraction (default 0.6)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="write every run's record here")
-    ap.add_argument("--backends", type=str, default=",".join(BACKENDS), help="comma-separated backends (default all)")
-    ap.add_argument("--hint-from-dp", action="store_true",
-                    help="give every backend the DP's plan as warm start and cutoff (the DP's time not counted)")
+    ap.add_argument(
+        "--backends",
+        type=str,
+        default=",".join(BACKENDS),
+        help="comma-separated backends (default all)",
+    )
+    ap.add_argument(
+        "--hint-from-dp",
+        action="store_true",
+        help="give every backend the DP's plan as warm start and cutoff (the DP's time not counted)",
+    )
     args = ap.parse_args(argv)
 
     seeds = args.seeds or (2 if args.quick else 5)
     time_limit = args.time_limit or (10.0 if args.quick else 60.0)
-    sizes = tuple(int(x) for x in args.sizes.split(",")) if args.sizes else ((4, 8) if args.quick else (4, 8, 12, 16))
+    sizes = (
+        tuple(int(x) for x in args.sizes.split(","))
+        if args.sizes
+        else ((4, 8) if args.quick else (4, 8, 12, 16))
+    )
     if args.bert_k is not None:
         bert_ks = tuple(int(x) for x in args.bert_k.split(",") if x.strip())
     else:
         bert_ks = (4,) if args.quick else (4, 8, 16)
 
-    print(f"MILP benchmark: sizes {sizes}, {seeds} seeds, memory {args.memory}, bert K {bert_ks}, limit {time_limit:g} s, "
-          f"{'DP hint, ' if args.hint_from_dp else ''}{args.threads} threads, {platform.node()} ({platform.processor() or platform.machine()})")
+    print(
+        f"MILP benchmark: sizes {sizes}, {seeds} seeds, memory {args.memory}, bert K {bert_ks}, limit {time_limit:g} s, "
+        f"{'DP hint, ' if args.hint_from_dp else ''}{args.threads} threads, {platform.node()} ({platform.processor() or platform.machine()})"
+    )
     t0 = time.perf_counter()
     memory = args.memory if args.memory in ("tight", "loose") else float(args.memory)
     backends = tuple(b for b in args.backends.split(",") if b.strip())
-    records = run(sizes, seeds, bert_ks, time_limit, args.threads, backends=backends, memory=memory,
-                  hint_from_dp=args.hint_from_dp)
+    records = run(
+        sizes,
+        seeds,
+        bert_ks,
+        time_limit,
+        args.threads,
+        backends=backends,
+        memory=memory,
+        hint_from_dp=args.hint_from_dp,
+    )
     print()
     print(table(records, time_limit))
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")
     if args.json:
-        meta = {"time_limit": time_limit, "threads": args.threads, "memory": args.memory, "seeds": seeds,
-                "hint_from_dp": args.hint_from_dp}
+        meta = {
+            "time_limit": time_limit,
+            "threads": args.threads,
+            "memory": args.memory,
+            "seeds": seeds,
+            "hint_from_dp": args.hint_from_dp,
+        }
         args.json.write_text(json.dumps({**meta, "records": records}, indent=1) + "\n")
     return 0
 

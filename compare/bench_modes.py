@@ -24,7 +24,15 @@ __all__ = ["towers_instance", "measure"]
 MODES = (Mode("graph"), Mode("graph", "batch-time"), Mode("sequential", "batch-time"))
 
 
-def towers_instance(branches: int, length: int, K: int = 16, M: float = 0.12 * GIB, N: int = 64, B: float = 25.0 * GIB, seed: int = 0):
+def towers_instance(
+    branches: int,
+    length: int,
+    K: int = 16,
+    M: float = 0.12 * GIB,
+    N: int = 64,
+    B: float = 25.0 * GIB,
+    seed: int = 0,
+):
     """A source, ``branches`` chains of ``length`` layers, and a sink; options for t in {1, 2},
     each a "vanilla" and an "activation recomp" option, profile-like numbers from ``seed``.
     The number of successor-closed sets is (length + 1) ** branches + 2."""
@@ -49,17 +57,34 @@ def towers_instance(branches: int, length: int, K: int = 16, M: float = 0.12 * G
         a, b = float(rng.uniform(2e7, 8e7)), float(rng.uniform(1e6, 1e7))
         tmpcs = {}
         for t in (1, 2):
-            base = {"parameterSize": w / t, "memoryUsageB": b / t,
-                    "syncTimeFw": {str(u): 0.0 for u in g.predecessors(v)},
-                    "syncTimeBw": {str(x): 0.0 for x in g.successors(v)}}
+            base = {
+                "parameterSize": w / t,
+                "memoryUsageB": b / t,
+                "syncTimeFw": {str(u): 0.0 for u in g.predecessors(v)},
+                "syncTimeBw": {str(x): 0.0 for x in g.successors(v)},
+            }
             speed = 0.9 * t if t > 1 else 1.0
             tmpcs[str(t)] = [
                 {"id": "vanilla", "timePerSample": p / speed, "memoryUsageA": a / t, **base},
-                {"id": "activation recomp", "timePerSample": 1.33 * p / speed, "memoryUsageA": a / (8 * t), **base},
+                {
+                    "id": "activation recomp",
+                    "timePerSample": 1.33 * p / speed,
+                    "memoryUsageA": a / (8 * t),
+                    **base,
+                },
             ]
         nodes.append({"id": int(v), "TMPCs": tmpcs})
-    data = {"maxDevices": K, "maxMemoryPerDevice": M, "bandwidth": B, "mbsInBatch": N, "nodes": nodes,
-            "edges": [{"sourceId": int(u), "destId": int(v), "communicationCost": g[u][v]["c"]} for u, v in g.edges]}
+    data = {
+        "maxDevices": K,
+        "maxMemoryPerDevice": M,
+        "bandwidth": B,
+        "mbsInBatch": N,
+        "nodes": nodes,
+        "edges": [
+            {"sourceId": int(u), "destId": int(v), "communicationCost": g[u][v]["c"]}
+            for u, v in g.edges
+        ],
+    }
     return instance_from_dict(data, source=f"towers {branches}x{length}")
 
 
@@ -67,9 +92,23 @@ def measure(instance, mode: Mode, prune: bool = True) -> dict:
     """One solve: status, value and the DP's counts, with its CPU seconds."""
     t0 = time.process_time()
     sol = solve_modes(instance, mode=mode, prune=prune, force=True)
-    keys = ("ideals", "frontier_width", "labels", "largest_label_set", "candidates", "knapsack_solves")
-    return {"instance": instance.source, "mode": mode.label, "prune": prune, "status": sol.status.value,
-            "value": sol.value, "cpu": time.process_time() - t0, **{k: sol.info.get(k) for k in keys}}
+    keys = (
+        "ideals",
+        "frontier_width",
+        "labels",
+        "largest_label_set",
+        "candidates",
+        "knapsack_solves",
+    )
+    return {
+        "instance": instance.source,
+        "mode": mode.label,
+        "prune": prune,
+        "status": sol.status.value,
+        "value": sol.value,
+        "cpu": time.process_time() - t0,
+        **{k: sol.info.get(k) for k in keys},
+    }
 
 
 def main(argv=None) -> None:

@@ -47,7 +47,14 @@ from piper_ilp.pipeline import DEFAULT_MODE, Mode, batch_time, microbatches_held
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
-__all__ = ["MAX_NODES", "MAX_OPTION_TUPLES", "MAX_PARTITIONS", "solve_brute", "brute_applies", "count_partitions"]
+__all__ = [
+    "MAX_NODES",
+    "MAX_OPTION_TUPLES",
+    "MAX_PARTITIONS",
+    "solve_brute",
+    "brute_applies",
+    "count_partitions",
+]
 
 #: The oracle refuses instances with more nodes than this.
 MAX_NODES = 8
@@ -211,7 +218,9 @@ def solve_brute(
     def by_tps(mask: int, t: int, d: int) -> tuple:
         """(TPS, index) of every option tuple of stage (C, t, d), fastest first."""
         tuples = option_tuples(mask, t)
-        return tuple(sorted((stage_cost(inst, opts, d, opts).tps, k) for k, opts in enumerate(tuples)))
+        return tuple(
+            sorted((stage_cost(inst, opts, d, opts).tps, k) for k, opts in enumerate(tuples))
+        )
 
     @lru_cache(maxsize=None)
     def fits(mask: int, t: int, y: int, k: int) -> bool:
@@ -232,7 +241,9 @@ def solve_brute(
     counts = {"plans": 0, "stage_choices": 0}
     graph, flush = mode.graph, mode.batch_time
 
-    def search(unplaced: int, s: int, devices: int, worst: float, path: float, chosen: list) -> None:
+    def search(
+        unplaced: int, s: int, devices: int, worst: float, path: float, chosen: list
+    ) -> None:
         """Place the nodes of ``unplaced`` (a predecessor-closed set) in stages before the
         ``chosen`` ones (listed from the last stage backwards, each as (mask, t, d,
         options, h, TPS, L) with h its microbatches in flight and L the longest sum of
@@ -246,7 +257,9 @@ def solve_brute(
                 order = chosen[::-1]
                 where = {st[0]: i for i, st in enumerate(order)}
                 succ = [{where[o[0]] for o in order if o[0] & _succ_of(st[0])} for st in order]
-                value = batch_time([st[5] for st in order], [st[2] for st in order], succ, N, mode.pipeline)
+                value = batch_time(
+                    [st[5] for st in order], [st[2] for st in order], succ, N, mode.pipeline
+                )
             if best_stages is None or value < best_value:
                 best_value, best_stages = value, list(chosen)
             return

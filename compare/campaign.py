@@ -44,14 +44,14 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from compare.generators import ALL_FAMILIES, FAMILIES, random_instance
-from compare.shrink import shrink
 from compare.jobs import LOCK, MANIFESTS, Interrupted, prepare_folder, run_in_folder
 from compare.methods import check_mode, external_method
+from compare.shrink import shrink
 from compare.verify import DEFAULT_METHODS, METHODS, VERDICTS, verify_instance
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text, json_safe, read_jsonl
-from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.instance import instance_to_dict
+from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.pipeline import ALL_MODES, DEFAULT_MODE, Mode
 
 __all__ = [
@@ -140,7 +140,9 @@ def parse_modes(text: str | Sequence[str] | None) -> tuple[Mode, ...]:
         return (DEFAULT_MODE,)
     items = [x.strip() for x in (text.split(",") if isinstance(text, str) else text)]
     if not items or not all(items):
-        raise InputError(f"--modes: {text!r} has an empty label; give PIPELINE/OBJECTIVE/SCHEDULE labels, comma-separated, or 'all'")
+        raise InputError(
+            f"--modes: {text!r} has an empty label; give PIPELINE/OBJECTIVE/SCHEDULE labels, comma-separated, or 'all'"
+        )
     if [x.lower() for x in items] == ["all"]:
         return ALL_MODES
     if "all" in (x.lower() for x in items):
@@ -216,8 +218,12 @@ def make_specs(
         t_values = (1, 2) if r < 0.75 else (1, 2, 4) if r < 0.9 else (1,)
         options = (2, 2) if rng.random() < 0.8 else (1, 3)
         r = rng.random()
-        memory: str | float = "tight" if r < 0.8 else "loose" if r < 0.9 else round(float(rng.uniform(0.0, 0.6)), 3)
-        specs.append(Spec(f"{i:05d}-{family}-n{n}", family, n, inst_seed, integer, t_values, options, memory))
+        memory: str | float = (
+            "tight" if r < 0.8 else "loose" if r < 0.9 else round(float(rng.uniform(0.0, 0.6)), 3)
+        )
+        specs.append(
+            Spec(f"{i:05d}-{family}-n{n}", family, n, inst_seed, integer, t_values, options, memory)
+        )
     return specs
 
 
@@ -253,10 +259,18 @@ def run_spec(
     checked, so it is neither a mismatch nor a method's error. A crash while shrinking a
     mismatch keeps the verdict and records ``shrink_error``."""
     start = time.perf_counter()
-    rec: dict = {"id": spec.id, "instance_id": spec.instance_id, "mode": spec.mode, "spec": spec.to_dict(),
-                 "family": spec.family, "nodes": spec.n_nodes}
+    rec: dict = {
+        "id": spec.id,
+        "instance_id": spec.instance_id,
+        "mode": spec.mode,
+        "spec": spec.to_dict(),
+        "family": spec.family,
+        "nodes": spec.n_nodes,
+    }
     externals = dict(externals or {})
-    check = dict(time_limit=time_limit, threads=threads, solvers=solvers, external_timeout=external_timeout)
+    check = dict(
+        time_limit=time_limit, threads=threads, solvers=solvers, external_timeout=external_timeout
+    )
     try:
         mode = Mode.parse(spec.mode)
         inst = spec_instance(spec)
@@ -265,7 +279,12 @@ def run_spec(
         v = verify_instance(inst, methods, externals=externals, mode=mode, **check)
     except Exception as exc:  # the harness's own bug: keep going, but flag it loudly
         why = f"{type(exc).__name__}: {exc}"
-        rec.update(verdict=HARNESS_ERROR, harness_error=why, problems=[f"harness error: {why}"], involved=[])
+        rec.update(
+            verdict=HARNESS_ERROR,
+            harness_error=why,
+            problems=[f"harness error: {why}"],
+            involved=[],
+        )
         rec["wall_seconds"] = time.perf_counter() - start
         return rec
     rec.update(
@@ -285,15 +304,26 @@ def run_spec(
     )
     if v.verdict == "mismatch" and do_shrink:
         try:
-            rec.update(_shrunk(spec, inst, mode, v, methods, externals, check, shrink_checks, shrink_seconds))
+            rec.update(
+                _shrunk(
+                    spec, inst, mode, v, methods, externals, check, shrink_checks, shrink_seconds
+                )
+            )
         except Exception as exc:  # the mismatch stands; only its shrinking failed
             rec["shrink_error"] = f"{type(exc).__name__}: {exc}"
     rec["wall_seconds"] = time.perf_counter() - start
     return rec
 
 
-def replay_command(methods: Sequence[str], externals: Mapping[str, str], mode: Mode, *, time_limit: float | None = 60.0,
-                   threads: int | None = None, external_timeout: float | None = None) -> str:
+def replay_command(
+    methods: Sequence[str],
+    externals: Mapping[str, str],
+    mode: Mode,
+    *,
+    time_limit: float | None = 60.0,
+    threads: int | None = None,
+    external_timeout: float | None = None,
+) -> str:
     """The ``piper-ilp verify FILE ...`` line that checks a counterexample with the methods
     and options of the campaign that found it (shell-quoted).
 
@@ -316,8 +346,17 @@ def replay_command(methods: Sequence[str], externals: Mapping[str, str], mode: M
     return " ".join(shlex.quote(w) for w in words)
 
 
-def _shrunk(spec: Spec, inst, mode: Mode, v, methods: Sequence[str], externals: Mapping[str, str], check: dict,
-            shrink_checks: int, shrink_seconds: float) -> dict:
+def _shrunk(
+    spec: Spec,
+    inst,
+    mode: Mode,
+    v,
+    methods: Sequence[str],
+    externals: Mapping[str, str],
+    check: dict,
+    shrink_checks: int,
+    shrink_seconds: float,
+) -> dict:
     """Shrink a mismatch (in its mode: the mode is part of the disagreement), re-checking
     each candidate with the methods and external planners that disagreed (all of them when
     no method was named), with the same options; the record's counterexample fields."""
@@ -328,7 +367,9 @@ def _shrunk(spec: Spec, inst, mode: Mode, v, methods: Sequence[str], externals: 
     use_greedy = "greedy" in v.involved
 
     def fails(candidate) -> bool:
-        w = verify_instance(candidate, again, externals=again_ext, greedy=use_greedy, mode=mode, **check)
+        w = verify_instance(
+            candidate, again, externals=again_ext, greedy=use_greedy, mode=mode, **check
+        )
         return w.verdict == "mismatch"
 
     res = shrink(inst, fails, max_checks=shrink_checks, max_seconds=shrink_seconds)
@@ -337,8 +378,14 @@ def _shrunk(spec: Spec, inst, mode: Mode, v, methods: Sequence[str], externals: 
     data["counterexample"] = {
         "campaign_id": spec.id,
         "mode": mode.to_dict(),
-        "replay": replay_command(methods, externals, mode, time_limit=check["time_limit"], threads=check["threads"],
-                                 external_timeout=check["external_timeout"]),
+        "replay": replay_command(
+            methods,
+            externals,
+            mode,
+            time_limit=check["time_limit"],
+            threads=check["threads"],
+            external_timeout=check["external_timeout"],
+        ),
         "spec": spec.to_dict(),
         "original": {"nodes": len(inst.nodes), "edges": len(inst.edges), "problems": v.problems},
         "shrink_steps": res.steps,
@@ -350,7 +397,11 @@ def _shrunk(spec: Spec, inst, mode: Mode, v, methods: Sequence[str], externals: 
         "methods": list(methods),
         "externals": dict(externals),
     }
-    return {"counterexample_instance": data, "shrunk_nodes": len(res.instance.nodes), "shrunk_edges": len(res.instance.edges)}
+    return {
+        "counterexample_instance": data,
+        "shrunk_nodes": len(res.instance.nodes),
+        "shrunk_edges": len(res.instance.edges),
+    }
 
 
 def read_results(out: str | Path) -> list[dict]:
@@ -358,7 +409,8 @@ def read_results(out: str | Path) -> list[dict]:
     line, from a killed run, is skipped)."""
     seen: set = set()
     return [
-        r for r in read_jsonl(Path(out) / RESULTS, lambda r: "id" in r and "verdict" in r)
+        r
+        for r in read_jsonl(Path(out) / RESULTS, lambda r: "id" in r and "verdict" in r)
         if not (r["id"] in seen or seen.add(r["id"]))
     ]
 
@@ -377,8 +429,12 @@ def _percentiles(values: list[float]) -> dict:
     }
 
 
-def summarize(records: Iterable[dict], elapsed: float | None = None, workers: int | None = None,
-              modes: Sequence[Mode] | None = None) -> dict:
+def summarize(
+    records: Iterable[dict],
+    elapsed: float | None = None,
+    workers: int | None = None,
+    modes: Sequence[Mode] | None = None,
+) -> dict:
     """Counts by verdict, by family and by mode (``by_mode``: label -> verdict counts;
     ``modes``: the labels, in the order of ``modes`` when given, else of
     :data:`~piper_ilp.pipeline.ALL_MODES`), greedy-gap statistics (over
@@ -408,7 +464,12 @@ def summarize(records: Iterable[dict], elapsed: float | None = None, workers: in
         if r.get("greedy_gap") is not None:
             gaps.append(r["greedy_gap"])
     order = [m.label for m in (modes or ALL_MODES)]
-    by_mode = dict(sorted(by_mode.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])))
+    by_mode = dict(
+        sorted(
+            by_mode.items(),
+            key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]),
+        )
+    )
     g = np.asarray(gaps, dtype=float)
     greedy = {"count": int(g.size)}
     if g.size:
@@ -455,7 +516,9 @@ def summary_lines(summary: dict) -> list[str]:
         + f" ({summary['infeasible']} proven infeasible)"
     ]
     if "elapsed_seconds" in summary:
-        lines[0] += f"; {summary['elapsed_seconds']:.1f} s with {summary.get('workers', 1)} worker(s)"
+        lines[0] += (
+            f"; {summary['elapsed_seconds']:.1f} s with {summary.get('workers', 1)} worker(s)"
+        )
     for fam, counts in sorted(summary["by_family"].items()):
         lines.append(f"  {fam:16s} " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
     by_mode = summary.get("by_mode") or {}
@@ -464,7 +527,9 @@ def summary_lines(summary: dict) -> list[str]:
     elif by_mode:
         lines.append(f"{len(by_mode)} modes:")
         for label, counts in by_mode.items():
-            lines.append(f"  {label:28s} " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
+            lines.append(
+                f"  {label:28s} " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
+            )
     g = summary["greedy_gap"]
     if g["count"]:
         lines.append(
@@ -483,7 +548,11 @@ def summary_lines(summary: dict) -> list[str]:
     for key in ("mismatches", "errors", "harness_errors"):
         ids = summary.get(key) or []
         if ids:
-            lines.append(f"{key.replace('_', ' ')}: " + ", ".join(ids[:20]) + (" ..." if len(ids) > 20 else ""))
+            lines.append(
+                f"{key.replace('_', ' ')}: "
+                + ", ".join(ids[:20])
+                + (" ..." if len(ids) > 20 else "")
+            )
     return lines
 
 
@@ -606,8 +675,13 @@ def run_campaign(
         "modes": [m.label for m in modes],
     }
     fn = functools.partial(
-        run_spec, methods=tuple(methods), time_limit=time_limit, threads=threads,
-        solvers=dict(solvers) if solvers else None, do_shrink=do_shrink, externals=dict(externals or {}),
+        run_spec,
+        methods=tuple(methods),
+        time_limit=time_limit,
+        threads=threads,
+        solvers=dict(solvers) if solvers else None,
+        do_shrink=do_shrink,
+        externals=dict(externals or {}),
         external_timeout=external_timeout,
     )
     show = sys.stderr.isatty() if progress is None else progress
@@ -621,17 +695,32 @@ def run_campaign(
         if rec["verdict"] in counts:
             counts[rec["verdict"]] += 1
         if bar is not None:
-            bar.advance(f"mismatch {counts['mismatch']}, error {counts['error']}"
-                        + (f", harness error {counts[HARNESS_ERROR]}" if counts[HARNESS_ERROR] else ""))
+            bar.advance(
+                f"mismatch {counts['mismatch']}, error {counts['error']}"
+                + (f", harness error {counts[HARNESS_ERROR]}" if counts[HARNESS_ERROR] else "")
+            )
 
     try:
         if bar is not None:
             bar.start()
         done, new = run_in_folder(
-            out, what="campaign", results=RESULTS, parameters=PARAMETERS, params=params, jobs=specs,
-            job_id=lambda s: s.id, fn=fn, keep=lambda r: "id" in r and "verdict" in r, resume=resume,
-            workers=workers, scheduler=scheduler, prepare=lambda rec: _save_counterexample(out, rec), on_record=after,
-            defaults={"modes": [DEFAULT_MODE.label]},  # a folder from before --modes ran the default mode
+            out,
+            what="campaign",
+            results=RESULTS,
+            parameters=PARAMETERS,
+            params=params,
+            jobs=specs,
+            job_id=lambda s: s.id,
+            fn=fn,
+            keep=lambda r: "id" in r and "verdict" in r,
+            resume=resume,
+            workers=workers,
+            scheduler=scheduler,
+            prepare=lambda rec: _save_counterexample(out, rec),
+            on_record=after,
+            defaults={
+                "modes": [DEFAULT_MODE.label]
+            },  # a folder from before --modes ran the default mode
             note=note,
         )
     finally:
@@ -641,7 +730,9 @@ def run_campaign(
     summary = summarize(records, elapsed=time.perf_counter() - start, workers=workers, modes=modes)
     summary["parameters"] = params
     summary["resumed"] = len(done)
-    atomic_write_text(out / SUMMARY, json.dumps(json_safe(summary), indent=1, allow_nan=False) + "\n")
+    atomic_write_text(
+        out / SUMMARY, json.dumps(json_safe(summary), indent=1, allow_nan=False) + "\n"
+    )
     return summary
 
 
@@ -650,11 +741,24 @@ class _ProgressBar:
 
     def __init__(self, total: int) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self.progress = Progress(
-            TextColumn("campaign"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
-            TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True), transient=False,
+            TextColumn("campaign"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=False,
         )
         self.task = self.progress.add_task("campaign", total=total, status="")
 

@@ -42,16 +42,25 @@ def _client(scheduler: str, workers: int):
 
     if scheduler == "local":
         cluster = LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-            silence_logs=logging.ERROR, host="127.0.0.1", preload=["compare.dask_worker"],
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address="127.0.0.1:0",
+            silence_logs=logging.ERROR,
+            host="127.0.0.1",
+            preload=["compare.dask_worker"],
         )
         return Client(cluster), cluster
     if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
-        raise InputError(f"--scheduler {scheduler!r}: expected 'local' or an address like tcp://HOST:PORT")
+        raise InputError(
+            f"--scheduler {scheduler!r}: expected 'local' or an address like tcp://HOST:PORT"
+        )
     try:
         return Client(scheduler, timeout="10s"), None
     except (OSError, TimeoutError) as exc:
-        raise InputError(f"--scheduler {scheduler}: cannot reach the dask scheduler ({exc})") from None
+        raise InputError(
+            f"--scheduler {scheduler}: cannot reach the dask scheduler ({exc})"
+        ) from None
 
 
 def run_on_dask(
@@ -98,7 +107,9 @@ def run_on_dask(
     tries: dict[int, int] = {}
     try:
         # a few tasks per worker in flight: a long run does not submit everything at once
-        window = 2 * max(workers if cluster is not None else len(client.scheduler_info().get("workers", {})), 1)
+        window = 2 * max(
+            workers if cluster is not None else len(client.scheduler_info().get("workers", {})), 1
+        )
         todo = iter(jobs)
 
         def submit_more() -> None:

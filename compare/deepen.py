@@ -29,7 +29,14 @@ def _signature(node) -> tuple:
     are compared only for unnamed layers."""
     shape = tuple((t, tuple(o.id for o in opts)) for t, opts in sorted(node.options.items()))
     if node.name is None:
-        return (None, shape, tuple((t, tuple((o.p, o.w, o.a, o.b) for o in opts)) for t, opts in sorted(node.options.items())))
+        return (
+            None,
+            shape,
+            tuple(
+                (t, tuple((o.p, o.w, o.a, o.b) for o in opts))
+                for t, opts in sorted(node.options.items())
+            ),
+        )
     return (node.name, shape)
 
 
@@ -70,7 +77,9 @@ def repeated_chain(instance: Instance) -> list[int]:
     return best if len(best) >= 2 else []
 
 
-def deepen(instance: Instance, layers: int, *, chain_only: bool = False, template: int | None = None) -> Instance:
+def deepen(
+    instance: Instance, layers: int, *, chain_only: bool = False, template: int | None = None
+) -> Instance:
     """A copy of ``instance`` whose repeated chain (see :func:`repeated_chain`) has
     ``layers`` layers.
 
@@ -117,14 +126,20 @@ def deepen(instance: Instance, layers: int, *, chain_only: bool = False, templat
         )
     m = len(chain)
     if not isinstance(layers, int) or isinstance(layers, bool) or layers < m:
-        raise InputError(f"{instance.source}: --layers must be a whole number >= {m} (its repeated chain has {m} layers), got {layers!r}")
+        raise InputError(
+            f"{instance.source}: --layers must be a whole number >= {m} (its repeated chain has {m} layers), got {layers!r}"
+        )
     extra = layers - m
     if len(instance.nodes) + extra > MAX_NODES:
-        raise InputError(f"{instance.source}: {len(instance.nodes) + extra} nodes, more than the supported {MAX_NODES}")
+        raise InputError(
+            f"{instance.source}: {len(instance.nodes) + extra} nodes, more than the supported {MAX_NODES}"
+        )
     rule = "chain edges only" if chain_only else "all edges"
     data = instance_to_dict(instance)
     if extra == 0:
-        return instance_from_dict(data, source=f"{instance.source} (deepened to {layers} layers, {rule})")
+        return instance_from_dict(
+            data, source=f"{instance.source} (deepened to {layers} layers, {rule})"
+        )
     if m < 3:
         raise InputError(
             f"{instance.source}: its repeated chain has only {m} layers; deepening copies a layer with a repeated "
@@ -135,14 +150,20 @@ def deepen(instance: Instance, layers: int, *, chain_only: bool = False, templat
     elif isinstance(template, int) and not isinstance(template, bool) and 1 <= template <= m - 2:
         k = template
     else:
-        raise InputError(f"{instance.source}: template must be a chain position in 1..{m - 2}, got {template!r}")
+        raise InputError(
+            f"{instance.source}: template must be a chain position in 1..{m - 2}, got {template!r}"
+        )
     tpl = chain[k]
     succ = chain[k + 1]  # the chain successor of the template
     by_id = {nd["id"]: nd for nd in data["nodes"]}
     tnode = by_id[tpl]
     next_id = max(by_id) + 1
     new_ids = list(range(next_id, next_id + extra))
-    chain_c = next(e["communicationCost"] for e in data["edges"] if e["sourceId"] == tpl and e["destId"] == succ)
+    chain_c = next(
+        e["communicationCost"]
+        for e in data["edges"]
+        if e["sourceId"] == tpl and e["destId"] == succ
+    )
 
     edges = [e for e in data["edges"] if not (e["sourceId"] == tpl and e["destId"] == succ)]
     seq = [tpl] + new_ids + [succ]
@@ -158,9 +179,17 @@ def deepen(instance: Instance, layers: int, *, chain_only: bool = False, templat
         other_in, other_out = [], []
     for x in new_ids:
         for e in other_in:
-            edges.append({"sourceId": e["sourceId"], "destId": x, "communicationCost": e["communicationCost"]})
+            edges.append(
+                {
+                    "sourceId": e["sourceId"],
+                    "destId": x,
+                    "communicationCost": e["communicationCost"],
+                }
+            )
         for e in other_out:
-            edges.append({"sourceId": x, "destId": e["destId"], "communicationCost": e["communicationCost"]})
+            edges.append(
+                {"sourceId": x, "destId": e["destId"], "communicationCost": e["communicationCost"]}
+            )
 
     def rekey(d: dict, old: int, new: int) -> dict:
         out = dict(d)
@@ -183,8 +212,12 @@ def deepen(instance: Instance, layers: int, *, chain_only: bool = False, templat
                     o["syncTimeFw"] = rekey(o["syncTimeFw"], chain_pred, prev)
                 o["syncTimeBw"] = rekey(o["syncTimeBw"], succ, nxt)
                 if chain_only:  # the copy has no other edge, so no other sync entry
-                    o["syncTimeFw"] = {k: v for k, v in o["syncTimeFw"].items() if k not in dropped_fw}
-                    o["syncTimeBw"] = {k: v for k, v in o["syncTimeBw"].items() if k not in dropped_bw}
+                    o["syncTimeFw"] = {
+                        k: v for k, v in o["syncTimeFw"].items() if k not in dropped_fw
+                    }
+                    o["syncTimeBw"] = {
+                        k: v for k, v in o["syncTimeBw"].items() if k not in dropped_bw
+                    }
         new_nodes.append(nd)
     for opts in tnode["TMPCs"].values():
         for o in opts:
@@ -212,4 +245,6 @@ def deepen(instance: Instance, layers: int, *, chain_only: bool = False, templat
             nodes.extend(new_nodes)
     data["nodes"] = nodes
     data["edges"] = edges
-    return instance_from_dict(data, source=f"{instance.source} (deepened to {layers} layers, {rule})")
+    return instance_from_dict(
+        data, source=f"{instance.source} (deepened to {layers} layers, {rule})"
+    )

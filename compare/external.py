@@ -55,9 +55,13 @@ def parse_external(text: str, taken: tuple[str, ...] = ()) -> tuple[str, str]:
     if not sep or not name or not command:
         raise InputError(f"--external {text!r}: expected NAME=COMMAND")
     if not _NAME.match(name):
-        raise InputError(f"--external {text!r}: the name {name!r} must start with a letter (letters, digits, _ . -)")
+        raise InputError(
+            f"--external {text!r}: the name {name!r} must start with a letter (letters, digits, _ . -)"
+        )
     if name in taken:
-        raise InputError(f"--external {text!r}: the name {name!r} is already a method; choose another")
+        raise InputError(
+            f"--external {text!r}: the name {name!r} is already a method; choose another"
+        )
     for field in re.findall(r"{([^{}]*)}", command):
         if field not in PLACEHOLDERS:
             raise InputError(
@@ -128,8 +132,12 @@ def solve_external(
         }
         line = re.sub(r"{(\w+)}", lambda m: shlex.quote(values[m.group(1)]), command)
         proc = subprocess.Popen(
-            ["/bin/sh", "-c", line], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL, start_new_session=True, text=True,
+            ["/bin/sh", "-c", line],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            text=True,
         )
         try:
             out, err = proc.communicate(timeout=timeout)
@@ -151,8 +159,13 @@ def solve_external(
         raise
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    sol = Solution(name, Status.FEASIBLE, plan=plan, seconds=time.perf_counter() - start,
-                   message="external planner (not a proof)")
+    sol = Solution(
+        name,
+        Status.FEASIBLE,
+        plan=plan,
+        seconds=time.perf_counter() - start,
+        message="external planner (not a proof)",
+    )
     if not check:
         return sol
     try:
@@ -170,5 +183,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _failed(name: str, start: float, why: str) -> Solution:
-    return Solution(name, Status.BACKEND_ERROR, seconds=time.perf_counter() - start,
-                    message=f"external planner {name}: {why}")
+    return Solution(
+        name,
+        Status.BACKEND_ERROR,
+        seconds=time.perf_counter() - start,
+        message=f"external planner {name}: {why}",
+    )

@@ -54,7 +54,14 @@ import numpy as np
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance, instance_from_dict, option_dict
 
-__all__ = ["FAMILIES", "NUMERIC_FAMILIES", "ALL_FAMILIES", "random_graph", "random_instance", "instance_name"]
+__all__ = [
+    "FAMILIES",
+    "NUMERIC_FAMILIES",
+    "ALL_FAMILIES",
+    "random_graph",
+    "random_instance",
+    "instance_name",
+]
 
 #: The graph families (shapes) :func:`random_instance` knows. ``towers``: parallel chains
 #: between one source and one sink (GraphPipe's multi-branch models, sec. 8).
@@ -84,7 +91,9 @@ def instance_name(family: str, n_nodes: int, seed: int) -> str:
 
 def _rng(family: str, n_nodes: int, seed: int) -> np.random.Generator:
     # zlib.crc32, not hash(): stable across processes and Python runs.
-    return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(family.encode()), int(n_nodes)])
+    return np.random.default_rng(
+        [int(seed) & 0xFFFFFFFF, zlib.crc32(family.encode()), int(n_nodes)]
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -248,7 +257,11 @@ def random_graph(family: str, n_nodes: int, seed: int) -> nx.DiGraph:
     """
     _check_family(family, n_nodes)
     rng = _rng(family, n_nodes, seed)
-    shape = family if family in _BUILDERS else _NUMERIC_SHAPES[int(rng.integers(0, len(_NUMERIC_SHAPES)))]
+    shape = (
+        family
+        if family in _BUILDERS
+        else _NUMERIC_SHAPES[int(rng.integers(0, len(_NUMERIC_SHAPES)))]
+    )
     g = _BUILDERS[shape](n_nodes, rng)
     assert g.number_of_nodes() == n_nodes and all(u < v for u, v in g.edges)
     return g
@@ -300,7 +313,9 @@ def _count_range(options_per_t: int | Sequence[int]) -> tuple[int, int]:
         try:
             lo, hi = (int(x) for x in options_per_t)
         except (TypeError, ValueError):
-            raise InputError(f"options_per_t must be an int or a (low, high) pair, got {options_per_t!r}") from None
+            raise InputError(
+                f"options_per_t must be an int or a (low, high) pair, got {options_per_t!r}"
+            ) from None
     if lo < 1 or hi < lo:
         raise InputError(f"options_per_t must be >= 1 (and low <= high), got {options_per_t!r}")
     return lo, hi
@@ -374,10 +389,15 @@ def random_instance(
     if not t_list or t_list[0] < 1:
         raise InputError(f"t_values must be positive integers, got {t_values!r}")
     lo_opts, hi_opts = _count_range(options_per_t)
-    if not (memory in ("tight", "loose") or (isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory >= 0)):
+    if not (
+        memory in ("tight", "loose")
+        or (isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory >= 0)
+    ):
         raise InputError(f"memory must be 'tight', 'loose' or a number >= 0, got {memory!r}")
     for name, value in (("K", K), ("N", N)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
             raise InputError(f"{name} must be a whole number >= 1, got {value!r}")
     if B is not None and not (isinstance(B, (int, float)) and B > 0):
         raise InputError(f"B must be a number > 0, got {B!r}")
@@ -387,7 +407,9 @@ def random_instance(
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(params)])
     g = random_graph(family, n_nodes, seed)
     if family in NUMERIC_FAMILIES:
-        return _numerics_instance(g, family, seed, rng, t_list, (lo_opts, hi_opts), memory, integer, K, N, B)
+        return _numerics_instance(
+            g, family, seed, rng, t_list, (lo_opts, hi_opts), memory, integer, K, N, B
+        )
     n = n_nodes
 
     if K is None:  # K = 1 (a single stage) now and then, else 2..8
@@ -425,7 +447,9 @@ def random_instance(
         if integer:
             return {
                 # a share of p with an overhead, rounded up, yet below p when p > 1
-                "p": max(1, min(bp["p"] - 1, -(-bp["p"] * (1 + int(rng.integers(0, 2))) // (t + 1)))),
+                "p": max(
+                    1, min(bp["p"] - 1, -(-bp["p"] * (1 + int(rng.integers(0, 2))) // (t + 1)))
+                ),
                 "w": -(-bp["w"] // t),
                 "a": -(-bp["a"] // t),
                 "b": -(-bp["b"] // t),
@@ -450,12 +474,22 @@ def random_instance(
             sync = (lambda: int(rng.integers(0, 3))) if t > 1 else (lambda: int(rng.random() < 0.1))
         else:
             if k == 1:
-                p, b, a = p * float(rng.uniform(1.1, 1.6)), b + a * float(rng.uniform(0.1, 0.4)), a * float(rng.uniform(0.05, 0.35))
+                p, b, a = (
+                    p * float(rng.uniform(1.1, 1.6)),
+                    b + a * float(rng.uniform(0.1, 0.4)),
+                    a * float(rng.uniform(0.05, 0.35)),
+                )
             elif k >= 2:
                 f = float(rng.uniform(0.4, 1.3))  # memory factor
-                p = p * (1.0 + (1.0 - f) * float(rng.uniform(0.2, 1.0)) + float(rng.uniform(-0.05, 0.1)))
+                p = p * (
+                    1.0 + (1.0 - f) * float(rng.uniform(0.2, 1.0)) + float(rng.uniform(-0.05, 0.1))
+                )
                 a, b = a * f, b * float(rng.uniform(0.8, 1.3))
-            sync = (lambda: float(rng.uniform(0.0, 0.5 * B))) if t > 1 else (lambda: float(rng.uniform(0.0, 0.1 * B)) if rng.random() < 0.1 else 0.0)
+            sync = (
+                (lambda: float(rng.uniform(0.0, 0.5 * B)))
+                if t > 1
+                else (lambda: float(rng.uniform(0.0, 0.1 * B)) if rng.random() < 0.1 else 0.0)
+            )
         oid = VANILLA if k == 0 else RECOMPUTE if k == 1 else f"opt{k}"
         sfw = {u: sync() for u in sorted(g.predecessors(i))}  # drawn in this order: Fw, then Bw
         sbw = {x: sync() for x in sorted(g.successors(i))}
@@ -473,8 +507,14 @@ def random_instance(
         tmpcs.append(per_t)
 
     # memory limit M
-    least = [min(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts) for tm in tmpcs]
-    most = [max(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts) for tm in tmpcs]
+    least = [
+        min(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts)
+        for tm in tmpcs
+    ]
+    most = [
+        max(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts)
+        for tm in tmpcs
+    ]
     lo, hi = max(least), sum(most)
     if memory == "tight":
         M = 0.9 * lo + float(rng.uniform(0.0, 1.0)) * (hi - 0.9 * lo)
@@ -487,7 +527,6 @@ def random_instance(
         M = max(1, int(round(M)))
 
     return _assemble(g, tmpcs, c, rng, K, M, B, N, instance_name(family, n_nodes, seed))
-
 
 
 # --------------------------------------------------------------------------------------
@@ -566,7 +605,9 @@ def _numerics_instance(
     c = {e: value(scale_bytes) for e in sorted(g.edges)}
     if c and rng.random() < 0.5:
         edges = sorted(c)
-        for k in rng.choice(len(edges), size=min(len(edges), int(rng.integers(1, 3))), replace=False):
+        for k in rng.choice(
+            len(edges), size=min(len(edges), int(rng.integers(1, 3))), replace=False
+        ):
             c[edges[int(k)]] = whole(mag(15, 19))
 
     twin: tuple[int, int] | None = None
@@ -589,9 +630,17 @@ def _numerics_instance(
             if t > 1:  # a share of the work on each of t devices, with an overhead
                 p, w, a, b = (whole(x / t * float(rng.uniform(1.0, 1.6))) for x in (p, w, a, b))
             if k == 1:  # recompute: less activation memory, more time
-                p, a, b = whole(p * float(rng.uniform(1.1, 1.6))), whole(a * float(rng.uniform(0.05, 0.35))), whole(b + 0.2 * a)
+                p, a, b = (
+                    whole(p * float(rng.uniform(1.1, 1.6))),
+                    whole(a * float(rng.uniform(0.05, 0.35))),
+                    whole(b + 0.2 * a),
+                )
             oid = VANILLA if k == 0 else RECOMPUTE if k == 1 else f"opt{k}"
-        sync = (lambda: 0.0) if i in quiet else (lambda: value(scale_bytes) if rng.random() < 0.5 else 0.0)
+        sync = (
+            (lambda: 0.0)
+            if i in quiet
+            else (lambda: value(scale_bytes) if rng.random() < 0.5 else 0.0)
+        )
         sfw = {u: sync() for u in sorted(g.predecessors(i))}  # drawn in this order: Fw, then Bw
         sbw = {x: sync() for x in sorted(g.successors(i))}
         return option_dict(oid, p, w, a, b, sfw, sbw)
@@ -609,15 +658,25 @@ def _numerics_instance(
         i, j = twin
         tmpcs[j] = {
             t: [
-                {**o, "syncTimeFw": {u: 0.0 for u in sorted(g.predecessors(j))}, "syncTimeBw": {x: 0.0 for x in sorted(g.successors(j))}}
+                {
+                    **o,
+                    "syncTimeFw": {u: 0.0 for u in sorted(g.predecessors(j))},
+                    "syncTimeBw": {x: 0.0 for x in sorted(g.successors(j))},
+                }
                 for o in opts
             ]
             for t, opts in tmpcs[i].items()
         }
 
     # M as in random_instance, then perhaps at a plan's memory boundary
-    least = [min(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts) for tm in tmpcs]
-    most = [max(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts) for tm in tmpcs]
+    least = [
+        min(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts)
+        for tm in tmpcs
+    ]
+    most = [
+        max(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts)
+        for tm in tmpcs
+    ]
     lo, hi = max(least), math.fsum(most)
     if memory == "tight":
         M = 0.9 * lo + float(rng.uniform(0.0, 1.0)) * (hi - 0.9 * lo)
@@ -633,13 +692,17 @@ def _numerics_instance(
     return _assemble(g, tmpcs, c, rng, K, M, B, N, instance_name(family, n, seed))
 
 
-def _memory_boundary(tmpcs: list[dict[int, list[dict]]], rng: np.random.Generator, stage_memory, integer: bool) -> float | None:
+def _memory_boundary(
+    tmpcs: list[dict[int, list[dict]]], rng: np.random.Generator, stage_memory, integer: bool
+) -> float | None:
     """The exact memory of one stage of some plan, or 1 ulp (1 for whole numbers below
     2^53) above or below it; None when that memory is 0."""
     from piper_ilp.instance import Option
 
     n = len(tmpcs)
-    common_t = [t for t in (1, *sorted({t for tm in tmpcs for t in tm})) if all(t in tm for tm in tmpcs)]
+    common_t = [
+        t for t in (1, *sorted({t for tm in tmpcs for t in tm})) if all(t in tm for tm in tmpcs)
+    ]
     kind = rng.random()
     if kind < 0.5 and common_t:
         t, nodes, y = common_t[0], list(range(n)), 1
@@ -650,8 +713,20 @@ def _memory_boundary(tmpcs: list[dict[int, list[dict]]], rng: np.random.Generato
     opts = {}
     for v in nodes:
         cand = tmpcs[v][t]
-        choice = min(cand, key=lambda o: o["timePerSample"]) if fastest else cand[int(rng.integers(0, len(cand)))]
-        opts[v] = Option(id=choice["id"], p=0.0, w=0.0, a=choice["memoryUsageA"], b=choice["memoryUsageB"], sfw={}, sbw={})
+        choice = (
+            min(cand, key=lambda o: o["timePerSample"])
+            if fastest
+            else cand[int(rng.integers(0, len(cand)))]
+        )
+        opts[v] = Option(
+            id=choice["id"],
+            p=0.0,
+            w=0.0,
+            a=choice["memoryUsageA"],
+            b=choice["memoryUsageB"],
+            sfw={},
+            sbw={},
+        )
     m = stage_memory(nodes, opts, y)
     if not m > 0:
         return None
@@ -687,8 +762,18 @@ def _assemble(g, tmpcs, c, rng, K, M, B, N, source) -> Instance:
                 },
             }
         )
-    edges = [{"sourceId": ids[u], "destId": ids[v], "communicationCost": cost} for (u, v), cost in c.items()]
+    edges = [
+        {"sourceId": ids[u], "destId": ids[v], "communicationCost": cost}
+        for (u, v), cost in c.items()
+    ]
     if rng.random() < 0.5 and edges:
         edges = [edges[j] for j in rng.permutation(len(edges))]
-    data = {"maxDevices": K, "maxMemoryPerDevice": M, "bandwidth": B, "mbsInBatch": N, "nodes": nodes, "edges": edges}
+    data = {
+        "maxDevices": K,
+        "maxMemoryPerDevice": M,
+        "bandwidth": B,
+        "mbsInBatch": N,
+        "nodes": nodes,
+        "edges": edges,
+    }
     return instance_from_dict(data, source=source)

@@ -35,8 +35,17 @@ from compare.worker_guard import guard_worker, kill_group, stop_workers
 from piper_ilp.errors import InputError, InternalError
 
 __all__ = [
-    "LOCK", "MANIFESTS", "Interrupted", "SignalFlag", "default_scheduler", "folder_kinds", "locked_folder", "prepare_folder",
-    "read_results_strictly", "run_in_folder", "run_jobs",
+    "LOCK",
+    "MANIFESTS",
+    "Interrupted",
+    "SignalFlag",
+    "default_scheduler",
+    "folder_kinds",
+    "locked_folder",
+    "prepare_folder",
+    "read_results_strictly",
+    "run_in_folder",
+    "run_jobs",
 ]
 
 LOCK = ".lock"
@@ -94,14 +103,16 @@ def locked_folder(out: Path, what: str) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise InputError(f"--out {out}: another {what} is running on this folder ({out / LOCK} is locked)") from None
+            raise InputError(
+                f"--out {out}: another {what} is running on this folder ({out / LOCK} is locked)"
+            ) from None
         yield
     finally:
         os.close(fd)  # releases the lock
 
 
 def default_scheduler() -> str | None:
-    """"local" (a dask LocalCluster started by the command) where dask.distributed is
+    """ "local" (a dask LocalCluster started by the command) where dask.distributed is
     installed, else None (local worker processes)."""
     from compare.cluster import dask_available
 
@@ -137,7 +148,15 @@ def run_jobs(
     if scheduler is not None:
         from compare.cluster import run_on_dask
 
-        run_on_dask(fn, jobs, write, scheduler=scheduler, workers=workers, stop=lambda: flag.signum is not None, name=name)
+        run_on_dask(
+            fn,
+            jobs,
+            write,
+            scheduler=scheduler,
+            workers=workers,
+            stop=lambda: flag.signum is not None,
+            name=name,
+        )
         return
     _run_pool(fn, list(jobs), workers, write, flag, name, what)
 
@@ -165,7 +184,12 @@ def _worker_main(conn, parent_pid: int, fn: Callable[[Any], dict]) -> None:
 class _Worker:
     def __init__(self, ctx, fn: Callable[[Any], dict], what: str):
         self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid(), fn), daemon=True, name=f"piper-{what}-worker")
+        self.proc = ctx.Process(
+            target=_worker_main,
+            args=(child, os.getpid(), fn),
+            daemon=True,
+            name=f"piper-{what}-worker",
+        )
         self.proc.start()
         child.close()
         self.job: Any = None
@@ -201,7 +225,9 @@ def _stop_workers(workers: list[_Worker], graceful: bool) -> None:
         w.conn.close()
 
 
-def _run_pool(fn, todo: list, n_workers: int, write, flag: SignalFlag, name, what: str, poll: float = 0.2) -> None:
+def _run_pool(
+    fn, todo: list, n_workers: int, write, flag: SignalFlag, name, what: str, poll: float = 0.2
+) -> None:
     """Run ``todo`` on ``n_workers`` spawned workers, calling ``write`` with each result in
     the parent as it arrives. Returns when ``flag`` is set; InternalError when a worker
     dies. Every worker is killed on the way out."""
@@ -265,7 +291,9 @@ def folder_kinds(out: str | Path) -> list[str]:
     return [kind for kind, name in MANIFESTS.items() if (Path(out) / name).exists()]
 
 
-def read_results_strictly(path: str | Path, keep: Callable[[dict], bool], what: str) -> tuple[list[dict], tuple[int, int] | None]:
+def read_results_strictly(
+    path: str | Path, keep: Callable[[dict], bool], what: str
+) -> tuple[list[dict], tuple[int, int] | None]:
     """The records of a results file, every line checked: (records, torn), ``torn`` being
     (byte offset, line number) of a torn last line (not whole JSON and not ended by a
     newline: a run killed while writing it), else None. A missing file has no records.
@@ -290,19 +318,27 @@ def read_results_strictly(path: str | Path, keep: Callable[[dict], bool], what: 
     offset = number = 0
     while offset < len(data):
         end = data.find(b"\n", offset)
-        raw = data[offset:] if end < 0 else data[offset:end + 1]
+        raw = data[offset:] if end < 0 else data[offset : end + 1]
         number += 1
         try:
             rec = json.loads(raw.decode("utf-8"))
         except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError
             if end < 0:  # the last line, with no newline: torn
                 return records, (offset, number)
-            why = "an empty line" if not raw.strip() else f"not whole JSON ({' '.join(str(exc).split())[:120]})"
-            raise InputError(f"{p}, line {number}: {why}; the file is damaged (repair or remove that line, "
-                             f"or choose another folder)") from None
+            why = (
+                "an empty line"
+                if not raw.strip()
+                else f"not whole JSON ({' '.join(str(exc).split())[:120]})"
+            )
+            raise InputError(
+                f"{p}, line {number}: {why}; the file is damaged (repair or remove that line, "
+                f"or choose another folder)"
+            ) from None
         if not isinstance(rec, dict) or not keep(rec):
-            raise InputError(f"{p}, line {number}: not a {what} result (written by another kind of run?); "
-                             "choose another folder")
+            raise InputError(
+                f"{p}, line {number}: not a {what} result (written by another kind of run?); "
+                "choose another folder"
+            )
         records.append(rec)
         offset += len(raw)
     return records, None
@@ -326,7 +362,9 @@ def prepare_folder(out: str | Path, files: Sequence[str], folders: Sequence[str]
     for name in folders:
         sub = out / name
         if sub.exists() and not sub.is_dir():
-            raise InputError(f"--out {out}: {sub} exists and is not a folder (it will hold the {name})")
+            raise InputError(
+                f"--out {out}: {sub} exists and is not a folder (it will hold the {name})"
+            )
         if sub.is_dir() and not os.access(sub, os.W_OK | os.X_OK):
             raise InputError(f"--out {out}: cannot write in {sub}")
     return out
@@ -382,21 +420,29 @@ def run_in_folder(
     from piper_ilp.files import atomic_write_text, json_safe
 
     if MANIFESTS.get(what) != parameters:
-        raise InternalError(f"run_in_folder: a {what} must record its parameters in {MANIFESTS.get(what)} (compare.jobs.MANIFESTS)")
+        raise InternalError(
+            f"run_in_folder: a {what} must record its parameters in {MANIFESTS.get(what)} (compare.jobs.MANIFESTS)"
+        )
     with locked_folder(out, what):
         for kind in folder_kinds(out):
             if kind != what:
-                raise InputError(f"--out {out}: holds a {kind}'s results ({out / MANIFESTS[kind]}); "
-                                 f"a {what} cannot share it, choose another folder")
+                raise InputError(
+                    f"--out {out}: holds a {kind}'s results ({out / MANIFESTS[kind]}); "
+                    f"a {what} cannot share it, choose another folder"
+                )
         params_path = out / parameters
         seen: set = set()
         found, torn = read_results_strictly(out / results, keep, what)
         done = [r for r in found if not (r["id"] in seen or seen.add(r["id"]))]
         if done and not resume:
-            raise InputError(f"--out {out}: already holds {len(done)} results; add --resume to continue it, or choose another folder")
+            raise InputError(
+                f"--out {out}: already holds {len(done)} results; add --resume to continue it, or choose another folder"
+            )
         if done and not params_path.exists():
-            raise InputError(f"--resume: {out / results} holds {len(done)} results but {params_path} is missing, "
-                             f"so what wrote them is unknown; choose another folder")
+            raise InputError(
+                f"--resume: {out / results} holds {len(done)} results but {params_path} is missing, "
+                f"so what wrote them is unknown; choose another folder"
+            )
         if resume and params_path.exists():
             try:
                 old = json.loads(params_path.read_text(encoding="utf-8"))
@@ -404,14 +450,18 @@ def run_in_folder(
                 raise InputError(f"--resume: cannot read {params_path} ({exc})") from None
             old = {k: old.get(k, (defaults or {}).get(k)) for k in params}
             if old != params:
-                diff = ", ".join(f"{k}: {old[k]!r} -> {params[k]!r}" for k in params if old[k] != params[k])
+                diff = ", ".join(
+                    f"{k}: {old[k]!r} -> {params[k]!r}" for k in params if old[k] != params[k]
+                )
                 raise InputError(f"--resume: {out} holds a {what} with other parameters ({diff})")
         path = out / results
         if torn is not None:  # a run killed mid-line: that line goes
             offset, line_no = torn
             os.truncate(path, offset)
-            (note or _note)(f"{path}: dropped the torn last line {line_no} (a run killed while writing it); "
-                            "its job runs again")
+            (note or _note)(
+                f"{path}: dropped the torn last line {line_no} (a run killed while writing it); "
+                "its job runs again"
+            )
         atomic_write_text(params_path, json.dumps(params, indent=1) + "\n")
         ids = {job_id(j) for j in jobs}
         done_ids = {r["id"] for r in done}
@@ -432,14 +482,23 @@ def run_in_folder(
                     prepare(rec)
                 data = (json.dumps(json_safe(rec), allow_nan=False) + "\n").encode("utf-8")
                 while data:  # one write call for a line (O_APPEND)
-                    data = data[os.write(fd, data):]
+                    data = data[os.write(fd, data) :]
                 done_ids.add(rec["id"])
                 new.append(rec)
                 if on_record is not None:
                     on_record(rec)
 
             with SignalFlag() as flag:
-                run_jobs(fn, todo, write, flag, workers=workers, scheduler=scheduler, name=job_id, what=what)
+                run_jobs(
+                    fn,
+                    todo,
+                    write,
+                    flag,
+                    workers=workers,
+                    scheduler=scheduler,
+                    name=job_id,
+                    what=what,
+                )
                 if flag.signum is not None:
                     raise Interrupted(flag.signum, len(done) + len(new), path)
         finally:

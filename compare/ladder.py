@@ -66,7 +66,9 @@ def work_bound(instance: Instance, restrictions: Restrictions = Restrictions()) 
     """sum over nodes of the least p * t over their options, divided by K: no plan can be
     faster than every device busy all the time (p is the time per sample on t devices)."""
     inst = restrictions.apply(instance)
-    total = math.fsum(min(o.p * t for t, opts in n.options.items() for o in opts) for n in inst.nodes if n.options)
+    total = math.fsum(
+        min(o.p * t for t, opts in n.options.items() for o in opts) for n in inst.nodes if n.options
+    )
     return total / inst.K
 
 
@@ -83,8 +85,15 @@ class Rung:
     seconds: float
 
     def to_dict(self) -> dict:
-        return {"blocks": self.blocks, "nodes": self.nodes, "K": self.K, "N": self.N,
-                "verdict": self.verdict, "optimum": self.optimum, "seconds": self.seconds}
+        return {
+            "blocks": self.blocks,
+            "nodes": self.nodes,
+            "K": self.K,
+            "N": self.N,
+            "verdict": self.verdict,
+            "optimum": self.optimum,
+            "seconds": self.seconds,
+        }
 
 
 @dataclass
@@ -132,11 +141,21 @@ def run_ladder(
         if len(keep) > max_nodes:
             break
         K_j, N_j = min(instance.K, 2 * j), min(instance.N, 2 * j)
-        sub = induced_subinstance(instance, keep, f"{instance.source} (rung: {j} blocks)").with_settings(K=K_j, N=N_j)
+        sub = induced_subinstance(
+            instance, keep, f"{instance.source} (rung: {j} blocks)"
+        ).with_settings(K=K_j, N=N_j)
         start = time.process_time()
-        verdict = verify_instance(sub, methods=("dp", "cpsat"), restrictions=restrictions, time_limit=time_limit,
-                                  threads=threads, greedy=False)
-        rung = Rung(j, len(keep), K_j, N_j, verdict.verdict, verdict.optimum, time.process_time() - start)
+        verdict = verify_instance(
+            sub,
+            methods=("dp", "cpsat"),
+            restrictions=restrictions,
+            time_limit=time_limit,
+            threads=threads,
+            greedy=False,
+        )
+        rung = Rung(
+            j, len(keep), K_j, N_j, verdict.verdict, verdict.optimum, time.process_time() - start
+        )
         rungs.append(rung)
         if on_rung is not None:
             on_rung(rung)
@@ -146,16 +165,29 @@ def run_ladder(
 
     start = time.process_time()
     dp = run_method(instance, "dp", restrictions)
-    full = {"status": dp.status.value, "tps": dp.tps, "plan": plan_to_dict(dp.plan) if dp.plan else None,
-            "dp_seconds": time.process_time() - start}
+    full = {
+        "status": dp.status.value,
+        "tps": dp.tps,
+        "plan": plan_to_dict(dp.plan) if dp.plan else None,
+        "dp_seconds": time.process_time() - start,
+    }
     bound = work_bound(instance, restrictions)
     full["work_bound"] = bound
     milp_bound = None
     try:
         start = time.process_time()
-        milp = run_method(instance, "cpsat", restrictions, time_limit=full_time_limit, threads=threads,
-                          hint_from_dp=True, force=True)
-        milp_bound = milp.bound if milp.status in (Status.OPTIMAL, Status.FEASIBLE, Status.UNKNOWN) else None
+        milp = run_method(
+            instance,
+            "cpsat",
+            restrictions,
+            time_limit=full_time_limit,
+            threads=threads,
+            hint_from_dp=True,
+            force=True,
+        )
+        milp_bound = (
+            milp.bound if milp.status in (Status.OPTIMAL, Status.FEASIBLE, Status.UNKNOWN) else None
+        )
         full["milp_status"] = milp.status.value
         full["milp_seconds"] = time.process_time() - start
     except InputError as exc:  # e.g. beyond what the backend can represent

@@ -46,7 +46,15 @@ from piper_ilp.plan import Plan
 from piper_ilp.solution import Restrictions, Solution
 
 __all__ = [
-    "KINDS", "METHODS", "MILP_BACKENDS", "MILP_RTOL", "Method", "check_mode", "external_method", "method", "run_method",
+    "KINDS",
+    "METHODS",
+    "MILP_BACKENDS",
+    "MILP_RTOL",
+    "Method",
+    "check_mode",
+    "external_method",
+    "method",
+    "run_method",
 ]
 
 #: The kinds of method, and what an "optimal" from each is worth.
@@ -132,8 +140,15 @@ def _solve_dp(
 ) -> Solution:
     from dp import solve_dp
 
-    return solve_dp(instance, restrictions, knapsack=knapsack, progress=progress, mode=mode, time_limit=time_limit,
-                    **_max_ideals(max_ideals, force))
+    return solve_dp(
+        instance,
+        restrictions,
+        knapsack=knapsack,
+        progress=progress,
+        mode=mode,
+        time_limit=time_limit,
+        **_max_ideals(max_ideals, force),
+    )
 
 
 def _solve_greedy(
@@ -147,8 +162,14 @@ def _solve_greedy(
 ) -> Solution:
     from dp import solve_dp
 
-    return solve_dp(instance, restrictions, knapsack="greedy", progress=progress, time_limit=time_limit,
-                    **_max_ideals(max_ideals, force))
+    return solve_dp(
+        instance,
+        restrictions,
+        knapsack="greedy",
+        progress=progress,
+        time_limit=time_limit,
+        **_max_ideals(max_ideals, force),
+    )
 
 
 def _milp_solver(backend: str) -> Callable[..., Solution]:
@@ -191,7 +212,13 @@ def _milp_solver(backend: str) -> Callable[..., Solution]:
     return solve
 
 
-def _solve_brute(instance: Instance, restrictions: Restrictions, *, mode: Mode = DEFAULT_MODE, force: bool = False) -> Solution:
+def _solve_brute(
+    instance: Instance,
+    restrictions: Restrictions,
+    *,
+    mode: Mode = DEFAULT_MODE,
+    force: bool = False,
+) -> Solution:
     from compare.brute import solve_brute
 
     return solve_brute(instance, restrictions, force=force, mode=mode)
@@ -219,15 +246,38 @@ def _solve_pipedream(instance: Instance, restrictions: Restrictions) -> Solution
     info = {"pipedream_objective": getattr(mapped.result, "time_per_stage", None)}
     if not mapped.valid:
         why = "; ".join(mapped.reasons) or "PipeDream found no plan"
-        return Solution("pipedream", Status.UNKNOWN, seconds=seconds, info=info,
-                        message=f"PipeDream's plan is not valid under Piper's contract: {why}")
-    sol = Solution("pipedream", Status.FEASIBLE, plan=mapped.plan, objective=mapped.tps, seconds=seconds, info=info,
-                   message="baseline: PipeDream's planner (not a proof)")
+        return Solution(
+            "pipedream",
+            Status.UNKNOWN,
+            seconds=seconds,
+            info=info,
+            message=f"PipeDream's plan is not valid under Piper's contract: {why}",
+        )
+    sol = Solution(
+        "pipedream",
+        Status.FEASIBLE,
+        plan=mapped.plan,
+        objective=mapped.tps,
+        seconds=seconds,
+        info=info,
+        message="baseline: PipeDream's planner (not a proof)",
+    )
     return checked_solution(instance, sol, restrictions=restrictions)
 
 
 _DP_OPTIONS = frozenset({"knapsack", "max_ideals", "force", "progress", "time_limit"})
-_MILP_OPTIONS = frozenset({"time_limit", "threads", "write_model", "hint_from_dp", "hint", "force", "max_variables", "progress"})
+_MILP_OPTIONS = frozenset(
+    {
+        "time_limit",
+        "threads",
+        "write_model",
+        "hint_from_dp",
+        "hint",
+        "force",
+        "max_variables",
+        "progress",
+    }
+)
 
 _MILP_SUMMARY = {
     "cpsat": "the exact MILP on OR-Tools CP-SAT",
@@ -238,15 +288,39 @@ _MILP_SUMMARY = {
 
 def _registry() -> dict[str, Method]:
     table = [
-        Method("dp", "exact", _solve_dp, _DP_OPTIONS, "dp", TPS_RTOL, "Piper's DP over successor-closed sets (sec. 4)",
-               all_modes=True),
+        Method(
+            "dp",
+            "exact",
+            _solve_dp,
+            _DP_OPTIONS,
+            "dp",
+            TPS_RTOL,
+            "Piper's DP over successor-closed sets (sec. 4)",
+            all_modes=True,
+        ),
         *(
-            Method(b, "milp", _milp_solver(b), _MILP_OPTIONS, "milp", MILP_RTOL, _MILP_SUMMARY.get(b, f"the exact MILP on {b}"),
-                   all_modes=True)
+            Method(
+                b,
+                "milp",
+                _milp_solver(b),
+                _MILP_OPTIONS,
+                "milp",
+                MILP_RTOL,
+                _MILP_SUMMARY.get(b, f"the exact MILP on {b}"),
+                all_modes=True,
+            )
             for b in MILP_BACKENDS
         ),
-        Method("brute", "oracle", _solve_brute, frozenset({"force"}), "brute", TPS_RTOL, "exhaustive search (tiny graphs)",
-               all_modes=True),
+        Method(
+            "brute",
+            "oracle",
+            _solve_brute,
+            frozenset({"force"}),
+            "brute",
+            TPS_RTOL,
+            "exhaustive search (tiny graphs)",
+            all_modes=True,
+        ),
         Method(
             "greedy",
             "heuristic",
@@ -256,9 +330,24 @@ def _registry() -> dict[str, Method]:
             TPS_RTOL,
             "the DP with Piper's greedy option choice (sec. 5); never a proof",
         ),
-        Method("2bw", "heuristic", _solve_2bw, frozenset(), "2bw", TPS_RTOL, "PipeDream-2BW's planner as Piper's baseline (sec. 10); never a proof"),
-        Method("pipedream", "heuristic", _solve_pipedream, frozenset(), "pipedream", TPS_RTOL,
-               "PipeDream's own planner, its plan judged under Piper's contract; never a proof"),
+        Method(
+            "2bw",
+            "heuristic",
+            _solve_2bw,
+            frozenset(),
+            "2bw",
+            TPS_RTOL,
+            "PipeDream-2BW's planner as Piper's baseline (sec. 10); never a proof",
+        ),
+        Method(
+            "pipedream",
+            "heuristic",
+            _solve_pipedream,
+            frozenset(),
+            "pipedream",
+            TPS_RTOL,
+            "PipeDream's own planner, its plan judged under Piper's contract; never a proof",
+        ),
     ]
     return {m.name: m for m in table}
 
@@ -271,9 +360,19 @@ def external_method(name: str, command: str, *, timeout: float | None = None) ->
     def solve(instance: Instance, restrictions: Restrictions) -> Solution:
         from compare.external import solve_external
 
-        return solve_external(instance, command, restrictions, name=name, timeout=timeout, check=False)
+        return solve_external(
+            instance, command, restrictions, name=name, timeout=timeout, check=False
+        )
 
-    return Method(name, "heuristic", solve, frozenset(), f"external:{name}", TPS_RTOL, f"external planner: {command}")
+    return Method(
+        name,
+        "heuristic",
+        solve,
+        frozenset(),
+        f"external:{name}",
+        TPS_RTOL,
+        f"external planner: {command}",
+    )
 
 
 #: Every method, by name: ``dp``, the MILP backends, ``brute``, ``greedy``, ``2bw``, ``pipedream``.
@@ -306,7 +405,9 @@ def check_mode(m: Method, mode: Mode) -> None:
     piper_ilp.errors.InputError: method greedy solves only the default mode sequential/throughput/1f1b, not graph/throughput/1f1b
     """
     if not m.handles(mode):
-        raise InputError(f"method {m.name} solves only the default mode {DEFAULT_MODE.label}, not {mode.label}")
+        raise InputError(
+            f"method {m.name} solves only the default mode {DEFAULT_MODE.label}, not {mode.label}"
+        )
 
 
 def run_method(

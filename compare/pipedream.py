@@ -39,7 +39,14 @@ from piper_ilp.pipedream.graph import PDGraph, PDNode, Prepared, prepare
 from piper_ilp.pipedream.memory import stash_count, stash_fits
 from piper_ilp.pipedream.states import States, antichain_states
 
-__all__ = ["BruteResult", "brute_pipedream", "plan_time", "random_pd_graph", "cross_check", "MAX_BRUTE_NODES"]
+__all__ = [
+    "BruteResult",
+    "brute_pipedream",
+    "plan_time",
+    "random_pd_graph",
+    "cross_check",
+    "MAX_BRUTE_NODES",
+]
 
 #: The exhaustive search refuses larger graphs (its chains grow fast).
 MAX_BRUTE_NODES = 9
@@ -59,7 +66,6 @@ class BruteResult:
 
 def _members(mask: int) -> list[int]:
     return [v for v in range(mask.bit_length()) if mask >> v & 1]
-
 
 
 def plan_time(
@@ -121,11 +127,16 @@ def brute_pipedream(
         :data:`MAX_BRUTE_PLANS` plans to try (many workers), counted before any is tried.
     """
     if len(prep.nodes) > MAX_BRUTE_NODES:
-        raise SizeLimitError(f"{prep.source}: {len(prep.nodes)} nodes; exhaustive search takes at most {MAX_BRUTE_NODES}")
+        raise SizeLimitError(
+            f"{prep.source}: {len(prep.nodes)} nodes; exhaustive search takes at most {MAX_BRUTE_NODES}"
+        )
     states = antichain_states(prep)
     S = len(states)
     down = states.downset
-    below = [[k for k in range(S) if down[k] & down[j] == down[k] and down[k] != down[j]] for j in range(S)]
+    below = [
+        [k for k in range(S) if down[k] & down[j] == down[k] and down[k] != down[j]]
+        for j in range(S)
+    ]
     best: float | None = None
     best_plan = None
     seen = 0
@@ -146,10 +157,16 @@ def brute_pipedream(
             n_chains[t][j] = sum(n_chains[t - 1][k] for k in below[j])
     total = 0
     for t in range(1, min(n, S) + 1):
-        reps = (1 if t == n or fewer_machines else 0) if straight else math.comb(n if fewer_machines else n - 1, t - 1 + fewer_machines)
+        reps = (
+            (1 if t == n or fewer_machines else 0)
+            if straight
+            else math.comb(n if fewer_machines else n - 1, t - 1 + fewer_machines)
+        )
         total += n_chains[t][S - 1] * reps
     if total > MAX_BRUTE_PLANS:
-        raise SizeLimitError(f"{prep.source}: {total:,} plans with {n:,} workers; exhaustive search tries at most {MAX_BRUTE_PLANS:,}")
+        raise SizeLimitError(
+            f"{prep.source}: {total:,} plans with {n:,} workers; exhaustive search tries at most {MAX_BRUTE_PLANS:,}"
+        )
     for t in range(1, n + 1):
         if straight:
             reps = [(1,) * t] if (t == n or fewer_machines) else []
@@ -162,8 +179,16 @@ def brute_pipedream(
             for r in reps:
                 seen += 1
                 plan = list(zip(chain, r))
-                v = plan_time(prep, states, plan, n, bandwidth, memory=memory,
-                              memory_constraint=memory_constraint, fewer_machines=fewer_machines)
+                v = plan_time(
+                    prep,
+                    states,
+                    plan,
+                    n,
+                    bandwidth,
+                    memory=memory,
+                    memory_constraint=memory_constraint,
+                    fewer_machines=fewer_machines,
+                )
                 if v is not None and (best is None or v < best):
                     best, best_plan = v, plan
     return BruteResult(best, best_plan, seen)
@@ -186,7 +211,10 @@ def random_pd_graph(family: str, n_nodes: int, seed: int) -> PDGraph:
     def draw(scale: float) -> float:
         return 0.0 if rng.random() < 0.15 else round(rng.uniform(0, scale), 3)
 
-    nodes = [PDNode(f"node{v + 2}", f"Layer{v}", draw(10), draw(10), draw(1e8), draw(1e8)) for v in sorted(g.nodes)]
+    nodes = [
+        PDNode(f"node{v + 2}", f"Layer{v}", draw(10), draw(10), draw(1e8), draw(1e8))
+        for v in sorted(g.nodes)
+    ]
     edges = [(f"node{u + 2}", f"node{v + 2}") for u, v in sorted(g.edges)]
     if seed % 2:
         sources = [v for v in sorted(g.nodes) if g.in_degree(v) == 0]
@@ -232,7 +260,9 @@ def check_pipedream(
         (method -> why), ``referee``, ``problems``, ``cpu_s`` per method, ``plans_seen``
         (exhaustive search), ``milp_agrees``.
     """
-    settings = dict(memory=memory, memory_constraint=memory_constraint, fewer_machines=fewer_machines)
+    settings = dict(
+        memory=memory, memory_constraint=memory_constraint, fewer_machines=fewer_machines
+    )
     cpu: dict[str, float] = {}
     values: dict[str, float | None] = {}
     skipped: dict[str, str] = {}
@@ -246,7 +276,11 @@ def check_pipedream(
     res = pipedream_dp(states, [n], [bandwidth], straight=straight, what=what, **settings)
     cpu["dp"] = time.process_time() - t0
     values["dp"] = res.time_per_stage
-    own = None if res.time_per_stage is None else plan_time(prep, states, _dp_plan(res), n, bandwidth, **settings)
+    own = (
+        None
+        if res.time_per_stage is None
+        else plan_time(prep, states, _dp_plan(res), n, bandwidth, **settings)
+    )
     dp_valid = own is not None and near(own, res.time_per_stage, 1e-9)
     t1 = time.process_time()
     try:
@@ -262,10 +296,14 @@ def check_pipedream(
         t3 = time.process_time()
         # the DP's plan, valid by exact timing, bounds every stage of a plan at least as
         # good: the MILP's proof stays a proof, and its numbers stay within SCIP's range
-        mr = solve_pipedream_milp(prep, n, bandwidth, straight=straight, cutoff=own if dp_valid else None, **settings)
+        mr = solve_pipedream_milp(
+            prep, n, bandwidth, straight=straight, cutoff=own if dp_valid else None, **settings
+        )
         cpu["milp"] = time.process_time() - t3
         if mr.status in ("optimal", "infeasible"):
-            values["milp"], milp_plan = (mr.value, mr.plan) if mr.status == "optimal" else (None, None)
+            values["milp"], milp_plan = (
+                (mr.value, mr.plan) if mr.status == "optimal" else (None, None)
+            )
         else:
             skipped["milp"] = f"status {mr.status}"
     # the referee: exhaustive search where it ran, else the MILP's proof
@@ -282,15 +320,26 @@ def check_pipedream(
                 exact = plan_time(prep, states, milp_plan, n, bandwidth, **settings)
                 # the MILP proves its optimum within 1e-6: its plan may be that far above the
                 # referee's, never below it (beyond the referee's own 1e-9)
-                if not (near(got, want, 1e-6) and exact is not None and near(exact, want, 1e-6)
-                        and exact >= want * (1 - 1e-9)):
-                    problems.append(f"milp: {got!r} (its plan takes {exact!r}) against {ref}'s {want!r}")
+                if not (
+                    near(got, want, 1e-6)
+                    and exact is not None
+                    and near(exact, want, 1e-6)
+                    and exact >= want * (1 - 1e-9)
+                ):
+                    problems.append(
+                        f"milp: {got!r} (its plan takes {exact!r}) against {ref}'s {want!r}"
+                    )
         rtol = 1e-9 if ref == "brute" else 1e-6
-        if (ref == "milp" and dp_valid
-                and (want is None or (own < want and not near(own, want, rtol)))):
+        if (
+            ref == "milp"
+            and dp_valid
+            and (want is None or (own < want and not near(own, want, rtol)))
+        ):
             # the DP's plan is valid and gives its value (timed exactly): it refutes the MILP's proof
-            problems.append(f"milp: its proof ({'no plan' if want is None else repr(want)}) is refuted by dp's valid "
-                            f"plan, which takes {own!r}")
+            problems.append(
+                f"milp: its proof ({'no plan' if want is None else repr(want)}) is refuted by dp's valid "
+                f"plan, which takes {own!r}"
+            )
         elif (res.time_per_stage is None) != (want is None):
             problems.append(f"dp: {res.time_per_stage!r} against {ref}'s {want!r}")
         elif res.time_per_stage is not None:
@@ -299,12 +348,29 @@ def check_pipedream(
             elif own is None or not near(own, res.time_per_stage, 1e-9):
                 problems.append(f"dp: its plan takes {own!r}, not its value {res.time_per_stage!r}")
     milp_agrees = "milp" in values and not any(p.startswith("milp:") for p in problems)
-    verdict = "mismatch" if problems and ref is not None else "inconclusive" if ref is None else "match"
-    return {"verdict": verdict, "values": values, "skipped": skipped, "referee": ref, "problems": problems,
-            "cpu_s": cpu, "plans_seen": plans_seen, "milp_agrees": milp_agrees}
+    verdict = (
+        "mismatch" if problems and ref is not None else "inconclusive" if ref is None else "match"
+    )
+    return {
+        "verdict": verdict,
+        "values": values,
+        "skipped": skipped,
+        "referee": ref,
+        "problems": problems,
+        "cpu_s": cpu,
+        "plans_seen": plans_seen,
+        "milp_agrees": milp_agrees,
+    }
 
 
-def cross_check(count: int = 300, seed: int = 1, *, max_nodes: int = 7, max_machines: int = 5, milp: bool = False) -> dict:
+def cross_check(
+    count: int = 300,
+    seed: int = 1,
+    *,
+    max_nodes: int = 7,
+    max_machines: int = 5,
+    milp: bool = False,
+) -> dict:
     """Compare the DP with exhaustive search on ``count`` seeded random cases.
 
     Each case draws a family, 1..``max_nodes`` nodes, n in 1..``max_machines``, a
@@ -323,9 +389,19 @@ def cross_check(count: int = 300, seed: int = 1, *, max_nodes: int = 7, max_mach
         of case descriptions), ``plans_seen`` and CPU seconds of each method.
     """
     rng = random.Random(f"pipedream-cross-check/{seed}")
-    out = {"cases": 0, "matched": 0, "infeasible": 0, "mismatches": [], "plans_seen": 0,
-           "dp_cpu_s": 0.0, "brute_cpu_s": 0.0, "seed": seed,
-           "milp_cases": 0, "milp_matched": 0, "milp_cpu_s": 0.0}
+    out = {
+        "cases": 0,
+        "matched": 0,
+        "infeasible": 0,
+        "mismatches": [],
+        "plans_seen": 0,
+        "dp_cpu_s": 0.0,
+        "brute_cpu_s": 0.0,
+        "seed": seed,
+        "milp_cases": 0,
+        "milp_matched": 0,
+        "milp_cpu_s": 0.0,
+    }
     for case in range(count):
         family = FAMILIES[case % len(FAMILIES)]
         n_nodes = rng.randint(1, max_nodes)
@@ -341,9 +417,19 @@ def cross_check(count: int = 300, seed: int = 1, *, max_nodes: int = 7, max_mach
         total = float(states.activation[-1] + states.parameter[-1])
         memory = rng.uniform(0.05, 1.5) * max(total, 1.0)
         settings = dict(memory=memory, memory_constraint=memcons, fewer_machines=fewer)
-        desc = dict(case=case, family=family, n_nodes=n_nodes, graph_seed=gseed, n=n, bandwidth=B,
-                    straight=straight, **settings)
-        v = check_pipedream(prep, states, n, B, straight=straight, milp=milp and not (fewer and memcons), **settings)
+        desc = dict(
+            case=case,
+            family=family,
+            n_nodes=n_nodes,
+            graph_seed=gseed,
+            n=n,
+            bandwidth=B,
+            straight=straight,
+            **settings,
+        )
+        v = check_pipedream(
+            prep, states, n, B, straight=straight, milp=milp and not (fewer and memcons), **settings
+        )
         out["cases"] += 1
         out["plans_seen"] += v["plans_seen"]
         for m in ("dp", "brute", "milp"):
@@ -355,5 +441,7 @@ def cross_check(count: int = 300, seed: int = 1, *, max_nodes: int = 7, max_mach
             out["matched"] += 1
             out["infeasible"] += v["values"].get("brute") is None
         else:
-            out["mismatches"].append(dict(desc, **{m: val for m, val in v["values"].items()}, problems=v["problems"]))
+            out["mismatches"].append(
+                dict(desc, **{m: val for m, val in v["values"].items()}, problems=v["problems"])
+            )
     return out

@@ -61,7 +61,14 @@ def _setting_text(field: str, value: float) -> str:
     return f"{field}={value:g}"
 
 
-def plot_rows(rows: Sequence[dict], out: str | Path, *, x: str = "devices", metric: str = "tps", title: str | None = None) -> Path:
+def plot_rows(
+    rows: Sequence[dict],
+    out: str | Path,
+    *,
+    x: str = "devices",
+    metric: str = "tps",
+    title: str | None = None,
+) -> Path:
     """Draw the rows of a sweep into ``out`` (.png or .svg) and return its path.
 
     Raises
@@ -102,8 +109,17 @@ def plot_rows(rows: Sequence[dict], out: str | Path, *, x: str = "devices", metr
     for key, pts in sorted(lines.items(), key=lambda kv: str(kv[0])):
         pts.sort()
         label = key[0] + "".join(f", {_setting_text(f, v)}" for f, v in key[1:])
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=markers[key[0]], markersize=5, label=label,
-                color=colors[key[0]], linestyle=styles[key[1:]], fillstyle="none", linewidth=1.2)
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            marker=markers[key[0]],
+            markersize=5,
+            label=label,
+            color=colors[key[0]],
+            linestyle=styles[key[1:]],
+            fillstyle="none",
+            linewidth=1.2,
+        )
     xs = [p[0] for pts in lines.values() for p in pts]
     ys = [p[1] for pts in lines.values() for p in pts]
     if _log_fits(xs):
@@ -120,7 +136,14 @@ def plot_rows(rows: Sequence[dict], out: str | Path, *, x: str = "devices", metr
     return _save(fig, out)
 
 
-def gantt_chart(simulation, out: str | Path, *, max_rows: int = 48, until: float | None = None, title: str | None = None) -> Path:
+def gantt_chart(
+    simulation,
+    out: str | Path,
+    *,
+    max_rows: int = 48,
+    until: float | None = None,
+    title: str | None = None,
+) -> Path:
     """Each replica's forward (light) and backward (dark) tasks over time, one row per
     replica, stage 0 on top (``simulation`` from :func:`compare.simulate.simulate`). With more
     than ``max_rows`` replicas, only replica 0 of each stage is drawn; ``until`` cuts the
@@ -158,15 +181,30 @@ def gantt_chart(simulation, out: str | Path, *, max_rows: int = 48, until: float
     for (k, kind), spans in bars.items():
         stage = rows[k][0]
         color = f"C{stage % 10}"
-        ax.broken_barh(spans, (k - 0.4, 0.8), facecolors=color, alpha=0.45 if kind == "F" else 0.95,
-                       edgecolor="black", linewidth=0.2)
+        ax.broken_barh(
+            spans,
+            (k - 0.4, 0.8),
+            facecolors=color,
+            alpha=0.45 if kind == "F" else 0.95,
+            edgecolor="black",
+            linewidth=0.2,
+        )
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([f"stage {i} / r{r}" for i, r in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(0, end)
     ax.set_xlabel("time (s)")
-    ax.legend(handles=[Patch(facecolor="grey", alpha=0.45, label="forward"), Patch(facecolor="grey", alpha=0.95, label="backward")],
-              fontsize=8, loc="upper right")
-    ax.set_title(title or f"{simulation.schedule}, {simulation.pipeline} pipeline, {simulation.microbatches} microbatches")
+    ax.legend(
+        handles=[
+            Patch(facecolor="grey", alpha=0.45, label="forward"),
+            Patch(facecolor="grey", alpha=0.95, label="backward"),
+        ],
+        fontsize=8,
+        loc="upper right",
+    )
+    ax.set_title(
+        title
+        or f"{simulation.schedule}, {simulation.pipeline} pipeline, {simulation.microbatches} microbatches"
+    )
     fig.tight_layout()
     return _save(fig, out)

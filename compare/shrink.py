@@ -125,7 +125,12 @@ def variants(instance: Instance) -> Iterator[tuple[str, dict]]:
                 v = copy.deepcopy(d)
                 v[key] = smaller
                 yield f"{name} = {smaller}", v
-    for what, text in (("c", "every edge's c = 0"), ("sync", "every sfw / sbw = 0"), ("w", "every w = 0"), ("b", "every b = 0")):
+    for what, text in (
+        ("c", "every edge's c = 0"),
+        ("sync", "every sfw / sbw = 0"),
+        ("w", "every w = 0"),
+        ("b", "every b = 0"),
+    ):
         v = _zero(d, what)
         if v is not None:
             yield text, v
@@ -164,7 +169,9 @@ def shrink(
     (2, True)
     """
     start = time.perf_counter()
-    source = instance.source if instance.source.endswith("(shrunk)") else f"{instance.source} (shrunk)"
+    source = (
+        instance.source if instance.source.endswith("(shrunk)") else f"{instance.source} (shrunk)"
+    )
     current = instance
     checks = 0
     steps: list[str] = []

@@ -39,7 +39,15 @@ from dataclasses import dataclass, field
 from piper_ilp.errors import InputError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance, display_path
-from piper_ilp.pipeline import PIPELINES, SCHEDULES, Mode, batch_time, in_flight, microbatches_held, stage_graph
+from piper_ilp.pipeline import (
+    PIPELINES,
+    SCHEDULES,
+    Mode,
+    batch_time,
+    in_flight,
+    microbatches_held,
+    stage_graph,
+)
 from piper_ilp.plan import Plan
 
 __all__ = ["MAX_TASKS", "Task", "Simulation", "simulate"]
@@ -125,17 +133,23 @@ def simulate(
     ev = evaluate(instance, plan, Mode(pipeline))
     if not ev.valid:
         where = f"{display_path(plan_source)}: " if plan_source is not None else ""
-        raise InputError(f"{where}the plan is invalid for this instance under {pipeline} pipelining: "
-                         f"{ev.violations[0]}")
+        raise InputError(
+            f"{where}the plan is invalid for this instance under {pipeline} pipelining: "
+            f"{ev.violations[0]}"
+        )
     N = instance.N
-    count = microbatches if microbatches is not None else (max(8 * N, 64) if schedule == "1f1b" else N)
+    count = (
+        microbatches if microbatches is not None else (max(8 * N, 64) if schedule == "1f1b" else N)
+    )
     if count < 1:
         raise InputError(f"--microbatches must be >= 1, got {count}")
     # each microbatch runs once per stage (one replica of it), forward and backward
     tasks_needed = count * len(plan.stages) * (1 if forward_fraction == 1.0 else 2)
     if tasks_needed > MAX_TASKS:
-        raise InputError(f"--microbatches {count}: {tasks_needed:,} tasks to simulate, more than the supported {MAX_TASKS:,}; "
-                         "simulate fewer microbatches")
+        raise InputError(
+            f"--microbatches {count}: {tasks_needed:,} tasks to simulate, more than the supported {MAX_TASKS:,}; "
+            "simulate fewer microbatches"
+        )
     stages = plan.stages
     m = len(stages)
     d = [st.d for st in stages]
@@ -151,7 +165,9 @@ def simulate(
             pred_run[j].add(i)
     h = in_flight(d, succ, pipeline)
     y = [microbatches_held(h[i], d[i], N, schedule) for i in range(m)]
-    tasks, peak = _run(d, tps, pred_run, succ_run, y, count, forward_fraction, gpipe=(schedule == "gpipe"))
+    tasks, peak = _run(
+        d, tps, pred_run, succ_run, y, count, forward_fraction, gpipe=(schedule == "gpipe")
+    )
 
     finish = [0.0] * count
     for t in tasks:
@@ -166,7 +182,14 @@ def simulate(
         period = makespan / count
     model = batch_time(tps, d, succ, N, pipeline)
     rows = [
-        {"stage": i, "d": d[i], "t": stages[i].t, "tps": tps[i], "y_model": y[i], "peak_in_flight": peak[i]}
+        {
+            "stage": i,
+            "d": d[i],
+            "t": stages[i].t,
+            "tps": tps[i],
+            "y_model": y[i],
+            "peak_in_flight": peak[i],
+        }
         for i in range(m)
     ]
     return Simulation(schedule, pipeline, count, period, bt, model, max(tps), rows, tasks)
@@ -213,7 +236,9 @@ def _run(d, tps, pred, succ, y, count, f, gpipe):
     has_bw = f < 1.0
     f_wait = [[len(pred[i])] * count for i in range(m)]
     b_wait = [[len(succ[i]) + 1] * count for i in range(m)]
-    own = [[len(range(r, count, d[i])) for r in range(d[i])] for i in range(m)]  # microbatches per replica
+    own = [
+        [len(range(r, count, d[i])) for r in range(d[i])] for i in range(m)
+    ]  # microbatches per replica
     # without backward tasks a microbatch is held only while its forward runs
     budget = [[own[i][r] if gpipe or not has_bw else y[i] for r in range(d[i])] for i in range(m)]
     n_f = [[0] * d[i] for i in range(m)]  # forwards started, in microbatch order

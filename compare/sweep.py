@@ -34,14 +34,22 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from piper_ilp.errors import InputError, InternalError
 from compare.jobs import MANIFESTS, prepare_folder, run_in_folder
+from piper_ilp.errors import InputError, InternalError
 from piper_ilp.files import atomic_write_text, read_jsonl
 from piper_ilp.instance import SETTING_OPTIONS, Instance, check_setting
 from piper_ilp.plan import plan_to_dict
 from piper_ilp.solution import RECOMPUTE_OPTION, Restrictions, Solution
 
-__all__ = ["VARIANTS", "SweepPoint", "sweep_points", "run_point", "run_sweep", "read_rows", "CSV_FIELDS"]
+__all__ = [
+    "VARIANTS",
+    "SweepPoint",
+    "sweep_points",
+    "run_point",
+    "run_sweep",
+    "read_rows",
+    "CSV_FIELDS",
+]
 
 VARIANTS = ("all", "no-dp", "no-tp", "no-recompute", "greedy", "2bw", "pipedream")
 
@@ -49,7 +57,21 @@ RESULTS = "results.jsonl"
 TABLE = "results.csv"
 PARAMETERS = MANIFESTS["sweep"]  # what wrote the folder, and its parameters
 
-CSV_FIELDS = ("K", "M", "N", "B", "variant", "status", "tps", "throughput", "stages", "devices", "sum_d", "seconds", "message")
+CSV_FIELDS = (
+    "K",
+    "M",
+    "N",
+    "B",
+    "variant",
+    "status",
+    "tps",
+    "throughput",
+    "stages",
+    "devices",
+    "sum_d",
+    "seconds",
+    "message",
+)
 
 
 @dataclass(frozen=True)
@@ -87,7 +109,13 @@ def sweep_points(
         if v not in VARIANTS:
             raise InputError(f"unknown variant {v!r}; choose from {', '.join(VARIANTS)}")
     variants = list(variants) + [e for e in externals if e not in variants]
-    for name, values in (("--devices", devices), ("--memory", memory), ("--batch", batch), ("--bandwidth", bandwidth), ("--variants", variants)):
+    for name, values in (
+        ("--devices", devices),
+        ("--memory", memory),
+        ("--batch", batch),
+        ("--bandwidth", bandwidth),
+        ("--variants", variants),
+    ):
         if not values:
             raise InputError(f"{name}: give at least one value")
     for name, values in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth)):
@@ -125,7 +153,9 @@ def _solve_variant(instance: Instance, variant: str, externals: Mapping[str, str
     return run_method(instance, "dp", restrictions)
 
 
-def run_point(instance: Instance, point: SweepPoint, externals: Mapping[str, str] | None = None) -> dict:
+def run_point(
+    instance: Instance, point: SweepPoint, externals: Mapping[str, str] | None = None
+) -> dict:
     """Solve one point of the grid; returns its row (a JSON-ready dict). Status
     "refused" when a method refuses the instance (size, options), "invalid" when an
     external planner's plan fails the evaluator."""
@@ -201,12 +231,26 @@ def run_sweep(
             _check_setting(name, getattr(p, name))
     out = prepare_folder(out, (RESULTS, TABLE, PARAMETERS))
     externals = dict(externals or {})
-    params = {"instance": instance.fingerprint(), "points": [p.id for p in points], "externals": externals}
+    params = {
+        "instance": instance.fingerprint(),
+        "points": [p.id for p in points],
+        "externals": externals,
+    }
     done, new = run_in_folder(
-        out, what="sweep", results=RESULTS, parameters=PARAMETERS, params=params, jobs=list(points),
-        job_id=lambda p: p.id, fn=functools.partial(run_point, instance, externals=externals),
-        keep=lambda r: "id" in r and "variant" in r, resume=resume, workers=workers, scheduler=scheduler,
-        on_record=on_row, note=note,
+        out,
+        what="sweep",
+        results=RESULTS,
+        parameters=PARAMETERS,
+        params=params,
+        jobs=list(points),
+        job_id=lambda p: p.id,
+        fn=functools.partial(run_point, instance, externals=externals),
+        keep=lambda r: "id" in r and "variant" in r,
+        resume=resume,
+        workers=workers,
+        scheduler=scheduler,
+        on_record=on_row,
+        note=note,
     )
     by_id = {r["id"]: r for r in done + new}
     rows = [by_id[p.id] for p in points if p.id in by_id]

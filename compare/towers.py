@@ -86,17 +86,25 @@ def towers(instance: Instance, layers: Sequence[int]) -> Instance:
     """
     src = instance.source
     layers = list(layers)
-    if len(layers) < 2 or any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in layers):
-        raise InputError(f"{src}: towers need at least two towers of at least one layer each, got {layers!r}")
+    if len(layers) < 2 or any(
+        not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in layers
+    ):
+        raise InputError(
+            f"{src}: towers need at least two towers of at least one layer each, got {layers!r}"
+        )
     if sum(layers) + 2 > MAX_NODES:
         raise InputError(f"{src}: {sum(layers) + 2} nodes, more than the supported {MAX_NODES}")
     chain = repeated_chain(instance)
     if len(chain) < 3:
-        raise InputError(f"{src}: no repeated chain of at least 3 layers (same name and options) to build towers from")
+        raise InputError(
+            f"{src}: no repeated chain of at least 3 layers (same name and options) to build towers from"
+        )
     preds = [e for e in instance.edges if e.dst == chain[0] and e.src not in chain]
     succs = [e for e in instance.edges if e.src == chain[-1] and e.dst not in chain]
     if not preds or not succs:
-        raise InputError(f"{src}: its repeated chain needs a layer before it and one after it (the towers' source and sink)")
+        raise InputError(
+            f"{src}: its repeated chain needs a layer before it and one after it (the towers' source and sink)"
+        )
     # the chain's own neighbours: the predecessor with the costliest edge into it, likewise out
     into = max(preds, key=lambda e: (e.c, -e.src))
     out_of = max(succs, key=lambda e: (e.c, -e.dst))
@@ -113,22 +121,48 @@ def towers(instance: Instance, layers: Sequence[int]) -> Instance:
         ids.append(list(range(next_id, next_id + n)))
         next_id += n
     sink = next_id
-    nodes = [{"id": 0, "name": by_id[into.src].get("name") or "source",
-              "TMPCs": _options(by_id[into.src], {}, {str(t[0]): (lambda o: o["syncTimeBw"][str(first)]) for t in ids})}]
+    nodes = [
+        {
+            "id": 0,
+            "name": by_id[into.src].get("name") or "source",
+            "TMPCs": _options(
+                by_id[into.src],
+                {},
+                {str(t[0]): (lambda o: o["syncTimeBw"][str(first)]) for t in ids},
+            ),
+        }
+    ]
     edges = []
     for tower in ids:
         edges.append({"sourceId": 0, "destId": tower[0], "communicationCost": into.c})
         for j, v in enumerate(tower):
             before = 0 if j == 0 else tower[j - 1]
             after = sink if j == len(tower) - 1 else tower[j + 1]
-            nodes.append({"id": v, "name": by_id[tpl].get("name") or "layer",
-                          "TMPCs": _options(by_id[tpl], {str(before): lambda o: o["syncTimeFw"][str(prev)]},
-                                            {str(after): lambda o: o["syncTimeBw"][str(nxt)]})})
+            nodes.append(
+                {
+                    "id": v,
+                    "name": by_id[tpl].get("name") or "layer",
+                    "TMPCs": _options(
+                        by_id[tpl],
+                        {str(before): lambda o: o["syncTimeFw"][str(prev)]},
+                        {str(after): lambda o: o["syncTimeBw"][str(nxt)]},
+                    ),
+                }
+            )
             if j + 1 < len(tower):
                 edges.append({"sourceId": v, "destId": tower[j + 1], "communicationCost": along})
         edges.append({"sourceId": tower[-1], "destId": sink, "communicationCost": out_of.c})
-    nodes.append({"id": sink, "name": by_id[out_of.dst].get("name") or "sink",
-                  "TMPCs": _options(by_id[out_of.dst], {str(t[-1]): (lambda o: o["syncTimeFw"][str(last)]) for t in ids}, {})})
+    nodes.append(
+        {
+            "id": sink,
+            "name": by_id[out_of.dst].get("name") or "sink",
+            "TMPCs": _options(
+                by_id[out_of.dst],
+                {str(t[-1]): (lambda o: o["syncTimeFw"][str(last)]) for t in ids},
+                {},
+            ),
+        }
+    )
     data["nodes"], data["edges"] = nodes, edges
     shape = "+".join(map(str, layers))
     return instance_from_dict(data, source=f"{src} (towers {shape})")

@@ -115,11 +115,21 @@ def solve_2bw(instance: Instance, restrictions: Restrictions = Restrictions()) -
     seconds = time.perf_counter() - start
     if best is None:
         return Solution(
-            "2bw", Status.UNKNOWN, seconds=seconds, info=info,
+            "2bw",
+            Status.UNKNOWN,
+            seconds=seconds,
+            info=info,
             message="no equal-stage plan with one d and t fits (only such plans were tried: not a proof that no plan fits)",
         )
     tps, plan, m, t, d = best
     info.update(stages=m, t=t, d=d)
-    sol = Solution("2bw", Status.FEASIBLE, plan=plan, objective=tps, seconds=seconds, info=info,
-                   message="baseline: equal stages, one d and t (not a proof)")
+    sol = Solution(
+        "2bw",
+        Status.FEASIBLE,
+        plan=plan,
+        objective=tps,
+        seconds=seconds,
+        info=info,
+        message="baseline: equal stages, one d and t (not a proof)",
+    )
     return checked_solution(instance, sol, restrictions=restrictions)

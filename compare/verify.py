@@ -91,7 +91,14 @@ DEFAULT_METHODS = ("dp", "cpsat", "cbc", "brute")
 VERDICTS = ("match", "consistent", "single-proof", "inconclusive", "error", "mismatch")
 
 #: The exit status of each verdict (``piper-ilp verify``; 2 is bad input).
-EXIT_CODES = {"match": 0, "consistent": 0, "single-proof": 4, "inconclusive": 3, "error": 1, "mismatch": 1}
+EXIT_CODES = {
+    "match": 0,
+    "consistent": 0,
+    "single-proof": 4,
+    "inconclusive": 3,
+    "error": 1,
+    "mismatch": 1,
+}
 
 #: An injected solver (tests): (instance, restrictions, time_limit, threads) -> Solution.
 Solver = Callable[[Instance, Restrictions, "float | None", "int | None"], Solution]
@@ -189,7 +196,12 @@ class MethodResult:
         return self.evaluation.value
 
     def to_dict(self) -> dict:
-        d: dict = {"method": self.method, "kind": self.kind, "status": self.status, "seconds": self.seconds}
+        d: dict = {
+            "method": self.method,
+            "kind": self.kind,
+            "status": self.status,
+            "seconds": self.seconds,
+        }
         for key in ("skipped", "error", "backend_error", "hint"):
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
@@ -317,7 +329,12 @@ def _stage_text(plan: Plan, i: int) -> str:
     return f"nodes [{opts}] d={st.d} t={st.t}"
 
 
-def plan_difference(instance: Instance, named_a: tuple[str, Plan], named_b: tuple[str, Plan], mode: Mode = DEFAULT_MODE) -> str:
+def plan_difference(
+    instance: Instance,
+    named_a: tuple[str, Plan],
+    named_b: tuple[str, Plan],
+    mode: Mode = DEFAULT_MODE,
+) -> str:
     """The first stage where two plans differ, and each plan's bottleneck stage (and, for
     the batch-time objective, its batch time), judged in ``mode``.
 
@@ -339,20 +356,29 @@ def plan_difference(instance: Instance, named_a: tuple[str, Plan], named_b: tupl
             first = i
             break
         sa, sb = a.stages[i], b.stages[i]
-        if (sorted(sa.nodes), sa.d, sa.t, dict(sa.options)) != (sorted(sb.nodes), sb.d, sb.t, dict(sb.options)):
+        if (sorted(sa.nodes), sa.d, sa.t, dict(sa.options)) != (
+            sorted(sb.nodes),
+            sb.d,
+            sb.t,
+            dict(sb.options),
+        ):
             first = i
             break
     parts = []
     if first is None:
         parts.append("the plans are the same")
     else:
-        parts.append(f"first difference at stage {first}: {na} has {_stage_text(a, first)}, {nb} has {_stage_text(b, first)}")
+        parts.append(
+            f"first difference at stage {first}: {na} has {_stage_text(a, first)}, {nb} has {_stage_text(b, first)}"
+        )
     for name, plan in ((na, a), (nb, b)):
         ev = evaluate(instance, plan, mode)
         if ev.valid:
             k = ev.bottleneck
             batch = f", batch time {_fmt(ev.batch_time)}" if mode.batch_time else ""
-            parts.append(f"{name}'s bottleneck is stage {k} (TPS {_fmt(ev.stages[k].cost.tps)}{batch}, {len(plan.stages)} stages)")
+            parts.append(
+                f"{name}'s bottleneck is stage {k} (TPS {_fmt(ev.stages[k].cost.tps)}{batch}, {len(plan.stages)} stages)"
+            )
         else:
             parts.append(f"{name}'s plan is invalid: {ev.violations[0]}")
     return "; ".join(parts)
@@ -372,7 +398,9 @@ def _run(m: Method, call: Callable[[], Solution]) -> MethodResult:
     except SizeLimitError as exc:
         res.skipped = str(exc)
     except InputError as exc:
-        if m.kind == "heuristic":  # e.g. the greedy rule refusing more than two options per (node, t)
+        if (
+            m.kind == "heuristic"
+        ):  # e.g. the greedy rule refusing more than two options per (node, t)
             res.skipped = str(exc)
         else:
             res.error = f"input error: {exc}"
@@ -389,12 +417,16 @@ def _run(m: Method, call: Callable[[], Solution]) -> MethodResult:
         if isinstance(err, (int, float)) and math.isfinite(err) and err > 0:
             res.abs_tol = float(err)
         if sol.status is Status.BACKEND_ERROR:
-            res.backend_error = sol.message or "its claim failed certification (details in its info)"
+            res.backend_error = (
+                sol.message or "its claim failed certification (details in its info)"
+            )
     res.seconds = time.perf_counter() - start
     return res
 
 
-def _check_one(r: MethodResult, instance: Instance, restrictions: Restrictions, mode: Mode = DEFAULT_MODE) -> list[str]:
+def _check_one(
+    r: MethodResult, instance: Instance, restrictions: Restrictions, mode: Mode = DEFAULT_MODE
+) -> list[str]:
     """Problems with a single method's answer, on its own (its plan judged in ``mode``)."""
     out: list[str] = []
     s = r.solution
@@ -411,14 +443,20 @@ def _check_one(r: MethodResult, instance: Instance, restrictions: Restrictions, 
     ev = r.evaluation
     if not ev.valid:
         more = f" (and {len(ev.violations) - 1} more)" if len(ev.violations) > 1 else ""
-        out.append(f"{r.method}: its plan is invalid: {ev.violations[0]}{more}; plan {json.dumps(plan_to_dict(s.plan))}")
+        out.append(
+            f"{r.method}: its plan is invalid: {ev.violations[0]}{more}; plan {json.dumps(plan_to_dict(s.plan))}"
+        )
         return out
     allowed_d = set(restrictions.d_values(instance))
     for i, st in enumerate(s.plan.stages):
-        if st.d not in allowed_d or (restrictions.max_t is not None and st.t > restrictions.max_t) or any(
-            st.options.get(v) in restrictions.exclude_options for v in st.nodes
+        if (
+            st.d not in allowed_d
+            or (restrictions.max_t is not None and st.t > restrictions.max_t)
+            or any(st.options.get(v) in restrictions.exclude_options for v in st.nodes)
         ):
-            out.append(f"{r.method}: stage {i} of its plan ({_stage_text(s.plan, i)}) breaks the restrictions {restrictions.to_dict()}")
+            out.append(
+                f"{r.method}: stage {i} of its plan ({_stage_text(s.plan, i)}) breaks the restrictions {restrictions.to_dict()}"
+            )
     what_value = _what(mode)
     value = ev.value
     checks = [("objective", s.objective, value, what_value), ("tps", s.tps, ev.tps, "TPS")]
@@ -426,11 +464,21 @@ def _check_one(r: MethodResult, instance: Instance, restrictions: Restrictions, 
         checks.append(("value", s.value, value, what_value))
     for what, claimed, fact, name in checks:
         if claimed is not None and not _agree(claimed, fact, r.rtol, r.abs_tol):
-            out.append(f"{r.method}: its {what} {_fmt(claimed)} is not its plan's {name} {_fmt(fact)} (evaluator)")
+            out.append(
+                f"{r.method}: its {what} {_fmt(claimed)} is not its plan's {name} {_fmt(fact)} (evaluator)"
+            )
     if s.bound is not None and _below(value, s.bound, r.rtol, r.abs_tol):
-        out.append(f"{r.method}: its bound {_fmt(s.bound)} is above its own plan's {what_value} {_fmt(value)}")
-    if s.status is Status.OPTIMAL and s.bound is not None and _below(s.bound, value, r.rtol, r.abs_tol):
-        out.append(f"{r.method}: it claims optimal, but its bound {_fmt(s.bound)} is below its plan's {what_value} {_fmt(value)}")
+        out.append(
+            f"{r.method}: its bound {_fmt(s.bound)} is above its own plan's {what_value} {_fmt(value)}"
+        )
+    if (
+        s.status is Status.OPTIMAL
+        and s.bound is not None
+        and _below(s.bound, value, r.rtol, r.abs_tol)
+    ):
+        out.append(
+            f"{r.method}: it claims optimal, but its bound {_fmt(s.bound)} is below its plan's {what_value} {_fmt(value)}"
+        )
     certified_by_bound = s.bound is not None and value - s.bound <= r.rtol * abs(value)
     if s.status is Status.OPTIMAL and r.abs_tol > r.rtol * abs(value) and not certified_by_bound:
         # contract sec. 7: an optimal claim must hold within the method's relative accuracy
@@ -537,8 +585,10 @@ def verify_instance(
     if milp_hint:  # never accepted and then ignored
         milps = [m for m in methods if METHODS[m].kind == "milp"]
         if not milps or "dp" not in methods:
-            raise InputError(f"--milp-hint gives the DP's plan to the MILP backends, but --methods ({','.join(methods)}) has "
-                             f"{'no MILP backend (' + ', '.join(BACKENDS) + ')' if not milps else 'no dp'}; add it or leave --milp-hint out")
+            raise InputError(
+                f"--milp-hint gives the DP's plan to the MILP backends, but --methods ({','.join(methods)}) has "
+                f"{'no MILP backend (' + ', '.join(BACKENDS) + ')' if not milps else 'no dp'}; add it or leave --milp-hint out"
+            )
     table = dict(METHODS)
     for name, command in (externals or {}).items():
         if name in table:
@@ -563,7 +613,9 @@ def verify_instance(
             dp = results.get("dp")
             if milp_hint and m.kind == "milp" and dp is not None and dp.value is not None:
                 opts["hint"] = dp.solution.plan
-                hinted[name] = f"dp's plan ({_what(mode)} {_fmt(dp.value)}) as warm start and cutoff"
+                hinted[name] = (
+                    f"dp's plan ({_what(mode)} {_fmt(dp.value)}) as warm start and cutoff"
+                )
             call = lambda: run_method(instance, name, restrictions, mode=mode, **opts)  # noqa: E731
         r = _run(m, call)
         r.hint = hinted.get(name)
@@ -594,14 +646,18 @@ def verify_instance(
             involved.add(r.method)
 
     errors = [f"{r.method}: {r.error}" for r in results.values() if r.error is not None]
-    backend_errors = [f"{r.method}: {r.backend_error}" for r in results.values() if r.backend_error is not None]
+    backend_errors = [
+        f"{r.method}: {r.backend_error}" for r in results.values() if r.backend_error is not None
+    ]
     for r in results.values():
         # under the DP's hint, a backend error may be the only trace of a disagreement (a
         # model that cannot hold the DP's plan, a cutoff the backend calls infeasible):
         # it is never left as a mere detail
         if r.hint is not None and r.status == Status.BACKEND_ERROR.value:
-            problems.append(f"{r.method}, given {r.hint}, failed certification: "
-                            f"{r.backend_error or (r.solution.message if r.solution else '')}")
+            problems.append(
+                f"{r.method}, given {r.hint}, failed certification: "
+                f"{r.backend_error or (r.solution.message if r.solution else '')}"
+            )
             involved.update(("dp", r.method))
 
     answered = [r for r in results.values() if r.answered]
@@ -615,7 +671,9 @@ def verify_instance(
     # "infeasible" next to a valid plan
     for r in infeasible:
         for q in plans:
-            problems.append(f"{r.method} proved infeasibility, but {q.method} found a valid plan ({what} {_fmt(q.value)})")
+            problems.append(
+                f"{r.method} proved infeasibility, but {q.method} found a valid plan ({what} {_fmt(q.value)})"
+            )
             involved.update((r.method, q.method))
     # two proven optima that differ
     for i, r in enumerate(optimal):
@@ -623,7 +681,9 @@ def verify_instance(
             if not _agree(r.value, q.value, *_pair_tol(r, q)):
                 problems.append(
                     f"proven optima differ: {r.method} {_fmt(r.value)}, {q.method} {_fmt(q.value)}; "
-                    + plan_difference(instance, (r.method, r.solution.plan), (q.method, q.solution.plan), mode)
+                    + plan_difference(
+                        instance, (r.method, r.solution.plan), (q.method, q.solution.plan), mode
+                    )
                 )
                 involved.update((r.method, q.method))
     # a valid plan below a proven optimum, or a bound above a valid plan. A plan is a fact
@@ -632,12 +692,16 @@ def verify_instance(
     # DP's refutes the DP's 1e-9 claim); pairs already reported above are not repeated.
     for r in optimal:
         for q in plans:
-            if q is r or (any(q is o for o in optimal) and not _agree(r.value, q.value, *_pair_tol(r, q))):
+            if q is r or (
+                any(q is o for o in optimal) and not _agree(r.value, q.value, *_pair_tol(r, q))
+            ):
                 continue
             if _below(q.value, r.value, *_own_tol(r)):
                 problems.append(
                     f"{q.method}'s plan ({what} {_fmt(q.value)}) beats {r.method}'s proven optimum {_fmt(r.value)}; "
-                    + plan_difference(instance, (q.method, q.solution.plan), (r.method, r.solution.plan), mode)
+                    + plan_difference(
+                        instance, (q.method, q.solution.plan), (r.method, r.solution.plan), mode
+                    )
                 )
                 involved.update((r.method, q.method))
     for r in answered:
@@ -645,7 +709,9 @@ def verify_instance(
             continue
         for q in plans:
             if q is not r and _below(q.value, r.solution.bound, *_own_tol(r)):
-                problems.append(f"{r.method}'s lower bound {_fmt(r.solution.bound)} is above {q.method}'s valid plan ({what} {_fmt(q.value)})")
+                problems.append(
+                    f"{r.method}'s lower bound {_fmt(r.solution.bound)} is above {q.method}'s valid plan ({what} {_fmt(q.value)})"
+                )
                 involved.update((r.method, q.method))
 
     ran = [r for r in results.values() if r.skipped is None and r.kind != "heuristic"]
@@ -665,7 +731,9 @@ def verify_instance(
 
     optimum = None
     if optimal:
-        first = next((r for name in ("dp", "brute") for r in optimal if r.method == name), optimal[0])
+        first = next(
+            (r for name in ("dp", "brute") for r in optimal if r.method == name), optimal[0]
+        )
         optimum = first.value
     greedy_tps = greedy_gap = None
     g = results.get(GREEDY)
@@ -692,7 +760,14 @@ def verify_instance(
         backend_errors=backend_errors,
         greedy_tps=greedy_tps,
         greedy_gap=greedy_gap,
-        settings={"K": instance.K, "M": instance.M, "N": instance.N, "B": instance.B, "nodes": len(instance.nodes), "edges": len(instance.edges)},
+        settings={
+            "K": instance.K,
+            "M": instance.M,
+            "N": instance.N,
+            "B": instance.B,
+            "nodes": len(instance.nodes),
+            "edges": len(instance.edges),
+        },
         restrictions=restrictions.to_dict(),
         mode=mode,
         milp_hint=bool(hinted),

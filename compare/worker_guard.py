@@ -77,7 +77,9 @@ def guard_worker(parent_pid: int, watch_period: float = 0.5) -> None:
     set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != parent_pid:  # the parent died before the request took effect
         _die_with_group()
-    threading.Thread(target=_watch_parent, args=(parent_pid, watch_period), daemon=True, name="parent-watchdog").start()
+    threading.Thread(
+        target=_watch_parent, args=(parent_pid, watch_period), daemon=True, name="parent-watchdog"
+    ).start()
 
 
 def kill_group(pid: int | None) -> None:

@@ -235,7 +235,9 @@ class ExactStates:
         step = np.ones(len(item), dtype=np.int64)
         step[0] = bstart[0]
         step[(np.cumsum(blen) - blen)[1:]] = bstart[1:] - (bstart[:-1] + blen[:-1] - 1)
-        bopt = np.repeat(nt.start[vs], n_opt) + (np.arange(len(blen)) - np.repeat(np.cumsum(n_opt) - n_opt, n_opt))
+        bopt = np.repeat(nt.start[vs], n_opt) + (
+            np.arange(len(blen)) - np.repeat(np.cumsum(n_opt) - n_opt, n_opt)
+        )
         new = store[np.cumsum(step)] + nt.opts[np.repeat(bopt, blen)]
         valid = new[:, 3] <= self.mem_kept
         self._mark_one_y(new)
@@ -268,7 +270,13 @@ class ExactStates:
             parts.append(np.flatnonzero(valid & one[item]))
         if three.any():
             rows = np.flatnonzero(valid & three[item])
-            parts.append(rows[pareto_orders(np.column_stack((new[rows, 0], col(3)[rows], col(4)[rows])), item[rows])])
+            parts.append(
+                rows[
+                    pareto_orders(
+                        np.column_stack((new[rows, 0], col(3)[rows], col(4)[rows])), item[rows]
+                    )
+                ]
+            )
         two = ~three & ~one
         if two.any():
             kinds = sorted(set(cy[two].tolist())) if m1_varies.any() else [4]
@@ -280,7 +288,9 @@ class ExactStates:
                 for j in kinds:
                     at = cyr == j
                     yr[at] = col(j)[at]
-            parts.append(two_column_orders(new[:, 0], yr, valid, first, n_of, np.flatnonzero(two), item))
+            parts.append(
+                two_column_orders(new[:, 0], yr, valid, first, n_of, np.flatnonzero(two), item)
+            )
         kept = parts[0] if len(parts) == 1 else np.concatenate(parts)
         if len(parts) > 1:  # by item (a radix sort where the item numbers fit 16 bits)
             key = item[kept]

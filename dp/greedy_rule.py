@@ -58,7 +58,22 @@ class NodeRows:
     (O comes before F in the option list), ``dkey``, and per option F/O: ``p``, ``e``
     (cut-edge bytes), ``w``, ``a``, ``b``."""
 
-    __slots__ = ("F", "O", "o_first", "dkey", "pF", "eF", "wF", "aF", "bF", "pO", "eO", "wO", "aO", "bO")
+    __slots__ = (
+        "F",
+        "O",
+        "o_first",
+        "dkey",
+        "pF",
+        "eF",
+        "wF",
+        "aF",
+        "bF",
+        "pO",
+        "eO",
+        "wO",
+        "aO",
+        "bO",
+    )
 
     def __init__(self, **cols):
         for k, v in cols.items():
@@ -67,7 +82,9 @@ class NodeRows:
 
 def _pair_key(o0, o1, d: int, N: int, B: float) -> float:
     """d (c_1 - c_0) for two options given as (p, e, w, ...), as the module doc fixes it."""
-    return ((o1[1] - o0[1]) + d * (resync_bytes(o1[2], d, N) - resync_bytes(o0[2], d, N))) / B + (o1[0] - o0[0])
+    return ((o1[1] - o0[1]) + d * (resync_bytes(o1[2], d, N) - resync_bytes(o0[2], d, N))) / B + (
+        o1[0] - o0[0]
+    )
 
 
 def greedy_node_rows(options: Sequence[Sequence[tuple]], d: int, N: int, B: float) -> NodeRows:
@@ -83,7 +100,11 @@ def greedy_node_rows(options: Sequence[Sequence[tuple]], d: int, N: int, B: floa
             F.append(1), O.append(0), of.append(True), dk.append(-x)
         else:
             F.append(0), O.append(1), of.append(False), dk.append(x)
-    cols = {"F": np.array(F, dtype=np.int64), "O": np.array(O, dtype=np.int64), "o_first": np.array(of, dtype=bool)}
+    cols = {
+        "F": np.array(F, dtype=np.int64),
+        "O": np.array(O, dtype=np.int64),
+        "o_first": np.array(of, dtype=bool),
+    }
     cols["dkey"] = np.array(dk, dtype=float)
     for tag, idx in (("F", F), ("O", O)):
         sel = [opts[i] for opts, i in zip(options, idx)]
@@ -149,7 +170,9 @@ def greedy_rule_grid(
     fitsF = fits_by_estimate(sumF, 2 * n + 2, M, lambda r: terms(r, no_switch))
     # L = the first option of least memory
     feasible = fits_by_estimate(
-        np.minimum(mF, mO).sum(axis=1), 2 * n, M,
+        np.minimum(mF, mO).sum(axis=1),
+        2 * n,
+        M,
         lambda r: terms(r, (mO[r] < mF[r]) | ((mO[r] == mF[r]) & o_first[r // Y])),
     )
     need = ~fitsF & feasible
@@ -179,7 +202,9 @@ def greedy_rule_grid(
     return switched.reshape(G, Y, n), feasible.reshape(G, Y)
 
 
-def greedy_choice(costs: Sequence[Sequence[float]], mems: Sequence[Sequence[float]], M: float) -> list[int] | None:
+def greedy_choice(
+    costs: Sequence[Sequence[float]], mems: Sequence[Sequence[float]], M: float
+) -> list[int] | None:
     """Piper's rule (sec. 5) on plain lists: per node (ascending input order) and option
     (at most two), the cost c_il and the memory m_il (each one term).
 
@@ -194,7 +219,9 @@ def greedy_choice(costs: Sequence[Sequence[float]], mems: Sequence[Sequence[floa
     opts = []
     for c, m in zip(costs, mems):
         if len(c) > 2:
-            raise InputError(f"Piper's greedy option choice is defined for at most two options per node, got {len(c)}")
+            raise InputError(
+                f"Piper's greedy option choice is defined for at most two options per node, got {len(c)}"
+            )
         opts.append([(float(cl), 0.0, 0.0, float(ml), 0.0) for cl, ml in zip(c, m)])
     rows = greedy_node_rows(opts, 1, 1, 1.0)
     # with e = w = 0 and d = B = 1, dkey is exactly c_O - c_F
@@ -204,7 +231,9 @@ def greedy_choice(costs: Sequence[Sequence[float]], mems: Sequence[Sequence[floa
     return [int(rows.O[i] if sw[i] else rows.F[i]) for i in range(n)]
 
 
-def greedy_choice_over_y(dc: np.ndarray, mF: np.ndarray, mO: np.ndarray, M: float) -> tuple[np.ndarray, np.ndarray]:
+def greedy_choice_over_y(
+    dc: np.ndarray, mF: np.ndarray, mO: np.ndarray, M: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Piper's rule for two options per node (F first), for many y at once: ``dc`` (n,)
     is c_O - c_F >= 0, ``mF``, ``mO`` (Y, n) the memories per y (rows). Returns
     (switched (Y, n), feasible (Y,)) as :func:`greedy_rule_grid`."""
@@ -213,7 +242,9 @@ def greedy_choice_over_y(dc: np.ndarray, mF: np.ndarray, mO: np.ndarray, M: floa
     Y, n = mF.shape
     zeros = np.zeros_like(mF)
     dk = np.broadcast_to(np.asarray(dc, dtype=float), mF.shape)
-    sw, feas = greedy_rule_grid(dk, mF, zeros, mO, zeros, np.zeros(mF.shape, dtype=bool), np.ones(1), M)
+    sw, feas = greedy_rule_grid(
+        dk, mF, zeros, mO, zeros, np.zeros(mF.shape, dtype=bool), np.ones(1), M
+    )
     return sw[:, 0, :], feas[:, 0]
 
 
@@ -230,7 +261,9 @@ def stage_option_rows(instance: Instance, nodes: Sequence[int], t: int) -> list[
     return out
 
 
-def greedy_options(instance: Instance, nodes: Sequence[int], t: int, d: int, y: int) -> dict[int, Option] | None:
+def greedy_options(
+    instance: Instance, nodes: Sequence[int], t: int, d: int, y: int
+) -> dict[int, Option] | None:
     """Piper's greedy option choice (sec. 5) for one stage.
 
     Parameters
@@ -274,13 +307,22 @@ def greedy_options(instance: Instance, nodes: Sequence[int], t: int, d: int, y: 
     sw, feas = _one_stage(rows, y, instance.M)
     if not feas:
         return None
-    return {v: instance.node[v].options[t][int(rows.O[i] if sw[i] else rows.F[i])] for i, v in enumerate(nodes)}
+    return {
+        v: instance.node[v].options[t][int(rows.O[i] if sw[i] else rows.F[i])]
+        for i, v in enumerate(nodes)
+    }
 
 
 def _one_stage(rows: NodeRows, y: int, M: float) -> tuple[np.ndarray, bool]:
     """:func:`greedy_rule_grid` for one stage at one y: (switched per node, feasible)."""
     sw, feas = greedy_rule_grid(
-        rows.dkey[None, :], rows.aF[None, :], rows.bF[None, :], rows.aO[None, :], rows.bO[None, :],
-        rows.o_first[None, :], np.array([y]), M,
+        rows.dkey[None, :],
+        rows.aF[None, :],
+        rows.bF[None, :],
+        rows.aO[None, :],
+        rows.bO[None, :],
+        rows.o_first[None, :],
+        np.array([y]),
+        M,
     )
     return sw[0, 0], bool(feas[0, 0])

@@ -33,7 +33,9 @@ def successor_masks(instance: Instance) -> list[int]:
     return succ
 
 
-def _walk(instance: Instance, limit: int | None, on_new: Callable[[int], None] | None = None) -> int:
+def _walk(
+    instance: Instance, limit: int | None, on_new: Callable[[int], None] | None = None
+) -> int:
     """Breadth-first over ideals by size (an ideal grows by a node whose successors are all
     in it). Returns the number found, or limit + 1 as soon as it passes ``limit`` (checked
     as every new set is found, so a graph with astronomically many sets stops at once).

@@ -80,9 +80,10 @@ def stage_items(instance: Instance, nodes: Collection[int], t: int) -> list[Item
     items = []
     for v in nodes:
         opts = instance.node[v].options[t]
-        items.append(tuple((o.p, node_edge_bytes(instance, v, o, members), o.w, o.a, o.b) for o in opts))
+        items.append(
+            tuple((o.p, node_edge_bytes(instance, v, o, members), o.w, o.a, o.b) for o in opts)
+        )
     return items
-
 
 
 def stage_tps_from_sums(E, W, P, d, N, B):
@@ -166,7 +167,7 @@ def pareto_order(cols: np.ndarray) -> np.ndarray:
         le = rest[0][tried][None, :] <= rest[0][lo:hi, None]
         for col in rest[1:]:
             le &= col[tried][None, :] <= col[lo:hi, None]
-        le[:, len(kept):] &= block[None, :] < block[:, None]
+        le[:, len(kept) :] &= block[None, :] < block[:, None]
         ok = ~le.any(axis=1)
         keep[lo:hi] = ok
         kept = np.concatenate((kept, block[ok]))
@@ -232,7 +233,15 @@ def dense_ranks(a: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def two_column_orders(x: np.ndarray, y: np.ndarray, valid: np.ndarray, first: np.ndarray, n_of: np.ndarray, sel: np.ndarray, seg: np.ndarray) -> np.ndarray:
+def two_column_orders(
+    x: np.ndarray,
+    y: np.ndarray,
+    valid: np.ndarray,
+    first: np.ndarray,
+    n_of: np.ndarray,
+    sel: np.ndarray,
+    seg: np.ndarray,
+) -> np.ndarray:
     """:func:`_two_column_order` of many arrays at once: array g is rows ``first[g]`` ..
     ``first[g] + n_of[g] - 1`` of ``x`` and ``y`` (``seg``, nondecreasing, names each
     row's array), its rows with ``valid`` False left out; the arrays ``sel`` are
@@ -400,7 +409,11 @@ def pareto_frontier(
     for it, positions in groups.items():
         k = len(positions)
         opts = np.array(
-            [(p, e, w, a, b, a * ylo + b, a if yhi is None else a * yhi + b) for (p, e, w, a, b) in it], dtype=float
+            [
+                (p, e, w, a, b, a * ylo + b, a if yhi is None else a * yhi + b)
+                for (p, e, w, a, b) in it
+            ],
+            dtype=float,
         )
         L = len(opts)
         combos = list(itertools.combinations_with_replacement(range(L), k)) if L > 1 else [(0,) * k]
@@ -439,7 +452,9 @@ def pareto_frontier(
 def y_capacity(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int) -> np.ndarray:
     """For each memory line A y + Bm (floats), the largest y in [0, y_max] with
     A * y + Bm <= ``limit`` in float arithmetic; 0 when even y = 1 does not."""
-    return _y_capacity_and_memory(np.asarray(A, dtype=float), np.asarray(Bm, dtype=float), limit, y_max)[0]
+    return _y_capacity_and_memory(
+        np.asarray(A, dtype=float), np.asarray(Bm, dtype=float), limit, y_max
+    )[0]
 
 
 def _y_capacity_and_memory(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int):
@@ -537,7 +552,9 @@ def _fixed_limit(M: float) -> int | None:
     return mid if _rounded(mid) <= M else mid - 1
 
 
-def exact_choice(items: Sequence[Item], y: int, M: float, d: int, N: int, B: float) -> tuple[float, tuple[int, ...]] | None:
+def exact_choice(
+    items: Sequence[Item], y: int, M: float, d: int, N: int, B: float
+) -> tuple[float, tuple[int, ...]] | None:
     """The least-cost option choice of a stage at ``y`` microbatches in flight whose memory
     fsum (a y, b) fits in ``M`` (sec. 7, no slack), with degree ``d``.
 
@@ -612,7 +629,9 @@ def exact_choices_at(items: Sequence[Item], y: int, M: float):
     return points, levels
 
 
-def cheapest_choice(kept, n_items: int, d: int, N: int, B: float) -> tuple[float, tuple[int, ...]] | None:
+def cheapest_choice(
+    kept, n_items: int, d: int, N: int, B: float
+) -> tuple[float, tuple[int, ...]] | None:
     """(cost, choice) of the least-cost choice among ``kept`` (:func:`exact_choices_at`)
     with degree ``d``: the first of the least cost in their order."""
     points, levels = kept
@@ -680,7 +699,9 @@ def monotone_runs(n: int, at: Callable[[int], float]) -> list[tuple[int, int, fl
 # ---------------------------------------------------------------------------------------
 
 
-def exact_options(instance: Instance, nodes: Sequence[int], t: int, d: int, y: int) -> dict[int, Option] | None:
+def exact_options(
+    instance: Instance, nodes: Sequence[int], t: int, d: int, y: int
+) -> dict[int, Option] | None:
     """The exact option choice for one stage: least TPS among the choices whose memory
     fits in M exactly (sec. 7) at y microbatches in flight.
 

@@ -26,7 +26,14 @@ import numpy as np
 
 from piper_ilp.cost import memory_fits
 
-__all__ = ["float_band", "fits_certainly_limit", "fits_possibly_limit", "fits_by_estimate", "kept_row_limit", "truncate_low_bits"]
+__all__ = [
+    "float_band",
+    "fits_certainly_limit",
+    "fits_possibly_limit",
+    "fits_by_estimate",
+    "kept_row_limit",
+    "truncate_low_bits",
+]
 
 _EPS = 2.0**-52
 

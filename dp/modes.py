@@ -70,8 +70,8 @@ from typing import Sequence
 
 import numpy as np
 
-from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
 from dp.deadline import Deadline
+from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
 from dp.knapsack import exact_choice, monotone_runs, stage_items
 from dp.option_choice import OptionChoices
 from dp.stage_tables import bits
@@ -146,7 +146,8 @@ def _frontiers(ideals: Sequence[int], succ: Sequence[int], pred: Sequence[int]) 
             if not outside:
                 continue
             covered = all(
-                any(v != w and (reach[v] >> w) & 1 for v in bits(succ[u] & I)) for u in bits(outside)
+                any(v != w and (reach[v] >> w) & 1 for v in bits(succ[u] & I))
+                for u in bits(outside)
             )
             if not covered:
                 keep.append(w)
@@ -225,7 +226,14 @@ class _Labels:
     __slots__ = ("cols", "prev", "prev_label", "t", "d", "y")
 
     def __init__(self, cols, prev, prev_label, t, d, y):
-        self.cols, self.prev, self.prev_label, self.t, self.d, self.y = cols, prev, prev_label, t, d, y
+        self.cols, self.prev, self.prev_label, self.t, self.d, self.y = (
+            cols,
+            prev,
+            prev_label,
+            t,
+            d,
+            y,
+        )
 
     def __len__(self) -> int:
         return len(self.cols)
@@ -326,7 +334,9 @@ def solve_modes(
             f"has {width} nodes, above the limit of {max_frontier}; pass --force (force=True) if time allows"
         )
     # nodes that have options for t, as a bitmask
-    tmask = {t: sum(1 << i for i, v in enumerate(ids) if inst.node[v].options.get(t)) for t in t_values}
+    tmask = {
+        t: sum(1 << i for i, v in enumerate(ids) if inst.node[v].options.get(t)) for t in t_values
+    }
     index = {I: i for i, I in enumerate(ideals)}
 
     # column layout: k | h columns (sequential: s; graph: one per frontier node) | mx |
@@ -343,7 +353,9 @@ def solve_modes(
 
     # an upper bound from plans of easier problems (exact pruning, see _upper_bound)
     deadline = deadline or Deadline(None)
-    ub, ub_plan = _upper_bound(instance, restrictions, mode, max_ideals, deadline) if prune else (None, None)
+    ub, ub_plan = (
+        _upper_bound(instance, restrictions, mode, max_ideals, deadline) if prune else (None, None)
+    )
     info["upper_bound"] = ub
     cutoff = math.inf if ub is None else ub * _PRUNE_MARGIN
     p_memo: dict[tuple[int, int], float] = {}
@@ -351,12 +363,21 @@ def solve_modes(
     def least_p(C: int, t: int) -> float:
         got = p_memo.get((C, t))
         if got is None:
-            got = p_memo[(C, t)] = math.fsum(min(o.p for o in inst.node[ids[v]].options[t]) for v in bits(C))
+            got = p_memo[(C, t)] = math.fsum(
+                min(o.p for o in inst.node[ids[v]].options[t]) for v in bits(C)
+            )
         return got
 
     labels: list[_Labels | None] = [None] * len(ideals)
     _, nc0 = layout(0)
-    labels[0] = _Labels(np.zeros((1, nc0)), np.array([-1]), np.array([-1]), np.array([0]), np.array([0]), np.array([0]))
+    labels[0] = _Labels(
+        np.zeros((1, nc0)),
+        np.array([-1]),
+        np.array([-1]),
+        np.array([0]),
+        np.array([0]),
+        np.array([0]),
+    )
     total_labels, candidates, largest = 1, 0, 1
     by_size = sorted(range(len(ideals)), key=lambda i: ideals[i].bit_count())
 
@@ -372,9 +393,19 @@ def solve_modes(
                 info["stopped"] = "in the label DP"
                 where = f"time limit of {deadline.seconds:g} s reached in the label DP"
                 if ub_plan is None:
-                    return done(Solution("dp", Status.UNKNOWN, message=f"{where}: no plan yet", mode=mode))
-                return done(Solution("dp", Status.FEASIBLE, plan=ub_plan, objective=ub, mode=mode,
-                                     message=f"{where}: the best plan of the easier problems (not proven optimal)"))
+                    return done(
+                        Solution("dp", Status.UNKNOWN, message=f"{where}: no plan yet", mode=mode)
+                    )
+                return done(
+                    Solution(
+                        "dp",
+                        Status.FEASIBLE,
+                        plan=ub_plan,
+                        objective=ub,
+                        mode=mode,
+                        message=f"{where}: the best plan of the easier problems (not proven optimal)",
+                    )
+                )
             C = I & ~J
             LJ = labels[j]
             cols = LJ.cols
@@ -392,7 +423,9 @@ def solve_modes(
                 h_after = cols[:, [1 + c for c in sc]].max(axis=1) if sc else np.zeros(len(cols))
                 if flush:
                     l0 = mxj + 2  # first L column of J
-                    l_after = cols[:, [l0 + c for c in sc]].max(axis=1) if sc else np.zeros(len(cols))
+                    l_after = (
+                        cols[:, [l0 + c for c in sc]].max(axis=1) if sc else np.zeros(len(cols))
+                    )
                 # where each new frontier column comes from: -1 for C, else J's column
                 src = [-1 if (C >> v) & 1 else pos_J[v] for v in F_I]
             else:
@@ -504,12 +537,15 @@ def solve_modes(
         raise InternalError(f"dp ({mode.label}): its plan fails the evaluator: {ev.violations[0]}")
     value = ev.value
     if not math.isclose(value, info["dp_value"], rel_tol=1e-9, abs_tol=0.0):
-        raise InternalError(f"dp ({mode.label}): its value {info['dp_value']!r} and the evaluator's {value!r} differ")
+        raise InternalError(
+            f"dp ({mode.label}): its value {info['dp_value']!r} and the evaluator's {value!r} differ"
+        )
     return done(Solution("dp", Status.OPTIMAL, plan=plan, objective=value, bound=value, mode=mode))
 
 
-def _upper_bound(instance: Instance, restrictions: Restrictions, mode: Mode, max_ideals: int,
-                 deadline: Deadline) -> tuple[float | None, Plan | None]:
+def _upper_bound(
+    instance: Instance, restrictions: Restrictions, mode: Mode, max_ideals: int, deadline: Deadline
+) -> tuple[float | None, Plan | None]:
     """The least value under ``mode`` of plans that are quick to find, and that plan, or
     (None, None). Each easier solve gets what is left of the ``deadline`` (a plan it
     returns when stopped is still valid, so still a bound).
@@ -529,14 +565,28 @@ def _upper_bound(instance: Instance, restrictions: Restrictions, mode: Mode, max
     plans = []
     try:
         if mode.schedule != "gpipe":
-            plans.append(solve_dp(instance, restrictions, max_ideals=max_ideals, time_limit=deadline.remaining()).plan)
+            plans.append(
+                solve_dp(
+                    instance, restrictions, max_ideals=max_ideals, time_limit=deadline.remaining()
+                ).plan
+            )
         if mode.graph:
             seq = Mode("sequential", mode.objective, mode.schedule)
             if not seq.is_default:
-                plans.append(solve_modes(instance, restrictions, mode=seq, max_ideals=max_ideals, deadline=deadline).plan)
+                plans.append(
+                    solve_modes(
+                        instance, restrictions, mode=seq, max_ideals=max_ideals, deadline=deadline
+                    ).plan
+                )
     except SizeLimitError:
         pass
-    judged = [(ev.value, p) for p in plans if p is not None for ev in [evaluate(instance, p, mode)] if ev.valid]
+    judged = [
+        (ev.value, p)
+        for p in plans
+        if p is not None
+        for ev in [evaluate(instance, p, mode)]
+        if ev.valid
+    ]
     return min(judged, key=lambda vp: vp[0], default=(None, None))
 
 
@@ -566,7 +616,9 @@ class _StepCosts:
             items = self.items.get((C, t))
             inst = self.inst
             if items is None:
-                items = self.items[(C, t)] = stage_items(inst, [inst.node_ids[v] for v in bits(C)], t)
+                items = self.items[(C, t)] = stage_items(
+                    inst, [inst.node_ids[v] for v in bits(C)], t
+                )
             res = exact_choice(items, y, inst.M, d, inst.N, inst.B)
             self.solves += 1
             got = memo[y] = math.inf if res is None else res[0]
@@ -597,7 +649,9 @@ def _rebuild(inst: Instance, ideals, labels, i: int, r: int, choices: OptionChoi
         C = ideals[i] & ~ideals[j]
         got = choices.choose(C, t, d, y)
         if got is None:
-            raise InternalError(f"dp: no option choice for a stage it placed (t = {t}, d = {d}, y = {y})")
+            raise InternalError(
+                f"dp: no option choice for a stage it placed (t = {t}, d = {d}, y = {y})"
+            )
         opts = got[1]
         nodes = tuple(ids[v] for v in bits(C))
         stages.append(Stage(nodes, d, t, {v: opts[v].id for v in nodes}))

@@ -61,7 +61,9 @@ class OptionChoices:
         else:
             kept = self.kept_at.get((C, t, y), False)
             if kept is False:
-                kept = self.kept_at[(C, t, y)] = exact_choices_at(stage_items(inst, nodes, t), y, inst.M)
+                kept = self.kept_at[(C, t, y)] = exact_choices_at(
+                    stage_items(inst, nodes, t), y, inst.M
+                )
             res = None if kept is None else cheapest_choice(kept, len(nodes), d, inst.N, inst.B)
             if res is None:
                 got = None

@@ -44,8 +44,18 @@ from piper_ilp.pipedream.graph import PDGraph, Prepared, prepare
 from piper_ilp.pipedream.memory import stash_count, stash_fits
 from piper_ilp.pipedream.states import States, antichain_states
 
-__all__ = ["PDStage", "PDResult", "PiperMapping", "pipedream_dp", "pipedream_plan_for", "plan_graph", "check_size",
-           "MAX_TABLE", "MAX_SPLIT", "MAX_MACHINES"]
+__all__ = [
+    "PDStage",
+    "PDResult",
+    "PiperMapping",
+    "pipedream_dp",
+    "pipedream_plan_for",
+    "plan_graph",
+    "check_size",
+    "MAX_TABLE",
+    "MAX_SPLIT",
+    "MAX_MACHINES",
+]
 
 #: Largest table (rows x states x machines) a level that is not the last may fill.
 MAX_TABLE = 60_000_000
@@ -197,10 +207,15 @@ def _solve_level(
             last_ct = ct_rows.last(K, j)  # T(k+1, j), inf = None
             last_par = states.between("parameter", K, j)  # P(k+1, j), fsum over the stage
             last_act = states.between("activation", K, j)
-            lt = (last_ct[:, None] + (4 * (mps[None, :] - 1) * last_par[:, None]) / (bandwidth * mps[None, :])) / mps[None, :]
+            lt = (
+                last_ct[:, None]
+                + (4 * (mps[None, :] - 1) * last_par[:, None]) / (bandwidth * mps[None, :])
+            ) / mps[None, :]
             bad = np.broadcast_to(invalid[:, None, :], (n, len(K), MP))
             if memory_constraint:
-                bad = bad | ~stash_fits(ceil_tab[:, None, :], last_act[None, :, None], last_par[None, :, None], memory)
+                bad = bad | ~stash_fits(
+                    ceil_tab[:, None, :], last_act[None, :, None], last_par[None, :, None], memory
+                )
             lt_m = np.where(bad, _INF, lt[None, :, :])  # (n, |K|, MP)
             bval = np.empty((R, n))
             bpos = np.empty((R, n), dtype=np.int64)
@@ -276,7 +291,9 @@ def _walk(level: _Level, row_index: int, end: int, n: int):
     return out
 
 
-def check_size(states: States, machines: Sequence[int], *, straight: bool = False, what: str = "machines") -> None:
+def check_size(
+    states: States, machines: Sequence[int], *, straight: bool = False, what: str = "machines"
+) -> None:
     """Refuse, before any table is made, machine counts outside [1, :data:`MAX_MACHINES`] and
     levels whose tables pass :data:`MAX_TABLE` (a level below the last) or :data:`MAX_SPLIT`
     (the split step: n x ancestors x n - 1 entries, n x ancestors with ``straight``).
@@ -293,8 +310,14 @@ def check_size(states: States, machines: Sequence[int], *, straight: bool = Fals
     S = len(states)
     width = max([len(a) for a in states.ancestors] + [1])  # the most ancestors k of a state j
     for L, n in enumerate(machines):
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= MAX_MACHINES:
-            raise InputError(f"{what}: machine counts must be whole numbers within [1, {MAX_MACHINES}], got {n!r}")
+        if (
+            isinstance(n, bool)
+            or not isinstance(n, (int, np.integer))
+            or not 1 <= n <= MAX_MACHINES
+        ):
+            raise InputError(
+                f"{what}: machine counts must be whole numbers within [1, {MAX_MACHINES}], got {n!r}"
+            )
         n = int(n)
         final = L == len(machines) - 1
         if not final and (S + 1) * S * n > MAX_TABLE:
@@ -304,8 +327,15 @@ def check_size(states: States, machines: Sequence[int], *, straight: bool = Fals
             )
         per = 1 if straight else max(n - 1, 1)  # replications m' of the last stage
         if n * width * per > MAX_SPLIT:
-            most = MAX_SPLIT // width if straight else next(k for k in range(math.isqrt(MAX_SPLIT // width) + 1, 0, -1)
-                                                            if k * width * max(k - 1, 1) <= MAX_SPLIT)
+            most = (
+                MAX_SPLIT // width
+                if straight
+                else next(
+                    k
+                    for k in range(math.isqrt(MAX_SPLIT // width) + 1, 0, -1)
+                    if k * width * max(k - 1, 1) <= MAX_SPLIT
+                )
+            )
             raise SizeLimitError(
                 f"{what}: {n:,} workers on a level need PipeDream's split tables of {n:,} x {width} x {per:,} entries "
                 f"(machines x ancestors of a state x replications; about {32 * n * width * per / 1e9:.3g} GB), above the "
@@ -358,7 +388,9 @@ def pipedream_dp(
     machines = tuple(machines)
     bandwidths = tuple(float(b) for b in bandwidths)
     if not machines or len(machines) != len(bandwidths):
-        raise InputError(f"need one bandwidth per level: {len(machines)} machine counts, {len(bandwidths)} bandwidths")
+        raise InputError(
+            f"need one bandwidth per level: {len(machines)} machine counts, {len(bandwidths)} bandwidths"
+        )
     check_size(states, machines, straight=straight, what=what)
     for b in bandwidths:
         if not (math.isfinite(b) and b > 0):
@@ -372,7 +404,18 @@ def pipedream_dp(
     for L, (n, b) in enumerate(zip(machines, bandwidths)):
         final = L == len(machines) - 1
         with np.errstate(invalid="ignore"):  # inf * 0 where a table entry is None: masked
-            lev = _solve_level(states, ct, int(n), b, within, final, memory, memory_constraint, straight, fewer_machines)
+            lev = _solve_level(
+                states,
+                ct,
+                int(n),
+                b,
+                within,
+                final,
+                memory,
+                memory_constraint,
+                straight,
+                fewer_machines,
+            )
         levels.append(lev)
         ct = _UpperLevelCT(lev)
         within = int(n)
@@ -388,7 +431,9 @@ def pipedream_dp(
     n_nodes = len(node_ids) if node_ids is not None else states.downset[-1].bit_length()
     missing = ((1 << n_nodes) - 1) & ~states.downset[-1]
     uncovered = tuple(
-        (node_ids[v] if node_ids is not None else str(v)) for v in range(n_nodes) if missing >> v & 1
+        (node_ids[v] if node_ids is not None else str(v))
+        for v in range(n_nodes)
+        if missing >> v & 1
     )
     if not math.isfinite(objective):
         return PDResult(None, total, dpt, [], machines, bandwidths, S, uncovered)
@@ -414,7 +459,9 @@ def pipedream_dp(
         members = down & ~seen
         seen |= down
         idx = [v for v in range(down.bit_length()) if members >> v & 1]
-        names = tuple(node_ids[v] for v in idx) if node_ids is not None else tuple(str(v) for v in idx)
+        names = (
+            tuple(node_ids[v] for v in idx) if node_ids is not None else tuple(str(v) for v in idx)
+        )
         ct_stage = states.between("time", start - 1, end - 1)
         stages.append(PDStage(start, end - 1, names, int(np.prod(reps)), reps, ct_stage))
     return PDResult(objective, total, dpt, stages, machines, bandwidths, S, uncovered)
@@ -429,7 +476,9 @@ def plan_graph(
     """:func:`pipedream_dp` on a parsed (or prepared) ``graph.txt`` profile."""
     prep = graph if isinstance(graph, Prepared) else prepare(graph)
     states = antichain_states(prep)
-    return pipedream_dp(states, machines, bandwidths, node_ids=[nd.id for nd in prep.nodes], **kwargs)
+    return pipedream_dp(
+        states, machines, bandwidths, node_ids=[nd.id for nd in prep.nodes], **kwargs
+    )
 
 
 @dataclass
@@ -497,7 +546,11 @@ def pipedream_plan_for(
     """
     from piper_ilp.evaluate import evaluate
     from piper_ilp.instance import Instance, load_instance
-    from piper_ilp.pipedream.convert import instance_to_graph, node_id_map, piper_plan_from_pipedream
+    from piper_ilp.pipedream.convert import (
+        instance_to_graph,
+        node_id_map,
+        piper_plan_from_pipedream,
+    )
 
     inst = instance if isinstance(instance, Instance) else load_instance(instance)
     if graph is None:
@@ -522,11 +575,17 @@ def pipedream_plan_for(
         what=what,
     )
     if result.time_per_stage is None:
-        return PiperMapping(result, None, None, ["PipeDream's planner found no plan that fits its memory rule"])
+        return PiperMapping(
+            result, None, None, ["PipeDream's planner found no plan that fits its memory rule"]
+        )
     try:
-        plan = piper_plan_from_pipedream(graph, [(s.nodes, s.replication) for s in result.stages], back)
+        plan = piper_plan_from_pipedream(
+            graph, [(s.nodes, s.replication) for s in result.stages], back
+        )
     except InputError as exc:
-        return PiperMapping(result, None, None, [f"PipeDream's stages do not map to a Piper plan: {exc}"])
+        return PiperMapping(
+            result, None, None, [f"PipeDream's stages do not map to a Piper plan: {exc}"]
+        )
     ev = evaluate(inst, plan)
     reasons = [str(v) for v in ev.violations]
     return PiperMapping(result, plan, ev, reasons)

@@ -19,7 +19,11 @@ __all__ = ["rebuild_plan"]
 
 
 def rebuild_plan(
-    instance: Instance, ideals: list[int], tb: StageTables, path: list[tuple[int, int, int]], choices: OptionChoices
+    instance: Instance,
+    ideals: list[int],
+    tb: StageTables,
+    path: list[tuple[int, int, int]],
+    choices: OptionChoices,
 ) -> tuple[Plan, list[float]]:
     """The plan ``path`` (:meth:`dp.threshold_search.ThresholdDecision.plan_path`: one
     (set, suffix bound s, group) per stage from the front) over the stage tables ``tb``,
@@ -41,7 +45,9 @@ def rebuild_plan(
         y = microbatches_in_flight(s, d)
         got = choices.choose(C, t, d, y)
         if got is None:
-            raise InternalError(f"dp: stage {nodes} with t={t}, d={d}, y={y} has no option choice at rebuild")
+            raise InternalError(
+                f"dp: stage {nodes} with t={t}, d={d}, y={y} has no option choice at rebuild"
+            )
         opts = got[1]
         costs.append(stage_cost(instance, nodes, d, opts).tps)
         stages.append(Stage(nodes, d, t, {v: o.id for v, o in opts.items()}))

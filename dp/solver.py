@@ -165,8 +165,15 @@ def solve_dp(
     check_solver_settings(time_limit, time_option="time_limit")
     deadline = Deadline(time_limit)
     if not mode.is_default:
-        return solve_modes(instance, restrictions, mode=mode, knapsack=knapsack, max_ideals=max_ideals, force=force,
-                           deadline=deadline)
+        return solve_modes(
+            instance,
+            restrictions,
+            mode=mode,
+            knapsack=knapsack,
+            max_ideals=max_ideals,
+            force=force,
+            deadline=deadline,
+        )
     t0 = time.perf_counter()
     if knapsack not in ("exact", "greedy"):
         raise InputError(f"knapsack must be 'exact' or 'greedy', got {knapsack!r}")
@@ -245,10 +252,19 @@ def solve_dp(
                 stopped = "in the chain bound's stage tables"
                 chain = _suffix_ideals(inst)
                 ctb = build_stage_tables(
-                    inst, chain, d_values, S, greedy, choices,
-                    progress=bar.task("chain bound: sets", len(chain)), plain_paths=plain_paths,
-                    max_bytes=None if force else max_table_bytes - decision_table_bytes(len(chain), S),
-                    group_bytes=DECISION_GROUP_BYTES, deadline=deadline,
+                    inst,
+                    chain,
+                    d_values,
+                    S,
+                    greedy,
+                    choices,
+                    progress=bar.task("chain bound: sets", len(chain)),
+                    plain_paths=plain_paths,
+                    max_bytes=None
+                    if force
+                    else max_table_bytes - decision_table_bytes(len(chain), S),
+                    group_bytes=DECISION_GROUP_BYTES,
+                    deadline=deadline,
                 )
                 lower = float(ctb.work_of[-1]) / budget
                 chain_decision = ThresholdDecision(ctb, len(chain), S, budget, small_s=small_s)
@@ -264,9 +280,18 @@ def solve_dp(
                 del ctb, chain_decision, got
             stopped = "in the stage tables"
             tb = build_stage_tables(
-                inst, ideals, d_values, S, greedy, choices,
-                ub=ub, progress=bar.task("stage tables: sets", len(ideals)), plain_paths=plain_paths,
-                max_bytes=stage_budget, group_bytes=DECISION_GROUP_BYTES, deadline=deadline,
+                inst,
+                ideals,
+                d_values,
+                S,
+                greedy,
+                choices,
+                ub=ub,
+                progress=bar.task("stage tables: sets", len(ideals)),
+                plain_paths=plain_paths,
+                max_bytes=stage_budget,
+                group_bytes=DECISION_GROUP_BYTES,
+                deadline=deadline,
             )
             lower = float(tb.work_of[-1]) / budget
             decision = ThresholdDecision(tb, len(ideals), S, budget, small_s=small_s)
@@ -305,13 +330,25 @@ def solve_dp(
         T, path, steps = got.T, got.path, got.steps
         info["thresholds"] = got.candidates
     info["search_steps"] = steps
-    plan, stage_costs = chain_plan if path is None else rebuild_plan(instance, ideals, decision.tb, path, choices)
+    plan, stage_costs = (
+        chain_plan if path is None else rebuild_plan(instance, ideals, decision.tb, path, choices)
+    )
     if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
-        raise InternalError(f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value {T!r}")
+        raise InternalError(
+            f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value {T!r}"
+        )
     if got.stopped:
         info["stopped"] = stopped
-        return done(Solution(method, Status.FEASIBLE, plan=plan, objective=T, bound=None if greedy else got.lower,
-                             message=_stopped_message(time_limit, stopped, greedy)))
+        return done(
+            Solution(
+                method,
+                Status.FEASIBLE,
+                plan=plan,
+                objective=T,
+                bound=None if greedy else got.lower,
+                message=_stopped_message(time_limit, stopped, greedy),
+            )
+        )
     status = Status.FEASIBLE if greedy else Status.OPTIMAL
     return done(Solution(method, status, plan=plan, objective=T))
 
@@ -343,11 +380,21 @@ def _stopped(method, greedy, time_limit, where, chain_plan, ub, lower, info) -> 
     (feasible; ``lower`` the work bound, a proven lower bound) or nothing (unknown)."""
     info["stopped"] = where
     if chain_plan is None:
-        return Solution(method, Status.UNKNOWN, message=f"time limit of {time_limit:g} s reached {where}: no plan yet")
+        return Solution(
+            method,
+            Status.UNKNOWN,
+            message=f"time limit of {time_limit:g} s reached {where}: no plan yet",
+        )
     # (the work bound with the search's own slack for its rounding, see search_threshold)
     bound = None if greedy or lower is None else lower * (1.0 - 1e-9)
-    return Solution(method, Status.FEASIBLE, plan=chain_plan[0], objective=ub, bound=bound,
-                    message=_stopped_message(time_limit, where, greedy))
+    return Solution(
+        method,
+        Status.FEASIBLE,
+        plan=chain_plan[0],
+        objective=ub,
+        bound=bound,
+        message=_stopped_message(time_limit, where, greedy),
+    )
 
 
 def _suffix_ideals(inst: Instance) -> list[int]:

@@ -45,8 +45,17 @@ from dp.deadline import Deadline
 from dp.exact_states import ExactStates
 from dp.exact_sums import fsum_rows
 from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
-from dp.knapsack import _y_capacity_and_memory, monotone_runs, pareto_mask, pareto_frontier, pieces, stage_items, stage_tps_from_sums, y_capacities
-from dp.memory import float_band, fits_certainly_limit, fits_possibly_limit, kept_row_limit
+from dp.knapsack import (
+    _y_capacity_and_memory,
+    monotone_runs,
+    pareto_frontier,
+    pareto_mask,
+    pieces,
+    stage_items,
+    stage_tps_from_sums,
+    y_capacities,
+)
+from dp.memory import fits_certainly_limit, fits_possibly_limit, float_band, kept_row_limit
 from dp.option_choice import OptionChoices
 from piper_ilp.cost import cut_edge_bytes
 from piper_ilp.errors import SizeLimitError
@@ -113,7 +122,13 @@ class StageTables:
     #: bytes per row (t, d, points: int64 while built; start int64, monotone once finalized)
     ROW_BYTES = 8 * 3 + 1 + 8 + 8
 
-    def __init__(self, max_bytes: float | None = None, source: str = "<instance>", extra_group_bytes: int = 0, max_y: int = 2**31 - 1):
+    def __init__(
+        self,
+        max_bytes: float | None = None,
+        source: str = "<instance>",
+        extra_group_bytes: int = 0,
+        max_y: int = 2**31 - 1,
+    ):
         # per row: t, d, number of points, monotone; per point: cost, ylo, yhi
         self.row_t, self.row_d_buf, self.row_npts = array("q"), array("q"), array("q")
         self.row_mono = array("b")
@@ -169,7 +184,9 @@ class StageTables:
         self.row_t.frombytes(memoryview(np.full(nr, t, dtype=np.int64)).cast("B"))
         self.row_d_buf.frombytes(memoryview(np.ascontiguousarray(ds, dtype=np.int64)).cast("B"))
         self.row_npts.frombytes(memoryview(np.ascontiguousarray(npts, dtype=np.int64)).cast("B"))
-        self.row_mono.frombytes(memoryview(np.full(nr, 1 if monotone else 0, dtype=np.int8)).cast("B"))
+        self.row_mono.frombytes(
+            memoryview(np.full(nr, 1 if monotone else 0, dtype=np.int8)).cast("B")
+        )
         self.pt_cost.frombytes(memoryview(np.ascontiguousarray(cost, dtype=np.float64)).cast("B"))
         self.pt_ylo.frombytes(memoryview(np.ascontiguousarray(ylo, dtype=self.y_dtype)).cast("B"))
         self.pt_yhi.frombytes(memoryview(np.ascontiguousarray(yhi, dtype=self.y_dtype)).cast("B"))
@@ -194,7 +211,9 @@ class StageTables:
         :meth:`finalize` (appended to the typed buffers, they were copied again at every
         growth: 35 ms of wide12's)."""
         self._run_chunk()
-        self.run_chunks.append(tuple(_compact(np.asarray(a, dtype=np.int64)) for a in (ks, jks, rows, counts)))
+        self.run_chunks.append(
+            tuple(_compact(np.asarray(a, dtype=np.int64)) for a in (ks, jks, rows, counts))
+        )
         total = int(counts.sum())
         self.n_groups += total
         self._grow(self.RUN_BYTES * len(ks) + (self.GROUP_BYTES + self.extra_group_bytes) * total)
@@ -255,7 +274,11 @@ class StageTables:
         # builder emits them so, the sort is a fallback
         if n > 1 and not bool(np.all(self.group_set[1:] >= self.group_set[:-1])):
             order = np.argsort(self.group_set, kind="stable")
-            self.group_set, self.group_back, self.group_row = self.group_set[order], self.group_back[order], self.group_row[order]
+            self.group_set, self.group_back, self.group_row = (
+                self.group_set[order],
+                self.group_back[order],
+                self.group_row[order],
+            )
             del order
         self.group_d = row_d[self.group_row]
         self.group_devices = row_dev[self.group_row]
@@ -391,7 +414,10 @@ class _StageTableBuilder:
         self.cut_terms: dict[int, list] = {}
         self.cut_bytes_memo: dict[tuple[int, int], float] = {}
         self.t_values = inst.t_values
-        self.ds = {t: np.array([d for d in d_values if t * d <= self.K and d <= S], dtype=np.int64) for t in self.t_values}
+        self.ds = {
+            t: np.array([d for d in d_values if t * d <= self.K and d <= S], dtype=np.int64)
+            for t in self.t_values
+        }
         self.cap = {t: -(-S // self.ds[t]) for t in self.t_values}
         # per (node, t): options as arrays; "plain" = options differ only in p, a, b
         self.opt_pab: dict[tuple[int, int], np.ndarray] = {}
@@ -406,18 +432,33 @@ class _StageTableBuilder:
             for t, opts in nd.options.items():
                 o0 = opts[0]
                 self.plain[(i, t)] = plain_paths and all(
-                    o.w == o0.w and dict(o.sfw) == dict(o0.sfw) and dict(o.sbw) == dict(o0.sbw) for o in opts
+                    o.w == o0.w and dict(o.sfw) == dict(o0.sfw) and dict(o.sbw) == dict(o0.sbw)
+                    for o in opts
                 )
-                rows = np.array([(o.p, o.a, o.b, o.a + o.b, S * o.a + o.b) for o in opts], dtype=float)
+                rows = np.array(
+                    [(o.p, o.a, o.b, o.a + o.b, S * o.a + o.b) for o in opts], dtype=float
+                )
                 # options dominated in (p, memory at y = 1, memory at y = S) never help
-                self.opt_pab[(i, t)] = rows[pareto_mask(rows[:, (0, 3, 4)])] if len(rows) > 1 else rows
+                self.opt_pab[(i, t)] = (
+                    rows[pareto_mask(rows[:, (0, 3, 4)])] if len(rows) > 1 else rows
+                )
                 self.m1min[(i, t)] = min(o.a + o.b for o in opts)
                 # Piper's rule on plain nodes (greedy mode): the rule's node row
                 # (dp.greedy_rule) does not depend on d or on the stage
                 if greedy and len(opts) <= 2:
                     nr = greedy_node_rows([[(o.p, 0.0, 0.0, o.a, o.b) for o in opts]], 1, 1, 1.0)
-                    row = (nr.pF[0], nr.dkey[0], nr.aF[0], nr.bF[0], nr.aO[0], nr.bO[0], float(nr.o_first[0]))
-                    self.greedy_class[(i, t)] = self.greedy_class_id.setdefault(row, len(self.greedy_class_id))
+                    row = (
+                        nr.pF[0],
+                        nr.dkey[0],
+                        nr.aF[0],
+                        nr.bF[0],
+                        nr.aO[0],
+                        nr.bO[0],
+                        float(nr.o_first[0]),
+                    )
+                    self.greedy_class[(i, t)] = self.greedy_class_id.setdefault(
+                        row, len(self.greedy_class_id)
+                    )
                     self.greedy_node_row.setdefault(t, {})[i] = row
         # per (node, t) for the states: (plain, least a + b, w of the first option, options)
         self.node_t = {
@@ -448,7 +489,9 @@ class _StageTableBuilder:
         self.stage_nonempty = np.zeros(0, dtype=bool)
         self.stage_first = {t: np.zeros(0, dtype=np.int64) for t in self.t_values}
         self.stage_cum = {
-            t: np.zeros((0, len(self.ds[t]) + 1), dtype=np.int16 if len(self.ds[t]) < 2**15 else np.int32)
+            t: np.zeros(
+                (0, len(self.ds[t]) + 1), dtype=np.int16 if len(self.ds[t]) < 2**15 else np.int32
+            )
             for t in self.t_values
         }
         # exact mode: stages whose rows are still to be made and the sets I whose pairs
@@ -470,10 +513,16 @@ class _StageTableBuilder:
         self.pairs = 0
         # work_v = least device-seconds per sample of node v (min over t, options of t p):
         # a stage C needs t d >= work(C) / T devices to cost <= T
-        self.work_node = [min((t * o.p for t, opts in nd.options.items() for o in opts), default=0.0) for nd in inst.nodes]
+        self.work_node = [
+            min((t * o.p for t, opts in nd.options.items() for o in opts), default=0.0)
+            for nd in inst.nodes
+        ]
         # least memory of node v (min over t, options of a + b; every stage has y >= 1): a
         # part X needs at least sum / M stages, each on a device of its own
-        self.mem_node = [min((o.a + o.b for opts in nd.options.values() for o in opts), default=0.0) for nd in inst.nodes]
+        self.mem_node = [
+            min((o.a + o.b for opts in nd.options.values() for o in opts), default=0.0)
+            for nd in inst.nodes
+        ]
         # work and least memory of every set of the family and of its complement, each a
         # sum of its own non-negative terms
         member = membership(ideals, n)
@@ -486,7 +535,15 @@ class _StageTableBuilder:
         self.all_mask = (1 << n) - 1
         # exact mode: the states of the stages, in flat arrays (they hold no reference to
         # the builder: with the cyclic collector paused, a cycle would keep both alive)
-        self.states = None if greedy else ExactStates(self, FILTER_LOW_BITS, partial(lowest_sink, succ=self.succ_mask, filters=self.sink_filters))
+        self.states = (
+            None
+            if greedy
+            else ExactStates(
+                self,
+                FILTER_LOW_BITS,
+                partial(lowest_sink, succ=self.succ_mask, filters=self.sink_filters),
+            )
+        )
 
     # ---- cut edges ----------------------------------------------------------------------
     # Edge e = (u -> v) has a head bit 2e (cut at v: v in the stage, u not) and a tail bit
@@ -536,7 +593,9 @@ class _StageTableBuilder:
         if not m or not len(terms):
             return np.zeros(m)
         nb = (len(terms) + 7) // 8
-        raw = np.frombuffer(b"".join(c.to_bytes(nb, "little") for c in cuts), dtype=np.uint8).reshape(m, nb)
+        raw = np.frombuffer(
+            b"".join(c.to_bytes(nb, "little") for c in cuts), dtype=np.uint8
+        ).reshape(m, nb)
         # the set bits, row by row and rising: only the non-zero bytes are unpacked (a cut
         # has a few edges of many)
         r, byte = np.nonzero(raw)
@@ -548,7 +607,9 @@ class _StageTableBuilder:
         return fsum_rows(vals)
 
     # ---- the states ---------------------------------------------------------------------
-    def _lb(self, work: np.ndarray, nonempty: np.ndarray, mem: np.ndarray | float = 0.0) -> np.ndarray:
+    def _lb(
+        self, work: np.ndarray, nonempty: np.ndarray, mem: np.ndarray | float = 0.0
+    ) -> np.ndarray:
         """Fewest devices each part (work, least memory) needs when every stage costs
         <= ub (0 for an empty part), elementwise."""
         # capped at K + 1 (more than any plan has), so a huge ratio never overflows ceil
@@ -587,7 +648,11 @@ class _StageTableBuilder:
             # the stages of I need at least ceil(work(I) / ub) devices in all
             live = lb_front + self._lb(work_of, True) <= K
             slack = 1.0 - 1e-9
-            all_devices = sorted_unique(np.concatenate([t * self.ds[t] for t in self.t_values] + [np.zeros(1, dtype=np.int64)]))
+            all_devices = sorted_unique(
+                np.concatenate(
+                    [t * self.ds[t] for t in self.t_values] + [np.zeros(1, dtype=np.int64)]
+                )
+            )
         block = max(1, BUILD_BLOCK_ELEMENTS // max(nI, 1))
         for k0 in range(1, nI, block):
             ks = np.arange(k0, min(nI, k0 + block))
@@ -636,7 +701,10 @@ class _StageTableBuilder:
         ub = self.ub
         n = len(self.ids)
         words = max(1, (n + 63) // 64)
-        masks = np.array([[(m >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for w in range(words)] for m in ideals], dtype=np.uint64)
+        masks = np.array(
+            [[(m >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for w in range(words)] for m in ideals],
+            dtype=np.uint64,
+        )
         for k, js, dev_lo, dev_hi in self._candidate_pairs(masks):
             progress(k)
             self.check()
@@ -651,7 +719,9 @@ class _StageTableBuilder:
                     sts, cut = self._state(C)
                     if sts:
                         self.pairs += 1
-                        self._emit_pair(k, I, J, cut, sts, None if ub is None else (dev_lo[pos], dev_hi[pos]))
+                        self._emit_pair(
+                            k, I, J, cut, sts, None if ub is None else (dev_lo[pos], dev_hi[pos])
+                        )
                 continue
             # exact mode: the rows of C (per t: the rows' t d and the first row) are made
             # once per C (queued and made many stages at a time, :meth:`_flush_exact`);
@@ -758,7 +828,11 @@ class _StageTableBuilder:
         out = []
         covered = 0
         for _ in range(most):
-            c, mask = max(offsets.items(), key=lambda kv: ((kv[1] & ~covered).bit_count(), -abs(kv[0])), default=(0, 0))
+            c, mask = max(
+                offsets.items(),
+                key=lambda kv: ((kv[1] & ~covered).bit_count(), -abs(kv[0])),
+                default=(0, 0),
+            )
             if not mask & ~covered:
                 break
             out.append((c, mask))
@@ -789,7 +863,9 @@ class _StageTableBuilder:
         return (W, plain, None, m1)
 
     # ---- one candidate stage -------------------------------------------------------------
-    def _emit_pair(self, k: int, I: int, J: int, cut: int, states: dict, devices: tuple | None = None):
+    def _emit_pair(
+        self, k: int, I: int, J: int, cut: int, states: dict, devices: tuple | None = None
+    ):
         """Greedy mode: tables of stage C = I \\\\ J for each t (and each d with t d in
         ``devices`` = (least, most), when given). (Exact mode shares the tables per C:
         the queue of :meth:`_flush_exact`.)"""
@@ -829,7 +905,9 @@ class _StageTableBuilder:
             plain = states.plain[t][ids]
             for i in np.flatnonzero(alive & ~plain).tolist():  # general stages
                 s = int(ids[i])
-                blocks = self._exact_blocks(stages[i], t, states.cut(s), float(states.W[t][s]), False, None)
+                blocks = self._exact_blocks(
+                    stages[i], t, states.cut(s), float(states.W[t][s]), False, None
+                )
                 self._record_rows(t, q0 + i, *self._store_rows(t, blocks))
             fast = np.flatnonzero(alive & plain)
             # in pieces of about EXACT_BATCH_POINTS frontier rows
@@ -875,7 +953,9 @@ class _StageTableBuilder:
         cnt_per = np.array([len(p[1]) for p in pairs], dtype=np.int64)
         K = np.repeat(np.array([p[0] for p in pairs], dtype=np.int64), cnt_per)
         JK = np.concatenate([p[1] for p in pairs]).astype(np.int64, copy=False)
-        SID = np.fromiter(itertools.chain.from_iterable(p[2] for p in pairs), dtype=np.int64, count=len(JK))
+        SID = np.fromiter(
+            itertools.chain.from_iterable(p[2] for p in pairs), dtype=np.int64, count=len(JK)
+        )
         self.pairs += int(self.stage_nonempty[SID].sum())
         if self.ub is not None:
             # dev_lo, dev_hi are listed by position in js (increasing J); the pairs go by
@@ -946,7 +1026,9 @@ class _StageTableBuilder:
         slow = undecided | (nk_of == 0)
         for r in np.flatnonzero(slow).tolist():
             i, s = int(pick[r]), int(sp[r])
-            blocks = self._exact_blocks(stages[i], t, states.cut(s), float(states.W[t][s]), True, states.frontier(t, s))
+            blocks = self._exact_blocks(
+                stages[i], t, states.cut(s), float(states.W[t][s]), True, states.frontier(t, s)
+            )
             self._record_rows(t, q0 + i, *self._store_rows(t, blocks))
         if bool(slow.all()):
             return
@@ -959,7 +1041,9 @@ class _StageTableBuilder:
         nf = len(fast)
         Pk, ycap = F[kept, 0], maybe[kept]
         dcol = ds[:, None].astype(float)
-        cost = stage_tps_from_sums(E[sk][None, :], Wv[sk][None, :], Pk[None, :], dcol, self.N, self.B)
+        cost = stage_tps_from_sums(
+            E[sk][None, :], Wv[sk][None, :], Pk[None, :], dcol, self.N, self.B
+        )
         yhi = np.minimum(ycap[None, :], caps[:, None])
         keep = _serves_more(yhi, sk[1:] != sk[:-1])
         cut = self.cost_cut
@@ -981,7 +1065,11 @@ class _StageTableBuilder:
         if not keep.all():
             flat_keep = np.empty(total, dtype=bool)
             flat_keep[pos] = keep
-            flat_cost, flat_yhi, row_of = flat_cost[flat_keep], flat_yhi[flat_keep], row_of[flat_keep]
+            flat_cost, flat_yhi, row_of = (
+                flat_cost[flat_keep],
+                flat_yhi[flat_keep],
+                row_of[flat_keep],
+            )
         npts = np.bincount(row_of, minlength=nf * nd)
         has = npts > 0
         rows_d = np.tile(ds, nf)[has]
@@ -1011,11 +1099,19 @@ class _StageTableBuilder:
                     continue
                 if not rows.all():
                     bdevs = [x for x, r in zip(bdevs, rows.tolist()) if r]
-                    bds, cost, ylo, yhi, keep = bds[rows], cost[rows], ylo[rows], yhi[rows], keep[rows]
+                    bds, cost, ylo, yhi, keep = (
+                        bds[rows],
+                        cost[rows],
+                        ylo[rows],
+                        yhi[rows],
+                        keep[rows],
+                    )
             self.tables.add_rows(t, bds, cost, ylo, yhi, True, None if keep.all() else keep)
             devs.extend(bdevs)
         have = set(devs)
-        return np.array([0, *itertools.accumulate(x in have for x in (t * self.ds[t]).tolist())], dtype=np.int64), first
+        return np.array(
+            [0, *itertools.accumulate(x in have for x in (t * self.ds[t]).tolist())], dtype=np.int64
+        ), first
 
     def _exact_blocks(self, C: int, t: int, cut: int, W: float, plain: bool, fr) -> list:
         """The exact tables of stage C under t for every allowed d: blocks (t d as a list,
@@ -1056,7 +1152,15 @@ class _StageTableBuilder:
             keep = _staircase(cost, yc)
             cost, yc = cost[keep], yc[keep]
             if len(yc):
-                blocks.append(([t * d], np.array([d]), cost[None, :], np.ones((1, len(yc)), dtype=np.int64), yc[None, :]))
+                blocks.append(
+                    (
+                        [t * d],
+                        np.array([d]),
+                        cost[None, :],
+                        np.ones((1, len(yc)), dtype=np.int64),
+                        yc[None, :],
+                    )
+                )
         return blocks
 
     def _near_boundary(self, C, t, d, cap, cost, sure, maybe):
@@ -1070,7 +1174,9 @@ class _StageTableBuilder:
         val = np.full(cap + 2, np.inf)
         np.minimum.at(val, sure, cost)
         val = np.minimum.accumulate(val[::-1])[::-1][1 : cap + 1]  # y = 1..cap
-        for ya, yb, got in self._exact_runs(C, t, d, _union(zip((sure + 1).tolist(), maybe.tolist()))):
+        for ya, yb, got in self._exact_runs(
+            C, t, d, _union(zip((sure + 1).tolist(), maybe.tolist()))
+        ):
             np.minimum(val[ya - 1 : yb], got, out=val[ya - 1 : yb])
         # a choice that fits at y fits at every smaller y: the least cost rises with y
         # (a rise of a few ulps here only overstates the cost; the rebuild then does better)
@@ -1101,7 +1207,9 @@ class _StageTableBuilder:
             return math.inf if got is None else got
 
         out = []
-        for i, j, c in monotone_runs(starts[-1], cost):  # back to y, split where the spans have gaps
+        for i, j, c in monotone_runs(
+            starts[-1], cost
+        ):  # back to y, split where the spans have gaps
             while i <= j:
                 k = bisect.bisect_right(starts, i) - 1
                 end = min(j, starts[k + 1] - 1)
@@ -1118,8 +1226,12 @@ class _StageTableBuilder:
         ids = self.ids
         row = []
         for o in self.inst.nodes[i].options[t]:
-            terms = [cut_edge_bytes(c, o.sfw[ids[u]]) for u, c, _ in self.preds[i] if (cut_in >> u) & 1]
-            terms += [cut_edge_bytes(c, o.sbw[ids[x]]) for x, c, _ in self.succs[i] if (cut_out >> x) & 1]
+            terms = [
+                cut_edge_bytes(c, o.sfw[ids[u]]) for u, c, _ in self.preds[i] if (cut_in >> u) & 1
+            ]
+            terms += [
+                cut_edge_bytes(c, o.sbw[ids[x]]) for x, c, _ in self.succs[i] if (cut_out >> x) & 1
+            ]
             row.append((o.p, math.fsum(terms), o.w, o.a, o.b))
         item = (tuple(row), self.plain[(i, t)])
         iid = self.item_id.get(item)
@@ -1158,7 +1270,10 @@ class _StageTableBuilder:
             for c0 in range(0, len(items), step):
                 self.check()
                 chunk = items[c0 : c0 + step]
-                for key, runs in zip((kv[0] for kv in chunk), self._greedy_plain_batch(t, [kv[1] for kv in chunk], ymax)):
+                for key, runs in zip(
+                    (kv[0] for kv in chunk),
+                    self._greedy_plain_batch(t, [kv[1] for kv in chunk], ymax),
+                ):
                     self.greedy_runs_memo[key] = runs
         rows_memo = self.greedy_rows
         for k, jk, t, E, W, ds, caps, key, nodes, C in pending:
@@ -1173,7 +1288,9 @@ class _StageTableBuilder:
                 dcol = all_ds[:, None].astype(float)
                 cost = stage_tps_from_sums(E, W, P[None, :], dcol, self.N, self.B)
                 yhi = np.minimum(hi[None, :], all_caps[:, None])
-                first = self.tables.add_rows(t, all_ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono)
+                first = self.tables.add_rows(
+                    t, all_ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono
+                )
                 rows_memo[(C, t)] = first
             i0 = 0 if len(ds) == len(self.ds[t]) else int(np.searchsorted(self.ds[t], ds[0]))
             self.tables.add_groups(k, jk, first + i0, len(ds))
@@ -1189,7 +1306,14 @@ class _StageTableBuilder:
             rows[b, : len(st)] = self.greedy_row_array[t][st]
         ys = np.arange(1, ymax + 1)
         sw, feas = greedy_rule_grid(
-            rows[:, :, 1], rows[:, :, 2], rows[:, :, 3], rows[:, :, 4], rows[:, :, 5], rows[:, :, 6] > 0, ys, self.M
+            rows[:, :, 1],
+            rows[:, :, 2],
+            rows[:, :, 3],
+            rows[:, :, 4],
+            rows[:, :, 5],
+            rows[:, :, 6] > 0,
+            ys,
+            self.M,
         )
         # sums node by node in input order (cumsum), so that a stage's P does not depend on
         # how wide the batch pads it (np.sum and @ group their terms by length), and the
@@ -1209,7 +1333,9 @@ class _StageTableBuilder:
         return out
 
     def _emit_greedy(self, k, jk, t, I, J, C, allowed):
-        ids = tuple(self._item(i, t, self.pred_mask[i] & ~I, self.succ_mask[i] & J) for i in bits(C))
+        ids = tuple(
+            self._item(i, t, self.pred_mask[i] & ~I, self.succ_mask[i] & J) for i in bits(C)
+        )
         key = (t, ids)
         got = self.greedy_cache.get(key)
         if got is None:
@@ -1257,7 +1383,9 @@ class _StageTableBuilder:
         nr = greedy_node_rows(rows, d, self.N, self.B)
         n = len(rows)
         sw, feas = greedy_rule_grid(
-            *(x[None, :] for x in (nr.dkey, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)), np.arange(1, ymax + 1), self.M
+            *(x[None, :] for x in (nr.dkey, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)),
+            np.arange(1, ymax + 1),
+            self.M,
         )
         starts, ends, _ = _runs_batch(sw, feas)
         sw = sw[0]
@@ -1265,7 +1393,15 @@ class _StageTableBuilder:
         for s0, s1 in zip(starts[0].tolist(), ends[0].tolist()):
             mask = sw[s0 - 1]
             chosen = [rows[i][nr.O[i] if mask[i] else nr.F[i]] for i in range(n)]
-            out.append((s0, s1, math.fsum(o[0] for o in chosen), math.fsum(o[1] for o in chosen), math.fsum(o[2] for o in chosen)))
+            out.append(
+                (
+                    s0,
+                    s1,
+                    math.fsum(o[0] for o in chosen),
+                    math.fsum(o[1] for o in chosen),
+                    math.fsum(o[2] for o in chosen),
+                )
+            )
         return out
 
 
@@ -1302,7 +1438,6 @@ def _is_monotone(lo: np.ndarray, hi: np.ndarray, cost: np.ndarray) -> bool:
     return bool(lo[0] == 1 and np.all(lo[1:] == hi[:-1] + 1) and np.all(np.diff(cost) >= 0))
 
 
-
 def _union(spans) -> list[tuple[int, int]]:
     """Integer ranges (first, last), empty ones dropped, as disjoint sorted ranges."""
     out: list[tuple[int, int]] = []
@@ -1313,6 +1448,7 @@ def _union(spans) -> list[tuple[int, int]]:
         else:
             out.append((a, b))
     return out
+
 
 def _serves_more(yhi: np.ndarray, new_stage: np.ndarray | None = None) -> np.ndarray:
     """Which points of monotone rows (one row per line of ``yhi``: a stage's points, by
@@ -1388,4 +1524,3 @@ def bits(mask: int):
         low = mask & -mask
         yield low.bit_length() - 1
         mask ^= low
-

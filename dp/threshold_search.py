@@ -59,6 +59,7 @@ CHUNK_GROUPS = 1 << 20
 #: and three flags (use, its reordering, unusable-or-odd).
 DECISION_GROUP_BYTES = 4 + 4 + 1 + 4 + 3
 
+
 #: Bytes per cell of the decision tables, counted as two pairs of f (int64) and a
 #: back-pointer table (int32 or int64). The search now holds one f at a time (twice as
 #: wide for small S) and the best plan as a path, so the count is an upper bound.
@@ -75,7 +76,9 @@ class ThresholdDecision:
     :data:`DECISION_GROUP_BYTES`); the per-group work of a threshold is done in chunks of
     whole sets (:data:`CHUNK_GROUPS`), from per-set and per-row values."""
 
-    def __init__(self, tb: StageTables, n_ideals: int, S: int, K: int, small_s: int = DEFAULT_SMALL_S):
+    def __init__(
+        self, tb: StageTables, n_ideals: int, S: int, K: int, small_s: int = DEFAULT_SMALL_S
+    ):
         self.S, self.K, self.nI = S, K, n_ideals
         self.small_s = small_s
         self.tb = tb
@@ -102,7 +105,12 @@ class ThresholdDecision:
         self.by_IJd = np.empty(n, dtype=self.idx)
         self.dom_rank = np.zeros(n, dtype=np.uint8)
         for a, b in self.chunks:
-            gI, gJ, gd, gdev = tb.group_set[a:b], tb.group_back[a:b], tb.group_d[a:b], tb.group_devices[a:b]
+            gI, gJ, gd, gdev = (
+                tb.group_set[a:b],
+                tb.group_back[a:b],
+                tb.group_d[a:b],
+                tb.group_devices[a:b],
+            )
             o = self._by_pair_and_d(gI, gJ, gd, gdev)
             self.by_IJd[a:b] = o + a
             oI, oJ, od = gI[o], gJ[o], gd[o]
@@ -141,7 +149,9 @@ class ThresholdDecision:
             pair = run_ids(newI | (gJ[1:] != gJ[:-1]))
             # one pair id per (I, J): the sets come in order, and within a set each new
             # pair's J is below the last one's
-            unique = not (~newI & (gJ[1:] > gJ[:-1])).any() and not (newI & (gI[1:] < gI[:-1])).any()
+            unique = (
+                not (~newI & (gJ[1:] > gJ[:-1])).any() and not (newI & (gI[1:] < gI[:-1])).any()
+            )
             if unique:
                 o = np.argsort(pair * (self.S + 1) + gd, kind="stable")
                 od, odev, op = gd[o], gdev[o], pair[o]
@@ -159,9 +169,17 @@ class ThresholdDecision:
         groups that another t of the same (I, J, d) covers with fewer devices."""
         tb, S = self.tb, self.S
         # per row (every row has a point): the points with cost <= T, the y they serve
-        cnt = np.add.reduceat((tb.cost <= T).view(np.int8), tb.row_start, dtype=np.int64) if len(tb.row_start) else np.zeros(0, dtype=np.int64)
+        cnt = (
+            np.add.reduceat((tb.cost <= T).view(np.int8), tb.row_start, dtype=np.int64)
+            if len(tb.row_start)
+            else np.zeros(0, dtype=np.int64)
+        )
         last = tb.row_start + np.maximum(cnt, 1) - 1
-        row_ymax = np.where(cnt > 0, tb.yhi[last], 0).astype(np.int64) if len(cnt) else np.zeros(0, dtype=np.int64)
+        row_ymax = (
+            np.where(cnt > 0, tb.yhi[last], 0).astype(np.int64)
+            if len(cnt)
+            else np.zeros(0, dtype=np.int64)
+        )
         del cnt, last
         lbf_set = lbb_set = None
         if self.n and 0 < T < math.inf:
@@ -191,7 +209,10 @@ class ThresholdDecision:
             drop[o] = dominated
             del o, h, m, dominated
             if lbf_set is not None:
-                drop |= lbf_set[tb.group_set[a:b]] + tb.group_devices[a:b] + lbb_set[tb.group_back[a:b]] > self.K
+                drop |= (
+                    lbf_set[tb.group_set[a:b]] + tb.group_devices[a:b] + lbb_set[tb.group_back[a:b]]
+                    > self.K
+                )
             hi[drop] = 0
             out[a:b] = hi
         return out
@@ -264,7 +285,9 @@ class ThresholdDecision:
                 vals[s_all[None, :W] > hk[:, None]] = DEVICES_INF
             return vals
 
-        self._relax_by_set(fp, f, hi, use, S, row_values, odd, lambda g: self._relax_runs(f, g, T, S))
+        self._relax_by_set(
+            fp, f, hi, use, S, row_values, odd, lambda g: self._relax_runs(f, g, T, S)
+        )
 
     def _relax_by_set(self, fp, f, hi, use, S, row_values, odd=(), relax_odd=None):
         """Relax f, a run of sets at a time (:attr:`runs`: sets whose stages start before
@@ -283,7 +306,13 @@ class ThresholdDecision:
         for ra, rb in self.runs:
             a, b = bounds[ra], bounds[rb]
             g = a + np.nonzero(use[a:b])[0]
-            pieces = [] if not len(g) else [(g, hi[g])] if rb - ra == 1 else self._width_classes(g, hi[g])
+            pieces = (
+                []
+                if not len(g)
+                else [(g, hi[g])]
+                if rb - ra == 1
+                else self._width_classes(g, hi[g])
+            )
             for gc, hc in pieces:
                 step = max(1, DECIDE_ELEMENTS // (int(hc.max()) + 1))
                 for k in range(0, len(gc), step):
@@ -412,7 +441,12 @@ class ThresholdDecision:
 
     def _relax_runs(self, f, g, T, S):
         tb = self.tb
-        d, I, J, dev = int(tb.group_d[g]), int(tb.group_set[g]), int(tb.group_back[g]), int(tb.group_devices[g])
+        d, I, J, dev = (
+            int(tb.group_d[g]),
+            int(tb.group_set[g]),
+            int(tb.group_back[g]),
+            int(tb.group_devices[g]),
+        )
         for lo, hi in self._runs(g, T, S):
             src = f[J, lo - d : hi + 1 - d] + dev
             dst = f[I, lo : hi + 1]
@@ -494,7 +528,6 @@ class ThresholdDecision:
         return int(self.decide_narrow(math.inf)[-1].min())
 
 
-
 class Found(NamedTuple):
     """What :func:`search_threshold` found: ``T`` the bottleneck of the plan in hand
     (``path``), ``steps`` decisions made of ``candidates`` thresholds; ``lower`` a proven
@@ -510,7 +543,12 @@ class Found(NamedTuple):
 
 
 def search_threshold(
-    search: ThresholdDecision, K: int, tick=None, lower: float = 0.0, upper: float = math.inf, known: int | None = None,
+    search: ThresholdDecision,
+    K: int,
+    tick=None,
+    lower: float = 0.0,
+    upper: float = math.inf,
+    known: int | None = None,
     deadline: Deadline | None = None,
 ) -> Found | None:
     """The least threshold T at which a plan fits on K devices, with a plan of that
@@ -549,7 +587,9 @@ def search_threshold(
         path = search.plan_path(f, T)
         hi = search.bottleneck_index(path, cands)
         if float(cands[hi]) > T:
-            raise InternalError(f"dp: the plan found at threshold {T!r} has a stage costing {float(cands[hi])!r}")
+            raise InternalError(
+                f"dp: the plan found at threshold {T!r} has a stage costing {float(cands[hi])!r}"
+            )
         return path, hi
 
     # the least bottleneck of any plan (devices unbounded): a lower bound, and when the
@@ -573,7 +613,9 @@ def search_threshold(
             if int(f[-1].min()) <= K:
                 path, hi = plan_in(f, floor)
                 if float(cands[hi]) < floor:
-                    raise InternalError(f"dp: a plan costing {float(cands[hi])!r} is below the least bottleneck {floor!r}")
+                    raise InternalError(
+                        f"dp: a plan costing {float(cands[hi])!r} is below the least bottleneck {floor!r}"
+                    )
                 return Found(floor, path, steps, int(len(cands)), floor, False)
             del f
             floor_at += 1
@@ -624,4 +666,3 @@ def search_threshold(
             below = False
         del f
     return Found(float(cands[hi]), path, steps, int(len(cands)), float(cands[hi]), False)
-

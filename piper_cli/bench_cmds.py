@@ -10,16 +10,36 @@ from typing import Annotated, Optional
 
 import typer
 
-from piper_cli.common import BandwidthOpt, BatchOpt, DevicesOpt, MemoryOpt, cli_errors, load_with_overrides, stdout
+from piper_cli.common import (
+    BandwidthOpt,
+    BatchOpt,
+    DevicesOpt,
+    MemoryOpt,
+    cli_errors,
+    load_with_overrides,
+    stdout,
+)
 
 
 def register(app: typer.Typer) -> None:
     @app.command("deepen")
     @cli_errors
     def deepen_command(
-        instance: Annotated[str, typer.Argument(help="Instance JSON file with a repeated block (e.g. bert32a100.json).")],
-        layers: Annotated[int, typer.Option("--layers", "-L", help="Number of repeated layers wanted (at least the current number).")],
-        output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the deeper instance.")],
+        instance: Annotated[
+            str,
+            typer.Argument(help="Instance JSON file with a repeated block (e.g. bert32a100.json)."),
+        ],
+        layers: Annotated[
+            int,
+            typer.Option(
+                "--layers",
+                "-L",
+                help="Number of repeated layers wanted (at least the current number).",
+            ),
+        ],
+        output: Annotated[
+            Path, typer.Option("--output", "-o", help="Where to write the deeper instance.")
+        ],
         chain_only: Annotated[
             bool,
             typer.Option(
@@ -57,9 +77,21 @@ def register(app: typer.Typer) -> None:
     @app.command("towers")
     @cli_errors
     def towers_command(
-        instance: Annotated[str, typer.Argument(help="Instance JSON file with a repeated block (e.g. bert32a100.json).")],
-        layers: Annotated[str, typer.Option("--layers", "-L", help="Layers per tower, comma-separated: 4,4,4 is three towers of 4.")],
-        output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the multi-branch instance.")],
+        instance: Annotated[
+            str,
+            typer.Argument(help="Instance JSON file with a repeated block (e.g. bert32a100.json)."),
+        ],
+        layers: Annotated[
+            str,
+            typer.Option(
+                "--layers",
+                "-L",
+                help="Layers per tower, comma-separated: 4,4,4 is three towers of 4.",
+            ),
+        ],
+        output: Annotated[
+            Path, typer.Option("--output", "-o", help="Where to write the multi-branch instance.")
+        ],
         devices: DevicesOpt = None,
         memory: MemoryOpt = None,
         batch: BatchOpt = None,
@@ -76,28 +108,63 @@ def register(app: typer.Typer) -> None:
         try:
             counts = [int(x) for x in layers.split(",")]
         except ValueError:
-            raise InputError(f"--layers: a comma-separated list of whole numbers, got {layers!r}") from None
+            raise InputError(
+                f"--layers: a comma-separated list of whole numbers, got {layers!r}"
+            ) from None
         check_writable(output, "instance", inputs={instance: "instance"})
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
         model = towers(inst, counts)
         save_instance(model, output)
-        stdout.print(f"{output}: {len(model.nodes)} nodes, {len(model.edges)} edges ({len(counts)} towers of {layers} layers)", markup=False)
+        stdout.print(
+            f"{output}: {len(model.nodes)} nodes, {len(model.edges)} edges ({len(counts)} towers of {layers} layers)",
+            markup=False,
+        )
 
     @app.command("bench")
     @cli_errors
     def bench_command(
-        quick: Annotated[bool, typer.Option("--quick", help="Only the small configurations, one run each.")] = False,
-        json_out: Annotated[Optional[Path], typer.Option("--json", help="Also write the rows as JSON to this file.", show_default=False)] = None,
-        only: Annotated[Optional[list[str]], typer.Option("--only", help="Configuration name (repeatable).", show_default=False)] = None,
-        modes: Annotated[str, typer.Option("--modes", help="Comma-separated knapsack modes (exact, greedy).")] = "exact,greedy",
-        repeat: Annotated[int, typer.Option("--repeat", min=1, help="Runs per case when a run takes under 20 s (median taken).")] = 3,
-        timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds per run (a run past it is killed).")] = 900.0,
+        quick: Annotated[
+            bool, typer.Option("--quick", help="Only the small configurations, one run each.")
+        ] = False,
+        json_out: Annotated[
+            Optional[Path],
+            typer.Option(
+                "--json", help="Also write the rows as JSON to this file.", show_default=False
+            ),
+        ] = None,
+        only: Annotated[
+            Optional[list[str]],
+            typer.Option("--only", help="Configuration name (repeatable).", show_default=False),
+        ] = None,
+        modes: Annotated[
+            str, typer.Option("--modes", help="Comma-separated knapsack modes (exact, greedy).")
+        ] = "exact,greedy",
+        repeat: Annotated[
+            int,
+            typer.Option(
+                "--repeat", min=1, help="Runs per case when a run takes under 20 s (median taken)."
+            ),
+        ] = 3,
+        timeout: Annotated[
+            float,
+            typer.Option("--timeout", min=1.0, help="Seconds per run (a run past it is killed)."),
+        ] = 900.0,
         max_ideals: Annotated[
-            Optional[int], typer.Option("--max-ideals", min=1, help="The DP's size guard: refuse instances with more successor-closed sets.", show_default=False)
+            Optional[int],
+            typer.Option(
+                "--max-ideals",
+                min=1,
+                help="The DP's size guard: refuse instances with more successor-closed sets.",
+                show_default=False,
+            ),
         ] = None,
         profiles: Annotated[
             Optional[Path],
-            typer.Option("--profiles", help="Folder of the published profiles (default: $PIPER_PROFILES, else ../shared/piper-inputs).", show_default=False),
+            typer.Option(
+                "--profiles",
+                help="Folder of the published profiles (default: $PIPER_PROFILES, else ../shared/piper-inputs).",
+                show_default=False,
+            ),
         ] = None,
         reference: Annotated[
             Optional[str],
@@ -133,17 +200,29 @@ def register(app: typer.Typer) -> None:
 
         Configurations: bert32-K64, bert32-K512, bert32-K2048, bert64-K1024, bert96-K2048,
         resnet-K8, resnet-K64, gnmt-K8, gnmt-K64, gnmt-K256, wide8, wide12, wide16."""
-        from compare.bench_dp import CONFIGS, HEADER, bench_json, check_reference_command, find_profiles, row_line, run_bench
+        from compare.bench_dp import (
+            CONFIGS,
+            HEADER,
+            bench_json,
+            check_reference_command,
+            find_profiles,
+            row_line,
+            run_bench,
+        )
         from piper_ilp.errors import InputError
         from piper_ilp.files import atomic_write_text, check_writable
 
         names = [c.name for c in CONFIGS]
         unknown = [n for n in only or () if n not in names]
         if unknown:
-            raise InputError(f"--only: unknown configuration {unknown[0]!r}; choose from {', '.join(names)}")
+            raise InputError(
+                f"--only: unknown configuration {unknown[0]!r}; choose from {', '.join(names)}"
+            )
         mode_list = [m.strip() for m in modes.split(",") if m.strip()]
         if not mode_list or any(m not in ("exact", "greedy") for m in mode_list):
-            raise InputError(f"--modes: expected a comma-separated list of exact, greedy; got {modes!r}")
+            raise InputError(
+                f"--modes: expected a comma-separated list of exact, greedy; got {modes!r}"
+            )
         if reference is not None:
             check_reference_command(reference)
         if json_out is not None:
@@ -165,7 +244,10 @@ def register(app: typer.Typer) -> None:
         )
         differ = [f"{r['config']} {r['mode']}" for r in rows if r.get("tps_agree") is False]
         if differ:
-            stdout.print(f"TPS differs from the reference on {len(differ)} row(s): {', '.join(differ)}", markup=False)
+            stdout.print(
+                f"TPS differs from the reference on {len(differ)} row(s): {', '.join(differ)}",
+                markup=False,
+            )
         if json_out is not None:
             atomic_write_text(json_out, bench_json(configs, rows))
             stdout.print(f"rows written to {json_out}", markup=False)

@@ -34,7 +34,9 @@ def _print_version(value: bool) -> None:
 def _root(
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
     ] = False,
 ) -> None:
     """Plan pipeline, data and tensor parallelism for a profiled layer graph (Piper's problem),
@@ -52,7 +54,16 @@ def _root(
 
 
 def _register() -> None:
-    from piper_cli import bench_cmds, compare_cmds, evaluate_cmd, ladder_cmd, pipedream_cmds, simulate_cmd, solve_cmd, sweep_cmds
+    from piper_cli import (
+        bench_cmds,
+        compare_cmds,
+        evaluate_cmd,
+        ladder_cmd,
+        pipedream_cmds,
+        simulate_cmd,
+        solve_cmd,
+        sweep_cmds,
+    )
 
     evaluate_cmd.register(app)
     solve_cmd.register(app)

@@ -53,24 +53,85 @@ __all__ = [
 
 # Off a terminal (pipes, CI logs) rich would assume 80 columns and cut the tables.
 # No emoji codes: ":name:" in a layer's name or a path is printed as it is.
-stdout = Console(highlight=False, soft_wrap=True, emoji=False, width=None if sys.stdout.isatty() else 200)
-stderr = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False, width=None if sys.stderr.isatty() else 200)
+stdout = Console(
+    highlight=False, soft_wrap=True, emoji=False, width=None if sys.stdout.isatty() else 200
+)
+stderr = Console(
+    stderr=True,
+    highlight=False,
+    soft_wrap=True,
+    emoji=False,
+    width=None if sys.stderr.isatty() else 200,
+)
 
 # ---- settings overrides (every command that reads an instance) ----
-DevicesOpt = Annotated[Optional[str], typer.Option("--devices", "-K", help="K, number of devices (overrides maxDevices).", show_default=False)]
-MemoryOpt = Annotated[Optional[str], typer.Option("--memory", "-M", help="M, memory per device: bytes or a unit (8GiB, 80GB; B = bytes, bit = bits, a lower-case b is refused).", show_default=False)]
-BatchOpt = Annotated[Optional[str], typer.Option("--batch", "-N", help="N, microbatches per batch (overrides mbsInBatch).", show_default=False)]
-BandwidthOpt = Annotated[Optional[str], typer.Option("--bandwidth", "-B", help="B, bytes/s per device: bytes/s or a unit (25GiB/s, 25Gbit/s; B = bytes, bit = bits, a lower-case b is refused).", show_default=False)]
+DevicesOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--devices", "-K", help="K, number of devices (overrides maxDevices).", show_default=False
+    ),
+]
+MemoryOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--memory",
+        "-M",
+        help="M, memory per device: bytes or a unit (8GiB, 80GB; B = bytes, bit = bits, a lower-case b is refused).",
+        show_default=False,
+    ),
+]
+BatchOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--batch",
+        "-N",
+        help="N, microbatches per batch (overrides mbsInBatch).",
+        show_default=False,
+    ),
+]
+BandwidthOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--bandwidth",
+        "-B",
+        help="B, bytes/s per device: bytes/s or a unit (25GiB/s, 25Gbit/s; B = bytes, bit = bits, a lower-case b is refused).",
+        show_default=False,
+    ),
+]
 
 # ---- restrictions (every solver command) ----
-NoDataParallelOpt = Annotated[bool, typer.Option("--no-data-parallel", help="d = 1 in every stage.")]
-NoTensorParallelOpt = Annotated[bool, typer.Option("--no-tensor-parallel", help="t = 1 in every stage.")]
-NoRecomputeOpt = Annotated[bool, typer.Option("--no-recompute", help="Options with id 'activation recomp' are unavailable.")]
-ExcludeOptionOpt = Annotated[Optional[list[str]], typer.Option("--exclude-option", help="Make an option id unavailable (repeatable).", show_default=False)]
-MaxDOpt = Annotated[Optional[int], typer.Option("--max-d", min=1, help="Cap on every stage's data-parallel degree d.", show_default=False)]
-MaxTOpt = Annotated[Optional[int], typer.Option("--max-t", min=1, help="Cap on every stage's tensor-parallel degree t.", show_default=False)]
+NoDataParallelOpt = Annotated[
+    bool, typer.Option("--no-data-parallel", help="d = 1 in every stage.")
+]
+NoTensorParallelOpt = Annotated[
+    bool, typer.Option("--no-tensor-parallel", help="t = 1 in every stage.")
+]
+NoRecomputeOpt = Annotated[
+    bool,
+    typer.Option("--no-recompute", help="Options with id 'activation recomp' are unavailable."),
+]
+ExcludeOptionOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--exclude-option", help="Make an option id unavailable (repeatable).", show_default=False
+    ),
+]
+MaxDOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-d", min=1, help="Cap on every stage's data-parallel degree d.", show_default=False
+    ),
+]
+MaxTOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-t", min=1, help="Cap on every stage's tensor-parallel degree t.", show_default=False
+    ),
+]
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output: one JSON object per line.")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Machine-readable output: one JSON object per line.")
+]
 
 
 # ---- the mode (cost model secs. 8-9): what is optimized and how plans are judged ----
@@ -92,13 +153,30 @@ class Schedule(str, enum.Enum):
     gpipe = "gpipe"
 
 
-PipelineOpt = Annotated[Optional[Pipeline], typer.Option(
-    "--pipeline", help="sequential (a chain of stages, sec. 2; the default, or for evaluate and simulate the plan's recorded mode) or graph (stages form a DAG, sec. 8).", show_default=False)]
-ObjectiveOpt = Annotated[Optional[Objective], typer.Option(
-    "--objective", help="throughput (least time per sample, sec. 4; the default, or the plan's recorded mode) or batch-time (least time per batch with a flush, sec. 9).",
-    show_default=False)]
-ScheduleOpt = Annotated[Optional[Schedule], typer.Option(
-    "--schedule", help="1f1b (the default, or the plan's recorded mode), 1f1b-flush, or gpipe (every replica holds N/d microbatches; sec. 9).", show_default=False)]
+PipelineOpt = Annotated[
+    Optional[Pipeline],
+    typer.Option(
+        "--pipeline",
+        help="sequential (a chain of stages, sec. 2; the default, or for evaluate and simulate the plan's recorded mode) or graph (stages form a DAG, sec. 8).",
+        show_default=False,
+    ),
+]
+ObjectiveOpt = Annotated[
+    Optional[Objective],
+    typer.Option(
+        "--objective",
+        help="throughput (least time per sample, sec. 4; the default, or the plan's recorded mode) or batch-time (least time per batch with a flush, sec. 9).",
+        show_default=False,
+    ),
+]
+ScheduleOpt = Annotated[
+    Optional[Schedule],
+    typer.Option(
+        "--schedule",
+        help="1f1b (the default, or the plan's recorded mode), 1f1b-flush, or gpipe (every replica holds N/d microbatches; sec. 9).",
+        show_default=False,
+    ),
+]
 
 
 def mode_from_flags(
@@ -116,7 +194,11 @@ def mode_from_flags(
     from piper_ilp.pipeline import DEFAULT_MODE
 
     base = base or DEFAULT_MODE
-    given = {k: getattr(v, "value", v) for k, v in (("pipeline", pipeline), ("objective", objective), ("schedule", schedule)) if v is not None}
+    given = {
+        k: getattr(v, "value", v)
+        for k, v in (("pipeline", pipeline), ("objective", objective), ("schedule", schedule))
+        if v is not None
+    }
     return type(base)(**{**base.to_dict(), **given})
 
 
@@ -132,8 +214,11 @@ def load_with_overrides(
     """Load an instance and apply the command-line settings. Warnings go to stderr."""
     from piper_ilp.instance import load_instance, parse_setting
 
-    given = {name: parse_setting(name, text) for name, text in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth))
-             if text is not None}  # each checked, naming its option, before the file is read
+    given = {
+        name: parse_setting(name, text)
+        for name, text in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth))
+        if text is not None
+    }  # each checked, naming its option, before the file is read
     inst = load_instance(path).with_settings(**given)
     if warn:
         for w in inst.warnings:

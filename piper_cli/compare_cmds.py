@@ -43,13 +43,25 @@ __all__ = ["register", "verdict_table", "human_seconds", "parse_range", "parse_i
 
 MethodsOpt = Annotated[
     str,
-    typer.Option("--methods", help="Comma-separated methods among dp, cpsat, cbc, scip (MILP backends), brute (only where the graph is tiny), greedy."),
+    typer.Option(
+        "--methods",
+        help="Comma-separated methods among dp, cpsat, cbc, scip (MILP backends), brute (only where the graph is tiny), greedy.",
+    ),
 ]
 TimeLimitOpt = Annotated[
     Optional[float],
-    typer.Option("--time-limit", min=0.0, help="Seconds per method for the DP, greedy and each MILP backend (a method stopped early proves nothing; its plan and bound are still checked)."),
+    typer.Option(
+        "--time-limit",
+        min=0.0,
+        help="Seconds per method for the DP, greedy and each MILP backend (a method stopped early proves nothing; its plan and bound are still checked).",
+    ),
 ]
-ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", min=1, help="MILP solver threads, 1 to 64 (SCIP's limit).", show_default=False)]
+ThreadsOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--threads", min=1, help="MILP solver threads, 1 to 64 (SCIP's limit).", show_default=False
+    ),
+]
 
 
 ExternalOpt = Annotated[
@@ -61,7 +73,15 @@ ExternalOpt = Annotated[
         show_default=False,
     ),
 ]
-ExternalTimeoutOpt = Annotated[Optional[float], typer.Option("--external-timeout", min=0.0, help="Seconds before an external planner is killed.", show_default=False)]
+ExternalTimeoutOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--external-timeout",
+        min=0.0,
+        help="Seconds before an external planner is killed.",
+        show_default=False,
+    ),
+]
 
 
 SchedulerOpt = Annotated[
@@ -87,7 +107,9 @@ def resolve_scheduler(text: str | None) -> str | None:
     if text == "processes":
         return None
     if not dask_available():
-        raise InputError(f"--scheduler {text}: dask.distributed is not installed (pip install 'piper-ilp[distributed]')")
+        raise InputError(
+            f"--scheduler {text}: dask.distributed is not installed (pip install 'piper-ilp[distributed]')"
+        )
     return text
 
 
@@ -103,8 +125,14 @@ def parse_externals(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def _verify_pipedream(graphs: list[str], devices: str | None, bandwidth: str | None, memory: str | None,
-                      straight: bool, json_out: bool) -> None:
+def _verify_pipedream(
+    graphs: list[str],
+    devices: str | None,
+    bandwidth: str | None,
+    memory: str | None,
+    straight: bool,
+    json_out: bool,
+) -> None:
     """``verify --model pipedream``: PipeDream's DP, its MILP and exhaustive search on each graph."""
     from compare.pipedream import check_pipedream
     from piper_ilp.errors import InputError
@@ -115,24 +143,57 @@ def _verify_pipedream(graphs: list[str], devices: str | None, bandwidth: str | N
         raise InputError("--model pipedream needs --devices (workers) and --bandwidth")
     n = parse_count(devices, "--devices")
     B = check_setting("B", parse_size(bandwidth, "--bandwidth", rate=True), "--bandwidth")
-    mem = check_setting("M", parse_size(memory, "--memory"), "--memory") if memory is not None else None
+    mem = (
+        check_setting("M", parse_size(memory, "--memory"), "--memory")
+        if memory is not None
+        else None
+    )
     codes = []
     for graph in graphs:
         prep = prepare(parse_graph(graph))
         states = antichain_states(prep)
-        v = check_pipedream(prep, states, n, B, straight=straight, memory=mem, memory_constraint=mem is not None, what="--devices")
+        v = check_pipedream(
+            prep,
+            states,
+            n,
+            B,
+            straight=straight,
+            memory=mem,
+            memory_constraint=mem is not None,
+            what="--devices",
+        )
         if json_out:
-            print_json_line(dict(v, instance=graph, model="pipedream", workers=n, bandwidth=B, memory=mem, straight=straight))
+            print_json_line(
+                dict(
+                    v,
+                    instance=graph,
+                    model="pipedream",
+                    workers=n,
+                    bandwidth=B,
+                    memory=mem,
+                    straight=straight,
+                )
+            )
         else:
-            stdout.print(f"{graph}: PipeDream's model, {len(prep.nodes)} layers, {n} workers, B={B:.6g}"
-                         + (f", memory rule at {mem:.6g} bytes" if mem is not None else "") + (", straight" if straight else ""), markup=False)
+            stdout.print(
+                f"{graph}: PipeDream's model, {len(prep.nodes)} layers, {n} workers, B={B:.6g}"
+                + (f", memory rule at {mem:.6g} bytes" if mem is not None else "")
+                + (", straight" if straight else ""),
+                markup=False,
+            )
             for m in ("dp", "milp", "brute"):
                 if m in v["values"]:
                     val = v["values"][m]
-                    stdout.print(f"  {m:6s} {'no plan' if val is None else f'{val:.12g} s'}  ({v['cpu_s'].get(m, 0.0):.3f} s CPU)", markup=False)
+                    stdout.print(
+                        f"  {m:6s} {'no plan' if val is None else f'{val:.12g} s'}  ({v['cpu_s'].get(m, 0.0):.3f} s CPU)",
+                        markup=False,
+                    )
                 elif m in v["skipped"]:
                     stdout.print(f"  {m:6s} skipped: {v['skipped'][m]}", markup=False)
-            stdout.print(f"{v['verdict']}" + (f" (referee: {v['referee']})" if v["referee"] else ""), markup=False)
+            stdout.print(
+                f"{v['verdict']}" + (f" (referee: {v['referee']})" if v["referee"] else ""),
+                markup=False,
+            )
             for problem in v["problems"]:
                 stdout.print(f"  - {problem}", markup=False)
         codes.append({"match": 0, "mismatch": 1, "inconclusive": 3}[v["verdict"]])
@@ -202,7 +263,9 @@ def _note(verdict, name: str, r, detail: bool = False) -> str:
     if r.error:
         return r.error
     if r.backend_error:
-        info = r.solution.info if r.solution is not None and isinstance(r.solution.info, dict) else {}
+        info = (
+            r.solution.info if r.solution is not None and isinstance(r.solution.info, dict) else {}
+        )
         extra = f"; info {info}" if detail and info else ""
         return f"backend error (not a proof, not evidence against the others): {r.backend_error}{extra}"
     s = r.solution
@@ -231,7 +294,13 @@ def verdict_table(verdict, detail: bool = False) -> Table:
     digits = 12 if detail else 9
     batch = verdict.mode.batch_time
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    columns = [("method", "left"), ("status", "left"), ("batch time s" if batch else "TPS s", "right"), ("bound s", "right"), ("stages", "right")]
+    columns = [
+        ("method", "left"),
+        ("status", "left"),
+        ("batch time s" if batch else "TPS s", "right"),
+        ("bound s", "right"),
+        ("stages", "right"),
+    ]
     if detail:
         columns += [("devices", "right"), ("sum d", "right")]
     columns += [("time", "right")]
@@ -260,16 +329,25 @@ def verdict_table(verdict, detail: bool = False) -> Table:
 
 def _verdict_line(verdict) -> str:
     unit = "batch time {:.12g} s" if verdict.mode.batch_time else "TPS {:.12g} s per sample"
-    what = "proven infeasible" if verdict.infeasible else (
-        "optimum " + unit.format(verdict.optimum) if verdict.optimum is not None else "")
+    what = (
+        "proven infeasible"
+        if verdict.infeasible
+        else ("optimum " + unit.format(verdict.optimum) if verdict.optimum is not None else "")
+    )
     if verdict.verdict == "match":
         return f"match: {what} (independent proofs: {', '.join(verdict.proofs)})"
     if verdict.verdict == "consistent":
-        open_ = [m for m, r in verdict.results.items() if m != "greedy" and r.skipped is None and not r.proven]
+        open_ = [
+            m
+            for m, r in verdict.results.items()
+            if m != "greedy" and r.skipped is None and not r.proven
+        ]
         return f"consistent: {what} (proofs: {', '.join(verdict.proofs)}); {', '.join(open_)} proved nothing, and nothing contradicts it"
     if verdict.verdict == "single-proof":
-        return (f"single-proof: {what}, proved by {', '.join(verdict.proofs)} only (lineage {', '.join(verdict.lineages)}); "
-                "no independent method confirmed it")
+        return (
+            f"single-proof: {what}, proved by {', '.join(verdict.proofs)} only (lineage {', '.join(verdict.lineages)}); "
+            "no independent method confirmed it"
+        )
     if verdict.verdict == "inconclusive":
         return "inconclusive: no method proved an optimum or infeasibility (in time)"
     if verdict.verdict == "error":
@@ -306,7 +384,9 @@ def _print_verdict(instance, verdict, detail: bool = False) -> None:
             stdout.print(stage_table(r.evaluation, title=f"{name}'s plan (status {r.status})"))
     if verdict.verdict != "mismatch":
         for name, gap in verdict.gaps.items():
-            what = "greedy rule (Piper's option choice)" if name == "greedy" else f"{name} (heuristic)"
+            what = (
+                "greedy rule (Piper's option choice)" if name == "greedy" else f"{name} (heuristic)"
+            )
             r = verdict.results[name]
             value = f"batch time {r.value:.12g}" if verdict.mode.batch_time else f"TPS {r.tps:.12g}"
             stdout.print(f"{what}: {value}, {100 * gap:.4g}% above the optimum", markup=False)
@@ -319,15 +399,35 @@ def register(app: typer.Typer) -> None:
     @app.command("verify")
     @cli_errors
     def verify_command(
-        instances: Annotated[list[str], typer.Argument(help="Instance JSON file(s), e.g. a campaign's counterexamples.")],
+        instances: Annotated[
+            list[str],
+            typer.Argument(help="Instance JSON file(s), e.g. a campaign's counterexamples."),
+        ],
         methods: MethodsOpt = "dp,cpsat,cbc,brute",
         time_limit: TimeLimitOpt = 60.0,
         threads: ThreadsOpt = None,
-        force: Annotated[bool, typer.Option("--force", help="Run every method past its size guard (MILP variables, brute's nodes and partitions, the DP's successor-closed sets).")] = False,
-        greedy: Annotated[bool, typer.Option("--greedy/--no-greedy", help="Also run Piper's greedy rule and report its gap.")] = True,
-        milp_hint: Annotated[bool, typer.Option("--milp-hint", help="Give the MILP backends the DP's plan as warm start and "
-                                                "cutoff (the DP runs first; a backend error under it counts as a mismatch). "
-                                                "Off by default: the backends then run fully independently. Needs dp and a MILP backend in --methods.")] = False,
+        force: Annotated[
+            bool,
+            typer.Option(
+                "--force",
+                help="Run every method past its size guard (MILP variables, brute's nodes and partitions, the DP's successor-closed sets).",
+            ),
+        ] = False,
+        greedy: Annotated[
+            bool,
+            typer.Option(
+                "--greedy/--no-greedy", help="Also run Piper's greedy rule and report its gap."
+            ),
+        ] = True,
+        milp_hint: Annotated[
+            bool,
+            typer.Option(
+                "--milp-hint",
+                help="Give the MILP backends the DP's plan as warm start and "
+                "cutoff (the DP runs first; a backend error under it counts as a mismatch). "
+                "Off by default: the backends then run fully independently. Needs dp and a MILP backend in --methods.",
+            ),
+        ] = False,
         devices: DevicesOpt = None,
         memory: MemoryOpt = None,
         batch: BatchOpt = None,
@@ -341,13 +441,25 @@ def register(app: typer.Typer) -> None:
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
-        detail: Annotated[bool, typer.Option("--detail", help="More digits, devices and sum d, notes in the table, and every plan stage by stage.")] = False,
+        detail: Annotated[
+            bool,
+            typer.Option(
+                "--detail",
+                help="More digits, devices and sum d, notes in the table, and every plan stage by stage.",
+            ),
+        ] = False,
         external: ExternalOpt = None,
         external_timeout: ExternalTimeoutOpt = None,
-        model: Annotated[str, typer.Option("--model", help="piper (the default), or pipedream: each INSTANCE is a PipeDream graph.txt, "
-                                           "checked in PipeDream's single-level model (its DP, its MILP, exhaustive search) with "
-                                           "--devices workers, --bandwidth, --memory (its memory rule) and --no-data-parallel "
-                                           "(a straight pipeline).")] = "piper",
+        model: Annotated[
+            str,
+            typer.Option(
+                "--model",
+                help="piper (the default), or pipedream: each INSTANCE is a PipeDream graph.txt, "
+                "checked in PipeDream's single-level model (its DP, its MILP, exhaustive search) with "
+                "--devices workers, --bandwidth, --memory (its memory rule) and --no-data-parallel "
+                "(a straight pipeline).",
+            ),
+        ] = "piper",
         json_out: JsonOpt = False,
     ) -> None:
         """Cross-check the methods on each INSTANCE and give one verdict.
@@ -374,7 +486,9 @@ def register(app: typer.Typer) -> None:
         mode = mode_from_flags(pipeline, objective, schedule)
         if model == "pipedream":
             if not mode.is_default:
-                raise InputError(f"--model pipedream checks PipeDream's own model; --pipeline, --objective, --schedule do not apply (got {mode.label})")
+                raise InputError(
+                    f"--model pipedream checks PipeDream's own model; --pipeline, --objective, --schedule do not apply (got {mode.label})"
+                )
             _verify_pipedream(instances, devices, bandwidth, memory, no_data_parallel, json_out)
             return
         if model != "piper":
@@ -387,7 +501,9 @@ def register(app: typer.Typer) -> None:
             check_mode(METHODS[name], mode)
         for name, command in externals.items():
             check_mode(external_method(name, command), mode)
-        restrictions = restrictions_from_flags(no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t)
+        restrictions = restrictions_from_flags(
+            no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t
+        )
         codes = []
         for path in instances:
             try:
@@ -398,11 +514,25 @@ def register(app: typer.Typer) -> None:
                     print_json_line({"instance": path, "verdict": None, "error": str(exc)})
                 codes.append(2)
                 continue
-            kwargs = dict(time_limit=time_limit, threads=threads, force=force, greedy=greedy, milp_hint=milp_hint,
-                          externals=externals, external_timeout=external_timeout, mode=mode)
+            kwargs = dict(
+                time_limit=time_limit,
+                threads=threads,
+                force=force,
+                greedy=greedy,
+                milp_hint=milp_hint,
+                externals=externals,
+                external_timeout=external_timeout,
+                mode=mode,
+            )
             if sys.stderr.isatty():  # which method is running, on a terminal only
                 with stderr.status(f"{path}: starting") as status:
-                    v = verify_instance(inst, names, restrictions, progress=lambda m: status.update(f"{path}: running {m}"), **kwargs)
+                    v = verify_instance(
+                        inst,
+                        names,
+                        restrictions,
+                        progress=lambda m: status.update(f"{path}: running {m}"),
+                        **kwargs,
+                    )
             else:
                 v = verify_instance(inst, names, restrictions, **kwargs)
             if json_out:
@@ -417,16 +547,58 @@ def register(app: typer.Typer) -> None:
     @app.command("random")
     @cli_errors
     def random_command(
-        family: Annotated[str, typer.Option("--family", help="chain, skip, layered, series-parallel, fork-join, towers, or numerics (magnitudes 1e-6..1e18, exact ties, memory at M).")] = "layered",
+        family: Annotated[
+            str,
+            typer.Option(
+                "--family",
+                help="chain, skip, layered, series-parallel, fork-join, towers, or numerics (magnitudes 1e-6..1e18, exact ties, memory at M).",
+            ),
+        ] = "layered",
         nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of nodes (layers).")] = 6,
-        seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same instance).")] = 0,
-        t_values: Annotated[str, typer.Option("--t-values", help="Tensor-parallel degrees offered, e.g. 1,2,4.")] = "1,2",
-        options: Annotated[str, typer.Option("--options", help="Options per (node, t): a number or a range A-B.")] = "2",
-        memory: Annotated[str, typer.Option("--memory-kind", help="tight, loose, or a number f: M = lo + f (hi - lo).")] = "tight",
-        integer: Annotated[bool, typer.Option("--integer", help="Small integer data and B = 1 (every backend exact).")] = False,
-        devices: Annotated[Optional[int], typer.Option("--devices", "-K", min=1, help="K (default: drawn in 1..8).", show_default=False)] = None,
-        batch: Annotated[Optional[int], typer.Option("--batch", "-N", min=1, help="N (default: drawn from 1,2,4,6,8).", show_default=False)] = None,
-        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the instance here (default: stdout).", show_default=False)] = None,
+        seed: Annotated[
+            int, typer.Option("--seed", help="Random seed (same seed, same instance).")
+        ] = 0,
+        t_values: Annotated[
+            str, typer.Option("--t-values", help="Tensor-parallel degrees offered, e.g. 1,2,4.")
+        ] = "1,2",
+        options: Annotated[
+            str, typer.Option("--options", help="Options per (node, t): a number or a range A-B.")
+        ] = "2",
+        memory: Annotated[
+            str,
+            typer.Option(
+                "--memory-kind", help="tight, loose, or a number f: M = lo + f (hi - lo)."
+            ),
+        ] = "tight",
+        integer: Annotated[
+            bool,
+            typer.Option("--integer", help="Small integer data and B = 1 (every backend exact)."),
+        ] = False,
+        devices: Annotated[
+            Optional[int],
+            typer.Option(
+                "--devices", "-K", min=1, help="K (default: drawn in 1..8).", show_default=False
+            ),
+        ] = None,
+        batch: Annotated[
+            Optional[int],
+            typer.Option(
+                "--batch",
+                "-N",
+                min=1,
+                help="N (default: drawn from 1,2,4,6,8).",
+                show_default=False,
+            ),
+        ] = None,
+        output: Annotated[
+            Optional[Path],
+            typer.Option(
+                "--output",
+                "-o",
+                help="Write the instance here (default: stdout).",
+                show_default=False,
+            ),
+        ] = None,
     ) -> None:
         """Write a random instance of a graph family.
 
@@ -450,7 +622,9 @@ def register(app: typer.Typer) -> None:
             try:
                 mem = float(memory)
             except ValueError:
-                raise InputError(f"--memory-kind: expected tight, loose or a number, got {memory!r}") from None
+                raise InputError(
+                    f"--memory-kind: expected tight, loose or a number, got {memory!r}"
+                ) from None
         inst = random_instance(
             family,
             nodes,
@@ -467,30 +641,70 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(text)
         else:
             atomic_write_text(output, text)
-            stderr.print(f"wrote {output}: {inst.source}, {len(inst.nodes)} nodes, {len(inst.edges)} edges, K={inst.K} N={inst.N}", markup=False)
+            stderr.print(
+                f"wrote {output}: {inst.source}, {len(inst.nodes)} nodes, {len(inst.edges)} edges, K={inst.K} N={inst.N}",
+                markup=False,
+            )
 
     @app.command("campaign")
     @cli_errors
     def campaign_command(
-        out: Annotated[Path, typer.Option("--out", help="Results folder: results.jsonl, summary.json, counterexamples/.")],
-        count: Annotated[int, typer.Option("--count", min=0, help="Number of random instances.")] = 100,
+        out: Annotated[
+            Path,
+            typer.Option(
+                "--out", help="Results folder: results.jsonl, summary.json, counterexamples/."
+            ),
+        ],
+        count: Annotated[
+            int, typer.Option("--count", min=0, help="Number of random instances.")
+        ] = 100,
         seed: Annotated[int, typer.Option("--seed", help="Master seed.")] = 0,
-        families: Annotated[str, typer.Option("--families", help="Comma-separated families (default: the six shapes; add numerics for extreme numbers).")] = "chain,skip,layered,series-parallel,fork-join,towers",
+        families: Annotated[
+            str,
+            typer.Option(
+                "--families",
+                help="Comma-separated families (default: the six shapes; add numerics for extreme numbers).",
+            ),
+        ] = "chain,skip,layered,series-parallel,fork-join,towers",
         nodes: Annotated[str, typer.Option("--nodes", help="Node-count range A-B.")] = "3-7",
         methods: MethodsOpt = "dp,cpsat,cbc,brute",
         time_limit: TimeLimitOpt = 60.0,
         threads: ThreadsOpt = None,
-        workers: Annotated[int, typer.Option("--workers", min=1, help="Local worker processes.")] = 2,
-        resume: Annotated[bool, typer.Option("--resume", help="Continue the campaign in --out, skipping finished instances.")] = False,
-        shrink: Annotated[bool, typer.Option("--shrink/--no-shrink", help="Shrink mismatches into counterexamples/.")] = True,
-        progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress bar (default: on a terminal).", show_default=False)] = None,
+        workers: Annotated[
+            int, typer.Option("--workers", min=1, help="Local worker processes.")
+        ] = 2,
+        resume: Annotated[
+            bool,
+            typer.Option(
+                "--resume", help="Continue the campaign in --out, skipping finished instances."
+            ),
+        ] = False,
+        shrink: Annotated[
+            bool,
+            typer.Option("--shrink/--no-shrink", help="Shrink mismatches into counterexamples/."),
+        ] = True,
+        progress: Annotated[
+            Optional[bool],
+            typer.Option(
+                "--progress/--no-progress",
+                help="Progress bar (default: on a terminal).",
+                show_default=False,
+            ),
+        ] = None,
         scheduler: SchedulerOpt = None,
         external: ExternalOpt = None,
         external_timeout: ExternalTimeoutOpt = None,
-        modes: Annotated[Optional[str], typer.Option("--modes", help="Check every instance under each of these modes: comma-separated "
-                                                     "PIPELINE/OBJECTIVE/SCHEDULE labels (e.g. graph/batch-time/gpipe; trailing parts may be left out: graph = "
-                                                     "graph/throughput/1f1b), or 'all' (the 8 modes "
-                                                     "that differ). Replaces --pipeline/--objective/--schedule.", show_default=False)] = None,
+        modes: Annotated[
+            Optional[str],
+            typer.Option(
+                "--modes",
+                help="Check every instance under each of these modes: comma-separated "
+                "PIPELINE/OBJECTIVE/SCHEDULE labels (e.g. graph/batch-time/gpipe; trailing parts may be left out: graph = "
+                "graph/throughput/1f1b), or 'all' (the 8 modes "
+                "that differ). Replaces --pipeline/--objective/--schedule.",
+                show_default=False,
+            ),
+        ] = None,
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
@@ -514,13 +728,25 @@ def register(app: typer.Typer) -> None:
         nothing was checked there; counted apart in the summary), 2 on bad usage (or OUT in
         use or not writable), 130 on SIGINT, 143 on SIGTERM.
         """
-        from compare.campaign import HARNESS_ERROR, CampaignInterrupted, parse_modes, run_campaign, summary_lines
+        from compare.campaign import (
+            HARNESS_ERROR,
+            CampaignInterrupted,
+            parse_modes,
+            run_campaign,
+            summary_lines,
+        )
         from compare.verify import parse_methods
         from piper_ilp.errors import InputError
 
         if modes is not None and any(x is not None for x in (pipeline, objective, schedule)):
-            raise InputError("--modes replaces --pipeline, --objective and --schedule; give one or the other")
-        mode_list = parse_modes(modes) if modes is not None else (mode_from_flags(pipeline, objective, schedule),)
+            raise InputError(
+                "--modes replaces --pipeline, --objective and --schedule; give one or the other"
+            )
+        mode_list = (
+            parse_modes(modes)
+            if modes is not None
+            else (mode_from_flags(pipeline, objective, schedule),)
+        )
 
         fams = tuple(f.strip() for f in families.split(",") if f.strip())
         try:
@@ -544,16 +770,23 @@ def register(app: typer.Typer) -> None:
                 note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False),
             )
         except CampaignInterrupted as exc:
-            stderr.print(f"piper-ilp: interrupted ({exc.done} results saved in {exc.results}; --resume goes on)", markup=False)
+            stderr.print(
+                f"piper-ilp: interrupted ({exc.done} results saved in {exc.results}; --resume goes on)",
+                markup=False,
+            )
             raise typer.Exit(128 + exc.signum) from None
         if json_out:
             print_json_line(summary)
         else:
             for line in summary_lines(summary):
                 stdout.print(line, markup=False)
-            stdout.print(f"results in {out}/results.jsonl, summary in {out}/summary.json", markup=False)
+            stdout.print(
+                f"results in {out}/results.jsonl, summary in {out}/summary.json", markup=False
+            )
             if summary["mismatches"]:
-                stdout.print(f"counterexamples (replay with piper-ilp verify): {out}/counterexamples/", markup=False)
+                stdout.print(
+                    f"counterexamples (replay with piper-ilp verify): {out}/counterexamples/",
+                    markup=False,
+                )
         if any(summary["verdicts"].get(v) for v in ("mismatch", "error", HARNESS_ERROR)):
             raise typer.Exit(1)
-

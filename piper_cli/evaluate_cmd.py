@@ -58,14 +58,18 @@ def evaluation_to_dict(instance, plan_path: str, ev) -> dict:
             for r in ev.stages
         ],
         "violations": [
-            {"rule": v.rule, "stage": v.stage, "node": v.node, "message": v.message} for v in ev.violations
+            {"rule": v.rule, "stage": v.stage, "node": v.node, "message": v.message}
+            for v in ev.violations
         ],
     }
 
 
 IgnoreMetadataOpt = Annotated[
     bool,
-    typer.Option("--ignore-metadata", help="Go on even when the plan was made for another instance or other settings."),
+    typer.Option(
+        "--ignore-metadata",
+        help="Go on even when the plan was made for another instance or other settings.",
+    ),
 ]
 
 
@@ -85,7 +89,9 @@ def load_matching_plan(inst, plan: str, ignore_metadata: bool):
 
 def _records_mode(plan) -> bool:
     """True when the plan's metadata names a pipelining, objective or schedule."""
-    return any((plan.metadata or {}).get(k) is not None for k in ("pipeline", "objective", "schedule"))
+    return any(
+        (plan.metadata or {}).get(k) is not None for k in ("pipeline", "objective", "schedule")
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -131,9 +137,18 @@ def register(app: typer.Typer) -> None:
             print_json_line(evaluation_to_dict(inst, plan, ev))
         else:
             stdout.print(f"{inst.source}: {settings_line(inst)}", markup=False)
-            source = "from the flags" if given and mode != recorded else "recorded in the plan" if _records_mode(p) else "the default"
-            stdout.print(f"plan {plan}: {len(p.stages)} stages, {ev.devices} devices, sum d = {ev.sum_d}; "
-                         f"mode {mode.label} ({source})", markup=False)
+            source = (
+                "from the flags"
+                if given and mode != recorded
+                else "recorded in the plan"
+                if _records_mode(p)
+                else "the default"
+            )
+            stdout.print(
+                f"plan {plan}: {len(p.stages)} stages, {ev.devices} devices, sum d = {ev.sum_d}; "
+                f"mode {mode.label} ({source})",
+                markup=False,
+            )
             stdout.print(stage_table(ev, flow=True))
             if ev.valid:
                 tps = f"TPS {ev.tps:.12g} s per sample (stage {ev.bottleneck} is the bottleneck)"

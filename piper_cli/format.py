@@ -193,10 +193,15 @@ def stage_table(ev: Evaluation, title: str | None = None, flow: bool | None = No
     # the instance's M (a plan with no stages still has one); else the stages' own limit
     limit = ev.M if ev.M is not None else max((r.memory_limit for r in ev.stages), default=None)
     mem_unit, mem_scale = _binary_unit(limit if limit is not None else 1.0)
-    largest = max((r.cost.tps for r in ev.stages if r.cost is not None and math.isfinite(r.cost.tps)), default=1.0)
+    largest = max(
+        (r.cost.tps for r in ev.stages if r.cost is not None and math.isfinite(r.cost.tps)),
+        default=1.0,
+    )
     t_unit, t_scale = _time_unit(largest)
     table.add_column("stage", justify="right", no_wrap=True)
-    table.add_column("nodes", justify="left", max_width=NODES_WIDTH, overflow="fold")  # fold: a run longer than the width
+    table.add_column(
+        "nodes", justify="left", max_width=NODES_WIDTH, overflow="fold"
+    )  # fold: a run longer than the width
     for name in ("d", "t", "h", "y") if flow else ("d", "t", "y"):
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column(f"memory\n{mem_unit}", justify="right", no_wrap=True)
@@ -230,7 +235,9 @@ def stage_table(ev: Evaluation, title: str | None = None, flow: bool | None = No
         table.add_row(*row)
     notes = ["* the bottleneck stage"] if bottleneck is not None else []
     if flow:
-        notes.append("h microbatches in flight" + ("; next: successors in the stage graph" if graph else ""))
+        notes.append(
+            "h microbatches in flight" + ("; next: successors in the stage graph" if graph else "")
+        )
     if limit is not None:
         notes.append(f"memory limit M = {format_bytes(limit)}" + (" (! above it)" if over else ""))
     table.caption = "; ".join(notes)

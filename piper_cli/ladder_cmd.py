@@ -7,7 +7,18 @@ from typing import Annotated
 
 import typer
 
-from piper_cli.common import BandwidthOpt, BatchOpt, DevicesOpt, JsonOpt, MemoryOpt, cli_errors, load_with_overrides, print_json_line, stderr, stdout
+from piper_cli.common import (
+    BandwidthOpt,
+    BatchOpt,
+    DevicesOpt,
+    JsonOpt,
+    MemoryOpt,
+    cli_errors,
+    load_with_overrides,
+    print_json_line,
+    stderr,
+    stdout,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -15,9 +26,18 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     def ladder_command(
         instance: Annotated[str, typer.Argument(help="Instance JSON (a big model).")],
-        max_nodes: Annotated[int, typer.Option("--max-nodes", min=1, help="Largest rung, in nodes.")] = 24,
-        time_limit: Annotated[float, typer.Option("--time-limit", min=0.0, help="Seconds for CP-SAT on each rung.")] = 60.0,
-        full_time_limit: Annotated[float, typer.Option("--full-time-limit", min=0.0, help="Seconds for CP-SAT's bound at full size.")] = 120.0,
+        max_nodes: Annotated[
+            int, typer.Option("--max-nodes", min=1, help="Largest rung, in nodes.")
+        ] = 24,
+        time_limit: Annotated[
+            float, typer.Option("--time-limit", min=0.0, help="Seconds for CP-SAT on each rung.")
+        ] = 60.0,
+        full_time_limit: Annotated[
+            float,
+            typer.Option(
+                "--full-time-limit", min=0.0, help="Seconds for CP-SAT's bound at full size."
+            ),
+        ] = 120.0,
         json_out: JsonOpt = False,
         devices: DevicesOpt = None,
         memory: MemoryOpt = None,
@@ -32,24 +52,46 @@ def register(app: typer.Typer) -> None:
         from compare.ladder import run_ladder
 
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
+
         def on_rung(r) -> None:
             # on stderr as each rung ends (a terminal or not): an interrupted ladder still
             # shows the rungs it finished
-            stderr.print(f"rung {r.blocks} blocks ({r.nodes} nodes, K={r.K}, N={r.N}): {r.verdict} ({r.seconds:.2f} CPU s)", markup=False)
+            stderr.print(
+                f"rung {r.blocks} blocks ({r.nodes} nodes, K={r.K}, N={r.N}): {r.verdict} ({r.seconds:.2f} CPU s)",
+                markup=False,
+            )
             sys.stderr.flush()
 
-        lad = run_ladder(inst, max_nodes=max_nodes, time_limit=time_limit, full_time_limit=full_time_limit, on_rung=on_rung)
+        lad = run_ladder(
+            inst,
+            max_nodes=max_nodes,
+            time_limit=time_limit,
+            full_time_limit=full_time_limit,
+            on_rung=on_rung,
+        )
         if json_out:
             print_json_line(lad.to_dict())
             raise typer.Exit(lad.exit_code)
-        stdout.print(f"{'rung':>4} {'nodes':>5} {'K':>4} {'N':>4}  {'verdict':<12} {'optimum s':>12} {'CPU s':>8}", markup=False)
+        stdout.print(
+            f"{'rung':>4} {'nodes':>5} {'K':>4} {'N':>4}  {'verdict':<12} {'optimum s':>12} {'CPU s':>8}",
+            markup=False,
+        )
         for i, r in enumerate(lad.rungs):
             opt = "-" if r.optimum is None else f"{r.optimum:.6g}"
-            stdout.print(f"{i + 1:>4} {r.nodes:>5} {r.K:>4} {r.N:>4}  {r.verdict:<12} {opt:>12} {r.seconds:>8.2f}", markup=False)
+            stdout.print(
+                f"{i + 1:>4} {r.nodes:>5} {r.K:>4} {r.N:>4}  {r.verdict:<12} {opt:>12} {r.seconds:>8.2f}",
+                markup=False,
+            )
         f = lad.full
         tps = "-" if f["tps"] is None else f"{f['tps']:.6g}"
-        stdout.print(f"full size ({len(inst.nodes)} nodes, K={inst.K}, N={inst.N}): DP {f['status']} TPS {tps}; "
-                     f"lower bound {f['bound']:.6g} (CP-SAT: {f.get('milp_status')})", markup=False)
+        stdout.print(
+            f"full size ({len(inst.nodes)} nodes, K={inst.K}, N={inst.N}): DP {f['status']} TPS {tps}; "
+            f"lower bound {f['bound']:.6g} (CP-SAT: {f.get('milp_status')})",
+            markup=False,
+        )
         if lad.gap is not None:
-            stdout.print(f"certified gap: {100 * lad.gap:.3g}% (the DP's plan is within this of the optimum)", markup=False)
+            stdout.print(
+                f"certified gap: {100 * lad.gap:.3g}% (the DP's plan is within this of the optimum)",
+                markup=False,
+            )
         raise typer.Exit(lad.exit_code)

@@ -39,11 +39,31 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     def import_pipedream(
         graph: Annotated[str, typer.Argument(help="PipeDream profile graph.txt.")],
-        output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the instance JSON.")],
-        devices: Annotated[str, typer.Option("--devices", "-K", help="K, number of devices.")] = "1",
-        memory: Annotated[str, typer.Option("--memory", "-M", help="M, bytes per device or a unit (16GB; B = bytes, bit = bits; PipeDream's default -s).")] = "16e9",
-        batch: Annotated[str, typer.Option("--batch", "-N", help="N, microbatches per batch.")] = "1",
-        bandwidth: Annotated[str, typer.Option("--bandwidth", "-B", help="B, bytes/s per device or a unit (1GB/s, 8Gbit/s; PipeDream's default -b).")] = "1e9",
+        output: Annotated[
+            Path, typer.Option("--output", "-o", help="Where to write the instance JSON.")
+        ],
+        devices: Annotated[
+            str, typer.Option("--devices", "-K", help="K, number of devices.")
+        ] = "1",
+        memory: Annotated[
+            str,
+            typer.Option(
+                "--memory",
+                "-M",
+                help="M, bytes per device or a unit (16GB; B = bytes, bit = bits; PipeDream's default -s).",
+            ),
+        ] = "16e9",
+        batch: Annotated[
+            str, typer.Option("--batch", "-N", help="N, microbatches per batch.")
+        ] = "1",
+        bandwidth: Annotated[
+            str,
+            typer.Option(
+                "--bandwidth",
+                "-B",
+                help="B, bytes/s per device or a unit (1GB/s, 8Gbit/s; PipeDream's default -b).",
+            ),
+        ] = "1e9",
     ) -> None:
         """Write a Piper instance for a PipeDream graph.txt: one option "vanilla" at t = 1 per
         layer, p = (F + G) / 1000 s, w = b = P, a = A, edges carry the source's A bytes;
@@ -53,7 +73,10 @@ def register(app: typer.Typer) -> None:
         from piper_ilp.pipedream import graph_to_instance, parse_graph, prepare
 
         check_writable(output, "instance", inputs={graph: "profile"})
-        K, M, N, B = (parse_setting(name, text) for name, text in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth)))
+        K, M, N, B = (
+            parse_setting(name, text)
+            for name, text in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth))
+        )
         g = parse_graph(graph)
         inst = graph_to_instance(g, devices=K, memory=M, batch=N, bandwidth=B)
         save_instance(inst, output)
@@ -69,13 +92,44 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     def pipedream_command(
         graph: Annotated[str, typer.Argument(help="PipeDream profile graph.txt.")],
-        machines: Annotated[list[str], typer.Option("--machines", "-n", help="Workers per level: '--machines 4' or '--machines 4,2' (or repeat the flag).")],
-        bandwidth: Annotated[list[str], typer.Option("--bandwidth", "-b", help="Bandwidth per level, bytes/s or a unit (1GB/s, 8Gbit/s; a lower-case b is refused); one per level.")],
-        memory: Annotated[str, typer.Option("--memory", "-s", help="Bytes per worker or a unit (16GB; PipeDream's -s).")] = "16e9",
-        memory_constraint: Annotated[bool, typer.Option("--memory-constraint", help="Enforce PipeDream's memory rule.")] = False,
-        straight: Annotated[bool, typer.Option("--straight", help="No replication (PipeDream's --straight_pipeline).")] = False,
-        fewer_machines: Annotated[bool, typer.Option("--fewer-machines", help="Allow fewer workers (PipeDream's --use_fewer_machines).")] = False,
-        json_out: Annotated[bool, typer.Option("--json", help="One JSON object on stdout.")] = False,
+        machines: Annotated[
+            list[str],
+            typer.Option(
+                "--machines",
+                "-n",
+                help="Workers per level: '--machines 4' or '--machines 4,2' (or repeat the flag).",
+            ),
+        ],
+        bandwidth: Annotated[
+            list[str],
+            typer.Option(
+                "--bandwidth",
+                "-b",
+                help="Bandwidth per level, bytes/s or a unit (1GB/s, 8Gbit/s; a lower-case b is refused); one per level.",
+            ),
+        ],
+        memory: Annotated[
+            str,
+            typer.Option(
+                "--memory", "-s", help="Bytes per worker or a unit (16GB; PipeDream's -s)."
+            ),
+        ] = "16e9",
+        memory_constraint: Annotated[
+            bool, typer.Option("--memory-constraint", help="Enforce PipeDream's memory rule.")
+        ] = False,
+        straight: Annotated[
+            bool,
+            typer.Option("--straight", help="No replication (PipeDream's --straight_pipeline)."),
+        ] = False,
+        fewer_machines: Annotated[
+            bool,
+            typer.Option(
+                "--fewer-machines", help="Allow fewer workers (PipeDream's --use_fewer_machines)."
+            ),
+        ] = False,
+        json_out: Annotated[
+            bool, typer.Option("--json", help="One JSON object on stdout.")
+        ] = False,
     ) -> None:
         """PipeDream's planner (optimizer_graph_hierarchical.py) in PipeDream's own cost model:
         its objective "time per stage", the stages (layers, replication) and the CPU time."""
@@ -86,20 +140,39 @@ def register(app: typer.Typer) -> None:
 
         ns = [parse_count(x, "--machines") for x in _split(machines, "--machines")]
         # the ranges of Piper's B and M (check_setting), as every other command's options
-        bs = [check_setting("B", parse_size(x, "--bandwidth", rate=True), "--bandwidth") for x in _split(bandwidth, "--bandwidth")]
+        bs = [
+            check_setting("B", parse_size(x, "--bandwidth", rate=True), "--bandwidth")
+            for x in _split(bandwidth, "--bandwidth")
+        ]
         if len(ns) != len(bs):
-            raise InputError(f"--machines gives {len(ns)} level(s) but --bandwidth gives {len(bs)}; give one bandwidth per level")
+            raise InputError(
+                f"--machines gives {len(ns)} level(s) but --bandwidth gives {len(bs)}; give one bandwidth per level"
+            )
         mem = check_setting("M", parse_size(memory, "--memory"), "--memory")
         t0 = time.process_time()
         prep = prepare(parse_graph(graph))
         antichain_states(prep)
-        res = plan_graph(prep, ns, bs, memory=mem, memory_constraint=memory_constraint,
-                         straight=straight, fewer_machines=fewer_machines, what="--machines")
+        res = plan_graph(
+            prep,
+            ns,
+            bs,
+            memory=mem,
+            memory_constraint=memory_constraint,
+            straight=straight,
+            fewer_machines=fewer_machines,
+            what="--machines",
+        )
         cpu = time.process_time() - t0
         if json_out:
             d = res.to_dict()
-            d.update(graph=graph, memory=mem, memory_constraint=memory_constraint, straight=straight,
-                     fewer_machines=fewer_machines, cpu_seconds=cpu)
+            d.update(
+                graph=graph,
+                memory=mem,
+                memory_constraint=memory_constraint,
+                straight=straight,
+                fewer_machines=fewer_machines,
+                cpu_seconds=cpu,
+            )
             print_json_line(d)
             return
         if res.uncovered:
@@ -109,7 +182,10 @@ def register(app: typer.Typer) -> None:
                 markup=False,
             )
         levels = ", ".join(f"{n} x {b:.4g} B/s" for n, b in zip(ns, bs))
-        stdout.print(f"{graph}: {len(prep.nodes)} layers planned, {res.n_states} states; levels {levels}", markup=False)
+        stdout.print(
+            f"{graph}: {len(prep.nodes)} layers planned, {res.n_states} states; levels {levels}",
+            markup=False,
+        )
         if res.time_per_stage is None:
             stdout.print("no plan fits PipeDream's memory rule", markup=False)
             raise typer.Exit(1)
@@ -122,7 +198,9 @@ def register(app: typer.Typer) -> None:
                 markup=False,
             )
         stdout.print(f"Time per stage in pipeline: {res.time_per_stage:.12g} s", markup=False)
-        stdout.print(f"Time taken by single-stage pipeline: {res.single_stage_time:.12g} s", markup=False)
+        stdout.print(
+            f"Time taken by single-stage pipeline: {res.single_stage_time:.12g} s", markup=False
+        )
         stdout.print(f"Workers used: {res.machines_used}; CPU {cpu:.3f} s", markup=False)
 
     @app.command("pipedream-check")
@@ -130,10 +208,19 @@ def register(app: typer.Typer) -> None:
     def pipedream_check(
         count: Annotated[int, typer.Option("--count", min=1, help="Number of random cases.")] = 300,
         seed: Annotated[int, typer.Option("--seed", help="Seed of the campaign.")] = 1,
-        max_nodes: Annotated[int, typer.Option("--max-nodes", min=1, max=9, help="Largest graph.")] = 7,
-        max_machines: Annotated[int, typer.Option("--max-machines", min=1, max=8, help="Largest worker count.")] = 5,
-        summary: Annotated[Optional[Path], typer.Option("--summary", help="Write the summary JSON here.")] = None,
-        milp: Annotated[bool, typer.Option("--milp", help="Also solve each case with the MILP (SCIP) and compare.")] = False,
+        max_nodes: Annotated[
+            int, typer.Option("--max-nodes", min=1, max=9, help="Largest graph.")
+        ] = 7,
+        max_machines: Annotated[
+            int, typer.Option("--max-machines", min=1, max=8, help="Largest worker count.")
+        ] = 5,
+        summary: Annotated[
+            Optional[Path], typer.Option("--summary", help="Write the summary JSON here.")
+        ] = None,
+        milp: Annotated[
+            bool,
+            typer.Option("--milp", help="Also solve each case with the MILP (SCIP) and compare."),
+        ] = False,
     ) -> None:
         """Cross-check PipeDream's DP against exhaustive search in its single-level model on
         seeded tiny random graphs. Exit 1 when any case disagrees."""

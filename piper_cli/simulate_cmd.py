@@ -31,10 +31,34 @@ def register(app: typer.Typer) -> None:
         plan: Annotated[str, typer.Argument(help="Plan JSON (e.g. from solve -o).")],
         schedule: ScheduleOpt = None,
         pipeline: PipelineOpt = None,
-        microbatches: Annotated[Optional[int], typer.Option("--microbatches", min=1, help="Microbatches to simulate (default: N for the flush schedules, max(8N, 64) for 1f1b).", show_default=False)] = None,
-        forward_fraction: Annotated[float, typer.Option("--forward-fraction", help="Share of a microbatch's work done in the forward pass (1 = one task per microbatch and stage).")] = 1.0 / 3.0,
-        gantt: Annotated[Optional[str], typer.Option("--gantt", help="Write a Gantt chart (.png or .svg).", show_default=False)] = None,
-        gantt_microbatches: Annotated[int, typer.Option("--gantt-microbatches", min=1, help="Draw the chart up to the time this many microbatches took.")] = 24,
+        microbatches: Annotated[
+            Optional[int],
+            typer.Option(
+                "--microbatches",
+                min=1,
+                help="Microbatches to simulate (default: N for the flush schedules, max(8N, 64) for 1f1b).",
+                show_default=False,
+            ),
+        ] = None,
+        forward_fraction: Annotated[
+            float,
+            typer.Option(
+                "--forward-fraction",
+                help="Share of a microbatch's work done in the forward pass (1 = one task per microbatch and stage).",
+            ),
+        ] = 1.0 / 3.0,
+        gantt: Annotated[
+            Optional[str],
+            typer.Option("--gantt", help="Write a Gantt chart (.png or .svg).", show_default=False),
+        ] = None,
+        gantt_microbatches: Annotated[
+            int,
+            typer.Option(
+                "--gantt-microbatches",
+                min=1,
+                help="Draw the chart up to the time this many microbatches took.",
+            ),
+        ] = 24,
         json_out: JsonOpt = False,
         ignore_metadata: IgnoreMetadataOpt = False,
         devices: DevicesOpt = None,
@@ -60,8 +84,15 @@ def register(app: typer.Typer) -> None:
         p = load_matching_plan(inst, plan, ignore_metadata)
         mode = mode_from_flags(pipeline, None, schedule, base=Mode.from_dict(p.metadata))
         schedule, pipeline = mode.schedule, mode.pipeline
-        sim = simulate(inst, p, schedule=schedule, pipeline=pipeline, microbatches=microbatches,
-                       forward_fraction=forward_fraction, plan_source=plan)
+        sim = simulate(
+            inst,
+            p,
+            schedule=schedule,
+            pipeline=pipeline,
+            microbatches=microbatches,
+            forward_fraction=forward_fraction,
+            plan_source=plan,
+        )
         if gantt:
             finish: dict[int, float] = {}
             for t in sim.tasks:
@@ -71,15 +102,30 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json_line(sim.to_dict())
             return
-        stdout.print(f"{schedule}, {pipeline} pipeline, {sim.microbatches} microbatches simulated", markup=False)
+        stdout.print(
+            f"{schedule}, {pipeline} pipeline, {sim.microbatches} microbatches simulated",
+            markup=False,
+        )
         ratio = f"{sim.period / sim.max_tps:.4f}" if sim.max_tps > 0 else "-"
-        stdout.print(f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g}; ratio {ratio})", markup=False)
+        stdout.print(
+            f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g}; ratio {ratio})",
+            markup=False,
+        )
         if schedule == "1f1b" and sim.period < sim.max_tps * (1 - 1e-9):
-            stdout.print("            below max TPS, so not yet the steady state: simulate more --microbatches", markup=False)
-        stdout.print(f"batch time  {sim.batch_time:.6g} s simulated, {sim.model_batch_time:.6g} s by the model (sec. 9)", markup=False)
+            stdout.print(
+                "            below max TPS, so not yet the steady state: simulate more --microbatches",
+                markup=False,
+            )
+        stdout.print(
+            f"batch time  {sim.batch_time:.6g} s simulated, {sim.model_batch_time:.6g} s by the model (sec. 9)",
+            markup=False,
+        )
         stdout.print("stage   d   t        TPS  y model  peak in flight", markup=False)
         for s in sim.stages:
             flag = "  > model" if s["peak_in_flight"] > s["y_model"] else ""
-            stdout.print(f"{s['stage']:5d} {s['d']:3d} {s['t']:3d} {s['tps']:10.4g} {s['y_model']:8d} {s['peak_in_flight']:15d}{flag}", markup=False)
+            stdout.print(
+                f"{s['stage']:5d} {s['d']:3d} {s['t']:3d} {s['tps']:10.4g} {s['y_model']:8d} {s['peak_in_flight']:15d}{flag}",
+                markup=False,
+            )
         if gantt:
             stdout.print(f"wrote {gantt}", markup=False)

@@ -40,7 +40,14 @@ if TYPE_CHECKING:
     from piper_ilp.pipeline import Mode
     from piper_ilp.solution import Restrictions, Solution
 
-__all__ = ["register", "solution_record", "print_solution", "method_options", "check_applicable", "check_excluded_ids"]
+__all__ = [
+    "register",
+    "solution_record",
+    "print_solution",
+    "method_options",
+    "check_applicable",
+    "check_excluded_ids",
+]
 
 
 class Knapsack(str, enum.Enum):
@@ -60,6 +67,7 @@ FLAGS: dict[str, str] = {
     "force": "--force",
 }
 
+
 def method_options() -> dict[str, frozenset[str]]:
     """Each method's name -> the solver options (keywords of ``run_method``) it takes,
     from the methods registry."""
@@ -68,7 +76,9 @@ def method_options() -> dict[str, frozenset[str]]:
     return {name: m.options - {"progress"} for name, m in METHODS.items()}
 
 
-def check_applicable(method: str, given: dict[str, object], takes: dict[str, frozenset[str]]) -> None:
+def check_applicable(
+    method: str, given: dict[str, object], takes: dict[str, frozenset[str]]
+) -> None:
     """Raise InputError (one line) when a solver option in ``given`` does not apply to
     ``method``, naming the methods it applies to; ``takes`` is :func:`method_options`."""
     from piper_ilp.errors import InputError
@@ -93,7 +103,9 @@ def check_excluded_ids(instance: Instance, exclude: list[str] | None) -> None:
 
     if not exclude:
         return
-    known = sorted({opt.id for node in instance.nodes for opts in node.options.values() for opt in opts})
+    known = sorted(
+        {opt.id for node in instance.nodes for opts in node.options.values() for opt in opts}
+    )
     for option_id in exclude:
         if option_id not in known:
             raise InputError(
@@ -132,7 +144,10 @@ def print_solution(instance: Instance, sol: Solution, detail: bool = False) -> N
     from piper_ilp.solution import Status
 
     mode_note = "" if sol.mode.is_default else f"; mode {sol.mode.label}"
-    stdout.print(f"{instance.source}: {settings_line(instance)}; method {sol.method}{mode_note}", markup=False)
+    stdout.print(
+        f"{instance.source}: {settings_line(instance)}; method {sol.method}{mode_note}",
+        markup=False,
+    )
     if sol.plan is not None:
         stdout.print(stage_table(evaluate(instance, sol.plan, sol.mode)))
         if detail:
@@ -146,7 +161,9 @@ def print_solution(instance: Instance, sol: Solution, detail: bool = False) -> N
             markup=False,
         )
     else:
-        stdout.print(f"{sol.status.value}: no plan ({format_seconds(sol.seconds, 3)})", markup=False)
+        stdout.print(
+            f"{sol.status.value}: no plan ({format_seconds(sol.seconds, 3)})", markup=False
+        )
     if sol.message:
         stdout.print(f"  {sol.message}", markup=False)
     for key in ("variables", "constraints", "scaling_error", "ideals", "stage_candidates"):
@@ -173,7 +190,10 @@ def _remove_stale(output: Path, why: str) -> None:
         if not remove_output(output):
             return
     except (OSError, InputError) as exc:
-        stderr.print(f"piper-ilp: warning: {output} is from an earlier run and could not be removed: {getattr(exc, 'strerror', None) or exc}", markup=False)
+        stderr.print(
+            f"piper-ilp: warning: {output} is from an earlier run and could not be removed: {getattr(exc, 'strerror', None) or exc}",
+            markup=False,
+        )
         return
     stderr.print(f"piper-ilp: removed stale plan {output}: the new solve {why}", markup=False)
 
@@ -183,8 +203,19 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     def solve_command(
         instances: Annotated[list[str], typer.Argument(help="Instance JSON file(s).")],
-        method: Annotated[str, typer.Option("--method", help="Solver: dp (the DP), cpsat, cbc, scip (the exact MILP), brute (tiny graphs).")] = "dp",
-        knapsack: Annotated[Knapsack, typer.Option("--knapsack", help="DP option choice: exact, or Piper's greedy rule (sec. 5).")] = Knapsack.exact,
+        method: Annotated[
+            str,
+            typer.Option(
+                "--method",
+                help="Solver: dp (the DP), cpsat, cbc, scip (the exact MILP), brute (tiny graphs).",
+            ),
+        ] = "dp",
+        knapsack: Annotated[
+            Knapsack,
+            typer.Option(
+                "--knapsack", help="DP option choice: exact, or Piper's greedy rule (sec. 5)."
+            ),
+        ] = Knapsack.exact,
         devices: DevicesOpt = None,
         memory: MemoryOpt = None,
         batch: BatchOpt = None,
@@ -198,16 +229,77 @@ def register(app: typer.Typer) -> None:
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
-        time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.0, help="DP and MILP: seconds before stopping (status feasible/unknown, never optimal).", show_default=False)] = None,
-        threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="MILP: solver threads, 1 to 64 (SCIP's limit).", show_default=False)] = None,
-        write_model: Annotated[Optional[Path], typer.Option("--write-model", "--write-lp", help="MILP: write the model (CBC: LP file; CP-SAT: model proto as text).", show_default=False)] = None,
-        hint_from_dp: Annotated[bool, typer.Option("--hint-from-dp", help="MILP: warm-start with the DP's plan.")] = False,
-        force: Annotated[bool, typer.Option("--force", help="Solve even above the method's size guard.")] = False,
-        max_ideals: Annotated[Optional[int], typer.Option("--max-ideals", min=1, help="DP: refuse above this many successor-closed sets.", show_default=False)] = None,
-        max_variables: Annotated[Optional[int], typer.Option("--max-variables", min=1, help="MILP: refuse above this many variables (unless --force).", show_default=False)] = None,
-        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the plan (object form, with what it was solved for) to this file.", show_default=False)] = None,
-        detail: Annotated[bool, typer.Option("--detail", help="Also list every layer's option choice.")] = False,
-        progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Progress display on stderr (default: on a terminal).", show_default=False)] = None,
+        time_limit: Annotated[
+            Optional[float],
+            typer.Option(
+                "--time-limit",
+                min=0.0,
+                help="DP and MILP: seconds before stopping (status feasible/unknown, never optimal).",
+                show_default=False,
+            ),
+        ] = None,
+        threads: Annotated[
+            Optional[int],
+            typer.Option(
+                "--threads",
+                min=1,
+                help="MILP: solver threads, 1 to 64 (SCIP's limit).",
+                show_default=False,
+            ),
+        ] = None,
+        write_model: Annotated[
+            Optional[Path],
+            typer.Option(
+                "--write-model",
+                "--write-lp",
+                help="MILP: write the model (CBC: LP file; CP-SAT: model proto as text).",
+                show_default=False,
+            ),
+        ] = None,
+        hint_from_dp: Annotated[
+            bool, typer.Option("--hint-from-dp", help="MILP: warm-start with the DP's plan.")
+        ] = False,
+        force: Annotated[
+            bool, typer.Option("--force", help="Solve even above the method's size guard.")
+        ] = False,
+        max_ideals: Annotated[
+            Optional[int],
+            typer.Option(
+                "--max-ideals",
+                min=1,
+                help="DP: refuse above this many successor-closed sets.",
+                show_default=False,
+            ),
+        ] = None,
+        max_variables: Annotated[
+            Optional[int],
+            typer.Option(
+                "--max-variables",
+                min=1,
+                help="MILP: refuse above this many variables (unless --force).",
+                show_default=False,
+            ),
+        ] = None,
+        output: Annotated[
+            Optional[Path],
+            typer.Option(
+                "--output",
+                "-o",
+                help="Write the plan (object form, with what it was solved for) to this file.",
+                show_default=False,
+            ),
+        ] = None,
+        detail: Annotated[
+            bool, typer.Option("--detail", help="Also list every layer's option choice.")
+        ] = False,
+        progress: Annotated[
+            Optional[bool],
+            typer.Option(
+                "--progress/--no-progress",
+                help="Progress display on stderr (default: on a terminal).",
+                show_default=False,
+            ),
+        ] = None,
         json_out: JsonOpt = False,
     ) -> None:
         """Solve each INSTANCE; print its plan, TPS and status.
@@ -263,7 +355,9 @@ def register(app: typer.Typer) -> None:
             if out is not None:
                 check_writable(out, what, inputs={p: "instance" for p in instances})
 
-        restrictions = restrictions_from_flags(no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t)
+        restrictions = restrictions_from_flags(
+            no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t
+        )
         show_progress = sys.stderr.isatty() if progress is None else progress
         worst = 0
         for path in instances:
@@ -294,7 +388,14 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(worst)
 
 
-def _solve(inst: Instance, method: str, restrictions: Restrictions, options: dict, progress: bool, mode: Mode) -> Solution:
+def _solve(
+    inst: Instance,
+    method: str,
+    restrictions: Restrictions,
+    options: dict,
+    progress: bool,
+    mode: Mode,
+) -> Solution:
     """:func:`compare.methods.run_method` in ``mode`` with the solver options given (each
     checked by :func:`check_applicable`); the others keep the method's defaults."""
     from compare.methods import run_method
@@ -312,17 +413,31 @@ def _exit_status(sol: Solution) -> int:
     return 0
 
 
-def _write_or_remove(output: Path, inst: Instance, sol: Solution, method: str, restrictions: Restrictions, knapsack: str) -> None:
+def _write_or_remove(
+    output: Path,
+    inst: Instance,
+    sol: Solution,
+    method: str,
+    restrictions: Restrictions,
+    knapsack: str,
+) -> None:
     """Write the solve's plan to ``output`` with its metadata; without a plan, remove a
     plan an earlier run left there (saying so), so that no stale plan looks current."""
     from piper_ilp.plan import plan_metadata, save_plan
 
     if sol.plan is not None:
-        meta = plan_metadata(inst, method=method, restrictions=restrictions.to_dict(), mode=knapsack if method == "dp" else None,
-                             problem=sol.mode.to_dict())
+        meta = plan_metadata(
+            inst,
+            method=method,
+            restrictions=restrictions.to_dict(),
+            mode=knapsack if method == "dp" else None,
+            problem=sol.mode.to_dict(),
+        )
         save_plan(sol.plan, output, metadata=meta)
     else:
-        _remove_stale(output, _NO_PLAN.get(sol.status.value, f"ended {sol.status.value} with no plan"))
+        _remove_stale(
+            output, _NO_PLAN.get(sol.status.value, f"ended {sol.status.value} with no plan")
+        )
 
 
 #: Why a solve gave no plan, for the line that reports a removed stale plan.

@@ -28,14 +28,50 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     def sweep_command(
         instance: Annotated[str, typer.Argument(help="Instance JSON.")],
-        out: Annotated[str, typer.Option("--out", help="Results folder: results.jsonl (one line per run) and results.csv.")],
-        devices: Annotated[Optional[str], typer.Option("--devices", "-K", help="K values, comma-separated (default: the file's).")] = None,
-        memory: Annotated[Optional[str], typer.Option("--memory", "-M", help="M values with units, comma-separated (8GiB,16GiB; B = bytes, bit = bits, a lower-case b is refused).")] = None,
-        batch: Annotated[Optional[str], typer.Option("--batch", "-N", help="N values, comma-separated.")] = None,
-        bandwidth: Annotated[Optional[str], typer.Option("--bandwidth", "-B", help="B values with units, comma-separated (25GiB/s,100Gbit/s; B = bytes, bit = bits, a lower-case b is refused).")] = None,
-        variants: Annotated[str, typer.Option("--variants", help="Comma-separated: all, no-dp, no-tp, no-recompute, greedy, 2bw.")] = "all,no-dp,no-tp,no-recompute,2bw",
+        out: Annotated[
+            str,
+            typer.Option(
+                "--out", help="Results folder: results.jsonl (one line per run) and results.csv."
+            ),
+        ],
+        devices: Annotated[
+            Optional[str],
+            typer.Option(
+                "--devices", "-K", help="K values, comma-separated (default: the file's)."
+            ),
+        ] = None,
+        memory: Annotated[
+            Optional[str],
+            typer.Option(
+                "--memory",
+                "-M",
+                help="M values with units, comma-separated (8GiB,16GiB; B = bytes, bit = bits, a lower-case b is refused).",
+            ),
+        ] = None,
+        batch: Annotated[
+            Optional[str], typer.Option("--batch", "-N", help="N values, comma-separated.")
+        ] = None,
+        bandwidth: Annotated[
+            Optional[str],
+            typer.Option(
+                "--bandwidth",
+                "-B",
+                help="B values with units, comma-separated (25GiB/s,100Gbit/s; B = bytes, bit = bits, a lower-case b is refused).",
+            ),
+        ] = None,
+        variants: Annotated[
+            str,
+            typer.Option(
+                "--variants", help="Comma-separated: all, no-dp, no-tp, no-recompute, greedy, 2bw."
+            ),
+        ] = "all,no-dp,no-tp,no-recompute,2bw",
         workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes.")] = 1,
-        resume: Annotated[bool, typer.Option("--resume", help="Continue a sweep in --out, skipping the runs it finished.")] = False,
+        resume: Annotated[
+            bool,
+            typer.Option(
+                "--resume", help="Continue a sweep in --out, skipping the runs it finished."
+            ),
+        ] = False,
         external: ExternalOpt = None,
         scheduler: SchedulerOpt = None,
     ) -> None:
@@ -71,11 +107,22 @@ def register(app: typer.Typer) -> None:
                 stderr.print(f"[{done[0]}] {row['id']}: {row['status']} {tps}", markup=False)
 
         try:
-            rows = run_sweep(inst, points, out, workers=workers, resume=resume, on_row=on_row, externals=externals,
-                             scheduler=resolve_scheduler(scheduler),
-                             note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False))
+            rows = run_sweep(
+                inst,
+                points,
+                out,
+                workers=workers,
+                resume=resume,
+                on_row=on_row,
+                externals=externals,
+                scheduler=resolve_scheduler(scheduler),
+                note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False),
+            )
         except Interrupted as exc:
-            stderr.print(f"piper-ilp: interrupted ({exc.done} runs saved in {exc.results}; --resume goes on)", markup=False)
+            stderr.print(
+                f"piper-ilp: interrupted ({exc.done} runs saved in {exc.results}; --resume goes on)",
+                markup=False,
+            )
             raise typer.Exit(128 + exc.signum) from None
         stdout.print(f"{len(rows)} runs in {out}/results.jsonl and {out}/{TABLE}", markup=False)
 
@@ -83,9 +130,18 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     def plot_command(
         folder: Annotated[str, typer.Argument(help="A sweep's --out folder.")],
-        x: Annotated[str, typer.Option("--x", help="x axis: devices, memory, batch or bandwidth.")] = "devices",
-        y: Annotated[str, typer.Option("--y", help="y axis: tps (seconds per sample) or throughput.")] = "tps",
-        output: Annotated[Optional[str], typer.Option("-o", "--output", help="Figure file (.png or .svg); default FOLDER/sweep.png.")] = None,
+        x: Annotated[
+            str, typer.Option("--x", help="x axis: devices, memory, batch or bandwidth.")
+        ] = "devices",
+        y: Annotated[
+            str, typer.Option("--y", help="y axis: tps (seconds per sample) or throughput.")
+        ] = "tps",
+        output: Annotated[
+            Optional[str],
+            typer.Option(
+                "-o", "--output", help="Figure file (.png or .svg); default FOLDER/sweep.png."
+            ),
+        ] = None,
         title: Annotated[Optional[str], typer.Option("--title", help="Figure title.")] = None,
     ) -> None:
         """Draw a sweep: TPS (or throughput) against one setting, one line per variant."""
@@ -99,7 +155,9 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"{folder}: not a folder (give a sweep's --out folder)")
         other = [k for k in folder_kinds(folder) if k != "sweep"]
         if other:
-            raise InputError(f"{folder}: holds a {other[0]}'s results, not a sweep's (give a sweep's --out folder)")
+            raise InputError(
+                f"{folder}: holds a {other[0]}'s results, not a sweep's (give a sweep's --out folder)"
+            )
         target = Path(output) if output else Path(folder) / "sweep.png"
         check_writable(target, "figure", inputs={Path(folder) / RESULTS: "sweep results"})
         rows = read_rows(folder)

@@ -114,7 +114,9 @@ class StageCost:
         return self.resync_bytes / self.B
 
 
-def stage_cost(instance: Instance, nodes: Collection[int], d: int, options: Mapping[int, Option]) -> StageCost:
+def stage_cost(
+    instance: Instance, nodes: Collection[int], d: int, options: Mapping[int, Option]
+) -> StageCost:
     """The TPS of a stage holding ``nodes`` with data-parallel degree ``d`` and the given
     option per node (the options already belong to the stage's t)."""
     members = nodes if isinstance(nodes, (set, frozenset)) else set(nodes)

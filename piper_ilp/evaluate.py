@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 
 from piper_ilp.cost import StageCost, memory_fits, stage_cost, stage_memory
 from piper_ilp.instance import Instance, Option
-from piper_ilp.pipeline import DEFAULT_MODE, Mode, batch_limit_ok, batch_time, in_flight, microbatches_held, stage_graph
+from piper_ilp.pipeline import (
+    DEFAULT_MODE,
+    Mode,
+    batch_limit_ok,
+    batch_time,
+    in_flight,
+    microbatches_held,
+    stage_graph,
+)
 from piper_ilp.plan import Plan
 
 __all__ = ["Violation", "StageReport", "Evaluation", "evaluate", "check_plan_matches"]
@@ -98,8 +106,13 @@ class Evaluation:
         """T_batch of sec. 9 (None when the plan is not valid)."""
         if self.tps is None:
             return None
-        return batch_time([r.cost.tps for r in self.stages], [r.d for r in self.stages],
-                          [set(r.successors) for r in self.stages], self.N, self.mode.pipeline)
+        return batch_time(
+            [r.cost.tps for r in self.stages],
+            [r.d for r in self.stages],
+            [set(r.successors) for r in self.stages],
+            self.N,
+            self.mode.pipeline,
+        )
 
     @property
     def value(self) -> float | None:
@@ -157,7 +170,14 @@ def evaluate(instance: Instance, plan: Plan, mode: Mode = DEFAULT_MODE) -> Evalu
             if v not in instance.node:
                 V.append(Violation(1, f"node {v} is not in the instance", stage=i, node=v))
             elif v in where:
-                V.append(Violation(1, f"node {v} is in stage {where[v]} and again in stage {i}", stage=i, node=v))
+                V.append(
+                    Violation(
+                        1,
+                        f"node {v} is in stage {where[v]} and again in stage {i}",
+                        stage=i,
+                        node=v,
+                    )
+                )
             else:
                 where[v] = i
     for v in instance.node_ids:
@@ -203,14 +223,29 @@ def evaluate(instance: Instance, plan: Plan, mode: Mode = DEFAULT_MODE) -> Evalu
             opt = node.option(st.t, oid)
             if opt is None:
                 have = [o.id for o in node.options.get(st.t, ())]
-                offer = f"its options for t = {st.t} are {have}" if have else f"it has no option for t = {st.t}"
-                V.append(Violation(4, f"node {v} has no option {oid!r} for t = {st.t}; {offer}", stage=i, node=v))
+                offer = (
+                    f"its options for t = {st.t} are {have}"
+                    if have
+                    else f"it has no option for t = {st.t}"
+                )
+                V.append(
+                    Violation(
+                        4,
+                        f"node {v} has no option {oid!r} for t = {st.t}; {offer}",
+                        stage=i,
+                        node=v,
+                    )
+                )
                 opts = None
             elif opts is not None:
                 opts[v] = opt
         for v in st.options:
             if v not in st.nodes:
-                V.append(Violation(4, f"TMPCids names node {v}, which is not in this stage", stage=i, node=v))
+                V.append(
+                    Violation(
+                        4, f"TMPCids names node {v}, which is not in this stage", stage=i, node=v
+                    )
+                )
         chosen.append(opts)
 
     # rule 5: device and microbatch budgets
@@ -240,10 +275,27 @@ def evaluate(instance: Instance, plan: Plan, mode: Mode = DEFAULT_MODE) -> Evalu
                 used, limit = f"{memory:.6g}", f"{M:.6g}"
                 if used == limit:  # show the digits that differ
                     used, limit = repr(memory), repr(M)
-                V.append(Violation(6, f"memory {used} bytes with y = {y} exceeds M = {limit}", stage=i))
-        reports.append(StageReport(i, tuple(st.nodes), st.d, st.t, h[i], y, memory, M, cost, tuple(sorted(successors[i]))))
+                V.append(
+                    Violation(6, f"memory {used} bytes with y = {y} exceeds M = {limit}", stage=i)
+                )
+        reports.append(
+            StageReport(
+                i,
+                tuple(st.nodes),
+                st.d,
+                st.t,
+                h[i],
+                y,
+                memory,
+                M,
+                cost,
+                tuple(sorted(successors[i])),
+            )
+        )
 
-    return Evaluation(stages=reports, violations=V, devices=devices, sum_d=sum_d, mode=mode, N=N, M=M)
+    return Evaluation(
+        stages=reports, violations=V, devices=devices, sum_d=sum_d, mode=mode, N=N, M=M
+    )
 
 
 def check_plan_matches(instance: Instance, plan: Plan, *, shown: int = 3) -> str | None:
@@ -271,7 +323,12 @@ def check_plan_matches(instance: Instance, plan: Plan, *, shown: int = 3) -> str
             )
         differ = [
             f"{name} = {meta[name]!r} (evaluating with {value!r})"
-            for name, value in (("K", instance.K), ("M", instance.M), ("N", instance.N), ("B", instance.B))
+            for name, value in (
+                ("K", instance.K),
+                ("M", instance.M),
+                ("N", instance.N),
+                ("B", instance.B),
+            )
             if meta.get(name) is not None and meta[name] != value
         ]
         if differ:
@@ -285,9 +342,13 @@ def check_plan_matches(instance: Instance, plan: Plan, *, shown: int = 3) -> str
         return None
     parts = []
     if unknown:
-        parts.append(f"{len(unknown)} of its node ids are not in the instance ({_few(unknown, shown)})")
+        parts.append(
+            f"{len(unknown)} of its node ids are not in the instance ({_few(unknown, shown)})"
+        )
     if missing:
-        parts.append(f"{len(missing)} of the instance's {len(ids)} nodes are in no stage ({_few(missing, shown)})")
+        parts.append(
+            f"{len(missing)} of the instance's {len(ids)} nodes are in no stage ({_few(missing, shown)})"
+        )
     return "the plan does not fit this instance: " + "; ".join(parts)
 
 

@@ -29,7 +29,15 @@ from typing import Any, Callable, Mapping
 
 from piper_ilp.errors import InputError
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "check_not_input", "check_writable", "json_safe", "read_jsonl", "remove_output"]
+__all__ = [
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "check_not_input",
+    "check_writable",
+    "json_safe",
+    "read_jsonl",
+    "remove_output",
+]
 
 #: Symlinks followed before a path is refused as a loop (Linux's own limit).
 _MAX_LINKS = 40
@@ -81,17 +89,23 @@ def _same_file(a: str | Path, b: str | Path) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def check_not_input(path: str | Path, inputs: Mapping[str | Path, str], what: str = "output") -> None:
+def check_not_input(
+    path: str | Path, inputs: Mapping[str | Path, str], what: str = "output"
+) -> None:
     """Raise :class:`InputError` (one line naming both) when the output ``path`` is one of
     the command's ``inputs`` (``{input path: what it is}``, e.g. ``{"m.json": "instance"}``)
     under any name: the same file, a symlink or a hard link to it."""
     for inp, label in inputs.items():
         if _same_file(path, inp):
             alias = "" if str(inp) == str(path) else f" {inp}"
-            raise InputError(f"{path}: the {what} would overwrite the {label} file{alias}; choose another path")
+            raise InputError(
+                f"{path}: the {what} would overwrite the {label} file{alias}; choose another path"
+            )
 
 
-def check_writable(path: str | Path, what: str = "output", inputs: Mapping[str | Path, str] | None = None) -> Path:
+def check_writable(
+    path: str | Path, what: str = "output", inputs: Mapping[str | Path, str] | None = None
+) -> Path:
     """Raise :class:`InputError` (one line naming ``path``) unless a file can be created
     or replaced at ``path``: its folder exists and a file can really be created in it (a
     probe file is made and removed: this catches read-only file systems and /proc, which
@@ -114,7 +128,9 @@ def check_writable(path: str | Path, what: str = "output", inputs: Mapping[str |
         if not os.access(target, os.W_OK):
             raise InputError(f"{path}: cannot write {what}: not writable")
         return Path(path)
-    p = Path(path) if os.path.abspath(path) == target else Path(target)  # the user's words when no link
+    p = (
+        Path(path) if os.path.abspath(path) == target else Path(target)
+    )  # the user's words when no link
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"{path}: cannot write {what}: folder {parent} does not exist")
@@ -144,7 +160,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _write_in_place(path: str | Path, kind: str, target: str, data: bytes) -> None:

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text
 from piper_ilp.jsonfile import (  # noqa: F401 (MAX_FILE_BYTES, MAX_JSON_DEPTH: limits listed here too)
@@ -170,7 +169,9 @@ class Instance:
         object.__setattr__(self, "_graph", None)
         object.__setattr__(self, "_in_edges", ins)
         object.__setattr__(self, "_out_edges", outs)
-        object.__setattr__(self, "_t_values", tuple(sorted({t for n in self.nodes for t in n.options})))
+        object.__setattr__(
+            self, "_t_values", tuple(sorted({t for n in self.nodes for t in n.options}))
+        )
 
     def fingerprint(self) -> str:
         """A short hash of the model itself (nodes, options, edges), without the settings
@@ -284,7 +285,9 @@ _PREFIXES = {
     "ti": 2**40,
 }
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*(/\s*s)?\s*$")
-_UNIT_RE = re.compile(r"^(?P<prefix>[kmgtKMGT]i?)?(?:(?P<bits>[bB][iI][tT][sS]?)|(?P<bytes>B)|(?P<ambiguous>b))$")
+_UNIT_RE = re.compile(
+    r"^(?P<prefix>[kmgtKMGT]i?)?(?:(?P<bits>[bB][iI][tT][sS]?)|(?P<bytes>B)|(?P<ambiguous>b))$"
+)
 
 
 def parse_size(text: str | float | int, what: str = "size", rate: bool = False) -> float:
@@ -319,7 +322,9 @@ def parse_size(text: str | float | int, what: str = "size", rate: bool = False) 
         u = _UNIT_RE.match(m.group(2)) if m and m.group(2) else None
         if not m or (m.group(2) and not u) or (m.group(3) and not rate):
             hint = " (e.g. 25GiB/s, 25Gbit/s or 2.5e10)" if rate else " (e.g. 8GiB, 80GB or 8e9)"
-            raise InputError(f"{what}: cannot read {text!r} as a {'bandwidth' if rate else 'size'}{hint}")
+            raise InputError(
+                f"{what}: cannot read {text!r} as a {'bandwidth' if rate else 'size'}{hint}"
+            )
         prefix = (u.group("prefix") or "") if u else ""
         if u is not None and u.group("ambiguous"):
             per_s = "/s" if m.group(3) else ""
@@ -422,7 +427,12 @@ def load_instance(path: str | Path) -> Instance:
     return instance_from_dict(_read_json(path), source=str(path))
 
 
-_SETTING_FIELDS = {"K": "maxDevices", "M": "maxMemoryPerDevice", "N": "mbsInBatch", "B": "bandwidth"}
+_SETTING_FIELDS = {
+    "K": "maxDevices",
+    "M": "maxMemoryPerDevice",
+    "N": "mbsInBatch",
+    "B": "bandwidth",
+}
 
 
 def _as_float(x: Any) -> float | None:
@@ -464,7 +474,9 @@ class _Checker:
             self.fail(f"{where}.{key}", f"{_short(x)} is outside the supported range: {rng}")
         return f + 0.0
 
-    def integer(self, obj: Mapping, key: str, where: str, *, lo: int | None = None, hi: int | None = None) -> int:
+    def integer(
+        self, obj: Mapping, key: str, where: str, *, lo: int | None = None, hi: int | None = None
+    ) -> int:
         """An integer; with bounds, within [lo, hi]."""
         if key not in obj:
             self.fail(where, f"missing field '{key}'")
@@ -537,9 +549,18 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
     K = ck.integer(data, "maxDevices", "instance", lo=1, hi=MAX_DEVICES)
     M = ck.number(data, "maxMemoryPerDevice", "instance", setting=True)
     B = ck.number(data, "bandwidth", "instance", setting=True)
-    if "mbsInBatch" in data and "maxBatchSize" in data and data["mbsInBatch"] != data["maxBatchSize"]:
-        ck.fail("instance", "both 'mbsInBatch' and its alias 'maxBatchSize' are given, with different values")
-    batch_key = "mbsInBatch" if "mbsInBatch" in data or "maxBatchSize" not in data else "maxBatchSize"
+    if (
+        "mbsInBatch" in data
+        and "maxBatchSize" in data
+        and data["mbsInBatch"] != data["maxBatchSize"]
+    ):
+        ck.fail(
+            "instance",
+            "both 'mbsInBatch' and its alias 'maxBatchSize' are given, with different values",
+        )
+    batch_key = (
+        "mbsInBatch" if "mbsInBatch" in data or "maxBatchSize" not in data else "maxBatchSize"
+    )
     N = ck.integer(data, batch_key, "instance", lo=1, hi=MAX_BATCH)
 
     raw_nodes = data.get("nodes")
@@ -555,9 +576,13 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
     if not isinstance(raw_edges, list):
         ck.fail("instance.edges", f"expected an array, got {_describe(raw_edges)}")
     if len(raw_nodes) > MAX_NODES:
-        ck.fail("instance.nodes", f"has {len(raw_nodes)} nodes, more than the supported {MAX_NODES}")
+        ck.fail(
+            "instance.nodes", f"has {len(raw_nodes)} nodes, more than the supported {MAX_NODES}"
+        )
     if len(raw_edges) > MAX_EDGES:
-        ck.fail("instance.edges", f"has {len(raw_edges)} edges, more than the supported {MAX_EDGES}")
+        ck.fail(
+            "instance.edges", f"has {len(raw_edges)} edges, more than the supported {MAX_EDGES}"
+        )
 
     # nodes: ids first, so that edges and sync entries can be checked against them
     ids: list[int] = []
@@ -616,20 +641,31 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
         where = f"node {nid}"
         name = rn.get("name")
         if name is not None and not _is_text(name):
-            ck.fail(f"{where}.name", f"expected a string of Unicode characters, got {_describe(name)}")
+            ck.fail(
+                f"{where}.name", f"expected a string of Unicode characters, got {_describe(name)}"
+            )
         if "TMPCs" not in rn:
             ck.fail(where, "missing field 'TMPCs'")
         tm = rn["TMPCs"]
         if not isinstance(tm, dict):
-            ck.fail(f"{where}.TMPCs", f"expected an object keyed by tensor-parallel degree, got {_describe(tm)}")
+            ck.fail(
+                f"{where}.TMPCs",
+                f"expected an object keyed by tensor-parallel degree, got {_describe(tm)}",
+            )
         if not tm:
             ck.fail(f"{where}.TMPCs", "is empty; every node needs at least one option")
         options: dict[int, tuple[Option, ...]] = {}
         for key, lst in tm.items():
             if not (isinstance(key, str) and _CANONICAL_POSITIVE.fullmatch(key)):
-                ck.fail(f"{where}.TMPCs", f"key {_short(key)} is not a positive integer tensor-parallel degree (written without sign, spaces or leading zeros)")
+                ck.fail(
+                    f"{where}.TMPCs",
+                    f"key {_short(key)} is not a positive integer tensor-parallel degree (written without sign, spaces or leading zeros)",
+                )
             if len(key) > 7 or int(key) > MAX_DEVICES:
-                ck.fail(f"{where}.TMPCs", f"t = {_short(key)} is outside the supported range [1, {MAX_DEVICES}]")
+                ck.fail(
+                    f"{where}.TMPCs",
+                    f"t = {_short(key)} is outside the supported range [1, {MAX_DEVICES}]",
+                )
             t = int(key)
             wt = f'{where}.TMPCs["{key}"]'
             if not isinstance(lst, list):
@@ -646,7 +682,10 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
                     ck.fail(wo, "missing field 'id'")
                 oid = ro["id"]
                 if not _is_text(oid) or not oid:
-                    ck.fail(f"{wo}.id", f"expected a non-empty string of Unicode characters, got {_describe(oid)}")
+                    ck.fail(
+                        f"{wo}.id",
+                        f"expected a non-empty string of Unicode characters, got {_describe(oid)}",
+                    )
                 if oid in oids:
                     ck.fail(wo, f"duplicate option id {oid!r} for t = {t}")
                 oids.add(oid)
@@ -661,13 +700,26 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
             options[t] = tuple(opts)
         options = dict(sorted(options.items()))
         if 1 not in options:
-            warnings.append(f"{display_path(source)}: node {nid} has no option for t = 1; it can only sit in stages with t in {sorted(options)}")
+            warnings.append(
+                f"{display_path(source)}: node {nid} has no option for t = 1; it can only sit in stages with t in {sorted(options)}"
+            )
         nodes.append(Node(nid, name, options))
 
-    return Instance(K=K, M=M, B=B, N=N, nodes=tuple(nodes), edges=tuple(edges), source=source, warnings=tuple(warnings))
+    return Instance(
+        K=K,
+        M=M,
+        B=B,
+        N=N,
+        nodes=tuple(nodes),
+        edges=tuple(edges),
+        source=source,
+        warnings=tuple(warnings),
+    )
 
 
-def _sync(ck: _Checker, ro: Mapping, key: str, where: str, expected: set[int], what: str) -> dict[int, float]:
+def _sync(
+    ck: _Checker, ro: Mapping, key: str, where: str, expected: set[int], what: str
+) -> dict[int, float]:
     if key not in ro:
         ck.fail(where, f"missing field '{key}'")
     raw = ro[key]
@@ -676,7 +728,10 @@ def _sync(ck: _Checker, ro: Mapping, key: str, where: str, expected: set[int], w
     out: dict[int, float] = {}
     for k, val in raw.items():
         if not (isinstance(k, str) and _CANONICAL_INT.fullmatch(k)):
-            ck.fail(f"{where}.{key}", f"key {_short(k)} is not a node id (an integer without '+', spaces or leading zeros)")
+            ck.fail(
+                f"{where}.{key}",
+                f"key {_short(k)} is not a node id (an integer without '+', spaces or leading zeros)",
+            )
         nid = int(k) if len(k) <= 20 else None
         if nid not in expected:
             ck.fail(f"{where}.{key}", f"entry for {k[:24]}, but there is no {what} node {k[:24]}")
@@ -694,7 +749,15 @@ def _sync(ck: _Checker, ro: Mapping, key: str, where: str, expected: set[int], w
 # --------------------------------------------------------------------------------------
 
 
-def option_dict(oid: str, p: float, w: float, a: float, b: float, sfw: Mapping | None = None, sbw: Mapping | None = None) -> dict:
+def option_dict(
+    oid: str,
+    p: float,
+    w: float,
+    a: float,
+    b: float,
+    sfw: Mapping | None = None,
+    sbw: Mapping | None = None,
+) -> dict:
     """One option in the JSON form of sec. 1 (``sfw`` / ``sbw`` keyed by neighbour, the
     keys kept as given: the JSON form wants the neighbour's id as a string).
 
@@ -743,7 +806,9 @@ def instance_to_dict(instance: Instance) -> dict:
         "bandwidth": instance.B,
         "mbsInBatch": instance.N,
         "nodes": nodes,
-        "edges": [{"sourceId": e.src, "destId": e.dst, "communicationCost": e.c} for e in instance.edges],
+        "edges": [
+            {"sourceId": e.src, "destId": e.dst, "communicationCost": e.c} for e in instance.edges
+        ],
     }
 
 

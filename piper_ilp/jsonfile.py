@@ -98,8 +98,15 @@ def _read_bytes(path: str | Path, limit: int) -> bytes:
     if kind:
         raise InputError(f"{name}: is a {kind}, not a regular file")
     if st.st_size > limit:
-        raise InputError(f"{name}: is {st.st_size} bytes, more than the limit of {limit} bytes ({limit / 2**20:g} MiB)")
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+        raise InputError(
+            f"{name}: is {st.st_size} bytes, more than the limit of {limit} bytes ({limit / 2**20:g} MiB)"
+        )
+    flags = (
+        os.O_RDONLY
+        | getattr(os, "O_NONBLOCK", 0)
+        | getattr(os, "O_NOCTTY", 0)
+        | getattr(os, "O_CLOEXEC", 0)
+    )
     try:
         fd = os.open(path, flags)
     except OSError as exc:
@@ -171,7 +178,9 @@ def _too_deep(data: bytes, limit: int) -> int | None:
 
 def _parse_int(text: str) -> int | _Refused:
     if len(text) > _MAX_INT_DIGITS:
-        return _Refused(f"an integer with {len(text.lstrip('-'))} digits is outside every supported range")
+        return _Refused(
+            f"an integer with {len(text.lstrip('-'))} digits is outside every supported range"
+        )
     return int(text)
 
 
@@ -188,7 +197,9 @@ def _parse_constant(text: str) -> _Refused:
     return _Refused(f"{text} is not allowed (numbers must be finite)")
 
 
-def _read_json(path: str | Path, limit: int = MAX_FILE_BYTES, max_depth: int = MAX_JSON_DEPTH) -> Any:
+def _read_json(
+    path: str | Path, limit: int = MAX_FILE_BYTES, max_depth: int = MAX_JSON_DEPTH
+) -> Any:
     """Parse a JSON file strictly.
 
     Refused, with one line naming the file and the place: a file that is not a regular
@@ -202,12 +213,16 @@ def _read_json(path: str | Path, limit: int = MAX_FILE_BYTES, max_depth: int = M
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     elif data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise InputError(f"{name}: is UTF-16 text (it starts with a UTF-16 byte-order mark); save it as UTF-8")
+        raise InputError(
+            f"{name}: is UTF-16 text (it starts with a UTF-16 byte-order mark); save it as UTF-8"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise InputError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start}, line {line})") from None
+        raise InputError(
+            f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start}, line {line})"
+        ) from None
     where = _too_deep(data, max_depth)
     if where is not None:
         line = data.count(b"\n", 0, where) + 1
@@ -246,9 +261,13 @@ def _read_json(path: str | Path, limit: int = MAX_FILE_BYTES, max_depth: int = M
             parse_constant=flag(_parse_constant),
         )
     except json.JSONDecodeError as exc:
-        raise InputError(f"{name}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise InputError(
+            f"{name}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
     except (ValueError, RecursionError) as exc:  # cannot happen after the checks above
-        raise InputError(f"{name}: invalid JSON: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise InputError(
+            f"{name}: invalid JSON: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
     if refused:
         place, why = _first_refused(tree)
         raise InputError(f"{name}: {place}: {why}")
@@ -289,11 +308,12 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{part}" if not part.startswith('"') else f"{path}[{part}]"
 
 
-
 def _short(x: Any) -> str:
     """``repr(x)`` cut to 40 characters (a huge integer is shown by its digit count)."""
     if _is_int(x) and abs(x) >= 10**_MAX_INT_DIGITS:
-        return f"an integer with {len(str(abs(x))) if abs(x) < 10**4000 else 'more than 4000'} digits"
+        return (
+            f"an integer with {len(str(abs(x))) if abs(x) < 10**4000 else 'more than 4000'} digits"
+        )
     text = repr(x)
     return text if len(text) <= 40 else text[:37] + "..."
 

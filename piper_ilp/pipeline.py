@@ -104,7 +104,9 @@ class Mode:
         """The mode recorded in ``data`` (keys ``pipeline``, ``objective``, ``schedule``;
         a missing key takes its default)."""
         data = data or {}
-        return cls(**{k: data[k] for k in ("pipeline", "objective", "schedule") if data.get(k) is not None})
+        return cls(
+            **{k: data[k] for k in ("pipeline", "objective", "schedule") if data.get(k) is not None}
+        )
 
     @classmethod
     def parse(cls, label: str) -> "Mode":
@@ -157,7 +159,9 @@ def stage_graph(instance: Instance, plan: Plan) -> list[set[int]]:
     return succ
 
 
-def in_flight(d: Sequence[int], successors: Sequence[set[int]], pipeline: str = "sequential") -> list[int]:
+def in_flight(
+    d: Sequence[int], successors: Sequence[set[int]], pipeline: str = "sequential"
+) -> list[int]:
     """h_i for every stage (sec. 8); ``successors`` from :func:`stage_graph` (stages in a
     topological order of it, as every valid plan lists them).
 
@@ -193,7 +197,9 @@ def microbatches_held(h: int, d: int, N: int, schedule: str = "1f1b") -> int:
     return microbatches_in_flight(h, d)
 
 
-def batch_limit_ok(d: Sequence[int], h: Sequence[int], N: int, pipeline: str = "sequential") -> bool:
+def batch_limit_ok(
+    d: Sequence[int], h: Sequence[int], N: int, pipeline: str = "sequential"
+) -> bool:
     """sum_i d_i <= N (sequential) or max_i h_i <= N (graph)."""
     _check(pipeline, PIPELINES, "pipeline")
     if pipeline == "sequential":
@@ -201,7 +207,13 @@ def batch_limit_ok(d: Sequence[int], h: Sequence[int], N: int, pipeline: str = "
     return max(h, default=0) <= N
 
 
-def batch_time(tps: Sequence[float], d: Sequence[int], successors: Sequence[set[int]], N: int, pipeline: str = "sequential") -> float:
+def batch_time(
+    tps: Sequence[float],
+    d: Sequence[int],
+    successors: Sequence[set[int]],
+    N: int,
+    pipeline: str = "sequential",
+) -> float:
     """T_batch = (N - 1) max_i TPS_i + the longest path of tau_i = d_i TPS_i (sec. 9).
 
     Examples

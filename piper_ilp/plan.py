@@ -8,8 +8,8 @@ evaluator's question (:func:`piper_ilp.evaluate.evaluate`).
 
 from __future__ import annotations
 
-import json
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -17,9 +17,26 @@ from typing import Any, Mapping
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text
 from piper_ilp.instance import ID_MAX, ID_MIN
-from piper_ilp.jsonfile import _CANONICAL_INT, _describe, _is_int, _is_number, _is_text, _read_json, _short, display_path
+from piper_ilp.jsonfile import (
+    _CANONICAL_INT,
+    _describe,
+    _is_int,
+    _is_number,
+    _is_text,
+    _read_json,
+    _short,
+    display_path,
+)
 
-__all__ = ["Stage", "Plan", "load_plan", "plan_from_dict", "plan_metadata", "plan_to_dict", "save_plan"]
+__all__ = [
+    "Stage",
+    "Plan",
+    "load_plan",
+    "plan_from_dict",
+    "plan_metadata",
+    "plan_to_dict",
+    "save_plan",
+]
 
 
 @dataclass(frozen=True)
@@ -93,7 +110,10 @@ def plan_from_dict(data: Any, source: str = "<plan>") -> Plan:
             if not _is_int(rs[key]):
                 fail(f"{where}.{key}", f"expected an integer, got {_describe(rs[key])}")
             if not ID_MIN <= rs[key] <= ID_MAX:
-                fail(f"{where}.{key}", f"{_short(rs[key])} is outside the supported range [{ID_MIN}, {ID_MAX}]")
+                fail(
+                    f"{where}.{key}",
+                    f"{_short(rs[key])} is outside the supported range [{ID_MIN}, {ID_MAX}]",
+                )
         tm = rs["TMPCids"]
         options: dict[int, str] = {}
         items: list[tuple[int, Any]] = []
@@ -103,7 +123,10 @@ def plan_from_dict(data: Any, source: str = "<plan>") -> Plan:
                     items.append((node_id(k, f"{where}.TMPCids[{k}]"), v))
                     continue
                 if not (isinstance(k, str) and _CANONICAL_INT.fullmatch(k) and len(k) <= 20):
-                    fail(f"{where}.TMPCids", f"key {_short(k)} is not a node id (an integer without '+', spaces or leading zeros)")
+                    fail(
+                        f"{where}.TMPCids",
+                        f"key {_short(k)} is not a node id (an integer without '+', spaces or leading zeros)",
+                    )
                 items.append((node_id(int(k), f"{where}.TMPCids[{k!r}]"), v))
         elif isinstance(tm, list):
             for j, pair in enumerate(tm):
@@ -114,11 +137,16 @@ def plan_from_dict(data: Any, source: str = "<plan>") -> Plan:
             fail(f"{where}.TMPCids", f"expected an object or a list of pairs, got {_describe(tm)}")
         for nid, v in items:
             if not _is_text(v):
-                fail(f"{where}.TMPCids", f"option for node {nid} must be a string, got {_describe(v)}")
+                fail(
+                    f"{where}.TMPCids",
+                    f"option for node {nid} must be a string, got {_describe(v)}",
+                )
             if nid in options:
                 fail(f"{where}.TMPCids", f"two entries for node {nid}")
             options[nid] = v
-        stages.append(Stage(tuple(nodes), rs["dataParallelDegree"], rs["tensorParallelDegree"], options))
+        stages.append(
+            Stage(tuple(nodes), rs["dataParallelDegree"], rs["tensorParallelDegree"], options)
+        )
     metadata: dict[str, Any] = {}
     if "metadata" in data:
         metadata = _check_metadata(data["metadata"], fail)
@@ -126,7 +154,13 @@ def plan_from_dict(data: Any, source: str = "<plan>") -> Plan:
 
 
 #: The metadata fields that are checked (when present) and their expected kinds.
-_METADATA_KINDS = {"instance": "string", "K": "integer", "N": "integer", "M": "number", "B": "number"}
+_METADATA_KINDS = {
+    "instance": "string",
+    "K": "integer",
+    "N": "integer",
+    "M": "number",
+    "B": "number",
+}
 
 
 def _check_metadata(meta: Any, fail) -> dict[str, Any]:
@@ -140,12 +174,22 @@ def _check_metadata(meta: Any, fail) -> dict[str, Any]:
         x = meta[key]
         ok = _is_text(x) if kind == "string" else _is_int(x) if kind == "integer" else _is_number(x)
         if not ok:
-            fail(f"metadata.{key}", f"expected {'an' if kind == 'integer' else 'a'} {kind}, got {_describe(x)}")
+            fail(
+                f"metadata.{key}",
+                f"expected {'an' if kind == 'integer' else 'a'} {kind}, got {_describe(x)}",
+            )
     from piper_ilp.pipeline import OBJECTIVES, PIPELINES, SCHEDULES  # noqa: PLC0415 (pipeline imports this module)
 
-    for key, allowed in (("pipeline", PIPELINES), ("objective", OBJECTIVES), ("schedule", SCHEDULES)):
+    for key, allowed in (
+        ("pipeline", PIPELINES),
+        ("objective", OBJECTIVES),
+        ("schedule", SCHEDULES),
+    ):
         if meta.get(key) is not None and meta[key] not in allowed:
-            fail(f"metadata.{key}", f"expected one of {', '.join(allowed)}, got {_describe(meta[key])}")
+            fail(
+                f"metadata.{key}",
+                f"expected one of {', '.join(allowed)}, got {_describe(meta[key])}",
+            )
     return dict(meta)
 
 

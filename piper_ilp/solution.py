@@ -118,7 +118,9 @@ class Restrictions:
         if self.max_t is None and not self.exclude_options:
             return instance
         return instance.with_options(
-            lambda node, t, opt: (self.max_t is None or t <= self.max_t) and opt.id not in self.exclude_options
+            lambda node, t, opt: (
+                (self.max_t is None or t <= self.max_t) and opt.id not in self.exclude_options
+            )
         )
 
     def d_values(self, instance: Instance) -> list[int]:
@@ -229,10 +231,15 @@ def checked_solution(
                 or any(st.options[v] in restrictions.exclude_options for v in st.nodes)
             )
             if bad:
-                raise InternalError(f"{solution.method}: stage {i} of its plan breaks the restrictions {restrictions.to_dict()}")
+                raise InternalError(
+                    f"{solution.method}: stage {i} of its plan breaks the restrictions {restrictions.to_dict()}"
+                )
     value = ev.value
     if solution.objective is not None:
-        ok = close(value, solution.objective, tolerance) or abs(value - solution.objective) <= absolute
+        ok = (
+            close(value, solution.objective, tolerance)
+            or abs(value - solution.objective) <= absolute
+        )
         if not ok:
             what = "batch time" if solution.mode.batch_time else "TPS"
             raise InternalError(

@@ -5,11 +5,10 @@ from __future__ import annotations
 import itertools
 import json
 
-from piper_ilp.plan import Plan, Stage
-from piper_ilp.solution import divisors
-
 from piper_ilp.instance import instance_from_dict
 from piper_ilp.instance import option_dict as _option_dict
+from piper_ilp.plan import Plan, Stage
+from piper_ilp.solution import divisors
 
 
 def make_instance(nodes, edges=(), K=2, N=2, M=1e9, B=1.0):
@@ -34,7 +33,15 @@ def json_lines(output: str) -> list[dict]:
 def option_dict(oid="vanilla", p=1.0, w=0.0, a=0.0, b=0.0, sfw=None, sbw=None) -> dict:
     """One option in the JSON form of cost model sec. 1, with defaults for tests (sync keys
     become strings)."""
-    return _option_dict(oid, p, w, a, b, {str(k): v for k, v in (sfw or {}).items()}, {str(k): v for k, v in (sbw or {}).items()})
+    return _option_dict(
+        oid,
+        p,
+        w,
+        a,
+        b,
+        {str(k): v for k, v in (sfw or {}).items()},
+        {str(k): v for k, v in (sbw or {}).items()},
+    )
 
 
 def every_plan(inst):
@@ -46,10 +53,14 @@ def every_plan(inst):
             if set(labels) != set(range(k)):
                 continue
             groups = [tuple(v for v, lab in zip(ids, labels) if lab == i) for i in range(k)]
-            for degs in itertools.product([(t, d) for t in inst.t_values for d in divisors(inst.N)], repeat=k):
+            for degs in itertools.product(
+                [(t, d) for t in inst.t_values for d in divisors(inst.N)], repeat=k
+            ):
                 per_stage = []
                 for (t, d), grp in zip(degs, groups):
                     choices = [[o.id for o in inst.node[v].options.get(t, ())] for v in grp]
                     per_stage.append([dict(zip(grp, pick)) for pick in itertools.product(*choices)])
                 for picks in itertools.product(*per_stage):
-                    yield Plan(tuple(Stage(g, d, t, o) for g, (t, d), o in zip(groups, degs, picks)))
+                    yield Plan(
+                        tuple(Stage(g, d, t, o) for g, (t, d), o in zip(groups, degs, picks))
+                    )

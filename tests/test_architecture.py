@@ -16,7 +16,9 @@ LINT = Path(sys.executable).parent / "lint-imports"
 
 
 def lint(where: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(where))  # the packages in ``where``, not an installed copy
+    env = dict(
+        os.environ, PYTHONPATH=str(where)
+    )  # the packages in ``where``, not an installed copy
     return subprocess.run(
         [str(LINT), "--config", str(CONFIG), "--no-cache", "--no-logo"],
         cwd=where,
@@ -41,7 +43,14 @@ def test_the_layers_are_kept(have_linter):
 
 @pytest.mark.parametrize(
     "low, high",
-    [("piper_ilp", "dp"), ("piper_ilp", "compare"), ("piper_ilp", "piper_cli"), ("dp", "compare"), ("dp", "piper_cli"), ("compare", "piper_cli")],
+    [
+        ("piper_ilp", "dp"),
+        ("piper_ilp", "compare"),
+        ("piper_ilp", "piper_cli"),
+        ("dp", "compare"),
+        ("dp", "piper_cli"),
+        ("compare", "piper_cli"),
+    ],
 )
 def test_an_import_upwards_is_caught(have_linter, tmp_path, low, high):
     # the same contract on four tiny packages, one of which imports a layer above it

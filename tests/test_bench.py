@@ -36,8 +36,21 @@ def _bench(*args, env=None):
 
 def test_configurations_of_the_paper_are_all_there():
     names = {c.name for c in CONFIGS}
-    assert {"bert32-K64", "bert32-K512", "bert32-K2048", "bert64-K1024", "bert96-K2048", "resnet-K8", "resnet-K64",
-            "gnmt-K8", "gnmt-K64", "gnmt-K256", "wide8", "wide12", "wide16"} <= names
+    assert {
+        "bert32-K64",
+        "bert32-K512",
+        "bert32-K2048",
+        "bert64-K1024",
+        "bert96-K2048",
+        "resnet-K8",
+        "resnet-K64",
+        "gnmt-K8",
+        "gnmt-K64",
+        "gnmt-K256",
+        "wide8",
+        "wide12",
+        "wide16",
+    } <= names
     deep = [c for c in CONFIGS if c.layers]
     assert deep and all(c.chain_only for c in deep)  # the paper's deeper BERTs: chain edges only
 
@@ -65,7 +78,10 @@ def test_missing_profiles_is_one_line(tmp_path):
         find_profiles(None, ["resnet"], environ={}, cwd=work)
     (tmp_path / "shared" / "piper-inputs").mkdir(parents=True)
     (tmp_path / "shared" / "piper-inputs" / "resnet.json").write_text("{}")
-    assert find_profiles(None, ["resnet"], environ={}, cwd=work) == tmp_path / "shared" / "piper-inputs"
+    assert (
+        find_profiles(None, ["resnet"], environ={}, cwd=work)
+        == tmp_path / "shared" / "piper-inputs"
+    )
     assert find_profiles(None, [], environ={}, cwd=work) is None  # the wide family needs none
 
 
@@ -88,7 +104,9 @@ def test_wide_row_has_cpu_and_rss(tmp_path):
 def test_size_guard_refuses_and_timeout_kills():
     row = run_config(WIDE8, "exact", None, timeout=60, max_ideals=100)
     assert row["status"] == "refused" and "100" in row["message"] and "tps" not in row
-    row = run_config(WIDE8, "exact", None, timeout=0.01, max_ideals=10**6)  # far less than a process start
+    row = run_config(
+        WIDE8, "exact", None, timeout=0.01, max_ideals=10**6
+    )  # far less than a process start
     assert row["status"] == "timeout"
     r = _bench("--only", "wide16", "--modes", "greedy")  # 65,538 sets: above the default guard
     assert r.exit_code == 0 and "refused" in r.output
@@ -108,7 +126,18 @@ def test_reference_planner_runs_on_the_same_instance(tmp_path):
     )
     out = tmp_path / "bench.json"
     cmd = f"{sys.executable} {script} {{instance}} {{devices}} {{memory}} {{batch}} {{bandwidth}}"
-    r = _bench("--only", "wide8", "--modes", "greedy", "--repeat", "1", "--reference", cmd, "--json", str(out))
+    r = _bench(
+        "--only",
+        "wide8",
+        "--modes",
+        "greedy",
+        "--repeat",
+        "1",
+        "--reference",
+        cmd,
+        "--json",
+        str(out),
+    )
     assert r.exit_code == 0, r.output
     row = json.loads(out.read_text())["rows"][0]
     assert row["ref_status"] == "ok", row
@@ -116,24 +145,60 @@ def test_reference_planner_runs_on_the_same_instance(tmp_path):
     assert row["ratio"] == pytest.approx(row["cpu_process"] / row["ref_cpu"])
     # a failing reference is reported, not hidden
     bad = f"{sys.executable} -c 'import sys; sys.exit(3)' {{instance}}"
-    r = _bench("--only", "wide8", "--modes", "greedy", "--repeat", "1", "--reference", bad, "--json", str(out))
+    r = _bench(
+        "--only",
+        "wide8",
+        "--modes",
+        "greedy",
+        "--repeat",
+        "1",
+        "--reference",
+        bad,
+        "--json",
+        str(out),
+    )
     row = json.loads(out.read_text())["rows"][0]
-    assert r.exit_code == 0 and row["ref_status"] == "error" and "exit status 3" in row["ref_message"] and "ratio" not in row
+    assert (
+        r.exit_code == 0
+        and row["ref_status"] == "error"
+        and "exit status 3" in row["ref_message"]
+        and "ratio" not in row
+    )
 
 
 def test_reference_output_convention_is_parsed():
     text = "FAIL: nothing\nsearch-cpu-seconds: 0.25\n  tps: 0.5\nstages: 3\ntps: 0.125\n"
-    assert parse_reference_output(text) == {"ref_search_cpu": 0.25, "ref_tps": 0.125}  # the last line wins
+    assert parse_reference_output(text) == {
+        "ref_search_cpu": 0.25,
+        "ref_tps": 0.125,
+    }  # the last line wins
     assert parse_reference_output("tps: inf\n") == {"ref_tps": float("inf"), "ref_no_plan": True}
     assert parse_reference_output("tps: nan\n")["ref_no_plan"] is True
     # not numbers, a negative or infinite CPU time, other keys: ignored
-    assert parse_reference_output("tps: fast\nsearch-cpu-seconds: -1\nsearch-cpu-seconds: inf\ncpu: 3\n") == {}
+    assert (
+        parse_reference_output(
+            "tps: fast\nsearch-cpu-seconds: -1\nsearch-cpu-seconds: inf\ncpu: 3\n"
+        )
+        == {}
+    )
     assert parse_reference_output("") == {}
 
 
 def test_reference_ratios_and_tps_agreement():
-    ours = {"config": "c", "mode": "greedy", "status": "feasible", "tps": 0.002, "cpu_solve": 0.5, "cpu_process": 2.0}
-    ref = {"ref_status": "ok", "ref_cpu": 8.0, "ref_search_cpu": 5.0, "ref_tps": 0.002 * (1 + 1e-12)}
+    ours = {
+        "config": "c",
+        "mode": "greedy",
+        "status": "feasible",
+        "tps": 0.002,
+        "cpu_solve": 0.5,
+        "cpu_process": 2.0,
+    }
+    ref = {
+        "ref_status": "ok",
+        "ref_cpu": 8.0,
+        "ref_search_cpu": 5.0,
+        "ref_tps": 0.002 * (1 + 1e-12),
+    }
     got = compare_reference(ours, ref)
     assert got["ratio"] == 2.0 / 8.0 and got["ratio_search"] == 0.5 / 5.0
     assert got["tps_agree"] is True  # within relative 1e-9
@@ -162,7 +227,11 @@ def test_reference_ratios_and_tps_agreement():
 
 def _fake_reference(tmp_path, name, lines):
     script = tmp_path / name
-    script.write_text("import sys\n" + "".join(f"print({line!r})\n" for line in lines) + "sum(i * i for i in range(1_000_000))\n")
+    script.write_text(
+        "import sys\n"
+        + "".join(f"print({line!r})\n" for line in lines)
+        + "sum(i * i for i in range(1_000_000))\n"
+    )
     return f"{sys.executable} {script} {{instance}}"
 
 
@@ -171,8 +240,21 @@ def test_reference_output_in_the_bench(tmp_path):
     tps = solve_dp(inst, knapsack="greedy").tps
     out = tmp_path / "bench.json"
     # a reference that agrees, and says how long its search took
-    cmd = _fake_reference(tmp_path, "agree.py", ["some chatter", "search-cpu-seconds: 0.5", f"tps: {tps!r}"])
-    r = _bench("--only", "wide8", "--modes", "greedy", "--repeat", "1", "--reference", cmd, "--json", str(out))
+    cmd = _fake_reference(
+        tmp_path, "agree.py", ["some chatter", "search-cpu-seconds: 0.5", f"tps: {tps!r}"]
+    )
+    r = _bench(
+        "--only",
+        "wide8",
+        "--modes",
+        "greedy",
+        "--repeat",
+        "1",
+        "--reference",
+        cmd,
+        "--json",
+        str(out),
+    )
     assert r.exit_code == 0, r.output
     row = json.loads(out.read_text())["rows"][0]
     assert row["ref_status"] == "ok" and row["ref_search_cpu"] == 0.5 and row["ref_tps"] == tps
@@ -180,8 +262,21 @@ def test_reference_output_in_the_bench(tmp_path):
     assert row["ratio"] == pytest.approx(row["cpu_process"] / row["ref_cpu"])
     assert row["tps_agree"] is True and "same" in r.output and "differs" not in r.output
     # a reference that disagrees: flagged on the row and summed up after the table
-    cmd = _fake_reference(tmp_path, "differ.py", ["search-cpu-seconds: 0.5", f"tps: {tps * 1.01!r}"])
-    r = _bench("--only", "wide8", "--modes", "greedy", "--repeat", "1", "--reference", cmd, "--json", str(out))
+    cmd = _fake_reference(
+        tmp_path, "differ.py", ["search-cpu-seconds: 0.5", f"tps: {tps * 1.01!r}"]
+    )
+    r = _bench(
+        "--only",
+        "wide8",
+        "--modes",
+        "greedy",
+        "--repeat",
+        "1",
+        "--reference",
+        cmd,
+        "--json",
+        str(out),
+    )
     assert r.exit_code == 0, r.output
     row = json.loads(out.read_text())["rows"][0]
     assert row["tps_agree"] is False and row["tps_rel_diff"] == pytest.approx(1 / 1.01 - 1)
@@ -189,15 +284,39 @@ def test_reference_output_in_the_bench(tmp_path):
     assert "TPS differs from the reference on 1 row(s): wide8 greedy" in r.output
     # a reference that found no plan while we did
     cmd = _fake_reference(tmp_path, "noplan.py", ["tps: inf"])
-    r = _bench("--only", "wide8", "--modes", "greedy", "--repeat", "1", "--reference", cmd, "--json", str(out))
+    r = _bench(
+        "--only",
+        "wide8",
+        "--modes",
+        "greedy",
+        "--repeat",
+        "1",
+        "--reference",
+        cmd,
+        "--json",
+        str(out),
+    )
     row = json.loads(out.read_text())["rows"][0]
     assert row["ref_no_plan"] is True and row["ref_tps"] is None and row["tps_agree"] is False
     # a reference that prints neither line still gets the whole-process ratio
     cmd = _fake_reference(tmp_path, "quiet.py", ["done"])
-    r = _bench("--only", "wide8", "--modes", "greedy", "--repeat", "1", "--reference", cmd, "--json", str(out))
+    r = _bench(
+        "--only",
+        "wide8",
+        "--modes",
+        "greedy",
+        "--repeat",
+        "1",
+        "--reference",
+        cmd,
+        "--json",
+        str(out),
+    )
     assert r.exit_code == 0, r.output
     row = json.loads(out.read_text())["rows"][0]
-    assert row["ref_status"] == "ok" and row["ratio"] == pytest.approx(row["cpu_process"] / row["ref_cpu"])
+    assert row["ref_status"] == "ok" and row["ratio"] == pytest.approx(
+        row["cpu_process"] / row["ref_cpu"]
+    )
     assert "ratio_search" not in row and "ref_tps" not in row and row["tps_agree"] is None
     # the reference's own peak RSS, not this process's (which Linux carries across exec)
     assert row["ref_rss_mb"] is None or row["ref_rss_mb"] < 40
@@ -211,8 +330,20 @@ def test_reference_killed_at_the_timeout_reports_the_cpu_it_used(tmp_path):
     save_instance(inst, path)
     ref = run_reference(f"{sys.executable} {script} {{instance}}", path, inst, timeout=1.0)
     assert ref["ref_status"] == "timeout" and "killed after 1 s" in ref["ref_message"]
-    assert ref["ref_cpu"] > 0 and "ref_tps" not in ref  # what it printed before the kill is not a result
-    got = compare_reference({"config": "c", "mode": "exact", "status": "optimal", "tps": 1.0, "cpu_solve": 1.0, "cpu_process": 1.0}, ref)
+    assert (
+        ref["ref_cpu"] > 0 and "ref_tps" not in ref
+    )  # what it printed before the kill is not a result
+    got = compare_reference(
+        {
+            "config": "c",
+            "mode": "exact",
+            "status": "optimal",
+            "tps": 1.0,
+            "cpu_solve": 1.0,
+            "cpu_process": 1.0,
+        },
+        ref,
+    )
     assert "ratio" not in got and "ratio_search" not in got and "tps_agree" not in got
 
 
@@ -244,11 +375,15 @@ def test_reference_leaves_no_process_behind(tmp_path):
     path = tmp_path / "inst.json"
     save_instance(inst, path)
     left = tmp_path / "left.pid"
-    ref = run_reference(f"sh -c 'sleep 60 & echo $! > {left}; echo tps: 1.0' {{instance}}", path, inst, timeout=30.0)
+    ref = run_reference(
+        f"sh -c 'sleep 60 & echo $! > {left}; echo tps: 1.0' {{instance}}", path, inst, timeout=30.0
+    )
     assert ref["ref_status"] == "ok"
     assert _wait_dead(int(left.read_text()))
     child = tmp_path / "child.pid"
-    ref = run_reference(f"sh -c 'sleep 60 & echo $! > {child}; wait' {{instance}}", path, inst, timeout=1.0)
+    ref = run_reference(
+        f"sh -c 'sleep 60 & echo $! > {child}; wait' {{instance}}", path, inst, timeout=1.0
+    )
     assert ref["ref_status"] == "timeout"
     assert _wait_dead(int(child.read_text()))
 
@@ -256,7 +391,6 @@ def test_reference_leaves_no_process_behind(tmp_path):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_interrupted_bench_kills_the_reference_and_its_children(tmp_path, sig):
-    import os
     import signal
     import subprocess
     import time
@@ -265,8 +399,23 @@ def test_interrupted_bench_kills_the_reference_and_its_children(tmp_path, sig):
     shell = tmp_path / "shell.pid"
     cmd = f"sh -c 'echo $$ > {shell}; sleep 60 & echo $! > {child}; wait' {{instance}}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "piper_cli", "bench", "--only", "wide8", "--modes", "exact", "--repeat", "1", "--reference", cmd],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "piper_cli",
+            "bench",
+            "--only",
+            "wide8",
+            "--modes",
+            "exact",
+            "--repeat",
+            "1",
+            "--reference",
+            cmd,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     end = time.monotonic() + 60
     while not child.exists() or not child.read_text().strip():
@@ -297,9 +446,13 @@ def test_bad_usage_refused_before_any_run(tmp_path):
 def test_bert_row_matches_the_original_planner(shared_dir, tmp_path):
     out = tmp_path / "bench.json"
     env = {"PIPER_PROFILES": str(shared_dir / "piper-inputs")}
-    r = _bench("--only", "bert32-K512", "--modes", "greedy", "--repeat", "1", "--json", str(out), env=env)
+    r = _bench(
+        "--only", "bert32-K512", "--modes", "greedy", "--repeat", "1", "--json", str(out), env=env
+    )
     assert r.exit_code == 0, r.output
     row = json.loads(out.read_text())["rows"][0]
     assert row["status"] == "feasible" and row["ideals"] == 43
-    assert row["tps"] == pytest.approx(0.00256112784601, rel=1e-9)  # the original planner's TPS (greedy)
+    assert row["tps"] == pytest.approx(
+        0.00256112784601, rel=1e-9
+    )  # the original planner's TPS (greedy)
     assert row["cpu_solve"] > 0 and row["rss_mb"] > 10 and row["stage_candidates"] > 0

@@ -6,15 +6,14 @@ from __future__ import annotations
 import math
 
 import pytest
+from builders import every_plan, make_instance, option_dict
 
 from compare.brute import MAX_NODES, brute_applies, count_partitions, solve_brute
 from compare.generators import FAMILIES, random_instance
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.evaluate import evaluate
-from builders import every_plan, option_dict, make_instance
 from piper_ilp.pipeline import ALL_MODES, Mode
 from piper_ilp.solution import Restrictions, Status
-
 
 opt = option_dict
 
@@ -29,7 +28,11 @@ def test_single_node_data_parallel_with_resync():
     inst = make([(5, {"1": [opt(p=4.0, w=1.0)]})])
     sol = solve_brute(inst)
     assert sol.status is Status.OPTIMAL and sol.method == "brute"
-    assert sol.tps == pytest.approx(3.0) and sol.objective == pytest.approx(3.0) and sol.bound == sol.objective
+    assert (
+        sol.tps == pytest.approx(3.0)
+        and sol.objective == pytest.approx(3.0)
+        and sol.bound == sol.objective
+    )
     (st,) = sol.plan.stages
     assert (st.nodes, st.d, st.t, dict(st.options)) == ((5,), 2, 1, {5: "vanilla"})
     # with d capped at 1 (no data parallelism) only the first plan is left: 4
@@ -69,7 +72,10 @@ def test_two_stages_follow_the_edge_direction():
     # one stage d = 1: 4; one stage d = 2: 4/2 + 2 nodes * 4*1*1/(2*2) = 4;
     # two stages 7 | 3 (d = 1 each, sum d = 2 <= N): max(2, 2) = 2. The order 3 | 7 would break the edge.
     inst = make(
-        [(7, {"1": [opt(p=2.0, w=1.0, sbw={3: 0.0})]}), (3, {"1": [opt(p=2.0, w=1.0, sfw={7: 0.0})]})],
+        [
+            (7, {"1": [opt(p=2.0, w=1.0, sbw={3: 0.0})]}),
+            (3, {"1": [opt(p=2.0, w=1.0, sfw={7: 0.0})]}),
+        ],
         edges=[(7, 3, 0.0)],
         K=2,
         N=2,
@@ -103,7 +109,10 @@ def test_pipeline_memory_uses_suffix_sum():
     # (Two stages, d = 1 each: first stage y = 2 -> memory 2 fits, TPS 1.) Either way the optimum is 1.
     # With M = 1.9 the single stage d = 2 (memory 2) and the first of two stages (y = 2) no longer fit;
     # single stage d = 1 needs memory 2 as well -> infeasible.
-    nodes = [(0, {"1": [opt(p=1.0, a=1.0, sbw={1: 0.0})]}), (1, {"1": [opt(p=1.0, a=1.0, sfw={0: 0.0})]})]
+    nodes = [
+        (0, {"1": [opt(p=1.0, a=1.0, sbw={1: 0.0})]}),
+        (1, {"1": [opt(p=1.0, a=1.0, sfw={0: 0.0})]}),
+    ]
     inst = make(nodes, edges=[(0, 1, 0.0)], K=2, N=2, M=2.0)
     assert solve_brute(inst).tps == pytest.approx(1.0)
     assert solve_brute(inst.with_settings(M=1.9)).status is Status.INFEASIBLE
@@ -122,14 +131,29 @@ def test_size_limit():
 
 
 def test_count_partitions_by_hand():
-    chain = make([(i, {"1": [opt(**({"sbw": {i + 1: 0}} if i < 3 else {}) | ({"sfw": {i - 1: 0}} if i else {}))]}) for i in range(4)],
-                 edges=[(i, i + 1, 0.0) for i in range(3)], K=8, N=8)
+    chain = make(
+        [
+            (
+                i,
+                {
+                    "1": [
+                        opt(
+                            **({"sbw": {i + 1: 0}} if i < 3 else {})
+                            | ({"sfw": {i - 1: 0}} if i else {})
+                        )
+                    ]
+                },
+            )
+            for i in range(4)
+        ],
+        edges=[(i, i + 1, 0.0) for i in range(3)],
+        K=8,
+        N=8,
+    )
     assert count_partitions(chain) == 8  # cut or not at each of the 3 edges
     assert count_partitions(chain, max_stages=2) == 4  # one stage, or one of 3 cuts
     pair = make([(0, {"1": [opt()]}), (1, {"1": [opt()]})], K=8, N=8)
     assert count_partitions(pair) == 3  # {0,1}; 0 | 1; 1 | 0
-
-
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -138,7 +162,10 @@ def test_agrees_with_naive_enumeration_through_the_evaluator(family):
     # every labelled partition, every degree, every option, each plan judged by the evaluator.
     for seed in range(6):
         inst = random_instance(family, 3, seed, options_per_t=(1, 2), K=4, N=2)
-        best = min((ev.tps for ev in map(lambda p: evaluate(inst, p), every_plan(inst)) if ev.valid), default=None)
+        best = min(
+            (ev.tps for ev in map(lambda p: evaluate(inst, p), every_plan(inst)) if ev.valid),
+            default=None,
+        )
         sol = solve_brute(inst)
         if best is None:
             assert sol.status is Status.INFEASIBLE
@@ -152,9 +179,14 @@ def test_memory_is_the_correctly_rounded_sum_with_no_slack():
     # Added left to right in floats, 1e18 + 64 + 64 = 1e18 (each 64 is half an ulp and
     # rounds away), but the exact sum is 1e18 + 128, the next float: the contract's fsum
     # (sec. 7) says it does not fit in M = 1e18, and fits in M = 1e18 + 128.
-    assert 1e18 + 64.0 + 64.0 == 1e18 and math.fsum([1e18, 64.0, 64.0]) == math.nextafter(1e18, math.inf)
-    nodes = [(0, {"1": [opt(p=1.0, b=1e18, sbw={1: 0.0})]}), (1, {"1": [opt(p=1.0, b=64.0, sfw={0: 0.0}, sbw={2: 0.0})]}),
-             (2, {"1": [opt(p=1.0, b=64.0, sfw={1: 0.0})]})]
+    assert 1e18 + 64.0 + 64.0 == 1e18 and math.fsum([1e18, 64.0, 64.0]) == math.nextafter(
+        1e18, math.inf
+    )
+    nodes = [
+        (0, {"1": [opt(p=1.0, b=1e18, sbw={1: 0.0})]}),
+        (1, {"1": [opt(p=1.0, b=64.0, sfw={0: 0.0}, sbw={2: 0.0})]}),
+        (2, {"1": [opt(p=1.0, b=64.0, sfw={1: 0.0})]}),
+    ]
     inst = make(nodes, edges=[(0, 1, 0.0), (1, 2, 0.0)], K=1, N=1, M=1e18)
     assert solve_brute(inst).status is Status.INFEASIBLE
     fits = solve_brute(inst.with_settings(M=math.nextafter(1e18, math.inf)))
@@ -189,8 +221,12 @@ def test_every_mode_agrees_with_naive_enumeration_through_the_evaluator(mode):
     seen = set()
     for family in ("fork-join", "layered", "chain"):
         for seed in range(3):
-            inst = random_instance(family, 3, seed, t_values=(1,), options_per_t=(1, 2), K=4, N=4, memory="tight")
-            values = [ev.value for ev in (evaluate(inst, p, mode) for p in every_plan(inst)) if ev.valid]
+            inst = random_instance(
+                family, 3, seed, t_values=(1,), options_per_t=(1, 2), K=4, N=4, memory="tight"
+            )
+            values = [
+                ev.value for ev in (evaluate(inst, p, mode) for p in every_plan(inst)) if ev.valid
+            ]
             sol = solve_brute(inst, mode=mode)
             assert sol.mode == mode
             if not values:
@@ -198,7 +234,9 @@ def test_every_mode_agrees_with_naive_enumeration_through_the_evaluator(mode):
                 seen.add("infeasible")
                 continue
             assert sol.status is Status.OPTIMAL
-            assert sol.value == min(values) and sol.bound == sol.value  # bit for bit: the evaluator's numbers
+            assert (
+                sol.value == min(values) and sol.bound == sol.value
+            )  # bit for bit: the evaluator's numbers
             assert evaluate(inst, sol.plan, mode).value == sol.value
             seen.add("optimal")
     assert "optimal" in seen
@@ -211,7 +249,17 @@ def test_modes_differ_where_the_contract_says():
     edges = [(0, 1, 0.0), (0, 2, 0.0), (1, 3, 0.0), (2, 3, 0.0)]
     succ = {0: [1, 2], 1: [3], 2: [3], 3: []}
     pred = {0: [], 1: [0], 2: [0], 3: [1, 2]}
-    nodes = [(v, {"1": [opt(p=1.0, a=1.0, sfw={u: 0.0 for u in pred[v]}, sbw={x: 0.0 for x in succ[v]})]}) for v in range(4)]
+    nodes = [
+        (
+            v,
+            {
+                "1": [
+                    opt(p=1.0, a=1.0, sfw={u: 0.0 for u in pred[v]}, sbw={x: 0.0 for x in succ[v]})
+                ]
+            },
+        )
+        for v in range(4)
+    ]
     inst = make(nodes, edges=edges, K=4, N=4, M=3.5)
     seq = solve_brute(inst, Restrictions(max_d=1))
     graph = solve_brute(inst, Restrictions(max_d=1), mode=Mode("graph"))

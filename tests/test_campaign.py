@@ -12,7 +12,16 @@ import pytest
 from typer.testing import CliRunner
 
 from compare.brute import solve_brute
-from compare.campaign import LOCK, RESULTS, CampaignInterrupted, make_specs, read_results, run_campaign, spec_instance, summarize
+from compare.campaign import (
+    LOCK,
+    RESULTS,
+    CampaignInterrupted,
+    make_specs,
+    read_results,
+    run_campaign,
+    spec_instance,
+    summarize,
+)
 from compare.generators import FAMILIES, random_instance
 from compare.shrink import shrink, variants
 from compare.verify import verify_instance
@@ -21,13 +30,17 @@ from piper_ilp.errors import InputError
 from piper_ilp.instance import load_instance
 from piper_ilp.solution import Restrictions
 
-
 # ---- deliberately wrong solvers (module level, so that worker processes can load them) ----
 
 
 def dp_without_data_parallelism(instance, restrictions, time_limit, threads):
     """Claims optimality while never trying d > 1."""
-    s = solve_brute(instance, Restrictions(max_d=1, max_t=restrictions.max_t, exclude_options=restrictions.exclude_options))
+    s = solve_brute(
+        instance,
+        Restrictions(
+            max_d=1, max_t=restrictions.max_t, exclude_options=restrictions.exclude_options
+        ),
+    )
     s.method = "dp"
     return s
 
@@ -46,23 +59,33 @@ def honest_brute(instance, restrictions, time_limit, threads):
 def first_failing(bad, family="skip", n=7):
     for seed in range(50):
         inst = random_instance(family, n, seed)
-        if verify_instance(inst, ("dp", "brute"), solvers={"dp": bad}, greedy=False).verdict == "mismatch":
+        if (
+            verify_instance(inst, ("dp", "brute"), solvers={"dp": bad}, greedy=False).verdict
+            == "mismatch"
+        ):
             return inst
     raise AssertionError("the wrong solver was never caught")
 
 
-@pytest.mark.parametrize("bad, most_nodes", [(dp_without_data_parallelism, 1), (dp_ignoring_memory, 3)])
+@pytest.mark.parametrize(
+    "bad, most_nodes", [(dp_without_data_parallelism, 1), (dp_ignoring_memory, 3)]
+)
 def test_wrong_solver_is_caught_and_shrunk(bad, most_nodes):
     inst = first_failing(bad)
     assert len(inst.nodes) == 7
 
     def fails(candidate):
-        return verify_instance(candidate, ("dp", "brute"), solvers={"dp": bad}, greedy=False).verdict == "mismatch"
+        return (
+            verify_instance(candidate, ("dp", "brute"), solvers={"dp": bad}, greedy=False).verdict
+            == "mismatch"
+        )
 
     res = shrink(inst, fails)
     assert res.finished and res.steps
     small = res.instance
-    assert len(small.nodes) <= most_nodes  # a single node shows "no data parallelism"; memory needs a few
+    assert (
+        len(small.nodes) <= most_nodes
+    )  # a single node shows "no data parallelism"; memory needs a few
     assert fails(small)
     # honest methods agree on the shrunk instance: the disagreement is the wrong solver's
     assert verify_instance(small, ("dp", "cpsat", "brute"), time_limit=30).verdict == "match"
@@ -80,30 +103,50 @@ def test_shrink_variants_are_valid_and_smaller():
 def test_campaign_catches_a_wrong_solver_saves_and_replays_counterexamples(tmp_path):
     out = tmp_path / "camp"
     summary = run_campaign(
-        out, 10, 3, families=("skip", "fork-join"), nodes=(4, 6), methods=("dp", "brute"),
-        solvers={"dp": dp_without_data_parallelism, "brute": honest_brute}, workers=2, progress=False,
+        out,
+        10,
+        3,
+        families=("skip", "fork-join"),
+        nodes=(4, 6),
+        methods=("dp", "brute"),
+        solvers={"dp": dp_without_data_parallelism, "brute": honest_brute},
+        workers=2,
+        progress=False,
     )
     records = read_results(out)
     assert len(records) == 10 and summary["instances"] == 10
     bad = [r for r in records if r["verdict"] == "mismatch"]
     assert bad, "the wrong solver went unnoticed"
-    assert summary["verdicts"]["mismatch"] == len(bad) and sorted(summary["mismatches"]) == sorted(r["id"] for r in bad)
+    assert summary["verdicts"]["mismatch"] == len(bad) and sorted(summary["mismatches"]) == sorted(
+        r["id"] for r in bad
+    )
     for r in bad:
         path = out / "counterexamples" / f"{r['id']}.json"
         assert r["counterexample"] == str(path) and path.exists()
         assert r["shrunk_nodes"] <= 2
         small = load_instance(path)  # a valid instance (the extra field is ignored)
         meta = json.loads(path.read_text())["counterexample"]
-        assert meta["campaign_id"] == r["id"] and meta["verdict"] == "mismatch" and meta["shrink_steps"]
+        assert (
+            meta["campaign_id"] == r["id"]
+            and meta["verdict"] == "mismatch"
+            and meta["shrink_steps"]
+        )
         # the wrong solver still fails on it, and the CLI replays it with the real methods
-        assert verify_instance(small, ("dp", "brute"), solvers={"dp": dp_without_data_parallelism}).verdict == "mismatch"
+        assert (
+            verify_instance(
+                small, ("dp", "brute"), solvers={"dp": dp_without_data_parallelism}
+            ).verdict
+            == "mismatch"
+        )
         result = CliRunner().invoke(app, ["verify", str(path), "--methods", "dp,brute"])
         assert result.exit_code == 0 and "match" in result.output
 
 
 def test_campaign_resume_after_a_kill(tmp_path):
     out = tmp_path / "camp"
-    kwargs = dict(families=("chain", "layered"), nodes=(2, 4), methods=("brute",), workers=1, progress=False)
+    kwargs = dict(
+        families=("chain", "layered"), nodes=(2, 4), methods=("brute",), workers=1, progress=False
+    )
     run_campaign(out, 6, 11, **kwargs)
     lines = (out / RESULTS).read_text().splitlines()
     assert len(lines) == 6
@@ -126,7 +169,9 @@ def test_a_signal_stops_the_campaign_and_resume_counts_each_instance_once(tmp_pa
     import signal
 
     out = tmp_path / "camp"
-    kwargs = dict(families=("chain", "skip"), nodes=(3, 5), methods=("dp", "brute"), workers=2, progress=False)
+    kwargs = dict(
+        families=("chain", "skip"), nodes=(3, 5), methods=("dp", "brute"), workers=2, progress=False
+    )
     seen = []
 
     def interrupt_after_two(rec):
@@ -142,7 +187,13 @@ def test_a_signal_stops_the_campaign_and_resume_counts_each_instance_once(tmp_pa
     assert not (out / "summary.json").exists()
     summary = run_campaign(out, 12, 8, resume=True, **kwargs)
     ids = [r["id"] for r in read_results(out)]
-    assert len((out / RESULTS).read_text().splitlines()) == len(ids) == len(set(ids)) == 12 == summary["instances"]
+    assert (
+        len((out / RESULTS).read_text().splitlines())
+        == len(ids)
+        == len(set(ids))
+        == 12
+        == summary["instances"]
+    )
 
 
 def test_lock_and_duplicate_lines(tmp_path):
@@ -181,16 +232,47 @@ def test_specs_are_deterministic_and_cover_families():
 
 def test_summary_statistics():
     recs = [
-        {"id": "a", "family": "chain", "verdict": "match", "greedy_gap": 0.0, "seconds": {"dp": 1.0}, "statuses": {"dp": "optimal"}},
-        {"id": "b", "family": "chain", "verdict": "match", "greedy_gap": 0.1, "seconds": {"dp": 3.0}, "statuses": {"dp": "optimal"}},
-        {"id": "c", "family": "skip", "verdict": "mismatch", "greedy_gap": None, "seconds": {"dp": 2.0, "brute": 9.0},
-         "statuses": {"dp": "optimal", "brute": "skipped"}},
+        {
+            "id": "a",
+            "family": "chain",
+            "verdict": "match",
+            "greedy_gap": 0.0,
+            "seconds": {"dp": 1.0},
+            "statuses": {"dp": "optimal"},
+        },
+        {
+            "id": "b",
+            "family": "chain",
+            "verdict": "match",
+            "greedy_gap": 0.1,
+            "seconds": {"dp": 3.0},
+            "statuses": {"dp": "optimal"},
+        },
+        {
+            "id": "c",
+            "family": "skip",
+            "verdict": "mismatch",
+            "greedy_gap": None,
+            "seconds": {"dp": 2.0, "brute": 9.0},
+            "statuses": {"dp": "optimal", "brute": "skipped"},
+        },
     ]
     s = summarize(recs)
-    assert s["verdicts"] == {"match": 2, "consistent": 0, "single-proof": 0, "inconclusive": 0, "error": 0, "mismatch": 1,
-                             "harness-error": 0}
+    assert s["verdicts"] == {
+        "match": 2,
+        "consistent": 0,
+        "single-proof": 0,
+        "inconclusive": 0,
+        "error": 0,
+        "mismatch": 1,
+        "harness-error": 0,
+    }
     assert s["by_family"] == {"chain": {"match": 2}, "skip": {"mismatch": 1}}
-    assert s["greedy_gap"]["count"] == 2 and s["greedy_gap"]["worse"] == 1 and s["greedy_gap"]["max"] == pytest.approx(0.1)
+    assert (
+        s["greedy_gap"]["count"] == 2
+        and s["greedy_gap"]["worse"] == 1
+        and s["greedy_gap"]["max"] == pytest.approx(0.1)
+    )
     assert s["seconds"]["dp"]["p50"] == pytest.approx(2.0) and s["seconds"]["dp"]["max"] == 3.0
     assert "brute" not in s["seconds"]  # skipped runs carry no solve time
     assert s["mismatches"] == ["c"]
@@ -198,7 +280,21 @@ def test_summary_statistics():
 
 def test_cli_campaign(tmp_path):
     out = tmp_path / "cli"
-    args = ["campaign", "--count", "4", "--seed", "2", "--nodes", "2-3", "--methods", "dp,brute", "--workers", "1", "--out", str(out)]
+    args = [
+        "campaign",
+        "--count",
+        "4",
+        "--seed",
+        "2",
+        "--nodes",
+        "2-3",
+        "--methods",
+        "dp,brute",
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "4 instances: match 4" in result.output
@@ -207,7 +303,9 @@ def test_cli_campaign(tmp_path):
     assert result.exit_code == 2 and "--resume" in result.output
     result = CliRunner().invoke(app, args + ["--resume"])
     assert result.exit_code == 0 and len(read_results(out)) == 4
-    result = CliRunner().invoke(app, ["campaign", "--count", "2", "--nodes", "9-3", "--out", str(tmp_path / "x")])
+    result = CliRunner().invoke(
+        app, ["campaign", "--count", "2", "--nodes", "9-3", "--out", str(tmp_path / "x")]
+    )
     assert result.exit_code == 2
 
 
@@ -216,15 +314,27 @@ def test_seeded_campaign_of_200_random_dags(tmp_path):
     # The CI campaign: 200 random DAGs over all five families, the DP, both MILP backends and
     # the exhaustive oracle (where it applies); any mismatch fails the suite.
     summary = run_campaign(
-        tmp_path / "ci", 200, 20261122, nodes=(2, 6), methods=("dp", "cpsat", "cbc", "brute"),
-        time_limit=60, workers=2, progress=False,
+        tmp_path / "ci",
+        200,
+        20261122,
+        nodes=(2, 6),
+        methods=("dp", "cpsat", "cbc", "brute"),
+        time_limit=60,
+        workers=2,
+        progress=False,
     )
-    print("\n".join(__import__("compare.campaign", fromlist=["summary_lines"]).summary_lines(summary)))
+    print(
+        "\n".join(__import__("compare.campaign", fromlist=["summary_lines"]).summary_lines(summary))
+    )
     assert summary["instances"] == 200
     assert summary["verdicts"]["mismatch"] == 0, summary["mismatches"]
     assert set(summary["by_family"]) == set(FAMILIES)
     assert summary["verdicts"]["match"] >= 190  # "consistent" only if a MILP hit 60 s on 6 nodes
-    assert summary["statuses"]["brute"].get("optimal", 0) + summary["statuses"]["brute"].get("infeasible", 0) >= 180
+    assert (
+        summary["statuses"]["brute"].get("optimal", 0)
+        + summary["statuses"]["brute"].get("infeasible", 0)
+        >= 180
+    )
 
 
 # ---- the harness's own failures are not mismatches ----------------------------------------
@@ -234,10 +344,16 @@ def test_a_harness_error_is_its_own_verdict_not_a_mismatch():
     from compare.campaign import HARNESS_ERROR, Spec, run_spec
 
     # the instance cannot be made (as the > 250-node id bug did): nothing is checked
-    rec = run_spec(Spec("00000-bad-n3", "no-such-family", 3, 0, False, (1,), (1, 1), "tight"), methods=("brute",))
+    rec = run_spec(
+        Spec("00000-bad-n3", "no-such-family", 3, 0, False, (1,), (1, 1), "tight"),
+        methods=("brute",),
+    )
     assert rec["verdict"] == HARNESS_ERROR == "harness-error"
     assert "InputError" in rec["harness_error"] and "no-such-family" in rec["harness_error"]
-    assert rec["problems"] == [f"harness error: {rec['harness_error']}"] and "counterexample_instance" not in rec
+    assert (
+        rec["problems"] == [f"harness error: {rec['harness_error']}"]
+        and "counterexample_instance" not in rec
+    )
 
 
 def test_campaign_counts_harness_errors_apart_and_the_cli_exits_1(tmp_path, monkeypatch):
@@ -245,17 +361,32 @@ def test_campaign_counts_harness_errors_apart_and_the_cli_exits_1(tmp_path, monk
 
     out = tmp_path / "camp"
     # a solver name the registry does not know makes every check raise in the harness
-    summary = run_campaign(out, 3, 1, families=("chain",), nodes=(2, 3), methods=("brute",),
-                           solvers={"no-such-method": honest_brute}, workers=1, progress=False)
+    summary = run_campaign(
+        out,
+        3,
+        1,
+        families=("chain",),
+        nodes=(2, 3),
+        methods=("brute",),
+        solvers={"no-such-method": honest_brute},
+        workers=1,
+        progress=False,
+    )
     assert summary["verdicts"]["harness-error"] == 3 and summary["verdicts"]["mismatch"] == 0
     assert summary["verdicts"]["error"] == 0 and summary["mismatches"] == []
-    assert sorted(summary["harness_errors"]) == sorted(s.id for s in make_specs(3, 1, ("chain",), (2, 3)))
+    assert sorted(summary["harness_errors"]) == sorted(
+        s.id for s in make_specs(3, 1, ("chain",), (2, 3))
+    )
     assert not (out / "counterexamples").exists()
     lines = campaign.summary_lines(summary)
-    assert "mismatch 0, harness error 3" in lines[0] and any(x.startswith("harness errors: ") for x in lines)
+    assert "mismatch 0, harness error 3" in lines[0] and any(
+        x.startswith("harness errors: ") for x in lines
+    )
     assert summarize([])["verdicts"]["harness-error"] == 0
     assert "harness" not in campaign.summary_lines(summarize([]))[0]
     # the CLI: exit 1, as on a mismatch or an error
     monkeypatch.setattr(campaign, "run_campaign", lambda *a, **k: summary)
-    result = CliRunner().invoke(app, ["campaign", "--count", "3", "--out", str(tmp_path / "cli"), "--methods", "brute"])
+    result = CliRunner().invoke(
+        app, ["campaign", "--count", "3", "--out", str(tmp_path / "cli"), "--methods", "brute"]
+    )
     assert result.exit_code == 1 and "harness error 3" in result.output, result.output

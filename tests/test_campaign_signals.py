@@ -27,14 +27,30 @@ from compare.campaign import RESULTS, make_specs
 REPO = Path(__file__).resolve().parents[1]
 MARK_VAR = "PIPER_CAMPAIGN_TEST_MARK"
 COUNT = 200
-ARGS = ["--count", str(COUNT), "--seed", "5", "--nodes", "4-6", "--methods", "dp,brute", "--workers", "2", "--no-progress"]
+ARGS = [
+    "--count",
+    str(COUNT),
+    "--seed",
+    "5",
+    "--nodes",
+    "4-6",
+    "--methods",
+    "dp,brute",
+    "--workers",
+    "2",
+    "--no-progress",
+]
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc to find leftover processes")
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/environ").exists(), reason="needs Linux /proc to find leftover processes"
+)
 
 
 def _env(mark: str) -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(REPO) + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
     env[MARK_VAR] = mark
     return env
 
@@ -42,7 +58,12 @@ def _env(mark: str) -> dict:
 def _start(out: Path, mark: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "piper_cli", "campaign", *ARGS, "--out", str(out), *extra],
-        cwd=REPO, env=_env(mark), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        cwd=REPO,
+        env=_env(mark),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
 
 
@@ -59,7 +80,7 @@ def _marked(mark: str) -> dict[int, int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if fields[0] != "Z":
             found[int(entry.name)] = int(fields[1])
     return found
@@ -102,7 +123,11 @@ def _interrupt_then_resume(tmp_path: Path, signum: int, group: bool = False) -> 
     proc = _start(out, mark)
     try:
         _wait_for_results(proc, out)
-        workers = [pid for pid, ppid in _marked(mark).items() if ppid == proc.pid and b"spawn_main" in _cmdline(pid)]
+        workers = [
+            pid
+            for pid, ppid in _marked(mark).items()
+            if ppid == proc.pid and b"spawn_main" in _cmdline(pid)
+        ]
         assert len(workers) == 2, _marked(mark)  # the two workers are running
         if group:
             os.killpg(proc.pid, signum)
@@ -122,11 +147,17 @@ def _interrupt_then_resume(tmp_path: Path, signum: int, group: bool = False) -> 
     # --resume finishes the campaign: exactly COUNT distinct instances, none twice
     done = subprocess.run(
         [sys.executable, "-m", "piper_cli", "campaign", *ARGS, "--out", str(out), "--resume"],
-        cwd=REPO, env=_env(mark), capture_output=True, text=True, timeout=600,
+        cwd=REPO,
+        env=_env(mark),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     ids = [json.loads(line)["id"] for line in _lines(out)]
-    assert len(ids) == COUNT and sorted(ids) == sorted(s.id for s in make_specs(COUNT, 5, nodes=(4, 6)))
+    assert len(ids) == COUNT and sorted(ids) == sorted(
+        s.id for s in make_specs(COUNT, 5, nodes=(4, 6))
+    )
     assert json.loads((out / "summary.json").read_text())["instances"] == COUNT
     assert f"{COUNT} instances" in done.stdout
     assert not _wait_gone(mark)
@@ -135,7 +166,8 @@ def _interrupt_then_resume(tmp_path: Path, signum: int, group: bool = False) -> 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "signum, group, status", [(signal.SIGINT, False, 130), (signal.SIGINT, True, 130), (signal.SIGTERM, False, 143)]
+    "signum, group, status",
+    [(signal.SIGINT, False, 130), (signal.SIGINT, True, 130), (signal.SIGTERM, False, 143)],
 )
 def test_signal_ends_the_campaign_and_resume_completes_it(tmp_path, signum, group, status):
     code, err = _interrupt_then_resume(tmp_path, signum, group)
@@ -159,10 +191,16 @@ def test_a_second_campaign_on_the_same_folder_is_refused(tmp_path):
         for extra in ((), ("--resume",)):
             second = subprocess.run(
                 [sys.executable, "-m", "piper_cli", "campaign", *ARGS, "--out", str(out), *extra],
-                cwd=REPO, env=_env(mark), capture_output=True, text=True, timeout=120,
+                cwd=REPO,
+                env=_env(mark),
+                capture_output=True,
+                text=True,
+                timeout=120,
             )
             assert second.returncode == 2, second.stderr
-            assert second.stderr.count("\n") == 1 and "another campaign" in second.stderr, second.stderr
+            assert second.stderr.count("\n") == 1 and "another campaign" in second.stderr, (
+                second.stderr
+            )
         first.send_signal(signal.SIGINT)
         first.communicate(timeout=60)
     finally:
@@ -185,10 +223,16 @@ def test_unwritable_out_is_refused_before_any_work(tmp_path, where):
         out = Path("/proc/piper-campaign-test")
     r = subprocess.run(
         [sys.executable, "-m", "piper_cli", "campaign", *ARGS, "--out", str(out)],
-        cwd=REPO, env=_env(uuid.uuid4().hex), capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        env=_env(uuid.uuid4().hex),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert r.returncode == 2, r.stderr
-    assert r.stderr.count("\n") == 1 and str(out) in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1 and str(out) in r.stderr and "Traceback" not in r.stderr, (
+        r.stderr
+    )
     assert not out.exists()
 
 
@@ -213,9 +257,33 @@ def test_an_interrupted_campaign_leaves_no_solver_temporary_folder(tmp_path, sig
     mark = uuid.uuid4().hex
     env = dict(_env(mark), TMPDIR=str(tmp))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "piper_cli", "campaign", "--count", "20", "--seed", "3", "--nodes", "6-9",
-         "--methods", "dp,cbc", "--workers", "2", "--scheduler", "processes", "--no-progress", "--out", str(out)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "piper_cli",
+            "campaign",
+            "--count",
+            "20",
+            "--seed",
+            "3",
+            "--nodes",
+            "6-9",
+            "--methods",
+            "dp,cbc",
+            "--workers",
+            "2",
+            "--scheduler",
+            "processes",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 120

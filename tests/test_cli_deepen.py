@@ -22,7 +22,9 @@ def test_deepen_bert_cli(shared_dir, tmp_path):
 
 
 def test_deepen_without_repeated_block_is_bad_input(inputs_dir, tmp_path):
-    r = runner.invoke(app, ["deepen", str(inputs_dir / "small.json"), "-L", "9", "-o", str(tmp_path / "x.json")])
+    r = runner.invoke(
+        app, ["deepen", str(inputs_dir / "small.json"), "-L", "9", "-o", str(tmp_path / "x.json")]
+    )
     assert r.exit_code == 2
     assert "no repeated block" in r.output and r.output.count("\n") == 1
     assert not (tmp_path / "x.json").exists()
@@ -42,5 +44,15 @@ def test_deepen_chain_only_cli(shared_dir, tmp_path):
 
 
 def test_deepen_refuses_an_unwritable_output_before_work(inputs_dir, tmp_path):
-    r = runner.invoke(app, ["deepen", str(inputs_dir / "small.json"), "-L", "9", "-o", str(tmp_path / "no" / "x.json")])
+    r = runner.invoke(
+        app,
+        [
+            "deepen",
+            str(inputs_dir / "small.json"),
+            "-L",
+            "9",
+            "-o",
+            str(tmp_path / "no" / "x.json"),
+        ],
+    )
     assert r.exit_code == 2 and "does not exist" in r.output and r.output.count("\n") == 1

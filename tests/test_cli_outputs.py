@@ -69,8 +69,26 @@ def test_a_wide_stage_table_still_fits_80_columns():
     stages = []
     for i in range(12):
         nodes = tuple(range(i, 400, 12))  # 0,12,24,...: no runs, a long list
-        cost = StageCost(edge_bytes=3.3e9 * (i + 1), resync_bytes=1e6 / (i + 1), p_sum=12.345 * (i + 1), d=256, B=B)
-        stages.append(StageReport(index=i, nodes=nodes, d=256, t=8, s=1920, y=1920, memory=1023.9 * 2**30, memory_limit=1023.99 * 2**30, cost=cost))
+        cost = StageCost(
+            edge_bytes=3.3e9 * (i + 1),
+            resync_bytes=1e6 / (i + 1),
+            p_sum=12.345 * (i + 1),
+            d=256,
+            B=B,
+        )
+        stages.append(
+            StageReport(
+                index=i,
+                nodes=nodes,
+                d=256,
+                t=8,
+                s=1920,
+                y=1920,
+                memory=1023.9 * 2**30,
+                memory_limit=1023.99 * 2**30,
+                cost=cost,
+            )
+        )
     ev = Evaluation(stages=stages, devices=12 * 256 * 8, sum_d=12 * 256)
     lines = _render(stage_table(ev, title="a long title that is still shorter than eighty columns"))
     assert max(len(line) for line in lines) <= 80, "\n".join(lines)
@@ -81,7 +99,19 @@ def test_a_wide_stage_table_still_fits_80_columns():
 
 def test_an_invalid_plan_shows_dashes():
     ev = Evaluation(
-        stages=[StageReport(index=0, nodes=(0, 1), d=1, t=1, s=1, y=1, memory=None, memory_limit=2**30, cost=None)],
+        stages=[
+            StageReport(
+                index=0,
+                nodes=(0, 1),
+                d=1,
+                t=1,
+                s=1,
+                y=1,
+                memory=None,
+                memory_limit=2**30,
+                cost=None,
+            )
+        ],
         violations=[object()],
     )
     lines = _render(stage_table(ev))
@@ -91,18 +121,22 @@ def test_an_invalid_plan_shows_dashes():
 
 def test_names_are_plain_text_not_markup():
     """A layer named like rich markup or an emoji code is shown as it is."""
+    from conftest import INPUTS
+
     from piper_cli.format import option_table
     from piper_ilp.instance import instance_from_dict, instance_to_dict, load_instance
     from piper_ilp.plan import Plan, Stage
-
-    from conftest import INPUTS
 
     data = instance_to_dict(load_instance(INPUTS / "small.json"))
     data["nodes"][0]["name"] = "[bold]x[/bold]:smile:"
     inst = instance_from_dict(data)
     nodes = tuple(inst.node_ids)
     t = max(inst.nodes[0].options)
-    plan = Plan(stages=(Stage(nodes=nodes, d=1, t=t, options={v: inst.node[v].options[t][0].id for v in nodes}),))
+    plan = Plan(
+        stages=(
+            Stage(nodes=nodes, d=1, t=t, options={v: inst.node[v].options[t][0].id for v in nodes}),
+        )
+    )
     text = "\n".join(_render(option_table(inst, plan)))
     assert "[bold]x[/bold]:smile:" in text
 
@@ -112,15 +146,41 @@ def test_memory_above_the_limit_is_marked():
     cost = StageCost(edge_bytes=0.0, resync_bytes=0.0, p_sum=1.0, d=1, B=1e9)
     ev = Evaluation(
         stages=[
-            StageReport(index=0, nodes=(0,), d=1, t=1, s=2, y=2, memory=float(limit), memory_limit=limit, cost=cost),
-            StageReport(index=1, nodes=(1,), d=1, t=1, s=1, y=1, memory=limit * (1 + 2**-40), memory_limit=limit, cost=cost),
+            StageReport(
+                index=0,
+                nodes=(0,),
+                d=1,
+                t=1,
+                s=2,
+                y=2,
+                memory=float(limit),
+                memory_limit=limit,
+                cost=cost,
+            ),
+            StageReport(
+                index=1,
+                nodes=(1,),
+                d=1,
+                t=1,
+                s=1,
+                y=1,
+                memory=limit * (1 + 2**-40),
+                memory_limit=limit,
+                cost=cost,
+            ),
         ],
         violations=[object()],
     )
     lines = _render(stage_table(ev))
-    rows = {line.split()[0]: line for line in lines if line.strip()[:1] in "01" and len(line.split()) > 5}
+    rows = {
+        line.split()[0]: line
+        for line in lines
+        if line.strip()[:1] in "01" and len(line.split()) > 5
+    }
     assert "!" not in rows["0"]  # exactly M fits (no slack, and no false alarm)
-    assert rows["1"].split()[5] == "1!"  # one part in 2**40 above M is over, though it rounds to 1 GiB
+    assert (
+        rows["1"].split()[5] == "1!"
+    )  # one part in 2**40 above M is over, though it rounds to 1 GiB
     assert "! above it" in lines[-1]
 
 
@@ -142,14 +202,16 @@ def test_written_files_get_the_permissions_open_would_give(tmp_path):
 def test_a_plan_with_no_stages_shows_the_instances_memory_limit(tmp_path):
     """evaluate printed "memory limit M = 1 B" for a plan with no stages (the limit came
     from the stages, default 1.0), while small.json's M is 190.7 MiB."""
+    from conftest import INPUTS
     from typer.testing import CliRunner
 
-    from conftest import INPUTS
     from piper_cli import app
 
     empty = tmp_path / "empty.plan.json"
     empty.write_text('{"stages": []}')
-    r = CliRunner().invoke(app, ["evaluate", str(INPUTS / "small.json"), str(empty), "--ignore-metadata"])
+    r = CliRunner().invoke(
+        app, ["evaluate", str(INPUTS / "small.json"), str(empty), "--ignore-metadata"]
+    )
     assert r.exit_code == 1, r.output  # an invalid plan
     assert "memory limit M = 190.7 MiB" in r.output and "M = 1 B" not in r.output
     # an Evaluation that knows no M (built by hand, no stages) says nothing about it

@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import INPUTS, REPO
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
@@ -121,7 +120,9 @@ def test_signal_during_a_dp_solve(tmp_path, long_instance, signum, code):
     proc = Proc(["solve", str(long_instance), "--json"], cwd=tmp_path)
     try:
         proc.wait_until_solving()
-        assert proc.p.poll() is None, "the solve finished before the signal; the test needs a longer instance"
+        assert proc.p.poll() is None, (
+            "the solve finished before the signal; the test needs a longer instance"
+        )
         rc, _ = proc.signal_and_wait(signum)
     finally:
         proc.kill()

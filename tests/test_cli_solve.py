@@ -6,7 +6,6 @@ import json
 import math
 
 import pytest
-
 from builders import json_lines
 from typer.testing import CliRunner
 
@@ -18,8 +17,6 @@ from piper_ilp.plan import load_plan
 from piper_ilp.solution import Restrictions
 
 runner = CliRunner()
-
-
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +48,10 @@ def test_solve_json_matches_the_oracle_and_writes_the_plan(tmp_path, small):
         (["--no-recompute"], Restrictions.from_flags(no_recompute=True)),
         (["--no-tensor-parallel"], Restrictions.from_flags(no_tensor_parallel=True)),
         (["--no-data-parallel"], Restrictions.from_flags(no_data_parallel=True)),
-        (["--max-d", "2", "--exclude-option", "vanilla"], Restrictions(max_d=2, exclude_options=frozenset({"vanilla"}))),
+        (
+            ["--max-d", "2", "--exclude-option", "vanilla"],
+            Restrictions(max_d=2, exclude_options=frozenset({"vanilla"})),
+        ),
     ],
 )
 def test_ablations_reach_the_restricted_optimum(small, flags, restr):
@@ -84,7 +84,9 @@ def test_several_files_one_bad(tmp_path, small):
     path, _ = small
     bad = tmp_path / "bad.json"
     bad.write_text("{")
-    r = runner.invoke(app, ["solve", str(path), str(bad), str(path), "--json", "--knapsack", "greedy"])
+    r = runner.invoke(
+        app, ["solve", str(path), str(bad), str(path), "--json", "--knapsack", "greedy"]
+    )
     assert r.exit_code == 2
     recs = json_lines(r.output)
     assert [("error" in x) for x in recs] == [False, True, False]
@@ -129,7 +131,9 @@ def test_usage_errors_are_one_line_in_a_real_process(args, needle):
 
     from conftest import REPO
 
-    proc = subprocess.run([sys.executable, "-m", "piper_cli", *args], capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "piper_cli", *args], capture_output=True, text=True, cwd=REPO
+    )
     assert proc.returncode == 2
     assert proc.stdout == ""
     lines = proc.stderr.splitlines()
@@ -178,7 +182,9 @@ def test_an_unknown_exclude_option_id_is_an_error_naming_the_ids(small):
 
 def test_an_unwritable_output_is_refused_before_solving(tmp_path, small):
     path, _ = small
-    r = runner.invoke(app, ["solve", str(path), "--json", "-o", str(tmp_path / "no-such-folder" / "plan.json")])
+    r = runner.invoke(
+        app, ["solve", str(path), "--json", "-o", str(tmp_path / "no-such-folder" / "plan.json")]
+    )
     assert r.exit_code == 2
     lines = r.output.splitlines()
     assert len(lines) == 1 and "no-such-folder" in lines[0]
@@ -187,7 +193,9 @@ def test_an_unwritable_output_is_refused_before_solving(tmp_path, small):
 
 def test_an_unwritable_model_path_is_refused_before_solving(tmp_path, small):
     path, _ = small
-    r = runner.invoke(app, ["solve", str(path), "--method", "cpsat", "--json", "--write-model", str(tmp_path)])
+    r = runner.invoke(
+        app, ["solve", str(path), "--method", "cpsat", "--json", "--write-model", str(tmp_path)]
+    )
     assert r.exit_code == 2
     (line,) = r.output.splitlines()
     assert str(tmp_path) in line and "folder" in line
@@ -196,7 +204,10 @@ def test_an_unwritable_model_path_is_refused_before_solving(tmp_path, small):
 def test_the_plan_file_carries_what_it_was_solved_for(tmp_path, small):
     path, inst = small
     out = tmp_path / "plan.json"
-    r = runner.invoke(app, ["solve", str(path), "-K", "16", "--max-d", "2", "--knapsack", "greedy", "-o", str(out)])
+    r = runner.invoke(
+        app,
+        ["solve", str(path), "-K", "16", "--max-d", "2", "--knapsack", "greedy", "-o", str(out)],
+    )
     assert r.exit_code == 0, r.output
     meta = json.loads(out.read_text())["metadata"]
     assert meta["instance"] == inst.fingerprint()
@@ -275,14 +286,22 @@ def test_tables_fit_80_columns_and_detail_lists_each_layer(tmp_path, small):
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
     # every line but the header (which names the file) fits 80 columns
-    assert all(len(line) <= 80 for line in lines[1:]), "\n".join(line for line in lines if len(line) > 80)
+    assert all(len(line) <= 80 for line in lines[1:]), "\n".join(
+        line for line in lines if len(line) > 80
+    )
     plan = load_plan(out)
     chosen = {v: st.options[v] for st in plan.stages for v in st.nodes}
     for node in inst.nodes:
-        rows = [line for line in lines if line.split()[:1] == [str(node.id)] and (node.name or "") in line]
+        rows = [
+            line
+            for line in lines
+            if line.split()[:1] == [str(node.id)] and (node.name or "") in line
+        ]
         assert len(rows) == 1 and chosen[node.id] in rows[0], (node.id, lines)
     plain = runner.invoke(app, ["solve", str(path), "-K", "64", "-N", "16"])
-    assert "option" not in plain.output.splitlines()[0] and not any("activation recomp" in x for x in plain.output.splitlines())
+    assert "option" not in plain.output.splitlines()[0] and not any(
+        "activation recomp" in x for x in plain.output.splitlines()
+    )
 
 
 def test_exit_status_precedence():
@@ -299,12 +318,21 @@ def test_help_loads_no_solver_library():
     from conftest import REPO
 
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "piper_cli", "--help"], capture_output=True, text=True, cwd=REPO
+        [sys.executable, "-X", "importtime", "-m", "piper_cli", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
     )
     assert proc.returncode == 0 and "solve" in proc.stdout
-    loaded = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    loaded = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    }
     assert "typer" in loaded
-    assert not loaded & {"numpy", "networkx", "ortools", "pulp"}, sorted(loaded & {"numpy", "networkx", "ortools", "pulp"})
+    assert not loaded & {"numpy", "networkx", "ortools", "pulp"}, sorted(
+        loaded & {"numpy", "networkx", "ortools", "pulp"}
+    )
 
 
 def test_version_in_a_real_process():
@@ -313,7 +341,9 @@ def test_version_in_a_real_process():
 
     from conftest import REPO
 
-    proc = subprocess.run([sys.executable, "-m", "piper_cli", "--version"], capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "piper_cli", "--version"], capture_output=True, text=True, cwd=REPO
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("piper-ilp ") and proc.stderr == ""
 
 
@@ -329,12 +359,30 @@ def test_the_plan_never_overwrites_the_instance(tmp_path, small):
 @pytest.mark.parametrize(
     "args,says",
     [
-        (["solve", "--method", "cpsat", "--threads", "100000"], "--threads: the solver threads must be a whole number within [1, 64], got 100000"),
-        (["solve", "--method", "scip", "--threads", "100000"], "--threads: the solver threads must be a whole number within [1, 64], got 100000"),
-        (["solve", "--method", "cbc", "--threads", "65"], "--threads: the solver threads must be a whole number within [1, 64], got 65"),
-        (["verify", "--threads", "65"], "--threads: the solver threads must be a whole number within [1, 64], got 65"),
-        (["ladder", "--time-limit", "inf"], "--time-limit: the time limit must be a finite number of seconds >= 0, got inf"),
-        (["ladder", "--full-time-limit", "inf"], "--full-time-limit: the time limit must be a finite number of seconds >= 0, got inf"),
+        (
+            ["solve", "--method", "cpsat", "--threads", "100000"],
+            "--threads: the solver threads must be a whole number within [1, 64], got 100000",
+        ),
+        (
+            ["solve", "--method", "scip", "--threads", "100000"],
+            "--threads: the solver threads must be a whole number within [1, 64], got 100000",
+        ),
+        (
+            ["solve", "--method", "cbc", "--threads", "65"],
+            "--threads: the solver threads must be a whole number within [1, 64], got 65",
+        ),
+        (
+            ["verify", "--threads", "65"],
+            "--threads: the solver threads must be a whole number within [1, 64], got 65",
+        ),
+        (
+            ["ladder", "--time-limit", "inf"],
+            "--time-limit: the time limit must be a finite number of seconds >= 0, got inf",
+        ),
+        (
+            ["ladder", "--full-time-limit", "inf"],
+            "--full-time-limit: the time limit must be a finite number of seconds >= 0, got inf",
+        ),
     ],
 )
 def test_solver_settings_are_range_checked_before_any_work(small, monkeypatch, args, says):
@@ -360,7 +408,14 @@ def test_check_solver_settings_api():
     check_solver_settings(None, MAX_THREADS)
     from piper_ilp.errors import InputError
 
-    for bad in (dict(threads=0), dict(threads=MAX_THREADS + 1), dict(threads=True), dict(threads=2.0),
-                dict(time_limit=math.inf), dict(time_limit=-1.0), dict(time_limit=math.nan)):
+    for bad in (
+        dict(threads=0),
+        dict(threads=MAX_THREADS + 1),
+        dict(threads=True),
+        dict(threads=2.0),
+        dict(time_limit=math.inf),
+        dict(time_limit=-1.0),
+        dict(time_limit=math.nan),
+    ):
         with pytest.raises(InputError):
             check_solver_settings(**bad)

@@ -12,12 +12,13 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from jobs_for_tests import die_once, fail, square  # noqa: E402
+
 from compare.campaign import read_results  # noqa: E402
 from compare.cluster import run_on_dask  # noqa: E402
 from compare.sweep import run_sweep, sweep_points  # noqa: E402
 from piper_ilp import load_instance  # noqa: E402
 from piper_ilp.errors import InputError, InternalError  # noqa: E402
-from jobs_for_tests import die_once, fail, square  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,7 +27,13 @@ REPO = Path(__file__).resolve().parents[1]
 def cluster():
     from distributed import LocalCluster
 
-    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0", host="127.0.0.1")
+    c = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address="127.0.0.1:0",
+        host="127.0.0.1",
+    )
     yield c
     c.close()
 
@@ -41,7 +48,12 @@ def test_a_local_cluster_started_here_runs_every_job_once():
 def test_a_worker_that_dies_loses_only_its_running_task(cluster, tmp_path):
     marker = tmp_path / "died"
     out = []
-    run_on_dask(die_once, [(n, str(marker)) for n in range(8)], out.append, scheduler=cluster.scheduler_address)
+    run_on_dask(
+        die_once,
+        [(n, str(marker)) for n in range(8)],
+        out.append,
+        scheduler=cluster.scheduler_address,
+    )
     assert marker.exists()  # job 3 did kill its worker once
     assert sorted(r["id"] for r in out) == list(range(8))  # ... and every job finished exactly once
     assert int(marker.read_text()) not in {r["pid"] for r in out if r["id"] == 3}
@@ -49,13 +61,21 @@ def test_a_worker_that_dies_loses_only_its_running_task(cluster, tmp_path):
 
 def test_stop_cancels_the_rest(cluster):
     out = []
-    run_on_dask(square, range(200), out.append, scheduler=cluster.scheduler_address, stop=lambda: len(out) >= 3)
+    run_on_dask(
+        square,
+        range(200),
+        out.append,
+        scheduler=cluster.scheduler_address,
+        stop=lambda: len(out) >= 3,
+    )
     assert 3 <= len(out) < 200
 
 
 def test_a_failing_job_is_reported_after_the_finished_results(cluster):
     out = []
-    with pytest.raises(InternalError, match="job 2 failed on the dask cluster: ValueError: job 2 is broken"):
+    with pytest.raises(
+        InternalError, match="job 2 failed on the dask cluster: ValueError: job 2 is broken"
+    ):
         run_on_dask(fail, range(5), out.append, scheduler=cluster.scheduler_address, name=str)
 
 
@@ -81,8 +101,25 @@ def _alive_children_of(pid: int) -> list[int]:
 
 def test_a_campaign_on_a_local_cluster_resumes_after_its_client_is_killed(tmp_path):
     out = tmp_path / "c"
-    args = [sys.executable, "-m", "piper_cli", "campaign", "--count", "30", "--seed", "5", "--scheduler", "local",
-            "--workers", "2", "--methods", "dp,brute", "--out", str(out), "--no-progress"]
+    args = [
+        sys.executable,
+        "-m",
+        "piper_cli",
+        "campaign",
+        "--count",
+        "30",
+        "--seed",
+        "5",
+        "--scheduler",
+        "local",
+        "--workers",
+        "2",
+        "--methods",
+        "dp,brute",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(read_results(out)) < 3 and proc.poll() is None:
@@ -91,16 +128,28 @@ def test_a_campaign_on_a_local_cluster_resumes_after_its_client_is_killed(tmp_pa
     proc.kill()  # SIGKILL: the client cannot clean up
     proc.wait()
     for _ in range(100):  # the cluster's processes notice and go
-        if not [c for c in children if Path(f"/proc/{c}").exists() and "Z" not in (Path(f"/proc/{c}/stat").read_text().rsplit(")", 1)[1].split()[0])]:
+        if not [
+            c
+            for c in children
+            if Path(f"/proc/{c}").exists()
+            and "Z" not in (Path(f"/proc/{c}/stat").read_text().rsplit(")", 1)[1].split()[0])
+        ]:
             break
         time.sleep(0.2)
-    assert all(not Path(f"/proc/{c}/cmdline").exists() or not Path(f"/proc/{c}/cmdline").read_bytes() for c in children)
+    assert all(
+        not Path(f"/proc/{c}/cmdline").exists() or not Path(f"/proc/{c}/cmdline").read_bytes()
+        for c in children
+    )
     before = len(read_results(out))
     assert before >= 1
     p = subprocess.run(args + ["--resume"], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     ids = [r["id"] for r in read_results(out)]
-    lines = [ln for ln in (out / "results.jsonl").read_text().splitlines() if ln.startswith("{") and ln.endswith("}")]
+    lines = [
+        ln
+        for ln in (out / "results.jsonl").read_text().splitlines()
+        if ln.startswith("{") and ln.endswith("}")
+    ]
     assert len(ids) == len(set(ids)) == 30 and len(lines) == 30
 
 
@@ -109,18 +158,42 @@ def test_a_sweep_on_a_local_cluster(tmp_path):
     points = sweep_points([4, 8], [6e8], [inst.N], [inst.B], ["all", "2bw"])
     rows = run_sweep(inst, points, tmp_path / "s", workers=2, scheduler="local")
     local = run_sweep(inst, points, tmp_path / "p", workers=1)
-    assert [(r["id"], r["status"], r["tps"]) for r in rows] == [(r["id"], r["status"], r["tps"]) for r in local]
+    assert [(r["id"], r["status"], r["tps"]) for r in rows] == [
+        (r["id"], r["status"], r["tps"]) for r in local
+    ]
 
 
-def test_a_campaign_prints_nothing_on_stderr_when_another_cluster_holds_the_dashboard_port(tmp_path):
+def test_a_campaign_prints_nothing_on_stderr_when_another_cluster_holds_the_dashboard_port(
+    tmp_path,
+):
     # the dashboard's default port taken by another cluster must not add warning lines
     from distributed import LocalCluster
 
     other = LocalCluster(n_workers=1, processes=False, dashboard_address=":8787")
     try:
-        p = subprocess.run([sys.executable, "-m", "piper_cli", "campaign", "--count", "6", "--nodes", "3-4", "--methods",
-                            "dp,brute", "--scheduler", "local", "--out", str(tmp_path / "c"), "--no-progress"],
-                           capture_output=True, text=True, cwd=REPO, timeout=300)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "piper_cli",
+                "campaign",
+                "--count",
+                "6",
+                "--nodes",
+                "3-4",
+                "--methods",
+                "dp,brute",
+                "--scheduler",
+                "local",
+                "--out",
+                str(tmp_path / "c"),
+                "--no-progress",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=300,
+        )
     finally:
         other.close()
     assert p.returncode == 0 and p.stderr == "", p.stderr

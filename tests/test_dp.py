@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from builders import option_dict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,6 @@ from dp.greedy_rule import greedy_choice_over_y
 from dp.knapsack import pareto_frontier, stage_items
 from piper_ilp.cost import close, memory_fits, stage_cost, stage_memory
 from piper_ilp.errors import InputError, SizeLimitError
-from builders import option_dict
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict, load_instance
 from piper_ilp.solution import Restrictions, Status
@@ -39,7 +39,14 @@ def _chain(n, K=4, M=100.0, N=4, options=None):
         nodes.append({"id": 10 + i, "TMPCs": {"1": [_opt(*o, sfw=sfw, sbw=sbw) for o in opts]}})
     edges = [{"sourceId": 10 + i, "destId": 11 + i, "communicationCost": 1.0} for i in range(n - 1)]
     return instance_from_dict(
-        {"maxDevices": K, "maxMemoryPerDevice": M, "bandwidth": 1.0, "mbsInBatch": N, "nodes": nodes, "edges": edges}
+        {
+            "maxDevices": K,
+            "maxMemoryPerDevice": M,
+            "bandwidth": 1.0,
+            "mbsInBatch": N,
+            "nodes": nodes,
+            "edges": edges,
+        }
     )
 
 
@@ -103,7 +110,14 @@ def test_greedy_gap_report():
 
 @pytest.mark.parametrize("seed", range(40))
 def test_restrictions_match_oracle(seed):
-    inst = random_instance(FAMILIES[seed % 5], 3 + seed % 4, 1000 + seed, t_values=(1, 2), options_per_t=2, memory="loose")
+    inst = random_instance(
+        FAMILIES[seed % 5],
+        3 + seed % 4,
+        1000 + seed,
+        t_values=(1, 2),
+        options_per_t=2,
+        memory="loose",
+    )
     restr = [
         Restrictions.from_flags(no_data_parallel=True),
         Restrictions.from_flags(no_tensor_parallel=True),
@@ -153,8 +167,18 @@ def test_greedy_is_not_always_optimal():
             "bandwidth": 1.0,
             "mbsInBatch": 1,
             "nodes": [
-                {"id": 0, "TMPCs": {"1": [_opt("vanilla", 0.0, 5.0), _opt("activation recomp", 1.0, 0.0)]}},
-                {"id": 1, "TMPCs": {"1": [_opt("vanilla", 0.0, 10.0), _opt("activation recomp", 3.0, 0.0)]}},
+                {
+                    "id": 0,
+                    "TMPCs": {
+                        "1": [_opt("vanilla", 0.0, 5.0), _opt("activation recomp", 1.0, 0.0)]
+                    },
+                },
+                {
+                    "id": 1,
+                    "TMPCs": {
+                        "1": [_opt("vanilla", 0.0, 10.0), _opt("activation recomp", 3.0, 0.0)]
+                    },
+                },
             ],
             "edges": [],
         }
@@ -220,7 +244,11 @@ def test_greedy_over_y_matches_rule(seed):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    nodes=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 9), st.integers(0, 9)), min_size=1, max_size=6),
+    nodes=st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 9), st.integers(0, 9)),
+        min_size=1,
+        max_size=6,
+    ),
     M=st.integers(0, 40),
 )
 def test_greedy_rule_on_small_integers_with_ties(nodes, M):
@@ -232,13 +260,18 @@ def test_greedy_rule_on_small_integers_with_ties(nodes, M):
 
 
 def test_greedy_refuses_more_than_two_options():
-    inst = _chain(3, options=[("vanilla", 1.0, 10.0), ("activation recomp", 1.5, 2.0), ("opt2", 1.2, 5.0)])
+    inst = _chain(
+        3, options=[("vanilla", 1.0, 10.0), ("activation recomp", 1.5, 2.0), ("opt2", 1.2, 5.0)]
+    )
     with pytest.raises(InputError, match=r"node 10 has 3 options for t = 1"):
         solve_dp(inst, knapsack="greedy")
     with pytest.raises(InputError, match="node 10"):
         greedy_options(inst, [10, 11], 1, 1, 1)
     # excluding the third option makes the rule applicable
-    assert solve_dp(inst, Restrictions(exclude_options=frozenset({"opt2"})), knapsack="greedy").tps is not None
+    assert (
+        solve_dp(inst, Restrictions(exclude_options=frozenset({"opt2"})), knapsack="greedy").tps
+        is not None
+    )
 
 
 def test_unknown_knapsack_mode():
@@ -366,7 +399,10 @@ def _reference_cases():
 @pytest.mark.parametrize("entry", _reference_cases(), ids=lambda e: e["plan"])
 def test_reference_tps(entry, shared_dir):
     inst = load_instance(shared_dir / entry["instance"]).with_settings(
-        K=entry["maxDevices"], M=float(entry["maxMemoryPerDevice"]), N=entry["mbsInBatch"], B=float(entry["bandwidth"])
+        K=entry["maxDevices"],
+        M=float(entry["maxMemoryPerDevice"]),
+        N=entry["mbsInBatch"],
+        B=float(entry["bandwidth"]),
     )
     g = solve_dp(inst, knapsack="greedy")
     assert g.status == Status.FEASIBLE
@@ -384,7 +420,14 @@ def test_reference_tps(entry, shared_dir):
 @pytest.mark.parametrize("seed", range(60))
 def test_pruned_dp_equals_oracle(seed):
     family = FAMILIES[seed % len(FAMILIES)]
-    inst = random_instance(family, 3 + seed % 5, 2000 + seed, t_values=(1, 2), options_per_t=2, memory=0.3 + 0.1 * (seed % 5))
+    inst = random_instance(
+        family,
+        3 + seed % 5,
+        2000 + seed,
+        t_values=(1, 2),
+        options_per_t=2,
+        memory=0.3 + 0.1 * (seed % 5),
+    )
     ref = solve_brute(inst)
     sol = solve_dp(inst, chain_first=0)  # always take the bound first
     assert (sol.tps is None) == (ref.tps is None), (sol.message, ref.message)
@@ -425,11 +468,16 @@ def test_search_starts_from_the_chain_plan_without_a_decision_at_the_bound(monke
 
         monkeypatch.setattr(ThresholdDecision, name, recording)
     answered_by_chain = 0
-    cases = [(FAMILIES[seed % len(FAMILIES)], 4 + seed % 5, 3000 + seed, (1, 2), 2, 0.4) for seed in range(40)]
+    cases = [
+        (FAMILIES[seed % len(FAMILIES)], 4 + seed % 5, 3000 + seed, (1, 2), 2, 0.4)
+        for seed in range(40)
+    ]
     # (a case where the full search decides nothing: the work bound meets the chain bound)
     cases.append(("skip", 6, 50050, (1, 2, 4), 3, 0.8))
     for family, n, seed, t_values, options_per_t, memory in cases:
-        inst = random_instance(family, n, seed, t_values=t_values, options_per_t=options_per_t, memory=memory)
+        inst = random_instance(
+            family, n, seed, t_values=t_values, options_per_t=options_per_t, memory=memory
+        )
         decided.clear()
         sol = solve_dp(inst, chain_first=0)
         ref = solve_brute(inst)
@@ -475,7 +523,9 @@ def test_plain_frontiers_with_one_b_per_node_match_oracle(seed):
     frontier of two or more rows then has one Bm and varying A, so the DP's states decide
     dominance by (P, A) (dp.exact_states); three options per t, and M from
     roomy down to where the largest stages stop fitting, near the boundary included."""
-    base = random_instance(FAMILIES[seed % 5], 3 + seed % 5, 5000 + seed, t_values=(1, 2), options_per_t=3)
+    base = random_instance(
+        FAMILIES[seed % 5], 3 + seed % 5, 5000 + seed, t_values=(1, 2), options_per_t=3
+    )
     for scale in (1.0, 0.6, 0.35):
         inst = _plainify(base, same_b=True, M=base.M * scale)
         ref = solve_brute(inst)
@@ -491,7 +541,11 @@ def test_plain_frontiers_with_one_b_per_node_match_oracle(seed):
 
 @pytest.mark.parametrize("seed", range(60))
 def test_plain_paths_match_oracle_and_generic_paths(seed):
-    inst = _plainify(random_instance(FAMILIES[seed % 5], 3 + seed % 5, 3000 + seed, t_values=(1, 2, 4), options_per_t=2))
+    inst = _plainify(
+        random_instance(
+            FAMILIES[seed % 5], 3 + seed % 5, 3000 + seed, t_values=(1, 2, 4), options_per_t=2
+        )
+    )
     ref = solve_brute(inst)
     fast = {mode: solve_dp(inst, knapsack=mode) for mode in ("exact", "greedy")}
     assert (fast["exact"].tps is None) == (ref.tps is None)
@@ -533,7 +587,10 @@ def test_pareto_orders_match_pareto_order_per_array():
         want = [s + pareto_order(a) for s, a in zip(starts, arrays)]
         # the same rows of each array, by array, each array's rows in lexicographic order
         assert np.array_equal(np.sort(got), np.sort(np.concatenate(want)))
-        assert np.array_equal(np.concatenate([np.nonzero(pareto_mask(a))[0] + s for s, a in zip(starts, arrays)]), np.sort(np.concatenate(want)))
+        assert np.array_equal(
+            np.concatenate([np.nonzero(pareto_mask(a))[0] + s for s, a in zip(starts, arrays)]),
+            np.sort(np.concatenate(want)),
+        )
         for s, a, w in zip(starts, arrays, want):
             mine = got[(got >= s) & (got < s + len(a))]
             keys = [tuple(r) for r in a[mine - s].tolist()]
@@ -748,7 +805,16 @@ def test_greedy_stage_times_do_not_depend_on_the_batch():
     compared = 0
     for seed in range(40):
         inst = random_instance("chain", 14, seed)
-        b = _StageTableBuilder(inst, enumerate_ideals(inst, 10**6), [1, 2], 2, True, OptionChoices(inst, True), None, True)
+        b = _StageTableBuilder(
+            inst,
+            enumerate_ideals(inst, 10**6),
+            [1, 2],
+            2,
+            True,
+            OptionChoices(inst, True),
+            None,
+            True,
+        )
         for t in b.greedy_row_array:
             for n_short in (3, 5, 7, 9):
                 short, long = list(range(n_short)), list(range(14))

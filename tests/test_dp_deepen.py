@@ -12,8 +12,15 @@ from piper_ilp.solution import Status
 
 
 def _opt(p, a, sfw, sbw):
-    return {"id": "vanilla", "timePerSample": p, "parameterSize": 1.0, "memoryUsageA": a, "memoryUsageB": 0.0,
-            "syncTimeFw": sfw, "syncTimeBw": sbw}
+    return {
+        "id": "vanilla",
+        "timePerSample": p,
+        "parameterSize": 1.0,
+        "memoryUsageA": a,
+        "memoryUsageB": 0.0,
+        "syncTimeFw": sfw,
+        "syncTimeBw": sbw,
+    }
 
 
 def _toy():
@@ -27,11 +34,19 @@ def _toy():
     for v in range(6):
         sfw = {str(u): 0.5 * u for u in preds[v]}
         sbw = {str(x): 0.25 * x for x in succs[v]}
-        nodes.append({"id": v, "name": names[v], "TMPCs": {"1": [_opt(1.0 + 0.01 * v, 2.0, sfw, sbw)]}})
-    return instance_from_dict({
-        "maxDevices": 4, "maxMemoryPerDevice": 1e3, "bandwidth": 1.0, "mbsInBatch": 4, "nodes": nodes,
-        "edges": [{"sourceId": u, "destId": x, "communicationCost": c} for u, x, c in edges],
-    })
+        nodes.append(
+            {"id": v, "name": names[v], "TMPCs": {"1": [_opt(1.0 + 0.01 * v, 2.0, sfw, sbw)]}}
+        )
+    return instance_from_dict(
+        {
+            "maxDevices": 4,
+            "maxMemoryPerDevice": 1e3,
+            "bandwidth": 1.0,
+            "mbsInBatch": 4,
+            "nodes": nodes,
+            "edges": [{"sourceId": u, "destId": x, "communicationCost": c} for u, x, c in edges],
+        }
+    )
 
 
 def test_repeated_chain_and_deepen_toy():
@@ -91,14 +106,20 @@ def test_deepen_chain_only_toy():
         assert g[prev][x]["c"] == 2.0
         opt = deep.node[x].options[1][0]
         assert set(opt.sfw) == {prev} and set(opt.sbw) == {nxt}
-        assert opt.sfw[prev] == inst.node[2].options[1][0].sfw[1]  # the template's entry for its chain predecessor
+        assert (
+            opt.sfw[prev] == inst.node[2].options[1][0].sfw[1]
+        )  # the template's entry for its chain predecessor
     assert not any(g.has_edge(5, x) for x in (6, 7, 8))  # the mask edge is not copied
     assert set(deep.node[5].options[1][0].sbw) == {1, 2, 3}
     assert len(deep.edges) == len(inst.edges) + 3
     assert solve_dp(deep).status == Status.OPTIMAL
     # the two rules differ exactly by the mask edges of the copies
     full = deepen(inst, 6)
-    assert {(e.src, e.dst) for e in full.edges} - {(e.src, e.dst) for e in deep.edges} == {(5, 6), (5, 7), (5, 8)}
+    assert {(e.src, e.dst) for e in full.edges} - {(e.src, e.dst) for e in deep.edges} == {
+        (5, 6),
+        (5, 7),
+        (5, 8),
+    }
 
 
 def test_deepen_template_choice():
@@ -129,7 +150,9 @@ def test_deepen_template_choice():
 def test_bert64_greedy_reproduces_the_original_planner(shared_dir, chain_only, tps):
     gib = 2**30
     bert = load_instance(shared_dir / "piper-inputs" / "bert32a100.json")
-    deep = deepen(bert, 64, chain_only=chain_only).with_settings(K=1024, M=8 * gib, N=1920, B=25 * gib)
+    deep = deepen(bert, 64, chain_only=chain_only).with_settings(
+        K=1024, M=8 * gib, N=1920, B=25 * gib
+    )
     assert len(repeated_chain(deep)) == 64
     sol = solve_dp(deep, knapsack="greedy")
     assert sol.status == Status.FEASIBLE

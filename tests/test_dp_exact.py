@@ -9,10 +9,10 @@ import random
 
 import numpy as np
 import pytest
+from builders import make_instance, option_dict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import make_instance, option_dict
 from compare.brute import solve_brute
 from compare.generators import FAMILIES, random_instance
 from dp import greedy_options, solve_dp
@@ -29,7 +29,13 @@ from piper_ilp.solution import Status
 def _with_huge_edge(seed: int):
     """A tiny random instance with one edge of 1e15..1e19 bytes beside ordinary ones."""
     for k in range(100):
-        inst = random_instance(FAMILIES[seed % len(FAMILIES)], 3 + seed % 4, 7000 + seed + 1000 * k, t_values=(1, 2), options_per_t=2)
+        inst = random_instance(
+            FAMILIES[seed % len(FAMILIES)],
+            3 + seed % 4,
+            7000 + seed + 1000 * k,
+            t_values=(1, 2),
+            options_per_t=2,
+        )
         if inst.edges:
             break
     data = instance_to_dict(inst)
@@ -85,10 +91,22 @@ def _three_node_chain(b, M, K=1):
     for i, bi in enumerate(b):
         sfw = {i - 1: 0.0} if i else {}
         sbw = {i + 1: 0.0} if i < len(b) - 1 else {}
-        nodes.append({"id": i, "TMPCs": {"1": [option_dict("vanilla", p=1.0, a=0.0, b=bi, sfw=sfw, sbw=sbw)]}})
+        nodes.append(
+            {
+                "id": i,
+                "TMPCs": {"1": [option_dict("vanilla", p=1.0, a=0.0, b=bi, sfw=sfw, sbw=sbw)]},
+            }
+        )
     edges = [{"sourceId": i, "destId": i + 1, "communicationCost": 1.0} for i in range(len(b) - 1)]
     return instance_from_dict(
-        {"maxDevices": K, "maxMemoryPerDevice": M, "bandwidth": 1.0, "mbsInBatch": 1, "nodes": nodes, "edges": edges}
+        {
+            "maxDevices": K,
+            "maxMemoryPerDevice": M,
+            "bandwidth": 1.0,
+            "mbsInBatch": 1,
+            "nodes": nodes,
+            "edges": edges,
+        }
     )
 
 
@@ -144,7 +162,10 @@ def test_memory_exactly_at_m_and_one_ulp_around(seed, family, n):
     peak = 0.0
     for st in ref.plan.stages:
         y = microbatches_in_flight(s, st.d)
-        opts = {v: inst.node[v].options[st.t][[o.id for o in inst.node[v].options[st.t]].index(oid)] for v, oid in st.options.items()}
+        opts = {
+            v: inst.node[v].options[st.t][[o.id for o in inst.node[v].options[st.t]].index(oid)]
+            for v, oid in st.options.items()
+        }
         peak = max(peak, stage_memory(st.nodes, opts, y))
         s -= st.d
     if peak <= 0.0:
@@ -172,8 +193,12 @@ def test_greedy_tie_goes_to_the_first_node_in_input_order():
     opts = [option_dict("vanilla", p=1.0, a=8.0), option_dict("activation recomp", p=2.0, a=1.0)]
     inst = instance_from_dict(
         {
-            "maxDevices": 1, "maxMemoryPerDevice": 12.0, "bandwidth": 1.0, "mbsInBatch": 1,
-            "nodes": [{"id": 5, "TMPCs": {"1": opts}}, {"id": 3, "TMPCs": {"1": opts}}], "edges": [],
+            "maxDevices": 1,
+            "maxMemoryPerDevice": 12.0,
+            "bandwidth": 1.0,
+            "mbsInBatch": 1,
+            "nodes": [{"id": 5, "TMPCs": {"1": opts}}, {"id": 3, "TMPCs": {"1": opts}}],
+            "edges": [],
         }
     )
     g = solve_dp(inst, knapsack="greedy")
@@ -198,11 +223,18 @@ def _tied_instance(seed: int):
             option_dict("activation recomp", p=float(pF + k), a=float(aO), sfw=sfw, sbw=sbw),
         ]
         nodes.append({"id": i, "TMPCs": {"1": opts}})
-    edges = [{"sourceId": i, "destId": i + 1, "communicationCost": float(rng.randint(1, 9))} for i in range(n - 1)]
+    edges = [
+        {"sourceId": i, "destId": i + 1, "communicationCost": float(rng.randint(1, 9))}
+        for i in range(n - 1)
+    ]
     return instance_from_dict(
         {
-            "maxDevices": rng.choice([3, 6]), "maxMemoryPerDevice": float(rng.randint(5, 60)),
-            "bandwidth": rng.choice([1.0, 3.0, 10.0]), "mbsInBatch": 6, "nodes": nodes, "edges": edges,
+            "maxDevices": rng.choice([3, 6]),
+            "maxMemoryPerDevice": float(rng.randint(5, 60)),
+            "bandwidth": rng.choice([1.0, 3.0, 10.0]),
+            "mbsInBatch": 6,
+            "nodes": nodes,
+            "edges": edges,
         },
         source=f"tied-{seed}",
     )
@@ -272,10 +304,18 @@ class _StepCosts:
 def test_exact_runs_bisect_the_step_function_of_y(seed):
     rng = random.Random(seed)
     top = rng.choice([5, 60, 3000, 200_000])
-    spans = _union((a, a + rng.randrange(0, top // 3 + 1)) for a in (rng.randrange(1, top) for _ in range(rng.randrange(1, 5))))
-    steps = [(1, 0.5)] + [(rng.randrange(1, top + 1), rng.choice([0.5, 1.0, 2.0, 7.0])) for _ in range(rng.randrange(0, 4))]
+    spans = _union(
+        (a, a + rng.randrange(0, top // 3 + 1))
+        for a in (rng.randrange(1, top) for _ in range(rng.randrange(1, 5)))
+    )
+    steps = [(1, 0.5)] + [
+        (rng.randrange(1, top + 1), rng.choice([0.5, 1.0, 2.0, 7.0]))
+        for _ in range(rng.randrange(0, 4))
+    ]
     steps.sort()
-    steps = [(y0, max(c for _, c in steps[: i + 1])) for i, (y0, _) in enumerate(steps)]  # non-decreasing
+    steps = [
+        (y0, max(c for _, c in steps[: i + 1])) for i, (y0, _) in enumerate(steps)
+    ]  # non-decreasing
     fake = type("B", (), {})()
     fake.choices = _StepCosts(steps, rng.randrange(1, top + 2))
     runs = _StageTableBuilder._exact_runs(fake, 1, 1, 1, spans)
@@ -292,26 +332,50 @@ def test_exact_runs_bisect_the_step_function_of_y(seed):
             want[y] = math.inf if c is None else c
     assert got == want
     # a few calls per step of the function and per span, not one per y
-    assert fake.choices.calls <= (len(steps) + 1 + len(spans)) * 2 * (1 + max(1, sum(b - a + 1 for a, b in spans)).bit_length())
+    assert fake.choices.calls <= (len(steps) + 1 + len(spans)) * 2 * (
+        1 + max(1, sum(b - a + 1 for a, b in spans)).bit_length()
+    )
 
 
 def test_tiny_graph_with_a_million_devices_near_the_memory_boundary():
     """Two nodes, K = 2^20, memory values 1e-30..1e30 with M at a boundary: the exact choice
     near M was made once per y (a million of them; 209 s and 4.6 GB). It is now bisected."""
     o = option_dict
-    inst = instance_from_dict({
-        "maxDevices": 2**20, "maxMemoryPerDevice": 7e29, "bandwidth": 1e-10, "mbsInBatch": 720720,
-        "nodes": [
-            {"id": 5, "TMPCs": {
-                "1": [o("vanilla", 1e-29, 1e-30, 1e15, 0.3, sbw={1: 0.7}), o("activation recomp", 0, 7e29, 0, 7e29, sbw={1: 0}),
-                      o("opt2", 2.0**60, 1e-30, 7e29, 1e-15, sbw={1: 1e-30})],
-                "2": [o("vanilla", 1e-30, 1e-29, 1e30, 7e29, sbw={1: 1e15})]}},
-            {"id": 1, "TMPCs": {
-                "1": [o("vanilla", 1e30, 0.2, 0.7, 1e-29, sfw={5: 7e29}), o("activation recomp", 1e-15, 1e30, 1e-30, 3e-30, sfw={5: 3e-30}),
-                      o("opt2", 1, 0.3, 1e-30, 0.2, sfw={5: 1e-29})],
-                "2": [o("vanilla", 0.1, 7e29, 0.2, 0.3, sfw={5: 1e-29})],
-                "3": [o("vanilla", 2.0**60, 2.0**60, 0, 7e29, sfw={5: 1e15})]}}],
-        "edges": [{"sourceId": 5, "destId": 1, "communicationCost": 2}]}, "boundary")
+    inst = instance_from_dict(
+        {
+            "maxDevices": 2**20,
+            "maxMemoryPerDevice": 7e29,
+            "bandwidth": 1e-10,
+            "mbsInBatch": 720720,
+            "nodes": [
+                {
+                    "id": 5,
+                    "TMPCs": {
+                        "1": [
+                            o("vanilla", 1e-29, 1e-30, 1e15, 0.3, sbw={1: 0.7}),
+                            o("activation recomp", 0, 7e29, 0, 7e29, sbw={1: 0}),
+                            o("opt2", 2.0**60, 1e-30, 7e29, 1e-15, sbw={1: 1e-30}),
+                        ],
+                        "2": [o("vanilla", 1e-30, 1e-29, 1e30, 7e29, sbw={1: 1e15})],
+                    },
+                },
+                {
+                    "id": 1,
+                    "TMPCs": {
+                        "1": [
+                            o("vanilla", 1e30, 0.2, 0.7, 1e-29, sfw={5: 7e29}),
+                            o("activation recomp", 1e-15, 1e30, 1e-30, 3e-30, sfw={5: 3e-30}),
+                            o("opt2", 1, 0.3, 1e-30, 0.2, sfw={5: 1e-29}),
+                        ],
+                        "2": [o("vanilla", 0.1, 7e29, 0.2, 0.3, sfw={5: 1e-29})],
+                        "3": [o("vanilla", 2.0**60, 2.0**60, 0, 7e29, sfw={5: 1e15})],
+                    },
+                },
+            ],
+            "edges": [{"sourceId": 5, "destId": 1, "communicationCost": 2}],
+        },
+        "boundary",
+    )
     sol = solve_dp(inst)
     ref = solve_brute(inst)
     assert sol.status == ref.status == Status.OPTIMAL and sol.tps == ref.tps == 1e-15
@@ -353,9 +417,16 @@ def test_long_chain_is_refused():
     n = 21_000
     chain = instance_from_dict(
         {
-            "maxDevices": 8, "maxMemoryPerDevice": 1e9, "bandwidth": 1.0, "mbsInBatch": 8,
-            "nodes": [_node(i, [i - 1] if i else [], [i + 1] if i < n - 1 else []) for i in range(n)],
-            "edges": [{"sourceId": i, "destId": i + 1, "communicationCost": 1.0} for i in range(n - 1)],
+            "maxDevices": 8,
+            "maxMemoryPerDevice": 1e9,
+            "bandwidth": 1.0,
+            "mbsInBatch": 8,
+            "nodes": [
+                _node(i, [i - 1] if i else [], [i + 1] if i < n - 1 else []) for i in range(n)
+            ],
+            "edges": [
+                {"sourceId": i, "destId": i + 1, "communicationCost": 1.0} for i in range(n - 1)
+            ],
         }
     )
     with pytest.raises(SizeLimitError, match=r"21,001 successor-closed sets.*--max-ideals"):
@@ -366,9 +437,14 @@ def test_wide_fan_is_refused():
     b = 3000
     fan = instance_from_dict(
         {
-            "maxDevices": 8, "maxMemoryPerDevice": 1e9, "bandwidth": 1.0, "mbsInBatch": 8,
+            "maxDevices": 8,
+            "maxMemoryPerDevice": 1e9,
+            "bandwidth": 1.0,
+            "mbsInBatch": 8,
             "nodes": [_node(0, [], range(1, b + 1))] + [_node(i, [0], []) for i in range(1, b + 1)],
-            "edges": [{"sourceId": 0, "destId": i, "communicationCost": 1.0} for i in range(1, b + 1)],
+            "edges": [
+                {"sourceId": 0, "destId": i, "communicationCost": 1.0} for i in range(1, b + 1)
+            ],
         }
     )
     with pytest.raises(SizeLimitError, match=r"more than .* successor-closed sets.*--max-ideals"):
@@ -424,7 +500,9 @@ def test_stage_table_builder_is_freed_without_the_cyclic_collector():
     S = min(inst.N, inst.K)
     gc.disable()
     try:
-        b = _StageTableBuilder(inst, ideals, [1, 2], S, False, OptionChoices(inst, False), None, True)
+        b = _StageTableBuilder(
+            inst, ideals, [1, 2], S, False, OptionChoices(inst, False), None, True
+        )
         assert isinstance(b.states, ExactStates)
         gone, states_gone = weakref.ref(b), weakref.ref(b.states)
         tables = b.build(lambda k: None)
@@ -446,11 +524,41 @@ def test_greedy_mode_never_claims_infeasibility():
     # Piper's rule stops its walk when the excess E < 1e-9: with M one ulp below 11 bytes it
     # keeps a choice of 11 bytes and finds no plan, while the least-memory choice (9) fits
     def node(i, ins, outs):
-        return {"id": i, "TMPCs": {"1": [option_dict("vanilla", p=1.0, a=0.0, b=5.0 if i < 2 else 4.0, sfw={u: 0.0 for u in ins}, sbw={x: 0.0 for x in outs}),
-                                         option_dict("opt2", p=2.0, a=0.0, b=2.0, sfw={u: 0.0 for u in ins}, sbw={x: 0.0 for x in outs})]}}
-    data = {"maxDevices": 1, "maxMemoryPerDevice": math.nextafter(11.0, 0.0), "bandwidth": 1.0, "mbsInBatch": 1,
-            "nodes": [node(0, [], [1]), node(1, [0], [2]), node(2, [1], [])],
-            "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0.0}, {"sourceId": 1, "destId": 2, "communicationCost": 0.0}]}
+        return {
+            "id": i,
+            "TMPCs": {
+                "1": [
+                    option_dict(
+                        "vanilla",
+                        p=1.0,
+                        a=0.0,
+                        b=5.0 if i < 2 else 4.0,
+                        sfw={u: 0.0 for u in ins},
+                        sbw={x: 0.0 for x in outs},
+                    ),
+                    option_dict(
+                        "opt2",
+                        p=2.0,
+                        a=0.0,
+                        b=2.0,
+                        sfw={u: 0.0 for u in ins},
+                        sbw={x: 0.0 for x in outs},
+                    ),
+                ]
+            },
+        }
+
+    data = {
+        "maxDevices": 1,
+        "maxMemoryPerDevice": math.nextafter(11.0, 0.0),
+        "bandwidth": 1.0,
+        "mbsInBatch": 1,
+        "nodes": [node(0, [], [1]), node(1, [0], [2]), node(2, [1], [])],
+        "edges": [
+            {"sourceId": 0, "destId": 1, "communicationCost": 0.0},
+            {"sourceId": 1, "destId": 2, "communicationCost": 0.0},
+        ],
+    }
     inst = instance_from_dict(data)
     exact = solve_dp(inst)
     assert exact.status == Status.OPTIMAL and solve_brute(inst).tps == exact.tps
@@ -478,9 +586,19 @@ def test_an_optimum_of_zero_past_the_chain_first_size_is_solved():
     # the chain bound is 0 and the stage tables must not divide by it (found by review)
     from piper_ilp.pipeline import Mode
 
-    nodes = [{"id": i, "TMPCs": {"1": [option_dict("vanilla", 0.0, 0.0, 1.0, 1.0)]}} for i in range(10)]
-    inst = instance_from_dict({"maxDevices": 4, "maxMemoryPerDevice": 100.0, "bandwidth": 1.0,
-                               "mbsInBatch": 4, "nodes": nodes, "edges": []})
+    nodes = [
+        {"id": i, "TMPCs": {"1": [option_dict("vanilla", 0.0, 0.0, 1.0, 1.0)]}} for i in range(10)
+    ]
+    inst = instance_from_dict(
+        {
+            "maxDevices": 4,
+            "maxMemoryPerDevice": 100.0,
+            "bandwidth": 1.0,
+            "mbsInBatch": 4,
+            "nodes": nodes,
+            "edges": [],
+        }
+    )
     for mode in (Mode(), Mode("graph")):
         sol = solve_dp(inst, mode=mode)
         assert sol.status.value == "optimal" and sol.value == 0.0
@@ -497,11 +615,21 @@ def test_filter_truncation_never_loses_a_choice_that_fits():
     M = 2.0**32
     inst = make_instance(
         [
-            (1, {"1": [o("cheap", 1.0, b=M / 2 + 2.0**-12, sbw={2: 0}), o("dear", 2.0, b=M / 2, sbw={2: 0})]}),
+            (
+                1,
+                {
+                    "1": [
+                        o("cheap", 1.0, b=M / 2 + 2.0**-12, sbw={2: 0}),
+                        o("dear", 2.0, b=M / 2, sbw={2: 0}),
+                    ]
+                },
+            ),
             (2, {"1": [o("vanilla", 1.0, b=M / 2, sfw={1: 0}), o("big", 0.5, b=M, sfw={1: 0})]}),
         ],
         [(1, 2, 0.0)],
-        K=1, N=1, M=M,
+        K=1,
+        N=1,
+        M=M,
     )
     # the premise: the two rows of node 1 are equal once truncated, the cheap one does not fit
     assert truncate_low_bits(np.array([M / 2 + 2.0**-12]), FILTER_LOW_BITS)[0] == M / 2
@@ -574,8 +702,16 @@ def _tables_by_group(tb) -> list:
         r = int(tb.group_row[g])
         a, b = int(tb.row_start[r]), int(tb.row_start[r] + tb.row_points[r])
         pts = tuple(zip(tb.cost[a:b].tolist(), tb.ylo[a:b].tolist(), tb.yhi[a:b].tolist()))
-        out.append((int(tb.group_set[g]), int(tb.group_back[g]), int(tb.group_devices[g]), int(tb.group_d[g]),
-                    bool(tb.group_monotone[g]), pts))
+        out.append(
+            (
+                int(tb.group_set[g]),
+                int(tb.group_back[g]),
+                int(tb.group_devices[g]),
+                int(tb.group_d[g]),
+                bool(tb.group_monotone[g]),
+                pts,
+            )
+        )
     return sorted(out)
 
 
@@ -591,7 +727,14 @@ def test_exact_tables_do_not_depend_on_the_batches_or_the_memo(seed, monkeypatch
     from dp.ideals import enumerate_ideals
 
     fams = ["layered", "fork-join", "series-parallel", "numerics"]
-    inst = random_instance(fams[seed % 4], 7 + seed % 5, 900 + seed, t_values=(1, 2), memory=["tight", 0.3][seed % 2], options_per_t=[2, 3][seed % 3 == 0])
+    inst = random_instance(
+        fams[seed % 4],
+        7 + seed % 5,
+        900 + seed,
+        t_values=(1, 2),
+        memory=["tight", 0.3][seed % 2],
+        options_per_t=[2, 3][seed % 3 == 0],
+    )
     ideals = enumerate_ideals(inst, 10**6)
     S = min(inst.N, inst.K)
     d_values = [d for d in range(1, S + 1) if inst.N % d == 0]
@@ -599,14 +742,22 @@ def test_exact_tables_do_not_depend_on_the_batches_or_the_memo(seed, monkeypatch
     def tables(**small):
         for name, value in small.items():
             monkeypatch.setattr(states_mod if name == "EXTEND_ROWS" else st_mod, name, value)
-        builder = st_mod._StageTableBuilder(inst, ideals, d_values, S, False, OptionChoices(inst, False), None, True)
+        builder = st_mod._StageTableBuilder(
+            inst, ideals, d_values, S, False, OptionChoices(inst, False), None, True
+        )
         if small:
             builder.state_memo_points = 5
         return _tables_by_group(builder.build(lambda k: None))
 
     want = tables()
     assert want
-    got = tables(EXACT_BATCH_STAGES=3, EXACT_BATCH_SETS=2, EXACT_BATCH_PAIRS=5, EXACT_BATCH_POINTS=4, EXTEND_ROWS=3)
+    got = tables(
+        EXACT_BATCH_STAGES=3,
+        EXACT_BATCH_SETS=2,
+        EXACT_BATCH_PAIRS=5,
+        EXACT_BATCH_POINTS=4,
+        EXTEND_ROWS=3,
+    )
     assert got == want
     # every point serves a y the one before it does not: each row's yhi rises (the
     # points past d's cap on y, dearer for the same y, are left out)
@@ -618,12 +769,20 @@ def _fsum_rows_cases(rng: random.Random, k: int) -> list[list[float]]:
     """Rows of k non-negative terms: integers, any magnitudes, one large term with pieces
     at and around half its ulp (the sums that sit on or next to a rounding midpoint),
     zeros, subnormals."""
-    rows = [[float(rng.randrange(10**9)) for _ in range(k)], [rng.random() * 10 ** rng.uniform(-30, 30) for _ in range(k)]]
+    rows = [
+        [float(rng.randrange(10**9)) for _ in range(k)],
+        [rng.random() * 10 ** rng.uniform(-30, 30) for _ in range(k)],
+    ]
     big = rng.random() * 2.0 ** rng.randint(-40, 80)
     half = math.ulp(big) / 2
     rows.append([big, half] + [0.0] * (k - 2))  # exactly a midpoint: ties to even
-    rows.append([big, half] + [half * 2.0**-rng.randint(1, 60) for _ in range(k - 2)])  # just past it
-    rows.append([big] + [half / (k - 1) * rng.choice([1.0, 1.0 - 2.0**-40, 1.0 + 2.0**-40]) for _ in range(k - 1)])
+    rows.append(
+        [big, half] + [half * 2.0 ** -rng.randint(1, 60) for _ in range(k - 2)]
+    )  # just past it
+    rows.append(
+        [big]
+        + [half / (k - 1) * rng.choice([1.0, 1.0 - 2.0**-40, 1.0 + 2.0**-40]) for _ in range(k - 1)]
+    )
     rows.append([0.0] * k)
     rows.append([5e-324 * rng.randrange(1, 9) for _ in range(k)])
     return rows
@@ -645,9 +804,14 @@ def test_fsum_rows_is_math_fsum_bit_for_bit(seed):
             rng.shuffle(row)
         got = fsum_rows(np.array(rows))
         want = np.array([math.fsum(r) for r in rows])
-        assert (got.view(np.int64) == want.view(np.int64)).all(), [(r, g, w) for r, g, w in zip(rows, got, want) if g != w][:3]
+        assert (got.view(np.int64) == want.view(np.int64)).all(), [
+            (r, g, w) for r, g, w in zip(rows, got, want) if g != w
+        ][:3]
     assert len(fsum_rows(np.zeros((3, 0)))) == 3 and not fsum_rows(np.zeros((3, 0))).any()
-    assert math.isnan(fsum_rows(np.array([[1.0, math.nan]]))[0]) and fsum_rows(np.array([[1.0, math.inf]]))[0] == math.inf
+    assert (
+        math.isnan(fsum_rows(np.array([[1.0, math.nan]]))[0])
+        and fsum_rows(np.array([[1.0, math.inf]]))[0] == math.inf
+    )
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -656,14 +820,19 @@ def test_cut_bytes_of_many_stages_is_the_fsum_of_each(seed):
     fsum over the stage's cut edges that _cut_bytes gives, on edges of any magnitude."""
     inst = _with_huge_edge(seed)
     S = min(inst.N, inst.K)
-    builder = _StageTableBuilder(inst, [0], list(range(1, S + 1)), S, False, OptionChoices(inst, False), None, True)
+    builder = _StageTableBuilder(
+        inst, [0], list(range(1, S + 1)), S, False, OptionChoices(inst, False), None, True
+    )
     rng = random.Random(seed)
     nbits = 2 * len(builder.edge_ends)
     for t in inst.t_values:
         cuts = [rng.getrandbits(nbits) for _ in range(200)] + [0, (1 << nbits) - 1]
         got = builder._cut_bytes_many(t, cuts)
         want = np.array([builder._cut_bytes(t, c) for c in cuts])
-        assert np.array_equal(got, want, equal_nan=True) and (np.isnan(got) | (got.view(np.int64) == want.view(np.int64))).all()
+        assert (
+            np.array_equal(got, want, equal_nan=True)
+            and (np.isnan(got) | (got.view(np.int64) == want.view(np.int64))).all()
+        )
 
 
 def _least_bottleneck(inst) -> float:
@@ -677,7 +846,9 @@ def _least_bottleneck(inst) -> float:
     ideals = enumerate_ideals(inst, 10**6)
     d_values = [d for d in Restrictions().d_values(inst) if d <= S]
     tb = build_stage_tables(inst, ideals, d_values, S, False, OptionChoices(inst, False))
-    return ThresholdDecision(tb, len(ideals), S, min(inst.K, max(inst.t_values) * S)).least_bottleneck()
+    return ThresholdDecision(
+        tb, len(ideals), S, min(inst.K, max(inst.t_values) * S)
+    ).least_bottleneck()
 
 
 def _bottleneck_cases():
@@ -685,7 +856,16 @@ def _bottleneck_cases():
         family = FAMILIES[seed % len(FAMILIES)]
         N = 1 + seed % 4
         K = 2 * N if seed % 2 else 1 + seed // 2 % (2 * N)  # every t d fits, or K may bind
-        yield random_instance(family, 2 + seed % 4, 9100 + seed, t_values=(1, 2), options_per_t=2, memory=["tight", 0.3, "loose"][seed % 3], N=N, K=K)
+        yield random_instance(
+            family,
+            2 + seed % 4,
+            9100 + seed,
+            t_values=(1, 2),
+            options_per_t=2,
+            memory=["tight", 0.3, "loose"][seed % 3],
+            N=N,
+            K=K,
+        )
 
 
 @pytest.mark.parametrize("inst", list(_bottleneck_cases()), ids=lambda i: i.source)
@@ -709,7 +889,10 @@ def test_least_bottleneck_is_the_optimum_with_devices_unbounded(inst):
         if free.status is Status.INFEASIBLE:
             assert floor == math.inf and real.status is Status.INFEASIBLE
         else:
-            assert free.status is Status.OPTIMAL and close(floor, free.objective), (floor, free.objective)
+            assert free.status is Status.OPTIMAL and close(floor, free.objective), (
+                floor,
+                free.objective,
+            )
     elif free.status is Status.OPTIMAL and min(inst.N, inst.K) == inst.N:
         assert floor >= free.objective * (1 - 1e-9)
 
@@ -720,7 +903,14 @@ def test_option_choices_share_the_choices_kept_at_a_y_across_d(seed):
     cheapest per d; every (stage, t, d, y) must give what exact_choice gives on its own."""
     from dp.knapsack import exact_choice, stage_items
 
-    inst = random_instance(FAMILIES[seed % len(FAMILIES)], 5, 300 + seed, t_values=(1, 2), options_per_t=3, memory="tight")
+    inst = random_instance(
+        FAMILIES[seed % len(FAMILIES)],
+        5,
+        300 + seed,
+        t_values=(1, 2),
+        options_per_t=3,
+        memory="tight",
+    )
     choices = OptionChoices(inst, False)
     rng = random.Random(seed)
     n = len(inst.nodes)
@@ -737,12 +927,17 @@ def test_option_choices_share_the_choices_kept_at_a_y_across_d(seed):
             if want is None:
                 assert got is None
             else:
-                assert got[0] == want[0] and {v: o.id for v, o in got[1].items()} == {v: inst.node[v].options[t][want[1][i]].id for i, v in enumerate(nodes)}
+                assert got[0] == want[0] and {v: o.id for v, o in got[1].items()} == {
+                    v: inst.node[v].options[t][want[1][i]].id for i, v in enumerate(nodes)
+                }
     assert len(choices.kept_at) < len(choices)
 
 
 _PROFILE_CASES = [  # (family, seed, N, greedy, memory); the numerics ones have non-monotone rows
-    *[(FAMILIES[k % len(FAMILIES)], 700 + k, [3, 40, 200][k % 3], k % 2 == 1, "tight") for k in range(6)],
+    *[
+        (FAMILIES[k % len(FAMILIES)], 700 + k, [3, 40, 200][k % 3], k % 2 == 1, "tight")
+        for k in range(6)
+    ],
     ("numerics", 1209, 40, True, 0.3),
     ("numerics", 1391, 8, True, 0.3),
 ]
@@ -761,10 +956,19 @@ def test_cost_profile_is_each_groups_cost_at_every_s(case):
     from piper_ilp.solution import Restrictions
 
     family, seed, N, greedy, memory = case
-    inst = random_instance(family, 4, seed, t_values=(1, 2), options_per_t=2, memory=memory, N=N, K=2 * N)
+    inst = random_instance(
+        family, 4, seed, t_values=(1, 2), options_per_t=2, memory=memory, N=N, K=2 * N
+    )
     S = min(inst.N, inst.K)
     ideals = enumerate_ideals(inst, 10**6)
-    tb = build_stage_tables(inst, ideals, [d for d in Restrictions().d_values(inst) if d <= S], S, greedy, OptionChoices(inst, greedy))
+    tb = build_stage_tables(
+        inst,
+        ideals,
+        [d for d in Restrictions().d_values(inst) if d <= S],
+        S,
+        greedy,
+        OptionChoices(inst, greedy),
+    )
     dec = ThresholdDecision(tb, len(ideals), S, 2 * N)
     assert dec.n
     if family == "numerics":
@@ -780,7 +984,14 @@ def test_cost_profile_is_each_groups_cost_at_every_s(case):
         for s_ in range(W):
             y = -(-s_ // d)
             if tb.group_monotone[g]:
-                want = min((float(tb.cost[k]) for k in range(a, b) if tb.yhi[k] >= y or d * int(tb.yhi[k]) >= W - 1), default=math.inf)
+                want = min(
+                    (
+                        float(tb.cost[k])
+                        for k in range(a, b)
+                        if tb.yhi[k] >= y or d * int(tb.yhi[k]) >= W - 1
+                    ),
+                    default=math.inf,
+                )
             else:
                 want = float(row_low[r]) if min(d * int(row_top[r]), W - 1) >= s_ else math.inf
             assert prof[g, s_] == want, (g, s_, prof[g, s_], want)

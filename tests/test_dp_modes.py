@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from builders import make_instance, option_dict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import option_dict, make_instance
 from compare.brute import brute_applies, solve_brute
 from compare.generators import random_instance
 from dp.ideals import enumerate_ideals, successor_masks
@@ -32,7 +32,9 @@ def tiny(k: int, seed: int):
     family = FAMILIES[k % len(FAMILIES)]
     n = 3 + (k // len(FAMILIES)) % 5
     N, K = (4, 8)[k % 2], (4, 8)[(k // 2) % 2]
-    return random_instance(family, n, seed, t_values=(1, 2), options_per_t=(1, 2), K=K, N=N, memory="tight")
+    return random_instance(
+        family, n, seed, t_values=(1, 2), options_per_t=(1, 2), K=K, N=N, memory="tight"
+    )
 
 
 def agree(inst, mode, restrictions=Restrictions()):
@@ -88,7 +90,19 @@ def _fork():
     edges = [(0, 1, 0.0), (0, 2, 0.0), (1, 3, 0.0), (2, 3, 0.0)]
     succ = {0: [1, 2], 1: [3], 2: [3], 3: []}
     pred = {0: [], 1: [0], 2: [0], 3: [1, 2]}
-    nodes = [(v, {"1": [option_dict(p=1.0, a=1.0, sfw={u: 0.0 for u in pred[v]}, sbw={x: 0.0 for x in succ[v]})]}) for v in range(4)]
+    nodes = [
+        (
+            v,
+            {
+                "1": [
+                    option_dict(
+                        p=1.0, a=1.0, sfw={u: 0.0 for u in pred[v]}, sbw={x: 0.0 for x in succ[v]}
+                    )
+                ]
+            },
+        )
+        for v in range(4)
+    ]
     return make(nodes, edges=edges, K=4, N=4, M=3.5)
 
 
@@ -113,9 +127,22 @@ def test_frontier_leaves_out_covered_nodes():
     edges = [(0, 1, 0.0), (0, 2, 0.0), (0, 3, 0.0), (1, 2, 0.0), (2, 3, 0.0)]
     succ = {0: [1, 2, 3], 1: [2], 2: [3], 3: []}
     pred = {0: [], 1: [0], 2: [0, 1], 3: [0, 2]}
-    inst = make([(v, {"1": [o(sfw={u: 0.0 for u in pred[v]}, sbw={x: 0.0 for x in succ[v]})]}) for v in range(4)], edges, K=4, N=4)
+    inst = make(
+        [
+            (v, {"1": [o(sfw={u: 0.0 for u in pred[v]}, sbw={x: 0.0 for x in succ[v]})]})
+            for v in range(4)
+        ],
+        edges,
+        K=4,
+        N=4,
+    )
     ideals = enumerate_ideals(inst, 100)
-    fr = dict(zip(ideals, _frontiers(ideals, successor_masks(inst), _predecessor_masks(successor_masks(inst)))))
+    fr = dict(
+        zip(
+            ideals,
+            _frontiers(ideals, successor_masks(inst), _predecessor_masks(successor_masks(inst))),
+        )
+    )
     assert fr[0b1100] == [2] and fr[0b1110] == [1] and fr[0b1000] == [3]
     assert frontier_width(inst) == 1
     for mode in ALL_MODES:
@@ -126,9 +153,14 @@ def test_towers_graph_pipelining_shortens_the_batch_time():
     from compare.bench_modes import measure, towers_instance
 
     inst = towers_instance(2, 2)
-    graph, seq = measure(inst, Mode("graph", "batch-time")), measure(inst, Mode("sequential", "batch-time"))
+    graph, seq = (
+        measure(inst, Mode("graph", "batch-time")),
+        measure(inst, Mode("sequential", "batch-time")),
+    )
     assert graph["ideals"] == 3**2 + 2 and graph["frontier_width"] == 2
-    assert graph["status"] == seq["status"] == "optimal" and graph["value"] <= seq["value"] * (1 + 1e-12)
+    assert graph["status"] == seq["status"] == "optimal" and graph["value"] <= seq["value"] * (
+        1 + 1e-12
+    )
 
 
 def test_greedy_knapsack_is_refused_in_other_modes():
@@ -145,7 +177,10 @@ def test_guards_refuse_in_one_line_and_force_runs():
     assert "\n" not in str(e.value)
     with pytest.raises(SizeLimitError, match="labels.*--force"):
         solve_modes(inst, mode=Mode("graph", "batch-time"), max_labels=2, prune=False)
-    assert solve_modes(inst, mode=Mode("graph"), max_frontier=width - 1, force=True).status in (Status.OPTIMAL, Status.INFEASIBLE)
+    assert solve_modes(inst, mode=Mode("graph"), max_frontier=width - 1, force=True).status in (
+        Status.OPTIMAL,
+        Status.INFEASIBLE,
+    )
 
 
 @settings(max_examples=25, deadline=None)
@@ -157,5 +192,7 @@ def test_guards_refuse_in_one_line_and_force_runs():
     N=st.sampled_from((4, 8)),
 )
 def test_property_agrees_with_brute(family, n, seed, mode, N):
-    inst = random_instance(family, n, seed, t_values=(1, 2), options_per_t=(1, 2), K=4, N=N, memory="tight")
+    inst = random_instance(
+        family, n, seed, t_values=(1, 2), options_per_t=(1, 2), K=4, N=N, memory="tight"
+    )
     agree(inst, mode)

@@ -33,7 +33,11 @@ def _stops(solve) -> list[int]:
     before = dp.deadline.clock()
     solve(10**9)
     total = int(dp.deadline.clock() - before)
-    return sorted(set(range(5)) | set(range(max(0, total - 12), total + 1)) | set(range(0, total, max(1, total // 20))))
+    return sorted(
+        set(range(5))
+        | set(range(max(0, total - 12), total + 1))
+        | set(range(0, total, max(1, total // 20)))
+    )
 
 
 def _check_stopped_answers(inst, mode=DEFAULT_MODE, **kw):
@@ -79,12 +83,18 @@ def test_a_stop_in_the_search_keeps_the_plan_in_hand_and_the_bound(ticking):
     # the least threshold not yet ruled out
     feasible = [s for s in stopped_in_search if s.status == Status.FEASIBLE]
     assert feasible and all(s.bound is not None and s.bound <= s.value for s in feasible)
-    assert all(s.status == Status.UNKNOWN and s.plan is None for s in stopped_in_search if all(s is not f for f in feasible))
+    assert all(
+        s.status == Status.UNKNOWN and s.plan is None
+        for s in stopped_in_search
+        if all(s is not f for f in feasible)
+    )
     values = [s.value for s in feasible]
     assert values == sorted(values, reverse=True)  # each decision's plan no worse than the last
 
 
-@pytest.mark.parametrize("mode", [m for m in ALL_MODES if not m.is_default][:4], ids=lambda m: m.label)
+@pytest.mark.parametrize(
+    "mode", [m for m in ALL_MODES if not m.is_default][:4], ids=lambda m: m.label
+)
 def test_other_modes_stop_honestly(ticking, mode):
     inst = random_instance("fork-join", 5, 11, memory="loose")
     seen = _check_stopped_answers(inst, mode=mode)
@@ -103,7 +113,9 @@ def test_greedy_mode_stopped_is_never_a_bound(ticking):
 
 
 def test_time_limit_zero_from_the_cli_is_unknown_with_exit_3(inputs_dir):
-    r = CliRunner().invoke(app, ["solve", str(inputs_dir / "small.json"), "--time-limit", "0", "--json"])
+    r = CliRunner().invoke(
+        app, ["solve", str(inputs_dir / "small.json"), "--time-limit", "0", "--json"]
+    )
     assert r.exit_code == 3, r.output
     assert '"status": "unknown"' in r.output and "time limit of 0 s reached" in r.output
 

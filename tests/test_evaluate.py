@@ -38,9 +38,20 @@ def test_reference_plans_reproduce_published_tps(shared_dir, ref):
 def test_reference_plan_through_cli_with_units(shared_dir):
     r = CliRunner().invoke(
         app,
-        ["evaluate", str(shared_dir / "piper-inputs/bert32a100.json"),
-         str(shared_dir / "reference/bert32a100-K512-M8GiB-N1920.plan.json"),
-         "--devices", "512", "--memory", "8GiB", "--batch", "1920", "--bandwidth", "25GiB/s", "--json"],
+        [
+            "evaluate",
+            str(shared_dir / "piper-inputs/bert32a100.json"),
+            str(shared_dir / "reference/bert32a100-K512-M8GiB-N1920.plan.json"),
+            "--devices",
+            "512",
+            "--memory",
+            "8GiB",
+            "--batch",
+            "1920",
+            "--bandwidth",
+            "25GiB/s",
+            "--json",
+        ],
     )
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
@@ -49,8 +60,15 @@ def test_reference_plan_through_cli_with_units(shared_dir):
 
 
 def _opt(oid, p, w, a, b, fw=None, bw=None):
-    return {"id": oid, "timePerSample": p, "parameterSize": w, "memoryUsageA": a, "memoryUsageB": b,
-            "syncTimeFw": fw or {}, "syncTimeBw": bw or {}}
+    return {
+        "id": oid,
+        "timePerSample": p,
+        "parameterSize": w,
+        "memoryUsageA": a,
+        "memoryUsageB": b,
+        "syncTimeFw": fw or {},
+        "syncTimeBw": bw or {},
+    }
 
 
 @pytest.fixture
@@ -58,23 +76,37 @@ def chain():
     """0 -> 1 -> 2, c = 100 bytes on each edge, B = 1000 bytes/s, N = 4, K = 6, M = 50."""
     return instance_from_dict(
         {
-            "maxDevices": 6, "maxMemoryPerDevice": 50.0, "bandwidth": 1000.0, "mbsInBatch": 4,
+            "maxDevices": 6,
+            "maxMemoryPerDevice": 50.0,
+            "bandwidth": 1000.0,
+            "mbsInBatch": 4,
             "nodes": [
                 {"id": 0, "TMPCs": {"1": [_opt("v", 1.0, 0, 5, 1, bw={"1": 10})]}},
-                {"id": 1, "TMPCs": {"1": [_opt("v", 2.0, 200, 8, 2, fw={"0": 20}, bw={"2": 0}),
-                                          _opt("r", 3.0, 200, 2, 2, fw={"0": 20}, bw={"2": 0})],
-                                    "2": [_opt("v", 1.2, 100, 4, 1, fw={"0": 50}, bw={"2": 50})]}},
+                {
+                    "id": 1,
+                    "TMPCs": {
+                        "1": [
+                            _opt("v", 2.0, 200, 8, 2, fw={"0": 20}, bw={"2": 0}),
+                            _opt("r", 3.0, 200, 2, 2, fw={"0": 20}, bw={"2": 0}),
+                        ],
+                        "2": [_opt("v", 1.2, 100, 4, 1, fw={"0": 50}, bw={"2": 50})],
+                    },
+                },
                 {"id": 2, "TMPCs": {"1": [_opt("v", 0.5, 0, 1, 0, fw={"1": 0})]}},
             ],
-            "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 100.0},
-                      {"sourceId": 1, "destId": 2, "communicationCost": 100.0}],
+            "edges": [
+                {"sourceId": 0, "destId": 1, "communicationCost": 100.0},
+                {"sourceId": 1, "destId": 2, "communicationCost": 100.0},
+            ],
         },
         source="chain",
     )
 
 
 def test_hand_computed_tps(chain):
-    plan = Plan((Stage((0,), 1, 1, {0: "v"}), Stage((1,), 2, 1, {1: "r"}), Stage((2,), 1, 1, {2: "v"})))
+    plan = Plan(
+        (Stage((0,), 1, 1, {0: "v"}), Stage((1,), 2, 1, {1: "r"}), Stage((2,), 1, 1, {2: "v"}))
+    )
     ev = evaluate(chain, plan)
     assert ev.valid, ev.violations
     s0, s1, s2 = ev.stages
@@ -111,16 +143,34 @@ def rules_of(ev):
 def test_every_rule_reported(chain):
     cases = [
         (Plan((Stage((0, 1), 1, 1, {0: "v", 1: "v"}),)), [1]),  # node 2 missing
-        (Plan((Stage((0, 1), 1, 1, {0: "v", 1: "v"}), Stage((1, 2), 1, 1, {1: "v", 2: "v"}))), [1]),  # 1 twice
-        (Plan((Stage((0, 1, 2), 1, 1, {0: "v", 1: "v", 2: "v"}), Stage((), 1, 1, {}))), [1]),  # empty stage
+        (
+            Plan((Stage((0, 1), 1, 1, {0: "v", 1: "v"}), Stage((1, 2), 1, 1, {1: "v", 2: "v"}))),
+            [1],
+        ),  # 1 twice
+        (
+            Plan((Stage((0, 1, 2), 1, 1, {0: "v", 1: "v", 2: "v"}), Stage((), 1, 1, {}))),
+            [1],
+        ),  # empty stage
         (Plan((Stage((0, 1, 2, 7), 1, 1, {0: "v", 1: "v", 2: "v", 7: "v"}),)), [1]),  # unknown node
-        (Plan((Stage((2,), 1, 1, {2: "v"}), Stage((0, 1), 1, 1, {0: "v", 1: "v"}))), [2]),  # backward edge
+        (
+            Plan((Stage((2,), 1, 1, {2: "v"}), Stage((0, 1), 1, 1, {0: "v", 1: "v"}))),
+            [2],
+        ),  # backward edge
         (Plan((Stage((0, 1, 2), 3, 1, {0: "v", 1: "v", 2: "v"}),)), [3]),  # 3 does not divide 4
         (Plan((Stage((0, 1, 2), 1, 1, {0: "v", 1: "x", 2: "v"}),)), [4]),  # unknown option
-        (Plan((Stage((0, 1, 2), 1, 2, {0: "v", 1: "v", 2: "v"}),)), [4]),  # nodes 0, 2 have no t = 2
+        (
+            Plan((Stage((0, 1, 2), 1, 2, {0: "v", 1: "v", 2: "v"}),)),
+            [4],
+        ),  # nodes 0, 2 have no t = 2
         (Plan((Stage((0, 1, 2), 1, 1, {0: "v", 1: "v"}),)), [4]),  # no entry for 2
-        (Plan((Stage((0,), 4, 1, {0: "v"}), Stage((1, 2), 4, 1, {1: "r", 2: "v"}))), [5]),  # sum d = 8 > 4
-        (Plan((Stage((0, 1), 1, 1, {0: "v", 1: "v"}), Stage((2,), 1, 1, {2: "v"}))), [6]),  # y = 2: 11 + 18 ... fits?
+        (
+            Plan((Stage((0,), 4, 1, {0: "v"}), Stage((1, 2), 4, 1, {1: "r", 2: "v"}))),
+            [5],
+        ),  # sum d = 8 > 4
+        (
+            Plan((Stage((0, 1), 1, 1, {0: "v", 1: "v"}), Stage((2,), 1, 1, {2: "v"}))),
+            [6],
+        ),  # y = 2: 11 + 18 ... fits?
     ]
     # the last case: stage 0 has y = 2: 5*2+1 + 8*2+2 = 29 <= 50 fits; make M smaller to break it
     small = chain.with_settings(M=28.0)
@@ -131,7 +181,10 @@ def test_every_rule_reported(chain):
     ev = evaluate(small, cases[-1][0])
     assert rules_of(ev) == [6] and ev.violations[0].stage == 0
     assert "29" in ev.violations[0].message and "y = 2" in ev.violations[0].message
-    ev = evaluate(chain.with_settings(K=1), Plan((Stage((0,), 1, 1, {0: "v"}), Stage((1, 2), 1, 1, {1: "r", 2: "v"}))))
+    ev = evaluate(
+        chain.with_settings(K=1),
+        Plan((Stage((0,), 1, 1, {0: "v"}), Stage((1, 2), 1, 1, {1: "r", 2: "v"}))),
+    )
     assert rules_of(ev) == [5] and "t*d = 2 exceeds K = 1" in ev.violations[0].message
 
 
@@ -156,8 +209,16 @@ def test_cli_lists_violations_and_exits_1(tmp_path, chain):
 
 
 def test_plan_forms_round_trip(tmp_path):
-    listed = {"stages": [{"nodes": [0, 1], "dataParallelDegree": 2, "tensorParallelDegree": 1,
-                          "TMPCids": [[0, "vanilla"], [1, "activation recomp"]]}]}
+    listed = {
+        "stages": [
+            {
+                "nodes": [0, 1],
+                "dataParallelDegree": 2,
+                "tensorParallelDegree": 1,
+                "TMPCids": [[0, "vanilla"], [1, "activation recomp"]],
+            }
+        ]
+    }
     p = plan_from_dict(listed)
     assert p.stages[0].options == {0: "vanilla", 1: "activation recomp"}
     d = plan_to_dict(p)
@@ -175,12 +236,75 @@ def test_plan_forms_round_trip(tmp_path):
         ({"stage": []}, "top level"),
         ({"stages": {}}, "stages"),
         ({"stages": [1]}, "stages[0]"),
-        ({"stages": [{"nodes": [0], "dataParallelDegree": 1, "tensorParallelDegree": 1}]}, "TMPCids"),
-        ({"stages": [{"nodes": ["a"], "dataParallelDegree": 1, "tensorParallelDegree": 1, "TMPCids": {}}]}, "nodes"),
-        ({"stages": [{"nodes": [0], "dataParallelDegree": 1.5, "tensorParallelDegree": 1, "TMPCids": {}}]}, "dataParallelDegree"),
-        ({"stages": [{"nodes": [0], "dataParallelDegree": 1, "tensorParallelDegree": 1, "TMPCids": [[0]]}]}, "pairs"),
-        ({"stages": [{"nodes": [0], "dataParallelDegree": 1, "tensorParallelDegree": 1, "TMPCids": {"x": "v"}}]}, "'x'"),
-        ({"stages": [{"nodes": [0], "dataParallelDegree": 1, "tensorParallelDegree": 1, "TMPCids": {"0": 3}}]}, "string"),
+        (
+            {"stages": [{"nodes": [0], "dataParallelDegree": 1, "tensorParallelDegree": 1}]},
+            "TMPCids",
+        ),
+        (
+            {
+                "stages": [
+                    {
+                        "nodes": ["a"],
+                        "dataParallelDegree": 1,
+                        "tensorParallelDegree": 1,
+                        "TMPCids": {},
+                    }
+                ]
+            },
+            "nodes",
+        ),
+        (
+            {
+                "stages": [
+                    {
+                        "nodes": [0],
+                        "dataParallelDegree": 1.5,
+                        "tensorParallelDegree": 1,
+                        "TMPCids": {},
+                    }
+                ]
+            },
+            "dataParallelDegree",
+        ),
+        (
+            {
+                "stages": [
+                    {
+                        "nodes": [0],
+                        "dataParallelDegree": 1,
+                        "tensorParallelDegree": 1,
+                        "TMPCids": [[0]],
+                    }
+                ]
+            },
+            "pairs",
+        ),
+        (
+            {
+                "stages": [
+                    {
+                        "nodes": [0],
+                        "dataParallelDegree": 1,
+                        "tensorParallelDegree": 1,
+                        "TMPCids": {"x": "v"},
+                    }
+                ]
+            },
+            "'x'",
+        ),
+        (
+            {
+                "stages": [
+                    {
+                        "nodes": [0],
+                        "dataParallelDegree": 1,
+                        "tensorParallelDegree": 1,
+                        "TMPCids": {"0": 3},
+                    }
+                ]
+            },
+            "string",
+        ),
     ],
 )
 def test_malformed_plans(bad, where):
@@ -193,7 +317,9 @@ def test_malformed_plans(bad, where):
 
 
 def _chain_plan():
-    return Plan((Stage((0,), 1, 1, {0: "v"}), Stage((1,), 2, 1, {1: "r"}), Stage((2,), 1, 1, {2: "v"})))
+    return Plan(
+        (Stage((0,), 1, 1, {0: "v"}), Stage((1,), 2, 1, {1: "r"}), Stage((2,), 1, 1, {2: "v"}))
+    )
 
 
 def test_plan_with_its_own_metadata_matches(tmp_path, chain):
@@ -225,7 +351,9 @@ def test_plan_for_another_model_or_other_settings_is_one_line(tmp_path, chain):
     plan = Plan(_chain_plan().stages, metadata=plan_metadata(other, method="dp"))
     msg = check_plan_matches(chain, plan)
     assert "another model" in msg and other.fingerprint() in msg and chain.fingerprint() in msg
-    plan = Plan(_chain_plan().stages, metadata=plan_metadata(chain.with_settings(K=5, M=64.0), method="dp"))
+    plan = Plan(
+        _chain_plan().stages, metadata=plan_metadata(chain.with_settings(K=5, M=64.0), method="dp")
+    )
     msg = check_plan_matches(chain, plan)
     assert "K = 5 (evaluating with 6)" in msg and "M = 64.0 (evaluating with 50.0)" in msg
     assert "N =" not in msg and "B =" not in msg
@@ -254,12 +382,19 @@ def test_plan_without_metadata_must_name_exactly_the_instance_nodes(tmp_path, ch
     assert "3 of the instance's 3 nodes are in no stage (0, 1, 2)" in msg
     partial = Plan((Stage((0, 1), 1, 1, {0: "v", 1: "v"}),))
     msg = check_plan_matches(chain, partial)
-    assert "1 of the instance's 3 nodes are in no stage (2)" in msg and "not in the instance" not in msg
+    assert (
+        "1 of the instance's 3 nodes are in no stage (2)" in msg
+        and "not in the instance" not in msg
+    )
 
     inst, path = tmp_path / "chain.json", tmp_path / "p.json"
     save_instance(chain, inst)
     save_plan(foreign, path)
     r = CliRunner().invoke(app, ["evaluate", str(inst), str(path)])
-    assert r.exit_code == 2 and len(r.output.splitlines()) == 1 and "40 of its node ids" in r.output, r.output
+    assert (
+        r.exit_code == 2 and len(r.output.splitlines()) == 1 and "40 of its node ids" in r.output
+    ), r.output
     r = CliRunner().invoke(app, ["evaluate", str(inst), str(path), "--ignore-metadata"])
-    assert r.exit_code == 1 and "INVALID plan" in r.output and r.output.count("rule 1") == 43, r.output
+    assert r.exit_code == 1 and "INVALID plan" in r.output and r.output.count("rule 1") == 43, (
+        r.output
+    )

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import signal
-import sys
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -33,7 +33,11 @@ def test_parse_external_refuses_bad_forms():
 
 def test_the_example_planner_gives_a_valid_plan_checked_against_the_optimum():
     inst = load_instance(REPO / "inputs" / "small.json").with_settings(M=6e8)
-    sol = solve_external(inst, f"{PY} {PLANNER} {{instance}} --devices {{devices}} --memory {{memory}} --batch {{batch}}", name="split")
+    sol = solve_external(
+        inst,
+        f"{PY} {PLANNER} {{instance}} --devices {{devices}} --memory {{memory}} --batch {{batch}}",
+        name="split",
+    )
     assert sol.status is Status.FEASIBLE and sol.method == "split"
     ev = evaluate(inst, sol.plan)
     assert ev.valid and sol.tps == ev.tps
@@ -71,7 +75,10 @@ def test_a_timeout_kills_the_planners_whole_process_group(tmp_path):
     assert sol.status is Status.BACKEND_ERROR and "killed" in sol.message
     pid = int(marker.read_text())
     for _ in range(50):
-        if not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+        if (
+            not Path(f"/proc/{pid}").exists()
+            or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+        ):
             break
         time.sleep(0.1)
     stat = Path(f"/proc/{pid}/stat")
@@ -119,7 +126,9 @@ def test_verify_reports_an_external_planners_gap_and_calls_its_invalid_plan_a_mi
 
     cmd = f"{PY} {PLANNER} {{instance}} --devices {{devices}} --memory {{memory}} --batch {{batch}}"
     inst = load_instance(REPO / "inputs" / "small.json")
-    good = verify_instance(inst.with_settings(M=6e8), ("dp", "brute", "2bw"), externals={"split": cmd})
+    good = verify_instance(
+        inst.with_settings(M=6e8), ("dp", "brute", "2bw"), externals={"split": cmd}
+    )
     assert good.verdict == "match" and set(good.gaps) == {"split", "2bw", "greedy"}
     assert good.gaps["split"] == pytest.approx(good.results["split"].tps / good.optimum - 1)
     assert all(g >= 0 for g in good.gaps.values())
@@ -132,15 +141,48 @@ def test_verify_reports_an_external_planners_gap_and_calls_its_invalid_plan_a_mi
 
 def test_cli_verify_with_an_external_planner():
     cmd = f"split={PY} {PLANNER} {{instance}} --memory {{memory}} --devices {{devices}} --batch {{batch}}"
-    p = subprocess.run([PY, "-m", "piper_cli", "verify", str(REPO / "inputs" / "small.json"), "--memory", "600MB",
-                        "--methods", "dp,brute,2bw", "--external", cmd, "--json"], capture_output=True, text=True, cwd=REPO)
+    p = subprocess.run(
+        [
+            PY,
+            "-m",
+            "piper_cli",
+            "verify",
+            str(REPO / "inputs" / "small.json"),
+            "--memory",
+            "600MB",
+            "--methods",
+            "dp,brute,2bw",
+            "--external",
+            cmd,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert p.returncode == 0, p.stderr
     import json
 
     out = json.loads(p.stdout)
-    assert out["verdict"] == "match" and out["methods"]["split"]["kind"] == "heuristic" and "split" in out["gaps"]
-    p = subprocess.run([PY, "-m", "piper_cli", "verify", str(REPO / "inputs" / "small.json"), "--external", "no-equals"],
-                       capture_output=True, text=True, cwd=REPO)
+    assert (
+        out["verdict"] == "match"
+        and out["methods"]["split"]["kind"] == "heuristic"
+        and "split" in out["gaps"]
+    )
+    p = subprocess.run(
+        [
+            PY,
+            "-m",
+            "piper_cli",
+            "verify",
+            str(REPO / "inputs" / "small.json"),
+            "--external",
+            "no-equals",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
 
 
@@ -154,21 +196,40 @@ def test_a_campaign_shrinks_an_external_planners_mismatch_and_its_replay_reprodu
     from piper_cli import app
 
     script = tmp_path / "empty_planner.py"
-    script.write_text('print(\'{"stages": []}\')\n')  # an empty plan: invalid on every instance
+    script.write_text("print('{\"stages\": []}')\n")  # an empty plan: invalid on every instance
     cmd = f"{shlex.quote(PY)} {shlex.quote(str(script))} {{instance}}"
     out = tmp_path / "camp"
-    summary = run_campaign(out, 2, 1, families=("chain", "skip"), nodes=(4, 5), methods=("dp", "brute"), workers=1,
-                           progress=False, externals={"x": cmd}, external_timeout=30.0, time_limit=20.0)
+    summary = run_campaign(
+        out,
+        2,
+        1,
+        families=("chain", "skip"),
+        nodes=(4, 5),
+        methods=("dp", "brute"),
+        workers=1,
+        progress=False,
+        externals={"x": cmd},
+        external_timeout=30.0,
+        time_limit=20.0,
+    )
     assert summary["verdicts"]["mismatch"] == 2
     for path in sorted((out / "counterexamples").glob("*.json")):
         data = json.loads(path.read_text())
         meta = data["counterexample"]
         # shrunk with the planner that disagreed, so it shrank; still a mismatch with every method
-        assert meta["shrunk_with"] == ["x"] and meta["shrink_steps"] and len(data["nodes"]) < meta["original"]["nodes"]
-        assert meta["verdict"] == "mismatch" and any(p.startswith("x: its plan is invalid") for p in meta["problems"])
+        assert (
+            meta["shrunk_with"] == ["x"]
+            and meta["shrink_steps"]
+            and len(data["nodes"]) < meta["original"]["nodes"]
+        )
+        assert meta["verdict"] == "mismatch" and any(
+            p.startswith("x: its plan is invalid") for p in meta["problems"]
+        )
         words = shlex.split(meta["replay"])
         assert words[:3] == ["piper-ilp", "verify", "FILE"]
-        assert ["--external", f"x={cmd}"] == words[words.index("--external"):words.index("--external") + 2]
+        assert ["--external", f"x={cmd}"] == words[
+            words.index("--external") : words.index("--external") + 2
+        ]
         assert "--external-timeout" in words and "--time-limit" in words and "dp,brute" in words
         result = CliRunner().invoke(app, [w if w != "FILE" else str(path) for w in words[1:]])
         assert result.exit_code == 1 and "mismatch" in result.output, result.output

@@ -31,12 +31,19 @@ def all_options(inst):
 def test_valid_and_deterministic(family, integer):
     for n in (1, 2, 5, 8, 12):
         for seed in range(4):
-            inst = random_instance(family, n, seed, integer=integer, options_per_t=(1, 3), t_values=(1, 2, 4))
+            inst = random_instance(
+                family, n, seed, integer=integer, options_per_t=(1, 3), t_values=(1, 2, 4)
+            )
             assert len(inst.nodes) == n
             # round trip through the loader's validation gives the same instance
             again = instance_from_dict(instance_to_dict(inst), source=inst.source)
             assert again == inst
-            assert random_instance(family, n, seed, integer=integer, options_per_t=(1, 3), t_values=(1, 2, 4)) == inst
+            assert (
+                random_instance(
+                    family, n, seed, integer=integer, options_per_t=(1, 3), t_values=(1, 2, 4)
+                )
+                == inst
+            )
             assert nx.is_directed_acyclic_graph(inst.graph)
             for e in inst.edges:
                 assert e.c >= 0
@@ -46,7 +53,10 @@ def test_valid_and_deterministic(family, integer):
                 assert min(o.p, o.w, o.a, o.b) >= 0
                 assert all(x >= 0 for x in [*o.sfw.values(), *o.sbw.values()])
                 if integer:
-                    assert all(float(x).is_integer() for x in [o.p, o.w, o.a, o.b, *o.sfw.values(), *o.sbw.values()])
+                    assert all(
+                        float(x).is_integer()
+                        for x in [o.p, o.w, o.a, o.b, *o.sfw.values(), *o.sbw.values()]
+                    )
             if integer:
                 assert inst.B == 1 and float(inst.M).is_integer()
                 assert all(float(e.c).is_integer() for e in inst.edges)
@@ -179,11 +189,22 @@ def numerics_sample(count=60, n=5):
 def test_numerics_spreads_magnitudes_over_the_range():
     spreads = []
     for inst in numerics_sample():
-        values = [x for _, _, o in all_options(inst) for x in (o.p, o.w, o.a, o.b) if x > 0 and o.id != "dummy"]
+        values = [
+            x
+            for _, _, o in all_options(inst)
+            for x in (o.p, o.w, o.a, o.b)
+            if x > 0 and o.id != "dummy"
+        ]
         spreads.append(math.log10(max(values) / min(values)))
     # within one instance the numbers span well over 12 decades, typically about 20
     assert sorted(spreads)[len(spreads) // 2] >= 12
-    everything = [x for inst in numerics_sample() for _, _, o in all_options(inst) for x in (o.a, o.b, o.w) if x > 0]
+    everything = [
+        x
+        for inst in numerics_sample()
+        for _, _, o in all_options(inst)
+        for x in (o.a, o.b, o.w)
+        if x > 0
+    ]
     assert min(everything) < 1e-4 and max(everything) > 1e16
 
 
@@ -202,10 +223,23 @@ def greedy_ratios(inst, stage, t, d, y):
     out = {}
     for v in stage:
         opts = inst.node[v].options[t]
-        cost = [stage_tps(node_edge_bytes(inst, v, o, set(stage)), resync_bytes(o.w, d, inst.N), o.p, d, inst.B) for o in opts]
+        cost = [
+            stage_tps(
+                node_edge_bytes(inst, v, o, set(stage)),
+                resync_bytes(o.w, d, inst.N),
+                o.p,
+                d,
+                inst.B,
+            )
+            for o in opts
+        ]
         mem = [o.a * y + o.b for o in opts]
         f = min(range(len(opts)), key=lambda k: (cost[k], k))
-        out[v] = sorted((cost[k] - cost[f]) / (mem[f] - mem[k]) for k in range(len(opts)) if mem[f] - mem[k] > 1e-9)
+        out[v] = sorted(
+            (cost[k] - cost[f]) / (mem[f] - mem[k])
+            for k in range(len(opts))
+            if mem[f] - mem[k] > 1e-9
+        )
     return out
 
 
@@ -267,14 +301,21 @@ def test_numerics_through_the_cli(tmp_path):
     from piper_cli import app
 
     out = tmp_path / "n.json"
-    result = CliRunner().invoke(app, ["random", "--family", "numerics", "--nodes", "4", "--seed", "3", "-o", str(out)])
+    result = CliRunner().invoke(
+        app, ["random", "--family", "numerics", "--nodes", "4", "--seed", "3", "-o", str(out)]
+    )
     assert result.exit_code == 0, result.output
     inst = random_instance("numerics", 4, 3)
     assert instance_from_dict(json.loads(out.read_text()), source=inst.source) == inst
 
 
-@pytest.mark.parametrize("args,says", [(["-K", "2000000"], "--devices (K) must be an integer within [1, 1048576], got 2000000"),
-                                       (["-N", str(2**41)], f"--batch (N) must be an integer within [1, {2**40}], got {2**41}")])
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["-K", "2000000"], "--devices (K) must be an integer within [1, 1048576], got 2000000"),
+        (["-N", str(2**41)], f"--batch (N) must be an integer within [1, {2**40}], got {2**41}"),
+    ],
+)
 def test_cli_random_names_the_option_of_an_out_of_range_setting(args, says):
     """``random -K 2000000`` named the generated instance's field ("random:layered:n6:s0:
     instance.maxDevices"), not the option the user gave."""
@@ -307,6 +348,15 @@ def test_node_ids_up_to_250_nodes_are_unchanged():
             h.update(json.dumps(list(_node_ids(n, np.random.default_rng([seed, n])))).encode())
     assert h.hexdigest() == "6e43ef2519f4792cc227c6d0847ba858707030b12478388d28b218bcfe1fc398"
     h = hashlib.sha256()
-    for fam, n, seed in (("chain", 250, 3), ("layered", 40, 11), ("numerics", 12, 5), ("skip", 250, 8)):
-        h.update(json.dumps(instance_to_dict(random_instance(fam, n, seed, integer=True)), sort_keys=True).encode())
+    for fam, n, seed in (
+        ("chain", 250, 3),
+        ("layered", 40, 11),
+        ("numerics", 12, 5),
+        ("skip", 250, 8),
+    ):
+        h.update(
+            json.dumps(
+                instance_to_dict(random_instance(fam, n, seed, integer=True)), sort_keys=True
+            ).encode()
+        )
     assert h.hexdigest() == "af743ed2702a694043a29f784c5a602e5ef8cc374b1da041a525261c4d268d24"

@@ -62,16 +62,42 @@ def with_extra(literal: str) -> str:
 
 
 # ---- repeated keys ----
-for key, k in [("maxDevices", 0), ("nodes", 0), ("edges", 0), ("id", 0), ("id", 1), ("TMPCs", 3),
-               ("timePerSample", 0), ("timePerSample", 5), ("syncTimeFw", 2), ("sourceId", 4),
-               ("communicationCost", 1), ("1", 0)]:
+for key, k in [
+    ("maxDevices", 0),
+    ("nodes", 0),
+    ("edges", 0),
+    ("id", 0),
+    ("id", 1),
+    ("TMPCs", 3),
+    ("timePerSample", 0),
+    ("timePerSample", 5),
+    ("syncTimeFw", 2),
+    ("sourceId", 4),
+    ("communicationCost", 1),
+    ("1", 0),
+]:
     pos = _nth(COMPACT, f'"{key}":', k)
-    case(f"duplicate key {key}#{k}", COMPACT[:pos] + f'"{key}":0,' + COMPACT[pos:], "appears twice", repr(key))
+    case(
+        f"duplicate key {key}#{k}",
+        COMPACT[:pos] + f'"{key}":0,' + COMPACT[pos:],
+        "appears twice",
+        repr(key),
+    )
 
 # ---- NaN / Infinity ----
 literals = ["NaN", "Infinity", "-Infinity"]
-for i, (key, k) in enumerate([("bandwidth", 0), ("maxMemoryPerDevice", 0), ("timePerSample", 3), ("parameterSize", 7),
-                              ("memoryUsageA", 1), ("memoryUsageB", 9), ("communicationCost", 2), ("1", 1)]):
+for i, (key, k) in enumerate(
+    [
+        ("bandwidth", 0),
+        ("maxMemoryPerDevice", 0),
+        ("timePerSample", 3),
+        ("parameterSize", 7),
+        ("memoryUsageA", 1),
+        ("memoryUsageB", 9),
+        ("communicationCost", 2),
+        ("1", 1),
+    ]
+):
     lit = literals[i % 3]
     case(f"{lit} in {key}#{k}", with_value(key, k, lit), lit, "not allowed")
 case("NaN in an unknown field", with_extra("NaN"), "comment", "NaN")
@@ -89,16 +115,30 @@ for bad in ["01", " 1 ", "0_1", "+1", "1.0", "\u0661", "-0"]:
     case(f"sync key {bad!r}", json.dumps(d), "node 0", "syncTimeBw", "not")
 
 # ---- booleans where numbers belong ----
-for key, k in [("maxDevices", 0), ("mbsInBatch", 0), ("bandwidth", 0), ("timePerSample", 2), ("memoryUsageA", 4),
-               ("communicationCost", 0), ("sourceId", 1), ("id", 2)]:
-    case(f"boolean {key}#{k}", with_value(key, k, "true" if k % 2 == 0 else "false"), key, "boolean")
+for key, k in [
+    ("maxDevices", 0),
+    ("mbsInBatch", 0),
+    ("bandwidth", 0),
+    ("timePerSample", 2),
+    ("memoryUsageA", 4),
+    ("communicationCost", 0),
+    ("sourceId", 1),
+    ("id", 2),
+]:
+    case(
+        f"boolean {key}#{k}", with_value(key, k, "true" if k % 2 == 0 else "false"), key, "boolean"
+    )
 
 # ---- nesting deeper than the limit ----
 deep = MAX_JSON_DEPTH + 1
 case("deep arrays", "[" * deep + "]" * deep, "nested more than")
 case("deep unbalanced", "[" * 200_000, "nested more than")
 case("deep objects", '{"a":' * deep + "1" + "}" * deep, "nested more than")
-case("deep inside an unknown field", with_extra("[" * (deep - 1) + "]" * (deep - 1)), "nested more than")
+case(
+    "deep inside an unknown field",
+    with_extra("[" * (deep - 1) + "]" * (deep - 1)),
+    "nested more than",
+)
 case("deep mixed", "[{" * 40 + '"x":1' + "}]" * 40, "nested more than")
 
 # ---- not UTF-8 ----
@@ -111,13 +151,36 @@ case("UTF-8 encoded surrogate", raw[:at] + b"\xed\xa0\x80" + raw[at:], "not UTF-
 case("truncated multi-byte at the end", raw + b"\xe2\x82", "not UTF-8")
 case("UTF-16 with a byte-order mark", b"\xff\xfe" + COMPACT.encode("utf-16-le"), "UTF-16")
 case("UTF-16 without a byte-order mark", COMPACT.encode("utf-16-be"), "invalid JSON")
-case("lone surrogate escape in a name", COMPACT.replace('"name":"input"', '"name":"\\ud800"'), "node 0", "name")
+case(
+    "lone surrogate escape in a name",
+    COMPACT.replace('"name":"input"', '"name":"\\ud800"'),
+    "node 0",
+    "name",
+)
 
 # ---- integers too long for any range ----
-for key, k, digits in [("maxDevices", 0, 400), ("maxMemoryPerDevice", 0, 400), ("timePerSample", 1, 400),
-                       ("id", 0, 400), ("sourceId", 2, 400), ("communicationCost", 0, 5000), ("memoryUsageB", 3, 100_000)]:
-    case(f"{digits}-digit integer in {key}", with_value(key, k, "1" + "0" * digits), key, "digits", "outside")
-case("negative 400-digit integer", with_value("memoryUsageA", 0, "-" + "9" * 400), "memoryUsageA", "digits")
+for key, k, digits in [
+    ("maxDevices", 0, 400),
+    ("maxMemoryPerDevice", 0, 400),
+    ("timePerSample", 1, 400),
+    ("id", 0, 400),
+    ("sourceId", 2, 400),
+    ("communicationCost", 0, 5000),
+    ("memoryUsageB", 3, 100_000),
+]:
+    case(
+        f"{digits}-digit integer in {key}",
+        with_value(key, k, "1" + "0" * digits),
+        key,
+        "digits",
+        "outside",
+    )
+case(
+    "negative 400-digit integer",
+    with_value("memoryUsageA", 0, "-" + "9" * 400),
+    "memoryUsageA",
+    "digits",
+)
 case("huge integer in an unknown field", with_extra("1" + "0" * 400), "comment", "digits")
 
 # ---- values outside the supported ranges ----
@@ -135,9 +198,24 @@ for key, k, lit, rng in [
 ]:
     case(f"{key} = {lit[:12]} out of range", with_value(key, k, lit), key, rng)
 case("float overflow", with_value("memoryUsageB", 1, "1e999"), "memoryUsageB", "finite")
-case("float underflow", with_value("timePerSample", 4, "2.5e-400"), "timePerSample", "underflows to 0")
-case("long key repeated", with_extra('{"' + "k" * 5000 + '":1,"' + "k" * 5000 + '":2}'), "comment", "appears twice")
-case("t beyond the device range", COMPACT.replace('"TMPCs":{"1":', '"TMPCs":{"2000000":', 1), "t = '2000000'", "[1, 1048576]")
+case(
+    "float underflow",
+    with_value("timePerSample", 4, "2.5e-400"),
+    "timePerSample",
+    "underflows to 0",
+)
+case(
+    "long key repeated",
+    with_extra('{"' + "k" * 5000 + '":1,"' + "k" * 5000 + '":2}'),
+    "comment",
+    "appears twice",
+)
+case(
+    "t beyond the device range",
+    COMPACT.replace('"TMPCs":{"1":', '"TMPCs":{"2000000":', 1),
+    "t = '2000000'",
+    "[1, 1048576]",
+)
 
 
 # ---- not regular files ----
@@ -182,6 +260,8 @@ case("socket", _socket, "socket")
 case("oversized", _oversized, "more than the limit")
 case("symlink to a FIFO", _link_to_fifo, "FIFO")
 case("missing file", lambda d: d / "nope.json", "no such file")
+
+
 def _through_a_file(d: Path) -> Path:
     (d / "f").write_text("{}")
     return d / "f" / "x.json"
@@ -205,40 +285,80 @@ def _positions(ch: str, n: int) -> list[int]:
 
 
 for i in _positions(":", 5):
-    case(f"';' for ':' at {i}", SMALL[:i] + ";" + SMALL[i + 1:], "invalid JSON")
+    case(f"';' for ':' at {i}", SMALL[:i] + ";" + SMALL[i + 1 :], "invalid JSON")
 for i in _positions("}", 3):
-    case(f"'}}' deleted at {i}", SMALL[:i] + SMALL[i + 1:], "invalid JSON")
+    case(f"'}}' deleted at {i}", SMALL[:i] + SMALL[i + 1 :], "invalid JSON")
 for i in _positions('"', 3):
-    case(f"control character at {i}", SMALL[:i + 1] + "\x01" + SMALL[i + 1:], "invalid JSON")
+    case(f"control character at {i}", SMALL[: i + 1] + "\x01" + SMALL[i + 1 :], "invalid JSON")
 for i in _positions("}", 3):
     case(f"trailing comma at {i}", SMALL[:i] + "," + SMALL[i:], "invalid JSON")
-for i in [m for m in _positions('"', 6) if SMALL[m + 1:].split('"', 1)[0].isidentifier()][:3]:
-    case(f"single quote at {i}", SMALL[:i] + "'" + SMALL[i + 1:], "invalid JSON")
+for i in [m for m in _positions('"', 6) if SMALL[m + 1 :].split('"', 1)[0].isidentifier()][:3]:
+    case(f"single quote at {i}", SMALL[:i] + "'" + SMALL[i + 1 :], "invalid JSON")
 
 # ---- the wrong kind of document ----
 for text in ["", "   \n", "null", "[]", '"instance"', "0", "{}"]:
     case(f"document {text!r}", text, "")
 
-PLAN_OK = {"stages": [{"nodes": [0, 1, 2, 3, 4, 5, 6], "dataParallelDegree": 1, "tensorParallelDegree": 1,
-                       "TMPCids": {str(v): "vanilla" for v in range(7)}}]}
+PLAN_OK = {
+    "stages": [
+        {
+            "nodes": [0, 1, 2, 3, 4, 5, 6],
+            "dataParallelDegree": 1,
+            "tensorParallelDegree": 1,
+            "TMPCids": {str(v): "vanilla" for v in range(7)},
+        }
+    ]
+}
 PLAN_TEXT = json.dumps(PLAN_OK, separators=(",", ":"))
 
 PLAN_CASES: list[tuple[str, object, tuple[str, ...]]] = [
-    ("plan duplicate key", PLAN_TEXT.replace('"nodes":', '"nodes":[],"nodes":'), ("appears twice",)),
-    ("plan duplicate TMPCids key", PLAN_TEXT.replace('"0":"vanilla"', '"0":"vanilla","0":"x"'), ("appears twice", "'0'")),
+    (
+        "plan duplicate key",
+        PLAN_TEXT.replace('"nodes":', '"nodes":[],"nodes":'),
+        ("appears twice",),
+    ),
+    (
+        "plan duplicate TMPCids key",
+        PLAN_TEXT.replace('"0":"vanilla"', '"0":"vanilla","0":"x"'),
+        ("appears twice", "'0'"),
+    ),
     ("plan NaN degree", with_value("dataParallelDegree", 0, "NaN", PLAN_TEXT), ("NaN",)),
-    ("plan boolean degree", with_value("tensorParallelDegree", 0, "true", PLAN_TEXT), ("tensorParallelDegree", "boolean")),
+    (
+        "plan boolean degree",
+        with_value("tensorParallelDegree", 0, "true", PLAN_TEXT),
+        ("tensorParallelDegree", "boolean"),
+    ),
     ("plan huge node id", PLAN_TEXT.replace("[0,", "[" + "9" * 400 + ","), ("nodes[0]", "digits")),
     ("plan node id beyond int64", PLAN_TEXT.replace("[0,", f"[{2**63},"), ("nodes[0]", "outside")),
-    ("plan degree beyond int64", with_value("dataParallelDegree", 0, str(2**64), PLAN_TEXT), ("dataParallelDegree", "outside")),
+    (
+        "plan degree beyond int64",
+        with_value("dataParallelDegree", 0, str(2**64), PLAN_TEXT),
+        ("dataParallelDegree", "outside"),
+    ),
     ("plan metadata not an object", PLAN_TEXT[:-1] + ',"metadata":[1]}', ("metadata", "object")),
-    ("plan metadata K a string", PLAN_TEXT[:-1] + ',"metadata":{"K":"8"}}', ("metadata.K", "integer")),
-    ("plan metadata fingerprint a number", PLAN_TEXT[:-1] + ',"metadata":{"instance":3}}', ("metadata.instance", "string")),
+    (
+        "plan metadata K a string",
+        PLAN_TEXT[:-1] + ',"metadata":{"K":"8"}}',
+        ("metadata.K", "integer"),
+    ),
+    (
+        "plan metadata fingerprint a number",
+        PLAN_TEXT[:-1] + ',"metadata":{"instance":3}}',
+        ("metadata.instance", "string"),
+    ),
     ("plan deep", "[" * 100 + "]" * 100, ("nested",)),
     ("plan not UTF-8", PLAN_TEXT.encode().replace(b"vanilla", b"van\xffilla", 1), ("not UTF-8",)),
-    ("plan list-form key as a string", PLAN_TEXT.replace('{"0":"vanilla"', '[["0","vanilla"]],"x":{"0":"vanilla"'), ("TMPCids[0][0]", "integer")),
+    (
+        "plan list-form key as a string",
+        PLAN_TEXT.replace('{"0":"vanilla"', '[["0","vanilla"]],"x":{"0":"vanilla"'),
+        ("TMPCids[0][0]", "integer"),
+    ),
 ] + [
-    (f"plan TMPCids key {bad!r}", PLAN_TEXT.replace('"0":"vanilla"', f'"{bad}":"vanilla"'), ("TMPCids", "not a node id"))
+    (
+        f"plan TMPCids key {bad!r}",
+        PLAN_TEXT.replace('"0":"vanilla"', f'"{bad}":"vanilla"'),
+        ("TMPCids", "not a node id"),
+    )
     for bad in ["01", " 0", "0_0", "+0", "-0", "0.0"]
 ]
 
@@ -325,7 +445,12 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
         [sys.executable, "-m", "piper_cli", "evaluate", *args],
-        capture_output=True, text=True, timeout=30, preexec_fn=_limit_memory, env=env, cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        preexec_fn=_limit_memory,
+        env=env,
+        cwd=REPO,
     )
 
 
@@ -338,7 +463,13 @@ def _check_process(proc: subprocess.CompletedProcess, path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
-FEW = ["FIFO", "/dev/zero", "deep unbalanced", "100000-digit integer in memoryUsageB", "duplicate key id#1"]
+FEW = [
+    "FIFO",
+    "/dev/zero",
+    "deep unbalanced",
+    "100000-digit integer in memoryUsageB",
+    "duplicate key id#1",
+]
 SWEEP = [c for i, c in enumerate(CASES) if i % (len(CASES) // 25 + 1) == 0 and c[0] not in FEW][:25]
 
 
@@ -364,7 +495,9 @@ def test_cli_sweep_in_a_real_process(tmp_path, name, content, expected):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,content,expected", PLAN_CASES[:5], ids=[c[0] for c in PLAN_CASES[:5]])
+@pytest.mark.parametrize(
+    "name,content,expected", PLAN_CASES[:5], ids=[c[0] for c in PLAN_CASES[:5]]
+)
 def test_cli_plan_in_a_real_process(tmp_path, name, content, expected):
     path = _materialize(tmp_path, name, content)
     _check_process(_run_cli(str(REPO / "inputs" / "small.json"), str(path)), path)

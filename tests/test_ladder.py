@@ -26,7 +26,9 @@ def test_induced_subinstance_keeps_only_edges_among_its_nodes():
     keep = set(order[:4])
     sub = induced_subinstance(inst, keep, "sub")
     assert set(sub.node_ids) == keep
-    assert {(e.src, e.dst) for e in sub.edges} == {(e.src, e.dst) for e in inst.edges if e.src in keep and e.dst in keep}
+    assert {(e.src, e.dst) for e in sub.edges} == {
+        (e.src, e.dst) for e in inst.edges if e.src in keep and e.dst in keep
+    }
 
 
 def test_small_ladder_rungs_match_exhaustive_search_and_the_gap_is_certified():
@@ -35,7 +37,9 @@ def test_small_ladder_rungs_match_exhaustive_search_and_the_gap_is_certified():
     assert lad.rungs and all(r.verdict == "match" for r in lad.rungs)
     order, starts = block_order(inst)
     for r in lad.rungs:
-        sub = induced_subinstance(inst, set(order[: starts[r.blocks]]), "rung").with_settings(K=r.K, N=r.N)
+        sub = induced_subinstance(inst, set(order[: starts[r.blocks]]), "rung").with_settings(
+            K=r.K, N=r.N
+        )
         ref = solve_brute(sub)
         assert ref.status is Status.OPTIMAL and r.optimum == pytest.approx(ref.tps, rel=1e-6)
     dp = solve_dp(inst)
@@ -46,9 +50,28 @@ def test_small_ladder_rungs_match_exhaustive_search_and_the_gap_is_certified():
 
 @pytest.mark.slow
 def test_bert_ladder_end_to_end(shared_dir):
-    args = [sys.executable, "-m", "piper_cli", "ladder", str(shared_dir / "piper-inputs" / "bert32a100.json"),
-            "--devices", "512", "--memory", "8GiB", "--batch", "1920", "--bandwidth", "25GiB/s",
-            "--max-nodes", "8", "--time-limit", "30", "--full-time-limit", "20", "--json"]
+    args = [
+        sys.executable,
+        "-m",
+        "piper_cli",
+        "ladder",
+        str(shared_dir / "piper-inputs" / "bert32a100.json"),
+        "--devices",
+        "512",
+        "--memory",
+        "8GiB",
+        "--batch",
+        "1920",
+        "--bandwidth",
+        "25GiB/s",
+        "--max-nodes",
+        "8",
+        "--time-limit",
+        "30",
+        "--full-time-limit",
+        "20",
+        "--json",
+    ]
     p = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
@@ -56,14 +79,24 @@ def test_bert_ladder_end_to_end(shared_dir):
     assert set(out["rungs"][0]) >= {"nodes", "K", "N", "verdict", "seconds"}
     assert out["full"]["status"] == "optimal" and 0 <= out["gap"] < 1
     inst = load_instance(shared_dir / "piper-inputs" / "bert32a100.json").with_settings(
-        K=512, M=parse_size("8GiB"), N=1920, B=parse_size("25GiB/s", rate=True))
-    assert out["full"]["bound"] >= work_bound(inst) and out["full"]["tps"] == pytest.approx(0.00256112784601, rel=1e-9)
+        K=512, M=parse_size("8GiB"), N=1920, B=parse_size("25GiB/s", rate=True)
+    )
+    assert out["full"]["bound"] >= work_bound(inst) and out["full"]["tps"] == pytest.approx(
+        0.00256112784601, rel=1e-9
+    )
 
 
 def test_ladder_reports_each_rung_as_it_ends_without_a_terminal():
     """Each finished rung is a line on stderr when it ends, on a pipe as on a terminal,
     so an interrupted ladder still shows its finished rungs; stdout stays the JSON."""
-    args = [sys.executable, "-m", "piper_cli", "ladder", str(REPO / "inputs" / "small.json"), "--json"]
+    args = [
+        sys.executable,
+        "-m",
+        "piper_cli",
+        "ladder",
+        str(REPO / "inputs" / "small.json"),
+        "--json",
+    ]
     p = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)

@@ -42,7 +42,11 @@ def base() -> dict:
         "mbsInBatch": 4,
         "nodes": [
             {"id": 10, "TMPCs": {"1": [opt(bw=(20, 30)), opt("activation recomp", bw=(20, 30))]}},
-            {"id": 20, "name": "mid", "TMPCs": {"1": [opt(fw=(10,), bw=(30,))], "2": [opt(fw=(10,), bw=(30,))]}},
+            {
+                "id": 20,
+                "name": "mid",
+                "TMPCs": {"1": [opt(fw=(10,), bw=(30,))], "2": [opt(fw=(10,), bw=(30,))]},
+            },
             {"id": 30, "TMPCs": {"1": [opt(fw=(10, 20))]}},
         ],
         "edges": [
@@ -89,10 +93,22 @@ CASES: list[tuple[str, object, tuple[str, ...]]] = [
     ("empty file", "", ("invalid JSON",)),
     ("top-level array", "[1, 2, 3]", ("top level", "JSON object", "array")),
     ("top-level string", '"hello"', ("top level", "JSON object")),
-    ("NaN literal", json.dumps(base()).replace('"timePerSample": 1.0', '"timePerSample": NaN', 1), ("NaN", "finite")),
-    ("Infinity literal", json.dumps(base()).replace('"bandwidth": 1000000000.0', '"bandwidth": Infinity'), ("Infinity",)),
+    (
+        "NaN literal",
+        json.dumps(base()).replace('"timePerSample": 1.0', '"timePerSample": NaN', 1),
+        ("NaN", "finite"),
+    ),
+    (
+        "Infinity literal",
+        json.dumps(base()).replace('"bandwidth": 1000000000.0', '"bandwidth": Infinity'),
+        ("Infinity",),
+    ),
     ("missing maxDevices", mutate(_del(["maxDevices"])), ("maxDevices", "missing")),
-    ("maxDevices as string", mutate(_set(["maxDevices"], "4")), ("maxDevices", "integer", "string")),
+    (
+        "maxDevices as string",
+        mutate(_set(["maxDevices"], "4")),
+        ("maxDevices", "integer", "string"),
+    ),
     ("maxDevices zero", mutate(_set(["maxDevices"], 0)), ("maxDevices", ">= 1")),
     ("maxDevices float", mutate(_set(["maxDevices"], 4.5)), ("maxDevices", "integer")),
     ("maxDevices boolean", mutate(_set(["maxDevices"], True)), ("maxDevices", "boolean")),
@@ -109,36 +125,120 @@ CASES: list[tuple[str, object, tuple[str, ...]]] = [
     ("node id string", mutate(_set(["nodes", 1, "id"], "20")), ("nodes[1].id", "integer")),
     ("duplicate node id", mutate(_set(["nodes", 2, "id"], 20)), ("node 20", "duplicate node id")),
     ("edges missing", mutate(_del(["edges"])), ("edges", "missing")),
-    ("edge to unknown node", mutate(_set(["edges", 1, "destId"], 99)), ("edge 20->99", "99 is not a node id")),
+    (
+        "edge to unknown node",
+        mutate(_set(["edges", 1, "destId"], 99)),
+        ("edge 20->99", "99 is not a node id"),
+    ),
     ("edge source missing", mutate(_del(["edges", 0, "sourceId"])), ("edges[0]", "sourceId")),
-    ("edge negative cost", mutate(_set(["edges", 0, "communicationCost"], -1.0)), ("edge 10->20", "communicationCost", ">= 0")),
-    ("edge cost string", mutate(_set(["edges", 0, "communicationCost"], "5")), ("edge 10->20", "communicationCost", "number")),
-    ("duplicate edge", mutate(lambda d: d["edges"].append(dict(d["edges"][0]))), ("edge 10->20", "duplicate edge")),
-    ("self loop", mutate(lambda d: d["edges"].append({"sourceId": 20, "destId": 20, "communicationCost": 0})), ("edge 20->20", "self-loop")),
+    (
+        "edge negative cost",
+        mutate(_set(["edges", 0, "communicationCost"], -1.0)),
+        ("edge 10->20", "communicationCost", ">= 0"),
+    ),
+    (
+        "edge cost string",
+        mutate(_set(["edges", 0, "communicationCost"], "5")),
+        ("edge 10->20", "communicationCost", "number"),
+    ),
+    (
+        "duplicate edge",
+        mutate(lambda d: d["edges"].append(dict(d["edges"][0]))),
+        ("edge 10->20", "duplicate edge"),
+    ),
+    (
+        "self loop",
+        mutate(lambda d: d["edges"].append({"sourceId": 20, "destId": 20, "communicationCost": 0})),
+        ("edge 20->20", "self-loop"),
+    ),
     (
         "cycle",
         mutate(lambda d: d["edges"].append({"sourceId": 30, "destId": 10, "communicationCost": 0})),
         ("cycle", "10", "30"),
     ),
     ("TMPCs missing", mutate(_del(["nodes", 1, "TMPCs"])), ("node 20", "TMPCs")),
-    ("TMPCs empty", mutate(_set(["nodes", 1, "TMPCs"], {})), ("node 20", "TMPCs", "at least one option")),
-    ("t key not an int", mutate(lambda d: d["nodes"][1]["TMPCs"].update({"two": []})), ("node 20", "'two'", "positive integer")),
-    ("t key zero", mutate(lambda d: d["nodes"][1]["TMPCs"].update({"0": d["nodes"][1]["TMPCs"]["1"]})), ("node 20", "'0'", "positive integer")),
-    ("t key negative", mutate(lambda d: d["nodes"][1]["TMPCs"].update({"-2": d["nodes"][1]["TMPCs"]["1"]})), ("node 20", "'-2'")),
-    ("option list empty", mutate(_set(["nodes", 1, "TMPCs", "2"], [])), ("node 20", '"2"', "empty")),
-    ("duplicate option id", mutate(_set(["nodes", 0, "TMPCs", "1", 1, "id"], "vanilla")), ("node 10", "duplicate option id", "vanilla")),
+    (
+        "TMPCs empty",
+        mutate(_set(["nodes", 1, "TMPCs"], {})),
+        ("node 20", "TMPCs", "at least one option"),
+    ),
+    (
+        "t key not an int",
+        mutate(lambda d: d["nodes"][1]["TMPCs"].update({"two": []})),
+        ("node 20", "'two'", "positive integer"),
+    ),
+    (
+        "t key zero",
+        mutate(lambda d: d["nodes"][1]["TMPCs"].update({"0": d["nodes"][1]["TMPCs"]["1"]})),
+        ("node 20", "'0'", "positive integer"),
+    ),
+    (
+        "t key negative",
+        mutate(lambda d: d["nodes"][1]["TMPCs"].update({"-2": d["nodes"][1]["TMPCs"]["1"]})),
+        ("node 20", "'-2'"),
+    ),
+    (
+        "option list empty",
+        mutate(_set(["nodes", 1, "TMPCs", "2"], [])),
+        ("node 20", '"2"', "empty"),
+    ),
+    (
+        "duplicate option id",
+        mutate(_set(["nodes", 0, "TMPCs", "1", 1, "id"], "vanilla")),
+        ("node 10", "duplicate option id", "vanilla"),
+    ),
     ("option id missing", mutate(_del(["nodes", 0, "TMPCs", "1", 0, "id"])), ("node 10", "'id'")),
     ("option id number", mutate(_opt10("id", 3)), ("node 10", "id", "string")),
-    ("timePerSample NaN via string", mutate(_opt10("timePerSample", "NaN")), ("node 10", "timePerSample", "number")),
-    ("negative parameterSize", mutate(_opt10("parameterSize", -1)), ("node 10", "parameterSize", ">= 0")),
-    ("negative memoryUsageA", mutate(_opt10("memoryUsageA", -0.5)), ("node 10", "memoryUsageA", ">= 0")),
-    ("memoryUsageB missing", mutate(_del(["nodes", 0, "TMPCs", "1", 0, "memoryUsageB"])), ("node 10", "memoryUsageB", "missing")),
-    ("huge float overflow", json.dumps(base()).replace('"parameterSize": 10.0', '"parameterSize": 1e999', 1), ("node 10", "parameterSize", "finite")),
-    ("sync entry for a non-edge", mutate(_opt10("syncTimeBw", {"20": 0, "30": 0, "99": 0})), ("node 10", "syncTimeBw", "99")),
-    ("sync entry missing", mutate(_opt10("syncTimeBw", {"20": 0})), ("node 10", "syncTimeBw", "30")),
-    ("fw sync on a source node", mutate(_opt10("syncTimeFw", {"20": 1.0})), ("node 10", "syncTimeFw", "20")),
-    ("sync key not an id", mutate(_opt10("syncTimeBw", {"20": 0, "thirty": 0})), ("node 10", "syncTimeBw", "thirty")),
-    ("sync value negative", mutate(_opt10("syncTimeBw", {"20": 0, "30": -3})), ("node 10", "syncTimeBw", ">= 0")),
+    (
+        "timePerSample NaN via string",
+        mutate(_opt10("timePerSample", "NaN")),
+        ("node 10", "timePerSample", "number"),
+    ),
+    (
+        "negative parameterSize",
+        mutate(_opt10("parameterSize", -1)),
+        ("node 10", "parameterSize", ">= 0"),
+    ),
+    (
+        "negative memoryUsageA",
+        mutate(_opt10("memoryUsageA", -0.5)),
+        ("node 10", "memoryUsageA", ">= 0"),
+    ),
+    (
+        "memoryUsageB missing",
+        mutate(_del(["nodes", 0, "TMPCs", "1", 0, "memoryUsageB"])),
+        ("node 10", "memoryUsageB", "missing"),
+    ),
+    (
+        "huge float overflow",
+        json.dumps(base()).replace('"parameterSize": 10.0', '"parameterSize": 1e999', 1),
+        ("node 10", "parameterSize", "finite"),
+    ),
+    (
+        "sync entry for a non-edge",
+        mutate(_opt10("syncTimeBw", {"20": 0, "30": 0, "99": 0})),
+        ("node 10", "syncTimeBw", "99"),
+    ),
+    (
+        "sync entry missing",
+        mutate(_opt10("syncTimeBw", {"20": 0})),
+        ("node 10", "syncTimeBw", "30"),
+    ),
+    (
+        "fw sync on a source node",
+        mutate(_opt10("syncTimeFw", {"20": 1.0})),
+        ("node 10", "syncTimeFw", "20"),
+    ),
+    (
+        "sync key not an id",
+        mutate(_opt10("syncTimeBw", {"20": 0, "thirty": 0})),
+        ("node 10", "syncTimeBw", "thirty"),
+    ),
+    (
+        "sync value negative",
+        mutate(_opt10("syncTimeBw", {"20": 0, "30": -3})),
+        ("node 10", "syncTimeBw", ">= 0"),
+    ),
     ("sync not an object", mutate(_opt10("syncTimeFw", [])), ("node 10", "syncTimeFw", "object")),
     ("name not a string", mutate(_set(["nodes", 1, "name"], 5)), ("node 20", "name", "string")),
 ]
@@ -179,11 +279,15 @@ def test_malformed_in_a_real_process_has_no_traceback(tmp_path):
     path = tmp_path / "cyc.json"
     path.write_text(json.dumps(CASES[[c[0] for c in CASES].index("cycle")][1]))
     proc = subprocess.run(
-        [sys.executable, "-m", "piper_cli", "evaluate", str(path), str(path)], capture_output=True, text=True
+        [sys.executable, "-m", "piper_cli", "evaluate", str(path), str(path)],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr.count("\n") == 1 and "cycle" in proc.stderr and "Traceback" not in proc.stderr
+    assert (
+        proc.stderr.count("\n") == 1 and "cycle" in proc.stderr and "Traceback" not in proc.stderr
+    )
 
 
 def test_missing_file_and_directory(tmp_path):
@@ -214,8 +318,14 @@ def test_unknown_fields_ignored_and_alias_accepted():
 
 
 def test_graph_without_edges_is_valid():
-    d = {"maxDevices": 1, "maxMemoryPerDevice": 1.0, "bandwidth": 1.0, "mbsInBatch": 1,
-         "nodes": [{"id": 5, "TMPCs": {"1": [opt()]}}], "edges": []}
+    d = {
+        "maxDevices": 1,
+        "maxMemoryPerDevice": 1.0,
+        "bandwidth": 1.0,
+        "mbsInBatch": 1,
+        "nodes": [{"id": 5, "TMPCs": {"1": [opt()]}}],
+        "edges": [],
+    }
     assert instance_from_dict(d).node_ids == [5]
 
 
@@ -253,7 +363,18 @@ def test_parse_size(text, rate, value):
     assert parse_size(text, rate=rate) == value
 
 
-@pytest.mark.parametrize("text,rate", [("8 GiBs", False), ("25GiB/s", False), ("-3GB", False), ("0", False), ("lots", True), ("8XB", False), ("inf", False)])
+@pytest.mark.parametrize(
+    "text,rate",
+    [
+        ("8 GiBs", False),
+        ("25GiB/s", False),
+        ("-3GB", False),
+        ("0", False),
+        ("lots", True),
+        ("8XB", False),
+        ("inf", False),
+    ],
+)
 def test_parse_size_rejects(text, rate):
     with pytest.raises(InputError):
         parse_size(text, "--memory", rate=rate)
@@ -275,17 +396,46 @@ def test_parse_size_refuses_a_lower_case_b(text, rate, says):
     with pytest.raises(InputError) as err:
         parse_size(text, "--bandwidth", rate=rate)
     msg = str(err.value)
-    assert msg.startswith("--bandwidth: ") and "ambiguous" in msg and says in msg and "\n" not in msg
+    assert (
+        msg.startswith("--bandwidth: ") and "ambiguous" in msg and says in msg and "\n" not in msg
+    )
 
 
 def test_overrides_on_the_command_line(tmp_path):
     path = tmp_path / "i.json"
     path.write_text(json.dumps(base()))
     plan = tmp_path / "p.json"
-    plan.write_text(json.dumps({"stages": [{"nodes": [10, 20, 30], "dataParallelDegree": 1, "tensorParallelDegree": 1,
-                                            "TMPCids": {"10": "vanilla", "20": "vanilla", "30": "vanilla"}}]}))
-    r = CliRunner().invoke(app, ["evaluate", str(path), str(plan), "--json", "-K", "8", "--memory", "1KiB",
-                                 "--batch", "6", "--bandwidth", "2GB/s"])
+    plan.write_text(
+        json.dumps(
+            {
+                "stages": [
+                    {
+                        "nodes": [10, 20, 30],
+                        "dataParallelDegree": 1,
+                        "tensorParallelDegree": 1,
+                        "TMPCids": {"10": "vanilla", "20": "vanilla", "30": "vanilla"},
+                    }
+                ]
+            }
+        )
+    )
+    r = CliRunner().invoke(
+        app,
+        [
+            "evaluate",
+            str(path),
+            str(plan),
+            "--json",
+            "-K",
+            "8",
+            "--memory",
+            "1KiB",
+            "--batch",
+            "6",
+            "--bandwidth",
+            "2GB/s",
+        ],
+    )
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     assert out["settings"] == {"K": 8, "M": 1024.0, "N": 6, "B": 2e9}
@@ -297,12 +447,18 @@ def test_overrides_on_the_command_line(tmp_path):
 # ---- fuzz: nothing but InputError escapes, and what loads is valid ----
 
 json_leaf = st.one_of(
-    st.none(), st.booleans(), st.integers(-3, 40), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=4), st.sampled_from(["1", "2", "vanilla", "10", "20", "30"]),
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=4),
+    st.sampled_from(["1", "2", "vanilla", "10", "20", "30"]),
 )
 json_value = st.recursive(
     json_leaf,
-    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=6), children, max_size=4)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
     max_leaves=12,
 )
 

@@ -57,7 +57,9 @@ def test_an_option_that_does_not_apply_is_refused_in_one_line(name, option, valu
 
 
 def test_options_left_at_none_or_false_count_as_not_given():
-    sol = run_method(INST, "dp", time_limit=None, write_model=None, hint_from_dp=False, threads=None)
+    sol = run_method(
+        INST, "dp", time_limit=None, write_model=None, hint_from_dp=False, threads=None
+    )
     assert sol.status is Status.OPTIMAL
 
 

@@ -93,7 +93,9 @@ def test_the_tiny_cases_cover_infeasible_and_ablations(references):
 
 
 # CP-SAT and CBC on all 100; SCIP (an extra backend from the same rows) on every third
-AGREEMENT = [(b, seed) for b in BACKENDS for seed in SEEDS if b in ("cpsat", "cbc") or seed % 3 == 0]
+AGREEMENT = [
+    (b, seed) for b in BACKENDS for seed in SEEDS if b in ("cpsat", "cbc") or seed % 3 == 0
+]
 
 
 @pytest.mark.parametrize("backend, seed", AGREEMENT)
@@ -139,27 +141,84 @@ def test_small_json(inputs_dir, backend, ablation):
 # --------------------------------------------------------------------------------------
 
 CPSAT_REGRESSION = {
-    "maxDevices": 3, "maxMemoryPerDevice": 26.377856726574006, "bandwidth": 0.792427915227581, "mbsInBatch": 3,
+    "maxDevices": 3,
+    "maxMemoryPerDevice": 26.377856726574006,
+    "bandwidth": 0.792427915227581,
+    "mbsInBatch": 3,
     "nodes": [
-        {"id": -1, "TMPCs": {"1": [
-            {"id": "vanilla", "timePerSample": 7.7706690530276035, "parameterSize": 14.803385742412821,
-             "memoryUsageA": 3.9451692151791913, "memoryUsageB": 5.956231371300409, "syncTimeFw": {},
-             "syncTimeBw": {"5": 0.024207083061598578, "14": 1.9488620581635656}},
-            {"id": "activation recomp", "timePerSample": 6.463206029215876, "parameterSize": 5.0587791409385785,
-             "memoryUsageA": 3.6746638986560898, "memoryUsageB": 2.02699374899364, "syncTimeFw": {},
-             "syncTimeBw": {"5": 1.3006285760919967, "14": 1.4084941419141996}}]}},
-        {"id": 5, "TMPCs": {"1": [
-            {"id": "vanilla", "timePerSample": 1.0775097367134407, "parameterSize": 7.83881779789116,
-             "memoryUsageA": 1.8122156967843213, "memoryUsageB": 4.496466493419955,
-             "syncTimeFw": {"-1": 1.8624536698695262}, "syncTimeBw": {}}]}},
-        {"id": 14, "TMPCs": {"1": [
-            {"id": "vanilla", "timePerSample": 1.7848042394948294, "parameterSize": 14.150785975399076,
-             "memoryUsageA": 1.5903445574768083, "memoryUsageB": 5.9837771974917615,
-             "syncTimeFw": {"-1": 0.34581865333744655}, "syncTimeBw": {}}]}},
-        {"id": 7, "TMPCs": {"1": [
-            {"id": "vanilla", "timePerSample": 4.575491634153857, "parameterSize": 3.0243628243144483,
-             "memoryUsageA": 5.338034417066403, "memoryUsageB": 3.447977919093309,
-             "syncTimeFw": {}, "syncTimeBw": {}}]}},
+        {
+            "id": -1,
+            "TMPCs": {
+                "1": [
+                    {
+                        "id": "vanilla",
+                        "timePerSample": 7.7706690530276035,
+                        "parameterSize": 14.803385742412821,
+                        "memoryUsageA": 3.9451692151791913,
+                        "memoryUsageB": 5.956231371300409,
+                        "syncTimeFw": {},
+                        "syncTimeBw": {"5": 0.024207083061598578, "14": 1.9488620581635656},
+                    },
+                    {
+                        "id": "activation recomp",
+                        "timePerSample": 6.463206029215876,
+                        "parameterSize": 5.0587791409385785,
+                        "memoryUsageA": 3.6746638986560898,
+                        "memoryUsageB": 2.02699374899364,
+                        "syncTimeFw": {},
+                        "syncTimeBw": {"5": 1.3006285760919967, "14": 1.4084941419141996},
+                    },
+                ]
+            },
+        },
+        {
+            "id": 5,
+            "TMPCs": {
+                "1": [
+                    {
+                        "id": "vanilla",
+                        "timePerSample": 1.0775097367134407,
+                        "parameterSize": 7.83881779789116,
+                        "memoryUsageA": 1.8122156967843213,
+                        "memoryUsageB": 4.496466493419955,
+                        "syncTimeFw": {"-1": 1.8624536698695262},
+                        "syncTimeBw": {},
+                    }
+                ]
+            },
+        },
+        {
+            "id": 14,
+            "TMPCs": {
+                "1": [
+                    {
+                        "id": "vanilla",
+                        "timePerSample": 1.7848042394948294,
+                        "parameterSize": 14.150785975399076,
+                        "memoryUsageA": 1.5903445574768083,
+                        "memoryUsageB": 5.9837771974917615,
+                        "syncTimeFw": {"-1": 0.34581865333744655},
+                        "syncTimeBw": {},
+                    }
+                ]
+            },
+        },
+        {
+            "id": 7,
+            "TMPCs": {
+                "1": [
+                    {
+                        "id": "vanilla",
+                        "timePerSample": 4.575491634153857,
+                        "parameterSize": 3.0243628243144483,
+                        "memoryUsageA": 5.338034417066403,
+                        "memoryUsageB": 3.447977919093309,
+                        "syncTimeFw": {},
+                        "syncTimeBw": {},
+                    }
+                ]
+            },
+        },
     ],
     "edges": [
         {"sourceId": -1, "destId": 5, "communicationCost": 4.170759127097793},
@@ -330,11 +389,24 @@ def test_write_model_to_a_missing_folder_is_an_input_error(tmp_path, inputs_dir)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_huge_memory_coefficients_do_not_overflow(backend):
     # a = 1e30 bytes per microbatch against M = 1e3: node 1 never fits, with any option
-    big = {"id": "vanilla", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1e30,
-           "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
+    big = {
+        "id": "vanilla",
+        "timePerSample": 1.0,
+        "parameterSize": 0,
+        "memoryUsageA": 1e30,
+        "memoryUsageB": 0,
+        "syncTimeFw": {},
+        "syncTimeBw": {},
+    }
     ok = {**big, "memoryUsageA": 1.0}
-    data = {"maxDevices": 2, "maxMemoryPerDevice": 1e3, "bandwidth": 1, "mbsInBatch": 2,
-            "nodes": [{"id": 0, "TMPCs": {"1": [ok]}}, {"id": 1, "TMPCs": {"1": [big]}}], "edges": []}
+    data = {
+        "maxDevices": 2,
+        "maxMemoryPerDevice": 1e3,
+        "bandwidth": 1,
+        "mbsInBatch": 2,
+        "nodes": [{"id": 0, "TMPCs": {"1": [ok]}}, {"id": 1, "TMPCs": {"1": [big]}}],
+        "edges": [],
+    }
     inst = instance_from_dict(data, "huge")
     assert solve_milp(inst, backend=backend).status == Status.INFEASIBLE
     data["nodes"][1]["TMPCs"]["1"].append({**ok, "id": "activation recomp", "timePerSample": 2.0})
@@ -363,13 +435,27 @@ def test_time_limit_zero_is_unknown_never_optimal(backend, inputs_dir):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_node_without_any_option_left_is_infeasible(backend):
-    opt = {"timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1, "memoryUsageB": 0,
-           "syncTimeFw": {}, "syncTimeBw": {}}
-    inst = instance_from_dict({
-        "maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1, "mbsInBatch": 2,
-        "nodes": [{"id": 0, "TMPCs": {"1": [{"id": "vanilla", **opt}]}},
-                  {"id": 1, "TMPCs": {"1": [{"id": "activation recomp", **opt}]}}],
-        "edges": []})
+    opt = {
+        "timePerSample": 1.0,
+        "parameterSize": 0,
+        "memoryUsageA": 1,
+        "memoryUsageB": 0,
+        "syncTimeFw": {},
+        "syncTimeBw": {},
+    }
+    inst = instance_from_dict(
+        {
+            "maxDevices": 2,
+            "maxMemoryPerDevice": 10,
+            "bandwidth": 1,
+            "mbsInBatch": 2,
+            "nodes": [
+                {"id": 0, "TMPCs": {"1": [{"id": "vanilla", **opt}]}},
+                {"id": 1, "TMPCs": {"1": [{"id": "activation recomp", **opt}]}},
+            ],
+            "edges": [],
+        }
+    )
     restr = Restrictions.from_flags(no_recompute=True)
     sol = solve_milp(inst, restr, backend=backend)
     assert sol.status == Status.INFEASIBLE and sol.plan is None
@@ -380,13 +466,34 @@ def test_node_without_any_option_left_is_infeasible(backend):
 def test_memory_exactly_at_the_limit_fits(backend):
     # two nodes, integer data: the only plan with one stage uses exactly M = 10 bytes
     # (y = 1: a + b = 4 + 6); splitting is impossible (K = 1)
-    inst = instance_from_dict({
-        "maxDevices": 1, "maxMemoryPerDevice": 10, "bandwidth": 1, "mbsInBatch": 1,
-        "nodes": [{"id": i, "TMPCs": {"1": [{"id": "vanilla", "timePerSample": 1 + i, "parameterSize": 0,
-                                            "memoryUsageA": 2, "memoryUsageB": 3,
-                                            "syncTimeFw": {"0": 0} if i else {}, "syncTimeBw": {} if i else {"1": 0}}]}}
-                  for i in (0, 1)],
-        "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0}]})
+    inst = instance_from_dict(
+        {
+            "maxDevices": 1,
+            "maxMemoryPerDevice": 10,
+            "bandwidth": 1,
+            "mbsInBatch": 1,
+            "nodes": [
+                {
+                    "id": i,
+                    "TMPCs": {
+                        "1": [
+                            {
+                                "id": "vanilla",
+                                "timePerSample": 1 + i,
+                                "parameterSize": 0,
+                                "memoryUsageA": 2,
+                                "memoryUsageB": 3,
+                                "syncTimeFw": {"0": 0} if i else {},
+                                "syncTimeBw": {} if i else {"1": 0},
+                            }
+                        ]
+                    },
+                }
+                for i in (0, 1)
+            ],
+            "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0}],
+        }
+    )
     sol = solve_milp(inst, backend=backend)
     assert sol.status == Status.OPTIMAL and sol.tps == pytest.approx(3.0, rel=1e-9)
     over = inst.with_settings(M=10 * (1 - 1e-7))
@@ -403,17 +510,37 @@ def test_memory_summing_exactly_to_the_limit_fits(backend, n):
     M = sum(a + b for a, b in sizes)
 
     def option(oid, p, a, b):
-        return {"id": oid, "timePerSample": p, "parameterSize": 0, "memoryUsageA": a, "memoryUsageB": b,
-                "syncTimeFw": {}, "syncTimeBw": {}}
+        return {
+            "id": oid,
+            "timePerSample": p,
+            "parameterSize": 0,
+            "memoryUsageA": a,
+            "memoryUsageB": b,
+            "syncTimeFw": {},
+            "syncTimeBw": {},
+        }
 
-    nodes = [{"id": 10 * i, "TMPCs": {"1": [option("vanilla", 1.0, a, b)]}} for i, (a, b) in enumerate(sizes)]
+    nodes = [
+        {"id": 10 * i, "TMPCs": {"1": [option("vanilla", 1.0, a, b)]}}
+        for i, (a, b) in enumerate(sizes)
+    ]
     # a faster option that never fits, so that the memory row is in the model
     nodes[0]["TMPCs"]["1"].append(option("big", 0.5, M, M))
-    data = {"maxDevices": 1, "maxMemoryPerDevice": M, "bandwidth": 1, "mbsInBatch": 3, "nodes": nodes, "edges": []}
+    data = {
+        "maxDevices": 1,
+        "maxMemoryPerDevice": M,
+        "bandwidth": 1,
+        "mbsInBatch": 3,
+        "nodes": nodes,
+        "edges": [],
+    }
     sol = solve_milp(instance_from_dict(data, "exact-fit"), backend=backend)
     assert sol.status == Status.OPTIMAL and sol.tps == pytest.approx(n, rel=1e-9)
     data["maxMemoryPerDevice"] = M - 1
-    assert solve_milp(instance_from_dict(data, "one-byte-short"), backend=backend).status == Status.INFEASIBLE
+    assert (
+        solve_milp(instance_from_dict(data, "one-byte-short"), backend=backend).status
+        == Status.INFEASIBLE
+    )
 
 
 COUNTEREXAMPLES = sorted((REPO / "compare" / "counterexamples").glob("*.json"))
@@ -433,7 +560,9 @@ def test_time_limit_on_a_hard_instance_is_never_optimal(backend, shared_dir):
     inst = load_instance(shared_dir / "piper-inputs" / "bert32a100.json").with_settings(K=16)
     sol = solve_milp(inst, backend=backend, time_limit=1.0)
     # how far a backend gets in 1 s depends on the machine: every honest status passes
-    assert sol.status in (Status.FEASIBLE, Status.UNKNOWN, Status.OPTIMAL, Status.OUT_OF_RANGE), sol.status
+    assert sol.status in (Status.FEASIBLE, Status.UNKNOWN, Status.OPTIMAL, Status.OUT_OF_RANGE), (
+        sol.status
+    )
     # one stage with d = 16 is a valid plan (and the DP's optimum), so the optimum is at most its TPS
     one_stage = Plan((Stage(tuple(inst.node_ids), 16, 1, {v: "vanilla" for v in inst.node_ids}),))
     if sol.status == Status.OPTIMAL:
@@ -494,7 +623,12 @@ def test_progress_lines_show_incumbent_and_bound(backend, inputs_dir, capsys):
 # --------------------------------------------------------------------------------------
 
 
-SWEEP = [(b, seed) for b in BACKENDS for seed in range(1000, 1020) if b in ("cpsat", "cbc") or seed % 4 == 0]
+SWEEP = [
+    (b, seed)
+    for b in BACKENDS
+    for seed in range(1000, 1020)
+    if b in ("cpsat", "cbc") or seed % 4 == 0
+]
 
 
 @pytest.mark.slow
@@ -502,8 +636,14 @@ SWEEP = [(b, seed) for b in BACKENDS for seed in range(1000, 1020) if b in ("cps
 @pytest.mark.parametrize("backend, seed", SWEEP)
 def test_agrees_with_dp_on_6_to_8_nodes(backend, seed):
     family = FAMILIES[seed % len(FAMILIES)]
-    inst = random_instance(family, 6 + seed % 3, seed, memory="tight" if seed % 2 else 0.6,
-                           integer=(seed % 5 == 0), options_per_t=(1, 3) if seed % 7 == 0 else 2)
+    inst = random_instance(
+        family,
+        6 + seed % 3,
+        seed,
+        memory="tight" if seed % 2 else 0.6,
+        integer=(seed % 5 == 0),
+        options_per_t=(1, 3) if seed % 7 == 0 else 2,
+    )
     restr = Restrictions.from_flags(no_recompute=True) if seed % 6 == 5 else Restrictions()
     ref = solve_dp(inst, restr)
     sol = solve_milp(inst, restr, backend=backend, time_limit=120)
@@ -534,11 +674,15 @@ def test_boundary_rows_cut_off_the_evenly_spread_point():
     from piper_ilp.milp.model import formulate, index_sets
 
     inst = random_instance("chain", 6, 3, t_values=(1,), K=4, N=4, memory="loose")
-    assert not [r for r in formulate(index_sets(inst, Restrictions())).model.rows if r.name == "work"]
+    assert not [
+        r for r in formulate(index_sets(inst, Restrictions())).model.rows if r.name == "work"
+    ]
     form = formulate(index_sets(inst, Restrictions()), strong=True)
     m, st = form.model, form.sets
     rows = {r.name: r for r in m.rows}
-    assert [n for n in rows if n.startswith("boundary[")] == [f"boundary[{i}]" for i in range(st.S - 1)]
+    assert [n for n in rows if n.startswith("boundary[")] == [
+        f"boundary[{i}]" for i in range(st.S - 1)
+    ]
     assert "work" in rows
     work = rows["work"]
     assert (form.T, float(st.inst.K)) in work.terms
@@ -558,11 +702,25 @@ def test_boundary_rows_cut_off_the_evenly_spread_point():
 def test_no_boundary_rows_for_a_graph_that_is_not_connected():
     from piper_ilp.milp.model import formulate, index_sets
 
-
-    opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1,
-           "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
-    inst = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1, "mbsInBatch": 2,
-                               "nodes": [{"id": k, "TMPCs": {"1": [opt]}} for k in range(2)], "edges": []})
+    opt = {
+        "id": "v",
+        "timePerSample": 1.0,
+        "parameterSize": 0,
+        "memoryUsageA": 1,
+        "memoryUsageB": 0,
+        "syncTimeFw": {},
+        "syncTimeBw": {},
+    }
+    inst = instance_from_dict(
+        {
+            "maxDevices": 2,
+            "maxMemoryPerDevice": 10,
+            "bandwidth": 1,
+            "mbsInBatch": 2,
+            "nodes": [{"id": k, "TMPCs": {"1": [opt]}} for k in range(2)],
+            "edges": [],
+        }
+    )
     form = formulate(index_sets(inst, Restrictions()), strong=True)
     assert not [r for r in form.model.rows if r.name.startswith("boundary")]
     assert model_size(inst, strong=True)["constraints"] == len(form.model.rows)

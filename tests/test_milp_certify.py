@@ -35,8 +35,15 @@ HONEST = (Status.FEASIBLE, Status.UNKNOWN, Status.OUT_OF_RANGE)
 
 
 def option(oid, p, a=1.0, b=0.0, w=0.0):
-    return {"id": oid, "timePerSample": p, "parameterSize": w, "memoryUsageA": a, "memoryUsageB": b,
-            "syncTimeFw": {}, "syncTimeBw": {}}
+    return {
+        "id": oid,
+        "timePerSample": p,
+        "parameterSize": w,
+        "memoryUsageA": a,
+        "memoryUsageB": b,
+        "syncTimeFw": {},
+        "syncTimeBw": {},
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -49,9 +56,17 @@ def test_a_huge_dummy_option_does_not_coarsen_the_proof(backend):
     # K = N = 4, one node: p = 1 (d = 4 gives 0.25) beside p = 1e12. The time unit once
     # came from the largest possible TPS (1e12), so CP-SAT "proved" 0.5 and CBC ended in
     # an internal error; the optimum is 1 / 4.
-    inst = instance_from_dict({"maxDevices": 4, "maxMemoryPerDevice": 100, "bandwidth": 1, "mbsInBatch": 4,
-                               "nodes": [{"id": 0, "TMPCs": {"1": [option("vanilla", 1.0), option("dummy", 1e12)]}}],
-                               "edges": []}, "dummy")
+    inst = instance_from_dict(
+        {
+            "maxDevices": 4,
+            "maxMemoryPerDevice": 100,
+            "bandwidth": 1,
+            "mbsInBatch": 4,
+            "nodes": [{"id": 0, "TMPCs": {"1": [option("vanilla", 1.0), option("dummy", 1e12)]}}],
+            "edges": [],
+        },
+        "dummy",
+    )
     sol = solve_milp(inst, backend=backend)
     assert sol.status == Status.OPTIMAL, sol.message
     assert sol.tps == 0.25 and sol.bound <= 0.25 and 0.25 - sol.bound <= PROOF_RTOL * 0.25
@@ -60,9 +75,19 @@ def test_a_huge_dummy_option_does_not_coarsen_the_proof(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_numbers_at_the_ends_of_the_float_range(backend):
     def inst(ps, K):
-        return instance_from_dict({"maxDevices": K, "maxMemoryPerDevice": 100, "bandwidth": 1, "mbsInBatch": K,
-                                   "nodes": [{"id": i, "TMPCs": {"1": [option("vanilla", p)]}} for i, p in enumerate(ps)],
-                                   "edges": []}, "float-range")
+        return instance_from_dict(
+            {
+                "maxDevices": K,
+                "maxMemoryPerDevice": 100,
+                "bandwidth": 1,
+                "mbsInBatch": K,
+                "nodes": [
+                    {"id": i, "TMPCs": {"1": [option("vanilla", p)]}} for i, p in enumerate(ps)
+                ],
+                "edges": [],
+            },
+            "float-range",
+        )
 
     # one node at either end of the supported range (p = 1e30 or 1e-30): proven, relative to the optimum
     for p, K in ((1e30, 1), (1e-30, 2)):
@@ -79,10 +104,22 @@ def _boundary_instance(M):
     # (which is 0.30000000000000004 in floats). Option "fast" (p = 1) uses that memory;
     # option "slow" (p = 3) uses half of it.
     def node(i, a, b):
-        return {"id": i, "TMPCs": {"1": [option("fast", 1.0, a, b), option("slow", 3.0, a / 2, b / 2)]}}
+        return {
+            "id": i,
+            "TMPCs": {"1": [option("fast", 1.0, a, b), option("slow", 3.0, a / 2, b / 2)]},
+        }
 
-    return instance_from_dict({"maxDevices": 1, "maxMemoryPerDevice": M, "bandwidth": 1, "mbsInBatch": 1,
-                               "nodes": [node(0, 0.1, 0.0), node(1, 0.0, 0.2)], "edges": []}, "boundary")
+    return instance_from_dict(
+        {
+            "maxDevices": 1,
+            "maxMemoryPerDevice": M,
+            "bandwidth": 1,
+            "mbsInBatch": 1,
+            "nodes": [node(0, 0.1, 0.0), node(1, 0.0, 0.2)],
+            "edges": [],
+        },
+        "boundary",
+    )
 
 
 EXACT_M = math.fsum([0.1, 0.0, 0.0, 0.2])
@@ -91,7 +128,11 @@ EXACT_M = math.fsum([0.1, 0.0, 0.0, 0.2])
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("where", ["at", "ulp-above", "ulp-below"])
 def test_memory_exactly_at_M_and_one_ulp_around_it(backend, where):
-    M = {"at": EXACT_M, "ulp-above": math.nextafter(EXACT_M, math.inf), "ulp-below": math.nextafter(EXACT_M, 0)}[where]
+    M = {
+        "at": EXACT_M,
+        "ulp-above": math.nextafter(EXACT_M, math.inf),
+        "ulp-below": math.nextafter(EXACT_M, 0),
+    }[where]
     inst = _boundary_instance(M)
     # by hand: the fast pair (TPS 1 + 1) needs fsum(0.1, 0.2) = EXACT_M, so it fits unless
     # M is one ulp short; then a fast and a slow node (1 + 3; memory 0.2 or 0.25) is best
@@ -118,10 +159,17 @@ def _fixed_sync(data):
 
 
 def _two_nodes():
-    data = {"maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1, "mbsInBatch": 2,
-            "nodes": [{"id": 0, "TMPCs": {"1": [option("vanilla", 2.0)]}},
-                      {"id": 1, "TMPCs": {"1": [option("vanilla", 1.0)]}}],
-            "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0.5}]}
+    data = {
+        "maxDevices": 2,
+        "maxMemoryPerDevice": 10,
+        "bandwidth": 1,
+        "mbsInBatch": 2,
+        "nodes": [
+            {"id": 0, "TMPCs": {"1": [option("vanilla", 2.0)]}},
+            {"id": 1, "TMPCs": {"1": [option("vanilla", 1.0)]}},
+        ],
+        "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0.5}],
+    }
     return instance_from_dict(_fixed_sync(data), "two-nodes")
 
 
@@ -136,8 +184,18 @@ def _certify_with(inst, answer_of):
     def fake(sm, settings):
         return answer_of(form, dict(values), ref.tps)
 
-    return certify(form, "fake", fake, time_limit=None, threads=1, write_model=None, hint=None,
-                   hint_values=None, progress=False, info={}), ref
+    return certify(
+        form,
+        "fake",
+        fake,
+        time_limit=None,
+        threads=1,
+        write_model=None,
+        hint=None,
+        hint_values=None,
+        progress=False,
+        info={},
+    ), ref
 
 
 def test_an_honest_stand_in_is_certified():
@@ -169,10 +227,17 @@ def test_a_value_that_is_not_the_plans_is_a_backend_error():
 def _two_nodes_apart():
     # memory (a = b = 1, M = 3) holds one node per device, so the optimum is two stages with the edge cut:
     # max(2, 1) + 2 * 10 = 22 s, far above the trivial lower bound (1.5 s) of the model
-    data = {"maxDevices": 2, "maxMemoryPerDevice": 3, "bandwidth": 1, "mbsInBatch": 2,
-            "nodes": [{"id": 0, "TMPCs": {"1": [option("vanilla", 2.0, 1.0, 1.0)]}},
-                      {"id": 1, "TMPCs": {"1": [option("vanilla", 1.0, 1.0, 1.0)]}}],
-            "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 10.0}]}
+    data = {
+        "maxDevices": 2,
+        "maxMemoryPerDevice": 3,
+        "bandwidth": 1,
+        "mbsInBatch": 2,
+        "nodes": [
+            {"id": 0, "TMPCs": {"1": [option("vanilla", 2.0, 1.0, 1.0)]}},
+            {"id": 1, "TMPCs": {"1": [option("vanilla", 1.0, 1.0, 1.0)]}},
+        ],
+        "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 10.0}],
+    }
     return instance_from_dict(_fixed_sync(data), "two-nodes-apart")
 
 
@@ -188,8 +253,18 @@ def test_infeasible_against_a_known_plan_is_a_backend_error():
     ref = solve_brute(inst)
     form = formulate(index_sets(inst, Restrictions()))
     values, _ = form.values_of(ref.plan)
-    sol = certify(form, "fake", lambda sm, s: Answer(Status.INFEASIBLE), time_limit=None, threads=1,
-                  write_model=None, hint=ref.plan, hint_values=values, progress=False, info={})
+    sol = certify(
+        form,
+        "fake",
+        lambda sm, s: Answer(Status.INFEASIBLE),
+        time_limit=None,
+        threads=1,
+        write_model=None,
+        hint=ref.plan,
+        hint_values=values,
+        progress=False,
+        info={},
+    )
     assert sol.status == Status.BACKEND_ERROR and "infeasible" in sol.message
 
 
@@ -205,13 +280,19 @@ def spread_instance(seed: int):
     rng = random.Random(seed)
     family = FAMILIES[seed % len(FAMILIES)]
     n = 2 + seed % 3
-    inst = random_instance(family, n, seed, t_values=(1, 2), options_per_t=(1, 2), integer=(seed % 4 == 0))
+    inst = random_instance(
+        family, n, seed, t_values=(1, 2), options_per_t=(1, 2), integer=(seed % 4 == 0)
+    )
     data = instance_to_dict(inst)
     scale = {k: 10.0 ** rng.uniform(-6, 18) for k in ("p", "w", "a", "b", "s", "c")}
     data["bandwidth"] = data["bandwidth"] * 10.0 ** rng.uniform(-6, 18)
 
     def vary(x, kind):
-        return x * scale[kind] * 10.0 ** rng.uniform(-1.5, 1.5) if rng.random() < 0.9 else x * 10.0 ** rng.uniform(-6, 18)
+        return (
+            x * scale[kind] * 10.0 ** rng.uniform(-1.5, 1.5)
+            if rng.random() < 0.9
+            else x * 10.0 ** rng.uniform(-6, 18)
+        )
 
     for nd in data["nodes"]:
         for opts in nd["TMPCs"].values():
@@ -301,7 +382,9 @@ def test_sweep_spread_magnitudes_no_wrong_proof(backend):
     print(backend, dict(counts[backend]))
     assert not wrong, wrong
     # the sweep must exercise proofs, not only honest refusals
-    assert counts[backend]["ok-optimal"] + counts[backend]["ok-infeasible"] >= len(SWEEP_SEEDS) // 2, counts
+    assert (
+        counts[backend]["ok-optimal"] + counts[backend]["ok-infeasible"] >= len(SWEEP_SEEDS) // 2
+    ), counts
 
 
 if __name__ == "__main__":  # python -m tests.test_milp_certify [n_seeds]: the counts

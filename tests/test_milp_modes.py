@@ -18,14 +18,13 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from builders import every_plan, option_dict
+
 from compare.brute import solve_brute
 from compare.generators import random_instance
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict
-from piper_ilp.milp import build_model, model_size, solve_milp
-from piper_ilp.milp import cpsat
+from piper_ilp.milp import build_model, cpsat, model_size, solve_milp
 from piper_ilp.milp.model import formulate, index_sets
 from piper_ilp.milp.scaled import Memory, TimeScale, big_m_rows, complete, scale
 from piper_ilp.pipeline import ALL_MODES, DEFAULT_MODE, Mode
@@ -82,11 +81,14 @@ def test_agreement_sweep(mode, backend):
     count = 40 if backend == "cpsat" else 8
     for k in range(count):
         family = (*FAMILIES, "numerics")[k % 5]
-        inst = random_instance(family, 3 + (k // 5) % 4, seed=9000 + k, N=(4, 8)[(k // 20) % 2], t_values=(1, 2))
+        inst = random_instance(
+            family, 3 + (k // 5) % 4, seed=9000 + k, N=(4, 8)[(k // 20) % 2], t_values=(1, 2)
+        )
         agree(inst, mode, backend)
 
 
 # ---- every valid plan is a point of the model ----
+
 
 def _row_holds(terms, sense, rhs, values, tol):
     lhs = math.fsum(c * values[j] for j, c in terms)
@@ -110,10 +112,17 @@ def _check_plan_in_model(form, plan, value):
     rows = big_m_rows(sm)
     full = complete(m, rows, values, sm.lb, integral=False)
     for j, var in enumerate(m.vars):
-        assert sm.lb[j] - 1e-9 <= full[j] <= sm.ub[j] * (1 + 1e-9) + 1e-9, (var.name, full[j], sm.lb[j], sm.ub[j])
+        assert sm.lb[j] - 1e-9 <= full[j] <= sm.ub[j] * (1 + 1e-9) + 1e-9, (
+            var.name,
+            full[j],
+            sm.lb[j],
+            sm.ub[j],
+        )
     for r in rows:
         assert _row_holds(r.terms, r.sense, r.rhs, full, 1e-9 * (1 + abs(r.rhs))), r.name
-    assert math.isclose(full[m.objective] * ts.unit, value, rel_tol=1e-9, abs_tol=1e-12 * st.obj_bound)
+    assert math.isclose(
+        full[m.objective] * ts.unit, value, rel_tol=1e-9, abs_tol=1e-12 * st.obj_bound
+    )
     # CP-SAT: the rounded rows in integers, exactly
     steps = cpsat._steps_per_unit(sm)
     irows = cpsat._int_rows(sm, steps)
@@ -135,8 +144,16 @@ def test_every_valid_plan_is_a_point_of_the_model(mode):
     # every third valid plan (the default lane's time), all of them together over the seeds
     checked = 0
     for family, seed in (("fork-join", 1), ("layered", 2), ("chain", 3)):
-        inst = random_instance(family, 4 if family == "fork-join" else 3, seed, t_values=(1,),
-                               options_per_t=(1, 2), K=4, N=4, memory="loose")
+        inst = random_instance(
+            family,
+            4 if family == "fork-join" else 3,
+            seed,
+            t_values=(1,),
+            options_per_t=(1, 2),
+            K=4,
+            N=4,
+            memory="loose",
+        )
         form = formulate(index_sets(inst, Restrictions(), mode))
         for k, plan in enumerate(every_plan(inst)):
             ev = evaluate(inst, plan, mode)
@@ -161,10 +178,17 @@ def test_the_default_mode_is_the_original_model():
     a, b = build_model(inst), build_model(inst, mode=DEFAULT_MODE)
     assert [v.name for v in a.vars] == [v.name for v in b.vars] and len(a.rows) == len(b.rows)
     assert not any(v.name.startswith(("h[", "arc[", "tau[", "L[", "Tbatch")) for v in a.vars)
-    assert {v.name for v in build_model(inst, mode=Mode("graph", "batch-time")).vars} >= {"h[0]", "tau[0]", "L[0]", "Lmax", "Tbatch"}
+    assert {v.name for v in build_model(inst, mode=Mode("graph", "batch-time")).vars} >= {
+        "h[0]",
+        "tau[0]",
+        "L[0]",
+        "Lmax",
+        "Tbatch",
+    }
 
 
 # ---- the contract's example: graph pipelining fits where sequential does not ----
+
 
 def fork():
     # 0 -> {1, 2} -> 3, one unit of memory per microbatch, M = 3.5, no data parallelism:
@@ -172,11 +196,30 @@ def fork():
     # y = 3, 2, 2, 1 with graph pipelining (sec. 8)
     succ = {0: [1, 2], 1: [3], 2: [3], 3: []}
     pred = {0: [], 1: [0], 2: [0], 3: [1, 2]}
-    nodes = [{"id": v, "TMPCs": {"1": [option_dict(p=1.0, a=1.0, sfw={u: 0.0 for u in pred[v]},
-                                                   sbw={x: 0.0 for x in succ[v]})]}} for v in range(4)]
+    nodes = [
+        {
+            "id": v,
+            "TMPCs": {
+                "1": [
+                    option_dict(
+                        p=1.0, a=1.0, sfw={u: 0.0 for u in pred[v]}, sbw={x: 0.0 for x in succ[v]}
+                    )
+                ]
+            },
+        }
+        for v in range(4)
+    ]
     edges = [{"sourceId": u, "destId": v, "communicationCost": 0.0} for u in succ for v in succ[u]]
-    return instance_from_dict({"maxDevices": 4, "maxMemoryPerDevice": 3.5, "bandwidth": 1.0, "mbsInBatch": 4,
-                               "nodes": nodes, "edges": edges})
+    return instance_from_dict(
+        {
+            "maxDevices": 4,
+            "maxMemoryPerDevice": 3.5,
+            "bandwidth": 1.0,
+            "mbsInBatch": 4,
+            "nodes": nodes,
+            "edges": edges,
+        }
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -189,13 +232,22 @@ def test_graph_pipelining_beats_sequential_where_the_contract_says(backend):
     assert seq.tps > graph.tps
     assert seq.tps == solve_brute(inst, r).tps
     # gpipe holds y = N / d = 4 everywhere: 4 > 3.5
-    assert solve_milp(inst, r, backend=backend, mode=Mode("graph", schedule="gpipe")).status is Status.INFEASIBLE
+    assert (
+        solve_milp(inst, r, backend=backend, mode=Mode("graph", schedule="gpipe")).status
+        is Status.INFEASIBLE
+    )
     # batch time: 3 * 1 + the path 0 -> 1 -> 3 of 3 = 6
     bt = solve_milp(inst, r, backend=backend, mode=Mode("graph", "batch-time"))
-    assert bt.status is Status.OPTIMAL and bt.value == 6.0 and bt.tps == 1.0 and bt.mode == Mode("graph", "batch-time")
+    assert (
+        bt.status is Status.OPTIMAL
+        and bt.value == 6.0
+        and bt.tps == 1.0
+        and bt.mode == Mode("graph", "batch-time")
+    )
 
 
 # ---- warm starts ----
+
 
 @pytest.mark.parametrize("mode", ALL_MODES, ids=MODE_IDS)
 def test_a_plan_of_the_mode_is_a_warm_start(mode):
@@ -226,6 +278,7 @@ def test_batch_time_with_one_microbatch():
 
 # ---- certification under a mode, with a stand-in backend ----
 
+
 def _certify_fork_with(mode, answer_of):
     from piper_ilp.milp.certify import certify
 
@@ -234,8 +287,18 @@ def _certify_fork_with(mode, answer_of):
     form = formulate(index_sets(inst, r, mode))
     values, why = form.values_of(ref.plan)
     assert values is not None, why
-    sol = certify(form, "fake", lambda sm, settings: answer_of(dict(values), ref.value), time_limit=None,
-                  threads=1, write_model=None, hint=None, hint_values=None, progress=False, info={})
+    sol = certify(
+        form,
+        "fake",
+        lambda sm, settings: answer_of(dict(values), ref.value),
+        time_limit=None,
+        threads=1,
+        write_model=None,
+        hint=None,
+        hint_values=None,
+        progress=False,
+        info={},
+    )
     return sol, ref
 
 
@@ -244,12 +307,19 @@ def test_certification_compares_with_the_value_of_the_mode():
 
     mode = Mode("graph", "batch-time")
     sol, ref = _certify_fork_with(mode, lambda v, x: Answer(Status.OPTIMAL, v, x, x))
-    assert sol.status is Status.OPTIMAL and sol.plan == ref.plan and sol.mode == mode and ref.value == 6.0
+    assert (
+        sol.status is Status.OPTIMAL
+        and sol.plan == ref.plan
+        and sol.mode == mode
+        and ref.value == 6.0
+    )
     # the TPS (1.0) is not the batch time (6.0): a backend claiming it is caught
     sol, _ = _certify_fork_with(mode, lambda v, x: Answer(Status.OPTIMAL, v, 1.0, 1.0))
     assert sol.status is Status.BACKEND_ERROR and "batch time" in sol.message
     # an incumbent above its plan's value (an arc without an edge): the plan, not the number
-    sol, _ = _certify_fork_with(mode, lambda v, x: Answer(Status.FEASIBLE, v, 2 * x, x / 2, stopped="time limit"))
+    sol, _ = _certify_fork_with(
+        mode, lambda v, x: Answer(Status.FEASIBLE, v, 2 * x, x / 2, stopped="time limit")
+    )
     assert sol.status is Status.FEASIBLE and sol.objective is None and sol.plan is not None
     # ... but claimed optimal, it is a backend error
     sol, _ = _certify_fork_with(mode, lambda v, x: Answer(Status.OPTIMAL, v, 2 * x, 2 * x))
@@ -259,7 +329,9 @@ def test_certification_compares_with_the_value_of_the_mode():
 @pytest.mark.parametrize("mode", ALL_MODES, ids=MODE_IDS)
 def test_every_valid_plan_is_a_point_with_the_strengthening_rows(mode):
     # the boundary and work rows (strong=True: CP-SAT's default) cut off no valid plan
-    inst = random_instance("layered", 4, 2, t_values=(1,), options_per_t=(1, 2), K=4, N=4, memory="loose")
+    inst = random_instance(
+        "layered", 4, 2, t_values=(1,), options_per_t=(1, 2), K=4, N=4, memory="loose"
+    )
     form = formulate(index_sets(inst, Restrictions(), mode), strong=True)
     assert any(r.name == "work" for r in form.model.rows)
     checked = 0

@@ -96,8 +96,23 @@ def test_sigint_to_the_cli_stops_the_solve(tmp_path, backend):
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     proc = subprocess.Popen(
-        [PYTHON, "-m", "piper_cli", "solve", str(inst), "--method", backend, "--time-limit", "60", "--force"],
-        env=_env(tmpdir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        [
+            PYTHON,
+            "-m",
+            "piper_cli",
+            "solve",
+            str(inst),
+            "--method",
+            backend,
+            "--time-limit",
+            "60",
+            "--force",
+        ],
+        env=_env(tmpdir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
     )
     _wait_until_solving(proc, backend, tmpdir)
     proc.send_signal(signal.SIGINT)
@@ -137,8 +152,14 @@ def test_sigterm_through_a_handler_stops_the_solve(tmp_path, backend):
     tmpdir.mkdir()
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
-    proc = subprocess.Popen([PYTHON, str(driver), str(inst), backend], env=_env(tmpdir),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [PYTHON, str(driver), str(inst), backend],
+        env=_env(tmpdir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
     _wait_until_solving(proc, backend, tmpdir)
     proc.send_signal(signal.SIGTERM)
     code, out, err = _finish(proc)
@@ -152,8 +173,14 @@ def test_a_finished_solve_leaves_no_files_and_no_process(tmp_path, backend):
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     inst = REPO / "inputs" / "small.json"
-    done = subprocess.run([PYTHON, "-m", "piper_cli", "solve", str(inst), "--method", backend],
-                          env=_env(tmpdir), capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    done = subprocess.run(
+        [PYTHON, "-m", "piper_cli", "solve", str(inst), "--method", backend],
+        env=_env(tmpdir),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "optimal" in done.stdout
     assert list(tmpdir.iterdir()) == []

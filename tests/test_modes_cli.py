@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from builders import json_lines
 from typer.testing import CliRunner
 
@@ -29,8 +28,6 @@ runner = CliRunner()
 GRAPH_BATCH = Mode("graph", "batch-time", "1f1b")
 
 
-
-
 @pytest.fixture(scope="module")
 def small(inputs_dir):
     path = inputs_dir / "small.json"
@@ -45,7 +42,9 @@ def test_cli_choices_are_the_cores():
     assert tuple(x.value for x in Objective) == OBJECTIVES
     assert tuple(x.value for x in Schedule) == SCHEDULES
     assert mode_from_flags() == DEFAULT_MODE
-    assert mode_from_flags(None, Objective.batch_time, None, base=Mode("graph")) == Mode("graph", "batch-time")
+    assert mode_from_flags(None, Objective.batch_time, None, base=Mode("graph")) == Mode(
+        "graph", "batch-time"
+    )
 
 
 def test_which_methods_handle_every_mode():
@@ -80,8 +79,12 @@ def test_verify_compares_the_modes_value_not_the_tps():
     mode = Mode("sequential", "batch-time", "gpipe")
     ref = solve_brute(inst, mode=mode)
 
-    def claims_tps(instance, restrictions, time_limit, threads):  # an "optimal" whose value is the TPS
-        return Solution("dp", Status.OPTIMAL, plan=ref.plan, objective=ref.tps, bound=ref.tps, mode=mode)
+    def claims_tps(
+        instance, restrictions, time_limit, threads
+    ):  # an "optimal" whose value is the TPS
+        return Solution(
+            "dp", Status.OPTIMAL, plan=ref.plan, objective=ref.tps, bound=ref.tps, mode=mode
+        )
 
     good = verify_instance(inst, ("brute",), mode=mode)
     assert good.verdict == "single-proof" and good.optimum == ref.value and good.mode == mode
@@ -104,8 +107,22 @@ def test_verify_refuses_a_default_only_method_or_external_in_another_mode():
 
 def test_solve_json_in_a_non_default_mode(small):
     path, inst = small
-    r = runner.invoke(app, ["solve", str(path), "--method", "brute", "--json",
-                            "--pipeline", "graph", "--objective", "batch-time", "--schedule", "gpipe"])
+    r = runner.invoke(
+        app,
+        [
+            "solve",
+            str(path),
+            "--method",
+            "brute",
+            "--json",
+            "--pipeline",
+            "graph",
+            "--objective",
+            "batch-time",
+            "--schedule",
+            "gpipe",
+        ],
+    )
     assert r.exit_code == 0, r.output
     (rec,) = json_lines(r.output)
     mode = Mode("graph", "batch-time", "gpipe")
@@ -114,7 +131,11 @@ def test_solve_json_in_a_non_default_mode(small):
     assert rec["objective"] == ref.value and rec["tps"] == ref.tps
     r = runner.invoke(app, ["solve", str(path), "--method", "brute", "--objective", "batch-time"])
     assert r.exit_code == 0, r.output
-    assert "mode sequential/batch-time/1f1b" in r.output and "optimal: batch time" in r.output and "(TPS" in r.output
+    assert (
+        "mode sequential/batch-time/1f1b" in r.output
+        and "optimal: batch time" in r.output
+        and "(TPS" in r.output
+    )
 
 
 def test_solve_dp_in_the_default_mode_keeps_its_record(small):
@@ -122,7 +143,10 @@ def test_solve_dp_in_the_default_mode_keeps_its_record(small):
     r = runner.invoke(app, ["solve", str(path), "--json"])
     assert r.exit_code == 0, r.output
     (rec,) = json_lines(r.output)
-    assert rec["mode"] == DEFAULT_MODE.to_dict() and rec["objective"] == rec["tps"] == solve_brute(inst).tps
+    assert (
+        rec["mode"] == DEFAULT_MODE.to_dict()
+        and rec["objective"] == rec["tps"] == solve_brute(inst).tps
+    )
     r = runner.invoke(app, ["solve", str(path)])
     assert "optimal: TPS" in r.output and "mode " not in r.output
 
@@ -134,7 +158,10 @@ def test_bad_mode_values_and_default_only_methods_are_usage_errors(small):
         assert r.exit_code == 2 and flag in r.output
     r = runner.invoke(app, ["solve", str(path), "--method", "greedy", "--pipeline", "graph"])
     assert r.exit_code == 2
-    assert "method greedy solves only the default mode sequential/throughput/1f1b, not graph/throughput/1f1b" in r.output
+    assert (
+        "method greedy solves only the default mode sequential/throughput/1f1b, not graph/throughput/1f1b"
+        in r.output
+    )
     r = runner.invoke(app, ["verify", str(path), "--methods", "brute,2bw", "--schedule", "gpipe"])
     assert r.exit_code == 2 and "method 2bw" in r.output
 
@@ -142,7 +169,20 @@ def test_bad_mode_values_and_default_only_methods_are_usage_errors(small):
 def test_verify_json_in_a_non_default_mode(small):
     path, inst = small
     mode = Mode("sequential", "batch-time", "gpipe")
-    r = runner.invoke(app, ["verify", str(path), "--methods", "brute", "--json", "--objective", "batch-time", "--schedule", "gpipe"])
+    r = runner.invoke(
+        app,
+        [
+            "verify",
+            str(path),
+            "--methods",
+            "brute",
+            "--json",
+            "--objective",
+            "batch-time",
+            "--schedule",
+            "gpipe",
+        ],
+    )
     assert r.exit_code == 4, r.output  # brute alone: single-proof
     (rec,) = json_lines(r.output)
     assert rec["verdict"] == "single-proof" and rec["mode"] == mode.to_dict()
@@ -155,10 +195,16 @@ def test_verify_json_in_a_non_default_mode(small):
 def test_the_mode_travels_with_the_plan_from_solve_to_evaluate(tmp_path, small):
     path, inst = small
     out = tmp_path / "plan.json"
-    r = runner.invoke(app, ["solve", str(path), "--method", "brute", "--pipeline", "graph", "-o", str(out)])
+    r = runner.invoke(
+        app, ["solve", str(path), "--method", "brute", "--pipeline", "graph", "-o", str(out)]
+    )
     assert r.exit_code == 0, r.output
     meta = load_plan(out).metadata
-    assert (meta["pipeline"], meta["objective"], meta["schedule"]) == ("graph", "throughput", "1f1b")
+    assert (meta["pipeline"], meta["objective"], meta["schedule"]) == (
+        "graph",
+        "throughput",
+        "1f1b",
+    )
     plan = load_plan(out)
 
     r = runner.invoke(app, ["evaluate", str(path), str(out), "--json"])  # no flag: the plan's mode
@@ -168,13 +214,29 @@ def test_the_mode_travels_with_the_plan_from_solve_to_evaluate(tmp_path, small):
     assert rec["mode"] == Mode("graph").to_dict()
     assert [s["h"] for s in rec["stages"]] == [s.s for s in ev.stages]
     assert [s["successors"] for s in rec["stages"]] == [list(s.successors) for s in ev.stages]
-    assert rec["tps"] == ev.tps and rec["batch_time"] == ev.batch_time and rec["objective"] == ev.tps
+    assert (
+        rec["tps"] == ev.tps and rec["batch_time"] == ev.batch_time and rec["objective"] == ev.tps
+    )
 
-    r = runner.invoke(app, ["evaluate", str(path), str(out), "--json", "--pipeline", "sequential", "--objective", "batch-time"])
+    r = runner.invoke(
+        app,
+        [
+            "evaluate",
+            str(path),
+            str(out),
+            "--json",
+            "--pipeline",
+            "sequential",
+            "--objective",
+            "batch-time",
+        ],
+    )
     (rec,) = json_lines(r.output)  # a flag overrides its part of the recorded mode
     seq = evaluate(inst, plan, Mode("sequential", "batch-time"))
     assert rec["mode"] == Mode("sequential", "batch-time").to_dict()
-    assert [s["h"] for s in rec["stages"]] == [s.s for s in seq.stages] and rec["objective"] == seq.batch_time
+    assert [s["h"] for s in rec["stages"]] == [s.s for s in seq.stages] and rec[
+        "objective"
+    ] == seq.batch_time
 
     r = runner.invoke(app, ["evaluate", str(path), str(out)])
     assert r.exit_code == 0, r.output
@@ -198,13 +260,22 @@ def test_a_bad_mode_in_a_plans_metadata_is_one_line(tmp_path, small):
 
 def test_parse_modes_and_mode_specs():
     assert parse_modes(None) == (DEFAULT_MODE,) and parse_modes("all") == ALL_MODES
-    assert parse_modes("graph/batch-time/gpipe,sequential") == (Mode("graph", "batch-time", "gpipe"), DEFAULT_MODE)
+    assert parse_modes("graph/batch-time/gpipe,sequential") == (
+        Mode("graph", "batch-time", "gpipe"),
+        DEFAULT_MODE,
+    )
     for bad in ("tree", "graph,graph/throughput", "a/b/c/d"):
         with pytest.raises(InputError):
             parse_modes(bad)
     specs = mode_specs(make_specs(2, 0), ALL_MODES)
-    assert len(specs) == 16 and len({s.id for s in specs}) == 16 and all("/" not in s.id for s in specs)
-    assert [s.id for s in specs[:8]].count(specs[0].instance_id) == 1  # the default mode keeps the plain id
+    assert (
+        len(specs) == 16
+        and len({s.id for s in specs}) == 16
+        and all("/" not in s.id for s in specs)
+    )
+    assert [s.id for s in specs[:8]].count(
+        specs[0].instance_id
+    ) == 1  # the default mode keeps the plain id
 
 
 def test_a_campaign_refuses_a_default_only_method_in_another_mode(tmp_path):
@@ -214,8 +285,28 @@ def test_a_campaign_refuses_a_default_only_method_in_another_mode(tmp_path):
 
 def test_cli_campaign_over_every_mode(tmp_path):
     out = tmp_path / "modes"
-    args = ["campaign", "--count", "2", "--seed", "3", "--nodes", "2-3", "--families", "chain,fork-join", "--methods", "brute",
-            "--modes", "all", "--workers", "1", "--scheduler", "processes", "--no-progress", "--out", str(out)]
+    args = [
+        "campaign",
+        "--count",
+        "2",
+        "--seed",
+        "3",
+        "--nodes",
+        "2-3",
+        "--families",
+        "chain,fork-join",
+        "--methods",
+        "brute",
+        "--modes",
+        "all",
+        "--workers",
+        "1",
+        "--scheduler",
+        "processes",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     rows = read_results(out)
@@ -225,9 +316,13 @@ def test_cli_campaign_over_every_mode(tmp_path):
     assert all(row["spec"]["mode"] == row["mode"] for row in rows)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["modes"] == [m.label for m in ALL_MODES]
-    assert {label: sum(c.values()) for label, c in summary["by_mode"].items()} == {m.label: 2 for m in ALL_MODES}
+    assert {label: sum(c.values()) for label, c in summary["by_mode"].items()} == {
+        m.label: 2 for m in ALL_MODES
+    }
     assert summary["verdicts"]["mismatch"] == summary["verdicts"]["error"] == 0
-    assert summary["distinct_instances"] == 2 and summary["parameters"]["modes"] == [m.label for m in ALL_MODES]
+    assert summary["distinct_instances"] == 2 and summary["parameters"]["modes"] == [
+        m.label for m in ALL_MODES
+    ]
     assert "16 checks (2 instances, 8 modes)" in r.output and "graph/batch-time/gpipe" in r.output
     r = runner.invoke(app, args + ["--resume"])  # nothing left to do
     assert r.exit_code == 0 and len(read_results(out)) == 16

@@ -12,6 +12,7 @@ import json
 import math
 
 import pytest
+from builders import every_plan, option_dict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,13 +26,14 @@ from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict
 from piper_ilp.solution import Status
 
-from builders import every_plan, option_dict
-
 # modest example counts: every example runs the exhaustive search; derandomized so that a
 # CI run is reproducible
-CHEAP = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-COSTLY = settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-
+CHEAP = settings(
+    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+COSTLY = settings(
+    max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @st.composite
@@ -48,14 +50,16 @@ def numerics(draw, max_nodes: int = 5):
     )
 
 
-
-
 def check_same_answer(sol, ref, rtol):
     """``sol`` proves what the oracle ``ref`` proved: the same status and, when optimal, a
     plan the evaluator accepts with the same TPS within ``rtol``."""
     assert sol.status is ref.status, (sol.status, ref.status, sol.message)
     if ref.status is Status.OPTIMAL:
-        assert sol.tps is not None and math.isclose(sol.tps, ref.tps, rel_tol=rtol, abs_tol=0.0) or sol.tps == ref.tps, (sol.tps, ref.tps)
+        assert (
+            sol.tps is not None
+            and math.isclose(sol.tps, ref.tps, rel_tol=rtol, abs_tol=0.0)
+            or sol.tps == ref.tps
+        ), (sol.tps, ref.tps)
 
 
 # ---- the referee ----
@@ -64,12 +68,17 @@ def check_same_answer(sol, ref, rtol):
 def check_brute_is_the_definition(inst):
     # the oracle's optimum is exactly the least evaluated TPS over every plan, whatever
     # the magnitudes: no tolerance at all
-    best = min((ev.tps for ev in map(lambda p: evaluate(inst, p), every_plan(inst)) if ev.valid), default=None)
+    best = min(
+        (ev.tps for ev in map(lambda p: evaluate(inst, p), every_plan(inst)) if ev.valid),
+        default=None,
+    )
     sol = solve_brute(inst)
     if best is None:
         assert sol.status is Status.INFEASIBLE
     else:
-        assert sol.status is Status.OPTIMAL and sol.tps == best and sol.objective == best == sol.bound
+        assert (
+            sol.status is Status.OPTIMAL and sol.tps == best and sol.objective == best == sol.bound
+        )
 
 
 @CHEAP
@@ -79,7 +88,9 @@ def test_brute_is_the_definition(inst):
 
 
 @pytest.mark.slow
-@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(numerics(max_nodes=3))
 def test_brute_is_the_definition_on_three_nodes(inst):
     check_brute_is_the_definition(inst)
@@ -98,8 +109,14 @@ def test_brute_value_is_its_plans_evaluated_tps_exactly(inst):
 
 def one_node(a, b, M, N=1):
     return instance_from_dict(
-        {"maxDevices": 1, "maxMemoryPerDevice": M, "bandwidth": 1.0, "mbsInBatch": N,
-         "nodes": [{"id": 0, "TMPCs": {"1": [option_dict(p=1.0, a=a, b=b)]}}], "edges": []}
+        {
+            "maxDevices": 1,
+            "maxMemoryPerDevice": M,
+            "bandwidth": 1.0,
+            "mbsInBatch": N,
+            "nodes": [{"id": 0, "TMPCs": {"1": [option_dict(p=1.0, a=a, b=b)]}}],
+            "edges": [],
+        }
     )
 
 
@@ -173,12 +190,25 @@ def test_numerics_is_a_campaign_family():
 
 def test_small_numerics_campaign(tmp_path):
     # the CI campaign of the numerics family: DP, CP-SAT and the oracle; no wrong proof, no crash
-    summary = run_campaign(tmp_path / "c", 60, 11, families=("numerics",), nodes=(2, 5), methods=("dp", "cpsat", "brute"),
-                           workers=2, do_shrink=False, progress=False)
-    records = [json.loads(line) for line in (tmp_path / "c" / "results.jsonl").read_text().splitlines()]
+    summary = run_campaign(
+        tmp_path / "c",
+        60,
+        11,
+        families=("numerics",),
+        nodes=(2, 5),
+        methods=("dp", "cpsat", "brute"),
+        workers=2,
+        do_shrink=False,
+        progress=False,
+    )
+    records = [
+        json.loads(line) for line in (tmp_path / "c" / "results.jsonl").read_text().splitlines()
+    ]
     assert len(records) == 60 and {r["family"] for r in records} == {"numerics"}
     assert summary["instances"] == 60 and set(summary["by_family"]) == {"numerics"}
-    assert summary["verdicts"]["mismatch"] == 0 and summary["verdicts"]["error"] == 0, summary["mismatches"] + summary["errors"]
+    assert summary["verdicts"]["mismatch"] == 0 and summary["verdicts"]["error"] == 0, (
+        summary["mismatches"] + summary["errors"]
+    )
     assert summary["verdicts"]["match"] >= 40
     for r in records:
         assert r["statuses"]["brute"] in ("optimal", "infeasible")

@@ -22,17 +22,29 @@ from piper_cli import app
 
 runner = CliRunner()
 
-GRAPH_TXT = "\n".join([
-    "node1 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, activation_size=7.0, parameter_size=0.000",
-    "node2 -- Linear(a) -- forward_compute_time=600.000, backward_compute_time=400.000, activation_size=10.0, parameter_size=0.000",
-    "\tnode1 -- node2",
-]) + "\n"
+GRAPH_TXT = (
+    "\n".join(
+        [
+            "node1 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, activation_size=7.0, parameter_size=0.000",
+            "node2 -- Linear(a) -- forward_compute_time=600.000, backward_compute_time=400.000, activation_size=10.0, parameter_size=0.000",
+            "\tnode1 -- node2",
+        ]
+    )
+    + "\n"
+)
 
 
 def cli(*args, **kwargs) -> subprocess.CompletedProcess:
     """``python -m piper_cli ARGS`` in a fresh process (the real entry point, main())."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "piper_cli", *map(str, args)], check=False, cwd=REPO, env=env, timeout=120, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "piper_cli", *map(str, args)],
+        check=False,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+        **kwargs,
+    )
 
 
 def _fingerprint(path) -> tuple:
@@ -63,8 +75,11 @@ def graph(tmp_path):
 
 # ---- an output path that is one of the command's inputs: one line, exit 2, input untouched ----
 
+
 @pytest.mark.parametrize("alias", ["same", "symlink", "hardlink"])
-@pytest.mark.parametrize("command", ["solve", "solve-model", "deepen", "towers", "import", "simulate"])
+@pytest.mark.parametrize(
+    "command", ["solve", "solve-model", "deepen", "towers", "import", "simulate"]
+)
 def test_an_output_over_an_input_is_refused(tmp_path, inst, plan, graph, command, alias):
     target = graph if command == "import" else plan if command == "simulate" else inst
     out = target
@@ -97,7 +112,9 @@ def test_a_plot_over_its_results_is_refused(tmp_path):
     results.write_text('{"id": "a", "variant": "all"}\n')
     before = _fingerprint(results)
     r = runner.invoke(app, ["plot", str(folder), "-o", str(results)])
-    assert r.exit_code == 2 and "would overwrite" in r.output and r.output.count("\n") == 1, r.output
+    assert r.exit_code == 2 and "would overwrite" in r.output and r.output.count("\n") == 1, (
+        r.output
+    )
     assert _fingerprint(results) == before
 
 
@@ -108,17 +125,24 @@ def test_a_sweep_folder_holding_the_instance_is_refused(tmp_path):
     shutil.copy(INPUTS / "small.json", inst)
     before = _fingerprint(inst)
     r = runner.invoke(app, ["sweep", str(inst), "--out", str(out), "--variants", "all"])
-    assert r.exit_code == 2 and "would overwrite" in r.output and r.output.count("\n") == 1, r.output
+    assert r.exit_code == 2 and "would overwrite" in r.output and r.output.count("\n") == 1, (
+        r.output
+    )
     assert _fingerprint(inst) == before
 
 
 # ---- a folder: one line, exit 2 ----
 
+
 @pytest.mark.parametrize("command", ["solve", "random", "deepen"])
 def test_a_folder_as_output_is_one_line(tmp_path, inst, command):
     folder = tmp_path / "folder"
     folder.mkdir()
-    args = {"solve": ["solve", inst, "-o", folder], "random": ["random", "-o", folder], "deepen": ["deepen", inst, "-L", "9", "-o", folder]}[command]
+    args = {
+        "solve": ["solve", inst, "-o", folder],
+        "random": ["random", "-o", folder],
+        "deepen": ["deepen", inst, "-L", "9", "-o", folder],
+    }[command]
     r = runner.invoke(app, [str(a) for a in args])
     assert r.exit_code == 2 and "is a folder" in r.output and r.output.count("\n") == 1, r.output
     assert folder.is_dir()
@@ -126,9 +150,12 @@ def test_a_folder_as_output_is_one_line(tmp_path, inst, command):
 
 # ---- FIFOs, devices and symlinks ----
 
+
 def _open_fifo_reader(path) -> int:
     os.mkfifo(path)
-    return os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a reader, so that the writer's open goes through
+    return os.open(
+        path, os.O_RDONLY | os.O_NONBLOCK
+    )  # a reader, so that the writer's open goes through
 
 
 def _drain(fd: int) -> bytes:
@@ -194,7 +221,9 @@ def test_a_link_to_stdout_redirected_to_a_file_follows_what_was_printed(tmp_path
     assert r.returncode == 0, r.stderr
     text = log.read_text()
     table, _, plan_text = text.partition("\n{")
-    assert "optimal" in table and '"stages"' in plan_text  # the table first, then the plan: nothing overwritten
+    assert (
+        "optimal" in table and '"stages"' in plan_text
+    )  # the table first, then the plan: nothing overwritten
     assert link.is_symlink()
 
 
@@ -252,14 +281,18 @@ def test_files_level_writes_follow_the_rules(tmp_path):
 
 # ---- standard output that fails ----
 
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-@pytest.mark.parametrize("args", [
-    ["random", "--nodes", "3"],
-    ["random", "--nodes", "300"],
-    ["solve", INPUTS / "small.json", "--json"],
-    ["evaluate", INPUTS / "small.json", INPUTS / "small.plan.json"],
-    ["--help"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["random", "--nodes", "3"],
+        ["random", "--nodes", "300"],
+        ["solve", INPUTS / "small.json", "--json"],
+        ["evaluate", INPUTS / "small.json", INPUTS / "small.plan.json"],
+        ["--help"],
+    ],
+)
 def test_a_full_stdout_is_one_line_and_exit_2(args):
     with open("/dev/full", "w") as full:  # opened, never replaced
         r = cli(*args, stdout=full, stderr=subprocess.PIPE, text=True)
@@ -267,13 +300,16 @@ def test_a_full_stdout_is_one_line_and_exit_2(args):
     assert r.stderr == "piper-ilp: cannot write to standard output: No space left on device\n"
 
 
-@pytest.mark.parametrize("args", [
-    ["random", "--nodes", "3"],
-    ["random", "--nodes", "300"],
-    ["solve", INPUTS / "small.json", "--json"],
-    ["solve", INPUTS / "small.json"],
-    ["evaluate", INPUTS / "small.json", INPUTS / "small.plan.json"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["random", "--nodes", "3"],
+        ["random", "--nodes", "300"],
+        ["solve", INPUTS / "small.json", "--json"],
+        ["solve", INPUTS / "small.json"],
+        ["evaluate", INPUTS / "small.json", INPUTS / "small.plan.json"],
+    ],
+)
 def test_a_closed_pipe_ends_quietly_with_141(args):
     r, w = os.pipe()
     os.close(r)  # the reader is gone before anything is written
@@ -286,11 +322,27 @@ def test_a_closed_pipe_ends_quietly_with_141(args):
 
 # ---- campaign: OUT/counterexamples must be a folder ----
 
+
 def test_campaign_with_counterexamples_a_file_is_refused_up_front(tmp_path):
     out = tmp_path / "camp"
     out.mkdir()
     (out / "counterexamples").write_text("not a folder\n")
-    r = runner.invoke(app, ["campaign", "--count", "1", "--nodes", "2-2", "--methods", "dp,brute", "--workers", "1", "--out", str(out)])
+    r = runner.invoke(
+        app,
+        [
+            "campaign",
+            "--count",
+            "1",
+            "--nodes",
+            "2-2",
+            "--methods",
+            "dp,brute",
+            "--workers",
+            "1",
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 2, r.output
     assert "counterexamples" in r.output and r.output.count("\n") == 1
     assert not (out / "results.jsonl").exists() or (out / "results.jsonl").read_text() == ""

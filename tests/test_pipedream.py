@@ -32,31 +32,40 @@ runner = CliRunner()
 
 
 def line(node: str, desc: str, f: float, g: float, a: float, p: float) -> str:
-    return (f"{node} -- {desc} -- forward_compute_time={f}, backward_compute_time={g}, "
-            f"activation_size={a}, parameter_size={p}")
+    return (
+        f"{node} -- {desc} -- forward_compute_time={f}, backward_compute_time={g}, "
+        f"activation_size={a}, parameter_size={p}"
+    )
 
 
 def chain3(p_c: float = 2e9) -> PDGraph:
     """input -> a -> b -> c with F + G = 1, 1, 4 s and P_c = p_c bytes."""
-    text = "\n".join([
-        line("node1", "Input", 5.0, 0.0, 7.0, 0.0),
-        line("node2", "Linear(a)", 600.0, 400.0, 10.0, 0.0),
-        line("node3", "ReLU(b)", 500.0, 500.0, 20.0, 0.0),
-        line("node4", "Linear(c)", 1000.0, 3000.0, 30.0, p_c),
-        "\tnode1 -- node2", "\tnode2 -- node3", "\tnode3 -- node4",
-    ])
+    text = "\n".join(
+        [
+            line("node1", "Input", 5.0, 0.0, 7.0, 0.0),
+            line("node2", "Linear(a)", 600.0, 400.0, 10.0, 0.0),
+            line("node3", "ReLU(b)", 500.0, 500.0, 20.0, 0.0),
+            line("node4", "Linear(c)", 1000.0, 3000.0, 30.0, p_c),
+            "\tnode1 -- node2",
+            "\tnode2 -- node3",
+            "\tnode3 -- node4",
+        ]
+    )
     return parse_graph_text(text, "chain3.txt")
 
 
 # ---------------------------------------------------------------------------- parsing
 
+
 def test_parse_reads_descriptions_with_commas_and_activation_lists():
-    text = "\n".join([
-        line("node1", "Input0", 0, 0, 0.0, 0),
-        "node2 -- LSTM(1024, 1024, batch_first=True) -- forward_compute_time=1.5, backward_compute_time=2.5, "
-        "activation_size=[6291456.0; 131072.0; 131072.0], parameter_size=8.0",
-        "\tnode1 -- node2",
-    ])
+    text = "\n".join(
+        [
+            line("node1", "Input0", 0, 0, 0.0, 0),
+            "node2 -- LSTM(1024, 1024, batch_first=True) -- forward_compute_time=1.5, backward_compute_time=2.5, "
+            "activation_size=[6291456.0; 131072.0; 131072.0], parameter_size=8.0",
+            "\tnode1 -- node2",
+        ]
+    )
     g = parse_graph_text(text, "x.txt")
     n2 = g.by_id["node2"]
     assert n2.desc == "LSTM(1024, 1024, batch_first=True)"
@@ -70,12 +79,27 @@ def test_parse_reads_descriptions_with_commas_and_activation_lists():
         (line("node1", "X", "a", 0, 1, 0), "x.txt:1: forward_compute_time"),
         (line("node1", "X", 1, 0, -1, 0), "x.txt:1: activation_size"),
         (line("node1", "X", "nan", 0, 1, 0), "x.txt:1: forward_compute_time"),
-        ("node1 -- X -- forward_compute_time=1, backward_compute_time=0", "x.txt:1: expected 4 fields"),
+        (
+            "node1 -- X -- forward_compute_time=1, backward_compute_time=0",
+            "x.txt:1: expected 4 fields",
+        ),
         ("node1 X", "x.txt:1: a node line"),
-        (line("node1", "X", 1, 0, 1, 0) + "\n" + line("node1", "Y", 1, 0, 1, 0), "x.txt:2: node node1 already defined on line 1"),
-        (line("node1", "X", 1, 0, 1, 0) + "\n\tnode1 -- node9", "x.txt:2: edge node1 -- node9 names unknown node node9"),
+        (
+            line("node1", "X", 1, 0, 1, 0) + "\n" + line("node1", "Y", 1, 0, 1, 0),
+            "x.txt:2: node node1 already defined on line 1",
+        ),
+        (
+            line("node1", "X", 1, 0, 1, 0) + "\n\tnode1 -- node9",
+            "x.txt:2: edge node1 -- node9 names unknown node node9",
+        ),
         (line("node1", "X", 1, 0, 1, 0) + "\n\tnode1 node1", "x.txt:2: an edge line"),
-        (line("node1", "X", 1, 0, 1, 0) + "\n" + line("node2", "X", 1, 0, 1, 0) + "\n\tnode1 -- node2\n\tnode2 -- node1", "cycle"),
+        (
+            line("node1", "X", 1, 0, 1, 0)
+            + "\n"
+            + line("node2", "X", 1, 0, 1, 0)
+            + "\n\tnode1 -- node2\n\tnode2 -- node1",
+            "cycle",
+        ),
         ("", "no node lines"),
     ],
 )
@@ -86,15 +110,21 @@ def test_bad_lines_name_the_file_and_line(text, needle):
 
 
 def test_prepare_drops_input_sources_and_getitem_sinks_once():
-    text = "\n".join([
-        line("node1", "Input0", 0, 0, 5, 0),
-        line("node2", "Input1", 0, 0, 5, 0),
-        line("node3", "LSTM", 1, 1, 5, 5),
-        line("node4", "__getitem__(0)", 0, 0, 5, 0),
-        line("node5", "__getitem__(1)", 0, 0, 5, 0),
-        line("node6", "Linear", 1, 1, 5, 5),
-        "\tnode1 -- node3", "\tnode2 -- node6", "\tnode3 -- node4", "\tnode3 -- node5", "\tnode5 -- node6",
-    ])
+    text = "\n".join(
+        [
+            line("node1", "Input0", 0, 0, 5, 0),
+            line("node2", "Input1", 0, 0, 5, 0),
+            line("node3", "LSTM", 1, 1, 5, 5),
+            line("node4", "__getitem__(0)", 0, 0, 5, 0),
+            line("node5", "__getitem__(1)", 0, 0, 5, 0),
+            line("node6", "Linear", 1, 1, 5, 5),
+            "\tnode1 -- node3",
+            "\tnode2 -- node6",
+            "\tnode3 -- node4",
+            "\tnode3 -- node5",
+            "\tnode5 -- node6",
+        ]
+    )
     prep = prepare(parse_graph_text(text, "x.txt"))
     assert prep.inputs == ("node1", "node2")
     assert prep.dropped_sinks == ("node4",)  # node5 feeds node6: not a sink
@@ -103,6 +133,7 @@ def test_prepare_drops_input_sources_and_getitem_sinks_once():
 
 
 # ---------------------------------------------------------------------------- states
+
 
 def _prep_of(g: nx.DiGraph):
     nodes = tuple(PDNode(f"node{v}", "L", 1.0, 1.0, 1.0, 1.0) for v in sorted(g.nodes))
@@ -144,12 +175,16 @@ def test_state_sums_are_the_downset_sums():
 
 # ---------------------------------------------------------------------------- the DP
 
+
 def test_dp_hand_computed_chain():
     g = chain3()
     # n = 2: one stage on 2 replicas costs (6 + 4 * 2e9 / (1e9 * 2)) / 2 = 5; {a,b} | {c} costs max(2, 4) = 4.
     r = plan_graph(g, [2], [1e9])
     assert r.time_per_stage == 4.0 and r.single_stage_time == 6.0
-    assert [(s.nodes, s.replication) for s in r.stages] == [(("node2", "node3"), 1), (("node4",), 1)]
+    assert [(s.nodes, s.replication) for s in r.stages] == [
+        (("node2", "node3"), 1),
+        (("node4",), 1),
+    ]
     # n = 3: one stage on 3 replicas: (6 + 4 * 2 * 2e9 / (1e9 * 3)) / 3 = 34 / 9 beats every split (>= 4).
     r = plan_graph(g, [3], [1e9])
     assert r.time_per_stage == pytest.approx(34 / 9, rel=1e-15)
@@ -170,18 +205,26 @@ def test_dp_memory_rule_counts_the_workers_after_a_stage():
     assert r.time_per_stage == 3.0 and [s.replication for s in r.stages] == [2]
     # Straight: {a} | {b,c} (stage {a} stashes 10 bytes) costs max(1, 5) = 5; below 10 bytes nothing fits.
     r = plan_graph(g, [2], [1e9], memory=29.0, memory_constraint=True, straight=True)
-    assert r.time_per_stage == 5.0 and [s.nodes for s in r.stages] == [("node2",), ("node3", "node4")]
-    assert plan_graph(g, [2], [1e9], memory=9.0, memory_constraint=True, straight=True).time_per_stage is None
+    assert r.time_per_stage == 5.0 and [s.nodes for s in r.stages] == [
+        ("node2",),
+        ("node3", "node4"),
+    ]
+    assert (
+        plan_graph(g, [2], [1e9], memory=9.0, memory_constraint=True, straight=True).time_per_stage
+        is None
+    )
 
 
 def test_stage_parameter_bytes_are_an_fsum_not_a_difference_of_prefix_sums():
     """hunt3 item 1: P(LayerB) = 8 was taken as (1e17 + 8) - 1e17 = 0, so the DP answered
     1e-06 s for [LayerA r=1 | LayerB r=2], whose time is (4 * (2 - 1) * 8 / (1 * 2)) / 2 = 8 s."""
-    text = "\n".join([
-        line("node2", "LayerA", 0.001, 0.000, 0.000, 1e17),
-        line("node3", "LayerB", 0.000, 0.000, 0.000, 8.000),
-        "\tnode2 -- node3",
-    ])
+    text = "\n".join(
+        [
+            line("node2", "LayerA", 0.001, 0.000, 0.000, 1e17),
+            line("node3", "LayerB", 0.000, 0.000, 0.000, 8.000),
+            "\tnode2 -- node3",
+        ]
+    )
     g = parse_graph_text(text, "cancel.txt")
     prep = prepare(g)
     r = plan_graph(g, [3], [1.0])
@@ -194,12 +237,15 @@ def test_stage_parameter_bytes_are_an_fsum_not_a_difference_of_prefix_sums():
 
 def test_stage_sums_of_every_quantity_are_the_fsum_over_the_stage():
     # prefix sums 1e17 + 8 round to 1e17 (time in s: F / 1000), 1e17 + 24 to 1e17 + 32
-    text = "\n".join([
-        line("node1", "A", 1e20, 0.0, 1e17, 1e17),
-        line("node2", "B", 8000.0, 0.0, 24.0, 8.0),
-        line("node3", "C", 0.25, 0.0, 0.5, 3.0),
-        "\tnode1 -- node2", "\tnode2 -- node3",
-    ])
+    text = "\n".join(
+        [
+            line("node1", "A", 1e20, 0.0, 1e17, 1e17),
+            line("node2", "B", 8000.0, 0.0, 24.0, 8.0),
+            line("node3", "C", 0.25, 0.0, 0.5, 3.0),
+            "\tnode1 -- node2",
+            "\tnode2 -- node3",
+        ]
+    )
     g = parse_graph_text(text, "cancel3.txt")
     r = plan_graph(g, [3], [1e9], straight=True)
     assert [s.compute_time for s in r.stages] == [1e17, 8.0, 0.00025]  # was [1e17, 0.0, 16.0]
@@ -208,14 +254,30 @@ def test_stage_sums_of_every_quantity_are_the_fsum_over_the_stage():
     for k in range(-1, len(st)):
         for j in range(k + 1, len(st)):
             T, A, P = prep.sums(st.downset[j] & ~(st.downset[k] if k >= 0 else 0))
-            assert (st.between("time", k, j), st.between("activation", k, j), st.between("parameter", k, j)) == (T, A, P)
+            assert (
+                st.between("time", k, j),
+                st.between("activation", k, j),
+                st.between("parameter", k, j),
+            ) == (T, A, P)
 
 
 def test_levels_of_one_worker_do_not_change_the_answer():
-    g = parse_graph_text("\n".join(
-        [line(f"node{i}", "L", 1 + i, i % 3, 1e6 * i, 1e7 * (i % 4)) for i in range(1, 8)]
-        + ["\tnode1 -- node2", "\tnode1 -- node3", "\tnode2 -- node4", "\tnode3 -- node4",
-           "\tnode4 -- node5", "\tnode5 -- node6", "\tnode4 -- node6", "\tnode6 -- node7"]), "x.txt")
+    g = parse_graph_text(
+        "\n".join(
+            [line(f"node{i}", "L", 1 + i, i % 3, 1e6 * i, 1e7 * (i % 4)) for i in range(1, 8)]
+            + [
+                "\tnode1 -- node2",
+                "\tnode1 -- node3",
+                "\tnode2 -- node4",
+                "\tnode3 -- node4",
+                "\tnode4 -- node5",
+                "\tnode5 -- node6",
+                "\tnode4 -- node6",
+                "\tnode6 -- node7",
+            ]
+        ),
+        "x.txt",
+    )
     for n in (1, 2, 3, 5):
         one = plan_graph(g, [n], [1e9]).time_per_stage
         assert plan_graph(g, [n, 1], [1e9, 1e8]).time_per_stage == pytest.approx(one, rel=1e-12)
@@ -255,29 +317,50 @@ def test_milp_hand_computed_chain_and_refusal():
 
     prep = prepare(chain3())
     r = solve_pipedream_milp(prep, 3, 1e9)
-    assert r.status == "optimal" and r.value == pytest.approx(34 / 9, rel=1e-6) and r.plan == [(2, 3)]
-    r = solve_pipedream_milp(prepare(chain3(p_c=0.0)), 2, 1e9, memory=9.0, memory_constraint=True, straight=True)
+    assert (
+        r.status == "optimal" and r.value == pytest.approx(34 / 9, rel=1e-6) and r.plan == [(2, 3)]
+    )
+    r = solve_pipedream_milp(
+        prepare(chain3(p_c=0.0)), 2, 1e9, memory=9.0, memory_constraint=True, straight=True
+    )
     assert r.status == "infeasible"
     with pytest.raises(InputError):
         solve_pipedream_milp(prep, 2, 1e9, memory_constraint=True, fewer_machines=True)
 
 
-@pytest.mark.parametrize("size,memory,fits", [
-    (11.376838955064553, 34.130516865193655, True),  # 3 * size rounds to memory; memory / size to 2.9999999999999996
-    (170578442.1475958, 511735326.44278735, False),  # 3 * size rounds above memory; memory / size to 3.0
-])
-def test_memory_rule_at_its_exact_boundary_is_the_same_in_dp_milp_and_exhaustive_search(size, memory, fits):
+@pytest.mark.parametrize(
+    "size,memory,fits",
+    [
+        (
+            11.376838955064553,
+            34.130516865193655,
+            True,
+        ),  # 3 * size rounds to memory; memory / size to 2.9999999999999996
+        (
+            170578442.1475958,
+            511735326.44278735,
+            False,
+        ),  # 3 * size rounds above memory; memory / size to 3.0
+    ],
+)
+def test_memory_rule_at_its_exact_boundary_is_the_same_in_dp_milp_and_exhaustive_search(
+    size, memory, fits
+):
     """The first of 4 straight stages stashes ceil(3 / 1) = 3 copies of its size; the MILP
     bounded them by floor(memory / size) and disagreed with the DP and exhaustive search,
     which compute 3 * size <= memory (both directions)."""
     from compare.pipedream import check_pipedream
 
     assert (3 * size <= memory) == fits and (math.floor(memory / size) >= 3) != fits
-    text = "\n".join([line("node1", "A", 1.0, 0.0, size, 0.0)]
-                     + [line(f"node{i}", "B", 1.0, 0.0, 0.0, 0.0) for i in (2, 3, 4)]
-                     + ["\tnode1 -- node2", "\tnode2 -- node3", "\tnode3 -- node4"])
+    text = "\n".join(
+        [line("node1", "A", 1.0, 0.0, size, 0.0)]
+        + [line(f"node{i}", "B", 1.0, 0.0, 0.0, 0.0) for i in (2, 3, 4)]
+        + ["\tnode1 -- node2", "\tnode2 -- node3", "\tnode3 -- node4"]
+    )
     prep = prepare(parse_graph_text(text, "boundary.txt"))
-    v = check_pipedream(prep, antichain_states(prep), 4, 1e9, straight=True, memory=memory, memory_constraint=True)
+    v = check_pipedream(
+        prep, antichain_states(prep), 4, 1e9, straight=True, memory=memory, memory_constraint=True
+    )
     assert v["verdict"] == "match", v["problems"]
     want = 0.001 if fits else None
     assert v["values"] == {"dp": want, "brute": want, "milp": want}
@@ -287,10 +370,21 @@ def test_milp_memory_rule_with_a_tiny_stage_does_not_overflow():
     # floor(1e10 / 1e-300) is floor(inf): OverflowError before
     from piper_ilp.pipedream.milp import solve_pipedream_milp
 
-    text = "\n".join([line("node1", "A", 1.0, 0.0, 1e-300, 0.0), line("node2", "B", 1.0, 0.0, 0.0, 0.0),
-                      "\tnode1 -- node2"])
-    r = solve_pipedream_milp(prepare(parse_graph_text(text, "tiny.txt")), 2, 1e9, memory=1e10,
-                             memory_constraint=True, straight=True)
+    text = "\n".join(
+        [
+            line("node1", "A", 1.0, 0.0, 1e-300, 0.0),
+            line("node2", "B", 1.0, 0.0, 0.0, 0.0),
+            "\tnode1 -- node2",
+        ]
+    )
+    r = solve_pipedream_milp(
+        prepare(parse_graph_text(text, "tiny.txt")),
+        2,
+        1e9,
+        memory=1e10,
+        memory_constraint=True,
+        straight=True,
+    )
     assert r.status == "optimal" and r.plan == [(0, 1), (1, 1)]
 
 
@@ -311,6 +405,7 @@ def test_bad_settings_are_input_errors():
 
 # ---------------------------------------------------------------------------- Piper
 
+
 def test_import_maps_numbers_and_round_trips():
     g = chain3()
     inst = graph_to_instance(g, devices=4, memory=1e10, batch=2, bandwidth=2e9)
@@ -325,13 +420,17 @@ def test_import_maps_numbers_and_round_trips():
 def test_mapped_plan_is_judged_by_pipers_evaluator():
     g = chain3()
     inst = graph_to_instance(g, devices=3, memory=1e12, batch=2, bandwidth=1e30)
-    m = pipedream_plan_for(inst, graph=g, machines=3, bandwidths=[1e9], memory_constraint=False, fewer_machines=False)
+    m = pipedream_plan_for(
+        inst, graph=g, machines=3, bandwidths=[1e9], memory_constraint=False, fewer_machines=False
+    )
     # PipeDream puts all three layers on 3 replicas: d = 3 does not divide N = 2 (rule 3) and 3 > N (rule 5).
     assert [s.replication for s in m.result.stages] == [3]
     assert not m.valid and {int(r.split()[1].rstrip(":")) for r in m.reasons} >= {3}
     # Straight, on N = 3: a valid plan, and Piper's TPS is PipeDream's value (edges cost ~1e-299 s here).
     inst3 = inst.with_settings(N=3)
-    m = pipedream_plan_for(inst3, graph=g, machines=3, bandwidths=[1e9], straight=True, memory_constraint=False)
+    m = pipedream_plan_for(
+        inst3, graph=g, machines=3, bandwidths=[1e9], straight=True, memory_constraint=False
+    )
     assert m.valid and m.tps == pytest.approx(m.result.time_per_stage, rel=1e-12)
     assert m.plan.stages[0].nodes[0] == 1  # the input sits in stage 0
 
@@ -352,25 +451,42 @@ def test_mapping_refuses_stages_that_miss_a_layer():
 
 # ---------------------------------------------------------------------------- CLI
 
+
 def test_cli_import_and_plan(tmp_path):
     src = tmp_path / "graph.txt"
-    src.write_text("\n".join([
-        line("node1", "Input", 0, 0, 7.0, 0.0),
-        line("node2", "Linear(a)", 600.0, 400.0, 10.0, 0.0),
-        line("node3", "ReLU(b)", 500.0, 500.0, 20.0, 0.0),
-        line("node4", "Linear(c)", 1000.0, 3000.0, 30.0, 2e9),
-        "\tnode1 -- node2", "\tnode2 -- node3", "\tnode3 -- node4",
-    ]) + "\n")
+    src.write_text(
+        "\n".join(
+            [
+                line("node1", "Input", 0, 0, 7.0, 0.0),
+                line("node2", "Linear(a)", 600.0, 400.0, 10.0, 0.0),
+                line("node3", "ReLU(b)", 500.0, 500.0, 20.0, 0.0),
+                line("node4", "Linear(c)", 1000.0, 3000.0, 30.0, 2e9),
+                "\tnode1 -- node2",
+                "\tnode2 -- node3",
+                "\tnode3 -- node4",
+            ]
+        )
+        + "\n"
+    )
     out = tmp_path / "inst.json"
     r = runner.invoke(app, ["import", "pipedream", str(src), "-o", str(out), "-K", "4", "-N", "2"])
     assert r.exit_code == 0, r.output
     inst = load_instance(out)
     assert inst.K == 4 and inst.N == 2 and len(inst.nodes) == 4
-    r = runner.invoke(app, ["pipedream", str(src), "--machines", "2", "--bandwidth", "1GB/s", "--json"])
+    r = runner.invoke(
+        app, ["pipedream", str(src), "--machines", "2", "--bandwidth", "1GB/s", "--json"]
+    )
     assert r.exit_code == 0, r.output
     rec = json.loads(r.output)
-    assert rec["time_per_stage"] == 4.0 and rec["single_stage_time"] == 6.0 and rec["machines_used"] == 2
-    assert [(s["layers"], s["replication"]) for s in rec["stages"]] == [(["node2", "node3"], 1), (["node4"], 1)]
+    assert (
+        rec["time_per_stage"] == 4.0
+        and rec["single_stage_time"] == 6.0
+        and rec["machines_used"] == 2
+    )
+    assert [(s["layers"], s["replication"]) for s in rec["stages"]] == [
+        (["node2", "node3"], 1),
+        (["node4"], 1),
+    ]
     r = runner.invoke(app, ["pipedream", str(src), "--machines", "2,1", "--bandwidth", "1e9"])
     assert r.exit_code == 2 and "one bandwidth per level" in r.output
 
@@ -388,8 +504,22 @@ def test_cli_bad_line_is_one_line_exit_2(tmp_path):
 
 # ---------------------------------------------------------------------------- published profiles
 
-MODELS = ("alexnet", "densenet121", "gnmt", "gnmt_large", "inception_v3", "nasnetalarge", "nasnetamobile",
-          "resnet101", "resnet18", "resnet50", "resnext101", "resnext50", "squeezenet1_0", "vgg16")
+MODELS = (
+    "alexnet",
+    "densenet121",
+    "gnmt",
+    "gnmt_large",
+    "inception_v3",
+    "nasnetalarge",
+    "nasnetamobile",
+    "resnet101",
+    "resnet18",
+    "resnet50",
+    "resnext101",
+    "resnext50",
+    "squeezenet1_0",
+    "vgg16",
+)
 TOO_MANY_STATES = {"inception_v3", "nasnetalarge", "nasnetamobile"}
 
 
@@ -415,8 +545,11 @@ def test_all_published_profiles_import(pd_dir, tmp_path):
         assert len(back.nodes) == len(g.nodes) and len(back.edges) == len(g.edges)
         total = math.fsum(n.options[1][0].p for n in back.nodes)
         prep = prepare(g)
-        assert total == pytest.approx(math.fsum(n.time for n in prep.nodes) + math.fsum(
-            g.by_id[x].time for x in prep.dropped_sinks), rel=1e-12)
+        assert total == pytest.approx(
+            math.fsum(n.time for n in prep.nodes)
+            + math.fsum(g.by_id[x].time for x in prep.dropped_sinks),
+            rel=1e-12,
+        )
 
 
 @pytest.mark.shared
@@ -446,21 +579,31 @@ def test_straight_pipeline_on_a_chain_equals_pipers_optimum(pd_dir, model):
         inst = graph_to_instance(g, devices=n, batch=n, memory=1e30, bandwidth=1e30)
         sol = solve_dp(inst, Restrictions(max_d=1, max_t=1))
         assert sol.tps == pytest.approx(pd.time_per_stage, rel=1e-9)
-        mapped = pipedream_plan_for(inst, graph=g, machines=n, bandwidths=[1e9], straight=True,
-                                    fewer_machines=True, memory_constraint=False)
+        mapped = pipedream_plan_for(
+            inst,
+            graph=g,
+            machines=n,
+            bandwidths=[1e9],
+            straight=True,
+            fewer_machines=True,
+            memory_constraint=False,
+        )
         assert mapped.valid and mapped.tps == pytest.approx(pd.time_per_stage, rel=1e-9)
         assert evaluate(inst, mapped.plan).tps == mapped.tps
 
 
 def test_layers_not_reached_from_the_first_source_are_reported():
     # Two sources; node3 (second source) feeds only node4, a sink apart from node2's branch.
-    text = "\n".join([
-        line("node1", "Conv", 1, 1, 1, 1),
-        line("node2", "ReLU", 1, 1, 1, 1),
-        line("node3", "Conv", 1, 1, 1, 1),
-        line("node4", "Linear", 1, 1, 1, 1),
-        "\tnode1 -- node2", "\tnode3 -- node4",
-    ])
+    text = "\n".join(
+        [
+            line("node1", "Conv", 1, 1, 1, 1),
+            line("node2", "ReLU", 1, 1, 1, 1),
+            line("node3", "Conv", 1, 1, 1, 1),
+            line("node4", "Linear", 1, 1, 1, 1),
+            "\tnode1 -- node2",
+            "\tnode3 -- node4",
+        ]
+    )
     r = plan_graph(parse_graph_text(text, "x.txt"), [1], [1e9])
     covered = {x for s in r.stages for x in s.nodes}
     assert set(r.uncovered) == {"node1", "node2", "node3", "node4"} - covered and r.uncovered
@@ -476,21 +619,41 @@ def _graph_file(tmp_path, graph_text: str):
 
 
 def test_verify_model_pipedream_on_a_tiny_graph_matches_exhaustive_search(tmp_path):
-    text = "\n".join([
-        line("node1", "Input", 5.0, 0.0, 7.0, 0.0),
-        line("node2", "Linear(a)", 600.0, 400.0, 10.0, 1e6),
-        line("node3", "ReLU(b)", 500.0, 500.0, 20.0, 0.0),
-        line("node4", "Linear(c)", 1000.0, 3000.0, 30.0, 2e9),
-        "\tnode1 -- node2", "\tnode2 -- node3", "\tnode3 -- node4",
-    ])
+    text = "\n".join(
+        [
+            line("node1", "Input", 5.0, 0.0, 7.0, 0.0),
+            line("node2", "Linear(a)", 600.0, 400.0, 10.0, 1e6),
+            line("node3", "ReLU(b)", 500.0, 500.0, 20.0, 0.0),
+            line("node4", "Linear(c)", 1000.0, 3000.0, 30.0, 2e9),
+            "\tnode1 -- node2",
+            "\tnode2 -- node3",
+            "\tnode3 -- node4",
+        ]
+    )
     path = _graph_file(tmp_path, text)
-    res = CliRunner().invoke(app, ["verify", "--model", "pipedream", str(path), "--devices", "3", "--bandwidth", "1GB/s", "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "verify",
+            "--model",
+            "pipedream",
+            str(path),
+            "--devices",
+            "3",
+            "--bandwidth",
+            "1GB/s",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["verdict"] == "match" and out["referee"] == "brute" and out["milp_agrees"]
     g = parse_graph_text(text, "g")
     ref = brute_pipedream(prepare(g), 3, 1e9)
-    assert out["values"]["dp"] == pytest.approx(ref.value, rel=1e-9) and out["values"]["brute"] == ref.value
+    assert (
+        out["values"]["dp"] == pytest.approx(ref.value, rel=1e-9)
+        and out["values"]["brute"] == ref.value
+    )
 
 
 def test_verify_model_pipedream_needs_workers_and_bandwidth(tmp_path):
@@ -501,11 +664,26 @@ def test_verify_model_pipedream_needs_workers_and_bandwidth(tmp_path):
 
 def test_verify_model_pipedream_on_alexnet_uses_the_milp_as_referee(shared_dir):
     path = shared_dir / "pipedream-inputs" / "alexnet" / "graph.txt"
-    res = CliRunner().invoke(app, ["verify", "--model", "pipedream", str(path), "--devices", "4", "--bandwidth", "1GB/s", "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "verify",
+            "--model",
+            "pipedream",
+            str(path),
+            "--devices",
+            "4",
+            "--bandwidth",
+            "1GB/s",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["verdict"] == "match" and out["referee"] == "milp" and "brute" in out["skipped"]
-    assert out["values"]["dp"] == pytest.approx(plan_graph(prepare(parse_graph(path)), [4], [1e9]).time_per_stage, rel=1e-12)
+    assert out["values"]["dp"] == pytest.approx(
+        plan_graph(prepare(parse_graph(path)), [4], [1e9]).time_per_stage, rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("path", ["/dev/zero", "/dev/null"])
@@ -536,24 +714,46 @@ def test_too_many_workers_are_refused_before_any_table(monkeypatch):
         raise Started
 
     monkeypatch.setattr(pdm, "_solve_level", solve_level)
-    with pytest.raises(InputError, match=r"^--machines: machine counts must be whole numbers within \[1, 1048576\], got 100000000$"):
+    with pytest.raises(
+        InputError,
+        match=r"^--machines: machine counts must be whole numbers within \[1, 1048576\], got 100000000$",
+    ):
         pipedream_dp(st, [100_000_000], [1e9], what="--machines")
-    with pytest.raises(SizeLimitError, match=r"^--devices: 100,000 workers on a level need .* above the limit of [\d,]+; "
-                                             r"use at most \d[\d,]* workers per level on this graph$"):
+    with pytest.raises(
+        SizeLimitError,
+        match=r"^--devices: 100,000 workers on a level need .* above the limit of [\d,]+; "
+        r"use at most \d[\d,]* workers per level on this graph$",
+    ):
         pipedream_dp(st, [100_000], [1e9], what="--devices")
     with pytest.raises(SizeLimitError, match="a level below the last"):
         pipedream_dp(st, [200_000, 2], [1e9, 1e9], straight=True)
     # the largest count the message allows runs; one more is refused
-    most = int(str(pytest.raises(SizeLimitError, pipedream_dp, st, [100_000], [1e9]).value).split("at most ")[1].split()[0].replace(",", ""))
+    most = int(
+        str(pytest.raises(SizeLimitError, pipedream_dp, st, [100_000], [1e9]).value)
+        .split("at most ")[1]
+        .split()[0]
+        .replace(",", "")
+    )
     width = max(len(a) for a in st.ancestors)
     assert most * width * (most - 1) <= pdm.MAX_SPLIT < (most + 1) * width * most
     with pytest.raises(Started):
         pipedream_dp(st, [most], [1e9])
 
 
-@pytest.mark.parametrize("args,says", [(["pipedream", "-n", "100000000", "-b", "1e9"], "--machines: machine counts must be whole numbers within"),
-                                       (["pipedream", "-n", "100000", "-b", "1e9"], "--machines: 100,000 workers on a level need"),
-                                       (["verify", "--model", "pipedream", "--devices", "100000", "--bandwidth", "1e9"], "--devices: 100,000 workers")])
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (
+            ["pipedream", "-n", "100000000", "-b", "1e9"],
+            "--machines: machine counts must be whole numbers within",
+        ),
+        (["pipedream", "-n", "100000", "-b", "1e9"], "--machines: 100,000 workers on a level need"),
+        (
+            ["verify", "--model", "pipedream", "--devices", "100000", "--bandwidth", "1e9"],
+            "--devices: 100,000 workers",
+        ),
+    ],
+)
 def test_cli_too_many_workers_is_one_line_exit_2(tmp_path, monkeypatch, args, says):
     import dp.pipedream as pdm
 
@@ -562,7 +762,12 @@ def test_cli_too_many_workers_is_one_line_exit_2(tmp_path, monkeypatch, args, sa
 
     monkeypatch.setattr(pdm, "_solve_level", solve_level)
     path = _graph_file(tmp_path, _chain_text(20))
-    res = CliRunner().invoke(app, [*args[:1], str(path), *args[1:]] if args[0] == "pipedream" else [*args[:3], str(path), *args[3:]])
+    res = CliRunner().invoke(
+        app,
+        [*args[:1], str(path), *args[1:]]
+        if args[0] == "pipedream"
+        else [*args[:3], str(path), *args[3:]],
+    )
     assert res.exit_code == 2, res.output
     assert res.output.strip().splitlines() == [res.output.strip()] and says in res.output
 
@@ -595,7 +800,9 @@ def test_a_valid_dp_plan_refutes_the_milps_proof_where_the_milp_is_the_referee()
     st = antichain_states(prep)
     real = check_pipedream(prep, st, 2, 1e9, straight=True)
     assert real["verdict"] == "match"
-    wrong = pd_milp.MilpResult("optimal", real["values"]["dp"] * 2, real["values"]["dp"] * 2, None, 1)
+    wrong = pd_milp.MilpResult(
+        "optimal", real["values"]["dp"] * 2, real["values"]["dp"] * 2, None, 1
+    )
     none = pd_milp.MilpResult("infeasible", None, None, None, 1)
     for fake in (wrong, none):
         with pytest.MonkeyPatch.context() as mp:
@@ -603,7 +810,9 @@ def test_a_valid_dp_plan_refutes_the_milps_proof_where_the_milp_is_the_referee()
             mp.setattr("compare.pipedream.brute_pipedream", _too_big)
             v = check_pipedream(prep, st, 2, 1e9, straight=True)
         assert v["referee"] == "milp" and v["verdict"] == "mismatch"
-        assert len(v["problems"]) == 1 and v["problems"][0].startswith("milp: its proof"), v["problems"]
+        assert len(v["problems"]) == 1 and v["problems"][0].startswith("milp: its proof"), v[
+            "problems"
+        ]
         assert "refuted by dp's valid plan" in v["problems"][0]
 
 
@@ -620,7 +829,13 @@ def test_the_milp_with_a_valid_plans_cutoff_is_right_at_stage_times_of_1e10_s_an
     from compare.pipedream import check_pipedream
     from piper_ilp.pipedream.milp import solve_pipedream_milp
 
-    text = "\n".join([line("node2", "L0", 1.0, 0.0, 0.0, 0.0), line("node3", "L1", f_ms, 0.0, 0.0, 0.0), "\tnode2 -- node3"])
+    text = "\n".join(
+        [
+            line("node2", "L0", 1.0, 0.0, 0.0, 0.0),
+            line("node3", "L1", f_ms, 0.0, 0.0, 0.0),
+            "\tnode2 -- node3",
+        ]
+    )
     prep = prepare(parse_graph_text(text, "huge.txt"))
     want = brute_pipedream(prep, 3, 1e9).value
     assert want == pytest.approx(f_ms / 1000 / 3, rel=1e-12)

@@ -30,14 +30,27 @@ from piper_ilp.solution import Restrictions, divisors, divisors_upto
 
 
 def _opt(p=1.0, w=0.0, a=0.0, b=0.0, fw=None, bw=None, oid="v"):
-    return {"id": oid, "timePerSample": p, "parameterSize": w, "memoryUsageA": a, "memoryUsageB": b,
-            "syncTimeFw": fw or {}, "syncTimeBw": bw or {}}
+    return {
+        "id": oid,
+        "timePerSample": p,
+        "parameterSize": w,
+        "memoryUsageA": a,
+        "memoryUsageB": b,
+        "syncTimeFw": fw or {},
+        "syncTimeBw": bw or {},
+    }
 
 
 def _independent(options: list[dict], K=4, M=100.0, B=1.0, N=4, t="1") -> dict:
     """Nodes 0..n-1 without edges, one option each."""
-    return {"maxDevices": K, "maxMemoryPerDevice": M, "bandwidth": B, "mbsInBatch": N,
-            "nodes": [{"id": i, "TMPCs": {t: [o]}} for i, o in enumerate(options)], "edges": []}
+    return {
+        "maxDevices": K,
+        "maxMemoryPerDevice": M,
+        "bandwidth": B,
+        "mbsInBatch": N,
+        "nodes": [{"id": i, "TMPCs": {t: [o]}} for i, o in enumerate(options)],
+        "edges": [],
+    }
 
 
 def _one_stage(n: int, d: int = 1) -> Plan:
@@ -58,7 +71,9 @@ def test_memory_exactly_M_fits_and_one_ulp_less_does_not():
     # stage 0 = nodes 0-2 with d = 1, stage 1 = node 3 (a = b = 0) with d = 2: s = 3, y = 3
     y = 3
     used = _exact_memory(a_b, y)
-    inst = instance_from_dict(_independent([_opt(a=a, b=b) for a, b in a_b] + [_opt()], N=4, M=used))
+    inst = instance_from_dict(
+        _independent([_opt(a=a, b=b) for a, b in a_b] + [_opt()], N=4, M=used)
+    )
     plan = Plan((Stage((0, 1, 2), 1, 1, {0: "v", 1: "v", 2: "v"}), Stage((3,), 2, 1, {3: "v"})))
     ev = evaluate(inst, plan)
     assert ev.valid, ev.violations
@@ -95,8 +110,10 @@ def test_each_tps_sum_is_correctly_rounded():
         _opt(p=1.0, w=1.0, fw={"0": 1.0}),
     ]
     d = _independent(opts, K=8, N=2)
-    d["edges"] = [{"sourceId": 0, "destId": 1, "communicationCost": 1e16},
-                  {"sourceId": 0, "destId": 2, "communicationCost": 1.0}]
+    d["edges"] = [
+        {"sourceId": 0, "destId": 1, "communicationCost": 1e16},
+        {"sourceId": 0, "destId": 2, "communicationCost": 1.0},
+    ]
     inst = instance_from_dict(d)
     ev = evaluate(inst, _one_stage(3, d=2))
     c = ev.stages[0].cost
@@ -116,8 +133,13 @@ def test_each_tps_sum_is_correctly_rounded():
 
 def test_extremes_of_every_range_give_finite_normal_results():
     big = dict(p=VALUE_MAX, w=VALUE_MAX, a=VALUE_MAX, b=VALUE_MAX)
-    huge = _independent([_opt(**big, bw={"1": VALUE_MAX}), _opt(**big, fw={"0": VALUE_MAX})],
-                        K=MAX_DEVICES, N=MAX_BATCH, M=VALUE_MAX, B=VALUE_MIN)
+    huge = _independent(
+        [_opt(**big, bw={"1": VALUE_MAX}), _opt(**big, fw={"0": VALUE_MAX})],
+        K=MAX_DEVICES,
+        N=MAX_BATCH,
+        M=VALUE_MAX,
+        B=VALUE_MIN,
+    )
     huge["edges"] = [{"sourceId": 0, "destId": 1, "communicationCost": VALUE_MAX}]
     huge["nodes"][0]["id"] = 0
     inst = instance_from_dict(huge)
@@ -127,8 +149,13 @@ def test_extremes_of_every_range_give_finite_normal_results():
     for r in ev.stages:
         assert math.isfinite(r.memory) and math.isfinite(r.cost.tps) and r.cost.tps > 0
     tiny = dict(p=VALUE_MIN, w=VALUE_MIN, a=VALUE_MIN, b=VALUE_MIN)
-    small = _independent([_opt(**tiny, bw={"1": VALUE_MIN}), _opt(**tiny, fw={"0": VALUE_MIN})],
-                         K=MAX_DEVICES, N=MAX_BATCH, M=VALUE_MAX, B=VALUE_MAX)
+    small = _independent(
+        [_opt(**tiny, bw={"1": VALUE_MIN}), _opt(**tiny, fw={"0": VALUE_MIN})],
+        K=MAX_DEVICES,
+        N=MAX_BATCH,
+        M=VALUE_MAX,
+        B=VALUE_MAX,
+    )
     small["edges"] = [{"sourceId": 0, "destId": 1, "communicationCost": VALUE_MIN}]
     inst = instance_from_dict(small)
     ev = evaluate(inst, Plan((Stage((0,), 2, 1, {0: "v"}), Stage((1,), 2**19, 1, {1: "v"}))))
@@ -139,7 +166,10 @@ def test_extremes_of_every_range_give_finite_normal_results():
 
 def test_magnitudes_from_1e_minus_6_to_1e18_in_one_instance():
     vals = [10.0**e for e in range(-6, 19)]
-    opts = [_opt(p=vals[i], w=vals[-1 - i], a=vals[(i * 7) % 25], b=vals[(i * 11) % 25]) for i in range(5)]
+    opts = [
+        _opt(p=vals[i], w=vals[-1 - i], a=vals[(i * 7) % 25], b=vals[(i * 11) % 25])
+        for i in range(5)
+    ]
     inst = instance_from_dict(_independent(opts, K=16, M=1e18, B=1e-6, N=2**20))
     ev = evaluate(inst, _one_stage(5, d=16))
     assert all(math.isfinite(x) for x in (ev.stages[0].memory, ev.stages[0].cost.tps))
@@ -157,11 +187,36 @@ def test_magnitudes_from_1e_minus_6_to_1e18_in_one_instance():
         (["maxMemoryPerDevice"], 1e300, "maxMemoryPerDevice", "[1e-30, 1e+30]"),
         (["bandwidth"], 1e-31, "bandwidth", "[1e-30, 1e+30]"),
         (["bandwidth"], 10**400, "bandwidth", "[1e-30, 1e+30]"),
-        (["nodes", 0, "TMPCs", "1", 0, "timePerSample"], 1e-31, "timePerSample", "0 or within [1e-30, 1e+30]"),
-        (["nodes", 0, "TMPCs", "1", 0, "parameterSize"], 5e-324, "parameterSize", "0 or within [1e-30, 1e+30]"),
-        (["nodes", 0, "TMPCs", "1", 0, "memoryUsageA"], 2e30, "memoryUsageA", "0 or within [1e-30, 1e+30]"),
-        (["nodes", 0, "TMPCs", "1", 0, "memoryUsageB"], 10**31, "memoryUsageB", "0 or within [1e-30, 1e+30]"),
-        (["nodes", 0, "TMPCs", "1", 0, "memoryUsageB"], 10**400, "memoryUsageB", "0 or within [1e-30, 1e+30]"),
+        (
+            ["nodes", 0, "TMPCs", "1", 0, "timePerSample"],
+            1e-31,
+            "timePerSample",
+            "0 or within [1e-30, 1e+30]",
+        ),
+        (
+            ["nodes", 0, "TMPCs", "1", 0, "parameterSize"],
+            5e-324,
+            "parameterSize",
+            "0 or within [1e-30, 1e+30]",
+        ),
+        (
+            ["nodes", 0, "TMPCs", "1", 0, "memoryUsageA"],
+            2e30,
+            "memoryUsageA",
+            "0 or within [1e-30, 1e+30]",
+        ),
+        (
+            ["nodes", 0, "TMPCs", "1", 0, "memoryUsageB"],
+            10**31,
+            "memoryUsageB",
+            "0 or within [1e-30, 1e+30]",
+        ),
+        (
+            ["nodes", 0, "TMPCs", "1", 0, "memoryUsageB"],
+            10**400,
+            "memoryUsageB",
+            "0 or within [1e-30, 1e+30]",
+        ),
         (["nodes", 0, "id"], 2**63, "id", f"[{ID_MIN}, {ID_MAX}]"),
         (["nodes", 0, "id"], -(2**63) - 1, "id", f"[{ID_MIN}, {ID_MAX}]"),
     ],
@@ -193,7 +248,10 @@ def test_boundaries_are_accepted():
 def test_t_key_beyond_the_device_range_is_refused():
     d = _independent([_opt()])
     d["nodes"][0]["TMPCs"][str(MAX_DEVICES + 1)] = [_opt()]
-    with pytest.raises(InputError, match=rf"t = '{MAX_DEVICES + 1}' is outside the supported range \[1, {MAX_DEVICES}\]"):
+    with pytest.raises(
+        InputError,
+        match=rf"t = '{MAX_DEVICES + 1}' is outside the supported range \[1, {MAX_DEVICES}\]",
+    ):
         instance_from_dict(d, source="t.json")
 
 
@@ -232,10 +290,26 @@ def test_cli_override_out_of_range_is_one_line(tmp_path):
     path = tmp_path / "i.json"
     path.write_text(json.dumps(_independent([_opt()])))
     plan = tmp_path / "p.json"
-    plan.write_text(json.dumps({"stages": [{"nodes": [0], "dataParallelDegree": 1, "tensorParallelDegree": 1,
-                                            "TMPCids": {"0": "v"}}]}))
-    for args, field in ((["--memory", "1e31"], "--memory (M)"), (["--devices", str(2**21)], "--devices (K)"),
-                        (["--batch", str(10**18)], "--batch (N)"), (["--bandwidth", "1e-40"], "--bandwidth (B)")):
+    plan.write_text(
+        json.dumps(
+            {
+                "stages": [
+                    {
+                        "nodes": [0],
+                        "dataParallelDegree": 1,
+                        "tensorParallelDegree": 1,
+                        "TMPCids": {"0": "v"},
+                    }
+                ]
+            }
+        )
+    )
+    for args, field in (
+        (["--memory", "1e31"], "--memory (M)"),
+        (["--devices", str(2**21)], "--devices (K)"),
+        (["--batch", str(10**18)], "--batch (N)"),
+        (["--bandwidth", "1e-40"], "--bandwidth (B)"),
+    ):
         r = CliRunner().invoke(app, ["evaluate", str(path), str(plan), *args])
         assert r.exit_code == 2, r.output
         lines = r.output.splitlines()
@@ -248,7 +322,9 @@ def test_cli_override_out_of_range_is_one_line(tmp_path):
 def test_divisors_upto_matches_the_definition():
     for n in range(1, 400):
         for cap in (1, 2, 3, 5, 12, 19, n - 1, n, n + 7):
-            assert divisors_upto(n, cap) == [k for k in range(1, n + 1) if n % k == 0 and k <= cap], (n, cap)
+            assert divisors_upto(n, cap) == [
+                k for k in range(1, n + 1) if n % k == 0 and k <= cap
+            ], (n, cap)
     assert divisors_upto(0, 5) == [] and divisors_upto(12, 0) == []
     assert divisors(36) == [1, 2, 3, 4, 6, 9, 12, 18, 36]
 
@@ -271,33 +347,73 @@ def test_d_values_are_the_divisors_of_N_up_to_K_and_max_d():
 
 # ---- PipeDream's own options ----
 
-_PD_GRAPH = ("node1 -- A -- forward_compute_time=1.0, backward_compute_time=0.0, activation_size=1.0, parameter_size=8.0\n"
-             "node2 -- B -- forward_compute_time=1.0, backward_compute_time=0.0, activation_size=1.0, parameter_size=8.0\n"
-             "\tnode1 -- node2\n")
+_PD_GRAPH = (
+    "node1 -- A -- forward_compute_time=1.0, backward_compute_time=0.0, activation_size=1.0, parameter_size=8.0\n"
+    "node2 -- B -- forward_compute_time=1.0, backward_compute_time=0.0, activation_size=1.0, parameter_size=8.0\n"
+    "\tnode1 -- node2\n"
+)
 
 
-@pytest.mark.parametrize("command", [["pipedream", "--machines", "2"], ["verify", "--model", "pipedream", "--devices", "2"]])
-@pytest.mark.parametrize("option,value", [(o, v) for o in ("--memory", "--bandwidth")
-                                          for v in ("1e31", "1e-31", "5e-324", "1e308", "-1", "0", "nan", "inf")])
-def test_pipedream_memory_and_bandwidth_out_of_range_are_one_line_exit_2(tmp_path, command, option, value):
+@pytest.mark.parametrize(
+    "command",
+    [["pipedream", "--machines", "2"], ["verify", "--model", "pipedream", "--devices", "2"]],
+)
+@pytest.mark.parametrize(
+    "option,value",
+    [
+        (o, v)
+        for o in ("--memory", "--bandwidth")
+        for v in ("1e31", "1e-31", "5e-324", "1e308", "-1", "0", "nan", "inf")
+    ],
+)
+def test_pipedream_memory_and_bandwidth_out_of_range_are_one_line_exit_2(
+    tmp_path, command, option, value
+):
     """`pipedream` and `verify --model pipedream` read --memory / --bandwidth with the ranges of
     Piper's M and B (check_setting); 1e31 or 5e-324 were planned with."""
     path = tmp_path / "graph.txt"
     path.write_text(_PD_GRAPH)
     args = {"--memory": "8", "--bandwidth": "1e9", option: value}
-    r = CliRunner().invoke(app, [*command[:1], *command[1:-2], str(path), *command[-2:],
-                                 "--bandwidth", args["--bandwidth"], "--memory", args["--memory"]])
+    r = CliRunner().invoke(
+        app,
+        [
+            *command[:1],
+            *command[1:-2],
+            str(path),
+            *command[-2:],
+            "--bandwidth",
+            args["--bandwidth"],
+            "--memory",
+            args["--memory"],
+        ],
+    )
     assert r.exit_code == 2, r.output
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and option in lines[0], r.output
 
 
-@pytest.mark.parametrize("command", [["pipedream", "--machines", "2"], ["verify", "--model", "pipedream", "--devices", "2"]])
+@pytest.mark.parametrize(
+    "command",
+    [["pipedream", "--machines", "2"], ["verify", "--model", "pipedream", "--devices", "2"]],
+)
 def test_pipedream_memory_and_bandwidth_at_the_range_ends_are_accepted(tmp_path, command):
     path = tmp_path / "graph.txt"
     path.write_text(_PD_GRAPH)
     for b, m in ((VALUE_MIN, VALUE_MAX), (VALUE_MAX, VALUE_MIN)):
-        r = CliRunner().invoke(app, [*command[:1], *command[1:-2], str(path), *command[-2:],
-                                     "--bandwidth", repr(b), "--memory", repr(m)])
-        assert r.exit_code in (0, 1), r.output  # 1: verify's verdict or no plan under the memory rule
+        r = CliRunner().invoke(
+            app,
+            [
+                *command[:1],
+                *command[1:-2],
+                str(path),
+                *command[-2:],
+                "--bandwidth",
+                repr(b),
+                "--memory",
+                repr(m),
+            ],
+        )
+        assert r.exit_code in (0, 1), (
+            r.output
+        )  # 1: verify's verdict or no plan under the memory rule
         assert "error" not in r.output, r.output

@@ -26,13 +26,30 @@ from piper_ilp.errors import InputError
 REPO = Path(__file__).resolve().parents[1]
 SMALL = REPO / "inputs" / "small.json"
 CAMPAIGN = dict(families=("chain",), nodes=(2, 3), methods=("brute",), workers=1, progress=False)
-CAMPAIGN_ARGS = ["--count", "3", "--seed", "1", "--families", "chain", "--nodes", "2-3", "--methods", "brute",
-                 "--workers", "1", "--scheduler", "processes", "--no-progress"]
+CAMPAIGN_ARGS = [
+    "--count",
+    "3",
+    "--seed",
+    "1",
+    "--families",
+    "chain",
+    "--nodes",
+    "2-3",
+    "--methods",
+    "brute",
+    "--workers",
+    "1",
+    "--scheduler",
+    "processes",
+    "--no-progress",
+]
 
 
 def _sweep(out: Path, **kw) -> list[dict]:
     inst = load_instance(SMALL)
-    return run_sweep(inst, sweep_points([2, 4], [inst.M], [inst.N], [inst.B], ["all", "2bw"]), out, **kw)
+    return run_sweep(
+        inst, sweep_points([2, 4], [inst.M], [inst.N], [inst.B], ["all", "2bw"]), out, **kw
+    )
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +67,13 @@ def _copy(src: Path, dst: Path) -> Path:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "piper_cli", *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "piper_cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 # ---- a folder records what wrote it ----------------------------------------------------------
@@ -60,16 +83,40 @@ def test_a_campaign_refuses_a_sweeps_folder_and_a_sweep_a_campaigns(folders, tmp
     camp, sweep = (_copy(f, tmp_path / f.name) for f in folders)
     before = {f: (f / "results.jsonl").read_bytes() for f in (camp, sweep)}
     for resume in (False, True):
-        with pytest.raises(InputError, match=r"holds a sweep's results .*sweep\.json.*a campaign cannot share it"):
+        with pytest.raises(
+            InputError, match=r"holds a sweep's results .*sweep\.json.*a campaign cannot share it"
+        ):
             run_campaign(sweep, 3, 1, resume=resume, **CAMPAIGN)
-        with pytest.raises(InputError, match=r"holds a campaign's results .*campaign\.json.*a sweep cannot share it"):
+        with pytest.raises(
+            InputError,
+            match=r"holds a campaign's results .*campaign\.json.*a sweep cannot share it",
+        ):
             _sweep(camp, resume=resume)
-    assert {f: (f / "results.jsonl").read_bytes() for f in (camp, sweep)} == before  # nothing appended
+    assert {
+        f: (f / "results.jsonl").read_bytes() for f in (camp, sweep)
+    } == before  # nothing appended
     # the command line: one line, exit 2
-    for args in (["campaign", *CAMPAIGN_ARGS, "--out", str(sweep)], ["campaign", *CAMPAIGN_ARGS, "--out", str(sweep), "--resume"],
-                 ["sweep", str(SMALL), "--out", str(camp), "--devices", "2,4", "--variants", "all,2bw", "--resume"]):
+    for args in (
+        ["campaign", *CAMPAIGN_ARGS, "--out", str(sweep)],
+        ["campaign", *CAMPAIGN_ARGS, "--out", str(sweep), "--resume"],
+        [
+            "sweep",
+            str(SMALL),
+            "--out",
+            str(camp),
+            "--devices",
+            "2,4",
+            "--variants",
+            "all,2bw",
+            "--resume",
+        ],
+    ):
         p = _cli(*args)
-        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "cannot share it" in p.stderr, p.stderr
+        assert (
+            p.returncode == 2
+            and len(p.stderr.strip().splitlines()) == 1
+            and "cannot share it" in p.stderr
+        ), p.stderr
     # plot draws only a sweep's folder
     p = _cli("plot", str(camp), "-o", str(tmp_path / "fig.png"))
     assert p.returncode == 2 and "holds a campaign's results, not a sweep's" in p.stderr, p.stderr
@@ -120,7 +167,9 @@ def test_resume_drops_a_torn_last_line_with_a_note(folders, tmp_path, kind):
     assert len(notes) == 1 and "dropped the torn last line 3" in notes[0] and str(path) in notes[0]
     assert len(seen) == len(lines) - 2 and len(records) == len(lines)
     text = path.read_text()
-    assert text.endswith("\n") and [json.loads(x)["id"] for x in text.splitlines()] == [r["id"] for r in records]
+    assert text.endswith("\n") and [json.loads(x)["id"] for x in text.splitlines()] == [
+        r["id"] for r in records
+    ]
 
 
 def test_resume_refuses_garbage_in_the_middle_naming_the_file_and_line(folders, tmp_path):
@@ -134,7 +183,11 @@ def test_resume_refuses_garbage_in_the_middle_naming_the_file_and_line(folders, 
         run_campaign(out, 3, 1, resume=True, **CAMPAIGN)
     assert path.read_text() == damaged  # left as it was
     p = _cli("campaign", *CAMPAIGN_ARGS, "--out", str(out), "--resume")
-    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and f"{path}, line 2" in p.stderr, p.stderr
+    assert (
+        p.returncode == 2
+        and len(p.stderr.strip().splitlines()) == 1
+        and f"{path}, line 2" in p.stderr
+    ), p.stderr
     path.write_text("\n".join([lines[0], "", lines[2]]) + "\n")
     with pytest.raises(InputError, match=rf"{path}, line 2: an empty line"):
         run_campaign(out, 3, 1, resume=True, **CAMPAIGN)
@@ -148,7 +201,9 @@ def test_a_whole_last_record_without_its_newline_is_kept(folders, tmp_path):
     notes = []
     run_campaign(out, 3, 1, resume=True, note=notes.append, **CAMPAIGN)
     assert notes == []
-    assert [json.loads(x)["id"] for x in path.read_text().splitlines()] == [json.loads(x)["id"] for x in lines]
+    assert [json.loads(x)["id"] for x in path.read_text().splitlines()] == [
+        json.loads(x)["id"] for x in lines
+    ]
 
 
 def test_the_cli_prints_the_note(folders, tmp_path):

@@ -40,7 +40,9 @@ def _plan(k: int):
 
 def _chain_d1(n, seed):
     """A chain cut into one stage per node, d = t = 1 (so every stage holds y = S - i)."""
-    inst = random_instance("chain", n, seed, memory="loose", t_values=(1,)).with_settings(K=n, N=n, M=1e18)
+    inst = random_instance("chain", n, seed, memory="loose", t_values=(1,)).with_settings(
+        K=n, N=n, M=1e18
+    )
     plan = Plan(tuple(Stage((v,), 1, 1, {v: "vanilla"}) for v in nx.topological_sort(inst.graph)))
     assert evaluate(inst, plan).valid
     return inst, plan
@@ -54,7 +56,10 @@ def test_graph_pipelining_never_needs_more_in_flight_than_sequential(k):
     seq, graph = in_flight(d, succ, "sequential"), in_flight(d, succ, "graph")
     assert all(g <= s for g, s in zip(graph, seq))
     assert seq == [sum(d[i:]) for i in range(len(d))]  # sec. 2's suffix sums
-    assert all(microbatches_held(g, di, inst.N) <= microbatches_held(s, di, inst.N) for g, s, di in zip(graph, seq, d))
+    assert all(
+        microbatches_held(g, di, inst.N) <= microbatches_held(s, di, inst.N)
+        for g, s, di in zip(graph, seq, d)
+    )
 
 
 @pytest.mark.parametrize("k", range(12))
@@ -88,13 +93,39 @@ def test_flush_batch_time_of_a_d1_chain_with_one_task_per_microbatch_is_the_form
 def _balanced_chain(n: int, p: float) -> tuple:
     """n identical layers in a chain, no communication: every stage of the one-layer-per-stage
     plan has TPS p (so the in-flight budget y_i = n - i is what keeps the pipeline full)."""
-    opt = {"id": "vanilla", "timePerSample": p, "parameterSize": 0, "memoryUsageA": 1, "memoryUsageB": 0}
+    opt = {
+        "id": "vanilla",
+        "timePerSample": p,
+        "parameterSize": 0,
+        "memoryUsageA": 1,
+        "memoryUsageB": 0,
+    }
     nodes = [
-        {"id": v, "TMPCs": {"1": [dict(opt, syncTimeFw={str(v - 1): 0} if v else {}, syncTimeBw={str(v + 1): 0} if v < n - 1 else {})]}}
+        {
+            "id": v,
+            "TMPCs": {
+                "1": [
+                    dict(
+                        opt,
+                        syncTimeFw={str(v - 1): 0} if v else {},
+                        syncTimeBw={str(v + 1): 0} if v < n - 1 else {},
+                    )
+                ]
+            },
+        }
         for v in range(n)
     ]
     edges = [{"sourceId": v, "destId": v + 1, "communicationCost": 0} for v in range(n - 1)]
-    inst = instance_from_dict({"maxDevices": n, "maxMemoryPerDevice": 1e6, "bandwidth": 1, "mbsInBatch": n, "nodes": nodes, "edges": edges})
+    inst = instance_from_dict(
+        {
+            "maxDevices": n,
+            "maxMemoryPerDevice": 1e6,
+            "bandwidth": 1,
+            "mbsInBatch": n,
+            "nodes": nodes,
+            "edges": edges,
+        }
+    )
     return inst, Plan(tuple(Stage((v,), 1, 1, {v: "vanilla"}) for v in range(n)))
 
 
@@ -125,14 +156,35 @@ def _chain(tps: list[float], d: list[int], N: int) -> tuple:
     exactly tps[i] (p = tps[i] d[i])."""
     n = len(tps)
     nodes = [
-        {"id": v, "TMPCs": {"1": [{"id": "vanilla", "timePerSample": tps[v] * d[v], "parameterSize": 0, "memoryUsageA": 1,
-                                   "memoryUsageB": 0, "syncTimeFw": {str(v - 1): 0} if v else {},
-                                   "syncTimeBw": {str(v + 1): 0} if v < n - 1 else {}}]}}
+        {
+            "id": v,
+            "TMPCs": {
+                "1": [
+                    {
+                        "id": "vanilla",
+                        "timePerSample": tps[v] * d[v],
+                        "parameterSize": 0,
+                        "memoryUsageA": 1,
+                        "memoryUsageB": 0,
+                        "syncTimeFw": {str(v - 1): 0} if v else {},
+                        "syncTimeBw": {str(v + 1): 0} if v < n - 1 else {},
+                    }
+                ]
+            },
+        }
         for v in range(n)
     ]
     edges = [{"sourceId": v, "destId": v + 1, "communicationCost": 0} for v in range(n - 1)]
-    inst = instance_from_dict({"maxDevices": sum(d), "maxMemoryPerDevice": 100, "bandwidth": 1, "mbsInBatch": N,
-                               "nodes": nodes, "edges": edges})
+    inst = instance_from_dict(
+        {
+            "maxDevices": sum(d),
+            "maxMemoryPerDevice": 100,
+            "bandwidth": 1,
+            "mbsInBatch": N,
+            "nodes": nodes,
+            "edges": edges,
+        }
+    )
     return inst, Plan(tuple(Stage((v,), d[v], 1, {v: "vanilla"}) for v in range(n)))
 
 
@@ -172,7 +224,6 @@ def test_1f1b_when_a_budget_rounds_up_can_fall_short_of_max_tps():
     assert sim.period == pytest.approx(1.5, rel=1e-9)
 
 
-
 def _random_plan(k: int):
     """A random plan of a seeded random instance: a random topological order cut into 1-5
     stages, each of a random degree d | N (t = 1, no memory limit), with the pipelinings it
@@ -180,12 +231,20 @@ def _random_plan(k: int):
     rng = random.Random(k)
     N = rng.choice([2, 3, 4, 6, 8, 12])
     fam = FAMILIES[k % len(FAMILIES)]
-    inst = random_instance(fam, rng.randint(3, 7), seed=k, memory="loose", t_values=(1,)).with_settings(K=10**6, M=1e18, N=N)
+    inst = random_instance(
+        fam, rng.randint(3, 7), seed=k, memory="loose", t_values=(1,)
+    ).with_settings(K=10**6, M=1e18, N=N)
     order = list(nx.lexicographical_topological_sort(inst.graph, key=lambda v: rng.random()))
     cuts = sorted(rng.sample(range(1, len(order)), min(rng.randint(1, 5), len(order)) - 1))
     stages, left = [], N
     for a, b in zip([0] + cuts, cuts + [len(order)]):  # sum d <= N mostly, not always
-        d = rng.choice([x for x in range(1, N + 1) if N % x == 0 and (x <= left or x == 1 or rng.random() < 0.2)])
+        d = rng.choice(
+            [
+                x
+                for x in range(1, N + 1)
+                if N % x == 0 and (x <= left or x == 1 or rng.random() < 0.2)
+            ]
+        )
         left = max(left - d, 1)
         stages.append(Stage(tuple(order[a:b]), d, 1, {v: "vanilla" for v in order[a:b]}))
     plan = Plan(tuple(stages))
@@ -214,13 +273,22 @@ def test_random_plans_1f1b_reaches_max_tps_and_flushes_stay_within_the_model(k):
         for fraction in (1 / 3, 0.9):
             # 2000 microbatches: plan 35 (graph, forward fraction 0.9) is still catching up
             # after the fill at 512 and reads 0.996 max TPS
-            sim = simulate(inst, plan, schedule="1f1b", pipeline=pipeline, microbatches=2000, forward_fraction=fraction)
+            sim = simulate(
+                inst,
+                plan,
+                schedule="1f1b",
+                pipeline=pipeline,
+                microbatches=2000,
+                forward_fraction=fraction,
+            )
             assert sim.period >= sim.max_tps * (1 - 1e-9)
             if not gap:
                 assert sim.period <= sim.max_tps * (1 + 1e-9)
             assert all(s["peak_in_flight"] <= s["y_model"] for s in sim.stages)
             for schedule in ("1f1b-flush", "gpipe"):
-                sim = simulate(inst, plan, schedule=schedule, pipeline=pipeline, forward_fraction=fraction)
+                sim = simulate(
+                    inst, plan, schedule=schedule, pipeline=pipeline, forward_fraction=fraction
+                )
                 assert sim.batch_time >= inst.N * sim.max_tps * (1 - 1e-9)
                 if not gap or schedule == "gpipe":
                     assert sim.batch_time <= sim.model_batch_time * (1 + 1e-9)
@@ -235,7 +303,12 @@ def test_batch_time_formula_on_a_diamond():
 
 def test_bad_arguments_are_input_errors():
     inst, plan = _chain_d1(3, 0)
-    for kw in ({"schedule": "zigzag"}, {"pipeline": "tree"}, {"forward_fraction": 0.0}, {"microbatches": 0}):
+    for kw in (
+        {"schedule": "zigzag"},
+        {"pipeline": "tree"},
+        {"forward_fraction": 0.0},
+        {"microbatches": 0},
+    ):
         with pytest.raises(InputError):
             simulate(inst, plan, **kw)
     with pytest.raises(InputError, match="invalid"):
@@ -247,11 +320,25 @@ def test_simulate_runs_on_the_reference_plans(shared_dir, tmp_path):
     index = json.loads((shared_dir / "reference" / "index.json").read_text())
     for ref in index:
         args = [
-            sys.executable, "-m", "piper_cli", "simulate", str(shared_dir / ref["instance"]),
-            str(shared_dir / "reference" / ref["plan"]), "--devices", str(ref["maxDevices"]),
-            "--memory", str(ref["maxMemoryPerDevice"]), "--batch", str(ref["mbsInBatch"]),
-            "--bandwidth", str(ref["bandwidth"]), "--schedule", "1f1b-flush", "--json",
-            "--gantt", str(tmp_path / "g.svg"),
+            sys.executable,
+            "-m",
+            "piper_cli",
+            "simulate",
+            str(shared_dir / ref["instance"]),
+            str(shared_dir / "reference" / ref["plan"]),
+            "--devices",
+            str(ref["maxDevices"]),
+            "--memory",
+            str(ref["maxMemoryPerDevice"]),
+            "--batch",
+            str(ref["mbsInBatch"]),
+            "--bandwidth",
+            str(ref["bandwidth"]),
+            "--schedule",
+            "1f1b-flush",
+            "--json",
+            "--gantt",
+            str(tmp_path / "g.svg"),
         ]
         p = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
         assert p.returncode == 0, p.stderr
@@ -273,17 +360,20 @@ def test_too_many_microbatches_are_refused_before_simulating():
 
 def test_cli_an_invalid_plan_names_its_file(tmp_path):
     """simulate's invalid-plan error did not name the plan file."""
+    from conftest import INPUTS
     from typer.testing import CliRunner
 
-    from conftest import INPUTS
     from piper_cli import app
 
     bad = tmp_path / "bad.plan.json"
     bad.write_text('{"stages": []}')
-    r = CliRunner().invoke(app, ["simulate", str(INPUTS / "small.json"), str(bad), "--ignore-metadata"])
+    r = CliRunner().invoke(
+        app, ["simulate", str(INPUTS / "small.json"), str(bad), "--ignore-metadata"]
+    )
     assert r.exit_code == 2, r.output
     assert r.output.strip().splitlines() == [
-        f"piper-ilp: error: {bad}: the plan is invalid for this instance under sequential pipelining: rule 1: the plan has no stages"]
+        f"piper-ilp: error: {bad}: the plan is invalid for this instance under sequential pipelining: rule 1: the plan has no stages"
+    ]
 
 
 def test_cli_says_a_period_below_max_tps_is_not_yet_steady(tmp_path):
@@ -298,7 +388,13 @@ def test_cli_says_a_period_below_max_tps_is_not_yet_steady(tmp_path):
     inst, plan = _chain([0.99, 1.0], [6, 2], 12)
     save_instance(inst, tmp_path / "i.json")
     save_plan(plan, tmp_path / "p.json")
-    args = ["simulate", str(tmp_path / "i.json"), str(tmp_path / "p.json"), "--forward-fraction", "0.9"]
+    args = [
+        "simulate",
+        str(tmp_path / "i.json"),
+        str(tmp_path / "p.json"),
+        "--forward-fraction",
+        "0.9",
+    ]
     r = CliRunner().invoke(app, args + ["--microbatches", "96"])
     assert r.exit_code == 0, r.output
     assert "ratio 0.9900" in r.output and "not yet the steady state" in r.output

@@ -13,21 +13,53 @@ import sys
 
 import numpy as np
 import pytest
-
-from compare.generators import FAMILIES, random_instance
 from conftest import INPUTS, REPO
 
-SOLVER_LIBRARIES = {"numpy", "networkx", "ortools", "pulp", "matplotlib", "dask", "distributed", "scipy", "pandas"}
-MILP_AND_EXTRAS = {"networkx", "ortools", "pulp", "matplotlib", "dask", "distributed", "scipy", "pandas",
-                   "piper_ilp.milp.model", "piper_ilp.milp.solve", "numpy.ma", "compare.verify", "compare.generators"}
+from compare.generators import FAMILIES, random_instance
+
+SOLVER_LIBRARIES = {
+    "numpy",
+    "networkx",
+    "ortools",
+    "pulp",
+    "matplotlib",
+    "dask",
+    "distributed",
+    "scipy",
+    "pandas",
+}
+MILP_AND_EXTRAS = {
+    "networkx",
+    "ortools",
+    "pulp",
+    "matplotlib",
+    "dask",
+    "distributed",
+    "scipy",
+    "pandas",
+    "piper_ilp.milp.model",
+    "piper_ilp.milp.solve",
+    "numpy.ma",
+    "compare.verify",
+    "compare.generators",
+}
 
 
 def imported(*args: str, code: str | None = None) -> tuple[subprocess.CompletedProcess, set[str]]:
     """Run ``python -X importtime -m piper_cli ARGS`` (or ``-c CODE``) in the repository;
     the process and the names of the modules it imported."""
-    cmd = [sys.executable, "-X", "importtime", *(["-c", code] if code is not None else ["-m", "piper_cli", *args])]
+    cmd = [
+        sys.executable,
+        "-X",
+        "importtime",
+        *(["-c", code] if code is not None else ["-m", "piper_cli", *args]),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-    names = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    names = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    }
     assert "typer" in names or code is not None, proc.stderr[-2000:]
     return proc, names
 
@@ -58,8 +90,12 @@ def test_usage_error_loads_no_solver():
 
 @pytest.mark.parametrize("knapsack", ["exact", "greedy"])
 def test_solve_with_the_dp_loads_no_milp_nor_networkx(knapsack):
-    proc, names = imported("solve", str(INPUTS / "small.json"), "--method", "dp", "--knapsack", knapsack)
-    assert proc.returncode == 0 and ("optimal" if knapsack == "exact" else "feasible") in proc.stdout
+    proc, names = imported(
+        "solve", str(INPUTS / "small.json"), "--method", "dp", "--knapsack", knapsack
+    )
+    assert (
+        proc.returncode == 0 and ("optimal" if knapsack == "exact" else "feasible") in proc.stdout
+    )
     assert {"numpy", "dp", "compare.methods"} <= names  # the DP did run
     assert not names & MILP_AND_EXTRAS, sorted(names & MILP_AND_EXTRAS)
 
@@ -104,7 +140,9 @@ def test_instance_graph_is_built_on_first_use():
     assert inst._graph is None
     g = inst.graph
     assert inst.graph is g and list(g.nodes) == inst.node_ids
-    assert {(u, v): d["c"] for u, v, d in g.edges(data=True)} == {(e.src, e.dst): e.c for e in inst.edges}
+    assert {(u, v): d["c"] for u, v, d in g.edges(data=True)} == {
+        (e.src, e.dst): e.c for e in inst.edges
+    }
 
 
 def test_suffix_order_is_networkx_lexicographic_order():
@@ -130,7 +168,11 @@ def test_acyclic_check_agrees_with_networkx():
     rng = np.random.default_rng(5)
     for _ in range(300):
         n = int(rng.integers(1, 8))
-        edges = {(int(u), int(v)) for u, v in rng.integers(0, n, size=(int(rng.integers(0, 12)), 2)) if u != v}
+        edges = {
+            (int(u), int(v))
+            for u, v in rng.integers(0, n, size=(int(rng.integers(0, 12)), 2))
+            if u != v
+        }
         succs = {v: {w for u, w in edges if u == v} for v in range(n)}
         g = nx.DiGraph()
         g.add_nodes_from(range(n))
@@ -160,10 +202,22 @@ def test_bench_proc_cpu_is_a_fresh_cli_process(tmp_path):
     from dp import solve_dp
     from piper_ilp.instance import load_instance
 
-    got = run_cli([sys.executable, "-m", "piper_cli", "solve"], INPUTS / "small.json", "exact", 10**6, timeout=120)
+    got = run_cli(
+        [sys.executable, "-m", "piper_cli", "solve"],
+        INPUTS / "small.json",
+        "exact",
+        10**6,
+        timeout=120,
+    )
     assert got["cli_tps"] == solve_dp(load_instance(INPUTS / "small.json")).tps
     assert got["cpu_process"] > 0
-    bad = run_cli([sys.executable, "-m", "piper_cli", "solve"], tmp_path / "missing.json", "exact", 10**6, timeout=120)
+    bad = run_cli(
+        [sys.executable, "-m", "piper_cli", "solve"],
+        tmp_path / "missing.json",
+        "exact",
+        10**6,
+        timeout=120,
+    )
     assert "exit status 2" in bad["cli_error"] and "cpu_process" not in bad
 
 
@@ -188,5 +242,7 @@ def test_the_cli_asks_blas_for_one_thread_unless_the_user_chose():
         "import os; os.environ.pop('OPENBLAS_NUM_THREADS', None); import piper_cli; "
         "piper_cli.single_threaded_blas(os.environ); import numpy; print(len(os.listdir('/proc/self/task')))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    ).stdout
     assert int(out) == 1

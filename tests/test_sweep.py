@@ -40,8 +40,10 @@ def test_every_point_is_one_row_with_the_methods_answer(swept):
             ref = solve_2bw(i)
         else:
             restr = {
-                "all": Restrictions(), "greedy": Restrictions(),
-                "no-dp": Restrictions(max_d=1), "no-tp": Restrictions(max_t=1),
+                "all": Restrictions(),
+                "greedy": Restrictions(),
+                "no-dp": Restrictions(max_d=1),
+                "no-tp": Restrictions(max_t=1),
                 "no-recompute": Restrictions(exclude_options=frozenset({"activation recomp"})),
             }[r["variant"]]
             ref = solve_dp(i, restr, knapsack="greedy" if r["variant"] == "greedy" else "exact")
@@ -58,7 +60,9 @@ def test_the_csv_holds_the_same_rows(swept):
         table = list(csv.DictReader(fh))
     assert tuple(table[0]) == CSV_FIELDS and len(table) == len(rows)
     for t, r in zip(table, rows):
-        assert t["variant"] == r["variant"] and (t["tps"] == "" if r["tps"] is None else float(t["tps"]) == r["tps"])
+        assert t["variant"] == r["variant"] and (
+            t["tps"] == "" if r["tps"] is None else float(t["tps"]) == r["tps"]
+        )
 
 
 def test_resume_skips_finished_runs_and_a_second_sweep_is_refused(swept, tmp_path):
@@ -72,7 +76,9 @@ def test_resume_skips_finished_runs_and_a_second_sweep_is_refused(swept, tmp_pat
     partial = tmp_path / "partial"
     partial.mkdir()
     lines = (out / "results.jsonl").read_text().splitlines()
-    (partial / "results.jsonl").write_text("\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2])
+    (partial / "results.jsonl").write_text(
+        "\n".join(lines[:3]) + "\n" + lines[3][: len(lines[3]) // 2]
+    )
     # results without the manifest that says what wrote them (a killed run always has it)
     with pytest.raises(InputError, match="sweep.json is missing"):
         run_sweep(inst, points, partial, resume=True)
@@ -94,7 +100,11 @@ def test_plot_draws_one_line_per_variant(swept, tmp_path, suffix):
     _, _, rows, _ = swept
     path = plot_rows(rows, tmp_path / f"fig{suffix}", x="devices", title="small")
     data = path.read_bytes()
-    assert data.startswith(b"\x89PNG") if suffix == ".png" else b"no-recompute" in data and b"<svg" in data
+    assert (
+        data.startswith(b"\x89PNG")
+        if suffix == ".png"
+        else b"no-recompute" in data and b"<svg" in data
+    )
 
 
 def test_plot_refuses_bad_axes_and_files(swept, tmp_path):
@@ -109,8 +119,21 @@ def test_plot_refuses_bad_axes_and_files(swept, tmp_path):
 
 def test_cli_sweep_then_plot(tmp_path):
     out = tmp_path / "s"
-    run = lambda *a: subprocess.run([sys.executable, "-m", "piper_cli", *a], capture_output=True, text=True, cwd=REPO)
-    p = run("sweep", str(SMALL), "--out", str(out), "--devices", "4,8", "--memory", "600MB", "--variants", "all,2bw")
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "piper_cli", *a], capture_output=True, text=True, cwd=REPO
+    )
+    p = run(
+        "sweep",
+        str(SMALL),
+        "--out",
+        str(out),
+        "--devices",
+        "4,8",
+        "--memory",
+        "600MB",
+        "--variants",
+        "all,2bw",
+    )
     assert p.returncode == 0, p.stderr
     assert len(read_rows(out)) == 4
     p = run("plot", str(out), "-o", str(tmp_path / "f.svg"))
@@ -119,16 +142,44 @@ def test_cli_sweep_then_plot(tmp_path):
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("args,says", [(["--devices", "2000000"], "--devices (K)"), (["--batch", "2000000000000"], "--batch (N)"),
-                                       (["--memory", "1e31"], "--memory (M)"), (["--bandwidth", "1e-40"], "--bandwidth (B)")])
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["--devices", "2000000"], "--devices (K)"),
+        (["--batch", "2000000000000"], "--batch (N)"),
+        (["--memory", "1e31"], "--memory (M)"),
+        (["--bandwidth", "1e-40"], "--bandwidth (B)"),
+    ],
+)
 def test_cli_sweep_refuses_an_out_of_range_grid_value_before_any_work(tmp_path, args, says):
     """As solve does (exit 2, one line naming the option), not a worker's traceback and
     "internal error: a sweep worker process died" (exit 1) after the folder was made."""
     out = tmp_path / "s"
-    p = subprocess.run([sys.executable, "-m", "piper_cli", "sweep", str(SMALL), "--out", str(out), "--scheduler", "processes",
-                        "--variants", "all", *args], capture_output=True, text=True, cwd=REPO)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "piper_cli",
+            "sweep",
+            str(SMALL),
+            "--out",
+            str(out),
+            "--scheduler",
+            "processes",
+            "--variants",
+            "all",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert p.returncode == 2, p.stderr
-    assert p.stderr.strip().splitlines() == [p.stderr.strip()] and says in p.stderr and "within [" in p.stderr
+    assert (
+        p.stderr.strip().splitlines() == [p.stderr.strip()]
+        and says in p.stderr
+        and "within [" in p.stderr
+    )
     assert not out.exists()
 
 
@@ -138,7 +189,9 @@ def test_run_sweep_checks_every_point_before_any_work(tmp_path):
     from compare.sweep import SweepPoint
 
     inst = load_instance(SMALL)
-    with pytest.raises(InputError, match=r"--devices \(K\) must be an integer within \[1, 1048576\], got 2000000"):
+    with pytest.raises(
+        InputError, match=r"--devices \(K\) must be an integer within \[1, 1048576\], got 2000000"
+    ):
         sweep_points([8, 2_000_000], [inst.M], [inst.N], [inst.B], ["all"])
     with pytest.raises(InputError, match=r"--devices \(K\) must be an integer"):
         sweep_points([2.5], [inst.M], [inst.N], [inst.B], ["all"])  # was truncated to K = 2
@@ -155,12 +208,24 @@ def test_an_external_planner_is_a_variant_of_the_sweep(tmp_path):
     points = sweep_points([8], [2e8, 6e8], [inst.N], [inst.B], ["all"], externals=("split",))
     rows = run_sweep(inst, points, tmp_path, externals={"split": cmd})
     by = {(r["M"], r["variant"]): r for r in rows}
-    assert by[(6e8, "split")]["status"] == "feasible" and by[(6e8, "split")]["tps"] >= by[(6e8, "all")]["tps"]
+    assert (
+        by[(6e8, "split")]["status"] == "feasible"
+        and by[(6e8, "split")]["tps"] >= by[(6e8, "all")]["tps"]
+    )
     assert by[(2e8, "split")]["status"] == "invalid" and "rule 6" in by[(2e8, "split")]["message"]
 
 
 def test_unwritable_figure_and_folder_paths_are_refused_in_one_line(swept, tmp_path):
     _, _, rows, out = swept
     for target in ("/proc/fig.png", str(tmp_path / "missing" / "fig.png")):
-        p = subprocess.run([sys.executable, "-m", "piper_cli", "plot", str(out), "-o", target], capture_output=True, text=True, cwd=REPO)
-        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+        p = subprocess.run(
+            [sys.executable, "-m", "piper_cli", "plot", str(out), "-o", target],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
+        assert (
+            p.returncode == 2
+            and len(p.stderr.strip().splitlines()) == 1
+            and "Traceback" not in p.stderr
+        )

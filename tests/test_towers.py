@@ -31,7 +31,9 @@ def test_towers_of_bert_layers_keep_the_profiles_numbers(shared_dir):
         node = model.node[v]
         assert node.name == layer.name
         for t, opts in node.options.items():
-            assert [(o.id, o.p, o.w, o.a, o.b) for o in opts] == [(o.id, o.p, o.w, o.a, o.b) for o in layer.options[t]]
+            assert [(o.id, o.p, o.w, o.a, o.b) for o in opts] == [
+                (o.id, o.p, o.w, o.a, o.b) for o in layer.options[t]
+            ]
     # sync entries exactly for the new edges
     for v in model.node_ids:
         preds, succs = set(g.predecessors(v)), set(g.successors(v))
@@ -69,26 +71,91 @@ def test_random_towers_family_has_parallel_branches():
 
 def test_towers_command(shared_dir, tmp_path):
     out = tmp_path / "towers.json"
-    run = subprocess.run([sys.executable, "-m", "piper_cli", "towers", str(shared_dir / "piper-inputs" / "bert32a100.json"),
-                          "-L", "2,3", "-o", str(out), "-K", "8"], capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "piper_cli",
+            "towers",
+            str(shared_dir / "piper-inputs" / "bert32a100.json"),
+            "-L",
+            "2,3",
+            "-o",
+            str(out),
+            "-K",
+            "8",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     assert len(load_instance(out).nodes) == 7 and load_instance(out).K == 8
-    bad = subprocess.run([sys.executable, "-m", "piper_cli", "towers", str(shared_dir / "piper-inputs" / "gnmt.json"),
-                          "-L", "2,3", "-o", str(out)], capture_output=True, text=True)
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "repeated chain" in bad.stderr
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "piper_cli",
+            "towers",
+            str(shared_dir / "piper-inputs" / "gnmt.json"),
+            "-L",
+            "2,3",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        bad.returncode == 2
+        and len(bad.stderr.strip().splitlines()) == 1
+        and "repeated chain" in bad.stderr
+    )
 
 
 @pytest.mark.parametrize("layers", ["3", "2,0", "a,b"])
 def test_towers_command_refuses_bad_layers(shared_dir, tmp_path, layers):
-    run = subprocess.run([sys.executable, "-m", "piper_cli", "towers", str(shared_dir / "piper-inputs" / "bert32a100.json"),
-                          "-L", layers, "-o", str(tmp_path / "x.json")], capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "piper_cli",
+            "towers",
+            str(shared_dir / "piper-inputs" / "bert32a100.json"),
+            "-L",
+            layers,
+            "-o",
+            str(tmp_path / "x.json"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1
 
 
 def test_towers_and_deepen_refuse_models_above_the_node_limit_at_once(shared_dir, tmp_path):
     # a layer count far past 2^20 nodes: one line, exit 2, before any building (was a traceback)
-    for args in (["towers", "-L", "99999999999999999999999,1"], ["deepen", "--layers", "99999999999999999999999"]):
-        run = subprocess.run([sys.executable, "-m", "piper_cli", args[0], str(shared_dir / "piper-inputs" / "bert32a100.json"),
-                              *args[1:], "-o", str(tmp_path / "x.json")], capture_output=True, text=True, timeout=60)
-        assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1 and "more than the supported" in run.stderr
+    for args in (
+        ["towers", "-L", "99999999999999999999999,1"],
+        ["deepen", "--layers", "99999999999999999999999"],
+    ):
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "piper_cli",
+                args[0],
+                str(shared_dir / "piper-inputs" / "bert32a100.json"),
+                *args[1:],
+                "-o",
+                str(tmp_path / "x.json"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (
+            run.returncode == 2
+            and len(run.stderr.strip().splitlines()) == 1
+            and "more than the supported" in run.stderr
+        )
         assert not (tmp_path / "x.json").exists()

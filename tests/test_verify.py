@@ -15,29 +15,51 @@ from compare.brute import solve_brute
 from compare.generators import random_instance
 from compare.verify import parse_methods, plan_difference, verify_instance
 from piper_cli import app
-from piper_ilp.evaluate import evaluate
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
+from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status
 
 
 def opt(oid="vanilla", p=1.0, w=0.0, a=0.0, b=0.0, sfw=None, sbw=None):
-    return {"id": oid, "timePerSample": p, "parameterSize": w, "memoryUsageA": a, "memoryUsageB": b,
-            "syncTimeFw": {str(k): v for k, v in (sfw or {}).items()},
-            "syncTimeBw": {str(k): v for k, v in (sbw or {}).items()}}
+    return {
+        "id": oid,
+        "timePerSample": p,
+        "parameterSize": w,
+        "memoryUsageA": a,
+        "memoryUsageB": b,
+        "syncTimeFw": {str(k): v for k, v in (sfw or {}).items()},
+        "syncTimeBw": {str(k): v for k, v in (sbw or {}).items()},
+    }
 
 
 # one node, p = 4, w = 1, K = N = 2, B = 1: optimum 3 with d = 2 (d = 1 gives 4)
-ONE = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 100.0, "bandwidth": 1.0, "mbsInBatch": 2,
-                          "nodes": [{"id": 9, "TMPCs": {"1": [opt(p=4.0, w=1.0, a=1.0)]}}], "edges": []}, "one")
+ONE = instance_from_dict(
+    {
+        "maxDevices": 2,
+        "maxMemoryPerDevice": 100.0,
+        "bandwidth": 1.0,
+        "mbsInBatch": 2,
+        "nodes": [{"id": 9, "TMPCs": {"1": [opt(p=4.0, w=1.0, a=1.0)]}}],
+        "edges": [],
+    },
+    "one",
+)
 D1 = Plan((Stage((9,), 1, 1, {9: "vanilla"}),))  # TPS 4
 D2 = Plan((Stage((9,), 2, 1, {9: "vanilla"}),))  # TPS 3
 
 
 def fake(method, status, plan=None, objective=None, bound=None, info=None):
     def solve(instance, restrictions, time_limit, threads):
-        return Solution(method=method, status=status, plan=plan, objective=objective, bound=bound, info=dict(info or {}))
+        return Solution(
+            method=method,
+            status=status,
+            plan=plan,
+            objective=objective,
+            bound=bound,
+            info=dict(info or {}),
+        )
 
     return solve
 
@@ -66,7 +88,10 @@ def test_different_proven_optima_are_a_mismatch_with_the_first_difference():
     assert v.verdict == "mismatch" and v.exit_code == 1
     text = " ".join(v.problems)
     assert "proven optima differ: dp 4, brute 3" in text
-    assert "first difference at stage 0: dp has nodes [9:vanilla] d=1 t=1, brute has nodes [9:vanilla] d=2 t=1" in text
+    assert (
+        "first difference at stage 0: dp has nodes [9:vanilla] d=1 t=1, brute has nodes [9:vanilla] d=2 t=1"
+        in text
+    )
     assert set(v.involved) == {"dp", "brute"}
 
 
@@ -90,8 +115,15 @@ def test_stated_accuracy_is_honoured():
     # a stated error above 1e-6 of the value is no proof (the optimum's digits are lost)
     vague = fake("cpsat", Status.OPTIMAL, D2, 3.0, info={"scaling_error": 1e-5})
     v = run({"cpsat": vague, "brute": brute_as("brute")})
-    assert v.verdict == "single-proof" and not v.problems and v.results["cpsat"].status == "backend-error"
-    assert "the error it states (1e-05) is more than 1e-06 of its plan's TPS 3: not a proof" in v.backend_errors[0]
+    assert (
+        v.verdict == "single-proof"
+        and not v.problems
+        and v.results["cpsat"].status == "backend-error"
+    )
+    assert (
+        "the error it states (1e-05) is more than 1e-06 of its plan's TPS 3: not a proof"
+        in v.backend_errors[0]
+    )
     within_rel = fake("cbc", Status.OPTIMAL, D2, 3.0 + 2e-6)  # 6.7e-7 relative
     assert run({"cbc": within_rel, "brute": brute_as("brute")}).verdict == "match"
     # beyond its accuracy the backend's claim is void: shown as its error, never a mismatch
@@ -116,20 +148,35 @@ def test_milp_stopped_early_is_consistent_when_bound_and_plan_bracket_the_optimu
     # a bound above the optimum is a false proof
     lying = fake("cpsat", Status.FEASIBLE, D1, 4.0, bound=3.5)
     v = run({"dp": brute_as("dp"), "cpsat": lying})
-    assert v.verdict == "mismatch" and any("lower bound 3.5 is above dp's valid plan (TPS 3)" in p for p in v.problems)
+    assert v.verdict == "mismatch" and any(
+        "lower bound 3.5 is above dp's valid plan (TPS 3)" in p for p in v.problems
+    )
     # a heuristic plan better than a proven optimum refutes the proof
-    v = run({"dp": fake("dp", Status.OPTIMAL, D1, 4.0), "cpsat": fake("cpsat", Status.FEASIBLE, D2, 3.0, bound=2.0)})
+    v = run(
+        {
+            "dp": fake("dp", Status.OPTIMAL, D1, 4.0),
+            "cpsat": fake("cpsat", Status.FEASIBLE, D2, 3.0, bound=2.0),
+        }
+    )
     assert v.verdict == "mismatch" and any("beats dp's proven optimum 4" in p for p in v.problems)
 
 
 def test_nothing_proven_is_inconclusive():
-    v = run({"cpsat": fake("cpsat", Status.UNKNOWN, bound=1.0), "cbc": fake("cbc", Status.FEASIBLE, D1, 4.0, bound=2.0)})
+    v = run(
+        {
+            "cpsat": fake("cpsat", Status.UNKNOWN, bound=1.0),
+            "cbc": fake("cbc", Status.FEASIBLE, D1, 4.0, bound=2.0),
+        }
+    )
     assert v.verdict == "inconclusive" and v.exit_code == 3 and v.optimum is None
 
 
 def test_infeasible_next_to_a_valid_plan_is_a_mismatch():
     v = run({"dp": fake("dp", Status.INFEASIBLE), "brute": brute_as("brute")})
-    assert v.verdict == "mismatch" and "dp proved infeasibility, but brute found a valid plan (TPS 3)" in v.problems[0]
+    assert (
+        v.verdict == "mismatch"
+        and "dp proved infeasibility, but brute found a valid plan (TPS 3)" in v.problems[0]
+    )
     # both infeasible: a match, reported as such
     none_fit = ONE.with_settings(M=0.5)
     v = run({"dp": fake("dp", Status.INFEASIBLE), "brute": brute_as("brute")}, instance=none_fit)
@@ -153,17 +200,37 @@ def test_crash_is_an_error_and_size_limit_is_skipped():
 
 
 def test_restrictions_are_enforced_on_every_plan():
-    v = verify_instance(ONE, ("dp",), Restrictions(max_d=1), solvers={"dp": fake("dp", Status.OPTIMAL, D2, 3.0)}, greedy=False)
+    v = verify_instance(
+        ONE,
+        ("dp",),
+        Restrictions(max_d=1),
+        solvers={"dp": fake("dp", Status.OPTIMAL, D2, 3.0)},
+        greedy=False,
+    )
     assert v.verdict == "mismatch" and "breaks the restrictions" in " ".join(v.problems)
 
 
 def test_greedy_gap_is_reported():
-    v = run({"dp": brute_as("dp"), "brute": brute_as("brute"), "greedy": fake("dp-greedy", Status.FEASIBLE, D1, 4.0)},
-            methods=("dp", "brute"), greedy=True)
+    v = run(
+        {
+            "dp": brute_as("dp"),
+            "brute": brute_as("brute"),
+            "greedy": fake("dp-greedy", Status.FEASIBLE, D1, 4.0),
+        },
+        methods=("dp", "brute"),
+        greedy=True,
+    )
     assert v.verdict == "match" and v.proofs == ["dp", "brute"]
     assert v.greedy_tps == pytest.approx(4.0) and v.greedy_gap == pytest.approx(1.0 / 3.0)
     # a greedy plan below the optimum would be a bug in one of them
-    v = run({"dp": fake("dp", Status.OPTIMAL, D1, 4.0), "greedy": fake("dp-greedy", Status.FEASIBLE, D2, 3.0)}, methods=("dp",), greedy=True)
+    v = run(
+        {
+            "dp": fake("dp", Status.OPTIMAL, D1, 4.0),
+            "greedy": fake("dp-greedy", Status.FEASIBLE, D2, 3.0),
+        },
+        methods=("dp",),
+        greedy=True,
+    )
     assert v.verdict == "mismatch"
 
 
@@ -176,7 +243,9 @@ def test_parse_methods():
 
 def test_plan_difference_text():
     text = plan_difference(ONE, ("a", D1), ("b", D2))
-    assert text.startswith("first difference at stage 0: a has nodes [9:vanilla] d=1 t=1, b has nodes [9:vanilla] d=2 t=1")
+    assert text.startswith(
+        "first difference at stage 0: a has nodes [9:vanilla] d=1 t=1, b has nodes [9:vanilla] d=2 t=1"
+    )
     assert "a's bottleneck is stage 0 (TPS 4" in text and "b's bottleneck is stage 0 (TPS 3" in text
 
 
@@ -199,7 +268,9 @@ def test_cli_verify_small_prints_match(inputs_dir):
 
 
 def test_cli_verify_json_and_exit_codes(inputs_dir, tmp_path):
-    result = CliRunner().invoke(app, ["verify", str(inputs_dir / "small.json"), "--methods", "dp,brute", "--json"])
+    result = CliRunner().invoke(
+        app, ["verify", str(inputs_dir / "small.json"), "--methods", "dp,brute", "--json"]
+    )
     assert result.exit_code == 0
     rec = json.loads(result.output.strip().splitlines()[-1])
     assert rec["verdict"] == "match" and set(rec["methods"]) == {"dp", "brute", "greedy"}
@@ -209,43 +280,104 @@ def test_cli_verify_json_and_exit_codes(inputs_dir, tmp_path):
     bad.write_text("{not json")
     result = CliRunner().invoke(app, ["verify", str(bad)])
     assert result.exit_code == 2 and "Traceback" not in result.output
-    result = CliRunner().invoke(app, ["verify", str(inputs_dir / "small.json"), "--methods", "dp,gurobi"])
+    result = CliRunner().invoke(
+        app, ["verify", str(inputs_dir / "small.json"), "--methods", "dp,gurobi"]
+    )
     assert result.exit_code == 2
     # a restriction flag is passed through: every plan must obey it, and it still matches
-    result = CliRunner().invoke(app, ["verify", str(inputs_dir / "small.json"), "--methods", "dp,brute", "--no-tensor-parallel"])
+    result = CliRunner().invoke(
+        app,
+        ["verify", str(inputs_dir / "small.json"), "--methods", "dp,brute", "--no-tensor-parallel"],
+    )
     assert result.exit_code == 0 and "match" in result.output
 
 
 def test_cli_verify_brute_is_skipped_on_big_graphs(tmp_path):
     path = tmp_path / "big.json"
-    result = CliRunner().invoke(app, ["random", "--family", "chain", "--nodes", "12", "--seed", "1", "--memory-kind", "loose", "-o", str(path)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "random",
+            "--family",
+            "chain",
+            "--nodes",
+            "12",
+            "--seed",
+            "1",
+            "--memory-kind",
+            "loose",
+            "-o",
+            str(path),
+        ],
+    )
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(app, ["verify", str(path), "--methods", "dp,brute", "--json"])
     rec = json.loads(result.output.strip().splitlines()[-1])
-    assert rec["methods"]["brute"]["status"] == "skipped" and "at most 8 nodes" in rec["methods"]["brute"]["skipped"]
+    assert (
+        rec["methods"]["brute"]["status"] == "skipped"
+        and "at most 8 nodes" in rec["methods"]["brute"]["skipped"]
+    )
     # the DP's proof alone is not a match
     assert rec["verdict"] == "single-proof" and rec["proofs"] == ["dp"] and result.exit_code == 4
     # --force runs brute past its size guard (a 9-node chain has only 2^8 partitions)
     path9 = tmp_path / "nine.json"
-    result = CliRunner().invoke(app, ["random", "--family", "chain", "--nodes", "9", "--seed", "1", "--memory-kind", "loose",
-                                      "--t-values", "1", "-K", "2", "-N", "2", "-o", str(path9)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "random",
+            "--family",
+            "chain",
+            "--nodes",
+            "9",
+            "--seed",
+            "1",
+            "--memory-kind",
+            "loose",
+            "--t-values",
+            "1",
+            "-K",
+            "2",
+            "-N",
+            "2",
+            "-o",
+            str(path9),
+        ],
+    )
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(app, ["verify", str(path9), "--methods", "dp,brute", "--json"])
-    assert json.loads(result.output.strip().splitlines()[-1])["methods"]["brute"]["status"] == "skipped"
-    result = CliRunner().invoke(app, ["verify", str(path9), "--methods", "dp,brute", "--force", "--json"])
+    assert (
+        json.loads(result.output.strip().splitlines()[-1])["methods"]["brute"]["status"]
+        == "skipped"
+    )
+    result = CliRunner().invoke(
+        app, ["verify", str(path9), "--methods", "dp,brute", "--force", "--json"]
+    )
     rec = json.loads(result.output.strip().splitlines()[-1])
-    assert rec["methods"]["brute"]["status"] == "optimal" and rec["verdict"] == "match" and result.exit_code == 0
+    assert (
+        rec["methods"]["brute"]["status"] == "optimal"
+        and rec["verdict"] == "match"
+        and result.exit_code == 0
+    )
 
 
 def test_cli_random_is_deterministic_and_valid(tmp_path):
     runner = CliRunner()
-    a = runner.invoke(app, ["random", "--family", "fork-join", "--nodes", "7", "--seed", "5", "--integer"])
-    b = runner.invoke(app, ["random", "--family", "fork-join", "--nodes", "7", "--seed", "5", "--integer"])
+    a = runner.invoke(
+        app, ["random", "--family", "fork-join", "--nodes", "7", "--seed", "5", "--integer"]
+    )
+    b = runner.invoke(
+        app, ["random", "--family", "fork-join", "--nodes", "7", "--seed", "5", "--integer"]
+    )
     assert a.exit_code == 0 and a.output == b.output
     data = json.loads(a.output)
     inst = instance_from_dict(data)
     assert len(inst.nodes) == 7 and inst.B == 1
-    for args in (["--family", "tree"], ["--options", "3-1"], ["--t-values", "0"], ["--memory-kind", "lots"]):
+    for args in (
+        ["--family", "tree"],
+        ["--options", "3-1"],
+        ["--t-values", "0"],
+        ["--memory-kind", "lots"],
+    ):
         result = runner.invoke(app, ["random", *args])
         assert result.exit_code == 2, args
 
@@ -260,7 +392,11 @@ def test_mismatch_output_shows_problems_and_plans(capsys):
     assert "dp's plan (status optimal)" in out and "brute's plan (status optimal)" in out
 
 
-COUNTEREXAMPLES = sorted((__import__("pathlib").Path(__file__).resolve().parents[1] / "compare" / "counterexamples").glob("*.json"))
+COUNTEREXAMPLES = sorted(
+    (
+        __import__("pathlib").Path(__file__).resolve().parents[1] / "compare" / "counterexamples"
+    ).glob("*.json")
+)
 
 
 @pytest.mark.parametrize("path", COUNTEREXAMPLES, ids=[p.stem for p in COUNTEREXAMPLES])
@@ -285,9 +421,16 @@ def raises(exc):
 
 def test_one_lineage_alone_is_a_single_proof():
     # two MILP backends solve the same formulation: they are one lineage, not two proofs
-    v = run({"cpsat": fake("cpsat", Status.OPTIMAL, D2, 3.0, bound=3.0), "cbc": fake("cbc", Status.OPTIMAL, D2, 3.0, bound=3.0)})
+    v = run(
+        {
+            "cpsat": fake("cpsat", Status.OPTIMAL, D2, 3.0, bound=3.0),
+            "cbc": fake("cbc", Status.OPTIMAL, D2, 3.0, bound=3.0),
+        }
+    )
     assert v.verdict == "single-proof" and v.exit_code == 4
-    assert v.proofs == ["cpsat", "cbc"] and v.lineages == ["milp"] and v.optimum == pytest.approx(3.0)
+    assert (
+        v.proofs == ["cpsat", "cbc"] and v.lineages == ["milp"] and v.optimum == pytest.approx(3.0)
+    )
     # a MILP and the DP are independent
     v = run({"dp": brute_as("dp"), "cpsat": fake("cpsat", Status.OPTIMAL, D2, 3.0, bound=3.0)})
     assert v.verdict == "match" and v.lineages == ["dp", "milp"]
@@ -304,52 +447,97 @@ def test_heuristic_optimal_is_never_a_proof():
 def test_out_of_range_is_never_a_proof_and_never_a_problem():
     oor = fake("cpsat", Status.OUT_OF_RANGE)
     v = run({"dp": brute_as("dp"), "brute": brute_as("brute"), "cpsat": oor})
-    assert v.verdict == "consistent" and v.results["cpsat"].status == "out-of-range" and not v.problems
+    assert (
+        v.verdict == "consistent" and v.results["cpsat"].status == "out-of-range" and not v.problems
+    )
     v = run({"dp": brute_as("dp"), "cpsat": oor})
     assert v.verdict == "single-proof"
     # even with an "optimal"-looking value it proves nothing
-    v = run({"cpsat": fake("cpsat", Status.OUT_OF_RANGE, D1, 4.0, bound=4.0), "cbc": fake("cbc", Status.UNKNOWN)})
+    v = run(
+        {
+            "cpsat": fake("cpsat", Status.OUT_OF_RANGE, D1, 4.0, bound=4.0),
+            "cbc": fake("cbc", Status.UNKNOWN),
+        }
+    )
     assert v.verdict == "inconclusive"
 
 
 def test_backend_error_is_shown_not_blamed_on_the_dp():
     # a backend whose claim failed its own certification: its bound would contradict the DP
-    broken = fake("cpsat", Status.BACKEND_ERROR, None, None, bound=3.5, info={"why": "bound above its plan"})
+    broken = fake(
+        "cpsat", Status.BACKEND_ERROR, None, None, bound=3.5, info={"why": "bound above its plan"}
+    )
     v = run({"dp": brute_as("dp"), "brute": brute_as("brute"), "cpsat": broken})
     assert v.verdict == "consistent" and not v.problems and v.involved == []
     assert v.results["cpsat"].status == "backend-error" and v.backend_errors
     # an internal error raised inside a MILP backend is its own failure too
-    v = run({"dp": brute_as("dp"), "brute": brute_as("brute"), "cbc": raises(InternalError("cbc: plan rejected"))})
-    assert v.verdict == "consistent" and "cbc: internal error: cbc: plan rejected" in v.backend_errors[0]
+    v = run(
+        {
+            "dp": brute_as("dp"),
+            "brute": brute_as("brute"),
+            "cbc": raises(InternalError("cbc: plan rejected")),
+        }
+    )
+    assert (
+        v.verdict == "consistent"
+        and "cbc: internal error: cbc: plan rejected" in v.backend_errors[0]
+    )
     # but a valid plan is a fact, whoever found it: one below the DP's "optimum" refutes it
-    v = run({"dp": fake("dp", Status.OPTIMAL, D1, 4.0), "cpsat": fake("cpsat", Status.BACKEND_ERROR, D2, 3.0)})
-    assert v.verdict == "mismatch" and "cpsat's plan (TPS 3) beats dp's proven optimum 4" in v.problems[0]
+    v = run(
+        {
+            "dp": fake("dp", Status.OPTIMAL, D1, 4.0),
+            "cpsat": fake("cpsat", Status.BACKEND_ERROR, D2, 3.0),
+        }
+    )
+    assert (
+        v.verdict == "mismatch"
+        and "cpsat's plan (TPS 3) beats dp's proven optimum 4" in v.problems[0]
+    )
 
 
 @pytest.mark.parametrize("name", ["dp", "brute", "greedy"])
 def test_internal_error_of_our_own_methods_is_an_error(name):
-    solvers = {"dp": brute_as("dp"), "brute": brute_as("brute"), name: raises(InternalError("plan rejected by the evaluator"))}
+    solvers = {
+        "dp": brute_as("dp"),
+        "brute": brute_as("brute"),
+        name: raises(InternalError("plan rejected by the evaluator")),
+    }
     v = run(solvers, methods=("dp", "brute"), greedy=name == "greedy")
     assert v.verdict == "error" and v.exit_code == 1
-    assert v.errors == [f"{name}: internal error: plan rejected by the evaluator"] and not v.backend_errors
+    assert (
+        v.errors == [f"{name}: internal error: plan rejected by the evaluator"]
+        and not v.backend_errors
+    )
 
 
 def test_milp_proof_that_disagrees_is_a_mismatch():
     # a backend that certifies its own answer (value = its plan's TPS, bound = value) yet
     # claims a worse optimum than the oracle: that is a contradiction between proofs
-    v = run({"cpsat": fake("cpsat", Status.OPTIMAL, D1, 4.0, bound=4.0), "brute": brute_as("brute")})
-    assert v.verdict == "mismatch" and any("proven optima differ: cpsat 4, brute 3" in p for p in v.problems)
+    v = run(
+        {"cpsat": fake("cpsat", Status.OPTIMAL, D1, 4.0, bound=4.0), "brute": brute_as("brute")}
+    )
+    assert v.verdict == "mismatch" and any(
+        "proven optima differ: cpsat 4, brute 3" in p for p in v.problems
+    )
 
 
 def test_optimal_claim_needs_its_bound():
     v = run({"dp": fake("dp", Status.OPTIMAL, D2, 3.0, bound=2.0), "brute": brute_as("brute")})
-    assert v.verdict == "mismatch" and "dp: it claims optimal, but its bound 2 is below its plan's TPS 3" in v.problems
+    assert (
+        v.verdict == "mismatch"
+        and "dp: it claims optimal, but its bound 2 is below its plan's TPS 3" in v.problems
+    )
 
 
 def test_progress_names_each_method_before_it_runs():
     seen = []
-    verify_instance(ONE, ("dp", "brute"), solvers={"dp": brute_as("dp"), "brute": brute_as("brute")},
-                    greedy=True, progress=seen.append)
+    verify_instance(
+        ONE,
+        ("dp", "brute"),
+        solvers={"dp": brute_as("dp"), "brute": brute_as("brute")},
+        greedy=True,
+        progress=seen.append,
+    )
     assert seen == ["dp", "brute", "greedy"]
 
 
@@ -376,9 +564,17 @@ def wide_verdict():
     """A verdict with the longest statuses, values and times the table can show."""
     long_tps = 1.2345678901234e-05
     plan_tps = fake("dp", Status.OPTIMAL, D2, 3.0)
-    v = run({"dp": plan_tps, "brute": brute_as("brute"), "cpsat": fake("cpsat", Status.BACKEND_ERROR, D1, 4.0, bound=long_tps),
-             "cbc": fake("cbc", Status.OUT_OF_RANGE, bound=long_tps * 1e-300), "greedy": fake("greedy", Status.FEASIBLE, D1, 4.0)},
-            methods=("dp", "brute", "cpsat", "cbc"), greedy=True)
+    v = run(
+        {
+            "dp": plan_tps,
+            "brute": brute_as("brute"),
+            "cpsat": fake("cpsat", Status.BACKEND_ERROR, D1, 4.0, bound=long_tps),
+            "cbc": fake("cbc", Status.OUT_OF_RANGE, bound=long_tps * 1e-300),
+            "greedy": fake("greedy", Status.FEASIBLE, D1, 4.0),
+        },
+        methods=("dp", "brute", "cpsat", "cbc"),
+        greedy=True,
+    )
     for r in v.results.values():
         r.seconds = 3725.0  # "62 min 5 s"
     return v
@@ -394,14 +590,26 @@ def test_verdict_table_fits_80_columns():
     lines = console.export_text().splitlines()
     assert max(len(line.rstrip()) for line in lines) <= 80, "\n".join(lines)
     text = "\n".join(lines)
-    assert "backend-error" in text and "out-of-range" in text and "62 min 5 s" in text and "1.23456789e-305" in text
+    assert (
+        "backend-error" in text
+        and "out-of-range" in text
+        and "62 min 5 s" in text
+        and "1.23456789e-305" in text
+    )
 
 
 def test_human_seconds():
     from piper_cli.compare_cmds import human_seconds
 
     assert [human_seconds(x) for x in (0.0, 0.00042, 0.0123, 0.9994, 3.21, 59.9, 245.0)] == [
-        "0 ms", "0.42 ms", "12 ms", "999 ms", "3.21 s", "59.9 s", "4 min 5 s"]
+        "0 ms",
+        "0.42 ms",
+        "12 ms",
+        "999 ms",
+        "3.21 s",
+        "59.9 s",
+        "4 min 5 s",
+    ]
 
 
 def test_cli_exit_status_for_several_instances(inputs_dir, tmp_path):
@@ -411,16 +619,25 @@ def test_cli_exit_status_for_several_instances(inputs_dir, tmp_path):
     small = str(inputs_dir / "small.json")
     result = CliRunner().invoke(app, ["verify", small, "--methods", "brute", "--no-greedy"])
     assert result.exit_code == 4 and "single-proof: optimum TPS" in result.output
-    result = CliRunner().invoke(app, ["verify", small, str(bad), "--methods", "brute", "--no-greedy"])
+    result = CliRunner().invoke(
+        app, ["verify", small, str(bad), "--methods", "brute", "--no-greedy"]
+    )
     assert result.exit_code == 2
     assert "exit" in CliRunner().invoke(app, ["verify", "--help"]).output.lower()
-    assert "4 single-proof" in " ".join(CliRunner().invoke(app, ["verify", "--help"]).output.split())
+    assert "4 single-proof" in " ".join(
+        CliRunner().invoke(app, ["verify", "--help"]).output.split()
+    )
 
 
 def test_cli_verify_detail_shows_every_plan(inputs_dir):
-    result = CliRunner().invoke(app, ["verify", str(inputs_dir / "small.json"), "--methods", "dp,brute", "--detail"])
+    result = CliRunner().invoke(
+        app, ["verify", str(inputs_dir / "small.json"), "--methods", "dp,brute", "--detail"]
+    )
     assert result.exit_code == 0, result.output
-    assert "dp's plan (status optimal)" in result.output and "brute's plan (status optimal)" in result.output
+    assert (
+        "dp's plan (status optimal)" in result.output
+        and "brute's plan (status optimal)" in result.output
+    )
     assert "sum d" in result.output
 
 
@@ -485,13 +702,17 @@ def test_cli_verify_milp_hint_json(tmp_path):
 
     path = tmp_path / "i.json"
     save_instance(random_instance("chain", 3, 2), path)
-    res = CliRunner().invoke(app, ["verify", str(path), "--methods", "dp,cpsat", "--milp-hint", "--json", "--no-greedy"])
+    res = CliRunner().invoke(
+        app, ["verify", str(path), "--methods", "dp,cpsat", "--milp-hint", "--json", "--no-greedy"]
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.output.strip().splitlines()[-1])
     assert d["milp_hint"] is True and d["methods"]["cpsat"]["hint"]
 
 
-@pytest.mark.parametrize("methods,lacks", [("dp,brute", "no MILP backend (cpsat, cbc, scip)"), ("cpsat,brute", "no dp")])
+@pytest.mark.parametrize(
+    "methods,lacks", [("dp,brute", "no MILP backend (cpsat, cbc, scip)"), ("cpsat,brute", "no dp")]
+)
 def test_cli_verify_milp_hint_without_dp_and_a_milp_backend_is_refused(tmp_path, methods, lacks):
     """--milp-hint with no MILP method (or no DP to give the hint) was accepted and ignored."""
     from piper_ilp.instance import save_instance
@@ -502,7 +723,8 @@ def test_cli_verify_milp_hint_without_dp_and_a_milp_backend_is_refused(tmp_path,
     assert res.exit_code == 2, res.output
     assert res.output.strip().splitlines() == [
         f"piper-ilp: error: --milp-hint gives the DP's plan to the MILP backends, but --methods ({methods}) has {lacks}; "
-        "add it or leave --milp-hint out"]
+        "add it or leave --milp-hint out"
+    ]
     with pytest.raises(InputError, match="--milp-hint"):
         verify_instance(random_instance("chain", 3, 2), methods.split(","), milp_hint=True)
 
@@ -511,16 +733,36 @@ def test_a_milp_optimum_within_its_accuracy_still_refutes_the_dps_tighter_claim(
     # d = 2 costs 2 + w = 4 - 4e-7: 1e-7 relative below d = 1's 4. The MILP's optimum agrees
     # with the DP's within the MILP's 1e-6, but its plan is a fact 1e-7 below the DP's
     # "optimal", which claims 1e-9: that is a mismatch, not a match
-    close_pair = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 100.0, "bandwidth": 1.0, "mbsInBatch": 2,
-                                     "nodes": [{"id": 9, "TMPCs": {"1": [opt(p=4.0, w=2.0 - 4e-7, a=1.0)]}}],
-                                     "edges": []}, "close")
+    close_pair = instance_from_dict(
+        {
+            "maxDevices": 2,
+            "maxMemoryPerDevice": 100.0,
+            "bandwidth": 1.0,
+            "mbsInBatch": 2,
+            "nodes": [{"id": 9, "TMPCs": {"1": [opt(p=4.0, w=2.0 - 4e-7, a=1.0)]}}],
+            "edges": [],
+        },
+        "close",
+    )
     better = evaluate(close_pair, D2).tps
     assert 0 < (4.0 - better) / 4.0 < 1e-6
-    v = run({"dp": fake("dp", Status.OPTIMAL, D1, 4.0), "cpsat": fake("cpsat", Status.OPTIMAL, D2, better)},
-            instance=close_pair)
+    v = run(
+        {
+            "dp": fake("dp", Status.OPTIMAL, D1, 4.0),
+            "cpsat": fake("cpsat", Status.OPTIMAL, D2, better),
+        },
+        instance=close_pair,
+    )
     assert v.verdict == "mismatch" and set(v.involved) == {"dp", "cpsat"}
-    assert any(p.startswith("cpsat's plan (TPS 3.9999996) beats dp's proven optimum 4") for p in v.problems)
+    assert any(
+        p.startswith("cpsat's plan (TPS 3.9999996) beats dp's proven optimum 4") for p in v.problems
+    )
     # the same two plans, the DP's the better one: within the MILP's accuracy, a match
-    v = run({"dp": fake("dp", Status.OPTIMAL, D2, better), "cpsat": fake("cpsat", Status.OPTIMAL, D1, 4.0, bound=better)},
-            instance=close_pair)
+    v = run(
+        {
+            "dp": fake("dp", Status.OPTIMAL, D2, better),
+            "cpsat": fake("cpsat", Status.OPTIMAL, D1, 4.0, bound=better),
+        },
+        instance=close_pair,
+    )
     assert v.verdict == "match" and not v.problems

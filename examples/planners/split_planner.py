@@ -52,7 +52,10 @@ def main() -> int:
     N = args.batch if args.batch is not None else inst.get("mbsInBatch", inst.get("maxBatchSize"))
     nodes = {n["id"]: n for n in inst["nodes"]}
     order = topological(inst["nodes"], inst["edges"])
-    option = {v: min(nodes[v]["TMPCs"]["1"], key=lambda o: o["memoryUsageA"] + o["memoryUsageB"]) for v in order}
+    option = {
+        v: min(nodes[v]["TMPCs"]["1"], key=lambda o: o["memoryUsageA"] + o["memoryUsageB"])
+        for v in order
+    }
     total = sum(option[v]["timePerSample"] for v in order)
     stages = []
     for m in range(1, min(len(order), K, N) + 1):  # d = t = 1: m stages use m devices, sum d = m
@@ -68,14 +71,23 @@ def main() -> int:
         k = len(stages)
         # stage i holds y = k - i microbatches in flight (d = 1 everywhere)
         fits = all(
-            math.fsum([option[v]["memoryUsageA"] * (k - i) for v in s] + [option[v]["memoryUsageB"] for v in s]) <= M
+            math.fsum(
+                [option[v]["memoryUsageA"] * (k - i) for v in s]
+                + [option[v]["memoryUsageB"] for v in s]
+            )
+            <= M
             for i, s in enumerate(stages)
         )
         if fits:
             break
     plan = {
         "stages": [
-            {"nodes": s, "dataParallelDegree": 1, "tensorParallelDegree": 1, "TMPCids": {str(v): option[v]["id"] for v in s}}
+            {
+                "nodes": s,
+                "dataParallelDegree": 1,
+                "tensorParallelDegree": 1,
+                "TMPCids": {str(v): option[v]["id"] for v in s},
+            }
             for s in stages
         ]
     }

@@ -15,8 +15,17 @@ from typing import Callable
 from piper_ilp.errors import InputError
 from piper_ilp.solution import Status
 
-__all__ = ["BACKENDS", "MAX_THREADS", "check_solver_settings", "Settings", "Answer", "OutOfRange", "run_stoppable",
-           "Progress", "write_model_file"]
+__all__ = [
+    "BACKENDS",
+    "MAX_THREADS",
+    "check_solver_settings",
+    "Settings",
+    "Answer",
+    "OutOfRange",
+    "run_stoppable",
+    "Progress",
+    "write_model_file",
+]
 
 #: The backends :func:`~piper_ilp.milp.solve.solve_milp` accepts (here, where the method
 #: registry can read them without loading the model and networkx).
@@ -28,8 +37,12 @@ BACKENDS = ("cpsat", "cbc", "scip")
 MAX_THREADS = 64
 
 
-def check_solver_settings(time_limit: float | None = None, threads: int | None = None, *,
-                          time_option: str = "--time-limit") -> None:
+def check_solver_settings(
+    time_limit: float | None = None,
+    threads: int | None = None,
+    *,
+    time_option: str = "--time-limit",
+) -> None:
     """The solvers' settings (the MILP backends', and the DP's time limit), checked before
     any work by every caller (``solve_milp``, ``solve_dp``, ``verify_instance``, campaigns,
     the ladder, ``solve``): ``time_limit`` seconds finite and
@@ -41,11 +54,20 @@ def check_solver_settings(time_limit: float | None = None, threads: int | None =
     InputError
         One line naming the option and the range.
     """
-    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
-                                   or not (math.isfinite(time_limit) and time_limit >= 0)):
-        raise InputError(f"{time_option}: the time limit must be a finite number of seconds >= 0, got {time_limit!r}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS):
-        raise InputError(f"--threads: the solver threads must be a whole number within [1, {MAX_THREADS}], got {threads!r}")
+    if time_limit is not None and (
+        isinstance(time_limit, bool)
+        or not isinstance(time_limit, (int, float))
+        or not (math.isfinite(time_limit) and time_limit >= 0)
+    ):
+        raise InputError(
+            f"{time_option}: the time limit must be a finite number of seconds >= 0, got {time_limit!r}"
+        )
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
+    ):
+        raise InputError(
+            f"--threads: the solver threads must be a whole number within [1, {MAX_THREADS}], got {threads!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -90,7 +112,9 @@ class OutOfRange(Exception):
     """The backend cannot represent this model's numbers; the message says why."""
 
 
-def run_stoppable(solve: Callable[[], object], stop: Callable[[], None], tick: Callable[[], None] | None = None):
+def run_stoppable(
+    solve: Callable[[], object], stop: Callable[[], None], tick: Callable[[], None] | None = None
+):
     """Run ``solve()`` in a worker thread and wait for it in the main thread, so that a
     KeyboardInterrupt (Ctrl-C, or a signal handler that raises it) reaches Python at
     once: then ``stop()`` asks the solver to stop, the worker is joined and the
@@ -152,7 +176,9 @@ class Progress:
         self.incumbent: float | None = None
         self.bound: float | None = None
 
-    def update(self, incumbent: float | None = None, bound: float | None = None, force: bool = False) -> None:
+    def update(
+        self, incumbent: float | None = None, bound: float | None = None, force: bool = False
+    ) -> None:
         if incumbent is not None:
             self.incumbent = incumbent
         if bound is not None:
@@ -165,7 +191,11 @@ class Progress:
         self._last = now
         inc = "-" if self.incumbent is None else f"{self.incumbent:.9g}"
         bnd = "-" if self.bound is None else f"{self.bound:.9g}"
-        print(f"{self.backend}: {now - self._t0:6.1f} s  incumbent {inc} s  bound {bnd} s", file=sys.stderr, flush=True)
+        print(
+            f"{self.backend}: {now - self._t0:6.1f} s  incumbent {inc} s  bound {bnd} s",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def write_model_file(path: str | Path, text: str) -> None:

@@ -117,7 +117,12 @@ def lp_text(sm: ScaledModel, rows: list[ScaledRow]) -> str:
     def expr(terms):
         return " ".join(f"{'+' if c >= 0 else '-'} {_num(abs(c))} {names[j]}" for j, c in terms)
 
-    out = ["\\ Piper MILP (time in units of %s s)" % _num(sm.scale.unit), "Minimize", f" tps: {names[m.objective]}", "Subject To"]
+    out = [
+        "\\ Piper MILP (time in units of %s s)" % _num(sm.scale.unit),
+        "Minimize",
+        f" tps: {names[m.objective]}",
+        "Subject To",
+    ]
     op = {"<=": "<=", ">=": ">=", "==": "="}
     for r in rows:
         out.append(f" {lp_name(r.name)}: {expr(r.terms)} {op[r.sense]} {_num(r.rhs)}")
@@ -178,13 +183,28 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
         if settings.time_limit is not None:
             args += ["-sec", repr(float(settings.time_limit))]
         args += list(TOLERANCES) + (["-presolve", "off"] if settings.careful else [])
-        args += ["-ratio", "0", "-allow", repr(GAP_ABS), "-threads", str(settings.threads), "-timeMode", "elapsed"]
+        args += [
+            "-ratio",
+            "0",
+            "-allow",
+            repr(GAP_ABS),
+            "-threads",
+            str(settings.threads),
+            "-timeMode",
+            "elapsed",
+        ]
         args += ["-solve", "-printingOptions", "all", "-solution", sol]
         progress = Progress("cbc", settings.progress)
         t0 = time.perf_counter()
         with open(logp, "w", encoding="utf-8") as log_fh:
-            proc = subprocess.Popen(args, stdout=log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    cwd=tmp, start_new_session=True)
+            proc = subprocess.Popen(
+                args,
+                stdout=log_fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=tmp,
+                start_new_session=True,
+            )
             seen = 0
             while True:
                 try:
@@ -197,11 +217,18 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
         wall = time.perf_counter() - t0
         log = Path(logp).read_text(encoding="utf-8", errors="replace")
         if rc != 0:
-            raise InternalError(f"cbc: the binary exited with status {rc}: {log.strip().splitlines()[-1:] or ''}")
+            raise InternalError(
+                f"cbc: the binary exited with status {rc}: {log.strip().splitlines()[-1:] or ''}"
+            )
         if "errors on input" in log or "Current model not valid" in log:
             raise InternalError(f"cbc: could not read the model: {log.strip().splitlines()[-1:]}")
         if not os.path.exists(sol):
-            return Answer(Status.UNKNOWN, stopped="time limit", seconds=wall, notes=["cbc wrote no solution file"])
+            return Answer(
+                Status.UNKNOWN,
+                stopped="time limit",
+                seconds=wall,
+                notes=["cbc wrote no solution file"],
+            )
         head, obj, values = _read_solution(Path(sol), len(m.vars))
     except BaseException:
         if proc is not None and proc.poll() is None:
@@ -220,7 +247,12 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
         status = Status.OPTIMAL
     elif word in ("Infeasible", "Integer") and not timed_out:
         status = Status.INFEASIBLE
-    elif obj is not None and word == "Stopped" and "objective" in head and "no integer solution" not in head:
+    elif (
+        obj is not None
+        and word == "Stopped"
+        and "objective" in head
+        and "no integer solution" not in head
+    ):
         status = Status.FEASIBLE
     else:
         status = Status.UNKNOWN
@@ -229,10 +261,16 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     if status in (Status.FEASIBLE, Status.UNKNOWN):
         ans.stopped = "time limit"
     if status in (Status.OPTIMAL, Status.FEASIBLE):
-        ans.values = {j: float(round(values.get(j, 0.0))) for j, var in enumerate(m.vars) if var.kind != "continuous"}
+        ans.values = {
+            j: float(round(values.get(j, 0.0)))
+            for j, var in enumerate(m.vars)
+            if var.kind != "continuous"
+        }
         ans.objective = obj * unit
         # 8 decimals printed; the feasibility tolerance of each row adding up in the objective
-        ans.resolution = 1e-8 * abs(ans.objective) + ABS_RESOLUTION * unit * max(1.0, objective_rows(sm.form) / 100)
+        ans.resolution = 1e-8 * abs(ans.objective) + ABS_RESOLUTION * unit * max(
+            1.0, objective_rows(sm.form) / 100
+        )
         if status == Status.OPTIMAL:
             ans.bound = (obj - GAP_ABS) * unit * (1 - BOUND_RTOL)
     if status != Status.OPTIMAL:

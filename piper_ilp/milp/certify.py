@@ -94,8 +94,13 @@ class _State:
 
 def _error(backend: str, message: str, state: _State, info: dict) -> Solution:
     info["rounds"] = [r.to_dict() for r in state.rounds]
-    return Solution(backend, Status.BACKEND_ERROR, message=f"{backend}: claim failed certification: {message}", info=info,
-                    mode=state.mode)
+    return Solution(
+        backend,
+        Status.BACKEND_ERROR,
+        message=f"{backend}: claim failed certification: {message}",
+        info=info,
+        mode=state.mode,
+    )
 
 
 def certify(
@@ -128,7 +133,9 @@ def certify(
     if hint is not None and hint_values is not None:
         hint_value = evaluate(st.inst, hint, mode).value
         if cutoff is not None and hint_value > cutoff * (1 + CUTOFF_MARGIN):
-            info["hint"] = f"not used as the first plan: its {state.what} {hint_value!r} is above the cutoff {cutoff!r}"
+            info["hint"] = (
+                f"not used as the first plan: its {state.what} {hint_value!r} is above the cutoff {cutoff!r}"
+            )
             hint_values = None
             spare = (hint, hint_value)
         else:
@@ -142,8 +149,13 @@ def certify(
         info["cutoff"] = cutoff
         if cutoff * (1 + CUTOFF_MARGIN) < state.lower:
             _restore(state, spare)
-            return _finish(backend, state, info, f"the cutoff {cutoff!r} is below {state.lower!r}, a lower bound every "
-                           "plan obeys: not solved, and not a proof of infeasibility")
+            return _finish(
+                backend,
+                state,
+                info,
+                f"the cutoff {cutoff!r} is below {state.lower!r}, a lower bound every "
+                "plan obeys: not solved, and not a proof of infeasibility",
+            )
     ts = TimeScale.around(ref, ref * (1 + CUTOFF_MARGIN))
     memory = Memory.RELAX
     values_hint = hint_values
@@ -156,12 +168,23 @@ def certify(
                 stop_reason = "time limit"
                 break
         sm = scale(form, ts, memory)
-        settings = Settings(remaining, threads, write_model if k == 0 else None, values_hint, progress)
+        settings = Settings(
+            remaining, threads, write_model if k == 0 else None, values_hint, progress
+        )
         try:
             ans = solve(sm, settings)
         except OutOfRange as exc:
             return _out_of_range(backend, str(exc), info, mode)
-        rnd = Round(ts.unit, ts.t_ub, memory.value, ans.status.value, ans.objective, ans.bound, None, ans.seconds)
+        rnd = Round(
+            ts.unit,
+            ts.t_ub,
+            memory.value,
+            ans.status.value,
+            ans.objective,
+            ans.bound,
+            None,
+            ans.seconds,
+        )
         state.rounds.append(rnd)
         overrun = False
         if ans.values is not None:
@@ -170,20 +193,30 @@ def certify(
             if ev.valid:
                 rnd.tps, rnd.value = ev.tps, ev.value
                 objective = ans.objective
-                if objective is not None and abs(objective - ev.value) > ans.resolution + PROOF_RTOL * ev.value:
+                if (
+                    objective is not None
+                    and abs(objective - ev.value) > ans.resolution + PROOF_RTOL * ev.value
+                ):
                     if objective > ev.value and ans.status != Status.OPTIMAL:
                         # an incumbent (not claimed optimal) need not be minimal in its
                         # continuous variables: a cut variable above its edge's cost (which
                         # the work row adds to K T) or, graph pipelining, a stage-graph arc
                         # without an edge (it only raises h and L). Its plan is better than
                         # its number, which is then not reported
-                        rnd.note = (f"its value {objective!r} is above its plan's {ev.value!r} "
-                                    "(an incumbent not minimal in its cut variables or arcs)")
+                        rnd.note = (
+                            f"its value {objective!r} is above its plan's {ev.value!r} "
+                            "(an incumbent not minimal in its cut variables or arcs)"
+                        )
                         objective = None
                     else:
-                        return _error(backend, f"its value {objective!r} of its plan and the evaluator's "
-                                      f"{state.what} {ev.value!r} differ by more than its resolution "
-                                      f"{ans.resolution:.3g}", state, info)
+                        return _error(
+                            backend,
+                            f"its value {objective!r} of its plan and the evaluator's "
+                            f"{state.what} {ev.value!r} differ by more than its resolution "
+                            f"{ans.resolution:.3g}",
+                            state,
+                            info,
+                        )
                 if state.value is None or ev.value <= state.value:
                     state.plan, state.value, state.from_hint = plan, ev.value, False
                     state.objective, state.resolution = objective, ans.resolution
@@ -191,36 +224,78 @@ def certify(
                 overrun = True
                 rnd.note = f"plan overruns M exactly: {ev.violations[0]}"
             else:
-                return _error(backend, f"its plan is rejected by the evaluator: {ev.violations[0]}", state, info)
+                return _error(
+                    backend,
+                    f"its plan is rejected by the evaluator: {ev.violations[0]}",
+                    state,
+                    info,
+                )
         if ans.status == Status.INFEASIBLE:
             if cutoff is not None and state.plan is None and memory == Memory.RELAX:
                 # no plan at or below the caller's cutoff: the cutoff may simply be too low
                 _restore(state, spare)
-                return _finish(backend, state, info, f"no plan with {state.what} at or below the cutoff {cutoff!r} "
-                               "(the cutoff is below the optimum, or the instance is infeasible): not a proof of either")
+                return _finish(
+                    backend,
+                    state,
+                    info,
+                    f"no plan with {state.what} at or below the cutoff {cutoff!r} "
+                    "(the cutoff is below the optimum, or the instance is infeasible): not a proof of either",
+                )
             if memory == Memory.RESTRICT:
-                return _finish(backend, state, info, "cannot certify at this memory boundary: plans fit M(1+e) "
-                               "but none was found that fits M(1-e)")
+                return _finish(
+                    backend,
+                    state,
+                    info,
+                    "cannot certify at this memory boundary: plans fit M(1+e) "
+                    "but none was found that fits M(1-e)",
+                )
             if state.plan is not None:
-                return _error(backend, f"it calls the model infeasible, but a plan with {state.what} {state.value!r} fits "
-                              f"(below the cutoff {ts.t_ub!r})", state, info)
+                return _error(
+                    backend,
+                    f"it calls the model infeasible, but a plan with {state.what} {state.value!r} fits "
+                    f"(below the cutoff {ts.t_ub!r})",
+                    state,
+                    info,
+                )
             if not ans.exact_bound:
-                left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t_start))
+                left = (
+                    None
+                    if time_limit is None
+                    else max(0.0, time_limit - (time.perf_counter() - t_start))
+                )
                 return _second_opinion(form, backend, solve, sm, left, threads, state, info)
             info["rounds"] = [r.to_dict() for r in state.rounds]
-            return Solution(backend, Status.INFEASIBLE, message="proven infeasible: even with memory relaxed to "
-                            "M(1+1e-9) no valid plan exists", info=info, mode=mode)
+            return Solution(
+                backend,
+                Status.INFEASIBLE,
+                message="proven infeasible: even with memory relaxed to "
+                "M(1+1e-9) no valid plan exists",
+                info=info,
+                mode=mode,
+            )
         # A float backend's bound means something only when its own value is not tiny
         # in model units (its tolerances are absolute); CP-SAT's integer bound always does.
         fine = ans.objective is not None and ans.objective >= ts.unit * UNITS_PER_REFERENCE / COARSE
         if memory == Memory.RELAX and ans.bound is not None and (fine or ans.exact_bound):
             state.lower = max(state.lower, ans.bound)
         elif ans.bound is not None:
-            rnd.note = (rnd.note + "; " if rnd.note else "") + "bound not used (" + (
-                "memory restricted" if memory == Memory.RESTRICT else "its value is below the unit's resolution") + ")"
+            rnd.note = (
+                (rnd.note + "; " if rnd.note else "")
+                + "bound not used ("
+                + (
+                    "memory restricted"
+                    if memory == Memory.RESTRICT
+                    else "its value is below the unit's resolution"
+                )
+                + ")"
+            )
         if state.value is not None and state.lower > state.value * (1 + PROOF_RTOL):
-            return _error(backend, f"its lower bound {state.lower!r} is above the {state.what} {state.value!r} of a valid plan",
-                          state, info)
+            return _error(
+                backend,
+                f"its lower bound {state.lower!r} is above the {state.what} {state.value!r} of a valid plan",
+                state,
+                info,
+            )
         if ans.status != Status.OPTIMAL:
             stop_reason = ans.stopped or "stopped"
             break
@@ -236,12 +311,24 @@ def certify(
             memory = Memory.RELAX  # a bound needs the relaxed rows at the finer unit
             continue
         if memory == Memory.RESTRICT:
-            return _finish(backend, state, info, "cannot certify at this memory boundary: the best plan that fits "
-                           "M exactly and the bound with memory relaxed differ")
-        return _error(backend, f"it claims the optimum, but the plan's {state.what} {state.value!r} and its lower bound "
-                      f"{state.lower!r} differ by more than {PROOF_RTOL:g} relative", state, info)
+            return _finish(
+                backend,
+                state,
+                info,
+                "cannot certify at this memory boundary: the best plan that fits "
+                "M exactly and the bound with memory relaxed differ",
+            )
+        return _error(
+            backend,
+            f"it claims the optimum, but the plan's {state.what} {state.value!r} and its lower bound "
+            f"{state.lower!r} differ by more than {PROOF_RTOL:g} relative",
+            state,
+            info,
+        )
     _restore(state, spare)
-    return _finish(backend, state, info, f"{stop_reason or 'round limit'} reached; optimality not proven")
+    return _finish(
+        backend, state, info, f"{stop_reason or 'round limit'} reached; optimality not proven"
+    )
 
 
 def _restore(state: _State, spare: tuple[Plan, float] | None) -> None:
@@ -255,24 +342,55 @@ def _second_opinion(form, backend, solve, sm, time_left, threads, state, info) -
     solved again with its presolve off, is infeasible too."""
     if time_left is not None and time_left <= 0:
         info["rounds"] = [r.to_dict() for r in state.rounds]
-        return Solution(backend, Status.UNKNOWN, message="infeasibility claimed, no time left to confirm it", info=info,
-                        mode=state.mode)
+        return Solution(
+            backend,
+            Status.UNKNOWN,
+            message="infeasibility claimed, no time left to confirm it",
+            info=info,
+            mode=state.mode,
+        )
     again = solve(sm, Settings(time_left, threads, None, None, False, careful=True))
-    rnd = Round(sm.scale.unit, sm.scale.t_ub, sm.memory.value, again.status.value, again.objective, again.bound,
-                None, again.seconds, note="second opinion, presolve off")
+    rnd = Round(
+        sm.scale.unit,
+        sm.scale.t_ub,
+        sm.memory.value,
+        again.status.value,
+        again.objective,
+        again.bound,
+        None,
+        again.seconds,
+        note="second opinion, presolve off",
+    )
     state.rounds.append(rnd)
     info["rounds"] = [r.to_dict() for r in state.rounds]
     if again.status == Status.INFEASIBLE:
-        return Solution(backend, Status.INFEASIBLE, message="proven infeasible: even with memory relaxed to "
-                        "M(1+1e-9) no valid plan exists (confirmed with presolve off)", info=info, mode=state.mode)
+        return Solution(
+            backend,
+            Status.INFEASIBLE,
+            message="proven infeasible: even with memory relaxed to "
+            "M(1+1e-9) no valid plan exists (confirmed with presolve off)",
+            info=info,
+            mode=state.mode,
+        )
     if again.values is not None:
         ev = evaluate(form.sets.inst, form.plan_of(again.values), state.mode)
         if ev.valid:
             rnd.tps, rnd.value = ev.tps, ev.value
-            return _error(backend, f"it calls the model infeasible, but with presolve off it finds a plan with "
-                          f"{state.what} {ev.value!r} that the evaluator accepts", state, info)
-    return Solution(backend, Status.UNKNOWN, message="infeasibility claimed but not confirmed (with presolve off "
-                    f"the backend ends {again.status.value})", info=info, mode=state.mode)
+            return _error(
+                backend,
+                f"it calls the model infeasible, but with presolve off it finds a plan with "
+                f"{state.what} {ev.value!r} that the evaluator accepts",
+                state,
+                info,
+            )
+    return Solution(
+        backend,
+        Status.UNKNOWN,
+        message="infeasibility claimed but not confirmed (with presolve off "
+        f"the backend ends {again.status.value})",
+        info=info,
+        mode=state.mode,
+    )
 
 
 def _proven(state: _State) -> bool:
@@ -280,25 +398,57 @@ def _proven(state: _State) -> bool:
 
 
 def _out_of_range(backend: str, why: str, info: dict, mode: Mode = DEFAULT_MODE) -> Solution:
-    return Solution(backend, Status.OUT_OF_RANGE, message=f"out of range for {backend}: {why}", info=info, mode=mode)
+    return Solution(
+        backend,
+        Status.OUT_OF_RANGE,
+        message=f"out of range for {backend}: {why}",
+        info=info,
+        mode=mode,
+    )
 
 
-def _finish(backend: str, state: _State, info: dict, why: str | None, proven: bool = False) -> Solution:
+def _finish(
+    backend: str, state: _State, info: dict, why: str | None, proven: bool = False
+) -> Solution:
     info["rounds"] = [r.to_dict() for r in state.rounds]
     if state.from_hint:
         info["plan_from"] = "hint"
     if state.plan is None:
-        return Solution(backend, Status.UNKNOWN, bound=state.lower, message=why or "no plan and no proof", info=info,
-                        mode=state.mode)
+        return Solution(
+            backend,
+            Status.UNKNOWN,
+            bound=state.lower,
+            message=why or "no plan and no proof",
+            info=info,
+            mode=state.mode,
+        )
     bound = min(state.lower, state.value)
     if state.from_hint:
         state.objective = state.value  # the evaluator's value of the hint
     if proven:
-        info["scaling_error"] = max(state.resolution, abs(state.objective - state.value) if state.objective is not None else 0.0)
-        return Solution(backend, Status.OPTIMAL, plan=state.plan, objective=state.objective, bound=bound,
-                        message=f"optimal (proven by the backend, certified within {PROOF_RTOL:g} relative)", info=info,
-                        mode=state.mode)
+        info["scaling_error"] = max(
+            state.resolution,
+            abs(state.objective - state.value) if state.objective is not None else 0.0,
+        )
+        return Solution(
+            backend,
+            Status.OPTIMAL,
+            plan=state.plan,
+            objective=state.objective,
+            bound=bound,
+            message=f"optimal (proven by the backend, certified within {PROOF_RTOL:g} relative)",
+            info=info,
+            mode=state.mode,
+        )
     if state.objective is not None:
         info["scaling_error"] = max(state.resolution, abs(state.objective - state.value))
-    return Solution(backend, Status.FEASIBLE, plan=state.plan, objective=state.objective,
-                    bound=bound, message=why or "optimality not proven", info=info, mode=state.mode)
+    return Solution(
+        backend,
+        Status.FEASIBLE,
+        plan=state.plan,
+        objective=state.objective,
+        bound=bound,
+        message=why or "optimality not proven",
+        info=info,
+        mode=state.mode,
+    )

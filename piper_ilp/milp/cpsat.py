@@ -15,8 +15,22 @@ import re
 import time
 
 from piper_ilp.errors import InternalError
-from piper_ilp.milp.backend import Answer, OutOfRange, Progress, Settings, run_stoppable, write_model_file
-from piper_ilp.milp.scaled import RELAX_MARGIN, RESTRICT_MARGIN, Memory, ScaledModel, ScaledRow, complete
+from piper_ilp.milp.backend import (
+    Answer,
+    OutOfRange,
+    Progress,
+    Settings,
+    run_stoppable,
+    write_model_file,
+)
+from piper_ilp.milp.scaled import (
+    RELAX_MARGIN,
+    RESTRICT_MARGIN,
+    Memory,
+    ScaledModel,
+    ScaledRow,
+    complete,
+)
 from piper_ilp.solution import Status
 
 __all__ = ["solve"]
@@ -62,7 +76,9 @@ def _int_rows(sm: ScaledModel, steps: int) -> list[ScaledRow]:
             for j, c in r.terms:
                 if m.vars[j].kind == "continuous":
                     if c != int(c):
-                        raise InternalError(f"cpsat: row {r.name} has a non-integer coefficient on a continuous variable")
+                        raise InternalError(
+                            f"cpsat: row {r.name} has a non-integer coefficient on a continuous variable"
+                        )
                     terms.append((j, int(c)))
                 elif c < 0:  # a cost: rounded down (the row relaxes)
                     terms.append((j, -math.floor(-c * steps)))
@@ -78,7 +94,9 @@ def _int_rows(sm: ScaledModel, steps: int) -> list[ScaledRow]:
                 rhs = math.floor(MEMORY_SCALE * (1 - RESTRICT_MARGIN))
         else:
             raise InternalError(f"unknown row kind {r.kind}")
-        out.append(ScaledRow([(j, c) for j, c in terms if c != 0], r.sense, rhs, r.enforce, r.name, r.kind))
+        out.append(
+            ScaledRow([(j, c) for j, c in terms if c != 0], r.sense, rhs, r.enforce, r.name, r.kind)
+        )
     return out
 
 
@@ -99,7 +117,9 @@ def _check_range(rows: list[ScaledRow], dom: list[tuple[int, int]]) -> None:
     for r in rows:
         reach = sum(abs(c) * max(abs(dom[j][0]), abs(dom[j][1])) for j, c in r.terms) + abs(r.rhs)
         if reach > INT_LIMIT:
-            raise OutOfRange(f"cpsat: row {r.name} reaches {reach:.3g} in integer steps, above 2^60")
+            raise OutOfRange(
+                f"cpsat: row {r.name} reaches {reach:.3g} in integer steps, above 2^60"
+            )
 
 
 _LOG = re.compile(r"^#(?:\d+|Bound|Done|Model)\s.*?best:(\S+)\s+next:\[(\S+?),")
@@ -124,7 +144,9 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
         else:
             cv.append(cm.new_int_var(dom[j][0], dom[j][1], var.name))
     for r in rows:
-        expr = cp_model.LinearExpr.weighted_sum([cv[j] for j, _ in r.terms], [c for _, c in r.terms])
+        expr = cp_model.LinearExpr.weighted_sum(
+            [cv[j] for j, _ in r.terms], [c for _, c in r.terms]
+        )
         if r.sense == "<=":
             ct = cm.add(expr <= r.rhs)
         elif r.sense == ">=":
@@ -165,7 +187,9 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
             mt = _LOG.match(line)
             if mt:
                 try:
-                    progress.update(float(mt.group(1)) * sec_per_step, float(mt.group(2)) * sec_per_step)
+                    progress.update(
+                        float(mt.group(1)) * sec_per_step, float(mt.group(2)) * sec_per_step
+                    )
                 except ValueError:
                     pass
 
@@ -186,12 +210,20 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
         raise InternalError(f"cpsat: the model is invalid ({solver.status_name(code)}): {why}")
     st = sm.form.sets
     terms = st.n + 2 * len(st.edges) + 2  # rounded terms of one row (each below one step)
-    ans = Answer(status, seconds=wall, exact_bound=True,
-                 resolution=terms * (st.inst.N + 1 if st.batch else 1) * sec_per_step)
+    ans = Answer(
+        status,
+        seconds=wall,
+        exact_bound=True,
+        resolution=terms * (st.inst.N + 1 if st.batch else 1) * sec_per_step,
+    )
     if status in (Status.FEASIBLE, Status.UNKNOWN):
         ans.stopped = "time limit"
     if status in (Status.OPTIMAL, Status.FEASIBLE):
-        ans.values = {j: float(solver.value(cv[j])) for j, var in enumerate(m.vars) if var.kind != "continuous"}
+        ans.values = {
+            j: float(solver.value(cv[j]))
+            for j, var in enumerate(m.vars)
+            if var.kind != "continuous"
+        }
         ans.objective = solver.objective_value * sec_per_step
     if status != Status.INFEASIBLE and math.isfinite(solver.best_objective_bound):
         ans.bound = (solver.best_objective_bound - _slack_steps(sm)) * sec_per_step

@@ -72,12 +72,21 @@ from piper_ilp.pipeline import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions
 
-__all__ = ["Var", "Row", "LinearModel", "Formulation", "IndexSets", "index_sets", "formulate", "build_model", "model_size"]
+__all__ = [
+    "Var",
+    "Row",
+    "LinearModel",
+    "Formulation",
+    "IndexSets",
+    "index_sets",
+    "formulate",
+    "build_model",
+    "model_size",
+]
 
 #: Memory rows are kept whenever the slot's worst memory exceeds this fraction of M (not
 #: only 1: the rows near the boundary matter when a backend restricts memory to M(1 - e)).
 MEMORY_ROW_THRESHOLD = 1.0 - 1e-6
-
 
 
 @dataclass
@@ -183,7 +192,9 @@ class IndexSets:
         return max((d for _, d in self.configs), default=1)
 
 
-def index_sets(instance: Instance, restrictions: Restrictions, mode: Mode = DEFAULT_MODE) -> IndexSets:
+def index_sets(
+    instance: Instance, restrictions: Restrictions, mode: Mode = DEFAULT_MODE
+) -> IndexSets:
     """The index sets of the model for ``instance`` under ``restrictions`` and ``mode``.
 
     ``t_bound`` / ``t_low`` bound every plan's TPS; ``obj_bound`` / ``obj_low`` the
@@ -220,8 +231,10 @@ def index_sets(instance: Instance, restrictions: Restrictions, mode: Mode = DEFA
         worst = lat = 0.0
         for t, ds in d_of_t.items():
             for o in opts.get((v, t), ()):
-                eb = math.fsum([cut_edge_bytes(c, o.sfw[u]) for u, c in inst.in_edges[v]]
-                               + [cut_edge_bytes(c, o.sbw[x]) for x, c in inst.out_edges[v]])
+                eb = math.fsum(
+                    [cut_edge_bytes(c, o.sfw[u]) for u, c in inst.in_edges[v]]
+                    + [cut_edge_bytes(c, o.sbw[x]) for x, c in inst.out_edges[v]]
+                )
                 for d in ds:
                     part = stage_tps(eb, resync_bytes(o.w, d, N), o.p, d, B)
                     worst = max(worst, part)
@@ -265,7 +278,9 @@ def index_sets(instance: Instance, restrictions: Restrictions, mode: Mode = DEFA
         if mode.graph:
             longest: dict[int, float] = {}
             for v in reversed(list(nx.topological_sort(inst.graph))):
-                longest[v] = least_p.get(v, 0.0) + max((longest[x] for x in inst.graph.successors(v)), default=0.0)
+                longest[v] = least_p.get(v, 0.0) + max(
+                    (longest[x] for x in inst.graph.successors(v)), default=0.0
+                )
             path_low = max(longest.values(), default=0.0)
         else:
             try:
@@ -275,8 +290,23 @@ def index_sets(instance: Instance, restrictions: Restrictions, mode: Mode = DEFA
         obj_low = max(N * t_low, (N - 1) * t_low + path_low) * (1 - 1e-9)
         if not math.isfinite(obj_low):  # a lower bound of 0 is always valid
             obj_low = 0.0
-    return IndexSets(inst, V, S, configs, d_of_t, opts, Y, edges, order_edges, t_bound, t_low,
-                     mode, obj_bound, obj_low, tau_bound)
+    return IndexSets(
+        inst,
+        V,
+        S,
+        configs,
+        d_of_t,
+        opts,
+        Y,
+        edges,
+        order_edges,
+        t_bound,
+        t_low,
+        mode,
+        obj_bound,
+        obj_low,
+        tau_bound,
+    )
 
 
 def _memory_row_needed(st: IndexSets, k: int, t_only: int | None = None) -> bool:
@@ -285,7 +315,8 @@ def _memory_row_needed(st: IndexSets, k: int, t_only: int | None = None) -> bool
     M = st.inst.M
     ts = list(st.d_of_t) if t_only is None else [t_only]
     worst = math.fsum(
-        max(((k * o.a + o.b) / M for t in ts for o in st.opts.get((v, t), ())), default=0.0) for v in st.V
+        max(((k * o.a + o.b) / M for t in ts for o in st.opts.get((v, t), ())), default=0.0)
+        for v in st.V
     )
     return worst > MEMORY_ROW_THRESHOLD
 
@@ -349,18 +380,27 @@ class Formulation:
         ev = evaluate(st.inst, plan, st.mode)
         if not ev.valid:
             under = "" if st.mode.is_default else f" under {st.mode.label}"
-            return None, f"not a valid plan for the instance as restricted{under}: {ev.violations[0]}"
+            return (
+                None,
+                f"not a valid plan for the instance as restricted{under}: {ev.violations[0]}",
+            )
         if len(plan.stages) > st.S:
             return None, f"the plan has {len(plan.stages)} stages, more than the {st.S} slots"
         values = {j: 0.0 for j, var in enumerate(m.vars) if var.kind != "continuous"}
         for i, stg in enumerate(plan.stages):
             if (i, stg.t, stg.d) not in self.u:
-                return None, f"stage {i} has (t, d) = ({stg.t}, {stg.d}), not a configuration of the model"
+                return (
+                    None,
+                    f"stage {i} has (t, d) = ({stg.t}, {stg.d}), not a configuration of the model",
+                )
             values[self.u[i, stg.t, stg.d]] = 1.0
             for v in stg.nodes:
                 ids = [o.id for o in st.opts.get((v, stg.t), ())]
                 if stg.options.get(v) not in ids:
-                    return None, f"node {v} has no option {stg.options.get(v)!r} for t = {stg.t} in the model"
+                    return (
+                        None,
+                        f"node {v} has no option {stg.options.get(v)!r} for t = {stg.t} in the model",
+                    )
                 values[self.z[v, i, stg.t, ids.index(stg.options[v])]] = 1.0
             rep = ev.stages[i]
             if self.g:
@@ -388,7 +428,9 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
     S, V = st.S, st.V
 
     # ---- variables ----
-    u = {(i, t, d): m.var(f"u[{i},{t},{d}]", 0, 1, "binary") for i in range(S) for t, d in st.configs}
+    u = {
+        (i, t, d): m.var(f"u[{i},{t},{d}]", 0, 1, "binary") for i in range(S) for t, d in st.configs
+    }
     z = {}
     for v in V:
         for i in range(S):
@@ -397,17 +439,29 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
                     z[v, i, t, l] = m.var(f"z[{_fmt_id(v)},{i},{t},{l}]", 0, 1, "binary")
     g = {}
     if not st.gpipe:  # gpipe: y_i = N / d_i is fixed by the configuration
-        g = {(i, k): m.var(f"g[{i},{k}]", 0, 1, "binary") for i in range(S) for k in range(1, st.Y[i] + 1)}
+        g = {
+            (i, k): m.var(f"g[{i},{k}]", 0, 1, "binary")
+            for i in range(S)
+            for k in range(1, st.Y[i] + 1)
+        }
     cap = min(N, K)
     s, h = [], []
     if st.graph:  # h_i <= N (the batch limit) and h_i <= K - i
         h = [m.var(f"h[{i}]", 0, min(N, K - i), "integer") for i in range(S)]
     else:
         s = [m.var(f"s[{i}]", 0, cap, "integer") for i in range(S)]
-    P = {(v, i): m.var(f"P[{_fmt_id(v)},{i}]", 0, 1, "binary") for v in _ordered_nodes(st) for i in range(S - 1)}
+    P = {
+        (v, i): m.var(f"P[{_fmt_id(v)},{i}]", 0, 1, "binary")
+        for v in _ordered_nodes(st)
+        for i in range(S - 1)
+    }
     arc = {}
     if st.graph:
-        arc = {(i, j): m.var(f"arc[{i},{j}]", 0, 1, "binary") for i in range(S) for j in range(i + 1, S)}
+        arc = {
+            (i, j): m.var(f"arc[{i},{j}]", 0, 1, "binary")
+            for i in range(S)
+            for j in range(i + 1, S)
+        }
     zs_of: dict[tuple[int, int], list] = {}
     for (v, i, t, l), j in z.items():
         zs_of.setdefault((v, i), []).append((t, l, j))
@@ -451,21 +505,38 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
         used_i = [(u[i, t, d], 1.0) for t, d in st.configs]
         m.row(f"one_config[{i}]", used_i, "<=", 1)
         if i + 1 < S:
-            m.row(f"used_first[{i}]", [(u[i + 1, t, d], 1.0) for t, d in st.configs] + [(j, -1.0) for j, _ in used_i], "<=", 0)
+            m.row(
+                f"used_first[{i}]",
+                [(u[i + 1, t, d], 1.0) for t, d in st.configs] + [(j, -1.0) for j, _ in used_i],
+                "<=",
+                0,
+            )
         m.row(f"nonempty[{i}]", used_i + [(j, -1.0) for v in V for j, _ in x(v, i)], "<=", 0)
         for v in V:
             for t, ds in st.d_of_t.items():
                 zl = [(z[v, i, t, l], 1.0) for l in range(len(st.opts.get((v, t), ())))]
                 if zl:
-                    m.row(f"t_link[{_fmt_id(v)},{i},{t}]", zl + [(u[i, t, d], -1.0) for d in ds], "<=", 0)
+                    m.row(
+                        f"t_link[{_fmt_id(v)},{i},{t}]",
+                        zl + [(u[i, t, d], -1.0) for d in ds],
+                        "<=",
+                        0,
+                    )
 
     # ---- order: every edge goes forward, P[v,i] = sum_{j<=i} x[v,j] ----
     for (v, i), j in P.items():
         prev = [(P[v, i - 1], -1.0)] if i > 0 else []
-        m.row(f"prefix[{_fmt_id(v)},{i}]", [(j, 1.0)] + prev + [(jj, -1.0) for jj, _ in x(v, i)], "==", 0)
+        m.row(
+            f"prefix[{_fmt_id(v)},{i}]",
+            [(j, 1.0)] + prev + [(jj, -1.0) for jj, _ in x(v, i)],
+            "==",
+            0,
+        )
     for a, b in st.order_edges:
         for i in range(S - 1):
-            m.row(f"order[{_fmt_id(a)},{_fmt_id(b)},{i}]", [(P[b, i], 1.0), (P[a, i], -1.0)], "<=", 0)
+            m.row(
+                f"order[{_fmt_id(a)},{_fmt_id(b)},{i}]", [(P[b, i], 1.0), (P[a, i], -1.0)], "<=", 0
+            )
 
     # ---- budgets; suffix sums s_i = d_i + s_{i+1} ----
     m.row("devices", [(u[i, t, d], t * d) for i in range(S) for t, d in st.configs], "<=", K)
@@ -477,17 +548,32 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
         # an arc set without an edge only raises h and L, which never helps the optimum
         for a, b in st.order_edges:
             for (i, j), jj in arc.items():
-                m.row(f"arc_def[{_fmt_id(a)},{_fmt_id(b)},{i},{j}]",
-                      [(jj, 1.0)] + [(q, -1.0) for q, _ in x(a, i)] + [(q, -1.0) for q, _ in x(b, j)], ">=", -1)
+                m.row(
+                    f"arc_def[{_fmt_id(a)},{_fmt_id(b)},{i},{j}]",
+                    [(jj, 1.0)] + [(q, -1.0) for q, _ in x(a, i)] + [(q, -1.0) for q, _ in x(b, j)],
+                    ">=",
+                    -1,
+                )
         for i in range(S):
             m.row(f"h_own[{i}]", [(h[i], 1.0)] + [(q, -c) for q, c in d_of[i]], ">=", 0)
         for (i, j), jj in arc.items():
-            m.row(f"h_arc[{i},{j}]", [(h[i], 1.0), (h[j], -1.0)] + [(q, -c) for q, c in d_of[i]], ">=", 0, enforce=jj)
+            m.row(
+                f"h_arc[{i},{j}]",
+                [(h[i], 1.0), (h[j], -1.0)] + [(q, -c) for q, c in d_of[i]],
+                ">=",
+                0,
+                enforce=jj,
+            )
         held = h
     else:
         for i in range(S):
             nxt = [(s[i + 1], -1.0)] if i + 1 < S else []
-            m.row(f"suffix[{i}]", [(s[i], 1.0)] + nxt + [(u[i, t, d], -float(d)) for t, d in st.configs], "==", 0)
+            m.row(
+                f"suffix[{i}]",
+                [(s[i], 1.0)] + nxt + [(u[i, t, d], -float(d)) for t, d in st.configs],
+                "==",
+                0,
+            )
         m.row("microbatches", [(s[0], 1.0)], "<=", N)
         held = s
 
@@ -510,7 +596,13 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
             m.row(f"y_order[{i},{k}]", [(g[i, k + 1], 1.0), (g[i, k], -1.0)], "<=", 0)
         ys = [(g[i, k], 1.0) for k in range(1, st.Y[i] + 1)]
         for t, d in st.configs:
-            m.row(f"y_link[{i},{t},{d}]", [(jj, d * c) for jj, c in ys] + [(held[i], -1.0)], ">=", 0, enforce=u[i, t, d])
+            m.row(
+                f"y_link[{i},{t},{d}]",
+                [(jj, d * c) for jj, c in ys] + [(held[i], -1.0)],
+                ">=",
+                0,
+                enforce=u[i, t, d],
+            )
 
     # ---- memory: sum (k a + b) / M <= 1 when y_i >= k ----
     needed = {k: _memory_row_needed(st, k) for k in range(1, max(st.Y) + 1)} if g else {}
@@ -541,7 +633,9 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
     # transitive reduction leaves it: sum_{reduction edges} (P[a,i] - P[b,i]) >= used_{i+1}
     if strong and len(V) > 1 and nx.is_weakly_connected(inst.graph):
         for i in range(S - 1):
-            terms = [(P[a, i], 1.0) for a, b in st.order_edges] + [(P[b, i], -1.0) for a, b in st.order_edges]
+            terms = [(P[a, i], 1.0) for a, b in st.order_edges] + [
+                (P[b, i], -1.0) for a, b in st.order_edges
+            ]
             terms += [(u[i + 1, t, d], -1.0) for t, d in st.configs]
             m.row(f"boundary[{i}]", terms, ">=", 0)
     # work: K T >= sum_i t_i d_i TPS_i >= sum t p z + every cut second (sum t d <= K, t >= 1)
@@ -562,7 +656,14 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
             terms += [(j, -1.0) for j in cut_of_slot[i]]
             m.row(f"tps[{i},{t},{d}]", terms, ">=", 0, kind="time", enforce=u[i, t, d])
             if st.batch:  # the same work, not divided by d: tau_i >= d_i TPS_i
-                m.row(f"latency[{i},{t},{d}]", [(tau[i], 1.0)] + terms[1:], ">=", 0, kind="time", enforce=u[i, t, d])
+                m.row(
+                    f"latency[{i},{t},{d}]",
+                    [(tau[i], 1.0)] + terms[1:],
+                    ">=",
+                    0,
+                    kind="time",
+                    enforce=u[i, t, d],
+                )
 
     # ---- batch time (sec. 9): (N - 1) T + the longest path of tau ----
     if st.batch:
@@ -570,7 +671,14 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
             for i in range(S):
                 m.row(f"path_own[{i}]", [(L[i], 1.0), (tau[i], -1.0)], ">=", 0, kind="time")
             for (i, j), jj in arc.items():
-                m.row(f"path[{i},{j}]", [(L[i], 1.0), (tau[i], -1.0), (L[j], -1.0)], ">=", 0, kind="time", enforce=jj)
+                m.row(
+                    f"path[{i},{j}]",
+                    [(L[i], 1.0), (tau[i], -1.0), (L[j], -1.0)],
+                    ">=",
+                    0,
+                    kind="time",
+                    enforce=jj,
+                )
             for i in range(S):
                 m.row(f"path_max[{i}]", [(Lmax, 1.0), (L[i], -1.0)], ">=", 0, kind="time")
             path = [(Lmax, -1.0)]
@@ -581,8 +689,12 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
     return Formulation(m, st, u, z, g, T, s, P, h, arc, latency)
 
 
-def build_model(instance: Instance, restrictions: Restrictions = Restrictions(), mode: Mode = DEFAULT_MODE,
-                strong: bool = False) -> LinearModel:
+def build_model(
+    instance: Instance,
+    restrictions: Restrictions = Restrictions(),
+    mode: Mode = DEFAULT_MODE,
+    strong: bool = False,
+) -> LinearModel:
     """The backend-neutral model of an instance (see the module docstring) under ``mode``,
     after the restrictions (excluded options, max_t, max_d) are applied (``strong``: with the
     strengthening rows)."""
@@ -635,11 +747,21 @@ def _count(st: IndexSets, strong: bool = False) -> dict[str, int]:
         rows += S * nC + 1  # latency, batch_time
         if st.graph:
             rows += 2 * S + n_arc  # path_own, path_max, path
-    return {"variables": variables, "binaries": binaries, "constraints": rows, "slots": S, "configurations": nC}
+    return {
+        "variables": variables,
+        "binaries": binaries,
+        "constraints": rows,
+        "slots": S,
+        "configurations": nC,
+    }
 
 
-def model_size(instance: Instance, restrictions: Restrictions = Restrictions(), mode: Mode = DEFAULT_MODE,
-               strong: bool = False) -> dict:
+def model_size(
+    instance: Instance,
+    restrictions: Restrictions = Restrictions(),
+    mode: Mode = DEFAULT_MODE,
+    strong: bool = False,
+) -> dict:
     """The MILP's size before solving: ``variables``, ``binaries``, ``constraints``
     (rows), ``slots`` (S) and ``configurations`` ((t, d) pairs).
 

@@ -23,7 +23,17 @@ from dataclasses import dataclass
 
 from piper_ilp.milp.model import Formulation, LinearModel
 
-__all__ = ["Memory", "TimeScale", "ScaledRow", "ScaledModel", "scale", "objective_rows", "big_m_rows", "complete", "lp_name"]
+__all__ = [
+    "Memory",
+    "TimeScale",
+    "ScaledRow",
+    "ScaledModel",
+    "scale",
+    "objective_rows",
+    "big_m_rows",
+    "complete",
+    "lp_name",
+]
 
 #: The objective's reference value (an upper bound on the optimum) in model units.
 UNITS_PER_REFERENCE = 1000.0
@@ -149,7 +159,9 @@ def scale(form: Formulation, ts: TimeScale, memory: Memory) -> ScaledModel:
             # continuous coefficients are dimensionless (T's d, a cut variable's 1); the
             # binaries' coefficients are seconds. A binary whose cost alone exceeds the
             # most the row's positive side can reach cannot be 1: cap it just above that.
-            reach = math.fsum(c * ub[j] for j, c in r.terms if m.vars[j].kind == "continuous" and c > 0)
+            reach = math.fsum(
+                c * ub[j] for j, c in r.terms if m.vars[j].kind == "continuous" and c > 0
+            )
             cap = reach * CAP_FACTOR
             terms = []
             for j, c in r.terms:
@@ -213,11 +225,22 @@ def big_m_rows(sm: ScaledModel) -> list[ScaledRow]:
         merged: dict[int, float] = {}
         for j, c in terms:
             merged[j] = merged.get(j, 0.0) + c
-        out.append(ScaledRow([(j, c) for j, c in merged.items() if c != 0], r.sense, rhs, r.enforce, r.name, r.kind))
+        out.append(
+            ScaledRow(
+                [(j, c) for j, c in merged.items() if c != 0],
+                r.sense,
+                rhs,
+                r.enforce,
+                r.name,
+                r.kind,
+            )
+        )
     return out
 
 
-def complete(m: LinearModel, rows, values: dict[int, float], lb: list[float], integral: bool) -> dict[int, float]:
+def complete(
+    m: LinearModel, rows, values: dict[int, float], lb: list[float], integral: bool
+) -> dict[int, float]:
     """Given values of every binary and integer variable, set each continuous variable to
     the least value its rows allow (``rows`` are :class:`ScaledRow` in a backend's own
     coefficients, ``lb`` its lower bounds; ``integral`` for a backend that counts them in

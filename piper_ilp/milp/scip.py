@@ -30,10 +30,7 @@ ABS_RESOLUTION = 1e-5
 BOUND_RTOL = 1e-7
 
 PARAMETERS = (
-    "numerics/feastol = 1e-9\n"
-    "limits/gap = 0\n"
-    f"limits/absgap = {GAP_ABS}\n"
-    "misc/catchctrlc = FALSE\n"
+    f"numerics/feastol = 1e-9\nlimits/gap = 0\nlimits/absgap = {GAP_ABS}\nmisc/catchctrlc = FALSE\n"
 )
 
 
@@ -95,12 +92,20 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
         ans.stopped = "time limit"
     unit = sm.scale.unit
     if status in (Status.OPTIMAL, Status.FEASIBLE):
-        ans.values = {j: float(round(mv[j].solution_value())) for j, var in enumerate(m.vars) if var.kind != "continuous"}
+        ans.values = {
+            j: float(round(mv[j].solution_value()))
+            for j, var in enumerate(m.vars)
+            if var.kind != "continuous"
+        }
         ans.objective = obj.Value() * unit
-        ans.resolution = 1e-9 * abs(ans.objective) + ABS_RESOLUTION * unit * max(1.0, objective_rows(sm.form) / 100)
+        ans.resolution = 1e-9 * abs(ans.objective) + ABS_RESOLUTION * unit * max(
+            1.0, objective_rows(sm.form) / 100
+        )
     if status != Status.INFEASIBLE:
         b = obj.BestBound()
         if math.isfinite(b):
-            ans.bound = (b - (GAP_ABS if status == Status.OPTIMAL else 0.0)) * unit * (1 - BOUND_RTOL)
+            ans.bound = (
+                (b - (GAP_ABS if status == Status.OPTIMAL else 0.0)) * unit * (1 - BOUND_RTOL)
+            )
     progress.update(ans.objective, ans.bound, force=True)
     return ans

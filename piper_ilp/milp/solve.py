@@ -40,7 +40,11 @@ def _check_cutoff(cutoff) -> None:
     if cutoff is None:
         return
     # 0 is refused: under a cutoff of 0 every time coefficient would be capped at 0
-    if isinstance(cutoff, bool) or not isinstance(cutoff, (int, float)) or not (math.isfinite(cutoff) and cutoff > 0):
+    if (
+        isinstance(cutoff, bool)
+        or not isinstance(cutoff, (int, float))
+        or not (math.isfinite(cutoff) and cutoff > 0)
+    ):
         raise InputError(f"cutoff must be a finite number > 0, got {cutoff!r}")
 
 
@@ -188,24 +192,45 @@ def solve_milp(
         "strong_rows": bool(strong),
     }
     if m.trivially_infeasible:
-        sol = Solution(backend, Status.INFEASIBLE, message=f"infeasible before solving: {m.trivially_infeasible}",
-                       info=info, mode=mode)
+        sol = Solution(
+            backend,
+            Status.INFEASIBLE,
+            message=f"infeasible before solving: {m.trivially_infeasible}",
+            info=info,
+            mode=mode,
+        )
     elif time_limit == 0:
-        sol = Solution(backend, Status.UNKNOWN, message="time limit 0: not solved", info=info, mode=mode)
+        sol = Solution(
+            backend, Status.UNKNOWN, message="time limit 0: not solved", info=info, mode=mode
+        )
     else:
         hint_values = None
         if hint is not None:
             hint_values, why = form.values_of(hint)
             info["hint"] = "used" if hint_values is not None else f"ignored: {why}"
-        sol = certify(form, backend, _backend(backend), time_limit=time_limit, threads=threads,
-                      write_model=write_model, hint=hint if hint_values is not None else None,
-                      hint_values=hint_values, progress=progress, info=info,
-                      cutoff=None if cutoff is None else float(cutoff))
+        sol = certify(
+            form,
+            backend,
+            _backend(backend),
+            time_limit=time_limit,
+            threads=threads,
+            write_model=write_model,
+            hint=hint if hint_values is not None else None,
+            hint_values=hint_values,
+            progress=progress,
+            info=info,
+            cutoff=None if cutoff is None else float(cutoff),
+        )
     sol.seconds = time.perf_counter() - t0
     info["solver_seconds"] = sum(r["seconds"] for r in info.get("rounds", []))
     if sol.plan is not None:
         # the last, independent check; certify() already evaluated this plan
-        sol = checked_solution(instance, sol, tolerance=1e-6, absolute=info.get("scaling_error", 0.0),
-                               restrictions=restrictions)
+        sol = checked_solution(
+            instance,
+            sol,
+            tolerance=1e-6,
+            absolute=info.get("scaling_error", 0.0),
+            restrictions=restrictions,
+        )
     info["gap"] = sol.gap
     return sol

@@ -2,8 +2,20 @@
 Piper's instances and plans. The planner itself is :mod:`dp.pipedream`; exhaustive search
 in its model is :mod:`compare.pipedream`. See ``docs/pipedream.md``."""
 
-from piper_ilp.pipedream.convert import graph_to_instance, instance_to_graph, node_id_map, piper_plan_from_pipedream
-from piper_ilp.pipedream.graph import PDGraph, PDNode, Prepared, parse_graph, parse_graph_text, prepare
+from piper_ilp.pipedream.convert import (
+    graph_to_instance,
+    instance_to_graph,
+    node_id_map,
+    piper_plan_from_pipedream,
+)
+from piper_ilp.pipedream.graph import (
+    PDGraph,
+    PDNode,
+    Prepared,
+    parse_graph,
+    parse_graph_text,
+    prepare,
+)
 from piper_ilp.pipedream.states import States, antichain_states
 
 __all__ = [

@@ -34,7 +34,13 @@ from piper_ilp.instance import Edge, Instance, Node, Option, instance_from_dict,
 from piper_ilp.pipedream.graph import PDGraph, PDNode, prepare
 from piper_ilp.plan import Plan, Stage
 
-__all__ = ["graph_to_instance", "node_id_map", "instance_to_graph", "piper_plan_from_pipedream", "VANILLA"]
+__all__ = [
+    "graph_to_instance",
+    "node_id_map",
+    "instance_to_graph",
+    "piper_plan_from_pipedream",
+    "VANILLA",
+]
 
 VANILLA = "vanilla"
 _NODE_RE = re.compile(r"^node([0-9]+)$")
@@ -107,7 +113,15 @@ def graph_to_instance(
     edges = tuple(
         Edge(ids[u], ids[v], 0.0 if u in inputs else by_id[u].activation) for u, v in graph.edges
     )
-    raw = Instance(K=devices, M=float(memory), B=float(bandwidth), N=batch, nodes=tuple(nodes), edges=edges, source=graph.source)
+    raw = Instance(
+        K=devices,
+        M=float(memory),
+        B=float(bandwidth),
+        N=batch,
+        nodes=tuple(nodes),
+        edges=edges,
+        source=graph.source,
+    )
     return instance_from_dict(instance_to_dict(raw), graph.source)
 
 
@@ -135,7 +149,9 @@ def instance_to_graph(instance: Instance, option: str = VANILLA) -> tuple[PDGrap
     for n in instance.nodes:
         opts = n.options.get(1, ())
         if not opts:
-            raise InputError(f"{instance.source}: node {n.id} has no option at t = 1; PipeDream's planner needs one")
+            raise InputError(
+                f"{instance.source}: node {n.id} has no option at t = 1; PipeDream's planner needs one"
+            )
         o = next((x for x in opts if x.id == option), opts[0])
         name = f"node{n.id}"
         back[name] = n.id
@@ -185,7 +201,6 @@ def piper_plan_from_pipedream(
         members[where[nd.id]].append(ids[nd.id])
     return Plan(
         tuple(
-            Stage(tuple(m), int(r), 1, {v: option for v in m})
-            for m, (_, r) in zip(members, stages)
+            Stage(tuple(m), int(r), 1, {v: option for v in m}) for m, (_, r) in zip(members, stages)
         )
     )

@@ -77,7 +77,9 @@ def _number(text: str, where: str) -> float:
 def _node_line(text: str, where: str, line: int) -> PDNode:
     parts = text.split(" -- ")
     if len(parts) < 3:
-        raise InputError(f"{where}: a node line needs 'ID -- DESCRIPTION -- forward_compute_time=..., ...'")
+        raise InputError(
+            f"{where}: a node line needs 'ID -- DESCRIPTION -- forward_compute_time=..., ...'"
+        )
     node_id = parts[0].strip()
     if not node_id or any(c.isspace() for c in node_id):
         raise InputError(f"{where}: bad node id {node_id!r}")
@@ -146,7 +148,9 @@ def parse_graph_text(text: str, source: str = "<graph>") -> PDGraph:
         if line.startswith("\t") or line.startswith(" "):
             parts = line.strip().split(" -- ")
             if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
-                raise InputError(f"{where}: an edge line is a tab, then 'nodeU -- nodeV', got {line.strip()!r}")
+                raise InputError(
+                    f"{where}: an edge line is a tab, then 'nodeU -- nodeV', got {line.strip()!r}"
+                )
             edges.append((parts[0].strip(), parts[1].strip(), lineno))
         else:
             node = _node_line(line.strip(), where, lineno)
@@ -245,7 +249,9 @@ def prepare(graph: PDGraph) -> Prepared:
     kept = [i for i in kept if i not in sinks]
     edges = [(u, v) for u, v in edges if u not in sinks and v not in sinks]
     if not kept:
-        raise InputError(f"{graph.source}: nothing left to plan once the inputs and __getitem__ sinks are dropped")
+        raise InputError(
+            f"{graph.source}: nothing left to plan once the inputs and __getitem__ sinks are dropped"
+        )
     index = {x: k for k, x in enumerate(kept)}
     outs: list[list[int]] = [[] for _ in kept]
     ins: list[list[int]] = [[] for _ in kept]

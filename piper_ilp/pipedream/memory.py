@@ -37,7 +37,9 @@ def max_stash_count(act: float, par: float, memory: float, limit: int) -> int:
         return limit
     size = act + par
     q = memory / size if size > 0 else math.nan
-    c = min(limit - 1, math.floor(q)) if q >= 0 else 0  # limit * size > memory: q < about limit, finite
+    c = (
+        min(limit - 1, math.floor(q)) if q >= 0 else 0
+    )  # limit * size > memory: q < about limit, finite
     while c >= 0 and not stash_fits(c, act, par, memory):
         c -= 1
     while c + 1 < limit and stash_fits(c + 1, act, par, memory):

@@ -62,7 +62,6 @@ class MilpResult:
     variables: int
 
 
-
 def solve_pipedream_milp(
     prep: Prepared,
     n: int,
@@ -88,9 +87,13 @@ def solve_pipedream_milp(
     from ortools.linear_solver import pywraplp
 
     if fewer_machines and memory_constraint:
-        raise InputError("the PipeDream MILP does not model --fewer-machines with --memory-constraint")
+        raise InputError(
+            "the PipeDream MILP does not model --fewer-machines with --memory-constraint"
+        )
     if n < 1 or not (math.isfinite(bandwidth) and bandwidth > 0):
-        raise InputError(f"need n >= 1 and a finite bandwidth > 0, got n={n!r}, bandwidth={bandwidth!r}")
+        raise InputError(
+            f"need n >= 1 and a finite bandwidth > 0, got n={n!r}, bandwidth={bandwidth!r}"
+        )
     st = antichain_states(prep)
     S = len(st)
     down = st.downset
@@ -113,11 +116,15 @@ def solve_pipedream_milp(
         # in units of the longest stage left SCIP's absolute tolerances are relative ones
         cands = [c for c in cands if c[3] <= cutoff * (1 + 1e-9)]
     if len(cands) > MAX_MILP_VARIABLES:
-        raise SizeLimitError(f"{prep.source}: {len(cands)} MILP variables (limit {MAX_MILP_VARIABLES})")
+        raise SizeLimitError(
+            f"{prep.source}: {len(cands)} MILP variables (limit {MAX_MILP_VARIABLES})"
+        )
     solver = pywraplp.Solver.CreateSolver("SCIP")
     if solver is None:
         raise InputError("OR-Tools was built without SCIP")
-    solver.SetSolverSpecificParametersAsString("numerics/feastol = 1e-9\nlimits/gap = 0\nlimits/absgap = 0\n")
+    solver.SetSolverSpecificParametersAsString(
+        "numerics/feastol = 1e-9\nlimits/gap = 0\nlimits/absgap = 0\n"
+    )
     solver.SetTimeLimit(int(time_limit * 1000))
     x = {}
     for c, (k, j, r, t, cap) in enumerate(cands):
@@ -168,4 +175,10 @@ def solve_pipedream_milp(
         j, r = chosen[k]
         plan.append((j, r))
         k = j
-    return MilpResult("optimal", z.solution_value() * unit, solver.Objective().BestBound() * unit, plan, len(cands))
+    return MilpResult(
+        "optimal",
+        z.solution_value() * unit,
+        solver.Objective().BestBound() * unit,
+        plan,
+        len(cands),
+    )

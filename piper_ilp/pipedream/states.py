@@ -78,7 +78,9 @@ class ExactSums:
         self.ints = [sum(scaled[v] for v in members) for members in downsets] + [0]
         big = max(abs(i) for i in self.ints)
         if big < 1 << (2 * _LIMB + 1) and self.shift <= 1022:
-            arr = np.array([[i >> _LIMB, i & ((1 << _LIMB) - 1)] for i in self.ints], dtype=np.int64)
+            arr = np.array(
+                [[i >> _LIMB, i & ((1 << _LIMB) - 1)] for i in self.ints], dtype=np.int64
+            )
             self._hi, self._lo = arr[:, 0].copy(), arr[:, 1].copy()
             self._obj = None
         else:
@@ -100,7 +102,9 @@ class ExactSums:
         else:
             d = np.asarray(self._obj[j] - self._obj[k], dtype=object)
             den = self._den
-            out = np.fromiter((x / den for x in d.ravel()), dtype=np.float64, count=d.size).reshape(d.shape)
+            out = np.fromiter((x / den for x in d.ravel()), dtype=np.float64, count=d.size).reshape(
+                d.shape
+            )
         return float(out) if out.ndim == 0 else out
 
 
@@ -308,6 +312,8 @@ def antichain_states(prep: Prepared, max_states: int = MAX_STATES) -> States:
         "activation": ExactSums([nd.activation for nd in nodes], members_t),
         "parameter": ExactSums([nd.parameter for nd in nodes], members_t),
     }
-    states = States(tuple(ac_t), tuple(aug_t), tuple(down_t), time, act, par, out_act, ancestors, exact)
+    states = States(
+        tuple(ac_t), tuple(aug_t), tuple(down_t), time, act, par, out_act, ancestors, exact
+    )
     prep._cache["states"] = states
     return states
