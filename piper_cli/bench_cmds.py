@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
         With --chain-only each copy gets only the chain edges, as the original planner made
         the paper's 48/64/96-layer BERTs; use it to reproduce the paper's numbers (the
         bench's bert64 and bert96 do)."""
-        from compare.deepen import deepen, repeated_chain
+        from compare.builders.deepen import deepen, repeated_chain
         from piper_ilp.files import check_writable
         from piper_ilp.instance import save_instance
 
@@ -100,7 +100,7 @@ def register(app: typer.Typer) -> None:
         """Make a multi-branch model like GraphPipe's: parallel towers of the profile's repeated
         layer between its source and sink layers, every number taken from the profile.
         Graph pipelining (--pipeline graph) lets the towers' stages run side by side."""
-        from compare.towers import towers
+        from compare.builders.towers import towers
         from piper_ilp.errors import InputError
         from piper_ilp.files import check_writable
         from piper_ilp.instance import save_instance
@@ -200,7 +200,7 @@ def register(app: typer.Typer) -> None:
 
         Configurations: bert32-K64, bert32-K512, bert32-K2048, bert64-K1024, bert96-K2048,
         resnet-K8, resnet-K64, gnmt-K8, gnmt-K64, gnmt-K256, wide8, wide12, wide16."""
-        from compare.bench_dp import (
+        from compare.bench.dp import (
             CONFIGS,
             HEADER,
             bench_json,

@@ -1,7 +1,7 @@
 """``piper-ilp verify``, ``random`` and ``campaign``: the cross-check commands.
 
-The work is done in :mod:`compare.verify`, :mod:`compare.generators` and
-:mod:`compare.campaign`; this module only reads options and prints.
+The work is done in :mod:`compare.crosscheck.verify`, :mod:`compare.builders.generators` and
+:mod:`compare.experiments.campaign`; this module only reads options and prints.
 """
 
 from __future__ import annotations
@@ -97,9 +97,9 @@ SchedulerOpt = Annotated[
 
 
 def resolve_scheduler(text: str | None) -> str | None:
-    """The --scheduler value for :func:`compare.jobs.run_jobs`: None for local processes."""
-    from compare.cluster import dask_available
-    from compare.jobs import default_scheduler
+    """The --scheduler value for :func:`compare.experiments.jobs.run_jobs`: None for local processes."""
+    from compare.experiments.cluster import dask_available
+    from compare.experiments.jobs import default_scheduler
     from piper_ilp.errors import InputError
 
     if text is None:
@@ -114,9 +114,9 @@ def resolve_scheduler(text: str | None) -> str | None:
 
 
 def parse_externals(items: list[str] | None) -> dict[str, str]:
-    """``["name=command", ...]`` -> {name: command}, each checked (compare.external.parse_external)."""
-    from compare.external import parse_external
-    from compare.methods import METHODS
+    """``["name=command", ...]`` -> {name: command}, each checked (compare.crosscheck.external.parse_external)."""
+    from compare.crosscheck.external import parse_external
+    from compare.crosscheck.methods import METHODS
 
     out: dict[str, str] = {}
     for text in items or ():
@@ -134,7 +134,7 @@ def _verify_pipedream(
     json_out: bool,
 ) -> None:
     """``verify --model pipedream``: PipeDream's DP, its MILP and exhaustive search on each graph."""
-    from compare.pipedream import check_pipedream
+    from compare.baselines.pipedream import check_pipedream
     from piper_ilp.errors import InputError
     from piper_ilp.instance import check_setting, parse_count, parse_size
     from piper_ilp.pipedream import antichain_states, parse_graph, prepare
@@ -480,7 +480,7 @@ def register(app: typer.Typer) -> None:
         Exit 0 match or consistent, 1 mismatch or error, 2 bad input or usage,
         3 inconclusive, 4 single-proof (with several instances: the first of 1, 2, 3, 4 that occurs).
         """
-        from compare.verify import parse_methods, verify_instance
+        from compare.crosscheck.verify import parse_methods, verify_instance
         from piper_ilp.errors import InputError
 
         mode = mode_from_flags(pipeline, objective, schedule)
@@ -495,7 +495,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--model {model!r}: choose piper or pipedream")
         names = parse_methods(methods)
         externals = parse_externals(external)
-        from compare.methods import METHODS, check_mode, external_method
+        from compare.crosscheck.methods import METHODS, check_mode, external_method
 
         for name in names:
             check_mode(METHODS[name], mode)
@@ -607,7 +607,7 @@ def register(app: typer.Typer) -> None:
         fork-join blocks, parallel towers between a source and a sink, or "numerics" (one of the first five shapes with numbers spread over
         1e-6..1e18, exact greedy ties, memory exactly at M or 1 ulp around it, dummy
         options, huge edges). Deterministic per seed."""
-        from compare.generators import random_instance
+        from compare.builders.generators import random_instance
         from piper_ilp.errors import InputError
         from piper_ilp.files import atomic_write_text, check_writable
         from piper_ilp.instance import check_setting, instance_to_dict
@@ -728,14 +728,14 @@ def register(app: typer.Typer) -> None:
         nothing was checked there; counted apart in the summary), 2 on bad usage (or OUT in
         use or not writable), 130 on SIGINT, 143 on SIGTERM.
         """
-        from compare.campaign import (
+        from compare.crosscheck.verify import parse_methods
+        from compare.experiments.campaign import (
             HARNESS_ERROR,
             CampaignInterrupted,
             parse_modes,
             run_campaign,
             summary_lines,
         )
-        from compare.verify import parse_methods
         from piper_ilp.errors import InputError
 
         if modes is not None and any(x is not None for x in (pipeline, objective, schedule)):

@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
         Verify dp == CP-SAT on prefixes of the model with fewer devices and microbatches
         (rungs), then run the DP at full size and certify its gap with CP-SAT's lower bound.
         Exit 1 when a rung is a mismatch."""
-        from compare.ladder import run_ladder
+        from compare.experiments.ladder import run_ladder
 
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
 

@@ -224,7 +224,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Cross-check PipeDream's DP against exhaustive search in its single-level model on
         seeded tiny random graphs. Exit 1 when any case disagrees."""
-        from compare.pipedream import cross_check
+        from compare.baselines.pipedream import cross_check
         from piper_ilp.files import atomic_write_text, check_writable
 
         if summary is not None:

@@ -72,8 +72,8 @@ def register(app: typer.Typer) -> None:
         against sec. 9's formula, and each replica's peak microbatches in flight against the
         model's y. The schedule and pipelining are those the plan's metadata records
         (solve -o), else 1f1b and sequential; --schedule and --pipeline override them."""
-        from compare.plot import gantt_chart
-        from compare.simulate import simulate
+        from compare.experiments.plot import gantt_chart
+        from compare.simulation.simulate import simulate
         from piper_ilp.files import check_writable
 
         if gantt:

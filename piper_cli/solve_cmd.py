@@ -71,7 +71,7 @@ FLAGS: dict[str, str] = {
 def method_options() -> dict[str, frozenset[str]]:
     """Each method's name -> the solver options (keywords of ``run_method``) it takes,
     from the methods registry."""
-    from compare.methods import METHODS
+    from compare.crosscheck.methods import METHODS
 
     return {name: m.options - {"progress"} for name, m in METHODS.items()}
 
@@ -340,7 +340,7 @@ def register(app: typer.Typer) -> None:
         }
         check_applicable(method, solver_options, method_options())
         mode = mode_from_flags(pipeline, objective, schedule)
-        from compare.methods import METHODS, check_mode
+        from compare.crosscheck.methods import METHODS, check_mode
 
         check_mode(METHODS[method], mode)
         from piper_ilp.milp import check_solver_settings
@@ -396,9 +396,9 @@ def _solve(
     progress: bool,
     mode: Mode,
 ) -> Solution:
-    """:func:`compare.methods.run_method` in ``mode`` with the solver options given (each
+    """:func:`compare.crosscheck.methods.run_method` in ``mode`` with the solver options given (each
     checked by :func:`check_applicable`); the others keep the method's defaults."""
-    from compare.methods import run_method
+    from compare.crosscheck.methods import run_method
 
     return run_method(inst, method, restrictions, mode=mode, progress=progress, **options)
 

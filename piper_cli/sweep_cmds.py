@@ -80,8 +80,8 @@ def register(app: typer.Typer) -> None:
         The grid is every combination of the K, M, N, B values given; the variants are Piper's
         ablations, the 2BW baseline, the greedy rule and external planners. One row per run in
         OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv."""
-        from compare.jobs import Interrupted
-        from compare.sweep import PARAMETERS, RESULTS, TABLE, run_sweep, sweep_points
+        from compare.experiments.jobs import Interrupted
+        from compare.experiments.sweep import PARAMETERS, RESULTS, TABLE, run_sweep, sweep_points
         from piper_ilp.files import check_not_input
         from piper_ilp.instance import parse_setting
 
@@ -145,9 +145,9 @@ def register(app: typer.Typer) -> None:
         title: Annotated[Optional[str], typer.Option("--title", help="Figure title.")] = None,
     ) -> None:
         """Draw a sweep: TPS (or throughput) against one setting, one line per variant."""
-        from compare.jobs import folder_kinds
-        from compare.plot import plot_rows
-        from compare.sweep import RESULTS, read_rows
+        from compare.experiments.jobs import folder_kinds
+        from compare.experiments.plot import plot_rows
+        from compare.experiments.sweep import RESULTS, read_rows
         from piper_ilp.errors import InputError
         from piper_ilp.files import check_writable
 

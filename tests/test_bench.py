@@ -1,4 +1,4 @@
-"""``piper-ilp bench`` (piper_cli/bench_cmds.py over compare/bench_dp.py): profiles found
+"""``piper-ilp bench`` (piper_cli/bench_cmds.py over compare/bench/dp.py): profiles found
 from --profiles / $PIPER_PROFILES / ../shared, CPU time and RSS per run from a fresh
 worker, the size guard and the timeout, a reference planner run on the same instances,
 and --json checked before any run."""
@@ -11,7 +11,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from compare.bench_dp import (
+from compare.bench.dp import (
     CONFIGS,
     compare_reference,
     find_profiles,

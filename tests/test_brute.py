@@ -1,4 +1,4 @@
-"""The exhaustive oracle (compare/brute.py) on cases whose optimum is derived by hand,
+"""The exhaustive oracle (compare/crosscheck/brute.py) on cases whose optimum is derived by hand,
 and against an even more naive enumeration checked by the evaluator."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import pytest
 from builders import every_plan, make_instance, option_dict
 
-from compare.brute import MAX_NODES, brute_applies, count_partitions, solve_brute
-from compare.generators import FAMILIES, random_instance
+from compare.builders.generators import FAMILIES, random_instance
+from compare.crosscheck.brute import MAX_NODES, brute_applies, count_partitions, solve_brute
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.pipeline import ALL_MODES, Mode

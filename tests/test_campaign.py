@@ -1,4 +1,4 @@
-"""Campaigns (compare/campaign.py) and shrinking (compare/shrink.py).
+"""Campaigns (compare/experiments/campaign.py) and shrinking (compare/crosscheck/shrink.py).
 
 The harness tests itself: a deliberately wrong solver is injected, must be caught, and
 its counterexample shrunk to a handful of nodes that ``piper-ilp verify`` replays. The
@@ -11,8 +11,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from compare.brute import solve_brute
-from compare.campaign import (
+from compare.builders.generators import FAMILIES, random_instance
+from compare.crosscheck.brute import solve_brute
+from compare.crosscheck.shrink import shrink, variants
+from compare.crosscheck.verify import verify_instance
+from compare.experiments.campaign import (
     LOCK,
     RESULTS,
     CampaignInterrupted,
@@ -22,9 +25,6 @@ from compare.campaign import (
     spec_instance,
     summarize,
 )
-from compare.generators import FAMILIES, random_instance
-from compare.shrink import shrink, variants
-from compare.verify import verify_instance
 from piper_cli import app
 from piper_ilp.errors import InputError
 from piper_ilp.instance import load_instance
@@ -324,7 +324,11 @@ def test_seeded_campaign_of_200_random_dags(tmp_path):
         progress=False,
     )
     print(
-        "\n".join(__import__("compare.campaign", fromlist=["summary_lines"]).summary_lines(summary))
+        "\n".join(
+            __import__("compare.experiments.campaign", fromlist=["summary_lines"]).summary_lines(
+                summary
+            )
+        )
     )
     assert summary["instances"] == 200
     assert summary["verdicts"]["mismatch"] == 0, summary["mismatches"]
@@ -341,7 +345,7 @@ def test_seeded_campaign_of_200_random_dags(tmp_path):
 
 
 def test_a_harness_error_is_its_own_verdict_not_a_mismatch():
-    from compare.campaign import HARNESS_ERROR, Spec, run_spec
+    from compare.experiments.campaign import HARNESS_ERROR, Spec, run_spec
 
     # the instance cannot be made (as the > 250-node id bug did): nothing is checked
     rec = run_spec(
@@ -357,7 +361,7 @@ def test_a_harness_error_is_its_own_verdict_not_a_mismatch():
 
 
 def test_campaign_counts_harness_errors_apart_and_the_cli_exits_1(tmp_path, monkeypatch):
-    import compare.campaign as campaign
+    import compare.experiments.campaign as campaign
 
     out = tmp_path / "camp"
     # a solver name the registry does not know makes every check raise in the harness

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from compare.campaign import RESULTS, make_specs
+from compare.experiments.campaign import RESULTS, make_specs
 
 REPO = Path(__file__).resolve().parents[1]
 MARK_VAR = "PIPER_CAMPAIGN_TEST_MARK"

@@ -1,4 +1,4 @@
-"""``piper-ilp deepen``: the CLI layer over compare.deepen."""
+"""``piper-ilp deepen``: the CLI layer over compare.builders.deepen."""
 
 from __future__ import annotations
 

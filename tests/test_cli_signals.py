@@ -29,7 +29,7 @@ EXIT_BOUND = 10.0
 
 @pytest.fixture(scope="module")
 def long_instance(tmp_path_factory) -> Path:
-    from compare.generators import random_instance
+    from compare.builders.generators import random_instance
     from piper_ilp.instance import save_instance
 
     path = tmp_path_factory.mktemp("signals") / "chain60.json"

@@ -9,7 +9,7 @@ import pytest
 from builders import json_lines
 from typer.testing import CliRunner
 
-from compare.brute import solve_brute
+from compare.crosscheck.brute import solve_brute
 from piper_cli import app
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import load_instance
@@ -389,13 +389,13 @@ def test_solver_settings_are_range_checked_before_any_work(small, monkeypatch, a
     """cpsat with 100,000 threads was "internal error ... MODEL_INVALID" (exit 1), scip
     printed [paramset.c] errors and exited 0, cbc crashed at 256; ladder --time-limit inf
     marked every rung "error" (exit 1): now one line, exit 2, before any solve."""
-    import compare.methods
+    import compare.crosscheck.methods
 
     def run_method(*a, **k):
         raise AssertionError("a method ran")
 
-    monkeypatch.setattr(compare.methods, "run_method", run_method)
-    monkeypatch.setattr("compare.verify.run_method", run_method)
+    monkeypatch.setattr(compare.crosscheck.methods, "run_method", run_method)
+    monkeypatch.setattr("compare.crosscheck.verify.run_method", run_method)
     r = runner.invoke(app, [args[0], str(small[0]), *args[1:]])
     assert r.exit_code == 2, r.output
     assert r.output.strip().splitlines() == [f"piper-ilp: error: {says}"]

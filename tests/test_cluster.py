@@ -14,9 +14,9 @@ from pathlib import Path  # noqa: E402
 
 from jobs_for_tests import die_once, fail, square  # noqa: E402
 
-from compare.campaign import read_results  # noqa: E402
-from compare.cluster import run_on_dask  # noqa: E402
-from compare.sweep import run_sweep, sweep_points  # noqa: E402
+from compare.experiments.campaign import read_results  # noqa: E402
+from compare.experiments.cluster import run_on_dask  # noqa: E402
+from compare.experiments.sweep import run_sweep, sweep_points  # noqa: E402
 from piper_ilp import load_instance  # noqa: E402
 from piper_ilp.errors import InputError, InternalError  # noqa: E402
 

@@ -14,8 +14,8 @@ from builders import option_dict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compare.brute import solve_brute
-from compare.generators import FAMILIES, random_instance
+from compare.builders.generators import FAMILIES, random_instance
+from compare.crosscheck.brute import solve_brute
 from dp import count_ideals, exact_options, greedy_choice, greedy_options, solve_dp
 from dp.greedy_rule import greedy_choice_over_y
 from dp.knapsack import pareto_frontier, stage_items
@@ -829,7 +829,7 @@ def test_greedy_with_the_chain_bound_keeps_the_chain_plan_on_resnet(shared_dir):
     """resnet K=64 in greedy mode with the chain bound forced: the full DP finds the chain
     plan at the bound (it once rated one of its stages a last bit higher and stopped with
     "lost the chain plan") and the same optimum as without the bound."""
-    from compare.bench_dp import CONFIGS, load_config
+    from compare.bench.dp import CONFIGS, load_config
 
     cfg = next(c for c in CONFIGS if c.name == "resnet-K64")
     inst = load_config(cfg, shared_dir / "piper-inputs")

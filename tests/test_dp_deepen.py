@@ -1,10 +1,10 @@
-"""compare/deepen.py: deeper models from a repeated block (all edges, or chain edges only as the paper)."""
+"""compare/builders/deepen.py: deeper models from a repeated block (all edges, or chain edges only as the paper)."""
 
 from __future__ import annotations
 
 import pytest
 
-from compare.deepen import deepen, repeated_chain
+from compare.builders.deepen import deepen, repeated_chain
 from dp import count_ideals, solve_dp
 from piper_ilp.errors import InputError
 from piper_ilp.instance import instance_from_dict, instance_to_dict, load_instance

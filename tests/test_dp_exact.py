@@ -13,8 +13,8 @@ from builders import make_instance, option_dict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compare.brute import solve_brute
-from compare.generators import FAMILIES, random_instance
+from compare.builders.generators import FAMILIES, random_instance
+from compare.crosscheck.brute import solve_brute
 from dp import greedy_options, solve_dp
 from dp.memory import truncate_low_bits
 from dp.option_choice import OptionChoices

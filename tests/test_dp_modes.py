@@ -10,8 +10,8 @@ from builders import make_instance, option_dict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compare.brute import brute_applies, solve_brute
-from compare.generators import random_instance
+from compare.builders.generators import random_instance
+from compare.crosscheck.brute import brute_applies, solve_brute
 from dp.ideals import enumerate_ideals, successor_masks
 from dp.modes import _frontiers, _predecessor_masks, frontier_width, solve_modes
 from dp.solver import solve_dp
@@ -150,7 +150,7 @@ def test_frontier_leaves_out_covered_nodes():
 
 
 def test_towers_graph_pipelining_shortens_the_batch_time():
-    from compare.bench_modes import measure, towers_instance
+    from compare.bench.modes import measure, towers_instance
 
     inst = towers_instance(2, 2)
     graph, seq = (

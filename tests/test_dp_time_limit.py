@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 import dp.deadline
-from compare.generators import random_instance
-from compare.verify import verify_instance
+from compare.builders.generators import random_instance
+from compare.crosscheck.verify import verify_instance
 from dp import solve_dp
 from piper_cli import app
 from piper_ilp.evaluate import evaluate

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from compare.external import parse_external, solve_external
-from compare.generators import random_instance
+from compare.builders.generators import random_instance
+from compare.crosscheck.external import parse_external, solve_external
 from dp import solve_dp
 from piper_ilp import evaluate, load_instance
 from piper_ilp.errors import InputError, InternalError
@@ -92,8 +92,8 @@ def test_an_interrupt_kills_the_planner_and_removes_its_folder(tmp_path):
     pidfile = tmp_path / "planner.pid"
     script = (
         "import sys\n"
-        "from compare.external import solve_external\n"
-        "from compare.generators import random_instance\n"
+        "from compare.crosscheck.external import solve_external\n"
+        "from compare.builders.generators import random_instance\n"
         "try:\n"
         f"    solve_external(random_instance('chain', 3, seed=0), 'echo $$ > {pidfile}; sleep 30', name='slow', workdir={str(work)!r})\n"
         "except KeyboardInterrupt:\n"
@@ -122,7 +122,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_verify_reports_an_external_planners_gap_and_calls_its_invalid_plan_a_mismatch():
-    from compare.verify import verify_instance
+    from compare.crosscheck.verify import verify_instance
 
     cmd = f"{PY} {PLANNER} {{instance}} --devices {{devices}} --memory {{memory}} --batch {{batch}}"
     inst = load_instance(REPO / "inputs" / "small.json")
@@ -192,7 +192,7 @@ def test_a_campaign_shrinks_an_external_planners_mismatch_and_its_replay_reprodu
 
     from typer.testing import CliRunner
 
-    from compare.campaign import run_campaign
+    from compare.experiments.campaign import run_campaign
     from piper_cli import app
 
     script = tmp_path / "empty_planner.py"

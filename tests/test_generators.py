@@ -1,4 +1,4 @@
-"""Random instance families (compare/generators.py): valid, deterministic, varied."""
+"""Random instance families (compare/builders/generators.py): valid, deterministic, varied."""
 
 from __future__ import annotations
 
@@ -11,8 +11,14 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from compare.brute import solve_brute
-from compare.generators import ALL_FAMILIES, FAMILIES, _node_ids, random_graph, random_instance
+from compare.builders.generators import (
+    ALL_FAMILIES,
+    FAMILIES,
+    _node_ids,
+    random_graph,
+    random_instance,
+)
+from compare.crosscheck.brute import solve_brute
 from piper_ilp.cost import node_edge_bytes, resync_bytes, stage_memory, stage_tps
 from piper_ilp.errors import InputError
 from piper_ilp.instance import instance_from_dict, instance_to_dict

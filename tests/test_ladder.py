@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from compare.brute import solve_brute
-from compare.ladder import induced_subinstance, run_ladder, work_bound
-from compare.twobw import block_order
+from compare.baselines.twobw import block_order
+from compare.crosscheck.brute import solve_brute
+from compare.experiments.ladder import induced_subinstance, run_ladder, work_bound
 from dp import solve_dp
 from piper_ilp import load_instance, parse_size
 from piper_ilp.solution import Status

@@ -1,12 +1,20 @@
-"""The one method registry (compare/methods.py): kinds, lineages, options that apply."""
+"""The one method registry (compare/crosscheck/methods.py): kinds, lineages, options that apply."""
 
 from __future__ import annotations
 
 import pytest
 
-from compare.generators import random_instance
-from compare.methods import KINDS, METHODS, MILP_BACKENDS, MILP_RTOL, Method, method, run_method
-from compare.verify import parse_methods
+from compare.builders.generators import random_instance
+from compare.crosscheck.methods import (
+    KINDS,
+    METHODS,
+    MILP_BACKENDS,
+    MILP_RTOL,
+    Method,
+    method,
+    run_method,
+)
+from compare.crosscheck.verify import parse_methods
 from piper_ilp.cost import TPS_RTOL
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.solution import Restrictions, Status

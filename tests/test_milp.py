@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from compare.brute import brute_applies, solve_brute
-from compare.generators import FAMILIES, random_instance
+from compare.builders.generators import FAMILIES, random_instance
+from compare.crosscheck.brute import brute_applies, solve_brute
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict, load_instance

@@ -20,8 +20,8 @@ from collections import Counter
 
 import pytest
 
-from compare.brute import solve_brute
-from compare.generators import FAMILIES, random_instance
+from compare.builders.generators import FAMILIES, random_instance
+from compare.crosscheck.brute import solve_brute
 from piper_ilp.errors import InputError, InternalError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict, instance_to_dict

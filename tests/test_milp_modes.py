@@ -1,5 +1,5 @@
 """The MILP in every mode (graph pipelining sec. 8, batch time and gpipe sec. 9) on every
-backend, refereed by the exhaustive search (compare/brute.py) and by the evaluator.
+backend, refereed by the exhaustive search (compare/crosscheck/brute.py) and by the evaluator.
 
 What is checked:
 
@@ -20,8 +20,8 @@ import math
 import pytest
 from builders import every_plan, option_dict
 
-from compare.brute import solve_brute
-from compare.generators import random_instance
+from compare.builders.generators import random_instance
+from compare.crosscheck.brute import solve_brute
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict
 from piper_ilp.milp import build_model, cpsat, model_size, solve_milp

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from compare.generators import random_instance
+from compare.builders.generators import random_instance
 from piper_ilp.instance import save_instance
 
 REPO = Path(__file__).resolve().parents[1]

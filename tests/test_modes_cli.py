@@ -9,11 +9,17 @@ import pytest
 from builders import json_lines
 from typer.testing import CliRunner
 
-from compare.brute import solve_brute
-from compare.campaign import make_specs, mode_specs, parse_modes, read_results, run_campaign
-from compare.generators import random_instance
-from compare.methods import METHODS, run_method
-from compare.verify import verify_instance
+from compare.builders.generators import random_instance
+from compare.crosscheck.brute import solve_brute
+from compare.crosscheck.methods import METHODS, run_method
+from compare.crosscheck.verify import verify_instance
+from compare.experiments.campaign import (
+    make_specs,
+    mode_specs,
+    parse_modes,
+    read_results,
+    run_campaign,
+)
 from piper_cli import app
 from piper_cli.common import Objective, Pipeline, Schedule, mode_from_flags
 from piper_ilp.errors import InputError
@@ -345,7 +351,7 @@ def test_resume_of_a_folder_from_before_modes(tmp_path):
 
 @pytest.mark.parametrize("text", ["", " , ", "all,graph", "ALL,sequential"])
 def test_modes_lists_with_an_empty_label_or_all_among_others_are_refused(text):
-    from compare.campaign import parse_modes
+    from compare.experiments.campaign import parse_modes
 
     with pytest.raises(InputError):
         parse_modes(text)

@@ -16,11 +16,11 @@ from builders import every_plan, option_dict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compare.brute import solve_brute
-from compare.campaign import make_specs, run_campaign, spec_instance
-from compare.generators import random_instance
-from compare.methods import MILP_BACKENDS, MILP_RTOL, run_method
-from compare.verify import verify_instance
+from compare.builders.generators import random_instance
+from compare.crosscheck.brute import solve_brute
+from compare.crosscheck.methods import MILP_BACKENDS, MILP_RTOL, run_method
+from compare.crosscheck.verify import verify_instance
+from compare.experiments.campaign import make_specs, run_campaign, spec_instance
 from piper_ilp.errors import InternalError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict

@@ -10,8 +10,8 @@ import networkx as nx
 import pytest
 from typer.testing import CliRunner
 
-from compare.generators import FAMILIES, random_graph
-from compare.pipedream import brute_pipedream, cross_check, plan_time, random_pd_graph
+from compare.baselines.pipedream import brute_pipedream, cross_check, plan_time, random_pd_graph
+from compare.builders.generators import FAMILIES, random_graph
 from dp.pipedream import pipedream_dp, pipedream_plan_for, plan_graph
 from piper_cli import app
 from piper_ilp.errors import InputError, SizeLimitError
@@ -349,7 +349,7 @@ def test_memory_rule_at_its_exact_boundary_is_the_same_in_dp_milp_and_exhaustive
     """The first of 4 straight stages stashes ceil(3 / 1) = 3 copies of its size; the MILP
     bounded them by floor(memory / size) and disagreed with the DP and exhaustive search,
     which compute 3 * size <= memory (both directions)."""
-    from compare.pipedream import check_pipedream
+    from compare.baselines.pipedream import check_pipedream
 
     assert (3 * size <= memory) == fits and (math.floor(memory / size) >= 3) != fits
     text = "\n".join(
@@ -777,7 +777,7 @@ def test_cli_too_many_workers_is_one_line_exit_2(tmp_path, monkeypatch, args, sa
 def test_exhaustive_search_counts_its_plans_before_trying_them(monkeypatch, fewer, straight):
     """Refused above MAX_BRUTE_PLANS (verify --model pipedream with many workers on a tiny
     graph ran for ever); the count is exactly the plans it then tries."""
-    import compare.pipedream as cpd
+    import compare.baselines.pipedream as cpd
 
     prep = prepare(random_pd_graph("layered", 6, 3))
     n = 3 if straight else 7
@@ -793,7 +793,7 @@ def test_exhaustive_search_counts_its_plans_before_trying_them(monkeypatch, fewe
 def test_a_valid_dp_plan_refutes_the_milps_proof_where_the_milp_is_the_referee():
     """With no exhaustive search (too many layers) the MILP's proof is the referee; a DP
     plan that is valid and beats it names the MILP, not the DP."""
-    from compare.pipedream import check_pipedream
+    from compare.baselines.pipedream import check_pipedream
     from piper_ilp.pipedream import milp as pd_milp
 
     prep = prepare(chain3())
@@ -807,7 +807,7 @@ def test_a_valid_dp_plan_refutes_the_milps_proof_where_the_milp_is_the_referee()
     for fake in (wrong, none):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(pd_milp, "solve_pipedream_milp", lambda *a, _r=fake, **k: _r)
-            mp.setattr("compare.pipedream.brute_pipedream", _too_big)
+            mp.setattr("compare.baselines.pipedream.brute_pipedream", _too_big)
             v = check_pipedream(prep, st, 2, 1e9, straight=True)
         assert v["referee"] == "milp" and v["verdict"] == "mismatch"
         assert len(v["problems"]) == 1 and v["problems"][0].startswith("milp: its proof"), v[
@@ -826,7 +826,7 @@ def test_the_milp_with_a_valid_plans_cutoff_is_right_at_stage_times_of_1e10_s_an
     were: two layers of 1 ms and f ms on 3 workers gave an "optimal" 5e10 s (1e14; the optimum
     is 1e11 / 3 s) and a false "infeasible" (1e17). The check now gives the MILP the DP's plan
     time as a cutoff."""
-    from compare.pipedream import check_pipedream
+    from compare.baselines.pipedream import check_pipedream
     from piper_ilp.pipedream.milp import solve_pipedream_milp
 
     text = "\n".join(

@@ -1,4 +1,4 @@
-"""Results folders (compare/jobs.py run_in_folder): what wrote a folder, and a damaged results.jsonl.
+"""Results folders (compare/experiments/jobs.py run_in_folder): what wrote a folder, and a damaged results.jsonl.
 
 A campaign and a sweep both write ``results.jsonl``; each folder's manifest (``campaign.json``
 or ``sweep.json``) records what wrote it, and neither kind appends to the other's file. On
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from compare.campaign import read_results, run_campaign
-from compare.sweep import read_rows, run_sweep, sweep_points
+from compare.experiments.campaign import read_results, run_campaign
+from compare.experiments.sweep import read_rows, run_sweep, sweep_points
 from piper_cli import app
 from piper_ilp import load_instance
 from piper_ilp.errors import InputError

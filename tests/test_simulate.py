@@ -12,8 +12,8 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from compare.generators import FAMILIES, random_instance
-from compare.simulate import simulate
+from compare.builders.generators import FAMILIES, random_instance
+from compare.simulation.simulate import simulate
 from dp import solve_dp
 from piper_ilp import evaluate
 from piper_ilp.errors import InputError
@@ -350,7 +350,7 @@ def test_simulate_runs_on_the_reference_plans(shared_dir, tmp_path):
 
 
 def test_too_many_microbatches_are_refused_before_simulating():
-    from compare.simulate import MAX_TASKS
+    from compare.simulation.simulate import MAX_TASKS
 
     inst = random_instance("chain", 3, seed=1, memory="loose", K=4, N=4)
     plan = solve_dp(inst).plan

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import INPUTS, REPO
 
-from compare.generators import FAMILIES, random_instance
+from compare.builders.generators import FAMILIES, random_instance
 
 SOLVER_LIBRARIES = {
     "numpy",
@@ -40,8 +40,8 @@ MILP_AND_EXTRAS = {
     "piper_ilp.milp.model",
     "piper_ilp.milp.solve",
     "numpy.ma",
-    "compare.verify",
-    "compare.generators",
+    "compare.crosscheck.verify",
+    "compare.builders.generators",
 }
 
 
@@ -96,7 +96,7 @@ def test_solve_with_the_dp_loads_no_milp_nor_networkx(knapsack):
     assert (
         proc.returncode == 0 and ("optimal" if knapsack == "exact" else "feasible") in proc.stdout
     )
-    assert {"numpy", "dp", "compare.methods"} <= names  # the DP did run
+    assert {"numpy", "dp", "compare.crosscheck.methods"} <= names  # the DP did run
     assert not names & MILP_AND_EXTRAS, sorted(names & MILP_AND_EXTRAS)
 
 
@@ -198,7 +198,7 @@ def test_sorted_unique_is_numpy_unique():
 
 def test_bench_proc_cpu_is_a_fresh_cli_process(tmp_path):
     """bench's "proc CPU" (cpu_process) is the CPU of a real `piper-ilp solve` process."""
-    from compare.bench_dp import run_cli
+    from compare.bench.dp import run_cli
     from dp import solve_dp
     from piper_ilp.instance import load_instance
 

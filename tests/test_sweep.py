@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from compare.plot import plot_rows
-from compare.sweep import CSV_FIELDS, read_rows, run_sweep, sweep_points
-from compare.twobw import solve_2bw
+from compare.baselines.twobw import solve_2bw
+from compare.experiments.plot import plot_rows
+from compare.experiments.sweep import CSV_FIELDS, read_rows, run_sweep, sweep_points
 from dp import solve_dp
 from piper_ilp import load_instance
 from piper_ilp.errors import InputError
@@ -186,7 +186,7 @@ def test_cli_sweep_refuses_an_out_of_range_grid_value_before_any_work(tmp_path, 
 def test_run_sweep_checks_every_point_before_any_work(tmp_path):
     """The API too: a point outside the supported ranges is refused (InputError naming the
     option) before the folder is made, by the check solve uses (check_setting)."""
-    from compare.sweep import SweepPoint
+    from compare.experiments.sweep import SweepPoint
 
     inst = load_instance(SMALL)
     with pytest.raises(

@@ -1,4 +1,4 @@
-"""Multi-branch models (compare/towers.py, the ``towers`` family) and what graph pipelining
+"""Multi-branch models (compare/builders/towers.py, the ``towers`` family) and what graph pipelining
 (contract sec. 8) changes on them."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import sys
 import networkx as nx
 import pytest
 
-from compare.deepen import repeated_chain
-from compare.generators import random_graph, random_instance
-from compare.towers import towers
+from compare.builders.deepen import repeated_chain
+from compare.builders.generators import random_graph, random_instance
+from compare.builders.towers import towers
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import load_instance
 from piper_ilp.pipeline import Mode

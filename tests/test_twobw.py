@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from compare.deepen import repeated_chain
-from compare.generators import FAMILIES, random_instance
-from compare.twobw import block_order, solve_2bw
+from compare.baselines.twobw import block_order, solve_2bw
+from compare.builders.deepen import repeated_chain
+from compare.builders.generators import FAMILIES, random_instance
 from dp import solve_dp
 from piper_ilp import evaluate, load_instance, parse_size
 from piper_ilp.solution import Status

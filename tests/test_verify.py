@@ -1,4 +1,4 @@
-"""``piper-ilp verify`` and its verdict rules (compare/verify.py).
+"""``piper-ilp verify`` and its verdict rules (compare/crosscheck/verify.py).
 
 Most cases inject fake methods built on the exhaustive oracle, so that each rule of the
 verdict (match, consistent, single-proof, inconclusive, error, mismatch) is exercised on
@@ -11,9 +11,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from compare.brute import solve_brute
-from compare.generators import random_instance
-from compare.verify import parse_methods, plan_difference, verify_instance
+from compare.builders.generators import random_instance
+from compare.crosscheck.brute import solve_brute
+from compare.crosscheck.verify import parse_methods, plan_difference, verify_instance
 from piper_cli import app
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate

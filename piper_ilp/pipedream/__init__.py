@@ -1,6 +1,6 @@
 """PipeDream's published profiles (``graph.txt``), its planner's states and its mapping to
 Piper's instances and plans. The planner itself is :mod:`dp.pipedream`; exhaustive search
-in its model is :mod:`compare.pipedream`. See ``docs/pipedream.md``."""
+in its model is :mod:`compare.baselines.pipedream`. See ``docs/pipedream.md``."""
 
 from piper_ilp.pipedream.convert import (
     graph_to_instance,

@@ -1,6 +1,6 @@
 """PipeDream's memory rule (``docs/pipedream.md`` point 6), in one place for its DP
 (:mod:`dp.pipedream`), its MILP (:mod:`piper_ilp.pipedream.milp`) and exhaustive search
-(:mod:`compare.pipedream`).
+(:mod:`compare.baselines.pipedream`).
 
 A stage on ``r`` replicas with ``after`` workers after it stashes ``ceil(after / r)``
 copies of its activations and weights: ``ceil(after / r) * (Act + P)`` bytes, computed in

@@ -1,6 +1,6 @@
 """A MILP of PipeDream's single-level model (SCIP through OR-Tools' MPSolver).
 
-The model is that of ``docs/pipedream.md`` (and :mod:`compare.pipedream`): a chain of states
+The model is that of ``docs/pipedream.md`` (and :mod:`compare.baselines.pipedream`): a chain of states
 with strictly growing downsets ending at the last state, a replication per stage, exactly n
 workers (at most n with ``fewer_machines``), stage time ``(T + 4 (r - 1) P / (B r)) / r``,
 the plan's time the max over stages, and PipeDream's memory rule.

@@ -10,9 +10,9 @@ variant                   what runs
 ``no-tp``                 the exact DP with t = 1 everywhere (no tensor parallelism)
 ``no-recompute``          the exact DP without the ``"activation recomp"`` options
 ``greedy``                the DP with Piper's greedy option rule (contract sec. 5)
-``2bw``                   the PipeDream-2BW baseline (:mod:`compare.twobw`, sec. 10)
+``2bw``                   the PipeDream-2BW baseline (:mod:`compare.baselines.twobw`, sec. 10)
 ``pipedream``             PipeDream's own planner, its plan judged under Piper's contract
-NAME                      an external planner given as NAME=COMMAND (:mod:`compare.external`)
+NAME                      an external planner given as NAME=COMMAND (:mod:`compare.crosscheck.external`)
 ========================  ================================================================
 
 Each finished run is one JSON line in ``DIR/results.jsonl`` (flushed as it finishes, so an
@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from compare.jobs import MANIFESTS, prepare_folder, run_in_folder
+from compare.experiments.jobs import MANIFESTS, prepare_folder, run_in_folder
 from piper_ilp.errors import InputError, InternalError
 from piper_ilp.files import atomic_write_text, read_jsonl
 from piper_ilp.instance import SETTING_OPTIONS, Instance, check_setting
@@ -136,10 +136,10 @@ def _check_setting(name: str, value) -> None:
 
 
 def _solve_variant(instance: Instance, variant: str, externals: Mapping[str, str]) -> Solution:
-    from compare.methods import run_method
+    from compare.crosscheck.methods import run_method
 
     if variant in externals:
-        from compare.external import solve_external
+        from compare.crosscheck.external import solve_external
 
         return solve_external(instance, externals[variant], name=variant)
     if variant in ("2bw", "greedy", "pipedream"):  # the registry's heuristics
@@ -211,7 +211,7 @@ def run_sweep(
     scheduler: str | None = None,
     note: Callable[[str], None] | None = None,
 ) -> list[dict]:
-    """Run every point not already in ``out/results.jsonl`` (with :func:`compare.jobs.run_in_folder`:
+    """Run every point not already in ``out/results.jsonl`` (with :func:`compare.experiments.jobs.run_in_folder`:
     the folder locked, one whole JSON line per finished run, interrupts keep what finished);
     returns all rows of the grid in grid order and writes ``out/results.csv``.
 
@@ -223,7 +223,7 @@ def run_sweep(
         grid or a campaign, its results.jsonl is damaged (a line other than a torn last one
         that is not a whole row; a torn last line is dropped, ``note`` says so), or another
         sweep is running on it.
-    compare.jobs.Interrupted
+    compare.experiments.jobs.Interrupted
         SIGINT or SIGTERM (the finished rows are kept).
     """
     for p in points:  # every point's settings, before the folder is touched

@@ -111,7 +111,7 @@ def count_partitions(instance: Instance, max_stages: int | None = None) -> int:
 
     Examples
     --------
-    >>> from compare.generators import random_instance
+    >>> from compare.builders.generators import random_instance
     >>> count_partitions(random_instance("chain", 4, seed=0, K=8, N=8))  # 2 ** 3 ways to cut a path
     8
     """
@@ -192,7 +192,7 @@ def solve_brute(
 
     Examples
     --------
-    >>> from compare.generators import random_instance
+    >>> from compare.builders.generators import random_instance
     >>> sol = solve_brute(random_instance("chain", 3, seed=0, memory="loose"))
     >>> sol.status.value, sol.tps == sol.objective
     ('optimal', True)

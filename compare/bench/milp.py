@@ -1,7 +1,7 @@
 """Benchmark of the exact MILP on its two backends (CP-SAT, CBC through PuLP).
 
 For random DAGs of 4 to 16 nodes (several seeds per size, the families of
-:mod:`compare.generators`) and for the published ``bert32a100.json`` profile with
+:mod:`compare.builders.generators`) and for the published ``bert32a100.json`` profile with
 K in {4, 8, 16}, it runs each backend with a time limit and prints, per row: the model's
 size (variables, constraints), how many runs proved optimality or infeasibility, the
 median time to that proof, and for the runs stopped by the limit the gap reached
@@ -9,10 +9,10 @@ median time to that proof, and for the runs stopped by the limit the gap reached
 
 Usage::
 
-    python -m compare.bench_milp            # 5 seeds per size, 60 s limit (about 15-25 min)
-    python -m compare.bench_milp --quick    # 2 seeds, sizes 4 and 8, 10 s limit, bert K=4 only
-    python -m compare.bench_milp --json out.json
-    python -m compare.bench_milp --hint-from-dp --backends cpsat   # the DP's plan as hint and cutoff
+    python -m compare.bench.milp            # 5 seeds per size, 60 s limit (about 15-25 min)
+    python -m compare.bench.milp --quick    # 2 seeds, sizes 4 and 8, 10 s limit, bert K=4 only
+    python -m compare.bench.milp --json out.json
+    python -m compare.bench.milp --hint-from-dp --backends cpsat   # the DP's plan as hint and cutoff
 
 Runs are sequential (one solver at a time, ``--threads`` each, default 2), so the
 numbers are wall-clock times on the machine the script runs on.
@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from compare.generators import FAMILIES, random_instance
+from compare.builders.generators import FAMILIES, random_instance
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.instance import Instance, load_instance
 from piper_ilp.milp import BACKENDS, model_size, solve_milp
@@ -98,7 +98,7 @@ def run(
     """Run the benchmark; returns the list of per-run records (see :func:`_run_one`).
     ``hint_from_dp``: every backend gets the DP's plan as warm start and cutoff
     (``solve_milp(hint=...)``; the DP's own time is not counted).
-    ``memory`` is passed to :func:`compare.generators.random_instance` (0.6: M at 60% of
+    ``memory`` is passed to :func:`compare.builders.generators.random_instance` (0.6: M at 60% of
     the way from the least to the most memory a node set can need, so that most random
     instances are feasible and memory still binds in some)."""
     records = []

@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 from typing import Sequence
 
-from compare.deepen import repeated_chain
+from compare.builders.deepen import repeated_chain
 from piper_ilp.errors import InputError
 from piper_ilp.instance import MAX_NODES, Instance, instance_from_dict, instance_to_dict
 

@@ -5,13 +5,13 @@ this process as soon as it arrives. Two backends:
 
 * local worker processes (``scheduler=None``; the command line's default where dask is not
   installed):
-  spawned processes guarded by :mod:`compare.worker_guard` (their own process group; SIGINT
+  spawned processes guarded by :mod:`compare.experiments.worker_guard` (their own process group; SIGINT
   ignored, the parent decides; stopped with SIGTERM, which lets the running job clean up --
   a MILP backend kills its solver process and removes its temporary folder -- then SIGKILL
   after a grace period; killed by the kernel when the parent dies, even by SIGKILL);
 * dask.distributed (``scheduler="local"`` for a LocalCluster started here, the command
   line's default where dask is installed, or an address ``tcp://HOST:PORT``;
-  :mod:`compare.cluster`; its workers ignore SIGINT, :mod:`compare.dask_worker`).
+  :mod:`compare.experiments.cluster`; its workers ignore SIGINT, :mod:`compare.experiments.dask_worker`).
 
 Either way SIGINT and SIGTERM only set a flag (:class:`SignalFlag`); the loop stops, the
 workers are killed, and :class:`Interrupted` is raised with the signal's number, after the
@@ -31,7 +31,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from compare.worker_guard import guard_worker, kill_group, stop_workers
+from compare.experiments.worker_guard import guard_worker, kill_group, stop_workers
 from piper_ilp.errors import InputError, InternalError
 
 __all__ = [
@@ -114,7 +114,7 @@ def locked_folder(out: Path, what: str) -> Iterator[None]:
 def default_scheduler() -> str | None:
     """ "local" (a dask LocalCluster started by the command) where dask.distributed is
     installed, else None (local worker processes)."""
-    from compare.cluster import dask_available
+    from compare.experiments.cluster import dask_available
 
     return "local" if dask_available() else None
 
@@ -146,7 +146,7 @@ def run_jobs(
     if not jobs:
         return
     if scheduler is not None:
-        from compare.cluster import run_on_dask
+        from compare.experiments.cluster import run_on_dask
 
         run_on_dask(
             fn,
@@ -421,7 +421,7 @@ def run_in_folder(
 
     if MANIFESTS.get(what) != parameters:
         raise InternalError(
-            f"run_in_folder: a {what} must record its parameters in {MANIFESTS.get(what)} (compare.jobs.MANIFESTS)"
+            f"run_in_folder: a {what} must record its parameters in {MANIFESTS.get(what)} (compare.experiments.jobs.MANIFESTS)"
         )
     with locked_folder(out, what):
         for kind in folder_kinds(out):

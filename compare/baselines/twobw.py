@@ -1,7 +1,7 @@
 """PipeDream-2BW's planner as Piper's paper uses it as a baseline (contract sec. 10).
 
 A sequential pipeline of equal-size stages: the model's repeated blocks (for BERT, its
-transformer layers; :func:`compare.deepen.repeated_chain`) split evenly into m stages, the
+transformer layers; :func:`compare.builders.deepen.repeated_chain`) split evenly into m stages, the
 same data-parallel degree d and tensor-parallel degree t in every stage, and the fastest
 such configuration that fits. Nodes outside the repeated blocks (embeddings, heads, inputs)
 go with the stage of the block they sit beside in one topological order (the input order
@@ -21,7 +21,7 @@ import time
 
 import networkx as nx
 
-from compare.deepen import repeated_chain
+from compare.builders.deepen import repeated_chain
 from dp import exact_options
 from piper_ilp.cost import microbatches_in_flight
 from piper_ilp.errors import InputError
@@ -40,7 +40,7 @@ def block_order(instance: Instance) -> tuple[list[int], list[int]]:
 
     Examples
     --------
-    >>> from compare.generators import random_instance
+    >>> from compare.builders.generators import random_instance
     >>> order, starts = block_order(random_instance("chain", 4, seed=0))
     >>> len(order), starts[0]
     (4, 0)
@@ -75,7 +75,7 @@ def solve_2bw(instance: Instance, restrictions: Restrictions = Restrictions()) -
 
     Examples
     --------
-    >>> from compare.generators import random_instance
+    >>> from compare.builders.generators import random_instance
     >>> sol = solve_2bw(random_instance("chain", 4, seed=0, memory="loose"))
     >>> sol.status.value, len({(s.d, s.t) for s in sol.plan.stages})
     ('feasible', 1)

@@ -41,7 +41,7 @@ gives the CPU seconds it had used by then.
 The published profiles are found in ``profiles`` (``--profiles DIR``), else in the
 folder named by the environment variable ``PIPER_PROFILES``, else in
 ``../shared/piper-inputs`` beside the current directory. The deeper BERTs (64 and 96
-layers) are made as the paper made them: :func:`compare.deepen.deepen` with
+layers) are made as the paper made them: :func:`compare.builders.deepen.deepen` with
 ``chain_only=True``. The wide family (a source, ``w`` parallel branches, a sink) is
 synthetic and needs no profile.
 """
@@ -63,7 +63,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from compare.worker_guard import guard_worker, kill_group
+from compare.experiments.worker_guard import guard_worker, kill_group
 from piper_ilp.errors import InputError
 
 __all__ = [
@@ -241,7 +241,7 @@ def wide_instance(
 
 def load_config(cfg: Config, profiles: Path | None):
     """The instance of a configuration (deepened, or built, as it says) with its settings."""
-    from compare.deepen import deepen
+    from compare.builders.deepen import deepen
     from piper_ilp.instance import load_instance
 
     settings = dict(K=cfg.K, M=cfg.M_gib * GIB, N=cfg.N, B=cfg.B_gib * GIB)

@@ -29,7 +29,7 @@ compute time p, weights w, memory a * y + b and extra bytes sfw / sbw. A
 recomputation-like option ("activation recomp") has a smaller a and a larger p, so a
 tight memory limit M forces a choice; t > 1 options have a smaller p per device and
 extra sync bytes. K (devices) and N (microbatches) are small so that the exhaustive
-oracle (:mod:`compare.brute`) stays tiny.
+oracle (:mod:`compare.crosscheck.brute`) stays tiny.
 
 Node ids are deliberately not always 0..n-1 (offset, spread, negative, listed in a
 shuffled order) so that id-mapping bugs in a solver show.

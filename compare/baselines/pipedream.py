@@ -32,7 +32,7 @@ import random
 import time
 from dataclasses import dataclass
 
-from compare.generators import FAMILIES, random_graph
+from compare.builders.generators import FAMILIES, random_graph
 from dp.pipedream import PDResult, pipedream_dp
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.pipedream.graph import PDGraph, PDNode, Prepared, prepare
@@ -202,7 +202,7 @@ def _compositions(total: int, parts: int):
 
 
 def random_pd_graph(family: str, n_nodes: int, seed: int) -> PDGraph:
-    """A random PipeDream profile: the DAG shape of :func:`compare.generators.random_graph`
+    """A random PipeDream profile: the DAG shape of :func:`compare.builders.generators.random_graph`
     with random times (0-10 ms forward and backward, some zero), activation and parameter
     sizes (0-1e8 bytes, some zero); for odd seeds an ``Input`` node feeds every source."""
     g = random_graph(family, n_nodes, seed)

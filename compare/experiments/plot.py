@@ -145,7 +145,7 @@ def gantt_chart(
     title: str | None = None,
 ) -> Path:
     """Each replica's forward (light) and backward (dark) tasks over time, one row per
-    replica, stage 0 on top (``simulation`` from :func:`compare.simulate.simulate`). With more
+    replica, stage 0 on top (``simulation`` from :func:`compare.simulation.simulate.simulate`). With more
     than ``max_rows`` replicas, only replica 0 of each stage is drawn; ``until`` cuts the
     time axis (default: the whole run).
 

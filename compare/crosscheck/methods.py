@@ -219,13 +219,13 @@ def _solve_brute(
     mode: Mode = DEFAULT_MODE,
     force: bool = False,
 ) -> Solution:
-    from compare.brute import solve_brute
+    from compare.crosscheck.brute import solve_brute
 
     return solve_brute(instance, restrictions, force=force, mode=mode)
 
 
 def _solve_2bw(instance: Instance, restrictions: Restrictions) -> Solution:
-    from compare.twobw import solve_2bw
+    from compare.baselines.twobw import solve_2bw
 
     return solve_2bw(instance, restrictions)
 
@@ -354,11 +354,11 @@ def _registry() -> dict[str, Method]:
 
 def external_method(name: str, command: str, *, timeout: float | None = None) -> Method:
     """A registry entry for an external planner (``--external NAME=COMMAND``, see
-    :mod:`compare.external`): a heuristic of its own lineage; its plan is returned
+    :mod:`compare.crosscheck.external`): a heuristic of its own lineage; its plan is returned
     unchecked, for the caller's evaluator to judge."""
 
     def solve(instance: Instance, restrictions: Restrictions) -> Solution:
-        from compare.external import solve_external
+        from compare.crosscheck.external import solve_external
 
         return solve_external(
             instance, command, restrictions, name=name, timeout=timeout, check=False
@@ -455,7 +455,7 @@ def run_method(
 
     Examples
     --------
-    >>> from compare.generators import random_instance
+    >>> from compare.builders.generators import random_instance
     >>> inst = random_instance("chain", 3, seed=0, memory="loose")
     >>> run_method(inst, "dp").status.value
     'optimal'

@@ -1,11 +1,11 @@
 """Measure the DP in other modes (:mod:`dp.modes`) on multi-branch graphs.
 
-``python -m compare.bench_modes [--unpruned] [--towers 2,3,4] [--wide 2,3,4]`` prints, for every
+``python -m compare.bench.modes [--unpruned] [--towers 2,3,4] [--wide 2,3,4]`` prints, for every
 instance and mode, the status, the value, the labels kept (and the largest set of labels), the
 candidates generated, the exact knapsacks solved and the CPU seconds of the solve. The numbers in
 docs/architecture.md come from it.
 
-Instances: :func:`compare.bench_dp.wide_instance` (a source, b one-layer branches, a sink) and
+Instances: :func:`compare.bench.dp.wide_instance` (a source, b one-layer branches, a sink) and
 :func:`towers_instance` (a source, b chains of L layers, a sink, tight memory, so that graph
 pipelining's shorter paths and fewer microbatches in flight matter).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from compare.bench_dp import GIB, wide_instance
+from compare.bench.dp import GIB, wide_instance
 from dp.modes import solve_modes
 from piper_ilp.pipeline import Mode
 

@@ -162,7 +162,7 @@ def shrink(
 
     Examples
     --------
-    >>> from compare.generators import random_instance
+    >>> from compare.builders.generators import random_instance
     >>> big = random_instance("chain", 6, 0)
     >>> res = shrink(big, lambda inst: len(inst.nodes) >= 2)
     >>> len(res.instance.nodes), res.finished

@@ -48,7 +48,7 @@ def _client(scheduler: str, workers: int):
             dashboard_address="127.0.0.1:0",
             silence_logs=logging.ERROR,
             host="127.0.0.1",
-            preload=["compare.dask_worker"],
+            preload=["compare.experiments.dask_worker"],
         )
         return Client(cluster), cluster
     if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):

@@ -2,7 +2,7 @@
 ladder of sub-instances of a big model, then run at full size with a certified gap.
 
 The rungs are prefixes of the model: in one topological order (input order breaking ties),
-the nodes before the j-th repeated block (the blocks of :func:`compare.twobw.block_order`:
+the nodes before the j-th repeated block (the blocks of :func:`compare.baselines.twobw.block_order`:
 the transformer layers of BERT, or single nodes when the model has no repeated block), for
 j = 1, 2, 3, 4, 6, 8, 12, 16, ... as long as the rung has at most ``max_nodes`` nodes. Each
 rung keeps the model's M and B and gets fewer devices and microbatches: K_j = min(K, 2 j)
@@ -22,7 +22,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from compare.twobw import block_order
+from compare.baselines.twobw import block_order
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance, instance_from_dict, instance_to_dict
 from piper_ilp.milp.backend import check_solver_settings
@@ -126,8 +126,8 @@ def run_ladder(
     on_rung=None,
 ) -> Ladder:
     """Climb the ladder (see the module docstring) and run the DP at full size."""
-    from compare.methods import run_method
-    from compare.verify import verify_instance
+    from compare.crosscheck.methods import run_method
+    from compare.crosscheck.verify import verify_instance
 
     if max_nodes < 1:
         raise InputError(f"--max-nodes must be >= 1, got {max_nodes}")

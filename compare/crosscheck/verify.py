@@ -1,6 +1,6 @@
 """Cross-check one instance: run every method, re-check every plan, give one verdict.
 
-This is ``piper-ilp verify``. Each method of the registry (:mod:`compare.methods`: the DP,
+This is ``piper-ilp verify``. Each method of the registry (:mod:`compare.crosscheck.methods`: the DP,
 the MILP on each backend, the exhaustive oracle where the graph is tiny) solves the
 instance; every plan is re-evaluated here by the independent evaluator
 (:func:`piper_ilp.evaluate.evaluate`), whatever the solver itself checked. A method's
@@ -61,7 +61,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from compare.methods import METHODS, Method, check_mode, external_method, run_method
+from compare.crosscheck.methods import METHODS, Method, check_mode, external_method, run_method
 from piper_ilp.cost import close
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import Evaluation, evaluate
@@ -341,7 +341,7 @@ def plan_difference(
     Examples
     --------
     >>> from piper_ilp.plan import Stage
-    >>> from compare.generators import random_instance
+    >>> from compare.builders.generators import random_instance
     >>> inst = random_instance("chain", 2, 0, memory="loose")
     >>> u, v = inst.node_ids
     >>> pa = Plan((Stage((u, v), 1, 1, {u: "vanilla", v: "vanilla"}),))
@@ -517,7 +517,7 @@ def verify_instance(
     ----------
     instance : Instance
     methods : sequence of str
-        Names from :data:`compare.methods.METHODS`. A method that raises
+        Names from :data:`compare.crosscheck.methods.METHODS`. A method that raises
         SizeLimitError (``brute`` on a graph too big for it) is skipped, not an error.
     restrictions : Restrictions
         Passed to every method; every plan must obey them.
@@ -537,7 +537,7 @@ def verify_instance(
     progress : callable, optional
         Called with each method's name just before it runs (the CLI shows it).
     externals : mapping, optional
-        External planners, name -> command (:mod:`compare.external`): heuristics whose
+        External planners, name -> command (:mod:`compare.crosscheck.external`): heuristics whose
         plans are checked like every other; an invalid plan is a mismatch naming them.
     external_timeout : float, optional
         Seconds before an external planner is killed (a backend error).
@@ -570,7 +570,7 @@ def verify_instance(
 
     Examples
     --------
-    >>> from compare.generators import random_instance
+    >>> from compare.builders.generators import random_instance
     >>> inst = random_instance("chain", 3, 1, memory="loose")
     >>> verify_instance(inst, methods=("dp", "brute"), greedy=False).verdict
     'match'

@@ -1,7 +1,7 @@
 """Random-DAG cross-check campaigns (``piper-ilp campaign``).
 
-A campaign draws ``count`` random instances (:mod:`compare.generators`) from a master
-seed, cross-checks each with :func:`compare.verify.verify_instance` on local worker
+A campaign draws ``count`` random instances (:mod:`compare.builders.generators`) from a master
+seed, cross-checks each with :func:`compare.crosscheck.verify.verify_instance` on local worker
 processes, and
 
 * appends one JSON line per finished instance to ``DIR/results.jsonl``, written at
@@ -11,7 +11,7 @@ processes, and
   folder; SIGINT / SIGTERM kill the worker processes and raise
   :class:`CampaignInterrupted`, and the workers also die when the campaign process is
   killed outright;
-* shrinks every mismatch (:mod:`compare.shrink`) to a small instance saved as
+* shrinks every mismatch (:mod:`compare.crosscheck.shrink`) to a small instance saved as
   ``DIR/counterexamples/<id>.json``, re-checking each candidate with the methods and external
   planners that disagreed and the campaign's options; ``piper-ilp verify`` replays it (the
   file is an instance; its extra ``counterexample`` field, ignored by the loader, says where
@@ -43,11 +43,11 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from compare.generators import ALL_FAMILIES, FAMILIES, random_instance
-from compare.jobs import LOCK, MANIFESTS, Interrupted, prepare_folder, run_in_folder
-from compare.methods import check_mode, external_method
-from compare.shrink import shrink
-from compare.verify import DEFAULT_METHODS, METHODS, VERDICTS, verify_instance
+from compare.builders.generators import ALL_FAMILIES, FAMILIES, random_instance
+from compare.crosscheck.methods import check_mode, external_method
+from compare.crosscheck.shrink import shrink
+from compare.crosscheck.verify import DEFAULT_METHODS, METHODS, VERDICTS, verify_instance
+from compare.experiments.jobs import LOCK, MANIFESTS, Interrupted, prepare_folder, run_in_folder
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text, json_safe, read_jsonl
 from piper_ilp.instance import instance_to_dict
@@ -86,7 +86,7 @@ COUNTEREXAMPLES = "counterexamples"
 #: (``verdicts``, ``harness_errors``); the CLI exits 1 on it, as on a mismatch or an error.
 HARNESS_ERROR = "harness-error"
 
-#: Every verdict a campaign record can carry: :data:`compare.verify.VERDICTS` and
+#: Every verdict a campaign record can carry: :data:`compare.crosscheck.verify.VERDICTS` and
 #: :data:`HARNESS_ERROR`.
 CAMPAIGN_VERDICTS = VERDICTS + (HARNESS_ERROR,)
 
@@ -592,7 +592,7 @@ def run_campaign(
     """Run a campaign into the folder ``out``; returns the summary (also written to
     ``out/summary.json``).
 
-    The instances are checked by :func:`compare.jobs.run_jobs`: ``workers`` spawned
+    The instances are checked by :func:`compare.experiments.jobs.run_jobs`: ``workers`` spawned
     processes (each in its own process group, killed with the campaign, and dying with it
     even when it is SIGKILLed), or a dask cluster (``scheduler``). Each finished record is
     one line of ``out/results.jsonl``, written by the parent in one ``write`` call.
@@ -626,7 +626,7 @@ def run_campaign(
         None: local worker processes; ``"local"``: a dask LocalCluster started here; or a
         dask scheduler's address (``tcp://HOST:PORT``).
     externals : mapping, optional
-        External planners (name -> command) checked on every instance (:mod:`compare.external`).
+        External planners (name -> command) checked on every instance (:mod:`compare.crosscheck.external`).
     external_timeout : float, optional
         Seconds before an external planner is killed (a backend error).
     modes : sequence of Mode

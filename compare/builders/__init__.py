@@ -1,0 +1,2 @@
+"""Model builders: random instances (generators), deeper profiles (deepen) and multi-branch
+models (towers)."""
