@@ -78,7 +78,7 @@ from dp.stage_tables import bits
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance, topological_order
-from piper_ilp.pipeline import Mode
+from piper_ilp.mode import Mode
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 

@@ -64,7 +64,7 @@ from dp.threshold_search import (
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.instance import Instance, topological_order
 from piper_ilp.milp.backend import check_solver_settings
-from piper_ilp.pipeline import DEFAULT_MODE, Mode
+from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
 __all__ = ["solve_dp", "DEFAULT_MAX_IDEALS", "DEFAULT_CHAIN_FIRST", "DEFAULT_MAX_TABLE_BYTES"]

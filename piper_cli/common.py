@@ -22,7 +22,7 @@ from piper_cli import interrupts
 
 if TYPE_CHECKING:
     from piper_ilp.instance import Instance
-    from piper_ilp.pipeline import Mode
+    from piper_ilp.mode import Mode
     from piper_ilp.solution import Restrictions
 
 __all__ = [
@@ -191,7 +191,7 @@ def mode_from_flags(
     >>> mode_from_flags("graph", None, "gpipe").label
     'graph/throughput/gpipe'
     """
-    from piper_ilp.pipeline import DEFAULT_MODE
+    from piper_ilp.mode import DEFAULT_MODE
 
     base = base or DEFAULT_MODE
     given = {

@@ -125,7 +125,7 @@ def register(app: typer.Typer) -> None:
         metadata, its node ids are not the instance's (--ignore-metadata evaluates anyway).
         """
         from piper_ilp.evaluate import RULES, evaluate
-        from piper_ilp.pipeline import Mode
+        from piper_ilp.mode import Mode
 
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
         p = load_matching_plan(inst, plan, ignore_metadata)

@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
 
         if gantt:
             check_writable(gantt, "Gantt chart", inputs={instance: "instance", plan: "plan"})
-        from piper_ilp.pipeline import Mode
+        from piper_ilp.mode import Mode
 
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
         p = load_matching_plan(inst, plan, ignore_metadata)

@@ -37,7 +37,7 @@ from piper_cli.format import format_seconds, option_table, settings_line, stage_
 
 if TYPE_CHECKING:
     from piper_ilp.instance import Instance
-    from piper_ilp.pipeline import Mode
+    from piper_ilp.mode import Mode
     from piper_ilp.solution import Restrictions, Solution
 
 __all__ = [

@@ -13,10 +13,10 @@ from piper_ilp.errors import InputError, InternalError
 from piper_ilp.evaluate import Evaluation, check_plan_matches, evaluate
 from piper_ilp.instance import Instance, Node, Option, load_instance, parse_size, save_instance
 from piper_ilp.plan import Plan, Stage, load_plan, save_plan
-
-__version__ = "0.1.0"
+from piper_ilp.version import __version__
 
 __all__ = [
+    "__version__",
     "InputError",
     "InternalError",
     "Instance",

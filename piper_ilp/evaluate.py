@@ -13,15 +13,8 @@ from dataclasses import dataclass, field
 
 from piper_ilp.cost import StageCost, memory_fits, stage_cost, stage_memory
 from piper_ilp.instance import Instance, Option
-from piper_ilp.pipeline import (
-    DEFAULT_MODE,
-    Mode,
-    batch_limit_ok,
-    batch_time,
-    in_flight,
-    microbatches_held,
-    stage_graph,
-)
+from piper_ilp.mode import DEFAULT_MODE, Mode
+from piper_ilp.pipeline import batch_limit_ok, batch_time, in_flight, microbatches_held, stage_graph
 from piper_ilp.plan import Plan
 
 __all__ = ["Violation", "StageReport", "Evaluation", "evaluate", "check_plan_matches"]

@@ -20,112 +20,20 @@ For a plan with stages 0..m-1 (pipeline order) and data-parallel degrees d_i:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 from piper_ilp.cost import microbatches_in_flight
 from piper_ilp.instance import Instance
+from piper_ilp.mode import PIPELINES, SCHEDULES, check_choice
 from piper_ilp.plan import Plan
 
 __all__ = [
-    "PIPELINES",
-    "OBJECTIVES",
-    "SCHEDULES",
-    "Mode",
-    "DEFAULT_MODE",
-    "ALL_MODES",
     "stage_graph",
     "in_flight",
     "microbatches_held",
     "batch_limit_ok",
     "batch_time",
 ]
-
-PIPELINES = ("sequential", "graph")
-OBJECTIVES = ("throughput", "batch-time")
-SCHEDULES = ("1f1b", "1f1b-flush", "gpipe")
-
-
-def _check(choice: str, allowed: Sequence[str], what: str) -> None:
-    if choice not in allowed:
-        raise ValueError(f"{what} must be one of {', '.join(allowed)}, got {choice!r}")
-
-
-@dataclass(frozen=True)
-class Mode:
-    """What a plan is judged by: the pipelining (sec. 8), the objective (secs. 4 and 9)
-    and the schedule, which fixes the memory rule (secs. 2, 8, 9).
-
-    ``Mode()`` is the contract's original problem (sequential, throughput, 1f1b).
-    ``1f1b`` and ``1f1b-flush`` hold the same microbatches (they differ only in the flush,
-    which the batch-time objective models); ``gpipe`` holds y = N / d.
-
-    Examples
-    --------
-    >>> Mode().label, Mode("graph", "batch-time", "gpipe").label
-    ('sequential/throughput/1f1b', 'graph/batch-time/gpipe')
-    >>> Mode("tree")
-    Traceback (most recent call last):
-    ...
-    ValueError: pipeline must be one of sequential, graph, got 'tree'
-    """
-
-    pipeline: str = "sequential"
-    objective: str = "throughput"
-    schedule: str = "1f1b"
-
-    def __post_init__(self) -> None:
-        _check(self.pipeline, PIPELINES, "pipeline")
-        _check(self.objective, OBJECTIVES, "objective")
-        _check(self.schedule, SCHEDULES, "schedule")
-
-    @property
-    def is_default(self) -> bool:
-        """True for the contract's original problem (secs. 2-4)."""
-        return self == DEFAULT_MODE
-
-    @property
-    def label(self) -> str:
-        return f"{self.pipeline}/{self.objective}/{self.schedule}"
-
-    @property
-    def graph(self) -> bool:
-        return self.pipeline == "graph"
-
-    @property
-    def batch_time(self) -> bool:
-        return self.objective == "batch-time"
-
-    def to_dict(self) -> dict[str, str]:
-        return {"pipeline": self.pipeline, "objective": self.objective, "schedule": self.schedule}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> "Mode":
-        """The mode recorded in ``data`` (keys ``pipeline``, ``objective``, ``schedule``;
-        a missing key takes its default)."""
-        data = data or {}
-        return cls(
-            **{k: data[k] for k in ("pipeline", "objective", "schedule") if data.get(k) is not None}
-        )
-
-    @classmethod
-    def parse(cls, label: str) -> "Mode":
-        """A mode from its label ``PIPELINE/OBJECTIVE/SCHEDULE`` (trailing parts may be left out).
-
-        >>> Mode.parse("graph/batch-time")
-        Mode(pipeline='graph', objective='batch-time', schedule='1f1b')
-        """
-        parts = label.strip().split("/")
-        if len(parts) > 3 or not all(parts):
-            raise ValueError(f"a mode is PIPELINE/OBJECTIVE/SCHEDULE, got {label!r}")
-        return cls(*parts)
-
-
-DEFAULT_MODE = Mode()
-
-#: The modes that differ in the model (``1f1b-flush`` holds what ``1f1b`` holds, so it is
-#: left out): sequential/graph x throughput/batch-time x 1f1b/gpipe.
-ALL_MODES = tuple(Mode(p, o, s) for p in PIPELINES for o in OBJECTIVES for s in ("1f1b", "gpipe"))
 
 
 def stage_graph(instance: Instance, plan: Plan) -> list[set[int]]:
@@ -172,7 +80,7 @@ def in_flight(
     >>> in_flight([1, 1, 1, 1], [{1, 2}, {3}, {3}, set()], "graph")
     [3, 2, 2, 1]
     """
-    _check(pipeline, PIPELINES, "pipeline")
+    check_choice(pipeline, PIPELINES, "pipeline")
     m = len(d)
     h = [0] * m
     for i in range(m - 1, -1, -1):
@@ -191,7 +99,7 @@ def microbatches_held(h: int, d: int, N: int, schedule: str = "1f1b") -> int:
     >>> microbatches_held(5, 2, 8, "1f1b"), microbatches_held(5, 2, 8, "gpipe")
     (3, 4)
     """
-    _check(schedule, SCHEDULES, "schedule")
+    check_choice(schedule, SCHEDULES, "schedule")
     if schedule == "gpipe":
         return N // d
     return microbatches_in_flight(h, d)
@@ -201,7 +109,7 @@ def batch_limit_ok(
     d: Sequence[int], h: Sequence[int], N: int, pipeline: str = "sequential"
 ) -> bool:
     """sum_i d_i <= N (sequential) or max_i h_i <= N (graph)."""
-    _check(pipeline, PIPELINES, "pipeline")
+    check_choice(pipeline, PIPELINES, "pipeline")
     if pipeline == "sequential":
         return sum(d) <= N
     return max(h, default=0) <= N
@@ -223,7 +131,7 @@ def batch_time(
     >>> batch_time([1.0, 2.0, 1.0], [1, 1, 1], [{2}, {2}, set()], 4, "graph")
     9.0
     """
-    _check(pipeline, PIPELINES, "pipeline")
+    check_choice(pipeline, PIPELINES, "pipeline")
     m = len(tps)
     tau = [d[i] * tps[i] for i in range(m)]
     if pipeline == "sequential":

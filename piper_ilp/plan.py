@@ -27,6 +27,8 @@ from piper_ilp.jsonfile import (
     _short,
     display_path,
 )
+from piper_ilp.mode import OBJECTIVES, PIPELINES, SCHEDULES
+from piper_ilp.version import __version__
 
 __all__ = [
     "Stage",
@@ -178,8 +180,6 @@ def _check_metadata(meta: Any, fail) -> dict[str, Any]:
                 f"metadata.{key}",
                 f"expected {'an' if kind == 'integer' else 'a'} {kind}, got {_describe(x)}",
             )
-    from piper_ilp.pipeline import OBJECTIVES, PIPELINES, SCHEDULES  # noqa: PLC0415 (pipeline imports this module)
-
     for key, allowed in (
         ("pipeline", PIPELINES),
         ("objective", OBJECTIVES),
@@ -232,8 +232,6 @@ def plan_metadata(
     ``instance`` is the instance as loaded, with the command line's settings applied but
     before any restriction removes options (:meth:`Restrictions.apply` changes the
     fingerprint): ``evaluate`` compares the fingerprint with the file it is given."""
-    from piper_ilp import __version__  # noqa: PLC0415 (the package imports this module)
-
     return {
         "instance": instance.fingerprint(),
         "K": instance.K,

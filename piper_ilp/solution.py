@@ -16,7 +16,7 @@ from piper_ilp.cost import close
 from piper_ilp.errors import InternalError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance
-from piper_ilp.pipeline import DEFAULT_MODE, Mode
+from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan, plan_to_dict
 
 __all__ = ["Status", "Restrictions", "Solution", "checked_solution", "divisors", "divisors_upto"]

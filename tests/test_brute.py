@@ -12,7 +12,7 @@ from compare.builders.generators import FAMILIES, random_instance
 from compare.crosscheck.brute import MAX_NODES, brute_applies, count_partitions, solve_brute
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.evaluate import evaluate
-from piper_ilp.pipeline import ALL_MODES, Mode
+from piper_ilp.mode import ALL_MODES, Mode
 from piper_ilp.solution import Restrictions, Status
 
 opt = option_dict

@@ -584,7 +584,7 @@ def test_stage_tables_past_the_memory_limit_are_refused_while_built():
 def test_an_optimum_of_zero_past_the_chain_first_size_is_solved():
     # 10 independent zero-cost nodes: 2^10 successor-closed sets (> the chain-first threshold),
     # the chain bound is 0 and the stage tables must not divide by it (found by review)
-    from piper_ilp.pipeline import Mode
+    from piper_ilp.mode import Mode
 
     nodes = [
         {"id": i, "TMPCs": {"1": [option_dict("vanilla", 0.0, 0.0, 1.0, 1.0)]}} for i in range(10)

@@ -17,7 +17,7 @@ from dp.modes import _frontiers, _predecessor_masks, frontier_width, solve_modes
 from dp.solver import solve_dp
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.evaluate import evaluate
-from piper_ilp.pipeline import ALL_MODES, DEFAULT_MODE, Mode
+from piper_ilp.mode import ALL_MODES, DEFAULT_MODE, Mode
 from piper_ilp.solution import Restrictions, Status
 
 FAMILIES = ("fork-join", "layered", "series-parallel", "skip", "chain", "numerics")

@@ -17,7 +17,7 @@ from compare.crosscheck.verify import verify_instance
 from dp import solve_dp
 from piper_cli import app
 from piper_ilp.evaluate import evaluate
-from piper_ilp.pipeline import ALL_MODES, DEFAULT_MODE
+from piper_ilp.mode import ALL_MODES, DEFAULT_MODE
 from piper_ilp.solution import Status
 
 

@@ -27,7 +27,7 @@ from piper_ilp.instance import instance_from_dict
 from piper_ilp.milp import build_model, cpsat, model_size, solve_milp
 from piper_ilp.milp.model import formulate, index_sets
 from piper_ilp.milp.scaled import Memory, TimeScale, big_m_rows, complete, scale
-from piper_ilp.pipeline import ALL_MODES, DEFAULT_MODE, Mode
+from piper_ilp.mode import ALL_MODES, DEFAULT_MODE, Mode
 from piper_ilp.solution import Restrictions, Status
 
 BACKENDS = ("cpsat", "cbc", "scip")

@@ -25,7 +25,7 @@ from piper_cli.common import Objective, Pipeline, Schedule, mode_from_flags
 from piper_ilp.errors import InputError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import load_instance
-from piper_ilp.pipeline import ALL_MODES, DEFAULT_MODE, OBJECTIVES, PIPELINES, SCHEDULES, Mode
+from piper_ilp.mode import ALL_MODES, DEFAULT_MODE, OBJECTIVES, PIPELINES, SCHEDULES, Mode
 from piper_ilp.plan import load_plan
 from piper_ilp.solution import Solution, Status
 

@@ -18,7 +18,8 @@ from dp import solve_dp
 from piper_ilp import evaluate
 from piper_ilp.errors import InputError
 from piper_ilp.instance import instance_from_dict
-from piper_ilp.pipeline import Mode, batch_time, in_flight, microbatches_held, stage_graph
+from piper_ilp.mode import Mode
+from piper_ilp.pipeline import batch_time, in_flight, microbatches_held, stage_graph
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Status
 

@@ -14,7 +14,7 @@ from compare.builders.generators import random_graph, random_instance
 from compare.builders.towers import towers
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import load_instance
-from piper_ilp.pipeline import Mode
+from piper_ilp.mode import Mode
 from piper_ilp.plan import Plan, Stage
 
 

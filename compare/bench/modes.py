@@ -17,7 +17,7 @@ import time
 
 from compare.bench.dp import GIB, wide_instance
 from dp.modes import solve_modes
-from piper_ilp.pipeline import Mode
+from piper_ilp.mode import Mode
 
 __all__ = ["towers_instance", "measure"]
 

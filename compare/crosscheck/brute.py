@@ -43,7 +43,8 @@ from functools import lru_cache
 from piper_ilp.cost import memory_fits, stage_cost, stage_memory
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.instance import Instance
-from piper_ilp.pipeline import DEFAULT_MODE, Mode, batch_time, microbatches_held
+from piper_ilp.mode import DEFAULT_MODE, Mode
+from piper_ilp.pipeline import batch_time, microbatches_held
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 

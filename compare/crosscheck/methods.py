@@ -41,7 +41,7 @@ from piper_ilp.cost import TPS_RTOL
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance
 from piper_ilp.milp import BACKENDS as MILP_BACKENDS
-from piper_ilp.pipeline import DEFAULT_MODE, Mode
+from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan
 from piper_ilp.solution import Restrictions, Solution
 

@@ -67,7 +67,7 @@ from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import Evaluation, evaluate
 from piper_ilp.instance import Instance
 from piper_ilp.milp.backend import BACKENDS, check_solver_settings
-from piper_ilp.pipeline import DEFAULT_MODE, Mode
+from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan, plan_to_dict
 from piper_ilp.solution import Restrictions, Solution, Status
 

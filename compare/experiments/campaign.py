@@ -52,7 +52,7 @@ from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text, json_safe, read_jsonl
 from piper_ilp.instance import instance_to_dict
 from piper_ilp.milp.backend import check_solver_settings
-from piper_ilp.pipeline import ALL_MODES, DEFAULT_MODE, Mode
+from piper_ilp.mode import ALL_MODES, DEFAULT_MODE, Mode
 
 __all__ = [
     "Spec",

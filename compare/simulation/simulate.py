@@ -39,15 +39,8 @@ from dataclasses import dataclass, field
 from piper_ilp.errors import InputError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance, display_path
-from piper_ilp.pipeline import (
-    PIPELINES,
-    SCHEDULES,
-    Mode,
-    batch_time,
-    in_flight,
-    microbatches_held,
-    stage_graph,
-)
+from piper_ilp.mode import PIPELINES, SCHEDULES, Mode
+from piper_ilp.pipeline import batch_time, in_flight, microbatches_held, stage_graph
 from piper_ilp.plan import Plan
 
 __all__ = ["MAX_TASKS", "Task", "Simulation", "simulate"]

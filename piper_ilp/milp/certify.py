@@ -34,7 +34,7 @@ from piper_ilp.evaluate import evaluate
 from piper_ilp.milp.backend import Answer, OutOfRange, Settings
 from piper_ilp.milp.model import Formulation
 from piper_ilp.milp.scaled import UNITS_PER_REFERENCE, Memory, ScaledModel, TimeScale, scale
-from piper_ilp.pipeline import DEFAULT_MODE, Mode
+from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan
 from piper_ilp.solution import Solution, Status
 

@@ -68,7 +68,7 @@ import networkx as nx
 from piper_ilp.cost import cut_edge_bytes, resync_bytes, stage_tps
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance
-from piper_ilp.pipeline import DEFAULT_MODE, Mode
+from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions
 

@@ -13,7 +13,7 @@ from piper_ilp.instance import Instance
 from piper_ilp.milp.backend import BACKENDS, check_solver_settings
 from piper_ilp.milp.certify import certify
 from piper_ilp.milp.model import _count, formulate, index_sets
-from piper_ilp.pipeline import DEFAULT_MODE, Mode
+from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
