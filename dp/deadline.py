@@ -2,7 +2,7 @@
 
 Entry point: :class:`Deadline`. The solver checks it once per set of the stage tables,
 once per stage made, and before each decision of the threshold search; past it,
-:meth:`Deadline.check` raises :class:`TimeUp` (caught by :func:`dp.solver.solve_dp`,
+:meth:`Deadline.check` raises :class:`TimeUp` (caught by :func:`dp.threshold_dp.solve_threshold_dp`,
 which then returns what it has: the best plan in hand and a proven lower bound, status
 feasible, or nothing, status unknown; never "optimal").
 """

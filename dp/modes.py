@@ -75,6 +75,7 @@ from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
 from dp.knapsack import exact_choice, monotone_runs, stage_items
 from dp.option_choice import OptionChoices
 from dp.stage_tables import bits
+from dp.threshold_dp import solve_threshold_dp
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance, topological_order
@@ -560,13 +561,11 @@ def _upper_bound(
     infeasible easier problem just gives no bound. Pruning with it is exact: a partial
     plan is dropped only when its value, which only grows as stages are added, is above
     the bound by more than rounding (:data:`_PRUNE_MARGIN`)."""
-    from dp.solver import solve_dp  # the default DP (dp.solver imports this module)
-
     plans = []
     try:
         if mode.schedule != "gpipe":
             plans.append(
-                solve_dp(
+                solve_threshold_dp(
                     instance, restrictions, max_ideals=max_ideals, time_limit=deadline.remaining()
                 ).plan
             )

@@ -562,7 +562,7 @@ def search_threshold(
     lies between ``lower`` and ``upper``, the first decision is there, and a plan that
     fits there is the answer (memory, not the devices, decides the optimum then:
     ResNet). Else the next decision is at ``upper`` (a plan with every stage <= upper is known to
-    be in the tables: the chain bound's, see :func:`dp.solver.solve_dp`; without one,
+    be in the tables: the chain bound's, see :func:`dp.threshold_dp.solve_threshold_dp`; without one,
     inf): at a bound, fewer groups are usable, and the plan read there starts the
     bracket nearer the optimum. None when no plan fits there either. With ``known`` (the
     devices of a plan of bottleneck ``upper`` found elsewhere: the chain bound's, from its

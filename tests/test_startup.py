@@ -148,7 +148,7 @@ def test_instance_graph_is_built_on_first_use():
 def test_suffix_order_is_networkx_lexicographic_order():
     import networkx as nx
 
-    from dp.solver import _suffix_ideals
+    from dp.threshold_dp import _suffix_ideals
 
     for inst in _instances():
         pos = {v: i for i, v in enumerate(inst.node_ids)}

@@ -1,0 +1,401 @@
+"""The Piper DP in the default mode (cost model sec. 4), exact or with Piper's greedy option
+choice (sec. 5). :func:`dp.solver.solve_dp` is the entry point for every mode.
+
+Problem: split the layer graph into pipeline stages C_1, ..., C_m (each a difference of two
+nested successor-closed sets), give each stage degrees (t, d) and each node an option,
+minimizing the largest stage TPS subject to sum d <= N, sum t d <= K and memory
+fsum (a y, b) <= M per stage (sec. 7), y = ceil(s / d), s the suffix sum of d.
+
+How it is solved (a parametric form of Piper's DP); :func:`solve_threshold_dp` runs the steps, each
+a module with one entry function:
+
+1. :func:`dp.ideals.enumerate_ideals` -- the successor-closed sets (the states).
+2. :func:`dp.stage_tables.build_stage_tables` -- for every candidate stage I \\ J and every
+   (t, d), the least cost as a step function of y (exact knapsack or Piper's rule).
+3. :func:`dp.threshold_search.search_threshold` -- the least threshold T at which a
+   min-devices table f[I][s] over the sets fits in K devices (Piper's dp[I][k][s] turned
+   inside out: for a fixed T the devices become the value, so the table shrinks from
+   K x S to S per set). It first decides at the least bottleneck of any plan with the
+   devices unbounded (a min-max pass over the same tables, a lower bound); where memory
+   decides the optimum, that one decision is the answer.
+4. :func:`dp.rebuild.rebuild_plan` -- the plan read from the last feasible table, each stage's
+   options from :class:`dp.option_choice.OptionChoices` (memoized per (stage, t, d, y));
+   the plan passes the independent evaluator.
+
+For graphs with many sets, the same steps on the suffixes of one topological order first
+give a plan of value ub; the full tables then keep only stages that can be part of a plan
+of value <= ub (device lower bounds from work / ub and least memory / M), and the search
+starts from that chain plan: it decides only below ub (when ub is one of the full tables'
+candidates; else its first decision is at ub), and the chain plan is the answer when
+nothing below fits. Exact: every plan of value <= ub survives.
+
+Limits (refused with one line, before the long work): more than ``max_ideals`` successor-
+closed sets (default :data:`DEFAULT_MAX_IDEALS`; a 21,000-node chain or a 3,000-branch fan
+is refused in about a second); decision tables (counted as two pairs f, bp, an upper
+bound on what the search holds: sets x (min(N, K) + 1) x 24 bytes) above ``max_table_bytes`` (default 2 GiB, ``force=True``
+skips it), and stage tables plus the decision's per-stage arrays that pass what the
+decision tables leave of the same limit while they are built (refused as soon as they
+do; so the DP's arrays together stay within the limit); a device budget
+min(K, t_max min(N, K)) of 2**59 or more (64-bit device counts). Any K below that works:
+a K above t_max min(N, K) budgets the same as t_max min(N, K).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import time
+
+from dp.deadline import Deadline, TimeUp
+from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals
+from dp.option_choice import OptionChoices
+from dp.progress import Progress
+from dp.rebuild import rebuild_plan
+from dp.stage_tables import build_stage_tables
+from dp.threshold_search import (
+    DECISION_GROUP_BYTES,
+    DEFAULT_SMALL_S,
+    DEVICES_INF,
+    ThresholdDecision,
+    decision_table_bytes,
+    search_threshold,
+)
+from piper_ilp.errors import InputError, InternalError, SizeLimitError
+from piper_ilp.instance import Instance, topological_order
+from piper_ilp.milp.backend import check_solver_settings
+from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
+
+__all__ = ["solve_threshold_dp", "DEFAULT_MAX_IDEALS", "DEFAULT_CHAIN_FIRST", "DEFAULT_MAX_TABLE_BYTES"]
+
+#: Above this many successor-closed sets, a chain-restricted DP first gives an upper bound
+#: that prunes the full DP's stage candidates.
+DEFAULT_CHAIN_FIRST = 1000
+
+#: Refuse (unless forced) when one decision's tables, sets x (min(N, K) + 1) int64 device
+#: counts and back-pointers, would need more than this many bytes.
+DEFAULT_MAX_TABLE_BYTES = 2 * 2**30
+
+
+def solve_threshold_dp(
+    instance: Instance,
+    restrictions: Restrictions = Restrictions(),
+    *,
+    knapsack: str = "exact",
+    max_ideals: int = DEFAULT_MAX_IDEALS,
+    progress: bool = False,
+    force: bool = False,
+    max_table_bytes: int = DEFAULT_MAX_TABLE_BYTES,
+    small_s: int = DEFAULT_SMALL_S,
+    chain_first: int = DEFAULT_CHAIN_FIRST,
+    plain_paths: bool = True,
+    time_limit: float | None = None,
+) -> Solution:
+    """Optimal pipeline plan by Piper's DP over successor-closed sets (cost model sec. 4).
+
+    Parameters
+    ----------
+    instance : Instance
+        The profiled graph with K, M, B, N.
+    restrictions : Restrictions
+        Ablations and caps (max_d, max_t, excluded option ids).
+    knapsack : {"exact", "greedy"}
+        How each stage's options are chosen: ``"exact"`` solves the knapsack exactly (the
+        DP is then exact: status OPTIMAL); ``"greedy"`` follows Piper's rule (sec. 5) to
+        reproduce the original planner's numbers (status FEASIBLE: it proves nothing).
+    max_ideals : int
+        Refuse graphs with more successor-closed sets than this.
+    progress : bool
+        Show progress (sets done of the total, elapsed time) on stderr when it is a terminal.
+    force : bool
+        Skip the table-size guard (``max_table_bytes``).
+    max_table_bytes : int
+        Refuse when the decision tables, sets x (min(N, K) + 1) x 24 bytes, exceed this, or
+        when the stage tables and the decision's per-stage arrays pass what is left of it
+        while they are built.
+    small_s : int
+        Up to this many columns min(N, K) + 1, a plan is read from the tables breaking
+        ties between equal stages by their index; above it, by (d, J, index). Every
+        choice gives an optimal plan.
+    chain_first : int
+        Above this many sets, first bound the optimum by the DP on the suffixes of one
+        topological order and prune with it. When nothing below that bound fits, the
+        answer is the chain DP's own plan: the value never depends on this setting, but
+        among plans of equal value the one returned can.
+    plain_paths : bool
+        Use the fast paths for nodes whose options differ only in p, a, b (False treats
+        every node as general: same answer, slower).
+    time_limit : float, optional
+        Seconds (wall clock) before the DP stops (:mod:`dp.deadline`). Stopped in the
+        search, it returns the best plan in hand with a proven lower bound (status
+        FEASIBLE, ``bound``); in the tables, the chain bound's plan if it has one (status
+        FEASIBLE), else status UNKNOWN. Never OPTIMAL, and ``info["stopped"]`` says where.
+
+    Returns
+    -------
+    Solution
+        method ``"dp"`` or ``"dp-greedy"``; ``objective`` is the DP's value (the largest
+        stage TPS), ``tps`` the evaluator's value for the plan. ``info`` holds the counts
+        (ideals, stage_pairs, stage_candidates, thresholds, search_steps: the full
+        search's decisions, none at the chain bound when it starts from the chain plan,
+        option_choices: the (stage, t, d, y) option choices computed). When no plan fits, status
+        INFEASIBLE with ``message`` naming the bound that is tight.
+
+    Raises
+    ------
+    SizeLimitError
+        More than ``max_ideals`` successor-closed sets, or tables above ``max_table_bytes``
+        (unless ``force``).
+    InputError
+        Unknown ``knapsack``; greedy mode with more than two options for some (node, t).
+    InternalError
+        The plan failed the evaluator's check (a bug).
+
+    References
+    ----------
+    Tarnawski, Narayanan, Phanishayee. Piper: Multidimensional Planner for DNN
+    Parallelization. NeurIPS 2021, sec. 4 (the DP) and sec. 5 (option choice).
+    """
+    check_solver_settings(time_limit, time_option="time_limit")
+    deadline = Deadline(time_limit)
+    t0 = time.perf_counter()
+    if knapsack not in ("exact", "greedy"):
+        raise InputError(f"knapsack must be 'exact' or 'greedy', got {knapsack!r}")
+    greedy = knapsack == "greedy"
+    method = "dp-greedy" if greedy else "dp"
+    inst = restrictions.apply(instance)
+    if greedy:
+        for nd in inst.nodes:
+            for t, opts in nd.options.items():
+                if len(opts) > 2:
+                    raise InputError(
+                        f"{instance.source}: --knapsack greedy follows Piper's rule, defined for at most two "
+                        f"options per (node, t); node {nd.id} has {len(opts)} options for t = {t} "
+                        f"(use --knapsack exact, or --exclude-option)"
+                    )
+    K, N = instance.K, instance.N
+    S = min(N, K)
+    info: dict = {"knapsack": knapsack}
+    choices = OptionChoices(inst, greedy)
+
+    def done(sol: Solution) -> Solution:
+        sol.seconds = time.perf_counter() - t0
+        sol.info = {**info, "option_choices": len(choices), **sol.info}
+        return checked_solution(instance, sol, restrictions=restrictions)
+
+    bare = [nd.id for nd in inst.nodes if not nd.options]
+    if bare:
+        return done(
+            Solution(
+                method,
+                Status.INFEASIBLE,
+                message=f"node {bare[0]} has no option left after the restrictions {restrictions.to_dict()}",
+            )
+        )
+
+    too_wide = [nd.id for nd in inst.nodes if min(nd.options) > K]
+    if too_wide:
+        v = too_wide[0]
+        return done(
+            Solution(
+                method,
+                Status.INFEASIBLE,
+                message=f"K = {K} devices is too few: node {v} has options only for t >= {min(inst.node[v].options)}",
+            )
+        )
+
+    ideals = enumerate_ideals(inst, max_ideals)
+    info["ideals"] = len(ideals)
+    table_bytes = decision_table_bytes(len(ideals), S)
+    if table_bytes > max_table_bytes and not force:
+        raise SizeLimitError(
+            f"{instance.source}: the DP's tables need about {table_bytes / 2**30:.1f} GiB ({len(ideals):,} sets x "
+            f"(min(N, K) + 1 = {S + 1:,}) x {table_bytes // (len(ideals) * (S + 1))} bytes), above the limit of "
+            f"{max_table_bytes / 2**30:.1f} GiB; lower N or K, or pass --force (force=True) if memory allows"
+        )
+    # the stage tables and the decision's per-stage arrays get what the decision tables leave
+    stage_budget = None if force else max_table_bytes - table_bytes
+    d_values = [d for d in restrictions.d_values(instance) if d <= S]
+    # a plan has at most S stages (sum d <= S), each with t d <= t_max d: it never uses
+    # more than t_max S devices, so a larger K budgets the same as t_max S
+    budget = min(K, max(inst.t_values) * S)
+    if budget >= DEVICES_INF // 4:
+        raise SizeLimitError(
+            f"{instance.source}: K = {K} with t up to {max(inst.t_values)} and min(N, K) = {S} allows device counts "
+            f"beyond the DP's 64-bit tables; lower K, N or the largest t"
+        )
+
+    stopped = None  # where the time limit stopped the solve
+    with Progress(progress) as bar, _cyclic_gc_paused():
+        ub = chain_plan = chain_devices = lower = None
+        try:
+            if len(ideals) > chain_first:
+                # an upper bound from the same DP restricted to the suffixes of one topological
+                # order (each is successor-closed): it lets the full DP skip every stage that
+                # cannot be part of a plan at least as good
+                stopped = "in the chain bound's stage tables"
+                chain = _suffix_ideals(inst)
+                ctb = build_stage_tables(
+                    inst,
+                    chain,
+                    d_values,
+                    S,
+                    greedy,
+                    choices,
+                    progress=bar.task("chain bound: sets", len(chain)),
+                    plain_paths=plain_paths,
+                    max_bytes=None
+                    if force
+                    else max_table_bytes - decision_table_bytes(len(chain), S),
+                    group_bytes=DECISION_GROUP_BYTES,
+                    deadline=deadline,
+                )
+                lower = float(ctb.work_of[-1]) / budget
+                chain_decision = ThresholdDecision(ctb, len(chain), S, budget, small_s=small_s)
+                stopped = "in the chain bound's search"
+                got = search_threshold(chain_decision, budget, None, lower, deadline=deadline)
+                if got is not None:
+                    ub = got.T
+                    info["chain_bound"] = ub
+                    # the chain plan itself: the answer when nothing below ub fits (the full
+                    # search then makes no decision at ub, see search_threshold)
+                    chain_plan = rebuild_plan(instance, chain, ctb, got.path, choices)
+                    chain_devices = chain_plan[0].devices
+                del ctb, chain_decision, got
+            stopped = "in the stage tables"
+            tb = build_stage_tables(
+                inst,
+                ideals,
+                d_values,
+                S,
+                greedy,
+                choices,
+                ub=ub,
+                progress=bar.task("stage tables: sets", len(ideals)),
+                plain_paths=plain_paths,
+                max_bytes=stage_budget,
+                group_bytes=DECISION_GROUP_BYTES,
+                deadline=deadline,
+            )
+            lower = float(tb.work_of[-1]) / budget
+            decision = ThresholdDecision(tb, len(ideals), S, budget, small_s=small_s)
+            info["stage_pairs"] = tb.pairs
+            info["stage_candidates"] = int(len(tb.group_set))
+            stopped = "in the search"
+            got = search_threshold(
+                decision,
+                budget,
+                bar.task("search: decisions", 12),
+                lower,
+                math.inf if ub is None else ub,
+                chain_devices,
+                deadline=deadline,
+            )
+        except TimeUp:
+            return done(_stopped(method, greedy, time_limit, stopped, chain_plan, ub, lower, info))
+        if got is None or got.T > (ub if ub is not None else math.inf):
+            if ub is not None:
+                raise InternalError(f"{method}: the pruned DP lost the chain plan of value {ub!r}")
+            if greedy:  # Piper's rule can miss a choice that fits: no plan from it is no proof
+                msg = (
+                    f"Piper's greedy option rule finds no plan within M = {instance.M!r} bytes per device, "
+                    f"sum of d <= {S} and sum of t*d <= K = {K}; not a proof that none exists (--knapsack exact decides)"
+                )
+                return done(Solution(method, Status.UNKNOWN, message=msg, info={"search_steps": 1}))
+            least = decision.least_devices()
+            if least >= DEVICES_INF:
+                msg = (
+                    f"no split into stages fits in memory M = {instance.M!r} bytes per device within "
+                    f"sum of d <= min(N, K) = {S} and sum of t*d <= K = {K}, even with the least-memory options"
+                )
+            else:
+                msg = f"K = {K} devices is too few: the plan with the fewest devices that fits in memory needs {least}"
+            return done(Solution(method, Status.INFEASIBLE, message=msg, info={"search_steps": 1}))
+        T, path, steps = got.T, got.path, got.steps
+        info["thresholds"] = got.candidates
+    info["search_steps"] = steps
+    plan, stage_costs = (
+        chain_plan if path is None else rebuild_plan(instance, ideals, decision.tb, path, choices)
+    )
+    if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
+        raise InternalError(
+            f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value {T!r}"
+        )
+    if got.stopped:
+        info["stopped"] = stopped
+        return done(
+            Solution(
+                method,
+                Status.FEASIBLE,
+                plan=plan,
+                objective=T,
+                bound=None if greedy else got.lower,
+                message=_stopped_message(time_limit, stopped, greedy),
+            )
+        )
+    status = Status.FEASIBLE if greedy else Status.OPTIMAL
+    return done(Solution(method, status, plan=plan, objective=T))
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused():
+    """Pause Python's cyclic garbage collector while the tables are built and searched (on
+    again after, if it was on). Their containers (the stage ids and runs, greedy mode's
+    states) hold no reference cycle and are freed by reference counting; the collector's
+    passes over them and over everything else alive found nothing. With the exact states
+    in arrays (dp.exact_states) they took 43 ms of GNMT K=8's 1.3 s and 31 ms of wide12's
+    0.5 s, 1 ms of ResNet-50 K=8's; with the states in dicts, 8-10% of every solve."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def _stopped_message(time_limit: float, where: str, greedy: bool) -> str:
+    what = "Piper's greedy option rule" if greedy else "not proven optimal"
+    return f"time limit of {time_limit:g} s reached {where}: the best plan found ({what})"
+
+
+def _stopped(method, greedy, time_limit, where, chain_plan, ub, lower, info) -> Solution:
+    """The answer of a DP stopped by its time limit in the tables: the chain bound's plan
+    (feasible; ``lower`` the work bound, a proven lower bound) or nothing (unknown)."""
+    info["stopped"] = where
+    if chain_plan is None:
+        return Solution(
+            method,
+            Status.UNKNOWN,
+            message=f"time limit of {time_limit:g} s reached {where}: no plan yet",
+        )
+    # (the work bound with the search's own slack for its rounding, see search_threshold)
+    bound = None if greedy or lower is None else lower * (1.0 - 1e-9)
+    return Solution(
+        method,
+        Status.FEASIBLE,
+        plan=chain_plan[0],
+        objective=ub,
+        bound=bound,
+        message=_stopped_message(time_limit, where, greedy),
+    )
+
+
+def _suffix_ideals(inst: Instance) -> list[int]:
+    """The suffixes of a topological order (input order breaking ties), as bitmasks by size.
+
+    The order is the lexicographic one (networkx's ``lexicographical_topological_sort``
+    keyed by input position): each step takes, of the nodes whose predecessors are all
+    placed, the first in input order (:func:`piper_ilp.instance.topological_order`, so
+    that the DP needs no networkx).
+    """
+    ids = inst.node_ids
+    pos = {v: i for i, v in enumerate(ids)}
+    order = topological_order({v: [w for w, _ in inst.out_edges[v]] for v in ids})
+    if len(order) != len(ids):
+        raise InternalError(f"{inst.source}: the graph has a cycle")
+    out, mask = [0], 0
+    for v in reversed(order):
+        mask |= 1 << pos[v]
+        out.append(mask)
+    return out
