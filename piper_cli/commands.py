@@ -24,7 +24,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from piper_ilp import __version__
+        from piper_ilp.version import __version__
 
         print(f"piper-ilp {__version__}")
         raise typer.Exit(0)
@@ -54,16 +54,14 @@ def _root(
 
 
 def _register() -> None:
-    from piper_cli import (
-        bench_cmds,
-        compare_cmds,
-        evaluate_cmd,
-        ladder_cmd,
-        pipedream_cmds,
-        simulate_cmd,
-        solve_cmd,
-        sweep_cmds,
-    )
+    import piper_cli.bench_cmds as bench_cmds
+    import piper_cli.compare_cmds as compare_cmds
+    import piper_cli.evaluate_cmd as evaluate_cmd
+    import piper_cli.ladder_cmd as ladder_cmd
+    import piper_cli.pipedream_cmds as pipedream_cmds
+    import piper_cli.simulate_cmd as simulate_cmd
+    import piper_cli.solve_cmd as solve_cmd
+    import piper_cli.sweep_cmds as sweep_cmds
 
     evaluate_cmd.register(app)
     solve_cmd.register(app)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 import typer
 from rich.console import Console
 
-from piper_cli import interrupts
+import piper_cli.interrupts as interrupts
 
 if TYPE_CHECKING:
     from piper_ilp.instance import Instance

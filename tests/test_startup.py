@@ -73,8 +73,11 @@ def test_help_loads_neither_the_solvers_nor_the_core():
 
 
 def test_console_script_entry_point_help_is_as_light():
-    # the piper-ilp script runs piper_cli:main, not piper_cli/__main__.py
-    code = "import sys; sys.argv = ['piper-ilp', 'solve', '--help']; from piper_cli import main; main()"
+    # the piper-ilp script runs piper_cli.entry:main, not piper_cli/__main__.py
+    code = (
+        "import sys; sys.argv = ['piper-ilp', 'solve', '--help']; "
+        "from piper_cli.entry import main; main()"
+    )
     proc, names = imported(code=code)
     assert proc.returncode == 0 and "--method" in proc.stdout
     assert "typer" in names
@@ -227,7 +230,7 @@ def test_the_cli_asks_blas_for_one_thread_unless_the_user_chose():
     numpy loads, and keeps a number the user set."""
     import os
 
-    from piper_cli import single_threaded_blas
+    from piper_cli.entry import single_threaded_blas
 
     env: dict[str, str] = {}
     single_threaded_blas(env)
@@ -239,8 +242,9 @@ def test_the_cli_asks_blas_for_one_thread_unless_the_user_chose():
         pytest.skip("needs Linux's /proc to count the process's threads")
     # in a fresh process, numpy then runs on the main thread alone
     code = (
-        "import os; os.environ.pop('OPENBLAS_NUM_THREADS', None); import piper_cli; "
-        "piper_cli.single_threaded_blas(os.environ); import numpy; print(len(os.listdir('/proc/self/task')))"
+        "import os; os.environ.pop('OPENBLAS_NUM_THREADS', None); import piper_cli.entry; "
+        "piper_cli.entry.single_threaded_blas(os.environ); import numpy; "
+        "print(len(os.listdir('/proc/self/task')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
