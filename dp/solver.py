@@ -10,7 +10,6 @@ from dp.ideals import DEFAULT_MAX_IDEALS
 from dp.modes import solve_modes
 from dp.threshold_dp import solve_threshold_dp
 from piper_ilp.instance import Instance
-from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.solution import Restrictions, Solution
 
@@ -75,7 +74,6 @@ def solve_dp(
             time_limit=time_limit,
             **tuning,
         )
-    check_solver_settings(time_limit, time_option="time_limit")
     return solve_modes(
         instance,
         restrictions,

@@ -63,10 +63,14 @@ from dp.threshold_search import (
 )
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.instance import Instance, topological_order
-from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
-__all__ = ["solve_threshold_dp", "DEFAULT_MAX_IDEALS", "DEFAULT_CHAIN_FIRST", "DEFAULT_MAX_TABLE_BYTES"]
+__all__ = [
+    "solve_threshold_dp",
+    "DEFAULT_MAX_IDEALS",
+    "DEFAULT_CHAIN_FIRST",
+    "DEFAULT_MAX_TABLE_BYTES",
+]
 
 #: Above this many successor-closed sets, a chain-restricted DP first gives an upper bound
 #: that prunes the full DP's stage candidates.
@@ -156,8 +160,7 @@ def solve_threshold_dp(
     Tarnawski, Narayanan, Phanishayee. Piper: Multidimensional Planner for DNN
     Parallelization. NeurIPS 2021, sec. 4 (the DP) and sec. 5 (option choice).
     """
-    check_solver_settings(time_limit, time_option="time_limit")
-    deadline = Deadline(time_limit)
+    deadline = Deadline(time_limit)  # (refuses a time limit out of range)
     t0 = time.perf_counter()
     if knapsack not in ("exact", "greedy"):
         raise InputError(f"knapsack must be 'exact' or 'greedy', got {knapsack!r}")

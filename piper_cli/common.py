@@ -23,6 +23,7 @@ import piper_cli.interrupts as interrupts
 if TYPE_CHECKING:
     from piper_ilp.instance import Instance
     from piper_ilp.mode import Mode
+    from piper_ilp.settings import Settings
     from piper_ilp.solution import Restrictions
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "ScheduleOpt",
     "mode_from_flags",
     "load_with_overrides",
+    "load_with_settings",
+    "read_overrides",
     "restrictions_from_flags",
     "cli_errors",
     "fail",
@@ -202,6 +205,36 @@ def mode_from_flags(
     return type(base)(**{**base.to_dict(), **given})
 
 
+def read_overrides(
+    devices: str | None = None,
+    memory: str | None = None,
+    batch: str | None = None,
+    bandwidth: str | None = None,
+) -> dict[str, int | float]:
+    """The cluster settings given by --devices, --memory, --batch, --bandwidth, by name
+    (K, M, N, B), read but not range-checked: the :class:`~piper_ilp.settings.Settings`
+    built from them checks that, naming the option."""
+    from piper_ilp.instance import read_setting
+
+    return {
+        name: read_setting(name, text)
+        for name, text in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth))
+        if text is not None
+    }
+
+
+def load_with_settings(path: str, settings: Settings, *, warn: bool = True) -> Instance:
+    """Load an instance and apply the settings' overrides (checked when ``settings`` was
+    built). Warnings go to stderr."""
+    from piper_ilp.instance import load_instance
+
+    inst = settings.apply(load_instance(path))
+    if warn:
+        for w in inst.warnings:
+            stderr.print(f"warning: {w}", markup=False)
+    return inst
+
+
 def load_with_overrides(
     path: str,
     devices: str | None = None,
@@ -211,19 +244,12 @@ def load_with_overrides(
     *,
     warn: bool = True,
 ) -> Instance:
-    """Load an instance and apply the command-line settings. Warnings go to stderr."""
-    from piper_ilp.instance import load_instance, parse_setting
+    """Load an instance and apply the command-line settings (each checked, naming its
+    option, before the file is read). Warnings go to stderr."""
+    from piper_ilp.settings import Settings
 
-    given = {
-        name: parse_setting(name, text)
-        for name, text in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth))
-        if text is not None
-    }  # each checked, naming its option, before the file is read
-    inst = load_instance(path).with_settings(**given)
-    if warn:
-        for w in inst.warnings:
-            stderr.print(f"warning: {w}", markup=False)
-    return inst
+    settings = Settings(overrides=read_overrides(devices, memory, batch, bandwidth))
+    return load_with_settings(path, settings, warn=warn)
 
 
 def restrictions_from_flags(

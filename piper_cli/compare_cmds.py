@@ -30,9 +30,10 @@ from piper_cli.common import (
     PipelineOpt,
     ScheduleOpt,
     cli_errors,
-    load_with_overrides,
+    load_with_settings,
     mode_from_flags,
     print_json_line,
+    read_overrides,
     restrictions_from_flags,
     stderr,
     stdout,
@@ -496,7 +497,15 @@ def register(app: typer.Typer) -> None:
         names = parse_methods(methods)
         externals = parse_externals(external)
         from compare.crosscheck.methods import METHODS, check_mode, external_method
+        from piper_ilp.settings import Settings
 
+        settings = Settings(  # checked once, before any instance is read
+            mode=mode,
+            time_limit=time_limit,
+            threads=threads,
+            overrides=read_overrides(devices, memory, batch, bandwidth),
+            options={"force": force},
+        )
         for name in names:
             check_mode(METHODS[name], mode)
         for name, command in externals.items():
@@ -507,7 +516,7 @@ def register(app: typer.Typer) -> None:
         codes = []
         for path in instances:
             try:
-                inst = load_with_overrides(path, devices, memory, batch, bandwidth)
+                inst = load_with_settings(path, settings)
             except InputError as exc:
                 stderr.print(f"piper-ilp: error: {exc}", markup=False)
                 if json_out:
@@ -515,14 +524,11 @@ def register(app: typer.Typer) -> None:
                 codes.append(2)
                 continue
             kwargs = dict(
-                time_limit=time_limit,
-                threads=threads,
-                force=force,
+                settings=settings,
                 greedy=greedy,
                 milp_hint=milp_hint,
                 externals=externals,
                 external_timeout=external_timeout,
-                mode=mode,
             )
             if sys.stderr.isatty():  # which method is running, on a terminal only
                 with stderr.status(f"{path}: starting") as status:

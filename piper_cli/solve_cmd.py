@@ -26,9 +26,10 @@ from piper_cli.common import (
     ScheduleOpt,
     cli_errors,
     fail,
-    load_with_overrides,
+    load_with_settings,
     mode_from_flags,
     print_json_line,
+    read_overrides,
     restrictions_from_flags,
     stderr,
     stdout,
@@ -38,6 +39,7 @@ from piper_cli.format import format_seconds, option_table, settings_line, stage_
 if TYPE_CHECKING:
     from piper_ilp.instance import Instance
     from piper_ilp.mode import Mode
+    from piper_ilp.settings import Settings
     from piper_ilp.solution import Restrictions, Solution
 
 __all__ = [
@@ -339,13 +341,17 @@ def register(app: typer.Typer) -> None:
             if value is not None and value is not False
         }
         check_applicable(method, solver_options, method_options())
-        mode = mode_from_flags(pipeline, objective, schedule)
         from compare.crosscheck.methods import METHODS, check_mode
+        from piper_ilp.settings import Settings
 
-        check_mode(METHODS[method], mode)
-        from piper_ilp.milp import check_solver_settings
-
-        check_solver_settings(time_limit, threads)  # once, before any instance is read
+        settings = Settings(  # checked once, before any instance is read
+            mode=mode_from_flags(pipeline, objective, schedule),
+            time_limit=solver_options.pop("time_limit", None),
+            threads=solver_options.pop("threads", None),
+            overrides=read_overrides(devices, memory, batch, bandwidth),
+            options=solver_options,
+        )
+        check_mode(METHODS[method], settings.mode)
         if len(instances) > 1 and (output is not None or write_model is not None):
             fail("error: --output and --write-model take a single instance")
         from piper_ilp.errors import InputError, InternalError
@@ -362,9 +368,9 @@ def register(app: typer.Typer) -> None:
         worst = 0
         for path in instances:
             try:
-                inst = load_with_overrides(path, devices, memory, batch, bandwidth)
+                inst = load_with_settings(path, settings)
                 check_excluded_ids(inst, exclude_option)
-                sol = _solve(inst, method, restrictions, solver_options, show_progress, mode)
+                sol = _solve(inst, method, restrictions, settings, show_progress)
             except InputError as exc:
                 stderr.print(f"piper-ilp: error: {exc}", markup=False)
                 if json_out:
@@ -392,15 +398,15 @@ def _solve(
     inst: Instance,
     method: str,
     restrictions: Restrictions,
-    options: dict,
+    settings: Settings,
     progress: bool,
-    mode: Mode,
 ) -> Solution:
-    """:func:`compare.crosscheck.methods.run_method` in ``mode`` with the solver options given (each
-    checked by :func:`check_applicable`); the others keep the method's defaults."""
+    """:func:`compare.crosscheck.methods.run_method` with the checked settings (their
+    options applicable, by :func:`check_applicable`); the others keep the method's
+    defaults."""
     from compare.crosscheck.methods import run_method
 
-    return run_method(inst, method, restrictions, mode=mode, progress=progress, **options)
+    return run_method(inst, method, restrictions, settings=settings, progress=progress)
 
 
 def _exit_status(sol: Solution) -> int:

@@ -83,17 +83,18 @@ def register(app: typer.Typer) -> None:
         from compare.experiments.jobs import Interrupted
         from compare.experiments.sweep import PARAMETERS, RESULTS, TABLE, run_sweep, sweep_points
         from piper_ilp.files import check_not_input
-        from piper_ilp.instance import parse_setting
+        from piper_ilp.instance import read_setting
 
         for name in (RESULTS, TABLE, PARAMETERS):
             check_not_input(Path(out) / name, {instance: "instance"}, "sweep's output")
         externals = parse_externals(external)
         inst = load_with_overrides(instance)
         points = sweep_points(
-            _list(devices, "--devices", lambda x: parse_setting("K", x)) or [inst.K],
-            _list(memory, "--memory", lambda x: parse_setting("M", x)) or [inst.M],
-            _list(batch, "--batch", lambda x: parse_setting("N", x)) or [inst.N],
-            _list(bandwidth, "--bandwidth", lambda x: parse_setting("B", x)) or [inst.B],
+            # read here, range-checked once when sweep_points makes the points
+            _list(devices, "--devices", lambda x: read_setting("K", x)) or [inst.K],
+            _list(memory, "--memory", lambda x: read_setting("M", x)) or [inst.M],
+            _list(batch, "--batch", lambda x: read_setting("N", x)) or [inst.N],
+            _list(bandwidth, "--bandwidth", lambda x: read_setting("B", x)) or [inst.B],
             [v.strip() for v in variants.split(",") if v.strip()],
             tuple(externals),
         )

@@ -54,6 +54,7 @@ __all__ = [
     "save_instance",
     "parse_size",
     "parse_setting",
+    "read_setting",
     "check_setting",
     "SETTING_OPTIONS",
     "parse_count",
@@ -378,21 +379,47 @@ def check_setting(name: str, value: Any, where: str) -> int | float:
 SETTING_OPTIONS = {"K": "--devices", "M": "--memory", "N": "--batch", "B": "--bandwidth"}
 
 
+def read_setting(name: str, text: str | int | float, option: str | None = None) -> int | float:
+    """A setting given on the command line (``--devices 8``, ``--memory 8GiB``), read with
+    :func:`parse_count` (K, N) or :func:`parse_size` (M; B as a rate) but not range-checked
+    (a :class:`piper_ilp.settings.Settings` holding it checks that, once); a message names
+    ``option`` (default the setting's own, :data:`SETTING_OPTIONS`).
+
+    Raises
+    ------
+    InputError
+        The text is not a whole number >= 1 (K, N) or a size (M, B).
+
+    Examples
+    --------
+    >>> read_setting("B", "25Gbit/s")
+    3125000000.0
+    >>> read_setting("K", "2000000")  # above MAX_DEVICES: the range is checked later
+    2000000
+    """
+    option = option or SETTING_OPTIONS[name]
+    if name in ("K", "N"):
+        return parse_count(text, option)
+    return parse_size(text, option, rate=name == "B")
+
+
 def parse_setting(name: str, text: str | int | float, option: str | None = None) -> int | float:
-    """A setting given on the command line (``--devices 8``, ``--memory 8GiB``): read with
-    :func:`parse_count` (K, N) or :func:`parse_size` (M; B as a rate), then range-checked
+    """A setting given on the command line, read by :func:`read_setting` and range-checked
     by :func:`check_setting`; every message names ``option`` (default the setting's own,
     :data:`SETTING_OPTIONS`), before any work.
 
+    Raises
+    ------
+    InputError
+        Unreadable, or outside the setting's range.
+
+    Examples
+    --------
     >>> parse_setting("B", "25Gbit/s")
     3125000000.0
     """
     option = option or SETTING_OPTIONS[name]
-    if name in ("K", "N"):
-        value: int | float = parse_count(text, option)
-    else:
-        value = parse_size(text, option, rate=name == "B")
-    return check_setting(name, value, f"{option} ({name})")
+    return check_setting(name, read_setting(name, text, option), f"{option} ({name})")
 
 
 def parse_count(text: str | int, what: str) -> int:

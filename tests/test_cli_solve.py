@@ -401,12 +401,12 @@ def test_solver_settings_are_range_checked_before_any_work(small, monkeypatch, a
     assert r.output.strip().splitlines() == [f"piper-ilp: error: {says}"]
 
 
-def test_check_solver_settings_api():
-    from piper_ilp.milp import MAX_THREADS, check_solver_settings
-
-    check_solver_settings(0.0, 1)
-    check_solver_settings(None, MAX_THREADS)
+def test_the_settings_check_their_values_when_built():
     from piper_ilp.errors import InputError
+    from piper_ilp.settings import MAX_THREADS, Settings
+
+    Settings(time_limit=0.0, threads=1)
+    Settings(time_limit=None, threads=MAX_THREADS)
 
     for bad in (
         dict(threads=0),
@@ -418,4 +418,4 @@ def test_check_solver_settings_api():
         dict(time_limit=math.nan),
     ):
         with pytest.raises(InputError):
-            check_solver_settings(**bad)
+            Settings(**bad)

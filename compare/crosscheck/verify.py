@@ -66,14 +66,16 @@ from piper_ilp.cost import close
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import Evaluation, evaluate
 from piper_ilp.instance import Instance
-from piper_ilp.milp.backend import BACKENDS, check_solver_settings
+from piper_ilp.milp.backend import BACKENDS
 from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan, plan_to_dict
+from piper_ilp.settings import Settings
 from piper_ilp.solution import Restrictions, Solution, Status
 
 __all__ = [
     "METHODS",
     "DEFAULT_METHODS",
+    "DEFAULT_TIME_LIMIT",
     "VERDICTS",
     "EXIT_CODES",
     "Solver",
@@ -86,6 +88,9 @@ __all__ = [
 
 #: What ``verify`` and ``campaign`` run unless told otherwise.
 DEFAULT_METHODS = ("dp", "cpsat", "cbc", "brute")
+
+#: Seconds per method that takes a time limit, unless told otherwise.
+DEFAULT_TIME_LIMIT = 60.0
 
 #: Verdicts, from best to worst.
 VERDICTS = ("match", "consistent", "single-proof", "inconclusive", "error", "mismatch")
@@ -500,7 +505,7 @@ def verify_instance(
     methods: Sequence[str] = DEFAULT_METHODS,
     restrictions: Restrictions = Restrictions(),
     *,
-    time_limit: float | None = 60.0,
+    time_limit: float | None = DEFAULT_TIME_LIMIT,
     threads: int | None = None,
     force: bool = False,
     greedy: bool = True,
@@ -510,6 +515,7 @@ def verify_instance(
     external_timeout: float | None = None,
     mode: Mode = DEFAULT_MODE,
     milp_hint: bool = False,
+    settings: Settings | None = None,
 ) -> Verdict:
     """Run ``methods`` on ``instance``, re-check every plan, and give the verdict.
 
@@ -556,6 +562,11 @@ def verify_instance(
         "optimum", so under a hint any MILP backend error is counted as a mismatch
         naming dp and that backend. ``results[name].hint`` and the Verdict's
         ``milp_hint`` record it.
+    settings : Settings, optional
+        The mode, time limit, threads, cluster overrides and ``force``, already checked
+        (a campaign or the ladder builds them once); then ``time_limit``, ``threads``,
+        ``force`` and ``mode`` are left at their defaults. Without it they are checked
+        here, once, before any method runs.
 
     Returns
     -------
@@ -565,8 +576,9 @@ def verify_instance(
     ------
     InputError
         For an unknown method name, one that does not solve in ``mode``, ``milp_hint``
-        without both ``dp`` and a MILP backend among ``methods``, or a
-        ``time_limit`` / ``threads`` outside its range (:func:`piper_ilp.milp.check_solver_settings`).
+        without both ``dp`` and a MILP backend among ``methods``, a ``time_limit`` /
+        ``threads`` outside its range (:class:`piper_ilp.settings.Settings`), or
+        ``settings`` together with one of the values it holds.
 
     Examples
     --------
@@ -577,7 +589,16 @@ def verify_instance(
     >>> verify_instance(inst, methods=("brute",), greedy=False).verdict  # one proof alone
     'single-proof'
     """
-    check_solver_settings(time_limit, threads)  # before any method runs (they would each fail)
+    if settings is None:  # checked before any method runs (they would each fail)
+        settings = Settings(
+            mode=mode, time_limit=time_limit, threads=threads, options={"force": force}
+        )
+    elif (time_limit, threads, force, mode) != (DEFAULT_TIME_LIMIT, None, False, DEFAULT_MODE):
+        raise InputError(
+            "verify_instance takes settings= or time_limit, threads, force and mode, not both"
+        )
+    mode, time_limit, threads = settings.mode, settings.time_limit, settings.threads
+    instance = settings.apply(instance)
     injected = dict(solvers or {})
     for m in list(methods) + list(injected):
         if m not in METHODS:
@@ -599,7 +620,6 @@ def verify_instance(
         check_mode(table[name], mode)
     if greedy and not METHODS[GREEDY].handles(mode):
         greedy = False  # Piper's rule solves only the default mode
-    common = {"time_limit": time_limit, "threads": threads, "force": force}
     hinted: dict[str, str] = {}  # MILP backend -> what its hint was
 
     def run(name: str) -> MethodResult:
@@ -607,16 +627,22 @@ def verify_instance(
         if progress is not None:
             progress(name)
         if name in injected:
-            call = lambda: injected[name](instance, restrictions, time_limit, threads)  # noqa: E731
+
+            def call() -> Solution:
+                return injected[name](instance, restrictions, time_limit, threads)
+
         else:
-            opts = {k: v for k, v in common.items() if k in m.options}
+            own = settings.restricted(m.options)  # the options that apply to this method
             dp = results.get("dp")
             if milp_hint and m.kind == "milp" and dp is not None and dp.value is not None:
-                opts["hint"] = dp.solution.plan
+                own = own.replace(options={**own.options, "hint": dp.solution.plan})
                 hinted[name] = (
                     f"dp's plan ({_what(mode)} {_fmt(dp.value)}) as warm start and cutoff"
                 )
-            call = lambda: run_method(instance, name, restrictions, mode=mode, **opts)  # noqa: E731
+
+            def call(own: Settings = own) -> Solution:
+                return run_method(instance, name, restrictions, settings=own)
+
         r = _run(m, call)
         r.hint = hinted.get(name)
         if r.solution is not None and r.solution.plan is not None:

@@ -46,13 +46,19 @@ import numpy as np
 from compare.builders.generators import ALL_FAMILIES, FAMILIES, random_instance
 from compare.crosscheck.methods import check_mode, external_method
 from compare.crosscheck.shrink import shrink
-from compare.crosscheck.verify import DEFAULT_METHODS, METHODS, VERDICTS, verify_instance
+from compare.crosscheck.verify import (
+    DEFAULT_METHODS,
+    DEFAULT_TIME_LIMIT,
+    METHODS,
+    VERDICTS,
+    verify_instance,
+)
 from compare.experiments.jobs import LOCK, MANIFESTS, Interrupted, prepare_folder, run_in_folder
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text, json_safe, read_jsonl
 from piper_ilp.instance import instance_to_dict
-from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.mode import ALL_MODES, DEFAULT_MODE, Mode
+from piper_ilp.settings import Settings
 
 __all__ = [
     "Spec",
@@ -243,8 +249,7 @@ def spec_instance(spec: Spec):
 def run_spec(
     spec: Spec,
     methods: Sequence[str] = DEFAULT_METHODS,
-    time_limit: float | None = 60.0,
-    threads: int | None = None,
+    settings: Settings = Settings(time_limit=DEFAULT_TIME_LIMIT),
     solvers: Mapping[str, Callable] | None = None,
     do_shrink: bool = True,
     shrink_checks: int = 200,
@@ -257,7 +262,9 @@ def run_spec(
     harness itself (making the instance, or an exception out of the check) is recorded with
     the verdict :data:`HARNESS_ERROR` and the message in ``harness_error``; nothing was
     checked, so it is neither a mismatch nor a method's error. A crash while shrinking a
-    mismatch keeps the verdict and records ``shrink_error``."""
+    mismatch keeps the verdict and records ``shrink_error``. ``settings`` (time limit,
+    threads; checked by the caller, :func:`run_campaign`) apply to every method that takes
+    them, in the spec's mode."""
     start = time.perf_counter()
     rec: dict = {
         "id": spec.id,
@@ -268,15 +275,17 @@ def run_spec(
         "nodes": spec.n_nodes,
     }
     externals = dict(externals or {})
-    check = dict(
-        time_limit=time_limit, threads=threads, solvers=solvers, external_timeout=external_timeout
-    )
     try:
         mode = Mode.parse(spec.mode)
+        check = dict(
+            settings=settings.replace(mode=mode),
+            solvers=solvers,
+            external_timeout=external_timeout,
+        )
         inst = spec_instance(spec)
         rec["edges"] = len(inst.edges)
         rec["settings"] = {"K": inst.K, "N": inst.N, "M": inst.M, "B": inst.B}
-        v = verify_instance(inst, methods, externals=externals, mode=mode, **check)
+        v = verify_instance(inst, methods, externals=externals, **check)
     except Exception as exc:  # the harness's own bug: keep going, but flag it loudly
         why = f"{type(exc).__name__}: {exc}"
         rec.update(
@@ -367,13 +376,11 @@ def _shrunk(
     use_greedy = "greedy" in v.involved
 
     def fails(candidate) -> bool:
-        w = verify_instance(
-            candidate, again, externals=again_ext, greedy=use_greedy, mode=mode, **check
-        )
+        w = verify_instance(candidate, again, externals=again_ext, greedy=use_greedy, **check)
         return w.verdict == "mismatch"
 
     res = shrink(inst, fails, max_checks=shrink_checks, max_seconds=shrink_seconds)
-    final = verify_instance(res.instance, methods, externals=externals, mode=mode, **check)
+    final = verify_instance(res.instance, methods, externals=externals, **check)
     data = instance_to_dict(res.instance)
     data["counterexample"] = {
         "campaign_id": spec.id,
@@ -382,8 +389,8 @@ def _shrunk(
             methods,
             externals,
             mode,
-            time_limit=check["time_limit"],
-            threads=check["threads"],
+            time_limit=check["settings"].time_limit,
+            threads=check["settings"].threads,
             external_timeout=check["external_timeout"],
         ),
         "spec": spec.to_dict(),
@@ -653,7 +660,7 @@ def run_campaign(
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     if workers < 1:
         raise InputError(f"--workers must be >= 1, got {workers}")
-    check_solver_settings(time_limit, threads)
+    settings = Settings(time_limit=time_limit, threads=threads)  # checked once, here
     modes = tuple(modes) or (DEFAULT_MODE,)
     if len(set(modes)) != len(modes):
         raise InputError("--modes: a mode is given twice")
@@ -677,8 +684,7 @@ def run_campaign(
     fn = functools.partial(
         run_spec,
         methods=tuple(methods),
-        time_limit=time_limit,
-        threads=threads,
+        settings=settings,
         solvers=dict(solvers) if solvers else None,
         do_shrink=do_shrink,
         externals=dict(externals or {}),

@@ -76,13 +76,28 @@ CSV_FIELDS = (
 
 @dataclass(frozen=True)
 class SweepPoint:
-    """One run of a sweep: settings and variant; ``id`` names it in results.jsonl."""
+    """One run of a sweep: settings and variant; ``id`` names it in results.jsonl.
+
+    The settings are checked when the point is made, by the check ``solve`` gives its
+    options (:func:`piper_ilp.instance.check_setting`), naming the sweep's option: a value
+    out of range is refused in one line before any work, never in a worker.
+
+    Raises
+    ------
+    InputError
+        K, M, N or B outside its supported range.
+    """
 
     K: int
     M: float
     N: int
     B: float
     variant: str
+
+    def __post_init__(self) -> None:
+        for name in ("K", "M", "N", "B"):
+            value = check_setting(name, getattr(self, name), f"{SETTING_OPTIONS[name]} ({name})")
+            object.__setattr__(self, name, value)
 
     @property
     def id(self) -> str:
@@ -118,21 +133,11 @@ def sweep_points(
     ):
         if not values:
             raise InputError(f"{name}: give at least one value")
-    for name, values in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth)):
-        for value in values:
-            _check_setting(name, value)
     seen: dict[str, SweepPoint] = {}
     for K, M, N, B, v in itertools.product(devices, memory, batch, bandwidth, variants):
-        p = SweepPoint(int(K), float(M), int(N), float(B), v)
+        p = SweepPoint(K, M, N, B, v)  # (checks its settings)
         seen.setdefault(p.id, p)
     return list(seen.values())
-
-
-def _check_setting(name: str, value) -> None:
-    """A grid value checked by the check ``solve`` gives its options
-    (:func:`piper_ilp.instance.check_setting`), naming the sweep's option: refused in one
-    line before any work, never in a worker."""
-    check_setting(name, value, f"{SETTING_OPTIONS[name]} ({name})")
 
 
 def _solve_variant(instance: Instance, variant: str, externals: Mapping[str, str]) -> Solution:
@@ -218,7 +223,6 @@ def run_sweep(
     Raises
     ------
     InputError
-        A point's setting outside its supported range (K, N, M, B, as for ``solve``);
         ``out`` holds results and ``resume`` is off, holds a sweep of another instance or
         grid or a campaign, its results.jsonl is damaged (a line other than a torn last one
         that is not a whole row; a torn last line is dropped, ``note`` says so), or another
@@ -226,9 +230,6 @@ def run_sweep(
     compare.experiments.jobs.Interrupted
         SIGINT or SIGTERM (the finished rows are kept).
     """
-    for p in points:  # every point's settings, before the folder is touched
-        for name in ("K", "M", "N", "B"):
-            _check_setting(name, getattr(p, name))
     out = prepare_folder(out, (RESULTS, TABLE, PARAMETERS))
     externals = dict(externals or {})
     params = {
