@@ -1,6 +1,6 @@
 """Measure the DP in other modes (:mod:`dp.modes`) on multi-branch graphs.
 
-``python -m compare.bench.modes [--unpruned] [--towers 2,3,4] [--wide 2,3,4]`` prints, for every
+``piper-ilp bench modes [--unpruned] [--towers 2,3,4] [--wide 2,3,4]`` prints, for every
 instance and mode, the status, the value, the labels kept (and the largest set of labels), the
 candidates generated, the exact knapsacks solved and the CPU seconds of the solve. The numbers in
 docs/architecture.md come from it.
@@ -12,15 +12,15 @@ pipelining's shorter paths and fewer microbatches in flight matter).
 
 from __future__ import annotations
 
-import argparse
 import time
 
 from compare.bench.dp import GIB, wide_instance
 from dp.modes import solve_modes
 from piper_ilp.mode import Mode
 
-__all__ = ["towers_instance", "measure"]
+__all__ = ["MODES", "towers_instance", "measure"]
 
+#: The modes measured: graph pipelining, and the batch-time objective both ways.
 MODES = (Mode("graph"), Mode("graph", "batch-time"), Mode("sequential", "batch-time"))
 
 
@@ -109,21 +109,3 @@ def measure(instance, mode: Mode, prune: bool = True) -> dict:
         "cpu": time.process_time() - t0,
         **{k: sol.info.get(k) for k in keys},
     }
-
-
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--towers", default="2,3", help="branch counts of 4-layer towers")
-    ap.add_argument("--wide", default="2,3,4", help="branch counts of the wide DAG")
-    ap.add_argument("--unpruned", action="store_true", help="also without the upper bound")
-    args = ap.parse_args(argv)
-    insts = [wide_instance(int(b)) for b in args.wide.split(",") if b]
-    insts += [towers_instance(int(b), 4) for b in args.towers.split(",") if b]
-    for inst in insts:
-        for mode in MODES:
-            for prune in (True, False) if args.unpruned else (True,):
-                print(measure(inst, mode, prune), flush=True)
-
-
-if __name__ == "__main__":
-    main()
