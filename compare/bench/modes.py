@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from compare.bench.dp import GIB, wide_instance
+from compare.bench.dp import GIB
 from dp.modes import solve_modes
 from piper_ilp.mode import Mode
 

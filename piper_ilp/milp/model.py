@@ -82,6 +82,7 @@ __all__ = [
     "formulate",
     "build_model",
     "model_size",
+    "size_of_sets",
 ]
 
 #: Memory rows are kept whenever the slot's worst memory exceeds this fraction of M (not
@@ -701,8 +702,10 @@ def build_model(
     return formulate(index_sets(instance, restrictions, mode), strong).model
 
 
-def _count(st: IndexSets, strong: bool = False) -> dict[str, int]:
-    """Variables and rows of the model for ``st`` without building it."""
+def size_of_sets(st: IndexSets, strong: bool = False) -> dict[str, int]:
+    """Variables and rows of the model for the index sets ``st`` (of :func:`index_sets`)
+    without building it: what :func:`model_size` returns; ``strong`` counts the
+    strengthening rows too."""
     S, V = st.S, st.V
     n_opts = sum(len(o) for o in st.opts.values())
     n_vt = len(st.opts)
@@ -775,4 +778,4 @@ def model_size(
     >>> model_size(inst)["variables"]  # u, z, g, s, T
     5
     """
-    return _count(index_sets(instance, restrictions, mode), strong)
+    return size_of_sets(index_sets(instance, restrictions, mode), strong)

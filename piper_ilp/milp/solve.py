@@ -12,7 +12,7 @@ from piper_ilp.files import check_writable
 from piper_ilp.instance import Instance
 from piper_ilp.milp.backend import BACKENDS
 from piper_ilp.milp.certify import certify
-from piper_ilp.milp.model import _count, formulate, index_sets
+from piper_ilp.milp.model import formulate, index_sets, size_of_sets
 from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan
 from piper_ilp.settings import check_threads, check_time_limit
@@ -173,7 +173,7 @@ def solve_milp(
     if strong is None:
         strong = backend == "cpsat"
     st = index_sets(instance, restrictions, mode)
-    size = _count(st, strong)
+    size = size_of_sets(st, strong)
     if size["variables"] > max_variables and not force:
         raise SizeLimitError(
             f"{instance.source}: the MILP would have {size['variables']} variables "

@@ -178,9 +178,9 @@ def parse_graph_text(text: str, source: str = "<graph>") -> PDGraph:
 def parse_graph(path: str | Path) -> PDGraph:
     """Read a ``graph.txt`` file (see :func:`parse_graph_text`): a regular file of at most
     :data:`piper_ilp.jsonfile.MAX_FILE_BYTES`, read without blocking, as the JSON files are."""
-    from piper_ilp.jsonfile import MAX_FILE_BYTES, _read_bytes
+    from piper_ilp.jsonfile import MAX_FILE_BYTES, read_file_bytes
 
-    data = _read_bytes(path, MAX_FILE_BYTES)
+    data = read_file_bytes(path, MAX_FILE_BYTES)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
