@@ -292,11 +292,17 @@ def _walk(level: _Level, row_index: int, end: int, n: int):
 
 
 def check_size(
-    states: States, machines: Sequence[int], *, straight: bool = False, what: str = "machines"
+    states: States,
+    machines: Sequence[int],
+    *,
+    straight: bool = False,
+    what: str = "machines",
+    max_split: int = MAX_SPLIT,
 ) -> None:
     """Refuse, before any table is made, machine counts outside [1, :data:`MAX_MACHINES`] and
-    levels whose tables pass :data:`MAX_TABLE` (a level below the last) or :data:`MAX_SPLIT`
-    (the split step: n x ancestors x n - 1 entries, n x ancestors with ``straight``).
+    levels whose tables pass :data:`MAX_TABLE` (a level below the last) or ``max_split``
+    (default :data:`MAX_SPLIT`; the split step: n x ancestors x n - 1 entries, n x
+    ancestors with ``straight``).
 
     Raises
     ------
@@ -326,20 +332,20 @@ def check_size(
                 f"(limit {MAX_TABLE:,}); use fewer workers, fewer states (a smaller graph) or one level"
             )
         per = 1 if straight else max(n - 1, 1)  # replications m' of the last stage
-        if n * width * per > MAX_SPLIT:
+        if n * width * per > max_split:
             most = (
-                MAX_SPLIT // width
+                max_split // width
                 if straight
                 else next(
                     k
-                    for k in range(math.isqrt(MAX_SPLIT // width) + 1, 0, -1)
-                    if k * width * max(k - 1, 1) <= MAX_SPLIT
+                    for k in range(math.isqrt(max_split // width) + 1, 0, -1)
+                    if k * width * max(k - 1, 1) <= max_split
                 )
             )
             raise SizeLimitError(
                 f"{what}: {n:,} workers on a level need PipeDream's split tables of {n:,} x {width} x {per:,} entries "
                 f"(machines x ancestors of a state x replications; about {32 * n * width * per / 1e9:.3g} GB), above the "
-                f"limit of {MAX_SPLIT:,}; use at most {most:,} workers per level on this graph"
+                f"limit of {max_split:,}; use at most {most:,} workers per level on this graph"
             )
 
 
@@ -354,6 +360,7 @@ def pipedream_dp(
     fewer_machines: bool = False,
     node_ids: Sequence[str] | None = None,
     what: str = "machines",
+    max_split: int = MAX_SPLIT,
 ) -> PDResult:
     """Solve PipeDream's planning problem on its states (see the module docstring).
 
@@ -373,6 +380,8 @@ def pipedream_dp(
     what : str
         Where the machine counts came from (an option: ``--machines``, ``--devices``), for
         the messages of :func:`check_size`.
+    max_split : int
+        The largest split step of a level (:func:`check_size`), default :data:`MAX_SPLIT`.
 
     Returns
     -------
@@ -391,7 +400,7 @@ def pipedream_dp(
         raise InputError(
             f"need one bandwidth per level: {len(machines)} machine counts, {len(bandwidths)} bandwidths"
         )
-    check_size(states, machines, straight=straight, what=what)
+    check_size(states, machines, straight=straight, what=what, max_split=max_split)
     for b in bandwidths:
         if not (math.isfinite(b) and b > 0):
             raise InputError(f"bandwidths must be finite numbers > 0, got {b!r}")

@@ -40,7 +40,14 @@ from piper_cli.common import (
 )
 from piper_cli.format import settings_line, stage_table
 
-__all__ = ["register", "verdict_table", "human_seconds", "parse_range", "parse_ints"]
+__all__ = [
+    "register",
+    "verdict_table",
+    "print_verdict",
+    "human_seconds",
+    "parse_range",
+    "parse_ints",
+]
 
 MethodsOpt = Annotated[
     str,
@@ -356,9 +363,19 @@ def _verdict_line(verdict) -> str:
     return f"mismatch: {len(verdict.problems)} problem(s)"
 
 
-def _print_verdict(instance, verdict, detail: bool = False) -> None:
-    """The human form of one instance's verdict (the table, notes, the verdict line,
-    problems, and the plans involved)."""
+def print_verdict(instance, verdict, detail: bool = False) -> None:
+    """Print the human form of one instance's verdict, as ``piper-ilp verify`` does: the
+    table, notes, the verdict line, problems, and the plans involved.
+
+    Parameters
+    ----------
+    instance : Instance
+        The instance verified.
+    verdict : Verdict
+        What :func:`compare.crosscheck.verify.verify_instance` returned for it.
+    detail : bool
+        More digits, devices and sum d, notes in the table, and every plan.
+    """
     st = verdict.settings
     mode_note = "" if verdict.mode.is_default else f"; mode {verdict.mode.label}"
     stdout.print(
@@ -544,7 +561,7 @@ def register(app: typer.Typer) -> None:
             if json_out:
                 print_json_line(v.to_dict())
             else:
-                _print_verdict(inst, v, detail=detail)
+                print_verdict(inst, v, detail=detail)
             codes.append(v.exit_code)
         for code in (1, 2, 3, 4):
             if code in codes:

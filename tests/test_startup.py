@@ -139,8 +139,16 @@ def _instances():
 def test_instance_graph_is_built_on_first_use():
     from piper_ilp.instance import load_instance
 
+    # networkx loads with the first use of Instance.graph, not with the instance
+    code = (
+        "import sys; from piper_ilp.instance import load_instance; "
+        f"inst = load_instance({str(INPUTS / 'small.json')!r}); "
+        "before = 'networkx' in sys.modules; g = inst.graph; "
+        "print(before, 'networkx' in sys.modules, inst.graph is g)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert proc.stdout.split() == ["False", "True", "True"], proc.stderr
     inst = load_instance(INPUTS / "small.json")
-    assert inst._graph is None
     g = inst.graph
     assert inst.graph is g and list(g.nodes) == inst.node_ids
     assert {(u, v): d["c"] for u, v, d in g.edges(data=True)} == {
@@ -148,19 +156,17 @@ def test_instance_graph_is_built_on_first_use():
     }
 
 
-def test_suffix_order_is_networkx_lexicographic_order():
+def test_topological_order_is_networkx_lexicographic_order():
+    # the order of the DP's chain bound (its suffixes are the chain's sets)
     import networkx as nx
 
-    from dp.threshold_dp import _suffix_ideals
+    from piper_ilp.instance import topological_order
 
     for inst in _instances():
         pos = {v: i for i, v in enumerate(inst.node_ids)}
         order = list(nx.lexicographical_topological_sort(inst.graph, key=pos.__getitem__))
-        masks, mask = [0], 0
-        for v in reversed(order):
-            mask |= 1 << pos[v]
-            masks.append(mask)
-        assert _suffix_ideals(inst) == masks
+        succs = {v: [w for w, _ in inst.out_edges[v]] for v in inst.node_ids}
+        assert topological_order(succs) == order
 
 
 def test_acyclic_check_agrees_with_networkx():

@@ -383,10 +383,10 @@ def test_cli_random_is_deterministic_and_valid(tmp_path):
 
 
 def test_mismatch_output_shows_problems_and_plans(capsys):
-    from piper_cli.compare_cmds import _print_verdict
+    from piper_cli.compare_cmds import print_verdict
 
     v = run({"dp": fake("dp", Status.OPTIMAL, D1, 4.0), "brute": brute_as("brute")})
-    _print_verdict(ONE, v)
+    print_verdict(ONE, v)
     out = capsys.readouterr().out
     assert "mismatch: " in out and "proven optima differ: dp 4, brute 3" in out
     assert "dp's plan (status optimal)" in out and "brute's plan (status optimal)" in out

@@ -117,14 +117,17 @@ def brute_pipedream(
     memory_constraint: bool = False,
     straight: bool = False,
     fewer_machines: bool = False,
+    max_plans: int = MAX_BRUTE_PLANS,
 ) -> BruteResult:
     """Try every plan of the model above (chains of states x replication vectors).
+
+    ``max_plans`` (default :data:`MAX_BRUTE_PLANS`) is the most plans it tries.
 
     Raises
     ------
     SizeLimitError
         For graphs with more than :data:`MAX_BRUTE_NODES` nodes, or more than
-        :data:`MAX_BRUTE_PLANS` plans to try (many workers), counted before any is tried.
+        ``max_plans`` plans to try (many workers), counted before any is tried.
     """
     if len(prep.nodes) > MAX_BRUTE_NODES:
         raise SizeLimitError(
@@ -163,9 +166,10 @@ def brute_pipedream(
             else math.comb(n if fewer_machines else n - 1, t - 1 + fewer_machines)
         )
         total += n_chains[t][S - 1] * reps
-    if total > MAX_BRUTE_PLANS:
+    if total > max_plans:
         raise SizeLimitError(
-            f"{prep.source}: {total:,} plans with {n:,} workers; exhaustive search tries at most {MAX_BRUTE_PLANS:,}"
+            f"{prep.source}: {total:,} plans with {n:,} workers; exhaustive search tries at "
+            f"most {max_plans:,}"
         )
     for t in range(1, n + 1):
         if straight:
