@@ -47,8 +47,9 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--chain-only",
-                help="The paper's rule: copies get only the chain edges (the original planner leaves out the "
-                "other incoming edges, e.g. BERT's attention mask). Default: copies get every edge.",
+                help="The paper's rule: copies get only the chain edges (the original planner "
+                "leaves out the other incoming edges, e.g. BERT's attention mask). Default: "
+                "copies get every edge.",
             ),
         ] = False,
         devices: DevicesOpt = None,
@@ -73,7 +74,8 @@ def register(app: typer.Typer) -> None:
         save_instance(deeper, output)
         stdout.print(
             f"{output}: {len(deeper.nodes)} nodes, {len(deeper.edges)} edges "
-            f"(repeated chain {before} -> {layers} layers, {'chain edges only' if chain_only else 'all edges'})",
+            f"(repeated chain {before} -> {layers} layers, "
+            f"{'chain edges only' if chain_only else 'all edges'})",
             markup=False,
         )
 
@@ -119,7 +121,8 @@ def register(app: typer.Typer) -> None:
         model = towers(inst, counts)
         save_instance(model, output)
         stdout.print(
-            f"{output}: {len(model.nodes)} nodes, {len(model.edges)} edges ({len(counts)} towers of {layers} layers)",
+            f"{output}: {len(model.nodes)} nodes, {len(model.edges)} edges ({len(counts)} towers "
+            f"of {layers} layers)",
             markup=False,
         )
 
@@ -173,7 +176,8 @@ def register(app: typer.Typer) -> None:
             Optional[Path],
             typer.Option(
                 "--profiles",
-                help="Folder of the published profiles (default: $PIPER_PROFILES, else ../shared/piper-inputs).",
+                help="Folder of the published profiles (default: $PIPER_PROFILES, else "
+                "../shared/piper-inputs).",
                 show_default=False,
             ),
         ] = None,
@@ -181,9 +185,10 @@ def register(app: typer.Typer) -> None:
             Optional[str],
             typer.Option(
                 "--reference",
-                help="Reference planner command, run once per configuration on the same instance to compare CPU time "
-                "and TPS; placeholders {instance} {devices} {memory} {batch} {bandwidth} (e.g. './piper {instance}'). "
-                "It may print 'search-cpu-seconds: X' and 'tps: Y' lines on stdout (see below).",
+                help="Reference planner command, run once per configuration on the same instance "
+                "to compare CPU time and TPS; placeholders {instance} {devices} {memory} {batch} "
+                "{bandwidth} (e.g. './piper {instance}'). It may print 'search-cpu-seconds: X' "
+                "and 'tps: Y' lines on stdout (see below).",
                 show_default=False,
             ),
         ] = None,

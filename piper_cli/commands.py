@@ -15,7 +15,8 @@ __all__ = ["app"]
 
 app = typer.Typer(
     name="piper-ilp",
-    help="Piper's DNN-parallelization planner: an optimized DP checked against an exact MILP (CP-SAT, CBC).",
+    help="Piper's DNN-parallelization planner: an optimized DP checked against an exact MILP "
+    "(CP-SAT, CBC).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -79,7 +79,8 @@ MemoryOpt = Annotated[
     typer.Option(
         "--memory",
         "-M",
-        help="M, memory per device: bytes or a unit (8GiB, 80GB; B = bytes, bit = bits, a lower-case b is refused).",
+        help="M, memory per device: bytes or a unit (8GiB, 80GB; B = bytes, bit = bits, a "
+        "lower-case b is refused).",
         show_default=False,
     ),
 ]
@@ -97,7 +98,8 @@ BandwidthOpt = Annotated[
     typer.Option(
         "--bandwidth",
         "-B",
-        help="B, bytes/s per device: bytes/s or a unit (25GiB/s, 25Gbit/s; B = bytes, bit = bits, a lower-case b is refused).",
+        help="B, bytes/s per device: bytes/s or a unit (25GiB/s, 25Gbit/s; B = bytes, bit = bits, "
+        "a lower-case b is refused).",
         show_default=False,
     ),
 ]
@@ -138,8 +140,8 @@ JsonOpt = Annotated[
 
 
 # ---- the mode (cost model secs. 8-9): what is optimized and how plans are judged ----
-# The choices are piper_ilp.pipeline's PIPELINES, OBJECTIVES, SCHEDULES (tests check that they agree);
-# written out here so that --help does not load the core.
+# The choices are piper_ilp.pipeline's PIPELINES, OBJECTIVES, SCHEDULES (tests check that they
+# agree); written out here so that --help does not load the core.
 class Pipeline(str, enum.Enum):
     sequential = "sequential"
     graph = "graph"
@@ -160,7 +162,8 @@ PipelineOpt = Annotated[
     Optional[Pipeline],
     typer.Option(
         "--pipeline",
-        help="sequential (a chain of stages, sec. 2; the default, or for evaluate and simulate the plan's recorded mode) or graph (stages form a DAG, sec. 8).",
+        help="sequential (a chain of stages, sec. 2; the default, or for evaluate and simulate the "
+        "plan's recorded mode) or graph (stages form a DAG, sec. 8).",
         show_default=False,
     ),
 ]
@@ -168,7 +171,8 @@ ObjectiveOpt = Annotated[
     Optional[Objective],
     typer.Option(
         "--objective",
-        help="throughput (least time per sample, sec. 4; the default, or the plan's recorded mode) or batch-time (least time per batch with a flush, sec. 9).",
+        help="throughput (least time per sample, sec. 4; the default, or the plan's recorded mode) "
+        "or batch-time (least time per batch with a flush, sec. 9).",
         show_default=False,
     ),
 ]
@@ -176,7 +180,8 @@ ScheduleOpt = Annotated[
     Optional[Schedule],
     typer.Option(
         "--schedule",
-        help="1f1b (the default, or the plan's recorded mode), 1f1b-flush, or gpipe (every replica holds N/d microbatches; sec. 9).",
+        help="1f1b (the default, or the plan's recorded mode), 1f1b-flush, or gpipe (every replica "
+        "holds N/d microbatches; sec. 9).",
         show_default=False,
     ),
 ]

@@ -53,7 +53,8 @@ MethodsOpt = Annotated[
     str,
     typer.Option(
         "--methods",
-        help="Comma-separated methods among dp, cpsat, cbc, scip (MILP backends), brute (only where the graph is tiny), greedy.",
+        help="Comma-separated methods among dp, cpsat, cbc, scip (MILP backends), brute (only "
+        "where the graph is tiny), greedy.",
     ),
 ]
 TimeLimitOpt = Annotated[
@@ -61,7 +62,8 @@ TimeLimitOpt = Annotated[
     typer.Option(
         "--time-limit",
         min=0.0,
-        help="Seconds per method for the DP, greedy and each MILP backend (a method stopped early proves nothing; its plan and bound are still checked).",
+        help="Seconds per method for the DP, greedy and each MILP backend (a method stopped early "
+        "proves nothing; its plan and bound are still checked).",
     ),
 ]
 ThreadsOpt = Annotated[
@@ -76,8 +78,9 @@ ExternalOpt = Annotated[
     Optional[list[str]],
     typer.Option(
         "--external",
-        help="An external planner NAME=COMMAND (repeatable); COMMAND prints a plan JSON, with placeholders "
-        "{instance} {devices} {memory} {batch} {bandwidth} (docs/external-planners.md).",
+        help="An external planner NAME=COMMAND (repeatable); COMMAND prints a plan JSON, with "
+        "placeholders {instance} {devices} {memory} {batch} {bandwidth} "
+        "(docs/external-planners.md).",
         show_default=False,
     ),
 ]
@@ -96,16 +99,18 @@ SchedulerOpt = Annotated[
     Optional[str],
     typer.Option(
         "--scheduler",
-        help="Where the jobs run: 'local' (a dask LocalCluster of --workers processes started by the command; "
-        "the default where dask is installed: pip install 'piper-ilp\\[distributed]'), a dask scheduler address "
-        "tcp://HOST:PORT, or 'processes' (local worker processes; the default without dask).",
+        help="Where the jobs run: 'local' (a dask LocalCluster of --workers processes started by "
+        "the command; the default where dask is installed: pip install "
+        "'piper-ilp\\[distributed]'), a dask scheduler address tcp://HOST:PORT, or 'processes' "
+        "(local worker processes; the default without dask).",
         show_default=False,
     ),
 ]
 
 
 def resolve_scheduler(text: str | None) -> str | None:
-    """The --scheduler value for :func:`compare.experiments.jobs.run_jobs`: None for local processes."""
+    """The --scheduler value for :func:`compare.experiments.jobs.run_jobs`: None for local
+    processes."""
     from compare.experiments.cluster import dask_available
     from compare.experiments.jobs import default_scheduler
     from piper_ilp.errors import InputError
@@ -116,13 +121,15 @@ def resolve_scheduler(text: str | None) -> str | None:
         return None
     if not dask_available():
         raise InputError(
-            f"--scheduler {text}: dask.distributed is not installed (pip install 'piper-ilp[distributed]')"
+            f"--scheduler {text}: dask.distributed is not installed (pip install "
+            "'piper-ilp[distributed]')"
         )
     return text
 
 
 def parse_externals(items: list[str] | None) -> dict[str, str]:
-    """``["name=command", ...]`` -> {name: command}, each checked (compare.crosscheck.external.parse_external)."""
+    """``["name=command", ...]`` -> {name: command}, each checked
+    (:func:`compare.crosscheck.external.parse_external`)."""
     from compare.crosscheck.external import parse_external
     from compare.crosscheck.methods import METHODS
 
@@ -141,7 +148,8 @@ def _verify_pipedream(
     straight: bool,
     json_out: bool,
 ) -> None:
-    """``verify --model pipedream``: PipeDream's DP, its MILP and exhaustive search on each graph."""
+    """``verify --model pipedream``: PipeDream's DP, its MILP and exhaustive search on each
+    graph."""
     from compare.baselines.pipedream import check_pipedream
     from piper_ilp.errors import InputError
     from piper_ilp.instance import check_setting, parse_count, parse_size
@@ -193,7 +201,8 @@ def _verify_pipedream(
                 if m in v["values"]:
                     val = v["values"][m]
                     stdout.print(
-                        f"  {m:6s} {'no plan' if val is None else f'{val:.12g} s'}  ({v['cpu_s'].get(m, 0.0):.3f} s CPU)",
+                        f"  {m:6s} {'no plan' if val is None else f'{val:.12g} s'}  "
+                        f"({v['cpu_s'].get(m, 0.0):.3f} s CPU)",
                         markup=False,
                     )
                 elif m in v["skipped"]:
@@ -275,7 +284,10 @@ def _note(verdict, name: str, r, detail: bool = False) -> str:
             r.solution.info if r.solution is not None and isinstance(r.solution.info, dict) else {}
         )
         extra = f"; info {info}" if detail and info else ""
-        return f"backend error (not a proof, not evidence against the others): {r.backend_error}{extra}"
+        return (
+            "backend error (not a proof, not evidence against the others): "
+            f"{r.backend_error}{extra}"
+        )
     s = r.solution
     if r.evaluation is not None and not r.evaluation.valid:
         return f"INVALID PLAN: {r.evaluation.violations[0]}"
@@ -350,10 +362,14 @@ def _verdict_line(verdict) -> str:
             for m, r in verdict.results.items()
             if m != "greedy" and r.skipped is None and not r.proven
         ]
-        return f"consistent: {what} (proofs: {', '.join(verdict.proofs)}); {', '.join(open_)} proved nothing, and nothing contradicts it"
+        return (
+            f"consistent: {what} (proofs: {', '.join(verdict.proofs)}); {', '.join(open_)} "
+            "proved nothing, and nothing contradicts it"
+        )
     if verdict.verdict == "single-proof":
         return (
-            f"single-proof: {what}, proved by {', '.join(verdict.proofs)} only (lineage {', '.join(verdict.lineages)}); "
+            f"single-proof: {what}, proved by {', '.join(verdict.proofs)} only (lineage "
+            f"{', '.join(verdict.lineages)}); "
             "no independent method confirmed it"
         )
     if verdict.verdict == "inconclusive":
@@ -379,7 +395,8 @@ def print_verdict(instance, verdict, detail: bool = False) -> None:
     st = verdict.settings
     mode_note = "" if verdict.mode.is_default else f"; mode {verdict.mode.label}"
     stdout.print(
-        f"{instance.source}: {st['nodes']} nodes, {st['edges']} edges; {settings_line(instance)}{mode_note}",
+        f"{instance.source}: {st['nodes']} nodes, {st['edges']} edges; "
+        f"{settings_line(instance)}{mode_note}",
         markup=False,
     )
     stdout.print(verdict_table(verdict, detail=detail))
@@ -428,7 +445,8 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--force",
-                help="Run every method past its size guard (MILP variables, brute's nodes and partitions, the DP's successor-closed sets).",
+                help="Run every method past its size guard (MILP variables, brute's nodes and "
+                "partitions, the DP's successor-closed sets).",
             ),
         ] = False,
         greedy: Annotated[
@@ -443,7 +461,8 @@ def register(app: typer.Typer) -> None:
                 "--milp-hint",
                 help="Give the MILP backends the DP's plan as warm start and "
                 "cutoff (the DP runs first; a backend error under it counts as a mismatch). "
-                "Off by default: the backends then run fully independently. Needs dp and a MILP backend in --methods.",
+                "Off by default: the backends then run fully independently. Needs dp and a MILP "
+                "backend in --methods.",
             ),
         ] = False,
         devices: DevicesOpt = None,
@@ -463,7 +482,8 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--detail",
-                help="More digits, devices and sum d, notes in the table, and every plan stage by stage.",
+                help="More digits, devices and sum d, notes in the table, and every plan stage by "
+                "stage.",
             ),
         ] = False,
         external: ExternalOpt = None,
@@ -473,20 +493,20 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--model",
                 help="piper (the default), or pipedream: each INSTANCE is a PipeDream graph.txt, "
-                "checked in PipeDream's single-level model (its DP, its MILP, exhaustive search) with "
-                "--devices workers, --bandwidth, --memory (its memory rule) and --no-data-parallel "
-                "(a straight pipeline).",
+                "checked in PipeDream's single-level model (its DP, its MILP, exhaustive search) "
+                "with --devices workers, --bandwidth, --memory (its memory rule) and "
+                "--no-data-parallel (a straight pipeline).",
             ),
         ] = "piper",
         json_out: JsonOpt = False,
     ) -> None:
         """Cross-check the methods on each INSTANCE and give one verdict.
 
-        Every method solves the instance, the evaluator re-checks every plan, and the verdict is one of: match (two or more independent methods proved the same
-        optimum and every method that ran proved it), consistent (the same, but some
-        method proved nothing: a time limit, a backend out of range or in error),
-        single-proof (only one method, or one lineage such as the MILP backends, proved
-        it), inconclusive (nothing proven), error (the DP, brute or the greedy rule
+        Every method solves the instance, the evaluator re-checks every plan, and the verdict is one
+        of: match (two or more independent methods proved the same optimum and every method that ran
+        proved it), consistent (the same, but some method proved nothing: a time limit, a backend
+        out of range or in error), single-proof (only one method, or one lineage such as the MILP
+        backends, proved it), inconclusive (nothing proven), error (the DP, brute or the greedy rule
         failed), mismatch (answers contradict each other: values, plans and the first
         difference are shown).
 
@@ -496,7 +516,8 @@ def register(app: typer.Typer) -> None:
         solves only the default mode (greedy, 2bw, pipedream, --external) is refused.
 
         Exit 0 match or consistent, 1 mismatch or error, 2 bad input or usage,
-        3 inconclusive, 4 single-proof (with several instances: the first of 1, 2, 3, 4 that occurs).
+        3 inconclusive, 4 single-proof (with several instances: the first of 1, 2, 3, 4 that
+        occurs).
         """
         from compare.crosscheck.verify import parse_methods, verify_instance
         from piper_ilp.errors import InputError
@@ -505,7 +526,8 @@ def register(app: typer.Typer) -> None:
         if model == "pipedream":
             if not mode.is_default:
                 raise InputError(
-                    f"--model pipedream checks PipeDream's own model; --pipeline, --objective, --schedule do not apply (got {mode.label})"
+                    "--model pipedream checks PipeDream's own model; --pipeline, --objective, "
+                    f"--schedule do not apply (got {mode.label})"
                 )
             _verify_pipedream(instances, devices, bandwidth, memory, no_data_parallel, json_out)
             return
@@ -553,7 +575,7 @@ def register(app: typer.Typer) -> None:
                         inst,
                         names,
                         restrictions,
-                        progress=lambda m: status.update(f"{path}: running {m}"),
+                        progress=lambda m, path=path: status.update(f"{path}: running {m}"),
                         **kwargs,
                     )
             else:
@@ -574,7 +596,8 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--family",
-                help="chain, skip, layered, series-parallel, fork-join, towers, or numerics (magnitudes 1e-6..1e18, exact ties, memory at M).",
+                help="chain, skip, layered, series-parallel, fork-join, towers, or numerics "
+                "(magnitudes 1e-6..1e18, exact ties, memory at M).",
             ),
         ] = "layered",
         nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of nodes (layers).")] = 6,
@@ -627,8 +650,9 @@ def register(app: typer.Typer) -> None:
 
         The families (networkx): a chain, a chain with skip
         connections (transformer / ResNet), a layered random DAG, a series-parallel graph,
-        fork-join blocks, parallel towers between a source and a sink, or "numerics" (one of the first five shapes with numbers spread over
-        1e-6..1e18, exact greedy ties, memory exactly at M or 1 ulp around it, dummy
+        fork-join blocks, parallel towers between a source and a sink, or "numerics" (one of the
+        first five shapes with numbers spread over 1e-6..1e18, exact greedy ties, memory exactly at
+        M or 1 ulp around it, dummy
         options, huge edges). Deterministic per seed."""
         from compare.builders.generators import random_instance
         from piper_ilp.errors import InputError
@@ -665,7 +689,8 @@ def register(app: typer.Typer) -> None:
         else:
             atomic_write_text(output, text)
             stderr.print(
-                f"wrote {output}: {inst.source}, {len(inst.nodes)} nodes, {len(inst.edges)} edges, K={inst.K} N={inst.N}",
+                f"wrote {output}: {inst.source}, {len(inst.nodes)} nodes, {len(inst.edges)} edges, "
+                f"K={inst.K} N={inst.N}",
                 markup=False,
             )
 
@@ -686,7 +711,8 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--families",
-                help="Comma-separated families (default: the six shapes; add numerics for extreme numbers).",
+                help="Comma-separated families (default: the six shapes; add numerics for extreme "
+                "numbers).",
             ),
         ] = "chain,skip,layered,series-parallel,fork-join,towers",
         nodes: Annotated[str, typer.Option("--nodes", help="Node-count range A-B.")] = "3-7",
@@ -722,9 +748,9 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--modes",
                 help="Check every instance under each of these modes: comma-separated "
-                "PIPELINE/OBJECTIVE/SCHEDULE labels (e.g. graph/batch-time/gpipe; trailing parts may be left out: graph = "
-                "graph/throughput/1f1b), or 'all' (the 8 modes "
-                "that differ). Replaces --pipeline/--objective/--schedule.",
+                "PIPELINE/OBJECTIVE/SCHEDULE labels (e.g. graph/batch-time/gpipe; trailing parts "
+                "may be left out: graph = graph/throughput/1f1b), or 'all' (the 8 modes that "
+                "differ). Replaces --pipeline/--objective/--schedule.",
                 show_default=False,
             ),
         ] = None,
@@ -794,7 +820,8 @@ def register(app: typer.Typer) -> None:
             )
         except CampaignInterrupted as exc:
             stderr.print(
-                f"piper-ilp: interrupted ({exc.done} results saved in {exc.results}; --resume goes on)",
+                f"piper-ilp: interrupted ({exc.done} results saved in {exc.results}; --resume goes "
+                "on)",
                 markup=False,
             )
             raise typer.Exit(128 + exc.signum) from None

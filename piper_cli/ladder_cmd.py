@@ -57,7 +57,8 @@ def register(app: typer.Typer) -> None:
             # on stderr as each rung ends (a terminal or not): an interrupted ladder still
             # shows the rungs it finished
             stderr.print(
-                f"rung {r.blocks} blocks ({r.nodes} nodes, K={r.K}, N={r.N}): {r.verdict} ({r.seconds:.2f} CPU s)",
+                f"rung {r.blocks} blocks ({r.nodes} nodes, K={r.K}, N={r.N}): {r.verdict} "
+                f"({r.seconds:.2f} CPU s)",
                 markup=False,
             )
             sys.stderr.flush()
@@ -73,25 +74,28 @@ def register(app: typer.Typer) -> None:
             print_json_line(lad.to_dict())
             raise typer.Exit(lad.exit_code)
         stdout.print(
-            f"{'rung':>4} {'nodes':>5} {'K':>4} {'N':>4}  {'verdict':<12} {'optimum s':>12} {'CPU s':>8}",
+            f"{'rung':>4} {'nodes':>5} {'K':>4} {'N':>4}  {'verdict':<12} {'optimum s':>12} "
+            f"{'CPU s':>8}",
             markup=False,
         )
         for i, r in enumerate(lad.rungs):
             opt = "-" if r.optimum is None else f"{r.optimum:.6g}"
             stdout.print(
-                f"{i + 1:>4} {r.nodes:>5} {r.K:>4} {r.N:>4}  {r.verdict:<12} {opt:>12} {r.seconds:>8.2f}",
+                f"{i + 1:>4} {r.nodes:>5} {r.K:>4} {r.N:>4}  {r.verdict:<12} {opt:>12} "
+                f"{r.seconds:>8.2f}",
                 markup=False,
             )
         f = lad.full
         tps = "-" if f["tps"] is None else f"{f['tps']:.6g}"
         stdout.print(
-            f"full size ({len(inst.nodes)} nodes, K={inst.K}, N={inst.N}): DP {f['status']} TPS {tps}; "
-            f"lower bound {f['bound']:.6g} (CP-SAT: {f.get('milp_status')})",
+            f"full size ({len(inst.nodes)} nodes, K={inst.K}, N={inst.N}): DP {f['status']} TPS "
+            f"{tps}; lower bound {f['bound']:.6g} (CP-SAT: {f.get('milp_status')})",
             markup=False,
         )
         if lad.gap is not None:
             stdout.print(
-                f"certified gap: {100 * lad.gap:.3g}% (the DP's plan is within this of the optimum)",
+                f"certified gap: {100 * lad.gap:.3g}% (the DP's plan is within this of the "
+                "optimum)",
                 markup=False,
             )
         raise typer.Exit(lad.exit_code)

@@ -158,8 +158,10 @@ def print_solution(instance: Instance, sol: Solution, detail: bool = False) -> N
         if sol.bound is not None and sol.status != Status.OPTIMAL:
             extra = f", bound {format_seconds(sol.bound, 7)}, gap {100 * (sol.gap or 0):.4g}%"
         stdout.print(
-            f"{sol.status.value}: {value_text(sol.mode, sol.value, sol.tps)}, {len(sol.plan.stages)} stages, "
-            f"{sol.plan.devices} devices, sum d {sol.plan.sum_d}{extra} ({format_seconds(sol.seconds, 3)})",
+            f"{sol.status.value}: {value_text(sol.mode, sol.value, sol.tps)}, "
+            f"{len(sol.plan.stages)} stages, "
+            f"{sol.plan.devices} devices, sum d {sol.plan.sum_d}{extra} "
+            f"({format_seconds(sol.seconds, 3)})",
             markup=False,
         )
     else:
@@ -193,7 +195,8 @@ def _remove_stale(output: Path, why: str) -> None:
             return
     except (OSError, InputError) as exc:
         stderr.print(
-            f"piper-ilp: warning: {output} is from an earlier run and could not be removed: {getattr(exc, 'strerror', None) or exc}",
+            f"piper-ilp: warning: {output} is from an earlier run and could not be removed: "
+            f"{getattr(exc, 'strerror', None) or exc}",
             markup=False,
         )
         return
@@ -236,7 +239,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--time-limit",
                 min=0.0,
-                help="DP and MILP: seconds before stopping (status feasible/unknown, never optimal).",
+                help="DP and MILP: seconds before stopping (status feasible/unknown, never "
+                "optimal).",
                 show_default=False,
             ),
         ] = None,

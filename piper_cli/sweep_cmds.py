@@ -45,7 +45,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--memory",
                 "-M",
-                help="M values with units, comma-separated (8GiB,16GiB; B = bytes, bit = bits, a lower-case b is refused).",
+                help="M values with units, comma-separated (8GiB,16GiB; B = bytes, bit = bits, a "
+                "lower-case b is refused).",
             ),
         ] = None,
         batch: Annotated[
@@ -56,7 +57,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--bandwidth",
                 "-B",
-                help="B values with units, comma-separated (25GiB/s,100Gbit/s; B = bytes, bit = bits, a lower-case b is refused).",
+                help="B values with units, comma-separated (25GiB/s,100Gbit/s; B = bytes, bit = "
+                "bits, a lower-case b is refused).",
             ),
         ] = None,
         variants: Annotated[
@@ -121,7 +123,8 @@ def register(app: typer.Typer) -> None:
             )
         except Interrupted as exc:
             stderr.print(
-                f"piper-ilp: interrupted ({exc.done} runs saved in {exc.results}; --resume goes on)",
+                f"piper-ilp: interrupted ({exc.done} runs saved in {exc.results}; --resume goes "
+                "on)",
                 markup=False,
             )
             raise typer.Exit(128 + exc.signum) from None
@@ -157,7 +160,8 @@ def register(app: typer.Typer) -> None:
         other = [k for k in folder_kinds(folder) if k != "sweep"]
         if other:
             raise InputError(
-                f"{folder}: holds a {other[0]}'s results, not a sweep's (give a sweep's --out folder)"
+                f"{folder}: holds a {other[0]}'s results, not a sweep's (give a sweep's --out "
+                "folder)"
             )
         target = Path(output) if output else Path(folder) / "sweep.png"
         check_writable(target, "figure", inputs={Path(folder) / RESULTS: "sweep results"})

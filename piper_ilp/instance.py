@@ -26,18 +26,18 @@ from piper_ilp.files import atomic_write_text
 from piper_ilp.jsonfile import (  # noqa: F401 (MAX_FILE_BYTES, MAX_JSON_DEPTH: limits listed here too)
     CANONICAL_INT,
     CANONICAL_POSITIVE,
-    VALUE_RANGE_TEXT,
     MAX_FILE_BYTES,
     MAX_JSON_DEPTH,
     VALUE_MAX,
     VALUE_MIN,
+    VALUE_RANGE_TEXT,
     describe_value,
+    display_path,
     is_int,
     is_number,
     is_text,
     read_json,
     short_repr,
-    display_path,
 )
 
 if TYPE_CHECKING:  # networkx loads on first use: the CLI's start-up does not need it
@@ -330,8 +330,9 @@ def parse_size(text: str | float | int, what: str = "size", rate: bool = False) 
         if u is not None and u.group("ambiguous"):
             per_s = "/s" if m.group(3) else ""
             raise InputError(
-                f"{what}: {text!r} is ambiguous (a lower-case b means bits, but is often meant as bytes); "
-                f"write {m.group(1)}{prefix}B{per_s} for bytes or {m.group(1)}{prefix}bit{per_s} for bits"
+                f"{what}: {text!r} is ambiguous (a lower-case b means bits, but is often meant as "
+                f"bytes); write {m.group(1)}{prefix}B{per_s} for bytes or "
+                f"{m.group(1)}{prefix}bit{per_s} for bits"
             )
         value = float(m.group(1)) * _PREFIXES[prefix.lower()]
         if u is not None and u.group("bits"):
@@ -671,7 +672,7 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
 
     warnings: list[str] = []
     nodes: list[Node] = []
-    for i, rn in enumerate(raw_nodes):
+    for rn in raw_nodes:
         nid = rn["id"]
         where = f"node {nid}"
         name = rn.get("name")
@@ -695,7 +696,8 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
             if not (isinstance(key, str) and CANONICAL_POSITIVE.fullmatch(key)):
                 ck.fail(
                     f"{where}.TMPCs",
-                    f"key {short_repr(key)} is not a positive integer tensor-parallel degree (written without sign, spaces or leading zeros)",
+                    f"key {short_repr(key)} is not a positive integer tensor-parallel degree "
+                    "(written without sign, spaces or leading zeros)",
                 )
             if len(key) > 7 or int(key) > MAX_DEVICES:
                 ck.fail(
@@ -720,7 +722,8 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
                 if not is_text(oid) or not oid:
                     ck.fail(
                         f"{wo}.id",
-                        f"expected a non-empty string of Unicode characters, got {describe_value(oid)}",
+                        "expected a non-empty string of Unicode characters, got "
+                        f"{describe_value(oid)}",
                     )
                 if oid in oids:
                     ck.fail(wo, f"duplicate option id {oid!r} for t = {t}")
@@ -737,7 +740,8 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
         options = dict(sorted(options.items()))
         if 1 not in options:
             warnings.append(
-                f"{display_path(source)}: node {nid} has no option for t = 1; it can only sit in stages with t in {sorted(options)}"
+                f"{display_path(source)}: node {nid} has no option for t = 1; it can only sit in "
+                f"stages with t in {sorted(options)}"
             )
         nodes.append(Node(nid, name, options))
 
@@ -762,11 +766,12 @@ def _sync(
     if not isinstance(raw, dict):
         ck.fail(f"{where}.{key}", f"expected an object keyed by node id, got {describe_value(raw)}")
     out: dict[int, float] = {}
-    for k, val in raw.items():
+    for k in raw:
         if not (isinstance(k, str) and CANONICAL_INT.fullmatch(k)):
             ck.fail(
                 f"{where}.{key}",
-                f"key {short_repr(k)} is not a node id (an integer without '+', spaces or leading zeros)",
+                f"key {short_repr(k)} is not a node id (an integer without '+', spaces or leading "
+                "zeros)",
             )
         nid = int(k) if len(k) <= 20 else None
         if nid not in expected:

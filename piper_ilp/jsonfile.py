@@ -41,8 +41,8 @@ __all__ = [
 ]
 
 #: The supported range of numbers (README, Limits; the count limits are in
-#: :mod:`piper_ilp.instance`). Every size and time (p, w, a, b, sfw, sbw, c) is 0 or in [VALUE_MIN, VALUE_MAX];
-#: M and B are in [VALUE_MIN, VALUE_MAX]. With the count limits, any sum over a stage
+#: :mod:`piper_ilp.instance`). Every size and time (p, w, a, b, sfw, sbw, c) is 0 or in [VALUE_MIN,
+#: VALUE_MAX]; M and B are in [VALUE_MIN, VALUE_MAX]. With the count limits, any sum over a stage
 #: (at most MAX_NODES * (VALUE_MAX * MAX_BATCH + VALUE_MAX) < 1e49) and any product or
 #: quotient of up to four such numbers and two counts stays within [1e-200, 1e200]:
 #: finite, and far from the subnormal floats.
@@ -146,7 +146,8 @@ def read_file_bytes(path: str | Path, limit: int) -> bytes:
         raise InputError(f"{name}: is a {kind}, not a regular file")
     if st.st_size > limit:
         raise InputError(
-            f"{name}: is {st.st_size} bytes, more than the limit of {limit} bytes ({limit / 2**20:g} MiB)"
+            f"{name}: is {st.st_size} bytes, more than the limit of {limit} bytes "
+            f"({limit / 2**20:g} MiB)"
         )
     flags = (
         os.O_RDONLY

@@ -20,12 +20,12 @@ from piper_ilp.instance import ID_MAX, ID_MIN
 from piper_ilp.jsonfile import (
     CANONICAL_INT,
     describe_value,
+    display_path,
     is_int,
     is_number,
     is_text,
     read_json,
     short_repr,
-    display_path,
 )
 from piper_ilp.mode import OBJECTIVES, PIPELINES, SCHEDULES
 from piper_ilp.version import __version__
@@ -133,7 +133,8 @@ def plan_from_dict(data: Any, source: str = "<plan>") -> Plan:
                 if not (isinstance(k, str) and CANONICAL_INT.fullmatch(k) and len(k) <= 20):
                     fail(
                         f"{where}.TMPCids",
-                        f"key {short_repr(k)} is not a node id (an integer without '+', spaces or leading zeros)",
+                        f"key {short_repr(k)} is not a node id (an integer without '+', spaces or "
+                        "leading zeros)",
                     )
                 items.append((node_id(int(k), f"{where}.TMPCids[{k!r}]"), v))
         elif isinstance(tm, list):

@@ -61,10 +61,11 @@ def check_time_limit(value: Any, option: str = "--time-limit") -> float | None:
 
     Examples
     --------
-    >>> check_time_limit(float("inf"))
+    >>> check_time_limit(float("inf"))  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    piper_ilp.errors.InputError: --time-limit: the time limit must be a finite number of seconds >= 0, got inf
+    piper_ilp.errors.InputError: --time-limit: the time limit must be a finite number of seconds >=
+    0, got inf
     """
     if value is not None and (
         isinstance(value, bool)
@@ -100,10 +101,11 @@ def check_threads(value: Any, option: str = "--threads") -> int | None:
 
     Examples
     --------
-    >>> check_threads(65)
+    >>> check_threads(65)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    piper_ilp.errors.InputError: --threads: the solver threads must be a whole number within [1, 64], got 65
+    piper_ilp.errors.InputError: --threads: the solver threads must be a whole number within [1,
+    64], got 65
     """
     if value is not None and (
         isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_THREADS

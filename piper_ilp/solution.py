@@ -232,7 +232,8 @@ def checked_solution(
             )
             if bad:
                 raise InternalError(
-                    f"{solution.method}: stage {i} of its plan breaks the restrictions {restrictions.to_dict()}"
+                    f"{solution.method}: stage {i} of its plan breaks the restrictions "
+                    f"{restrictions.to_dict()}"
                 )
     value = ev.value
     if solution.objective is not None:
@@ -243,8 +244,9 @@ def checked_solution(
         if not ok:
             what = "batch time" if solution.mode.batch_time else "TPS"
             raise InternalError(
-                f"{solution.method}: its value {solution.objective!r} and the evaluator's {what} {value!r} "
-                f"for its plan differ by more than the stated tolerance (rel {tolerance:g}, abs {absolute:g})"
+                f"{solution.method}: its value {solution.objective!r} and the evaluator's {what} "
+                f"{value!r} for its plan differ by more than the stated tolerance (rel "
+                f"{tolerance:g}, abs {absolute:g})"
             )
     solution.tps = ev.tps
     solution.value = value

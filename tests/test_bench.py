@@ -117,12 +117,10 @@ def test_reference_planner_runs_on_the_same_instance(tmp_path):
     # settings, then burns some CPU
     script = tmp_path / "ref.py"
     script.write_text(
-        "import json, sys\n"
-        "d = json.load(open(sys.argv[1]))\n"
-        "assert d['maxDevices'] == int(sys.argv[2]) and d['mbsInBatch'] == int(sys.argv[4])\n"
-        "assert float(d['maxMemoryPerDevice']) == float(sys.argv[3]) and float(d['bandwidth']) == float(sys.argv[5])\n"
-        "assert len(d['nodes']) == 10\n"
-        "sum(i * i for i in range(3_000_000))\n"
+        "import json, sys\nd = json.load(open(sys.argv[1]))\nassert d['maxDevices'] == "
+        "int(sys.argv[2]) and d['mbsInBatch'] == int(sys.argv[4])\nassert "
+        "float(d['maxMemoryPerDevice']) == float(sys.argv[3]) and float(d['bandwidth']) == "
+        "float(sys.argv[5])\nassert len(d['nodes']) == 10\nsum(i * i for i in range(3_000_000))\n"
     )
     out = tmp_path / "bench.json"
     cmd = f"{sys.executable} {script} {{instance}} {{devices}} {{memory}} {{batch}} {{bandwidth}}"

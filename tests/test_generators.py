@@ -114,7 +114,7 @@ def test_recompute_option_trades_memory_for_time(integer):
     for seed in range(5):
         inst = random_instance("chain", 4, seed, options_per_t=2, integer=integer)
         for node in inst.nodes:
-            for t, (van, rec) in node.options.items():
+            for van, rec in node.options.values():
                 assert (van.id, rec.id) == ("vanilla", "activation recomp")
                 assert rec.a < van.a and rec.p > van.p
 

@@ -47,7 +47,10 @@ def agree(inst, mode, backend, restrictions=Restrictions()):
     ref = solve_brute(inst, restrictions, mode=mode, force=True)
     sol = solve_milp(inst, restrictions, backend=backend, mode=mode, time_limit=60)
     assert sol.mode == mode
-    what = f"{backend} {mode.label} {inst.source}: {sol.status.value} {sol.value!r} ({sol.message}); brute {ref.status.value} {ref.value!r}"
+    what = (
+        f"{backend} {mode.label} {inst.source}: {sol.status.value} {sol.value!r} "
+        f"({sol.message}); brute {ref.status.value} {ref.value!r}"
+    )
     assert sol.status not in (Status.BACKEND_ERROR, Status.OUT_OF_RANGE), what
     if sol.status is Status.OPTIMAL:
         assert ref.status is Status.OPTIMAL, what

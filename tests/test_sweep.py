@@ -119,9 +119,12 @@ def test_plot_refuses_bad_axes_and_files(swept, tmp_path):
 
 def test_cli_sweep_then_plot(tmp_path):
     out = tmp_path / "s"
-    run = lambda *a: subprocess.run(
-        [sys.executable, "-m", "piper_cli", *a], capture_output=True, text=True, cwd=REPO
-    )
+
+    def run(*a):
+        return subprocess.run(
+            [sys.executable, "-m", "piper_cli", *a], capture_output=True, text=True, cwd=REPO
+        )
+
     p = run(
         "sweep",
         str(SMALL),
@@ -203,7 +206,10 @@ def test_a_sweep_point_is_checked_when_it_is_made():
 
 def test_an_external_planner_is_a_variant_of_the_sweep(tmp_path):
     planner = REPO / "examples" / "planners" / "split_planner.py"
-    cmd = f"{sys.executable} {planner} {{instance}} --devices {{devices}} --memory {{memory}} --batch {{batch}}"
+    cmd = (
+        f"{sys.executable} {planner} {{instance}} --devices {{devices}} --memory {{memory}} "
+        f"--batch {{batch}}"
+    )
     inst = load_instance(SMALL)
     points = sweep_points([8], [2e8, 6e8], [inst.N], [inst.B], ["all"], externals=("split",))
     rows = run_sweep(inst, points, tmp_path, externals={"split": cmd})

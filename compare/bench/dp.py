@@ -496,8 +496,9 @@ def run_reference(command: str, instance_path: Path, inst, timeout: float) -> di
     Peak RSS: Linux carries a forked child's high-water mark across ``exec``, so ``wait4``
     reports at least this (large) Python process's own peak however small the reference
     is. That figure is taken only when it clearly exceeds our own peak at the spawn (by
-    10 % + 8 MiB: then it is the reference's); otherwise the peak is the largest VmHWM of the exec'd program read
-    from /proc every 20 ms while it runs (``ref_rss_polled``; a lower bound, None when the
+    10 % + 8 MiB: then it is the reference's); otherwise the peak is the largest VmHWM of the exec'd
+    program read from /proc every 20 ms while it runs (``ref_rss_polled``; a lower bound, None when
+    the
     run was too short to be read)."""
     import threading
 
@@ -600,7 +601,8 @@ def check_reference_command(command: str) -> None:
         command.format(**probe)
     except (KeyError, IndexError, ValueError) as exc:
         raise InputError(
-            f"--reference: bad placeholder in {command!r} ({exc}); use {', '.join('{' + k + '}' for k in PLACEHOLDERS)}"
+            f"--reference: bad placeholder in {command!r} ({exc}); use "
+            f"{', '.join('{' + k + '}' for k in PLACEHOLDERS)}"
         ) from None
     if "{instance}" not in command:
         raise InputError(f"--reference: {command!r} has no {{instance}} placeholder")
@@ -609,8 +611,9 @@ def check_reference_command(command: str) -> None:
 
 
 HEADER = (
-    f"{'config':<13} {'mode':<6} {'status':<9} {'TPS':>17} {'seconds':>8} {'CPU s':>8} {'proc CPU':>8} "
-    f"{'RSS MB':>7} {'sets':>6} {'cands':>9} {'ref srch':>8} {'ref CPU':>8} {'ref MB':>6} {'r.search':>8} {'r.proc':>7} {'ref TPS':>7}"
+    f"{'config':<13} {'mode':<6} {'status':<9} {'TPS':>17} {'seconds':>8} {'CPU s':>8} "
+    f"{'proc CPU':>8} {'RSS MB':>7} {'sets':>6} {'cands':>9} {'ref srch':>8} {'ref CPU':>8} "
+    f"{'ref MB':>6} {'r.search':>8} {'r.proc':>7} {'ref TPS':>7}"
 )
 
 
@@ -625,15 +628,21 @@ def _agreement(row: dict) -> str:
 
 def row_line(row: dict) -> str:
     """One table line for a row: ``ref srch`` / ``ref CPU`` the reference's search / whole
-    CPU seconds, ``ref MB`` its peak RSS, ``r.search`` our solve CPU / its search CPU, ``r.proc`` our whole-process
-    CPU / its whole-process CPU, ``ref TPS`` whether the TPS agree (DIFF is spelled out
+    CPU seconds, ``ref MB`` its peak RSS, ``r.search`` our solve CPU / its search CPU, ``r.proc``
+    our whole-process CPU / its whole-process CPU, ``ref TPS`` whether the TPS agree (DIFF is
+    spelled out
     after the line)."""
     line = (
-        f"{row['config']:<13} {row['mode']:<6} {row['status']:<9} {_fmt(row.get('tps'), '17.12g', 17)} "
-        f"{_fmt(row.get('seconds'), '8.2f', 8)} {_fmt(row.get('cpu_solve'), '8.2f', 8)} {_fmt(row.get('cpu_process'), '8.2f', 8)} "
-        f"{_fmt(row.get('rss_mb'), '7.0f', 7)} {_fmt(row.get('ideals'), '6d', 6)} {_fmt(row.get('stage_candidates'), '9d', 9)} "
-        f"{_fmt(row.get('ref_search_cpu'), '8.2f', 8)} {_fmt(row.get('ref_cpu'), '8.2f', 8)} {_fmt(row.get('ref_rss_mb'), '6.0f', 6)} "
-        f"{_fmt(row.get('ratio_search'), '8.3f', 8)} {_fmt(row.get('ratio'), '7.3f', 7)} {_agreement(row):>7}"
+        f"{row['config']:<13} {row['mode']:<6} {row['status']:<9} "
+        f"{_fmt(row.get('tps'), '17.12g', 17)} "
+        f"{_fmt(row.get('seconds'), '8.2f', 8)} {_fmt(row.get('cpu_solve'), '8.2f', 8)} "
+        f"{_fmt(row.get('cpu_process'), '8.2f', 8)} "
+        f"{_fmt(row.get('rss_mb'), '7.0f', 7)} {_fmt(row.get('ideals'), '6d', 6)} "
+        f"{_fmt(row.get('stage_candidates'), '9d', 9)} "
+        f"{_fmt(row.get('ref_search_cpu'), '8.2f', 8)} {_fmt(row.get('ref_cpu'), '8.2f', 8)} "
+        f"{_fmt(row.get('ref_rss_mb'), '6.0f', 6)} "
+        f"{_fmt(row.get('ratio_search'), '8.3f', 8)} {_fmt(row.get('ratio'), '7.3f', 7)} "
+        f"{_agreement(row):>7}"
     )
     if row.get("status") in ("refused", "timeout", "error"):
         line += f"  [{row.get('message', '')}]"
@@ -690,7 +699,7 @@ def run_bench(
             if reference is not None:
                 ref = run_reference(reference, path, inst, timeout)
 
-            def one_run(mode: str) -> dict:
+            def one_run(mode: str, cfg: Config = cfg, path: Path | None = path) -> dict:
                 run = run_config(cfg, mode, profiles, timeout, max_ideals)
                 if cli is not None and run["status"] in ("optimal", "feasible", "infeasible"):
                     run["cpu_worker"] = run.pop("cpu_process", None)
@@ -698,7 +707,8 @@ def run_bench(
                     if "cli_error" in run or not _same_tps(run.get("cli_tps"), run.get("tps")):
                         why = (
                             run.get("cli_error")
-                            or f"piper-ilp solve gave TPS {run.get('cli_tps')!r}, the worker {run.get('tps')!r}"
+                            or f"piper-ilp solve gave TPS {run.get('cli_tps')!r}, the worker "
+                            f"{run.get('tps')!r}"
                         )
                         run.update(status="error", message=why)
                 return run

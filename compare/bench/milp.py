@@ -110,7 +110,8 @@ def run(
             records.append(rec)
             log(
                 f"  {group:<18} {inst.source:<32} {backend:<5} {rec['status']:<10} "
-                f"{rec.get('seconds', 0):7.2f} s ({rec.get('cpu_seconds', 0):7.2f} CPU s)  vars {size['variables']:>6}  "
+                f"{rec.get('seconds', 0):7.2f} s ({rec.get('cpu_seconds', 0):7.2f} CPU s)  vars "
+                f"{size['variables']:>6}  "
                 + (
                     f"gap {rec['gap']:.2%}"
                     if rec.get("gap") is not None and rec["status"] == "feasible"
@@ -132,8 +133,9 @@ def table(records, time_limit) -> str:
         if key not in groups:
             groups.append(key)
     lines = [
-        f"| instances | backend | runs | variables (median) | constraints (median) | proved optimal "
-        f"| median s to optimality (CPU s) | max s | proved infeasible | not proved in {time_limit:g} s | gap at limit (median, max) |",
+        "| instances | backend | runs | variables (median) | constraints (median) | proved "
+        "optimal | median s to optimality (CPU s) | max s | proved infeasible | not proved in "
+        f"{time_limit:g} s | gap at limit (median, max) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for group, backend in groups:
@@ -154,7 +156,8 @@ def table(records, time_limit) -> str:
         lines.append(
             f"| {group} | {backend} | {len(rs)} | {_median([r['variables'] for r in rs]):.0f} "
             f"| {_median([r['constraints'] for r in rs]):.0f} | {opt} "
-            f"| {'-' if med is None else f'{med:.2f} ({_median(cpus):.2f})'} | {'-' if not times else f'{max(times):.2f}'} "
+            f"| {'-' if med is None else f'{med:.2f} ({_median(cpus):.2f})'} | "
+            f"{'-' if not times else f'{max(times):.2f}'} "
             f"| {len(done) - opt} | {len(open_)} | {gap_txt} |"
         )
     return "\n".join(lines)

@@ -135,22 +135,22 @@ def _check_size(instance: Instance, max_nodes: int) -> None:
     n = len(instance.nodes)
     if n > max_nodes:
         raise SizeLimitError(
-            f"{instance.source}: the exhaustive solver handles at most {max_nodes} nodes, this instance has {n}; "
-            "use --methods dp,cpsat,cbc"
+            f"{instance.source}: the exhaustive solver handles at most {max_nodes} nodes, this "
+            f"instance has {n}; use --methods dp,cpsat,cbc"
         )
     tuples = 1
     for node in instance.nodes:
         tuples *= max((len(opts) for opts in node.options.values()), default=1)
     if tuples > MAX_OPTION_TUPLES:
         raise SizeLimitError(
-            f"{instance.source}: the exhaustive solver handles at most {MAX_OPTION_TUPLES} option tuples, "
-            f"this instance has {tuples}; use --methods dp,cpsat,cbc"
+            f"{instance.source}: the exhaustive solver handles at most {MAX_OPTION_TUPLES} option "
+            f"tuples, this instance has {tuples}; use --methods dp,cpsat,cbc"
         )
     parts = count_partitions(instance)
     if parts > MAX_PARTITIONS:
         raise SizeLimitError(
-            f"{instance.source}: the exhaustive solver handles at most {MAX_PARTITIONS} ordered partitions "
-            f"into stages, this instance has {parts}; use --methods dp,cpsat,cbc"
+            f"{instance.source}: the exhaustive solver handles at most {MAX_PARTITIONS} ordered "
+            f"partitions into stages, this instance has {parts}; use --methods dp,cpsat,cbc"
         )
 
 
@@ -306,7 +306,8 @@ def solve_brute(
             method="brute",
             status=Status.INFEASIBLE,
             seconds=seconds,
-            message="no valid plan: every partition, degree and option choice breaks a budget or the memory limit",
+            message="no valid plan: every partition, degree and option choice breaks a budget or "
+            "the memory limit",
             info=info,
             mode=mode,
         )

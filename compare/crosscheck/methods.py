@@ -402,10 +402,11 @@ def check_mode(m: Method, mode: Mode) -> None:
 
     Examples
     --------
-    >>> check_mode(METHODS["greedy"], Mode("graph"))
+    >>> check_mode(METHODS["greedy"], Mode("graph"))  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    piper_ilp.errors.InputError: method greedy solves only the default mode sequential/throughput/1f1b, not graph/throughput/1f1b
+    piper_ilp.errors.InputError: method greedy solves only the default mode
+    sequential/throughput/1f1b, not graph/throughput/1f1b
     """
     if not m.handles(mode):
         raise InputError(
@@ -419,10 +420,11 @@ def check_method(m: Method, settings: Settings) -> None:
 
     Examples
     --------
-    >>> check_method(METHODS["dp"], Settings(threads=2))
+    >>> check_method(METHODS["dp"], Settings(threads=2))  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    piper_ilp.errors.InputError: option threads does not apply to method dp (it takes: force, knapsack, max_ideals, time_limit)
+    piper_ilp.errors.InputError: option threads does not apply to method dp (it takes: force,
+    knapsack, max_ideals, time_limit)
     """
     check_mode(m, settings.mode)
     for key in settings.given:
@@ -492,10 +494,11 @@ def run_method(
     >>> inst = random_instance("chain", 3, seed=0, memory="loose")
     >>> run_method(inst, "dp").status.value
     'optimal'
-    >>> run_method(inst, "dp", threads=2)
+    >>> run_method(inst, "dp", threads=2)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    piper_ilp.errors.InputError: option threads does not apply to method dp (it takes: force, knapsack, max_ideals, time_limit)
+    piper_ilp.errors.InputError: option threads does not apply to method dp (it takes: force,
+    knapsack, max_ideals, time_limit)
     """
     m = method(name)
     if settings is None:

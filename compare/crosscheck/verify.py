@@ -1,7 +1,7 @@
 """Cross-check one instance: run every method, re-check every plan, give one verdict.
 
-This is ``piper-ilp verify``. Each method of the registry (:mod:`compare.crosscheck.methods`: the DP,
-the MILP on each backend, the exhaustive oracle where the graph is tiny) solves the
+This is ``piper-ilp verify``. Each method of the registry (:mod:`compare.crosscheck.methods`: the
+DP, the MILP on each backend, the exhaustive oracle where the graph is tiny) solves the
 instance; every plan is re-evaluated here by the independent evaluator
 (:func:`piper_ilp.evaluate.evaluate`), whatever the solver itself checked. A method's
 answer is a **proof** when its status is optimal (a plan the evaluator accepts, its value
@@ -351,8 +351,9 @@ def plan_difference(
     >>> u, v = inst.node_ids
     >>> pa = Plan((Stage((u, v), 1, 1, {u: "vanilla", v: "vanilla"}),))
     >>> pb = Plan((Stage((u,), 1, 1, {u: "vanilla"}), Stage((v,), 1, 1, {v: "vanilla"})))
-    >>> plan_difference(inst, ("a", pa), ("b", pb)).split(";")[0]
-    'first difference at stage 0: a has nodes [34:vanilla,35:vanilla] d=1 t=1, b has nodes [34:vanilla] d=1 t=1'
+    >>> plan_difference(inst, ("a", pa), ("b", pb)).split(";")[0]  # doctest: +NORMALIZE_WHITESPACE
+    'first difference at stage 0: a has nodes [34:vanilla,35:vanilla] d=1 t=1, b has nodes
+    [34:vanilla] d=1 t=1'
     """
     (na, a), (nb, b) = named_a, named_b
     first = None
@@ -374,7 +375,8 @@ def plan_difference(
         parts.append("the plans are the same")
     else:
         parts.append(
-            f"first difference at stage {first}: {na} has {_stage_text(a, first)}, {nb} has {_stage_text(b, first)}"
+            f"first difference at stage {first}: {na} has {_stage_text(a, first)}, {nb} has "
+            f"{_stage_text(b, first)}"
         )
     for name, plan in ((na, a), (nb, b)):
         ev = evaluate(instance, plan, mode)
@@ -382,7 +384,8 @@ def plan_difference(
             k = ev.bottleneck
             batch = f", batch time {_fmt(ev.batch_time)}" if mode.batch_time else ""
             parts.append(
-                f"{name}'s bottleneck is stage {k} (TPS {_fmt(ev.stages[k].cost.tps)}{batch}, {len(plan.stages)} stages)"
+                f"{name}'s bottleneck is stage {k} (TPS {_fmt(ev.stages[k].cost.tps)}{batch}, "
+                f"{len(plan.stages)} stages)"
             )
         else:
             parts.append(f"{name}'s plan is invalid: {ev.violations[0]}")
@@ -449,7 +452,8 @@ def _check_one(
     if not ev.valid:
         more = f" (and {len(ev.violations) - 1} more)" if len(ev.violations) > 1 else ""
         out.append(
-            f"{r.method}: its plan is invalid: {ev.violations[0]}{more}; plan {json.dumps(plan_to_dict(s.plan))}"
+            f"{r.method}: its plan is invalid: {ev.violations[0]}{more}; plan "
+            f"{json.dumps(plan_to_dict(s.plan))}"
         )
         return out
     allowed_d = set(restrictions.d_values(instance))
@@ -460,7 +464,8 @@ def _check_one(
             or any(st.options.get(v) in restrictions.exclude_options for v in st.nodes)
         ):
             out.append(
-                f"{r.method}: stage {i} of its plan ({_stage_text(s.plan, i)}) breaks the restrictions {restrictions.to_dict()}"
+                f"{r.method}: stage {i} of its plan ({_stage_text(s.plan, i)}) breaks the "
+                f"restrictions {restrictions.to_dict()}"
             )
     what_value = _what(mode)
     value = ev.value
@@ -470,11 +475,13 @@ def _check_one(
     for what, claimed, fact, name in checks:
         if claimed is not None and not _agree(claimed, fact, r.rtol, r.abs_tol):
             out.append(
-                f"{r.method}: its {what} {_fmt(claimed)} is not its plan's {name} {_fmt(fact)} (evaluator)"
+                f"{r.method}: its {what} {_fmt(claimed)} is not its plan's {name} {_fmt(fact)} "
+                "(evaluator)"
             )
     if s.bound is not None and _below(value, s.bound, r.rtol, r.abs_tol):
         out.append(
-            f"{r.method}: its bound {_fmt(s.bound)} is above its own plan's {what_value} {_fmt(value)}"
+            f"{r.method}: its bound {_fmt(s.bound)} is above its own plan's {what_value} "
+            f"{_fmt(value)}"
         )
     if (
         s.status is Status.OPTIMAL
@@ -482,15 +489,16 @@ def _check_one(
         and _below(s.bound, value, r.rtol, r.abs_tol)
     ):
         out.append(
-            f"{r.method}: it claims optimal, but its bound {_fmt(s.bound)} is below its plan's {what_value} {_fmt(value)}"
+            f"{r.method}: it claims optimal, but its bound {_fmt(s.bound)} is below its plan's "
+            f"{what_value} {_fmt(value)}"
         )
     certified_by_bound = s.bound is not None and value - s.bound <= r.rtol * abs(value)
     if s.status is Status.OPTIMAL and r.abs_tol > r.rtol * abs(value) and not certified_by_bound:
         # contract sec. 7: an optimal claim must hold within the method's relative accuracy
         # (a bound within that accuracy of the plan's value proves it whatever error is stated)
         out.append(
-            f"{r.method}: it claims optimal, but the error it states ({r.abs_tol:.3g}) is more than "
-            f"{r.rtol:g} of its plan's {what_value} {_fmt(value)}: not a proof"
+            f"{r.method}: it claims optimal, but the error it states ({r.abs_tol:.3g}) is more "
+            f"than {r.rtol:g} of its plan's {what_value} {_fmt(value)}: not a proof"
         )
     return out
 
@@ -607,8 +615,10 @@ def verify_instance(
         milps = [m for m in methods if METHODS[m].kind == "milp"]
         if not milps or "dp" not in methods:
             raise InputError(
-                f"--milp-hint gives the DP's plan to the MILP backends, but --methods ({','.join(methods)}) has "
-                f"{'no MILP backend (' + ', '.join(BACKENDS) + ')' if not milps else 'no dp'}; add it or leave --milp-hint out"
+                "--milp-hint gives the DP's plan to the MILP backends, but --methods "
+                f"({','.join(methods)}) has "
+                f"{'no MILP backend (' + ', '.join(BACKENDS) + ')' if not milps else 'no dp'}; add "
+                "it or leave --milp-hint out"
             )
     table = dict(METHODS)
     for name, command in (externals or {}).items():
@@ -698,7 +708,8 @@ def verify_instance(
     for r in infeasible:
         for q in plans:
             problems.append(
-                f"{r.method} proved infeasibility, but {q.method} found a valid plan ({what} {_fmt(q.value)})"
+                f"{r.method} proved infeasibility, but {q.method} found a valid plan ({what} "
+                f"{_fmt(q.value)})"
             )
             involved.update((r.method, q.method))
     # two proven optima that differ
@@ -706,7 +717,8 @@ def verify_instance(
         for q in optimal[i + 1 :]:
             if not _agree(r.value, q.value, *_pair_tol(r, q)):
                 problems.append(
-                    f"proven optima differ: {r.method} {_fmt(r.value)}, {q.method} {_fmt(q.value)}; "
+                    f"proven optima differ: {r.method} {_fmt(r.value)}, {q.method} "
+                    f"{_fmt(q.value)}; "
                     + plan_difference(
                         instance, (r.method, r.solution.plan), (q.method, q.solution.plan), mode
                     )
@@ -724,7 +736,8 @@ def verify_instance(
                 continue
             if _below(q.value, r.value, *_own_tol(r)):
                 problems.append(
-                    f"{q.method}'s plan ({what} {_fmt(q.value)}) beats {r.method}'s proven optimum {_fmt(r.value)}; "
+                    f"{q.method}'s plan ({what} {_fmt(q.value)}) beats {r.method}'s proven optimum "
+                    f"{_fmt(r.value)}; "
                     + plan_difference(
                         instance, (q.method, q.solution.plan), (r.method, r.solution.plan), mode
                     )
@@ -736,7 +749,8 @@ def verify_instance(
         for q in plans:
             if q is not r and _below(q.value, r.solution.bound, *_own_tol(r)):
                 problems.append(
-                    f"{r.method}'s lower bound {_fmt(r.solution.bound)} is above {q.method}'s valid plan ({what} {_fmt(q.value)})"
+                    f"{r.method}'s lower bound {_fmt(r.solution.bound)} is above {q.method}'s "
+                    f"valid plan ({what} {_fmt(q.value)})"
                 )
                 involved.update((r.method, q.method))
 

@@ -147,7 +147,8 @@ def parse_modes(text: str | Sequence[str] | None) -> tuple[Mode, ...]:
     items = [x.strip() for x in (text.split(",") if isinstance(text, str) else text)]
     if not items or not all(items):
         raise InputError(
-            f"--modes: {text!r} has an empty label; give PIPELINE/OBJECTIVE/SCHEDULE labels, comma-separated, or 'all'"
+            f"--modes: {text!r} has an empty label; give PIPELINE/OBJECTIVE/SCHEDULE labels, "
+            "comma-separated, or 'all'"
         )
     if [x.lower() for x in items] == ["all"]:
         return ALL_MODES
@@ -175,7 +176,8 @@ def mode_specs(specs: Sequence[Spec], modes: Sequence[Mode]) -> list[Spec]:
 
     Examples
     --------
-    >>> [s.id for s in mode_specs(make_specs(1, 0, families=("chain",)), parse_modes("sequential,graph/batch-time/gpipe"))]
+    >>> specs = make_specs(1, 0, families=("chain",))
+    >>> [s.id for s in mode_specs(specs, parse_modes("sequential,graph/batch-time/gpipe"))]
     ['00000-chain-n7', '00000-chain-n7@graph+batch-time+gpipe']
     """
     return [
@@ -338,8 +340,12 @@ def replay_command(
 
     Examples
     --------
-    >>> replay_command(["dp", "brute"], {"x": "sh plan.sh {instance}"}, DEFAULT_MODE, time_limit=None)
-    "piper-ilp verify FILE --methods dp,brute --external 'x=sh plan.sh {instance}' --pipeline sequential --objective throughput --schedule 1f1b"
+    >>> cmd = replay_command(
+    ...     ["dp", "brute"], {"x": "sh plan.sh {instance}"}, DEFAULT_MODE, time_limit=None
+    ... )
+    >>> cmd  # doctest: +NORMALIZE_WHITESPACE
+    "piper-ilp verify FILE --methods dp,brute --external 'x=sh plan.sh {instance}' --pipeline
+    sequential --objective throughput --schedule 1f1b"
     """
     words = ["piper-ilp", "verify", "FILE", "--methods", ",".join(methods)]
     for name, command in externals.items():
@@ -515,7 +521,10 @@ def summary_lines(summary: dict) -> list[str]:
     n_modes = len(summary.get("by_mode") or {})
     what = f"{summary['instances']} instances"
     if n_modes > 1:
-        what = f"{summary['instances']} checks ({summary.get('distinct_instances', '?')} instances, {n_modes} modes)"
+        what = (
+            f"{summary['instances']} checks ({summary.get('distinct_instances', '?')} "
+            f"instances, {n_modes} modes)"
+        )
     lines = [
         f"{what}: "
         + ", ".join(f"{k} {v.get(k, 0)}" for k in VERDICTS)
@@ -541,8 +550,8 @@ def summary_lines(summary: dict) -> list[str]:
     if g["count"]:
         lines.append(
             f"greedy rule vs optimum over {g['count']} instances: worse on {g['worse']} "
-            f"({100 * g['worse'] / g['count']:.1f}%), gap mean {100 * g['mean']:.3g}%, median {100 * g['median']:.3g}%, "
-            f"p90 {100 * g['p90']:.3g}%, max {100 * g['max']:.3g}%"
+            f"({100 * g['worse'] / g['count']:.1f}%), gap mean {100 * g['mean']:.3g}%, median "
+            f"{100 * g['median']:.3g}%, p90 {100 * g['p90']:.3g}%, max {100 * g['max']:.3g}%"
         )
     else:
         lines.append("greedy rule: no instance with both a proven optimum and a greedy plan")
@@ -550,7 +559,8 @@ def summary_lines(summary: dict) -> list[str]:
         if p["count"]:
             st = ", ".join(f"{k} {n}" for k, n in sorted(summary["statuses"].get(m, {}).items()))
             lines.append(
-                f"  {m:7s} seconds p50 {p['p50']:.3g}, p90 {p['p90']:.3g}, p99 {p['p99']:.3g}, max {p['max']:.3g}  ({st})"
+                f"  {m:7s} seconds p50 {p['p50']:.3g}, p90 {p['p90']:.3g}, p99 {p['p99']:.3g}, max "
+                f"{p['max']:.3g}  ({st})"
             )
     for key in ("mismatches", "errors", "harness_errors"):
         ids = summary.get(key) or []
@@ -615,8 +625,8 @@ def run_campaign(
     count, seed : int
         How many instances, and the master seed.
     families, nodes : which graph families, and the (low, high) node-count range.
-    methods, time_limit, threads : as for :func:`verify_instance` (time limit per method: dp, greedy, MILP).
-    workers : int
+    methods, time_limit, threads : as for :func:`verify_instance` (time limit per method: dp,
+    greedy, MILP). workers : int
         Worker processes (or dask workers of a LocalCluster).
     resume : bool
         Skip the ids already in ``out/results.jsonl``; the parameters must be the same.
@@ -633,7 +643,8 @@ def run_campaign(
         None: local worker processes; ``"local"``: a dask LocalCluster started here; or a
         dask scheduler's address (``tcp://HOST:PORT``).
     externals : mapping, optional
-        External planners (name -> command) checked on every instance (:mod:`compare.crosscheck.external`).
+        External planners (name -> command) checked on every instance
+        (:mod:`compare.crosscheck.external`).
     external_timeout : float, optional
         Seconds before an external planner is killed (a backend error).
     modes : sequence of Mode
@@ -646,10 +657,10 @@ def run_campaign(
     Raises
     ------
     InputError
-        Bad parameters, a method that does not solve in one of ``modes``, ``out`` not writable, another campaign running on ``out``,
-        ``out`` written by a sweep, results already present without ``resume``, ``resume`` with different
-        parameters, or a damaged results.jsonl (a line other than the last that is not a whole record:
-        the file and line are named).
+        Bad parameters, a method that does not solve in one of ``modes``, ``out`` not writable,
+        another campaign running on ``out``, ``out`` written by a sweep, results already present
+        without ``resume``, ``resume`` with different parameters, or a damaged results.jsonl (a line
+        other than the last that is not a whole record: the file and line are named).
     CampaignInterrupted
         SIGINT or SIGTERM (the finished results are kept).
     InternalError

@@ -12,7 +12,8 @@ variant                   what runs
 ``greedy``                the DP with Piper's greedy option rule (contract sec. 5)
 ``2bw``                   the PipeDream-2BW baseline (:mod:`compare.baselines.twobw`, sec. 10)
 ``pipedream``             PipeDream's own planner, its plan judged under Piper's contract
-NAME                      an external planner given as NAME=COMMAND (:mod:`compare.crosscheck.external`)
+NAME                      an external planner given as NAME=COMMAND
+(:mod:`compare.crosscheck.external`)
 ========================  ================================================================
 
 Each finished run is one JSON line in ``DIR/results.jsonl`` (flushed as it finishes, so an
@@ -216,8 +217,9 @@ def run_sweep(
     scheduler: str | None = None,
     note: Callable[[str], None] | None = None,
 ) -> list[dict]:
-    """Run every point not already in ``out/results.jsonl`` (with :func:`compare.experiments.jobs.run_in_folder`:
-    the folder locked, one whole JSON line per finished run, interrupts keep what finished);
+    """Run every point not already in ``out/results.jsonl`` (with
+    :func:`compare.experiments.jobs.run_in_folder`: the folder locked, one whole JSON line per
+    finished run, interrupts keep what finished);
     returns all rows of the grid in grid order and writes ``out/results.csv``.
 
     Raises

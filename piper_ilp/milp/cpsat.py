@@ -78,7 +78,8 @@ def _int_rows(sm: ScaledModel, steps: int) -> list[ScaledRow]:
                 if m.vars[j].kind == "continuous":
                     if c != int(c):
                         raise InternalError(
-                            f"cpsat: row {r.name} has a non-integer coefficient on a continuous variable"
+                            f"cpsat: row {r.name} has a non-integer coefficient on a continuous "
+                            "variable"
                         )
                     terms.append((j, int(c)))
                 elif c < 0:  # a cost: rounded down (the row relaxes)

@@ -32,9 +32,10 @@ with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
     y_order[i,k]     g[i,k+1] <= g[i,k]
     y_link[i,t,d]    u[i,t,d] = 1  =>  d * sum_k g[i,k] >= s[i]
     memory[i,k]      g[i,k] = 1    =>  sum_{v,t,l} min((k a + b)/M, 2) * z[v,i,t,l] <= 1
-    cut_out[a,b,i]   ob >= sum_{t,l} cut_edge_bytes(c, sbw_a[b]) / B * z[a,i,t,l] - max(...) * x[b,i]
-    cut_in[a,b,i]    ib >= sum_{t,l} cut_edge_bytes(c, sfw_b[a]) / B * z[b,i,t,l] - max(...) * x[a,i]
-    tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + d resync_bytes(w, d, N) / B) z[v,i,t,l]
+    cut_out[a,b,i]   ob >= sum_{t,l} cut_edge_bytes(c, sbw_a[b]) / B * z[a,i,t,l] - max(...) *
+    x[b,i] cut_in[a,b,i]    ib >= sum_{t,l} cut_edge_bytes(c, sfw_b[a]) / B * z[b,i,t,l] - max(...)
+    * x[a,i] tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + d resync_bytes(w, d, N) / B)
+    z[v,i,t,l]
                                                 + sum_edges (ob[.,.,i] + ib[.,.,i])
 
 and, with ``strong=True`` (valid; CP-SAT's default, off for CBC and SCIP: SCIP gave a wrong
@@ -400,7 +401,8 @@ class Formulation:
                 if stg.options.get(v) not in ids:
                     return (
                         None,
-                        f"node {v} has no option {stg.options.get(v)!r} for t = {stg.t} in the model",
+                        f"node {v} has no option {stg.options.get(v)!r} for t = {stg.t} in the "
+                        "model",
                     )
                 values[self.z[v, i, stg.t, ids.index(stg.options[v])]] = 1.0
             rep = ev.stages[i]
@@ -642,7 +644,7 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
     # work: K T >= sum_i t_i d_i TPS_i >= sum t p z + every cut second (sum t d <= K, t >= 1)
     if strong:
         terms = [(T, float(K))]
-        for (v, i, t, l), j in z.items():
+        for (v, _i, t, l), j in z.items():
             terms.append((j, -t * st.opts[v, t][l].p))
         terms += [(j, -1.0) for i in range(S) for j in cut_of_slot[i]]
         m.row("work", terms, ">=", 0, kind="time")

@@ -178,7 +178,8 @@ def solve_milp(
         raise SizeLimitError(
             f"{instance.source}: the MILP would have {size['variables']} variables "
             f"({size['constraints']} constraints), above the limit of {max_variables}; "
-            "use the DP (--method dp), or pass --force with a --time-limit to get a plan and a bound"
+            "use the DP (--method dp), or pass --force with a --time-limit to get a plan and a "
+            "bound"
         )
     form = formulate(st, strong)
     m = form.model
