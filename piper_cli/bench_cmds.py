@@ -22,6 +22,21 @@ from piper_cli.common import (
     print_json_line,
     stdout,
 )
+from piper_cli.compare_cmds import ThreadsOpt
+
+JsonFileOpt = Annotated[
+    Optional[Path],
+    typer.Option("--json", help="Also write the results as JSON to this file.", show_default=False),
+]
+ProfilesOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--profiles",
+        help="Folder of the published profiles (default: $PIPER_PROFILES, else "
+        "../shared/piper-inputs).",
+        show_default=False,
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -140,12 +155,7 @@ def register(app: typer.Typer) -> None:
         quick: Annotated[
             bool, typer.Option("--quick", help="Only the small configurations, one run each.")
         ] = False,
-        json_out: Annotated[
-            Optional[Path],
-            typer.Option(
-                "--json", help="Also write the rows as JSON to this file.", show_default=False
-            ),
-        ] = None,
+        json_out: JsonFileOpt = None,
         only: Annotated[
             Optional[list[str]],
             typer.Option("--only", help="Configuration name (repeatable).", show_default=False),
@@ -172,15 +182,7 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
-        profiles: Annotated[
-            Optional[Path],
-            typer.Option(
-                "--profiles",
-                help="Folder of the published profiles (default: $PIPER_PROFILES, else "
-                "../shared/piper-inputs).",
-                show_default=False,
-            ),
-        ] = None,
+        profiles: ProfilesOpt = None,
         reference: Annotated[
             Optional[str],
             typer.Option(
@@ -328,9 +330,7 @@ def _register_suites(bench: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
-        threads: Annotated[
-            int, typer.Option("--threads", min=1, help="Solver threads, 1 to 64.")
-        ] = 2,
+        threads: ThreadsOpt = None,
         sizes: Annotated[
             Optional[str],
             typer.Option(
@@ -365,21 +365,8 @@ def _register_suites(bench: typer.Typer) -> None:
                 "time not counted).",
             ),
         ] = False,
-        json_out: Annotated[
-            Optional[Path],
-            typer.Option(
-                "--json", help="Also write every run's record to this file.", show_default=False
-            ),
-        ] = None,
-        profiles: Annotated[
-            Optional[Path],
-            typer.Option(
-                "--profiles",
-                help="Folder of bert32a100.json (default: $PIPER_PROFILES, else "
-                "../shared/piper-inputs).",
-                show_default=False,
-            ),
-        ] = None,
+        json_out: JsonFileOpt = None,
+        profiles: ProfilesOpt = None,
     ) -> None:
         """Benchmark the exact MILP on its backends (CP-SAT, CBC, SCIP).
 
@@ -399,10 +386,11 @@ def _register_suites(bench: typer.Typer) -> None:
         from piper_cli.compare_cmds import parse_ints
         from piper_ilp.errors import InputError
         from piper_ilp.files import atomic_write_text, check_writable
-        from piper_ilp.milp import BACKENDS
+        from piper_ilp.milp import BACKENDS, DEFAULT_THREADS
         from piper_ilp.settings import Settings
 
         limit = time_limit if time_limit is not None else (10.0 if quick else 60.0)
+        threads = DEFAULT_THREADS if threads is None else threads
         Settings(time_limit=limit, threads=threads)  # checked before any work
         seeds = seeds or (2 if quick else 5)
         size_list = parse_ints(sizes, "--sizes") if sizes else ((4, 8) if quick else (4, 8, 12, 16))

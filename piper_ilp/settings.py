@@ -79,25 +79,14 @@ def check_time_limit(value: Any, option: str = "--time-limit") -> float | None:
 
 
 def check_threads(value: Any, option: str = "--threads") -> int | None:
-    """Solver threads: a whole number within [1, :data:`MAX_THREADS`], or None (the
-    backend's default).
-
-    Parameters
-    ----------
-    value : int or None
-        Threads.
-    option : str
-        The option that gave it, named in the message.
-
-    Returns
-    -------
-    int or None
-        ``value`` unchanged.
+    """Solver threads, returned unchanged: a whole number within [1, :data:`MAX_THREADS`],
+    or None (the backend's default). ``option``, the option that gave it, is named in the
+    message.
 
     Raises
     ------
     InputError
-        One line naming ``option`` and the range.
+        Out of range: one line naming ``option`` and the range.
 
     Examples
     --------

@@ -40,18 +40,14 @@ SKELETON = (
 )
 
 
+def run_in(where: Path, *argv: str) -> subprocess.CompletedProcess:
+    """Run ``argv`` in ``where`` with the packages there on the path (not an installed copy)."""
+    env = dict(os.environ, PYTHONPATH=str(where))
+    return subprocess.run(argv, cwd=where, env=env, capture_output=True, text=True, timeout=300)
+
+
 def lint(where: Path) -> subprocess.CompletedProcess:
-    env = dict(
-        os.environ, PYTHONPATH=str(where)
-    )  # the packages in ``where``, not an installed copy
-    return subprocess.run(
-        [str(LINT), "--config", str(CONFIG), "--no-cache", "--no-logo"],
-        cwd=where,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_in(where, str(LINT), "--config", str(CONFIG), "--no-cache", "--no-logo")
 
 
 @pytest.fixture(scope="module")
@@ -163,15 +159,7 @@ _WALK = textwrap.dedent(
 def walk(where: Path, packages=PACKAGES) -> dict:
     """The import graph of ``packages`` as found under ``where``: its cycles and its
     imports through a package's own ``__init__`` (see :data:`_WALK`)."""
-    env = dict(os.environ, PYTHONPATH=str(where))
-    proc = subprocess.run(
-        [sys.executable, "-c", _WALK, *packages],
-        cwd=where,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_in(where, sys.executable, "-c", _WALK, *packages)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 

@@ -58,11 +58,11 @@ def chain2(ids=(10, -3)):
 
 
 def test_memory_forces_a_mix_of_options():
-    # chain u -> v (c = 1), K = N = 2, B = 1, M = 1.5; vanilla p = 2, a = 1; recompute p = 3, a =
-    # 0.5. One stage, d = 2 (y = 1): both vanilla need 2 > 1.5; one of each needs 1.5: TPS (2 + 3)/2
-    # =
-    # 2.5. One stage, d = 1: at best one of each, TPS 5. Two stages (d = 1 each, first one y = 2):
-    # first stage needs recompute (a*y = 1), TPS 3 + 2*c = 5. -> optimum 2.5, one stage with d = 2.
+    # chain u -> v (c = 1), K = N = 2, B = 1, M = 1.5; vanilla p = 2, a = 1; recompute p = 3,
+    # a = 0.5. One stage, d = 2 (y = 1): both vanilla need 2 > 1.5; one of each needs 1.5:
+    # TPS (2 + 3)/2 = 2.5. One stage, d = 1: at best one of each, TPS 5. Two stages (d = 1 each,
+    # first one y = 2): first stage needs recompute (a*y = 1), TPS 3 + 2*c = 5. -> optimum 2.5,
+    # one stage with d = 2.
     inst = chain2()
     sol = solve_brute(inst)
     assert sol.tps == pytest.approx(2.5)

@@ -779,14 +779,8 @@ def test_cli_too_many_workers_is_one_line_exit_2(tmp_path, args, says):
         if args[0] == "pipedream"
         else [*args[:3], str(path), *args[3:]]
     )
-    res = subprocess.run(
-        [sys.executable, "-m", "piper_cli", *argv],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        preexec_fn=cap,
-        timeout=300,
-    )
+    cmd = [sys.executable, "-m", "piper_cli", *argv]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, preexec_fn=cap, timeout=300)
     assert res.returncode == 2, res.stderr
     assert res.stderr.strip().splitlines() == [res.stderr.strip()] and says in res.stderr
 

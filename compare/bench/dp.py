@@ -178,65 +178,80 @@ def wide_instance(
     import networkx as nx
     import numpy as np
 
-    from piper_ilp.instance import instance_from_dict
-
     g = nx.DiGraph()
     sink = branches + 1
     for v in range(1, branches + 1):
         g.add_edge(0, v)
         g.add_edge(v, sink)
-    rng = np.random.default_rng([branches, seed])
+    names = {v: "source" if v == 0 else "sink" if v == sink else "branch" for v in g}
+    return profile_like_instance(
+        g,
+        np.random.default_rng([branches, seed]),
+        dict(K=K, M=M, N=N, B=B),
+        f"wide DAG ({branches} parallel branches)",
+        names=names,
+        sync=True,
+    )
+
+
+def profile_like_instance(g, rng, settings: dict, source: str, *, names=None, sync=False):
+    """An instance on the DAG ``g`` (networkx, integer nodes) with profile-like numbers
+    drawn from ``rng``: per edge a cost, per node a time, weights and activations, and
+    options for t in {1, 2}, each a "vanilla" and an "activation recomp" option (an eighth
+    of the activations for a third more time; t = 2 runs at 0.9 x 2 the speed). ``sync``
+    draws the tensor-parallel sync times (0 for t = 1), else they are 0; ``names`` names
+    the nodes; ``settings`` holds K, M, N, B.
+
+    Returns
+    -------
+    Instance
+    """
+    import networkx as nx
+
+    from piper_ilp.instance import instance_from_dict
+
     for u, v in g.edges:
         g[u][v]["c"] = float(rng.uniform(1e6, 8e6))
     nodes = []
     for v in nx.topological_sort(g):
-        p = float(rng.uniform(0.5e-3, 2e-3))
-        w = float(rng.uniform(2e7, 1e8))
-        a = float(rng.uniform(2e7, 8e7))
-        b = float(rng.uniform(1e6, 1e7))
+        p, w = float(rng.uniform(0.5e-3, 2e-3)), float(rng.uniform(2e7, 1e8))
+        a, b = float(rng.uniform(2e7, 8e7)), float(rng.uniform(1e6, 1e7))
         tmpcs = {}
         for t in (1, 2):
-            sfw = {str(u): float(rng.uniform(0, 1e-5)) * (t - 1) for u in g.predecessors(v)}
-            sbw = {str(x): float(rng.uniform(0, 1e-5)) * (t - 1) for x in g.successors(v)}
+
+            def sync_time(t: int = t) -> float:
+                return float(rng.uniform(0, 1e-5)) * (t - 1) if sync else 0.0
+
             base = {
                 "parameterSize": w / t,
                 "memoryUsageB": b / t,
-                "syncTimeFw": sfw,
-                "syncTimeBw": sbw,
+                "syncTimeFw": {str(u): sync_time() for u in g.predecessors(v)},
+                "syncTimeBw": {str(x): sync_time() for x in g.successors(v)},
             }
+            speed = 0.9 * t if t > 1 else 1.0
             tmpcs[str(t)] = [
-                {
-                    "id": "vanilla",
-                    "timePerSample": p / (0.9 * t) if t > 1 else p,
-                    "memoryUsageA": a / t,
-                    **base,
-                },
+                {"id": "vanilla", "timePerSample": p / speed, "memoryUsageA": a / t, **base},
                 {
                     "id": "activation recomp",
-                    "timePerSample": 1.33 * p / (0.9 * t) if t > 1 else 1.33 * p,
+                    "timePerSample": 1.33 * p / speed,
                     "memoryUsageA": a / (8 * t),
                     **base,
                 },
             ]
-        nodes.append(
-            {
-                "id": int(v),
-                "name": "source" if v == 0 else "sink" if v == sink else "branch",
-                "TMPCs": tmpcs,
-            }
-        )
+        named = {} if names is None else {"name": names[v]}
+        nodes.append({"id": int(v), **named, "TMPCs": tmpcs})
     data = {
-        "maxDevices": K,
-        "maxMemoryPerDevice": M,
-        "bandwidth": B,
-        "mbsInBatch": N,
+        "maxDevices": settings["K"],
+        "maxMemoryPerDevice": settings["M"],
+        "bandwidth": settings["B"],
+        "mbsInBatch": settings["N"],
         "nodes": nodes,
         "edges": [
             {"sourceId": int(u), "destId": int(v), "communicationCost": g[u][v]["c"]}
             for u, v in g.edges
         ],
     }
-    return instance_from_dict(data, source=f"wide DAG ({branches} parallel branches)")
+    return instance_from_dict(data, source=source)
 
 
 def load_config(cfg: Config, profiles: Path | None):

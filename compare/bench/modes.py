@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from compare.bench.dp import GIB
+from compare.bench.dp import GIB, profile_like_instance
 from dp.modes import solve_modes
 from piper_ilp.mode import Mode
 
@@ -39,8 +39,6 @@ def towers_instance(
     import networkx as nx
     import numpy as np
 
-    from piper_ilp.instance import instance_from_dict
-
     g = nx.DiGraph()
     sink = branches * length + 1
     for i in range(branches):
@@ -49,43 +47,8 @@ def towers_instance(
         g.add_edge(chain[-1], sink)
         g.add_edges_from(zip(chain, chain[1:]))
     rng = np.random.default_rng([branches, length, seed])
-    for u, v in g.edges:
-        g[u][v]["c"] = float(rng.uniform(1e6, 8e6))
-    nodes = []
-    for v in nx.topological_sort(g):
-        p, w = float(rng.uniform(0.5e-3, 2e-3)), float(rng.uniform(2e7, 1e8))
-        a, b = float(rng.uniform(2e7, 8e7)), float(rng.uniform(1e6, 1e7))
-        tmpcs = {}
-        for t in (1, 2):
-            base = {
-                "parameterSize": w / t,
-                "memoryUsageB": b / t,
-                "syncTimeFw": {str(u): 0.0 for u in g.predecessors(v)},
-                "syncTimeBw": {str(x): 0.0 for x in g.successors(v)},
-            }
-            speed = 0.9 * t if t > 1 else 1.0
-            tmpcs[str(t)] = [
-                {"id": "vanilla", "timePerSample": p / speed, "memoryUsageA": a / t, **base},
-                {
-                    "id": "activation recomp",
-                    "timePerSample": 1.33 * p / speed,
-                    "memoryUsageA": a / (8 * t),
-                    **base,
-                },
-            ]
-        nodes.append({"id": int(v), "TMPCs": tmpcs})
-    data = {
-        "maxDevices": K,
-        "maxMemoryPerDevice": M,
-        "bandwidth": B,
-        "mbsInBatch": N,
-        "nodes": nodes,
-        "edges": [
-            {"sourceId": int(u), "destId": int(v), "communicationCost": g[u][v]["c"]}
-            for u, v in g.edges
-        ],
-    }
-    return instance_from_dict(data, source=f"towers {branches}x{length}")
+    settings = dict(K=K, M=M, N=N, B=B)
+    return profile_like_instance(g, rng, settings, f"towers {branches}x{length}")
 
 
 def measure(instance, mode: Mode, prune: bool = True) -> dict:

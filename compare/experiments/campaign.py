@@ -625,8 +625,9 @@ def run_campaign(
     count, seed : int
         How many instances, and the master seed.
     families, nodes : which graph families, and the (low, high) node-count range.
-    methods, time_limit, threads : as for :func:`verify_instance` (time limit per method: dp,
-    greedy, MILP). workers : int
+    methods, time_limit, threads
+        As for :func:`verify_instance` (the time limit per method: dp, greedy, MILP).
+    workers : int
         Worker processes (or dask workers of a LocalCluster).
     resume : bool
         Skip the ids already in ``out/results.jsonl``; the parameters must be the same.
