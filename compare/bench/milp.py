@@ -12,7 +12,7 @@ Usage::
     python -m compare.bench.milp            # 5 seeds per size, 60 s limit (about 15-25 min)
     python -m compare.bench.milp --quick    # 2 seeds, sizes 4 and 8, 10 s limit, bert K=4 only
     python -m compare.bench.milp --json out.json
-    python -m compare.bench.milp --hint-from-dp --backends cpsat   # the DP's plan as hint and cutoff
+    python -m compare.bench.milp --hint-from-dp --backends cpsat  # the DP's plan: hint, cutoff
 
 Runs are sequential (one solver at a time, ``--threads`` each, default 2), so the
 numbers are wall-clock times on the machine the script runs on.
@@ -36,7 +36,8 @@ from piper_ilp.solution import Status
 
 __all__ = ["run", "main"]
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+#: ``../shared`` beside the checkout (compare/bench/milp.py -> the repository root -> its parent)
+SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 BERT = SHARED / "piper-inputs" / "bert32a100.json"
 
 
@@ -115,7 +116,8 @@ def run(
             records.append(rec)
             log(
                 f"  {group:<18} {inst.source:<32} {backend:<5} {rec['status']:<10} "
-                f"{rec.get('seconds', 0):7.2f} s ({rec.get('cpu_seconds', 0):7.2f} CPU s)  vars {size['variables']:>6}  "
+                f"{rec.get('seconds', 0):7.2f} s ({rec.get('cpu_seconds', 0):7.2f} CPU s)  "
+                f"vars {size['variables']:>6}  "
                 + (
                     f"gap {rec['gap']:.2%}"
                     if rec.get("gap") is not None and rec["status"] == "feasible"
@@ -137,8 +139,9 @@ def table(records, time_limit) -> str:
         if key not in groups:
             groups.append(key)
     lines = [
-        f"| instances | backend | runs | variables (median) | constraints (median) | proved optimal "
-        f"| median s to optimality (CPU s) | max s | proved infeasible | not proved in {time_limit:g} s | gap at limit (median, max) |",
+        "| instances | backend | runs | variables (median) | constraints (median) "
+        "| proved optimal | median s to optimality (CPU s) | max s | proved infeasible "
+        f"| not proved in {time_limit:g} s | gap at limit (median, max) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for group, backend in groups:
@@ -156,10 +159,12 @@ def table(records, time_limit) -> str:
             if no_plan:
                 gap_txt += (", " if gaps else "") + f"{no_plan} without a plan"
         med = _median(times)
+        med_txt = "-" if med is None else f"{med:.2f} ({_median(cpus):.2f})"
+        max_txt = "-" if not times else f"{max(times):.2f}"
         lines.append(
             f"| {group} | {backend} | {len(rs)} | {_median([r['variables'] for r in rs]):.0f} "
             f"| {_median([r['constraints'] for r in rs]):.0f} | {opt} "
-            f"| {'-' if med is None else f'{med:.2f} ({_median(cpus):.2f})'} | {'-' if not times else f'{max(times):.2f}'} "
+            f"| {med_txt} | {max_txt} "
             f"| {len(done) - opt} | {len(open_)} | {gap_txt} |"
         )
     return "\n".join(lines)
@@ -202,7 +207,8 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--hint-from-dp",
         action="store_true",
-        help="give every backend the DP's plan as warm start and cutoff (the DP's time not counted)",
+        help="give every backend the DP's plan as warm start and cutoff (the DP's time not "
+        "counted)",
     )
     args = ap.parse_args(argv)
 
@@ -218,9 +224,11 @@ def main(argv=None) -> int:
     else:
         bert_ks = (4,) if args.quick else (4, 8, 16)
 
+    hint = "DP hint, " if args.hint_from_dp else ""
+    machine = f"{platform.node()} ({platform.processor() or platform.machine()})"
     print(
-        f"MILP benchmark: sizes {sizes}, {seeds} seeds, memory {args.memory}, bert K {bert_ks}, limit {time_limit:g} s, "
-        f"{'DP hint, ' if args.hint_from_dp else ''}{args.threads} threads, {platform.node()} ({platform.processor() or platform.machine()})"
+        f"MILP benchmark: sizes {sizes}, {seeds} seeds, memory {args.memory}, bert K {bert_ks}, "
+        f"limit {time_limit:g} s, {hint}{args.threads} threads, {machine}"
     )
     t0 = time.perf_counter()
     memory = args.memory if args.memory in ("tight", "loose") else float(args.memory)
