@@ -27,7 +27,7 @@ and the steady-state period is read from the microbatches' finish times, see
 The model's claim that 1F1B reaches max TPS within these budgets holds in the simulation
 when y_i d_i >= d_i + y_j d_j on every arc i -> j the schedule follows (always for d = 1
 everywhere); where ceil(h_j / d_j) rounds up (e.g. d = 1, 2, 1: y = 4, 2, 1) the strict
-alternation can leave the bottleneck idle (README, "Schedules").
+alternation can leave the bottleneck idle (docs/findings.md, finding 1).
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ MAX_TASKS = 5_000_000
 
 @dataclass(frozen=True)
 class Task:
-    """One task on one replica: ``kind`` "F" or "B", microbatch ``mb``, ``start``/``end`` seconds."""
+    """One task on one replica: ``kind`` "F" or "B", microbatch ``mb``, ``start``/``end``
+    seconds."""
 
     stage: int
     replica: int
@@ -140,8 +141,8 @@ def simulate(
     tasks_needed = count * len(plan.stages) * (1 if forward_fraction == 1.0 else 2)
     if tasks_needed > MAX_TASKS:
         raise InputError(
-            f"--microbatches {count}: {tasks_needed:,} tasks to simulate, more than the supported {MAX_TASKS:,}; "
-            "simulate fewer microbatches"
+            f"--microbatches {count}: {tasks_needed:,} tasks to simulate, more than the "
+            f"supported {MAX_TASKS:,}; simulate fewer microbatches"
         )
     stages = plan.stages
     m = len(stages)
