@@ -43,8 +43,8 @@ def single_threaded_blas(environ) -> None:
 
     The planners here are single-threaded, and OpenBLAS's extra threads otherwise spin for
     a while after numpy's import and after each matrix product, about 0.13 s of CPU per
-    ``piper-ilp solve`` on a 2-core machine (docs/benchmarks.md, "Start-up"). Set before numpy loads,
-    in this process and the ones it starts (workers, the bench's runs).
+    ``piper-ilp solve`` on a 2-core machine (docs/benchmarks.md, "Start-up"). Set before
+    numpy loads, in this process and the ones it starts (workers, the bench's runs).
 
     Parameters
     ----------
