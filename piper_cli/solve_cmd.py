@@ -24,6 +24,7 @@ from piper_cli.common import (
     ObjectiveOpt,
     PipelineOpt,
     ScheduleOpt,
+    UniformOpt,
     cli_errors,
     fail,
     load_with_overrides,
@@ -226,6 +227,7 @@ def register(app: typer.Typer) -> None:
         exclude_option: ExcludeOptionOpt = None,
         max_d: MaxDOpt = None,
         max_t: MaxTOpt = None,
+        uniform: UniformOpt = False,
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
@@ -356,7 +358,13 @@ def register(app: typer.Typer) -> None:
                 check_writable(out, what, inputs={p: "instance" for p in instances})
 
         restrictions = restrictions_from_flags(
-            no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t
+            no_data_parallel,
+            no_tensor_parallel,
+            no_recompute,
+            exclude_option,
+            max_d,
+            max_t,
+            uniform,
         )
         show_progress = sys.stderr.isatty() if progress is None else progress
         worst = 0
