@@ -15,6 +15,7 @@ from compare.crosscheck.brute import solve_brute
 from compare.crosscheck.methods import run_method
 from compare.crosscheck.verify import verify_instance
 from compare.experiments.campaign import read_results, replay_command, run_campaign
+from compare.experiments.sweep import run_sweep, sweep_points
 from dp.solver import solve_dp
 from piper_cli import app
 from piper_ilp.evaluate import evaluate
@@ -240,3 +241,39 @@ def test_a_uniform_campaign_checks_the_uniform_problem(tmp_path):
     assert len(recs) == 6 and all(r["uniform"] is True for r in recs)
     line = replay_command(["dp"], {}, DEFAULT_MODE, time_limit=None, uniform=True)
     assert line.endswith("--uniform")
+
+
+def test_the_sweep_has_a_uniform_variant(tmp_path):
+    # seed 0: the free optimum at K = 4 is not uniform (6.95 < 7.88), so the variant matters
+    inst = random_instance("chain", 5, seed=0, t_values=(1, 2), memory="loose")
+    points = sweep_points([4, 8], [inst.M], [inst.N], [inst.B], ["all", "uniform"])
+    rows = {(r["K"], r["variant"]): r for r in run_sweep(inst, points, tmp_path / "sw")}
+    for K in (4, 8):
+        ref = solve_brute(inst.with_settings(K=K), UNIFORM)
+        row = rows[K, "uniform"]
+        assert row["tps"] == pytest.approx(ref.value, rel=1e-12)
+        assert (
+            len(
+                {
+                    (s["tensorParallelDegree"], s["dataParallelDegree"])
+                    for s in row["plan"]["stages"]
+                }
+            )
+            == 1
+        )
+        assert row["tps"] >= rows[K, "all"]["tps"] * (1 - 1e-12)
+    assert rows[4, "uniform"]["tps"] > rows[4, "all"]["tps"] * 1.1
+
+
+def test_the_ladder_climbs_the_uniform_problem(tmp_path):
+    path = tmp_path / "chain.json"
+    # seed 7: uniform 8.84 against 6.55 free, so a ladder that forgot --uniform fails
+    inst = random_instance("chain", 5, seed=7, t_values=(1, 2), memory="loose")
+    save_instance(inst, path)
+    r = runner.invoke(app, ["ladder", str(path), "--uniform", "--max-nodes", "4", "--json"])
+    assert r.exit_code == 0, r.output
+    (lad,) = json_lines(r.output)
+    assert lad["rungs"] and all(g["verdict"] == "match" for g in lad["rungs"])
+    stages = lad["full"]["plan"]["stages"]
+    assert len({(s["tensorParallelDegree"], s["dataParallelDegree"]) for s in stages}) == 1
+    assert lad["full"]["tps"] == pytest.approx(solve_brute(inst, UNIFORM).value, rel=1e-12)
