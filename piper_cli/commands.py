@@ -59,6 +59,7 @@ def _register() -> None:
         compare_cmds,
         evaluate_cmd,
         ladder_cmd,
+        model_cmds,
         pipedream_cmds,
         simulate_cmd,
         solve_cmd,
@@ -73,6 +74,7 @@ def _register() -> None:
     simulate_cmd.register(app)
     ladder_cmd.register(app)
     pipedream_cmds.register(app)
+    model_cmds.register(app)
 
 
 _register()
