@@ -58,6 +58,7 @@ def _register() -> None:
         bench_cmds,
         compare_cmds,
         evaluate_cmd,
+        export_cmd,
         ladder_cmd,
         model_cmds,
         pipedream_cmds,
@@ -75,6 +76,7 @@ def _register() -> None:
     ladder_cmd.register(app)
     pipedream_cmds.register(app)
     model_cmds.register(app)
+    export_cmd.register(app)
 
 
 _register()

@@ -63,7 +63,15 @@ def test_an_import_upwards_is_caught(have_linter, tmp_path, low, high):
     for pkg in ("piper_ilp", "dp", "compare", "piper_cli"):
         (tmp_path / pkg).mkdir()
         (tmp_path / pkg / "__init__.py").write_text("")
-    for sub in ("bench", "experiments", "crosscheck", "baselines", "builders", "simulation"):
+    for sub in (
+        "bench",
+        "experiments",
+        "crosscheck",
+        "baselines",
+        "export",
+        "builders",
+        "simulation",
+    ):
         (tmp_path / "compare" / sub).mkdir()
         (tmp_path / "compare" / sub / "__init__.py").write_text("")
     (tmp_path / low / "mod.py").write_text(f"def f():\n    import {high}\n    return {high}\n")
