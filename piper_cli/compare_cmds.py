@@ -361,6 +361,8 @@ def _print_verdict(instance, verdict, detail: bool = False) -> None:
     problems, and the plans involved)."""
     st = verdict.settings
     mode_note = "" if verdict.mode.is_default else f"; mode {verdict.mode.label}"
+    if verdict.restrictions.get("uniform"):
+        mode_note += "; uniform (one t and d for every stage)"
     stdout.print(
         f"{instance.source}: {st['nodes']} nodes, {st['edges']} edges; {settings_line(instance)}{mode_note}",
         markup=False,

@@ -206,6 +206,7 @@ def test_cli_verify_reports_the_cost_of_uniformity(tmp_path):
     )
     assert r.exit_code == 0, r.output
     assert "cost of uniformity: uniform optimum 11 / free optimum 1 = 11 " in r.output
+    assert r.output.count("uniform (one t and d for every stage)") == 1
     r = runner.invoke(
         app,
         ["verify", str(path), "--methods", "dp,brute", "--no-greedy", "--uniform-cost", "--json"],
