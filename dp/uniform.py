@@ -6,8 +6,9 @@ least, over the allowed pairs, of the optimum with every stage at exactly that p
 one d: each run is small) and keeps the best: exact, in every mode, without changing the
 DP itself. A pair is skipped when a lower bound on any plan with it, the least compute
 sum_v min_l p_v / (d * most stages) (every stage's TPS is at least its compute p / d, the
-largest at least their mean, and a plan has at most min(K / (t d), N / d) stages), exceeds
-the best value found: it cannot win.
+largest at least their mean; a plan has at most K / (t d) stages, and at most N / d when
+sequential, where sum d <= N), exceeds the best value found: it cannot win. The bound is on
+the TPS, so it holds for the batch time too (which is at least the largest TPS).
 """
 
 from __future__ import annotations
@@ -28,10 +29,18 @@ __all__ = ["solve_uniform", "pair_lower_bound"]
 _SKIP_MARGIN = 1e-9
 
 
-def pair_lower_bound(instance: Instance, restrictions: Restrictions, t: int, d: int) -> float:
+def pair_lower_bound(
+    instance: Instance,
+    restrictions: Restrictions,
+    t: int,
+    d: int,
+    mode: Mode = DEFAULT_MODE,
+) -> float:
     """A lower bound on the largest stage TPS of every plan whose stages all have (t, d):
     the nodes' least compute at t, sum_v min_l p_v, over d times the most stages,
-    min(K // (t d), N // d). Infinite when some node has no option for t.
+    K // (t d), and N // d too when sequential (sum d <= N; under graph pipelining only
+    h <= N holds, so more stages may run side by side). Infinite when some node has no
+    option for t.
 
     >>> from compare.builders.generators import random_instance
     >>> inst = random_instance("chain", 4, seed=1)
@@ -45,7 +54,9 @@ def pair_lower_bound(instance: Instance, restrictions: Restrictions, t: int, d: 
         if not opts:
             return math.inf
         least.append(min(o.p for o in opts))
-    most_stages = min(inst.K // (t * d), inst.N // d, len(inst.nodes))
+    most_stages = min(inst.K // (t * d), len(inst.nodes))
+    if not mode.graph:
+        most_stages = min(most_stages, inst.N // d)
     if most_stages < 1:
         return math.inf
     return math.fsum(least) / (d * most_stages)
@@ -90,7 +101,7 @@ def solve_uniform(
     start = time.perf_counter()
     deadline = Deadline(time_limit)
     pairs = restrictions.uniform_pairs(instance)
-    bounds = {pair: pair_lower_bound(instance, restrictions, *pair) for pair in pairs}
+    bounds = {pair: pair_lower_bound(instance, restrictions, *pair, mode) for pair in pairs}
     order = sorted(pairs, key=lambda pair: (bounds[pair], pair))
     best: Solution | None = None
     proven, runs, skipped, infeasible = True, 0, 0, 0

@@ -137,7 +137,9 @@ def register(app: typer.Typer) -> None:
             return
         if model is None or hardware is None or output is None:
             fail("error: from-config needs MODEL, --hardware and -o (or --list)")
-        inputs = {model: "config"} if Path(model).exists() else {}
+        inputs = {
+            p: what for p, what in ((model, "config"), (hardware, "hardware")) if Path(p).exists()
+        }
         check_writable(output, "instance", inputs=inputs)
         settings = {
             k: parse_setting(name, text)

@@ -17,6 +17,7 @@ from compare.crosscheck.verify import verify_instance
 from compare.experiments.campaign import read_results, replay_command, run_campaign
 from compare.experiments.sweep import run_sweep, sweep_points
 from dp.solver import solve_dp
+from dp.uniform import pair_lower_bound
 from piper_cli import app
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import save_instance
@@ -278,3 +279,15 @@ def test_the_ladder_climbs_the_uniform_problem(tmp_path):
     stages = lad["full"]["plan"]["stages"]
     assert len({(s["tensorParallelDegree"], s["dataParallelDegree"]) for s in stages}) == 1
     assert lad["full"]["tps"] == pytest.approx(solve_brute(inst, UNIFORM).value, rel=1e-12)
+
+
+def test_the_pair_bound_counts_stages_side_by_side_under_graph_pipelining():
+    # N = 2 microbatches, K = 8 devices, d = 1: sequential plans have at most N / d = 2
+    # stages, graph-pipelined ones up to K / (t d) = 8 (branches run side by side, h <= N)
+    inst = random_instance("fork-join", 6, seed=1, t_values=(1,), K=8, N=2)
+    work = math.fsum(min(o.p for o in n.options[1]) for n in inst.nodes)
+    seq = pair_lower_bound(inst, UNIFORM, 1, 1)
+    graph = pair_lower_bound(inst, UNIFORM, 1, 1, Mode(pipeline="graph"))
+    assert seq == pytest.approx(work / 2) and graph == pytest.approx(work / 6)
+    sol = run_method(inst, "dp", UNIFORM, mode=Mode(pipeline="graph"))
+    assert sol.value == pytest.approx(solve_brute(inst, UNIFORM, mode=Mode(pipeline="graph")).value)
