@@ -170,6 +170,14 @@ def print_solution(instance: Instance, sol: Solution, detail: bool = False) -> N
     for key in ("variables", "constraints", "scaling_error", "ideals", "stage_candidates"):
         if key in sol.info:
             stdout.print(f"  {key}: {sol.info[key]}", markup=False)
+    u = sol.info.get("uniform")
+    if u:  # the DP under --uniform: one run per (t, d) pair (the counts above are the best run's)
+        best = f", best (t, d) = ({u['best'][0]}, {u['best'][1]})" if u["best"] else ""
+        stdout.print(
+            f"  uniform: {u['pairs']} (t, d) pairs, {u['runs']} DP runs ({u['infeasible']} "
+            f"infeasible), {u['skipped']} skipped by the bound{best}",
+            markup=False,
+        )
 
 
 #: Exit statuses by precedence when several instances end differently: bad input (2) over

@@ -229,6 +229,11 @@ def test_cli_solve_uniform_writes_a_uniform_plan(tmp_path):
     assert rec["tps"] == pytest.approx(11.0) and rec["restrictions"]["uniform"] is True
     plan = load_plan(out)
     assert plan.metadata["restrictions"]["uniform"] is True and len(plan.stages) == 1
+    r = runner.invoke(app, ["solve", str(path), "--uniform"])
+    # pairs (1, 1), (1, 2), (2, 1) (t d <= K = 3, d | N = 2); t = 1 leaves node 0 without an
+    # option, an infinite bound: those two are skipped once (2, 1) has a plan
+    want = "uniform: 3 (t, d) pairs, 1 DP runs (0 infeasible), 2 skipped by the bound"
+    assert f"{want}, best (t, d) = (2, 1)" in r.output
 
 
 def test_a_uniform_campaign_checks_the_uniform_problem(tmp_path):
