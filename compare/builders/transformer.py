@@ -6,8 +6,9 @@ the final norm, output layer and loss; edges i -> i+1 carry the 16-bit activatio
 microbatch. Each layer offers, for every tensor-parallel degree t it allows, the options
 ``vanilla``, ``selective recomp`` and ``activation recomp``; the embedding and the head one
 option each, named ``embedding`` and ``head`` (no recomputation; ``--exclude-option`` of a
-layer option leaves them alone). The numbers come from :mod:`compare.builders.transformer_costs` (one
-function per formula) and the hardware (:mod:`compare.builders.hardware`).
+layer option leaves them alone). The numbers come from
+:mod:`compare.builders.transformer_costs` (one function per formula) and the hardware
+(:mod:`compare.builders.hardware`).
 
 The instance JSON also carries a ``model`` section (ignored by the loader) naming the
 configuration, the hardware and the microbatch shape: :func:`read_model_section` gives it
@@ -366,9 +367,7 @@ def _end_option(
         act = tc.head_activation_bytes(cfg, b, s, t)
     p = tc.compute_seconds(flops, t, hw.peak_flops, E)
     p += tc.tp_collective_seconds(cfg, b, s, t, tc.tp_collectives(part), hw.nvlink_bandwidth)
-    return option_dict(
-        part, p, tc.gradient_bytes(held), act, tc.weight_and_optimizer_bytes(held)
-    )
+    return option_dict(part, p, tc.gradient_bytes(held), act, tc.weight_and_optimizer_bytes(held))
 
 
 def transformer_instance(
