@@ -58,7 +58,9 @@ def _register() -> None:
     import piper_cli.bench_cmds as bench_cmds
     import piper_cli.compare_cmds as compare_cmds
     import piper_cli.evaluate_cmd as evaluate_cmd
+    import piper_cli.export_cmd as export_cmd
     import piper_cli.ladder_cmd as ladder_cmd
+    import piper_cli.model_cmds as model_cmds
     import piper_cli.pipedream_cmds as pipedream_cmds
     import piper_cli.simulate_cmd as simulate_cmd
     import piper_cli.solve_cmd as solve_cmd
@@ -72,6 +74,8 @@ def _register() -> None:
     simulate_cmd.register(app)
     ladder_cmd.register(app)
     pipedream_cmds.register(app)
+    model_cmds.register(app)
+    export_cmd.register(app)
 
 
 _register()

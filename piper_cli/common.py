@@ -37,6 +37,7 @@ __all__ = [
     "ExcludeOptionOpt",
     "MaxDOpt",
     "MaxTOpt",
+    "UniformOpt",
     "JsonOpt",
     "PipelineOpt",
     "ObjectiveOpt",
@@ -131,6 +132,15 @@ MaxTOpt = Annotated[
     Optional[int],
     typer.Option(
         "--max-t", min=1, help="Cap on every stage's tensor-parallel degree t.", show_default=False
+    ),
+]
+
+UniformOpt = Annotated[
+    bool,
+    typer.Option(
+        "--uniform",
+        help="Every stage has the same t and d (what Megatron-LM and torchtitan run; an exact "
+        "restriction in every method).",
     ),
 ]
 
@@ -264,6 +274,7 @@ def restrictions_from_flags(
     exclude_option: list[str] | None = None,
     max_d: int | None = None,
     max_t: int | None = None,
+    uniform: bool = False,
 ) -> Restrictions:
     from piper_ilp.solution import Restrictions
 
@@ -274,6 +285,7 @@ def restrictions_from_flags(
         exclude_options=tuple(exclude_option or ()),
         max_d=max_d,
         max_t=max_t,
+        uniform=uniform,
     )
 
 

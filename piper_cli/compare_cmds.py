@@ -29,6 +29,7 @@ from piper_cli.common import (
     ObjectiveOpt,
     PipelineOpt,
     ScheduleOpt,
+    UniformOpt,
     cli_errors,
     load_with_settings,
     mode_from_flags,
@@ -394,6 +395,8 @@ def print_verdict(instance, verdict, detail: bool = False) -> None:
     """
     st = verdict.settings
     mode_note = "" if verdict.mode.is_default else f"; mode {verdict.mode.label}"
+    if verdict.restrictions.get("uniform"):
+        mode_note += "; uniform (one t and d for every stage)"
     stdout.print(
         f"{instance.source}: {st['nodes']} nodes, {st['edges']} edges; "
         f"{settings_line(instance)}{mode_note}",
@@ -426,6 +429,34 @@ def print_verdict(instance, verdict, detail: bool = False) -> None:
             value = f"batch time {r.value:.12g}" if verdict.mode.batch_time else f"TPS {r.tps:.12g}"
             stdout.print(f"{what}: {value}, {100 * gap:.4g}% above the optimum", markup=False)
     stdout.print("")
+
+
+def _verify_one(inst, path: str, names, restrictions, kwargs: dict):
+    """verify_instance on one instance and restrictions, showing which method runs on a
+    terminal."""
+    from compare.crosscheck.verify import verify_instance
+
+    if not sys.stderr.isatty():
+        return verify_instance(inst, names, restrictions, **kwargs)
+    what = f"{path} (uniform)" if restrictions.uniform else path
+    with stderr.status(f"{what}: starting") as status:
+        return verify_instance(
+            inst,
+            names,
+            restrictions,
+            progress=lambda m, what=what: status.update(f"{what}: running {m}"),
+            **kwargs,
+        )
+
+
+def _uniformity_line(u: dict) -> str:
+    """The human line of :func:`compare.crosscheck.verify.uniformity_cost`."""
+    if u["ratio"] is None:
+        return f"cost of uniformity: not known ({u['why']})"
+    return (
+        f"cost of uniformity: uniform optimum {u['uniform']:.12g} / free optimum {u['free']:.12g} "
+        f"= {u['ratio']:.6g} (verdicts: free {u['verdicts'][0]}, uniform {u['verdicts'][1]})"
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -475,6 +506,15 @@ def register(app: typer.Typer) -> None:
         exclude_option: ExcludeOptionOpt = None,
         max_d: MaxDOpt = None,
         max_t: MaxTOpt = None,
+        uniform: UniformOpt = False,
+        uniform_cost: Annotated[
+            bool,
+            typer.Option(
+                "--uniform-cost",
+                help="Verify both the free problem and the uniform one (every stage the same t "
+                "and d) and report the cost of uniformity: the ratio of the two optima.",
+            ),
+        ] = False,
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
@@ -515,13 +555,22 @@ def register(app: typer.Typer) -> None:
         time). Outside the default mode the greedy rule is not run, and a method that
         solves only the default mode (greedy, 2bw, pipedream, --external) is refused.
 
+        --uniform checks the uniform problem (every stage the same t and d); --uniform-cost
+        checks both it and the free problem, prints both verdicts and the ratio of the
+        optima (uniform / free, when both are proven); with --json the uniform verdict's
+        line carries it as "uniformity".
+
         Exit 0 match or consistent, 1 mismatch or error, 2 bad input or usage,
         3 inconclusive, 4 single-proof (with several instances: the first of 1, 2, 3, 4 that
         occurs).
         """
-        from compare.crosscheck.verify import parse_methods, verify_instance
+        from dataclasses import replace
+
+        from compare.crosscheck.verify import parse_methods, uniformity_cost
         from piper_ilp.errors import InputError
 
+        if uniform and uniform_cost:
+            raise InputError("--uniform-cost checks both problems; give it without --uniform")
         mode = mode_from_flags(pipeline, objective, schedule)
         if model == "pipedream":
             if not mode.is_default:
@@ -550,8 +599,17 @@ def register(app: typer.Typer) -> None:
         for name, command in externals.items():
             check_mode(external_method(name, command), mode)
         restrictions = restrictions_from_flags(
-            no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t
+            no_data_parallel,
+            no_tensor_parallel,
+            no_recompute,
+            exclude_option,
+            max_d,
+            max_t,
+            uniform,
         )
+        variants = [restrictions]
+        if uniform_cost:  # the free problem first, then the uniform one
+            variants = [replace(restrictions, uniform=False), replace(restrictions, uniform=True)]
         codes = []
         for path in instances:
             try:
@@ -569,22 +627,21 @@ def register(app: typer.Typer) -> None:
                 externals=externals,
                 external_timeout=external_timeout,
             )
-            if sys.stderr.isatty():  # which method is running, on a terminal only
-                with stderr.status(f"{path}: starting") as status:
-                    v = verify_instance(
-                        inst,
-                        names,
-                        restrictions,
-                        progress=lambda m, path=path: status.update(f"{path}: running {m}"),
-                        **kwargs,
-                    )
-            else:
-                v = verify_instance(inst, names, restrictions, **kwargs)
-            if json_out:
-                print_json_line(v.to_dict())
-            else:
-                print_verdict(inst, v, detail=detail)
-            codes.append(v.exit_code)
+            verdicts = []
+            for variant in variants:
+                v = _verify_one(inst, path, names, variant, kwargs)
+                verdicts.append(v)
+                extra = {}
+                if uniform_cost and variant.uniform:
+                    extra["uniformity"] = uniformity_cost(verdicts[0], v)
+                if json_out:
+                    print_json_line({**v.to_dict(), **extra})
+                else:
+                    print_verdict(inst, v, detail=detail)
+                    if extra:
+                        stdout.print(_uniformity_line(extra["uniformity"]), markup=False)
+                        stdout.print("")
+                codes.append(v.exit_code)
         for code in (1, 2, 3, 4):
             if code in codes:
                 raise typer.Exit(code)
@@ -757,6 +814,7 @@ def register(app: typer.Typer) -> None:
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
+        uniform: UniformOpt = False,
         json_out: JsonOpt = False,
     ) -> None:
         """Cross-check many random DAGs in parallel, resumably.
@@ -770,7 +828,8 @@ def register(app: typer.Typer) -> None:
 
         Every instance is checked in one mode (--pipeline, --objective, --schedule;
         default sequential/throughput/1f1b) or in each of --modes: one result line per
-        instance and mode, and the summary counts verdicts per mode.
+        instance and mode, and the summary counts verdicts per mode. With --uniform every
+        method solves the uniform problem (every stage the same t and d).
 
         Exit 0 when no mismatch, no error and no harness error was found, 1 otherwise (a
         harness error, verdict "harness-error", is the campaign's own failure on an instance:
@@ -816,6 +875,7 @@ def register(app: typer.Typer) -> None:
                 externals=parse_externals(external),
                 external_timeout=external_timeout,
                 modes=mode_list,
+                uniform=uniform,
                 note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False),
             )
         except CampaignInterrupted as exc:

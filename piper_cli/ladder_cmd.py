@@ -13,6 +13,7 @@ from piper_cli.common import (
     DevicesOpt,
     JsonOpt,
     MemoryOpt,
+    UniformOpt,
     cli_errors,
     load_with_overrides,
     print_json_line,
@@ -43,13 +44,16 @@ def register(app: typer.Typer) -> None:
         memory: MemoryOpt = None,
         batch: BatchOpt = None,
         bandwidth: BandwidthOpt = None,
+        uniform: UniformOpt = False,
     ) -> None:
         """Check the DP small, then scale it up with a certified gap.
 
         Verify dp == CP-SAT on prefixes of the model with fewer devices and microbatches
         (rungs), then run the DP at full size and certify its gap with CP-SAT's lower bound.
-        Exit 1 when a rung is a mismatch."""
+        With --uniform every rung and the full size solve the uniform problem (every stage
+        the same t and d). Exit 1 when a rung is a mismatch."""
         from compare.experiments.ladder import run_ladder
+        from piper_ilp.solution import Restrictions
 
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
 
@@ -65,6 +69,7 @@ def register(app: typer.Typer) -> None:
 
         lad = run_ladder(
             inst,
+            Restrictions(uniform=uniform),
             max_nodes=max_nodes,
             time_limit=time_limit,
             full_time_limit=full_time_limit,

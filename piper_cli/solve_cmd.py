@@ -24,6 +24,7 @@ from piper_cli.common import (
     ObjectiveOpt,
     PipelineOpt,
     ScheduleOpt,
+    UniformOpt,
     cli_errors,
     fail,
     load_with_settings,
@@ -173,6 +174,14 @@ def print_solution(instance: Instance, sol: Solution, detail: bool = False) -> N
     for key in ("variables", "constraints", "scaling_error", "ideals", "stage_candidates"):
         if key in sol.info:
             stdout.print(f"  {key}: {sol.info[key]}", markup=False)
+    u = sol.info.get("uniform")
+    if u:  # the DP under --uniform: one run per (t, d) pair (the counts above are the best run's)
+        best = f", best (t, d) = ({u['best'][0]}, {u['best'][1]})" if u["best"] else ""
+        stdout.print(
+            f"  uniform: {u['pairs']} (t, d) pairs, {u['runs']} DP runs ({u['infeasible']} "
+            f"infeasible), {u['skipped']} skipped by the bound{best}",
+            markup=False,
+        )
 
 
 #: Exit statuses by precedence when several instances end differently: bad input (2) over
@@ -231,6 +240,7 @@ def register(app: typer.Typer) -> None:
         exclude_option: ExcludeOptionOpt = None,
         max_d: MaxDOpt = None,
         max_t: MaxTOpt = None,
+        uniform: UniformOpt = False,
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
@@ -366,7 +376,13 @@ def register(app: typer.Typer) -> None:
                 check_writable(out, what, inputs={p: "instance" for p in instances})
 
         restrictions = restrictions_from_flags(
-            no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t
+            no_data_parallel,
+            no_tensor_parallel,
+            no_recompute,
+            exclude_option,
+            max_d,
+            max_t,
+            uniform,
         )
         show_progress = sys.stderr.isatty() if progress is None else progress
         worst = 0

@@ -64,7 +64,9 @@ def register(app: typer.Typer) -> None:
         variants: Annotated[
             str,
             typer.Option(
-                "--variants", help="Comma-separated: all, no-dp, no-tp, no-recompute, greedy, 2bw."
+                "--variants",
+                help="Comma-separated: all, no-dp, no-tp, no-recompute, uniform (one t and d for "
+                "every stage), greedy, 2bw, pipedream.",
             ),
         ] = "all,no-dp,no-tp,no-recompute,2bw",
         workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes.")] = 1,
@@ -80,7 +82,8 @@ def register(app: typer.Typer) -> None:
         """Solve an instance over a grid of settings for each variant.
 
         The grid is every combination of the K, M, N, B values given; the variants are Piper's
-        ablations, the 2BW baseline, the greedy rule and external planners. One row per run in
+        ablations, uniform degrees (what Megatron-LM and torchtitan run), the 2BW baseline, the
+        greedy rule and external planners. One row per run in
         OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv."""
         from compare.experiments.jobs import Interrupted
         from compare.experiments.sweep import PARAMETERS, RESULTS, TABLE, run_sweep, sweep_points

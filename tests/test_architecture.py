@@ -24,6 +24,7 @@ SKELETON = (
     "compare.experiments",
     "compare.crosscheck",
     "compare.baselines",
+    "compare.export",
     "compare.builders",
     "compare.simulation",
     "dp.solver",

@@ -8,6 +8,7 @@ read the list of modules it imported.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -256,3 +257,19 @@ def test_the_cli_asks_blas_for_one_thread_unless_the_user_chose():
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
     ).stdout
     assert int(out) == 1
+
+
+def test_from_config_and_export_load_no_solver(tmp_path):
+    # both are arithmetic on a configuration and a plan: no numpy, no MILP, no DP
+    inst, plan = tmp_path / "l8.json", tmp_path / "plan.json"
+    proc, names = imported("from-config", "llama3-8b", "--hardware", "h100-80gb", "-o", str(inst))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not names & SOLVER_LIBRARIES, sorted(names & SOLVER_LIBRARIES)
+    ids = {"0": "embedding", "33": "head", **{str(i): "vanilla" for i in range(1, 33)}}
+    stage = {"nodes": list(range(34)), "dataParallelDegree": 1, "tensorParallelDegree": 8}
+    plan.write_text(json.dumps({"stages": [{**stage, "TMPCids": ids}]}))
+    proc, names = imported("export", str(inst), str(plan), "--to", "megatron")
+    assert proc.returncode == 0 and "--tensor-model-parallel-size 8" in proc.stdout, proc.stderr[
+        -2000:
+    ]
+    assert not names & SOLVER_LIBRARIES and "dp" not in names, sorted(names & SOLVER_LIBRARIES)

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from pathlib import Path
 
+from compare.bench.dp import find_profiles
 from compare.builders.generators import FAMILIES, random_instance
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.instance import Instance, load_instance
@@ -43,7 +43,7 @@ def _cases(sizes, seeds, bert_ks, memory, profiles):
             family = FAMILIES[seed % len(FAMILIES)]
             yield f"random n={n}", random_instance(family, n, seed, memory=memory)
     if bert_ks:
-        bert = load_instance(Path(profiles) / f"{BERT}.json")
+        bert = load_instance(find_profiles(profiles, [BERT]) / f"{BERT}.json")
         for K in bert_ks:
             yield f"bert32a100 K={K}", bert.with_settings(K=K)
 
@@ -90,7 +90,8 @@ def run(
     profiles=None,
 ):
     """Run the benchmark; returns the list of per-run records (see :func:`_run_one`).
-    ``profiles``: the folder holding ``bert32a100.json`` (needed when ``bert_ks``).
+    ``profiles``: the folder holding ``bert32a100.json`` (needed when ``bert_ks``; default
+    as :func:`compare.bench.dp.find_profiles`: ``$PIPER_PROFILES``, else ../shared).
     ``hint_from_dp``: every backend gets the DP's plan as warm start and cutoff
     (``solve_milp(hint=...)``; the DP's own time is not counted).
     ``memory`` is passed to :func:`compare.builders.generators.random_instance` (0.6: M at 60% of

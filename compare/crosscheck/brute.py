@@ -169,7 +169,7 @@ def solve_brute(
     instance : Instance
         At most ``max_nodes`` nodes (unless ``force``).
     restrictions : Restrictions
-        Caps on d and t and excluded options (as for every solver).
+        Caps on d and t, excluded options, uniform degrees (as for every solver).
     max_nodes : int
         The size limit (default :data:`MAX_NODES`).
     force : bool
@@ -241,6 +241,7 @@ def solve_brute(
     best_stages: list | None = None
     counts = {"plans": 0, "stage_choices": 0}
     graph, flush = mode.graph, mode.batch_time
+    uniform = restrictions.uniform
 
     def search(
         unplaced: int, s: int, devices: int, worst: float, path: float, chosen: list
@@ -267,7 +268,8 @@ def solve_brute(
         for sub, rest in _back_stages(unplaced, succ_mask):
             out = _succ_of(sub)
             later = [st for st in chosen if st[0] & out] if graph else chosen[-1:]
-            for t, d in choices:
+            # uniform (sec. 12): every stage takes the pair of the last one placed
+            for t, d in [chosen[-1][1:3]] if uniform and chosen else choices:
                 if devices + t * d > K:
                     continue
                 h = d + max((st[4] for st in later), default=0)

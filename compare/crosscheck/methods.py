@@ -247,6 +247,15 @@ def _solve_pipedream(instance: Instance, restrictions: Restrictions) -> Solution
     mapped = pipedream_plan_for(instance, straight=restrictions.max_d == 1)
     seconds = time.perf_counter() - start
     info = {"pipedream_objective": getattr(mapped.result, "time_per_stage", None)}
+    broken = restrictions.violation(instance, mapped.plan) if mapped.valid else None
+    if broken is not None:  # PipeDream plans without them (e.g. --uniform): no answer
+        return Solution(
+            "pipedream",
+            Status.UNKNOWN,
+            seconds=seconds,
+            info=info,
+            message=f"PipeDream's plan breaks the restrictions: {broken}",
+        )
     if not mapped.valid:
         why = "; ".join(mapped.reasons) or "PipeDream found no plan"
         return Solution(

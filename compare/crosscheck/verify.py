@@ -82,6 +82,7 @@ __all__ = [
     "MethodResult",
     "Verdict",
     "verify_instance",
+    "uniformity_cost",
     "plan_difference",
     "parse_methods",
 ]
@@ -298,6 +299,45 @@ class Verdict:
         }
 
 
+#: Verdicts whose optimum (or infeasibility) is proven.
+PROVEN_VERDICTS = ("match", "consistent", "single-proof")
+
+
+def uniformity_cost(free: Verdict, uniform: Verdict) -> dict:
+    """The cost of uniformity (contract sec. 12): the uniform optimum over the free one,
+    from the verdicts of the two problems on one instance.
+
+    Returns
+    -------
+    dict
+        ``free`` and ``uniform`` (the optima, or None), ``ratio`` (uniform / free, or None),
+        ``verdicts`` (the two verdicts) and ``why`` (why there is no ratio, else "").
+        A ratio is given only when both optima are proven (match, consistent or
+        single-proof); it is >= 1 (a uniform plan is a plan).
+    """
+    out = {
+        "free": free.optimum,
+        "uniform": uniform.optimum,
+        "ratio": None,
+        "verdicts": [free.verdict, uniform.verdict],
+        "why": "",
+    }
+    unproven = [
+        n for n, v in (("free", free), ("uniform", uniform)) if v.verdict not in PROVEN_VERDICTS
+    ]
+    if unproven:
+        out["why"] = f"the {' and '.join(unproven)} optimum is not proven"
+    elif free.infeasible:
+        out["why"] = "the instance is infeasible"
+    elif uniform.infeasible:
+        out["why"] = "no uniform plan fits (the free problem has one)"
+    elif not free.optimum:
+        out["why"] = "the free optimum is 0"
+    else:
+        out["ratio"] = uniform.optimum / free.optimum
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # Comparing
 # --------------------------------------------------------------------------------------
@@ -456,17 +496,12 @@ def _check_one(
             f"{json.dumps(plan_to_dict(s.plan))}"
         )
         return out
-    allowed_d = set(restrictions.d_values(instance))
-    for i, st in enumerate(s.plan.stages):
-        if (
-            st.d not in allowed_d
-            or (restrictions.max_t is not None and st.t > restrictions.max_t)
-            or any(st.options.get(v) in restrictions.exclude_options for v in st.nodes)
-        ):
-            out.append(
-                f"{r.method}: stage {i} of its plan ({_stage_text(s.plan, i)}) breaks the "
-                f"restrictions {restrictions.to_dict()}"
-            )
+    why = restrictions.violation(instance, s.plan)
+    if why is not None:
+        out.append(
+            f"{r.method}: its plan breaks the restrictions {restrictions.to_dict()}: {why}; "
+            f"plan {json.dumps(plan_to_dict(s.plan))}"
+        )
     what_value = _what(mode)
     value = ev.value
     checks = [("objective", s.objective, value, what_value), ("tps", s.tps, ev.tps, "TPS")]

@@ -59,6 +59,7 @@ from piper_ilp.files import atomic_write_text, json_safe, read_jsonl
 from piper_ilp.instance import instance_to_dict
 from piper_ilp.mode import ALL_MODES, DEFAULT_MODE, Mode
 from piper_ilp.settings import Settings
+from piper_ilp.solution import Restrictions
 
 __all__ = [
     "Spec",
@@ -258,8 +259,10 @@ def run_spec(
     shrink_seconds: float = 300.0,
     externals: Mapping[str, str] | None = None,
     external_timeout: float | None = None,
+    uniform: bool = False,
 ) -> dict:
-    """Cross-check one spec in its mode; the campaign's JSON record (with, for a mismatch,
+    """Cross-check one spec in its mode (with ``uniform``: the problem where every stage
+    has the same t and d, contract sec. 12); the campaign's JSON record (with, for a mismatch,
     the shrunk counterexample as ``counterexample_instance``). Never raises: a crash of the
     harness itself (making the instance, or an exception out of the check) is recorded with
     the verdict :data:`HARNESS_ERROR` and the message in ``harness_error``; nothing was
@@ -276,6 +279,8 @@ def run_spec(
         "family": spec.family,
         "nodes": spec.n_nodes,
     }
+    if uniform:
+        rec["uniform"] = True
     externals = dict(externals or {})
     try:
         mode = Mode.parse(spec.mode)
@@ -283,6 +288,7 @@ def run_spec(
             settings=settings.replace(mode=mode),
             solvers=solvers,
             external_timeout=external_timeout,
+            restrictions=Restrictions(uniform=uniform),
         )
         inst = spec_instance(spec)
         rec["edges"] = len(inst.edges)
@@ -334,9 +340,11 @@ def replay_command(
     time_limit: float | None = 60.0,
     threads: int | None = None,
     external_timeout: float | None = None,
+    uniform: bool = False,
 ) -> str:
     """The ``piper-ilp verify FILE ...`` line that checks a counterexample with the methods
-    and options of the campaign that found it (shell-quoted).
+    and options of the campaign that found it (shell-quoted; ``--uniform`` for a uniform
+    campaign).
 
     Examples
     --------
@@ -358,6 +366,8 @@ def replay_command(
         words += ["--threads", str(threads)]
     for k, value in mode.to_dict().items():
         words += [f"--{k}", str(value)]
+    if uniform:
+        words.append("--uniform")
     return " ".join(shlex.quote(w) for w in words)
 
 
@@ -398,6 +408,7 @@ def _shrunk(
             time_limit=check["settings"].time_limit,
             threads=check["settings"].threads,
             external_timeout=check["external_timeout"],
+            uniform=check["restrictions"].uniform,
         ),
         "spec": spec.to_dict(),
         "original": {"nodes": len(inst.nodes), "edges": len(inst.edges), "problems": v.problems},
@@ -605,6 +616,7 @@ def run_campaign(
     external_timeout: float | None = None,
     modes: Sequence[Mode] = (DEFAULT_MODE,),
     note: Callable[[str], None] | None = None,
+    uniform: bool = False,
 ) -> dict:
     """Run a campaign into the folder ``out``; returns the summary (also written to
     ``out/summary.json``).
@@ -654,6 +666,9 @@ def run_campaign(
     note : callable, optional
         Called with a line of text when resuming drops a torn last line of results.jsonl
         (default: printed on stderr).
+    uniform : bool
+        Check the uniform problem (every stage the same t and d, contract sec. 12) instead
+        of the free one; recorded in the parameters (``uniform``) and in each record.
 
     Raises
     ------
@@ -692,6 +707,7 @@ def run_campaign(
         "time_limit": time_limit,
         "externals": dict(externals or {}),
         "modes": [m.label for m in modes],
+        "uniform": uniform,
     }
     fn = functools.partial(
         run_spec,
@@ -701,6 +717,7 @@ def run_campaign(
         do_shrink=do_shrink,
         externals=dict(externals or {}),
         external_timeout=external_timeout,
+        uniform=uniform,
     )
     show = sys.stderr.isatty() if progress is None else progress
     start = time.perf_counter()
@@ -736,9 +753,8 @@ def run_campaign(
             scheduler=scheduler,
             prepare=lambda rec: _save_counterexample(out, rec),
             on_record=after,
-            defaults={
-                "modes": [DEFAULT_MODE.label]
-            },  # a folder from before --modes ran the default mode
+            # a folder from before --modes ran the default mode, before --uniform the free problem
+            defaults={"modes": [DEFAULT_MODE.label], "uniform": False},
             note=note,
         )
     finally:

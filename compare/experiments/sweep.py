@@ -9,6 +9,7 @@ variant                   what runs
 ``no-dp``                 the exact DP with d = 1 everywhere (no data parallelism)
 ``no-tp``                 the exact DP with t = 1 everywhere (no tensor parallelism)
 ``no-recompute``          the exact DP without the ``"activation recomp"`` options
+``uniform``               the exact DP with one (t, d) for every stage (contract sec. 12)
 ``greedy``                the DP with Piper's greedy option rule (contract sec. 5)
 ``2bw``                   the PipeDream-2BW baseline (:mod:`compare.baselines.twobw`, sec. 10)
 ``pipedream``             PipeDream's own planner, its plan judged under Piper's contract
@@ -52,7 +53,7 @@ __all__ = [
     "CSV_FIELDS",
 ]
 
-VARIANTS = ("all", "no-dp", "no-tp", "no-recompute", "greedy", "2bw", "pipedream")
+VARIANTS = ("all", "no-dp", "no-tp", "no-recompute", "uniform", "greedy", "2bw", "pipedream")
 
 RESULTS = "results.jsonl"
 TABLE = "results.csv"
@@ -155,6 +156,7 @@ def _solve_variant(instance: Instance, variant: str, externals: Mapping[str, str
         "no-dp": Restrictions.from_flags(no_data_parallel=True),
         "no-tp": Restrictions.from_flags(no_tensor_parallel=True),
         "no-recompute": Restrictions.from_flags(exclude_options=(RECOMPUTE_OPTION,)),
+        "uniform": Restrictions(uniform=True),
     }[variant]
     return run_method(instance, "dp", restrictions)
 
