@@ -29,9 +29,6 @@ from dp.memory import truncate_low_bits
 
 __all__ = ["ExactStates"]
 
-#: States are extended many at once, in pieces of about this many new frontier rows.
-EXTEND_ROWS = 1 << 21
-
 
 class _NodeTable:
     """Per node, for one t: whether it has options for t, plain, its least a + b, the w of
@@ -68,16 +65,16 @@ class ExactStates:
     ``forget()`` drops every state but the empty set's (the caller does it once
     :meth:`size` passes its limit)."""
 
-    def __init__(self, builder, low_bits: int, low_sink):
-        b = builder  # (read here, not kept: see the builder's use)
+    def __init__(self, ctx, geo, low_bits: int, low_sink, extend_rows: int):
         self.low_sink = low_sink
-        self.plus_bits, self.minus_bits = b.plus_bits, b.minus_bits
-        self.t_values = list(b.t_values)
-        self.mem_maybe, self.mem_kept, self.S = b.mem_maybe, b.mem_kept, b.S
-        self.check = lambda: None  # the builder sets its deadline's check
+        self.plus_bits, self.minus_bits = geo.plus_bits, geo.minus_bits
+        self.t_values = list(ctx.t_values)
+        self.mem_maybe, self.mem_kept, self.S = ctx.mem_maybe, ctx.mem_kept, ctx.S
+        self.check = ctx.check
         self.low_bits = low_bits
-        n = len(b.ids)
-        self.nodes = {t: _NodeTable(n, b.node_t, t) for t in self.t_values}
+        self.extend_rows = extend_rows
+        n = len(ctx.ids)
+        self.nodes = {t: _NodeTable(n, ctx.node_t, t) for t in self.t_values}
         self.forget()
 
     def forget(self):
@@ -200,8 +197,8 @@ class ExactStates:
             self.off[t][ids] = 0
             self.cnt[t][ids] = 0
             ext = np.flatnonzero(ok & plain)
-            # in pieces of about EXTEND_ROWS new rows
-            for a, b in pieces(self.cnt[t][ps[ext]] * nt.n_opt[vs[ext]], EXTEND_ROWS):
+            # in pieces of about extend_rows new rows
+            for a, b in pieces(self.cnt[t][ps[ext]] * nt.n_opt[vs[ext]], self.extend_rows):
                 self.check()
                 self._extend_frontiers(t, ids[ext[a:b]], ps[ext[a:b]], vs[ext[a:b]])
 

@@ -51,12 +51,18 @@ __all__ = [
     "pareto_mask",
     "pareto_order",
     "pareto_orders",
+    "two_column_order",
     "two_column_orders",
+    "segment_xy_order",
+    "segment_staircase",
+    "dense_ranks",
+    "pieces",
     "run_ids",
     "run_starts",
     "stage_items",
     "pareto_frontier",
     "y_capacity",
+    "y_capacity_and_memory",
     "y_capacities",
     "exact_choice",
     "exact_choices_at",
@@ -151,7 +157,7 @@ def pareto_order(cols: np.ndarray) -> np.ndarray:
     if k == 1:
         return np.array([int(np.argmin(c[:, 0]))])
     if k == 2:
-        return _two_column_order(c[:, 0], c[:, 1])
+        return two_column_order(c[:, 0], c[:, 1])
     order = np.lexsort(c.T[::-1])
     # k >= 3: a row is dominated iff some earlier row is <= it in every column (the first
     # column holds by the order). Dominance is transitive, so trying the earlier rows that
@@ -174,7 +180,7 @@ def pareto_order(cols: np.ndarray) -> np.ndarray:
     return order[keep]
 
 
-def _two_column_order(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def two_column_order(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The Pareto rows of two varying columns, as indices in stable (x, y) order: a row is
     kept iff its y is below every earlier row's (so exact duplicates keep the first).
     Without ties in x, a stable sort on x alone is that order (and merges the sorted runs
@@ -242,13 +248,13 @@ def two_column_orders(
     sel: np.ndarray,
     seg: np.ndarray,
 ) -> np.ndarray:
-    """:func:`_two_column_order` of many arrays at once: array g is rows ``first[g]`` ..
+    """:func:`two_column_order` of many arrays at once: array g is rows ``first[g]`` ..
     ``first[g] + n_of[g] - 1`` of ``x`` and ``y`` (``seg``, nondecreasing, names each
     row's array), its rows with ``valid`` False left out; the arrays ``sel`` are
     filtered. Returns the kept rows by array and then in (x, y) order (ties: input order).
 
-    The rows are sorted by (array, x, y) (:func:`_segment_xy_order`); a row is kept iff
-    its y is below every earlier y of its array (:func:`_segment_staircase`)."""
+    The rows are sorted by (array, x, y) (:func:`segment_xy_order`); a row is kept iff
+    its y is below every earlier y of its array (:func:`segment_staircase`)."""
     pick = np.zeros(len(n_of), dtype=bool)
     pick[sel] = True
     rows = np.flatnonzero(valid & pick[seg])
@@ -257,11 +263,11 @@ def two_column_orders(
     ss = seg[rows]
     rs = run_ids(ss[1:] != ss[:-1])  # rank of the array among those left
     xs, ys = x[rows], y[rows]
-    order = _segment_xy_order(rs, xs, ys)
-    return rows[order[_segment_staircase(rs[order], ys[order])]]
+    order = segment_xy_order(rs, xs, ys)
+    return rows[order[segment_staircase(rs[order], ys[order])]]
 
 
-def _segment_xy_order(rs: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def segment_xy_order(rs: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The stable order of rows by (rs, x, y) (rs: nondecreasing ints from 0, x and y
     without NaN): one sort by x, a stable (radix) sort by rs, and the rows of runs of
     equal (rs, x) -- few: equal sums of different choices -- sorted again by (y, input
@@ -281,7 +287,7 @@ def _segment_xy_order(rs: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarra
     return order
 
 
-def _segment_staircase(rs: np.ndarray, y: np.ndarray) -> np.ndarray:
+def segment_staircase(rs: np.ndarray, y: np.ndarray) -> np.ndarray:
     """For rows sorted by rs (nondecreasing ints from 0): whether each y is below every
     earlier y of its rs, i.e. a running maximum of (rs, -y). On the bits of y (>= 0, inf
     allowed: their order is the floats') where rs fits above them -- the filters' y have
@@ -452,12 +458,12 @@ def pareto_frontier(
 def y_capacity(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int) -> np.ndarray:
     """For each memory line A y + Bm (floats), the largest y in [0, y_max] with
     A * y + Bm <= ``limit`` in float arithmetic; 0 when even y = 1 does not."""
-    return _y_capacity_and_memory(
+    return y_capacity_and_memory(
         np.asarray(A, dtype=float), np.asarray(Bm, dtype=float), limit, y_max
     )[0]
 
 
-def _y_capacity_and_memory(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int):
+def y_capacity_and_memory(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int):
     """:func:`y_capacity` and the float memory A y + Bm at that y."""
     pos = A > 0
     raw = np.full(A.shape, float(y_max))
@@ -488,7 +494,7 @@ def y_capacities(A: np.ndarray, Bm: np.ndarray, sure_limit: float, maybe_limit: 
     ``sure`` is ``maybe`` or a little less. Small inputs take a plain-Python path (the
     same float operations, without numpy's per-call cost)."""
     if len(A) > 8:
-        maybe, mem_at = _y_capacity_and_memory(A, Bm, maybe_limit, y_max)
+        maybe, mem_at = y_capacity_and_memory(A, Bm, maybe_limit, y_max)
         bad = (maybe > 0) & (mem_at > sure_limit)
         if not bad.any():
             return maybe, maybe, True

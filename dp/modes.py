@@ -74,7 +74,7 @@ from dp.deadline import Deadline
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
 from dp.knapsack import exact_choice, monotone_runs, stage_items
 from dp.option_choice import OptionChoices
-from dp.stage_tables import bits
+from dp.stage_geometry import bits
 from dp.threshold_dp import solve_threshold_dp
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate

@@ -9,7 +9,8 @@ choice the stage tables used near the memory boundary.
 from __future__ import annotations
 
 from dp.option_choice import OptionChoices
-from dp.stage_tables import StageTables, bits
+from dp.stage_geometry import bits
+from dp.table_store import StageTables
 from piper_ilp.cost import microbatches_in_flight, stage_cost
 from piper_ilp.errors import InternalError
 from piper_ilp.instance import Instance

@@ -66,7 +66,12 @@ from piper_ilp.instance import Instance, topological_order
 from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
-__all__ = ["solve_threshold_dp", "DEFAULT_MAX_IDEALS", "DEFAULT_CHAIN_FIRST", "DEFAULT_MAX_TABLE_BYTES"]
+__all__ = [
+    "solve_threshold_dp",
+    "DEFAULT_MAX_IDEALS",
+    "DEFAULT_CHAIN_FIRST",
+    "DEFAULT_MAX_TABLE_BYTES",
+]
 
 #: Above this many successor-closed sets, a chain-restricted DP first gives an upper bound
 #: that prunes the full DP's stage candidates.

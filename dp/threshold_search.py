@@ -24,7 +24,8 @@ import numpy as np
 
 from dp.deadline import Deadline
 from dp.knapsack import run_ids, run_starts
-from dp.stage_tables import StageTables, sorted_unique
+from dp.table_arrays import sorted_unique
+from dp.table_store import StageTables
 from piper_ilp.errors import InternalError
 
 __all__ = ["DEVICES_INF", "DEFAULT_SMALL_S", "Found", "ThresholdDecision", "search_threshold"]

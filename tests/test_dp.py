@@ -101,7 +101,10 @@ def test_greedy_gap_report():
         if e.tps is not None and g.tps is not None:
             gaps.append(g.tps / e.tps - 1)
     above = [x for x in gaps if x > 1e-9]
-    msg = f"greedy mode above the optimum on {len(above)} of {len(gaps)} instances; largest gap {max(above, default=0):.2%}"
+    msg = (
+        f"greedy mode above the optimum on {len(above)} of {len(gaps)} instances; "
+        f"largest gap {max(above, default=0):.2%}"
+    )
     print(msg)
     assert all(x >= -1e-9 for x in gaps), msg
     assert above, msg
@@ -658,7 +661,7 @@ def test_two_column_orders_match_the_single_array_rule():
     arrays of lengths 1 to 300, and only the selected arrays."""
     import numpy as np
 
-    from dp.knapsack import _two_column_order, two_column_orders
+    from dp.knapsack import two_column_order, two_column_orders
 
     rng = np.random.default_rng(11)
     for _ in range(300):
@@ -687,7 +690,7 @@ def test_two_column_orders_match_the_single_array_rule():
         for g in sel.tolist():
             rows = np.arange(first[g], first[g] + lens[g])[valid[first[g] : first[g] + lens[g]]]
             if len(rows):
-                want.append(rows[_two_column_order(x[rows], y[rows])])
+                want.append(rows[two_column_order(x[rows], y[rows])])
         want = np.concatenate(want) if want else np.zeros(0, dtype=np.int64)
         assert np.array_equal(got, want)
 
@@ -711,12 +714,12 @@ def test_pieces_end_where_the_running_total_reaches_the_limit():
 
 
 def test_segment_staircase_and_order_match_their_definitions():
-    """The two-column filter's pieces against their definitions: _segment_xy_order is
-    np.lexsort's stable (rs, x, y) order, _segment_staircase keeps a row iff its y is below
+    """The two-column filter's pieces against their definitions: segment_xy_order is
+    np.lexsort's stable (rs, x, y) order, segment_staircase keeps a row iff its y is below
     every earlier y of its run (on the bits of y when rs fits above them, else on ranks:
     raw floats, low bits cleared, few and many runs, -0.0, inf), dense_ranks is
     np.unique's inverse."""
-    from dp.knapsack import _segment_staircase, _segment_xy_order, dense_ranks
+    from dp.knapsack import dense_ranks, segment_staircase, segment_xy_order
     from dp.memory import truncate_low_bits
 
     rng = np.random.default_rng(17)
@@ -739,10 +742,10 @@ def test_segment_staircase_and_order_match_their_definitions():
         y[rng.random(n) < 0.05] = -0.0
         x[rng.random(n) < 0.05] = -0.0
         assert np.array_equal(dense_ranks(y), np.unique(y, return_inverse=True)[1].reshape(-1))
-        order = _segment_xy_order(rs, x, y)
+        order = segment_xy_order(rs, x, y)
         assert np.array_equal(order, np.lexsort((np.arange(n), y, x, rs)))
         srs, sy = rs[order], y[order]
-        keep = _segment_staircase(srs, sy)
+        keep = segment_staircase(srs, sy)
         want = np.ones(n, dtype=bool)
         low = np.inf
         for i in range(n):
@@ -798,28 +801,22 @@ def test_greedy_stage_times_do_not_depend_on_the_batch():
     (np.sum and @ group their terms by length; the chain bound's tables and the full
     tables batch differently, and a last-bit difference once made the full greedy DP
     report that it lost the chain plan)."""
-    from dp.ideals import enumerate_ideals
-    from dp.option_choice import OptionChoices
-    from dp.stage_tables import _StageTableBuilder
+    from dp.greedy_tables import plain_rule_row, plain_rule_runs
 
     compared = 0
     for seed in range(40):
         inst = random_instance("chain", 14, seed)
-        b = _StageTableBuilder(
-            inst,
-            enumerate_ideals(inst, 10**6),
-            [1, 2],
-            2,
-            True,
-            OptionChoices(inst, True),
-            None,
-            True,
-        )
-        for t in b.greedy_row_array:
+        for t in inst.t_values:
+            rows = np.array(
+                [
+                    plain_rule_row(nd.options[t]) if t in nd.options else (np.nan,) * 7
+                    for nd in inst.nodes
+                ]
+            )
             for n_short in (3, 5, 7, 9):
                 short, long = list(range(n_short)), list(range(14))
-                alone = b._greedy_plain_batch(t, [short], 4)[0]
-                beside = b._greedy_plain_batch(t, [short, long], 4)[0]
+                alone = plain_rule_runs(rows, [short], 4, inst.M)[0]
+                beside = plain_rule_runs(rows, [short, long], 4, inst.M)[0]
                 assert alone[2].tobytes() == beside[2].tobytes(), (seed, t, n_short)
                 compared += len(alone[2])
     assert compared > 100  # runs with a P were compared: the test is not vacuous

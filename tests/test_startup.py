@@ -74,7 +74,10 @@ def test_help_loads_neither_the_solvers_nor_the_core():
 
 def test_console_script_entry_point_help_is_as_light():
     # the piper-ilp script runs piper_cli:main, not piper_cli/__main__.py
-    code = "import sys; sys.argv = ['piper-ilp', 'solve', '--help']; from piper_cli import main; main()"
+    code = (
+        "import sys; sys.argv = ['piper-ilp', 'solve', '--help']; "
+        "from piper_cli import main; main()"
+    )
     proc, names = imported(code=code)
     assert proc.returncode == 0 and "--method" in proc.stdout
     assert "typer" in names
@@ -186,7 +189,7 @@ def test_acyclic_check_agrees_with_networkx():
 
 
 def test_sorted_unique_is_numpy_unique():
-    from dp.stage_tables import sorted_unique
+    from dp.table_arrays import sorted_unique
 
     rng = np.random.default_rng(3)
     for size in (0, 1, 2, 7, 100):
@@ -240,7 +243,8 @@ def test_the_cli_asks_blas_for_one_thread_unless_the_user_chose():
     # in a fresh process, numpy then runs on the main thread alone
     code = (
         "import os; os.environ.pop('OPENBLAS_NUM_THREADS', None); import piper_cli; "
-        "piper_cli.single_threaded_blas(os.environ); import numpy; print(len(os.listdir('/proc/self/task')))"
+        "piper_cli.single_threaded_blas(os.environ); import numpy; "
+        "print(len(os.listdir('/proc/self/task')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
