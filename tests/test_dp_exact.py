@@ -927,13 +927,13 @@ _PROFILE_CASES = [  # (family, seed, N, greedy, memory); the numerics ones have 
 
 @pytest.mark.parametrize("case", _PROFILE_CASES, ids=lambda c: f"{c[0]}-{c[1]}")
 def test_cost_profile_is_each_groups_cost_at_every_s(case):
-    """least_bottleneck reads each group's cost at suffix bound s from _cost_profile: the
+    """least_bottleneck reads each group's cost at suffix bound s from cost_profile: the
     least cost of a point of its row serving y = ceil(s / d) (a monotone row's points
     serve y up to yhi; a non-monotone row counts as its cheapest point, up to its largest
     yhi); inf where none does. Checked point by point, with S large enough that rows have
     many points and some columns are cut at W - 1."""
     from dp.ideals import enumerate_ideals
-    from dp.threshold_search import ThresholdDecision
+    from dp.threshold_search import ThresholdDecision, cost_profile
     from piper_ilp.solution import Restrictions
 
     family, seed, N, greedy, memory = case
@@ -958,7 +958,7 @@ def test_cost_profile_is_each_groups_cost_at_every_s(case):
     row_top = np.maximum.reduceat(tb.yhi, tb.row_start).astype(np.int64)
     gk = np.arange(dec.n)
     W = int(np.random.default_rng(seed).integers(1, S + 2))
-    prof = dec._cost_profile(gk, W, row_low, row_top)
+    prof = cost_profile(tb, gk, W, row_low, row_top)
     for g in range(0, dec.n, max(1, dec.n // 300)):
         r, d = int(tb.group_row[g]), int(tb.group_d[g])
         a, b = int(tb.row_start[r]), int(tb.row_start[r]) + int(tb.row_points[r])
