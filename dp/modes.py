@@ -83,7 +83,14 @@ from piper_ilp.mode import Mode
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
-__all__ = ["solve_modes", "frontier_width", "DEFAULT_MAX_FRONTIER", "DEFAULT_MAX_LABELS"]
+__all__ = [
+    "solve_modes",
+    "frontier_width",
+    "frontiers",
+    "predecessor_masks",
+    "DEFAULT_MAX_FRONTIER",
+    "DEFAULT_MAX_LABELS",
+]
 
 #: Refuse (unless forced) graph pipelining when some ideal has more frontier nodes than this.
 DEFAULT_MAX_FRONTIER = 8
@@ -99,7 +106,15 @@ _PRUNE_MARGIN = 1 + 1e-12
 _EXACT_INT = 2**53
 
 
-def _predecessor_masks(succ: Sequence[int]) -> list[int]:
+def predecessor_masks(succ: Sequence[int]) -> list[int]:
+    """For every node position, the bitmask of its direct predecessors, from ``succ``
+    (:func:`dp.ideals.successor_masks`).
+
+    Examples
+    --------
+    >>> predecessor_masks([0b110, 0b100, 0])
+    [0, 1, 3]
+    """
     pred = [0] * len(succ)
     for u, m in enumerate(succ):
         while m:
@@ -124,7 +139,7 @@ def _descendants(succ: Sequence[int]) -> list[int]:
     return reach
 
 
-def _frontiers(ideals: Sequence[int], succ: Sequence[int], pred: Sequence[int]) -> list[list[int]]:
+def frontiers(ideals: Sequence[int], succ: Sequence[int], pred: Sequence[int]) -> list[list[int]]:
     """For every ideal I, the frontier nodes whose stage's h (and L) the DP must remember,
     ascending.
 
@@ -160,8 +175,8 @@ def frontier_width(instance: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> 
     """The largest frontier (nodes of a successor-closed set with a predecessor outside it)
     over all successor-closed sets: what graph pipelining's DP is exponential in."""
     ideals = enumerate_ideals(instance, max_ideals)
-    pred = _predecessor_masks(successor_masks(instance))
-    return max((len(f) for f in _frontiers(ideals, successor_masks(instance), pred)), default=0)
+    pred = predecessor_masks(successor_masks(instance))
+    return max((len(f) for f in frontiers(ideals, successor_masks(instance), pred)), default=0)
 
 
 def _pareto(cols: np.ndarray) -> np.ndarray:
@@ -319,20 +334,22 @@ def solve_modes(
     budget = min(K, max(t_values, default=1) * S)
     if budget >= _EXACT_INT:
         raise SizeLimitError(
-            f"{instance.source}: K = {K} with t up to {max(t_values)} and min(N, K) = {S} allows device counts "
-            f"beyond the exact range of the mode DP (2**53); lower K, N or the largest t"
+            f"{instance.source}: K = {K} with t up to {max(t_values)} and min(N, K) = {S} allows "
+            "device counts beyond the exact range of the mode DP (2**53); lower K, N or the "
+            "largest t"
         )
     ideals = enumerate_ideals(inst, max_ideals)
     succ = successor_masks(inst)
-    pred = _predecessor_masks(succ)
-    front = _frontiers(ideals, succ, pred) if graph else [[] for _ in ideals]
+    pred = predecessor_masks(succ)
+    front = frontiers(ideals, succ, pred) if graph else [[] for _ in ideals]
     width = max((len(f) for f in front), default=0)
     info.update(ideals=len(ideals), frontier_width=width)
     if graph and width > max_frontier and not force:
         raise SizeLimitError(
-            f"{instance.source}: graph pipelining's DP keeps one h per frontier node (nodes of a successor-closed "
-            f"set with a predecessor outside it) and grows like min(N, K) ** width; this graph's widest frontier "
-            f"has {width} nodes, above the limit of {max_frontier}; pass --force (force=True) if time allows"
+            f"{instance.source}: graph pipelining's DP keeps one h per frontier node (nodes of a "
+            "successor-closed set with a predecessor outside it) and grows like min(N, K) ** "
+            f"width; this graph's widest frontier has {width} nodes, above the limit of "
+            f"{max_frontier}; pass --force (force=True) if time allows"
         )
     # nodes that have options for t, as a bitmask
     tmask = {
@@ -404,7 +421,9 @@ def solve_modes(
                         plan=ub_plan,
                         objective=ub,
                         mode=mode,
-                        message=f"{where}: the best plan of the easier problems (not proven optimal)",
+                        message=(
+                            f"{where}: the best plan of the easier problems (not proven optimal)"
+                        ),
                     )
                 )
             C = I & ~J
@@ -511,9 +530,10 @@ def solve_modes(
         largest = max(largest, len(keep))
         if total_labels > max_labels and not force:
             raise SizeLimitError(
-                f"{instance.source}: the {mode.label} DP keeps more than {max_labels:,} labels (devices, microbatches "
-                f"in flight per frontier node, max TPS, paths) after {by_size.index(i) + 1:,} of {len(ideals):,} "
-                f"successor-closed sets; pass --force (force=True) if memory and time allow"
+                f"{instance.source}: the {mode.label} DP keeps more than {max_labels:,} labels "
+                "(devices, microbatches in flight per frontier node, max TPS, paths) after "
+                f"{by_size.index(i) + 1:,} of {len(ideals):,} successor-closed sets; pass --force "
+                "(force=True) if memory and time allow"
             )
 
     info.update(labels=total_labels, candidates=candidates, largest_label_set=largest)
@@ -521,8 +541,8 @@ def solve_modes(
     L = labels[full]
     if L is None or not len(L):
         msg = (
-            f"no plan fits under {mode.label}: every split into stages breaks memory M = {instance.M!r} per "
-            f"device, the batch limit N = {N} or K = {K} devices"
+            f"no plan fits under {mode.label}: every split into stages breaks memory M = "
+            f"{instance.M!r} per device, the batch limit N = {N} or K = {K} devices"
         )
         return done(Solution("dp", Status.INFEASIBLE, message=msg, mode=mode))
     mxc, _ = layout(full)
@@ -539,7 +559,8 @@ def solve_modes(
     value = ev.value
     if not math.isclose(value, info["dp_value"], rel_tol=1e-9, abs_tol=0.0):
         raise InternalError(
-            f"dp ({mode.label}): its value {info['dp_value']!r} and the evaluator's {value!r} differ"
+            f"dp ({mode.label}): its value {info['dp_value']!r} and the evaluator's {value!r} "
+            "differ"
         )
     return done(Solution("dp", Status.OPTIMAL, plan=plan, objective=value, bound=value, mode=mode))
 

@@ -151,7 +151,7 @@ def test_instance_graph_is_built_on_first_use():
 def test_suffix_order_is_networkx_lexicographic_order():
     import networkx as nx
 
-    from dp.threshold_dp import _suffix_ideals
+    from dp.ideals import suffix_ideals
 
     for inst in _instances():
         pos = {v: i for i, v in enumerate(inst.node_ids)}
@@ -160,7 +160,7 @@ def test_suffix_order_is_networkx_lexicographic_order():
         for v in reversed(order):
             mask |= 1 << pos[v]
             masks.append(mask)
-        assert _suffix_ideals(inst) == masks
+        assert suffix_ideals(inst) == masks
 
 
 def test_acyclic_check_agrees_with_networkx():
