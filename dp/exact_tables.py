@@ -172,6 +172,18 @@ class ExactTables:
         queued and made many stages at a time (:meth:`_flush`); each pair emits the slice
         of them its device range allows once its stages are made (the pairs of this I
         wait in the queue with them).
+
+        Parameters
+        ----------
+        k : int
+            The index of I in the family.
+        I : int
+            The set I.
+        js : numpy.ndarray
+            The indices of the sets J (rising; :meth:`CandidatePairs.by_set
+            <dp.stage_candidates.CandidatePairs.by_set>`).
+        dev_lo, dev_hi : numpy.ndarray or None
+            Per pair, the range of t d it allows; None: any.
         """
         memo = self.block_memo
         jks = js[::-1]

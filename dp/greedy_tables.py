@@ -179,8 +179,21 @@ class GreedyTables:
 
     def add_set(self, k: int, I: int, js: np.ndarray, dev_lo, dev_hi):
         """The candidate stages I \\ J of set ``k`` (``I``) for the sets J of indices
-        ``js``, with device ranges [``dev_lo``, ``dev_hi``] for t d (None: any), largest
-        J first: C grows, and its state extends a state of this I just made."""
+        ``js``, largest J first: C grows, and its state extends a state of this I just
+        made.
+
+        Parameters
+        ----------
+        k : int
+            The index of I in the family.
+        I : int
+            The set I.
+        js : numpy.ndarray
+            The indices of the sets J (rising; :meth:`CandidatePairs.by_set
+            <dp.stage_candidates.CandidatePairs.by_set>`).
+        dev_lo, dev_hi : numpy.ndarray or None
+            Per pair, the range of t d it allows; None: any.
+        """
         ideals = self.ideals
         if dev_lo is not None:
             dev_lo, dev_hi = dev_lo.tolist(), dev_hi.tolist()

@@ -31,7 +31,8 @@ DEFAULT_MAX_IDEALS = 20_000
 
 
 def successor_masks(instance: Instance) -> list[int]:
-    """For each node position i, the bitmask of its direct successors' positions."""
+    """For each node position i (input order), the bitmask of its direct successors'
+    positions."""
     pos = {v: i for i, v in enumerate(instance.node_ids)}
     succ = [0] * len(pos)
     for e in instance.edges:
@@ -126,6 +127,16 @@ def count_ideals(instance: Instance, limit: int | None = None) -> int:
 def enumerate_ideals(instance: Instance, max_ideals: int) -> list[int]:
     """All successor-closed sets as bitmasks, ordered by size (the empty set first, the
     whole graph last).
+
+    Parameters
+    ----------
+    instance : Instance
+    max_ideals : int
+        Refuse graphs with more sets than this.
+
+    Returns
+    -------
+    list of int
 
     Raises
     ------

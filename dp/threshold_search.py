@@ -330,7 +330,22 @@ class ThresholdDecision:
 
         All usable candidate stages of one I are relaxed together (:meth:`_decide_by_set`).
         No back-pointers: the plan is read from f afterwards (:meth:`plan_path`), for one
-        path only."""
+        path only.
+
+        Parameters
+        ----------
+        T : float
+            The threshold: every stage costs <= T.
+        cap : int, optional
+            The largest suffix bound s computed (default S).
+        usable : numpy.ndarray, optional
+            Per group, its largest usable s at T, when already known.
+
+        Returns
+        -------
+        numpy.ndarray of int64
+            f, sets x (cap + 1); a value >= :data:`DEVICES_INF` means no plan.
+        """
         tb = self.tb
         S = self.S if cap is None else max(0, min(int(cap), self.S))
         # f is the right half of a table padded with "no plan" on the left, so that
@@ -365,7 +380,20 @@ class ThresholdDecision:
         (a plan fitting at s fits at every s' down to its own sum of d, and a plan whose
         sum of d passes cap uses more than cap devices), so m, the first column reaching
         it and the plan read there are those of the full table. Not with usable groups
-        whose rows are not monotone in y (their usable s need not reach down to d)."""
+        whose rows are not monotone in y (their usable s need not reach down to d).
+
+        Parameters
+        ----------
+        T : float
+            The threshold.
+        start : int
+            The first cap (multiplied by 4 each time).
+
+        Returns
+        -------
+        numpy.ndarray of int64
+            f on the columns s <= the last cap.
+        """
         usable = self._usable(T) if len(self.tb.group_set) else None
         if usable is not None and (usable.astype(bool) & ~self.tb.group_monotone).any():
             return self.decide(T, usable=usable)
@@ -442,15 +470,26 @@ class ThresholdDecision:
         stage cost over all plans of the tables with any number of devices (suffix bounds
         s <= S),
 
-            G[I][s] = min over groups of I with d <= s of max(G[J][s - d], c(s)),   G[{}][s] = 0,
+            G[I][s] = min over groups of I with d <= s of max(G[J][s - d], c(s)),
+            G[{}][s] = 0,
 
         c(s) the group's cost at y = ceil(s / d) (the first point of its row with d yhi >=
         s; a non-monotone row counts as its cheapest point over its whole range, which
-        only lowers the bound). A plan that fits on K devices at T is one of these plans,
-        so the bound is <= T. When memory, not the devices, decides the optimum (ResNet),
-        it is the optimum, and one decision there confirms it. inf when no group has a
-        finite cost; -inf (no bound) when there is no group or the groups x (S + 1)
-        values pass ``max_elements``."""
+        only lowers the bound; :func:`cost_profile`). A plan that fits in the budget at T
+        is one of these plans, so the bound is <= T. When memory, not the devices, decides
+        the optimum (ResNet), it is the optimum, and one decision there confirms it.
+
+        Parameters
+        ----------
+        max_elements : int
+            No bound when the groups x (S + 1) values pass this.
+
+        Returns
+        -------
+        float
+            The bound; inf when no group has a finite cost; -inf (no bound) when there is
+            no group or the values pass ``max_elements``.
+        """
         tb, S = self.tb, self.S
         if not self.n or self.n * (S + 1) > max_elements:
             return -math.inf
@@ -522,7 +561,13 @@ class ThresholdDecision:
         """The plan held in f = :meth:`decide` (T) (the last decision made), as (I, s, g)
         per stage from the front: at each (I, s), the group the relaxation met first among
         those that reach f[I][s] (blocks by d, then J, then index when S is large; by
-        index when small; the non-monotone groups after, by index)."""
+        index when small; the non-monotone groups after, by index).
+
+        Raises
+        ------
+        InternalError
+            No group reaches a cell on the path (a bug).
+        """
         S = f.shape[1] - 1
         T_last, S_last, hi = self._last
         if T_last != T or S_last != S:
