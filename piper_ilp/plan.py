@@ -323,32 +323,15 @@ def plan_metadata(
     mode: str | None = None,
     problem: Mapping[str, str] | None = None,
 ) -> dict:
-    """The record a saved plan carries of what it was solved for.
+    """The record a saved plan carries of what it was solved for: the instance's
+    fingerprint, K, M, N, B, the restrictions, the method and its ``mode`` (the DP's
+    knapsack: exact or greedy), the ``problem`` solved (``Mode.to_dict()``: keys
+    ``pipeline``, ``objective``, ``schedule``, contract secs. 8-9; by default the
+    default mode; ``evaluate`` judges the plan in it unless told otherwise) and the version.
 
-    Parameters
-    ----------
-    instance : Instance
-        The instance as loaded, with the command line's settings applied but before any
-        restriction removes options (:meth:`~piper_ilp.solution.Restrictions.apply`
-        changes the fingerprint): ``evaluate`` compares the fingerprint with the file it
-        is given.
-    method : str
-        The method that solved it.
-    restrictions : mapping, optional
-        :meth:`~piper_ilp.solution.Restrictions.to_dict` of the restrictions.
-    mode : str, optional
-        The method's own mode (the DP's knapsack: ``"exact"`` or ``"greedy"``).
-    problem : mapping, optional
-        The problem solved, ``Mode.to_dict()``: keys ``pipeline``, ``objective``,
-        ``schedule`` (cost model secs. 8-9); by default the default mode. ``evaluate``
-        judges the plan in it unless told otherwise.
-
-    Returns
-    -------
-    dict
-        ``instance`` (the fingerprint), ``K``, ``M``, ``N``, ``B``, ``restrictions``,
-        ``method``, ``mode``, ``pipeline``, ``objective``, ``schedule`` and ``version``.
-    """
+    ``instance`` is the instance as loaded, with the command line's settings applied but
+    before any restriction removes options (:meth:`Restrictions.apply` changes the
+    fingerprint): ``evaluate`` compares the fingerprint with the file it is given."""
     return {
         "instance": instance.fingerprint(),
         "K": instance.K,
