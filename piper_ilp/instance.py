@@ -158,8 +158,15 @@ class Node:
 
 @dataclass(frozen=True)
 class Edge:
-    """A data dependency ``src -> dst`` carrying ``c`` bytes per sample
-    (``communicationCost``)."""
+    """A data dependency of the model.
+
+    Attributes
+    ----------
+    src, dst : int
+        The ids of its source and destination nodes.
+    c : float
+        Bytes per sample (``communicationCost``).
+    """
 
     src: int
     dst: int

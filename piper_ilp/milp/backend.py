@@ -209,8 +209,15 @@ class Progress:
     def update(
         self, incumbent: float | None = None, bound: float | None = None, force: bool = False
     ) -> None:
-        """Record a new incumbent and / or bound (seconds; None keeps the last) and print
-        a line when enabled and ``interval`` has passed since the last one, or ``force``."""
+        """Record a new incumbent and / or bound and print a line when due.
+
+        Parameters
+        ----------
+        incumbent, bound : float, optional
+            Seconds; None keeps the last value.
+        force : bool
+            Print now (when enabled), even before ``interval`` has passed.
+        """
         if incumbent is not None:
             self.incumbent = incumbent
         if bound is not None:
