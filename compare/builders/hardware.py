@@ -14,7 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from piper_ilp.errors import InputError
-from piper_ilp.jsonfile import describe_value, display_path, is_int, is_number, read_json
+from piper_ilp.instance import MAX_DEVICES
+from piper_ilp.jsonfile import (
+    VALUE_MAX,
+    VALUE_MIN,
+    VALUE_RANGE_TEXT,
+    describe_value,
+    display_path,
+    is_int,
+    is_number,
+    read_json,
+)
 
 __all__ = ["Hardware", "HARDWARE_PRESETS", "HARDWARE_FIELDS", "load_hardware", "hardware_from_dict"]
 
@@ -80,8 +90,9 @@ def hardware_from_dict(data: Any, source: str = "<hardware>") -> Hardware:
     Raises
     ------
     InputError
-        A missing field, or a value that is not a finite positive number (an integer
-        for ``gpus_per_node``), named with ``source``.
+        A missing field, or a value that is not a positive number within the supported
+        range [1e-30, 1e30] (a whole number up to 2^20 for ``gpus_per_node``), named with
+        ``source``.
 
     Examples
     --------
@@ -98,9 +109,12 @@ def hardware_from_dict(data: Any, source: str = "<hardware>") -> Hardware:
         if key not in data:
             raise InputError(f"{where}: missing field '{key}' ({HARDWARE_FIELDS[key]})")
         x = data[key]
-        ok = is_int(x) if key == "gpus_per_node" else is_number(x)
-        if not ok or not math.isfinite(x) or x <= 0:
-            kind = "a whole number >= 1" if key == "gpus_per_node" else "a positive number"
+        if key == "gpus_per_node":
+            ok, kind = is_int(x) and 1 <= x <= MAX_DEVICES, f"a whole number in [1, {MAX_DEVICES}]"
+        else:
+            ok = is_number(x) and math.isfinite(x) and VALUE_MIN <= x <= VALUE_MAX
+            kind = f"a positive number {VALUE_RANGE_TEXT.removeprefix('0 or ')}"
+        if not ok:
             raise InputError(f"{where}: field '{key}' must be {kind}, got {describe_value(x)}")
         values[key] = x if key == "gpus_per_node" else float(x)
     name = data.get("name", source)

@@ -34,6 +34,7 @@ __all__ = [
     "TP_DEGREES",
     "DEFAULT_EFFICIENCY",
     "GENERATOR",
+    "MAX_LAYERS",
     "ModelSection",
     "load_model",
     "config_from_hf",
@@ -48,6 +49,10 @@ TP_DEGREES = (1, 2, 4, 8)
 DEFAULT_EFFICIENCY = 0.5
 #: The ``model.generator`` an instance written by from-config carries.
 GENERATOR = "piper-ilp from-config"
+#: The most layers a model may have: the chain's L + 3 successor-closed sets stay within the
+#: DP's default limit of 20,000, and the instance file within what the loader reads (each
+#: layer writes about 4 KB). Published models have a few hundred at most.
+MAX_LAYERS = 16384
 
 
 def _gpt3(name: str, h: int, layers: int, heads: int) -> TransformerConfig:
@@ -101,7 +106,7 @@ _HF_SIZES = (
 )
 
 
-def _positive_int(data: dict, key: str, where: str) -> int:
+def _positive_int(data: dict, key: str, where: str, most: int | None = None) -> int:
     if key not in data:
         raise InputError(f"{where}: missing field '{key}'")
     x = data[key]
@@ -109,6 +114,8 @@ def _positive_int(data: dict, key: str, where: str) -> int:
         raise InputError(
             f"{where}: field '{key}' must be a whole number >= 1, got {describe_value(x)}"
         )
+    if most is not None and x > most:
+        raise InputError(f"{where}: field '{key}' is {x:,}, more than the limit of {most:,}")
     return x
 
 
@@ -126,14 +133,18 @@ def config_from_hf(data: Any, source: str = "<config>") -> TransformerConfig:
     Raises
     ------
     InputError
-        A missing or mistyped field, a size that is not a positive integer, heads not
-        divisible by the key-value heads, a hidden size not divisible by the heads (without
-        ``head_dim``), an unknown ``hidden_act``: one line naming ``source`` and the field.
+        A missing or mistyped field, a size that is not a positive integer, more layers
+        than :data:`MAX_LAYERS`, heads not divisible by the key-value heads, a hidden size
+        not divisible by the heads (without ``head_dim``), an unknown ``hidden_act``: one
+        line naming ``source`` and the field.
     """
     where = display_path(source)
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object, got {describe_value(data)}")
-    h, layers, heads, f, vocab, ctx = (_positive_int(data, k, where) for k in _HF_SIZES)
+    h, layers, heads, f, vocab, ctx = (
+        _positive_int(data, k, where, MAX_LAYERS if k == "num_hidden_layers" else None)
+        for k in _HF_SIZES
+    )
     kv = (
         _positive_int(data, "num_key_value_heads", where)
         if "num_key_value_heads" in data
@@ -185,7 +196,12 @@ def config_from_hf(data: Any, source: str = "<config>") -> TransformerConfig:
             f"{where}: field 'attention_dropout' must be a number in [0, 1), "
             f"got {describe_value(drop)}"
         )
-    name = data.get("_name_or_path") or Path(str(source)).parent.name or str(source)
+    name = data.get("_name_or_path")
+    if name is not None and not isinstance(name, str):
+        raise InputError(
+            f"{where}: field '_name_or_path' must be a string, got {describe_value(name)}"
+        )
+    name = name or Path(str(source)).parent.name or str(source)
     return TransformerConfig(
         str(name), h, layers, heads, kv, f, vocab, ctx, tied, act, act in _GATED_ACTS, head_dim,
         False, "rmsnorm", flags["attention_bias"], drop > 0, ctx,
