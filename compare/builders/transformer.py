@@ -17,12 +17,13 @@ back to ``piper-ilp export``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from compare.builders import transformer_costs as tc
-from compare.builders.hardware import Hardware
+from compare.builders.hardware import Hardware, hardware_from_dict
 from compare.builders.transformer_costs import TransformerConfig
 from piper_ilp.errors import InputError
 from piper_ilp.instance import MAX_BATCH, MAX_DEVICES, option_dict
@@ -41,6 +42,7 @@ __all__ = [
     "allowed_tp_degrees",
     "transformer_instance",
     "read_model_section",
+    "check_model_section",
 ]
 
 #: The tensor-parallel degrees offered when not told (sec. 12), within a node.
@@ -294,14 +296,41 @@ class ModelSection:
         }
 
 
+def _section_field(sec: dict, key: str, kind: str, where: str) -> Any:
+    """``sec[key]``, checked to be of ``kind``: "int" (a whole number >= 1), "bool", "str"
+    or "fraction" (a number in (0, 1]); one line naming ``where`` and the field."""
+    if key not in sec:
+        raise InputError(f"{where}: the 'model' section is damaged: missing field '{key}'")
+    x = sec[key]
+    ok = {
+        "int": lambda: is_int(x) and x >= 1,
+        "bool": lambda: isinstance(x, bool),
+        "str": lambda: isinstance(x, str),
+        "fraction": lambda: is_number(x) and 0 < x <= 1,
+    }[kind]()
+    if not ok:
+        want = {
+            "int": "a whole number >= 1",
+            "bool": "true or false",
+            "str": "a string",
+            "fraction": "a number in (0, 1]",
+        }[kind]
+        raise InputError(
+            f"{where}: the 'model' section is damaged: field '{key}' must be {want}, got "
+            f"{describe_value(x)}"
+        )
+    return x
+
+
 def read_model_section(data: Any, source: str) -> ModelSection:
-    """The :class:`ModelSection` of a parsed instance JSON written by from-config.
+    """The :class:`ModelSection` of a parsed instance JSON written by from-config, every
+    field checked.
 
     Raises
     ------
     InputError
-        No ``model`` key, or one that from-config did not write (one line naming
-        ``source``).
+        No ``model`` key, one that from-config did not write, or a field of it missing or
+        of the wrong type (one line naming ``source`` and the field).
     """
     where = display_path(source)
     sec = data.get("model") if isinstance(data, dict) else None
@@ -311,21 +340,82 @@ def read_model_section(data: Any, source: str) -> ModelSection:
             "by 'piper-ilp from-config' (it names the layers, the sequence length and the "
             "microbatch size)"
         )
-    try:
-        cfg = TransformerConfig(**sec["config"])
-        section = ModelSection(
-            cfg,
-            dict(sec["hardware"]),
-            int(sec["seq_len"]),
-            int(sec["micro_batch_size"]),
-            float(sec["efficiency"]),
-            int(sec["parameters"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
+    config = sec.get("config")
+    if not isinstance(config, dict):
         raise InputError(
-            f"{where}: the 'model' section is damaged ({type(exc).__name__}: {exc})"
-        ) from None
-    return section
+            f"{where}: the 'model' section is damaged: field 'config' must be an object, got "
+            f"{describe_value(config)}"
+        )
+    fields = {f.name: str(f.type) for f in dataclasses.fields(TransformerConfig)}
+    extra = sorted(set(config) - set(fields))
+    if extra:
+        raise InputError(
+            f"{where}: the 'model' section is damaged: unknown field 'config.{extra[0]}'"
+        )
+    values = {k: _section_field(config, k, kind, f"{where}: config") for k, kind in fields.items()}
+    cfg = TransformerConfig(**values)
+    if cfg.norm not in ("layernorm", "rmsnorm"):
+        raise InputError(
+            f"{where}: the 'model' section is damaged: field 'config.norm' must be layernorm or "
+            f"rmsnorm, got {describe_value(cfg.norm)}"
+        )
+    hardware = hardware_from_dict(sec.get("hardware"), f"{where}: model.hardware")
+    if not isinstance(sec.get("parameters"), int) or isinstance(sec["parameters"], bool):
+        raise InputError(
+            f"{where}: the 'model' section is damaged: field 'parameters' must be a whole "
+            f"number, got {describe_value(sec.get('parameters'))}"
+        )
+    return ModelSection(
+        cfg,
+        hardware.to_dict(),
+        _section_field(sec, "seq_len", "int", where),
+        _section_field(sec, "micro_batch_size", "int", where),
+        float(_section_field(sec, "efficiency", "fraction", where)),
+        sec["parameters"],
+    )
+
+
+def check_model_section(data: dict, section: ModelSection, t_values: list[int], where: str):
+    """Check that the instance's nodes and edges are what from-config writes for its
+    ``model`` section (so that a framework's settings made from the section describe the
+    model that was planned).
+
+    Raises
+    ------
+    InputError
+        The first node (or the edges) that differs: the file was edited, or written by
+        another version of from-config.
+    """
+    hw = hardware_from_dict(section.hardware, f"{where}: model.hardware")
+    why = None
+    try:
+        again = transformer_instance(
+            section.config,
+            hw,
+            seq_len=section.seq_len,
+            micro_batch_size=section.micro_batch_size,
+            efficiency=section.efficiency,
+            tp_degrees=tuple(t_values),
+        )
+    except InputError as exc:
+        why = f"from-config refuses it: {exc}"
+    else:
+        nodes = data.get("nodes")
+        for i, (mine, theirs) in enumerate(zip(again["nodes"], nodes)):
+            if mine != theirs:
+                why = f"node {mine['id']} (nodes[{i}]) differs"
+                break
+        else:
+            if len(again["nodes"]) != len(nodes):
+                why = f"{len(nodes)} nodes instead of {len(again['nodes'])}"
+            elif again["edges"] != data.get("edges"):
+                why = "the edges differ"
+    if why is not None:
+        raise InputError(
+            f"{where}: the numbers are not what from-config writes for the file's 'model' "
+            f"section ({why}): the file was edited or written by another version; write it "
+            "again with piper-ilp from-config"
+        )
 
 
 def _layer_option(
