@@ -254,6 +254,14 @@ def test_a_hugging_face_config_gives_the_preset_s_instance(tmp_path):
         # a million layers took minutes and gigabytes before the instance was refused
         ({"num_hidden_layers": 16385}, "num_hidden_layers"),
         ({"_name_or_path": 5}, "_name_or_path"),
+        # the name is printed in export's comment lines: a line break ended the comment and
+        # made the rest a shell command in Megatron-LM's arguments
+        ({"_name_or_path": "llama\ntouch /tmp/x #"}, "_name_or_path"),
+        ({"_name_or_path": "a\u202eb"}, "_name_or_path"),
+        # a mixture of experts was planned as a dense model (the experts' weights left out)
+        ({"num_local_experts": 8, "num_experts_per_tok": 2}, "num_local_experts"),
+        ({"num_experts": 60}, "num_experts"),
+        ({"n_routed_experts": 64}, "n_routed_experts"),
     ],
 )
 def test_bad_configs_exit_2_naming_the_field(tmp_path, change, field):

@@ -18,6 +18,7 @@ back to ``piper-ilp export``.
 from __future__ import annotations
 
 import dataclasses
+import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ __all__ = [
     "transformer_instance",
     "read_model_section",
     "check_model_section",
+    "check_model_name",
 ]
 
 #: The tensor-parallel degrees offered when not told (sec. 12), within a node.
@@ -121,6 +123,31 @@ def _positive_int(data: dict, key: str, where: str, most: int | None = None) -> 
     return x
 
 
+#: Fields that make a config a mixture of experts (Mixtral, Qwen-MoE, DeepSeek), which the
+#: dense block of :mod:`compare.builders.transformer_costs` does not model.
+_EXPERT_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
+
+
+def check_model_name(name: str, where: str, what: str) -> str:
+    """``name`` when it has no control or format character (a line break, a tab, a
+    bidirectional override): the name is printed in comment lines of the exported
+    settings, where a line break would end the comment and start a shell command.
+
+    Raises
+    ------
+    InputError
+        One line naming ``where``, ``what`` (e.g. "field '_name_or_path'") and the first
+        such character.
+    """
+    for ch in name:
+        if unicodedata.category(ch).startswith("C"):
+            raise InputError(
+                f"{where}: {what} holds the control character U+{ord(ch):04X}: the "
+                "model's name is printed in the exported settings' comment lines"
+            )
+    return name
+
+
 def config_from_hf(data: Any, source: str = "<config>") -> TransformerConfig:
     """A :class:`TransformerConfig` from a Hugging Face style ``config.json`` object.
 
@@ -137,12 +164,20 @@ def config_from_hf(data: Any, source: str = "<config>") -> TransformerConfig:
     InputError
         A missing or mistyped field, a size that is not a positive integer, more layers
         than :data:`MAX_LAYERS`, heads not divisible by the key-value heads, a hidden size
-        not divisible by the heads (without ``head_dim``), an unknown ``hidden_act``: one
-        line naming ``source`` and the field.
+        not divisible by the heads (without ``head_dim``), an unknown ``hidden_act``, a
+        mixture of experts, a name with a control character: one line naming ``source``
+        and the field.
     """
     where = display_path(source)
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object, got {describe_value(data)}")
+    for key in _EXPERT_FIELDS:
+        experts = data.get(key)
+        if experts is not None and not (is_number(experts) and experts <= 1):
+            raise InputError(
+                f"{where}: field '{key}' is {describe_value(experts)}: a mixture of experts, "
+                "which from-config does not model (dense decoder-only transformers only)"
+            )
     h, layers, heads, f, vocab, ctx = (
         _positive_int(data, k, where, MAX_LAYERS if k == "num_hidden_layers" else None)
         for k in _HF_SIZES
@@ -203,9 +238,10 @@ def config_from_hf(data: Any, source: str = "<config>") -> TransformerConfig:
         raise InputError(
             f"{where}: field '_name_or_path' must be a string, got {describe_value(name)}"
         )
-    name = name or Path(str(source)).parent.name or str(source)
+    what = "field '_name_or_path'" if name else "the folder name (the model's name)"
+    name = check_model_name(name or Path(str(source)).parent.name or str(source), where, what)
     return TransformerConfig(
-        str(name), h, layers, heads, kv, f, vocab, ctx, tied, act, act in _GATED_ACTS, head_dim,
+        name, h, layers, heads, kv, f, vocab, ctx, tied, act, act in _GATED_ACTS, head_dim,
         False, "rmsnorm", flags["attention_bias"], drop > 0, ctx,
     )  # fmt: skip
 
@@ -354,6 +390,7 @@ def read_model_section(data: Any, source: str) -> ModelSection:
         )
     values = {k: _section_field(config, k, kind, f"{where}: config") for k, kind in fields.items()}
     cfg = TransformerConfig(**values)
+    check_model_name(cfg.name, f"{where}: the 'model' section is damaged", "field 'config.name'")
     if cfg.norm not in ("layernorm", "rmsnorm"):
         raise InputError(
             f"{where}: the 'model' section is damaged: field 'config.norm' must be layernorm or "
