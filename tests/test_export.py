@@ -253,6 +253,7 @@ def test_an_invalid_plan_is_refused():
         (lambda m, d: m["config"].update(norm="batchnorm"), ["config.norm"]),
         # the name goes into comment lines: a line break would start a shell command
         (lambda m, d: m["config"].update(name="l\ntouch x #"), ["config.name", "control"]),
+        (lambda m, d: m["hardware"].update(name="h\rx"), ["model.hardware", "'name'", "control"]),
         (lambda m, d: m.update(config=[1]), ["field 'config' must be an object"]),
         (lambda m, d: m["config"].update(hidden_size=2048), ["not what from-config writes"]),
         (lambda m, d: d["nodes"][3].update(name="x"), ["node", "differs", "edited"]),

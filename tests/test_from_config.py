@@ -351,6 +351,8 @@ def test_cli_writes_the_instance_and_a_json_summary(tmp_path):
         ({"hbm_bytes": 1e40}, "hbm_bytes"),
         ({"network_bandwidth": 1e-40}, "network_bandwidth"),
         ({"gpus_per_node": 10**9}, "gpus_per_node"),
+        # printed in export's comment lines: a line break would start a shell line
+        ({"name": "h100\ntouch /tmp/x #"}, "name"),
     ],
 )
 def test_hardware_numbers_out_of_range_name_the_hardware_file(tmp_path, change, field):

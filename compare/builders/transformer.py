@@ -18,13 +18,12 @@ back to ``piper-ilp export``.
 from __future__ import annotations
 
 import dataclasses
-import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from compare.builders import transformer_costs as tc
-from compare.builders.hardware import Hardware, hardware_from_dict
+from compare.builders.hardware import Hardware, check_name, hardware_from_dict
 from compare.builders.transformer_costs import TransformerConfig
 from piper_ilp.errors import InputError
 from piper_ilp.instance import MAX_BATCH, MAX_DEVICES, option_dict
@@ -44,7 +43,6 @@ __all__ = [
     "transformer_instance",
     "read_model_section",
     "check_model_section",
-    "check_model_name",
 ]
 
 #: The tensor-parallel degrees offered when not told (sec. 12), within a node.
@@ -126,26 +124,6 @@ def _positive_int(data: dict, key: str, where: str, most: int | None = None) -> 
 #: Fields that make a config a mixture of experts (Mixtral, Qwen-MoE, DeepSeek), which the
 #: dense block of :mod:`compare.builders.transformer_costs` does not model.
 _EXPERT_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
-
-
-def check_model_name(name: str, where: str, what: str) -> str:
-    """``name`` when it has no control or format character (a line break, a tab, a
-    bidirectional override): the name is printed in comment lines of the exported
-    settings, where a line break would end the comment and start a shell command.
-
-    Raises
-    ------
-    InputError
-        One line naming ``where``, ``what`` (e.g. "field '_name_or_path'") and the first
-        such character.
-    """
-    for ch in name:
-        if unicodedata.category(ch).startswith("C"):
-            raise InputError(
-                f"{where}: {what} holds the control character U+{ord(ch):04X}: the "
-                "model's name is printed in the exported settings' comment lines"
-            )
-    return name
 
 
 def config_from_hf(data: Any, source: str = "<config>") -> TransformerConfig:
@@ -239,7 +217,7 @@ def config_from_hf(data: Any, source: str = "<config>") -> TransformerConfig:
             f"{where}: field '_name_or_path' must be a string, got {describe_value(name)}"
         )
     what = "field '_name_or_path'" if name else "the folder name (the model's name)"
-    name = check_model_name(name or Path(str(source)).parent.name or str(source), where, what)
+    name = check_name(name or Path(str(source)).parent.name or str(source), where, what)
     return TransformerConfig(
         name, h, layers, heads, kv, f, vocab, ctx, tied, act, act in _GATED_ACTS, head_dim,
         False, "rmsnorm", flags["attention_bias"], drop > 0, ctx,
@@ -390,7 +368,7 @@ def read_model_section(data: Any, source: str) -> ModelSection:
         )
     values = {k: _section_field(config, k, kind, f"{where}: config") for k, kind in fields.items()}
     cfg = TransformerConfig(**values)
-    check_model_name(cfg.name, f"{where}: the 'model' section is damaged", "field 'config.name'")
+    check_name(cfg.name, f"{where}: the 'model' section is damaged", "field 'config.name'")
     if cfg.norm not in ("layernorm", "rmsnorm"):
         raise InputError(
             f"{where}: the 'model' section is damaged: field 'config.norm' must be layernorm or "
