@@ -23,6 +23,8 @@ __all__ = [
     "format_seconds",
     "format_ids",
     "settings_line",
+    "settings_origin_line",
+    "plural",
     "stage_table",
     "option_table",
 ]
@@ -143,6 +145,52 @@ def _wrap_runs(text: str, width: int) -> str:
 def settings_line(instance: Instance) -> str:
     """``K=8 M=190.7 MiB B=9.313 GiB/s N=4``: the instance's settings for a header line."""
     return f"K={instance.K} M={format_bytes(instance.M)} B={format_rate(instance.B)} N={instance.N}"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``n`` and the word in the right number.
+
+    >>> plural(1, "stage"), plural(3, "stage"), plural(1, "replica", "replicas")
+    ('1 stage', '3 stages', '1 replica')
+    """
+    return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+#: Where a setting came from (:func:`settings_origin_line`), in the order printed.
+ORIGINS = {
+    "metadata": "from the plan's metadata",
+    "flags": "from the flags",
+    "instance": "from the instance file",
+    "default": "by default",
+}
+
+
+def settings_origin_line(instance: Instance, mode_parts: dict, origin: dict) -> str:
+    """One line saying where each setting used came from: ``origin`` maps a setting's
+    name (K, M, N, B, or a part of the mode, ``Mode.to_dict()``'s keys) to a key of
+    :data:`ORIGINS`; ``mode_parts`` is ``Mode.to_dict()``.
+
+    >>> from types import SimpleNamespace as NS
+    >>> inst = NS(K=8, M=2**30, N=4, B=1e10)
+    >>> settings_origin_line(inst, {"pipeline": "graph"},
+    ...     {"K": "metadata", "M": "flags", "N": "metadata", "B": "instance",
+    ...      "pipeline": "metadata"})
+    "settings from the plan's metadata: K=8 N=4 pipeline=graph; from the flags: M=1 GiB; \
+from the instance file: B=9.313 GiB/s"
+    """
+    shown = {
+        "K": str(instance.K),
+        "M": format_bytes(instance.M),
+        "N": str(instance.N),
+        "B": format_rate(instance.B),
+        **{k: str(v) for k, v in mode_parts.items()},
+    }
+    groups = []
+    for key, words in ORIGINS.items():
+        names = [n for n in shown if origin.get(n) == key]
+        if names:
+            groups.append(f"{words}: " + " ".join(f"{n}={shown[n]}" for n in names))
+    return "settings " + "; ".join(groups)
 
 
 def _column_value(x: float | None, scale: float) -> str:
