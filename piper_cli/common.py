@@ -46,6 +46,7 @@ __all__ = [
     "load_with_overrides",
     "load_with_settings",
     "read_overrides",
+    "note_bare_sizes",
     "restrictions_from_flags",
     "cli_errors",
     "fail",
@@ -231,11 +232,26 @@ def read_overrides(
     built from them checks that, naming the option."""
     from piper_ilp.instance import read_setting
 
+    note_bare_sizes(memory=[memory], bandwidth=[bandwidth])
     return {
         name: read_setting(name, text)
         for name, text in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth))
         if text is not None
     }
+
+
+def note_bare_sizes(memory=(), bandwidth=()) -> None:
+    """One note on stderr per option whose texts hold an implausibly small bare number
+    (:func:`piper_ilp.instance.bare_size_note`: bytes, as documented, but likely meant with a
+    unit). ``memory`` and ``bandwidth`` are the texts given (None entries skipped)."""
+    if not any(x is not None for x in (*memory, *bandwidth)):
+        return
+    from piper_ilp.instance import bare_size_note
+
+    for option, texts, rate in (("--memory", memory, False), ("--bandwidth", bandwidth, True)):
+        note = bare_size_note(option, [t for t in texts if t is not None], rate=rate)
+        if note:
+            stderr.print(f"note: {note}", markup=False)
 
 
 def load_with_settings(path: str, settings: Settings, *, warn: bool = True) -> Instance:

@@ -33,6 +33,7 @@ from piper_cli.common import (
     cli_errors,
     load_with_settings,
     mode_from_flags,
+    note_bare_sizes,
     print_json_line,
     read_overrides,
     restrictions_from_flags,
@@ -159,6 +160,7 @@ def _verify_pipedream(
     if devices is None or bandwidth is None:
         raise InputError("--model pipedream needs --devices (workers) and --bandwidth")
     n = parse_count(devices, "--devices")
+    note_bare_sizes(memory=[memory], bandwidth=[bandwidth])
     B = check_setting("B", parse_size(bandwidth, "--bandwidth", rate=True), "--bandwidth")
     mem = (
         check_setting("M", parse_size(memory, "--memory"), "--memory")

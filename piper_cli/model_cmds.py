@@ -16,6 +16,7 @@ from piper_cli.common import (
     MemoryOpt,
     cli_errors,
     fail,
+    note_bare_sizes,
     print_json_line,
     stdout,
 )
@@ -141,6 +142,7 @@ def register(app: typer.Typer) -> None:
             p: what for p, what in ((model, "config"), (hardware, "hardware")) if Path(p).exists()
         }
         check_writable(output, "instance", inputs=inputs)
+        note_bare_sizes(memory=[memory], bandwidth=[bandwidth])
         settings = {
             k: parse_setting(name, text)
             for k, name, text in (

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from piper_cli.common import cli_errors, print_json_line, stderr, stdout
+from piper_cli.common import cli_errors, note_bare_sizes, print_json_line, stderr, stdout
 
 
 def _split(values: list[str] | None, what: str) -> list[str]:
@@ -141,6 +141,7 @@ def register(app: typer.Typer) -> None:
         from piper_ilp.pipedream import antichain_states, parse_graph, prepare
 
         ns = [parse_count(x, "--machines") for x in _split(machines, "--machines")]
+        note_bare_sizes(memory=[memory], bandwidth=_split(bandwidth, "--bandwidth"))
         # the ranges of Piper's B and M (check_setting), as every other command's options
         bs = [
             check_setting("B", parse_size(x, "--bandwidth", rate=True), "--bandwidth")

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from piper_cli.common import cli_errors, load_with_overrides, stderr, stdout
+from piper_cli.common import cli_errors, load_with_overrides, note_bare_sizes, stderr, stdout
 from piper_cli.compare_cmds import ExternalOpt, SchedulerOpt, parse_externals, resolve_scheduler
 
 
@@ -94,6 +94,10 @@ def register(app: typer.Typer) -> None:
             check_not_input(Path(out) / name, {instance: "instance"}, "sweep's output")
         externals = parse_externals(external)
         inst = load_with_overrides(instance)
+        note_bare_sizes(
+            memory=_list(memory, "--memory", str) or [],
+            bandwidth=_list(bandwidth, "--bandwidth", str) or [],
+        )
         points = sweep_points(
             # read here, range-checked once when sweep_points makes the points
             _list(devices, "--devices", lambda x: read_setting("K", x)) or [inst.K],
