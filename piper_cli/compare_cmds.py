@@ -154,19 +154,19 @@ def _verify_pipedream(
     graph."""
     from compare.baselines.pipedream import check_pipedream
     from piper_ilp.errors import InputError
-    from piper_ilp.instance import check_setting, parse_count, parse_size
+    from piper_ilp.instance import check_setting, human_bytes, parse_count, parse_size
     from piper_ilp.pipedream import antichain_states, parse_graph, prepare
 
     if devices is None or bandwidth is None:
         raise InputError("--model pipedream needs --devices (workers) and --bandwidth")
     n = parse_count(devices, "--devices")
-    note_bare_sizes(memory=[memory], bandwidth=[bandwidth])
     B = check_setting("B", parse_size(bandwidth, "--bandwidth", rate=True), "--bandwidth")
     mem = (
         check_setting("M", parse_size(memory, "--memory"), "--memory")
         if memory is not None
         else None
     )
+    note_bare_sizes(memory=[memory], bandwidth=[bandwidth])
     codes = []
     for graph in graphs:
         prep = prepare(parse_graph(graph))
@@ -196,7 +196,7 @@ def _verify_pipedream(
         else:
             stdout.print(
                 f"{graph}: PipeDream's model, {len(prep.nodes)} layers, {n} workers, B={B:.6g}"
-                + (f", memory rule at {mem:.6g} bytes" if mem is not None else "")
+                + (f", memory rule at {human_bytes(mem)}" if mem is not None else "")
                 + (", straight" if straight else ""),
                 markup=False,
             )
@@ -428,7 +428,9 @@ def print_verdict(instance, verdict, detail: bool = False) -> None:
                 "greedy rule (Piper's option choice)" if name == "greedy" else f"{name} (heuristic)"
             )
             r = verdict.results[name]
-            value = f"batch time {r.value:.12g}" if verdict.mode.batch_time else f"TPS {r.tps:.12g}"
+            value = (
+                f"batch time {r.value:.12g} s" if verdict.mode.batch_time else f"TPS {r.tps:.12g} s"
+            )
             stdout.print(f"{what}: {value}, {100 * gap:.4g}% above the optimum", markup=False)
     stdout.print("")
 

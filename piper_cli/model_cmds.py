@@ -20,6 +20,7 @@ from piper_cli.common import (
     print_json_line,
     stdout,
 )
+from piper_cli.format import raw_and_human
 
 
 def _list_presets() -> None:
@@ -188,7 +189,6 @@ def register(app: typer.Typer) -> None:
             f"{output}: {cfg.name}, {summary['parameters'] / 1e9:.4g}e9 parameters, "
             f"{len(inst.nodes)} nodes (embedding, {cfg.num_layers} layers, head), seq_len "
             f"{summary['seq_len']}, micro-batch {micro_batch_size}; {hw.name} at efficiency "
-            f"{efficiency:g}, t in {inst.t_values}; K={inst.K} M={inst.M:.6g} N={inst.N} "
-            f"B={inst.B:.6g}",
+            f"{efficiency:g}, t in {inst.t_values}; {raw_and_human(inst)}",
             markup=False,
         )

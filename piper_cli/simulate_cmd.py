@@ -113,7 +113,7 @@ def register(app: typer.Typer) -> None:
         )
         ratio = f"{sim.period / sim.max_tps:.4f}" if sim.max_tps > 0 else "-"
         stdout.print(
-            f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g}; ratio "
+            f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g} s; ratio "
             f"{ratio})",
             markup=False,
         )
@@ -128,7 +128,7 @@ def register(app: typer.Typer) -> None:
             "model (sec. 9)",
             markup=False,
         )
-        stdout.print("stage   d   t        TPS  y model  peak in flight", markup=False)
+        stdout.print("stage   d   t      TPS s  y model  peak in flight", markup=False)
         for s in sim.stages:
             flag = "  > model" if s["peak_in_flight"] > s["y_model"] else ""
             stdout.print(

@@ -35,7 +35,14 @@ from piper_cli.common import (
     stderr,
     stdout,
 )
-from piper_cli.format import format_seconds, option_table, settings_line, stage_table
+from piper_cli.format import (
+    format_model_time,
+    format_seconds,
+    option_table,
+    plural,
+    settings_line,
+    stage_table,
+)
 
 if TYPE_CHECKING:
     from piper_ilp.instance import Instance
@@ -131,12 +138,12 @@ def solution_record(instance: Instance, sol: Solution, restrictions: Restriction
 
 
 def value_text(mode: Mode, value: float | None, tps: float | None, digits: int = 7) -> str:
-    """What was optimized, with its value: ``TPS 1.2 ms per sample`` (throughput), or
-    ``batch time 12.3 s (TPS 1.2 ms per sample)`` (batch-time)."""
-    per_sample = f"TPS {format_seconds(tps, digits)} per sample"
+    """What was optimized, with its value in seconds: ``TPS 0.0012 s per sample``
+    (throughput), or ``batch time 12.3 s (TPS 0.0012 s per sample)`` (batch-time)."""
+    per_sample = f"TPS {format_model_time(tps, digits)} per sample"
     if not mode.batch_time:
         return per_sample
-    return f"batch time {format_seconds(value, digits)} ({per_sample})"
+    return f"batch time {format_model_time(value, digits)} ({per_sample})"
 
 
 def print_solution(instance: Instance, sol: Solution, detail: bool = False) -> None:
@@ -157,10 +164,10 @@ def print_solution(instance: Instance, sol: Solution, detail: bool = False) -> N
             stdout.print(option_table(instance, sol.plan))
         extra = ""
         if sol.bound is not None and sol.status != Status.OPTIMAL:
-            extra = f", bound {format_seconds(sol.bound, 7)}, gap {100 * (sol.gap or 0):.4g}%"
+            extra = f", bound {format_model_time(sol.bound, 7)}, gap {100 * (sol.gap or 0):.4g}%"
         stdout.print(
             f"{sol.status.value}: {value_text(sol.mode, sol.value, sol.tps)}, "
-            f"{len(sol.plan.stages)} stages, "
+            f"{plural(len(sol.plan.stages), 'stage')}, "
             f"{sol.plan.devices} devices, sum d {sol.plan.sum_d}{extra} "
             f"({format_seconds(sol.seconds, 3)})",
             markup=False,

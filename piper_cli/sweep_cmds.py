@@ -113,7 +113,7 @@ def register(app: typer.Typer) -> None:
         def on_row(row: dict) -> None:
             done[0] += 1
             if show:
-                tps = "-" if row["tps"] is None else f"{row['tps']:.6g}"
+                tps = "-" if row["tps"] is None else f"TPS {row['tps']:.6g} s"
                 stderr.print(f"[{done[0]}] {row['id']}: {row['status']} {tps}", markup=False)
 
         try:

@@ -54,6 +54,7 @@ __all__ = [
     "save_instance",
     "parse_size",
     "bare_size_note",
+    "human_bytes",
     "parse_setting",
     "read_setting",
     "check_setting",
@@ -356,6 +357,27 @@ def parse_size(text: str | float | int, what: str = "size", rate: bool = False) 
     return value
 
 
+_BINARY_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def human_bytes(x: float, raw: str | None = None) -> str:
+    """A size as messages print it: the raw number of bytes (``raw``, default ``x`` with 6
+    significant digits) and, from 1 KiB on, the same in a binary unit beside it.
+
+    Examples
+    --------
+    >>> human_bytes(8.0), human_bytes(8 * 2**30), human_bytes(2e8, repr(2e8))
+    ('8 bytes', '8.58993e+09 bytes (8 GiB)', '200000000.0 bytes (190.7 MiB)')
+    """
+    text = f"{raw if raw is not None else format(x, '.6g')} bytes"
+    if not (math.isfinite(x) and abs(x) >= 1024):
+        return text
+    i = 0
+    while i + 1 < len(_BINARY_UNITS) and abs(x) >= 1024.0 ** (i + 2):
+        i += 1
+    return f"{text} ({float(format(x / 1024.0 ** (i + 1), '.4g')):g} {_BINARY_UNITS[i]})"
+
+
 #: Below these a bare number (bytes, bytes/s) is implausible for a real device's memory or
 #: link: :func:`bare_size_note` then names the unit forms.
 PLAUSIBLE_MEMORY = 2.0**20
@@ -367,7 +389,7 @@ def bare_size_note(option: str, texts: Iterable[Any], rate: bool = False) -> str
     (no unit, so bytes or bytes/s) below :data:`PLAUSIBLE_MEMORY` (a size) or
     :data:`PLAUSIBLE_BANDWIDTH` (a ``rate``): it names the unit forms. At most one note
     for all of ``texts``; None when every text has a unit, or is large enough, or cannot
-    be read (:func:`parse_size` reports that).
+    be read or is out of range (errors report those).
 
     Examples
     --------
@@ -381,8 +403,8 @@ def bare_size_note(option: str, texts: Iterable[Any], rate: bool = False) -> str
         if not m or m.group(2):
             continue
         value = float(m.group(1))
-        if value >= (PLAUSIBLE_BANDWIDTH if rate else PLAUSIBLE_MEMORY):
-            continue
+        if not VALUE_MIN <= value < (PLAUSIBLE_BANDWIDTH if rate else PLAUSIBLE_MEMORY):
+            continue  # plausible, or out of range (an error says so)
         number = m.group(1)
         if rate:
             return (

@@ -418,4 +418,4 @@ def test_cli_a_plan_of_tps_zero(tmp_path):
     save_plan(plan, tmp_path / "p.json")
     r = CliRunner().invoke(app, ["simulate", str(tmp_path / "i.json"), str(tmp_path / "p.json")])
     assert r.exit_code == 0, r.output
-    assert "period      0 s per microbatch (max TPS 0; ratio -)" in r.output
+    assert "period      0 s per microbatch (max TPS 0 s; ratio -)" in r.output
