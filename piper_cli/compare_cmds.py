@@ -786,7 +786,7 @@ def register(app: typer.Typer) -> None:
         resume: Annotated[
             bool,
             typer.Option(
-                "--resume", help="Continue the campaign in --out, skipping finished instances."
+                "--resume", help="Continue the campaign in --out (a larger --count extends it)."
             ),
         ] = False,
         shrink: Annotated[

@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
         resume: Annotated[
             bool,
             typer.Option(
-                "--resume", help="Continue a sweep in --out, skipping the runs it finished."
+                "--resume", help="Continue the sweep in --out (more grid values extend it)."
             ),
         ] = False,
         external: ExternalOpt = None,

@@ -88,6 +88,37 @@ def test_resume_skips_finished_runs_and_a_second_sweep_is_refused(swept, tmp_pat
     assert len(seen) == 21 and len(read_rows(partial)) == 24 and len(rows2) == 24
 
 
+def test_resume_with_more_grid_values_extends_the_sweep(swept, tmp_path):
+    """Issue 30 point 3: --resume with more grid values (or variants) keeps every finished
+    row and runs only the new points; another instance is still refused, briefly."""
+    import shutil
+
+    inst, points, rows, out = swept
+    grown = tmp_path / "grown"
+    shutil.copytree(out, grown)
+    more = sweep_points([4, 8, 16], [2e8, 6e8], [inst.N], [inst.B], VARIANTS + ["uniform"])
+    seen = []
+    again = run_sweep(inst, more, grown, resume=True, on_row=seen.append)
+    assert [r["id"] for r in again] == [p.id for p in more] and len(again) == 42
+    assert len(seen) == 42 - 24 and {r["id"] for r in seen}.isdisjoint(p.id for p in points)
+    old = {r["id"]: r for r in rows}
+    assert all(r == old[r["id"]] for r in again if r["id"] in old)  # kept as they were
+    fewer = sweep_points([4], [2e8, 6e8], [inst.N], [inst.B], VARIANTS)
+    with pytest.raises(InputError) as err:
+        run_sweep(inst, fewer, grown, resume=True)
+    assert "other parameters: points; it may only grow (points)" in str(err.value)
+    with pytest.raises(InputError, match="other parameters: instance"):
+        run_sweep(_other_model(inst), more, grown, resume=True)
+
+
+def _other_model(inst):
+    from piper_ilp.instance import instance_from_dict, instance_to_dict
+
+    data = instance_to_dict(inst)
+    data["nodes"][1]["TMPCs"]["1"][0]["timePerSample"] *= 2
+    return instance_from_dict(data)
+
+
 def test_unknown_variants_and_empty_lists_are_refused():
     with pytest.raises(InputError, match="unknown variant"):
         sweep_points([1], [1.0], [1], [1.0], ["fast"])

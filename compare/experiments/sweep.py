@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from compare.experiments.jobs import MANIFESTS, prepare_folder, run_in_folder
+from compare.experiments.jobs import MANIFESTS, extends_list, prepare_folder, run_in_folder
 from piper_ilp.errors import InputError, InternalError
 from piper_ilp.files import atomic_write_text, read_jsonl
 from piper_ilp.instance import SETTING_OPTIONS, Instance, check_setting
@@ -256,6 +256,7 @@ def run_sweep(
         scheduler=scheduler,
         on_record=on_row,
         note=note,
+        grows={"points": extends_list},  # more grid values: the finished points stay
     )
     by_id = {r["id"]: r for r in done + new}
     rows = [by_id[p.id] for p in points if p.id in by_id]
