@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -78,6 +78,20 @@ def register(app: typer.Typer) -> None:
         ] = False,
         external: ExternalOpt = None,
         scheduler: SchedulerOpt = None,
+        time_limit: Annotated[
+            Optional[float],
+            typer.Option(
+                "--time-limit",
+                min=0.0,
+                metavar="SECONDS",
+                help="Per point: stop the DP (never optimal), kill an external planner.",
+                show_default=False,
+            ),
+        ] = None,
+        progress: Annotated[
+            bool,
+            typer.Option("--progress/--no-progress", help="One line on stderr per finished run."),
+        ] = True,
     ) -> None:
         """Solve an instance over a grid of settings for each variant.
 
@@ -86,7 +100,14 @@ def register(app: typer.Typer) -> None:
         greedy rule and external planners. One row per run in
         OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv."""
         from compare.experiments.jobs import Interrupted
-        from compare.experiments.sweep import PARAMETERS, RESULTS, TABLE, run_sweep, sweep_points
+        from compare.experiments.sweep import (
+            PARAMETERS,
+            RESULTS,
+            TABLE,
+            read_rows,
+            run_sweep,
+            sweep_points,
+        )
         from piper_ilp.files import check_not_input
         from piper_ilp.instance import read_setting
 
@@ -107,14 +128,20 @@ def register(app: typer.Typer) -> None:
             [v.strip() for v in variants.split(",") if v.strip()],
             tuple(externals),
         )
-        show = sys.stderr.isatty()
-        done = [0]
+        ids = {p.id for p in points}
+        results = Path(out) / RESULTS
+        done = [len(ids & {r["id"] for r in read_rows(out)}) if resume and results.exists() else 0]
+        start = time.perf_counter()
 
         def on_row(row: dict) -> None:
             done[0] += 1
-            if show:
+            if progress:  # a line per run, on a terminal or not (a log, CI, nohup)
                 tps = "-" if row["tps"] is None else f"TPS {row['tps']:.6g} s"
-                stderr.print(f"[{done[0]}] {row['id']}: {row['status']} {tps}", markup=False)
+                stderr.print(
+                    f"[{done[0]}/{len(points)}] {row['id']}: {row['status']} {tps} "
+                    f"({row['seconds']:.3g} s CPU; {time.perf_counter() - start:.0f} s elapsed)",
+                    markup=False,
+                )
 
         try:
             rows = run_sweep(
@@ -127,6 +154,7 @@ def register(app: typer.Typer) -> None:
                 externals=externals,
                 scheduler=resolve_scheduler(scheduler),
                 note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False),
+                time_limit=time_limit,
             )
         except Interrupted as exc:
             stderr.print(

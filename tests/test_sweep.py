@@ -119,6 +119,68 @@ def _other_model(inst):
     return instance_from_dict(data)
 
 
+def test_a_time_limit_per_point_stops_the_dp_variants(tmp_path):
+    """Issue 30 point 4 (sweep): --time-limit is each point's: at 0 s every DP variant
+    stops at its first check and claims no optimum (feasible with a plan, or unknown);
+    2bw, which has no clock, runs as before. The folder records the limit."""
+    inst = load_instance(SMALL)
+    points = sweep_points([8], [2e8], [inst.N], [inst.B], ["all", "uniform", "greedy", "2bw"])
+    rows = {r["variant"]: r for r in run_sweep(inst, points, tmp_path / "s", time_limit=0.0)}
+    for v in ("all", "uniform", "greedy"):
+        assert rows[v]["status"] in ("feasible", "unknown"), rows[v]
+        assert "time limit" in rows[v]["message"] or "stopped" in rows[v]["message"], rows[v]
+    assert rows["2bw"]["status"] == solve_2bw(inst.with_settings(K=8, M=2e8)).status.value
+    free = {r["variant"]: r for r in run_sweep(inst, points, tmp_path / "free")}
+    assert free["all"]["status"] == "optimal"
+    with pytest.raises(InputError, match="time_limit 0.0 -> None"):
+        run_sweep(inst, points, tmp_path / "s", resume=True)
+    with pytest.raises(InputError, match="the time limit must be a finite number"):
+        run_sweep(inst, points, tmp_path / "bad", time_limit=-1.0)
+
+
+def test_the_cli_prints_a_progress_line_per_run_when_stderr_is_not_a_terminal(tmp_path):
+    from typer.testing import CliRunner
+
+    from piper_cli import app
+
+    r = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            str(SMALL),
+            "--out",
+            str(tmp_path / "s"),
+            "-K",
+            "4,8",
+            "--variants",
+            "all",
+            "--time-limit",
+            "30",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    lines = [line for line in r.stderr.splitlines() if line.startswith("[")]
+    assert [line.split("]")[0] for line in lines] == ["[1/2", "[2/2"], r.stderr
+    assert all(": optimal TPS " in line and " s CPU; " in line for line in lines), lines
+    r = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            str(SMALL),
+            "--out",
+            str(tmp_path / "s"),
+            "-K",
+            "4,8,16",
+            "--variants",
+            "all",
+            "--time-limit",
+            "30",
+            "--resume",
+        ],
+    )
+    assert r.exit_code == 0 and "[3/3] K=16 " in r.stderr and "[1/" not in r.stderr, r.stderr
+
+
 def test_unknown_variants_and_empty_lists_are_refused():
     with pytest.raises(InputError, match="unknown variant"):
         sweep_points([1], [1.0], [1], [1.0], ["fast"])
