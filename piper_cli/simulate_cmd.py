@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
         model's y. The settings (K, M, N, B, the schedule and the pipelining) are those the
         plan's metadata records (solve -o), else the instance file's, 1f1b and sequential;
         a flag overrides either, and the output says where each came from."""
-        from compare.experiments.plot import gantt_chart
+        from compare.experiments.plot import gantt_caption, gantt_chart
         from compare.simulation.simulate import simulate
         from piper_ilp.files import check_writable
 
@@ -137,4 +137,5 @@ def register(app: typer.Typer) -> None:
                 markup=False,
             )
         if gantt:
-            stdout.print(f"wrote {gantt}", markup=False)
+            caption = " ".join(gantt_caption(sim, until=cut).split())
+            stdout.print(f"wrote {gantt}: {caption}", markup=False)

@@ -185,7 +185,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Draw a sweep: TPS (or throughput) against one setting, one line per variant."""
         from compare.experiments.jobs import folder_kinds
-        from compare.experiments.plot import plot_rows
+        from compare.experiments.plot import plot_rows, variants_without_points
         from compare.experiments.sweep import RESULTS, read_rows
         from piper_ilp.errors import InputError
         from piper_ilp.files import check_writable
@@ -205,3 +205,5 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"{folder}: no sweep results (results.jsonl is missing or empty)")
         path = plot_rows(rows, target, x=x, metric=y, title=title)
         stdout.print(f"wrote {path}", markup=False)
+        for variant, statuses in variants_without_points(rows, y).items():
+            stdout.print(f"no valid point for {variant} ({statuses}): not drawn", markup=False)

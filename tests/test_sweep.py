@@ -328,3 +328,22 @@ def test_unwritable_figure_and_folder_paths_are_refused_in_one_line(swept, tmp_p
             and len(p.stderr.strip().splitlines()) == 1
             and "Traceback" not in p.stderr
         )
+
+
+def test_plot_names_the_variants_with_no_valid_point(tmp_path):
+    """Issue 30 point 8: a variant without any plan is said, not dropped quietly."""
+    from typer.testing import CliRunner
+
+    from compare.experiments.plot import variants_without_points
+    from piper_cli import app
+
+    inst = load_instance(SMALL)
+    points = sweep_points([1, 8], [2e8], [inst.N], [inst.B], ["all", "2bw"])
+    out = tmp_path / "s"
+    rows = run_sweep(inst, points, out)
+    assert [r["tps"] is None for r in rows] == [True, True, False, True]  # K=1 fits nothing
+    assert variants_without_points(rows) == {"2bw": f"{rows[1]['status']} 2"}
+    r = CliRunner().invoke(app, ["plot", str(out), "-o", str(tmp_path / "f.png")])
+    assert r.exit_code == 0, r.output
+    assert f"no valid point for 2bw ({rows[1]['status']} 2): not drawn" in r.output
+    assert "all" not in variants_without_points(rows)
