@@ -80,7 +80,7 @@ def _register() -> None:
 
 
 def unwrap_paragraphs(text: str) -> str:
-    """A docstring as help text: each paragraph on one line (the source's line breaks,
+    r"""A docstring as help text: each paragraph on one line (the source's line breaks,
     made at 100 columns, would otherwise break the help mid-sentence at 80), paragraphs
     apart; the first paragraph is the summary.
 
