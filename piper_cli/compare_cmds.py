@@ -33,6 +33,7 @@ from piper_cli.common import (
     cli_errors,
     load_with_settings,
     mode_from_flags,
+    note_bare_sizes,
     print_json_line,
     read_overrides,
     restrictions_from_flags,
@@ -153,7 +154,7 @@ def _verify_pipedream(
     graph."""
     from compare.baselines.pipedream import check_pipedream
     from piper_ilp.errors import InputError
-    from piper_ilp.instance import check_setting, parse_count, parse_size
+    from piper_ilp.instance import check_setting, human_bytes, parse_count, parse_size
     from piper_ilp.pipedream import antichain_states, parse_graph, prepare
 
     if devices is None or bandwidth is None:
@@ -165,6 +166,7 @@ def _verify_pipedream(
         if memory is not None
         else None
     )
+    note_bare_sizes(memory=[memory], bandwidth=[bandwidth])
     codes = []
     for graph in graphs:
         prep = prepare(parse_graph(graph))
@@ -194,7 +196,7 @@ def _verify_pipedream(
         else:
             stdout.print(
                 f"{graph}: PipeDream's model, {len(prep.nodes)} layers, {n} workers, B={B:.6g}"
-                + (f", memory rule at {mem:.6g} bytes" if mem is not None else "")
+                + (f", memory rule at {human_bytes(mem)}" if mem is not None else "")
                 + (", straight" if straight else ""),
                 markup=False,
             )
@@ -426,7 +428,9 @@ def print_verdict(instance, verdict, detail: bool = False) -> None:
                 "greedy rule (Piper's option choice)" if name == "greedy" else f"{name} (heuristic)"
             )
             r = verdict.results[name]
-            value = f"batch time {r.value:.12g}" if verdict.mode.batch_time else f"TPS {r.tps:.12g}"
+            value = (
+                f"batch time {r.value:.12g} s" if verdict.mode.batch_time else f"TPS {r.tps:.12g} s"
+            )
             stdout.print(f"{what}: {value}, {100 * gap:.4g}% above the optimum", markup=False)
     stdout.print("")
 
@@ -782,7 +786,7 @@ def register(app: typer.Typer) -> None:
         resume: Annotated[
             bool,
             typer.Option(
-                "--resume", help="Continue the campaign in --out, skipping finished instances."
+                "--resume", help="Continue the campaign in --out (a larger --count extends it)."
             ),
         ] = False,
         shrink: Annotated[

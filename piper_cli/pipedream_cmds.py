@@ -12,7 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from piper_cli.common import cli_errors, print_json_line, stderr, stdout
+from piper_cli.common import cli_errors, note_bare_sizes, print_json_line, stderr, stdout
+from piper_cli.format import raw_and_human
 
 
 def _split(values: list[str] | None, what: str) -> list[str]:
@@ -85,7 +86,7 @@ def register(app: typer.Typer) -> None:
         stdout.print(
             f"{output}: {len(inst.nodes)} nodes, {len(inst.edges)} edges from {graph} "
             f"({len(prep.inputs)} input(s) with zero numbers, {len(prep.dropped_sinks)} "
-            f"__getitem__ sink(s)); K={K} M={M:.6g} N={N} B={B:.6g}",
+            f"__getitem__ sink(s)); {raw_and_human(inst)}",
             markup=False,
         )
 
@@ -96,24 +97,26 @@ def register(app: typer.Typer) -> None:
         machines: Annotated[
             list[str],
             typer.Option(
+                "--devices",
+                "-K",
                 "--machines",
                 "-n",
-                help="Workers per level: '--machines 4' or '--machines 4,2' (or repeat the flag).",
+                help="Workers per level: '-K 4' or '-K 4,2' (or repeat; -n, --machines).",
             ),
         ],
         bandwidth: Annotated[
             list[str],
             typer.Option(
                 "--bandwidth",
+                "-B",
                 "-b",
-                help="Bandwidth per level, bytes/s or a unit (1GB/s, 8Gbit/s; a lower-case b is "
-                "refused); one per level.",
+                help="Bandwidth per level, bytes/s or a unit (1GB/s, 8Gbit/s); one per level (-b).",
             ),
         ],
         memory: Annotated[
             str,
             typer.Option(
-                "--memory", "-s", help="Bytes per worker or a unit (16GB; PipeDream's -s)."
+                "--memory", "-M", "-s", help="Bytes per worker or a unit (16GB; PipeDream's -s)."
             ),
         ] = "16e9",
         memory_constraint: Annotated[
@@ -140,7 +143,7 @@ def register(app: typer.Typer) -> None:
         from piper_ilp.instance import check_setting, parse_count, parse_size
         from piper_ilp.pipedream import antichain_states, parse_graph, prepare
 
-        ns = [parse_count(x, "--machines") for x in _split(machines, "--machines")]
+        ns = [parse_count(x, "--devices") for x in _split(machines, "--devices")]
         # the ranges of Piper's B and M (check_setting), as every other command's options
         bs = [
             check_setting("B", parse_size(x, "--bandwidth", rate=True), "--bandwidth")
@@ -148,10 +151,11 @@ def register(app: typer.Typer) -> None:
         ]
         if len(ns) != len(bs):
             raise InputError(
-                f"--machines gives {len(ns)} level(s) but --bandwidth gives {len(bs)}; give one "
+                f"--devices gives {len(ns)} level(s) but --bandwidth gives {len(bs)}; give one "
                 "bandwidth per level"
             )
         mem = check_setting("M", parse_size(memory, "--memory"), "--memory")
+        note_bare_sizes(memory=[memory], bandwidth=_split(bandwidth, "--bandwidth"))
         t0 = time.process_time()
         prep = prepare(parse_graph(graph))
         antichain_states(prep)
@@ -163,7 +167,7 @@ def register(app: typer.Typer) -> None:
             memory_constraint=memory_constraint,
             straight=straight,
             fewer_machines=fewer_machines,
-            what="--machines",
+            what="--devices",
         )
         cpu = time.process_time() - t0
         if json_out:

@@ -752,9 +752,10 @@ def test_too_many_workers_are_refused_before_any_table():
     [
         (
             ["pipedream", "-n", "100000000", "-b", "1e9"],
-            "--machines: machine counts must be whole numbers within",
+            "--devices: machine counts must be whole numbers within",
         ),
-        (["pipedream", "-n", "100000", "-b", "1e9"], "--machines: 100,000 workers on a level need"),
+        (["pipedream", "-n", "100000", "-b", "1e9"], "--devices: 100,000 workers on a level need"),
+        (["pipedream", "-K", "100000", "-B", "1e9"], "--devices: 100,000 workers on a level need"),
         (
             ["verify", "--model", "pipedream", "--devices", "100000", "--bandwidth", "1e9"],
             "--devices: 100,000 workers",

@@ -136,7 +136,7 @@ def _check_size(instance: Instance, max_nodes: int) -> None:
     if n > max_nodes:
         raise SizeLimitError(
             f"{instance.source}: the exhaustive solver handles at most {max_nodes} nodes, this "
-            f"instance has {n}; use --methods dp,cpsat,cbc"
+            f"instance has {n}; use another method (dp, cpsat or cbc)"
         )
     tuples = 1
     for node in instance.nodes:
@@ -144,13 +144,14 @@ def _check_size(instance: Instance, max_nodes: int) -> None:
     if tuples > MAX_OPTION_TUPLES:
         raise SizeLimitError(
             f"{instance.source}: the exhaustive solver handles at most {MAX_OPTION_TUPLES} option "
-            f"tuples, this instance has {tuples}; use --methods dp,cpsat,cbc"
+            f"tuples, this instance has {tuples}; use another method (dp, cpsat or cbc)"
         )
     parts = count_partitions(instance)
     if parts > MAX_PARTITIONS:
         raise SizeLimitError(
             f"{instance.source}: the exhaustive solver handles at most {MAX_PARTITIONS} ordered "
-            f"partitions into stages, this instance has {parts}; use --methods dp,cpsat,cbc"
+            f"partitions into stages, this instance has {parts}; use another method (dp, cpsat "
+            "or cbc)"
         )
 
 

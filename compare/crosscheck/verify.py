@@ -169,6 +169,8 @@ class MethodResult:
             return "error"
         if self.backend_error is not None:
             return Status.BACKEND_ERROR.value
+        if self.evaluation is not None and not self.evaluation.valid:
+            return "invalid"  # a plan the evaluator rejects is never "feasible"
         return self.solution.status.value
 
     @property

@@ -30,7 +30,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from compare.experiments.worker_guard import guard_worker, kill_group, stop_workers
 from piper_ilp.errors import InputError, InternalError
@@ -41,6 +41,9 @@ __all__ = [
     "Interrupted",
     "SignalFlag",
     "default_scheduler",
+    "describe_changes",
+    "extends_count",
+    "extends_list",
     "folder_kinds",
     "locked_folder",
     "prepare_folder",
@@ -372,6 +375,36 @@ def prepare_folder(out: str | Path, files: Sequence[str], folders: Sequence[str]
     return out
 
 
+def describe_changes(old: Mapping, new: Mapping, keys: Sequence[str], width: int = 40) -> str:
+    """The parameters ``keys`` that differ between ``old`` and ``new``, each with its two
+    values when both are short (at most ``width`` characters), else by name only, so that
+    the line stays short whatever the parameters hold.
+
+    >>> describe_changes({"seed": 1, "nodes": list(range(50))}, {"seed": 2, "nodes": [1]},
+    ...                  ["seed", "nodes"])
+    'seed 1 -> 2, nodes'
+    """
+    parts = []
+    for k in keys:
+        a, b = repr(old.get(k)), repr(new.get(k))
+        parts.append(f"{k} {a} -> {b}" if len(a) <= width and len(b) <= width else k)
+    return ", ".join(parts)
+
+
+def extends_count(old: Any, new: Any) -> bool:
+    """A count that grows (or stays): ``new >= old``."""
+    return isinstance(old, int) and isinstance(new, int) and new >= old
+
+
+def extends_list(old: Any, new: Any) -> bool:
+    """A list that keeps every value of ``old`` (a grid with more values)."""
+    return (
+        isinstance(old, list)
+        and isinstance(new, list)
+        and set(map(repr, old)) <= set(map(repr, new))
+    )
+
+
 def run_in_folder(
     out: Path,
     *,
@@ -390,6 +423,7 @@ def run_in_folder(
     on_record: Callable[[dict], None] | None = None,
     defaults: dict | None = None,
     note: Callable[[str], None] | None = None,
+    grows: Mapping[str, Callable[[Any, Any], bool]] | None = None,
 ) -> tuple[list[dict], list[dict]]:
     """Run the ``jobs`` not yet recorded in ``out/results`` (one JSON line per result, each
     written in one ``write`` call, so a killed run leaves whole lines), holding
@@ -399,7 +433,11 @@ def run_in_folder(
     ``keep(record)`` says which lines of the results file are records; ``prepare(record)``
     runs just before a record is written (e.g. saving a side file); ``on_record`` just after.
     ``defaults`` gives the value a parameter had in a folder written before it existed
-    (e.g. a campaign's ``modes``), for ``resume``.
+    (e.g. a campaign's ``modes``), for ``resume``. ``grows`` names the parameters that a
+    resumed run may change to extend the run, each with ``extends(old, new)`` (a campaign's
+    larger ``count``, a sweep's grid with more values): the finished results stay, the new
+    jobs run, and the folder records the new parameters. Any other change is refused, in
+    one short line naming the parameters (:func:`describe_changes`).
 
     The folder's kind is ``what``, its manifest ``parameters`` (:data:`MANIFESTS`). The
     results file is read with :func:`read_results_strictly`: a torn last line (a run killed
@@ -453,11 +491,18 @@ def run_in_folder(
             except (OSError, ValueError) as exc:
                 raise InputError(f"--resume: cannot read {params_path} ({exc})") from None
             old = {k: old.get(k, (defaults or {}).get(k)) for k in params}
-            if old != params:
-                diff = ", ".join(
-                    f"{k}: {old[k]!r} -> {params[k]!r}" for k in params if old[k] != params[k]
+            fixed = [
+                k
+                for k in params
+                if old[k] != params[k]
+                and not (k in (grows or {}) and (grows or {})[k](old[k], params[k]))
+            ]
+            if fixed:
+                may = f"; it may only grow ({', '.join(grows)})" if grows else ""
+                raise InputError(
+                    f"--resume: {out} holds a {what} with other parameters: "
+                    f"{describe_changes(old, params, fixed)}{may}"
                 )
-                raise InputError(f"--resume: {out} holds a {what} with other parameters ({diff})")
         path = out / results
         if torn is not None:  # a run killed mid-line: that line goes
             offset, line_no = torn
