@@ -53,7 +53,8 @@ TimeLimitOpt = Annotated[
     typer.Option(
         "--time-limit",
         min=0.0,
-        help="Seconds per method for the DP, greedy and each MILP backend (a method stopped early proves nothing; its plan and bound are still checked).",
+        help="Seconds per method for the DP, greedy, brute and each MILP backend (a method "
+        "stopped early proves nothing; its plan and bound are still checked).",
     ),
 ]
 ThreadsOpt = Annotated[
@@ -410,7 +411,8 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--force",
-                help="Run every method past its size guard (MILP variables, brute's nodes and partitions, the DP's successor-closed sets).",
+                help="Run every method past its size guard (MILP variables, brute's nodes and "
+                "steps, the DP's successor-closed sets).",
             ),
         ] = False,
         greedy: Annotated[

@@ -234,7 +234,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--time-limit",
                 min=0.0,
-                help="DP and MILP: seconds before stopping (status feasible/unknown, never optimal).",
+                help="DP, MILP and brute: seconds before stopping (status feasible/unknown, "
+                "never optimal).",
                 show_default=False,
             ),
         ] = None,
