@@ -40,7 +40,7 @@ import numpy as np
 
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.instance import MAX_DEVICES
-from piper_ilp.pipedream.graph import PDGraph, Prepared, prepare
+from piper_ilp.pipedream.graph import PDGraph, Prepared, check_model_settings, prepare
 from piper_ilp.pipedream.memory import stash_count, stash_fits
 from piper_ilp.pipedream.states import States, antichain_states
 
@@ -60,7 +60,8 @@ __all__ = [
 #: Largest table (rows x states x machines) a level that is not the last may fill.
 MAX_TABLE = 60_000_000
 #: Largest split step of a level: machines x ancestors of a state x replications m' (about
-#: 32 bytes per entry over its arrays: 1.3 GB at the limit; measured 0.7 GB for 21 million on alexnet).
+#: 32 bytes per entry over its arrays: 1.3 GB at the limit; measured 0.7 GB for 21 million on
+#: alexnet).
 MAX_SPLIT = 40_000_000
 #: Workers per level lie in [1, MAX_MACHINES], the range of Piper's K.
 MAX_MACHINES = MAX_DEVICES
@@ -316,14 +317,16 @@ def check_size(
             or not 1 <= n <= MAX_MACHINES
         ):
             raise InputError(
-                f"{what}: machine counts must be whole numbers within [1, {MAX_MACHINES}], got {n!r}"
+                f"{what}: machine counts must be whole numbers within [1, {MAX_MACHINES}], "
+                f"got {n!r}"
             )
         n = int(n)
         final = L == len(machines) - 1
         if not final and (S + 1) * S * n > MAX_TABLE:
             raise SizeLimitError(
-                f"{what}: a level below the last with {n:,} workers needs a table of {S + 1} x {S} x {n:,} entries "
-                f"(limit {MAX_TABLE:,}); use fewer workers, fewer states (a smaller graph) or one level"
+                f"{what}: a level below the last with {n:,} workers needs a table of "
+                f"{S + 1} x {S} x {n:,} entries (limit {MAX_TABLE:,}); use fewer workers, "
+                "fewer states (a smaller graph) or one level"
             )
         per = 1 if straight else max(n - 1, 1)  # replications m' of the last stage
         if n * width * per > MAX_SPLIT:
@@ -337,8 +340,9 @@ def check_size(
                 )
             )
             raise SizeLimitError(
-                f"{what}: {n:,} workers on a level need PipeDream's split tables of {n:,} x {width} x {per:,} entries "
-                f"(machines x ancestors of a state x replications; about {32 * n * width * per / 1e9:.3g} GB), above the "
+                f"{what}: {n:,} workers on a level need PipeDream's split tables of "
+                f"{n:,} x {width} x {per:,} entries (machines x ancestors of a state x "
+                f"replications; about {32 * n * width * per / 1e9:.3g} GB), above the "
                 f"limit of {MAX_SPLIT:,}; use at most {most:,} workers per level on this graph"
             )
 
@@ -382,21 +386,20 @@ def pipedream_dp(
     Raises
     ------
     InputError
-        For bad settings; :class:`SizeLimitError` for too large tables (both from
-        :func:`check_size` before any work).
+        For bad settings (a bandwidth, or the memory with ``memory_constraint``, outside
+        [1e-30, 1e30]: :func:`~piper_ilp.pipedream.graph.check_model_settings`);
+        :class:`SizeLimitError` for too large tables (both from :func:`check_size`
+        before any work).
     """
     machines = tuple(machines)
-    bandwidths = tuple(float(b) for b in bandwidths)
+    bandwidths = tuple(bandwidths)
     if not machines or len(machines) != len(bandwidths):
         raise InputError(
-            f"need one bandwidth per level: {len(machines)} machine counts, {len(bandwidths)} bandwidths"
+            f"need one bandwidth per level: {len(machines)} machine counts, "
+            f"{len(bandwidths)} bandwidths"
         )
     check_size(states, machines, straight=straight, what=what)
-    for b in bandwidths:
-        if not (math.isfinite(b) and b > 0):
-            raise InputError(f"bandwidths must be finite numbers > 0, got {b!r}")
-    if memory_constraint and not (math.isfinite(memory) and memory > 0):
-        raise InputError(f"memory must be a finite number > 0, got {memory!r}")
+    bandwidths = tuple(check_model_settings(bandwidths, memory if memory_constraint else None))
     S = len(states)
     levels: list[_Level] = []
     ct = _FirstLevelCT(states)
@@ -448,7 +451,7 @@ def pipedream_dp(
             if walked is None:  # a level below promised a value its own table cannot trace
                 raise InputError(f"level {L + 1}: no plan for states {start}..{end - 1}")
             s0 = start
-            for first, last, u in walked:
+            for _first, last, u in walked:
                 new.append((s0, last + 1, (u,) + reps))
                 s0 = last + 1
         ranges = new

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import warnings
 
 import networkx as nx
 import pytest
 from typer.testing import CliRunner
 
-from compare.baselines.pipedream import brute_pipedream, cross_check, plan_time, random_pd_graph
+from compare.baselines.pipedream import (
+    brute_pipedream,
+    check_pipedream,
+    cross_check,
+    plan_time,
+    random_pd_graph,
+)
 from compare.builders.generators import FAMILIES, random_graph
 from dp.pipedream import pipedream_dp, pipedream_plan_for, plan_graph
 from piper_cli import app
@@ -27,6 +35,7 @@ from piper_ilp.pipedream import (
     piper_plan_from_pipedream,
     prepare,
 )
+from piper_ilp.pipedream.milp import solve_pipedream_milp
 
 runner = CliRunner()
 
@@ -61,8 +70,9 @@ def test_parse_reads_descriptions_with_commas_and_activation_lists():
     text = "\n".join(
         [
             line("node1", "Input0", 0, 0, 0.0, 0),
-            "node2 -- LSTM(1024, 1024, batch_first=True) -- forward_compute_time=1.5, backward_compute_time=2.5, "
-            "activation_size=[6291456.0; 131072.0; 131072.0], parameter_size=8.0",
+            "node2 -- LSTM(1024, 1024, batch_first=True) -- forward_compute_time=1.5, "
+            "backward_compute_time=2.5, activation_size=[6291456.0; 131072.0; 131072.0], "
+            "parameter_size=8.0",
             "\tnode1 -- node2",
         ]
     )
@@ -178,20 +188,23 @@ def test_state_sums_are_the_downset_sums():
 
 def test_dp_hand_computed_chain():
     g = chain3()
-    # n = 2: one stage on 2 replicas costs (6 + 4 * 2e9 / (1e9 * 2)) / 2 = 5; {a,b} | {c} costs max(2, 4) = 4.
+    # n = 2: one stage on 2 replicas costs (6 + 4 * 2e9 / (1e9 * 2)) / 2 = 5; {a,b} | {c}
+    # costs max(2, 4) = 4.
     r = plan_graph(g, [2], [1e9])
     assert r.time_per_stage == 4.0 and r.single_stage_time == 6.0
     assert [(s.nodes, s.replication) for s in r.stages] == [
         (("node2", "node3"), 1),
         (("node4",), 1),
     ]
-    # n = 3: one stage on 3 replicas: (6 + 4 * 2 * 2e9 / (1e9 * 3)) / 3 = 34 / 9 beats every split (>= 4).
+    # n = 3: one stage on 3 replicas: (6 + 4 * 2 * 2e9 / (1e9 * 3)) / 3 = 34 / 9 beats every
+    # split (>= 4).
     r = plan_graph(g, [3], [1e9])
     assert r.time_per_stage == pytest.approx(34 / 9, rel=1e-15)
     assert [(s.nodes, s.replication) for s in r.stages] == [(("node2", "node3", "node4"), 3)]
     # straight: 3 stages of one worker: max(1, 1, 4) = 4; exactly 2 machines: max(2, 4) = 4.
     assert plan_graph(g, [3], [1e9], straight=True).time_per_stage == 4.0
-    # 5 workers, straight: only 3 states, so exactly 5 stages is impossible unless fewer are allowed.
+    # 5 workers, straight: only 3 states, so exactly 5 stages is impossible unless fewer are
+    # allowed.
     assert plan_graph(g, [5], [1e9], straight=True).time_per_stage is None
     assert plan_graph(g, [5], [1e9], straight=True, fewer_machines=True).time_per_stage == 4.0
 
@@ -203,7 +216,8 @@ def test_dp_memory_rule_counts_the_workers_after_a_stage():
     # With 29 bytes only the single stage on 2 replicas (stashes ceil(0 / 2) * 60 = 0) fits.
     r = plan_graph(g, [2], [1e9], memory=29.0, memory_constraint=True)
     assert r.time_per_stage == 3.0 and [s.replication for s in r.stages] == [2]
-    # Straight: {a} | {b,c} (stage {a} stashes 10 bytes) costs max(1, 5) = 5; below 10 bytes nothing fits.
+    # Straight: {a} | {b,c} (stage {a} stashes 10 bytes) costs max(1, 5) = 5; below 10 bytes
+    # nothing fits.
     r = plan_graph(g, [2], [1e9], memory=29.0, memory_constraint=True, straight=True)
     assert r.time_per_stage == 5.0 and [s.nodes for s in r.stages] == [
         ("node2",),
@@ -403,6 +417,90 @@ def test_bad_settings_are_input_errors():
         pipedream_dp(st, [2], [0.0])
 
 
+def test_bad_settings_outside_pipers_ranges_are_input_errors():
+    # a bandwidth or memory outside [1e-30, 1e30] (Piper's B and M) would let the times and
+    # sizes overflow: refused by the DP, exhaustive search and the MILP alike
+    prep = prepare(chain3())
+    st = antichain_states(prep)
+    for call in (
+        lambda: pipedream_dp(st, [2], [1e-300]),
+        lambda: pipedream_dp(st, [2], [1e9], memory=1e300, memory_constraint=True),
+        lambda: brute_pipedream(prep, 2, 1e-300),
+        lambda: solve_pipedream_milp(prep, 2, 1e-300),
+    ):
+        with pytest.raises(InputError, match=r"within \[1e-30, 1e\+30\]"):
+            call()
+
+
+#: Issue 31's profiles with numbers near the float limit: F + G overflows, an activation
+#: list whose sum overflows, two parameter sizes whose sum overflows (the original returns
+#: the one-stage plan on 3 replicas with time inf); and a list of in-range elements whose
+#: sum is above 1e30.
+HUGE = {
+    "time": (line("node1", "Linear", 1e308, 1e308, 1.0, 1.0), "1: forward_compute_time"),
+    "activation list": (
+        line("node1", "Linear", 1.0, 1.0, "[1e308; 1e308]", 1.0),
+        "1: activation_size",
+    ),
+    "parameters": (
+        line("node1", "Linear", 1.0, 1.0, 0.0, 1.0)
+        + "\n"
+        + line("node2", "Linear", 1.0, 1.0, 0.0, 1e308),
+        "2: parameter_size",
+    ),
+    "list sum": (
+        line("node1", "Linear", 1.0, 1.0, "[1e30; 1e30]", 1.0),
+        "1: activation_size: the list's sum 2e+30 is above 1e+30",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HUGE))
+def test_numbers_above_1e30_are_refused_on_their_line(tmp_path, name):
+    text, says = HUGE[name]
+    text += "\n\tnode1 -- node2\n" if "node2" in text else "\n"
+    with pytest.raises(InputError, match="^" + re.escape(f"x.txt:{says}")):
+        parse_graph_text(text, "x.txt")
+    src = tmp_path / "graph.txt"
+    src.write_text(text)
+    for args in (
+        ["pipedream", str(src), "--machines", "3", "--bandwidth", "1e9"],
+        ["verify", "--model", "pipedream", str(src), "--devices", "3", "--bandwidth", "1e9"],
+        ["import", "pipedream", str(src), "-o", str(tmp_path / "inst.json")],
+    ):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2, (args, r.output)
+        assert r.output.startswith(f"piper-ilp: error: {src}:{says}"), (args, r.output)
+        assert r.output.count("\n") == 1, (args, r.output)
+
+
+def test_a_graph_made_in_code_with_overflowing_numbers_is_refused_by_prepare():
+    big = PDGraph((PDNode("a", "Linear", 1e308, 1e308, 0.0, 0.0, line=3),), (), "g")
+    with pytest.raises(InputError, match=r"^g:3: node a: its time \(F \+ G\) / 1000 is inf"):
+        prepare(big)
+
+
+def test_the_largest_numbers_give_one_finite_answer_everywhere():
+    # issue 31's third example at the top of the range: two layers of P = 1e30 bytes, no
+    # activations, 3 workers, B = 1e-30, the memory rule at 1e9 bytes. Only the one stage on
+    # 3 replicas fits (no worker after it: 0 copies stashed); its time is
+    # (T + 4 (3 - 1) P / (B 3)) / 3 with T = 2 * (1 + 1) / 1000 s, P = 2e30: finite, and the
+    # DP, exhaustive search and the MILP all return it, with no RuntimeWarning.
+    text = "\n".join(
+        [line(f"node{i}", "Linear", 1.0, 1.0, 0.0, 1e30) for i in (1, 2)] + ["\tnode1 -- node2"]
+    )
+    prep = prepare(parse_graph_text(text, "x.txt"))
+    want = (0.004 + 4 * 2 * 2e30 / (1e-30 * 3)) / 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        v = check_pipedream(
+            prep, antichain_states(prep), 3, 1e-30, memory=1e9, memory_constraint=True
+        )
+    assert v["verdict"] == "match" and v["problems"] == []
+    assert v["values"]["dp"] == v["values"]["brute"] == want
+    assert v["values"]["milp"] == pytest.approx(want, rel=1e-6)
+
+
 # ---------------------------------------------------------------------------- Piper
 
 
@@ -423,10 +521,12 @@ def test_mapped_plan_is_judged_by_pipers_evaluator():
     m = pipedream_plan_for(
         inst, graph=g, machines=3, bandwidths=[1e9], memory_constraint=False, fewer_machines=False
     )
-    # PipeDream puts all three layers on 3 replicas: d = 3 does not divide N = 2 (rule 3) and 3 > N (rule 5).
+    # PipeDream puts all three layers on 3 replicas: d = 3 does not divide N = 2 (rule 3) and
+    # 3 > N (rule 5).
     assert [s.replication for s in m.result.stages] == [3]
     assert not m.valid and {int(r.split()[1].rstrip(":")) for r in m.reasons} >= {3}
-    # Straight, on N = 3: a valid plan, and Piper's TPS is PipeDream's value (edges cost ~1e-299 s here).
+    # Straight, on N = 3: a valid plan, and Piper's TPS is PipeDream's value (edges cost
+    # ~1e-299 s here).
     inst3 = inst.with_settings(N=3)
     m = pipedream_plan_for(
         inst3, graph=g, machines=3, bandwidths=[1e9], straight=True, memory_constraint=False
@@ -569,7 +669,8 @@ def test_published_profiles_states(pd_dir):
 @pytest.mark.parametrize("model", ["alexnet", "vgg16"])
 def test_straight_pipeline_on_a_chain_equals_pipers_optimum(pd_dir, model):
     """On a chain, PipeDream's straight pipeline with fewer machines allowed and Piper's DP
-    without data parallelism solve the same problem (edges priced ~0 at B = 1e30, memory unlimited at M = 1e30)."""
+    without data parallelism solve the same problem (edges priced ~0 at B = 1e30, memory
+    unlimited at M = 1e30)."""
     from dp.solver import solve_dp
     from piper_ilp.solution import Restrictions
 
@@ -716,7 +817,8 @@ def test_too_many_workers_are_refused_before_any_table(monkeypatch):
     monkeypatch.setattr(pdm, "_solve_level", solve_level)
     with pytest.raises(
         InputError,
-        match=r"^--machines: machine counts must be whole numbers within \[1, 1048576\], got 100000000$",
+        match=r"^--machines: machine counts must be whole numbers within \[1, 1048576\], "
+        r"got 100000000$",
     ):
         pipedream_dp(st, [100_000_000], [1e9], what="--machines")
     with pytest.raises(

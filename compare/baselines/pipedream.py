@@ -14,8 +14,9 @@ Stage i's time is ``(T_i + 4 (r_i - 1) P_i / (B r_i)) / r_i`` with ``T_i`` the s
 (F + G) / 1000 over its nodes and ``P_i`` the sum of P (both :func:`math.fsum` over the
 node set, not differences of prefix sums); the plan's time is the max over stages. With
 ``memory_constraint`` stage i must have ``ceil(after_i / r_i) * (Act_i + P_i) <= memory``
-(:mod:`piper_ilp.pipedream.memory`) where ``after_i = r_{i+1} + ... + r_t``, except for two quirks of PipeDream's table when
-fewer than n workers are used (``fewer_machines``, slack = n - sum r_i > 0):
+(:mod:`piper_ilp.pipedream.memory`) where ``after_i = r_{i+1} + ... + r_t``, except for two
+quirks of PipeDream's table when fewer than n workers are used (``fewer_machines``, slack =
+n - sum r_i > 0):
 
 * the first stage is checked with ``after_1 = n - r_1`` (the budget it was created with);
 * PipeDream's table never lets the entry of the first state in its topological order
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from compare.builders.generators import FAMILIES, random_graph
 from dp.pipedream import PDResult, pipedream_dp
 from piper_ilp.errors import SizeLimitError
-from piper_ilp.pipedream.graph import PDGraph, PDNode, Prepared, prepare
+from piper_ilp.pipedream.graph import PDGraph, PDNode, Prepared, check_model_settings, prepare
 from piper_ilp.pipedream.memory import stash_count, stash_fits
 from piper_ilp.pipedream.states import States, antichain_states
 
@@ -122,13 +123,18 @@ def brute_pipedream(
 
     Raises
     ------
+    InputError
+        For settings outside their ranges
+        (:func:`~piper_ilp.pipedream.graph.check_model_settings`).
     SizeLimitError
         For graphs with more than :data:`MAX_BRUTE_NODES` nodes, or more than
         :data:`MAX_BRUTE_PLANS` plans to try (many workers), counted before any is tried.
     """
+    check_model_settings([bandwidth], memory if memory_constraint else None)
     if len(prep.nodes) > MAX_BRUTE_NODES:
         raise SizeLimitError(
-            f"{prep.source}: {len(prep.nodes)} nodes; exhaustive search takes at most {MAX_BRUTE_NODES}"
+            f"{prep.source}: {len(prep.nodes)} nodes; exhaustive search takes at most "
+            f"{MAX_BRUTE_NODES}"
         )
     states = antichain_states(prep)
     S = len(states)
@@ -165,7 +171,8 @@ def brute_pipedream(
         total += n_chains[t][S - 1] * reps
     if total > MAX_BRUTE_PLANS:
         raise SizeLimitError(
-            f"{prep.source}: {total:,} plans with {n:,} workers; exhaustive search tries at most {MAX_BRUTE_PLANS:,}"
+            f"{prep.source}: {total:,} plans with {n:,} workers; exhaustive search tries at "
+            f"most {MAX_BRUTE_PLANS:,}"
         )
     for t in range(1, n + 1):
         if straight:
@@ -335,10 +342,11 @@ def check_pipedream(
             and dp_valid
             and (want is None or (own < want and not near(own, want, rtol)))
         ):
-            # the DP's plan is valid and gives its value (timed exactly): it refutes the MILP's proof
+            # the DP's plan is valid and gives its value (timed exactly): it refutes the
+            # MILP's proof
             problems.append(
-                f"milp: its proof ({'no plan' if want is None else repr(want)}) is refuted by dp's valid "
-                f"plan, which takes {own!r}"
+                f"milp: its proof ({'no plan' if want is None else repr(want)}) is refuted by "
+                f"dp's valid plan, which takes {own!r}"
             )
         elif (res.time_per_stage is None) != (want is None):
             problems.append(f"dp: {res.time_per_stage!r} against {ref}'s {want!r}")

@@ -1,7 +1,7 @@
 """A MILP of PipeDream's single-level model (SCIP through OR-Tools' MPSolver).
 
-The model is that of ``docs/pipedream.md`` (and :mod:`compare.baselines.pipedream`): a chain of states
-with strictly growing downsets ending at the last state, a replication per stage, exactly n
+The model is that of ``docs/pipedream.md`` (and :mod:`compare.baselines.pipedream`): a chain of
+states with strictly growing downsets ending at the last state, a replication per stage, exactly n
 workers (at most n with ``fewer_machines``), stage time ``(T + 4 (r - 1) P / (B r)) / r``,
 the plan's time the max over stages, and PipeDream's memory rule.
 
@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass
 
 from piper_ilp.errors import InputError, SizeLimitError
-from piper_ilp.pipedream.graph import Prepared
+from piper_ilp.pipedream.graph import Prepared, check_model_settings
 from piper_ilp.pipedream.memory import max_stash_count
 from piper_ilp.pipedream.states import antichain_states
 
@@ -80,7 +80,8 @@ def solve_pipedream_milp(
     Raises
     ------
     InputError
-        For ``fewer_machines`` with ``memory_constraint`` (not modelled) or bad settings.
+        For ``fewer_machines`` with ``memory_constraint`` (not modelled) or bad settings
+        (:func:`~piper_ilp.pipedream.graph.check_model_settings`).
     SizeLimitError
         Beyond :data:`MAX_MILP_VARIABLES` variables.
     """
@@ -90,10 +91,9 @@ def solve_pipedream_milp(
         raise InputError(
             "the PipeDream MILP does not model --fewer-machines with --memory-constraint"
         )
-    if n < 1 or not (math.isfinite(bandwidth) and bandwidth > 0):
-        raise InputError(
-            f"need n >= 1 and a finite bandwidth > 0, got n={n!r}, bandwidth={bandwidth!r}"
-        )
+    if n < 1:
+        raise InputError(f"need n >= 1 workers, got n={n!r}")
+    (bandwidth,) = check_model_settings([bandwidth], memory if memory_constraint else None)
     st = antichain_states(prep)
     S = len(st)
     down = st.downset
@@ -127,7 +127,7 @@ def solve_pipedream_milp(
     )
     solver.SetTimeLimit(int(time_limit * 1000))
     x = {}
-    for c, (k, j, r, t, cap) in enumerate(cands):
+    for c, (k, j, r, *_) in enumerate(cands):
         x[c] = solver.BoolVar(f"x[{k},{j},{r}]")
     after = {j: solver.IntVar(0, n, f"after[{j}]") for j in range(S)}
     solver.Add(after[S - 1] == 0, "after_last")
