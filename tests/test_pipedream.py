@@ -787,6 +787,22 @@ def test_verify_model_pipedream_on_alexnet_uses_the_milp_as_referee(shared_dir):
     )
 
 
+def test_verify_model_pipedream_skips_a_milp_too_large_for_it(pd_dir):
+    # resnet50 on 16 workers: 339,816 MILP variables, above MAX_MILP_VARIABLES. The MILP is
+    # skipped (not run), like exhaustive search, and the verdict is inconclusive; it used
+    # to end the whole command with exit 2
+    path = pd_dir / "resnet50" / "graph.txt"
+    res = CliRunner().invoke(
+        app,
+        ["verify", "--model", "pipedream", str(path), "--devices", "16", "--bandwidth", "1e9"]
+        + ["--json"],
+    )
+    assert res.exit_code == 3, res.output
+    out = json.loads(res.output)
+    assert out["verdict"] == "inconclusive" and "MILP variables" in out["skipped"]["milp"]
+    assert out["values"]["dp"] is not None
+
+
 @pytest.mark.parametrize("path", ["/dev/zero", "/dev/null"])
 def test_graph_files_must_be_regular_files(path):
     with pytest.raises(InputError, match="not a regular file"):

@@ -303,11 +303,17 @@ def check_pipedream(
         t3 = time.process_time()
         # the DP's plan, valid by exact timing, bounds every stage of a plan at least as
         # good: the MILP's proof stays a proof, and its numbers stay within SCIP's range
-        mr = solve_pipedream_milp(
-            prep, n, bandwidth, straight=straight, cutoff=own if dp_valid else None, **settings
-        )
+        try:
+            mr = solve_pipedream_milp(
+                prep, n, bandwidth, straight=straight, cutoff=own if dp_valid else None, **settings
+            )
+        except SizeLimitError as exc:  # not run, as exhaustive search above its size
+            mr = None
+            skipped["milp"] = str(exc)
         cpu["milp"] = time.process_time() - t3
-        if mr.status in ("optimal", "infeasible"):
+        if mr is None:
+            pass
+        elif mr.status in ("optimal", "infeasible"):
             values["milp"], milp_plan = (
                 (mr.value, mr.plan) if mr.status == "optimal" else (None, None)
             )

@@ -18,27 +18,12 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 import time
 
+from piper_ilp.processes import set_parent_death_signal
+
 __all__ = ["guard_worker", "kill_group", "set_parent_death_signal", "stop_workers"]
-
-_PR_SET_PDEATHSIG = 1
-
-
-def set_parent_death_signal(signum: int) -> bool:
-    """Ask the kernel to send ``signum`` to this process when its parent dies (Linux);
-    False where that is not available."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 def _die_with_group() -> None:
