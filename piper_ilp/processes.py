@@ -50,14 +50,15 @@ def run_in_child(
     tick: Callable[[], None] | None = None,
     name: str = "solver",
 ) -> Any:
-    """Call ``target(*args, report)`` in a child process forked for it, and return what it
-    returns (pickled back through a pipe); ``report(message)`` in the child calls
-    ``on_message(message)`` here, as the messages come. The child leads its own process
-    group (a Ctrl-C at the terminal reaches only this process), takes the default action
-    on SIGINT and SIGTERM, and is SIGKILLed by the kernel when this process dies. On any
-    exception here, a KeyboardInterrupt included, the child is SIGKILLed (native threads
-    and all) and reaped before the exception goes on. ``tick()`` runs about ten times a
-    second while the child works.
+    """Call ``target(*args, report)`` in a child process forked for it (``os.fork``: it
+    works in a campaign's daemonic worker too), and return what it returns (pickled back
+    through a pipe); ``report(message)`` in the child calls ``on_message(message)`` here,
+    as the messages come. The child leads its own process group (a Ctrl-C at the terminal
+    reaches only this process), takes the default action on SIGINT and SIGTERM, and is
+    SIGKILLed by the kernel when this process dies. On any exception here, a
+    KeyboardInterrupt included, the child is SIGKILLed (native threads and all) and reaped
+    before the exception goes on. ``tick()`` runs about ten times a second while the child
+    works.
 
     Raises
     ------
@@ -65,12 +66,17 @@ def run_in_child(
         Raised by ``target`` (any other exception of the child becomes an InternalError
         naming it), or an InternalError when the child dies without an answer.
     """
-    import multiprocessing
+    from multiprocessing.connection import Pipe
 
-    ctx = multiprocessing.get_context("fork")
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child_main, args=(target, args, send), name=name, daemon=True)
-    child.start()
+    receive, send = Pipe(duplex=False)
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the caller's frames
+        code = 1
+        try:
+            receive.close()
+            code = _child_main(target, args, send)
+        finally:
+            os._exit(code)
     send.close()
     try:
         while True:
@@ -81,10 +87,9 @@ def run_in_child(
             try:
                 kind, payload = receive.recv()
             except EOFError:
-                child.join()
                 raise InternalError(
                     f"{name}: the solver process ended without an answer "
-                    f"(exit code {child.exitcode})"
+                    f"({_ended(os.waitpid(pid, 0)[1])})"
                 ) from None
             if kind == "message":
                 if on_message is not None:
@@ -94,15 +99,27 @@ def run_in_child(
             else:
                 return payload
     except BaseException:
-        child.kill()
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
         raise
     finally:
         receive.close()
-        child.join()
+        try:
+            os.waitpid(pid, 0)  # reap it (it has ended, or was SIGKILLed)
+        except ChildProcessError:  # reaped above
+            pass
 
 
-def _child_main(target: Callable[..., Any], args: tuple, send) -> None:
-    """The child of :func:`run_in_child`."""
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
+
+
+def _child_main(target: Callable[..., Any], args: tuple, send) -> int:
+    """The child of :func:`run_in_child`; returns its exit code."""
     os.setpgid(0, 0)
     set_parent_death_signal(signal.SIGKILL)
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -110,9 +127,11 @@ def _child_main(target: Callable[..., Any], args: tuple, send) -> None:
     try:
         result = target(*args, lambda message: send.send(("message", message)))
         send.send(("result", result))
+        return 0
     except BaseException as exc:  # handed to the parent, which raises it
         if not isinstance(exc, (InputError, InternalError)):
             exc = InternalError(f"{type(exc).__name__}: {exc}")
         send.send(("error", exc))
+        return 1
     finally:
         send.close()

@@ -4,19 +4,21 @@
 this process as soon as it arrives. Two backends:
 
 * local worker processes (``scheduler=None``; the command line's default where dask is not
-  installed):
-  spawned processes guarded by :mod:`compare.experiments.worker_guard` (their own process group; SIGINT
-  ignored, the parent decides; stopped with SIGTERM, which lets the running job clean up --
-  a MILP backend kills its solver process and removes its temporary folder -- then SIGKILL
-  after a grace period; killed by the kernel when the parent dies, even by SIGKILL);
+  installed): spawned processes guarded by :mod:`compare.experiments.worker_guard` (their
+  own process group; SIGINT ignored, the parent decides; stopped with SIGTERM, which lets
+  the running job clean up -- a MILP backend kills its solver process and removes its
+  temporary folder -- then SIGKILL after a grace period; killed by the kernel when the
+  parent dies, even by SIGKILL);
 * dask.distributed (``scheduler="local"`` for a LocalCluster started here, the command
   line's default where dask is installed, or an address ``tcp://HOST:PORT``;
-  :mod:`compare.experiments.cluster`; its workers ignore SIGINT, :mod:`compare.experiments.dask_worker`).
+  :mod:`compare.experiments.cluster`; its workers ignore SIGINT,
+  :mod:`compare.experiments.dask_worker`).
 
 Either way SIGINT and SIGTERM only set a flag (:class:`SignalFlag`); the loop stops, the
-workers are killed, and :class:`Interrupted` is raised with the signal's number, after the
-finished results were written. :func:`locked_folder` holds ``DIR/.lock`` so that two runs
-never share a results folder.
+workers are stopped, and :class:`Interrupted` is raised with the signal's number, after the
+finished results were written. The run returns only when every worker it started, and every
+process a worker started (a CBC or SCIP solver in a session of its own included), has ended.
+:func:`locked_folder` holds ``DIR/.lock`` so that two runs never share a results folder.
 """
 
 from __future__ import annotations
@@ -31,7 +33,13 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from compare.experiments.worker_guard import guard_worker, kill_group, stop_workers
+from compare.experiments.worker_guard import (
+    end_processes,
+    guard_worker,
+    kill_group,
+    process_tree,
+    stop_workers,
+)
 from piper_ilp.errors import InputError, InternalError
 
 __all__ = [
@@ -205,7 +213,12 @@ class _Worker:
 def _stop_workers(workers: list[_Worker], graceful: bool) -> None:
     """``graceful`` (every job done): tell each worker to end; else (a signal, a dead
     worker) SIGTERM them, so that each running job cleans up (a MILP backend's temporary
-    folder and solver process; SIGKILL would skip that). Either way SIGKILL after 5 s."""
+    folder and solver process; SIGKILL would skip that). Either way SIGKILL after 5 s.
+    Returns only when every worker, and every process it started, has ended: a solver
+    process in a session of its own (CBC) is no longer found once its worker is gone, so
+    the workers' process trees are taken first, and whatever of them still runs at the
+    end is SIGKILLed and waited for."""
+    trees = [p for w in workers if w.proc.pid is not None for p in process_tree(w.proc.pid)]
     if graceful:
         for w in workers:
             try:
@@ -220,8 +233,9 @@ def _stop_workers(workers: list[_Worker], graceful: bool) -> None:
     for w in workers:
         if w.proc.is_alive():
             w.kill()
+    end_processes(trees)
     for w in workers:
-        w.proc.join(2.0)
+        w.proc.join()  # ended (SIGKILLed at worst): this only reaps it
         w.conn.close()
 
 
@@ -270,8 +284,9 @@ def _run_pool(
                         continue
                 if w.proc.sentinel in ready or not w.proc.is_alive():
                     raise InternalError(
-                        f"a {what} worker process died (exit code {w.proc.exitcode}) while running {name(w.job)}; "
-                        "the finished results are saved, rerun with --resume to go on"
+                        f"a {what} worker process died (exit code {w.proc.exitcode}) while "
+                        f"running {name(w.job)}; the finished results are saved, rerun with "
+                        "--resume to go on"
                     )
     finally:
         _stop_workers(workers, graceful)
@@ -421,7 +436,8 @@ def run_in_folder(
 
     if MANIFESTS.get(what) != parameters:
         raise InternalError(
-            f"run_in_folder: a {what} must record its parameters in {MANIFESTS.get(what)} (compare.experiments.jobs.MANIFESTS)"
+            f"run_in_folder: a {what} must record its parameters in {MANIFESTS.get(what)} "
+            "(compare.experiments.jobs.MANIFESTS)"
         )
     with locked_folder(out, what):
         for kind in folder_kinds(out):
@@ -436,12 +452,13 @@ def run_in_folder(
         done = [r for r in found if not (r["id"] in seen or seen.add(r["id"]))]
         if done and not resume:
             raise InputError(
-                f"--out {out}: already holds {len(done)} results; add --resume to continue it, or choose another folder"
+                f"--out {out}: already holds {len(done)} results; add --resume to continue it, "
+                "or choose another folder"
             )
         if done and not params_path.exists():
             raise InputError(
-                f"--resume: {out / results} holds {len(done)} results but {params_path} is missing, "
-                f"so what wrote them is unknown; choose another folder"
+                f"--resume: {out / results} holds {len(done)} results but {params_path} is "
+                "missing, so what wrote them is unknown; choose another folder"
             )
         if resume and params_path.exists():
             try:
