@@ -50,7 +50,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--memory",
                 "-M",
-                help="M, bytes per device or a unit (16GB; B = bytes, bit = bits; PipeDream's default -s).",
+                help="M, bytes per device or a unit (16GB; B = bytes, bit = bits; PipeDream's "
+                "default -s).",
             ),
         ] = "16e9",
         batch: Annotated[
@@ -83,7 +84,8 @@ def register(app: typer.Typer) -> None:
         prep = prepare(g)
         stdout.print(
             f"{output}: {len(inst.nodes)} nodes, {len(inst.edges)} edges from {graph} "
-            f"({len(prep.inputs)} input(s) with zero numbers, {len(prep.dropped_sinks)} __getitem__ sink(s)); "
+            f"({len(prep.inputs)} input(s) with zero numbers, "
+            f"{len(prep.dropped_sinks)} __getitem__ sink(s)); "
             f"K={K} M={M:.6g} N={N} B={B:.6g}",
             markup=False,
         )
@@ -105,7 +107,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--bandwidth",
                 "-b",
-                help="Bandwidth per level, bytes/s or a unit (1GB/s, 8Gbit/s; a lower-case b is refused); one per level.",
+                help="Bandwidth per level, bytes/s or a unit (1GB/s, 8Gbit/s; a lower-case b is "
+                "refused); one per level.",
             ),
         ],
         memory: Annotated[
@@ -146,7 +149,8 @@ def register(app: typer.Typer) -> None:
         ]
         if len(ns) != len(bs):
             raise InputError(
-                f"--machines gives {len(ns)} level(s) but --bandwidth gives {len(bs)}; give one bandwidth per level"
+                f"--machines gives {len(ns)} level(s) but --bandwidth gives {len(bs)}; give one "
+                "bandwidth per level"
             )
         mem = check_setting("M", parse_size(memory, "--memory"), "--memory")
         t0 = time.process_time()
@@ -221,6 +225,14 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option("--milp", help="Also solve each case with the MILP (SCIP) and compare."),
         ] = False,
+        numbers: Annotated[
+            str,
+            typer.Option(
+                "--numbers",
+                help="plain, or hostile: numbers over 1e-30..1e30 (and some above, which the "
+                "parser must refuse), isolated nodes, settings at the ends of their ranges.",
+            ),
+        ] = "plain",
     ) -> None:
         """Cross-check PipeDream's DP against exhaustive search in its single-level model on
         seeded tiny random graphs. Exit 1 when any case disagrees."""
@@ -229,19 +241,24 @@ def register(app: typer.Typer) -> None:
 
         if summary is not None:
             check_writable(summary, "summary")
-        out = cross_check(count, seed, max_nodes=max_nodes, max_machines=max_machines, milp=milp)
+        out = cross_check(
+            count, seed, max_nodes=max_nodes, max_machines=max_machines, milp=milp, numbers=numbers
+        )
         if summary is not None:
             atomic_write_text(summary, json.dumps(out, indent=1) + "\n")
         stdout.print(
-            f"{out['cases']} cases (seed {seed}): {out['matched']} match ({out['infeasible']} with no plan in both), "
+            f"{out['cases']} cases (seed {seed}, {numbers} numbers): {out['matched']} match "
+            f"({out['infeasible']} with no plan in both), {out['refused']} refused on a line, "
             f"{len(out['mismatches'])} mismatch; {out['plans_seen']} plans enumerated; "
             f"CPU DP {out['dp_cpu_s']:.2f} s, exhaustive {out['brute_cpu_s']:.2f} s",
             markup=False,
         )
         if milp:
             stdout.print(
-                f"MILP (SCIP) on {out['milp_cases']} cases (not with --fewer-machines and the memory rule together): "
-                f"{out['milp_matched']} match; CPU {out['milp_cpu_s']:.2f} s",
+                f"MILP (SCIP) on {out['milp_cases']} cases (not with --fewer-machines and the "
+                "memory rule together): "
+                f"{out['milp_matched']} match, {out['milp_skipped']} with no claim (time limit, "
+                f"out of range, size); CPU {out['milp_cpu_s']:.2f} s",
                 markup=False,
             )
         for m in out["mismatches"][:10]:

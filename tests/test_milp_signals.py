@@ -219,15 +219,9 @@ def _pipedream_graph(path: Path) -> Path:
     """A 40-layer chain profile on which PipeDream's MILP (24 workers, the memory rule at
     1e8 bytes) runs for well over 30 s."""
     from compare.baselines.pipedream import random_pd_graph
+    from piper_ilp.pipedream import graph_text
 
-    g = random_pd_graph("chain", 40, 1)
-    lines = [
-        f"{nd.id} -- {nd.desc} -- forward_compute_time={nd.forward_ms!r}, "
-        f"backward_compute_time={nd.backward_ms!r}, activation_size={nd.activation!r}, "
-        f"parameter_size={nd.parameter!r}"
-        for nd in g.nodes
-    ]
-    path.write_text("\n".join(lines + [f"\t{u} -- {v}" for u, v in g.edges]) + "\n")
+    path.write_text(graph_text(random_pd_graph("chain", 40, 1)))
     return path
 
 

@@ -319,6 +319,29 @@ def test_dp_exhaustive_and_milp_agree_on_25_random_cases():
     assert out["milp_cases"] >= 15 and out["milp_matched"] == out["milp_cases"]
 
 
+def test_dp_exhaustive_and_milp_agree_on_hostile_numbers():
+    # numbers over 1e-30..1e30 (zeros, the ends, subnormals; one graph in ten with a number
+    # above 1e30), isolated nodes, bandwidth and memory at the ends of their ranges: every
+    # graph through the parser; no RuntimeWarning, no disagreement, the oversized refused
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        out = cross_check(40, seed=4, milp=True, numbers="hostile")
+    assert out["mismatches"] == [] and out["matched"] + out["refused"] == 40
+    assert out["refused"] >= 1 and out["matched"] >= 30
+    assert out["milp_cases"] >= 15 and out["milp_matched"] == out["milp_cases"]
+
+
+def test_the_milp_without_a_cutoff_claims_nothing_at_stage_times_beyond_1e9_s():
+    # SCIP reads 1e20 as infinite ("coefficient ... is infinite" on stderr, and an answer
+    # that is no proof): with one layer of 1e15 s, no cutoff gives out-of-range; the DP's
+    # plan time as the cutoff gives the optimum
+    text = line("node1", "Linear", 1e18, 0.0, 0.0, 0.0) + "\n"
+    prep = prepare(parse_graph_text(text, "big.txt"))
+    assert solve_pipedream_milp(prep, 1, 1e9).status == "out-of-range"
+    r = solve_pipedream_milp(prep, 1, 1e9, cutoff=1e15)
+    assert r.status == "optimal" and r.value == pytest.approx(1e15, rel=1e-6)
+
+
 @pytest.mark.slow
 def test_dp_exhaustive_and_milp_agree_on_300_random_cases():
     out = cross_check(300, seed=1, max_nodes=8, max_machines=6, milp=True)

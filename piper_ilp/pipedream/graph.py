@@ -35,6 +35,7 @@ __all__ = [
     "PDGraph",
     "VALUE_MAX",
     "check_model_settings",
+    "graph_text",
     "parse_graph",
     "parse_graph_text",
     "prepare",
@@ -196,6 +197,26 @@ def parse_graph_text(text: str, source: str = "<graph>") -> PDGraph:
     graph = PDGraph(tuple(nodes), tuple((u, v) for u, v, _ in edges), source)
     _check_acyclic(graph)
     return graph
+
+
+def graph_text(graph: PDGraph) -> str:
+    """The ``graph.txt`` text of ``graph``: a node line per node, then an edge line per
+    edge, numbers written with ``repr`` (exact). :func:`parse_graph_text` reads it back to
+    the same nodes (line numbers aside) and edges.
+
+    Examples
+    --------
+    >>> g = parse_graph_text(graph_text(PDGraph((PDNode("a", "X", 1.5, 0.0, 2.0, 1e30),), ())))
+    >>> (g.nodes[0].forward_ms, g.nodes[0].parameter)
+    (1.5, 1e+30)
+    """
+    lines = [
+        f"{nd.id} -- {nd.desc} -- forward_compute_time={nd.forward_ms!r}, "
+        f"backward_compute_time={nd.backward_ms!r}, activation_size={nd.activation!r}, "
+        f"parameter_size={nd.parameter!r}"
+        for nd in graph.nodes
+    ]
+    return "\n".join(lines + [f"\t{u} -- {v}" for u, v in graph.edges]) + "\n"
 
 
 def parse_graph(path: str | Path) -> PDGraph:

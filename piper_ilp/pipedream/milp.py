@@ -33,7 +33,8 @@ longer are left out, and the times are in units of the longest left: SCIP's tole
 absolute and it reads 1e20 as infinite, so stage times of 1e10 s and more, or times spanning
 many orders of magnitude, gave wrong optima and false infeasibility without it. Every plan
 no worse than the cutoff stays in the model, so "optimal" remains a proof; "infeasible" under
-a cutoff means no plan within it (which contradicts the plan it came from).
+a cutoff means no plan within it (which contradicts the plan it came from). Without a cutoff,
+stage times above 1e9 s (``MAX_UNSCALED_TIME``) give status "out-of-range", no claim.
 """
 
 from __future__ import annotations
@@ -47,15 +48,22 @@ from piper_ilp.pipedream.memory import max_stash_count
 from piper_ilp.pipedream.states import antichain_states
 from piper_ilp.processes import run_in_child
 
-__all__ = ["MilpResult", "solve_pipedream_milp", "MAX_MILP_VARIABLES"]
+__all__ = ["MilpResult", "solve_pipedream_milp", "MAX_MILP_VARIABLES", "MAX_UNSCALED_TIME"]
 
 MAX_MILP_VARIABLES = 200_000
+
+#: Without a cutoff the stage times go to SCIP in seconds; above this SCIP's absolute
+#: tolerances and its infinity (1e20) make its answers unsound (stage times of 1e10 s and
+#: more gave wrong optima and false infeasibility), so the MILP answers "out-of-range".
+MAX_UNSCALED_TIME = 1e9
 
 
 @dataclass
 class MilpResult:
-    """``status`` "optimal" / "infeasible" / "not-solved"; ``value`` the solver's objective,
-    ``bound`` its lower bound, ``plan`` ``[(state, r), ...]`` read from the solution."""
+    """``status`` "optimal" / "infeasible" / "not-solved" (a time limit) / "out-of-range"
+    (stage times beyond :data:`MAX_UNSCALED_TIME` without a cutoff: no claim); ``value`` the
+    solver's objective, ``bound`` its lower bound, ``plan`` ``[(state, r), ...]`` read from
+    the solution."""
 
     status: str
     value: float | None
@@ -121,6 +129,8 @@ def solve_pipedream_milp(
         raise SizeLimitError(
             f"{prep.source}: {len(cands)} MILP variables (limit {MAX_MILP_VARIABLES})"
         )
+    if cutoff is None and max((c[3] for c in cands), default=0.0) > MAX_UNSCALED_TIME:
+        return MilpResult("out-of-range", None, None, None, len(cands))
     # SCIP in a child process: an interrupt SIGKILLs it at once (SCIP's own Ctrl-C handler,
     # in this process, swallowed the interrupt and answered "not solved")
     model = (cands, S, n, memory_constraint, fewer_machines, time_limit, cutoff)
