@@ -175,9 +175,12 @@ def test_count_partitions_by_hand():
     assert count_partitions(chain) == 8  # cut or not at each of the 3 edges
     assert count_partitions(chain, max_stages=2) == 4  # one stage, or one of 3 cuts
     # K = 1, N = 1: the work is the chain's 10 intervals (one option tuple each) x (2 memory
-    # tests + 1 TPS) plus the 4 last stages {3}, {2, 3}, {1, 2, 3}, {0, 1, 2, 3} tried with
-    # t = d = 1 (then no device is left for a stage in front of them)
-    assert brute_work(chain.with_settings(K=1, N=1)) == 10 * 3 + 4
+    # tests + 1 TPS), the subsets of its 4 prefixes (16 + 8 + 4 + 2) tried as last stages,
+    # plus the 4 last stages {3}, {2, 3}, {1, 2, 3}, {0, 1, 2, 3} tried with t = d = 1 (then
+    # no device is left for a stage in front of them)
+    assert brute_work(chain.with_settings(K=1, N=1)) == 10 * 3 + 30 + 4
+    # a graph of 60 nodes is refused by its count of subsets alone, at once
+    assert brute_work(make([(i, {"1": [opt()]}) for i in range(60)], K=8, N=8)) > MAX_WORK
     pair = make([(0, {"1": [opt()]}), (1, {"1": [opt()]})], K=8, N=8)
     assert count_partitions(pair) == 3  # {0,1}; 0 | 1; 1 | 0
 

@@ -206,12 +206,17 @@ class _Oracle:
     def option_work(self, limit: float) -> int:
         """The option tuples' share of the work, summed over every stage C that can occur
         (stops counting above ``limit``): per (C, t), its tuples times one memory search
-        over y and one TPS per d with t d <= K."""
+        over y and one TPS per d with t d <= K; plus, per set of unplaced nodes, the subsets
+        tried for its last stage (2 ** its size: this also bounds the count on a graph with
+        many nodes before any long work)."""
         full = (1 << self.n) - 1
         total, stages, placed, todo = 0, set(), {full}, [full]
         per_t = {t: sum(1 for d in self.d_values if t * d <= self.K) for t in self.t_values}
         while todo:
             unplaced = todo.pop()
+            total += 1 << unplaced.bit_count()
+            if total > limit:
+                return total
             for sub, rest, _ in self.back(unplaced):
                 if sub not in stages:
                     stages.add(sub)

@@ -32,8 +32,10 @@ with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
     y_order[i,k]     g[i,k+1] <= g[i,k]
     y_link[i,t,d]    u[i,t,d] = 1  =>  d * sum_k g[i,k] >= s[i]
     memory[i,k]      g[i,k] = 1    =>  sum_{v,t,l} min((k a + b)/M, 2) * z[v,i,t,l] <= 1
-    cut_out[a,b,i]   ob >= sum_{t,l} cut_edge_bytes(c, sbw_a[b]) / B * z[a,i,t,l] - max(...) * x[b,i]
-    cut_in[a,b,i]    ib >= sum_{t,l} cut_edge_bytes(c, sfw_b[a]) / B * z[b,i,t,l] - max(...) * x[a,i]
+    cut_out[a,b,i]   ob >= sum_{t,l} cut_edge_bytes(c, sbw_a[b]) / B * z[a,i,t,l]
+                                - max(...) * x[b,i]
+    cut_in[a,b,i]    ib >= sum_{t,l} cut_edge_bytes(c, sfw_b[a]) / B * z[b,i,t,l]
+                                - max(...) * x[a,i]
     tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + d resync_bytes(w, d, N) / B) z[v,i,t,l]
                                                 + sum_edges (ob[.,.,i] + ib[.,.,i])
 
@@ -321,6 +323,23 @@ def _memory_row_needed(st: IndexSets, k: int, t_only: int | None = None) -> bool
     return worst > MEMORY_ROW_THRESHOLD
 
 
+def _first_memory_row(st: IndexSets, top: int) -> int:
+    """The least k in 1..``top`` with :func:`_memory_row_needed` (``top + 1`` when none): it
+    is monotone in k (each k a + b, its quotient by M, their maxima and their fsum only
+    grow with k), so a bisection finds it in O(log top) tests, where a test per k took
+    seconds at N = 2^20."""
+    if not _memory_row_needed(st, top):
+        return top + 1
+    lo, hi = 0, top  # not needed at lo (0: none below 1), needed at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _memory_row_needed(st, mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def _cut_coefs(st: IndexSets, a: int, b: int, c: float, side: str) -> dict[tuple[int, int], float]:
     """{(t, l): cut_edge_bytes(c, sync) / B, seconds} for the node on ``side`` of edge a->b."""
     v, other = (a, b) if side == "out" else (b, a)
@@ -399,7 +418,8 @@ class Formulation:
                 if stg.options.get(v) not in ids:
                     return (
                         None,
-                        f"node {v} has no option {stg.options.get(v)!r} for t = {stg.t} in the model",
+                        f"node {v} has no option {stg.options.get(v)!r} for t = {stg.t} in the "
+                        "model",
                     )
                 values[self.z[v, i, stg.t, ids.index(stg.options[v])]] = 1.0
             rep = ev.stages[i]
@@ -605,11 +625,9 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
             )
 
     # ---- memory: sum (k a + b) / M <= 1 when y_i >= k ----
-    needed = {k: _memory_row_needed(st, k) for k in range(1, max(st.Y) + 1)} if g else {}
+    first = _first_memory_row(st, max(st.Y)) if g else 1  # the rows k >= first can bind
     for i in range(S if g else 0):
-        for k in range(1, st.Y[i] + 1):
-            if not needed[k]:
-                continue
+        for k in range(first, st.Y[i] + 1):
             terms = []
             for v in V:
                 for t, l, j in zs_of.get((v, i), []):
@@ -641,7 +659,7 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
     # work: K T >= sum_i t_i d_i TPS_i >= sum t p z + every cut second (sum t d <= K, t >= 1)
     if strong:
         terms = [(T, float(K))]
-        for (v, i, t, l), j in z.items():
+        for (v, _i, t, l), j in z.items():
             terms.append((j, -t * st.opts[v, t][l].p))
         terms += [(j, -1.0) for i in range(S) for j in cut_of_slot[i]]
         m.row("work", terms, ">=", 0, kind="time")
@@ -733,10 +751,10 @@ def _count(st: IndexSets, strong: bool = False) -> dict[str, int]:
     if st.gpipe:
         rows += sum(1 for t, d in st.configs if _memory_row_needed(st, st.inst.N // d, t)) * S
     else:
-        needed = {k: _memory_row_needed(st, k) for k in range(1, max(st.Y) + 1)}
+        first = _first_memory_row(st, max(st.Y))
         rows += sum(y - 1 for y in st.Y)  # y_order
         rows += S * nC  # y_link
-        rows += sum(1 for i in range(S) for k in range(1, st.Y[i] + 1) if needed[k])
+        rows += sum(max(0, y - first + 1) for y in st.Y)  # memory rows for k = first..y
     rows += n_cut * S
     rows += 1 if strong else 0
     if strong:
