@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import time
 
+from piper_ilp.settings import check_time_limit
+
 __all__ = ["Deadline", "TimeUp"]
 
 #: The clock (seconds, monotonic; a module attribute so that tests can count checks).
@@ -23,10 +25,18 @@ class TimeUp(Exception):
 
 class Deadline:
     """``seconds`` from now (None: never). :meth:`check` raises :class:`TimeUp` once it has
-    passed; :attr:`passed` says so without raising."""
+    passed; :attr:`passed` says so without raising.
+
+    Raises
+    ------
+    InputError
+        ``seconds`` is not a finite number >= 0 (:func:`piper_ilp.settings.check_time_limit`):
+        the DP's guard for a direct call; a time limit from the CLI or ``run_method`` was
+        checked there, with the option's name.
+    """
 
     def __init__(self, seconds: float | None):
-        self.seconds = seconds  # (checked by the caller: piper_ilp.milp.check_solver_settings)
+        self.seconds = check_time_limit(seconds, "time_limit")
         self.end = None if seconds is None else clock() + seconds
         if self.end is None:
             self.check = _never  # (the hot loops call it once per stage)

@@ -135,8 +135,8 @@ def enumerate_ideals(instance: Instance, max_ideals: int) -> list[int]:
         total = _walk(instance, cap)
         said = f"more than {cap:,}" if total > cap else f"{total:,}"
         raise SizeLimitError(
-            f"{instance.source}: the graph has {said} successor-closed sets (the DP's states), above the "
-            f"limit of {max_ideals:,}; raise the limit (max_ideals / --max-ideals) if memory and time allow, "
-            f"or use a MILP method"
+            f"{instance.source}: the graph has {said} successor-closed sets (the DP's states), "
+            f"above the limit of {max_ideals:,}; raise the limit (max_ideals / --max-ideals) if "
+            "memory and time allow, or use a MILP method"
         )
     return out

@@ -636,7 +636,7 @@ def cheapest_choice(
     with degree ``d``: the first of the least cost in their order."""
     points, levels = kept
     best, best_cost = None, math.inf
-    for i, (m, P, E, W, _, _) in enumerate(points):
+    for i, (_m, P, E, W, _, _) in enumerate(points):
         c = float(stage_tps_from_sums(E, W, P, d, N, B))
         if c < best_cost:
             best, best_cost = i, c

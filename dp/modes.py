@@ -319,8 +319,9 @@ def solve_modes(
     budget = min(K, max(t_values, default=1) * S)
     if budget >= _EXACT_INT:
         raise SizeLimitError(
-            f"{instance.source}: K = {K} with t up to {max(t_values)} and min(N, K) = {S} allows device counts "
-            f"beyond the exact range of the mode DP (2**53); lower K, N or the largest t"
+            f"{instance.source}: K = {K} with t up to {max(t_values)} and min(N, K) = {S} allows "
+            "device counts beyond the exact range of the mode DP (2**53); lower K, N or the "
+            "largest t"
         )
     ideals = enumerate_ideals(inst, max_ideals)
     succ = successor_masks(inst)
@@ -330,9 +331,10 @@ def solve_modes(
     info.update(ideals=len(ideals), frontier_width=width)
     if graph and width > max_frontier and not force:
         raise SizeLimitError(
-            f"{instance.source}: graph pipelining's DP keeps one h per frontier node (nodes of a successor-closed "
-            f"set with a predecessor outside it) and grows like min(N, K) ** width; this graph's widest frontier "
-            f"has {width} nodes, above the limit of {max_frontier}; pass --force (force=True) if time allows"
+            f"{instance.source}: graph pipelining's DP keeps one h per frontier node (nodes of a "
+            "successor-closed set with a predecessor outside it) and grows like min(N, K) ** "
+            f"width; this graph's widest frontier has {width} nodes, above the limit of "
+            f"{max_frontier}; pass --force (force=True) if time allows"
         )
     # nodes that have options for t, as a bitmask
     tmask = {
@@ -404,7 +406,8 @@ def solve_modes(
                         plan=ub_plan,
                         objective=ub,
                         mode=mode,
-                        message=f"{where}: the best plan of the easier problems (not proven optimal)",
+                        message=f"{where}: the best plan of the easier problems (not proven "
+                        "optimal)",
                     )
                 )
             C = I & ~J
@@ -511,9 +514,10 @@ def solve_modes(
         largest = max(largest, len(keep))
         if total_labels > max_labels and not force:
             raise SizeLimitError(
-                f"{instance.source}: the {mode.label} DP keeps more than {max_labels:,} labels (devices, microbatches "
-                f"in flight per frontier node, max TPS, paths) after {by_size.index(i) + 1:,} of {len(ideals):,} "
-                f"successor-closed sets; pass --force (force=True) if memory and time allow"
+                f"{instance.source}: the {mode.label} DP keeps more than {max_labels:,} labels "
+                "(devices, microbatches in flight per frontier node, max TPS, paths) after "
+                f"{by_size.index(i) + 1:,} of {len(ideals):,} successor-closed sets; pass --force "
+                "(force=True) if memory and time allow"
             )
 
     info.update(labels=total_labels, candidates=candidates, largest_label_set=largest)
@@ -521,8 +525,8 @@ def solve_modes(
     L = labels[full]
     if L is None or not len(L):
         msg = (
-            f"no plan fits under {mode.label}: every split into stages breaks memory M = {instance.M!r} per "
-            f"device, the batch limit N = {N} or K = {K} devices"
+            f"no plan fits under {mode.label}: every split into stages breaks memory M = "
+            f"{instance.M!r} per device, the batch limit N = {N} or K = {K} devices"
         )
         return done(Solution("dp", Status.INFEASIBLE, message=msg, mode=mode))
     mxc, _ = layout(full)
@@ -539,7 +543,8 @@ def solve_modes(
     value = ev.value
     if not math.isclose(value, info["dp_value"], rel_tol=1e-9, abs_tol=0.0):
         raise InternalError(
-            f"dp ({mode.label}): its value {info['dp_value']!r} and the evaluator's {value!r} differ"
+            f"dp ({mode.label}): its value {info['dp_value']!r} and the evaluator's {value!r} "
+            "differ"
         )
     return done(Solution("dp", Status.OPTIMAL, plan=plan, objective=value, bound=value, mode=mode))
 

@@ -293,11 +293,17 @@ def _walk(level: _Level, row_index: int, end: int, n: int):
 
 
 def check_size(
-    states: States, machines: Sequence[int], *, straight: bool = False, what: str = "machines"
+    states: States,
+    machines: Sequence[int],
+    *,
+    straight: bool = False,
+    what: str = "machines",
+    max_split: int = MAX_SPLIT,
 ) -> None:
     """Refuse, before any table is made, machine counts outside [1, :data:`MAX_MACHINES`] and
-    levels whose tables pass :data:`MAX_TABLE` (a level below the last) or :data:`MAX_SPLIT`
-    (the split step: n x ancestors x n - 1 entries, n x ancestors with ``straight``).
+    levels whose tables pass :data:`MAX_TABLE` (a level below the last) or ``max_split``
+    (default :data:`MAX_SPLIT`; the split step: n x ancestors x n - 1 entries, n x
+    ancestors with ``straight``).
 
     Raises
     ------
@@ -317,33 +323,33 @@ def check_size(
             or not 1 <= n <= MAX_MACHINES
         ):
             raise InputError(
-                f"{what}: machine counts must be whole numbers within [1, {MAX_MACHINES}], "
-                f"got {n!r}"
+                f"{what}: machine counts must be whole numbers within [1, {MAX_MACHINES}], got "
+                f"{n!r}"
             )
         n = int(n)
         final = L == len(machines) - 1
         if not final and (S + 1) * S * n > MAX_TABLE:
             raise SizeLimitError(
-                f"{what}: a level below the last with {n:,} workers needs a table of "
-                f"{S + 1} x {S} x {n:,} entries (limit {MAX_TABLE:,}); use fewer workers, "
-                "fewer states (a smaller graph) or one level"
+                f"{what}: a level below the last with {n:,} workers needs a table of {S + 1} x {S} "
+                f"x {n:,} entries (limit {MAX_TABLE:,}); use fewer workers, fewer states (a "
+                "smaller graph) or one level"
             )
         per = 1 if straight else max(n - 1, 1)  # replications m' of the last stage
-        if n * width * per > MAX_SPLIT:
+        if n * width * per > max_split:
             most = (
-                MAX_SPLIT // width
+                max_split // width
                 if straight
                 else next(
                     k
-                    for k in range(math.isqrt(MAX_SPLIT // width) + 1, 0, -1)
-                    if k * width * max(k - 1, 1) <= MAX_SPLIT
+                    for k in range(math.isqrt(max_split // width) + 1, 0, -1)
+                    if k * width * max(k - 1, 1) <= max_split
                 )
             )
             raise SizeLimitError(
-                f"{what}: {n:,} workers on a level need PipeDream's split tables of "
-                f"{n:,} x {width} x {per:,} entries (machines x ancestors of a state x "
-                f"replications; about {32 * n * width * per / 1e9:.3g} GB), above the "
-                f"limit of {MAX_SPLIT:,}; use at most {most:,} workers per level on this graph"
+                f"{what}: {n:,} workers on a level need PipeDream's split tables of {n:,} x "
+                f"{width} x {per:,} entries (machines x ancestors of a state x replications; about "
+                f"{32 * n * width * per / 1e9:.3g} GB), above the limit of {max_split:,}; use at "
+                f"most {most:,} workers per level on this graph"
             )
 
 
@@ -358,6 +364,7 @@ def pipedream_dp(
     fewer_machines: bool = False,
     node_ids: Sequence[str] | None = None,
     what: str = "machines",
+    max_split: int = MAX_SPLIT,
 ) -> PDResult:
     """Solve PipeDream's planning problem on its states (see the module docstring).
 
@@ -377,6 +384,8 @@ def pipedream_dp(
     what : str
         Where the machine counts came from (an option: ``--machines``, ``--devices``), for
         the messages of :func:`check_size`.
+    max_split : int
+        The largest split step of a level (:func:`check_size`), default :data:`MAX_SPLIT`.
 
     Returns
     -------
@@ -395,10 +404,10 @@ def pipedream_dp(
     bandwidths = tuple(bandwidths)
     if not machines or len(machines) != len(bandwidths):
         raise InputError(
-            f"need one bandwidth per level: {len(machines)} machine counts, "
-            f"{len(bandwidths)} bandwidths"
+            f"need one bandwidth per level: {len(machines)} machine counts, {len(bandwidths)} "
+            "bandwidths"
         )
-    check_size(states, machines, straight=straight, what=what)
+    check_size(states, machines, straight=straight, what=what, max_split=max_split)
     bandwidths = tuple(check_model_settings(bandwidths, memory if memory_constraint else None))
     S = len(states)
     levels: list[_Level] = []

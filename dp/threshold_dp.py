@@ -32,9 +32,9 @@ nothing below fits. Exact: every plan of value <= ub survives.
 Limits (refused with one line, before the long work): more than ``max_ideals`` successor-
 closed sets (default :data:`DEFAULT_MAX_IDEALS`; a 21,000-node chain or a 3,000-branch fan
 is refused in about a second); decision tables (counted as two pairs f, bp, an upper
-bound on what the search holds: sets x (min(N, K) + 1) x 24 bytes) above ``max_table_bytes`` (default 2 GiB, ``force=True``
-skips it), and stage tables plus the decision's per-stage arrays that pass what the
-decision tables leave of the same limit while they are built (refused as soon as they
+bound on what the search holds: sets x (min(N, K) + 1) x 24 bytes) above ``max_table_bytes``
+(default 2 GiB, ``force=True`` skips it), and stage tables plus the decision's per-stage arrays that
+pass what the decision tables leave of the same limit while they are built (refused as soon as they
 do; so the DP's arrays together stay within the limit); a device budget
 min(K, t_max min(N, K)) of 2**59 or more (64-bit device counts). Any K below that works:
 a K above t_max min(N, K) budgets the same as t_max min(N, K).
@@ -63,10 +63,14 @@ from dp.threshold_search import (
 )
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.instance import Instance, topological_order
-from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
-__all__ = ["solve_threshold_dp", "DEFAULT_MAX_IDEALS", "DEFAULT_CHAIN_FIRST", "DEFAULT_MAX_TABLE_BYTES"]
+__all__ = [
+    "solve_threshold_dp",
+    "DEFAULT_MAX_IDEALS",
+    "DEFAULT_CHAIN_FIRST",
+    "DEFAULT_MAX_TABLE_BYTES",
+]
 
 #: Above this many successor-closed sets, a chain-restricted DP first gives an upper bound
 #: that prunes the full DP's stage candidates.
@@ -156,8 +160,7 @@ def solve_threshold_dp(
     Tarnawski, Narayanan, Phanishayee. Piper: Multidimensional Planner for DNN
     Parallelization. NeurIPS 2021, sec. 4 (the DP) and sec. 5 (option choice).
     """
-    check_solver_settings(time_limit, time_option="time_limit")
-    deadline = Deadline(time_limit)
+    deadline = Deadline(time_limit)  # (refuses a time limit out of range)
     t0 = time.perf_counter()
     if knapsack not in ("exact", "greedy"):
         raise InputError(f"knapsack must be 'exact' or 'greedy', got {knapsack!r}")
@@ -169,9 +172,9 @@ def solve_threshold_dp(
             for t, opts in nd.options.items():
                 if len(opts) > 2:
                     raise InputError(
-                        f"{instance.source}: --knapsack greedy follows Piper's rule, defined for at most two "
-                        f"options per (node, t); node {nd.id} has {len(opts)} options for t = {t} "
-                        f"(use --knapsack exact, or --exclude-option)"
+                        f"{instance.source}: --knapsack greedy follows Piper's rule, defined for "
+                        f"at most two options per (node, t); node {nd.id} has {len(opts)} options "
+                        f"for t = {t} (use --knapsack exact, or --exclude-option)"
                     )
     K, N = instance.K, instance.N
     S = min(N, K)
@@ -189,7 +192,8 @@ def solve_threshold_dp(
             Solution(
                 method,
                 Status.INFEASIBLE,
-                message=f"node {bare[0]} has no option left after the restrictions {restrictions.to_dict()}",
+                message=f"node {bare[0]} has no option left after the restrictions "
+                f"{restrictions.to_dict()}",
             )
         )
 
@@ -200,7 +204,8 @@ def solve_threshold_dp(
             Solution(
                 method,
                 Status.INFEASIBLE,
-                message=f"K = {K} devices is too few: node {v} has options only for t >= {min(inst.node[v].options)}",
+                message=f"K = {K} devices is too few: node {v} has options only for t >= "
+                f"{min(inst.node[v].options)}",
             )
         )
 
@@ -209,9 +214,11 @@ def solve_threshold_dp(
     table_bytes = decision_table_bytes(len(ideals), S)
     if table_bytes > max_table_bytes and not force:
         raise SizeLimitError(
-            f"{instance.source}: the DP's tables need about {table_bytes / 2**30:.1f} GiB ({len(ideals):,} sets x "
-            f"(min(N, K) + 1 = {S + 1:,}) x {table_bytes // (len(ideals) * (S + 1))} bytes), above the limit of "
-            f"{max_table_bytes / 2**30:.1f} GiB; lower N or K, or pass --force (force=True) if memory allows"
+            f"{instance.source}: the DP's tables need about {table_bytes / 2**30:.1f} GiB "
+            f"({len(ideals):,} sets x (min(N, K) + 1 = {S + 1:,}) x "
+            f"{table_bytes // (len(ideals) * (S + 1))} bytes), above the limit of "
+            f"{max_table_bytes / 2**30:.1f} GiB; lower N or K, or pass --force (force=True) if "
+            "memory allows"
         )
     # the stage tables and the decision's per-stage arrays get what the decision tables leave
     stage_budget = None if force else max_table_bytes - table_bytes
@@ -221,8 +228,8 @@ def solve_threshold_dp(
     budget = min(K, max(inst.t_values) * S)
     if budget >= DEVICES_INF // 4:
         raise SizeLimitError(
-            f"{instance.source}: K = {K} with t up to {max(inst.t_values)} and min(N, K) = {S} allows device counts "
-            f"beyond the DP's 64-bit tables; lower K, N or the largest t"
+            f"{instance.source}: K = {K} with t up to {max(inst.t_values)} and min(N, K) = {S} "
+            "allows device counts beyond the DP's 64-bit tables; lower K, N or the largest t"
         )
 
     stopped = None  # where the time limit stopped the solve
@@ -298,18 +305,23 @@ def solve_threshold_dp(
                 raise InternalError(f"{method}: the pruned DP lost the chain plan of value {ub!r}")
             if greedy:  # Piper's rule can miss a choice that fits: no plan from it is no proof
                 msg = (
-                    f"Piper's greedy option rule finds no plan within M = {instance.M!r} bytes per device, "
-                    f"sum of d <= {S} and sum of t*d <= K = {K}; not a proof that none exists (--knapsack exact decides)"
+                    f"Piper's greedy option rule finds no plan within M = {instance.M!r} bytes per "
+                    f"device, sum of d <= {S} and sum of t*d <= K = {K}; not a proof that none "
+                    "exists (--knapsack exact decides)"
                 )
                 return done(Solution(method, Status.UNKNOWN, message=msg, info={"search_steps": 1}))
             least = decision.least_devices()
             if least >= DEVICES_INF:
                 msg = (
-                    f"no split into stages fits in memory M = {instance.M!r} bytes per device within "
-                    f"sum of d <= min(N, K) = {S} and sum of t*d <= K = {K}, even with the least-memory options"
+                    f"no split into stages fits in memory M = {instance.M!r} bytes per device "
+                    f"within sum of d <= min(N, K) = {S} and sum of t*d <= K = {K}, even with the "
+                    "least-memory options"
                 )
             else:
-                msg = f"K = {K} devices is too few: the plan with the fewest devices that fits in memory needs {least}"
+                msg = (
+                    f"K = {K} devices is too few: the plan with the fewest devices that fits in "
+                    f"memory needs {least}"
+                )
             return done(Solution(method, Status.INFEASIBLE, message=msg, info={"search_steps": 1}))
         T, path, steps = got.T, got.path, got.steps
         info["thresholds"] = got.candidates
@@ -319,7 +331,8 @@ def solve_threshold_dp(
     )
     if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
         raise InternalError(
-            f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value {T!r}"
+            f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value "
+            f"{T!r}"
         )
     if got.stopped:
         info["stopped"] = stopped

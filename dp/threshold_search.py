@@ -562,8 +562,8 @@ def search_threshold(
     lies between ``lower`` and ``upper``, the first decision is there, and a plan that
     fits there is the answer (memory, not the devices, decides the optimum then:
     ResNet). Else the next decision is at ``upper`` (a plan with every stage <= upper is known to
-    be in the tables: the chain bound's, see :func:`dp.threshold_dp.solve_threshold_dp`; without one,
-    inf): at a bound, fewer groups are usable, and the plan read there starts the
+    be in the tables: the chain bound's, see :func:`dp.threshold_dp.solve_threshold_dp`; without
+    one, inf): at a bound, fewer groups are usable, and the plan read there starts the
     bracket nearer the optimum. None when no plan fits there either. With ``known`` (the
     devices of a plan of bottleneck ``upper`` found elsewhere: the chain bound's, from its
     own tables) and ``upper`` one of the candidates, there is no decision at ``upper``:
@@ -571,9 +571,9 @@ def search_threshold(
     ``upper`` fits (the known plan is then the answer).
 
     Every candidate index <= lo fails (all below ``lower`` and below the least
-    bottleneck, proven lower bounds on T, do); cands[hi] is the bottleneck of a plan in hand, and each feasible probe lowers it
-    to its own plan's bottleneck. The next probe is, in order of preference:
-    where the fewest devices D(T) would reach K if D were proportional to 1/T (when the
+    bottleneck, proven lower bounds on T, do); cands[hi] is the bottleneck of a plan in hand, and
+    each feasible probe lowers it to its own plan's bottleneck. The next probe is, in order of
+    preference: where the fewest devices D(T) would reach K if D were proportional to 1/T (when the
     last probe's D says something: D < K, or infeasible with a finite D); just below hi
     (after a plan using exactly K devices, once in a row); otherwise, or when the bracket
     did not halve over two probes, the middle candidate."""
@@ -614,7 +614,8 @@ def search_threshold(
                 path, hi = plan_in(f, floor)
                 if float(cands[hi]) < floor:
                     raise InternalError(
-                        f"dp: a plan costing {float(cands[hi])!r} is below the least bottleneck {floor!r}"
+                        f"dp: a plan costing {float(cands[hi])!r} is below the least bottleneck "
+                        f"{floor!r}"
                     )
                 return Found(floor, path, steps, int(len(cands)), floor, False)
             del f

@@ -84,9 +84,8 @@ def register(app: typer.Typer) -> None:
         prep = prepare(g)
         stdout.print(
             f"{output}: {len(inst.nodes)} nodes, {len(inst.edges)} edges from {graph} "
-            f"({len(prep.inputs)} input(s) with zero numbers, "
-            f"{len(prep.dropped_sinks)} __getitem__ sink(s)); "
-            f"K={K} M={M:.6g} N={N} B={B:.6g}",
+            f"({len(prep.inputs)} input(s) with zero numbers, {len(prep.dropped_sinks)} "
+            f"__getitem__ sink(s)); K={K} M={M:.6g} N={N} B={B:.6g}",
             markup=False,
         )
 

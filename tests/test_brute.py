@@ -74,9 +74,9 @@ def chain2(ids=(10, -3)):
 def test_memory_forces_a_mix_of_options():
     # chain u -> v (c = 1), K = N = 2, B = 1, M = 1.5; vanilla p = 2, a = 1; recompute p = 3,
     # a = 0.5. One stage, d = 2 (y = 1): both vanilla need 2 > 1.5; one of each needs 1.5:
-    # TPS (2 + 3)/2 = 2.5. One stage, d = 1: at best one of each, TPS 5. Two stages (d = 1
-    # each, first one y = 2): first stage needs recompute (a*y = 1), TPS 3 + 2*c = 5.
-    # -> optimum 2.5, one stage with d = 2.
+    # TPS (2 + 3)/2 = 2.5. One stage, d = 1: at best one of each, TPS 5. Two stages (d = 1 each,
+    # first one y = 2): first stage needs recompute (a*y = 1), TPS 3 + 2*c = 5. -> optimum 2.5,
+    # one stage with d = 2.
     inst = chain2()
     sol = solve_brute(inst)
     assert sol.tps == pytest.approx(2.5)
@@ -90,8 +90,8 @@ def test_memory_forces_a_mix_of_options():
 def test_two_stages_follow_the_edge_direction():
     # chain 7 -> 3 with no traffic, p = 2 and w = 1 each, N = K = 2, B = 1:
     # one stage d = 1: 4; one stage d = 2: 4/2 + 2 nodes * 4*1*1/(2*2) = 4;
-    # two stages 7 | 3 (d = 1 each, sum d = 2 <= N): max(2, 2) = 2. The order 3 | 7 would
-    # break the edge.
+    # two stages 7 | 3 (d = 1 each, sum d = 2 <= N): max(2, 2) = 2. The order 3 | 7 would break the
+    # edge.
     inst = make(
         [
             (7, {"1": [opt(p=2.0, w=1.0, sbw={3: 0.0})]}),
@@ -127,9 +127,9 @@ def test_node_without_option_for_the_only_affordable_t_is_infeasible():
 def test_pipeline_memory_uses_suffix_sum():
     # chain 0 -> 1, no traffic, p = 1 each, a = 1, M = 2, N = K = 2.
     # One stage, d = 2: y = 1, memory 2 fits, TPS (1 + 1)/2 = 1.
-    # (Two stages, d = 1 each: first stage y = 2 -> memory 2 fits, TPS 1.) Either way the
-    # optimum is 1. With M = 1.9 the single stage d = 2 (memory 2) and the first of two
-    # stages (y = 2) no longer fit; single stage d = 1 needs memory 2 as well -> infeasible.
+    # (Two stages, d = 1 each: first stage y = 2 -> memory 2 fits, TPS 1.) Either way the optimum is
+    # 1. With M = 1.9 the single stage d = 2 (memory 2) and the first of two stages (y = 2) no
+    # longer fit; single stage d = 1 needs memory 2 as well -> infeasible.
     nodes = [
         (0, {"1": [opt(p=1.0, a=1.0, sbw={1: 0.0})]}),
         (1, {"1": [opt(p=1.0, a=1.0, sfw={0: 0.0})]}),
@@ -409,16 +409,19 @@ def test_ties_are_cut():
         assert sol.info["plans"] == 1, (mode.label, sol.info)
 
 
+@pytest.mark.parametrize("uniform", [False, True], ids=["free", "uniform"])
 @pytest.mark.parametrize("mode", ALL_MODES, ids=lambda m: m.label)
-def test_the_guard_counts_the_search_exactly(mode):
+def test_the_guard_counts_the_search_exactly(mode, uniform):
     # without a plan nothing is pruned: the search tries exactly the (stage, t, d) choices
-    # the guard counted (memory, budgets and h of sec. 8 included); with a plan, at most that
+    # the guard counted (memory, budgets, h of sec. 8 and uniform degrees of sec. 12
+    # included); with a plan, at most that
     seen = {"infeasible": 0, "optimal": 0}
+    restr = Restrictions(uniform=uniform)
     for family in ("fork-join", "layered", "skip", "towers"):
         for seed in range(8):
             inst = random_instance(family, 5, seed, t_values=(1, 2), K=6, N=4, memory="tight")
-            sol = solve_brute(inst, mode=mode)
-            assert sol.info["work"] == brute_work(inst, mode=mode)
+            sol = solve_brute(inst, restr, mode=mode)
+            assert sol.info["work"] == brute_work(inst, restr, mode=mode)
             if sol.status is Status.INFEASIBLE:
                 assert sol.info["stage_choices"] == sol.info["work_search"]
             else:

@@ -588,8 +588,8 @@ def test_time_limit_on_a_hard_instance_is_never_optimal(backend, shared_dir):
     assert sol.status in (Status.FEASIBLE, Status.UNKNOWN, Status.OPTIMAL, Status.OUT_OF_RANGE), (
         sol.status
     )
-    # one stage with d = 16 is a valid plan (and the DP's optimum), so the optimum is at most
-    # its TPS
+    # one stage with d = 16 is a valid plan (and the DP's optimum), so the optimum is at most its
+    # TPS
     one_stage = Plan((Stage(tuple(inst.node_ids), 16, 1, {v: "vanilla" for v in inst.node_ids}),))
     if sol.status == Status.OPTIMAL:
         assert abs(sol.tps - evaluate(inst, one_stage).tps) <= 1e-6 * sol.tps

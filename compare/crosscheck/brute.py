@@ -8,6 +8,7 @@ MILP. It enumerates
    every unplaced successor of its nodes; the placed nodes form a successor-closed set);
 2. every (t, d) per stage with d in ``restrictions.d_values`` (divisors of N), within the
    budgets sum t * d <= K and sum d <= N (sequential) or h <= N (graph pipelining, sec. 8);
+   with uniform degrees (sec. 12) every stage takes the (t, d) of the first one placed;
 3. every option per node, under the stage's t;
 
 and keeps the plan with the least TPS (or, under ``--objective batch-time``, the least
@@ -178,6 +179,8 @@ class _Oracle:
         self.d_values = list(restrictions.d_values(inst))
         self.t_values = [t for t in inst.t_values if t <= self.K]
         self.seq = not mode.graph
+        self.uniform = restrictions.uniform  # one (t, d) for every stage (sec. 12)
+        self.choice_lists = [(t, self.d_values) for t in self.t_values]
         # one memory search over y in 1..N per option tuple (every y the modes hold is <= N)
         self.y_steps = 2 + max(0, self.N - 1).bit_length()
         self.options = lru_cache(maxsize=None)(self._options)
@@ -286,18 +289,21 @@ class _Oracle:
 
     # ---- the moves both the count and the search make ----------------------------------
 
-    def moves(self, unplaced: int, devices: int, h_next: int, h_of: tuple):
+    def moves(self, unplaced: int, devices: int, h_next: int, h_of: tuple, pair=None):
         """Every (C, rest, out, t, d, h, y) that can be the stage in front of the placed
         ones: within the device budget (choices in ascending t d), h <= N, some option
         tuple fitting at y. C's successors hold ``after`` microbatches, h = d + after:
         sequentially the next stage's h (``h_next``, the suffix sum), under graph
         pipelining the largest h of the stages holding a successor of C (``h_of[i]``: h of
-        the stage of placed node i). Counts every (C, t, d) tried in ``self.steps``."""
+        the stage of placed node i). ``pair``: the (t, d) every stage must take (uniform
+        degrees, once a stage is placed), else None. Counts every (C, t, d) tried in
+        ``self.steps``."""
         K, N = self.K, self.N
+        choices = [(pair[0], [pair[1]])] if pair is not None else self.choice_lists
         for sub, rest, out in self.back(unplaced):
             after = h_next if self.seq else max((h_of[i] for i in _bits(out)), default=0)
-            for t in self.t_values:
-                for d in self.d_values:
+            for t, ds in choices:
+                for d in ds:
                     if devices + t * d > K:
                         break  # d_values ascend
                     self.steps += 1
@@ -313,27 +319,28 @@ class _Oracle:
 
     def count(self, limit: int) -> int:
         """The steps of the search without branch and bound (memoized: the moves below a
-        partial plan depend only on the unplaced set, the devices used and the h of the
-        stages they follow: sequentially the next stage's, under graph pipelining those that
-        hold a successor of an unplaced node). Raises _TooBig as soon as
+        partial plan depend only on the unplaced set, the devices used, the h of the stages
+        they follow (sequentially the next stage's, under graph pipelining those that hold a
+        successor of an unplaced node) and, for uniform degrees, the (t, d) taken). Raises
+        _TooBig as soon as
         the running total, which never exceeds the final one, passes ``limit``: the count
         itself does at most ``limit`` steps."""
         memo: dict = {}
         full = (1 << self.n) - 1
         frontier = {}
 
-        def below(unplaced: int, devices: int, h_next: int, h_of: tuple) -> int:
+        def below(unplaced: int, devices: int, h_next: int, h_of: tuple, pair) -> int:
             if unplaced not in frontier:
                 succ = 0
                 for i in _bits(unplaced):
                     succ |= self.succ_mask[i]
                 frontier[unplaced] = _bits(succ & ~unplaced)
             seen = h_next if self.seq else tuple(h_of[i] for i in frontier[unplaced])
-            key = (unplaced, devices, seen)
+            key = (unplaced, devices, seen, pair)
             if key in memo:
                 return memo[key]
             start = self.steps
-            for sub, rest, _, t, d, h, _ in self.moves(unplaced, devices, h_next, h_of):
+            for sub, rest, _, t, d, h, _ in self.moves(unplaced, devices, h_next, h_of, pair):
                 if rest:
                     h2 = (
                         h_of
@@ -341,7 +348,8 @@ class _Oracle:
                         else tuple(h if sub >> i & 1 else x for i, x in enumerate(h_of))
                     )
                     before = self.steps
-                    self.steps = before + below(rest, devices + t * d, h, h2)  # memo hits too
+                    nxt = (t, d) if self.uniform else None
+                    self.steps = before + below(rest, devices + t * d, h, h2, nxt)  # memo hits
                     if self.steps > limit:
                         raise _TooBig
             memo[key] = self.steps - start
@@ -349,7 +357,7 @@ class _Oracle:
 
         self.steps, self.step_limit = 0, limit
         try:
-            return below(full, 0, 0, (0,) * self.n)
+            return below(full, 0, 0, (0,) * self.n, None)
         finally:
             self.step_limit = math.inf
 
@@ -422,7 +430,7 @@ def solve_brute(
     instance : Instance
         At most ``max_nodes`` nodes and :data:`MAX_WORK` steps (unless ``force``).
     restrictions : Restrictions
-        Caps on d and t and excluded options (as for every solver).
+        Caps on d and t, excluded options, uniform degrees (as for every solver).
     max_nodes : int
         The size limit (default :data:`MAX_NODES`).
     force : bool
@@ -492,12 +500,13 @@ def _search(oracle: _Oracle) -> tuple[dict, bool]:
     best = {"value": math.inf, "stages": None, "plans": 0}
     oracle.steps = 0
 
-    def search(unplaced, devices, h_next, h_of, L_of, worst, taus, path, chosen):
+    def search(unplaced, devices, h_next, h_of, L_of, worst, taus, path, chosen, pair):
         """``chosen``: the stages placed (last first) as (C, t, d, options, TPS); ``h_next``
         the h of the one placed last; ``h_of`` / ``L_of``: per placed node, h and the
-        longest path from its stage (graph);
-        ``worst`` the largest TPS, ``taus`` every d TPS, ``path`` the longest L so far."""
-        for sub, rest, out, t, d, h, y in oracle.moves(unplaced, devices, h_next, h_of):
+        longest path from its stage (graph); ``worst`` the largest TPS, ``taus`` every d
+        TPS, ``path`` the longest L so far; ``pair`` the (t, d) of every stage under uniform
+        degrees (None before the first)."""
+        for sub, rest, out, t, d, h, y in oracle.moves(unplaced, devices, h_next, h_of, pair):
             tps, options = oracle.best_stage(sub, t, d, y)
             w, tau, L = max(worst, tps), d * tps, 0.0
             if not flush:
@@ -519,11 +528,12 @@ def _search(oracle: _Oracle) -> tuple[dict, bool]:
                 h2, L2 = list(h_of), list(L_of)
                 for i in _bits(sub):
                     h2[i], L2[i] = h, L
-                search(rest, devices + t * d, h, h2, L2, w, taus + [tau], max(path, L), chosen)
+                nxt = (t, d) if oracle.uniform else None
+                search(rest, devices + t * d, h, h2, L2, w, taus + [tau], max(path, L), chosen, nxt)
             chosen.pop()
 
     try:
-        search((1 << n) - 1, 0, 0, [0] * n, [0.0] * n, -math.inf, [], 0.0, [])
+        search((1 << n) - 1, 0, 0, [0] * n, [0.0] * n, -math.inf, [], 0.0, [], None)
     except _TimeUp:
         return best, True
     return best, False
@@ -563,8 +573,8 @@ def _answer(instance, restrictions, oracle, best, stopped, time_limit, info, sta
             method="brute",
             status=Status.INFEASIBLE,
             seconds=seconds,
-            message="no valid plan: every partition, degree and option choice breaks a budget "
-            "or the memory limit",
+            message="no valid plan: every partition, degree and option choice breaks a budget or "
+            "the memory limit",
             info=info,
             mode=mode,
         )

@@ -4,11 +4,11 @@
 this process as soon as it arrives. Two backends:
 
 * local worker processes (``scheduler=None``; the command line's default where dask is not
-  installed): spawned processes guarded by :mod:`compare.experiments.worker_guard` (their
-  own process group; SIGINT ignored, the parent decides; stopped with SIGTERM, which lets
-  the running job clean up -- a MILP backend kills its solver process and removes its
-  temporary folder -- then SIGKILL after a grace period; killed by the kernel when the
-  parent dies, even by SIGKILL);
+  installed):
+  spawned processes guarded by :mod:`compare.experiments.worker_guard` (their own process group;
+  SIGINT ignored, the parent decides; stopped with SIGTERM, which lets the running job clean up --
+  a MILP backend kills its solver process and removes its temporary folder -- then SIGKILL
+  after a grace period; killed by the kernel when the parent dies, even by SIGKILL);
 * dask.distributed (``scheduler="local"`` for a LocalCluster started here, the command
   line's default where dask is installed, or an address ``tcp://HOST:PORT``;
   :mod:`compare.experiments.cluster`; its workers ignore SIGINT,
@@ -284,9 +284,9 @@ def _run_pool(
                         continue
                 if w.proc.sentinel in ready or not w.proc.is_alive():
                     raise InternalError(
-                        f"a {what} worker process died (exit code {w.proc.exitcode}) while "
-                        f"running {name(w.job)}; the finished results are saved, rerun with "
-                        "--resume to go on"
+                        f"a {what} worker process died (exit code {w.proc.exitcode}) while running "
+                        f"{name(w.job)}; the finished results are saved, rerun with --resume to go "
+                        "on"
                     )
     finally:
         _stop_workers(workers, graceful)
@@ -452,8 +452,8 @@ def run_in_folder(
         done = [r for r in found if not (r["id"] in seen or seen.add(r["id"]))]
         if done and not resume:
             raise InputError(
-                f"--out {out}: already holds {len(done)} results; add --resume to continue it, "
-                "or choose another folder"
+                f"--out {out}: already holds {len(done)} results; add --resume to continue it, or "
+                "choose another folder"
             )
         if done and not params_path.exists():
             raise InputError(

@@ -150,7 +150,7 @@ def _solve_scip(cands, S, n, memory_constraint, fewer_machines, time_limit, cuto
     )
     solver.SetTimeLimit(int(time_limit * 1000))
     x = {}
-    for c, (k, j, r, *_) in enumerate(cands):
+    for c, (k, j, r, _t, _cap) in enumerate(cands):
         x[c] = solver.BoolVar(f"x[{k},{j},{r}]")
     after = {j: solver.IntVar(0, n, f"after[{j}]") for j in range(S)}
     solver.Add(after[S - 1] == 0, "after_last")
