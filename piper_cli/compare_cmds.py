@@ -64,8 +64,8 @@ TimeLimitOpt = Annotated[
     typer.Option(
         "--time-limit",
         min=0.0,
-        help="Seconds per method for the DP, greedy and each MILP backend (a method stopped early "
-        "proves nothing; its plan and bound are still checked).",
+        help="Seconds per method for the DP, greedy, brute and each MILP backend (a method "
+        "stopped early proves nothing; its plan and bound are still checked).",
     ),
 ]
 ThreadsOpt = Annotated[
@@ -481,7 +481,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--force",
                 help="Run every method past its size guard (MILP variables, brute's nodes and "
-                "partitions, the DP's successor-closed sets).",
+                "steps, the DP's successor-closed sets).",
             ),
         ] = False,
         greedy: Annotated[
@@ -657,8 +657,9 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--family",
-                help="chain, skip, layered, series-parallel, fork-join, towers, or numerics "
-                "(magnitudes 1e-6..1e18, exact ties, memory at M).",
+                help="chain, skip, layered, series-parallel, fork-join, towers, numerics "
+                "(magnitudes 1e-6..1e18, exact ties, memory at M), or hostile (1e-30..1e30, "
+                "isolated nodes, N = 1, K up to 2^20, tied options).",
             ),
         ] = "layered",
         nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of nodes (layers).")] = 6,
@@ -711,10 +712,11 @@ def register(app: typer.Typer) -> None:
 
         The families (networkx): a chain, a chain with skip
         connections (transformer / ResNet), a layered random DAG, a series-parallel graph,
-        fork-join blocks, parallel towers between a source and a sink, or "numerics" (one of the
-        first five shapes with numbers spread over 1e-6..1e18, exact greedy ties, memory exactly at
-        M or 1 ulp around it, dummy
-        options, huge edges). Deterministic per seed."""
+        fork-join blocks, parallel towers between a source and a sink, "numerics" (one of
+        the first five shapes with numbers spread over 1e-6..1e18, exact greedy ties, memory
+        exactly at M or 1 ulp around it, dummy options, huge edges) or "hostile" (the same
+        over 1e-30..1e30, on those shapes, towers or isolated nodes; N = 1 often, K up to
+        2^20, t up to 8, options that tie exactly). Deterministic per seed."""
         from compare.builders.generators import random_instance
         from piper_ilp.errors import InputError
         from piper_ilp.files import atomic_write_text, check_writable
@@ -772,8 +774,8 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--families",
-                help="Comma-separated families (default: the six shapes; add numerics for extreme "
-                "numbers).",
+                help="Comma-separated families (default: the six shapes; add numerics or "
+                "hostile for extreme numbers).",
             ),
         ] = "chain,skip,layered,series-parallel,fork-join,towers",
         nodes: Annotated[str, typer.Option("--nodes", help="Node-count range A-B.")] = "3-7",

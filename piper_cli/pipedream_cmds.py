@@ -228,6 +228,14 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option("--milp", help="Also solve each case with the MILP (SCIP) and compare."),
         ] = False,
+        numbers: Annotated[
+            str,
+            typer.Option(
+                "--numbers",
+                help="plain, or hostile: numbers over 1e-30..1e30 (and some above, which the "
+                "parser must refuse), isolated nodes, settings at the ends of their ranges.",
+            ),
+        ] = "plain",
     ) -> None:
         """Cross-check PipeDream's DP against exhaustive search in its single-level model on
         seeded tiny random graphs. Exit 1 when any case disagrees."""
@@ -236,20 +244,24 @@ def register(app: typer.Typer) -> None:
 
         if summary is not None:
             check_writable(summary, "summary")
-        out = cross_check(count, seed, max_nodes=max_nodes, max_machines=max_machines, milp=milp)
+        out = cross_check(
+            count, seed, max_nodes=max_nodes, max_machines=max_machines, milp=milp, numbers=numbers
+        )
         if summary is not None:
             atomic_write_text(summary, json.dumps(out, indent=1) + "\n")
         stdout.print(
-            f"{out['cases']} cases (seed {seed}): {out['matched']} match ({out['infeasible']} with "
-            f"no plan in both), {len(out['mismatches'])} mismatch; {out['plans_seen']} plans "
-            f"enumerated; CPU DP {out['dp_cpu_s']:.2f} s, exhaustive {out['brute_cpu_s']:.2f} s",
+            f"{out['cases']} cases (seed {seed}, {numbers} numbers): {out['matched']} match "
+            f"({out['infeasible']} with no plan in both), {out['refused']} refused on a line, "
+            f"{len(out['mismatches'])} mismatch; {out['plans_seen']} plans enumerated; "
+            f"CPU DP {out['dp_cpu_s']:.2f} s, exhaustive {out['brute_cpu_s']:.2f} s",
             markup=False,
         )
         if milp:
             stdout.print(
                 f"MILP (SCIP) on {out['milp_cases']} cases (not with --fewer-machines and the "
-                f"memory rule together): {out['milp_matched']} match; CPU {out['milp_cpu_s']:.2f} "
-                "s",
+                "memory rule together): "
+                f"{out['milp_matched']} match, {out['milp_skipped']} with no claim (time limit, "
+                f"out of range, size); CPU {out['milp_cpu_s']:.2f} s",
                 markup=False,
             )
         for m in out["mismatches"][:10]:

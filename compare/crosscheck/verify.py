@@ -573,8 +573,8 @@ def verify_instance(
     restrictions : Restrictions
         Passed to every method; every plan must obey them.
     time_limit : float, optional
-        Seconds per method that takes it (dp, greedy, each MILP backend); one stopped
-        early proves nothing.
+        Seconds per method that takes it (dp, greedy, brute, each MILP backend); one
+        stopped early proves nothing.
     threads : int, optional
         MILP solver threads.
     force : bool

@@ -15,9 +15,10 @@ this process as soon as it arrives. Two backends:
   :mod:`compare.experiments.dask_worker`).
 
 Either way SIGINT and SIGTERM only set a flag (:class:`SignalFlag`); the loop stops, the
-workers are killed, and :class:`Interrupted` is raised with the signal's number, after the
-finished results were written. :func:`locked_folder` holds ``DIR/.lock`` so that two runs
-never share a results folder.
+workers are stopped, and :class:`Interrupted` is raised with the signal's number, after the
+finished results were written. The run returns only when every worker it started, and every
+process a worker started (a CBC or SCIP solver in a session of its own included), has ended.
+:func:`locked_folder` holds ``DIR/.lock`` so that two runs never share a results folder.
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from compare.experiments.worker_guard import guard_worker, kill_group, stop_workers
+from compare.experiments.worker_guard import (
+    end_processes,
+    guard_worker,
+    kill_group,
+    process_tree,
+    stop_workers,
+)
 from piper_ilp.errors import InputError, InternalError
 
 __all__ = [
@@ -209,7 +216,12 @@ class _Worker:
 def _stop_workers(workers: list[_Worker], graceful: bool) -> None:
     """``graceful`` (every job done): tell each worker to end; else (a signal, a dead
     worker) SIGTERM them, so that each running job cleans up (a MILP backend's temporary
-    folder and solver process; SIGKILL would skip that). Either way SIGKILL after 5 s."""
+    folder and solver process; SIGKILL would skip that). Either way SIGKILL after 5 s.
+    Returns only when every worker, and every process it started, has ended: a solver
+    process in a session of its own (CBC) is no longer found once its worker is gone, so
+    the workers' process trees are taken first, and whatever of them still runs at the
+    end is SIGKILLed and waited for."""
+    trees = [p for w in workers if w.proc.pid is not None for p in process_tree(w.proc.pid)]
     if graceful:
         for w in workers:
             try:
@@ -224,8 +236,9 @@ def _stop_workers(workers: list[_Worker], graceful: bool) -> None:
     for w in workers:
         if w.proc.is_alive():
             w.kill()
+    end_processes(trees)
     for w in workers:
-        w.proc.join(2.0)
+        w.proc.join()  # ended (SIGKILLed at worst): this only reaps it
         w.conn.close()
 
 
