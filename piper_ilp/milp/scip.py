@@ -1,14 +1,6 @@
-"""The SCIP backend: the same big-M rows as CBC, through OR-Tools' MPSolver.
-
-SCIP runs in a child process forked for each solve (:func:`piper_ilp.processes.run_in_child`):
-it builds the model, solves it and sends back the status, the values, the objective and the
-bound (and the model's LP text first, for ``write_model``, which this process writes). On
-any exception here, a KeyboardInterrupt from Ctrl-C or SIGTERM included, the child is
-SIGKILLed and reaped before the exception goes on: the solve stops at once, threads and all (SCIP's
-``InterruptSolve`` returns within milliseconds, but with 2 threads its concurrent solvers
-went on for many seconds, and the process waited for them), and SCIP writes no file.
-(HiGHS is in OR-Tools too, but MPSolver passes it no parameters: its default 1e-4 relative
-gap would make "optimal" mean "within 0.01%", so it is not offered.)
+"""The SCIP backend: the big-M rows (:func:`~piper_ilp.milp.scaled.big_m_rows`) in floating
+point, as CBC gets them, solved by SCIP through OR-Tools' MPSolver in a child process that
+:func:`solve` controls.
 """
 
 from __future__ import annotations
@@ -34,21 +26,73 @@ ABS_RESOLUTION = 1e-5
 #: The relative accuracy to which SCIP's bound is trusted (as for CBC: its tolerances).
 BOUND_RTOL = 1e-7
 
+#: SCIP's parameters for every solve: feasibility tolerance 1e-9, no relative gap, the
+#: absolute gap :data:`GAP_ABS`, and SCIP's own Ctrl-C handler off (an interrupt kills the
+#: child process instead).
 PARAMETERS = (
     f"numerics/feastol = 1e-9\nlimits/gap = 0\nlimits/absgap = {GAP_ABS}\nmisc/catchctrlc = FALSE\n"
 )
 
 
 def solve(sm: ScaledModel, settings: Settings) -> Answer:
-    """Solve ``sm`` with SCIP in a child process (see the module docstring).
+    """Solve ``sm`` with SCIP: one backend call, before certification.
+
+    SCIP runs in a child process forked for this call
+    (:func:`piper_ilp.processes.run_in_child`), which builds the MPSolver model, solves it
+    with :data:`PARAMETERS` and sends back the status, the values, the objective and the
+    bound (and first the model's LP text when ``settings.write_model`` asks for it; this
+    process writes the file). On any exception here, a KeyboardInterrupt from Ctrl-C or
+    SIGTERM included, the child is SIGKILLed and reaped before the exception goes on, so
+    the solve stops at once, SCIP's threads with it (SCIP's ``InterruptSolve`` returns
+    quickly, but with 2 threads its concurrent solvers went on for many seconds); SCIP
+    writes no file. HiGHS, also in OR-Tools, is not offered: MPSolver passes it no
+    parameters, and its default relative gap of 1e-4 would make "optimal" mean "within
+    0.01%".
+
+    Parameters
+    ----------
+    sm : ScaledModel
+    settings : Settings
+        The backend call's settings (:class:`piper_ilp.milp.backend.Settings`): the time
+        limit (rounded up to whole milliseconds), the threads, the model file, ``hint``
+        (given to SCIP as a MIP start) and ``careful`` (SCIP's presolve off).
+
+    Returns
+    -------
+    Answer
+        ``objective`` in seconds and ``values`` (the integers and binaries, rounded) when
+        SCIP has a plan; ``bound`` (SCIP's best bound, less :data:`GAP_ABS` when optimal,
+        lowered by :data:`BOUND_RTOL`) unless infeasible or not finite; ``stopped`` is
+        ``"time limit"`` for FEASIBLE and UNKNOWN.
 
     Raises
     ------
     InputError
-        When OR-Tools has no SCIP, or the model file cannot be written.
+        OR-Tools has no SCIP, or the model file cannot be written.
     InternalError
-        When SCIP does not take the parameters, ends abnormally, or its process dies
-        without an answer.
+        SCIP does not take the parameters, ends abnormally (an MPSolver status other than
+        optimal, feasible, infeasible or not solved), or its process dies without an
+        answer.
+    KeyboardInterrupt
+        Ctrl-C (or a signal handler raising it): the child process was killed first.
+
+    Examples
+    --------
+    >>> from piper_ilp.instance import instance_from_dict
+    >>> from piper_ilp.milp.backend import Settings
+    >>> from piper_ilp.milp.model import formulate, index_sets
+    >>> from piper_ilp.milp.scaled import Memory, TimeScale, scale
+    >>> from piper_ilp.mode import DEFAULT_MODE
+    >>> from piper_ilp.solution import Restrictions
+    >>> opt = {"id": "v", "timePerSample": 2.0, "parameterSize": 0, "memoryUsageA": 1,
+    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
+    >>> inst = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1,
+    ...     "mbsInBatch": 2, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> form = formulate(index_sets(inst, Restrictions(), DEFAULT_MODE))
+    >>> sm = scale(form, TimeScale.around(2.0, 2.0), Memory.RESTRICT)
+    >>> ans = solve(sm, Settings(time_limit=10.0, threads=1))
+    >>> ans.status.value, round(ans.objective, 9), ans.bound < ans.objective
+    ('optimal', 1.0, True)
     """
     from ortools.linear_solver import pywraplp
 
@@ -89,9 +133,16 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
 
 
 def _solve_here(sm: ScaledModel, settings: Settings, report) -> tuple:
-    """Build the MPSolver model of ``sm`` and solve it with SCIP (in the child process);
-    (MPSolver status, values of the integers, objective, bound), the model's LP text
-    reported first when ``write_model`` asks for it."""
+    """Build the MPSolver model of ``sm`` and solve it with SCIP, in the child process of
+    :func:`solve`.
+
+    Returns
+    -------
+    tuple
+        (MPSolver status, values of the integers and binaries or None, objective in model
+        units or None, best bound in model units or NaN when infeasible); the model's LP
+        text is passed to ``report`` first when ``settings.write_model`` asks for it.
+    """
     from ortools.linear_solver import pywraplp
 
     m = sm.model
