@@ -1,22 +1,6 @@
-"""PipeDream's profile format (``graph.txt``) and the preparation its planner applies.
-
-A ``graph.txt`` file (PipeDream, ``profiler/*/profiles/<model>/graph.txt``) has two kinds
-of lines:
-
-* a node: ``nodeN -- DESCRIPTION -- forward_compute_time=F, backward_compute_time=G,
-  activation_size=A, parameter_size=P`` (F and G in milliseconds per minibatch, A bytes of
-  the node's output activation, P bytes of its weights; A may also be a list
-  ``[a1; a2; ...]``, which counts as its sum);
-* an edge: a tab, then ``nodeU -- nodeV``.
-
-Every number is finite, >= 0 and at most :data:`VALUE_MAX` (1e30, the top of Piper's value
-range), and so is a list's sum: then every sum, product and quotient PipeDream's planner
-forms stays finite (``docs/pipedream.md``), and no time is ever infinite.
-
-:func:`parse_graph` reads it (every bad line is one :class:`InputError` naming the file and
-the line number). :func:`prepare` does what PipeDream's planner does before planning: inputs
-(sources whose description starts with ``Input``) are dropped, then the sinks whose
-description starts with ``__getitem__``.
+"""PipeDream's profile format (``graph.txt``): reading it (:func:`parse_graph`), writing it
+(:func:`graph_text`), the settings of PipeDream's model (:func:`check_model_settings`) and the
+preparation its planner applies before planning (:func:`prepare`).
 """
 
 from __future__ import annotations
@@ -45,8 +29,29 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PDNode:
-    """One profiled layer. ``time`` = (F + G) / 1000 seconds per minibatch, ``activation``
-    = A bytes (output activation), ``parameter`` = P bytes (weights)."""
+    """One profiled layer: a node line of ``graph.txt``.
+
+    Attributes
+    ----------
+    id : str
+        The node's id (``nodeN``).
+    desc : str
+        Its description (the layer, e.g. ``Linear(...)``; ``Input...`` for an input).
+    forward_ms, backward_ms : float
+        F and G: forward and backward compute time, milliseconds per minibatch on one
+        worker.
+    activation : float
+        A: bytes of the node's output activation (a list's sum).
+    parameter : float
+        P: bytes of its weights.
+    line : int
+        Its line in the file (1-based); 0 for a node made in code.
+
+    Examples
+    --------
+    >>> PDNode("node2", "Linear", 1.5, 2.5, 8.0, 16.0).time
+    0.004
+    """
 
     id: str
     desc: str
@@ -64,7 +69,17 @@ class PDNode:
 
 @dataclass(frozen=True)
 class PDGraph:
-    """A profile: nodes in file order and edges ``(u, v)`` (node ids) in file order."""
+    """A profile as read from ``graph.txt``.
+
+    Attributes
+    ----------
+    nodes : tuple of PDNode
+        In file order.
+    edges : tuple of (str, str)
+        ``(u, v)`` by node id, in file order.
+    source : str
+        The file's name, used in messages.
+    """
 
     nodes: tuple[PDNode, ...]
     edges: tuple[tuple[str, str], ...]
@@ -72,6 +87,7 @@ class PDGraph:
 
     @property
     def by_id(self) -> dict[str, PDNode]:
+        """The nodes by id (a new dict at each call)."""
         return {n.id: n for n in self.nodes}
 
 
@@ -134,6 +150,18 @@ def _node_line(text: str, where: str, line: int) -> PDNode:
 def parse_graph_text(text: str, source: str = "<graph>") -> PDGraph:
     """Parse the text of a ``graph.txt`` profile.
 
+    The file (PipeDream, ``profiler/*/profiles/<model>/graph.txt``) has two kinds of lines:
+
+    * a node: ``nodeN -- DESCRIPTION -- forward_compute_time=F, backward_compute_time=G,
+      activation_size=A, parameter_size=P`` (see :class:`PDNode`; A may also be a list
+      ``[a1; a2; ...]``, which counts as its sum; a trailing `` -- stage_id=S``, as in a
+      partitioned graph, is skipped);
+    * an edge: a tab (or a space), then ``nodeU -- nodeV``.
+
+    Every number is finite, >= 0 and at most :data:`VALUE_MAX` (1e30, the top of Piper's
+    value range), and so is a list's sum: then every sum, product and quotient PipeDream's
+    planner forms stays finite (``docs/pipedream.md``), and no time is ever infinite.
+
     Parameters
     ----------
     text : str
@@ -148,8 +176,10 @@ def parse_graph_text(text: str, source: str = "<graph>") -> PDGraph:
     Raises
     ------
     InputError
-        On the first bad line (``source:LINE: ...``), a duplicate node, an edge naming an
-        unknown node, a self-loop, a duplicate edge, a cycle or a file without nodes.
+        On the first bad line (``source:LINE: ...``: a malformed line, a missing or
+        misnamed field, a number not within [0, :data:`VALUE_MAX`], a duplicate node), an
+        edge naming an unknown node, a self-loop, a duplicate edge (with the edge's line),
+        a cycle or a file without nodes.
 
     Examples
     --------
@@ -202,8 +232,17 @@ def parse_graph_text(text: str, source: str = "<graph>") -> PDGraph:
 
 def graph_text(graph: PDGraph) -> str:
     """The ``graph.txt`` text of ``graph``: a node line per node, then an edge line per
-    edge, numbers written with ``repr`` (exact). :func:`parse_graph_text` reads it back to
-    the same nodes (line numbers aside) and edges.
+    edge, numbers written with ``repr`` (exact).
+
+    Parameters
+    ----------
+    graph : PDGraph
+
+    Returns
+    -------
+    str
+        Text that :func:`parse_graph_text` reads back to the same nodes (line numbers
+        aside) and edges.
 
     Examples
     --------
@@ -221,8 +260,25 @@ def graph_text(graph: PDGraph) -> str:
 
 
 def parse_graph(path: str | Path) -> PDGraph:
-    """Read a ``graph.txt`` file (see :func:`parse_graph_text`): a regular file of at most
-    :data:`piper_ilp.jsonfile.MAX_FILE_BYTES`, read without blocking, as the JSON files are."""
+    """Read a ``graph.txt`` file (the format at :func:`parse_graph_text`).
+
+    Parameters
+    ----------
+    path : str or Path
+        A regular file of at most :data:`piper_ilp.jsonfile.MAX_FILE_BYTES`, read without
+        blocking, as the JSON files are (:func:`piper_ilp.jsonfile.read_file_bytes`).
+
+    Returns
+    -------
+    PDGraph
+        Its ``source`` is ``str(path)``.
+
+    Raises
+    ------
+    InputError
+        The file cannot be read, is too large or not a regular file, is not UTF-8, or
+        :func:`parse_graph_text` refuses its text (``path:LINE: ...``).
+    """
     from piper_ilp.jsonfile import MAX_FILE_BYTES, read_file_bytes
 
     data = read_file_bytes(path, MAX_FILE_BYTES)
@@ -244,11 +300,21 @@ def _check_acyclic(graph: PDGraph) -> None:
 
 @dataclass(frozen=True)
 class Prepared:
-    """The graph PipeDream's planner plans for (SOURCE point 1).
+    """The graph PipeDream's planner plans for, made by :func:`prepare` (``docs/pipedream.md``,
+    "What the planner does", point 1).
 
-    ``nodes``: the kept nodes in file order; ``outs`` / ``ins``: for each kept node index,
-    its out- / in-neighbours (indices) in edge-line order; ``inputs``: ids of the dropped
-    input nodes; ``dropped_sinks``: ids of the dropped ``__getitem__`` sinks.
+    Attributes
+    ----------
+    nodes : tuple of PDNode
+        The kept nodes in file order; a node's index here is its index everywhere else.
+    outs, ins : tuple of tuple of int
+        For each kept node index, its out- / in-neighbours (indices) in edge-line order.
+    inputs : tuple of str
+        Ids of the dropped input nodes, in file order.
+    dropped_sinks : tuple of str
+        Ids of the dropped ``__getitem__`` sinks, in file order.
+    source : str
+        The file's name, used in messages.
     """
 
     nodes: tuple[PDNode, ...]
@@ -260,8 +326,27 @@ class Prepared:
     _cache: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
 
     def sums(self, mask: int) -> tuple[float, float, float]:
-        """fsum of compute time, activation and parameter bytes over the kept nodes whose
-        indices are the bits of ``mask`` (a stage's totals in PipeDream's model)."""
+        """A stage's totals in PipeDream's model.
+
+        Parameters
+        ----------
+        mask : int
+            The stage's kept nodes: bit v set for node index v.
+
+        Returns
+        -------
+        tuple of float
+            (time, activation, parameter): :func:`math.fsum` of :attr:`PDNode.time`,
+            ``activation`` and ``parameter`` over those nodes.
+
+        Examples
+        --------
+        >>> g = parse_graph_text(graph_text(PDGraph(
+        ...     (PDNode("a", "X", 1.0, 1.0, 2.0, 3.0), PDNode("b", "Y", 2.0, 2.0, 4.0, 5.0)),
+        ...     (("a", "b"),))))
+        >>> prepare(g).sums(0b11)
+        (0.006, 6.0, 8.0)
+        """
         nodes = [self.nodes[v] for v in range(mask.bit_length()) if mask >> v & 1]
         return (
             math.fsum(nd.time for nd in nodes),
@@ -284,16 +369,37 @@ def _check_numbers(nd: PDNode, source: str) -> None:
 
 
 def check_model_settings(bandwidths, memory: float | None = None) -> list[float]:
-    """The bandwidths (bytes/s) and the memory (bytes; None when the memory rule is off) of
-    PipeDream's model, each a number within [1e-30, 1e30] (Piper's B and M,
-    :func:`piper_ilp.instance.check_setting`): with the graph's numbers at most
-    :data:`VALUE_MAX`, every stage time and size the planner forms is then finite.
-    Returns the bandwidths as floats.
+    """Check the settings of PipeDream's model against Piper's ranges of B and M.
+
+    Each must be a number within [1e-30, 1e30] (:func:`piper_ilp.instance.check_setting`):
+    with the graph's numbers at most :data:`VALUE_MAX`, every stage time and size the
+    planner forms is then finite.
+
+    Parameters
+    ----------
+    bandwidths : iterable of number
+        The bandwidths, bytes/s (one per level of the hierarchy).
+    memory : float or None
+        The memory per worker, bytes; None when the memory rule is off (not checked).
+
+    Returns
+    -------
+    list of float
+        The bandwidths as floats.
 
     Raises
     ------
     InputError
         One line naming the setting and the range.
+
+    Examples
+    --------
+    >>> check_model_settings([1e9, 25e9], 16e9)
+    [1000000000.0, 25000000000.0]
+    >>> check_model_settings([0])
+    Traceback (most recent call last):
+    ...
+    piper_ilp.errors.InputError: bandwidth must be a number within [1e-30, 1e+30], got 0
     """
     out = [check_setting("B", b, "bandwidth") for b in bandwidths]
     if memory is not None:
@@ -302,12 +408,21 @@ def check_model_settings(bandwidths, memory: float | None = None) -> list[float]
 
 
 def prepare(graph: PDGraph) -> Prepared:
-    """Drop what PipeDream's planner drops before planning.
+    """Drop what PipeDream's planner drops before planning (``docs/pipedream.md``, "What the
+    planner does", point 1).
 
     1. Every *source* (no incoming edge) whose description starts with ``Input`` is removed
        (with its edges); PipeDream zeroes its numbers and puts it back in stage 0 at the end.
     2. Then, once (not repeatedly), every *sink* (no outgoing edge) of what is left whose
        description starts with ``__getitem__`` is removed.
+
+    Parameters
+    ----------
+    graph : PDGraph
+
+    Returns
+    -------
+    Prepared
 
     Raises
     ------
@@ -315,6 +430,16 @@ def prepare(graph: PDGraph) -> Prepared:
         When nothing is left to plan, or a node's time (F + G) / 1000, activation or
         parameter size is not a number within [0, :data:`VALUE_MAX`] (a graph made in code:
         the parser refuses such numbers on their line).
+
+    Examples
+    --------
+    >>> g = parse_graph_text(graph_text(PDGraph(
+    ...     (PDNode("in", "Input0", 0.0, 0.0, 4.0, 0.0), PDNode("a", "Linear", 1.0, 1.0, 8.0, 2.0),
+    ...      PDNode("s", "__getitem__", 0.0, 0.0, 8.0, 0.0)),
+    ...     (("in", "a"), ("a", "s")))))
+    >>> p = prepare(g)
+    >>> [n.id for n in p.nodes], p.inputs, p.dropped_sinks, p.outs
+    (['a'], ('in',), ('s',), ((),))
     """
     for nd in graph.nodes:
         _check_numbers(nd, graph.source)
