@@ -1,40 +1,6 @@
-"""A MILP of PipeDream's single-level model (SCIP through OR-Tools' MPSolver).
-
-The model is that of ``docs/pipedream.md`` (and :mod:`compare.baselines.pipedream`): a chain of
-states with strictly growing downsets ending at the last state, a replication per stage, exactly n
-workers (at most n with ``fewer_machines``), stage time ``(T + 4 (r - 1) P / (B r)) / r``,
-the plan's time the max over stages, and PipeDream's memory rule.
-
-Formulation (data: the pairs ``(k, j)`` with downset(k) strictly inside downset(j), plus
-``k = -1`` for the first stage, which holds all of downset(j); ``T``, ``Act``, ``P`` of each
-such stage by :func:`math.fsum` over its node set):
-
-* ``x[k, j, r]`` binary: stage (k, j] is used with r replicas (r = 1 only when straight);
-* flow: one stage leaves ``-1``; at every state ``j``, stages in = stages out, except the last
-  state, which one stage enters;
-* workers: ``sum r x[k, j, r] = n`` (``<= n`` with fewer machines, except on a one-state
-  graph, where PipeDream's table cannot use fewer);
-* ``after[j]`` integer in 0..n (only with the memory rule): workers in stages after state j
-  (``after[S - 1] = 0``); ``x[k, j, r] = 1`` forces ``after[k] = after[j] + r`` (big-M 2n),
-  and for the first stage ``after[j] = n - r``;
-* memory (``memory_constraint``): ``x[k, j, r] = 1`` forces ``after[j] <= r * c`` with
-  ``c`` the most stashed copies that fit, :func:`piper_ilp.pipedream.memory.max_stash_count`
-  (the rule ``ceil(after / r) * (Act + P) <= memory`` exactly as the DP and exhaustive search
-  evaluate it; ``floor(memory / (Act + P))`` rounds differently at the boundary);
-* ``z >= time(k, j, r) x[k, j, r]``; minimize ``z``.
-
-With ``fewer_machines`` and the memory rule together PipeDream's table has quirks (see
-``docs/pipedream.md``) that this formulation does not model: that combination is refused.
-SCIP runs in a child process (:func:`piper_ilp.processes.run_in_child`), so that an interrupt
-stops it at once. The value is certified by timing the plan read from the solution exactly
-(the caller compares it with other methods); SCIP's own bound is returned as ``bound``. With
-``cutoff`` (the time of a valid plan, e.g. the DP's timed exactly) the stages that take
-longer are left out, and the times are in units of the longest left: SCIP's tolerances are
-absolute and it reads 1e20 as infinite, so stage times of 1e10 s and more, or times spanning
-many orders of magnitude, gave wrong optima and false infeasibility without it. Every plan
-no worse than the cutoff stays in the model, so "optimal" remains a proof; "infeasible" under
-a cutoff means no plan within it (which contradicts the plan it came from). Without a cutoff,
-stage times above 1e9 s (``MAX_UNSCALED_TIME``) give status "out-of-range", no claim.
+"""A MILP of PipeDream's single-level model (``docs/pipedream.md``), solved by SCIP through
+OR-Tools' MPSolver in a child process: an exact referee for PipeDream's DP and exhaustive
+search (:mod:`compare.baselines.pipedream`).
 """
 
 from __future__ import annotations
@@ -50,6 +16,8 @@ from piper_ilp.processes import run_in_child
 
 __all__ = ["MilpResult", "solve_pipedream_milp", "MAX_MILP_VARIABLES", "MAX_UNSCALED_TIME"]
 
+#: The most candidate stages (binary variables) :func:`solve_pipedream_milp` builds a model
+#: for; above it, SizeLimitError.
 MAX_MILP_VARIABLES = 200_000
 
 #: Without a cutoff the stage times go to SCIP in seconds; above this SCIP's absolute
@@ -60,10 +28,27 @@ MAX_UNSCALED_TIME = 1e9
 
 @dataclass
 class MilpResult:
-    """``status`` "optimal" / "infeasible" / "not-solved" (a time limit) / "out-of-range"
-    (stage times beyond :data:`MAX_UNSCALED_TIME` without a cutoff: no claim); ``value`` the
-    solver's objective, ``bound`` its lower bound, ``plan`` ``[(state, r), ...]`` read from
-    the solution."""
+    """What :func:`solve_pipedream_milp` found.
+
+    Attributes
+    ----------
+    status : str
+        ``"optimal"`` (a proof), ``"infeasible"`` (no plan; under a cutoff: no plan within
+        it), ``"not-solved"`` (stopped before a proof: the time limit, or any other
+        status of the solver) or ``"out-of-range"`` (stage times beyond
+        :data:`MAX_UNSCALED_TIME` without a cutoff: no claim, SCIP not run).
+    value : float or None
+        The solver's objective, seconds per minibatch (optimal only); not the plan timed
+        exactly, which is the caller's to do.
+    bound : float or None
+        SCIP's lower bound, in seconds (optimal only).
+    plan : list of (int, int) or None
+        ``[(state, r), ...]`` read from the solution (optimal only): each stage ends at
+        ``state`` (an index of :func:`~piper_ilp.pipedream.states.antichain_states`) and
+        has ``r`` replicas, the first stage first.
+    variables : int
+        The number of candidate stages (binary variables) in the model.
+    """
 
     status: str
     value: float | None
@@ -84,18 +69,99 @@ def solve_pipedream_milp(
     time_limit: float = 60.0,
     cutoff: float | None = None,
 ) -> MilpResult:
-    """Solve PipeDream's single-level model exactly as a MILP (formulation in the module
-    docstring).
+    """Solve PipeDream's single-level model exactly as a MILP.
+
+    The model is that of ``docs/pipedream.md`` (and :mod:`compare.baselines.pipedream`): a
+    chain of states with strictly growing downsets ending at the last state, a replication
+    per stage, exactly n workers (at most n with ``fewer_machines``), stage time
+    ``(T + 4 (r - 1) P / (B r)) / r``, the plan's time the max over stages, and
+    PipeDream's memory rule. SCIP runs in a child process
+    (:func:`piper_ilp.processes.run_in_child`), so that an interrupt stops it at once.
+
+    Parameters
+    ----------
+    prep : Prepared
+        The graph PipeDream's planner plans for (:func:`~piper_ilp.pipedream.graph.prepare`).
+    n : int
+        Workers, >= 1.
+    bandwidth : float
+        B, bytes/s (:func:`~piper_ilp.pipedream.graph.check_model_settings`).
+    memory : float
+        Bytes per worker, used (and checked) with ``memory_constraint`` only.
+    memory_constraint : bool
+        Apply PipeDream's memory rule.
+    straight : bool
+        Every stage has r = 1.
+    fewer_machines : bool
+        Allow fewer than n workers (not with ``memory_constraint``).
+    time_limit : float
+        SCIP's time limit, seconds (truncated to whole milliseconds).
+    cutoff : float, optional
+        The time of a valid plan (e.g. the DP's, timed exactly): stages that take longer
+        are left out and the times are put in units of the longest stage left. Every plan
+        no worse than the cutoff stays in the model, so "optimal" remains a proof;
+        "infeasible" then means no plan within the cutoff (which contradicts the plan it
+        came from). SCIP's tolerances are absolute and it reads 1e20 as infinite: without
+        a cutoff, stage times of 1e10 s and more, or times spanning many orders of
+        magnitude, gave wrong optima and false infeasibility, so stage times above
+        :data:`MAX_UNSCALED_TIME` give "out-of-range".
+
+    Returns
+    -------
+    MilpResult
 
     Raises
     ------
     InputError
-        For ``fewer_machines`` with ``memory_constraint`` (not modelled) or bad settings
-        (:func:`~piper_ilp.pipedream.graph.check_model_settings`).
+        ``fewer_machines`` with ``memory_constraint`` (not modelled), ``n < 1``, bad
+        settings (:func:`~piper_ilp.pipedream.graph.check_model_settings`), or an
+        OR-Tools without SCIP.
     SizeLimitError
         Beyond :data:`MAX_MILP_VARIABLES` variables.
     InternalError
-        When the solver's process dies without an answer.
+        The solver's process dies without an answer.
+    KeyboardInterrupt
+        Ctrl-C (or a signal handler raising it): the child process was killed first.
+
+    Notes
+    -----
+    Data: the pairs ``(k, j)`` of states with downset(k) strictly inside downset(j), plus
+    ``k = -1`` for the first stage, which holds all of downset(j); ``T``, ``Act``, ``P`` of
+    each such stage by :func:`math.fsum` over its node set (:meth:`Prepared.sums`).
+
+    * ``x[k, j, r]`` binary: stage (k, j] is used with r replicas (r = 1 only when
+      straight);
+    * flow: one stage leaves ``-1``; at every state ``j``, stages in = stages out, except
+      the last state, which one stage enters;
+    * workers: ``sum r x[k, j, r] = n`` (``<= n`` with fewer machines, except on a
+      one-state graph, where PipeDream's table cannot use fewer);
+    * ``after[j]`` integer in 0..n (only with the memory rule): workers in stages after
+      state j (``after[S - 1] = 0``); ``x[k, j, r] = 1`` forces ``after[k] = after[j] + r``
+      (big-M 2n), and for the first stage ``after[j] = n - r``;
+    * memory (``memory_constraint``): ``x[k, j, r] = 1`` forces ``after[j] <= r * c`` with
+      ``c`` the most stashed copies that fit,
+      :func:`piper_ilp.pipedream.memory.max_stash_count` (the rule
+      ``ceil(after / r) * (Act + P) <= memory`` exactly as the DP and exhaustive search
+      evaluate it; ``floor(memory / (Act + P))`` rounds differently at the boundary);
+    * ``z >= time(k, j, r) x[k, j, r]``; minimize ``z``.
+
+    With ``fewer_machines`` and the memory rule together PipeDream's table has quirks
+    (``docs/pipedream.md``) that this formulation does not model: that combination is
+    refused.
+
+    Examples
+    --------
+    Two layers of 2 s and 4 s per minibatch, no weights: with 3 workers the second gets
+    2 replicas.
+
+    >>> from piper_ilp.pipedream.graph import PDGraph, PDNode, prepare
+    >>> g = PDGraph((PDNode("a", "Linear", 1000.0, 1000.0, 8.0, 0.0),
+    ...              PDNode("b", "Linear", 3000.0, 1000.0, 8.0, 0.0)), (("a", "b"),))
+    >>> r = solve_pipedream_milp(prepare(g), 3, 1e9)
+    >>> r.status, r.value, r.plan
+    ('optimal', 2.0, [(0, 1), (1, 2)])
+    >>> solve_pipedream_milp(prepare(g), 3, 1e9, straight=True).status  # 2 stages, 3 workers
+    'infeasible'
     """
     if fewer_machines and memory_constraint:
         raise InputError(
@@ -138,8 +204,14 @@ def solve_pipedream_milp(
 
 
 def _solve_scip(cands, S, n, memory_constraint, fewer_machines, time_limit, cutoff, report):
-    """Build and solve the MILP of the candidates (see the module docstring) with SCIP,
-    in the child process of :func:`solve_pipedream_milp`."""
+    """Build and solve the MILP of the candidates (formulation at
+    :func:`solve_pipedream_milp`) with SCIP, in the child process of
+    :func:`solve_pipedream_milp`.
+
+    Returns
+    -------
+    MilpResult
+    """
     from ortools.linear_solver import pywraplp
 
     solver = pywraplp.Solver.CreateSolver("SCIP")
