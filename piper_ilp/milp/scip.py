@@ -82,13 +82,12 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     >>> from piper_ilp.milp.backend import Settings
     >>> from piper_ilp.milp.model import formulate, index_sets
     >>> from piper_ilp.milp.scaled import Memory, TimeScale, scale
-    >>> from piper_ilp.mode import DEFAULT_MODE
     >>> from piper_ilp.solution import Restrictions
     >>> opt = {"id": "v", "timePerSample": 2.0, "parameterSize": 0, "memoryUsageA": 1,
     ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
     >>> inst = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1,
     ...     "mbsInBatch": 2, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
-    >>> form = formulate(index_sets(inst, Restrictions(), DEFAULT_MODE))
+    >>> form = formulate(index_sets(inst, Restrictions()))
     >>> sm = scale(form, TimeScale.around(2.0, 2.0), Memory.RESTRICT)
     >>> ans = solve(sm, Settings(time_limit=10.0, threads=1))
     >>> ans.status.value, round(ans.objective, 9), ans.bound < ans.objective
