@@ -7,8 +7,11 @@ import pytest
 
 from compare.builders.generators import FAMILIES, random_instance
 from compare.crosscheck.brute import solve_brute
+from compare.crosscheck.methods import run_method
+from compare.crosscheck.verify import verify_instance
 from piper_ilp.errors import InputError
 from piper_ilp.evaluate import evaluate
+from piper_ilp.instance import load_instance
 from piper_ilp.milp.path_rule import COVERED_MODES
 from piper_ilp.milp.path_solve import PROOF_RTOL, path_refusal, solve_path
 from piper_ilp.mode import Mode
@@ -107,3 +110,45 @@ def test_path_time_limit_zero_proves_nothing():
     sol = solve_path(inst, time_limit=0)
     assert sol.status in (Status.UNKNOWN, Status.FEASIBLE)
     assert sol.status is not Status.OPTIMAL
+
+
+# ---- through the registry: the backends' formulations ------------------------------
+
+
+def test_backends_use_the_path_formulation_where_it_applies():
+    inst = _case(2)
+    auto = run_method(inst, "cbc")
+    assert auto.info["formulation"] == "path"
+    compact = run_method(inst, "cbc", formulation="compact")
+    assert "formulation" not in compact.info and compact.info["variables"] > 0
+    assert auto.status == compact.status
+    if auto.status is Status.OPTIMAL:
+        assert math.isclose(auto.value, compact.value, rel_tol=2e-6)
+
+
+@pytest.mark.parametrize(
+    "mode, restrictions",
+    [(Mode("graph"), Restrictions()), (Mode(), Restrictions(uniform=True))],
+)
+def test_backends_fall_back_to_the_compact_model_outside_the_path_modes(mode, restrictions):
+    inst = _case(3)
+    sol = run_method(inst, "cpsat", restrictions, mode=mode)
+    assert "formulation" not in sol.info and sol.info["variables"] > 0
+    with pytest.raises(InputError, match="does not solve"):
+        run_method(inst, "cpsat", restrictions, mode=mode, formulation="path")
+
+
+def test_backends_refuse_an_unknown_formulation():
+    with pytest.raises(InputError, match="formulation must be one of"):
+        run_method(_case(2), "cpsat", formulation="strong")
+
+
+def test_verify_default_methods_match_on_bert_at_64_devices(shared_dir):
+    inst = load_instance(shared_dir / "piper-inputs" / "bert32a100.json").with_settings(
+        K=64, M=2 * 2**30, N=512, B=25 * 2**30
+    )
+    v = verify_instance(inst)
+    assert v.verdict == "match", v.problems
+    for name in ("cpsat", "cbc"):
+        assert v.results[name].solution.info["formulation"] == "path"
+    assert set(v.lineages) >= {"dp", "milp"}

@@ -13,7 +13,10 @@ Each :class:`Method` states
   or ``"oracle"`` (exhaustive search on tiny graphs, the referee);
 * its ``lineage``: methods of one lineage share their formulation (every MILP backend
   solves the same model; ``greedy`` is the DP with another knapsack), so ``verify``
-  counts two proofs as independent only when their lineages differ;
+  counts two proofs as independent only when their lineages differ. The MILP backends
+  run the path formulation (:mod:`piper_ilp.milp.path_solve`) where it applies and the
+  compact model elsewhere (option ``formulation``: ``auto``, ``compact``, ``path``);
+  both are the lineage ``milp``, which shares no code with ``dp/`` (``docs/milp.md``);
 * the solver ``options`` that apply to it. Giving another one is an
   :class:`~piper_ilp.errors.InputError` (e.g. ``threads`` for ``dp``);
 * whether it handles ``all_modes`` (:class:`~piper_ilp.pipeline.Mode`: graph pipelining,
@@ -175,6 +178,34 @@ def _solve_greedy(
     )
 
 
+#: The MILP backends' formulations: ``auto`` (the path formulation where it applies,
+#: else the compact model), ``compact`` (piper_ilp.milp.model) or ``path``
+#: (piper_ilp.milp.path_solve; refused outside its modes).
+FORMULATIONS = ("auto", "compact", "path")
+
+
+def _use_path(formulation, mode, restrictions, write_model, max_variables) -> bool:
+    """Whether a MILP backend runs the path formulation (docs/milp.md, "The path
+    formulation"): asked for, or ``auto`` where it covers the mode and the restrictions
+    and no option of the compact model (a model file, its size guard) is given."""
+    from piper_ilp.milp.path_solve import path_refusal
+
+    if formulation not in FORMULATIONS:
+        raise InputError(
+            f"formulation must be one of {', '.join(FORMULATIONS)}, got {formulation!r}"
+        )
+    refused = path_refusal(mode, restrictions)
+    if formulation == "path":
+        if refused is not None:
+            raise InputError(f"{refused}; use formulation compact or auto")
+        if write_model is not None or max_variables is not None:
+            raise InputError("write_model and max_variables apply to the compact formulation")
+        return True
+    if formulation == "compact":
+        return False
+    return refused is None and write_model is None and max_variables is None
+
+
 def _milp_solver(backend: str) -> Callable[..., Solution]:
     def solve(
         instance: Instance,
@@ -189,13 +220,34 @@ def _milp_solver(backend: str) -> Callable[..., Solution]:
         force: bool = False,
         max_variables: int | None = None,
         progress: bool = False,
+        formulation: str = "auto",
     ) -> Solution:
         from piper_ilp.milp import solve_milp
 
+        path = _use_path(formulation, mode, restrictions, write_model, max_variables)
         if hint is None and hint_from_dp:
             from dp import solve_dp
 
             hint = solve_dp(instance, restrictions, mode=mode).plan  # a hint valid in the same mode
+        if path:
+            from piper_ilp.errors import SizeLimitError
+            from piper_ilp.milp.path_solve import solve_path
+
+            try:
+                return solve_path(
+                    instance,
+                    restrictions,
+                    backend=backend,
+                    mode=mode,
+                    time_limit=time_limit,
+                    threads=2 if threads is None else threads,
+                    hint=hint,
+                    progress=progress,
+                )
+            except SizeLimitError:
+                if formulation == "path":
+                    raise
+                # too many successor-closed sets: the compact model (its own size guard)
         kwargs = {} if max_variables is None else {"max_variables": max_variables}
         return solve_milp(
             instance,
@@ -288,13 +340,14 @@ _MILP_OPTIONS = frozenset(
         "force",
         "max_variables",
         "progress",
+        "formulation",
     }
 )
 
 _MILP_SUMMARY = {
-    "cpsat": "the exact MILP on OR-Tools CP-SAT",
-    "cbc": "the exact MILP on CBC (PuLP)",
-    "scip": "the exact MILP on SCIP (OR-Tools MPSolver)",
+    "cpsat": "the exact MILP on OR-Tools CP-SAT (the path formulation where it applies)",
+    "cbc": "the exact MILP on CBC (PuLP) (the path formulation where it applies)",
+    "scip": "the exact MILP on SCIP (OR-Tools MPSolver) (the path formulation where it applies)",
 }
 
 
@@ -479,7 +532,10 @@ def run_method(
         Solver options: ``knapsack``, ``max_ideals`` (dp, greedy); ``time_limit`` (dp,
         greedy and the MILP backends: seconds before stopping, status feasible or
         unknown); ``threads``, ``write_model``, ``hint_from_dp``, ``hint`` (a Plan: warm
-        start and cutoff), ``max_variables`` (MILP backends); ``force`` (every method but
+        start and cutoff), ``max_variables``, ``formulation`` (MILP backends: ``auto``,
+        the path formulation where it covers the mode and restrictions and neither
+        ``write_model`` nor ``max_variables`` is given, else the compact model;
+        ``compact``; ``path``); ``force`` (every method but
         greedy's knapsack: run past the size guard). An option whose value is None or
         False counts as not given.
 
