@@ -151,10 +151,12 @@ class Search:
         self.decisions.append(dec)
         return dec
 
-    def plan_of(self, path: list[tuple[Arc, int]]) -> tuple[Plan, float]:
+    def plan_of(self, path: list[tuple[Arc, int]]) -> tuple[Plan, float, list[float]]:
         """The plan of a path (stages in pipeline order, each with its least-cost options
-        at the y it holds) and the largest lower bound of its stages' least TPS."""
+        at the y it holds), the largest lower bound of its stages' least TPS, and each
+        stage's float cost (for :meth:`evaluate` to compare with the evaluator's)."""
         stages = []
+        costs = []
         bottleneck = 0.0
         N = self.restricted.N
         for arc, before in reversed(path):
@@ -163,16 +165,25 @@ class Search:
             y = self.rule.held(before, arc.d, N)
             step = tab.step_at(m, y)
             bottleneck = max(bottleneck, step.low)
+            costs.append(step.cost)
             opts = {v: tab.options[k][step.choice[k]].id for k, v in enumerate(tab.nodes)}
             stages.append(Stage(tuple(tab.nodes), arc.d, arc.t, opts))
-        return Plan(tuple(stages)), bottleneck
+        return Plan(tuple(stages)), bottleneck, costs
 
-    def evaluate(self, plan: Plan) -> float:
-        """The evaluator's value of a plan found (a path is a valid plan by
-        construction; anything else is a bug)."""
+    def evaluate(self, plan: Plan, costs: list[float]) -> float:
+        """The evaluator's value of a plan found. A path is a valid plan by construction,
+        and each stage's float cost is its TPS within :data:`COST_MARGIN` (the margin the
+        lower bounds rely on): anything else is a bug, raised before any proof."""
         ev = evaluate(self.instance, plan, self.mode)
         if not ev.valid:
             raise InternalError(f"path formulation: a path's plan is not valid: {ev.violations[0]}")
         if ev.devices > self.instance.K:
             raise InternalError("path formulation: a path's plan uses more than K devices")
+        for i, (report, cost) in enumerate(zip(ev.stages, costs)):
+            tps = report.cost.tps
+            if abs(tps - cost) > COST_MARGIN * tps:
+                raise InternalError(
+                    f"path formulation: stage {i}'s cost {cost!r} is not its TPS {tps!r} "
+                    f"within {COST_MARGIN}"
+                )
         return ev.value

@@ -210,8 +210,8 @@ class _Run:
         if self.progress:
             _line(dec)
         if dec.feasible:
-            plan, bottleneck = self.search.plan_of(dec.path)
-            self.offer(self.search.evaluate(plan), plan, min(T, bottleneck))
+            plan, bottleneck, costs = self.search.plan_of(dec.path)
+            self.offer(self.search.evaluate(plan, costs), plan, min(T, bottleneck))
         return dec
 
     def solve(self, cutoff: float | None) -> Solution:
