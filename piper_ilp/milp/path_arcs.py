@@ -18,6 +18,7 @@ serves every path that another arc of the same C would (:func:`undominated`).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,7 +28,12 @@ from piper_ilp.errors import InternalError
 from piper_ilp.instance import Instance, Option
 from piper_ilp.milp.stage_choice import ExactScale, cheapest_fitting, fractional_bound
 
-__all__ = ["COST_MARGIN", "Step", "StageTable", "Arc", "ArcCatalog", "undominated"]
+__all__ = ["COST_MARGIN", "Step", "StageTable", "Arc", "ArcCatalog", "TimeUp", "undominated"]
+
+
+class TimeUp(Exception):
+    """The deadline passed while the arcs at a threshold were being computed."""
+
 
 #: A float sum of a stage's per-node costs (and the knapsack's least cost) is within
 #: this relative distance of the evaluator's TPS of the same choice (both are sums of
@@ -320,13 +326,21 @@ class ArcCatalog:
         """Candidate stages with degrees: sum over pairs and t of the d allowed."""
         return sum(len(tab.degrees) for _, _, tabs in self.tables for tab in tabs)
 
-    def arcs_at(self, threshold: float) -> list[Arc]:
+    def arcs_at(self, threshold: float, deadline: float | None = None) -> list[Arc]:
         """The undominated arcs whose least TPS at the y they hold is at most
         ``threshold`` (by the steps' lower bounds): a superset, up to dominance, of the
-        stages of every plan whose TPS is at most ``threshold``."""
+        stages of every plan whose TPS is at most ``threshold``.
+
+        Raises
+        ------
+        TimeUp
+            ``time.perf_counter()`` passed ``deadline`` (checked between stages).
+        """
         out: list[Arc] = []
         top_all = self.cap
         for j, i, tabs in self.tables:
+            if deadline is not None and time.perf_counter() > deadline:
+                raise TimeUp()
             found: list[Arc] = []
             for tab in tabs:
                 for m, d in enumerate(tab.degrees):

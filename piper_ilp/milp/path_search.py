@@ -129,11 +129,12 @@ class Search:
         self.nsets = len(catalog.sets)
         self.decisions: list[Decision] = []
 
-    def decide(self, threshold: float) -> Decision:
-        """The fewest devices of a plan whose every stage has least TPS <= threshold."""
+    def decide(self, threshold: float, deadline: float | None = None) -> Decision:
+        """The fewest devices of a plan whose every stage has least TPS <= threshold
+        (:class:`~piper_ilp.milp.path_arcs.TimeUp` when ``deadline`` passes first)."""
         start = time.process_time()
         inst = self.restricted
-        arcs = self.catalog.arcs_at(threshold)
+        arcs = self.catalog.arcs_at(threshold, deadline)
         bounds = prune(arcs, self.nsets, inst.K, inst.N)
         net = build_network(bounds.arcs, bounds, self.nsets, inst.K, inst.N, self.rule)
         devices, path = least_devices(net)

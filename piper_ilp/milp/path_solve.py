@@ -12,7 +12,7 @@ import time
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance
 from piper_ilp.milp.closed_sets import closed_sets, stage_pairs
-from piper_ilp.milp.path_arcs import ArcCatalog
+from piper_ilp.milp.path_arcs import ArcCatalog, TimeUp
 from piper_ilp.milp.path_proof import prove
 from piper_ilp.milp.path_rule import covers, rule_for
 from piper_ilp.milp.path_search import BRACKET_RTOL, Search, lower_bound
@@ -61,6 +61,9 @@ class _Clock:
         if self.limit is None:
             return None
         return self.limit - (time.perf_counter() - self.start)
+
+    def deadline(self) -> float | None:
+        return None if self.limit is None else self.start + self.limit
 
     def out(self) -> bool:
         left = self.left()
@@ -206,7 +209,7 @@ class _Run:
         self.hi = min(self.hi, value if bottleneck is None else bottleneck)
 
     def decide(self, T: float):
-        dec = self.search.decide(T)
+        dec = self.search.decide(T, self.clock.deadline())
         if self.progress:
             _line(dec)
         if dec.feasible:
@@ -215,6 +218,12 @@ class _Run:
         return dec
 
     def solve(self, cutoff: float | None) -> Solution:
+        try:
+            return self._search(cutoff)
+        except TimeUp:
+            return self.stopped()
+
+    def _search(self, cutoff: float | None) -> Solution:
         lo = self.floor
         if cutoff is not None:
             if cutoff < lo:
