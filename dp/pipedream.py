@@ -1,33 +1,5 @@
-"""PipeDream's planner (``optimizer_graph_hierarchical.py``) in PipeDream's own cost model.
-
-Written from the description in ``docs/pipedream.md``; numpy does the inner minimizations.
-Symbols: states 0..S-1 in topological order (:mod:`piper_ilp.pipedream.states`), ``T[s]``,
-``Act[s]``, ``P[s]`` the sums of (F + G) / 1000, A and P over state ``s``'s downset. A
-stage (k, j] (k an ancestor of j in the antichain DAG) holds downset(j) minus downset(k);
-its compute time ``T(k+1, j)`` (and likewise Act, P) is the fsum over its nodes, taken
-exactly by :meth:`States.between` -- never ``T[j] - T[k]``, a difference of two rounded
-sums ((1e17 + 8) - 1e17 = 0 lost a stage's 8 parameter bytes). Where PipeDream's row
-i - 1 is not inside downset(j) (rows i > 0 of a level below the last, see
-``docs/pipedream.md``), the entry is the correctly rounded T[j] - T[i - 1] of the exact sums.
-
-One level with ``n`` workers at bandwidth ``B`` (``m`` = workers - 1, as in PipeDream):
-
-* single stage (states i..j on m + 1 replicas):
-  ``A[i][j][m] = (T(i, j) + 4 m P(i, j) / (B (m + 1)) / w) / (m + 1)`` with ``w`` the
-  workers inside one machine of this level (1 at the first level), if it fits;
-* split: ``A[i][j][m] = min over k, m' of max(A[i][k][m - m'], last(k, j, m'))`` with
-  ``last = (T(k+1, j) + 4 (m' - 1) P(k+1, j) / (B m')) / m'`` (no division by ``w``);
-  k runs over the ancestors of j that are not ancestors of state i - 1, m' over 1..m
-  (only 1 with ``straight``); a candidate is kept only when strictly better (the single
-  stage wins ties, then the smallest k, then the smallest m');
-* memory (``memory_constraint``): a stage with r replicas and ``n - (m + 1)`` workers
-  after its pipeline prefix stashes ``ceil((n - (m + 1)) / r) * (Act + P)`` bytes, which
-  must not exceed ``memory`` (:mod:`piper_ilp.pipedream.memory`);
-* ``fewer_machines``: ``A[i][j][m]`` may take ``A[i][j][m - 1]`` when strictly better.
-
-With several levels (``machines = [n1, n2, ...]``), level L's values ``A[i][j][n_L - 1]``
-become the compute times ``T(i, j)`` of level L + 1 for every pair (i, j); only the last
-level is solved for i = 0 alone. The answer is ``A[0][S - 1][n_last - 1]`` of the last level.
+"""PipeDream's planner (``optimizer_graph_hierarchical.py``) in PipeDream's own cost model
+(:func:`pipedream_dp`), and the bridge to Piper's instances (:func:`pipedream_plan_for`).
 """
 
 from __future__ import annotations
@@ -105,9 +77,11 @@ class PDResult:
 
     @property
     def machines_used(self) -> int:
+        """Workers the stages use (the sum of their replications)."""
         return sum(s.replication for s in self.stages)
 
     def to_dict(self) -> dict:
+        """The result as JSON-ready data."""
         return {
             "time_per_stage": self.time_per_stage,
             "single_stage_time": self.single_stage_time,
@@ -366,7 +340,7 @@ def pipedream_dp(
     what: str = "machines",
     max_split: int = MAX_SPLIT,
 ) -> PDResult:
-    """Solve PipeDream's planning problem on its states (see the module docstring).
+    """Solve PipeDream's planning problem on its states (see Notes).
 
     Parameters
     ----------
@@ -397,6 +371,37 @@ def pipedream_dp(
     InputError
         For bad settings; :class:`SizeLimitError` for too large tables (both from
         :func:`check_size` before any work).
+
+    Notes
+    -----
+    Written from the description in ``docs/pipedream.md``; numpy does the inner minimizations.
+    Symbols: states 0..S-1 in topological order (:mod:`piper_ilp.pipedream.states`), ``T[s]``,
+    ``Act[s]``, ``P[s]`` the sums of (F + G) / 1000, A and P over state ``s``'s downset. A
+    stage (k, j] (k an ancestor of j in the antichain DAG) holds downset(j) minus downset(k);
+    its compute time ``T(k+1, j)`` (and likewise Act, P) is the fsum over its nodes, taken
+    exactly by :meth:`States.between` -- never ``T[j] - T[k]``, a difference of two rounded
+    sums ((1e17 + 8) - 1e17 = 0 lost a stage's 8 parameter bytes). Where PipeDream's row
+    i - 1 is not inside downset(j) (rows i > 0 of a level below the last, see
+    ``docs/pipedream.md``), the entry is the correctly rounded T[j] - T[i - 1] of the exact sums.
+
+    One level with ``n`` workers at bandwidth ``B`` (``m`` = workers - 1, as in PipeDream):
+
+    * single stage (states i..j on m + 1 replicas):
+      ``A[i][j][m] = (T(i, j) + 4 m P(i, j) / (B (m + 1)) / w) / (m + 1)`` with ``w`` the
+      workers inside one machine of this level (1 at the first level), if it fits;
+    * split: ``A[i][j][m] = min over k, m' of max(A[i][k][m - m'], last(k, j, m'))`` with
+      ``last = (T(k+1, j) + 4 (m' - 1) P(k+1, j) / (B m')) / m'`` (no division by ``w``);
+      k runs over the ancestors of j that are not ancestors of state i - 1, m' over 1..m
+      (only 1 with ``straight``); a candidate is kept only when strictly better (the single
+      stage wins ties, then the smallest k, then the smallest m');
+    * memory (``memory_constraint``): a stage with r replicas and ``n - (m + 1)`` workers
+      after its pipeline prefix stashes ``ceil((n - (m + 1)) / r) * (Act + P)`` bytes, which
+      must not exceed ``memory`` (:mod:`piper_ilp.pipedream.memory`);
+    * ``fewer_machines``: ``A[i][j][m]`` may take ``A[i][j][m - 1]`` when strictly better.
+
+    With several levels (``machines = [n1, n2, ...]``), level L's values ``A[i][j][n_L - 1]``
+    become the compute times ``T(i, j)`` of level L + 1 for every pair (i, j); only the last
+    level is solved for i = 0 alone. The answer is ``A[0][S - 1][n_last - 1]`` of the last level.
     """
     machines = tuple(machines)
     bandwidths = tuple(float(b) for b in bandwidths)
@@ -512,10 +517,12 @@ class PiperMapping:
 
     @property
     def valid(self) -> bool:
+        """Whether the mapped plan passes Piper's evaluator."""
         return self.evaluation is not None and self.evaluation.valid
 
     @property
     def tps(self) -> float | None:
+        """The evaluator's TPS of the mapped plan (None without one)."""
         return self.evaluation.tps if self.evaluation is not None else None
 
 

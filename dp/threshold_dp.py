@@ -1,43 +1,7 @@
-"""The Piper DP in the default mode (cost model sec. 4), exact or with Piper's greedy option
-choice (sec. 5). :func:`dp.solver.solve_dp` is the entry point for every mode.
-
-Problem: split the layer graph into pipeline stages C_1, ..., C_m (each a difference of two
-nested successor-closed sets), give each stage degrees (t, d) and each node an option,
-minimizing the largest stage TPS subject to sum d <= N, sum t d <= K and memory
-fsum (a y, b) <= M per stage (sec. 7), y = ceil(s / d), s the suffix sum of d.
-
-How it is solved (a parametric form of Piper's DP); :func:`solve_threshold_dp` runs the steps, each
-a module with one entry function:
-
-1. :func:`dp.ideals.enumerate_ideals` -- the successor-closed sets (the states).
-2. :func:`dp.stage_tables.build_stage_tables` -- for every candidate stage I \\ J and every
-   (t, d), the least cost as a step function of y (exact knapsack or Piper's rule).
-3. :func:`dp.threshold_search.search_threshold` -- the least threshold T at which a
-   min-devices table f[I][s] over the sets fits in K devices (Piper's dp[I][k][s] turned
-   inside out: for a fixed T the devices become the value, so the table shrinks from
-   K x S to S per set). It first decides at the least bottleneck of any plan with the
-   devices unbounded (a min-max pass over the same tables, a lower bound); where memory
-   decides the optimum, that one decision is the answer.
-4. :func:`dp.rebuild.rebuild_plan` -- the plan read from the last feasible table, each stage's
-   options from :class:`dp.option_choice.OptionChoices` (memoized per (stage, t, d, y));
-   the plan passes the independent evaluator.
-
-For graphs with many sets, the same steps on the suffixes of one topological order first
-give a plan of value ub; the full tables then keep only stages that can be part of a plan
-of value <= ub (device lower bounds from work / ub and least memory / M), and the search
-starts from that chain plan: it decides only below ub (when ub is one of the full tables'
-candidates; else its first decision is at ub), and the chain plan is the answer when
-nothing below fits. Exact: every plan of value <= ub survives.
-
-Limits (refused with one line, before the long work): more than ``max_ideals`` successor-
-closed sets (default :data:`DEFAULT_MAX_IDEALS`; a 21,000-node chain or a 3,000-branch fan
-is refused in about a second); decision tables (counted as two pairs f, bp, an upper
-bound on what the search holds: sets x (min(N, K) + 1) x 24 bytes) above ``max_table_bytes``
-(default 2 GiB, ``force=True`` skips it), and stage tables plus the decision's per-stage arrays that
-pass what the decision tables leave of the same limit while they are built (refused as soon as they
-do; so the DP's arrays together stay within the limit); a device budget
-min(K, t_max min(N, K)) of 2**59 or more (64-bit device counts). Any K below that works:
-a K above t_max min(N, K) budgets the same as t_max min(N, K).
+"""The Piper DP in the default mode (sequential pipelining, throughput, 1f1b; cost model
+secs. 2-5), exact or with Piper's greedy option choice: :func:`solve_threshold_dp` runs its
+steps, each a module of its own. :func:`dp.solver.solve_dp` is the entry point for every
+mode.
 """
 
 from __future__ import annotations
@@ -48,7 +12,7 @@ import math
 import time
 
 from dp.deadline import Deadline, TimeUp
-from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals
+from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, suffix_ideals
 from dp.option_choice import OptionChoices
 from dp.progress import Progress
 from dp.rebuild import rebuild_plan
@@ -62,7 +26,7 @@ from dp.threshold_search import (
     search_threshold,
 )
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
-from piper_ilp.instance import Instance, topological_order
+from piper_ilp.instance import Instance
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
 __all__ = [
@@ -142,8 +106,8 @@ def solve_threshold_dp(
         stage TPS), ``tps`` the evaluator's value for the plan. ``info`` holds the counts
         (ideals, stage_pairs, stage_candidates, thresholds, search_steps: the full
         search's decisions, none at the chain bound when it starts from the chain plan,
-        option_choices: the (stage, t, d, y) option choices computed). When no plan fits, status
-        INFEASIBLE with ``message`` naming the bound that is tight.
+        option_choices: the (stage, t, d, y) option choices computed). When no plan fits,
+        status INFEASIBLE with ``message`` naming the bound that is tight.
 
     Raises
     ------
@@ -154,6 +118,44 @@ def solve_threshold_dp(
         Unknown ``knapsack``; greedy mode with more than two options for some (node, t).
     InternalError
         The plan failed the evaluator's check (a bug).
+
+    Notes
+    -----
+    The problem: split the layer graph into pipeline stages C_1, ..., C_m (each a
+    difference of two nested successor-closed sets), give each stage degrees (t, d) and
+    each node an option, minimizing the largest stage TPS subject to sum d <= N, sum t d
+    <= K and memory fsum (a y, b) <= M per stage (sec. 7), y = ceil(s / d), s the suffix
+    sum of d. It is solved in a parametric form of Piper's DP:
+
+    1. :func:`dp.ideals.enumerate_ideals` -- the successor-closed sets (the states).
+    2. :func:`dp.stage_tables.build_stage_tables` -- for every candidate stage I \\ J and
+       every (t, d), the least cost as a step function of y (exact knapsack or Piper's
+       rule).
+    3. :func:`dp.threshold_search.search_threshold` -- the least threshold T at which a
+       min-devices table over the sets fits in the device budget min(K, t_max min(N, K))
+       (a plan never uses more than t_max min(N, K) devices). It first decides at the
+       least bottleneck of any plan with the devices unbounded (a lower bound); where
+       memory decides the optimum, that one decision is the answer.
+    4. :func:`dp.rebuild.rebuild_plan` -- the plan read from the last feasible table, each
+       stage's options from :class:`dp.option_choice.OptionChoices` (memoized per (stage,
+       t, d, y)); the plan passes the independent evaluator.
+
+    Above ``chain_first`` sets, the same steps on the suffixes of one topological order
+    (:func:`dp.ideals.suffix_ideals`) first give a plan of value ub; the full tables then
+    keep only stages that can be part of a plan of value <= ub (device lower bounds from
+    work / ub and least memory / M), and the search starts from that chain plan: it
+    decides only below ub (when ub is one of the full tables' candidates; else its first
+    decision is at ub), and the chain plan is the answer when nothing below fits. Exact:
+    every plan of value <= ub survives.
+
+    Limits, refused with one line before the long work: more than ``max_ideals``
+    successor-closed sets (a 21,000-node chain or a 3,000-branch fan is refused in about a
+    second); decision tables (counted as two pairs f, bp, an upper bound on what the
+    search holds: sets x (min(N, K) + 1) x 24 bytes) above ``max_table_bytes``, and stage
+    tables plus the decision's per-stage arrays that pass what the decision tables leave
+    of the same limit while they are built (refused as soon as they do, so the DP's arrays
+    together stay within the limit); a device budget of 2**59 or more (64-bit device
+    counts).
 
     References
     ----------
@@ -241,7 +243,7 @@ def solve_threshold_dp(
                 # order (each is successor-closed): it lets the full DP skip every stage that
                 # cannot be part of a plan at least as good
                 stopped = "in the chain bound's stage tables"
-                chain = _suffix_ideals(inst)
+                chain = suffix_ideals(inst)
                 ctb = build_stage_tables(
                     inst,
                     chain,
@@ -355,9 +357,7 @@ def _cyclic_gc_paused():
     """Pause Python's cyclic garbage collector while the tables are built and searched (on
     again after, if it was on). Their containers (the stage ids and runs, greedy mode's
     states) hold no reference cycle and are freed by reference counting; the collector's
-    passes over them and over everything else alive found nothing. With the exact states
-    in arrays (dp.exact_states) they took 43 ms of GNMT K=8's 1.3 s and 31 ms of wide12's
-    0.5 s, 1 ms of ResNet-50 K=8's; with the states in dicts, 8-10% of every solve."""
+    passes over them and over everything else alive would find nothing and cost time."""
     was_on = gc.isenabled()
     gc.disable()
     try:
@@ -392,23 +392,3 @@ def _stopped(method, greedy, time_limit, where, chain_plan, ub, lower, info) -> 
         bound=bound,
         message=_stopped_message(time_limit, where, greedy),
     )
-
-
-def _suffix_ideals(inst: Instance) -> list[int]:
-    """The suffixes of a topological order (input order breaking ties), as bitmasks by size.
-
-    The order is the lexicographic one (networkx's ``lexicographical_topological_sort``
-    keyed by input position): each step takes, of the nodes whose predecessors are all
-    placed, the first in input order (:func:`piper_ilp.instance.topological_order`, so
-    that the DP needs no networkx).
-    """
-    ids = inst.node_ids
-    pos = {v: i for i, v in enumerate(ids)}
-    order = topological_order({v: [w for w, _ in inst.out_edges[v]] for v in ids})
-    if len(order) != len(ids):
-        raise InternalError(f"{inst.source}: the graph has a cycle")
-    out, mask = [0], 0
-    for v in reversed(order):
-        mask |= 1 << pos[v]
-        out.append(mask)
-    return out

@@ -157,17 +157,20 @@ def test_instance_graph_is_built_on_first_use():
     }
 
 
-def test_topological_order_is_networkx_lexicographic_order():
+def test_suffix_order_is_networkx_lexicographic_order():
     # the order of the DP's chain bound (its suffixes are the chain's sets)
     import networkx as nx
 
-    from piper_ilp.instance import topological_order
+    from dp.ideals import suffix_ideals
 
     for inst in _instances():
         pos = {v: i for i, v in enumerate(inst.node_ids)}
         order = list(nx.lexicographical_topological_sort(inst.graph, key=pos.__getitem__))
-        succs = {v: [w for w, _ in inst.out_edges[v]] for v in inst.node_ids}
-        assert topological_order(succs) == order
+        masks, mask = [0], 0
+        for v in reversed(order):
+            mask |= 1 << pos[v]
+            masks.append(mask)
+        assert suffix_ideals(inst) == masks
 
 
 def test_acyclic_check_agrees_with_networkx():
@@ -196,7 +199,7 @@ def test_acyclic_check_agrees_with_networkx():
 
 
 def test_sorted_unique_is_numpy_unique():
-    from dp.stage_tables import sorted_unique
+    from dp.table_arrays import sorted_unique
 
     rng = np.random.default_rng(3)
     for size in (0, 1, 2, 7, 100):
