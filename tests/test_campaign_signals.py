@@ -250,9 +250,7 @@ def _cbc_available() -> bool:
 @pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_campaign_leaves_no_solver_temporary_folder(tmp_path, signum, status):
     # CBC's model goes to $TMPDIR/piper-cbc-*; the workers used to be SIGKILLed, so their
-    # clean-up never ran (the folder and the CBC process itself were left behind). Graph
-    # pipelining, so that the cbc method runs the compact model (the path formulation of
-    # the sequential modes writes no file and ends before the signal)
+    # clean-up never ran (the folder and the CBC process itself were left behind)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     out = tmp_path / "camp"
@@ -272,8 +270,6 @@ def test_an_interrupted_campaign_leaves_no_solver_temporary_folder(tmp_path, sig
             "6-9",
             "--methods",
             "dp,cbc",
-            "--pipeline",
-            "graph",
             "--workers",
             "2",
             "--scheduler",

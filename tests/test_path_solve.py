@@ -9,7 +9,7 @@ from compare.builders.generators import FAMILIES, random_instance
 from compare.crosscheck.brute import solve_brute
 from compare.crosscheck.methods import run_method
 from compare.crosscheck.verify import verify_instance
-from piper_ilp.errors import InputError
+from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import load_instance
 from piper_ilp.milp.path_rule import COVERED_MODES
@@ -112,35 +112,37 @@ def test_path_time_limit_zero_proves_nothing():
     assert sol.status is not Status.OPTIMAL
 
 
-# ---- through the registry: the backends' formulations ------------------------------
+# ---- through the registry: the method ``path``, a lineage of its own ------------------
 
 
-def test_backends_use_the_path_formulation_where_it_applies():
+def test_the_path_method_agrees_with_the_compact_model():
     inst = _case(2)
-    auto = run_method(inst, "cbc")
-    assert auto.info["formulation"] == "path"
-    compact = run_method(inst, "cbc", formulation="compact")
+    path = run_method(inst, "path")
+    assert path.method == "path" and path.info["formulation"] == "path"
+    compact = run_method(inst, "cbc")
     assert "formulation" not in compact.info and compact.info["variables"] > 0
-    assert auto.status == compact.status
-    if auto.status is Status.OPTIMAL:
-        assert math.isclose(auto.value, compact.value, rel_tol=2e-6)
+    assert path.status == compact.status
+    if path.status is Status.OPTIMAL:
+        assert math.isclose(path.value, compact.value, rel_tol=2e-6)
 
 
 @pytest.mark.parametrize(
     "mode, restrictions",
     [(Mode("graph"), Restrictions()), (Mode(), Restrictions(uniform=True))],
 )
-def test_backends_fall_back_to_the_compact_model_outside_the_path_modes(mode, restrictions):
+def test_outside_its_modes_path_is_refused_and_verify_skips_it(mode, restrictions):
     inst = _case(3)
-    sol = run_method(inst, "cpsat", restrictions, mode=mode)
-    assert "formulation" not in sol.info and sol.info["variables"] > 0
-    with pytest.raises(InputError, match="does not solve"):
-        run_method(inst, "cpsat", restrictions, mode=mode, formulation="path")
+    with pytest.raises(SizeLimitError, match="does not solve"):
+        run_method(inst, "path", restrictions, mode=mode)
+    v = verify_instance(inst, ("dp", "path", "cpsat"), restrictions, mode=mode, greedy=False)
+    assert v.results["path"].skipped is not None and "does not solve" in v.results["path"].skipped
+    assert v.verdict == "match", v.problems
 
 
-def test_backends_refuse_an_unknown_formulation():
-    with pytest.raises(InputError, match="formulation must be one of"):
-        run_method(_case(2), "cpsat", formulation="strong")
+def test_the_path_method_is_its_own_lineage():
+    from compare.crosscheck.methods import METHODS
+
+    assert METHODS["path"].lineage not in {METHODS[m].lineage for m in ("dp", "cpsat", "brute")}
 
 
 def test_verify_default_methods_match_on_bert_at_64_devices(shared_dir):
@@ -149,6 +151,5 @@ def test_verify_default_methods_match_on_bert_at_64_devices(shared_dir):
     )
     v = verify_instance(inst)
     assert v.verdict == "match", v.problems
-    for name in ("cpsat", "cbc"):
-        assert v.results[name].solution.info["formulation"] == "path"
-    assert set(v.lineages) >= {"dp", "milp"}
+    assert v.results["path"].solution.status is Status.OPTIMAL
+    assert {"dp", "path"} <= set(v.lineages)

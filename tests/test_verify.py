@@ -19,7 +19,6 @@ from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict
 from piper_ilp.plan import Plan, Stage
-from piper_ilp.settings import Settings
 from piper_ilp.solution import Restrictions, Solution, Status
 
 
@@ -691,10 +690,9 @@ def test_milp_hint_never_hides_a_model_that_cannot_hold_the_dps_plan(monkeypatch
 
     ref = solve_dp(inst)
     _exclude_plan(monkeypatch, ref.plan)
-    compact = Settings(options={"formulation": "compact"})  # the model broken above
-    plain = verify_instance(inst, ("dp", "cpsat"), greedy=False, settings=compact)
+    plain = verify_instance(inst, ("dp", "cpsat"), greedy=False)
     assert plain.verdict == "mismatch" and "proven optima differ" in plain.problems[0]
-    hinted = verify_instance(inst, ("dp", "cpsat"), greedy=False, milp_hint=True, settings=compact)
+    hinted = verify_instance(inst, ("dp", "cpsat"), greedy=False, milp_hint=True)
     assert hinted.verdict == "mismatch", hinted.to_dict()
     assert set(hinted.involved) == {"dp", "cpsat"}
     assert any("given dp's plan" in p and "failed certification" in p for p in hinted.problems)

@@ -13,10 +13,10 @@ Each :class:`Method` states
   or ``"oracle"`` (exhaustive search on tiny graphs, the referee);
 * its ``lineage``: methods of one lineage share their formulation (every MILP backend
   solves the same model; ``greedy`` is the DP with another knapsack), so ``verify``
-  counts two proofs as independent only when their lineages differ. The MILP backends
-  run the path formulation (:mod:`piper_ilp.milp.path_solve`) where it applies and the
-  compact model elsewhere (option ``formulation``: ``auto``, ``compact``, ``path``);
-  both are the lineage ``milp``, which shares no code with ``dp/`` (``docs/milp.md``);
+  counts two proofs as independent only when their lineages differ. ``path`` (the path
+  formulation, :mod:`piper_ilp.milp.path_solve`: bisection on the bottleneck over a
+  network of successor-closed sets) is a lineage of its own, and shares no code with
+  ``dp/`` nor with the compact model of the MILP backends (``docs/milp.md``);
 * the solver ``options`` that apply to it. Giving another one is an
   :class:`~piper_ilp.errors.InputError` (e.g. ``threads`` for ``dp``);
 * whether it handles ``all_modes`` (:class:`~piper_ilp.pipeline.Mode`: graph pipelining,
@@ -178,32 +178,38 @@ def _solve_greedy(
     )
 
 
-#: The MILP backends' formulations: ``auto`` (the path formulation where it applies,
-#: else the compact model), ``compact`` (piper_ilp.milp.model) or ``path``
-#: (piper_ilp.milp.path_solve; refused outside its modes).
-FORMULATIONS = ("auto", "compact", "path")
+def _solve_path(
+    instance: Instance,
+    restrictions: Restrictions,
+    *,
+    mode: Mode = DEFAULT_MODE,
+    time_limit: float | None = None,
+    hint_from_dp: bool = False,
+    hint: Plan | None = None,
+    force: bool = False,
+    progress: bool = False,
+) -> Solution:
+    """The path formulation (docs/milp.md); a mode, restriction or graph size it does not
+    cover is a :class:`~piper_ilp.errors.SizeLimitError` (verify: skipped)."""
+    from piper_ilp.errors import SizeLimitError
+    from piper_ilp.milp.path_solve import DEFAULT_MAX_SETS, path_refusal, solve_path
 
-
-def _use_path(formulation, mode, restrictions, write_model, max_variables) -> bool:
-    """Whether a MILP backend runs the path formulation (docs/milp.md, "The path
-    formulation"): asked for, or ``auto`` where it covers the mode and the restrictions
-    and no option of the compact model (a model file, its size guard) is given."""
-    from piper_ilp.milp.path_solve import path_refusal
-
-    if formulation not in FORMULATIONS:
-        raise InputError(
-            f"formulation must be one of {', '.join(FORMULATIONS)}, got {formulation!r}"
-        )
     refused = path_refusal(mode, restrictions)
-    if formulation == "path":
-        if refused is not None:
-            raise InputError(f"{refused}; use formulation compact or auto")
-        if write_model is not None or max_variables is not None:
-            raise InputError("write_model and max_variables apply to the compact formulation")
-        return True
-    if formulation == "compact":
-        return False
-    return refused is None and write_model is None and max_variables is None
+    if refused is not None:
+        raise SizeLimitError(f"{instance.source}: {refused}; use dp, cpsat or cbc")
+    if hint is None and hint_from_dp:
+        from dp import solve_dp
+
+        hint = solve_dp(instance, restrictions, mode=mode).plan
+    return solve_path(
+        instance,
+        restrictions,
+        mode=mode,
+        time_limit=time_limit,
+        hint=hint,
+        progress=progress,
+        max_sets=(1 << 62) if force else DEFAULT_MAX_SETS,
+    )
 
 
 def _milp_solver(backend: str) -> Callable[..., Solution]:
@@ -220,34 +226,13 @@ def _milp_solver(backend: str) -> Callable[..., Solution]:
         force: bool = False,
         max_variables: int | None = None,
         progress: bool = False,
-        formulation: str = "auto",
     ) -> Solution:
         from piper_ilp.milp import solve_milp
 
-        path = _use_path(formulation, mode, restrictions, write_model, max_variables)
         if hint is None and hint_from_dp:
             from dp import solve_dp
 
             hint = solve_dp(instance, restrictions, mode=mode).plan  # a hint valid in the same mode
-        if path:
-            from piper_ilp.errors import SizeLimitError
-            from piper_ilp.milp.path_solve import solve_path
-
-            try:
-                return solve_path(
-                    instance,
-                    restrictions,
-                    backend=backend,
-                    mode=mode,
-                    time_limit=time_limit,
-                    threads=2 if threads is None else threads,
-                    hint=hint,
-                    progress=progress,
-                )
-            except SizeLimitError:
-                if formulation == "path":
-                    raise
-                # too many successor-closed sets: the compact model (its own size guard)
         kwargs = {} if max_variables is None else {"max_variables": max_variables}
         return solve_milp(
             instance,
@@ -340,14 +325,13 @@ _MILP_OPTIONS = frozenset(
         "force",
         "max_variables",
         "progress",
-        "formulation",
     }
 )
 
 _MILP_SUMMARY = {
-    "cpsat": "the exact MILP on OR-Tools CP-SAT (the path formulation where it applies)",
-    "cbc": "the exact MILP on CBC (PuLP) (the path formulation where it applies)",
-    "scip": "the exact MILP on SCIP (OR-Tools MPSolver) (the path formulation where it applies)",
+    "cpsat": "the exact MILP on OR-Tools CP-SAT",
+    "cbc": "the exact MILP on CBC (PuLP)",
+    "scip": "the exact MILP on SCIP (OR-Tools MPSolver)",
 }
 
 
@@ -375,6 +359,17 @@ def _registry() -> dict[str, Method]:
                 all_modes=True,
             )
             for b in MILP_BACKENDS
+        ),
+        Method(
+            "path",
+            "milp",
+            _solve_path,
+            frozenset({"time_limit", "hint_from_dp", "hint", "force", "progress"}),
+            "path",
+            MILP_RTOL,
+            "the path formulation: bisection on the bottleneck over a network of "
+            "successor-closed sets (sequential throughput modes; a lineage of its own)",
+            all_modes=True,
         ),
         Method(
             "brute",
@@ -532,10 +527,8 @@ def run_method(
         Solver options: ``knapsack``, ``max_ideals`` (dp, greedy); ``time_limit`` (dp,
         greedy and the MILP backends: seconds before stopping, status feasible or
         unknown); ``threads``, ``write_model``, ``hint_from_dp``, ``hint`` (a Plan: warm
-        start and cutoff), ``max_variables``, ``formulation`` (MILP backends: ``auto``,
-        the path formulation where it covers the mode and restrictions and neither
-        ``write_model`` nor ``max_variables`` is given, else the compact model;
-        ``compact``; ``path``); ``force`` (every method but
+        start and cutoff), ``max_variables`` (MILP backends; ``hint`` and ``hint_from_dp`` also
+        ``path``); ``force`` (every method but
         greedy's knapsack: run past the size guard). An option whose value is None or
         False counts as not given.
 

@@ -74,7 +74,7 @@ def solve_path(
     instance: Instance,
     restrictions: Restrictions = Restrictions(),
     *,
-    backend: str = "cpsat",
+    method: str = "path",
     mode: Mode = DEFAULT_MODE,
     time_limit: float | None = None,
     threads: int = 2,
@@ -89,10 +89,10 @@ def solve_path(
     ----------
     instance : Instance
     restrictions : Restrictions
-    backend : {"cpsat", "cbc", "scip"}
-        Only the name the solution carries (the registry's method): the path
-        formulation runs no MILP backend. Its decisions are OR-Tools' min-cost flow on
-        the state network, its proof potentials checked in integers
+    method : str
+        The name the solution carries (the registry's ``path``). The path formulation
+        runs no MILP backend: its decisions are OR-Tools' min-cost flow on the state
+        network, its proof potentials checked in integers
         (:func:`~piper_ilp.milp.path_proof.prove`).
     mode : Mode
         One of :data:`~piper_ilp.milp.path_rule.COVERED_MODES`.
@@ -113,7 +113,7 @@ def solve_path(
     Returns
     -------
     Solution
-        ``method`` = backend; ``info["formulation"]`` = "path".
+        ``method`` as given; ``info["formulation"]`` = "path".
 
     Raises
     ------
@@ -144,7 +144,7 @@ def solve_path(
         "time_limit": time_limit,
         "scaling_error": 0.0,
     }
-    run = _Run(search, backend, mode, threads, clock, info, progress)
+    run = _Run(search, method, mode, threads, clock, info, progress)
     missing = [n.id for n in inst.nodes if not n.options]
     if missing:
         sol = run.answer(
