@@ -44,7 +44,13 @@ import numpy as np
 from dp.deadline import Deadline
 from dp.exact_states import ExactStates
 from dp.exact_sums import fsum_rows
-from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
+from dp.greedy_rule import (
+    greedy_last_y,
+    greedy_node_rows,
+    greedy_rule_grid,
+    piper_cost,
+    running_sum,
+)
 from dp.knapsack import (
     _y_capacity_and_memory,
     monotone_runs,
@@ -176,17 +182,23 @@ class StageTables:
         the first row."""
         return self._append(t, ds, npts, cost, np.ones(len(cost), dtype=self.y_dtype), yhi, True)
 
+    def add_ragged_rows(self, t, ds, npts, cost, ylo, yhi, monotone) -> int:
+        """Store one row per entry of ``ds`` with ``npts`` points each (at least one), the
+        points given end to end, and per row whether it is ``monotone`` (array of bool);
+        returns the index of the first row."""
+        return self._append(t, ds, npts, cost, ylo, yhi, monotone)
+
     def _append(self, t, ds, npts, cost, ylo, yhi, monotone) -> int:
-        """Append rows (per entry of ``ds``: ``npts`` points, given end to end) to the
-        typed buffers; returns the index of the first row."""
+        """Append rows (per entry of ``ds``: ``npts`` points, given end to end; ``monotone``
+        one bool for all or one per row) to the typed buffers; returns the index of the
+        first row."""
         nr = len(ds)
         first = self.n_rows
         self.row_t.frombytes(memoryview(np.full(nr, t, dtype=np.int64)).cast("B"))
         self.row_d_buf.frombytes(memoryview(np.ascontiguousarray(ds, dtype=np.int64)).cast("B"))
         self.row_npts.frombytes(memoryview(np.ascontiguousarray(npts, dtype=np.int64)).cast("B"))
-        self.row_mono.frombytes(
-            memoryview(np.full(nr, 1 if monotone else 0, dtype=np.int8)).cast("B")
-        )
+        mono = np.broadcast_to(np.asarray(monotone, dtype=np.int8), (nr,))
+        self.row_mono.frombytes(memoryview(np.ascontiguousarray(mono)).cast("B"))
         self.pt_cost.frombytes(memoryview(np.ascontiguousarray(cost, dtype=np.float64)).cast("B"))
         self.pt_ylo.frombytes(memoryview(np.ascontiguousarray(ylo, dtype=self.y_dtype)).cast("B"))
         self.pt_yhi.frombytes(memoryview(np.ascontiguousarray(yhi, dtype=self.y_dtype)).cast("B"))
@@ -421,9 +433,6 @@ class _StageTableBuilder:
         self.cap = {t: -(-S // self.ds[t]) for t in self.t_values}
         # per (node, t): options as arrays; "plain" = options differ only in p, a, b
         self.opt_pab: dict[tuple[int, int], np.ndarray] = {}
-        self.greedy_class: dict[tuple[int, int], int] = {}
-        self.greedy_class_id: dict[tuple, int] = {}
-        self.greedy_node_row: dict[int, dict[int, tuple]] = {}
         self.greedy_runs_memo: dict[tuple, tuple] = {}
         self.greedy_pending: list = []
         self.plain: dict[tuple[int, int], bool] = {}
@@ -443,33 +452,14 @@ class _StageTableBuilder:
                     rows[pareto_mask(rows[:, (0, 3, 4)])] if len(rows) > 1 else rows
                 )
                 self.m1min[(i, t)] = min(o.a + o.b for o in opts)
-                # Piper's rule on plain nodes (greedy mode): the rule's node row
-                # (dp.greedy_rule) does not depend on d or on the stage
-                if greedy and len(opts) <= 2:
-                    nr = greedy_node_rows([[(o.p, 0.0, 0.0, o.a, o.b) for o in opts]], 1, 1, 1.0)
-                    row = (
-                        nr.pF[0],
-                        nr.dkey[0],
-                        nr.aF[0],
-                        nr.bF[0],
-                        nr.aO[0],
-                        nr.bO[0],
-                        float(nr.o_first[0]),
-                    )
-                    self.greedy_class[(i, t)] = self.greedy_class_id.setdefault(
-                        row, len(self.greedy_class_id)
-                    )
-                    self.greedy_node_row.setdefault(t, {})[i] = row
         # per (node, t) for the states: (plain, least a + b, w of the first option, options)
         self.node_t = {
             (i, t): (self.plain[(i, t)], self.m1min[(i, t)], opts[0].w, self.opt_pab[(i, t)])
             for i, nd in enumerate(inst.nodes)
             for t, opts in nd.options.items()
         }
-        self.greedy_row_array = {
-            t: np.array([rows.get(i, (np.nan,) * 7) for i in range(n)], dtype=float)
-            for t, rows in self.greedy_node_row.items()
-        }
+        if greedy:
+            self.greedy_plain_data = {t: self._greedy_plain_data(t) for t in self.t_values}
         self.tables = StageTables(max_y=S)
         self.item_id: dict[tuple, int] = {}
         self.items: list[tuple] = []
@@ -880,7 +870,7 @@ class _StageTableBuilder:
             if not len(ds):
                 continue
             if plain:
-                self._emit_greedy_plain(k, jk, t, C, self._cut_bytes(t, cut), W, ds, caps)
+                self._emit_greedy_plain(k, jk, t, C, self._cut_bytes(t, cut), W, ds)
             else:
                 self._emit_greedy(k, jk, t, I, J, C, ds)
 
@@ -1232,7 +1222,10 @@ class _StageTableBuilder:
             terms += [
                 cut_edge_bytes(c, o.sbw[ids[x]]) for x, c, _ in self.succs[i] if (cut_out >> x) & 1
             ]
-            row.append((o.p, math.fsum(terms), o.w, o.a, o.b))
+            seq = 0.0  # the cut bytes as Piper's rule sums them (dp.greedy_rule)
+            for x in terms:
+                seq += x
+            row.append((o.p, math.fsum(terms), o.w, o.a, o.b, seq))
         item = (tuple(row), self.plain[(i, t)])
         iid = self.item_id.get(item)
         if iid is None:
@@ -1242,95 +1235,186 @@ class _StageTableBuilder:
         self.node_item[key] = iid
         return iid
 
-    def _emit_greedy_plain(self, k, jk, t, C, E, W, ds, caps):
-        """Piper's rule on a stage whose nodes' options differ only in p, a, b: the choice
-        per y depends on the nodes' own numbers (in input order) only, so it is computed once
-        per such sequence (in batches, see :meth:`_flush_greedy`); E and W come from the state."""
-        nodes = list(bits(C))
-        key = (t, tuple(self.greedy_class[(i, t)] for i in nodes))
-        self.greedy_pending.append((k, jk, t, E, W, ds, caps, key, nodes, C))
+    def _greedy_plain_data(self, t: int):
+        """Greedy mode, plain nodes under t: per node position i, its options as
+        (p0, p1, a0, b0, a1, b1, w, two options) (a single option repeated) and its
+        incident edges in the order Piper's rule sums them (dp.greedy_rule: incoming, then
+        outgoing, each in input order) as the terms 2 (c + sync) and the other end's
+        position (padding: the term 0 at the node itself, never cut)."""
+        n = len(self.ids)
+        ids = self.ids
+        opt = np.full((n, 8), np.nan)
+        deg = max((len(self.preds[i]) + len(self.succs[i]) for i in range(n)), default=0)
+        terms = np.zeros((n, deg))
+        other = np.tile(np.arange(n)[:, None], (1, deg))
+        for i, nd in enumerate(self.inst.nodes):
+            opts = nd.options.get(t)
+            if not opts or len(opts) > 2 or not self.plain[(i, t)]:
+                continue
+            o0, o1 = opts[0], opts[-1]
+            opt[i] = (o0.p, o1.p, o0.a, o0.b, o1.a, o1.b, o0.w, float(len(opts) == 2))
+            ends = [(u, cut_edge_bytes(c, o0.sfw[ids[u]])) for u, c, _ in self.preds[i]]
+            ends += [(x, cut_edge_bytes(c, o0.sbw[ids[x]])) for x, c, _ in self.succs[i]]
+            for j, (u, term) in enumerate(ends):
+                other[i, j], terms[i, j] = u, term
+        return opt, terms, other
+
+    def _emit_greedy_plain(self, k, jk, t, C, E, W, ds):
+        """Piper's rule on a stage whose nodes' options differ only in p, a, b: queued, the
+        rows of C under t made once for every d (many stages at a time, see
+        :meth:`_flush_greedy`); E and W come from the state."""
+        self.greedy_pending.append((k, jk, t, C, E, W, ds))
         if len(self.greedy_pending) >= 4096:
             self._flush_greedy()
 
     def _flush_greedy(self):
-        """Compute the runs of every queued stage whose node sequence is new, many stages
-        per numpy call (rows padded with zero-memory columns), then emit them all."""
+        """Make the rows of every queued plain stage C under t that has none yet
+        (:meth:`_greedy_plain_rows`), then emit each queued pair's groups: the rows of its
+        d (a contiguous range of ``ds[t]``) that have points."""
         pending, self.greedy_pending = self.greedy_pending, []
-        todo: dict[tuple, list[int]] = {}
-        for k, jk, t, E, W, ds, caps, key, nodes, C in pending:
-            if key not in self.greedy_runs_memo and key not in todo:
-                todo[key] = nodes
-        by_t: dict[int, list] = {}
-        for key, nodes in todo.items():
-            by_t.setdefault(key[0], []).append((key, nodes))
-        for t, items in by_t.items():
-            ymax = int(self.cap[t].max())
-            items.sort(key=lambda kv: len(kv[1]))
-            step = max(1, 200_000 // (ymax * max(1, len(items[-1][1]))))
-            for c0 in range(0, len(items), step):
-                self.check()
-                chunk = items[c0 : c0 + step]
-                for key, runs in zip(
-                    (kv[0] for kv in chunk),
-                    self._greedy_plain_batch(t, [kv[1] for kv in chunk], ymax),
-                ):
-                    self.greedy_runs_memo[key] = runs
-        rows_memo = self.greedy_rows
-        for k, jk, t, E, W, ds, caps, key, nodes, C in pending:
-            lo, hi, P, mono = self.greedy_runs_memo[key]
-            if not len(P):
-                continue
-            # the rows of stage C under t for every allowed d, made once per (C, t) (E and
-            # W are C's): the pair's d (a contiguous range of them) name a slice
-            first = rows_memo.get((C, t))
-            if first is None:
-                all_ds, all_caps = self.ds[t], self.cap[t]
-                dcol = all_ds[:, None].astype(float)
-                cost = stage_tps_from_sums(E, W, P[None, :], dcol, self.N, self.B)
-                yhi = np.minimum(hi[None, :], all_caps[:, None])
-                first = self.tables.add_rows(
-                    t, all_ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono
-                )
-                rows_memo[(C, t)] = first
+        memo = self.greedy_rows
+        new: dict[int, dict[int, tuple]] = {}
+        for _k, _jk, t, C, E, W, _ds in pending:
+            if (C, t) not in memo:
+                new.setdefault(t, {})[C] = (E, W)
+        for t, stages in new.items():
+            self.check()
+            self._greedy_plain_rows(t, list(stages.items()))
+        for k, jk, t, C, _E, _W, ds in pending:
+            first, cum = memo[(C, t)]
             i0 = 0 if len(ds) == len(self.ds[t]) else int(np.searchsorted(self.ds[t], ds[0]))
-            self.tables.add_groups(k, jk, first + i0, len(ds))
+            lo, hi = cum[i0], cum[i0 + len(ds)]
+            if hi > lo:
+                self.tables.add_groups(k, jk, first + lo, hi - lo)
 
-    def _greedy_plain_batch(self, t: int, stages: list[list[int]], ymax: int) -> list:
-        """Runs (y_lo, y_hi, P, monotone) by Piper's rule for y = 1..ymax of each stage
-        (node positions in input order); node rows (p_F, dkey, a_F, b_F, a_O, b_O,
-        o_first), dkey = p_O - p_F for plain nodes."""
-        nb = len(stages)
-        width = max(len(st) for st in stages)
-        rows = np.zeros((nb, width, 7))
-        for b, st in enumerate(stages):
-            rows[b, : len(st)] = self.greedy_row_array[t][st]
-        ys = np.arange(1, ymax + 1)
-        sw, feas = greedy_rule_grid(
-            rows[:, :, 1],
-            rows[:, :, 2],
-            rows[:, :, 3],
-            rows[:, :, 4],
-            rows[:, :, 5],
-            rows[:, :, 6] > 0,
-            ys,
-            self.M,
+    def _greedy_plain_rows(self, t: int, stages: list):
+        """The rows of plain stages C under t, one per d of ``ds[t]`` where Piper's rule
+        finds a choice for some y <= cap (``stages`` lists (C, (E, W))), stored stage by
+        stage, d by d, into ``greedy_rows[(C, t)]`` = (first row, count of rows before each
+        d). A node's cost depends on d and on its own cut edges, so the rule's node rows
+        (dp.greedy_rule) are made per stage and d; stages with the same node rows share
+        their runs of y (:meth:`_greedy_plain_runs`)."""
+        opt, terms, other = self.greedy_plain_data[t]
+        ds, caps = self.ds[t], self.cap[t]
+        G, D = len(stages), len(ds)
+        node_lists = [list(bits(C)) for C, _ in stages]
+        sizes = np.array([len(x) for x in node_lists], dtype=np.int64)
+        pos = np.fromiter(itertools.chain.from_iterable(node_lists), dtype=np.int64)
+        g_of = np.repeat(np.arange(G), sizes)
+        col = np.arange(len(pos)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        inside = membership([C for C, _ in stages], len(self.ids))
+        e = running_sum(terms[pos] * (1.0 - inside[g_of[:, None], other[pos]]))
+        p0, p1, a0, b0, a1, b1, w, two = opt[pos].T
+        two = two > 0
+        E = np.array([ew[0] for _, ew in stages])
+        W = np.array([ew[1] for _, ew in stages])
+        width = int(sizes.max())
+        cnt = np.zeros((G, D), dtype=np.int64)
+        mono = np.ones((G, D), dtype=bool)
+        points = []
+        for j, d in enumerate(ds.tolist()):
+            c0 = piper_cost(p0, e, w, d, self.N, self.B)
+            c1 = piper_cost(p1, e, w, d, self.N, self.B)
+            F = two & (c0 > c1)  # option 1 is F
+            padded = np.zeros((G, width, 8))
+            padded[g_of, col] = np.stack(
+                [
+                    np.where(two, np.where(F, c0 - c1, c1 - c0), 0.0),
+                    np.where(F, a1, a0),
+                    np.where(F, b1, b0),
+                    np.where(F, a0, a1),
+                    np.where(F, b0, b1),
+                    F,
+                    np.where(F, p1, p0),
+                    np.where(F, p0, p1),
+                ],
+                axis=1,
+            )
+            flat = padded.reshape(G, width * 8)
+            _, first, inv = np.unique(
+                flat.view(np.dtype((np.void, width * 64))).ravel(),
+                return_index=True,
+                return_inverse=True,
+            )
+            inv = inv.ravel()
+            run_u, lo, hi, P, u_mono = self._greedy_plain_runs(
+                padded[first], sizes[first], int(caps[j])
+            )
+            u_cnt = np.bincount(run_u, minlength=len(first))
+            u_start = np.cumsum(u_cnt) - u_cnt
+            counts = u_cnt[inv]
+            total = int(counts.sum())
+            take = np.arange(total) + np.repeat(u_start[inv] - (np.cumsum(counts) - counts), counts)
+            g_pts = np.repeat(np.arange(G), counts)
+            cost = stage_tps_from_sums(E[g_pts], W[g_pts], P[take], d, self.N, self.B)
+            points.append((g_pts, cost, lo[take], hi[take]))
+            cnt[:, j] = counts
+            mono[:, j] = u_mono[inv]
+        # the points by stage, then d (stable: each d's points are by stage already)
+        g_all = np.concatenate([x[0] for x in points])
+        order = np.argsort(g_all, kind="stable")
+        present = cnt > 0
+        n_rows = present.sum(axis=1)
+        first_row = -1
+        if n_rows.any():
+            first_row = self.tables.add_ragged_rows(
+                t,
+                np.broadcast_to(ds, (G, D))[present],
+                cnt[present],
+                *(np.concatenate([x[k] for x in points])[order] for k in (1, 2, 3)),
+                mono[present],
+            )
+        base = first_row + np.cumsum(n_rows) - n_rows
+        cum = np.zeros((G, D + 1), dtype=np.int64)
+        np.cumsum(present, axis=1, out=cum[:, 1:])
+        for g, (C, _) in enumerate(stages):
+            self.greedy_rows[(C, t)] = (int(base[g]), cum[g].tolist())
+
+    def _greedy_plain_runs(self, blocks: np.ndarray, sizes: np.ndarray, cap: int):
+        """Piper's rule for y = 1..cap on node-row blocks (U, width, 8) (rows made by
+        :meth:`_greedy_plain_rows`; block u has ``sizes[u]`` nodes, then zero padding),
+        many blocks per numpy call. Returns the runs of equal choice over the y where the
+        rule finds one, by block and y: block, y_lo, y_hi, P (the chosen p summed node by
+        node in input order), and per block whether its runs are monotone (y = 1..k
+        without gaps, P never falling)."""
+        U = len(blocks)
+        # above its last y the rule finds no choice for a block: the grid stops there
+        last = greedy_last_y(
+            *(blocks[:, :, j] for j in range(1, 5)), blocks[:, :, 5] > 0, cap, self.M
         )
-        # sums node by node in input order (cumsum), so that a stage's P does not depend on
-        # how wide the batch pads it (np.sum and @ group their terms by length), and the
-        # chain bound's tables and the full tables agree to the last bit
-        pF_sum = np.cumsum(rows[:, :, 0], axis=1)[:, -1]
-        out = []
-        starts, ends, contiguous = _runs_batch(sw, feas)
-        for b in range(nb):
-            lo, hi = starts[b], ends[b]
-            if not len(lo):
-                out.append((lo, hi, np.empty(0), True))
-                continue
-            P = pF_sum[b] + np.cumsum(np.where(sw[b, lo - 1], rows[b, :, 1], 0.0), axis=1)[:, -1]
-            Pl = P.tolist()
-            mono = bool(contiguous[b]) and all(x <= y for x, y in zip(Pl, Pl[1:]))
-            out.append((lo, hi, P, mono))
-        return out
+        by_size = np.lexsort((sizes, last))
+        by_size = by_size[last[by_size] > 0]
+        parts = [(np.empty(0, dtype=np.int64),) * 3 + (np.empty(0),)]
+        u_mono = np.ones(U, dtype=bool)
+        step = max(1, 200_000 // (cap * max(1, int(sizes.max()))))
+        for c0 in range(0, len(by_size), step):
+            self.check()
+            idx = by_size[c0 : c0 + step]
+            block = blocks[idx, : int(sizes[idx].max())]
+            ymax = int(last[idx].max())
+            ys = np.arange(1, ymax + 1)
+            sw, feas = greedy_rule_grid(
+                *(block[:, :, j] for j in range(5)), block[:, :, 5] > 0, ys, self.M
+            )
+            same = np.ones(feas.shape, dtype=bool)
+            same[:, 1:] = ~np.any(sw[:, 1:] != sw[:, :-1], axis=2)
+            start = feas.copy()
+            start[:, 1:] &= ~feas[:, :-1] | ~same[:, 1:]
+            end = feas.copy()
+            end[:, :-1] &= ~feas[:, 1:] | ~same[:, 1:]
+            sg, sy = np.nonzero(start)
+            ey = np.nonzero(end)[1]
+            P = running_sum(np.where(sw[sg, sy], block[sg, :, 7], block[sg, :, 6]))
+            nfeas = feas.sum(axis=1)
+            first_gap = np.where(feas.all(axis=1), ymax, np.argmin(feas, axis=1))
+            ok = first_gap == nfeas
+            falls = (P[1:] < P[:-1]) & (sg[1:] == sg[:-1])
+            ok[sg[1:][falls]] = False
+            u_mono[idx] = ok
+            parts.append((idx[sg], sy + 1, ey + 1, P))
+        run_u, lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(4))
+        order = np.lexsort((lo, run_u))
+        return run_u[order], lo[order], hi[order], P[order], u_mono
 
     def _emit_greedy(self, k, jk, t, I, J, C, allowed):
         ids = tuple(
@@ -1380,10 +1464,12 @@ class _StageTableBuilder:
     def _greedy_runs(self, rows, d: int, ymax: int):
         """Piper's rule for y = 1..ymax on one stage: runs (y_lo, y_hi, P, E, W) of equal
         choice over the y where the rule finds a choice."""
-        nr = greedy_node_rows(rows, d, self.N, self.B)
+        nr = greedy_node_rows(
+            [[o[:1] + o[5:] + o[2:5] for o in r] for r in rows], d, self.N, self.B
+        )
         n = len(rows)
         sw, feas = greedy_rule_grid(
-            *(x[None, :] for x in (nr.dkey, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)),
+            *(x[None, :] for x in (nr.delta, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)),
             np.arange(1, ymax + 1),
             self.M,
         )
