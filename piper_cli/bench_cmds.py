@@ -44,8 +44,9 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--chain-only",
-                help="The paper's rule: copies get only the chain edges (the original planner leaves out the "
-                "other incoming edges, e.g. BERT's attention mask). Default: copies get every edge.",
+                help="The paper's rule: copies get only the chain edges (the original planner "
+                "leaves out the other incoming edges, e.g. BERT's attention mask). Default: copies "
+                "get every edge.",
             ),
         ] = False,
         devices: DevicesOpt = None,
@@ -70,7 +71,8 @@ def register(app: typer.Typer) -> None:
         save_instance(deeper, output)
         stdout.print(
             f"{output}: {len(deeper.nodes)} nodes, {len(deeper.edges)} edges "
-            f"(repeated chain {before} -> {layers} layers, {'chain edges only' if chain_only else 'all edges'})",
+            f"(repeated chain {before} -> {layers} layers, "
+            f"{'chain edges only' if chain_only else 'all edges'})",
             markup=False,
         )
 
@@ -116,7 +118,8 @@ def register(app: typer.Typer) -> None:
         model = towers(inst, counts)
         save_instance(model, output)
         stdout.print(
-            f"{output}: {len(model.nodes)} nodes, {len(model.edges)} edges ({len(counts)} towers of {layers} layers)",
+            f"{output}: {len(model.nodes)} nodes, {len(model.edges)} edges "
+            f"({len(counts)} towers of {layers} layers)",
             markup=False,
         )
 
@@ -162,7 +165,8 @@ def register(app: typer.Typer) -> None:
             Optional[Path],
             typer.Option(
                 "--profiles",
-                help="Folder of the published profiles (default: $PIPER_PROFILES, else ../shared/piper-inputs).",
+                help="Folder of the published profiles (default: $PIPER_PROFILES, else "
+                "../shared/piper-inputs).",
                 show_default=False,
             ),
         ] = None,
@@ -170,9 +174,10 @@ def register(app: typer.Typer) -> None:
             Optional[str],
             typer.Option(
                 "--reference",
-                help="Reference planner command, run once per configuration on the same instance to compare CPU time "
-                "and TPS; placeholders {instance} {devices} {memory} {batch} {bandwidth} (e.g. './piper {instance}'). "
-                "It may print 'search-cpu-seconds: X' and 'tps: Y' lines on stdout (see below).",
+                help="Reference planner command, run once per configuration on the same instance "
+                "to compare CPU time and TPS; placeholders {instance} {devices} {memory} {batch} "
+                "{bandwidth} (e.g. './piper {instance}'). It may print 'search-cpu-seconds: X' and "
+                "'tps: Y' lines on stdout (see below).",
                 show_default=False,
             ),
         ] = None,
@@ -251,3 +256,99 @@ def register(app: typer.Typer) -> None:
         if json_out is not None:
             atomic_write_text(json_out, bench_json(configs, rows))
             stdout.print(f"rows written to {json_out}", markup=False)
+
+    @app.command("greedy-fuzz")
+    @cli_errors
+    def greedy_fuzz_command(
+        reference: Annotated[
+            str,
+            typer.Option(
+                "--reference",
+                help="Reference planner command (e.g. the original C++ planner): placeholders "
+                "{instance} {plan} {devices} {memory} {batch} {bandwidth}; it prints 'tps: Y' "
+                "(inf: no plan) and may write its plan JSON to {plan}.",
+            ),
+        ],
+        family: Annotated[
+            str,
+            typer.Option("--family", help="Instance family (default ties: Piper's rule's ties)."),
+        ] = "ties",
+        count: Annotated[int, typer.Option("--count", min=1, help="Number of instances.")] = 2000,
+        seed: Annotated[
+            int, typer.Option("--seed", help="Seed of the first instance (then seed + 1, ...).")
+        ] = 0,
+        nodes: Annotated[
+            str, typer.Option("--nodes", help="Node counts A-B, taken in turn.")
+        ] = "2-7",
+        t_values: Annotated[
+            str, typer.Option("--t-values", help="Tensor-parallel degrees offered, e.g. 1,2.")
+        ] = "1,2",
+        integer: Annotated[
+            bool, typer.Option("--integer", help="Whole numbers only (the family's integer form).")
+        ] = False,
+        timeout: Annotated[
+            float, typer.Option("--timeout", min=0.1, help="Seconds per reference run.")
+        ] = 60.0,
+        json_out: Annotated[
+            Optional[Path],
+            typer.Option(
+                "--json",
+                help="Write every instance's record and the counts here.",
+                show_default=False,
+            ),
+        ] = None,
+    ) -> None:
+        """Greedy mode (--knapsack greedy) against a reference planner on random instances.
+
+        Each instance is solved by greedy mode and by the reference; their TPS must agree
+        within relative 1e-9 (or neither finds a plan), and when the reference writes its
+        plan to {plan}, the evaluator's value of that plan must equal ours. One line per
+        difference, then the counts per outcome: same, tps-differs, plan-value-differs,
+        reference-plan-rejected (the evaluator rejects the reference's plan, e.g. memory
+        summed in floats that rounds down to M: greedy mode cannot give it), reference-failed
+        (nothing to compare), greedy-refused. Exit 1 when any instance differs."""
+        from compare.bench.greedy_fuzz import DIFFERENCES, check_fuzz_command, fuzz_greedy
+        from piper_cli.compare_cmds import parse_ints, parse_range
+        from piper_ilp.files import atomic_write_text, check_writable
+
+        check_fuzz_command(reference)
+        if json_out is not None:
+            check_writable(json_out, "fuzz JSON")
+        records: list[dict] = []
+
+        def show(rec: dict) -> None:
+            records.append(rec)
+            if rec["outcome"] in DIFFERENCES:
+                stdout.print(
+                    f"{rec['instance']}: {rec['outcome']}: ours {rec.get('tps')!r}, reference "
+                    f"{rec.get('ref_tps')!r}, its plan {rec.get('ref_plan_value')!r}",
+                    markup=False,
+                )
+
+        summary = fuzz_greedy(
+            reference,
+            family=family,
+            count=count,
+            seed=seed,
+            nodes=parse_range(nodes, "--nodes"),
+            t_values=parse_ints(t_values, "--t-values"),
+            integer=integer,
+            timeout=timeout,
+            on_record=show,
+        )
+        counts = summary["counts"]
+        stdout.print(
+            f"{count} instances ({family}, seeds {seed}..{seed + count - 1}, nodes {nodes}): "
+            + ", ".join(f"{k} {v}" for k, v in counts.items())
+            + f"; plan values compared on {summary['plans_compared']}",
+            markup=False,
+        )
+        if json_out is not None:
+            import json
+
+            atomic_write_text(
+                json_out, json.dumps({**summary, "records": records}, indent=1) + "\n"
+            )
+            stdout.print(f"records written to {json_out}", markup=False)
+        if any(counts[k] for k in DIFFERENCES):
+            raise typer.Exit(1)

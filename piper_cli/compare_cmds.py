@@ -551,7 +551,9 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--family",
-                help="chain, skip, layered, series-parallel, fork-join, towers, or numerics (magnitudes 1e-6..1e18, exact ties, memory at M).",
+                help="chain, skip, layered, series-parallel, fork-join, towers, numerics "
+                "(magnitudes 1e-6..1e18, exact ties, memory at M), or ties (the ties that decide "
+                "Piper's greedy rule).",
             ),
         ] = "layered",
         nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of nodes (layers).")] = 6,
@@ -604,9 +606,12 @@ def register(app: typer.Typer) -> None:
 
         The families (networkx): a chain, a chain with skip
         connections (transformer / ResNet), a layered random DAG, a series-parallel graph,
-        fork-join blocks, parallel towers between a source and a sink, or "numerics" (one of the first five shapes with numbers spread over
-        1e-6..1e18, exact greedy ties, memory exactly at M or 1 ulp around it, dummy
-        options, huge edges). Deterministic per seed."""
+        fork-join blocks, parallel towers between a source and a sink, "numerics" (one of
+        the first five shapes with numbers spread over 1e-6..1e18, exact greedy ties, memory
+        exactly at M or 1 ulp around it, dummy options, huge edges), or "ties" (one of the
+        first five shapes with the ties that decide Piper's greedy rule: costs in tenths,
+        ratios that tie across nodes, equal costs or memory, recomputation listed first, M
+        at a stage's memory). Deterministic per seed."""
         from compare.builders.generators import random_instance
         from piper_ilp.errors import InputError
         from piper_ilp.files import atomic_write_text, check_writable
