@@ -286,6 +286,26 @@ def register(app: typer.Typer) -> None:
         integer: Annotated[
             bool, typer.Option("--integer", help="Whole numbers only (the family's integer form).")
         ] = False,
+        devices: Annotated[
+            Optional[int],
+            typer.Option(
+                "--devices",
+                "-K",
+                min=1,
+                help="K of every instance (default: drawn).",
+                show_default=False,
+            ),
+        ] = None,
+        batch: Annotated[
+            Optional[int],
+            typer.Option(
+                "--batch",
+                "-N",
+                min=1,
+                help="N of every instance (default: drawn).",
+                show_default=False,
+            ),
+        ] = None,
         timeout: Annotated[
             float, typer.Option("--timeout", min=0.1, help="Seconds per reference run.")
         ] = 60.0,
@@ -333,6 +353,8 @@ def register(app: typer.Typer) -> None:
             nodes=parse_range(nodes, "--nodes"),
             t_values=parse_ints(t_values, "--t-values"),
             integer=integer,
+            K=devices,
+            N=batch,
             timeout=timeout,
             on_record=show,
         )

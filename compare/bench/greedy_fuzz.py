@@ -193,6 +193,8 @@ def fuzz_greedy(
     nodes: tuple[int, int] = (2, 7),
     t_values: Sequence[int] = (1, 2),
     integer: bool = False,
+    K: int | None = None,
+    N: int | None = None,
     timeout: float = 60.0,
     on_record: Callable[[dict], None] | None = None,
 ) -> dict:
@@ -212,6 +214,8 @@ def fuzz_greedy(
         Tensor-parallel degrees offered.
     integer : bool
         Whole numbers only (the generator's ``integer``).
+    K, N : int, optional
+        Devices and microbatches of every instance (default: the family draws them).
     timeout : float
         Seconds per reference run.
     on_record : callable, optional
@@ -242,7 +246,9 @@ def fuzz_greedy(
     with tempfile.TemporaryDirectory(prefix="piper-greedy-fuzz-") as tmp:
         for i in range(count):
             n = lo + i % (hi - lo + 1)
-            inst = random_instance(family, n, seed + i, t_values=t_values, integer=integer)
+            inst = random_instance(
+                family, n, seed + i, t_values=t_values, integer=integer, K=K, N=N
+            )
             rec = {"seed": seed + i, "nodes": n, **compare_one(inst, command, Path(tmp), timeout)}
             counts[rec["outcome"]] += 1
             compared += "ref_plan_value" in rec
@@ -257,6 +263,8 @@ def fuzz_greedy(
         "nodes": [lo, hi],
         "t_values": list(t_values),
         "integer": integer,
+        "K": K,
+        "N": N,
         "counts": counts,
         "plans_compared": compared,
         "differences": differences,
