@@ -119,11 +119,26 @@ def piper_cost(p, e, w, d, N: int, B: float):
 
 
 def piper_edge_bytes(instance: Instance, v: int, opt: Option, stage) -> float:
-    """Node ``v``'s cut-edge bytes with option ``opt`` in a stage with node set ``stage``,
-    summed as the original planner sums them: from 0.0, 2 (c + sfw) for each incoming edge
-    from outside the stage, then 2 (c + sbw) for each outgoing edge to outside it, each in
-    the order of the input's edges. (The evaluator's value is the ``fsum`` of the same
-    terms, :func:`piper_ilp.cost.node_edge_bytes`.)"""
+    """Node ``v``'s cut-edge bytes, summed as the original planner sums them.
+
+    Parameters
+    ----------
+    instance : Instance
+    v : int
+        A node id.
+    opt : Option
+        One of v's options (its sfw and sbw are used).
+    stage : collection of int
+        The node ids of the stage holding v.
+
+    Returns
+    -------
+    float
+        From 0.0, one addition at a time: 2 (c + sfw) for each incoming edge from outside
+        the stage, then 2 (c + sbw) for each outgoing edge to outside it, each kind in the
+        order of the input's edges. (The evaluator's value is the ``fsum`` of the same
+        terms, :func:`piper_ilp.cost.node_edge_bytes`.)
+    """
     total = 0.0
     for u, c in instance.in_edges.get(v, ()):
         if u not in stage:
@@ -175,10 +190,21 @@ def greedy_node_rows(options: Sequence[Sequence[tuple]], d: int, N: int, B: floa
 
 
 def running_sum(x: np.ndarray) -> np.ndarray:
-    """The sums of the rows of ``x`` (2-D) added from the first column to the last, one
-    float addition at a time (as a C loop ``s += x[i]`` does; ``np.sum`` adds pairwise).
-    Trailing zero columns do not change them.
+    """The sum of each row, added as a C loop adds: one float addition at a time.
 
+    Parameters
+    ----------
+    x : (R, n) array of float
+
+    Returns
+    -------
+    (R,) array
+        0.0 + x[:, 0] + x[:, 1] + ... from the first column to the last (``np.sum`` adds
+        pairwise and ``math.fsum`` rounds once; both can differ in the last bits). Trailing
+        zero columns do not change it.
+
+    Examples
+    --------
     >>> running_sum(np.array([[1e16, 1.0, 1.0], [1.0, 1.0, 1e16]])).tolist()
     [1e+16, 1.0000000000000002e+16]
     """
@@ -197,10 +223,29 @@ def greedy_last_y(
     cap: int,
     M: float,
 ) -> np.ndarray:
-    """Per stage (rows of the (G, n) arrays, as :func:`greedy_rule_grid` takes them): the
-    largest y <= ``cap`` at which the running sum of L's memory is <= M (0 when none).
-    Above it the rule finds no choice (step 2); the sum never falls as y grows, so a
-    binary search finds it."""
+    """Where Piper's rule stops finding a choice, per stage, as y grows.
+
+    Parameters
+    ----------
+    aF, bF, aO, bO, o_first : (G, n) arrays
+        As :func:`greedy_rule_grid` takes them.
+    cap : int
+        The largest y of interest.
+    M : float
+
+    Returns
+    -------
+    (G,) array of int
+        The largest y <= ``cap`` at which the running sum of L's memory (step 2) is <= M,
+        0 when there is none. The rule finds no choice at any larger y: the sum never falls
+        as y grows (a >= 0), so a binary search finds it.
+
+    Examples
+    --------
+    >>> ones = np.ones((1, 2))
+    >>> greedy_last_y(3 * ones, ones, ones, ones, ones > 1, 10, 7.0).tolist()  # 2 y + 2 <= 7
+    [2]
+    """
     G = aF.shape[0]
     lo = np.zeros(G, dtype=np.int64)  # L fits at every y <= lo (vacuously at 0)
     hi = np.full(G, int(cap), dtype=np.int64)  # ... and at no y > hi
