@@ -433,7 +433,6 @@ class _StageTableBuilder:
         self.cap = {t: -(-S // self.ds[t]) for t in self.t_values}
         # per (node, t): options as arrays; "plain" = options differ only in p, a, b
         self.opt_pab: dict[tuple[int, int], np.ndarray] = {}
-        self.greedy_runs_memo: dict[tuple, tuple] = {}
         self.greedy_pending: list = []
         self.plain: dict[tuple[int, int], bool] = {}
         self.m1min: dict[tuple[int, int], float] = {}
@@ -465,9 +464,10 @@ class _StageTableBuilder:
         self.items: list[tuple] = []
         self.node_item: dict[tuple, int] = {}
         self.greedy_cache: dict[tuple, list] = {}
-        # greedy mode: first row of the rows of stage C under t (plain stages), and of
-        # each profile of greedy_cache, stored once and shared by the pairs
-        self.greedy_rows: dict[tuple[int, int], int] = {}
+        # greedy mode: the rows of stage C under t (plain stages: first row, and the count
+        # of rows before each d of ds[t]), and of each profile of greedy_cache, stored once
+        # and shared by the pairs
+        self.greedy_rows: dict[tuple[int, int], tuple[int, list]] = {}
         self.greedy_profile_rows: dict[tuple, list] = {}
         # exact mode: the rows of stage C per t, shared by every pair (I, J) with
         # I \\ J = C (its stage id; see build and _flush_exact)
