@@ -717,22 +717,22 @@ def _ties_instance(
 ) -> Instance:
     """An instance on graph ``g`` full of the ties that decide Piper's greedy rule (sec. 5).
 
-    * Numbers: p, w, c, sync bytes and B in tenths (whole numbers with ``integer``), a and
-      b in quarters (whole numbers with ``integer``), so every memory sum is exact and a
-      cost tie in exact arithmetic is one of rounding.
+    * Numbers: p, w, c, sync bytes and B in tenths (p in twentieths where a change is
+      scaled by 1/2 or 3/2), memory a and b in quarters or in tenths (one unit per
+      instance; quarters make every memory sum exact, tenths make the float sums of the
+      original planner differ from the exact ones near M); whole numbers with ``integer``.
+      A cost tie in exact arithmetic is then one of rounding.
     * Per (node, t) a "vanilla" option and an "activation recomp" one (less a, more p;
-      ``counts`` as in :func:`random_instance`, extra options get random trade-offs); the
-      recomputation is listed first half of the time.
-    * The change from vanilla to recomp (dp, da, db): with probability 0.4 the change of
-      an earlier node times 1, 2, 3 or 1/2 (the ratio dp / (da y + db) ties across nodes
-      and stages for every y and d), else drawn with dp = 0 (equal cost), da = 0 or
+      ``counts`` as in :func:`random_instance`, further options get random trade-offs);
+      the recomputation is listed first half of the time.
+    * The change from vanilla to recomp (dp, da, db): with probability 0.7 the change of an
+      earlier node times 1, 2, 3, 1/2 or 3/2 (the ratio dp / (da y + db) ties across nodes
+      and stages for every y and d), else drawn, with dp = 0 (equal cost), da = 0 or
       da = db = 0 (equal memory) now and then.
     * t > 1 options have sync bytes, the same for both options half of the time.
-    * K in 1..6 (stages of several nodes), N in 1, 2, 3, 4, 6, 8, 12 (d > 1), weights w on
-      half of the nodes (data-parallel resync).
-    * M (unless ``memory`` is ``"loose"`` or a number): with probability 0.8 exactly the
-      memory of some nodes at some y in 1..3 with their fastest, least-memory or random
-      options under the least t (the rule's sums meet M exactly), else that plus 0.25..2.
+    * K in 1, 2, 3, 4, 6 (stages of several nodes), N in 1, 2, 3, 4, 6, 8, 12 (d > 1),
+      weights w on most nodes and traffic on most edges (the cost's float terms).
+    * M (unless ``memory`` is ``"loose"`` or a number): see :func:`_ties_memory`.
     * At least one edge when there are two nodes or more (the original planner refuses an
       instance without edges).
     """
@@ -835,8 +835,10 @@ def _ties_memory(
     holds y = k - i microbatches). M is the largest over the stages of: the memory of the
     fastest options ("F fits" with equality), of the least-memory options ("L fits" with
     equality), or of the fastest options less one node's saving m_F - m_O (the walk's
-    excess reaches exactly 0 after one switch: which of two tied nodes switches decides);
-    one time in five 0.25..2 more. Memory is in quarters, so every sum is exact."""
+    excess reaches exactly 0 after one switch: which of two tied nodes switches decides;
+    the least saving half of the time, as a tied partner saves a multiple of it); one time
+    in five a few units more. Each stage's sums are ``fsum`` (exact in quarters; in tenths
+    the original's running sums may land a last bit away)."""
     n = len(tmpcs)
     k = int(rng.integers(1, min(K, N, n) + 1))
     cuts = (
