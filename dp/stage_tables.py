@@ -1237,10 +1237,11 @@ class _StageTableBuilder:
 
     def _greedy_plain_data(self, t: int):
         """Greedy mode, plain nodes under t: per node position i, its options as
-        (p0, p1, a0, b0, a1, b1, w, two options) (a single option repeated) and its
-        incident edges in the order Piper's rule sums them (dp.greedy_rule: incoming, then
-        outgoing, each in input order) as the terms 2 (c + sync) and the other end's
-        position (padding: the term 0 at the node itself, never cut)."""
+        (p0, p1, a0, b0, a1, b1, w, two options) (a single option repeated), its incident
+        edges in the order Piper's rule sums them (dp.greedy_rule: incoming, then outgoing,
+        each in input order) as the terms 2 (c + sync) and the other end's position
+        (padding: the term 0 at the node itself, never cut), and a class id per node (equal
+        for equal options)."""
         n = len(self.ids)
         ids = self.ids
         opt = np.full((n, 8), np.nan)
@@ -1257,7 +1258,10 @@ class _StageTableBuilder:
             ends += [(x, cut_edge_bytes(c, o0.sbw[ids[x]])) for x, c, _ in self.succs[i]]
             for j, (u, term) in enumerate(ends):
                 other[i, j], terms[i, j] = u, term
-        return opt, terms, other
+        # nodes with the same options share a class (the rule sees only these numbers)
+        classes: dict[bytes, int] = {}
+        cls = np.array([classes.setdefault(row.tobytes(), len(classes)) for row in opt])
+        return opt, terms, other, cls.astype(np.int64)
 
     def _emit_greedy_plain(self, k, jk, t, C, E, W, ds):
         """Piper's rule on a stage whose nodes' options differ only in p, a, b: queued, the
@@ -1292,19 +1296,38 @@ class _StageTableBuilder:
         finds a choice for some y <= cap (``stages`` lists (C, (E, W))), stored stage by
         stage, d by d, into ``greedy_rows[(C, t)]`` = (first row, count of rows before each
         d). A node's cost depends on d and on its own cut edges, so the rule's node rows
-        (dp.greedy_rule) are made per stage and d; stages with the same node rows share
-        their runs of y (:meth:`_greedy_plain_runs`)."""
-        opt, terms, other = self.greedy_plain_data[t]
+        (dp.greedy_rule) are made per stage and d; stages whose nodes have the same options
+        and cut bytes, in order, share their runs of y (:meth:`_greedy_plain_runs`)."""
+        opt, terms, other, cls = self.greedy_plain_data[t]
         ds, caps = self.ds[t], self.cap[t]
         G, D = len(stages), len(ds)
         node_lists = [list(bits(C)) for C, _ in stages]
         sizes = np.array([len(x) for x in node_lists], dtype=np.int64)
         pos = np.fromiter(itertools.chain.from_iterable(node_lists), dtype=np.int64)
         g_of = np.repeat(np.arange(G), sizes)
-        col = np.arange(len(pos)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        ends = np.cumsum(sizes)
         inside = membership([C for C, _ in stages], len(self.ids))
         e = running_sum(terms[pos] * (1.0 - inside[g_of[:, None], other[pos]]))
-        p0, p1, a0, b0, a1, b1, w, two = opt[pos].T
+        # one representative per distinct (classes, cut bytes) sequence
+        key_cls, key_e = cls[pos].tobytes(), e.tobytes()
+        seen: dict[bytes, int] = {}
+        inv = np.array(
+            [
+                seen.setdefault(key_cls[8 * a : 8 * z] + key_e[8 * a : 8 * z], len(seen))
+                for a, z in zip((ends - sizes).tolist(), ends.tolist())
+            ],
+            dtype=np.int64,
+        )
+        rep = np.zeros(len(seen), dtype=np.int64)
+        rep[inv[::-1]] = np.arange(G - 1, -1, -1)  # the first stage of each
+        keep = np.zeros(G, dtype=bool)
+        keep[rep] = True
+        node_keep = keep[g_of]
+        r_pos, r_e = pos[node_keep], e[node_keep]
+        r_sizes = sizes[rep]
+        r_of = np.repeat(np.arange(len(rep)), r_sizes)
+        r_col = np.arange(len(r_pos)) - np.repeat(np.cumsum(r_sizes) - r_sizes, r_sizes)
+        p0, p1, a0, b0, a1, b1, w, two = opt[r_pos].T
         two = two > 0
         E = np.array([ew[0] for _, ew in stages])
         W = np.array([ew[1] for _, ew in stages])
@@ -1313,11 +1336,11 @@ class _StageTableBuilder:
         mono = np.ones((G, D), dtype=bool)
         points = []
         for j, d in enumerate(ds.tolist()):
-            c0 = piper_cost(p0, e, w, d, self.N, self.B)
-            c1 = piper_cost(p1, e, w, d, self.N, self.B)
+            c0 = piper_cost(p0, r_e, w, d, self.N, self.B)
+            c1 = piper_cost(p1, r_e, w, d, self.N, self.B)
             F = two & (c0 > c1)  # option 1 is F
-            padded = np.zeros((G, width, 8))
-            padded[g_of, col] = np.stack(
+            blocks = np.zeros((len(rep), width, 8))
+            blocks[r_of, r_col] = np.stack(
                 [
                     np.where(two, np.where(F, c0 - c1, c1 - c0), 0.0),
                     np.where(F, a1, a0),
@@ -1330,17 +1353,8 @@ class _StageTableBuilder:
                 ],
                 axis=1,
             )
-            flat = padded.reshape(G, width * 8)
-            _, first, inv = np.unique(
-                flat.view(np.dtype((np.void, width * 64))).ravel(),
-                return_index=True,
-                return_inverse=True,
-            )
-            inv = inv.ravel()
-            run_u, lo, hi, P, u_mono = self._greedy_plain_runs(
-                padded[first], sizes[first], int(caps[j])
-            )
-            u_cnt = np.bincount(run_u, minlength=len(first))
+            run_u, lo, hi, P, u_mono = self._greedy_plain_runs(blocks, r_sizes, int(caps[j]))
+            u_cnt = np.bincount(run_u, minlength=len(rep))
             u_start = np.cumsum(u_cnt) - u_cnt
             counts = u_cnt[inv]
             total = int(counts.sum())
