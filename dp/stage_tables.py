@@ -10,8 +10,10 @@ successors in C (remembered per C, :data:`STATE_MEMO_POINTS`; exact mode:
 :mod:`dp.exact_states`, greedy mode: ``_state``). For every t and d
 the stage's least cost is a step function of y with few corners (exact mode: computed
 once per (C, t) and shared by every pair with that C), or Piper's rule for each y (greedy
-mode, :mod:`dp.greedy_rule`). Memory decisions are exact (sec. 7): float sums decide away
-from the boundary, :class:`dp.option_choice.OptionChoices` (exact integer sums) near it.
+mode, :mod:`dp.greedy_rule`, on the original planner's floats, per stage and d). Memory
+decisions are exact (sec. 7): float sums decide away from the boundary,
+:class:`dp.option_choice.OptionChoices` (exact integer sums) near it (greedy mode: the rule's
+own running sums, and the choice it takes must fit exactly too).
 The frontier filters compare memory with a few low bits cleared (:data:`FILTER_LOW_BITS`),
 so a kept row may stand for a dropped choice that needs a little less: every decision on a
 frontier row treats values up to :func:`dp.memory.kept_row_limit` as near the boundary.
