@@ -384,8 +384,8 @@ def greedy_choice(
     for c, m in zip(costs, mems):
         if len(c) > 2:
             raise InputError(
-                "Piper's greedy option choice is defined for at most two options per node, "
-                f"got {len(c)}"
+                "Piper's greedy option choice is defined for at most two options per node, got "
+                f"{len(c)}"
             )
         opts.append([(float(cl), 0.0, 0.0, float(ml), 0.0) for cl, ml in zip(c, m)])
     rows = greedy_node_rows(opts, 1, 1, 1.0)  # e = w = 0, d = B = 1: piper_cost is c itself

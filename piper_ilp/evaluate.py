@@ -340,7 +340,8 @@ def check_plan_matches(instance: Instance, plan: Plan, *, shown: int = 3) -> str
         )
     if missing:
         parts.append(
-            f"{len(missing)} of the instance's {len(ids)} nodes are in no stage ({_few(missing, shown)})"
+            f"{len(missing)} of the instance's {len(ids)} nodes are in no stage "
+            f"({_few(missing, shown)})"
         )
     return "the plan does not fit this instance: " + "; ".join(parts)
 

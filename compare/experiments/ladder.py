@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from compare.baselines.twobw import block_order
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance, instance_from_dict, instance_to_dict
-from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.plan import plan_to_dict
+from piper_ilp.settings import Settings
 from piper_ilp.solution import Restrictions, Status
 
 __all__ = ["Rung", "Ladder", "induced_subinstance", "rung_sizes", "work_bound", "run_ladder"]
@@ -131,8 +131,14 @@ def run_ladder(
 
     if max_nodes < 1:
         raise InputError(f"--max-nodes must be >= 1, got {max_nodes}")
-    check_solver_settings(time_limit, threads)  # before any rung: each would end "error"
-    check_solver_settings(full_time_limit, time_option="--full-time-limit")
+    # checked once, before any rung (each would end "error")
+    rung_settings = Settings(time_limit=time_limit, threads=threads)
+    full_settings = Settings(
+        time_limit=full_time_limit,
+        threads=threads,
+        time_option="--full-time-limit",
+        options={"hint_from_dp": True, "force": True},
+    )
     order, starts = block_order(instance)
     rungs: list[Rung] = []
     missed = 0
@@ -149,8 +155,7 @@ def run_ladder(
             sub,
             methods=("dp", "cpsat"),
             restrictions=restrictions,
-            time_limit=time_limit,
-            threads=threads,
+            settings=rung_settings,
             greedy=False,
         )
         rung = Rung(
@@ -176,15 +181,7 @@ def run_ladder(
     milp_bound = None
     try:
         start = time.process_time()
-        milp = run_method(
-            instance,
-            "cpsat",
-            restrictions,
-            time_limit=full_time_limit,
-            threads=threads,
-            hint_from_dp=True,
-            force=True,
-        )
+        milp = run_method(instance, "cpsat", restrictions, settings=full_settings)
         milp_bound = (
             milp.bound if milp.status in (Status.OPTIMAL, Status.FEASIBLE, Status.UNKNOWN) else None
         )
