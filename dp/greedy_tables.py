@@ -1,8 +1,9 @@
 """The stage tables in greedy mode: each stage's options by Piper's rule (cost model sec. 5).
 
-:class:`GreedyTables` takes the candidate pairs (I, J) of one set I at a time, grows each
-stage C = I \\ J from a remembered state, and stores per (C, t, d) the runs of y over
-which the rule's choice (and so the cost) stays the same. The rule decides on the
+:class:`GreedyTables` queues the candidate pairs (I, J) of many sets I with their stages
+C = I \\ J (one stage id per C, :class:`dp.stage_queue.StageQueue`), makes the new stages'
+states many per numpy pass, and stores per (C, t, d) the runs of y over which the rule's
+choice (and so the cost) stays the same. The rule decides on the
 original planner's floats (:mod:`dp.greedy_rule`): a node's cost depends on d and on its
 own cut edges, so the rule runs per stage and d. On a stage of plain nodes (options that
 differ only in p, a, b) it runs for many stages per numpy call (:func:`plain_rule_runs`),
@@ -11,11 +12,12 @@ once per distinct sequence of node options and cut bytes.
 
 from __future__ import annotations
 
-import itertools
 import math
+from functools import partial
 
 import numpy as np
 
+from dp.exact_states import ExactStates
 from dp.greedy_rule import (
     greedy_last_y,
     greedy_node_rows,
@@ -24,8 +26,9 @@ from dp.greedy_rule import (
     running_sum,
 )
 from dp.knapsack import stage_tps_from_sums
-from dp.stage_context import StageContext
-from dp.stage_geometry import StageGeometry, bits, membership
+from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
+from dp.stage_geometry import StageGeometry, bits, lowest_sink, membership
+from dp.stage_queue import StageQueue
 from dp.table_arrays import choice_runs, is_monotone_step
 from dp.table_store import StageTables
 from piper_ilp.cost import cut_edge_bytes
@@ -77,14 +80,14 @@ def plain_node_data(ctx: StageContext, geo: StageGeometry, t: int) -> tuple:
     return opt, terms, other, cls.astype(np.int64)
 
 
-def plain_rule_runs(blocks: np.ndarray, sizes: np.ndarray, cap: int, M: float, check) -> tuple:
+def plain_rule_runs(rows: np.ndarray, sizes: np.ndarray, cap: int, M: float, check) -> tuple:
     """Piper's rule for y = 1..cap on blocks of plain nodes, many blocks per numpy call.
 
     Parameters
     ----------
-    blocks : (U, width, 8) numpy.ndarray
-        Per block (a stage at one d), per node in input order (then zero padding):
-        (c_O - c_F, a_F, b_F, a_O, b_O, O before F, p_F, p_O).
+    rows : (sum(sizes), 8) numpy.ndarray
+        The blocks' nodes end to end (a block: a stage at one d, its nodes in input
+        order): (c_O - c_F, a_F, b_F, a_O, b_O, O before F, p_F, p_O).
     sizes : (U,) numpy.ndarray of int
         The nodes of each block.
     cap : int
@@ -102,42 +105,68 @@ def plain_rule_runs(blocks: np.ndarray, sizes: np.ndarray, cap: int, M: float, c
         :func:`dp.greedy_rule.running_sum`, so that it does not depend on the padding).
     mono : (U,) numpy.ndarray of bool
         Whether a block's runs cover y = 1..k without gaps and P never falls.
+
+    Notes
+    -----
+    The blocks go by size, in chunks of about 200,000 node-y cells, each chunk padded to
+    its widest block with zero columns (which change no sum and are never switched).
     """
-    U = len(blocks)
-    # above its last y the rule finds no choice for a block: the grid stops there
-    last = greedy_last_y(*(blocks[:, :, j] for j in range(1, 5)), blocks[:, :, 5] > 0, cap, M)
-    by_size = np.lexsort((sizes, last))
-    by_size = by_size[last[by_size] > 0]
+    U = len(sizes)
+    starts = np.cumsum(sizes) - sizes
+    by_size = np.argsort(sizes, kind="stable")
     parts = [(np.empty(0, dtype=np.int64),) * 3 + (np.empty(0),)]
     mono = np.ones(U, dtype=bool)
-    step = max(1, 200_000 // (cap * max(1, int(sizes.max()))))
-    for c0 in range(0, len(by_size), step):
+    limit = 200_000 // max(1, cap)
+    c0 = 0
+    while c0 < U:
         check()
+        step = max(1, limit // max(1, int(sizes[by_size[c0]])))
+        step = max(1, limit // max(1, int(sizes[by_size[min(c0 + step, U) - 1]])))
         idx = by_size[c0 : c0 + step]
-        block = blocks[idx, : int(sizes[idx].max())]
-        ymax = int(last[idx].max())
-        sw, feas = greedy_rule_grid(
-            *(block[:, :, j] for j in range(5)), block[:, :, 5] > 0, np.arange(1, ymax + 1), M
-        )
-        same = np.ones(feas.shape, dtype=bool)
-        same[:, 1:] = ~np.any(sw[:, 1:] != sw[:, :-1], axis=2)
-        start = feas.copy()
-        start[:, 1:] &= ~feas[:, :-1] | ~same[:, 1:]
-        end = feas.copy()
-        end[:, :-1] &= ~feas[:, 1:] | ~same[:, 1:]
-        sg, sy = np.nonzero(start)
-        ey = np.nonzero(end)[1]
-        P = running_sum(np.where(sw[sg, sy], block[sg, :, 7], block[sg, :, 6]))
-        nfeas = feas.sum(axis=1)
-        first_gap = np.where(feas.all(axis=1), ymax, np.argmin(feas, axis=1))
-        ok = first_gap == nfeas
-        falls = (P[1:] < P[:-1]) & (sg[1:] == sg[:-1])
-        ok[sg[1:][falls]] = False
+        c0 += step
+        width = int(sizes[idx[-1]])
+        block = np.zeros((len(idx), width, 8))
+        n_of = sizes[idx]
+        b_of = np.repeat(np.arange(len(idx)), n_of)
+        col = np.arange(len(b_of)) - np.repeat(np.cumsum(n_of) - n_of, n_of)
+        block[b_of, col] = rows[np.repeat(starts[idx], n_of) + col]
+        # above its last y the rule finds no choice for a block: the grid stops there
+        last = greedy_last_y(*(block[:, :, j] for j in range(1, 5)), block[:, :, 5] > 0, cap, M)
+        live = last > 0
+        if not live.any():
+            continue
+        idx, block, last = idx[live], block[live], last[live]
+        sg, lo, hi, P, ok = _rule_runs(block, last, M)
         mono[idx] = ok
-        parts.append((idx[sg], sy + 1, ey + 1, P))
+        parts.append((idx[sg], lo, hi, P))
     run_u, lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(4))
     order = np.lexsort((lo, run_u))
     return run_u[order], lo[order], hi[order], P[order], mono
+
+
+def _rule_runs(block: np.ndarray, last: np.ndarray, M: float) -> tuple:
+    """Piper's rule on blocks (as :func:`plain_rule_runs` pads them) at y = 1 .. ``last``
+    of each. Returns per run its block, first and last y and P, and per block whether
+    its runs are monotone (y = 1..k without gaps, P never falling)."""
+    Y = int(last.max())
+    sw, feas = greedy_rule_grid(
+        *(block[:, :, j] for j in range(5)), block[:, :, 5] > 0, np.arange(1, Y + 1), M
+    )
+    same = np.ones(feas.shape, dtype=bool)
+    same[:, 1:] = ~np.any(sw[:, 1:] != sw[:, :-1], axis=2)
+    start = feas.copy()
+    start[:, 1:] &= ~feas[:, :-1] | ~same[:, 1:]
+    end = feas.copy()
+    end[:, :-1] &= ~feas[:, 1:] | ~same[:, 1:]
+    sg, sy = np.nonzero(start)
+    ey = np.nonzero(end)[1]
+    P = running_sum(np.where(sw[sg, sy], block[sg, :, 7], block[sg, :, 6]))
+    nfeas = feas.sum(axis=1)
+    first_gap = np.where(feas.all(axis=1), Y, np.argmin(feas, axis=1))
+    ok = first_gap == nfeas
+    falls = (P[1:] < P[:-1]) & (sg[1:] == sg[:-1])
+    ok[sg[1:][falls]] = False
+    return sg, sy + 1, ey + 1, P, ok
 
 
 def _rule_blocks(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float) -> np.ndarray:
@@ -163,13 +192,15 @@ def _rule_blocks(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float) -> np
     )
 
 
-class GreedyTables:
-    """The greedy-mode part of the stage-table builder.
+class GreedyTables(StageQueue):
+    """The greedy-mode part of the stage-table builder: the rows of the queued stages
+    (:class:`dp.stage_queue.StageQueue`) by Piper's rule.
 
-    A stage's *state* per t is (W, plain, None, least memory), kept only for the t where
-    some choice may fit, and its cut-edge bitmasks; the state of C is made from the state
-    of C minus its lowest node without successors in C, remembered per C until the
-    states pass ``memo_points``.
+    A stage's state per t (:class:`dp.exact_states.ExactStates` without frontiers) is W,
+    whether it is plain, and whether some choice may fit (its least memory); the state of
+    C is made from the state of C minus its lowest node without successors in C. The rows
+    of plain stages are made many stages per numpy call (:meth:`_plain_rows`), those of
+    general stages one sequence of nodes' options at a time (:meth:`_general_rows`).
 
     Parameters
     ----------
@@ -179,8 +210,11 @@ class GreedyTables:
         The graph as bitmasks and the cut bytes.
     tables : StageTables
         Where the rows and groups go.
-    memo_points : int
-        Forget every remembered state once more than this many were made.
+    masks : numpy.ndarray
+        The family as words (:func:`dp.stage_geometry.set_words`).
+    batches : BuildBatches
+        The sizes of the queue and the memo (``memo_points``: forget every state once
+        more than this many were made).
 
     Attributes
     ----------
@@ -189,241 +223,164 @@ class GreedyTables:
     """
 
     def __init__(
-        self, ctx: StageContext, geo: StageGeometry, tables: StageTables, memo_points: int
+        self,
+        ctx: StageContext,
+        geo: StageGeometry,
+        tables: StageTables,
+        masks: np.ndarray,
+        batches: BuildBatches,
     ):
-        inst = ctx.inst
-        self.inst, self.ideals, self.ids, self.check = inst, ctx.ideals, ctx.ids, ctx.check
-        self.N, self.B, self.M, self.mem_maybe = ctx.N, ctx.B, ctx.M, ctx.mem_maybe
-        self.ds, self.cap, self.plain, self.node_t = ctx.ds, ctx.cap, ctx.plain, ctx.node_t
+        super().__init__(ctx, geo, tables, masks, batches)
+        self.inst = ctx.inst
         self.pred_mask, self.succ_mask = geo.pred_mask, geo.succ_mask
         self.preds, self.succs = geo.preds, geo.succs
-        self.plus_bits, self.minus_bits = geo.plus_bits, geo.minus_bits
-        self.low_sink, self.cut_bytes = geo.low_sink, geo.cut_bytes
-        self.tables = tables
-        self.state_memo_points = memo_points
+        self.plain = ctx.plain
+        self.state_memo_points = batches.memo_points
+        self.states = ExactStates(
+            ctx,
+            geo,
+            FILTER_LOW_BITS,
+            partial(lowest_sink, succ=geo.succ_mask, filters=geo.sink_filters),
+            batches.extend_rows,
+            frontiers=False,
+        )
+        # table points costing more than this cannot be in a plan of value <= ub
+        self.cost_cut = None if ctx.ub is None else ctx.ub * (1.0 + 1e-9)
         # Piper's rule on plain nodes: per t, the numbers it reads of each node
         self.plain_data = {t: plain_node_data(ctx, geo, t) for t in ctx.t_values}
-        self.greedy_pending: list = []
+        # per node position, its edges (the columns of plain_node_data's terms it uses)
+        self.degree = np.array([len(geo.preds[i]) + len(geo.succs[i]) for i in range(len(ctx.ids))])
         # general nodes: the options' rows per (node, t, cut in, cut out), as items
         self.item_id: dict[tuple, int] = {}
         self.items: list[tuple] = []
         self.node_item: dict[tuple, int] = {}
-        self.greedy_cache: dict[tuple, list] = {}
-        # the rows of stage C under t (plain stages: first row, and the count of rows
-        # before each d of ds[t]), and of each profile of greedy_cache, stored once and
-        # shared by the pairs
-        self.greedy_rows: dict[tuple[int, int], tuple[int, list]] = {}
-        self.greedy_profile_rows: dict[tuple, list] = {}
-        # stage states per stage C with the cut bitmasks (plus, minus) of its nodes
-        self.state_memo: dict[int, tuple] = {}
-        self.memo_points = 0
-        self.empty_state = ({t: (0.0, True, None, 0.0) for t in ctx.t_values}, 0, 0)
-        self.pairs = 0
-
-    def add_set(self, k: int, I: int, js: np.ndarray, dev_lo, dev_hi):
-        """The candidate stages I \\ J of set ``k`` (``I``) for the sets J of indices
-        ``js``, largest J first: C grows, and its state extends a state of this I just
-        made.
-
-        Parameters
-        ----------
-        k : int
-            The index of I in the family.
-        I : int
-            The set I.
-        js : numpy.ndarray
-            The indices of the sets J (rising; :meth:`CandidatePairs.by_set
-            <dp.stage_candidates.CandidatePairs.by_set>`).
-        dev_lo, dev_hi : numpy.ndarray or None
-            Per pair, the range of t d it allows; None: any.
-        """
-        ideals = self.ideals
-        if dev_lo is not None:
-            dev_lo, dev_hi = dev_lo.tolist(), dev_hi.tolist()
-        jl = js.tolist()
-        for pos in range(len(jl) - 1, -1, -1):
-            jk = jl[pos]
-            J = ideals[jk]
-            C = I & ~J
-            sts, cut = self._state(C)
-            if sts:
-                self.pairs += 1
-                self._emit_pair(
-                    k, jk, I, J, cut, sts, None if dev_lo is None else (dev_lo[pos], dev_hi[pos])
-                )
+        # per (t, sequence of items): the rows (first row, count of rows before each d)
+        self.general_rows: dict[tuple, tuple] = {}
 
     def finish(self):
-        """Emit what waits in the queue and forget the states."""
-        if self.greedy_pending:
-            self._flush()
-        self.state_memo.clear()
-
-    # ---- the states ---------------------------------------------------------------------
-    def _state(self, C: int):
-        """The state of stage C (dict t -> (W, plain, None, least memory), only the t where
-        some choice may fit) and its cut-edge bitmask, from the state of C minus a node
-        without successors in C (found in the memo, or made first, and so on down)."""
-        memo = self.state_memo
-        got = memo.get(C)
-        if got is not None:
-            return got[0], got[1] & ~got[2]
-        chain = []
-        X = C
-        while got is None:
-            if X == 0:
-                got = self.empty_state
-                break
-            # a node of X with no successor in X (the graph is acyclic: one exists)
-            v = self.low_sink(X)
-            chain.append((X, v))
-            X &= ~(1 << v)
-            got = memo.get(X)
-        sts, plus, minus = got
-        for X, v in reversed(chain):
-            new = {}
-            for t, st in sts.items():
-                st2 = self._extend(st, v, t)
-                if st2 is not None:
-                    new[t] = st2
-                    self.memo_points += 1
-            sts, plus, minus = new, plus | self.plus_bits[v], minus | self.minus_bits[v]
-            memo[X] = (sts, plus, minus)
-        if self.memo_points > self.state_memo_points:
-            memo.clear()
-            self.memo_points = 0
-        return sts, plus & ~minus
-
-    def _extend(self, st, v: int, t: int):
-        """The state of stage C + v under t, (W, plain, None, least memory), or None when no
-        option choice can fit (then no larger stage fits either). (Exact mode:
-        :mod:`dp.exact_states`, the same rules with frontiers.)"""
-        node = self.node_t.get((v, t))
-        if node is None:
-            return None
-        node_plain, m1min, w_first, o = node
-        W, plain, fr, m1 = st
-        m1 = m1 + m1min
-        if m1 > self.mem_maybe:
-            return None
-        plain = plain and node_plain
-        if plain:
-            W += w_first
-        return (W, plain, None, m1)
-
-    # ---- one candidate stage ------------------------------------------------------------
-    def _emit_pair(
-        self,
-        k: int,
-        jk: int,
-        I: int,
-        J: int,
-        cut: int,
-        states: dict,
-        devices: tuple | None = None,
-    ):
-        """The tables of stage C = I \\ J for each t (and each d with t d in ``devices`` =
-        (least, most), when given)."""
-        C = I & ~J
-        for t, (W, plain, _, _) in states.items():
-            ds, caps = self.ds[t], self.cap[t]
-            if devices is not None:
-                keep = (t * ds >= devices[0]) & (t * ds <= devices[1])
-                if not keep.all():
-                    ds, caps = ds[keep], caps[keep]
-            if not len(ds):
-                continue
-            if plain:
-                self._emit_plain(k, jk, t, C, self.cut_bytes(t, cut), W, ds)
-            else:
-                self._emit_general(k, jk, t, I, J, C, ds)
-
-    # ---- plain stages -------------------------------------------------------------------
-    def _emit_plain(self, k, jk, t, C, E, W, ds):
-        """Piper's rule on a stage whose nodes' options differ only in p, a, b: queued, the
-        rows of C under t made once for every d (many stages at a time, see
-        :meth:`_flush`); E and W come from the state."""
-        self.greedy_pending.append((k, jk, t, C, E, W, ds))
-        if len(self.greedy_pending) >= 4096:
-            self._flush()
+        """Make and emit what waits in the queue, then forget the stages and their states."""
+        super().finish()
+        self.states = None
 
     def _flush(self):
-        """Make the rows of every queued plain stage C under t that has none yet
-        (:meth:`_plain_rows`), then emit each queued pair's groups: the rows of its d (a
-        contiguous range of ``ds[t]``) that have points."""
-        pending, self.greedy_pending = self.greedy_pending, []
-        memo = self.greedy_rows
-        new: dict[int, dict[int, tuple]] = {}
-        for _k, _jk, t, C, E, W, _ds in pending:
-            if (C, t) not in memo:
-                new.setdefault(t, {})[C] = (E, W)
-        for t, stages in new.items():
-            self.check()
-            self._plain_rows(t, list(stages.items()))
-        for k, jk, t, C, _E, _W, ds in pending:
-            first, cum = memo[(C, t)]
-            i0 = 0 if len(ds) == len(self.ds[t]) else int(np.searchsorted(self.ds[t], ds[0]))
-            lo, hi = cum[i0], cum[i0 + len(ds)]
-            if hi > lo:
-                self.tables.add_groups(k, jk, first + lo, hi - lo)
+        """Make the states of the queued stages, then their rows per t (plain stages: many
+        per numpy call, :meth:`_plain_rows`; general ones by their sequence of node
+        options, :meth:`_general_rows`), then emit the queued pairs' groups. The states
+        are forgotten once they pass ``memo_points``."""
+        stages, self.queue_stages = self.queue_stages, []
+        sinks, self.queue_sinks = self.queue_sinks, []
+        states = self.states
+        ids = np.array(states.make(stages, sinks), dtype=np.int64)
+        q0 = self.n_recorded
+        n = len(stages)
+        self._grow_stage_arrays(q0 + n)
+        self.n_recorded += n
+        nonempty = np.zeros(n, dtype=bool)
+        for t in self.t_values:
+            alive = states.alive[t][ids]
+            nonempty |= alive
+            if not len(self.ds[t]):  # no d allowed with this t: no rows
+                continue
+            plain = states.plain[t][ids]
+            for i in np.flatnonzero(alive & ~plain).tolist():
+                self.check()
+                self._record_rows(t, q0 + i, *self._general_rows(stages[i], t))
+            fast = np.flatnonzero(alive & plain)
+            if len(fast):
+                self.check()
+                sp = ids[fast]
+                E = self.geo.cut_bytes_many(t, states.cuts(sp.tolist()))
+                cum, first = self._plain_rows(t, [stages[i] for i in fast], E, states.W[t][sp])
+                self._record_rows(t, q0 + fast, cum, first)
+        self.stage_nonempty[q0 : q0 + n] = nonempty
+        if states.size() > self.state_memo_points:
+            states.forget()
+        self._emit_pairs()
 
+    # ---- plain stages -------------------------------------------------------------------
     def _plain_stages(self, t: int, masks: list[int]):
         """The node positions of plain stages (bitmasks ``masks``) end to end, their cut
         bytes as the rule sums them, and one representative per distinct sequence of node
-        classes and cut bytes (:func:`plain_node_data`). Returns (sizes, pos, e, inv, rep):
-        the representative of stage g is ``rep[inv[g]]``, the first stage of its kind."""
+        classes and cut bytes (:func:`plain_node_data`; equal as bytes). Returns (sizes,
+        pos, e, inv, rep): the representative of stage g is ``rep[inv[g]]``, the first
+        stage of its kind, the kinds numbered in the order of their first stage."""
         _, terms, other, cls = self.plain_data[t]
-        node_lists = [list(bits(C)) for C in masks]
         G = len(masks)
-        sizes = np.array([len(x) for x in node_lists], dtype=np.int64)
-        pos = np.fromiter(itertools.chain.from_iterable(node_lists), dtype=np.int64)
-        g_of = np.repeat(np.arange(G), sizes)
         inside = membership(masks, len(self.ids))
-        e = running_sum(terms[pos] * (1.0 - inside[g_of[:, None], other[pos]]))
-        key_cls, key_e = cls[pos].tobytes(), e.tobytes()
-        ends = np.cumsum(sizes)
-        seen: dict[bytes, int] = {}
-        inv = np.array(
-            [
-                seen.setdefault(key_cls[8 * a : 8 * z] + key_e[8 * a : 8 * z], len(seen))
-                for a, z in zip((ends - sizes).tolist(), ends.tolist())
-            ],
-            dtype=np.int64,
-        )
-        rep = np.zeros(len(seen), dtype=np.int64)
-        rep[inv[::-1]] = np.arange(G - 1, -1, -1)  # the first stage of each
-        return sizes, pos, e, inv, rep
+        g_of, pos = np.nonzero(inside)  # stage by stage, nodes in input order
+        sizes = np.bincount(g_of, minlength=G)
+        # e: from 0.0, one addition per incident edge in the rule's order, 0.0 for an edge
+        # inside the stage (x + 0.0 = x: e >= 0), over the nodes with that many edges
+        deg = self.degree
+        e = np.zeros(len(pos))
+        at = np.arange(len(pos))
+        for k in range(terms.shape[1]):
+            at = at[deg[pos[at]] > k]
+            if not len(at):
+                break
+            p = pos[at]
+            e[at] += terms[p, k] * (1.0 - inside[g_of[at], other[p, k]])
+        # each stage's node classes and cut bytes side by side (padding: class -1), as
+        # one opaque value of bytes per stage
+        width = int(sizes.max())
+        col = np.arange(len(pos)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        key = np.zeros((G, 2 * width), dtype=np.int64)
+        key[:, :width] = -1
+        key[g_of, col] = cls[pos]
+        key[g_of, width + col] = e.view(np.int64)
+        raw = np.ascontiguousarray(key).view(np.dtype((np.void, 16 * width))).ravel()
+        _, first, kind = np.unique(raw, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")  # kinds by their first stage
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        return sizes, pos, e, rank[kind.ravel()], first[order]
 
-    def _plain_rows(self, t: int, stages: list):
-        """The rows of plain stages C under t, one per d of ``ds[t]`` where Piper's rule
-        finds a choice for some y <= cap (``stages`` lists (C, (E, W))), stored stage by
-        stage, d by d, into ``greedy_rows[(C, t)]`` = (first row, count of rows before each
-        d). The rule runs once per distinct stage (:meth:`_plain_stages`) and d."""
+    def _plain_rows(self, t: int, masks: list[int], E: np.ndarray, W: np.ndarray):
+        """The rows of plain stages C (bitmasks ``masks``, cut bytes ``E``, weights ``W``)
+        under t, one per d of ``ds[t]`` where Piper's rule finds a choice for some y <= cap,
+        stored stage by stage, d by d. The rule runs once per distinct stage
+        (:meth:`_plain_stages`) and d, and not at all for a d where even the least p of
+        every node costs more than the upper bound allows (:meth:`_within_bound`). Returns
+        per stage the count of its rows before each d and its first row."""
         opt = self.plain_data[t][0]
         ds, caps = self.ds[t], self.cap[t]
-        G, D = len(stages), len(ds)
-        sizes, pos, e, inv, rep = self._plain_stages(t, [C for C, _ in stages])
+        G, D = len(masks), len(ds)
+        sizes, pos, e, inv, rep = self._plain_stages(t, masks)
+        U = len(rep)
         keep = np.zeros(G, dtype=bool)
         keep[rep] = True
         node_keep = np.repeat(keep, sizes)
         r_pos, r_e = pos[node_keep], e[node_keep]
         r_sizes = sizes[rep]
-        r_of = np.repeat(np.arange(len(rep)), r_sizes)
-        r_col = np.arange(len(r_pos)) - np.repeat(np.cumsum(r_sizes) - r_sizes, r_sizes)
-        E = np.array([ew[0] for _, ew in stages])
-        W = np.array([ew[1] for _, ew in stages])
-        width = int(sizes.max())
+        r_start = np.cumsum(r_sizes) - r_sizes
+        least_p = self._least_p(opt, pos, sizes)
         cnt = np.zeros((G, D), dtype=np.int64)
         mono = np.ones((G, D), dtype=bool)
         points = []
         for j, d in enumerate(ds.tolist()):
-            blocks = np.zeros((len(rep), width, 8))
-            blocks[r_of, r_col] = _rule_blocks(opt[r_pos], r_e, d, self.N, self.B)
-            run_u, lo, hi, P, u_mono = plain_rule_runs(
-                blocks, r_sizes, int(caps[j]), self.M, self.check
+            need = self._within_bound(E, W, least_p, d)
+            sub = np.arange(U)
+            if need is not None:
+                sub = np.zeros(U, dtype=bool)
+                sub[inv[need]] = True
+                sub = np.flatnonzero(sub)
+            n_of = r_sizes[sub]
+            at = np.repeat(r_start[sub] - (np.cumsum(n_of) - n_of), n_of) + np.arange(n_of.sum())
+            run_u, lo, hi, P, sub_mono = plain_rule_runs(
+                _rule_blocks(opt[r_pos[at]], r_e[at], d, self.N, self.B),
+                n_of,
+                int(caps[j]),
+                self.M,
+                self.check,
             )
-            u_cnt = np.bincount(run_u, minlength=len(rep))
+            run_u = sub[run_u]
+            u_mono = np.ones(U, dtype=bool)
+            u_mono[sub] = sub_mono
+            u_cnt = np.bincount(run_u, minlength=U)
             u_start = np.cumsum(u_cnt) - u_cnt
             counts = u_cnt[inv]
+            if need is not None:
+                counts[~need] = 0
             total = int(counts.sum())
             take = np.arange(total) + np.repeat(u_start[inv] - (np.cumsum(counts) - counts), counts)
             g_pts = np.repeat(np.arange(G), counts)
@@ -431,11 +388,28 @@ class GreedyTables:
             points.append((g_pts, cost, lo[take], hi[take]))
             cnt[:, j] = counts
             mono[:, j] = u_mono[inv]
-        self._store_plain_rows(t, [C for C, _ in stages], points, cnt, mono)
+        return self._store_plain_rows(t, points, cnt, mono)
 
-    def _store_plain_rows(self, t: int, masks: list[int], points: list, cnt, mono):
+    def _least_p(self, opt: np.ndarray, pos: np.ndarray, sizes: np.ndarray):
+        """Per stage (nodes ``pos`` end to end, ``sizes`` each), the sum of its nodes'
+        least p; None without an upper bound."""
+        if self.cost_cut is None:
+            return None
+        return np.add.reduceat(np.minimum(opt[pos, 0], opt[pos, 1]), np.cumsum(sizes) - sizes)
+
+    def _within_bound(self, E, W, least_p, d: int):
+        """Per stage, whether some choice of it may cost at most the upper bound allows at
+        d (the cost rises with P; the margin 1e-7 covers the order in which P is summed);
+        None without an upper bound."""
+        if least_p is None:
+            return None
+        low = stage_tps_from_sums(E, W, least_p, d, self.N, self.B)
+        return low <= self.cost_cut * (1.0 + 1e-7)
+
+    def _store_plain_rows(self, t: int, points: list, cnt, mono):
         """Store the rows :meth:`_plain_rows` made (per d, the points (stage, cost, ylo,
-        yhi) by stage; ``cnt`` and ``mono`` (G, D)), stage by stage, then d by d."""
+        yhi) by stage; ``cnt`` and ``mono`` (G, D)), stage by stage, then d by d. Returns
+        per stage the count of its rows before each d and its first row."""
         ds = self.ds[t]
         G, D = cnt.shape
         g_all = np.concatenate([x[0] for x in points])
@@ -454,8 +428,7 @@ class GreedyTables:
         base = first_row + np.cumsum(n_rows) - n_rows
         cum = np.zeros((G, D + 1), dtype=np.int64)
         np.cumsum(present, axis=1, out=cum[:, 1:])
-        for g, C in enumerate(masks):
-            self.greedy_rows[(C, t)] = (int(base[g]), cum[g].tolist())
+        return cum, base
 
     # ---- general stages -----------------------------------------------------------------
     def _item(self, i: int, t: int, cut_in: int, cut_out: int) -> int:
@@ -489,38 +462,29 @@ class GreedyTables:
         self.node_item[key] = iid
         return iid
 
-    def _emit_general(self, k, jk, t, I, J, C, allowed):
-        """Piper's rule on a stage with general nodes: its profiles (one per d) are made
-        once per sequence of items and stored once, shared by the pairs."""
+    def _general_rows(self, C: int, t: int):
+        """The rows of a stage C with general nodes under t, one per d where Piper's rule
+        finds a choice for some y: made and stored once per sequence of the nodes' items
+        (:meth:`_item`) and shared by the stages with that sequence. Returns the count of
+        the rows before each d of ``ds[t]`` and the first row (-1: none)."""
+        # the cut edges of a node of C = I \\ J: the in-edges from outside I and the
+        # out-edges into J, i.e. (I and J being successor-closed) those from and to
+        # outside C
         ids = tuple(
-            self._item(i, t, self.pred_mask[i] & ~I, self.succ_mask[i] & J) for i in bits(C)
+            self._item(i, t, self.pred_mask[i] & ~C, self.succ_mask[i] & ~C) for i in bits(C)
         )
         key = (t, ids)
-        got = self.greedy_cache.get(key)
+        got = self.general_rows.get(key)
         if got is None:
-            got = self._profiles(ids, t)
-            self.greedy_cache[key] = got
-        full = len(allowed) == len(self.ds[t])
-        # the rows of each profile are stored once (on first use) and shared by the pairs
-        rows = self.greedy_profile_rows.setdefault(key, [None] * len(got))
-        for i, (ds, cost, ylo, yhi, mono) in enumerate(got):
-            whole = True
-            if not full:
-                keep = np.isin(ds, allowed)
-                if not keep.any():
-                    continue
-                whole = bool(keep.all())
-                if not whole:
-                    ds, cost, ylo, yhi = ds[keep], cost[keep], ylo[keep], yhi[keep]
-            if not cost.shape[1]:
-                continue
-            if not whole:
-                first = self.tables.add_rows(t, ds, cost, ylo, yhi, mono)
-            else:
-                first = rows[i]
-                if first is None:
-                    first = rows[i] = self.tables.add_rows(t, ds, cost, ylo, yhi, mono)
-            self.tables.add_groups(k, jk, first, len(ds))
+            first = self.tables.n_rows
+            has = set()
+            for ds, cost, ylo, yhi, mono in self._profiles(ids, t):
+                self.tables.add_rows(t, ds, cost, ylo, yhi, mono)
+                has.update(ds.tolist())
+            cum = np.zeros(len(self.ds[t]) + 1, dtype=np.int64)
+            cum[1:] = np.cumsum([d in has for d in self.ds[t].tolist()])
+            got = self.general_rows[key] = (cum, first if has else -1)
+        return got
 
     def _profiles(self, item_ids: tuple, t: int):
         """Piper's rule on a stage with general nodes, for each d (the ranking depends on d)

@@ -122,7 +122,7 @@ def build_stage_tables(
     candidates = CandidatePairs(ctx, geo.all_mask, batches.block_elements)
     masks = set_words(ideals, len(ctx.ids))
     if greedy:
-        part = GreedyTables(ctx, geo, tables, batches.memo_points)
+        part = GreedyTables(ctx, geo, tables, masks, batches)
     else:
         part = ExactTables(ctx, geo, tables, choices, masks, ub, batches)
     progress = progress or (lambda k: None)
