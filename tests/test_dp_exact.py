@@ -751,6 +751,51 @@ def test_exact_tables_do_not_depend_on_the_batches_or_the_memo(seed):
         assert monotone and all(p[2] < q[2] and p[0] <= q[0] for p, q in zip(pts, pts[1:]))
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_greedy_tables_do_not_depend_on_the_batches_and_keep_every_point_within_the_bound(seed):
+    """Greedy mode's tables are the same, point by point, when the builder flushes its
+    queue every few stages, sets or pairs and forgets its states after a few (each state
+    is made again from the same parent); and with an upper bound ub they are the tables
+    without it less some rows whose every point costs more than ub (the rule is skipped
+    where even the least p of every node does), never a row with a point within ub
+    (unless the device bound of the candidate pairs drops it)."""
+    from dp.ideals import enumerate_ideals
+
+    fams = ["layered", "fork-join", "ties", "chain"]
+    inst = random_instance(
+        fams[seed % 4], 6 + seed % 5, 1900 + seed, t_values=(1, 2), memory=["tight", 0.3][seed % 2]
+    )
+    ideals = enumerate_ideals(inst, 10**6)
+    S = min(inst.N, inst.K)
+    d_values = [d for d in range(1, S + 1) if inst.N % d == 0]
+
+    def tables(batches=BuildBatches(), ub=None):
+        tb = build_stage_tables(
+            inst, ideals, d_values, S, True, OptionChoices(inst, False), batches=batches, ub=ub
+        )
+        return _tables_by_group(tb)
+
+    want = tables()
+    assert want
+    small = BuildBatches(stages=3, sets=2, pairs=5, points=4, extend_rows=3, memo_points=5)
+    assert tables(small) == want
+    costs = sorted(p[0] for *_, pts in want for p in pts)
+    ub = costs[len(costs) // 3]  # a bound that leaves out many points
+    bounded = tables(small, ub=ub)
+    assert set(bounded) <= set(want) and len(bounded) < len(want)
+    # a row whose points all cost more than ub may go, any other one stays unless the
+    # candidate pairs' device bound (which knows nothing of the rows: a range of t d per
+    # pair) drops its devices
+    span: dict = {}
+    for g in bounded:
+        lo, hi = span.get(g[:2], (g[2], g[2]))
+        span[g[:2]] = (min(lo, g[2]), max(hi, g[2]))
+    for g in want:
+        lo, hi = span.get(g[:2], (1, 0))
+        if g not in bounded and lo <= g[2] <= hi:
+            assert min(p[0] for p in g[5]) > ub * (1 + 1e-9), g
+
+
 def _fsum_rows_cases(rng: random.Random, k: int) -> list[list[float]]:
     """Rows of k non-negative terms: integers, any magnitudes, one large term with pieces
     at and around half its ulp (the sums that sit on or next to a rounding midpoint),
