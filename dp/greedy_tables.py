@@ -29,7 +29,7 @@ from dp.knapsack import stage_tps_from_sums
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
 from dp.stage_geometry import StageGeometry, bits, lowest_sink, membership
 from dp.stage_queue import StageQueue
-from dp.table_arrays import choice_runs, is_monotone_step
+from dp.table_arrays import choice_runs, distinct_rows, is_monotone_step
 from dp.table_store import StageTables
 from piper_ilp.cost import cut_edge_bytes
 
@@ -328,12 +328,8 @@ class GreedyTables(StageQueue):
         key[:, :width] = -1
         key[g_of, col] = cls[pos]
         key[g_of, width + col] = e.view(np.int64)
-        raw = np.ascontiguousarray(key).view(np.dtype((np.void, 16 * width))).ravel()
-        _, first, kind = np.unique(raw, return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")  # kinds by their first stage
-        rank = np.empty(len(order), dtype=np.int64)
-        rank[order] = np.arange(len(order))
-        return sizes, pos, e, rank[kind.ravel()], first[order]
+        inv, rep = distinct_rows(key)
+        return sizes, pos, e, inv, rep
 
     def _plain_rows(self, t: int, masks: list[int], E: np.ndarray, W: np.ndarray):
         """The rows of plain stages C (bitmasks ``masks``, cut bytes ``E``, weights ``W``)

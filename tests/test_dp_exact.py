@@ -22,7 +22,7 @@ from dp.option_choice import OptionChoices
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches
 from dp.stage_geometry import StageGeometry, lowest_sink, sink_filters
 from dp.stage_tables import build_stage_tables
-from dp.table_arrays import union_ranges
+from dp.table_arrays import distinct_rows, union_ranges
 from piper_ilp.cost import close, microbatches_in_flight, stage_memory
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.evaluate import evaluate
@@ -794,6 +794,17 @@ def test_greedy_tables_do_not_depend_on_the_batches_and_keep_every_point_within_
         lo, hi = span.get(g[:2], (1, 0))
         if g not in bounded and lo <= g[2] <= hi:
             assert min(p[0] for p in g[5]) > ub * (1 + 1e-9), g
+
+
+def test_distinct_rows_tells_apart_rows_that_share_a_hash():
+    """Rows are numbered by a hash, then checked entry by entry: rows whose hashes
+    collide (multipliers 1 and 1: (1, 2) and (2, 1) both hash to 3) are still two kinds,
+    numbered in the order of their first row, as the default hash numbers them."""
+    key = np.array([[1, 2], [2, 1], [1, 2], [0, 3], [2, 1]], dtype=np.int64)
+    kind, first = distinct_rows(key, mult=np.ones(2, dtype=np.uint64))
+    assert kind.tolist() == [0, 1, 0, 2, 1] and first.tolist() == [0, 1, 3]
+    kind2, first2 = distinct_rows(key)
+    assert kind2.tolist() == kind.tolist() and first2.tolist() == first.tolist()
 
 
 def _fsum_rows_cases(rng: random.Random, k: int) -> list[list[float]]:
