@@ -108,40 +108,61 @@ def plain_rule_runs(rows: np.ndarray, sizes: np.ndarray, cap: int, M: float, che
 
     Notes
     -----
-    The blocks go by size, in chunks of about 200,000 node-y cells, each chunk padded to
-    its widest block with zero columns (which change no sum and are never switched).
+    The blocks go by their last y with a choice and size, in chunks of about 50,000
+    node-y cells, each chunk padded to its widest block with zero columns (which change no
+    sum and are never switched) and evaluated up to its largest last y.
     """
     U = len(sizes)
     starts = np.cumsum(sizes) - sizes
-    by_size = np.argsort(sizes, kind="stable")
     parts = [(np.empty(0, dtype=np.int64),) * 3 + (np.empty(0),)]
     mono = np.ones(U, dtype=bool)
-    limit = 200_000 // max(1, cap)
-    c0 = 0
-    while c0 < U:
+    # each block's last y with a choice (above it the rule finds none), blocks by size
+    last = np.zeros(U, dtype=np.int64)
+    by_size = np.argsort(sizes, kind="stable")
+    for idx in _chunks(by_size, sizes, np.ones(U, dtype=np.int64), 50_000):
         check()
-        step = max(1, limit // max(1, int(sizes[by_size[c0]])))
-        step = max(1, limit // max(1, int(sizes[by_size[min(c0 + step, U) - 1]])))
-        idx = by_size[c0 : c0 + step]
-        c0 += step
-        width = int(sizes[idx[-1]])
-        block = np.zeros((len(idx), width, 8))
-        n_of = sizes[idx]
-        b_of = np.repeat(np.arange(len(idx)), n_of)
-        col = np.arange(len(b_of)) - np.repeat(np.cumsum(n_of) - n_of, n_of)
-        block[b_of, col] = rows[np.repeat(starts[idx], n_of) + col]
-        # above its last y the rule finds no choice for a block: the grid stops there
-        last = greedy_last_y(*(block[:, :, j] for j in range(1, 5)), block[:, :, 5] > 0, cap, M)
-        live = last > 0
-        if not live.any():
-            continue
-        idx, block, last = idx[live], block[live], last[live]
-        sg, lo, hi, P, ok = _rule_runs(block, last, M)
+        block = _dense(rows, starts, sizes, idx)
+        last[idx] = greedy_last_y(
+            *(block[:, :, j] for j in range(1, 5)), block[:, :, 5] > 0, cap, M
+        )
+    # the rule at y = 1..last, blocks by last y and size, in chunks of about 50,000
+    # node-y cells (each padded to its widest block and its largest last y; larger
+    # chunks leave the cache and are slower per cell)
+    live = np.flatnonzero(last > 0)
+    order = live[np.lexsort((sizes[live], last[live]))]
+    for idx in _chunks(order, sizes, last, 50_000):
+        check()
+        sg, lo, hi, P, ok = _rule_runs(_dense(rows, starts, sizes, idx), last[idx], M)
         mono[idx] = ok
         parts.append((idx[sg], lo, hi, P))
     run_u, lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(4))
     order = np.lexsort((lo, run_u))
     return run_u[order], lo[order], hi[order], P[order], mono
+
+
+def _chunks(order: np.ndarray, sizes: np.ndarray, depth: np.ndarray, limit: int):
+    """``order`` (block indices, their ``depth`` non-decreasing along it) cut into chunks
+    whose count x widest size x deepest depth stays within ``limit`` (at least one block
+    each)."""
+    c0 = 0
+    while c0 < len(order):
+        rest = order[c0 : c0 + 65536]
+        cells = np.arange(1, len(rest) + 1) * np.maximum.accumulate(sizes[rest])
+        cells *= np.maximum.accumulate(depth[rest])
+        step = max(1, int(np.searchsorted(cells, limit, side="right")))
+        yield rest[:step]
+        c0 += step
+
+
+def _dense(rows: np.ndarray, starts: np.ndarray, sizes: np.ndarray, idx: np.ndarray):
+    """Blocks ``idx`` of ``rows`` (each ``sizes`` rows from ``starts``) as one array
+    (blocks, widest, 8), padded with zero rows."""
+    n_of = sizes[idx]
+    block = np.zeros((len(idx), int(n_of.max()), rows.shape[1]))
+    b_of = np.repeat(np.arange(len(idx)), n_of)
+    col = np.arange(len(b_of)) - np.repeat(np.cumsum(n_of) - n_of, n_of)
+    block[b_of, col] = rows[np.repeat(starts[idx], n_of) + col]
+    return block
 
 
 def _rule_runs(block: np.ndarray, last: np.ndarray, M: float) -> tuple:
