@@ -3,9 +3,9 @@
 :class:`GreedyTables` queues the candidate pairs (I, J) of many sets I with their stages
 C = I \\ J (one stage id per C, :class:`dp.stage_queue.StageQueue`), makes the new stages'
 states many per numpy pass, and stores per (C, t, d) the runs of y over which the rule's
-choice (and so the cost) stays the same. The rule decides on the
-original planner's floats (:mod:`dp.greedy_rule`): a node's cost depends on d and on its
-own cut edges, so the rule runs per stage and d. On a stage of plain nodes (options that
+choice (and so the cost) stays the same. The rule decides on the original planner's floats
+(:mod:`dp.greedy_rule`): a node's cost depends on d and on its own cut edges, so the rule
+runs per stage and d. On a stage of plain nodes (options that
 differ only in p, a, b) it runs for many stages per numpy call (:func:`plain_rule_runs`),
 once per distinct sequence of node options and cut bytes.
 """
