@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import typer
 
@@ -17,12 +18,13 @@ from piper_cli.common import (
     ScheduleOpt,
     cli_errors,
     fail,
-    load_with_overrides,
+    load_with_settings,
     mode_from_flags,
     print_json_line,
+    read_overrides,
     stdout,
 )
-from piper_cli.format import settings_line, stage_table
+from piper_cli.format import plural, settings_origin_line, stage_table
 
 
 def evaluation_to_dict(instance, plan_path: str, ev) -> dict:
@@ -68,30 +70,76 @@ IgnoreMetadataOpt = Annotated[
     bool,
     typer.Option(
         "--ignore-metadata",
-        help="Go on even when the plan was made for another instance or other settings.",
+        help="Neither check nor use the plan's metadata (the instance's settings and the flags).",
     ),
 ]
 
 
-def load_matching_plan(inst, plan: str, ignore_metadata: bool):
-    """Load PLAN and refuse, in one line (exit 2), a plan that does not belong to ``inst``
-    (its metadata names another model or other K, M, N, B, or its node ids differ)."""
+@dataclass
+class PlanSettings:
+    """A plan with the instance and mode it is judged by (:func:`load_plan_settings`):
+    ``origin`` maps each setting's name (K, M, N, B and the parts of the mode) to where
+    its value came from (a key of :data:`piper_cli.format.ORIGINS`)."""
+
+    instance: Any
+    plan: Any
+    mode: Any
+    origin: dict[str, str]
+
+    def origin_line(self) -> str:
+        """``settings from the plan's metadata: K=8 ...; from the flags: ...``."""
+        return settings_origin_line(self.instance, self.mode.to_dict(), self.origin)
+
+
+def load_plan_settings(
+    instance: str,
+    plan: str,
+    overrides: dict[str, str | None],
+    mode_flags: dict[str, Any],
+    ignore_metadata: bool,
+) -> PlanSettings:
+    """Load INSTANCE and PLAN and settle the settings the plan is judged by: every setting
+    the plan's metadata records (K, M, N, B and the mode: :meth:`Settings.from_metadata`),
+    the instance file's (or the default mode) for the others, a flag over either.
+
+    ``overrides`` are the raw texts of --devices, --memory, --batch, --bandwidth by
+    :func:`piper_cli.common.read_overrides`'s keywords; ``mode_flags`` the mode flags by
+    :func:`piper_cli.common.mode_from_flags`'s keywords (None: not given). A plan made for
+    another model (or, without metadata, naming other node ids) is refused in one line, exit
+    2, unless ``ignore_metadata``, which also leaves the recorded settings unused.
+    """
     from piper_ilp.evaluate import check_plan_matches
     from piper_ilp.plan import load_plan
+    from piper_ilp.settings import Settings
 
+    flags = Settings(overrides=read_overrides(**overrides))  # checked before any file is read
+    base = load_with_settings(instance, Settings())
     p = load_plan(plan)
+    recorded = Settings() if ignore_metadata else Settings.from_metadata(p.metadata, plan)
     if not ignore_metadata:
-        mismatch = check_plan_matches(inst, p)
+        mismatch = check_plan_matches(recorded.apply(base), p)
         if mismatch is not None:
             fail(f"error: {plan}: {mismatch} (--ignore-metadata goes on anyway)", 2)
-    return p
+    mode = mode_from_flags(**mode_flags, base=recorded.mode)
+    settings = recorded.replace(overrides={**recorded.overrides, **flags.overrides}, mode=mode)
+    meta = {} if ignore_metadata else (p.metadata or {})
+    origin = {
+        name: "flags"
+        if name in flags.overrides
+        else "metadata"
+        if name in recorded.overrides
+        else "instance"
+        for name in SETTING_NAMES
+    }
+    for name in mode.to_dict():
+        given = mode_flags.get(name) is not None
+        origin[name] = "flags" if given else "metadata" if meta.get(name) is not None else "default"
+    return PlanSettings(settings.apply(base), p, mode, origin)
 
 
-def _records_mode(plan) -> bool:
-    """True when the plan's metadata names a pipelining, objective or schedule."""
-    return any(
-        (plan.metadata or {}).get(k) is not None for k in ("pipeline", "objective", "schedule")
-    )
+#: The cluster settings by name (piper_ilp.instance.SETTING_OPTIONS's keys, written out so
+#: that --help does not load the core).
+SETTING_NAMES = ("K", "M", "N", "B")
 
 
 def register(app: typer.Typer) -> None:
@@ -112,41 +160,36 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check PLAN against INSTANCE (cost model sec. 2) and print its per-stage TPS (sec. 3).
 
-        The plan is judged in the mode its metadata records (solve -o writes it: the
-        pipelining, objective and schedule it was solved for; secs. 8-9), or in the
-        default mode when it records none; --pipeline, --objective and --schedule
-        override those parts. The table shows each stage's microbatches in flight h and
+        The plan is judged with the settings its metadata records (solve -o writes
+        them: K, M, N, B and the mode, secs. 8-9), the instance file's (or the default
+        mode) for any it does not record; a flag overrides either. The output says where
+        each setting came from. The table shows each stage's microbatches in flight h and
         held y (and, under graph pipelining, its successors); the plan's TPS and its batch
         time with a flush (sec. 9) are both printed.
 
         Exit 0 for a valid plan, 1 for an invalid one (every violated rule is listed),
         2 for bad input, and 2 (one line) for a plan that does not belong to the
-        instance: its metadata names another model or other K, M, N, B, or, with no
-        metadata, its node ids are not the instance's (--ignore-metadata evaluates anyway).
+        instance: its metadata names another model, or, with no metadata, its node ids
+        are not the instance's (--ignore-metadata evaluates anyway).
         """
         from piper_ilp.evaluate import RULES, evaluate
-        from piper_ilp.mode import Mode
 
-        inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
-        p = load_matching_plan(inst, plan, ignore_metadata)
-        recorded = Mode.from_dict(p.metadata)
-        mode = mode_from_flags(pipeline, objective, schedule, base=recorded)
-        given = any(x is not None for x in (pipeline, objective, schedule))
+        got = load_plan_settings(
+            instance,
+            plan,
+            dict(devices=devices, memory=memory, batch=batch, bandwidth=bandwidth),
+            dict(pipeline=pipeline, objective=objective, schedule=schedule),
+            ignore_metadata,
+        )
+        inst, p, mode = got.instance, got.plan, got.mode
         ev = evaluate(inst, p, mode)
         if json_out:
-            print_json_line(evaluation_to_dict(inst, plan, ev))
+            print_json_line({**evaluation_to_dict(inst, plan, ev), "settings_from": got.origin})
         else:
-            stdout.print(f"{inst.source}: {settings_line(inst)}", markup=False)
-            source = (
-                "from the flags"
-                if given and mode != recorded
-                else "recorded in the plan"
-                if _records_mode(p)
-                else "the default"
-            )
+            stdout.print(f"{inst.source}: {got.origin_line()}", markup=False)
             stdout.print(
-                f"plan {plan}: {len(p.stages)} stages, {ev.devices} devices, sum d = {ev.sum_d}; "
-                f"mode {mode.label} ({source})",
+                f"plan {plan}: {plural(len(p.stages), 'stage')}, {ev.devices} devices, "
+                f"sum d = {ev.sum_d}; mode {mode.label}",
                 markup=False,
             )
             stdout.print(stage_table(ev, flow=True))

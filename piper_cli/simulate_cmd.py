@@ -15,12 +15,10 @@ from piper_cli.common import (
     PipelineOpt,
     ScheduleOpt,
     cli_errors,
-    load_with_overrides,
-    mode_from_flags,
     print_json_line,
     stdout,
 )
-from piper_cli.evaluate_cmd import IgnoreMetadataOpt, load_matching_plan
+from piper_cli.evaluate_cmd import IgnoreMetadataOpt, load_plan_settings
 
 
 def register(app: typer.Typer) -> None:
@@ -72,19 +70,23 @@ def register(app: typer.Typer) -> None:
 
         An event-by-event simulation: the steady-state period against max TPS, the batch time
         against sec. 9's formula, and each replica's peak microbatches in flight against the
-        model's y. The schedule and pipelining are those the plan's metadata records
-        (solve -o), else 1f1b and sequential; --schedule and --pipeline override them."""
-        from compare.experiments.plot import gantt_chart
+        model's y. The settings (K, M, N, B, the schedule and the pipelining) are those the
+        plan's metadata records (solve -o), else the instance file's, 1f1b and sequential;
+        a flag overrides either, and the output says where each came from."""
+        from compare.experiments.plot import gantt_caption, gantt_chart
         from compare.simulation.simulate import simulate
         from piper_ilp.files import check_writable
 
         if gantt:
             check_writable(gantt, "Gantt chart", inputs={instance: "instance", plan: "plan"})
-        from piper_ilp.mode import Mode
-
-        inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
-        p = load_matching_plan(inst, plan, ignore_metadata)
-        mode = mode_from_flags(pipeline, None, schedule, base=Mode.from_dict(p.metadata))
+        got = load_plan_settings(
+            instance,
+            plan,
+            dict(devices=devices, memory=memory, batch=batch, bandwidth=bandwidth),
+            dict(pipeline=pipeline, schedule=schedule),
+            ignore_metadata,
+        )
+        inst, p, mode = got.instance, got.plan, got.mode
         schedule, pipeline = mode.schedule, mode.pipeline
         sim = simulate(
             inst,
@@ -102,15 +104,16 @@ def register(app: typer.Typer) -> None:
             cut = sorted(finish.values())[min(gantt_microbatches, len(finish)) - 1]
             gantt_chart(sim, gantt, until=cut)
         if json_out:
-            print_json_line(sim.to_dict())
+            print_json_line({**sim.to_dict(), "settings_from": got.origin})
             return
+        stdout.print(f"{inst.source}: {got.origin_line()}", markup=False)
         stdout.print(
             f"{schedule}, {pipeline} pipeline, {sim.microbatches} microbatches simulated",
             markup=False,
         )
         ratio = f"{sim.period / sim.max_tps:.4f}" if sim.max_tps > 0 else "-"
         stdout.print(
-            f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g}; ratio "
+            f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g} s; ratio "
             f"{ratio})",
             markup=False,
         )
@@ -125,7 +128,7 @@ def register(app: typer.Typer) -> None:
             "model (sec. 9)",
             markup=False,
         )
-        stdout.print("stage   d   t        TPS  y model  peak in flight", markup=False)
+        stdout.print("stage   d   t      TPS s  y model  peak in flight", markup=False)
         for s in sim.stages:
             flag = "  > model" if s["peak_in_flight"] > s["y_model"] else ""
             stdout.print(
@@ -134,4 +137,5 @@ def register(app: typer.Typer) -> None:
                 markup=False,
             )
         if gantt:
-            stdout.print(f"wrote {gantt}", markup=False)
+            caption = " ".join(gantt_caption(sim, until=cut).split())
+            stdout.print(f"wrote {gantt}: {caption}", markup=False)

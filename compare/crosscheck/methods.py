@@ -13,7 +13,10 @@ Each :class:`Method` states
   or ``"oracle"`` (exhaustive search on tiny graphs, the referee);
 * its ``lineage``: methods of one lineage share their formulation (every MILP backend
   solves the same model; ``greedy`` is the DP with another knapsack), so ``verify``
-  counts two proofs as independent only when their lineages differ;
+  counts two proofs as independent only when their lineages differ. ``path`` (the path
+  formulation, :mod:`piper_ilp.milp.path_solve`: bisection on the bottleneck over a
+  network of successor-closed sets) is a lineage of its own, and shares no code with
+  ``dp/`` nor with the compact model of the MILP backends (``docs/milp.md``);
 * the solver ``options`` that apply to it. Giving another one is an
   :class:`~piper_ilp.errors.InputError` (e.g. ``threads`` for ``dp``);
 * whether it handles ``all_modes`` (:class:`~piper_ilp.pipeline.Mode`: graph pipelining,
@@ -124,9 +127,11 @@ class Method:
 # --------------------------------------------------------------------------------------
 
 
-def _max_ideals(max_ideals: int | None, force: bool) -> dict:
+def _dp_guards(max_ideals: int | None, force: bool) -> dict:
+    """The DP's size guards: ``force`` lifts every one of them (the successor-closed sets,
+    the tables' memory, and in the other modes the frontier width and the labels)."""
     if force:
-        return {"max_ideals": sys.maxsize}
+        return {"max_ideals": sys.maxsize, "force": True}
     return {} if max_ideals is None else {"max_ideals": max_ideals}
 
 
@@ -150,7 +155,7 @@ def _solve_dp(
         progress=progress,
         mode=mode,
         time_limit=time_limit,
-        **_max_ideals(max_ideals, force),
+        **_dp_guards(max_ideals, force),
     )
 
 
@@ -171,7 +176,41 @@ def _solve_greedy(
         knapsack="greedy",
         progress=progress,
         time_limit=time_limit,
-        **_max_ideals(max_ideals, force),
+        **_dp_guards(max_ideals, force),
+    )
+
+
+def _solve_path(
+    instance: Instance,
+    restrictions: Restrictions,
+    *,
+    mode: Mode = DEFAULT_MODE,
+    time_limit: float | None = None,
+    hint_from_dp: bool = False,
+    hint: Plan | None = None,
+    force: bool = False,
+    progress: bool = False,
+) -> Solution:
+    """The path formulation (docs/milp.md); a mode, restriction or graph size it does not
+    cover is a :class:`~piper_ilp.errors.SizeLimitError` (verify: skipped)."""
+    from piper_ilp.errors import SizeLimitError
+    from piper_ilp.milp.path_solve import DEFAULT_MAX_SETS, path_refusal, solve_path
+
+    refused = path_refusal(mode, restrictions)
+    if refused is not None:
+        raise SizeLimitError(f"{instance.source}: {refused}; use dp, cpsat or cbc")
+    if hint is None and hint_from_dp:
+        from dp import solve_dp
+
+        hint = solve_dp(instance, restrictions, mode=mode).plan
+    return solve_path(
+        instance,
+        restrictions,
+        mode=mode,
+        time_limit=time_limit,
+        hint=hint,
+        progress=progress,
+        max_sets=(1 << 62) if force else DEFAULT_MAX_SETS,
     )
 
 
@@ -221,10 +260,11 @@ def _solve_brute(
     *,
     mode: Mode = DEFAULT_MODE,
     force: bool = False,
+    time_limit: float | None = None,
 ) -> Solution:
     from compare.crosscheck.brute import solve_brute
 
-    return solve_brute(instance, restrictions, force=force, mode=mode)
+    return solve_brute(instance, restrictions, force=force, mode=mode, time_limit=time_limit)
 
 
 def _solve_2bw(instance: Instance, restrictions: Restrictions) -> Solution:
@@ -324,10 +364,21 @@ def _registry() -> dict[str, Method]:
             for b in MILP_BACKENDS
         ),
         Method(
+            "path",
+            "milp",
+            _solve_path,
+            frozenset({"time_limit", "hint_from_dp", "hint", "force", "progress"}),
+            "path",
+            MILP_RTOL,
+            "the path formulation: bisection on the bottleneck over a network of "
+            "successor-closed sets (sequential throughput modes; a lineage of its own)",
+            all_modes=True,
+        ),
+        Method(
             "brute",
             "oracle",
             _solve_brute,
-            frozenset({"force"}),
+            frozenset({"force", "time_limit"}),
             "brute",
             TPS_RTOL,
             "exhaustive search (tiny graphs)",
@@ -477,9 +528,10 @@ def run_method(
         hint that other methods ignore.
     **options
         Solver options: ``knapsack``, ``max_ideals`` (dp, greedy); ``time_limit`` (dp,
-        greedy and the MILP backends: seconds before stopping, status feasible or
+        greedy, brute and the MILP backends: seconds before stopping, status feasible or
         unknown); ``threads``, ``write_model``, ``hint_from_dp``, ``hint`` (a Plan: warm
-        start and cutoff), ``max_variables`` (MILP backends); ``force`` (every method but
+        start and cutoff), ``max_variables`` (MILP backends; ``hint`` and ``hint_from_dp`` also
+        ``path``); ``force`` (every method but
         greedy's knapsack: run past the size guard). An option whose value is None or
         False counts as not given.
 

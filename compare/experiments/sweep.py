@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from compare.experiments.jobs import MANIFESTS, prepare_folder, run_in_folder
+from compare.experiments.jobs import MANIFESTS, extends_list, prepare_folder, run_in_folder
 from piper_ilp.errors import InputError, InternalError
 from piper_ilp.files import atomic_write_text, read_jsonl
 from piper_ilp.instance import SETTING_OPTIONS, Instance, check_setting
@@ -142,15 +142,25 @@ def sweep_points(
     return list(seen.values())
 
 
-def _solve_variant(instance: Instance, variant: str, externals: Mapping[str, str]) -> Solution:
-    from compare.crosscheck.methods import run_method
+def _solve_variant(
+    instance: Instance,
+    variant: str,
+    externals: Mapping[str, str],
+    time_limit: float | None = None,
+) -> Solution:
+    from compare.crosscheck.methods import METHODS, run_method
+    from piper_ilp.settings import Settings
 
     if variant in externals:
         from compare.crosscheck.external import solve_external
 
-        return solve_external(instance, externals[variant], name=variant)
-    if variant in ("2bw", "greedy", "pipedream"):  # the registry's heuristics
-        return run_method(instance, variant)
+        return solve_external(instance, externals[variant], name=variant, timeout=time_limit)
+    name = variant if variant in ("2bw", "greedy", "pipedream") else "dp"
+    # the time limit goes to the methods that take one (dp, greedy); 2bw and pipedream are
+    # heuristics without a clock
+    settings = Settings(time_limit=time_limit).restricted(METHODS[name].options)
+    if name != "dp":  # the registry's heuristics
+        return run_method(instance, variant, settings=settings)
     restrictions = {
         "all": Restrictions(),
         "no-dp": Restrictions.from_flags(no_data_parallel=True),
@@ -158,19 +168,24 @@ def _solve_variant(instance: Instance, variant: str, externals: Mapping[str, str
         "no-recompute": Restrictions.from_flags(exclude_options=(RECOMPUTE_OPTION,)),
         "uniform": Restrictions(uniform=True),
     }[variant]
-    return run_method(instance, "dp", restrictions)
+    return run_method(instance, "dp", restrictions, settings=settings)
 
 
 def run_point(
-    instance: Instance, point: SweepPoint, externals: Mapping[str, str] | None = None
+    instance: Instance,
+    point: SweepPoint,
+    externals: Mapping[str, str] | None = None,
+    time_limit: float | None = None,
 ) -> dict:
     """Solve one point of the grid; returns its row (a JSON-ready dict). Status
     "refused" when a method refuses the instance (size, options), "invalid" when an
-    external planner's plan fails the evaluator."""
+    external planner's plan fails the evaluator. ``time_limit`` (seconds, checked by the
+    caller) stops the DP variants (status feasible or unknown, never optimal) and an
+    external planner (killed: backend-error); 2bw and pipedream run without one."""
     inst = instance.with_settings(K=point.K, M=point.M, N=point.N, B=point.B)
     start = time.process_time()
     try:
-        sol = _solve_variant(inst, point.variant, externals or {})
+        sol = _solve_variant(inst, point.variant, externals or {}, time_limit)
         status, message = sol.status.value, sol.message
     except InputError as exc:  # too large for a method, an option no node has, ...
         sol, status, message = None, "refused", str(exc)
@@ -218,6 +233,7 @@ def run_sweep(
     externals: Mapping[str, str] | None = None,
     scheduler: str | None = None,
     note: Callable[[str], None] | None = None,
+    time_limit: float | None = None,
 ) -> list[dict]:
     """Run every point not already in ``out/results.jsonl`` (with
     :func:`compare.experiments.jobs.run_in_folder`: the folder locked, one whole JSON line per
@@ -233,13 +249,20 @@ def run_sweep(
         sweep is running on it.
     compare.experiments.jobs.Interrupted
         SIGINT or SIGTERM (the finished rows are kept).
+
+    ``time_limit`` is each point's, in seconds (see :func:`run_point`); a resumed sweep
+    keeps the one it was started with.
     """
+    from piper_ilp.settings import check_time_limit
+
+    check_time_limit(time_limit)
     out = prepare_folder(out, (RESULTS, TABLE, PARAMETERS))
     externals = dict(externals or {})
     params = {
         "instance": instance.fingerprint(),
         "points": [p.id for p in points],
         "externals": externals,
+        "time_limit": time_limit,
     }
     done, new = run_in_folder(
         out,
@@ -249,13 +272,15 @@ def run_sweep(
         params=params,
         jobs=list(points),
         job_id=lambda p: p.id,
-        fn=functools.partial(run_point, instance, externals=externals),
+        fn=functools.partial(run_point, instance, externals=externals, time_limit=time_limit),
         keep=lambda r: "id" in r and "variant" in r,
         resume=resume,
         workers=workers,
         scheduler=scheduler,
         on_record=on_row,
         note=note,
+        grows={"points": extends_list},  # more grid values: the finished points stay
+        defaults={"time_limit": None},  # a folder from before --time-limit
     )
     by_id = {r["id"]: r for r in done + new}
     rows = [by_id[p.id] for p in points if p.id in by_id]
