@@ -658,8 +658,9 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--family",
                 help="chain, skip, layered, series-parallel, fork-join, towers, numerics "
-                "(magnitudes 1e-6..1e18, exact ties, memory at M), or hostile (1e-30..1e30, "
-                "isolated nodes, N = 1, K up to 2^20, tied options).",
+                "(magnitudes 1e-6..1e18, exact ties, memory at M), hostile (1e-30..1e30, "
+                "isolated nodes, N = 1, K up to 2^20, tied options), or ties (the ties that "
+                "decide Piper's greedy rule).",
             ),
         ] = "layered",
         nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of nodes (layers).")] = 6,
@@ -714,9 +715,12 @@ def register(app: typer.Typer) -> None:
         connections (transformer / ResNet), a layered random DAG, a series-parallel graph,
         fork-join blocks, parallel towers between a source and a sink, "numerics" (one of
         the first five shapes with numbers spread over 1e-6..1e18, exact greedy ties, memory
-        exactly at M or 1 ulp around it, dummy options, huge edges) or "hostile" (the same
+        exactly at M or 1 ulp around it, dummy options, huge edges), "hostile" (the same
         over 1e-30..1e30, on those shapes, towers or isolated nodes; N = 1 often, K up to
-        2^20, t up to 8, options that tie exactly). Deterministic per seed."""
+        2^20, t up to 8, options that tie exactly), or "ties" (one of the first five shapes
+        with the ties that decide Piper's greedy rule: costs in tenths, ratios that tie
+        across nodes, equal costs or memory, recomputation listed first, M at a stage's
+        memory). Deterministic per seed."""
         from compare.builders.generators import random_instance
         from piper_ilp.errors import InputError
         from piper_ilp.files import atomic_write_text, check_writable

@@ -1,6 +1,6 @@
 """The small-DAG suite of the DP benchmark (``piper-ilp bench small``): random DAGs of
-8-13 nodes of every family, the size campaigns solve by the thousand, each solved in this
-process and, with a reference planner, beside it.
+8-13 nodes of the shape families and ``numerics``, the size campaigns solve by the
+thousand, each solved in this process and, with a reference planner, beside it.
 
 Per instance and knapsack mode a row gives the DP's solve CPU (``time.process_time``
 around :func:`dp.solve_dp` alone: the instance is made and the modules are loaded before),
