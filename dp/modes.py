@@ -2,7 +2,8 @@
 
 The default mode (sequential pipelining, throughput, 1f1b) is solved by :mod:`dp.solver`'s
 threshold DP. This module solves the others -- graph pipelining (sec. 8), the batch-time
-objective (sec. 9) and the ``gpipe`` memory rule, in every combination -- with one exact
+objective (sec. 9) and the ``gpipe`` memory rule, in every combination, under either
+in-flight rule (sec. 11) -- with one exact
 label DP over the same states' skeleton, the successor-closed sets ("ideals") of
 :mod:`dp.ideals`. Entry point: :func:`solve_modes` (called by :func:`dp.solver.solve_dp`
 when ``mode`` is not the default).
@@ -22,6 +23,10 @@ what the stages in front of it can still see, every coordinate minimised:
     outside I), the h of the stage holding v. A stage C in front has as stage-graph
     successors exactly the stages of I holding successors of C's nodes, and these are
     frontier nodes, so h_C = d_C + max over v in succ(C) of h[v] (sec. 8);
+
+  Under the in-flight rule of sec. 11 the same coordinates hold q instead of h: a stage C
+  in front holds q_C = d_C ceil((d_C + max q) / d_C) (:func:`piper_ilp.pipeline.
+  front_in_flight`), y = q_C / d_C, and q <= N is the batch limit;
 
 * ``mx``: the largest stage TPS so far;
 * batch time only: sequential, ``tau`` = sum of d TPS (the only stage-graph path is all
@@ -80,6 +85,7 @@ from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance, topological_order
 from piper_ilp.mode import Mode
+from piper_ilp.pipeline import front_in_flight
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
@@ -303,6 +309,7 @@ def solve_modes(
     K, N = inst.K, inst.N
     S = min(N, K)
     graph, flush, gpipe = mode.graph, mode.batch_time, mode.schedule == "gpipe"
+    rule = mode.in_flight
     choices = OptionChoices(inst, False)
     steps = _StepCosts(inst)
     info: dict = {"knapsack": knapsack}
@@ -442,7 +449,7 @@ def solve_modes(
                     # TPS (throughput) or (N - 1 + d) TPS (batch time) from here
                     if (N - 1 + d if flush else 1) * (p_least / d) > cutoff:
                         continue
-                    h = h_after + d
+                    h = front_in_flight(d, h_after.astype(np.int64), rule)
                     ok = (k + t * d <= K) & (h <= N)
                     if not ok.any():
                         continue
@@ -551,11 +558,13 @@ def _upper_bound(
     (None, None). Each easier solve gets what is left of the ``deadline`` (a plan it
     returns when stopped is still valid, so still a bound).
 
-    * The default DP's plan (sequential, throughput, 1f1b): valid under every 1f1b mode
-      (graph pipelining holds h <= s microbatches, so the same options fit).
+    * The default DP's plan (sequential, throughput, 1f1b, the same in-flight rule): valid
+      under every 1f1b mode of that rule (graph pipelining holds h <= s microbatches, and
+      q of sec. 11 under graph pipelining is at most its sequential q, so the same options
+      fit).
     * For graph pipelining, the plan of the same mode with sequential pipelining: valid
-      (h <= s, max h <= sum d <= N; gpipe holds N / d either way) and never worse under
-      graph pipelining (a path of the stage graph is a part of all the stages).
+      (h <= s, max h <= sum d <= N, likewise q; gpipe holds N / d either way) and never
+      worse under graph pipelining (a path of the stage graph is a part of all the stages).
 
     Each plan is judged by the evaluator under ``mode``; a guard refusal or an
     infeasible easier problem just gives no bound. Pruning with it is exact: a partial
@@ -566,12 +575,16 @@ def _upper_bound(
         if mode.schedule != "gpipe":
             plans.append(
                 solve_threshold_dp(
-                    instance, restrictions, max_ideals=max_ideals, time_limit=deadline.remaining()
+                    instance,
+                    restrictions,
+                    max_ideals=max_ideals,
+                    time_limit=deadline.remaining(),
+                    in_flight=mode.in_flight,
                 ).plan
             )
         if mode.graph:
-            seq = Mode("sequential", mode.objective, mode.schedule)
-            if not seq.is_default:
+            seq = Mode("sequential", mode.objective, mode.schedule, mode.in_flight)
+            if not seq.with_in_flight("piper").is_default:
                 plans.append(
                     solve_modes(
                         instance, restrictions, mode=seq, max_ideals=max_ideals, deadline=deadline

@@ -2,8 +2,9 @@
 
 Entry point: :func:`rebuild_plan`. The plan path read from the min-devices table names, for
 each stage of the plan from the front, its group (I, J, t, d); the stage's options come
-from :class:`dp.option_choice.OptionChoices` at y = ceil(s / d), the same memoized
-choice the stage tables used near the memory boundary.
+from :class:`dp.option_choice.OptionChoices` at y = ceil(s / d) (floor(s / d) under the
+in-flight rule of contract sec. 11), the same memoized choice the stage tables used near the
+memory boundary.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ def rebuild_plan(
     tb: StageTables,
     path: list[tuple[int, int, int]],
     choices: OptionChoices,
+    in_flight: str = "piper",
 ) -> tuple[Plan, list[float]]:
     """The plan ``path`` (:meth:`dp.threshold_search.ThresholdDecision.plan_path`: one
     (set, suffix bound s, group) per stage from the front) over the stage tables ``tb``,
     and each stage's TPS as the evaluator computes it on ``instance`` (the instance as
-    given, before restrictions).
+    given, before restrictions). ``in_flight``: the rule the path was read under (a
+    stage's y is ceil(s / d) under ``"piper"``, floor(s / d) under ``"schedule"``).
 
     Raises
     ------
@@ -42,7 +45,7 @@ def rebuild_plan(
         t = int(tb.group_devices[g]) // d
         C = ideals[Ik] & ~ideals[J]
         nodes = tuple(ids[i] for i in bits(C))
-        y = microbatches_in_flight(s, d)
+        y = s // d if in_flight == "schedule" else microbatches_in_flight(s, d)
         got = choices.choose(C, t, d, y)
         if got is None:
             raise InternalError(

@@ -4,7 +4,10 @@ choice (sec. 5). :func:`dp.solver.solve_dp` is the entry point for every mode.
 Problem: split the layer graph into pipeline stages C_1, ..., C_m (each a difference of two
 nested successor-closed sets), give each stage degrees (t, d) and each node an option,
 minimizing the largest stage TPS subject to sum d <= N, sum t d <= K and memory
-fsum (a y, b) <= M per stage (sec. 7), y = ceil(s / d), s the suffix sum of d.
+fsum (a y, b) <= M per stage (sec. 7), y = ceil(s / d), s the suffix sum of d; or, under the
+in-flight rule that the schedule keeps (sec. 11, ``in_flight="schedule"``), y = q / d with
+q = d ceil((d + q_next) / d) and q <= N (the same tables, another transition: see
+:mod:`dp.threshold_search`).
 
 How it is solved (a parametric form of Piper's DP); :func:`solve_threshold_dp` runs the steps, each
 a module with one entry function:
@@ -64,9 +67,15 @@ from dp.threshold_search import (
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.instance import Instance, topological_order
 from piper_ilp.milp.backend import check_solver_settings
+from piper_ilp.mode import Mode
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
-__all__ = ["solve_threshold_dp", "DEFAULT_MAX_IDEALS", "DEFAULT_CHAIN_FIRST", "DEFAULT_MAX_TABLE_BYTES"]
+__all__ = [
+    "solve_threshold_dp",
+    "DEFAULT_MAX_IDEALS",
+    "DEFAULT_CHAIN_FIRST",
+    "DEFAULT_MAX_TABLE_BYTES",
+]
 
 #: Above this many successor-closed sets, a chain-restricted DP first gives an upper bound
 #: that prunes the full DP's stage candidates.
@@ -90,6 +99,7 @@ def solve_threshold_dp(
     chain_first: int = DEFAULT_CHAIN_FIRST,
     plain_paths: bool = True,
     time_limit: float | None = None,
+    in_flight: str = "piper",
 ) -> Solution:
     """Optimal pipeline plan by Piper's DP over successor-closed sets (cost model sec. 4).
 
@@ -130,6 +140,9 @@ def solve_threshold_dp(
         search, it returns the best plan in hand with a proven lower bound (status
         FEASIBLE, ``bound``); in the tables, the chain bound's plan if it has one (status
         FEASIBLE), else status UNKNOWN. Never OPTIMAL, and ``info["stopped"]`` says where.
+    in_flight : {"piper", "schedule"}
+        The in-flight budget (sec. 11): Piper's y = ceil(s / d) or the q / y that 1F1B
+        keeps. The solution's ``mode`` records it.
 
     Returns
     -------
@@ -163,6 +176,7 @@ def solve_threshold_dp(
         raise InputError(f"knapsack must be 'exact' or 'greedy', got {knapsack!r}")
     greedy = knapsack == "greedy"
     method = "dp-greedy" if greedy else "dp"
+    mode = Mode(in_flight=in_flight)
     inst = restrictions.apply(instance)
     if greedy:
         for nd in inst.nodes:
@@ -174,11 +188,15 @@ def solve_threshold_dp(
                         f"(use --knapsack exact, or --exclude-option)"
                     )
     K, N = instance.K, instance.N
-    S = min(N, K)
+    S = min(N, K)  # the largest sum of d
+    # the columns of the tables: the suffix sum s <= S, or sec. 11's q <= 2 sum d - 1
+    cols = min(N, 2 * K - 1) if mode.in_flight == "schedule" else S
+    limit = f"q <= N = {N} (sec. 11)" if in_flight == "schedule" else None
     info: dict = {"knapsack": knapsack}
     choices = OptionChoices(inst, greedy)
 
     def done(sol: Solution) -> Solution:
+        sol.mode = mode
         sol.seconds = time.perf_counter() - t0
         sol.info = {**info, "option_choices": len(choices), **sol.info}
         return checked_solution(instance, sol, restrictions=restrictions)
@@ -206,11 +224,12 @@ def solve_threshold_dp(
 
     ideals = enumerate_ideals(inst, max_ideals)
     info["ideals"] = len(ideals)
-    table_bytes = decision_table_bytes(len(ideals), S)
+    table_bytes = decision_table_bytes(len(ideals), cols)
     if table_bytes > max_table_bytes and not force:
+        width = "min(N, K) + 1" if cols == S else "min(N, 2K - 1) + 1"
         raise SizeLimitError(
             f"{instance.source}: the DP's tables need about {table_bytes / 2**30:.1f} GiB ({len(ideals):,} sets x "
-            f"(min(N, K) + 1 = {S + 1:,}) x {table_bytes // (len(ideals) * (S + 1))} bytes), above the limit of "
+            f"({width} = {cols + 1:,}) x {table_bytes // (len(ideals) * (cols + 1))} bytes), above the limit of "
             f"{max_table_bytes / 2**30:.1f} GiB; lower N or K, or pass --force (force=True) if memory allows"
         )
     # the stage tables and the decision's per-stage arrays get what the decision tables leave
@@ -239,19 +258,21 @@ def solve_threshold_dp(
                     inst,
                     chain,
                     d_values,
-                    S,
+                    cols,
                     greedy,
                     choices,
                     progress=bar.task("chain bound: sets", len(chain)),
                     plain_paths=plain_paths,
                     max_bytes=None
                     if force
-                    else max_table_bytes - decision_table_bytes(len(chain), S),
+                    else max_table_bytes - decision_table_bytes(len(chain), cols),
                     group_bytes=DECISION_GROUP_BYTES,
                     deadline=deadline,
                 )
                 lower = float(ctb.work_of[-1]) / budget
-                chain_decision = ThresholdDecision(ctb, len(chain), S, budget, small_s=small_s)
+                chain_decision = ThresholdDecision(
+                    ctb, len(chain), cols, budget, small_s=small_s, in_flight=in_flight
+                )
                 stopped = "in the chain bound's search"
                 got = search_threshold(chain_decision, budget, None, lower, deadline=deadline)
                 if got is not None:
@@ -259,7 +280,7 @@ def solve_threshold_dp(
                     info["chain_bound"] = ub
                     # the chain plan itself: the answer when nothing below ub fits (the full
                     # search then makes no decision at ub, see search_threshold)
-                    chain_plan = rebuild_plan(instance, chain, ctb, got.path, choices)
+                    chain_plan = rebuild_plan(instance, chain, ctb, got.path, choices, in_flight)
                     chain_devices = chain_plan[0].devices
                 del ctb, chain_decision, got
             stopped = "in the stage tables"
@@ -267,7 +288,7 @@ def solve_threshold_dp(
                 inst,
                 ideals,
                 d_values,
-                S,
+                cols,
                 greedy,
                 choices,
                 ub=ub,
@@ -278,7 +299,9 @@ def solve_threshold_dp(
                 deadline=deadline,
             )
             lower = float(tb.work_of[-1]) / budget
-            decision = ThresholdDecision(tb, len(ideals), S, budget, small_s=small_s)
+            decision = ThresholdDecision(
+                tb, len(ideals), cols, budget, small_s=small_s, in_flight=in_flight
+            )
             info["stage_pairs"] = tb.pairs
             info["stage_candidates"] = int(len(tb.group_set))
             stopped = "in the search"
@@ -299,14 +322,16 @@ def solve_threshold_dp(
             if greedy:  # Piper's rule can miss a choice that fits: no plan from it is no proof
                 msg = (
                     f"Piper's greedy option rule finds no plan within M = {instance.M!r} bytes per device, "
-                    f"sum of d <= {S} and sum of t*d <= K = {K}; not a proof that none exists (--knapsack exact decides)"
+                    f"{limit or f'sum of d <= {S}'} and sum of t*d <= K = {K}; not a proof that none exists "
+                    "(--knapsack exact decides)"
                 )
                 return done(Solution(method, Status.UNKNOWN, message=msg, info={"search_steps": 1}))
             least = decision.least_devices()
             if least >= DEVICES_INF:
                 msg = (
                     f"no split into stages fits in memory M = {instance.M!r} bytes per device within "
-                    f"sum of d <= min(N, K) = {S} and sum of t*d <= K = {K}, even with the least-memory options"
+                    f"{limit or f'sum of d <= min(N, K) = {S}'} and sum of t*d <= K = {K}, even with the least-memory "
+                    "options"
                 )
             else:
                 msg = f"K = {K} devices is too few: the plan with the fewest devices that fits in memory needs {least}"
@@ -315,7 +340,9 @@ def solve_threshold_dp(
         info["thresholds"] = got.candidates
     info["search_steps"] = steps
     plan, stage_costs = (
-        chain_plan if path is None else rebuild_plan(instance, ideals, decision.tb, path, choices)
+        chain_plan
+        if path is None
+        else rebuild_plan(instance, ideals, decision.tb, path, choices, in_flight)
     )
     if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
         raise InternalError(

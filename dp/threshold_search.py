@@ -6,7 +6,21 @@ table over the successor-closed sets:
     f[I][s] = min over J < I, t, d <= s with cost(I \\ J, t, d, ceil(s / d)) <= T
               of f[J][s - d] + t d,        f[{}][s] = 0,
 
-feasible when min over s of f[all][s] <= K, s <= S = min(N, K). The optimum is one of the
+feasible when min over s of f[all][s] <= K, s <= S = min(N, K).
+
+Under the in-flight rule that the schedule keeps (contract sec. 11, ``in_flight=
+"schedule"``) the state is q, and a stage with d in front of a J holding q_J holds
+q = d ceil((d + q_J) / d), y = q / d. The table keeps its shape, with another transition:
+
+    f[I][s] = min over J < I, t, d <= s with cost(I \\ J, t, d, floor(s / d)) <= T
+              of f[J][d floor(s / d) - d] + t d,
+
+each row then replaced by its running minimum over s (f[I][s] = fewest devices of a plan of
+I with q <= s). Exact: a plan with q_J <= d floor(s / d) - d has q_I <= d floor(s / d), so
+its stage holds at most the y it was costed at (the options chosen there fit, at the same
+TPS); and every plan is counted at its own q_I, where floor(s / d) = q_I / d is its y and
+d floor(s / d) - d = d ceil(q_J / d) >= q_J. Columns run to S = min(N, 2K - 1), since
+q <= 2 sum d - 1. The optimum is one of the
 finitely many stage costs in the tables; the search probes where the fewest devices D(T)
 would meet K (D ~ 1/T), falls back to bisection, and every feasible probe lowers the
 bracket to its own plan's bottleneck.
@@ -77,9 +91,17 @@ class ThresholdDecision:
     whole sets (:data:`CHUNK_GROUPS`), from per-set and per-row values."""
 
     def __init__(
-        self, tb: StageTables, n_ideals: int, S: int, K: int, small_s: int = DEFAULT_SMALL_S
+        self,
+        tb: StageTables,
+        n_ideals: int,
+        S: int,
+        K: int,
+        small_s: int = DEFAULT_SMALL_S,
+        in_flight: str = "piper",
     ):
         self.S, self.K, self.nI = S, K, n_ideals
+        #: sec. 11's rule: the floor transition and running minima (module docstring)
+        self.schedule = in_flight == "schedule"
         self.small_s = small_s
         self.tb = tb
         n = len(tb.group_set)
@@ -159,6 +181,11 @@ class ThresholdDecision:
                 if not (same & (odev[1:] <= odev[:-1])).any():
                     return o
         return np.lexsort((gdev, gd, gJ, gI))
+
+    def y_at(self, s: int, d: int) -> int:
+        """The y a stage with d is costed at in column s: ceil(s / d), or floor(s / d)
+        under sec. 11's rule."""
+        return s // d if self.schedule else -(-s // d)
 
     def candidates(self) -> np.ndarray:
         c = sorted_unique(self.tb.cost)
@@ -266,7 +293,9 @@ class ThresholdDecision:
         cap = start
         while cap < self.S:
             f = self.decide(T, cap, usable=usable)
-            if int(f[-1].min()) <= cap:
+            # sec. 11's rule: a plan of m devices has q <= 2 sum d - 1 <= 2 m - 1
+            reach = 2 * int(f[-1].min()) - 1 if self.schedule else int(f[-1].min())
+            if reach <= cap:
                 return f
             cap *= 4
         return self.decide(T, usable=usable)
@@ -293,11 +322,13 @@ class ThresholdDecision:
         """Relax f, a run of sets at a time (:attr:`runs`: sets whose stages start before
         the run): all groups ``use`` of the run in one matrix per width class (rows:
         groups, by increasing I; columns: s up to the group's largest usable s ``hi``; in
-        pieces of at most :data:`DECIDE_ELEMENTS`); a group's row starts as f[J][s - d],
-        read as one window of the padded table ``fp`` (f its right half, the left half
-        what stands for "no plan"), and ``row_values(vals, groups, hi, W)`` makes it the
-        group's values; each set's column minimum over its rows goes to f[I]. ``odd``:
-        groups (by increasing index) given to ``relax_odd`` one by one after their run."""
+        pieces of at most :data:`DECIDE_ELEMENTS`); a group's row starts as f[J][s - d]
+        (sec. 11's rule: f[J][d floor(s / d) - d], :meth:`_sources`), read from the padded
+        table ``fp`` (f its right half, the left half what stands for "no plan"), and
+        ``row_values(vals, groups, hi, W)`` makes it the group's values; each set's column
+        minimum over its rows goes to f[I]. ``odd``: groups (by increasing index) given to
+        ``relax_odd`` one by one after their run. Under sec. 11's rule each run's rows
+        become their running minima before a later run reads them."""
         tb = self.tb
         bounds = self.set_bounds
         odd_pos = 0
@@ -318,7 +349,7 @@ class ThresholdDecision:
                 for k in range(0, len(gc), step):
                     gk, hk = gc[k : k + step], hc[k : k + step]
                     W = int(hk.max()) + 1
-                    vals = row_values(win[tb.group_back[gk], S + 1 - tb.group_d[gk], :W], gk, hk, W)
+                    vals = row_values(self._sources(fp, win, gk, W, S), gk, hk, W)
                     Ik = tb.group_set[gk]
                     if Ik[0] == Ik[-1]:  # one set: a plain column minimum
                         dst = f[int(Ik[0]), :W]
@@ -330,6 +361,20 @@ class ThresholdDecision:
             while odd_pos < len(odd) and odd[odd_pos] < b:
                 relax_odd(int(odd[odd_pos]))
                 odd_pos += 1
+            if self.schedule:
+                np.minimum.accumulate(f[ra:rb], axis=1, out=f[ra:rb])
+
+    def _sources(self, fp, win, gk, W: int, S: int):
+        """Per group of ``gk``, the row of J that its columns s = 0..W - 1 read: f[J][s - d]
+        (one window of ``fp``), or f[J][d floor(s / d) - d] under sec. 11's rule (a
+        gather); "no plan" where the column read is below 0."""
+        tb = self.tb
+        d = tb.group_d[gk]
+        if not self.schedule:
+            return win[tb.group_back[gk], S + 1 - d, :W]
+        d = d.astype(np.int64)[:, None]
+        s = np.arange(W)[None, :]
+        return fp[tb.group_back[gk].astype(np.int64)[:, None], S + 1 - d + s - s % d]
 
     def least_bottleneck(self, max_elements: int = BOTTLENECK_ELEMENTS) -> float:
         """A lower bound on the least threshold at which a plan fits: the least largest
@@ -435,7 +480,10 @@ class ThresholdDecision:
         for c, lo, hi in zip(tb.cost[a:b], tb.ylo[a:b], tb.yhi[a:b]):
             if not c <= T:
                 continue
-            lo, hi = max(d, (int(lo) - 1) * d + 1), min(S, int(hi) * d)
+            # the columns whose y (ceil(s / d); sec. 11: floor, up to the running minimum)
+            # is in [lo, hi]
+            first = int(lo) * d if self.schedule else (int(lo) - 1) * d + 1
+            lo, hi = max(d, first), min(S, int(hi) * d)
             if hi >= lo:
                 yield lo, hi
 
@@ -448,13 +496,18 @@ class ThresholdDecision:
             int(tb.group_devices[g]),
         )
         for lo, hi in self._runs(g, T, S):
-            src = f[J, lo - d : hi + 1 - d] + dev
+            if self.schedule:
+                s = np.arange(lo, hi + 1)
+                src = f[J, s - s % d - d] + dev
+            else:
+                src = f[J, lo - d : hi + 1 - d] + dev
             dst = f[I, lo : hi + 1]
             np.minimum(dst, src, out=dst)
 
     def plan_path(self, f, T: float) -> list[tuple[int, int, int]]:
         """The plan held in f = :meth:`decide` (T) (the last decision made), as (I, s, g)
-        per stage from the front: at each (I, s), the group the relaxation met first among
+        per stage from the front (s the column the stage was costed in: its y is
+        :meth:`y_at` (s, d)): at each (I, s), the group the relaxation met first among
         those that reach f[I][s] (blocks by d, then J, then index when S is large; by
         index when small; the non-monotone groups after, by index)."""
         S = f.shape[1] - 1
@@ -470,10 +523,13 @@ class ThresholdDecision:
         while Ik != 0:
             a, b = int(bounds[Ik]), int(bounds[Ik + 1])
             target = f[Ik, s]
+            if self.schedule:  # the column where the running minimum reached it
+                s = int(np.argmax(f[Ik, : s + 1] == target))
             gd = tb.group_d[a:b]
             h = hi[a:b]
             ok = (h > 0) & (gd <= s)
-            val = f[tb.group_back[a:b], np.maximum(s - gd, 0)] + tb.group_devices[a:b]
+            back = s - s % gd - gd if self.schedule else s - gd
+            val = f[tb.group_back[a:b], np.maximum(back, 0)] + tb.group_devices[a:b]
             hit = ok & (val == target)
             mono = tb.group_monotone[a:b]
             first = np.nonzero(hit & mono & (s <= h))[0]
@@ -492,7 +548,8 @@ class ThresholdDecision:
             if g < 0 or target >= DEVICES_INF:
                 raise InternalError(f"dp: no stage reaches f[{Ik}][{s}] = {int(target)}")
             path.append((Ik, s, g))
-            Ik, s = int(tb.group_back[g]), s - int(gd[g - a])
+            d = int(gd[g - a])
+            Ik, s = int(tb.group_back[g]), (s - s % d - d if self.schedule else s - d)
         return path
 
     def plan_start(self, f) -> int:
@@ -520,7 +577,7 @@ class ThresholdDecision:
         worst = -math.inf
         for _, s, g in path:
             d = int(tb.group_d[g])
-            worst = max(worst, self.stage_cost_at(g, -(-s // d)))
+            worst = max(worst, self.stage_cost_at(g, self.y_at(s, d)))
         return int(np.searchsorted(cands, worst))
 
     def least_devices(self) -> int:

@@ -40,6 +40,7 @@ __all__ = [
     "PipelineOpt",
     "ObjectiveOpt",
     "ScheduleOpt",
+    "InFlightOpt",
     "mode_from_flags",
     "load_with_overrides",
     "restrictions_from_flags",
@@ -134,8 +135,8 @@ JsonOpt = Annotated[
 ]
 
 
-# ---- the mode (cost model secs. 8-9): what is optimized and how plans are judged ----
-# The choices are piper_ilp.pipeline's PIPELINES, OBJECTIVES, SCHEDULES (tests check that they agree);
+# ---- the mode (cost model secs. 8, 9, 11): what is optimized and how plans are judged ----
+# The choices are piper_ilp.mode's PIPELINES, OBJECTIVES, SCHEDULES, IN_FLIGHT_RULES (tests check that they agree);
 # written out here so that --help does not load the core.
 class Pipeline(str, enum.Enum):
     sequential = "sequential"
@@ -151,6 +152,11 @@ class Schedule(str, enum.Enum):
     one_f_one_b = "1f1b"
     one_f_one_b_flush = "1f1b-flush"
     gpipe = "gpipe"
+
+
+class InFlight(str, enum.Enum):
+    piper = "piper"
+    schedule = "schedule"
 
 
 PipelineOpt = Annotated[
@@ -179,24 +185,44 @@ ScheduleOpt = Annotated[
 ]
 
 
+InFlightOpt = Annotated[
+    Optional[InFlight],
+    typer.Option(
+        "--in-flight",
+        help="The in-flight budget (sec. 11): piper (y = ceil(h/d), the paper's; the default, "
+        "or the plan's recorded rule) or schedule (the q/y that 1F1B keeps at max TPS).",
+        show_default=False,
+    ),
+]
+
+
 def mode_from_flags(
     pipeline: Pipeline | str | None = None,
     objective: Objective | str | None = None,
     schedule: Schedule | str | None = None,
     base: Mode | None = None,
+    in_flight: InFlight | str | None = None,
 ) -> Mode:
-    """The :class:`~piper_ilp.pipeline.Mode` of ``--pipeline``, ``--objective`` and
-    ``--schedule``; a flag not given keeps ``base``'s choice (default: the default mode).
+    """The :class:`~piper_ilp.mode.Mode` of ``--pipeline``, ``--objective``,
+    ``--schedule`` and ``--in-flight``; a flag not given keeps ``base``'s choice (default:
+    the default mode).
 
     >>> mode_from_flags("graph", None, "gpipe").label
     'graph/throughput/gpipe'
+    >>> mode_from_flags(in_flight="schedule").label
+    'sequential/throughput/1f1b/schedule'
     """
     from piper_ilp.mode import DEFAULT_MODE
 
     base = base or DEFAULT_MODE
     given = {
         k: getattr(v, "value", v)
-        for k, v in (("pipeline", pipeline), ("objective", objective), ("schedule", schedule))
+        for k, v in (
+            ("pipeline", pipeline),
+            ("objective", objective),
+            ("schedule", schedule),
+            ("in_flight", in_flight),
+        )
         if v is not None
     }
     return type(base)(**{**base.to_dict(), **given})

@@ -10,6 +10,7 @@ from piper_cli.common import (
     BandwidthOpt,
     BatchOpt,
     DevicesOpt,
+    InFlightOpt,
     JsonOpt,
     MemoryOpt,
     ObjectiveOpt,
@@ -88,9 +89,22 @@ def load_matching_plan(inst, plan: str, ignore_metadata: bool):
 
 
 def _records_mode(plan) -> bool:
-    """True when the plan's metadata names a pipelining, objective or schedule."""
-    return any(
-        (plan.metadata or {}).get(k) is not None for k in ("pipeline", "objective", "schedule")
+    """True when the plan's metadata names a pipelining, objective, schedule or in-flight rule."""
+    from piper_ilp.mode import MODE_KEYS
+
+    return any((plan.metadata or {}).get(k) is not None for k in MODE_KEYS)
+
+
+def in_flight_note(plan, recorded, mode) -> str | None:
+    """One line when ``plan`` was made under another in-flight rule (contract sec. 11) than
+    the one ``mode`` judges it by, else None. A plan whose metadata records a mode but no
+    rule was made before the rule existed: under ``piper``. A plan without a recorded mode
+    says nothing."""
+    if not _records_mode(plan) or recorded.in_flight == mode.in_flight:
+        return None
+    return (
+        f"the plan was made under --in-flight {recorded.in_flight} and is judged here under "
+        f"--in-flight {mode.in_flight}: its y, memory and batch limit are those of {mode.in_flight}"
     )
 
 
@@ -109,15 +123,18 @@ def register(app: typer.Typer) -> None:
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
+        in_flight: InFlightOpt = None,
     ) -> None:
         """Check PLAN against INSTANCE (cost model sec. 2) and print its per-stage TPS (sec. 3).
 
         The plan is judged in the mode its metadata records (solve -o writes it: the
-        pipelining, objective and schedule it was solved for; secs. 8-9), or in the
-        default mode when it records none; --pipeline, --objective and --schedule
-        override those parts. The table shows each stage's microbatches in flight h and
-        held y (and, under graph pipelining, its successors); the plan's TPS and its batch
-        time with a flush (sec. 9) are both printed.
+        pipelining, objective, schedule and in-flight rule it was solved for; secs. 8, 9,
+        11), or in the default mode when it records none; --pipeline, --objective,
+        --schedule and --in-flight override those parts (judged under another in-flight
+        rule than it was made for, a note says so). The table shows each stage's
+        microbatches in flight h (q under --in-flight schedule) and held y (and, under
+        graph pipelining, its successors); the plan's TPS and its batch time with a flush
+        (sec. 9) are both printed.
 
         Exit 0 for a valid plan, 1 for an invalid one (every violated rule is listed),
         2 for bad input, and 2 (one line) for a plan that does not belong to the
@@ -130,11 +147,12 @@ def register(app: typer.Typer) -> None:
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
         p = load_matching_plan(inst, plan, ignore_metadata)
         recorded = Mode.from_dict(p.metadata)
-        mode = mode_from_flags(pipeline, objective, schedule, base=recorded)
-        given = any(x is not None for x in (pipeline, objective, schedule))
+        mode = mode_from_flags(pipeline, objective, schedule, base=recorded, in_flight=in_flight)
+        given = any(x is not None for x in (pipeline, objective, schedule, in_flight))
         ev = evaluate(inst, p, mode)
+        note = in_flight_note(p, recorded, mode)
         if json_out:
-            print_json_line(evaluation_to_dict(inst, plan, ev))
+            print_json_line({**evaluation_to_dict(inst, plan, ev), "in_flight_note": note})
         else:
             stdout.print(f"{inst.source}: {settings_line(inst)}", markup=False)
             source = (
@@ -149,6 +167,8 @@ def register(app: typer.Typer) -> None:
                 f"mode {mode.label} ({source})",
                 markup=False,
             )
+            if note:
+                stdout.print(f"note: {note}", markup=False)
             stdout.print(stage_table(ev, flow=True))
             if ev.valid:
                 tps = f"TPS {ev.tps:.12g} s per sample (stage {ev.bottleneck} is the bottleneck)"

@@ -11,6 +11,7 @@ from piper_cli.common import (
     BandwidthOpt,
     BatchOpt,
     DevicesOpt,
+    InFlightOpt,
     JsonOpt,
     MemoryOpt,
     cli_errors,
@@ -43,11 +44,13 @@ def register(app: typer.Typer) -> None:
         memory: MemoryOpt = None,
         batch: BatchOpt = None,
         bandwidth: BandwidthOpt = None,
+        in_flight: InFlightOpt = None,
     ) -> None:
         """Check the DP small, then scale it up with a certified gap.
 
         Verify dp == CP-SAT on prefixes of the model with fewer devices and microbatches
         (rungs), then run the DP at full size and certify its gap with CP-SAT's lower bound.
+        --in-flight schedule runs every solve under sec. 11's in-flight rule.
         Exit 1 when a rung is a mismatch."""
         from compare.experiments.ladder import run_ladder
 
@@ -68,6 +71,7 @@ def register(app: typer.Typer) -> None:
             time_limit=time_limit,
             full_time_limit=full_time_limit,
             on_rung=on_rung,
+            in_flight=in_flight.value if in_flight is not None else "piper",
         )
         if json_out:
             print_json_line(lad.to_dict())

@@ -10,6 +10,7 @@ from piper_cli.common import (
     BandwidthOpt,
     BatchOpt,
     DevicesOpt,
+    InFlightOpt,
     JsonOpt,
     MemoryOpt,
     PipelineOpt,
@@ -20,7 +21,7 @@ from piper_cli.common import (
     print_json_line,
     stdout,
 )
-from piper_cli.evaluate_cmd import IgnoreMetadataOpt, load_matching_plan
+from piper_cli.evaluate_cmd import IgnoreMetadataOpt, in_flight_note, load_matching_plan
 
 
 def register(app: typer.Typer) -> None:
@@ -30,6 +31,7 @@ def register(app: typer.Typer) -> None:
         instance: Annotated[str, typer.Argument(help="Instance JSON.")],
         plan: Annotated[str, typer.Argument(help="Plan JSON (e.g. from solve -o).")],
         schedule: ScheduleOpt = None,
+        in_flight: InFlightOpt = None,
         pipeline: PipelineOpt = None,
         microbatches: Annotated[
             Optional[int],
@@ -70,8 +72,10 @@ def register(app: typer.Typer) -> None:
 
         An event-by-event simulation: the steady-state period against max TPS, the batch time
         against sec. 9's formula, and each replica's peak microbatches in flight against the
-        model's y. The schedule and pipelining are those the plan's metadata records
-        (solve -o), else 1f1b and sequential; --schedule and --pipeline override them."""
+        model's y. The schedule, pipelining and in-flight rule (sec. 11: the budgets y the
+        replicas keep) are those the plan's metadata records (solve -o), else 1f1b,
+        sequential and piper; --schedule, --pipeline and --in-flight override them (a rule
+        other than the recorded one is named in a note)."""
         from compare.experiments.plot import gantt_chart
         from compare.simulation.simulate import simulate
         from piper_ilp.files import check_writable
@@ -82,8 +86,10 @@ def register(app: typer.Typer) -> None:
 
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
         p = load_matching_plan(inst, plan, ignore_metadata)
-        mode = mode_from_flags(pipeline, None, schedule, base=Mode.from_dict(p.metadata))
+        recorded = Mode.from_dict(p.metadata)
+        mode = mode_from_flags(pipeline, None, schedule, base=recorded, in_flight=in_flight)
         schedule, pipeline = mode.schedule, mode.pipeline
+        note = in_flight_note(p, recorded, mode)
         sim = simulate(
             inst,
             p,
@@ -92,6 +98,7 @@ def register(app: typer.Typer) -> None:
             microbatches=microbatches,
             forward_fraction=forward_fraction,
             plan_source=plan,
+            in_flight=mode.in_flight,
         )
         if gantt:
             finish: dict[int, float] = {}
@@ -100,12 +107,15 @@ def register(app: typer.Typer) -> None:
             cut = sorted(finish.values())[min(gantt_microbatches, len(finish)) - 1]
             gantt_chart(sim, gantt, until=cut)
         if json_out:
-            print_json_line(sim.to_dict())
+            print_json_line({**sim.to_dict(), "in_flight_note": note})
             return
+        rule = "" if mode.in_flight == "piper" else f", in-flight budgets of rule {mode.in_flight}"
         stdout.print(
-            f"{schedule}, {pipeline} pipeline, {sim.microbatches} microbatches simulated",
+            f"{schedule}, {pipeline} pipeline{rule}, {sim.microbatches} microbatches simulated",
             markup=False,
         )
+        if note:
+            stdout.print(f"note: {note}", markup=False)
         ratio = f"{sim.period / sim.max_tps:.4f}" if sim.max_tps > 0 else "-"
         stdout.print(
             f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g}; ratio {ratio})",

@@ -14,6 +14,7 @@ from piper_cli.common import (
     BatchOpt,
     DevicesOpt,
     ExcludeOptionOpt,
+    InFlightOpt,
     JsonOpt,
     MaxDOpt,
     MaxTOpt,
@@ -229,6 +230,7 @@ def register(app: typer.Typer) -> None:
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
+        in_flight: InFlightOpt = None,
         time_limit: Annotated[
             Optional[float],
             typer.Option(
@@ -304,10 +306,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Solve each INSTANCE; print its plan, TPS and status.
 
-        --pipeline, --objective and --schedule choose what is solved (cost model secs.
-        8-9; default sequential, throughput, 1f1b): dp, cpsat, cbc, scip and brute solve
-        every mode, the heuristics only the default. With --objective batch-time the
-        value minimized (and reported as "objective" by --json) is the batch time.
+        --pipeline, --objective, --schedule and --in-flight choose what is solved (cost
+        model secs. 8, 9, 11; default sequential, throughput, 1f1b, piper): dp, cpsat,
+        cbc, scip and brute solve every mode, the heuristics only the default. With
+        --objective batch-time the value minimized (and reported as "objective" by
+        --json) is the batch time; with --in-flight schedule every stage holds the
+        microbatches 1F1B keeps (sec. 11), recorded in the plan's metadata by -o.
 
         Statuses: optimal (proven), feasible (a plan, not proven optimal: a time limit, or
         greedy mode), infeasible (proven: no plan fits), unknown (stopped with no plan),
@@ -339,7 +343,7 @@ def register(app: typer.Typer) -> None:
             if value is not None and value is not False
         }
         check_applicable(method, solver_options, method_options())
-        mode = mode_from_flags(pipeline, objective, schedule)
+        mode = mode_from_flags(pipeline, objective, schedule, in_flight=in_flight)
         from compare.crosscheck.methods import METHODS, check_mode
 
         check_mode(METHODS[method], mode)

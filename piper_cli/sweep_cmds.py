@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from piper_cli.common import cli_errors, load_with_overrides, stderr, stdout
+from piper_cli.common import InFlightOpt, cli_errors, load_with_overrides, stderr, stdout
 from piper_cli.compare_cmds import ExternalOpt, SchedulerOpt, parse_externals, resolve_scheduler
 
 
@@ -74,12 +74,15 @@ def register(app: typer.Typer) -> None:
         ] = False,
         external: ExternalOpt = None,
         scheduler: SchedulerOpt = None,
+        in_flight: InFlightOpt = None,
     ) -> None:
         """Solve an instance over a grid of settings for each variant.
 
         The grid is every combination of the K, M, N, B values given; the variants are Piper's
         ablations, the 2BW baseline, the greedy rule and external planners. One row per run in
-        OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv."""
+        OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv.
+        --in-flight schedule solves every point under sec. 11's in-flight rule (the
+        heuristic variants, which plan under Piper's, are then refused in their rows)."""
         from compare.experiments.jobs import Interrupted
         from compare.experiments.sweep import PARAMETERS, RESULTS, TABLE, run_sweep, sweep_points
         from piper_ilp.files import check_not_input
@@ -117,6 +120,7 @@ def register(app: typer.Typer) -> None:
                 externals=externals,
                 scheduler=resolve_scheduler(scheduler),
                 note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False),
+                in_flight=in_flight.value if in_flight is not None else "piper",
             )
         except Interrupted as exc:
             stderr.print(

@@ -27,7 +27,7 @@ from piper_ilp.jsonfile import (
     _short,
     display_path,
 )
-from piper_ilp.mode import OBJECTIVES, PIPELINES, SCHEDULES
+from piper_ilp.mode import IN_FLIGHT_RULES, MODE_KEYS, OBJECTIVES, PIPELINES, SCHEDULES
 from piper_ilp.version import __version__
 
 __all__ = [
@@ -184,6 +184,7 @@ def _check_metadata(meta: Any, fail) -> dict[str, Any]:
         ("pipeline", PIPELINES),
         ("objective", OBJECTIVES),
         ("schedule", SCHEDULES),
+        ("in_flight", IN_FLIGHT_RULES),
     ):
         if meta.get(key) is not None and meta[key] not in allowed:
             fail(
@@ -226,8 +227,9 @@ def plan_metadata(
     """The record a saved plan carries of what it was solved for: the instance's
     fingerprint, K, M, N, B, the restrictions, the method and its ``mode`` (the DP's
     knapsack: exact or greedy), the ``problem`` solved (``Mode.to_dict()``: keys
-    ``pipeline``, ``objective``, ``schedule``, contract secs. 8-9; by default the
-    default mode; ``evaluate`` judges the plan in it unless told otherwise) and the version.
+    ``pipeline``, ``objective``, ``schedule``, ``in_flight``, contract secs. 8, 9 and 11;
+    by default the default mode; ``evaluate`` judges the plan in it unless told otherwise)
+    and the version.
 
     ``instance`` is the instance as loaded, with the command line's settings applied but
     before any restriction removes options (:meth:`Restrictions.apply` changes the
@@ -244,7 +246,8 @@ def plan_metadata(
         "pipeline": "sequential",
         "objective": "throughput",
         "schedule": "1f1b",
-        **{k: problem[k] for k in ("pipeline", "objective", "schedule") if k in (problem or {})},
+        "in_flight": "piper",
+        **{k: problem[k] for k in MODE_KEYS if k in (problem or {})},
         "version": __version__,
     }
 

@@ -12,7 +12,8 @@ MILP. It enumerates
 
 and keeps the plan with the least TPS (or, under ``--objective batch-time``, the least
 batch time of sec. 9; under ``--pipeline graph`` the microbatches in flight are those of
-sec. 8). Every number it compares is the evaluator's own
+sec. 8, under ``--in-flight schedule`` the q of sec. 11, by
+:func:`piper_ilp.pipeline.front_in_flight`). Every number it compares is the evaluator's own
 (contract sec. 7): a stage's TPS is :func:`piper_ilp.cost.stage_cost` (three ``fsum``
 sums), its memory :func:`piper_ilp.cost.stage_memory` (``fsum`` of a * y and b) and it
 fits iff :func:`piper_ilp.cost.memory_fits` (``<= M``, no slack). The value it reports
@@ -44,7 +45,7 @@ from piper_ilp.cost import memory_fits, stage_cost, stage_memory
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.instance import Instance
 from piper_ilp.mode import DEFAULT_MODE, Mode
-from piper_ilp.pipeline import batch_time, microbatches_held
+from piper_ilp.pipeline import batch_time, front_in_flight, microbatches_held
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
@@ -270,8 +271,8 @@ def solve_brute(
             for t, d in choices:
                 if devices + t * d > K:
                     continue
-                h = d + max((st[4] for st in later), default=0)
-                if h > N if graph else s + d > N:
+                h = front_in_flight(d, max((st[4] for st in later), default=0), mode.in_flight)
+                if h > N:  # (sequential, Piper's rule: h = s + d)
                     continue
                 counts["stage_choices"] += 1
                 stage = best_stage(sub, t, d, microbatches_held(h, d, N, mode.schedule))

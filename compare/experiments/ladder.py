@@ -13,7 +13,8 @@ prove (their verdicts are still shown).
 At full size the DP gives its plan; CP-SAT, given that plan as a hint and ``time_limit``
 seconds, gives a lower bound; the *certified gap* is (DP's TPS - bound) / DP's TPS, with
 the bound the larger of CP-SAT's and the work bound sum_v min p_v t / K (every device busy
-all the time), both valid without trusting the DP.
+all the time), both valid without trusting the DP. Everything runs under one in-flight rule
+(contract sec. 11, ``in_flight=``; the work bound holds under both).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from compare.baselines.twobw import block_order
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance, instance_from_dict, instance_to_dict
 from piper_ilp.milp.backend import check_solver_settings
+from piper_ilp.mode import Mode
 from piper_ilp.plan import plan_to_dict
 from piper_ilp.solution import Restrictions, Status
 
@@ -104,9 +106,15 @@ class Ladder:
     full: dict
     gap: float | None
     problems: list[str] = field(default_factory=list)
+    in_flight: str = "piper"
 
     def to_dict(self) -> dict:
-        return {"rungs": [r.to_dict() for r in self.rungs], "full": self.full, "gap": self.gap}
+        return {
+            "in_flight": self.in_flight,
+            "rungs": [r.to_dict() for r in self.rungs],
+            "full": self.full,
+            "gap": self.gap,
+        }
 
     @property
     def exit_code(self) -> int:
@@ -124,8 +132,10 @@ def run_ladder(
     misses: int = 2,
     threads: int | None = None,
     on_rung=None,
+    in_flight: str = "piper",
 ) -> Ladder:
-    """Climb the ladder (see the module docstring) and run the DP at full size."""
+    """Climb the ladder (see the module docstring) and run the DP at full size, every solve
+    under the in-flight rule ``in_flight`` (sec. 11)."""
     from compare.crosscheck.methods import run_method
     from compare.crosscheck.verify import verify_instance
 
@@ -133,6 +143,7 @@ def run_ladder(
         raise InputError(f"--max-nodes must be >= 1, got {max_nodes}")
     check_solver_settings(time_limit, threads)  # before any rung: each would end "error"
     check_solver_settings(full_time_limit, time_option="--full-time-limit")
+    mode = Mode(in_flight=in_flight)
     order, starts = block_order(instance)
     rungs: list[Rung] = []
     missed = 0
@@ -152,6 +163,7 @@ def run_ladder(
             time_limit=time_limit,
             threads=threads,
             greedy=False,
+            mode=mode,
         )
         rung = Rung(
             j, len(keep), K_j, N_j, verdict.verdict, verdict.optimum, time.process_time() - start
@@ -164,7 +176,7 @@ def run_ladder(
             break
 
     start = time.process_time()
-    dp = run_method(instance, "dp", restrictions)
+    dp = run_method(instance, "dp", restrictions, mode=mode)
     full = {
         "status": dp.status.value,
         "tps": dp.tps,
@@ -184,6 +196,7 @@ def run_ladder(
             threads=threads,
             hint_from_dp=True,
             force=True,
+            mode=mode,
         )
         milp_bound = (
             milp.bound if milp.status in (Status.OPTIMAL, Status.FEASIBLE, Status.UNKNOWN) else None
@@ -199,4 +212,4 @@ def run_ladder(
     gap = None
     if dp.tps is not None and dp.tps > 0:
         gap = max(0.0, (dp.tps - bound) / dp.tps)
-    return Ladder(rungs, full, gap)
+    return Ladder(rungs, full, gap, in_flight=mode.in_flight)

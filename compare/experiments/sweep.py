@@ -15,6 +15,10 @@ variant                   what runs
 NAME                      an external planner given as NAME=COMMAND (:mod:`compare.crosscheck.external`)
 ========================  ================================================================
 
+A sweep solves under one in-flight rule (contract sec. 11, ``in_flight=``, ``--in-flight``:
+``piper``, the paper's, by default; under ``schedule`` the heuristic variants, which plan under
+Piper's rule, are refused and their rows say so); every row and the folder's parameters name it.
+
 Each finished run is one JSON line in ``DIR/results.jsonl`` (flushed as it finishes, so an
 interrupted sweep keeps what it finished and ``resume`` skips it); ``DIR/results.csv`` holds
 the same rows as a table at the end. A row: the settings (K, M, N, B), the variant, the
@@ -38,6 +42,7 @@ from compare.experiments.jobs import MANIFESTS, prepare_folder, run_in_folder
 from piper_ilp.errors import InputError, InternalError
 from piper_ilp.files import atomic_write_text, read_jsonl
 from piper_ilp.instance import SETTING_OPTIONS, Instance, check_setting
+from piper_ilp.mode import Mode
 from piper_ilp.plan import plan_to_dict
 from piper_ilp.solution import RECOMPUTE_OPTION, Restrictions, Solution
 
@@ -135,40 +140,54 @@ def _check_setting(name: str, value) -> None:
     check_setting(name, value, f"{SETTING_OPTIONS[name]} ({name})")
 
 
-def _solve_variant(instance: Instance, variant: str, externals: Mapping[str, str]) -> Solution:
-    from compare.crosscheck.methods import run_method
+def _solve_variant(
+    instance: Instance, variant: str, externals: Mapping[str, str], in_flight: str = "piper"
+) -> Solution:
+    from compare.crosscheck.methods import check_mode, external_method, run_method
 
+    mode = Mode(in_flight=in_flight)
     if variant in externals:
         from compare.crosscheck.external import solve_external
 
+        check_mode(external_method(variant, externals[variant]), mode)
         return solve_external(instance, externals[variant], name=variant)
     if variant in ("2bw", "greedy", "pipedream"):  # the registry's heuristics
-        return run_method(instance, variant)
+        return run_method(instance, variant, mode=mode)
     restrictions = {
         "all": Restrictions(),
         "no-dp": Restrictions.from_flags(no_data_parallel=True),
         "no-tp": Restrictions.from_flags(no_tensor_parallel=True),
         "no-recompute": Restrictions.from_flags(exclude_options=(RECOMPUTE_OPTION,)),
     }[variant]
-    return run_method(instance, "dp", restrictions)
+    return run_method(instance, "dp", restrictions, mode=mode)
 
 
 def run_point(
-    instance: Instance, point: SweepPoint, externals: Mapping[str, str] | None = None
+    instance: Instance,
+    point: SweepPoint,
+    externals: Mapping[str, str] | None = None,
+    in_flight: str = "piper",
 ) -> dict:
-    """Solve one point of the grid; returns its row (a JSON-ready dict). Status
-    "refused" when a method refuses the instance (size, options), "invalid" when an
-    external planner's plan fails the evaluator."""
+    """Solve one point of the grid under the in-flight rule ``in_flight`` (sec. 11);
+    returns its row (a JSON-ready dict, ``in_flight`` in it). Status "refused" when a
+    method refuses the instance (size, options, a heuristic under ``schedule``),
+    "invalid" when an external planner's plan fails the evaluator."""
     inst = instance.with_settings(K=point.K, M=point.M, N=point.N, B=point.B)
     start = time.process_time()
     try:
-        sol = _solve_variant(inst, point.variant, externals or {})
+        sol = _solve_variant(inst, point.variant, externals or {}, in_flight)
         status, message = sol.status.value, sol.message
     except InputError as exc:  # too large for a method, an option no node has, ...
         sol, status, message = None, "refused", str(exc)
     except InternalError as exc:  # an external planner's plan that the evaluator rejects
         sol, status, message = None, "invalid", str(exc)
-    row = {"id": point.id, **asdict(point), "status": status, "message": message}
+    row = {
+        "id": point.id,
+        **asdict(point),
+        "in_flight": in_flight,
+        "status": status,
+        "message": message,
+    }
     plan = sol.plan if sol is not None else None
     row.update(
         tps=sol.tps if sol is not None else None,
@@ -210,10 +229,13 @@ def run_sweep(
     externals: Mapping[str, str] | None = None,
     scheduler: str | None = None,
     note: Callable[[str], None] | None = None,
+    in_flight: str = "piper",
 ) -> list[dict]:
     """Run every point not already in ``out/results.jsonl`` (with :func:`compare.experiments.jobs.run_in_folder`:
     the folder locked, one whole JSON line per finished run, interrupts keep what finished);
-    returns all rows of the grid in grid order and writes ``out/results.csv``.
+    returns all rows of the grid in grid order and writes ``out/results.csv``. Every
+    point is solved under the in-flight rule ``in_flight`` (sec. 11), which the folder's
+    parameters record (a folder from before the rule existed resumes as ``piper``).
 
     Raises
     ------
@@ -235,6 +257,7 @@ def run_sweep(
         "instance": instance.fingerprint(),
         "points": [p.id for p in points],
         "externals": externals,
+        "in_flight": Mode(in_flight=in_flight).in_flight,  # (checked)
     }
     done, new = run_in_folder(
         out,
@@ -244,13 +267,14 @@ def run_sweep(
         params=params,
         jobs=list(points),
         job_id=lambda p: p.id,
-        fn=functools.partial(run_point, instance, externals=externals),
+        fn=functools.partial(run_point, instance, externals=externals, in_flight=in_flight),
         keep=lambda r: "id" in r and "variant" in r,
         resume=resume,
         workers=workers,
         scheduler=scheduler,
         on_record=on_row,
         note=note,
+        defaults={"in_flight": "piper"},
     )
     by_id = {r["id"]: r for r in done + new}
     rows = [by_id[p.id] for p in points if p.id in by_id]
