@@ -441,3 +441,51 @@ def test_sweep_and_ladder_take_the_rule(tmp_path, small):
     lad = run_ladder(inst, max_nodes=2, time_limit=10, full_time_limit=10, in_flight="schedule")
     assert lad.to_dict()["in_flight"] == "schedule"
     assert lad.full["tps"] == solve_dp(inst, mode=SCHEDULE).tps
+
+
+# ---- finding 2: the batch-time model against the simulator ----------------------------
+
+
+def test_forwards_only_the_knapsack_formula_is_the_simulated_batch_time():
+    from compare.crosscheck.batch_bound import knapsack_batch_time
+
+    for seed in range(30):
+        for pipeline in ("sequential", "graph"):
+            inst, plan = random_plan_case(seed, pipeline)
+            ev = evaluate(inst, plan, Mode(pipeline, in_flight="schedule"))
+            tps, d = [r.cost.tps for r in ev.stages], [r.d for r in ev.stages]
+            succ = [set(r.successors) for r in ev.stages]
+            knap = knapsack_batch_time(tps, d, succ, inst.N, pipeline)
+            for schedule in ("1f1b-flush", "gpipe"):
+                sim = simulate(
+                    inst,
+                    plan,
+                    schedule=schedule,
+                    pipeline=pipeline,
+                    forward_fraction=1.0,
+                    in_flight="schedule",
+                )
+                assert sim.batch_time == pytest.approx(knap, rel=1e-9)
+                assert sim.batch_time <= sim.model_batch_time * (1 + 1e-9)
+
+
+def test_with_backward_passes_the_knapsack_formula_fails_on_a_graph_plan():
+    # seed 397 (d = 3, 6, 6, graph pipelining), found by compare.crosscheck.batch_bound:
+    # 1F1B-flush runs longer than the knapsack formula, still within sec. 9's formula
+    from compare.crosscheck.batch_bound import knapsack_batch_time
+
+    inst, plan = random_plan_case(397, "graph")
+    ev = evaluate(inst, plan, Mode("graph", in_flight="schedule"))
+    tps, d = [r.cost.tps for r in ev.stages], [r.d for r in ev.stages]
+    knap = knapsack_batch_time(tps, d, [set(r.successors) for r in ev.stages], inst.N, "graph")
+    sim = simulate(inst, plan, schedule="1f1b-flush", pipeline="graph", in_flight="schedule")
+    assert sim.batch_time > knap * 1.1
+    assert sim.batch_time <= sim.model_batch_time * (1 + 1e-9)
+
+
+def test_the_bound_is_loosest_for_one_stage_of_d_n():
+    # one stage, d = N = 8: the replicas run side by side (simulated N TPS), sec. 9 charges
+    # (N - 1) TPS + d TPS = (2N - 1) TPS
+    inst = chain([8.0], K=8, N=8)
+    sim = simulate(inst, staged([8]), schedule="1f1b-flush", in_flight="schedule")
+    assert sim.batch_time == pytest.approx(8.0) and sim.model_batch_time == pytest.approx(15.0)
