@@ -1,15 +1,12 @@
-"""The DP's time limit: a deadline checked between units of work.
-
-Entry point: :class:`Deadline`. The solver checks it once per set of the stage tables,
-once per stage made, and before each decision of the threshold search; past it,
-:meth:`Deadline.check` raises :class:`TimeUp` (caught by :func:`dp.threshold_dp.solve_threshold_dp`,
-which then returns what it has: the best plan in hand and a proven lower bound, status
-feasible, or nothing, status unknown; never "optimal").
+"""The DP's time limit: a :class:`Deadline` checked between units of work, which raises
+:class:`TimeUp` once it has passed.
 """
 
 from __future__ import annotations
 
 import time
+
+from piper_ilp.settings import check_time_limit
 
 __all__ = ["Deadline", "TimeUp"]
 
@@ -22,11 +19,34 @@ class TimeUp(Exception):
 
 
 class Deadline:
-    """``seconds`` from now (None: never). :meth:`check` raises :class:`TimeUp` once it has
-    passed; :attr:`passed` says so without raising."""
+    """``seconds`` from now (None: never).
+
+    The DP checks it once per set of the stage tables, once per stage made, and before
+    each decision of the threshold search; past it, :meth:`check` raises :class:`TimeUp`
+    (caught by :func:`dp.threshold_dp.solve_threshold_dp`, which then returns what it
+    has: the best plan in hand and a proven lower bound, status feasible, or nothing,
+    status unknown; never "optimal").
+
+    Parameters
+    ----------
+    seconds : float, optional
+        The time limit; None: no limit.
+
+    Raises
+    ------
+    InputError
+        ``seconds`` is not a finite number >= 0 (:func:`piper_ilp.settings.check_time_limit`):
+        the DP's guard for a direct call; a time limit from the CLI or ``run_method`` was
+        checked there, with the option's name.
+
+    Examples
+    --------
+    >>> Deadline(None).passed, Deadline(3600).passed
+    (False, False)
+    """
 
     def __init__(self, seconds: float | None):
-        self.seconds = seconds  # (checked by the caller: piper_ilp.milp.check_solver_settings)
+        self.seconds = check_time_limit(seconds, "time_limit")
         self.end = None if seconds is None else clock() + seconds
         if self.end is None:
             self.check = _never  # (the hot loops call it once per stage)
@@ -37,9 +57,11 @@ class Deadline:
 
     @property
     def passed(self) -> bool:
+        """Whether the deadline has passed."""
         return self.end is not None and clock() >= self.end
 
     def check(self) -> None:
+        """Raise :class:`TimeUp` once the deadline has passed."""
         if self.passed:
             raise TimeUp()
 

@@ -1,21 +1,6 @@
-"""The states of candidate stages in exact mode, in flat arrays (cost model sec. 4).
-
-A stage C's *state* under t says whether some option choice of C may fit (alive), whether
-all its nodes are plain (options that differ only in p, a, b), W (sum w), m1 (least sum
-a + b) and, for a plain state, the Pareto frontier of its option choices: rows (P, A, Bm,
-m1, mS) with P = sum p, A = sum a, Bm = sum b, m1 = sum (a + b), mS = sum (S a + b). The
-state of C is made from the state of C minus its lowest node without successors in C (the
-builder's ``low_sink``), so every state comes from one parent by one fixed sequence of
-float operations.
-
-:class:`ExactStates` keeps state s (0: the empty set) in per-t arrays and its frontier as
-rows ``off[s] .. off[s] + cnt[s] - 1`` of the t's frontier store, and makes the missing
-states of many stages at once: by increasing size, all states of one size in one numpy
-pass per t (:meth:`ExactStates._extend_frontiers`), so a state costs a few Python
-operations (its set, parent and cut bitmasks) and no Python objects of its own.
-
-Symbols: X, C sets of nodes (bitmasks over node positions), v a node, t the tensor degree,
-S = min(N, K) the largest y, M the memory per device.
+"""The states of candidate stages in exact mode, in flat arrays (cost model sec. 4):
+:class:`ExactStates` makes the states of many stages at once, by size, each from one
+parent by one fixed sequence of float operations.
 """
 
 from __future__ import annotations
@@ -28,9 +13,6 @@ from dp.knapsack import pareto_orders, pieces, two_column_orders
 from dp.memory import truncate_low_bits
 
 __all__ = ["ExactStates"]
-
-#: States are extended many at once, in pieces of about this many new frontier rows.
-EXTEND_ROWS = 1 << 21
 
 
 class _NodeTable:
@@ -60,24 +42,54 @@ class _NodeTable:
 
 
 class ExactStates:
-    """The exact-mode states of the builder's stages (see the module docstring).
+    """The exact-mode states of candidate stages.
 
-    ``make(Cs)`` returns the state ids of the sets ``Cs`` (making the missing ones); per t,
+    A stage C's *state* under t says whether some option choice of C may fit (alive),
+    whether all its nodes are plain (options that differ only in p, a, b), W (sum w), m1
+    (least sum a + b) and, for a plain state, the Pareto frontier of its option choices:
+    rows (P, A, Bm, m1, mS) with P = sum p, A = sum a, Bm = sum b, m1 = sum (a + b), mS =
+    sum (S a + b). The state of C is made from the state of C minus its lowest node
+    without successors in C, so every state comes from one parent by one fixed sequence of
+    float operations.
+
+    State s (0: the empty set) lives in per-t arrays, its frontier as rows ``off[s] ..
+    off[s] + cnt[s] - 1`` of the t's frontier store. The missing states of many stages are
+    made at once: by increasing size, all states of one size in one numpy pass per t, so
+    a state costs a few Python operations (its set, parent and cut bitmasks) and no Python
+    objects of its own.
+
+    :meth:`make` returns the state ids of sets (making the missing ones); per t,
     ``alive``, ``plain``, ``W``, ``off`` and ``cnt`` (arrays by state id) and ``store[t]``
-    (the frontier rows) describe them; ``cuts(ids)`` are their cut-edge bitmasks;
-    ``forget()`` drops every state but the empty set's (the caller does it once
-    :meth:`size` passes its limit)."""
+    (the frontier rows) describe them; :meth:`cuts` are their cut-edge bitmasks;
+    :meth:`forget` drops every state but the empty set's (the caller does it once
+    :meth:`size` passes its limit).
 
-    def __init__(self, builder, low_bits: int, low_sink):
-        b = builder  # (read here, not kept: see the builder's use)
+    Parameters
+    ----------
+    ctx : dp.stage_context.StageContext
+        t values, S, the memory limits, each (node, t)'s options (``node_t``) and the
+        deadline's check.
+    geo : dp.stage_geometry.StageGeometry
+        The cut bits each node sets and clears.
+    low_bits : int
+        The mantissa bits the frontier filters clear
+        (:data:`dp.stage_context.FILTER_LOW_BITS`).
+    low_sink : callable
+        X -> the lowest node of X without successors in X.
+    extend_rows : int
+        States are extended in pieces of about this many new frontier rows.
+    """
+
+    def __init__(self, ctx, geo, low_bits: int, low_sink, extend_rows: int):
         self.low_sink = low_sink
-        self.plus_bits, self.minus_bits = b.plus_bits, b.minus_bits
-        self.t_values = list(b.t_values)
-        self.mem_maybe, self.mem_kept, self.S = b.mem_maybe, b.mem_kept, b.S
-        self.check = lambda: None  # the builder sets its deadline's check
+        self.plus_bits, self.minus_bits = geo.plus_bits, geo.minus_bits
+        self.t_values = list(ctx.t_values)
+        self.mem_maybe, self.mem_kept, self.S = ctx.mem_maybe, ctx.mem_kept, ctx.S
+        self.check = ctx.check
         self.low_bits = low_bits
-        n = len(b.ids)
-        self.nodes = {t: _NodeTable(n, b.node_t, t) for t in self.t_values}
+        self.extend_rows = extend_rows
+        n = len(ctx.ids)
+        self.nodes = {t: _NodeTable(n, ctx.node_t, t) for t in self.t_values}
         self.forget()
 
     def forget(self):
@@ -100,15 +112,17 @@ class ExactStates:
         return self.n + sum(self.used.values())
 
     def cuts(self, ids) -> list:
-        """The cut-edge bitmasks of states ``ids`` (see the builder's plus_bits,
-        minus_bits)."""
+        """The cut-edge bitmasks of states ``ids``
+        (:class:`dp.stage_geometry.StageGeometry`)."""
         plus, minus = self.plus, self.minus
         return [plus[s] & ~minus[s] for s in ids]
 
     def cut(self, s: int) -> int:
+        """The cut-edge bitmask of state ``s``."""
         return self.cuts((s,))[0]
 
     def frontier(self, t: int, s: int) -> np.ndarray:
+        """The frontier rows (P, A, Bm, m1, mS) of state ``s`` under t."""
         a = int(self.off[t][s])
         return self.store[t][a : a + int(self.cnt[t][s])]
 
@@ -140,7 +154,7 @@ class ExactStates:
         """The state ids of the sets ``Cs``. The states missing on the way down (each X
         from X minus its lowest node without successors) are made by increasing size.
         ``sinks[i]``, when given, is the set of nodes of ``Cs[i]`` without successors in it
-        (the builder knows it from the pair (I, J); else ``low_sink`` finds the lowest)."""
+        (known from the pair (I, J); else ``low_sink`` finds the lowest)."""
         id_of = self.id_of
         low_sink = self.low_sink
         made: list[tuple[int, int]] = []  # (X minus v, v) per new state, by id
@@ -200,8 +214,8 @@ class ExactStates:
             self.off[t][ids] = 0
             self.cnt[t][ids] = 0
             ext = np.flatnonzero(ok & plain)
-            # in pieces of about EXTEND_ROWS new rows
-            for a, b in pieces(self.cnt[t][ps[ext]] * nt.n_opt[vs[ext]], EXTEND_ROWS):
+            # in pieces of about extend_rows new rows
+            for a, b in pieces(self.cnt[t][ps[ext]] * nt.n_opt[vs[ext]], self.extend_rows):
                 self.check()
                 self._extend_frontiers(t, ids[ext[a:b]], ps[ext[a:b]], vs[ext[a:b]])
 
@@ -211,14 +225,14 @@ class ExactStates:
         that may fit is kept); with more, the new rows are filtered:
 
         Memory at y in [1, S] is A y + Bm, between m1 and mS, so (P, m1, mS) decide
-        dominance (the memory columns with the builder's FILTER_LOW_BITS low bits
-        cleared). Where m1 is the same on every row, (P, mS) decide; else where Bm is,
-        (P, A) decide (memory rises with A at every y, now and after any extension, which
-        adds the same b to both rows); else where mS is, (P, m1). Those frontiers go
+        dominance (the memory columns with ``low_bits`` low bits cleared). Where m1 is the
+        same on every row, (P, mS) decide; else where Bm is, (P, A) decide (memory rises
+        with A at every y, now and after any extension, which adds the same b to both
+        rows); else where mS is, (P, m1). Those frontiers go
         through :func:`dp.knapsack.two_column_orders` together, the others through
         :func:`dp.knapsack.pareto_orders`. A new frontier is its rows in (P, ...) order:
         the sums with one option are then sorted runs, and the staircase by P of the
-        builder's rows needs no sort. A state whose rows all fail is dead."""
+        tables' rows needs no sort. A state whose rows all fail is dead."""
         nt = self.nodes[t]
         store = self.store[t]
         flen = self.cnt[t][ps]

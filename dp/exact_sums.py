@@ -28,7 +28,23 @@ def fsum_rows(vals: np.ndarray) -> np.ndarray:
     error is at most about k^2 u^2 S). When S is certainly on hi's side of both midpoints
     to hi's neighbours (|lo| + delta below half of each gap), the correctly rounded sum is
     hi; the few rows that are too near a midpoint, and the rows that are not finite, go
-    to ``math.fsum`` (which raises OverflowError where it would)."""
+    to ``math.fsum`` (which raises OverflowError where it would).
+
+    Parameters
+    ----------
+    vals : numpy.ndarray
+        m x k.
+
+    Returns
+    -------
+    numpy.ndarray
+        m sums.
+
+    Examples
+    --------
+    >>> fsum_rows(np.array([[0.1, 0.2, 0.3], [1e16, 1.0, 1.0]])).tolist()
+    [0.6, 1.0000000000000002e+16]
+    """
     vals = np.asarray(vals, dtype=np.float64)
     m, k = vals.shape
     s = np.zeros(m)

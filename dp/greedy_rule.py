@@ -220,7 +220,8 @@ def greedy_choice(
     for c, m in zip(costs, mems):
         if len(c) > 2:
             raise InputError(
-                f"Piper's greedy option choice is defined for at most two options per node, got {len(c)}"
+                "Piper's greedy option choice is defined for at most two options per node, got "
+                f"{len(c)}"
             )
         opts.append([(float(cl), 0.0, 0.0, float(ml), 0.0) for cl, ml in zip(c, m)])
     rows = greedy_node_rows(opts, 1, 1, 1.0)

@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from typing import Callable
 
-from piper_ilp.errors import SizeLimitError
-from piper_ilp.instance import Instance
+from piper_ilp.errors import InternalError, SizeLimitError
+from piper_ilp.instance import Instance, topological_order
 
-__all__ = ["count_ideals", "enumerate_ideals", "successor_masks", "DEFAULT_MAX_IDEALS"]
+__all__ = [
+    "count_ideals",
+    "enumerate_ideals",
+    "suffix_ideals",
+    "successor_masks",
+    "DEFAULT_MAX_IDEALS",
+]
 
 #: Default cap on the number of successor-closed sets, from a measurement: gnmt (17,914
 #: sets, 78 nodes) takes 8-9 CPU seconds at K = 8 and about 2 minutes at K = 64 and 256
@@ -25,7 +31,8 @@ DEFAULT_MAX_IDEALS = 20_000
 
 
 def successor_masks(instance: Instance) -> list[int]:
-    """For each node position i, the bitmask of its direct successors' positions."""
+    """For each node position i (input order), the bitmask of its direct successors'
+    positions."""
     pos = {v: i for i, v in enumerate(instance.node_ids)}
     succ = [0] * len(pos)
     for e in instance.edges:
@@ -121,6 +128,16 @@ def enumerate_ideals(instance: Instance, max_ideals: int) -> list[int]:
     """All successor-closed sets as bitmasks, ordered by size (the empty set first, the
     whole graph last).
 
+    Parameters
+    ----------
+    instance : Instance
+    max_ideals : int
+        Refuse graphs with more sets than this.
+
+    Returns
+    -------
+    list of int
+
     Raises
     ------
     SizeLimitError
@@ -135,8 +152,48 @@ def enumerate_ideals(instance: Instance, max_ideals: int) -> list[int]:
         total = _walk(instance, cap)
         said = f"more than {cap:,}" if total > cap else f"{total:,}"
         raise SizeLimitError(
-            f"{instance.source}: the graph has {said} successor-closed sets (the DP's states), above the "
-            f"limit of {max_ideals:,}; raise the limit (max_ideals / --max-ideals) if memory and time allow, "
-            f"or use a MILP method"
+            f"{instance.source}: the graph has {said} successor-closed sets (the DP's states), "
+            f"above the limit of {max_ideals:,}; raise the limit (max_ideals / --max-ideals) if "
+            "memory and time allow, or use a MILP method"
         )
+    return out
+
+
+def suffix_ideals(instance: Instance) -> list[int]:
+    """The suffixes of one topological order, as bitmasks by size (the empty set first):
+    successor-closed sets that form a chain, the family of the DP's chain bound.
+
+    The order is the lexicographic one (networkx's ``lexicographical_topological_sort``
+    keyed by input position): each step takes, of the nodes whose predecessors are all
+    placed, the first in input order (:func:`piper_ilp.instance.topological_order`, so
+    that the DP needs no networkx).
+
+    Raises
+    ------
+    InternalError
+        The graph has a cycle (the loader refuses such graphs).
+
+    Examples
+    --------
+    Node 2 feeds node 0, so the order is 1, 2, 0 and its suffixes {0}, {2, 0}, all:
+
+    >>> from piper_ilp.instance import instance_from_dict, option_dict
+    >>> def node(i, fw, bw):
+    ...     return {"id": i, "TMPCs": {"1": [option_dict("v", 1, 0, 0, 0, fw, bw)]}}
+    >>> nodes = [node(0, {"2": 0}, {}), node(1, {}, {}), node(2, {}, {"0": 0})]
+    >>> inst = instance_from_dict({"maxDevices": 1, "maxMemoryPerDevice": 1, "bandwidth": 1,
+    ...     "mbsInBatch": 1, "nodes": nodes,
+    ...     "edges": [{"sourceId": 2, "destId": 0, "communicationCost": 0}]})
+    >>> [bin(m) for m in suffix_ideals(inst)]
+    ['0b0', '0b1', '0b101', '0b111']
+    """
+    ids = instance.node_ids
+    pos = {v: i for i, v in enumerate(ids)}
+    order = topological_order({v: [w for w, _ in instance.out_edges[v]] for v in ids})
+    if len(order) != len(ids):
+        raise InternalError(f"{instance.source}: the graph has a cycle")
+    out, mask = [0], 0
+    for v in reversed(order):
+        mask |= 1 << pos[v]
+        out.append(mask)
     return out

@@ -1,26 +1,7 @@
-"""Choosing each node's option inside one stage exactly (cost model secs. 4 and 7).
-
-For a candidate stage C with degrees (t, d) and y microbatches in flight, every node i
-of C picks one option l; the stage costs (sec. 3, :func:`piper_ilp.cost.stage_tps`)
-
-    TPS(C) = (E / d + resync(W)) / B + P / d,
-    E = sum_i E_il (cut-edge bytes),  W = sum_i w_il,  P = sum_i p_il,
-
-and must fit in memory: fsum_i (a_il y, b_il) <= M (sec. 7). Picking the options is a
-knapsack, solved here exactly:
-
-* :func:`pareto_frontier` -- the Pareto frontier of the sums (P, E, W, sum a, sum b) with
-  float sums, kept generous at the memory boundary (a choice is dropped only when its
-  float memory exceeds M by more than the float error bound of :mod:`dp.memory`); the DP
-  reads its stage tables from it and re-decides near-boundary cases with
-  :func:`exact_choice`.
-* :func:`exact_choice` -- the least-cost choice at one y with memory summed exactly
-  (integers in units of 2**-1074), so it agrees with the evaluator on every input.
-  :func:`exact_options` is the same for a stage given by node ids.
-
-Nodes with identical options (BERT's transformer layers) are merged into one group first,
-so a stage of m identical layers adds only m + 1 points. Piper's greedy rule (sec. 5) is
-in :mod:`dp.greedy_rule`.
+"""Choosing each node's option inside one stage exactly (cost model secs. 3, 4 and 7): the
+Pareto frontier of a stage's option choices (:func:`pareto_frontier`), the least-cost
+choice at one y with memory summed exactly (:func:`exact_choice`), and the array filters
+and step-function helpers the stage tables build on.
 
 References
 ----------
@@ -51,12 +32,18 @@ __all__ = [
     "pareto_mask",
     "pareto_order",
     "pareto_orders",
+    "two_column_order",
     "two_column_orders",
+    "segment_xy_order",
+    "segment_staircase",
+    "dense_ranks",
+    "pieces",
     "run_ids",
     "run_starts",
     "stage_items",
     "pareto_frontier",
     "y_capacity",
+    "y_capacity_and_memory",
     "y_capacities",
     "exact_choice",
     "exact_choices_at",
@@ -72,9 +59,25 @@ Item = tuple[tuple[float, float, float, float, float], ...]
 
 def stage_items(instance: Instance, nodes: Collection[int], t: int) -> list[Item]:
     """The knapsack items of a stage: for each node id of ``nodes`` (in the given order),
-    the tuple of its options under ``t`` as (p, E, w, a, b).
+    the tuple of its options under ``t`` as (p, E, w, a, b), E the node's cut-edge bytes
+    in the stage ``nodes`` with that option.
 
-    Raises KeyError when a node has no option for ``t``.
+    Parameters
+    ----------
+    instance : Instance
+    nodes : collection of node ids
+        The stage.
+    t : int
+        The tensor degree.
+
+    Returns
+    -------
+    list of Item
+
+    Raises
+    ------
+    KeyError
+        A node has no option for ``t``.
     """
     members = nodes if isinstance(nodes, (set, frozenset)) else set(nodes)
     items = []
@@ -89,8 +92,21 @@ def stage_items(instance: Instance, nodes: Collection[int], t: int) -> list[Item
 def stage_tps_from_sums(E, W, P, d, N, B):
     """A stage's (or one node's) time per sample with data-parallel degree d, from its
     cut-edge bytes E, weights W and compute time P: :func:`piper_ilp.cost.stage_tps` with
-    the resync bytes of W (linear in w, so the sum of the nodes' terms). Floats or numpy
-    arrays (broadcasting)."""
+    the resync bytes of W (linear in w, so the sum of the nodes' terms).
+
+    Parameters
+    ----------
+    E, W, P : float or numpy.ndarray
+        Sums over the stage's nodes (numpy arrays broadcast).
+    d, N : int or numpy.ndarray
+        The data-parallel degree and the microbatches per batch.
+    B : float
+        Bandwidth.
+
+    Returns
+    -------
+    float or numpy.ndarray
+    """
     return _stage_tps(E, resync_bytes(W, d, N), P, d, B)
 
 
@@ -118,7 +134,13 @@ class Frontier:
 
 def pareto_mask(cols: np.ndarray) -> np.ndarray:
     """Rows of ``cols`` (n x k, all minimized) that no row earlier in lexicographic order
-    weakly dominates (so exact duplicates keep one copy): :func:`pareto_order` as a mask."""
+    weakly dominates (so exact duplicates keep one copy): :func:`pareto_order` as a mask.
+
+    Examples
+    --------
+    >>> pareto_mask(np.array([[1.0, 3.0], [2.0, 2.0], [2.0, 4.0], [1.0, 3.0]])).tolist()
+    [True, True, False, False]
+    """
     mask = np.zeros(len(cols), dtype=bool)
     mask[pareto_order(cols)] = True
     return mask
@@ -132,7 +154,13 @@ PARETO_BLOCK = 128
 def pareto_order(cols: np.ndarray) -> np.ndarray:
     """The indices of the rows :func:`pareto_mask` keeps, in lexicographic order of the
     varying columns (ties: input order). Constant columns are ignored; one or two varying
-    columns take O(n log n), more take O(n x kept) numpy work."""
+    columns take O(n log n), more take O(n x kept) numpy work.
+
+    Examples
+    --------
+    >>> pareto_order(np.array([[2.0, 2.0], [1.0, 3.0], [2.0, 4.0]])).tolist()
+    [1, 0]
+    """
     n = len(cols)
     if n <= 1:
         return np.arange(n)
@@ -151,7 +179,7 @@ def pareto_order(cols: np.ndarray) -> np.ndarray:
     if k == 1:
         return np.array([int(np.argmin(c[:, 0]))])
     if k == 2:
-        return _two_column_order(c[:, 0], c[:, 1])
+        return two_column_order(c[:, 0], c[:, 1])
     order = np.lexsort(c.T[::-1])
     # k >= 3: a row is dominated iff some earlier row is <= it in every column (the first
     # column holds by the order). Dominance is transitive, so trying the earlier rows that
@@ -174,11 +202,17 @@ def pareto_order(cols: np.ndarray) -> np.ndarray:
     return order[keep]
 
 
-def _two_column_order(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def two_column_order(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The Pareto rows of two varying columns, as indices in stable (x, y) order: a row is
     kept iff its y is below every earlier row's (so exact duplicates keep the first).
     Without ties in x, a stable sort on x alone is that order (and merges the sorted runs
-    of a frontier plus each option in linear time); with ties, the two-key sort."""
+    of a frontier plus each option in linear time); with ties, the two-key sort.
+
+    Examples
+    --------
+    >>> two_column_order(np.array([2.0, 1.0, 3.0]), np.array([1.0, 2.0, 1.0])).tolist()
+    [1, 0]
+    """
     order = np.argsort(x, kind="stable")
     sx = x[order]
     if (sx[1:] == sx[:-1]).any():
@@ -193,13 +227,25 @@ def _two_column_order(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def run_starts(a: np.ndarray) -> np.ndarray:
     """The indices where a run of equal values of ``a`` (non-empty, 1-D) begins: 0 and
-    every i with a[i] != a[i - 1]."""
+    every i with a[i] != a[i - 1].
+
+    Examples
+    --------
+    >>> run_starts(np.array([4, 4, 7, 7, 7, 2])).tolist()
+    [0, 2, 5]
+    """
     return np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
 
 
 def run_ids(change: np.ndarray) -> np.ndarray:
     """The run number of each of n elements (int64, from 0), given ``change`` (n - 1
-    flags): change[i - 1] is True where element i starts a new run."""
+    flags): change[i - 1] is True where element i starts a new run.
+
+    Examples
+    --------
+    >>> run_ids(np.array([False, True, False])).tolist()
+    [0, 0, 1, 1]
+    """
     ids = np.zeros(len(change) + 1, dtype=np.int64)
     np.cumsum(change, out=ids[1:])
     return ids
@@ -208,7 +254,13 @@ def run_ids(change: np.ndarray) -> np.ndarray:
 def pieces(sizes: np.ndarray, most: int):
     """Consecutive slices (a, b) of items with the given sizes (>= 0), in order: a piece
     ends with the item that brings its total to ``most`` or more, and holds at least one
-    item."""
+    item.
+
+    Examples
+    --------
+    >>> list(pieces(np.array([3, 1, 5, 2, 2]), 4))
+    [(0, 2), (2, 3), (3, 5)]
+    """
     ends = np.cumsum(sizes)
     a = 0
     while a < len(ends):
@@ -221,7 +273,13 @@ def pieces(sizes: np.ndarray, most: int):
 def dense_ranks(a: np.ndarray) -> np.ndarray:
     """The rank of each value of ``a`` (1-D, no NaN) among its distinct values (int64, from
     0): ``np.unique(a, return_inverse=True)[1]``, with one unstable sort (equal values get
-    one rank whatever their order) instead of unique's: half the time on the frontiers."""
+    one rank whatever their order) instead of unique's: half the time on the frontiers.
+
+    Examples
+    --------
+    >>> dense_ranks(np.array([2.5, 1.0, 2.5, 7.0])).tolist()
+    [1, 0, 1, 2]
+    """
     n = len(a)
     order = np.argsort(a)
     s = a[order]
@@ -242,13 +300,13 @@ def two_column_orders(
     sel: np.ndarray,
     seg: np.ndarray,
 ) -> np.ndarray:
-    """:func:`_two_column_order` of many arrays at once: array g is rows ``first[g]`` ..
+    """:func:`two_column_order` of many arrays at once: array g is rows ``first[g]`` ..
     ``first[g] + n_of[g] - 1`` of ``x`` and ``y`` (``seg``, nondecreasing, names each
     row's array), its rows with ``valid`` False left out; the arrays ``sel`` are
     filtered. Returns the kept rows by array and then in (x, y) order (ties: input order).
 
-    The rows are sorted by (array, x, y) (:func:`_segment_xy_order`); a row is kept iff
-    its y is below every earlier y of its array (:func:`_segment_staircase`)."""
+    The rows are sorted by (array, x, y) (:func:`segment_xy_order`); a row is kept iff
+    its y is below every earlier y of its array (:func:`segment_staircase`)."""
     pick = np.zeros(len(n_of), dtype=bool)
     pick[sel] = True
     rows = np.flatnonzero(valid & pick[seg])
@@ -257,11 +315,11 @@ def two_column_orders(
     ss = seg[rows]
     rs = run_ids(ss[1:] != ss[:-1])  # rank of the array among those left
     xs, ys = x[rows], y[rows]
-    order = _segment_xy_order(rs, xs, ys)
-    return rows[order[_segment_staircase(rs[order], ys[order])]]
+    order = segment_xy_order(rs, xs, ys)
+    return rows[order[segment_staircase(rs[order], ys[order])]]
 
 
-def _segment_xy_order(rs: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def segment_xy_order(rs: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The stable order of rows by (rs, x, y) (rs: nondecreasing ints from 0, x and y
     without NaN): one sort by x, a stable (radix) sort by rs, and the rows of runs of
     equal (rs, x) -- few: equal sums of different choices -- sorted again by (y, input
@@ -281,7 +339,7 @@ def _segment_xy_order(rs: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarra
     return order
 
 
-def _segment_staircase(rs: np.ndarray, y: np.ndarray) -> np.ndarray:
+def segment_staircase(rs: np.ndarray, y: np.ndarray) -> np.ndarray:
     """For rows sorted by rs (nondecreasing ints from 0): whether each y is below every
     earlier y of its rs, i.e. a running maximum of (rs, -y). On the bits of y (>= 0, inf
     allowed: their order is the floats') where rs fits above them -- the filters' y have
@@ -451,13 +509,19 @@ def pareto_frontier(
 
 def y_capacity(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int) -> np.ndarray:
     """For each memory line A y + Bm (floats), the largest y in [0, y_max] with
-    A * y + Bm <= ``limit`` in float arithmetic; 0 when even y = 1 does not."""
-    return _y_capacity_and_memory(
+    A * y + Bm <= ``limit`` in float arithmetic; 0 when even y = 1 does not.
+
+    Examples
+    --------
+    >>> y_capacity(np.array([2.0, 0.0, 5.0]), np.array([1.0, 3.0, 9.0]), 8.0, 10).tolist()
+    [3, 10, 0]
+    """
+    return y_capacity_and_memory(
         np.asarray(A, dtype=float), np.asarray(Bm, dtype=float), limit, y_max
     )[0]
 
 
-def _y_capacity_and_memory(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int):
+def y_capacity_and_memory(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: int):
     """:func:`y_capacity` and the float memory A y + Bm at that y."""
     pos = A > 0
     raw = np.full(A.shape, float(y_max))
@@ -482,13 +546,19 @@ def _y_capacity_and_memory(A: np.ndarray, Bm: np.ndarray, limit: float, y_max: i
 
 
 def y_capacities(A: np.ndarray, Bm: np.ndarray, sure_limit: float, maybe_limit: float, y_max: int):
-    """(sure, maybe, decided): :func:`y_capacity` for the two limits of :mod:`dp.memory`
-    (``sure_limit`` <= ``maybe_limit``), and whether they agree for every line (then every
-    y is decided by the float sums). The band is far narrower than one step of y, so
-    ``sure`` is ``maybe`` or a little less. Small inputs take a plain-Python path (the
-    same float operations, without numpy's per-call cost)."""
+    """:func:`y_capacity` for the two limits of :mod:`dp.memory` (``sure_limit`` <=
+    ``maybe_limit``), and whether they agree for every line (then every y is decided by
+    the float sums). The band is far narrower than one step of y, so ``sure`` is ``maybe``
+    or a little less. Small inputs take a plain-Python path (the same float operations,
+    without numpy's per-call cost).
+
+    Returns
+    -------
+    sure, maybe : numpy.ndarray of int64
+    decided : bool
+    """
     if len(A) > 8:
-        maybe, mem_at = _y_capacity_and_memory(A, Bm, maybe_limit, y_max)
+        maybe, mem_at = y_capacity_and_memory(A, Bm, maybe_limit, y_max)
         bad = (maybe > 0) & (mem_at > sure_limit)
         if not bad.any():
             return maybe, maybe, True
@@ -558,11 +628,28 @@ def exact_choice(
     """The least-cost option choice of a stage at ``y`` microbatches in flight whose memory
     fsum (a y, b) fits in ``M`` (sec. 7, no slack), with degree ``d``.
 
+    Every node i of the stage picks one option l; the stage costs (sec. 3,
+    :func:`piper_ilp.cost.stage_tps`) TPS = (E / d + resync(W)) / B + P / d, with E, W and
+    P the sums over the nodes of the chosen options' cut-edge bytes, w and p: a knapsack.
+
     Memory is summed exactly (integers), so the decision equals the evaluator's; cost sums
     are float sums of non-negative terms. Dominated partial choices (no better in P, E, W
     and exact memory) are dropped; identical items are merged (counts per option). The
     choices kept do not depend on d (:func:`exact_choices_at`); d only picks among them
     (:func:`cheapest_choice`).
+
+    Parameters
+    ----------
+    items : sequence of Item
+        The stage's nodes (:func:`stage_items`).
+    y : int
+        Microbatches in flight.
+    M : float
+        Memory per device.
+    d, N : int
+        The data-parallel degree and the microbatches per batch.
+    B : float
+        Bandwidth.
 
     Returns
     -------
@@ -633,10 +720,11 @@ def cheapest_choice(
     kept, n_items: int, d: int, N: int, B: float
 ) -> tuple[float, tuple[int, ...]] | None:
     """(cost, choice) of the least-cost choice among ``kept`` (:func:`exact_choices_at`)
-    with degree ``d``: the first of the least cost in their order."""
+    with degree ``d``: the first of the least cost in their order; None when none has a
+    finite cost."""
     points, levels = kept
     best, best_cost = None, math.inf
-    for i, (m, P, E, W, _, _) in enumerate(points):
+    for i, (_m, P, E, W, _, _) in enumerate(points):
         c = float(stage_tps_from_sums(E, W, P, d, N, B))
         if c < best_cost:
             best, best_cost = i, c
@@ -663,6 +751,19 @@ def monotone_runs(n: int, at: Callable[[int], float]) -> list[tuple[int, int, fl
     exact, so the least cost never falls as y grows); ``inf`` (nothing fits) is a value
     like any other, and a first value of ``inf`` ends the search at once.
 
+    Parameters
+    ----------
+    n : int
+        The number of indices.
+    at : callable
+        The function, non-decreasing on 0..n-1.
+
+    Returns
+    -------
+    list of (int, int, float)
+
+    Examples
+    --------
     >>> monotone_runs(10, lambda q: [1, 1, 1, 2, 2, 2, 2, 5, 5, 5][q])
     [(0, 2, 1), (3, 6, 2), (7, 9, 5)]
     """
@@ -708,9 +809,24 @@ def exact_options(
     Any number of options per (node, t); exact with floating-point data
     (:func:`exact_choice`).
 
+    Parameters
+    ----------
+    instance : Instance
+    nodes : sequence of node ids
+        The stage.
+    t, d : int
+        The degrees.
+    y : int
+        Microbatches in flight.
+
     Returns
     -------
     dict node id -> Option, or None when no choice fits.
+
+    Raises
+    ------
+    InputError
+        A node has no option for ``t``.
 
     Examples
     --------

@@ -1,70 +1,7 @@
-"""The exact DP in every mode other than the default (cost model secs. 8 and 9).
-
-The default mode (sequential pipelining, throughput, 1f1b) is solved by :mod:`dp.solver`'s
-threshold DP. This module solves the others -- graph pipelining (sec. 8), the batch-time
-objective (sec. 9) and the ``gpipe`` memory rule, in every combination, under either
-in-flight rule (sec. 11) -- with one exact
-label DP over the same states' skeleton, the successor-closed sets ("ideals") of
-:mod:`dp.ideals`. Entry point: :func:`solve_modes` (called by :func:`dp.solver.solve_dp`
-when ``mode`` is not the default).
-
-The DP
-------
-An ideal I holds the later stages of the pipeline; a transition peels a stage C = I \\ J
-off the front of I (J an ideal strictly inside I, placed after C) with degrees (t, d).
-For every ideal the DP keeps a set of *labels*, each a partial plan of I summarised by
-what the stages in front of it can still see, every coordinate minimised:
-
-* ``k``: devices used, sum t d (<= K);
-* the microbatches in flight that a stage put in front depends on:
-
-  - sequential pipelining: ``s`` = sum of d (a stage C in front holds h_C = d_C + s);
-  - graph pipelining: for every *frontier* node v of I (a node of I with a predecessor
-    outside I), the h of the stage holding v. A stage C in front has as stage-graph
-    successors exactly the stages of I holding successors of C's nodes, and these are
-    frontier nodes, so h_C = d_C + max over v in succ(C) of h[v] (sec. 8);
-
-  Under the in-flight rule of sec. 11 the same coordinates hold q instead of h: a stage C
-  in front holds q_C = d_C ceil((d_C + max q) / d_C) (:func:`piper_ilp.pipeline.
-  front_in_flight`), y = q_C / d_C, and q <= N is the batch limit;
-
-* ``mx``: the largest stage TPS so far;
-* batch time only: sequential, ``tau`` = sum of d TPS (the only stage-graph path is all
-  the stages); graph, ``Lmax`` = the longest path of d TPS from any stage of I, and for
-  every frontier node v the longest path L[v] from the stage holding v (a stage in front
-  gets L_C = d_C TPS_C + max over v in succ(C) of L[v]).
-
-The value of a complete plan is ``mx`` (throughput) or (N - 1) ``mx`` + ``tau`` /
-``Lmax`` (sec. 9). Every coordinate can only help the stages in front when it is smaller
-(a smaller h gives a smaller y = ceil(h / d), so at least the same option choices fit;
-fewer devices leave more; a smaller max or path never gives a larger value), so a label
-that another label of the same ideal weakly dominates in every coordinate is dropped:
-the DP is exact. Per stage the options are the exact knapsack at y
-(:class:`dp.option_choice.OptionChoices`, exact memory): the fastest options that fit
-minimise both the stage's TPS and its latency d TPS, so one choice serves every
-objective. y = ceil(h / d) under ``1f1b`` / ``1f1b-flush``, y = N / d under ``gpipe``
-(the suffix then only matters for the batch limit sum d <= N, or max h <= N).
-
-Size: graph pipelining is exponential in the frontier width
---------------------------------------------------------------
-A sequential label has two integer coordinates (k, s); a graph label has one h (and,
-for batch time, one L) per frontier node, so the number of labels of an ideal can grow
-like min(N, K) ** width. Two guards, both lifted by ``force=True`` (``--force``):
-
-* before the work: the widest frontier over all ideals above ``max_frontier`` (default
-  :data:`DEFAULT_MAX_FRONTIER`) is refused in one line;
-* while it runs: more than ``max_labels`` labels kept in total (default
-  :data:`DEFAULT_MAX_LABELS`) is refused as soon as it happens.
-
-Measured numbers (labels, CPU seconds on fork-join graphs) are in docs/architecture.md.
-
-Floats (sec. 7)
----------------
-Memory is decided exactly by the knapsack. The DP's own sums (tau, L) add in another order
-than the evaluator's ``fsum``; they differ from the evaluated numbers only by rounding
-(relative ~1e-15), far inside the contract's 1e-9, and dominance keeps exact ties. The
-value reported is the evaluator's value of the returned plan (``info["dp_value"]`` is the
-DP's own), and ``bound`` equals it.
+"""The exact DP in every mode other than the default (graph pipelining, the batch-time
+objective, the ``gpipe`` memory rule; cost model secs. 8 and 9), under either in-flight rule
+(sec. 11): :func:`solve_modes`, a label DP over the successor-closed sets of
+:mod:`dp.ideals`, called by :func:`dp.solver.solve_dp`.
 """
 
 from __future__ import annotations
@@ -79,7 +16,7 @@ from dp.deadline import Deadline
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
 from dp.knapsack import exact_choice, monotone_runs, stage_items
 from dp.option_choice import OptionChoices
-from dp.stage_tables import bits
+from dp.stage_geometry import bits
 from dp.threshold_dp import solve_threshold_dp
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
@@ -89,7 +26,14 @@ from piper_ilp.pipeline import front_in_flight
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
-__all__ = ["solve_modes", "frontier_width", "DEFAULT_MAX_FRONTIER", "DEFAULT_MAX_LABELS"]
+__all__ = [
+    "solve_modes",
+    "frontier_width",
+    "frontiers",
+    "predecessor_masks",
+    "DEFAULT_MAX_FRONTIER",
+    "DEFAULT_MAX_LABELS",
+]
 
 #: Refuse (unless forced) graph pipelining when some ideal has more frontier nodes than this.
 DEFAULT_MAX_FRONTIER = 8
@@ -105,7 +49,15 @@ _PRUNE_MARGIN = 1 + 1e-12
 _EXACT_INT = 2**53
 
 
-def _predecessor_masks(succ: Sequence[int]) -> list[int]:
+def predecessor_masks(succ: Sequence[int]) -> list[int]:
+    """For every node position, the bitmask of its direct predecessors, from ``succ``
+    (:func:`dp.ideals.successor_masks`).
+
+    Examples
+    --------
+    >>> predecessor_masks([0b110, 0b100, 0])
+    [0, 1, 3]
+    """
     pred = [0] * len(succ)
     for u, m in enumerate(succ):
         while m:
@@ -130,7 +82,7 @@ def _descendants(succ: Sequence[int]) -> list[int]:
     return reach
 
 
-def _frontiers(ideals: Sequence[int], succ: Sequence[int], pred: Sequence[int]) -> list[list[int]]:
+def frontiers(ideals: Sequence[int], succ: Sequence[int], pred: Sequence[int]) -> list[list[int]]:
     """For every ideal I, the frontier nodes whose stage's h (and L) the DP must remember,
     ascending.
 
@@ -166,8 +118,8 @@ def frontier_width(instance: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> 
     """The largest frontier (nodes of a successor-closed set with a predecessor outside it)
     over all successor-closed sets: what graph pipelining's DP is exponential in."""
     ideals = enumerate_ideals(instance, max_ideals)
-    pred = _predecessor_masks(successor_masks(instance))
-    return max((len(f) for f in _frontiers(ideals, successor_masks(instance), pred)), default=0)
+    pred = predecessor_masks(successor_masks(instance))
+    return max((len(f) for f in frontiers(ideals, successor_masks(instance), pred)), default=0)
 
 
 def _pareto(cols: np.ndarray) -> np.ndarray:
@@ -260,22 +212,21 @@ def solve_modes(
     deadline: Deadline | None = None,
 ) -> Solution:
     """Optimal plan under ``mode`` (any mode; :func:`dp.solver.solve_dp` uses it for the
-    non-default ones) by the label DP over successor-closed sets described in the module
-    docstring.
+    non-default ones) by a label DP over successor-closed sets (see Notes).
 
     Parameters
     ----------
     instance, restrictions
         As for :func:`dp.solver.solve_dp`.
     mode : Mode
-        Pipelining, objective and schedule.
+        Pipelining, objective, schedule and in-flight rule.
     knapsack : {"exact"}
         Only the exact option choice: Piper's greedy rule (sec. 5) belongs to the default
         mode, so ``"greedy"`` is refused with :class:`InputError`.
     max_ideals : int
         Refuse graphs with more successor-closed sets than this.
     max_frontier, max_labels, force
-        The size guards of the module docstring (``force`` lifts both).
+        The size guards (see Notes; ``force`` lifts both).
     prune : bool
         Drop partial plans that cannot beat an upper bound from easier problems' plans
         (:func:`_upper_bound`); exact either way (False: for measuring).
@@ -298,6 +249,62 @@ def solve_modes(
     SizeLimitError
         Too many successor-closed sets, too wide a frontier or too many labels (unless
         ``force``).
+
+    Notes
+    -----
+    An ideal I holds the later stages of the pipeline; a transition peels a stage C = I \\ J
+    off the front of I (J an ideal strictly inside I, placed after C) with degrees (t, d).
+    For every ideal the DP keeps a set of *labels*, each a partial plan of I summarised by
+    what the stages in front of it can still see, every coordinate minimised:
+
+    * ``k``: devices used, sum t d (<= K);
+    * the microbatches in flight that a stage put in front depends on:
+
+      - sequential pipelining: ``s`` = sum of d (a stage C in front holds h_C = d_C + s);
+      - graph pipelining: for every *frontier* node v of I (a node of I with a predecessor
+        outside I), the h of the stage holding v. A stage C in front has as stage-graph
+        successors exactly the stages of I holding successors of C's nodes, and these are
+        frontier nodes, so h_C = d_C + max over v in succ(C) of h[v] (sec. 8);
+
+      under the in-flight rule of sec. 11 the same coordinates hold q instead of h: a
+      stage C in front holds q_C = d_C ceil((d_C + max q) / d_C)
+      (:func:`piper_ilp.pipeline.front_in_flight`), y = q_C / d_C, and q <= N is the
+      batch limit;
+
+    * ``mx``: the largest stage TPS so far;
+    * batch time only: sequential, ``tau`` = sum of d TPS (the only stage-graph path is all
+      the stages); graph, ``Lmax`` = the longest path of d TPS from any stage of I, and for
+      every frontier node v the longest path L[v] from the stage holding v (a stage in front
+      gets L_C = d_C TPS_C + max over v in succ(C) of L[v]).
+
+    The value of a complete plan is ``mx`` (throughput) or (N - 1) ``mx`` + ``tau`` /
+    ``Lmax`` (sec. 9). Every coordinate can only help the stages in front when it is smaller
+    (a smaller h gives a smaller y = ceil(h / d), so at least the same option choices fit;
+    fewer devices leave more; a smaller max or path never gives a larger value), so a label
+    that another label of the same ideal weakly dominates in every coordinate is dropped:
+    the DP is exact. Per stage the options are the exact knapsack at y
+    (:class:`dp.option_choice.OptionChoices`, exact memory): the fastest options that fit
+    minimise both the stage's TPS and its latency d TPS, so one choice serves every
+    objective. y = ceil(h / d) under ``1f1b`` / ``1f1b-flush``, y = N / d under ``gpipe``
+    (the suffix then only matters for the batch limit sum d <= N, or max h <= N).
+
+    **Size: graph pipelining is exponential in the frontier width.** A sequential label
+    has two integer coordinates (k, s); a graph label has one h (and, for batch time, one
+    L) per frontier node, so the number of labels of an ideal can grow like min(N, K) **
+    width. Two guards, both lifted by ``force=True`` (``--force``):
+
+    * before the work: the widest frontier over all ideals above ``max_frontier`` (default
+      :data:`DEFAULT_MAX_FRONTIER`) is refused in one line;
+    * while it runs: more than ``max_labels`` labels kept in total (default
+      :data:`DEFAULT_MAX_LABELS`) is refused as soon as it happens.
+
+    Measured numbers (labels, CPU seconds on fork-join graphs) are in docs/architecture.md.
+
+    **Floats (sec. 7).** Memory is decided exactly by the knapsack. The DP's own sums
+    (tau, L) add in another order than the evaluator's ``fsum``; they differ from the
+    evaluated numbers only by rounding (relative ~1e-15), far inside the contract's 1e-9,
+    and dominance keeps exact ties. The value reported is the evaluator's value of the
+    returned plan (``info["dp_value"]`` is the DP's own), and ``bound`` equals it.
     """
     t0 = time.perf_counter()
     if knapsack != "exact":
@@ -326,20 +333,22 @@ def solve_modes(
     budget = min(K, max(t_values, default=1) * S)
     if budget >= _EXACT_INT:
         raise SizeLimitError(
-            f"{instance.source}: K = {K} with t up to {max(t_values)} and min(N, K) = {S} allows device counts "
-            f"beyond the exact range of the mode DP (2**53); lower K, N or the largest t"
+            f"{instance.source}: K = {K} with t up to {max(t_values)} and min(N, K) = {S} allows "
+            "device counts beyond the exact range of the mode DP (2**53); lower K, N or the "
+            "largest t"
         )
     ideals = enumerate_ideals(inst, max_ideals)
     succ = successor_masks(inst)
-    pred = _predecessor_masks(succ)
-    front = _frontiers(ideals, succ, pred) if graph else [[] for _ in ideals]
+    pred = predecessor_masks(succ)
+    front = frontiers(ideals, succ, pred) if graph else [[] for _ in ideals]
     width = max((len(f) for f in front), default=0)
     info.update(ideals=len(ideals), frontier_width=width)
     if graph and width > max_frontier and not force:
         raise SizeLimitError(
-            f"{instance.source}: graph pipelining's DP keeps one h per frontier node (nodes of a successor-closed "
-            f"set with a predecessor outside it) and grows like min(N, K) ** width; this graph's widest frontier "
-            f"has {width} nodes, above the limit of {max_frontier}; pass --force (force=True) if time allows"
+            f"{instance.source}: graph pipelining's DP keeps one h per frontier node (nodes of a "
+            "successor-closed set with a predecessor outside it) and grows like min(N, K) ** "
+            f"width; this graph's widest frontier has {width} nodes, above the limit of "
+            f"{max_frontier}; pass --force (force=True) if time allows"
         )
     # nodes that have options for t, as a bitmask
     tmask = {
@@ -411,7 +420,8 @@ def solve_modes(
                         plan=ub_plan,
                         objective=ub,
                         mode=mode,
-                        message=f"{where}: the best plan of the easier problems (not proven optimal)",
+                        message=f"{where}: the best plan of the easier problems (not proven "
+                        "optimal)",
                     )
                 )
             C = I & ~J
@@ -518,9 +528,10 @@ def solve_modes(
         largest = max(largest, len(keep))
         if total_labels > max_labels and not force:
             raise SizeLimitError(
-                f"{instance.source}: the {mode.label} DP keeps more than {max_labels:,} labels (devices, microbatches "
-                f"in flight per frontier node, max TPS, paths) after {by_size.index(i) + 1:,} of {len(ideals):,} "
-                f"successor-closed sets; pass --force (force=True) if memory and time allow"
+                f"{instance.source}: the {mode.label} DP keeps more than {max_labels:,} labels "
+                "(devices, microbatches in flight per frontier node, max TPS, paths) after "
+                f"{by_size.index(i) + 1:,} of {len(ideals):,} successor-closed sets; pass --force "
+                "(force=True) if memory and time allow"
             )
 
     info.update(labels=total_labels, candidates=candidates, largest_label_set=largest)
@@ -528,8 +539,8 @@ def solve_modes(
     L = labels[full]
     if L is None or not len(L):
         msg = (
-            f"no plan fits under {mode.label}: every split into stages breaks memory M = {instance.M!r} per "
-            f"device, the batch limit N = {N} or K = {K} devices"
+            f"no plan fits under {mode.label}: every split into stages breaks memory M = "
+            f"{instance.M!r} per device, the batch limit N = {N} or K = {K} devices"
         )
         return done(Solution("dp", Status.INFEASIBLE, message=msg, mode=mode))
     mxc, _ = layout(full)
@@ -546,7 +557,8 @@ def solve_modes(
     value = ev.value
     if not math.isclose(value, info["dp_value"], rel_tol=1e-9, abs_tol=0.0):
         raise InternalError(
-            f"dp ({mode.label}): its value {info['dp_value']!r} and the evaluator's {value!r} differ"
+            f"dp ({mode.label}): its value {info['dp_value']!r} and the evaluator's {value!r} "
+            "differ"
         )
     return done(Solution("dp", Status.OPTIMAL, plan=plan, objective=value, bound=value, mode=mode))
 

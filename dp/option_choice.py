@@ -1,11 +1,6 @@
-"""The option choice of one stage at one (t, d, y), computed once and remembered.
-
-Entry point: :class:`OptionChoices`. The stage tables use it where float memory sums
-cannot decide (near M, see :mod:`dp.memory`) and the plan rebuild uses it for every stage
-of the plan; a key (stage, t, d, y) is computed at most once per solve. Exact mode takes
-the least-cost choice whose memory fits exactly (:func:`dp.knapsack.exact_choice`; the
-choices it keeps at (stage, t, y) serve every d);
-greedy mode follows Piper's rule (:func:`dp.greedy_rule.greedy_options`).
+"""The option choice of one stage at one (t, d, y), computed once and remembered
+(:class:`OptionChoices`): the stage tables ask it where float memory sums cannot decide,
+and the plan rebuild for every stage of the plan.
 """
 
 from __future__ import annotations
@@ -20,6 +15,13 @@ __all__ = ["OptionChoices"]
 
 class OptionChoices:
     """Memo of option choices keyed by (stage bitmask C, t, d, y).
+
+    The stage tables use it where float memory sums cannot decide (near M, see
+    :mod:`dp.memory`) and the plan rebuild for every stage of the plan; a key is computed
+    at most once per solve. Exact mode takes the least-cost choice whose memory fits
+    exactly (:func:`dp.knapsack.exact_choices_at`: the choices it keeps at (C, t, y)
+    serve every d); greedy mode follows Piper's rule
+    (:func:`dp.greedy_rule.greedy_options`).
 
     Parameters
     ----------
@@ -47,8 +49,23 @@ class OptionChoices:
         return len(self.computed)
 
     def choose(self, C: int, t: int, d: int, y: int) -> tuple[float, dict[int, Option]] | None:
-        """(stage TPS, node id -> Option) for stage C (a bitmask over node positions) with
-        degrees (t, d) and y microbatches in flight, or None when no choice fits."""
+        """The option choice of stage C with degrees (t, d) and y microbatches in flight.
+
+        Parameters
+        ----------
+        C : int
+            The stage, a bitmask over node positions.
+        t, d : int
+            The degrees.
+        y : int
+            Microbatches in flight.
+
+        Returns
+        -------
+        (float, dict) or None
+            The stage's TPS and its options (node id -> Option), or None when no choice
+            fits.
+        """
         key = (C, t, d, y)
         if key in self.memo:
             return self.memo[key]

@@ -1,33 +1,5 @@
-"""PipeDream's planner (``optimizer_graph_hierarchical.py``) in PipeDream's own cost model.
-
-Written from the description in ``docs/pipedream.md``; numpy does the inner minimizations.
-Symbols: states 0..S-1 in topological order (:mod:`piper_ilp.pipedream.states`), ``T[s]``,
-``Act[s]``, ``P[s]`` the sums of (F + G) / 1000, A and P over state ``s``'s downset. A
-stage (k, j] (k an ancestor of j in the antichain DAG) holds downset(j) minus downset(k);
-its compute time ``T(k+1, j)`` (and likewise Act, P) is the fsum over its nodes, taken
-exactly by :meth:`States.between` -- never ``T[j] - T[k]``, a difference of two rounded
-sums ((1e17 + 8) - 1e17 = 0 lost a stage's 8 parameter bytes). Where PipeDream's row
-i - 1 is not inside downset(j) (rows i > 0 of a level below the last, see
-``docs/pipedream.md``), the entry is the correctly rounded T[j] - T[i - 1] of the exact sums.
-
-One level with ``n`` workers at bandwidth ``B`` (``m`` = workers - 1, as in PipeDream):
-
-* single stage (states i..j on m + 1 replicas):
-  ``A[i][j][m] = (T(i, j) + 4 m P(i, j) / (B (m + 1)) / w) / (m + 1)`` with ``w`` the
-  workers inside one machine of this level (1 at the first level), if it fits;
-* split: ``A[i][j][m] = min over k, m' of max(A[i][k][m - m'], last(k, j, m'))`` with
-  ``last = (T(k+1, j) + 4 (m' - 1) P(k+1, j) / (B m')) / m'`` (no division by ``w``);
-  k runs over the ancestors of j that are not ancestors of state i - 1, m' over 1..m
-  (only 1 with ``straight``); a candidate is kept only when strictly better (the single
-  stage wins ties, then the smallest k, then the smallest m');
-* memory (``memory_constraint``): a stage with r replicas and ``n - (m + 1)`` workers
-  after its pipeline prefix stashes ``ceil((n - (m + 1)) / r) * (Act + P)`` bytes, which
-  must not exceed ``memory`` (:mod:`piper_ilp.pipedream.memory`);
-* ``fewer_machines``: ``A[i][j][m]`` may take ``A[i][j][m - 1]`` when strictly better.
-
-With several levels (``machines = [n1, n2, ...]``), level L's values ``A[i][j][n_L - 1]``
-become the compute times ``T(i, j)`` of level L + 1 for every pair (i, j); only the last
-level is solved for i = 0 alone. The answer is ``A[0][S - 1][n_last - 1]`` of the last level.
+"""PipeDream's planner (``optimizer_graph_hierarchical.py``) in PipeDream's own cost model
+(:func:`pipedream_dp`), and the bridge to Piper's instances (:func:`pipedream_plan_for`).
 """
 
 from __future__ import annotations
@@ -60,7 +32,8 @@ __all__ = [
 #: Largest table (rows x states x machines) a level that is not the last may fill.
 MAX_TABLE = 60_000_000
 #: Largest split step of a level: machines x ancestors of a state x replications m' (about
-#: 32 bytes per entry over its arrays: 1.3 GB at the limit; measured 0.7 GB for 21 million on alexnet).
+#: 32 bytes per entry over its arrays: 1.3 GB at the limit; measured 0.7 GB for 21 million on
+#: alexnet).
 MAX_SPLIT = 40_000_000
 #: Workers per level lie in [1, MAX_MACHINES], the range of Piper's K.
 MAX_MACHINES = MAX_DEVICES
@@ -104,9 +77,11 @@ class PDResult:
 
     @property
     def machines_used(self) -> int:
+        """Workers the stages use (the sum of their replications)."""
         return sum(s.replication for s in self.stages)
 
     def to_dict(self) -> dict:
+        """The result as JSON-ready data."""
         return {
             "time_per_stage": self.time_per_stage,
             "single_stage_time": self.single_stage_time,
@@ -292,11 +267,17 @@ def _walk(level: _Level, row_index: int, end: int, n: int):
 
 
 def check_size(
-    states: States, machines: Sequence[int], *, straight: bool = False, what: str = "machines"
+    states: States,
+    machines: Sequence[int],
+    *,
+    straight: bool = False,
+    what: str = "machines",
+    max_split: int = MAX_SPLIT,
 ) -> None:
     """Refuse, before any table is made, machine counts outside [1, :data:`MAX_MACHINES`] and
-    levels whose tables pass :data:`MAX_TABLE` (a level below the last) or :data:`MAX_SPLIT`
-    (the split step: n x ancestors x n - 1 entries, n x ancestors with ``straight``).
+    levels whose tables pass :data:`MAX_TABLE` (a level below the last) or ``max_split``
+    (default :data:`MAX_SPLIT`; the split step: n x ancestors x n - 1 entries, n x
+    ancestors with ``straight``).
 
     Raises
     ------
@@ -316,30 +297,33 @@ def check_size(
             or not 1 <= n <= MAX_MACHINES
         ):
             raise InputError(
-                f"{what}: machine counts must be whole numbers within [1, {MAX_MACHINES}], got {n!r}"
+                f"{what}: machine counts must be whole numbers within [1, {MAX_MACHINES}], got "
+                f"{n!r}"
             )
         n = int(n)
         final = L == len(machines) - 1
         if not final and (S + 1) * S * n > MAX_TABLE:
             raise SizeLimitError(
-                f"{what}: a level below the last with {n:,} workers needs a table of {S + 1} x {S} x {n:,} entries "
-                f"(limit {MAX_TABLE:,}); use fewer workers, fewer states (a smaller graph) or one level"
+                f"{what}: a level below the last with {n:,} workers needs a table of {S + 1} x {S} "
+                f"x {n:,} entries (limit {MAX_TABLE:,}); use fewer workers, fewer states (a "
+                "smaller graph) or one level"
             )
         per = 1 if straight else max(n - 1, 1)  # replications m' of the last stage
-        if n * width * per > MAX_SPLIT:
+        if n * width * per > max_split:
             most = (
-                MAX_SPLIT // width
+                max_split // width
                 if straight
                 else next(
                     k
-                    for k in range(math.isqrt(MAX_SPLIT // width) + 1, 0, -1)
-                    if k * width * max(k - 1, 1) <= MAX_SPLIT
+                    for k in range(math.isqrt(max_split // width) + 1, 0, -1)
+                    if k * width * max(k - 1, 1) <= max_split
                 )
             )
             raise SizeLimitError(
-                f"{what}: {n:,} workers on a level need PipeDream's split tables of {n:,} x {width} x {per:,} entries "
-                f"(machines x ancestors of a state x replications; about {32 * n * width * per / 1e9:.3g} GB), above the "
-                f"limit of {MAX_SPLIT:,}; use at most {most:,} workers per level on this graph"
+                f"{what}: {n:,} workers on a level need PipeDream's split tables of {n:,} x "
+                f"{width} x {per:,} entries (machines x ancestors of a state x replications; about "
+                f"{32 * n * width * per / 1e9:.3g} GB), above the limit of {max_split:,}; use at "
+                f"most {most:,} workers per level on this graph"
             )
 
 
@@ -354,8 +338,9 @@ def pipedream_dp(
     fewer_machines: bool = False,
     node_ids: Sequence[str] | None = None,
     what: str = "machines",
+    max_split: int = MAX_SPLIT,
 ) -> PDResult:
-    """Solve PipeDream's planning problem on its states (see the module docstring).
+    """Solve PipeDream's planning problem on its states (see Notes).
 
     Parameters
     ----------
@@ -373,6 +358,8 @@ def pipedream_dp(
     what : str
         Where the machine counts came from (an option: ``--machines``, ``--devices``), for
         the messages of :func:`check_size`.
+    max_split : int
+        The largest split step of a level (:func:`check_size`), default :data:`MAX_SPLIT`.
 
     Returns
     -------
@@ -384,14 +371,46 @@ def pipedream_dp(
     InputError
         For bad settings; :class:`SizeLimitError` for too large tables (both from
         :func:`check_size` before any work).
+
+    Notes
+    -----
+    Written from the description in ``docs/pipedream.md``; numpy does the inner minimizations.
+    Symbols: states 0..S-1 in topological order (:mod:`piper_ilp.pipedream.states`), ``T[s]``,
+    ``Act[s]``, ``P[s]`` the sums of (F + G) / 1000, A and P over state ``s``'s downset. A
+    stage (k, j] (k an ancestor of j in the antichain DAG) holds downset(j) minus downset(k);
+    its compute time ``T(k+1, j)`` (and likewise Act, P) is the fsum over its nodes, taken
+    exactly by :meth:`States.between` -- never ``T[j] - T[k]``, a difference of two rounded
+    sums ((1e17 + 8) - 1e17 = 0 lost a stage's 8 parameter bytes). Where PipeDream's row
+    i - 1 is not inside downset(j) (rows i > 0 of a level below the last, see
+    ``docs/pipedream.md``), the entry is the correctly rounded T[j] - T[i - 1] of the exact sums.
+
+    One level with ``n`` workers at bandwidth ``B`` (``m`` = workers - 1, as in PipeDream):
+
+    * single stage (states i..j on m + 1 replicas):
+      ``A[i][j][m] = (T(i, j) + 4 m P(i, j) / (B (m + 1)) / w) / (m + 1)`` with ``w`` the
+      workers inside one machine of this level (1 at the first level), if it fits;
+    * split: ``A[i][j][m] = min over k, m' of max(A[i][k][m - m'], last(k, j, m'))`` with
+      ``last = (T(k+1, j) + 4 (m' - 1) P(k+1, j) / (B m')) / m'`` (no division by ``w``);
+      k runs over the ancestors of j that are not ancestors of state i - 1, m' over 1..m
+      (only 1 with ``straight``); a candidate is kept only when strictly better (the single
+      stage wins ties, then the smallest k, then the smallest m');
+    * memory (``memory_constraint``): a stage with r replicas and ``n - (m + 1)`` workers
+      after its pipeline prefix stashes ``ceil((n - (m + 1)) / r) * (Act + P)`` bytes, which
+      must not exceed ``memory`` (:mod:`piper_ilp.pipedream.memory`);
+    * ``fewer_machines``: ``A[i][j][m]`` may take ``A[i][j][m - 1]`` when strictly better.
+
+    With several levels (``machines = [n1, n2, ...]``), level L's values ``A[i][j][n_L - 1]``
+    become the compute times ``T(i, j)`` of level L + 1 for every pair (i, j); only the last
+    level is solved for i = 0 alone. The answer is ``A[0][S - 1][n_last - 1]`` of the last level.
     """
     machines = tuple(machines)
     bandwidths = tuple(float(b) for b in bandwidths)
     if not machines or len(machines) != len(bandwidths):
         raise InputError(
-            f"need one bandwidth per level: {len(machines)} machine counts, {len(bandwidths)} bandwidths"
+            f"need one bandwidth per level: {len(machines)} machine counts, {len(bandwidths)} "
+            "bandwidths"
         )
-    check_size(states, machines, straight=straight, what=what)
+    check_size(states, machines, straight=straight, what=what, max_split=max_split)
     for b in bandwidths:
         if not (math.isfinite(b) and b > 0):
             raise InputError(f"bandwidths must be finite numbers > 0, got {b!r}")
@@ -448,7 +467,7 @@ def pipedream_dp(
             if walked is None:  # a level below promised a value its own table cannot trace
                 raise InputError(f"level {L + 1}: no plan for states {start}..{end - 1}")
             s0 = start
-            for first, last, u in walked:
+            for _first, last, u in walked:
                 new.append((s0, last + 1, (u,) + reps))
                 s0 = last + 1
         ranges = new
@@ -498,10 +517,12 @@ class PiperMapping:
 
     @property
     def valid(self) -> bool:
+        """Whether the mapped plan passes Piper's evaluator."""
         return self.evaluation is not None and self.evaluation.valid
 
     @property
     def tps(self) -> float | None:
+        """The evaluator's TPS of the mapped plan (None without one)."""
         return self.evaluation.tps if self.evaluation is not None else None
 
 

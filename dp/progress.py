@@ -9,7 +9,19 @@ __all__ = ["Progress"]
 
 class Progress:
     """A rich progress display on stderr, only when ``enabled`` and stderr is a terminal;
-    otherwise every method does nothing."""
+    otherwise every method does nothing. A context manager.
+
+    Parameters
+    ----------
+    enabled : bool
+        Show progress (when stderr is a terminal).
+
+    Examples
+    --------
+    >>> with Progress(False) as bar:
+    ...     tick = bar.task("sets", 10)
+    ...     tick(5)
+    """
 
     def __init__(self, enabled: bool):
         self.enabled = enabled and sys.stderr.isatty()
@@ -44,7 +56,19 @@ class Progress:
             self._p.__exit__(*exc)
 
     def task(self, name: str, total: int):
-        """A callable k -> None that shows k of ``total`` done for ``name``."""
+        """A callable k -> None that shows k of ``total`` done for ``name``.
+
+        Parameters
+        ----------
+        name : str
+            What is counted.
+        total : int
+            The count when done.
+
+        Returns
+        -------
+        callable
+        """
         if self._p is None:
             return lambda k: None
         tid = self._p.add_task(name, total=total)

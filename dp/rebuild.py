@@ -1,16 +1,12 @@
-"""Reading the plan out of the decision tables (the last step of the DP).
-
-Entry point: :func:`rebuild_plan`. The plan path read from the min-devices table names, for
-each stage of the plan from the front, its group (I, J, t, d); the stage's options come
-from :class:`dp.option_choice.OptionChoices` at y = ceil(s / d) (floor(s / d) under the
-in-flight rule of contract sec. 11), the same memoized choice the stage tables used near the
-memory boundary.
+"""Reading the plan out of the decision tables (step 4 of the DP, cost model sec. 4):
+:func:`rebuild_plan`.
 """
 
 from __future__ import annotations
 
 from dp.option_choice import OptionChoices
-from dp.stage_tables import StageTables, bits
+from dp.stage_geometry import bits
+from dp.table_store import StageTables
 from piper_ilp.cost import microbatches_in_flight, stage_cost
 from piper_ilp.errors import InternalError
 from piper_ilp.instance import Instance
@@ -27,11 +23,33 @@ def rebuild_plan(
     choices: OptionChoices,
     in_flight: str = "piper",
 ) -> tuple[Plan, list[float]]:
-    """The plan ``path`` (:meth:`dp.threshold_search.ThresholdDecision.plan_path`: one
-    (set, suffix bound s, group) per stage from the front) over the stage tables ``tb``,
-    and each stage's TPS as the evaluator computes it on ``instance`` (the instance as
-    given, before restrictions). ``in_flight``: the rule the path was read under (a
-    stage's y is ceil(s / d) under ``"piper"``, floor(s / d) under ``"schedule"``).
+    """The plan a path through the decision tables names, and each stage's TPS.
+
+    Each step of the path names a stage of the plan from the front and its group (I, J,
+    t, d); the stage's options come from ``choices`` at y = ceil(s / d) (floor(s / d)
+    under the in-flight rule of contract sec. 11), the same memoized choice the stage
+    tables used near the memory boundary.
+
+    Parameters
+    ----------
+    instance : Instance
+        The instance as given (before restrictions): the TPS is the evaluator's on it.
+    ideals : list of int
+        The family of sets the tables were built on.
+    tb : StageTables
+        The stage tables.
+    path : list of (int, int, int)
+        (set, suffix bound s, group) per stage from the front
+        (:meth:`dp.threshold_search.ThresholdDecision.plan_path`).
+    choices : OptionChoices
+        The memo of option choices (the tables' own).
+    in_flight : {"piper", "schedule"}
+        The in-flight rule the path was read under: a stage's y is ceil(s / d) under
+        ``"piper"``, floor(s / d) under ``"schedule"`` (s is then q, a multiple of d).
+
+    Returns
+    -------
+    (Plan, list of float)
 
     Raises
     ------

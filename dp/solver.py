@@ -9,8 +9,8 @@ from dp.deadline import Deadline
 from dp.ideals import DEFAULT_MAX_IDEALS
 from dp.modes import solve_modes
 from dp.threshold_dp import solve_threshold_dp
+from dp.uniform import solve_uniform
 from piper_ilp.instance import Instance
-from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.solution import Restrictions, Solution
 
@@ -36,7 +36,8 @@ def solve_dp(
     instance : Instance
         The profiled graph with K, M, B, N.
     restrictions : Restrictions
-        Ablations and caps (max_d, max_t, excluded option ids).
+        Ablations and caps (max_d, max_t, excluded option ids); with ``uniform``, one run
+        per (t, d) pair (:func:`dp.uniform.solve_uniform`).
     knapsack : {"exact", "greedy"}
         The option choice per stage: exact (the DP is exact) or Piper's rule (sec. 5,
         default mode only).
@@ -64,6 +65,19 @@ def solve_dp(
     SizeLimitError, InputError, InternalError
         As the solver for the mode raises them.
     """
+    if restrictions.uniform:
+        return solve_uniform(
+            instance,
+            restrictions,
+            solve_dp,
+            mode=mode,
+            time_limit=time_limit,
+            knapsack=knapsack,
+            max_ideals=max_ideals,
+            progress=progress,
+            force=force,
+            **tuning,
+        )
     if mode.with_in_flight("piper").is_default:
         return solve_threshold_dp(
             instance,
@@ -76,7 +90,6 @@ def solve_dp(
             in_flight=mode.in_flight,
             **tuning,
         )
-    check_solver_settings(time_limit, time_option="time_limit")
     return solve_modes(
         instance,
         restrictions,

@@ -1,46 +1,7 @@
-"""The Piper DP in the default mode (cost model sec. 4), exact or with Piper's greedy option
-choice (sec. 5). :func:`dp.solver.solve_dp` is the entry point for every mode.
-
-Problem: split the layer graph into pipeline stages C_1, ..., C_m (each a difference of two
-nested successor-closed sets), give each stage degrees (t, d) and each node an option,
-minimizing the largest stage TPS subject to sum d <= N, sum t d <= K and memory
-fsum (a y, b) <= M per stage (sec. 7), y = ceil(s / d), s the suffix sum of d; or, under the
-in-flight rule that the schedule keeps (sec. 11, ``in_flight="schedule"``), y = q / d with
-q = d ceil((d + q_next) / d) and q <= N (the same tables, another transition: see
-:mod:`dp.threshold_search`).
-
-How it is solved (a parametric form of Piper's DP); :func:`solve_threshold_dp` runs the steps, each
-a module with one entry function:
-
-1. :func:`dp.ideals.enumerate_ideals` -- the successor-closed sets (the states).
-2. :func:`dp.stage_tables.build_stage_tables` -- for every candidate stage I \\ J and every
-   (t, d), the least cost as a step function of y (exact knapsack or Piper's rule).
-3. :func:`dp.threshold_search.search_threshold` -- the least threshold T at which a
-   min-devices table f[I][s] over the sets fits in K devices (Piper's dp[I][k][s] turned
-   inside out: for a fixed T the devices become the value, so the table shrinks from
-   K x S to S per set). It first decides at the least bottleneck of any plan with the
-   devices unbounded (a min-max pass over the same tables, a lower bound); where memory
-   decides the optimum, that one decision is the answer.
-4. :func:`dp.rebuild.rebuild_plan` -- the plan read from the last feasible table, each stage's
-   options from :class:`dp.option_choice.OptionChoices` (memoized per (stage, t, d, y));
-   the plan passes the independent evaluator.
-
-For graphs with many sets, the same steps on the suffixes of one topological order first
-give a plan of value ub; the full tables then keep only stages that can be part of a plan
-of value <= ub (device lower bounds from work / ub and least memory / M), and the search
-starts from that chain plan: it decides only below ub (when ub is one of the full tables'
-candidates; else its first decision is at ub), and the chain plan is the answer when
-nothing below fits. Exact: every plan of value <= ub survives.
-
-Limits (refused with one line, before the long work): more than ``max_ideals`` successor-
-closed sets (default :data:`DEFAULT_MAX_IDEALS`; a 21,000-node chain or a 3,000-branch fan
-is refused in about a second); decision tables (counted as two pairs f, bp, an upper
-bound on what the search holds: sets x (min(N, K) + 1) x 24 bytes) above ``max_table_bytes`` (default 2 GiB, ``force=True``
-skips it), and stage tables plus the decision's per-stage arrays that pass what the
-decision tables leave of the same limit while they are built (refused as soon as they
-do; so the DP's arrays together stay within the limit); a device budget
-min(K, t_max min(N, K)) of 2**59 or more (64-bit device counts). Any K below that works:
-a K above t_max min(N, K) budgets the same as t_max min(N, K).
+"""The Piper DP in the default mode (sequential pipelining, throughput, 1f1b; cost model
+secs. 2-5), under either in-flight rule (sec. 11), exact or with Piper's greedy option
+choice: :func:`solve_threshold_dp` runs its steps, each a module of its own.
+:func:`dp.solver.solve_dp` is the entry point for every mode.
 """
 
 from __future__ import annotations
@@ -51,7 +12,7 @@ import math
 import time
 
 from dp.deadline import Deadline, TimeUp
-from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals
+from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, suffix_ideals
 from dp.option_choice import OptionChoices
 from dp.progress import Progress
 from dp.rebuild import rebuild_plan
@@ -65,8 +26,7 @@ from dp.threshold_search import (
     search_threshold,
 )
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
-from piper_ilp.instance import Instance, topological_order
-from piper_ilp.milp.backend import check_solver_settings
+from piper_ilp.instance import Instance
 from piper_ilp.mode import Mode
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
@@ -120,7 +80,8 @@ def solve_threshold_dp(
     force : bool
         Skip the table-size guard (``max_table_bytes``).
     max_table_bytes : int
-        Refuse when the decision tables, sets x (min(N, K) + 1) x 24 bytes, exceed this, or
+        Refuse when the decision tables, sets x (min(N, K) + 1) x 24 bytes (under
+        ``in_flight="schedule"``: sets x (min(N, 2K - 1) + 1) x 24), exceed this, or
         when the stage tables and the decision's per-stage arrays pass what is left of it
         while they are built.
     small_s : int
@@ -151,8 +112,8 @@ def solve_threshold_dp(
         stage TPS), ``tps`` the evaluator's value for the plan. ``info`` holds the counts
         (ideals, stage_pairs, stage_candidates, thresholds, search_steps: the full
         search's decisions, none at the chain bound when it starts from the chain plan,
-        option_choices: the (stage, t, d, y) option choices computed). When no plan fits, status
-        INFEASIBLE with ``message`` naming the bound that is tight.
+        option_choices: the (stage, t, d, y) option choices computed). When no plan fits,
+        status INFEASIBLE with ``message`` naming the bound that is tight.
 
     Raises
     ------
@@ -164,13 +125,53 @@ def solve_threshold_dp(
     InternalError
         The plan failed the evaluator's check (a bug).
 
+    Notes
+    -----
+    The problem: split the layer graph into pipeline stages C_1, ..., C_m (each a
+    difference of two nested successor-closed sets), give each stage degrees (t, d) and
+    each node an option, minimizing the largest stage TPS subject to sum d <= N, sum t d
+    <= K and memory fsum (a y, b) <= M per stage (sec. 7), y = ceil(s / d), s the suffix
+    sum of d; or, under the in-flight rule that the schedule keeps (sec. 11,
+    ``in_flight="schedule"``), y = q / d with q = d ceil((d + q_next) / d) and q <= N (the
+    same tables, another transition: see :mod:`dp.threshold_search`). It is solved in a
+    parametric form of Piper's DP:
+
+    1. :func:`dp.ideals.enumerate_ideals` -- the successor-closed sets (the states).
+    2. :func:`dp.stage_tables.build_stage_tables` -- for every candidate stage I \\ J and
+       every (t, d), the least cost as a step function of y (exact knapsack or Piper's
+       rule).
+    3. :func:`dp.threshold_search.search_threshold` -- the least threshold T at which a
+       min-devices table over the sets fits in the device budget min(K, t_max min(N, K))
+       (a plan never uses more than t_max min(N, K) devices). It first decides at the
+       least bottleneck of any plan with the devices unbounded (a lower bound); where
+       memory decides the optimum, that one decision is the answer.
+    4. :func:`dp.rebuild.rebuild_plan` -- the plan read from the last feasible table, each
+       stage's options from :class:`dp.option_choice.OptionChoices` (memoized per (stage,
+       t, d, y)); the plan passes the independent evaluator.
+
+    Above ``chain_first`` sets, the same steps on the suffixes of one topological order
+    (:func:`dp.ideals.suffix_ideals`) first give a plan of value ub; the full tables then
+    keep only stages that can be part of a plan of value <= ub (device lower bounds from
+    work / ub and least memory / M), and the search starts from that chain plan: it
+    decides only below ub (when ub is one of the full tables' candidates; else its first
+    decision is at ub), and the chain plan is the answer when nothing below fits. Exact:
+    every plan of value <= ub survives.
+
+    Limits, refused with one line before the long work: more than ``max_ideals``
+    successor-closed sets (a 21,000-node chain or a 3,000-branch fan is refused in about a
+    second); decision tables (counted as two pairs f, bp, an upper bound on what the
+    search holds: sets x (min(N, K) + 1) x 24 bytes) above ``max_table_bytes``, and stage
+    tables plus the decision's per-stage arrays that pass what the decision tables leave
+    of the same limit while they are built (refused as soon as they do, so the DP's arrays
+    together stay within the limit); a device budget of 2**59 or more (64-bit device
+    counts).
+
     References
     ----------
     Tarnawski, Narayanan, Phanishayee. Piper: Multidimensional Planner for DNN
     Parallelization. NeurIPS 2021, sec. 4 (the DP) and sec. 5 (option choice).
     """
-    check_solver_settings(time_limit, time_option="time_limit")
-    deadline = Deadline(time_limit)
+    deadline = Deadline(time_limit)  # (refuses a time limit out of range)
     t0 = time.perf_counter()
     if knapsack not in ("exact", "greedy"):
         raise InputError(f"knapsack must be 'exact' or 'greedy', got {knapsack!r}")
@@ -183,9 +184,9 @@ def solve_threshold_dp(
             for t, opts in nd.options.items():
                 if len(opts) > 2:
                     raise InputError(
-                        f"{instance.source}: --knapsack greedy follows Piper's rule, defined for at most two "
-                        f"options per (node, t); node {nd.id} has {len(opts)} options for t = {t} "
-                        f"(use --knapsack exact, or --exclude-option)"
+                        f"{instance.source}: --knapsack greedy follows Piper's rule, defined for "
+                        f"at most two options per (node, t); node {nd.id} has {len(opts)} options "
+                        f"for t = {t} (use --knapsack exact, or --exclude-option)"
                     )
     K, N = instance.K, instance.N
     S = min(N, K)  # the largest sum of d
@@ -207,7 +208,8 @@ def solve_threshold_dp(
             Solution(
                 method,
                 Status.INFEASIBLE,
-                message=f"node {bare[0]} has no option left after the restrictions {restrictions.to_dict()}",
+                message=f"node {bare[0]} has no option left after the restrictions "
+                f"{restrictions.to_dict()}",
             )
         )
 
@@ -218,7 +220,8 @@ def solve_threshold_dp(
             Solution(
                 method,
                 Status.INFEASIBLE,
-                message=f"K = {K} devices is too few: node {v} has options only for t >= {min(inst.node[v].options)}",
+                message=f"K = {K} devices is too few: node {v} has options only for t >= "
+                f"{min(inst.node[v].options)}",
             )
         )
 
@@ -228,9 +231,11 @@ def solve_threshold_dp(
     if table_bytes > max_table_bytes and not force:
         width = "min(N, K) + 1" if cols == S else "min(N, 2K - 1) + 1"
         raise SizeLimitError(
-            f"{instance.source}: the DP's tables need about {table_bytes / 2**30:.1f} GiB ({len(ideals):,} sets x "
-            f"({width} = {cols + 1:,}) x {table_bytes // (len(ideals) * (cols + 1))} bytes), above the limit of "
-            f"{max_table_bytes / 2**30:.1f} GiB; lower N or K, or pass --force (force=True) if memory allows"
+            f"{instance.source}: the DP's tables need about {table_bytes / 2**30:.1f} GiB "
+            f"({len(ideals):,} sets x ({width} = {cols + 1:,}) x "
+            f"{table_bytes // (len(ideals) * (cols + 1))} bytes), above the limit of "
+            f"{max_table_bytes / 2**30:.1f} GiB; lower N or K, or pass --force (force=True) if "
+            "memory allows"
         )
     # the stage tables and the decision's per-stage arrays get what the decision tables leave
     stage_budget = None if force else max_table_bytes - table_bytes
@@ -240,8 +245,8 @@ def solve_threshold_dp(
     budget = min(K, max(inst.t_values) * S)
     if budget >= DEVICES_INF // 4:
         raise SizeLimitError(
-            f"{instance.source}: K = {K} with t up to {max(inst.t_values)} and min(N, K) = {S} allows device counts "
-            f"beyond the DP's 64-bit tables; lower K, N or the largest t"
+            f"{instance.source}: K = {K} with t up to {max(inst.t_values)} and min(N, K) = {S} "
+            "allows device counts beyond the DP's 64-bit tables; lower K, N or the largest t"
         )
 
     stopped = None  # where the time limit stopped the solve
@@ -253,7 +258,7 @@ def solve_threshold_dp(
                 # order (each is successor-closed): it lets the full DP skip every stage that
                 # cannot be part of a plan at least as good
                 stopped = "in the chain bound's stage tables"
-                chain = _suffix_ideals(inst)
+                chain = suffix_ideals(inst)
                 ctb = build_stage_tables(
                     inst,
                     chain,
@@ -321,20 +326,23 @@ def solve_threshold_dp(
                 raise InternalError(f"{method}: the pruned DP lost the chain plan of value {ub!r}")
             if greedy:  # Piper's rule can miss a choice that fits: no plan from it is no proof
                 msg = (
-                    f"Piper's greedy option rule finds no plan within M = {instance.M!r} bytes per device, "
-                    f"{limit or f'sum of d <= {S}'} and sum of t*d <= K = {K}; not a proof that none exists "
-                    "(--knapsack exact decides)"
+                    f"Piper's greedy option rule finds no plan within M = {instance.M!r} bytes per "
+                    f"device, {limit or f'sum of d <= {S}'} and sum of t*d <= K = {K}; not a "
+                    "proof that none exists (--knapsack exact decides)"
                 )
                 return done(Solution(method, Status.UNKNOWN, message=msg, info={"search_steps": 1}))
             least = decision.least_devices()
             if least >= DEVICES_INF:
                 msg = (
-                    f"no split into stages fits in memory M = {instance.M!r} bytes per device within "
-                    f"{limit or f'sum of d <= min(N, K) = {S}'} and sum of t*d <= K = {K}, even with the least-memory "
-                    "options"
+                    f"no split into stages fits in memory M = {instance.M!r} bytes per device "
+                    f"within {limit or f'sum of d <= min(N, K) = {S}'} and sum of t*d <= K = {K}, "
+                    "even with the least-memory options"
                 )
             else:
-                msg = f"K = {K} devices is too few: the plan with the fewest devices that fits in memory needs {least}"
+                msg = (
+                    f"K = {K} devices is too few: the plan with the fewest devices that fits in "
+                    f"memory needs {least}"
+                )
             return done(Solution(method, Status.INFEASIBLE, message=msg, info={"search_steps": 1}))
         T, path, steps = got.T, got.path, got.steps
         info["thresholds"] = got.candidates
@@ -346,7 +354,8 @@ def solve_threshold_dp(
     )
     if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
         raise InternalError(
-            f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value {T!r}"
+            f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value "
+            f"{T!r}"
         )
     if got.stopped:
         info["stopped"] = stopped
@@ -369,9 +378,7 @@ def _cyclic_gc_paused():
     """Pause Python's cyclic garbage collector while the tables are built and searched (on
     again after, if it was on). Their containers (the stage ids and runs, greedy mode's
     states) hold no reference cycle and are freed by reference counting; the collector's
-    passes over them and over everything else alive found nothing. With the exact states
-    in arrays (dp.exact_states) they took 43 ms of GNMT K=8's 1.3 s and 31 ms of wide12's
-    0.5 s, 1 ms of ResNet-50 K=8's; with the states in dicts, 8-10% of every solve."""
+    passes over them and over everything else alive would find nothing and cost time."""
     was_on = gc.isenabled()
     gc.disable()
     try:
@@ -406,23 +413,3 @@ def _stopped(method, greedy, time_limit, where, chain_plan, ub, lower, info) -> 
         bound=bound,
         message=_stopped_message(time_limit, where, greedy),
     )
-
-
-def _suffix_ideals(inst: Instance) -> list[int]:
-    """The suffixes of a topological order (input order breaking ties), as bitmasks by size.
-
-    The order is the lexicographic one (networkx's ``lexicographical_topological_sort``
-    keyed by input position): each step takes, of the nodes whose predecessors are all
-    placed, the first in input order (:func:`piper_ilp.instance.topological_order`, so
-    that the DP needs no networkx).
-    """
-    ids = inst.node_ids
-    pos = {v: i for i, v in enumerate(ids)}
-    order = topological_order({v: [w for w, _ in inst.out_edges[v]] for v in ids})
-    if len(order) != len(ids):
-        raise InternalError(f"{inst.source}: the graph has a cycle")
-    out, mask = [0], 0
-    for v in reversed(order):
-        mask |= 1 << pos[v]
-        out.append(mask)
-    return out

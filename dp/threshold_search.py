@@ -1,32 +1,8 @@
-"""The decision for a threshold T and the search over T (steps 2 and 3 of the DP).
+"""The search over the threshold T (step 3 of the DP, cost model sec. 4): the least
+largest stage cost at which a plan fits in the device budget.
 
-Entry point: :func:`search_threshold`. For a threshold T the decision is a min-devices
-table over the successor-closed sets:
-
-    f[I][s] = min over J < I, t, d <= s with cost(I \\ J, t, d, ceil(s / d)) <= T
-              of f[J][s - d] + t d,        f[{}][s] = 0,
-
-feasible when min over s of f[all][s] <= K, s <= S = min(N, K).
-
-Under the in-flight rule that the schedule keeps (contract sec. 11, ``in_flight=
-"schedule"``) the state is q, and a stage with d in front of a J holding q_J holds
-q = d ceil((d + q_J) / d), y = q / d. The table keeps its shape, with another transition:
-
-    f[I][s] = min over J < I, t, d <= s with cost(I \\ J, t, d, floor(s / d)) <= T
-              of f[J][d floor(s / d) - d] + t d,
-
-each row then replaced by its running minimum over s (f[I][s] = fewest devices of a plan of
-I with q <= s). Exact: a plan with q_J <= d floor(s / d) - d has q_I <= d floor(s / d), so
-its stage holds at most the y it was costed at (the options chosen there fit, at the same
-TPS); and every plan is counted at its own q_I, where floor(s / d) = q_I / d is its y and
-d floor(s / d) - d = d ceil(q_J / d) >= q_J. Columns run to S = min(N, 2K - 1), since
-q <= 2 sum d - 1. The optimum is one of the
-finitely many stage costs in the tables; the search probes where the fewest devices D(T)
-would meet K (D ~ 1/T), falls back to bisection, and every feasible probe lowers the
-bracket to its own plan's bottleneck.
-
-Device counts are int64; a count above :data:`DEVICES_INF` means "no plan" (any K the
-loader admits is far below it: K <= 2**40 keeps every sum of t d exact).
+Entry point: :func:`search_threshold`; :class:`ThresholdDecision` decides one T over the
+stage tables (a min-devices table over the successor-closed sets) and reads its plan.
 """
 
 from __future__ import annotations
@@ -38,17 +14,27 @@ import numpy as np
 
 from dp.deadline import Deadline
 from dp.knapsack import run_ids, run_starts
-from dp.stage_tables import StageTables, sorted_unique
+from dp.table_arrays import sorted_unique
+from dp.table_store import StageTables
 from piper_ilp.errors import InternalError
 
-__all__ = ["DEVICES_INF", "DEFAULT_SMALL_S", "Found", "ThresholdDecision", "search_threshold"]
+__all__ = [
+    "DEVICES_INF",
+    "DEFAULT_SMALL_S",
+    "Found",
+    "ThresholdDecision",
+    "search_threshold",
+    "pair_d_order",
+    "cost_profile",
+    "decision_table_bytes",
+]
 
 #: "No plan": larger than any device count a plan can need; f + t d stays below 2**63.
 DEVICES_INF = np.int64(1) << 61
 
 #: Up to this many columns (S + 1) the plan read from f breaks ties between equal
-#: stages by group index; above it, by (d, J, index). (The decision once relaxed one
-#: block per (set, d) above it; the tie order is kept so that the plans stay the same.)
+#: stages by group index; above it, by (d, J, index). Either order gives an optimal plan;
+#: the setting only picks among plans of equal value.
 DEFAULT_SMALL_S = 96
 
 
@@ -60,8 +46,8 @@ SET_ELEMENTS = 1 << 12
 
 #: Groups x columns (S + 1) up to which the search first finds the least bottleneck of
 #: any plan (:meth:`ThresholdDecision.least_bottleneck`): one pass over every group and
-#: column, where a decision takes only the groups usable at its T (resnet K=8: 17 ms
-#: against 4-7 ms a decision; a 4-node chain with N = K = 16,000: 24 ms against 10 ms).
+#: column, where a decision takes only the groups usable at its T (so the pass costs a
+#: few decisions' time).
 BOTTLENECK_ELEMENTS = 1 << 24
 
 #: Groups per chunk when the decision's per-group work is done piecewise (whole sets per
@@ -74,33 +60,177 @@ CHUNK_GROUPS = 1 << 20
 DECISION_GROUP_BYTES = 4 + 4 + 1 + 4 + 3
 
 
-#: Bytes per cell of the decision tables, counted as two pairs of f (int64) and a
-#: back-pointer table (int32 or int64). The search now holds one f at a time (twice as
-#: wide for small S) and the best plan as a path, so the count is an upper bound.
 def decision_table_bytes(n_ideals: int, S: int, n_groups_max: int = 2**31 - 2) -> int:
-    """Bytes the guard counts for the decision tables (two pairs f, bp: an upper bound)."""
+    """The bytes the size guard counts for the decision tables.
+
+    Counted as two pairs of f (int64) and a back-pointer table (int32, or int64 above
+    2**31 - 2 groups) per cell, sets x (S + 1) cells. The search holds one f at a time
+    (twice as wide for small S) and the best plan as a path, so the count is an upper
+    bound.
+
+    Examples
+    --------
+    >>> decision_table_bytes(9, 4)
+    1080
+    """
     bp = 4 if n_groups_max < 2**31 - 1 else 8
     return 2 * (8 + bp) * n_ideals * (S + 1)
 
 
+def pair_d_order(gI, gJ, gd, gdev, S: int) -> np.ndarray:
+    """An order of the groups that puts each (I, J, d) together, by increasing t d.
+
+    The builder emits each pair's groups together, t by t (increasing) and d by d, so one
+    stable sort by (pair, d) gives it; where that does not hold (checked), the full sort by
+    (I, J, d, t d).
+
+    Parameters
+    ----------
+    gI, gJ, gd, gdev : numpy.ndarray
+        Per group: the indices of I and J, d and t d.
+    S : int
+        The largest d.
+
+    Returns
+    -------
+    numpy.ndarray
+        The group indices in that order.
+    """
+    n = len(gI)
+    if n > 1:
+        newI = gI[1:] != gI[:-1]
+        pair = run_ids(newI | (gJ[1:] != gJ[:-1]))
+        # one pair id per (I, J): the sets come in order, and within a set each new
+        # pair's J is below the last one's
+        unique = not (~newI & (gJ[1:] > gJ[:-1])).any() and not (newI & (gI[1:] < gI[:-1])).any()
+        if unique:
+            o = np.argsort(pair * (S + 1) + gd, kind="stable")
+            od, odev, op = gd[o], gdev[o], pair[o]
+            same = (op[1:] == op[:-1]) & (od[1:] == od[:-1])
+            if not (same & (odev[1:] <= odev[:-1])).any():
+                return o
+    return np.lexsort((gdev, gd, gJ, gI))
+
+
+def cost_profile(tb: StageTables, gk, W: int, row_low, row_top) -> np.ndarray:
+    """Each group's cost c(s) at every suffix bound s = 0..W - 1, the profile that
+    :meth:`ThresholdDecision.least_bottleneck` relaxes.
+
+    A point at column col = min(d yhi, W - 1) serves s up to col; in a monotone row the
+    points rise in cost with yhi, so the first point to reach a column is its cheapest
+    there, and c is the cost of the first point at or right of s. A non-monotone row
+    counts as one point, its cheapest, at its largest y. Laid out as runs (each kept
+    point over the columns since the last one, then inf to the end), one ``np.repeat``.
+
+    Parameters
+    ----------
+    tb : StageTables
+        Finalized stage tables.
+    gk : numpy.ndarray
+        The groups.
+    W : int
+        The number of columns.
+    row_low, row_top : numpy.ndarray
+        Per row of ``tb``: its cheapest point's cost and the largest y any point serves.
+
+    Returns
+    -------
+    numpy.ndarray
+        len(gk) x W: c(s), inf where the group serves no y.
+    """
+    r = tb.group_row[gk]
+    mono = tb.group_monotone[gk]
+    npts = np.where(mono, tb.row_points[r], 1)
+    grp = np.repeat(np.arange(len(gk)), npts)
+    first = np.cumsum(npts) - npts
+    pt = tb.row_start[r][grp] + (np.arange(len(grp)) - first[grp])
+    d = tb.group_d[gk].astype(np.int64)[grp]
+    y = tb.yhi[pt].astype(np.int64)
+    cost = tb.cost[pt]
+    if not mono.all():
+        odd = ~mono[grp]
+        y[odd] = row_top[r][grp[odd]]
+        cost[odd] = row_low[r][grp[odd]]
+    col = np.minimum(d * y, W - 1)
+    keep = np.ones(len(grp), dtype=bool)
+    keep[1:] = (grp[1:] != grp[:-1]) | (col[1:] != col[:-1])  # the first point at a column
+    grp, col, cost = grp[keep], col[keep], cost[keep]
+    # runs: per group its points, then an inf run to column W - 1 (length 0 when the
+    # last point reaches it)
+    n_g = len(gk)
+    cnt = np.bincount(grp, minlength=n_g) + 1
+    end = np.cumsum(cnt)
+    at = np.arange(len(grp)) + grp  # position of each point among the runs
+    val = np.full(int(end[-1]), math.inf)
+    val[at] = cost
+    stop = np.full(len(val), W - 1)
+    stop[at] = col
+    length = np.diff(stop, prepend=-1)
+    length[end[:-1]] = stop[end[:-1]] + 1  # each group starts again at column 0
+    return np.repeat(val, length).reshape(n_g, W)
+
+
 class ThresholdDecision:
-    """The min-devices decision for a threshold T over the stage tables ``tb``.
+    """The min-devices decision for a threshold T over the stage tables ``tb``:
+
+        f[I][s] = min over J < I, t, d <= s with cost(I \\ J, t, d, ceil(s / d)) <= T
+                  of f[J][s - d] + t d,        f[{}][s] = 0,
+
+    feasible when min over s of f[all][s] <= ``budget``, s <= S = min(N, K) (Piper's
+    dp[I][k][s] turned inside out: for a fixed T the devices become the value, so the
+    table shrinks from K x S to S per set). Device counts are int64; a count at or above
+    :data:`DEVICES_INF` means "no plan" (any K the loader admits is far below it: K <=
+    2**40 keeps every sum of t d exact).
+
+    Under the in-flight rule that the schedule keeps (contract sec. 11, ``in_flight=
+    "schedule"``) the state is q, and a stage with d in front of a J holding q_J holds
+    q = d ceil((d + q_J) / d), y = q / d. The table keeps its shape, with another
+    transition:
+
+        f[I][s] = min over J < I, t, d <= s with cost(I \\ J, t, d, floor(s / d)) <= T
+                  of f[J][d floor(s / d) - d] + t d,
+
+    each row then replaced by its running minimum over s (f[I][s] = fewest devices of a
+    plan of I with q <= s). Exact: a plan with q_J <= d floor(s / d) - d has q_I <= d
+    floor(s / d), so its stage holds at most the y it was costed at (the options chosen
+    there fit, at the same TPS); and every plan is counted at its own q_I, where
+    floor(s / d) = q_I / d is its y and d floor(s / d) - d = d ceil(q_J / d) >= q_J.
+    Columns then run to S = min(N, 2K - 1), since q <= 2 sum d - 1.
 
     Per group it keeps only two orders and a rank (int32, int32, uint8: see
     :data:`DECISION_GROUP_BYTES`); the per-group work of a threshold is done in chunks of
-    whole sets (:data:`CHUNK_GROUPS`), from per-set and per-row values."""
+    whole sets (:data:`CHUNK_GROUPS`), from per-set and per-row values.
+
+    Parameters
+    ----------
+    tb : StageTables
+        Finalized stage tables, with ``work_of`` and ``front_work_of``.
+    n_ideals : int
+        The number of sets of the family.
+    S : int
+        The largest column: min(N, K), the largest suffix bound s; under sec. 11's rule
+        min(N, 2K - 1), the largest q.
+    budget : int
+        The devices a plan may use. The DP passes min(K, t_max S): a plan never uses
+        more than t_max S devices, so a larger K budgets the same.
+    small_s : int
+        Up to this many columns S + 1, ties between equal stages are broken by group
+        index, above it by (d, J, index) (:data:`DEFAULT_SMALL_S`).
+    in_flight : {"piper", "schedule"}
+        The in-flight rule: Piper's transition, or sec. 11's (above).
+    """
 
     def __init__(
         self,
         tb: StageTables,
         n_ideals: int,
         S: int,
-        K: int,
+        budget: int,
         small_s: int = DEFAULT_SMALL_S,
         in_flight: str = "piper",
     ):
-        self.S, self.K, self.nI = S, K, n_ideals
-        #: sec. 11's rule: the floor transition and running minima (module docstring)
+        self.S, self.budget, self.nI = S, budget, n_ideals
+        #: sec. 11's rule: the floor transition and running minima (class docstring)
         self.schedule = in_flight == "schedule"
         self.small_s = small_s
         self.tb = tb
@@ -133,7 +263,7 @@ class ThresholdDecision:
                 tb.group_d[a:b],
                 tb.group_devices[a:b],
             )
-            o = self._by_pair_and_d(gI, gJ, gd, gdev)
+            o = pair_d_order(gI, gJ, gd, gdev, S)
             self.by_IJd[a:b] = o + a
             oI, oJ, od = gI[o], gJ[o], gd[o]
             rank = self.dom_rank[a:b]
@@ -160,34 +290,14 @@ class ThresholdDecision:
         self.front_work = tb.front_work_of
         self.back_work = tb.work_of
 
-    def _by_pair_and_d(self, gI, gJ, gd, gdev):
-        """An order of the groups that puts each (I, J, d) together, by increasing t d.
-        The builder emits each pair's groups together, t by t (increasing) and d by d, so
-        one stable sort by (pair, d) gives it; where that does not hold (checked), the
-        full sort by (I, J, d, t d)."""
-        n = len(gI)
-        if n > 1:
-            newI = gI[1:] != gI[:-1]
-            pair = run_ids(newI | (gJ[1:] != gJ[:-1]))
-            # one pair id per (I, J): the sets come in order, and within a set each new
-            # pair's J is below the last one's
-            unique = (
-                not (~newI & (gJ[1:] > gJ[:-1])).any() and not (newI & (gI[1:] < gI[:-1])).any()
-            )
-            if unique:
-                o = np.argsort(pair * (self.S + 1) + gd, kind="stable")
-                od, odev, op = gd[o], gdev[o], pair[o]
-                same = (op[1:] == op[:-1]) & (od[1:] == od[:-1])
-                if not (same & (odev[1:] <= odev[:-1])).any():
-                    return o
-        return np.lexsort((gdev, gd, gJ, gI))
-
     def y_at(self, s: int, d: int) -> int:
         """The y a stage with d is costed at in column s: ceil(s / d), or floor(s / d)
         under sec. 11's rule."""
         return s // d if self.schedule else -(-s // d)
 
     def candidates(self) -> np.ndarray:
+        """The distinct finite costs of the tables, ascending: the thresholds T at which
+        the optimum can lie."""
         c = sorted_unique(self.tb.cost)
         return c[np.isfinite(c)]
 
@@ -238,7 +348,7 @@ class ThresholdDecision:
             if lbf_set is not None:
                 drop |= (
                     lbf_set[tb.group_set[a:b]] + tb.group_devices[a:b] + lbb_set[tb.group_back[a:b]]
-                    > self.K
+                    > self.budget
                 )
             hi[drop] = 0
             out[a:b] = hi
@@ -251,7 +361,22 @@ class ThresholdDecision:
 
         All usable candidate stages of one I are relaxed together (:meth:`_decide_by_set`).
         No back-pointers: the plan is read from f afterwards (:meth:`plan_path`), for one
-        path only."""
+        path only.
+
+        Parameters
+        ----------
+        T : float
+            The threshold: every stage costs <= T.
+        cap : int, optional
+            The largest suffix bound s computed (default S).
+        usable : numpy.ndarray, optional
+            Per group, its largest usable s at T, when already known.
+
+        Returns
+        -------
+        numpy.ndarray of int64
+            f, sets x (cap + 1); a value >= :data:`DEVICES_INF` means no plan.
+        """
         tb = self.tb
         S = self.S if cap is None else max(0, min(int(cap), self.S))
         # f is the right half of a table padded with "no plan" on the left, so that
@@ -286,7 +411,20 @@ class ThresholdDecision:
         (a plan fitting at s fits at every s' down to its own sum of d, and a plan whose
         sum of d passes cap uses more than cap devices), so m, the first column reaching
         it and the plan read there are those of the full table. Not with usable groups
-        whose rows are not monotone in y (their usable s need not reach down to d)."""
+        whose rows are not monotone in y (their usable s need not reach down to d).
+
+        Parameters
+        ----------
+        T : float
+            The threshold.
+        start : int
+            The first cap (multiplied by 4 each time).
+
+        Returns
+        -------
+        numpy.ndarray of int64
+            f on the columns s <= the last cap.
+        """
         usable = self._usable(T) if len(self.tb.group_set) else None
         if usable is not None and (usable.astype(bool) & ~self.tb.group_monotone).any():
             return self.decide(T, usable=usable)
@@ -381,15 +519,26 @@ class ThresholdDecision:
         stage cost over all plans of the tables with any number of devices (suffix bounds
         s <= S),
 
-            G[I][s] = min over groups of I with d <= s of max(G[J][s - d], c(s)),   G[{}][s] = 0,
+            G[I][s] = min over groups of I with d <= s of max(G[J][s - d], c(s)),
+            G[{}][s] = 0,
 
         c(s) the group's cost at y = ceil(s / d) (the first point of its row with d yhi >=
         s; a non-monotone row counts as its cheapest point over its whole range, which
-        only lowers the bound). A plan that fits on K devices at T is one of these plans,
-        so the bound is <= T. When memory, not the devices, decides the optimum (ResNet),
-        it is the optimum, and one decision there confirms it. inf when no group has a
-        finite cost; -inf (no bound) when there is no group or the groups x (S + 1)
-        values pass ``max_elements``."""
+        only lowers the bound; :func:`cost_profile`). A plan that fits in the budget at T
+        is one of these plans, so the bound is <= T. When memory, not the devices, decides
+        the optimum (ResNet), it is the optimum, and one decision there confirms it.
+
+        Parameters
+        ----------
+        max_elements : int
+            No bound when the groups x (S + 1) values pass this.
+
+        Returns
+        -------
+        float
+            The bound; inf when no group has a finite cost; -inf (no bound) when there is
+            no group or the values pass ``max_elements``.
+        """
         tb, S = self.tb, self.S
         if not self.n or self.n * (S + 1) > max_elements:
             return -math.inf
@@ -404,51 +553,11 @@ class ThresholdDecision:
         f[0, :] = 0.0
 
         def row_values(vals, gk, hk, W):
-            np.maximum(vals, self._cost_profile(gk, W, row_low, row_top), out=vals)
+            np.maximum(vals, cost_profile(tb, gk, W, row_low, row_top), out=vals)
             return vals
 
         self._relax_by_set(fp, f, top, top > 0, S, row_values)
         return float(f[-1].min())
-
-    def _cost_profile(self, gk, W, row_low, row_top):
-        """Per group of ``gk``, its cost c(s) for s = 0..W - 1 (inf where it serves no
-        y), as a groups x W matrix: a point at column col = min(d yhi, W - 1) serves s up
-        to col; in a monotone row the points rise in cost with yhi, so the first point
-        to reach a column is its cheapest there, and c is the cost of the first point
-        at or right of s. A non-monotone row counts as one point, its cheapest, at its
-        largest y. Laid out as runs (each kept point over the columns since the last
-        one, then inf to the end), one ``np.repeat``."""
-        tb = self.tb
-        r = tb.group_row[gk]
-        mono = tb.group_monotone[gk]
-        npts = np.where(mono, tb.row_points[r], 1)
-        grp = np.repeat(np.arange(len(gk)), npts)
-        first = np.cumsum(npts) - npts
-        pt = tb.row_start[r][grp] + (np.arange(len(grp)) - first[grp])
-        d = tb.group_d[gk].astype(np.int64)[grp]
-        y = tb.yhi[pt].astype(np.int64)
-        cost = tb.cost[pt]
-        if not mono.all():
-            odd = ~mono[grp]
-            y[odd] = row_top[r][grp[odd]]
-            cost[odd] = row_low[r][grp[odd]]
-        col = np.minimum(d * y, W - 1)
-        keep = np.ones(len(grp), dtype=bool)
-        keep[1:] = (grp[1:] != grp[:-1]) | (col[1:] != col[:-1])  # the first point at a column
-        grp, col, cost = grp[keep], col[keep], cost[keep]
-        # runs: per group its points, then an inf run to column W - 1 (length 0 when the
-        # last point reaches it)
-        n_g = len(gk)
-        cnt = np.bincount(grp, minlength=n_g) + 1
-        end = np.cumsum(cnt)
-        at = np.arange(len(grp)) + grp  # position of each point among the runs
-        val = np.full(int(end[-1]), math.inf)
-        val[at] = cost
-        stop = np.full(len(val), W - 1)
-        stop[at] = col
-        length = np.diff(stop, prepend=-1)
-        length[end[:-1]] = stop[end[:-1]] + 1  # each group starts again at column 0
-        return np.repeat(val, length).reshape(n_g, W)
 
     def _width_classes(self, g, gh):
         """The usable groups ``g`` of a run (by increasing I; ``gh`` their usable s) in
@@ -509,7 +618,13 @@ class ThresholdDecision:
         per stage from the front (s the column the stage was costed in: its y is
         :meth:`y_at` (s, d)): at each (I, s), the group the relaxation met first among
         those that reach f[I][s] (blocks by d, then J, then index when S is large; by
-        index when small; the non-monotone groups after, by index)."""
+        index when small; the non-monotone groups after, by index).
+
+        Raises
+        ------
+        InternalError
+            No group reaches a cell on the path (a bug).
+        """
         S = f.shape[1] - 1
         T_last, S_last, hi = self._last
         if T_last != T or S_last != S:
@@ -586,10 +701,21 @@ class ThresholdDecision:
 
 
 class Found(NamedTuple):
-    """What :func:`search_threshold` found: ``T`` the bottleneck of the plan in hand
-    (``path``), ``steps`` decisions made of ``candidates`` thresholds; ``lower`` a proven
-    lower bound on the least threshold (T itself when the search finished), ``stopped``
-    True when the deadline ended the search first."""
+    """What :func:`search_threshold` found.
+
+    Attributes
+    ----------
+    T : float
+        The bottleneck of the plan in hand.
+    path : tuple or None
+        That plan (:meth:`ThresholdDecision.plan_path`), or None for the ``known`` plan.
+    steps, candidates : int
+        Decisions made, of ``candidates`` thresholds.
+    lower : float
+        A proven lower bound on the least threshold (T itself when the search finished).
+    stopped : bool
+        The deadline ended the search first.
+    """
 
     T: float
     path: tuple | None
@@ -601,81 +727,77 @@ class Found(NamedTuple):
 
 def search_threshold(
     search: ThresholdDecision,
-    K: int,
+    budget: int,
     tick=None,
     lower: float = 0.0,
     upper: float = math.inf,
     known: int | None = None,
     deadline: Deadline | None = None,
 ) -> Found | None:
-    """The least threshold T at which a plan fits on K devices, with a plan of that
-    bottleneck (:meth:`ThresholdDecision.plan_path`); None when no plan fits at all.
-    Past the ``deadline`` (checked before each decision) it stops with the plan in hand
-    and the least candidate not yet ruled out as ``lower`` (``stopped``); before the
-    first plan is in hand, it raises :class:`dp.deadline.TimeUp`.
+    """The least threshold T at which a plan fits in ``budget`` devices, with a plan of
+    that bottleneck.
 
+    The optimum is one of the finitely many stage costs in the tables (the candidates).
     First, without a ``known`` plan, the least bottleneck of any plan with devices
     unbounded (:meth:`ThresholdDecision.least_bottleneck`) bounds T from below; when it
     lies between ``lower`` and ``upper``, the first decision is there, and a plan that
     fits there is the answer (memory, not the devices, decides the optimum then:
-    ResNet). Else the next decision is at ``upper`` (a plan with every stage <= upper is known to
-    be in the tables: the chain bound's, see :func:`dp.threshold_dp.solve_threshold_dp`; without one,
-    inf): at a bound, fewer groups are usable, and the plan read there starts the
-    bracket nearer the optimum. None when no plan fits there either. With ``known`` (the
-    devices of a plan of bottleneck ``upper`` found elsewhere: the chain bound's, from its
-    own tables) and ``upper`` one of the candidates, there is no decision at ``upper``:
-    the search starts from that plan, and the path returned is None when nothing below
-    ``upper`` fits (the known plan is then the answer).
+    ResNet). Else the next decision is at ``upper``: at a bound, fewer groups are
+    usable, and the plan read there starts the bracket nearer the optimum. With
+    ``known`` and ``upper`` one of the candidates, there is no decision at ``upper``:
+    the search starts from that plan.
 
-    Every candidate index <= lo fails (all below ``lower`` and below the least
-    bottleneck, proven lower bounds on T, do); cands[hi] is the bottleneck of a plan in hand, and each feasible probe lowers it
-    to its own plan's bottleneck. The next probe is, in order of preference:
-    where the fewest devices D(T) would reach K if D were proportional to 1/T (when the
-    last probe's D says something: D < K, or infeasible with a finite D); just below hi
-    (after a plan using exactly K devices, once in a row); otherwise, or when the bracket
-    did not halve over two probes, the middle candidate."""
+    Then a bracket (lo, hi] of candidate indices: every index <= lo fails (all below
+    ``lower`` and below the least bottleneck, proven lower bounds on T, do); cands[hi]
+    is the bottleneck of a plan in hand, and each feasible probe lowers it to its own
+    plan's bottleneck. The next probe is, in order of preference: where the fewest
+    devices D(T) would reach the budget if D were proportional to 1 / T (when the last
+    probe's D says something: D < budget, or infeasible with a finite D); just below hi
+    (after a plan using exactly the budget, once in a row); otherwise, or when the
+    bracket did not halve over two probes, the middle candidate.
+
+    Parameters
+    ----------
+    search : ThresholdDecision
+        The decision over the stage tables.
+    budget : int
+        The devices a plan may use (see :class:`ThresholdDecision`).
+    tick : callable, optional
+        Called with the number of decisions made so far (progress).
+    lower : float
+        A proven lower bound on T (the work bound: least device-seconds / budget).
+    upper : float
+        A plan with every stage <= ``upper`` is known to be in the tables (the chain
+        bound's, see :func:`dp.threshold_dp.solve_threshold_dp`); inf without one.
+    known : int, optional
+        The devices of a plan of bottleneck ``upper`` found elsewhere (the chain bound's,
+        from its own tables).
+    deadline : Deadline, optional
+        Checked before each decision.
+
+    Returns
+    -------
+    Found or None
+        None when no plan fits at ``upper`` (or at all). The path is None when the search
+        started from the ``known`` plan and nothing below ``upper`` fits: that plan is
+        the answer. Past the deadline, the plan in hand and the least candidate not yet
+        ruled out as ``lower`` (``stopped`` True).
+
+    Raises
+    ------
+    TimeUp
+        The deadline passed before the first plan was in hand (:class:`dp.deadline.TimeUp`).
+    InternalError
+        A plan read at T has a stage above T, or below the least bottleneck (a bug).
+    """
     cands = search.candidates()
     at = int(np.searchsorted(cands, upper))
-    steps = 0
     tick = tick or (lambda k: None)
-
-    def plan_in(f, T: float):
-        """The plan in f (the decision at T) and the index of its bottleneck, <= T."""
-        path = search.plan_path(f, T)
-        hi = search.bottleneck_index(path, cands)
-        if float(cands[hi]) > T:
-            raise InternalError(
-                f"dp: the plan found at threshold {T!r} has a stage costing {float(cands[hi])!r}"
-            )
-        return path, hi
-
-    # the least bottleneck of any plan (devices unbounded): a lower bound, and when the
-    # plan there fits on K devices, the answer (memory decides ResNet's optimum). It is
-    # one pass over every group: not made when a known plan starts the search near the
-    # optimum; no decision there when it is no better than the work bound ``lower``
-    floor_at = -1
-    floor = -math.inf
-    if known is None:
-        if deadline is not None:
-            deadline.check()
-        floor = search.least_bottleneck()
-    if math.isfinite(floor):
-        floor_at = int(np.searchsorted(cands, floor)) - 1  # every candidate below it fails
-        if lower < floor < upper:
-            if deadline is not None:
-                deadline.check()
-            steps += 1
-            tick(steps)
-            f = search.decide_narrow(floor)
-            if int(f[-1].min()) <= K:
-                path, hi = plan_in(f, floor)
-                if float(cands[hi]) < floor:
-                    raise InternalError(
-                        f"dp: a plan costing {float(cands[hi])!r} is below the least bottleneck {floor!r}"
-                    )
-                return Found(floor, path, steps, int(len(cands)), floor, False)
-            del f
-            floor_at += 1
+    found, floor_at, steps = _least_bottleneck_step(
+        search, cands, budget, tick, lower, upper, known, deadline
+    )
+    if found is not None:
+        return found
     if known is not None and at < len(cands) and cands[at] == upper:
         least, path, hi = known, None, at
     else:
@@ -683,13 +805,13 @@ def search_threshold(
             deadline.check()
         f = search.decide_narrow(upper)
         least = int(f[-1].min())
-        if least > K:
+        if least > budget:
             return None
-        path, hi = plan_in(f, upper)
+        path, hi = _plan_in(search, cands, f, upper)
         del f
         steps += 1
     lo = min(max(int(np.searchsorted(cands, lower * (1.0 - 1e-9))) - 1, floor_at), hi - 1)
-    est: float | None = float(cands[hi]) * least / K
+    est: float | None = float(cands[hi]) * least / budget
     below, last = False, ""
     widths: list[int] = []
     while hi - lo > 1:
@@ -713,13 +835,57 @@ def search_threshold(
         T_probe = float(cands[idx])
         f = search.decide(T_probe)
         D = int(f[-1].min())
-        if D <= K:
-            path, hi = plan_in(f, T_probe)
-            est = float(cands[hi]) * D / K if D < K else None
-            below = D == K
+        if D <= budget:
+            path, hi = _plan_in(search, cands, f, T_probe)
+            est = float(cands[hi]) * D / budget if D < budget else None
+            below = D == budget
         else:
             lo = idx
-            est = T_probe * D / K if D < DEVICES_INF else None
+            est = T_probe * D / budget if D < DEVICES_INF else None
             below = False
         del f
     return Found(float(cands[hi]), path, steps, int(len(cands)), float(cands[hi]), False)
+
+
+def _plan_in(search: ThresholdDecision, cands, f, T: float):
+    """The plan in f (the decision at T) and the index in ``cands`` of its bottleneck,
+    which must be <= T."""
+    path = search.plan_path(f, T)
+    hi = search.bottleneck_index(path, cands)
+    if float(cands[hi]) > T:
+        raise InternalError(
+            f"dp: the plan found at threshold {T!r} has a stage costing {float(cands[hi])!r}"
+        )
+    return path, hi
+
+
+def _least_bottleneck_step(search, cands, budget, tick, lower, upper, known, deadline):
+    """The first step of :func:`search_threshold`: the least bottleneck of any plan (devices
+    unbounded), a lower bound, and when the plan there fits in the budget, the answer
+    (memory decides ResNet's optimum). It is one pass over every group: not made when a
+    known plan starts the search near the optimum; no decision there when it is no better
+    than the work bound ``lower`` or not below ``upper``. Returns (the answer or None, the
+    index of the last candidate known to fail (-1: none), decisions made)."""
+    floor_at = -1
+    floor = -math.inf
+    if known is None:
+        if deadline is not None:
+            deadline.check()
+        floor = search.least_bottleneck()
+    if not math.isfinite(floor):
+        return None, floor_at, 0
+    floor_at = int(np.searchsorted(cands, floor)) - 1  # every candidate below it fails
+    if not lower < floor < upper:
+        return None, floor_at, 0
+    if deadline is not None:
+        deadline.check()
+    tick(1)
+    f = search.decide_narrow(floor)
+    if int(f[-1].min()) <= budget:
+        path, hi = _plan_in(search, cands, f, floor)
+        if float(cands[hi]) < floor:
+            raise InternalError(
+                f"dp: a plan costing {float(cands[hi])!r} is below the least bottleneck {floor!r}"
+            )
+        return Found(floor, path, 1, int(len(cands)), floor, False), floor_at, 1
+    return None, floor_at + 1, 1

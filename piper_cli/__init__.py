@@ -1,12 +1,14 @@
 """The ``piper-ilp`` command line: a thin layer over the Python API.
 
-``piper_cli.app`` is the typer application (loaded on first use from
-:mod:`piper_cli.commands`); :func:`main` is the script's entry point.
+The script's entry point is :func:`piper_cli.entry.main`; the typer application is
+:data:`piper_cli.commands.app`, also reachable as ``piper_cli.app`` (loaded on first use,
+for callers such as typer's test runner). The package's modules import one another
+directly, never through this file.
 """
 
 from __future__ import annotations
 
-__all__ = ["app", "main", "single_threaded_blas"]
+__all__ = ["app"]
 
 
 def __getattr__(name: str):
@@ -16,69 +18,3 @@ def __getattr__(name: str):
         globals()["app"] = app
         return app
     raise AttributeError(f"module 'piper_cli' has no attribute {name!r}")
-
-
-def main() -> None:
-    """Entry point of the ``piper-ilp`` script.
-
-    SIGINT and SIGTERM are set to raise KeyboardInterrupt before anything else loads
-    (:mod:`piper_cli.interrupts`); an interrupted command prints one line,
-    ``piper-ilp: interrupted``, and exits 130 (SIGINT) or 143 (SIGTERM). Usage errors
-    (an unknown option, a value out of range, a missing argument) are one line on stderr
-    and exit status 2, like bad input; the commands' own errors are handled by
-    :func:`piper_cli.common.cli_errors`. A failed write to standard output
-    (:mod:`piper_cli.stdio`) ends any command the same way: a closed pipe quietly with
-    exit 141, anything else (a full disk) with one line and exit 2.
-    """
-    import os
-    import sys
-
-    from piper_cli import interrupts, stdio
-
-    single_threaded_blas(os.environ)
-    interrupts.install()
-    stdio.install()
-    try:
-        code = _run()
-        if interrupts.pending():  # typer turns a KeyboardInterrupt outside a command into exit 130
-            code = interrupts.report()
-    except KeyboardInterrupt:
-        code = interrupts.report()
-    except stdio.StdoutError as exc:
-        code = stdio.report(exc)
-    sys.exit(stdio.finish(code))
-
-
-def single_threaded_blas(environ) -> None:
-    """Ask numpy's BLAS (OpenBLAS) for one thread, unless the user chose a number: the
-    planners here are single-threaded, and OpenBLAS's extra threads otherwise spin for a
-    while after numpy's import and after each matrix product, about 0.13 s of CPU per
-    ``piper-ilp solve`` on a 2-core machine (README, "Start-up"). Set before numpy
-    loads, in this process and the ones it starts (workers, the bench's runs)."""
-    environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-
-def _run() -> int:
-    """Run the app on ``sys.argv``; return the exit status."""
-    import sys
-
-    import typer
-
-    from piper_cli.commands import app
-
-    try:
-        code = app(standalone_mode=False, prog_name="piper-ilp")
-    except typer.TyperException as exc:  # typer's click exceptions (usage errors and the like)
-        if type(exc).__name__ == "NoArgsIsHelpError":
-            exc.show()  # no arguments at all: the help text
-            return 2
-        ctx = getattr(exc, "ctx", None)
-        path = ctx.command_path if ctx is not None else "piper-ilp"
-        message = " ".join(exc.format_message().split())
-        kind = "usage error" if exc.exit_code == 2 else "error"
-        print(f"{path}: {kind}: {message} (see '{path} --help')", file=sys.stderr)
-        return exc.exit_code
-    except typer.Abort:
-        print("piper-ilp: aborted", file=sys.stderr)
-        return 1
-    return code if isinstance(code, int) else 0

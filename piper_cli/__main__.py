@@ -1,3 +1,3 @@
-from piper_cli import main
+from piper_cli.entry import main
 
 main()

@@ -1,6 +1,8 @@
 """``piper-ilp deepen`` (grow a profile's repeated block), ``piper-ilp towers`` (parallel
 towers of it, a multi-branch model) and ``piper-ilp bench`` (the DP benchmark on the
-paper's configurations, optionally against a reference planner)."""
+paper's configurations, optionally against a reference planner), with its two other suites:
+``piper-ilp bench milp`` (the MILP's backends) and ``piper-ilp bench modes`` (the DP in the
+other modes)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,24 @@ from piper_cli.common import (
     MemoryOpt,
     cli_errors,
     load_with_overrides,
+    print_json_line,
     stdout,
 )
+from piper_cli.compare_cmds import ThreadsOpt
+
+JsonFileOpt = Annotated[
+    Optional[Path],
+    typer.Option("--json", help="Also write the results as JSON to this file.", show_default=False),
+]
+ProfilesOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--profiles",
+        help="Folder of the published profiles (default: $PIPER_PROFILES, else "
+        "../shared/piper-inputs).",
+        show_default=False,
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -44,8 +62,9 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--chain-only",
-                help="The paper's rule: copies get only the chain edges (the original planner leaves out the "
-                "other incoming edges, e.g. BERT's attention mask). Default: copies get every edge.",
+                help="The paper's rule: copies get only the chain edges (the original planner "
+                "leaves out the other incoming edges, e.g. BERT's attention mask). Default: "
+                "copies get every edge.",
             ),
         ] = False,
         devices: DevicesOpt = None,
@@ -70,7 +89,8 @@ def register(app: typer.Typer) -> None:
         save_instance(deeper, output)
         stdout.print(
             f"{output}: {len(deeper.nodes)} nodes, {len(deeper.edges)} edges "
-            f"(repeated chain {before} -> {layers} layers, {'chain edges only' if chain_only else 'all edges'})",
+            f"(repeated chain {before} -> {layers} layers, "
+            f"{'chain edges only' if chain_only else 'all edges'})",
             markup=False,
         )
 
@@ -116,22 +136,26 @@ def register(app: typer.Typer) -> None:
         model = towers(inst, counts)
         save_instance(model, output)
         stdout.print(
-            f"{output}: {len(model.nodes)} nodes, {len(model.edges)} edges ({len(counts)} towers of {layers} layers)",
+            f"{output}: {len(model.nodes)} nodes, {len(model.edges)} edges ({len(counts)} towers "
+            f"of {layers} layers)",
             markup=False,
         )
 
-    @app.command("bench")
+    bench = typer.Typer(
+        help="Benchmarks: the DP (this command), the MILP (bench milp), the DP in the other "
+        "modes (bench modes).",
+    )
+    app.add_typer(bench, name="bench")
+    _register_suites(bench)
+
+    @bench.callback(invoke_without_command=True)
     @cli_errors
     def bench_command(
+        ctx: typer.Context,
         quick: Annotated[
             bool, typer.Option("--quick", help="Only the small configurations, one run each.")
         ] = False,
-        json_out: Annotated[
-            Optional[Path],
-            typer.Option(
-                "--json", help="Also write the rows as JSON to this file.", show_default=False
-            ),
-        ] = None,
+        json_out: JsonFileOpt = None,
         only: Annotated[
             Optional[list[str]],
             typer.Option("--only", help="Configuration name (repeatable).", show_default=False),
@@ -158,21 +182,15 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
-        profiles: Annotated[
-            Optional[Path],
-            typer.Option(
-                "--profiles",
-                help="Folder of the published profiles (default: $PIPER_PROFILES, else ../shared/piper-inputs).",
-                show_default=False,
-            ),
-        ] = None,
+        profiles: ProfilesOpt = None,
         reference: Annotated[
             Optional[str],
             typer.Option(
                 "--reference",
-                help="Reference planner command, run once per configuration on the same instance to compare CPU time "
-                "and TPS; placeholders {instance} {devices} {memory} {batch} {bandwidth} (e.g. './piper {instance}'). "
-                "It may print 'search-cpu-seconds: X' and 'tps: Y' lines on stdout (see below).",
+                help="Reference planner command, run once per configuration on the same instance "
+                "to compare CPU time and TPS; placeholders {instance} {devices} {memory} {batch} "
+                "{bandwidth} (e.g. './piper {instance}'). It may print 'search-cpu-seconds: X' "
+                "and 'tps: Y' lines on stdout (see below).",
                 show_default=False,
             ),
         ] = None,
@@ -199,7 +217,12 @@ def register(app: typer.Typer) -> None:
         ratio_search and tps_agree per row.
 
         Configurations: bert32-K64, bert32-K512, bert32-K2048, bert64-K1024, bert96-K2048,
-        resnet-K8, resnet-K64, gnmt-K8, gnmt-K64, gnmt-K256, wide8, wide12, wide16."""
+        resnet-K8, resnet-K64, gnmt-K8, gnmt-K64, gnmt-K256, wide8, wide12, wide16.
+
+        The other suites are subcommands: 'piper-ilp bench milp', 'piper-ilp bench modes'."""
+        if ctx.invoked_subcommand is not None:
+            _no_dp_options(ctx)
+            return
         from compare.bench.dp import (
             CONFIGS,
             HEADER,
@@ -251,3 +274,207 @@ def register(app: typer.Typer) -> None:
         if json_out is not None:
             atomic_write_text(json_out, bench_json(configs, rows))
             stdout.print(f"rows written to {json_out}", markup=False)
+
+
+def _no_dp_options(ctx: typer.Context) -> None:
+    """Refuse the DP bench's options given before a suite's name (they would be ignored)."""
+    from piper_ilp.errors import InputError
+
+    given = [
+        p.opts[0]
+        for p in ctx.command.params
+        if p.param_type_name == "option" and ctx.get_parameter_source(p.name).name != "DEFAULT"
+    ]
+    if given:
+        raise InputError(
+            f"{', '.join(given)}: an option of the DP bench, given before "
+            f"'{ctx.invoked_subcommand}'; give the suite's options after its name"
+        )
+
+
+def _memory(text: str) -> str | float:
+    """``--memory`` of ``bench milp``: tight, loose, or a fraction in [0, 1]."""
+    from piper_ilp.errors import InputError
+
+    if text in ("tight", "loose"):
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise InputError(f"--memory: expected tight, loose or a fraction in [0, 1], got {text!r}")
+    return value
+
+
+def _register_suites(bench: typer.Typer) -> None:
+    @bench.command("milp")
+    @cli_errors
+    def bench_milp_command(
+        quick: Annotated[
+            bool,
+            typer.Option("--quick", help="2 seeds, sizes 4 and 8, 10 s limit, bert K=4 only."),
+        ] = False,
+        seeds: Annotated[
+            Optional[int],
+            typer.Option(
+                "--seeds", min=1, help="Seeds per size (default 5, quick 2).", show_default=False
+            ),
+        ] = None,
+        time_limit: Annotated[
+            Optional[float],
+            typer.Option(
+                "--time-limit",
+                min=0.0,
+                help="Seconds per run (default 60, quick 10).",
+                show_default=False,
+            ),
+        ] = None,
+        threads: ThreadsOpt = None,
+        sizes: Annotated[
+            Optional[str],
+            typer.Option(
+                "--sizes",
+                help="Comma-separated node counts (default 4,8,12,16; quick 4,8).",
+                show_default=False,
+            ),
+        ] = None,
+        bert_k: Annotated[
+            Optional[str],
+            typer.Option(
+                "--bert-k",
+                help="Comma-separated K for bert32a100 (default 4,8,16; quick 4; '' for none).",
+                show_default=False,
+            ),
+        ] = None,
+        memory: Annotated[
+            str,
+            typer.Option("--memory", help="Random instances' memory: tight, loose or a fraction."),
+        ] = "0.6",
+        backends: Annotated[
+            Optional[str],
+            typer.Option(
+                "--backends", help="Comma-separated backends (default all).", show_default=False
+            ),
+        ] = None,
+        hint_from_dp: Annotated[
+            bool,
+            typer.Option(
+                "--hint-from-dp",
+                help="Give every backend the DP's plan as warm start and cutoff (the DP's "
+                "time not counted).",
+            ),
+        ] = False,
+        json_out: JsonFileOpt = None,
+        profiles: ProfilesOpt = None,
+    ) -> None:
+        """Benchmark the exact MILP on its backends (CP-SAT, CBC, SCIP).
+
+        Random DAGs of 4 to 16 nodes (several seeds per size, the generators' families) and
+        the published bert32a100.json profile with K in {4, 8, 16}: each backend runs with a
+        time limit, one run at a time (--threads each). Per (instances, backend) row: the
+        model's size (variables, constraints), how many runs proved optimality or
+        infeasibility, the median wall seconds to that proof (CPU seconds beside it), and
+        for the runs stopped by the limit the gap reached ((tps - bound) / tps). The full
+        run takes about 15-25 minutes."""
+        import json
+        import platform
+        import time
+
+        from compare.bench.dp import find_profiles
+        from compare.bench.milp import BERT, run, table
+        from piper_cli.compare_cmds import parse_ints
+        from piper_ilp.errors import InputError
+        from piper_ilp.files import atomic_write_text, check_writable
+        from piper_ilp.milp import BACKENDS, DEFAULT_THREADS
+        from piper_ilp.settings import Settings
+
+        limit = time_limit if time_limit is not None else (10.0 if quick else 60.0)
+        threads = DEFAULT_THREADS if threads is None else threads
+        Settings(time_limit=limit, threads=threads)  # checked before any work
+        seeds = seeds or (2 if quick else 5)
+        size_list = parse_ints(sizes, "--sizes") if sizes else ((4, 8) if quick else (4, 8, 12, 16))
+        if bert_k is not None:
+            bert_ks = parse_ints(bert_k, "--bert-k") if bert_k.strip() else ()
+        else:
+            bert_ks = (4,) if quick else (4, 8, 16)
+        fraction = _memory(memory)
+        chosen = tuple(b.strip() for b in (backends or ",".join(BACKENDS)).split(",") if b.strip())
+        unknown = [b for b in chosen if b not in BACKENDS]
+        if unknown or not chosen:
+            raise InputError(
+                f"--backends: expected some of {', '.join(BACKENDS)}, got {backends!r}"
+            )
+        if json_out is not None:
+            check_writable(json_out, "benchmark JSON")
+        folder = find_profiles(profiles, [BERT] if bert_ks else [])
+        machine = f"{platform.node()} ({platform.processor() or platform.machine()})"
+        stdout.print(
+            f"MILP benchmark: sizes {size_list}, {seeds} seeds, memory {memory}, bert K "
+            f"{bert_ks}, limit {limit:g} s, {'DP hint, ' if hint_from_dp else ''}{threads} "
+            f"threads, {machine}",
+            markup=False,
+        )
+        t0 = time.perf_counter()
+        records = run(
+            size_list,
+            seeds,
+            bert_ks,
+            limit,
+            threads,
+            backends=chosen,
+            memory=fraction,
+            hint_from_dp=hint_from_dp,
+            profiles=folder,
+            log=lambda line: stdout.print(line, markup=False),
+        )
+        stdout.print("", markup=False)
+        stdout.print(table(records, limit), markup=False)
+        stdout.print(f"\ntotal {time.perf_counter() - t0:.0f} s", markup=False)
+        if json_out is not None:
+            meta = {
+                "time_limit": limit,
+                "threads": threads,
+                "memory": memory,
+                "seeds": seeds,
+                "hint_from_dp": hint_from_dp,
+            }
+            atomic_write_text(json_out, json.dumps({**meta, "records": records}, indent=1) + "\n")
+
+    @bench.command("modes")
+    @cli_errors
+    def bench_modes_command(
+        towers: Annotated[
+            str,
+            typer.Option("--towers", help="Branch counts of the 4-layer towers ('' for none)."),
+        ] = "2,3",
+        wide: Annotated[
+            str,
+            typer.Option("--wide", help="Branch counts of the wide DAG ('' for none)."),
+        ] = "2,3,4",
+        unpruned: Annotated[
+            bool, typer.Option("--unpruned", help="Also solve without the upper bound.")
+        ] = False,
+    ) -> None:
+        """Measure the DP in the other modes (graph pipelining, batch time) on multi-branch
+        graphs.
+
+        For every instance (the wide DAG: a source, b one-layer branches, a sink; the
+        towers: a source, b chains of 4 layers, a sink, tight memory) and each of the modes
+        graph/throughput/1f1b, graph/batch-time/1f1b and sequential/batch-time/1f1b, one
+        JSON line: status, value, the labels kept (and the largest set of labels), the
+        candidates generated, the exact knapsacks solved and the CPU seconds of the solve
+        ("cpu"). The table of docs/architecture.md comes from it."""
+        from compare.bench.dp import wide_instance
+        from compare.bench.modes import MODES, measure, towers_instance
+        from piper_cli.compare_cmds import parse_ints
+
+        insts = [wide_instance(b) for b in (parse_ints(wide, "--wide") if wide.strip() else ())]
+        insts += [
+            towers_instance(b, 4)
+            for b in (parse_ints(towers, "--towers") if towers.strip() else ())
+        ]
+        for inst in insts:
+            for mode in MODES:
+                for prune in (True, False) if unpruned else (True,):
+                    print_json_line(measure(inst, mode, prune))

@@ -15,7 +15,8 @@ __all__ = ["app"]
 
 app = typer.Typer(
     name="piper-ilp",
-    help="Piper's DNN-parallelization planner: an optimized DP checked against an exact MILP (CP-SAT, CBC).",
+    help="Piper's DNN-parallelization planner: an optimized DP checked against an exact MILP "
+    "(CP-SAT, CBC).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -24,7 +25,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from piper_ilp import __version__
+        from piper_ilp.version import __version__
 
         print(f"piper-ilp {__version__}")
         raise typer.Exit(0)
@@ -54,16 +55,16 @@ def _root(
 
 
 def _register() -> None:
-    from piper_cli import (
-        bench_cmds,
-        compare_cmds,
-        evaluate_cmd,
-        ladder_cmd,
-        pipedream_cmds,
-        simulate_cmd,
-        solve_cmd,
-        sweep_cmds,
-    )
+    import piper_cli.bench_cmds as bench_cmds
+    import piper_cli.compare_cmds as compare_cmds
+    import piper_cli.evaluate_cmd as evaluate_cmd
+    import piper_cli.export_cmd as export_cmd
+    import piper_cli.ladder_cmd as ladder_cmd
+    import piper_cli.model_cmds as model_cmds
+    import piper_cli.pipedream_cmds as pipedream_cmds
+    import piper_cli.simulate_cmd as simulate_cmd
+    import piper_cli.solve_cmd as solve_cmd
+    import piper_cli.sweep_cmds as sweep_cmds
 
     evaluate_cmd.register(app)
     solve_cmd.register(app)
@@ -73,6 +74,8 @@ def _register() -> None:
     simulate_cmd.register(app)
     ladder_cmd.register(app)
     pipedream_cmds.register(app)
+    model_cmds.register(app)
+    export_cmd.register(app)
 
 
 _register()

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 import typer
 from rich.console import Console
 
-from piper_cli import interrupts
+import piper_cli.interrupts as interrupts
 
 if TYPE_CHECKING:
     from piper_ilp.instance import Instance
     from piper_ilp.mode import Mode
+    from piper_ilp.settings import Settings
     from piper_ilp.solution import Restrictions
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "ExcludeOptionOpt",
     "MaxDOpt",
     "MaxTOpt",
+    "UniformOpt",
     "JsonOpt",
     "PipelineOpt",
     "ObjectiveOpt",
@@ -43,6 +45,8 @@ __all__ = [
     "InFlightOpt",
     "mode_from_flags",
     "load_with_overrides",
+    "load_with_settings",
+    "read_overrides",
     "restrictions_from_flags",
     "cli_errors",
     "fail",
@@ -77,7 +81,8 @@ MemoryOpt = Annotated[
     typer.Option(
         "--memory",
         "-M",
-        help="M, memory per device: bytes or a unit (8GiB, 80GB; B = bytes, bit = bits, a lower-case b is refused).",
+        help="M, memory per device: bytes or a unit (8GiB, 80GB; B = bytes, bit = bits, a "
+        "lower-case b is refused).",
         show_default=False,
     ),
 ]
@@ -95,7 +100,8 @@ BandwidthOpt = Annotated[
     typer.Option(
         "--bandwidth",
         "-B",
-        help="B, bytes/s per device: bytes/s or a unit (25GiB/s, 25Gbit/s; B = bytes, bit = bits, a lower-case b is refused).",
+        help="B, bytes/s per device: bytes/s or a unit (25GiB/s, 25Gbit/s; B = bytes, bit = bits, "
+        "a lower-case b is refused).",
         show_default=False,
     ),
 ]
@@ -130,14 +136,23 @@ MaxTOpt = Annotated[
     ),
 ]
 
+UniformOpt = Annotated[
+    bool,
+    typer.Option(
+        "--uniform",
+        help="Every stage has the same t and d (what Megatron-LM and torchtitan run; an exact "
+        "restriction in every method).",
+    ),
+]
+
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Machine-readable output: one JSON object per line.")
 ]
 
 
 # ---- the mode (cost model secs. 8, 9, 11): what is optimized and how plans are judged ----
-# The choices are piper_ilp.mode's PIPELINES, OBJECTIVES, SCHEDULES, IN_FLIGHT_RULES (tests check that they agree);
-# written out here so that --help does not load the core.
+# The choices are piper_ilp.mode's PIPELINES, OBJECTIVES, SCHEDULES, IN_FLIGHT_RULES (tests
+# check that they agree); written out here so that --help does not load the core.
 class Pipeline(str, enum.Enum):
     sequential = "sequential"
     graph = "graph"
@@ -163,7 +178,8 @@ PipelineOpt = Annotated[
     Optional[Pipeline],
     typer.Option(
         "--pipeline",
-        help="sequential (a chain of stages, sec. 2; the default, or for evaluate and simulate the plan's recorded mode) or graph (stages form a DAG, sec. 8).",
+        help="sequential (a chain of stages, sec. 2; the default, or for evaluate and simulate the "
+        "plan's recorded mode) or graph (stages form a DAG, sec. 8).",
         show_default=False,
     ),
 ]
@@ -171,7 +187,8 @@ ObjectiveOpt = Annotated[
     Optional[Objective],
     typer.Option(
         "--objective",
-        help="throughput (least time per sample, sec. 4; the default, or the plan's recorded mode) or batch-time (least time per batch with a flush, sec. 9).",
+        help="throughput (least time per sample, sec. 4; the default, or the plan's recorded mode) "
+        "or batch-time (least time per batch with a flush, sec. 9).",
         show_default=False,
     ),
 ]
@@ -179,7 +196,8 @@ ScheduleOpt = Annotated[
     Optional[Schedule],
     typer.Option(
         "--schedule",
-        help="1f1b (the default, or the plan's recorded mode), 1f1b-flush, or gpipe (every replica holds N/d microbatches; sec. 9).",
+        help="1f1b (the default, or the plan's recorded mode), 1f1b-flush, or gpipe (every replica "
+        "holds N/d microbatches; sec. 9).",
         show_default=False,
     ),
 ]
@@ -228,6 +246,36 @@ def mode_from_flags(
     return type(base)(**{**base.to_dict(), **given})
 
 
+def read_overrides(
+    devices: str | None = None,
+    memory: str | None = None,
+    batch: str | None = None,
+    bandwidth: str | None = None,
+) -> dict[str, int | float]:
+    """The cluster settings given by --devices, --memory, --batch, --bandwidth, by name
+    (K, M, N, B), read but not range-checked: the :class:`~piper_ilp.settings.Settings`
+    built from them checks that, naming the option."""
+    from piper_ilp.instance import read_setting
+
+    return {
+        name: read_setting(name, text)
+        for name, text in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth))
+        if text is not None
+    }
+
+
+def load_with_settings(path: str, settings: Settings, *, warn: bool = True) -> Instance:
+    """Load an instance and apply the settings' overrides (checked when ``settings`` was
+    built). Warnings go to stderr."""
+    from piper_ilp.instance import load_instance
+
+    inst = settings.apply(load_instance(path))
+    if warn:
+        for w in inst.warnings:
+            stderr.print(f"warning: {w}", markup=False)
+    return inst
+
+
 def load_with_overrides(
     path: str,
     devices: str | None = None,
@@ -237,19 +285,12 @@ def load_with_overrides(
     *,
     warn: bool = True,
 ) -> Instance:
-    """Load an instance and apply the command-line settings. Warnings go to stderr."""
-    from piper_ilp.instance import load_instance, parse_setting
+    """Load an instance and apply the command-line settings (each checked, naming its
+    option, before the file is read). Warnings go to stderr."""
+    from piper_ilp.settings import Settings
 
-    given = {
-        name: parse_setting(name, text)
-        for name, text in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth))
-        if text is not None
-    }  # each checked, naming its option, before the file is read
-    inst = load_instance(path).with_settings(**given)
-    if warn:
-        for w in inst.warnings:
-            stderr.print(f"warning: {w}", markup=False)
-    return inst
+    settings = Settings(overrides=read_overrides(devices, memory, batch, bandwidth))
+    return load_with_settings(path, settings, warn=warn)
 
 
 def restrictions_from_flags(
@@ -259,6 +300,7 @@ def restrictions_from_flags(
     exclude_option: list[str] | None = None,
     max_d: int | None = None,
     max_t: int | None = None,
+    uniform: bool = False,
 ) -> Restrictions:
     from piper_ilp.solution import Restrictions
 
@@ -269,6 +311,7 @@ def restrictions_from_flags(
         exclude_options=tuple(exclude_option or ()),
         max_d=max_d,
         max_t=max_t,
+        uniform=uniform,
     )
 
 

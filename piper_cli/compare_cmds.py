@@ -30,23 +30,33 @@ from piper_cli.common import (
     ObjectiveOpt,
     PipelineOpt,
     ScheduleOpt,
+    UniformOpt,
     cli_errors,
-    load_with_overrides,
+    load_with_settings,
     mode_from_flags,
     print_json_line,
+    read_overrides,
     restrictions_from_flags,
     stderr,
     stdout,
 )
 from piper_cli.format import settings_line, stage_table
 
-__all__ = ["register", "verdict_table", "human_seconds", "parse_range", "parse_ints"]
+__all__ = [
+    "register",
+    "verdict_table",
+    "print_verdict",
+    "human_seconds",
+    "parse_range",
+    "parse_ints",
+]
 
 MethodsOpt = Annotated[
     str,
     typer.Option(
         "--methods",
-        help="Comma-separated methods among dp, cpsat, cbc, scip (MILP backends), brute (only where the graph is tiny), greedy.",
+        help="Comma-separated methods among dp, cpsat, cbc, scip (MILP backends), brute (only "
+        "where the graph is tiny), greedy.",
     ),
 ]
 TimeLimitOpt = Annotated[
@@ -54,7 +64,8 @@ TimeLimitOpt = Annotated[
     typer.Option(
         "--time-limit",
         min=0.0,
-        help="Seconds per method for the DP, greedy and each MILP backend (a method stopped early proves nothing; its plan and bound are still checked).",
+        help="Seconds per method for the DP, greedy and each MILP backend (a method stopped early "
+        "proves nothing; its plan and bound are still checked).",
     ),
 ]
 ThreadsOpt = Annotated[
@@ -69,8 +80,9 @@ ExternalOpt = Annotated[
     Optional[list[str]],
     typer.Option(
         "--external",
-        help="An external planner NAME=COMMAND (repeatable); COMMAND prints a plan JSON, with placeholders "
-        "{instance} {devices} {memory} {batch} {bandwidth} (docs/external-planners.md).",
+        help="An external planner NAME=COMMAND (repeatable); COMMAND prints a plan JSON, with "
+        "placeholders {instance} {devices} {memory} {batch} {bandwidth} "
+        "(docs/external-planners.md).",
         show_default=False,
     ),
 ]
@@ -89,16 +101,18 @@ SchedulerOpt = Annotated[
     Optional[str],
     typer.Option(
         "--scheduler",
-        help="Where the jobs run: 'local' (a dask LocalCluster of --workers processes started by the command; "
-        "the default where dask is installed: pip install 'piper-ilp\\[distributed]'), a dask scheduler address "
-        "tcp://HOST:PORT, or 'processes' (local worker processes; the default without dask).",
+        help="Where the jobs run: 'local' (a dask LocalCluster of --workers processes started by "
+        "the command; the default where dask is installed: pip install "
+        "'piper-ilp\\[distributed]'), a dask scheduler address tcp://HOST:PORT, or 'processes' "
+        "(local worker processes; the default without dask).",
         show_default=False,
     ),
 ]
 
 
 def resolve_scheduler(text: str | None) -> str | None:
-    """The --scheduler value for :func:`compare.experiments.jobs.run_jobs`: None for local processes."""
+    """The --scheduler value for :func:`compare.experiments.jobs.run_jobs`: None for local
+    processes."""
     from compare.experiments.cluster import dask_available
     from compare.experiments.jobs import default_scheduler
     from piper_ilp.errors import InputError
@@ -109,13 +123,15 @@ def resolve_scheduler(text: str | None) -> str | None:
         return None
     if not dask_available():
         raise InputError(
-            f"--scheduler {text}: dask.distributed is not installed (pip install 'piper-ilp[distributed]')"
+            f"--scheduler {text}: dask.distributed is not installed (pip install "
+            "'piper-ilp[distributed]')"
         )
     return text
 
 
 def parse_externals(items: list[str] | None) -> dict[str, str]:
-    """``["name=command", ...]`` -> {name: command}, each checked (compare.crosscheck.external.parse_external)."""
+    """``["name=command", ...]`` -> {name: command}, each checked
+    (:func:`compare.crosscheck.external.parse_external`)."""
     from compare.crosscheck.external import parse_external
     from compare.crosscheck.methods import METHODS
 
@@ -134,7 +150,8 @@ def _verify_pipedream(
     straight: bool,
     json_out: bool,
 ) -> None:
-    """``verify --model pipedream``: PipeDream's DP, its MILP and exhaustive search on each graph."""
+    """``verify --model pipedream``: PipeDream's DP, its MILP and exhaustive search on each
+    graph."""
     from compare.baselines.pipedream import check_pipedream
     from piper_ilp.errors import InputError
     from piper_ilp.instance import check_setting, parse_count, parse_size
@@ -186,7 +203,8 @@ def _verify_pipedream(
                 if m in v["values"]:
                     val = v["values"][m]
                     stdout.print(
-                        f"  {m:6s} {'no plan' if val is None else f'{val:.12g} s'}  ({v['cpu_s'].get(m, 0.0):.3f} s CPU)",
+                        f"  {m:6s} {'no plan' if val is None else f'{val:.12g} s'}  "
+                        f"({v['cpu_s'].get(m, 0.0):.3f} s CPU)",
                         markup=False,
                     )
                 elif m in v["skipped"]:
@@ -268,7 +286,10 @@ def _note(verdict, name: str, r, detail: bool = False) -> str:
             r.solution.info if r.solution is not None and isinstance(r.solution.info, dict) else {}
         )
         extra = f"; info {info}" if detail and info else ""
-        return f"backend error (not a proof, not evidence against the others): {r.backend_error}{extra}"
+        return (
+            "backend error (not a proof, not evidence against the others): "
+            f"{r.backend_error}{extra}"
+        )
     s = r.solution
     if r.evaluation is not None and not r.evaluation.valid:
         return f"INVALID PLAN: {r.evaluation.violations[0]}"
@@ -343,10 +364,14 @@ def _verdict_line(verdict) -> str:
             for m, r in verdict.results.items()
             if m != "greedy" and r.skipped is None and not r.proven
         ]
-        return f"consistent: {what} (proofs: {', '.join(verdict.proofs)}); {', '.join(open_)} proved nothing, and nothing contradicts it"
+        return (
+            f"consistent: {what} (proofs: {', '.join(verdict.proofs)}); {', '.join(open_)} "
+            "proved nothing, and nothing contradicts it"
+        )
     if verdict.verdict == "single-proof":
         return (
-            f"single-proof: {what}, proved by {', '.join(verdict.proofs)} only (lineage {', '.join(verdict.lineages)}); "
+            f"single-proof: {what}, proved by {', '.join(verdict.proofs)} only (lineage "
+            f"{', '.join(verdict.lineages)}); "
             "no independent method confirmed it"
         )
     if verdict.verdict == "inconclusive":
@@ -356,13 +381,26 @@ def _verdict_line(verdict) -> str:
     return f"mismatch: {len(verdict.problems)} problem(s)"
 
 
-def _print_verdict(instance, verdict, detail: bool = False) -> None:
-    """The human form of one instance's verdict (the table, notes, the verdict line,
-    problems, and the plans involved)."""
+def print_verdict(instance, verdict, detail: bool = False) -> None:
+    """Print the human form of one instance's verdict, as ``piper-ilp verify`` does: the
+    table, notes, the verdict line, problems, and the plans involved.
+
+    Parameters
+    ----------
+    instance : Instance
+        The instance verified.
+    verdict : Verdict
+        What :func:`compare.crosscheck.verify.verify_instance` returned for it.
+    detail : bool
+        More digits, devices and sum d, notes in the table, and every plan.
+    """
     st = verdict.settings
     mode_note = "" if verdict.mode.is_default else f"; mode {verdict.mode.label}"
+    if verdict.restrictions.get("uniform"):
+        mode_note += "; uniform (one t and d for every stage)"
     stdout.print(
-        f"{instance.source}: {st['nodes']} nodes, {st['edges']} edges; {settings_line(instance)}{mode_note}",
+        f"{instance.source}: {st['nodes']} nodes, {st['edges']} edges; "
+        f"{settings_line(instance)}{mode_note}",
         markup=False,
     )
     stdout.print(verdict_table(verdict, detail=detail))
@@ -394,6 +432,34 @@ def _print_verdict(instance, verdict, detail: bool = False) -> None:
     stdout.print("")
 
 
+def _verify_one(inst, path: str, names, restrictions, kwargs: dict):
+    """verify_instance on one instance and restrictions, showing which method runs on a
+    terminal."""
+    from compare.crosscheck.verify import verify_instance
+
+    if not sys.stderr.isatty():
+        return verify_instance(inst, names, restrictions, **kwargs)
+    what = f"{path} (uniform)" if restrictions.uniform else path
+    with stderr.status(f"{what}: starting") as status:
+        return verify_instance(
+            inst,
+            names,
+            restrictions,
+            progress=lambda m, what=what: status.update(f"{what}: running {m}"),
+            **kwargs,
+        )
+
+
+def _uniformity_line(u: dict) -> str:
+    """The human line of :func:`compare.crosscheck.verify.uniformity_cost`."""
+    if u["ratio"] is None:
+        return f"cost of uniformity: not known ({u['why']})"
+    return (
+        f"cost of uniformity: uniform optimum {u['uniform']:.12g} / free optimum {u['free']:.12g} "
+        f"= {u['ratio']:.6g} (verdicts: free {u['verdicts'][0]}, uniform {u['verdicts'][1]})"
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Add ``verify``, ``random`` and ``campaign`` to the typer app."""
 
@@ -411,7 +477,8 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--force",
-                help="Run every method past its size guard (MILP variables, brute's nodes and partitions, the DP's successor-closed sets).",
+                help="Run every method past its size guard (MILP variables, brute's nodes and "
+                "partitions, the DP's successor-closed sets).",
             ),
         ] = False,
         greedy: Annotated[
@@ -426,7 +493,8 @@ def register(app: typer.Typer) -> None:
                 "--milp-hint",
                 help="Give the MILP backends the DP's plan as warm start and "
                 "cutoff (the DP runs first; a backend error under it counts as a mismatch). "
-                "Off by default: the backends then run fully independently. Needs dp and a MILP backend in --methods.",
+                "Off by default: the backends then run fully independently. Needs dp and a MILP "
+                "backend in --methods.",
             ),
         ] = False,
         devices: DevicesOpt = None,
@@ -439,6 +507,15 @@ def register(app: typer.Typer) -> None:
         exclude_option: ExcludeOptionOpt = None,
         max_d: MaxDOpt = None,
         max_t: MaxTOpt = None,
+        uniform: UniformOpt = False,
+        uniform_cost: Annotated[
+            bool,
+            typer.Option(
+                "--uniform-cost",
+                help="Verify both the free problem and the uniform one (every stage the same t "
+                "and d) and report the cost of uniformity: the ratio of the two optima.",
+            ),
+        ] = False,
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
@@ -447,7 +524,8 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(
                 "--detail",
-                help="More digits, devices and sum d, notes in the table, and every plan stage by stage.",
+                help="More digits, devices and sum d, notes in the table, and every plan stage by "
+                "stage.",
             ),
         ] = False,
         external: ExternalOpt = None,
@@ -457,20 +535,20 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--model",
                 help="piper (the default), or pipedream: each INSTANCE is a PipeDream graph.txt, "
-                "checked in PipeDream's single-level model (its DP, its MILP, exhaustive search) with "
-                "--devices workers, --bandwidth, --memory (its memory rule) and --no-data-parallel "
-                "(a straight pipeline).",
+                "checked in PipeDream's single-level model (its DP, its MILP, exhaustive search) "
+                "with --devices workers, --bandwidth, --memory (its memory rule) and "
+                "--no-data-parallel (a straight pipeline).",
             ),
         ] = "piper",
         json_out: JsonOpt = False,
     ) -> None:
         """Cross-check the methods on each INSTANCE and give one verdict.
 
-        Every method solves the instance, the evaluator re-checks every plan, and the verdict is one of: match (two or more independent methods proved the same
-        optimum and every method that ran proved it), consistent (the same, but some
-        method proved nothing: a time limit, a backend out of range or in error),
-        single-proof (only one method, or one lineage such as the MILP backends, proved
-        it), inconclusive (nothing proven), error (the DP, brute or the greedy rule
+        Every method solves the instance, the evaluator re-checks every plan, and the verdict is one
+        of: match (two or more independent methods proved the same optimum and every method that ran
+        proved it), consistent (the same, but some method proved nothing: a time limit, a backend
+        out of range or in error), single-proof (only one method, or one lineage such as the MILP
+        backends, proved it), inconclusive (nothing proven), error (the DP, brute or the greedy rule
         failed), mismatch (answers contradict each other: values, plans and the first
         difference are shown).
 
@@ -480,18 +558,28 @@ def register(app: typer.Typer) -> None:
         and a method that solves only the default mode (greedy, 2bw, pipedream,
         --external) is refused.
 
+        --uniform checks the uniform problem (every stage the same t and d); --uniform-cost
+        checks both it and the free problem, prints both verdicts and the ratio of the
+        optima (uniform / free, when both are proven); with --json the uniform verdict's
+        line carries it as "uniformity".
+
         Exit 0 match or consistent, 1 mismatch or error, 2 bad input or usage,
-        3 inconclusive, 4 single-proof (with several instances: the first of 1, 2, 3, 4 that occurs).
+        3 inconclusive, 4 single-proof (with several instances: the first of 1, 2, 3, 4 that
+        occurs).
         """
-        from compare.crosscheck.verify import parse_methods, verify_instance
+        from dataclasses import replace
+
+        from compare.crosscheck.verify import parse_methods, uniformity_cost
         from piper_ilp.errors import InputError
 
+        if uniform and uniform_cost:
+            raise InputError("--uniform-cost checks both problems; give it without --uniform")
         mode = mode_from_flags(pipeline, objective, schedule, in_flight=in_flight)
         if model == "pipedream":
             if not mode.is_default:
                 raise InputError(
-                    f"--model pipedream checks PipeDream's own model; --pipeline, --objective, --schedule, --in-flight "
-                    f"do not apply (got {mode.label})"
+                    "--model pipedream checks PipeDream's own model; --pipeline, --objective, "
+                    f"--schedule, --in-flight do not apply (got {mode.label})"
                 )
             _verify_pipedream(instances, devices, bandwidth, memory, no_data_parallel, json_out)
             return
@@ -500,18 +588,35 @@ def register(app: typer.Typer) -> None:
         names = parse_methods(methods)
         externals = parse_externals(external)
         from compare.crosscheck.methods import METHODS, check_mode, external_method
+        from piper_ilp.settings import Settings
 
+        settings = Settings(  # checked once, before any instance is read
+            mode=mode,
+            time_limit=time_limit,
+            threads=threads,
+            overrides=read_overrides(devices, memory, batch, bandwidth),
+            options={"force": force},
+        )
         for name in names:
             check_mode(METHODS[name], mode)
         for name, command in externals.items():
             check_mode(external_method(name, command), mode)
         restrictions = restrictions_from_flags(
-            no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t
+            no_data_parallel,
+            no_tensor_parallel,
+            no_recompute,
+            exclude_option,
+            max_d,
+            max_t,
+            uniform,
         )
+        variants = [restrictions]
+        if uniform_cost:  # the free problem first, then the uniform one
+            variants = [replace(restrictions, uniform=False), replace(restrictions, uniform=True)]
         codes = []
         for path in instances:
             try:
-                inst = load_with_overrides(path, devices, memory, batch, bandwidth)
+                inst = load_with_settings(path, settings)
             except InputError as exc:
                 stderr.print(f"piper-ilp: error: {exc}", markup=False)
                 if json_out:
@@ -519,31 +624,27 @@ def register(app: typer.Typer) -> None:
                 codes.append(2)
                 continue
             kwargs = dict(
-                time_limit=time_limit,
-                threads=threads,
-                force=force,
+                settings=settings,
                 greedy=greedy,
                 milp_hint=milp_hint,
                 externals=externals,
                 external_timeout=external_timeout,
-                mode=mode,
             )
-            if sys.stderr.isatty():  # which method is running, on a terminal only
-                with stderr.status(f"{path}: starting") as status:
-                    v = verify_instance(
-                        inst,
-                        names,
-                        restrictions,
-                        progress=lambda m: status.update(f"{path}: running {m}"),
-                        **kwargs,
-                    )
-            else:
-                v = verify_instance(inst, names, restrictions, **kwargs)
-            if json_out:
-                print_json_line(v.to_dict())
-            else:
-                _print_verdict(inst, v, detail=detail)
-            codes.append(v.exit_code)
+            verdicts = []
+            for variant in variants:
+                v = _verify_one(inst, path, names, variant, kwargs)
+                verdicts.append(v)
+                extra = {}
+                if uniform_cost and variant.uniform:
+                    extra["uniformity"] = uniformity_cost(verdicts[0], v)
+                if json_out:
+                    print_json_line({**v.to_dict(), **extra})
+                else:
+                    print_verdict(inst, v, detail=detail)
+                    if extra:
+                        stdout.print(_uniformity_line(extra["uniformity"]), markup=False)
+                        stdout.print("")
+                codes.append(v.exit_code)
         for code in (1, 2, 3, 4):
             if code in codes:
                 raise typer.Exit(code)
@@ -555,7 +656,8 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--family",
-                help="chain, skip, layered, series-parallel, fork-join, towers, or numerics (magnitudes 1e-6..1e18, exact ties, memory at M).",
+                help="chain, skip, layered, series-parallel, fork-join, towers, or numerics "
+                "(magnitudes 1e-6..1e18, exact ties, memory at M).",
             ),
         ] = "layered",
         nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of nodes (layers).")] = 6,
@@ -608,8 +710,9 @@ def register(app: typer.Typer) -> None:
 
         The families (networkx): a chain, a chain with skip
         connections (transformer / ResNet), a layered random DAG, a series-parallel graph,
-        fork-join blocks, parallel towers between a source and a sink, or "numerics" (one of the first five shapes with numbers spread over
-        1e-6..1e18, exact greedy ties, memory exactly at M or 1 ulp around it, dummy
+        fork-join blocks, parallel towers between a source and a sink, or "numerics" (one of the
+        first five shapes with numbers spread over 1e-6..1e18, exact greedy ties, memory exactly at
+        M or 1 ulp around it, dummy
         options, huge edges). Deterministic per seed."""
         from compare.builders.generators import random_instance
         from piper_ilp.errors import InputError
@@ -646,7 +749,8 @@ def register(app: typer.Typer) -> None:
         else:
             atomic_write_text(output, text)
             stderr.print(
-                f"wrote {output}: {inst.source}, {len(inst.nodes)} nodes, {len(inst.edges)} edges, K={inst.K} N={inst.N}",
+                f"wrote {output}: {inst.source}, {len(inst.nodes)} nodes, {len(inst.edges)} edges, "
+                f"K={inst.K} N={inst.N}",
                 markup=False,
             )
 
@@ -667,7 +771,8 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--families",
-                help="Comma-separated families (default: the six shapes; add numerics for extreme numbers).",
+                help="Comma-separated families (default: the six shapes; add numerics for extreme "
+                "numbers).",
             ),
         ] = "chain,skip,layered,series-parallel,fork-join,towers",
         nodes: Annotated[str, typer.Option("--nodes", help="Node-count range A-B.")] = "3-7",
@@ -703,10 +808,11 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--modes",
                 help="Check every instance under each of these modes: comma-separated "
-                "PIPELINE/OBJECTIVE/SCHEDULE labels (e.g. graph/batch-time/gpipe; trailing parts may be left out: graph = "
-                "graph/throughput/1f1b; a fourth part, piper or schedule, names the in-flight "
-                "rule, else --in-flight gives it), or 'all' (the 8 modes "
-                "that differ, under --in-flight). Replaces --pipeline/--objective/--schedule.",
+                "PIPELINE/OBJECTIVE/SCHEDULE labels (e.g. graph/batch-time/gpipe; trailing parts "
+                "may be left out: graph = graph/throughput/1f1b; a fourth part, piper or "
+                "schedule, names the in-flight rule, else --in-flight gives it), or 'all' (the 8 "
+                "modes that differ, under --in-flight). Replaces --pipeline/--objective/"
+                "--schedule.",
                 show_default=False,
             ),
         ] = None,
@@ -714,6 +820,7 @@ def register(app: typer.Typer) -> None:
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
         in_flight: InFlightOpt = None,
+        uniform: UniformOpt = False,
         json_out: JsonOpt = False,
     ) -> None:
         """Cross-check many random DAGs in parallel, resumably.
@@ -728,7 +835,8 @@ def register(app: typer.Typer) -> None:
         Every instance is checked in one mode (--pipeline, --objective, --schedule,
         --in-flight; default sequential/throughput/1f1b, piper) or in each of --modes
         (under --in-flight): one result line per instance and mode, naming the mode and
-        its in-flight rule, and the summary counts verdicts per mode.
+        its in-flight rule, and the summary counts verdicts per mode. With --uniform every
+        method solves the uniform problem (every stage the same t and d).
 
         Exit 0 when no mismatch, no error and no harness error was found, 1 otherwise (a
         harness error, verdict "harness-error", is the campaign's own failure on an instance:
@@ -775,11 +883,13 @@ def register(app: typer.Typer) -> None:
                 externals=parse_externals(external),
                 external_timeout=external_timeout,
                 modes=mode_list,
+                uniform=uniform,
                 note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False),
             )
         except CampaignInterrupted as exc:
             stderr.print(
-                f"piper-ilp: interrupted ({exc.done} results saved in {exc.results}; --resume goes on)",
+                f"piper-ilp: interrupted ({exc.done} results saved in {exc.results}; --resume goes "
+                "on)",
                 markup=False,
             )
             raise typer.Exit(128 + exc.signum) from None

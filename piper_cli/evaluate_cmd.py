@@ -172,7 +172,10 @@ def register(app: typer.Typer) -> None:
             stdout.print(stage_table(ev, flow=True))
             if ev.valid:
                 tps = f"TPS {ev.tps:.12g} s per sample (stage {ev.bottleneck} is the bottleneck)"
-                batch = f"batch time {ev.batch_time:.12g} s (N = {inst.N} microbatches, a flush per batch)"
+                batch = (
+                    f"batch time {ev.batch_time:.12g} s (N = {inst.N} microbatches, a flush "
+                    "per batch)"
+                )
                 first, second = (batch, tps) if mode.batch_time else (tps, batch)
                 stdout.print(f"valid plan, {first}; {second}", markup=False)
             else:

@@ -93,8 +93,8 @@ def _time_unit(x: float) -> tuple[str, float]:
 def format_seconds(x: float, digits: int = 4) -> str:
     """A time in s, ms or us with ``digits`` significant digits.
 
-    >>> format_seconds(0.025175), format_seconds(43.7), format_seconds(0.00000044), format_seconds(0)
-    ('25.18 ms', '43.7 s', '0.44 us', '0 s')
+    >>> [format_seconds(x) for x in (0.025175, 43.7, 0.00000044, 0)]
+    ['25.18 ms', '43.7 s', '0.44 us', '0 s']
     """
     unit, scale = _time_unit(x)
     return f"{_sig(x / scale, digits)} {unit}"

@@ -1,6 +1,6 @@
 """SIGINT and SIGTERM for every command, in one place.
 
-:func:`install` (called first thing by :func:`piper_cli.main`) makes both signals raise
+:func:`install` (called first thing by :func:`piper_cli.entry.main`) makes both signals raise
 :class:`KeyboardInterrupt` in the main thread and records which one came. Library code
 (the DP, the MILP backends, campaign workers) therefore handles only KeyboardInterrupt:
 it kills its children, removes its temporary files and re-raises. At the top, the CLI

@@ -14,6 +14,7 @@ from piper_cli.common import (
     InFlightOpt,
     JsonOpt,
     MemoryOpt,
+    UniformOpt,
     cli_errors,
     load_with_overrides,
     print_json_line,
@@ -45,14 +46,17 @@ def register(app: typer.Typer) -> None:
         batch: BatchOpt = None,
         bandwidth: BandwidthOpt = None,
         in_flight: InFlightOpt = None,
+        uniform: UniformOpt = False,
     ) -> None:
         """Check the DP small, then scale it up with a certified gap.
 
         Verify dp == CP-SAT on prefixes of the model with fewer devices and microbatches
         (rungs), then run the DP at full size and certify its gap with CP-SAT's lower bound.
-        --in-flight schedule runs every solve under sec. 11's in-flight rule.
-        Exit 1 when a rung is a mismatch."""
+        --in-flight schedule runs every solve under sec. 11's in-flight rule. With --uniform
+        every rung and the full size solve the uniform problem (every stage the same t and
+        d). Exit 1 when a rung is a mismatch."""
         from compare.experiments.ladder import run_ladder
+        from piper_ilp.solution import Restrictions
 
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
 
@@ -60,13 +64,15 @@ def register(app: typer.Typer) -> None:
             # on stderr as each rung ends (a terminal or not): an interrupted ladder still
             # shows the rungs it finished
             stderr.print(
-                f"rung {r.blocks} blocks ({r.nodes} nodes, K={r.K}, N={r.N}): {r.verdict} ({r.seconds:.2f} CPU s)",
+                f"rung {r.blocks} blocks ({r.nodes} nodes, K={r.K}, N={r.N}): {r.verdict} "
+                f"({r.seconds:.2f} CPU s)",
                 markup=False,
             )
             sys.stderr.flush()
 
         lad = run_ladder(
             inst,
+            Restrictions(uniform=uniform),
             max_nodes=max_nodes,
             time_limit=time_limit,
             full_time_limit=full_time_limit,
@@ -77,25 +83,28 @@ def register(app: typer.Typer) -> None:
             print_json_line(lad.to_dict())
             raise typer.Exit(lad.exit_code)
         stdout.print(
-            f"{'rung':>4} {'nodes':>5} {'K':>4} {'N':>4}  {'verdict':<12} {'optimum s':>12} {'CPU s':>8}",
+            f"{'rung':>4} {'nodes':>5} {'K':>4} {'N':>4}  {'verdict':<12} {'optimum s':>12} "
+            f"{'CPU s':>8}",
             markup=False,
         )
         for i, r in enumerate(lad.rungs):
             opt = "-" if r.optimum is None else f"{r.optimum:.6g}"
             stdout.print(
-                f"{i + 1:>4} {r.nodes:>5} {r.K:>4} {r.N:>4}  {r.verdict:<12} {opt:>12} {r.seconds:>8.2f}",
+                f"{i + 1:>4} {r.nodes:>5} {r.K:>4} {r.N:>4}  {r.verdict:<12} {opt:>12} "
+                f"{r.seconds:>8.2f}",
                 markup=False,
             )
         f = lad.full
         tps = "-" if f["tps"] is None else f"{f['tps']:.6g}"
         stdout.print(
-            f"full size ({len(inst.nodes)} nodes, K={inst.K}, N={inst.N}): DP {f['status']} TPS {tps}; "
-            f"lower bound {f['bound']:.6g} (CP-SAT: {f.get('milp_status')})",
+            f"full size ({len(inst.nodes)} nodes, K={inst.K}, N={inst.N}): DP {f['status']} TPS "
+            f"{tps}; lower bound {f['bound']:.6g} (CP-SAT: {f.get('milp_status')})",
             markup=False,
         )
         if lad.gap is not None:
             stdout.print(
-                f"certified gap: {100 * lad.gap:.3g}% (the DP's plan is within this of the optimum)",
+                f"certified gap: {100 * lad.gap:.3g}% (the DP's plan is within this of the "
+                "optimum)",
                 markup=False,
             )
         raise typer.Exit(lad.exit_code)

@@ -50,7 +50,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--memory",
                 "-M",
-                help="M, bytes per device or a unit (16GB; B = bytes, bit = bits; PipeDream's default -s).",
+                help="M, bytes per device or a unit (16GB; B = bytes, bit = bits; PipeDream's "
+                "default -s).",
             ),
         ] = "16e9",
         batch: Annotated[
@@ -83,8 +84,8 @@ def register(app: typer.Typer) -> None:
         prep = prepare(g)
         stdout.print(
             f"{output}: {len(inst.nodes)} nodes, {len(inst.edges)} edges from {graph} "
-            f"({len(prep.inputs)} input(s) with zero numbers, {len(prep.dropped_sinks)} __getitem__ sink(s)); "
-            f"K={K} M={M:.6g} N={N} B={B:.6g}",
+            f"({len(prep.inputs)} input(s) with zero numbers, {len(prep.dropped_sinks)} "
+            f"__getitem__ sink(s)); K={K} M={M:.6g} N={N} B={B:.6g}",
             markup=False,
         )
 
@@ -105,7 +106,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--bandwidth",
                 "-b",
-                help="Bandwidth per level, bytes/s or a unit (1GB/s, 8Gbit/s; a lower-case b is refused); one per level.",
+                help="Bandwidth per level, bytes/s or a unit (1GB/s, 8Gbit/s; a lower-case b is "
+                "refused); one per level.",
             ),
         ],
         memory: Annotated[
@@ -146,7 +148,8 @@ def register(app: typer.Typer) -> None:
         ]
         if len(ns) != len(bs):
             raise InputError(
-                f"--machines gives {len(ns)} level(s) but --bandwidth gives {len(bs)}; give one bandwidth per level"
+                f"--machines gives {len(ns)} level(s) but --bandwidth gives {len(bs)}; give one "
+                "bandwidth per level"
             )
         mem = check_setting("M", parse_size(memory, "--memory"), "--memory")
         t0 = time.process_time()
@@ -233,15 +236,16 @@ def register(app: typer.Typer) -> None:
         if summary is not None:
             atomic_write_text(summary, json.dumps(out, indent=1) + "\n")
         stdout.print(
-            f"{out['cases']} cases (seed {seed}): {out['matched']} match ({out['infeasible']} with no plan in both), "
-            f"{len(out['mismatches'])} mismatch; {out['plans_seen']} plans enumerated; "
-            f"CPU DP {out['dp_cpu_s']:.2f} s, exhaustive {out['brute_cpu_s']:.2f} s",
+            f"{out['cases']} cases (seed {seed}): {out['matched']} match ({out['infeasible']} with "
+            f"no plan in both), {len(out['mismatches'])} mismatch; {out['plans_seen']} plans "
+            f"enumerated; CPU DP {out['dp_cpu_s']:.2f} s, exhaustive {out['brute_cpu_s']:.2f} s",
             markup=False,
         )
         if milp:
             stdout.print(
-                f"MILP (SCIP) on {out['milp_cases']} cases (not with --fewer-machines and the memory rule together): "
-                f"{out['milp_matched']} match; CPU {out['milp_cpu_s']:.2f} s",
+                f"MILP (SCIP) on {out['milp_cases']} cases (not with --fewer-machines and the "
+                f"memory rule together): {out['milp_matched']} match; CPU {out['milp_cpu_s']:.2f} "
+                "s",
                 markup=False,
             )
         for m in out["mismatches"][:10]:

@@ -38,7 +38,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--microbatches",
                 min=1,
-                help="Microbatches to simulate (default: N for the flush schedules, max(8N, 64) for 1f1b).",
+                help="Microbatches to simulate (default: N for the flush schedules, max(8N, 64) "
+                "for 1f1b).",
                 show_default=False,
             ),
         ] = None,
@@ -46,7 +47,8 @@ def register(app: typer.Typer) -> None:
             float,
             typer.Option(
                 "--forward-fraction",
-                help="Share of a microbatch's work done in the forward pass (1 = one task per microbatch and stage).",
+                help="Share of a microbatch's work done in the forward pass (1 = one task per "
+                "microbatch and stage).",
             ),
         ] = 1.0 / 3.0,
         gantt: Annotated[
@@ -118,23 +120,27 @@ def register(app: typer.Typer) -> None:
             stdout.print(f"note: {note}", markup=False)
         ratio = f"{sim.period / sim.max_tps:.4f}" if sim.max_tps > 0 else "-"
         stdout.print(
-            f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g}; ratio {ratio})",
+            f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g}; ratio "
+            f"{ratio})",
             markup=False,
         )
         if schedule == "1f1b" and sim.period < sim.max_tps * (1 - 1e-9):
             stdout.print(
-                "            below max TPS, so not yet the steady state: simulate more --microbatches",
+                "            below max TPS, so not yet the steady state: simulate more "
+                "--microbatches",
                 markup=False,
             )
         stdout.print(
-            f"batch time  {sim.batch_time:.6g} s simulated, {sim.model_batch_time:.6g} s by the model (sec. 9)",
+            f"batch time  {sim.batch_time:.6g} s simulated, {sim.model_batch_time:.6g} s by the "
+            "model (sec. 9)",
             markup=False,
         )
         stdout.print("stage   d   t        TPS  y model  peak in flight", markup=False)
         for s in sim.stages:
             flag = "  > model" if s["peak_in_flight"] > s["y_model"] else ""
             stdout.print(
-                f"{s['stage']:5d} {s['d']:3d} {s['t']:3d} {s['tps']:10.4g} {s['y_model']:8d} {s['peak_in_flight']:15d}{flag}",
+                f"{s['stage']:5d} {s['d']:3d} {s['t']:3d} {s['tps']:10.4g} {s['y_model']:8d} "
+                f"{s['peak_in_flight']:15d}{flag}",
                 markup=False,
             )
         if gantt:

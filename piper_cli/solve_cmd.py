@@ -25,11 +25,13 @@ from piper_cli.common import (
     ObjectiveOpt,
     PipelineOpt,
     ScheduleOpt,
+    UniformOpt,
     cli_errors,
     fail,
-    load_with_overrides,
+    load_with_settings,
     mode_from_flags,
     print_json_line,
+    read_overrides,
     restrictions_from_flags,
     stderr,
     stdout,
@@ -39,6 +41,7 @@ from piper_cli.format import format_seconds, option_table, settings_line, stage_
 if TYPE_CHECKING:
     from piper_ilp.instance import Instance
     from piper_ilp.mode import Mode
+    from piper_ilp.settings import Settings
     from piper_ilp.solution import Restrictions, Solution
 
 __all__ = [
@@ -157,8 +160,10 @@ def print_solution(instance: Instance, sol: Solution, detail: bool = False) -> N
         if sol.bound is not None and sol.status != Status.OPTIMAL:
             extra = f", bound {format_seconds(sol.bound, 7)}, gap {100 * (sol.gap or 0):.4g}%"
         stdout.print(
-            f"{sol.status.value}: {value_text(sol.mode, sol.value, sol.tps)}, {len(sol.plan.stages)} stages, "
-            f"{sol.plan.devices} devices, sum d {sol.plan.sum_d}{extra} ({format_seconds(sol.seconds, 3)})",
+            f"{sol.status.value}: {value_text(sol.mode, sol.value, sol.tps)}, "
+            f"{len(sol.plan.stages)} stages, "
+            f"{sol.plan.devices} devices, sum d {sol.plan.sum_d}{extra} "
+            f"({format_seconds(sol.seconds, 3)})",
             markup=False,
         )
     else:
@@ -170,6 +175,14 @@ def print_solution(instance: Instance, sol: Solution, detail: bool = False) -> N
     for key in ("variables", "constraints", "scaling_error", "ideals", "stage_candidates"):
         if key in sol.info:
             stdout.print(f"  {key}: {sol.info[key]}", markup=False)
+    u = sol.info.get("uniform")
+    if u:  # the DP under --uniform: one run per (t, d) pair (the counts above are the best run's)
+        best = f", best (t, d) = ({u['best'][0]}, {u['best'][1]})" if u["best"] else ""
+        stdout.print(
+            f"  uniform: {u['pairs']} (t, d) pairs, {u['runs']} DP runs ({u['infeasible']} "
+            f"infeasible), {u['skipped']} skipped by the bound{best}",
+            markup=False,
+        )
 
 
 #: Exit statuses by precedence when several instances end differently: bad input (2) over
@@ -192,7 +205,8 @@ def _remove_stale(output: Path, why: str) -> None:
             return
     except (OSError, InputError) as exc:
         stderr.print(
-            f"piper-ilp: warning: {output} is from an earlier run and could not be removed: {getattr(exc, 'strerror', None) or exc}",
+            f"piper-ilp: warning: {output} is from an earlier run and could not be removed: "
+            f"{getattr(exc, 'strerror', None) or exc}",
             markup=False,
         )
         return
@@ -227,6 +241,7 @@ def register(app: typer.Typer) -> None:
         exclude_option: ExcludeOptionOpt = None,
         max_d: MaxDOpt = None,
         max_t: MaxTOpt = None,
+        uniform: UniformOpt = False,
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
@@ -236,7 +251,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--time-limit",
                 min=0.0,
-                help="DP and MILP: seconds before stopping (status feasible/unknown, never optimal).",
+                help="DP and MILP: seconds before stopping (status feasible/unknown, never "
+                "optimal).",
                 show_default=False,
             ),
         ] = None,
@@ -343,13 +359,17 @@ def register(app: typer.Typer) -> None:
             if value is not None and value is not False
         }
         check_applicable(method, solver_options, method_options())
-        mode = mode_from_flags(pipeline, objective, schedule, in_flight=in_flight)
         from compare.crosscheck.methods import METHODS, check_mode
+        from piper_ilp.settings import Settings
 
-        check_mode(METHODS[method], mode)
-        from piper_ilp.milp import check_solver_settings
-
-        check_solver_settings(time_limit, threads)  # once, before any instance is read
+        settings = Settings(  # checked once, before any instance is read
+            mode=mode_from_flags(pipeline, objective, schedule, in_flight=in_flight),
+            time_limit=solver_options.pop("time_limit", None),
+            threads=solver_options.pop("threads", None),
+            overrides=read_overrides(devices, memory, batch, bandwidth),
+            options=solver_options,
+        )
+        check_mode(METHODS[method], settings.mode)
         if len(instances) > 1 and (output is not None or write_model is not None):
             fail("error: --output and --write-model take a single instance")
         from piper_ilp.errors import InputError, InternalError
@@ -360,15 +380,21 @@ def register(app: typer.Typer) -> None:
                 check_writable(out, what, inputs={p: "instance" for p in instances})
 
         restrictions = restrictions_from_flags(
-            no_data_parallel, no_tensor_parallel, no_recompute, exclude_option, max_d, max_t
+            no_data_parallel,
+            no_tensor_parallel,
+            no_recompute,
+            exclude_option,
+            max_d,
+            max_t,
+            uniform,
         )
         show_progress = sys.stderr.isatty() if progress is None else progress
         worst = 0
         for path in instances:
             try:
-                inst = load_with_overrides(path, devices, memory, batch, bandwidth)
+                inst = load_with_settings(path, settings)
                 check_excluded_ids(inst, exclude_option)
-                sol = _solve(inst, method, restrictions, solver_options, show_progress, mode)
+                sol = _solve(inst, method, restrictions, settings, show_progress)
             except InputError as exc:
                 stderr.print(f"piper-ilp: error: {exc}", markup=False)
                 if json_out:
@@ -396,15 +422,15 @@ def _solve(
     inst: Instance,
     method: str,
     restrictions: Restrictions,
-    options: dict,
+    settings: Settings,
     progress: bool,
-    mode: Mode,
 ) -> Solution:
-    """:func:`compare.crosscheck.methods.run_method` in ``mode`` with the solver options given (each
-    checked by :func:`check_applicable`); the others keep the method's defaults."""
+    """:func:`compare.crosscheck.methods.run_method` with the checked settings (their
+    options applicable, by :func:`check_applicable`); the others keep the method's
+    defaults."""
     from compare.crosscheck.methods import run_method
 
-    return run_method(inst, method, restrictions, mode=mode, progress=progress, **options)
+    return run_method(inst, method, restrictions, settings=settings, progress=progress)
 
 
 def _exit_status(sol: Solution) -> int:

@@ -1,6 +1,6 @@
 """Standard output that cannot be written, for every command, in one place.
 
-:func:`install` (called by :func:`piper_cli.main` before anything prints) puts a
+:func:`install` (called by :func:`piper_cli.entry.main` before anything prints) puts a
 ``sys.stdout`` over the same descriptor whose failed writes raise :class:`StdoutError`,
 so that the CLI can tell a full disk or a closed pipe on standard output from any other
 OSError (and so that click, which turns a broken pipe into a silent exit 1 of its own,

@@ -45,7 +45,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--memory",
                 "-M",
-                help="M values with units, comma-separated (8GiB,16GiB; B = bytes, bit = bits, a lower-case b is refused).",
+                help="M values with units, comma-separated (8GiB,16GiB; B = bytes, bit = bits, a "
+                "lower-case b is refused).",
             ),
         ] = None,
         batch: Annotated[
@@ -56,13 +57,16 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--bandwidth",
                 "-B",
-                help="B values with units, comma-separated (25GiB/s,100Gbit/s; B = bytes, bit = bits, a lower-case b is refused).",
+                help="B values with units, comma-separated (25GiB/s,100Gbit/s; B = bytes, bit = "
+                "bits, a lower-case b is refused).",
             ),
         ] = None,
         variants: Annotated[
             str,
             typer.Option(
-                "--variants", help="Comma-separated: all, no-dp, no-tp, no-recompute, greedy, 2bw."
+                "--variants",
+                help="Comma-separated: all, no-dp, no-tp, no-recompute, uniform (one t and d for "
+                "every stage), greedy, 2bw, pipedream.",
             ),
         ] = "all,no-dp,no-tp,no-recompute,2bw",
         workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes.")] = 1,
@@ -79,24 +83,26 @@ def register(app: typer.Typer) -> None:
         """Solve an instance over a grid of settings for each variant.
 
         The grid is every combination of the K, M, N, B values given; the variants are Piper's
-        ablations, the 2BW baseline, the greedy rule and external planners. One row per run in
+        ablations, uniform degrees (what Megatron-LM and torchtitan run), the 2BW baseline, the
+        greedy rule and external planners. One row per run in
         OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv.
         --in-flight schedule solves every point under sec. 11's in-flight rule (the
         heuristic variants, which plan under Piper's, are then refused in their rows)."""
         from compare.experiments.jobs import Interrupted
         from compare.experiments.sweep import PARAMETERS, RESULTS, TABLE, run_sweep, sweep_points
         from piper_ilp.files import check_not_input
-        from piper_ilp.instance import parse_setting
+        from piper_ilp.instance import read_setting
 
         for name in (RESULTS, TABLE, PARAMETERS):
             check_not_input(Path(out) / name, {instance: "instance"}, "sweep's output")
         externals = parse_externals(external)
         inst = load_with_overrides(instance)
         points = sweep_points(
-            _list(devices, "--devices", lambda x: parse_setting("K", x)) or [inst.K],
-            _list(memory, "--memory", lambda x: parse_setting("M", x)) or [inst.M],
-            _list(batch, "--batch", lambda x: parse_setting("N", x)) or [inst.N],
-            _list(bandwidth, "--bandwidth", lambda x: parse_setting("B", x)) or [inst.B],
+            # read here, range-checked once when sweep_points makes the points
+            _list(devices, "--devices", lambda x: read_setting("K", x)) or [inst.K],
+            _list(memory, "--memory", lambda x: read_setting("M", x)) or [inst.M],
+            _list(batch, "--batch", lambda x: read_setting("N", x)) or [inst.N],
+            _list(bandwidth, "--bandwidth", lambda x: read_setting("B", x)) or [inst.B],
             [v.strip() for v in variants.split(",") if v.strip()],
             tuple(externals),
         )
@@ -124,7 +130,8 @@ def register(app: typer.Typer) -> None:
             )
         except Interrupted as exc:
             stderr.print(
-                f"piper-ilp: interrupted ({exc.done} runs saved in {exc.results}; --resume goes on)",
+                f"piper-ilp: interrupted ({exc.done} runs saved in {exc.results}; --resume goes "
+                "on)",
                 markup=False,
             )
             raise typer.Exit(128 + exc.signum) from None
@@ -160,7 +167,8 @@ def register(app: typer.Typer) -> None:
         other = [k for k in folder_kinds(folder) if k != "sweep"]
         if other:
             raise InputError(
-                f"{folder}: holds a {other[0]}'s results, not a sweep's (give a sweep's --out folder)"
+                f"{folder}: holds a {other[0]}'s results, not a sweep's (give a sweep's --out "
+                "folder)"
             )
         target = Path(output) if output else Path(folder) / "sweep.png"
         check_writable(target, "figure", inputs={Path(folder) / RESULTS: "sweep results"})

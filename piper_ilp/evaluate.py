@@ -54,8 +54,9 @@ class Violation:
 class StageReport:
     """One stage's numbers: ``s`` the microbatches in flight h (sequential pipelining: the
     suffix sum of d; graph: sec. 8; q of sec. 11 under ``--in-flight schedule``), ``y`` the
-    microbatches one replica holds (ceil(h / d); N / d under ``gpipe``), memory used and the limit, the TPS split into parts (``cost``;
-    None when its options do not resolve) and ``successors`` in the stage graph."""
+    microbatches one replica holds (ceil(h / d); N / d under ``gpipe``), memory used and the
+    limit, the TPS split into parts (``cost``; None when its options do not resolve) and
+    ``successors`` in the stage graph."""
 
     index: int
     nodes: tuple[int, ...]
@@ -345,7 +346,8 @@ def check_plan_matches(instance: Instance, plan: Plan, *, shown: int = 3) -> str
         )
     if missing:
         parts.append(
-            f"{len(missing)} of the instance's {len(ids)} nodes are in no stage ({_few(missing, shown)})"
+            f"{len(missing)} of the instance's {len(ids)} nodes are in no stage "
+            f"({_few(missing, shown)})"
         )
     return "the plan does not fit this instance: " + "; ".join(parts)
 

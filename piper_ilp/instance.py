@@ -24,20 +24,20 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text
 from piper_ilp.jsonfile import (  # noqa: F401 (MAX_FILE_BYTES, MAX_JSON_DEPTH: limits listed here too)
-    _CANONICAL_INT,
-    _CANONICAL_POSITIVE,
-    _VALUE_RANGE,
+    CANONICAL_INT,
+    CANONICAL_POSITIVE,
     MAX_FILE_BYTES,
     MAX_JSON_DEPTH,
     VALUE_MAX,
     VALUE_MIN,
-    _describe,
-    _is_int,
-    _is_number,
-    _is_text,
-    _read_json,
-    _short,
+    VALUE_RANGE_TEXT,
+    describe_value,
     display_path,
+    is_int,
+    is_number,
+    is_text,
+    read_json,
+    short_repr,
 )
 
 if TYPE_CHECKING:  # networkx loads on first use: the CLI's start-up does not need it
@@ -54,6 +54,7 @@ __all__ = [
     "save_instance",
     "parse_size",
     "parse_setting",
+    "read_setting",
     "check_setting",
     "SETTING_OPTIONS",
     "parse_count",
@@ -329,8 +330,9 @@ def parse_size(text: str | float | int, what: str = "size", rate: bool = False) 
         if u is not None and u.group("ambiguous"):
             per_s = "/s" if m.group(3) else ""
             raise InputError(
-                f"{what}: {text!r} is ambiguous (a lower-case b means bits, but is often meant as bytes); "
-                f"write {m.group(1)}{prefix}B{per_s} for bytes or {m.group(1)}{prefix}bit{per_s} for bits"
+                f"{what}: {text!r} is ambiguous (a lower-case b means bits, but is often meant as "
+                f"bytes); write {m.group(1)}{prefix}B{per_s} for bytes or "
+                f"{m.group(1)}{prefix}bit{per_s} for bits"
             )
         value = float(m.group(1)) * _PREFIXES[prefix.lower()]
         if u is not None and u.group("bits"):
@@ -363,14 +365,16 @@ def check_setting(name: str, value: Any, where: str) -> int | float:
     """
     if name in ("K", "N"):
         hi = MAX_DEVICES if name == "K" else MAX_BATCH
-        if not _is_int(value) or not 1 <= value <= hi:
-            raise InputError(f"{where} must be an integer within [1, {hi}], got {_short(value)}")
+        if not is_int(value) or not 1 <= value <= hi:
+            raise InputError(
+                f"{where} must be an integer within [1, {hi}], got {short_repr(value)}"
+            )
         return int(value)
     if name not in ("M", "B"):
         raise ValueError(f"unknown setting {name!r}")
     x = _as_float(value)
     if x is None or not VALUE_MIN <= x <= VALUE_MAX:
-        raise InputError(f"{where} must be a number {_SETTING_RANGE}, got {_short(value)}")
+        raise InputError(f"{where} must be a number {_SETTING_RANGE}, got {short_repr(value)}")
     return x
 
 
@@ -378,21 +382,47 @@ def check_setting(name: str, value: Any, where: str) -> int | float:
 SETTING_OPTIONS = {"K": "--devices", "M": "--memory", "N": "--batch", "B": "--bandwidth"}
 
 
+def read_setting(name: str, text: str | int | float, option: str | None = None) -> int | float:
+    """A setting given on the command line (``--devices 8``, ``--memory 8GiB``), read with
+    :func:`parse_count` (K, N) or :func:`parse_size` (M; B as a rate) but not range-checked
+    (a :class:`piper_ilp.settings.Settings` holding it checks that, once); a message names
+    ``option`` (default the setting's own, :data:`SETTING_OPTIONS`).
+
+    Raises
+    ------
+    InputError
+        The text is not a whole number >= 1 (K, N) or a size (M, B).
+
+    Examples
+    --------
+    >>> read_setting("B", "25Gbit/s")
+    3125000000.0
+    >>> read_setting("K", "2000000")  # above MAX_DEVICES: the range is checked later
+    2000000
+    """
+    option = option or SETTING_OPTIONS[name]
+    if name in ("K", "N"):
+        return parse_count(text, option)
+    return parse_size(text, option, rate=name == "B")
+
+
 def parse_setting(name: str, text: str | int | float, option: str | None = None) -> int | float:
-    """A setting given on the command line (``--devices 8``, ``--memory 8GiB``): read with
-    :func:`parse_count` (K, N) or :func:`parse_size` (M; B as a rate), then range-checked
+    """A setting given on the command line, read by :func:`read_setting` and range-checked
     by :func:`check_setting`; every message names ``option`` (default the setting's own,
     :data:`SETTING_OPTIONS`), before any work.
 
+    Raises
+    ------
+    InputError
+        Unreadable, or outside the setting's range.
+
+    Examples
+    --------
     >>> parse_setting("B", "25Gbit/s")
     3125000000.0
     """
     option = option or SETTING_OPTIONS[name]
-    if name in ("K", "N"):
-        value: int | float = parse_count(text, option)
-    else:
-        value = parse_size(text, option, rate=name == "B")
-    return check_setting(name, value, f"{option} ({name})")
+    return check_setting(name, read_setting(name, text, option), f"{option} ({name})")
 
 
 def parse_count(text: str | int, what: str) -> int:
@@ -424,7 +454,7 @@ def load_instance(path: str | Path) -> Instance:
     InputError
         With a one-line message naming the file and the node, edge or field at fault.
     """
-    return instance_from_dict(_read_json(path), source=str(path))
+    return instance_from_dict(read_json(path), source=str(path))
 
 
 _SETTING_FIELDS = {
@@ -437,7 +467,7 @@ _SETTING_FIELDS = {
 
 def _as_float(x: Any) -> float | None:
     """``x`` as a finite float, or None when it is not a number or not finite."""
-    if not _is_number(x):
+    if not is_number(x):
         return None
     try:
         f = float(x)
@@ -461,17 +491,21 @@ class _Checker:
         if key not in obj:
             self.fail(where, f"missing field '{key}'")
         x = obj[key]
-        if not _is_number(x):
-            self.fail(f"{where}.{key}", f"expected a number, got {_describe(x)}")
+        if not is_number(x):
+            self.fail(f"{where}.{key}", f"expected a number, got {describe_value(x)}")
         f = _as_float(x)
         if f is None:
-            rng = _SETTING_RANGE if setting else _VALUE_RANGE
-            self.fail(f"{where}.{key}", f"{_short(x)} must be finite; the supported range is {rng}")
+            rng = _SETTING_RANGE if setting else VALUE_RANGE_TEXT
+            self.fail(
+                f"{where}.{key}", f"{short_repr(x)} must be finite; the supported range is {rng}"
+            )
         if f < 0 or (setting and f == 0):
-            self.fail(f"{where}.{key}", f"must be {'> 0' if setting else '>= 0'}, got {_short(x)}")
+            self.fail(
+                f"{where}.{key}", f"must be {'> 0' if setting else '>= 0'}, got {short_repr(x)}"
+            )
         if (setting or f != 0) and not VALUE_MIN <= f <= VALUE_MAX:
-            rng = _SETTING_RANGE if setting else _VALUE_RANGE
-            self.fail(f"{where}.{key}", f"{_short(x)} is outside the supported range: {rng}")
+            rng = _SETTING_RANGE if setting else VALUE_RANGE_TEXT
+            self.fail(f"{where}.{key}", f"{short_repr(x)} is outside the supported range: {rng}")
         return f + 0.0
 
     def integer(
@@ -481,13 +515,15 @@ class _Checker:
         if key not in obj:
             self.fail(where, f"missing field '{key}'")
         x = obj[key]
-        if not _is_int(x):
-            self.fail(f"{where}.{key}", f"expected an integer, got {_describe(x)}")
+        if not is_int(x):
+            self.fail(f"{where}.{key}", f"expected an integer, got {describe_value(x)}")
         rng = f" (supported range [{lo}, {hi}])" if lo is not None and hi is not None else ""
         if lo is not None and x < lo:
-            self.fail(f"{where}.{key}", f"must be >= {lo}{rng}, got {_short(x)}")
+            self.fail(f"{where}.{key}", f"must be >= {lo}{rng}, got {short_repr(x)}")
         if hi is not None and x > hi:
-            self.fail(f"{where}.{key}", f"{_short(x)} is outside the supported range [{lo}, {hi}]")
+            self.fail(
+                f"{where}.{key}", f"{short_repr(x)} is outside the supported range [{lo}, {hi}]"
+            )
         return x
 
 
@@ -545,7 +581,7 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
     """
     ck = _Checker(source)
     if not isinstance(data, dict):
-        ck.fail("top level", f"expected a JSON object, got {_describe(data)}")
+        ck.fail("top level", f"expected a JSON object, got {describe_value(data)}")
     K = ck.integer(data, "maxDevices", "instance", lo=1, hi=MAX_DEVICES)
     M = ck.number(data, "maxMemoryPerDevice", "instance", setting=True)
     B = ck.number(data, "bandwidth", "instance", setting=True)
@@ -567,14 +603,14 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
     if "nodes" not in data:
         ck.fail("instance", "missing field 'nodes'")
     if not isinstance(raw_nodes, list):
-        ck.fail("instance.nodes", f"expected an array, got {_describe(raw_nodes)}")
+        ck.fail("instance.nodes", f"expected an array, got {describe_value(raw_nodes)}")
     if not raw_nodes:
         ck.fail("instance.nodes", "is empty; a model needs at least one node")
     raw_edges = data.get("edges", None)
     if "edges" not in data:
         ck.fail("instance", "missing field 'edges' (use [] for a graph with no edges)")
     if not isinstance(raw_edges, list):
-        ck.fail("instance.edges", f"expected an array, got {_describe(raw_edges)}")
+        ck.fail("instance.edges", f"expected an array, got {describe_value(raw_edges)}")
     if len(raw_nodes) > MAX_NODES:
         ck.fail(
             "instance.nodes", f"has {len(raw_nodes)} nodes, more than the supported {MAX_NODES}"
@@ -590,7 +626,7 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
     for i, rn in enumerate(raw_nodes):
         where = f"nodes[{i}]"
         if not isinstance(rn, dict):
-            ck.fail(where, f"expected an object, got {_describe(rn)}")
+            ck.fail(where, f"expected an object, got {describe_value(rn)}")
         nid = ck.integer(rn, "id", where, lo=ID_MIN, hi=ID_MAX)
         if nid in seen:
             ck.fail(f"node {nid}", f"duplicate node id (nodes[{i}])")
@@ -603,7 +639,7 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
     for j, re_ in enumerate(raw_edges):
         where = f"edges[{j}]"
         if not isinstance(re_, dict):
-            ck.fail(where, f"expected an object, got {_describe(re_)}")
+            ck.fail(where, f"expected an object, got {describe_value(re_)}")
         u = ck.integer(re_, "sourceId", where)
         v = ck.integer(re_, "destId", where)
         where = f"edge {u}->{v} (edges[{j}])"
@@ -636,13 +672,14 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
 
     warnings: list[str] = []
     nodes: list[Node] = []
-    for i, rn in enumerate(raw_nodes):
+    for rn in raw_nodes:
         nid = rn["id"]
         where = f"node {nid}"
         name = rn.get("name")
-        if name is not None and not _is_text(name):
+        if name is not None and not is_text(name):
             ck.fail(
-                f"{where}.name", f"expected a string of Unicode characters, got {_describe(name)}"
+                f"{where}.name",
+                f"expected a string of Unicode characters, got {describe_value(name)}",
             )
         if "TMPCs" not in rn:
             ck.fail(where, "missing field 'TMPCs'")
@@ -650,26 +687,27 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
         if not isinstance(tm, dict):
             ck.fail(
                 f"{where}.TMPCs",
-                f"expected an object keyed by tensor-parallel degree, got {_describe(tm)}",
+                f"expected an object keyed by tensor-parallel degree, got {describe_value(tm)}",
             )
         if not tm:
             ck.fail(f"{where}.TMPCs", "is empty; every node needs at least one option")
         options: dict[int, tuple[Option, ...]] = {}
         for key, lst in tm.items():
-            if not (isinstance(key, str) and _CANONICAL_POSITIVE.fullmatch(key)):
+            if not (isinstance(key, str) and CANONICAL_POSITIVE.fullmatch(key)):
                 ck.fail(
                     f"{where}.TMPCs",
-                    f"key {_short(key)} is not a positive integer tensor-parallel degree (written without sign, spaces or leading zeros)",
+                    f"key {short_repr(key)} is not a positive integer tensor-parallel degree "
+                    "(written without sign, spaces or leading zeros)",
                 )
             if len(key) > 7 or int(key) > MAX_DEVICES:
                 ck.fail(
                     f"{where}.TMPCs",
-                    f"t = {_short(key)} is outside the supported range [1, {MAX_DEVICES}]",
+                    f"t = {short_repr(key)} is outside the supported range [1, {MAX_DEVICES}]",
                 )
             t = int(key)
             wt = f'{where}.TMPCs["{key}"]'
             if not isinstance(lst, list):
-                ck.fail(wt, f"expected an array of options, got {_describe(lst)}")
+                ck.fail(wt, f"expected an array of options, got {describe_value(lst)}")
             if not lst:
                 ck.fail(wt, "is empty (omit the key if the node has no option for this t)")
             opts: list[Option] = []
@@ -677,14 +715,15 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
             for k, ro in enumerate(lst):
                 wo = f"{wt}[{k}]"
                 if not isinstance(ro, dict):
-                    ck.fail(wo, f"expected an object, got {_describe(ro)}")
+                    ck.fail(wo, f"expected an object, got {describe_value(ro)}")
                 if "id" not in ro:
                     ck.fail(wo, "missing field 'id'")
                 oid = ro["id"]
-                if not _is_text(oid) or not oid:
+                if not is_text(oid) or not oid:
                     ck.fail(
                         f"{wo}.id",
-                        f"expected a non-empty string of Unicode characters, got {_describe(oid)}",
+                        "expected a non-empty string of Unicode characters, got "
+                        f"{describe_value(oid)}",
                     )
                 if oid in oids:
                     ck.fail(wo, f"duplicate option id {oid!r} for t = {t}")
@@ -701,7 +740,8 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
         options = dict(sorted(options.items()))
         if 1 not in options:
             warnings.append(
-                f"{display_path(source)}: node {nid} has no option for t = 1; it can only sit in stages with t in {sorted(options)}"
+                f"{display_path(source)}: node {nid} has no option for t = 1; it can only sit in "
+                f"stages with t in {sorted(options)}"
             )
         nodes.append(Node(nid, name, options))
 
@@ -724,13 +764,14 @@ def _sync(
         ck.fail(where, f"missing field '{key}'")
     raw = ro[key]
     if not isinstance(raw, dict):
-        ck.fail(f"{where}.{key}", f"expected an object keyed by node id, got {_describe(raw)}")
+        ck.fail(f"{where}.{key}", f"expected an object keyed by node id, got {describe_value(raw)}")
     out: dict[int, float] = {}
-    for k, val in raw.items():
-        if not (isinstance(k, str) and _CANONICAL_INT.fullmatch(k)):
+    for k in raw:
+        if not (isinstance(k, str) and CANONICAL_INT.fullmatch(k)):
             ck.fail(
                 f"{where}.{key}",
-                f"key {_short(k)} is not a node id (an integer without '+', spaces or leading zeros)",
+                f"key {short_repr(k)} is not a node id (an integer without '+', spaces or leading "
+                "zeros)",
             )
         nid = int(k) if len(k) <= 20 else None
         if nid not in expected:

@@ -4,7 +4,7 @@ for anything that is not plain, canonical, finite JSON.
 Only regular files are read (a FIFO, a device or a folder is refused without blocking), at
 most :data:`MAX_FILE_BYTES` bytes, UTF-8, nested at most :data:`MAX_JSON_DEPTH` deep (checked
 on the raw bytes before parsing), with no repeated keys, no NaN/Infinity, no integers longer
-than 40 digits and no floats that overflow. :func:`_read_json` returns the parsed tree; the
+than 40 digits and no floats that overflow. :func:`read_json` returns the parsed tree; the
 loaders (:mod:`piper_ilp.instance`, :mod:`piper_ilp.plan`) then check the format.
 """
 
@@ -22,14 +22,33 @@ from typing import Any
 
 from piper_ilp.errors import InputError
 
+__all__ = [
+    "VALUE_MIN",
+    "VALUE_MAX",
+    "VALUE_RANGE_TEXT",
+    "MAX_FILE_BYTES",
+    "MAX_JSON_DEPTH",
+    "CANONICAL_INT",
+    "CANONICAL_POSITIVE",
+    "read_json",
+    "read_file_bytes",
+    "display_path",
+    "is_number",
+    "is_int",
+    "is_text",
+    "short_repr",
+    "describe_value",
+]
+
 #: The supported range of numbers (README, Limits; the count limits are in
-#: :mod:`piper_ilp.instance`). Every size and time (p, w, a, b, sfw, sbw, c) is 0 or in [VALUE_MIN, VALUE_MAX];
-#: M and B are in [VALUE_MIN, VALUE_MAX]. With the count limits, any sum over a stage
+#: :mod:`piper_ilp.instance`). Every size and time (p, w, a, b, sfw, sbw, c) is 0 or in [VALUE_MIN,
+#: VALUE_MAX]; M and B are in [VALUE_MIN, VALUE_MAX]. With the count limits, any sum over a stage
 #: (at most MAX_NODES * (VALUE_MAX * MAX_BATCH + VALUE_MAX) < 1e49) and any product or
 #: quotient of up to four such numbers and two counts stays within [1e-200, 1e200]:
 #: finite, and far from the subnormal floats.
 VALUE_MIN, VALUE_MAX = 1e-30, 1e30
-_VALUE_RANGE = f"0 or within [{VALUE_MIN:g}, {VALUE_MAX:g}]"
+#: The range of a size or time, as messages state it.
+VALUE_RANGE_TEXT = f"0 or within [{VALUE_MIN:g}, {VALUE_MAX:g}]"
 
 #: Largest instance or plan file read (bytes); larger files are refused before reading.
 MAX_FILE_BYTES = 256 * 2**20
@@ -41,11 +60,21 @@ MAX_JSON_DEPTH = 64
 # --------------------------------------------------------------------------------------
 
 
-def _is_number(x: Any) -> bool:
+def is_number(x: Any) -> bool:
+    """True for a JSON number as parsed: an int or a float, not a bool.
+
+    >>> is_number(2.5), is_number(True), is_number("2")
+    (True, False, False)
+    """
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _is_int(x: Any) -> bool:
+def is_int(x: Any) -> bool:
+    """True for a JSON integer as parsed: an int, not a bool (2.0 is not one).
+
+    >>> is_int(2), is_int(2.0), is_int(False)
+    (True, False, False)
+    """
     return isinstance(x, int) and not isinstance(x, bool)
 
 
@@ -79,14 +108,32 @@ _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 _BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 _BRACKET_OR_QUOTE = re.compile(rb'[\[\]{}"]')
 #: A node id written as a JSON object key: no sign "+", no leading zeros, no spaces or "_".
-_CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]*")
+CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]*")
 #: A tensor-parallel degree t written as a key.
-_CANONICAL_POSITIVE = re.compile(r"[1-9][0-9]*")
+CANONICAL_POSITIVE = re.compile(r"[1-9][0-9]*")
 
 
-def _read_bytes(path: str | Path, limit: int) -> bytes:
+def read_file_bytes(path: str | Path, limit: int) -> bytes:
     """The bytes of a regular file, at most ``limit``; anything else is refused without
-    blocking and without reading (a FIFO, a device, a folder, a socket)."""
+    blocking and without reading (a FIFO, a device, a folder, a socket).
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    limit : int
+        The most bytes accepted.
+
+    Returns
+    -------
+    bytes
+
+    Raises
+    ------
+    InputError
+        One line naming the file: missing, not a regular file, unreadable, or larger than
+        ``limit``.
+    """
     name = display_path(path)
     try:
         st = os.stat(path)
@@ -99,7 +146,8 @@ def _read_bytes(path: str | Path, limit: int) -> bytes:
         raise InputError(f"{name}: is a {kind}, not a regular file")
     if st.st_size > limit:
         raise InputError(
-            f"{name}: is {st.st_size} bytes, more than the limit of {limit} bytes ({limit / 2**20:g} MiB)"
+            f"{name}: is {st.st_size} bytes, more than the limit of {limit} bytes "
+            f"({limit / 2**20:g} MiB)"
         )
     flags = (
         os.O_RDONLY
@@ -189,7 +237,7 @@ def _parse_float(text: str) -> float | _Refused:
     if not math.isfinite(x):
         return _Refused(f"{text[:20]} overflows a float (must be finite, at most {VALUE_MAX:g})")
     if x == 0 and re.search(r"[1-9]", re.split(r"[eE]", text)[0]):
-        return _Refused(f"{text[:20]} underflows to 0 (the supported range is {_VALUE_RANGE})")
+        return _Refused(f"{text[:20]} underflows to 0 (the supported range is {VALUE_RANGE_TEXT})")
     return x
 
 
@@ -197,19 +245,35 @@ def _parse_constant(text: str) -> _Refused:
     return _Refused(f"{text} is not allowed (numbers must be finite)")
 
 
-def _read_json(
+def read_json(
     path: str | Path, limit: int = MAX_FILE_BYTES, max_depth: int = MAX_JSON_DEPTH
 ) -> Any:
     """Parse a JSON file strictly.
 
-    Refused, with one line naming the file and the place: a file that is not a regular
-    file or is larger than ``limit`` bytes, bytes that are not UTF-8 (a UTF-8
-    byte-order mark is skipped), nesting deeper than ``max_depth``, invalid JSON, a
-    key given twice in one object, NaN / Infinity / -Infinity, a number that
-    overflows a float, and an integer literal of more than 40 digits.
+    Parameters
+    ----------
+    path : str or Path
+        The file (read by :func:`read_file_bytes`).
+    limit : int
+        The most bytes accepted.
+    max_depth : int
+        The deepest nesting accepted.
+
+    Returns
+    -------
+    The parsed tree (dicts, lists, str, int, float, bool, None).
+
+    Raises
+    ------
+    InputError
+        One line naming the file and the place: a file that is not a regular file or is
+        larger than ``limit`` bytes, bytes that are not UTF-8 (a UTF-8 byte-order mark is
+        skipped), nesting deeper than ``max_depth``, invalid JSON, a key given twice in one
+        object, NaN / Infinity / -Infinity, a number that overflows a float, and an integer
+        literal of more than 40 digits.
     """
     name = display_path(path)
-    data = _read_bytes(path, limit)
+    data = read_file_bytes(path, limit)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     elif data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -283,7 +347,7 @@ def _first_refused(tree: Any) -> tuple[str, str]:
         if isinstance(obj, _Refused):
             return where, obj.why
         if isinstance(obj, _Object) and obj.duplicate:
-            return where, f"key {_short(obj.duplicate)} appears twice in one object"
+            return where, f"key {short_repr(obj.duplicate)} appears twice in one object"
         if isinstance(obj, dict):
             items = [(v, _join(path, k), node) for k, v in obj.items()]
         elif isinstance(obj, list):
@@ -291,7 +355,7 @@ def _first_refused(tree: Any) -> tuple[str, str]:
             for i, v in enumerate(obj):
                 p = f"{path}[{i}]" if path != "top level" else f"[{i}]"
                 n = node
-                if path == "nodes" and isinstance(v, dict) and _is_int(v.get("id")):
+                if path == "nodes" and isinstance(v, dict) and is_int(v.get("id")):
                     n = f" (node {v['id']})"
                 items.append((v, p, n))
         else:
@@ -308,9 +372,16 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{part}" if not part.startswith('"') else f"{path}[{part}]"
 
 
-def _short(x: Any) -> str:
-    """``repr(x)`` cut to 40 characters (a huge integer is shown by its digit count)."""
-    if _is_int(x) and abs(x) >= 10**_MAX_INT_DIGITS:
+def short_repr(x: Any) -> str:
+    """``repr(x)`` cut to 40 characters (a huge integer is shown by its digit count), for
+    one-line messages.
+
+    >>> short_repr("x" * 50)
+    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."
+    >>> short_repr(10**50)
+    'an integer with 51 digits'
+    """
+    if is_int(x) and abs(x) >= 10**_MAX_INT_DIGITS:
         return (
             f"an integer with {len(str(abs(x))) if abs(x) < 10**4000 else 'more than 4000'} digits"
         )
@@ -318,8 +389,12 @@ def _short(x: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _is_text(x: Any) -> bool:
-    """A str that encodes as UTF-8 (no lone surrogate from a "\\ud800" escape)."""
+def is_text(x: Any) -> bool:
+    """True for a str that encodes as UTF-8 (no lone surrogate from a "\\ud800" escape).
+
+    >>> is_text("layer 1"), is_text("\\ud800"), is_text(1)
+    (True, False, False)
+    """
     if not isinstance(x, str):
         return False
     try:
@@ -329,7 +404,12 @@ def _is_text(x: Any) -> bool:
     return True
 
 
-def _describe(x: Any) -> str:
+def describe_value(x: Any) -> str:
+    """What a JSON value is, for a message saying it is the wrong kind.
+
+    >>> describe_value(None), describe_value([1]), describe_value("abc"), describe_value(2.5)
+    ('null', 'an array', "the string 'abc'", '2.5')
+    """
     if x is None:
         return "null"
     if isinstance(x, bool):
@@ -340,4 +420,4 @@ def _describe(x: Any) -> str:
         return "an array"
     if isinstance(x, dict):
         return "an object"
-    return _short(x)
+    return short_repr(x)

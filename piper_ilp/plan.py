@@ -18,14 +18,14 @@ from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text
 from piper_ilp.instance import ID_MAX, ID_MIN
 from piper_ilp.jsonfile import (
-    _CANONICAL_INT,
-    _describe,
-    _is_int,
-    _is_number,
-    _is_text,
-    _read_json,
-    _short,
+    CANONICAL_INT,
+    describe_value,
     display_path,
+    is_int,
+    is_number,
+    is_text,
+    read_json,
+    short_repr,
 )
 from piper_ilp.mode import IN_FLIGHT_RULES, MODE_KEYS, OBJECTIVES, PIPELINES, SCHEDULES
 from piper_ilp.version import __version__
@@ -84,50 +84,57 @@ def plan_from_dict(data: Any, source: str = "<plan>") -> Plan:
         raise InputError(f"{display_path(source)}: {where}: {msg}")
 
     def node_id(x, where: str) -> int:
-        if not _is_int(x):
-            fail(where, f"expected an integer node id, got {_describe(x)}")
+        if not is_int(x):
+            fail(where, f"expected an integer node id, got {describe_value(x)}")
         if not ID_MIN <= x <= ID_MAX:
-            fail(where, f"node id {_short(x)} is outside the supported range [{ID_MIN}, {ID_MAX}]")
+            fail(
+                where,
+                f"node id {short_repr(x)} is outside the supported range [{ID_MIN}, {ID_MAX}]",
+            )
         return x
 
     if not isinstance(data, dict) or "stages" not in data:
         fail("top level", "expected an object with a 'stages' array")
     raw = data["stages"]
     if not isinstance(raw, list):
-        fail("stages", f"expected an array, got {_describe(raw)}")
+        fail("stages", f"expected an array, got {describe_value(raw)}")
     stages = []
     for i, rs in enumerate(raw):
         where = f"stages[{i}]"
         if not isinstance(rs, dict):
-            fail(where, f"expected an object, got {_describe(rs)}")
+            fail(where, f"expected an object, got {describe_value(rs)}")
         for key in ("nodes", "dataParallelDegree", "tensorParallelDegree", "TMPCids"):
             if key not in rs:
                 fail(where, f"missing field '{key}'")
         nodes = rs["nodes"]
         if not isinstance(nodes, list):
-            fail(f"{where}.nodes", f"expected an array of integer node ids, got {_describe(nodes)}")
+            fail(
+                f"{where}.nodes",
+                f"expected an array of integer node ids, got {describe_value(nodes)}",
+            )
         for j, x in enumerate(nodes):
             node_id(x, f"{where}.nodes[{j}]")
         for key in ("dataParallelDegree", "tensorParallelDegree"):
-            if not _is_int(rs[key]):
-                fail(f"{where}.{key}", f"expected an integer, got {_describe(rs[key])}")
+            if not is_int(rs[key]):
+                fail(f"{where}.{key}", f"expected an integer, got {describe_value(rs[key])}")
             if not ID_MIN <= rs[key] <= ID_MAX:
                 fail(
                     f"{where}.{key}",
-                    f"{_short(rs[key])} is outside the supported range [{ID_MIN}, {ID_MAX}]",
+                    f"{short_repr(rs[key])} is outside the supported range [{ID_MIN}, {ID_MAX}]",
                 )
         tm = rs["TMPCids"]
         options: dict[int, str] = {}
         items: list[tuple[int, Any]] = []
         if isinstance(tm, dict):
             for k, v in tm.items():
-                if _is_int(k):  # a dict built in Python
+                if is_int(k):  # a dict built in Python
                     items.append((node_id(k, f"{where}.TMPCids[{k}]"), v))
                     continue
-                if not (isinstance(k, str) and _CANONICAL_INT.fullmatch(k) and len(k) <= 20):
+                if not (isinstance(k, str) and CANONICAL_INT.fullmatch(k) and len(k) <= 20):
                     fail(
                         f"{where}.TMPCids",
-                        f"key {_short(k)} is not a node id (an integer without '+', spaces or leading zeros)",
+                        f"key {short_repr(k)} is not a node id (an integer without '+', spaces or "
+                        "leading zeros)",
                     )
                 items.append((node_id(int(k), f"{where}.TMPCids[{k!r}]"), v))
         elif isinstance(tm, list):
@@ -136,12 +143,15 @@ def plan_from_dict(data: Any, source: str = "<plan>") -> Plan:
                     fail(f"{where}.TMPCids[{j}]", "list form needs [nodeId, optionId] pairs")
                 items.append((node_id(pair[0], f"{where}.TMPCids[{j}][0]"), pair[1]))
         else:
-            fail(f"{where}.TMPCids", f"expected an object or a list of pairs, got {_describe(tm)}")
+            fail(
+                f"{where}.TMPCids",
+                f"expected an object or a list of pairs, got {describe_value(tm)}",
+            )
         for nid, v in items:
-            if not _is_text(v):
+            if not is_text(v):
                 fail(
                     f"{where}.TMPCids",
-                    f"option for node {nid} must be a string, got {_describe(v)}",
+                    f"option for node {nid} must be a string, got {describe_value(v)}",
                 )
             if nid in options:
                 fail(f"{where}.TMPCids", f"two entries for node {nid}")
@@ -169,16 +179,16 @@ def _check_metadata(meta: Any, fail) -> dict[str, Any]:
     """The plan's ``metadata`` object: kept whole (unknown keys too), with the fields
     used to match a plan to its instance checked for type."""
     if not isinstance(meta, dict):
-        fail("metadata", f"expected an object, got {_describe(meta)}")
+        fail("metadata", f"expected an object, got {describe_value(meta)}")
     for key, kind in _METADATA_KINDS.items():
         if key not in meta or meta[key] is None:
             continue
         x = meta[key]
-        ok = _is_text(x) if kind == "string" else _is_int(x) if kind == "integer" else _is_number(x)
+        ok = is_text(x) if kind == "string" else is_int(x) if kind == "integer" else is_number(x)
         if not ok:
             fail(
                 f"metadata.{key}",
-                f"expected {'an' if kind == 'integer' else 'a'} {kind}, got {_describe(x)}",
+                f"expected {'an' if kind == 'integer' else 'a'} {kind}, got {describe_value(x)}",
             )
     for key, allowed in (
         ("pipeline", PIPELINES),
@@ -189,7 +199,7 @@ def _check_metadata(meta: Any, fail) -> dict[str, Any]:
         if meta.get(key) is not None and meta[key] not in allowed:
             fail(
                 f"metadata.{key}",
-                f"expected one of {', '.join(allowed)}, got {_describe(meta[key])}",
+                f"expected one of {', '.join(allowed)}, got {describe_value(meta[key])}",
             )
     return dict(meta)
 
@@ -198,7 +208,7 @@ def load_plan(path: str | Path) -> Plan:
     """Read a plan JSON file (either ``TMPCids`` form), with its optional ``metadata``
     object in :attr:`Plan.metadata`. Raises InputError on a bad shape (the file is
     read as strictly as an instance: see :func:`piper_ilp.instance.load_instance`)."""
-    return plan_from_dict(_read_json(path), source=str(path))
+    return plan_from_dict(read_json(path), source=str(path))
 
 
 def plan_to_dict(plan: Plan) -> dict:

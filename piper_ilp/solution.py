@@ -7,6 +7,7 @@ Every method (the DP, each MILP backend, the exhaustive oracle) returns a
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from dataclasses import dataclass, field
@@ -87,12 +88,16 @@ class Restrictions:
 
     ``max_d`` (1 = no data parallelism), ``max_t`` (1 = no tensor parallelism),
     ``exclude_options`` (option ids made unavailable; ``"activation recomp"`` = no
-    recomputation).
+    recomputation), ``uniform`` (every stage has the same t and d, as Megatron-LM and
+    torchtitan run a pipeline; contract sec. 12), ``degrees`` (every stage has exactly this
+    (t, d): one of the pairs a uniform plan can take, see :meth:`uniform_pairs`).
     """
 
     max_d: int | None = None
     max_t: int | None = None
     exclude_options: frozenset[str] = frozenset()
+    uniform: bool = False
+    degrees: tuple[int, int] | None = None
 
     @classmethod
     def from_flags(
@@ -103,6 +108,7 @@ class Restrictions:
         exclude_options: tuple[str, ...] | list[str] = (),
         max_d: int | None = None,
         max_t: int | None = None,
+        uniform: bool = False,
     ) -> "Restrictions":
         ex = set(exclude_options)
         if no_recompute:
@@ -111,29 +117,74 @@ class Restrictions:
             max_d = 1
         if no_tensor_parallel:
             max_t = 1
-        return cls(max_d=max_d, max_t=max_t, exclude_options=frozenset(ex))
+        return cls(max_d=max_d, max_t=max_t, exclude_options=frozenset(ex), uniform=uniform)
 
     def apply(self, instance: Instance) -> Instance:
-        """The instance with excluded options and t above ``max_t`` removed."""
-        if self.max_t is None and not self.exclude_options:
+        """The instance with excluded options and t above ``max_t`` (or other than the
+        fixed ``degrees``' t) removed."""
+        only_t = self.degrees[0] if self.degrees is not None else None
+        if self.max_t is None and not self.exclude_options and only_t is None:
             return instance
         return instance.with_options(
             lambda node, t, opt: (
-                (self.max_t is None or t <= self.max_t) and opt.id not in self.exclude_options
+                (self.max_t is None or t <= self.max_t)
+                and (only_t is None or t == only_t)
+                and opt.id not in self.exclude_options
             )
         )
 
     def d_values(self, instance: Instance) -> list[int]:
-        """Allowed data-parallel degrees: divisors of N, at most K and ``max_d``."""
+        """Allowed data-parallel degrees: divisors of N, at most K and ``max_d`` (only the
+        fixed ``degrees``' d, when it is one of them)."""
         cap = min(instance.N, instance.K, self.max_d or instance.N)
-        return divisors_upto(instance.N, cap)
+        ds = divisors_upto(instance.N, cap)
+        if self.degrees is not None:
+            return [d for d in ds if d == self.degrees[1]]
+        return ds
+
+    def uniform_pairs(self, instance: Instance) -> list[tuple[int, int]]:
+        """Every (t, d) one stage may take, t * d <= K, ascending: under ``uniform``, the
+        pairs of which a plan uses exactly one for all its stages."""
+        ts = self.apply(instance).t_values
+        return [(t, d) for t in ts for d in self.d_values(instance) if t * d <= instance.K]
+
+    def fixed(self, t: int, d: int) -> "Restrictions":
+        """These restrictions with every stage at exactly (t, d) (``uniform`` then holds by
+        itself and is dropped)."""
+        return dataclasses.replace(self, uniform=False, degrees=(t, d))
+
+    def violation(self, instance: Instance, plan: Plan) -> str | None:
+        """Why ``plan`` breaks these restrictions (naming the first stage at fault), or None."""
+        allowed_d = set(self.d_values(instance))
+        for i, st in enumerate(plan.stages):
+            if st.d not in allowed_d:
+                return f"stage {i} has d = {st.d}, not an allowed data-parallel degree"
+            if self.max_t is not None and st.t > self.max_t:
+                return f"stage {i} has t = {st.t} above max_t = {self.max_t}"
+            if self.degrees is not None and st.t != self.degrees[0]:
+                return f"stage {i} has t = {st.t}, not the fixed t = {self.degrees[0]}"
+            bad = [v for v in st.nodes if st.options.get(v) in self.exclude_options]
+            if bad:
+                return f"stage {i} gives node {bad[0]} the excluded option {st.options[bad[0]]!r}"
+            if self.uniform and (st.t, st.d) != (plan.stages[0].t, plan.stages[0].d):
+                return (
+                    f"stage {i} has (t, d) = ({st.t}, {st.d}) but stage 0 has "
+                    f"({plan.stages[0].t}, {plan.stages[0].d}): not uniform"
+                )
+        return None
 
     def to_dict(self) -> dict:
-        return {
+        """max_d, max_t, exclude_options; ``uniform`` and ``degrees`` only when set."""
+        out: dict = {
             "max_d": self.max_d,
             "max_t": self.max_t,
             "exclude_options": sorted(self.exclude_options),
         }
+        if self.uniform:
+            out["uniform"] = True
+        if self.degrees is not None:
+            out["degrees"] = list(self.degrees)
+        return out
 
 
 @dataclass
@@ -223,17 +274,12 @@ def checked_solution(
             + (f" (and {len(ev.violations) - 1} more)" if len(ev.violations) > 1 else "")
         )
     if restrictions is not None:
-        allowed_d = set(restrictions.d_values(instance))
-        for i, st in enumerate(solution.plan.stages):
-            bad = (
-                st.d not in allowed_d
-                or (restrictions.max_t is not None and st.t > restrictions.max_t)
-                or any(st.options[v] in restrictions.exclude_options for v in st.nodes)
+        why = restrictions.violation(instance, solution.plan)
+        if why is not None:
+            raise InternalError(
+                f"{solution.method}: its plan breaks the restrictions "
+                f"{restrictions.to_dict()}: {why}"
             )
-            if bad:
-                raise InternalError(
-                    f"{solution.method}: stage {i} of its plan breaks the restrictions {restrictions.to_dict()}"
-                )
     value = ev.value
     if solution.objective is not None:
         ok = (
@@ -243,8 +289,9 @@ def checked_solution(
         if not ok:
             what = "batch time" if solution.mode.batch_time else "TPS"
             raise InternalError(
-                f"{solution.method}: its value {solution.objective!r} and the evaluator's {what} {value!r} "
-                f"for its plan differ by more than the stated tolerance (rel {tolerance:g}, abs {absolute:g})"
+                f"{solution.method}: its value {solution.objective!r} and the evaluator's {what} "
+                f"{value!r} for its plan differ by more than the stated tolerance (rel "
+                f"{tolerance:g}, abs {absolute:g})"
             )
     solution.tps = ev.tps
     solution.value = value

@@ -57,7 +57,7 @@ def every_plan(inst):
                 [(t, d) for t in inst.t_values for d in divisors(inst.N)], repeat=k
             ):
                 per_stage = []
-                for (t, d), grp in zip(degs, groups):
+                for (t, _d), grp in zip(degs, groups):
                     choices = [[o.id for o in inst.node[v].options.get(t, ())] for v in grp]
                     per_stage.append([dict(zip(grp, pick)) for pick in itertools.product(*choices)])
                 for picks in itertools.product(*per_stage):

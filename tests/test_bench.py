@@ -117,12 +117,10 @@ def test_reference_planner_runs_on_the_same_instance(tmp_path):
     # settings, then burns some CPU
     script = tmp_path / "ref.py"
     script.write_text(
-        "import json, sys\n"
-        "d = json.load(open(sys.argv[1]))\n"
-        "assert d['maxDevices'] == int(sys.argv[2]) and d['mbsInBatch'] == int(sys.argv[4])\n"
-        "assert float(d['maxMemoryPerDevice']) == float(sys.argv[3]) and float(d['bandwidth']) == float(sys.argv[5])\n"
-        "assert len(d['nodes']) == 10\n"
-        "sum(i * i for i in range(3_000_000))\n"
+        "import json, sys\nd = json.load(open(sys.argv[1]))\nassert d['maxDevices'] == "
+        "int(sys.argv[2]) and d['mbsInBatch'] == int(sys.argv[4])\nassert "
+        "float(d['maxMemoryPerDevice']) == float(sys.argv[3]) and float(d['bandwidth']) == "
+        "float(sys.argv[5])\nassert len(d['nodes']) == 10\nsum(i * i for i in range(3_000_000))\n"
     )
     out = tmp_path / "bench.json"
     cmd = f"{sys.executable} {script} {{instance}} {{devices}} {{memory}} {{batch}} {{bandwidth}}"
@@ -456,3 +454,53 @@ def test_bert_row_matches_the_original_planner(shared_dir, tmp_path):
         0.00256112784601, rel=1e-9
     )  # the original planner's TPS (greedy)
     assert row["cpu_solve"] > 0 and row["rss_mb"] > 10 and row["stage_candidates"] > 0
+
+
+# ---- the other suites: bench milp, bench modes ----
+
+
+def test_bench_modes_prints_one_json_line_per_instance_and_mode():
+    from compare.bench.modes import MODES
+    from compare.crosscheck.methods import run_method
+
+    r = _bench("modes", "--wide", "2", "--towers", "")
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(line) for line in r.output.splitlines()]
+    assert [row["mode"] for row in rows] == [m.label for m in MODES]
+    inst = wide_instance(2)
+    for row, mode in zip(rows, MODES):
+        assert row["instance"] == inst.source and row["status"] == "optimal"
+        assert row["value"] == run_method(inst, "dp", mode=mode).value and row["labels"] > 0
+
+
+def test_bench_milp_runs_the_backends_on_random_dags(tmp_path):
+    from compare.builders.generators import FAMILIES, random_instance
+
+    out = tmp_path / "milp.json"
+    r = _bench(
+        "milp", "--sizes", "4", "--seeds", "1", "--bert-k", "", "--time-limit", "60",
+        "--backends", "cbc", "--json", str(out),
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "| random n=4 | cbc | 1 |" in r.output
+    (rec,) = json.loads(out.read_text())["records"]
+    inst = random_instance(FAMILIES[0], 4, 0, memory=0.6)
+    best = solve_dp(inst)
+    assert rec["status"] == best.status.value
+    assert rec["tps"] == pytest.approx(best.tps, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--quick", "milp"], "--quick: an option of the DP bench, given before 'milp'"),
+        (["milp", "--memory", "half"], "--memory: expected tight, loose or a fraction"),
+        (["milp", "--backends", "gurobi"], "--backends: expected some of cpsat, cbc, scip"),
+        (["milp", "--threads", "65"], "--threads: the solver threads must be a whole number"),
+        (["milp", "--sizes", "4,x"], "--sizes: expected comma-separated whole numbers"),
+    ],
+)
+def test_bench_suites_refuse_bad_options_before_any_run(args, says):
+    r = _bench(*args)
+    assert r.exit_code == 2, r.output
+    assert len(r.output.strip().splitlines()) == 1 and says in r.output, r.output

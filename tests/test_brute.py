@@ -41,8 +41,13 @@ def test_single_node_data_parallel_with_resync():
 
 def chain2(ids=(10, -3)):
     u, v = ids
-    van = lambda peer, side: opt("vanilla", p=2.0, a=1.0, **{side: {peer: 0.0}})
-    rec = lambda peer, side: opt("activation recomp", p=3.0, a=0.5, **{side: {peer: 0.0}})
+
+    def van(peer, side):
+        return opt("vanilla", p=2.0, a=1.0, **{side: {peer: 0.0}})
+
+    def rec(peer, side):
+        return opt("activation recomp", p=3.0, a=0.5, **{side: {peer: 0.0}})
+
     return make(
         [(u, {"1": [van(v, "sbw"), rec(v, "sbw")]}), (v, {"1": [van(u, "sfw"), rec(u, "sfw")]})],
         edges=[(u, v, 1.0)],
@@ -53,10 +58,11 @@ def chain2(ids=(10, -3)):
 
 
 def test_memory_forces_a_mix_of_options():
-    # chain u -> v (c = 1), K = N = 2, B = 1, M = 1.5; vanilla p = 2, a = 1; recompute p = 3, a = 0.5.
-    # One stage, d = 2 (y = 1): both vanilla need 2 > 1.5; one of each needs 1.5: TPS (2 + 3)/2 = 2.5.
-    # One stage, d = 1: at best one of each, TPS 5. Two stages (d = 1 each, first one y = 2):
-    # first stage needs recompute (a*y = 1), TPS 3 + 2*c = 5. -> optimum 2.5, one stage with d = 2.
+    # chain u -> v (c = 1), K = N = 2, B = 1, M = 1.5; vanilla p = 2, a = 1; recompute p = 3,
+    # a = 0.5. One stage, d = 2 (y = 1): both vanilla need 2 > 1.5; one of each needs 1.5:
+    # TPS (2 + 3)/2 = 2.5. One stage, d = 1: at best one of each, TPS 5. Two stages (d = 1 each,
+    # first one y = 2): first stage needs recompute (a*y = 1), TPS 3 + 2*c = 5. -> optimum 2.5,
+    # one stage with d = 2.
     inst = chain2()
     sol = solve_brute(inst)
     assert sol.tps == pytest.approx(2.5)
@@ -70,7 +76,8 @@ def test_memory_forces_a_mix_of_options():
 def test_two_stages_follow_the_edge_direction():
     # chain 7 -> 3 with no traffic, p = 2 and w = 1 each, N = K = 2, B = 1:
     # one stage d = 1: 4; one stage d = 2: 4/2 + 2 nodes * 4*1*1/(2*2) = 4;
-    # two stages 7 | 3 (d = 1 each, sum d = 2 <= N): max(2, 2) = 2. The order 3 | 7 would break the edge.
+    # two stages 7 | 3 (d = 1 each, sum d = 2 <= N): max(2, 2) = 2. The order 3 | 7 would break the
+    # edge.
     inst = make(
         [
             (7, {"1": [opt(p=2.0, w=1.0, sbw={3: 0.0})]}),
@@ -106,9 +113,9 @@ def test_node_without_option_for_the_only_affordable_t_is_infeasible():
 def test_pipeline_memory_uses_suffix_sum():
     # chain 0 -> 1, no traffic, p = 1 each, a = 1, M = 2, N = K = 2.
     # One stage, d = 2: y = 1, memory 2 fits, TPS (1 + 1)/2 = 1.
-    # (Two stages, d = 1 each: first stage y = 2 -> memory 2 fits, TPS 1.) Either way the optimum is 1.
-    # With M = 1.9 the single stage d = 2 (memory 2) and the first of two stages (y = 2) no longer fit;
-    # single stage d = 1 needs memory 2 as well -> infeasible.
+    # (Two stages, d = 1 each: first stage y = 2 -> memory 2 fits, TPS 1.) Either way the optimum is
+    # 1. With M = 1.9 the single stage d = 2 (memory 2) and the first of two stages (y = 2) no
+    # longer fit; single stage d = 1 needs memory 2 as well -> infeasible.
     nodes = [
         (0, {"1": [opt(p=1.0, a=1.0, sbw={1: 0.0})]}),
         (1, {"1": [opt(p=1.0, a=1.0, sfw={0: 0.0})]}),

@@ -304,10 +304,36 @@ def test_tables_fit_80_columns_and_detail_lists_each_layer(tmp_path, small):
     )
 
 
-def test_exit_status_precedence():
-    from piper_cli.solve_cmd import _worse
+def test_exit_status_precedence_over_several_instances(tmp_path, small):
+    """With several instances the exit status is the worst one's: bad input (2) over an
+    unknown answer (3) over an answer (0), whatever the order of the files."""
+    path, _ = small
+    opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1}
+    opt.update({"memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}})
+    wide = tmp_path / "wide.json"  # its only option needs t = 2 > K: infeasible at once
+    wide.write_text(
+        json.dumps(
+            {
+                "maxDevices": 1,
+                "maxMemoryPerDevice": 10,
+                "bandwidth": 1,
+                "mbsInBatch": 1,
+                "nodes": [{"id": 0, "TMPCs": {"2": [opt]}}],
+                "edges": [],
+            }
+        )
+    )
+    missing = tmp_path / "missing.json"
 
-    assert _worse(0, 3) == 3 and _worse(3, 1) == 1 and _worse(1, 2) == 2 and _worse(2, 3) == 2
+    def status(*files):
+        r = runner.invoke(app, ["solve", *map(str, files), "--time-limit", "0", "--json"])
+        return r.exit_code, [rec.get("status") for rec in json_lines(r.output)]
+
+    assert status(wide) == (0, ["infeasible"])
+    assert status(path) == (3, ["unknown"])  # stopped at once, with no plan
+    assert status(wide, path) == (3, ["infeasible", "unknown"])
+    assert status(path, wide) == (3, ["unknown", "infeasible"])
+    assert status(missing, wide, path)[0] == 2 and status(wide, path, missing)[0] == 2
 
 
 def test_help_loads_no_solver_library():
@@ -385,28 +411,24 @@ def test_the_plan_never_overwrites_the_instance(tmp_path, small):
         ),
     ],
 )
-def test_solver_settings_are_range_checked_before_any_work(small, monkeypatch, args, says):
+def test_solver_settings_are_range_checked_before_any_work(tmp_path, small, args, says):
     """cpsat with 100,000 threads was "internal error ... MODEL_INVALID" (exit 1), scip
     printed [paramset.c] errors and exited 0, cbc crashed at 256; ladder --time-limit inf
-    marked every rung "error" (exit 1): now one line, exit 2, before any solve."""
-    import compare.crosscheck.methods
-
-    def run_method(*a, **k):
-        raise AssertionError("a method ran")
-
-    monkeypatch.setattr(compare.crosscheck.methods, "run_method", run_method)
-    monkeypatch.setattr("compare.crosscheck.verify.run_method", run_method)
-    r = runner.invoke(app, [args[0], str(small[0]), *args[1:]])
+    marked every rung "error" (exit 1): now one line, exit 2, before any solve. solve and
+    verify refuse before they read an instance (here one that does not exist); the ladder
+    before its first rung (each prints a line as it ends)."""
+    where = small[0] if args[0] == "ladder" else tmp_path / "not-read.json"
+    r = runner.invoke(app, [args[0], str(where), *args[1:]])
     assert r.exit_code == 2, r.output
     assert r.output.strip().splitlines() == [f"piper-ilp: error: {says}"]
 
 
-def test_check_solver_settings_api():
-    from piper_ilp.milp import MAX_THREADS, check_solver_settings
-
-    check_solver_settings(0.0, 1)
-    check_solver_settings(None, MAX_THREADS)
+def test_the_settings_check_their_values_when_built():
     from piper_ilp.errors import InputError
+    from piper_ilp.settings import MAX_THREADS, Settings
+
+    Settings(time_limit=0.0, threads=1)
+    Settings(time_limit=None, threads=MAX_THREADS)
 
     for bad in (
         dict(threads=0),
@@ -418,4 +440,4 @@ def test_check_solver_settings_api():
         dict(time_limit=math.nan),
     ):
         with pytest.raises(InputError):
-            check_solver_settings(**bad)
+            Settings(**bad)

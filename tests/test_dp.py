@@ -101,7 +101,10 @@ def test_greedy_gap_report():
         if e.tps is not None and g.tps is not None:
             gaps.append(g.tps / e.tps - 1)
     above = [x for x in gaps if x > 1e-9]
-    msg = f"greedy mode above the optimum on {len(above)} of {len(gaps)} instances; largest gap {max(above, default=0):.2%}"
+    msg = (
+        f"greedy mode above the optimum on {len(above)} of {len(gaps)} instances; "
+        f"largest gap {max(above, default=0):.2%}"
+    )
     print(msg)
     assert all(x >= -1e-9 for x in gaps), msg
     assert above, msg
@@ -442,32 +445,7 @@ def test_pruned_dp_equals_oracle(seed):
         assert close(g.tps, g0.tps) and g.tps >= ref.tps * (1 - 1e-9)
 
 
-def test_search_starts_from_the_chain_plan_without_a_decision_at_the_bound(monkeypatch):
-    """With the chain bound ub, the full search makes no decision at ub (the chain plan is
-    the plan in hand there): every threshold it decides is below ub, and when nothing below
-    fits, the chain plan is the answer, with the oracle's value."""
-    from dp.threshold_search import ThresholdDecision
-
-    decided: list[tuple[int, float]] = []  # (serial number of the decision, T)
-    serial = itertools.count()
-    made: list[int] = []  # the serial numbers of the decisions made, in order
-    init = ThresholdDecision.__init__
-
-    def numbered(self, *args, **kw):
-        init(self, *args, **kw)
-        self.test_serial = next(serial)
-        made.append(self.test_serial)
-
-    monkeypatch.setattr(ThresholdDecision, "__init__", numbered)
-    for name in ("decide", "decide_narrow"):
-        real = getattr(ThresholdDecision, name)
-
-        def recording(self, T, *args, _real=real, **kw):
-            decided.append((self.test_serial, T))
-            return _real(self, T, *args, **kw)
-
-        monkeypatch.setattr(ThresholdDecision, name, recording)
-    answered_by_chain = 0
+def _chain_first_cases():
     cases = [
         (FAMILIES[seed % len(FAMILIES)], 4 + seed % 5, 3000 + seed, (1, 2), 2, 0.4)
         for seed in range(40)
@@ -475,24 +453,90 @@ def test_search_starts_from_the_chain_plan_without_a_decision_at_the_bound(monke
     # (a case where the full search decides nothing: the work bound meets the chain bound)
     cases.append(("skip", 6, 50050, (1, 2, 4), 3, 0.8))
     for family, n, seed, t_values, options_per_t, memory in cases:
-        inst = random_instance(
-            family, n, seed, t_values=t_values, options_per_t=options_per_t, memory=memory
+        yield (
+            seed,
+            random_instance(
+                family, n, seed, t_values=t_values, options_per_t=options_per_t, memory=memory
+            ),
         )
-        decided.clear()
+
+
+def test_search_starts_from_the_chain_plan():
+    """With the chain bound ub, the full search starts from the chain plan: when nothing
+    below ub fits, the chain plan is the answer, with the oracle's value, and the full
+    search made no decision (it would have made one at ub were the chain plan not known)."""
+    answered_by_chain = 0
+    for seed, inst in _chain_first_cases():
         sol = solve_dp(inst, chain_first=0)
         ref = solve_brute(inst)
         assert (sol.tps is None) == (ref.tps is None)
         if sol.tps is None:
             continue
         assert close(sol.tps, ref.tps), (seed, sol.tps, ref.tps)
-        ub = sol.info["chain_bound"]
-        # the full DP's decision is made after the chain's (it may decide nothing at all)
-        full = [T for k, T in decided if k == made[-1]]
-        assert all(T < ub for T in full), (seed, ub, full)
-        answered_by_chain += sol.objective == ub
+        answered_by_chain += sol.objective == sol.info["chain_bound"]
         if seed == 50050:
-            assert sol.info["search_steps"] == 0 and not full and sol.objective == ub
+            assert sol.info["search_steps"] == 0 and sol.objective == sol.info["chain_bound"]
     assert answered_by_chain >= 10  # the chain plan was the answer often enough to matter
+
+
+class _Recording:
+    """A ThresholdDecision that records the thresholds it decides."""
+
+    def __init__(self, *args):
+        from dp.threshold_search import ThresholdDecision
+
+        self.decision = ThresholdDecision(*args)
+        self.decided: list[float] = []
+
+    def __getattr__(self, name):
+        return getattr(self.decision, name)
+
+    def decide(self, T, *args, **kw):
+        self.decided.append(T)
+        return self.decision.decide(T, *args, **kw)
+
+    def decide_narrow(self, T, *args, **kw):
+        self.decided.append(T)
+        return self.decision.decide_narrow(T, *args, **kw)
+
+
+def test_search_from_a_known_plan_decides_only_below_it():
+    """search_threshold given the devices of a known plan of bottleneck ``upper`` (one of
+    the candidates) makes no decision at or above ``upper``: it finds the same least
+    threshold as a search from scratch when that is below ``upper``, and returns no path
+    (the known plan is the answer) when it is ``upper`` itself."""
+    from dp.ideals import enumerate_ideals
+    from dp.option_choice import OptionChoices
+    from dp.stage_tables import build_stage_tables
+    from dp.threshold_search import search_threshold
+    from piper_ilp.solution import Restrictions
+
+    checked = {"at": 0, "above": 0}
+    for seed, inst in _chain_first_cases():
+        S = min(inst.N, inst.K)
+        budget = min(inst.K, max(inst.t_values) * S)
+        ideals = enumerate_ideals(inst, 10**6)
+        d_values = [d for d in Restrictions().d_values(inst) if d <= S]
+        tb = build_stage_tables(inst, ideals, d_values, S, False, OptionChoices(inst, False))
+        free = _Recording(tb, len(ideals), S, budget)
+        best = search_threshold(free, budget)
+        if best is None:
+            continue
+        cands = free.candidates()
+        known = int(free.decide_narrow(best.T)[-1].min())
+        above = cands[cands > best.T]
+        for upper in [best.T] + above[:1].tolist():
+            rec = _Recording(tb, len(ideals), S, budget)
+            got = search_threshold(rec, budget, upper=upper, known=known)
+            assert all(T < upper for T in rec.decided), (seed, upper, rec.decided)
+            assert got.T == best.T, (seed, got.T, best.T)
+            if upper == best.T:
+                assert got.path is None and got.steps == len(rec.decided)
+                checked["at"] += 1
+            else:
+                assert got.path is not None
+                checked["above"] += 1
+    assert checked["at"] >= 20 and checked["above"] >= 10, checked
 
 
 # --------------------------------------------------------------------------------------
@@ -658,7 +702,7 @@ def test_two_column_orders_match_the_single_array_rule():
     arrays of lengths 1 to 300, and only the selected arrays."""
     import numpy as np
 
-    from dp.knapsack import _two_column_order, two_column_orders
+    from dp.knapsack import two_column_order, two_column_orders
 
     rng = np.random.default_rng(11)
     for _ in range(300):
@@ -687,7 +731,7 @@ def test_two_column_orders_match_the_single_array_rule():
         for g in sel.tolist():
             rows = np.arange(first[g], first[g] + lens[g])[valid[first[g] : first[g] + lens[g]]]
             if len(rows):
-                want.append(rows[_two_column_order(x[rows], y[rows])])
+                want.append(rows[two_column_order(x[rows], y[rows])])
         want = np.concatenate(want) if want else np.zeros(0, dtype=np.int64)
         assert np.array_equal(got, want)
 
@@ -711,12 +755,12 @@ def test_pieces_end_where_the_running_total_reaches_the_limit():
 
 
 def test_segment_staircase_and_order_match_their_definitions():
-    """The two-column filter's pieces against their definitions: _segment_xy_order is
-    np.lexsort's stable (rs, x, y) order, _segment_staircase keeps a row iff its y is below
+    """The two-column filter's pieces against their definitions: segment_xy_order is
+    np.lexsort's stable (rs, x, y) order, segment_staircase keeps a row iff its y is below
     every earlier y of its run (on the bits of y when rs fits above them, else on ranks:
     raw floats, low bits cleared, few and many runs, -0.0, inf), dense_ranks is
     np.unique's inverse."""
-    from dp.knapsack import _segment_staircase, _segment_xy_order, dense_ranks
+    from dp.knapsack import dense_ranks, segment_staircase, segment_xy_order
     from dp.memory import truncate_low_bits
 
     rng = np.random.default_rng(17)
@@ -739,10 +783,10 @@ def test_segment_staircase_and_order_match_their_definitions():
         y[rng.random(n) < 0.05] = -0.0
         x[rng.random(n) < 0.05] = -0.0
         assert np.array_equal(dense_ranks(y), np.unique(y, return_inverse=True)[1].reshape(-1))
-        order = _segment_xy_order(rs, x, y)
+        order = segment_xy_order(rs, x, y)
         assert np.array_equal(order, np.lexsort((np.arange(n), y, x, rs)))
         srs, sy = rs[order], y[order]
-        keep = _segment_staircase(srs, sy)
+        keep = segment_staircase(srs, sy)
         want = np.ones(n, dtype=bool)
         low = np.inf
         for i in range(n):
@@ -758,9 +802,7 @@ def test_t_dominance_order_puts_each_pair_and_d_together_by_devices(shuffled):
     """The decision's t-dominance test reads groups of one (I, J, d) side by side by
     increasing t d: from the builder's order (sets up, J down, t up, d up) by one stable
     sort, from any other order by the full sort."""
-    from types import SimpleNamespace
-
-    from dp.threshold_search import ThresholdDecision
+    from dp.threshold_search import pair_d_order
 
     rng = np.random.default_rng(7)
     S = 8
@@ -774,7 +816,7 @@ def test_t_dominance_order_puts_each_pair_and_d_together_by_devices(shuffled):
     if shuffled:
         g = g[rng.permutation(len(g))]
     gI, gJ, gd, gdev = (g[:, c].astype(np.int32) for c in range(4))
-    o = ThresholdDecision._by_pair_and_d(SimpleNamespace(S=S), gI, gJ, gd, gdev)
+    o = pair_d_order(gI, gJ, gd, gdev, S)
     assert sorted(o.tolist()) == list(range(len(g)))
     keys = list(zip(gI[o].tolist(), gJ[o].tolist(), gd[o].tolist()))
     seen = set()
@@ -798,28 +840,22 @@ def test_greedy_stage_times_do_not_depend_on_the_batch():
     (np.sum and @ group their terms by length; the chain bound's tables and the full
     tables batch differently, and a last-bit difference once made the full greedy DP
     report that it lost the chain plan)."""
-    from dp.ideals import enumerate_ideals
-    from dp.option_choice import OptionChoices
-    from dp.stage_tables import _StageTableBuilder
+    from dp.greedy_tables import plain_rule_row, plain_rule_runs
 
     compared = 0
     for seed in range(40):
         inst = random_instance("chain", 14, seed)
-        b = _StageTableBuilder(
-            inst,
-            enumerate_ideals(inst, 10**6),
-            [1, 2],
-            2,
-            True,
-            OptionChoices(inst, True),
-            None,
-            True,
-        )
-        for t in b.greedy_row_array:
+        for t in inst.t_values:
+            rows = np.array(
+                [
+                    plain_rule_row(nd.options[t]) if t in nd.options else (np.nan,) * 7
+                    for nd in inst.nodes
+                ]
+            )
             for n_short in (3, 5, 7, 9):
                 short, long = list(range(n_short)), list(range(14))
-                alone = b._greedy_plain_batch(t, [short], 4)[0]
-                beside = b._greedy_plain_batch(t, [short, long], 4)[0]
+                alone = plain_rule_runs(rows, [short], 4, inst.M)[0]
+                beside = plain_rule_runs(rows, [short, long], 4, inst.M)[0]
                 assert alone[2].tobytes() == beside[2].tobytes(), (seed, t, n_short)
                 compared += len(alone[2])
     assert compared > 100  # runs with a P were compared: the test is not vacuous

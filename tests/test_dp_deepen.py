@@ -1,4 +1,5 @@
-"""compare/builders/deepen.py: deeper models from a repeated block (all edges, or chain edges only as the paper)."""
+"""compare/builders/deepen.py: deeper models from a repeated block (all edges, or chain
+edges only as the paper)."""
 
 from __future__ import annotations
 

@@ -16,9 +16,13 @@ from hypothesis import strategies as st
 from compare.builders.generators import FAMILIES, random_instance
 from compare.crosscheck.brute import solve_brute
 from dp import greedy_options, solve_dp
+from dp.exact_tables import exact_runs
 from dp.memory import truncate_low_bits
 from dp.option_choice import OptionChoices
-from dp.stage_tables import FILTER_LOW_BITS, _StageTableBuilder, _union
+from dp.stage_context import FILTER_LOW_BITS, BuildBatches
+from dp.stage_geometry import StageGeometry, lowest_sink, sink_filters
+from dp.stage_tables import build_stage_tables
+from dp.table_arrays import union_ranges
 from piper_ilp.cost import close, microbatches_in_flight, stage_memory
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.evaluate import evaluate
@@ -47,13 +51,13 @@ def _with_huge_edge(seed: int):
 
 def _greedy_plan_follows_rule(inst, sol):
     """Every stage of a greedy plan carries the options Piper's rule picks for it."""
-    s = sum(st.d for st in sol.plan.stages)
-    for st in sol.plan.stages:
-        y = microbatches_in_flight(s, st.d)
-        want = greedy_options(inst, st.nodes, st.t, st.d, y)
+    s = sum(stage.d for stage in sol.plan.stages)
+    for stage in sol.plan.stages:
+        y = microbatches_in_flight(s, stage.d)
+        want = greedy_options(inst, stage.nodes, stage.t, stage.d, y)
         assert want is not None
-        assert {v: o.id for v, o in want.items()} == dict(st.options), (st, y)
-        s -= st.d
+        assert {v: o.id for v, o in want.items()} == dict(stage.options), (stage, y)
+        s -= stage.d
 
 
 # --------------------------------------------------------------------------------------
@@ -158,16 +162,18 @@ def test_memory_exactly_at_m_and_one_ulp_around(seed, family, n):
     ref = solve_brute(inst)
     if ref.plan is None:
         return
-    s = sum(st.d for st in ref.plan.stages)
+    s = sum(stage.d for stage in ref.plan.stages)
     peak = 0.0
-    for st in ref.plan.stages:
-        y = microbatches_in_flight(s, st.d)
+    for stage in ref.plan.stages:
+        y = microbatches_in_flight(s, stage.d)
         opts = {
-            v: inst.node[v].options[st.t][[o.id for o in inst.node[v].options[st.t]].index(oid)]
-            for v, oid in st.options.items()
+            v: inst.node[v].options[stage.t][
+                [o.id for o in inst.node[v].options[stage.t]].index(oid)
+            ]
+            for v, oid in stage.options.items()
         }
-        peak = max(peak, stage_memory(st.nodes, opts, y))
-        s -= st.d
+        peak = max(peak, stage_memory(stage.nodes, opts, y))
+        s -= stage.d
     if peak <= 0.0:
         return
     for M in (peak, math.nextafter(peak, math.inf)):
@@ -304,7 +310,7 @@ class _StepCosts:
 def test_exact_runs_bisect_the_step_function_of_y(seed):
     rng = random.Random(seed)
     top = rng.choice([5, 60, 3000, 200_000])
-    spans = _union(
+    spans = union_ranges(
         (a, a + rng.randrange(0, top // 3 + 1))
         for a in (rng.randrange(1, top) for _ in range(rng.randrange(1, 5)))
     )
@@ -316,9 +322,8 @@ def test_exact_runs_bisect_the_step_function_of_y(seed):
     steps = [
         (y0, max(c for _, c in steps[: i + 1])) for i, (y0, _) in enumerate(steps)
     ]  # non-decreasing
-    fake = type("B", (), {})()
-    fake.choices = _StepCosts(steps, rng.randrange(1, top + 2))
-    runs = _StageTableBuilder._exact_runs(fake, 1, 1, 1, spans)
+    choices = _StepCosts(steps, rng.randrange(1, top + 2))
+    runs = exact_runs(choices, 1, 1, 1, spans)
     got = {}
     for ya, yb, c in runs:
         assert ya <= yb
@@ -328,11 +333,11 @@ def test_exact_runs_bisect_the_step_function_of_y(seed):
     want = {}
     for a, b in spans:
         for y in range(a, b + 1):
-            c = _StepCosts(steps, fake.choices.last_fit).exact_cost(0, 0, 0, y)
+            c = _StepCosts(steps, choices.last_fit).exact_cost(0, 0, 0, y)
             want[y] = math.inf if c is None else c
     assert got == want
     # a few calls per step of the function and per span, not one per y
-    assert fake.choices.calls <= (len(steps) + 1 + len(spans)) * 2 * (
+    assert choices.calls <= (len(steps) + 1 + len(spans)) * 2 * (
         1 + max(1, sum(b - a + 1 for a, b in spans)).bit_length()
     )
 
@@ -485,29 +490,25 @@ def test_solve_leaves_the_garbage_collector_as_it_found_it():
         gc.enable()
 
 
-def test_stage_table_builder_is_freed_without_the_cyclic_collector():
-    """solve_dp pauses the cyclic collector: the builder and its exact states must form no
-    reference cycle, or their memory would stay for the whole search. With the collector
-    off, dropping the builder frees it (and its states) at once."""
+@pytest.mark.parametrize("greedy", [False, True])
+def test_stage_tables_leave_no_cyclic_garbage(greedy):
+    """solve_dp pauses the cyclic collector: the stage-table builder (its parts, caches and
+    exact states) must form no reference cycle, or their memory would stay for the whole
+    search. With the collector off, building the tables leaves nothing for it to find."""
     import gc
-    import weakref
 
-    from dp.exact_states import ExactStates
     from dp.ideals import enumerate_ideals
 
     inst = random_instance("layered", 8, 4)
     ideals = enumerate_ideals(inst, 10**6)
     S = min(inst.N, inst.K)
+    gc.collect()
     gc.disable()
     try:
-        b = _StageTableBuilder(
-            inst, ideals, [1, 2], S, False, OptionChoices(inst, False), None, True
-        )
-        assert isinstance(b.states, ExactStates)
-        gone, states_gone = weakref.ref(b), weakref.ref(b.states)
-        tables = b.build(lambda k: None)
-        del b
-        assert gone() is None and states_gone() is None and len(tables.group_set)
+        tables = build_stage_tables(inst, ideals, [1, 2], S, greedy, OptionChoices(inst, greedy))
+        assert len(tables.group_set)
+        del tables
+        assert gc.collect() == 0
     finally:
         gc.enable()
 
@@ -644,10 +645,10 @@ def test_filter_truncation_never_loses_a_choice_that_fits():
 
 @pytest.mark.parametrize("seed", range(40))
 def test_low_sink_is_the_lowest_node_without_a_successor_in_the_set(seed):
-    """_low_sink skips nodes by a few (offset, mask) filters; the node it returns must be
-    the lowest node of X with no successor in X, for any node order (not only topological)
-    and any subset X (the states are remembered per set, so the node peeled must not
-    depend on the filters)."""
+    """lowest_sink skips nodes by a few (offset, mask) filters (sink_filters); the node it
+    returns must be the lowest node of X with no successor in X, for any node order (not
+    only topological) and any subset X (the states are remembered per set, so the node
+    peeled must not depend on the filters)."""
     rng = random.Random(seed)
     n = rng.randint(1, 40)
     rank = list(range(n))
@@ -657,39 +658,36 @@ def test_low_sink_is_the_lowest_node_without_a_successor_in_the_set(seed):
         for v in range(n):
             if rank[u] < rank[v] and rng.random() < rng.choice([0.05, 0.2, 0.5]):
                 succ[u] |= 1 << v
-    fake = type("B", (), {})()
-    fake.succ_mask = succ
-    fake.sink_filters = _StageTableBuilder._sink_filters(fake, n)
-    assert len(fake.sink_filters) <= 4
-    for c, mask in fake.sink_filters:
+    filters = sink_filters(succ)
+    assert len(filters) <= 4
+    for c, mask in filters:
         assert all(succ[u] >> (u + c) & 1 for u in range(n) if mask >> u & 1)
     for _ in range(200):
         X = rng.randrange(1, 1 << n)
         want = min(u for u in range(n) if X >> u & 1 and not succ[u] & X)
-        assert _StageTableBuilder._low_sink(fake, X) == want
+        assert lowest_sink(X, succ, filters) == want
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_sinks_over_j_are_the_sinks_of_every_stage_i_minus_j(seed):
-    """The builder's _sinks_over(J), cut to a stage C = I \\ J of the family, is exactly
-    the set of nodes of C without a successor in C (so the states peel the same node as
-    _low_sink, whichever way it is found)."""
+def test_sinks_outside_j_are_the_sinks_of_every_stage_i_minus_j(seed):
+    """StageGeometry.sinks_outside(J), cut to a stage C = I \\ J of the family, is exactly
+    the set of nodes of C without a successor in C (so the exact states peel the same node
+    as low_sink, whichever way it is found)."""
     from dp.ideals import enumerate_ideals
 
     fams = ["layered", "fork-join", "series-parallel", "skip", "towers"]
     inst = random_instance(fams[seed % 5], 5 + seed, 300 + seed)
     ideals = enumerate_ideals(inst, 10**6)
-    S = min(inst.N, inst.K)
-    b = _StageTableBuilder(inst, ideals, [1], S, False, OptionChoices(inst, False), None, True)
+    geo = StageGeometry(inst)
     n, checked = len(inst.nodes), 0
     for I in ideals:
-        for jk, J in enumerate(ideals):
+        for J in ideals:
             if J & ~I or J == I:
                 continue
             C = I & ~J
-            want = sum(1 << u for u in range(n) if C >> u & 1 and not b.succ_mask[u] & C)
-            got = b._sinks_over(jk) & C
-            assert got == want and (got & -got).bit_length() - 1 == b._low_sink(C)
+            want = sum(1 << u for u in range(n) if C >> u & 1 and not geo.succ_mask[u] & C)
+            got = geo.sinks_outside(J) & C
+            assert got == want and (got & -got).bit_length() - 1 == geo.low_sink(C)
             checked += 1
     assert checked > 10
 
@@ -716,14 +714,12 @@ def _tables_by_group(tb) -> list:
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_exact_tables_do_not_depend_on_the_batches_or_the_memo(seed, monkeypatch):
+def test_exact_tables_do_not_depend_on_the_batches_or_the_memo(seed):
     """The exact tables are the same, stage by stage and point by point, when the builder
     flushes its queue every few stages, sets or pairs, extends the states a few rows at a
     time, makes the rows a few points at a time and forgets its memo of states after a
     few points (every state is made again from the same parent, with the same floats);
     and no row holds a point that serves no y the point before it does not."""
-    import dp.exact_states as states_mod
-    import dp.stage_tables as st_mod
     from dp.ideals import enumerate_ideals
 
     fams = ["layered", "fork-join", "series-parallel", "numerics"]
@@ -739,26 +735,16 @@ def test_exact_tables_do_not_depend_on_the_batches_or_the_memo(seed, monkeypatch
     S = min(inst.N, inst.K)
     d_values = [d for d in range(1, S + 1) if inst.N % d == 0]
 
-    def tables(**small):
-        for name, value in small.items():
-            monkeypatch.setattr(states_mod if name == "EXTEND_ROWS" else st_mod, name, value)
-        builder = st_mod._StageTableBuilder(
-            inst, ideals, d_values, S, False, OptionChoices(inst, False), None, True
+    def tables(batches=BuildBatches()):
+        tb = build_stage_tables(
+            inst, ideals, d_values, S, False, OptionChoices(inst, False), batches=batches
         )
-        if small:
-            builder.state_memo_points = 5
-        return _tables_by_group(builder.build(lambda k: None))
+        return _tables_by_group(tb)
 
     want = tables()
     assert want
-    got = tables(
-        EXACT_BATCH_STAGES=3,
-        EXACT_BATCH_SETS=2,
-        EXACT_BATCH_PAIRS=5,
-        EXACT_BATCH_POINTS=4,
-        EXTEND_ROWS=3,
-    )
-    assert got == want
+    small = BuildBatches(stages=3, sets=2, pairs=5, points=4, extend_rows=3, memo_points=5)
+    assert tables(small) == want
     # every point serves a y the one before it does not: each row's yhi rises (the
     # points past d's cap on y, dearer for the same y, are left out)
     for *_, monotone, pts in want:
@@ -816,19 +802,16 @@ def test_fsum_rows_is_math_fsum_bit_for_bit(seed):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_cut_bytes_of_many_stages_is_the_fsum_of_each(seed):
-    """The exact tables take E of many stages at once (_cut_bytes_many); each must be the
-    fsum over the stage's cut edges that _cut_bytes gives, on edges of any magnitude."""
+    """The exact tables take E of many stages at once (cut_bytes_many); each must be the
+    fsum over the stage's cut edges that cut_bytes gives, on edges of any magnitude."""
     inst = _with_huge_edge(seed)
-    S = min(inst.N, inst.K)
-    builder = _StageTableBuilder(
-        inst, [0], list(range(1, S + 1)), S, False, OptionChoices(inst, False), None, True
-    )
+    geo = StageGeometry(inst)
     rng = random.Random(seed)
-    nbits = 2 * len(builder.edge_ends)
+    nbits = 2 * len(geo.edge_ends)
     for t in inst.t_values:
         cuts = [rng.getrandbits(nbits) for _ in range(200)] + [0, (1 << nbits) - 1]
-        got = builder._cut_bytes_many(t, cuts)
-        want = np.array([builder._cut_bytes(t, c) for c in cuts])
+        got = geo.cut_bytes_many(t, cuts)
+        want = np.array([geo.cut_bytes(t, c) for c in cuts])
         assert (
             np.array_equal(got, want, equal_nan=True)
             and (np.isnan(got) | (got.view(np.int64) == want.view(np.int64))).all()
@@ -838,7 +821,6 @@ def test_cut_bytes_of_many_stages_is_the_fsum_of_each(seed):
 def _least_bottleneck(inst) -> float:
     """ThresholdDecision.least_bottleneck on the exact stage tables of ``inst``."""
     from dp.ideals import enumerate_ideals
-    from dp.stage_tables import build_stage_tables
     from dp.threshold_search import ThresholdDecision
     from piper_ilp.solution import Restrictions
 
@@ -945,14 +927,13 @@ _PROFILE_CASES = [  # (family, seed, N, greedy, memory); the numerics ones have 
 
 @pytest.mark.parametrize("case", _PROFILE_CASES, ids=lambda c: f"{c[0]}-{c[1]}")
 def test_cost_profile_is_each_groups_cost_at_every_s(case):
-    """least_bottleneck reads each group's cost at suffix bound s from _cost_profile: the
+    """least_bottleneck reads each group's cost at suffix bound s from cost_profile: the
     least cost of a point of its row serving y = ceil(s / d) (a monotone row's points
     serve y up to yhi; a non-monotone row counts as its cheapest point, up to its largest
     yhi); inf where none does. Checked point by point, with S large enough that rows have
     many points and some columns are cut at W - 1."""
     from dp.ideals import enumerate_ideals
-    from dp.stage_tables import build_stage_tables
-    from dp.threshold_search import ThresholdDecision
+    from dp.threshold_search import ThresholdDecision, cost_profile
     from piper_ilp.solution import Restrictions
 
     family, seed, N, greedy, memory = case
@@ -977,7 +958,7 @@ def test_cost_profile_is_each_groups_cost_at_every_s(case):
     row_top = np.maximum.reduceat(tb.yhi, tb.row_start).astype(np.int64)
     gk = np.arange(dec.n)
     W = int(np.random.default_rng(seed).integers(1, S + 2))
-    prof = dec._cost_profile(gk, W, row_low, row_top)
+    prof = cost_profile(tb, gk, W, row_low, row_top)
     for g in range(0, dec.n, max(1, dec.n // 300)):
         r, d = int(tb.group_row[g]), int(tb.group_d[g])
         a, b = int(tb.row_start[r]), int(tb.row_start[r]) + int(tb.row_points[r])

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from compare.builders.generators import random_instance
 from compare.crosscheck.brute import brute_applies, solve_brute
 from dp.ideals import enumerate_ideals, successor_masks
-from dp.modes import _frontiers, _predecessor_masks, frontier_width, solve_modes
+from dp.modes import frontier_width, frontiers, predecessor_masks, solve_modes
 from dp.solver import solve_dp
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.evaluate import evaluate
@@ -140,7 +140,7 @@ def test_frontier_leaves_out_covered_nodes():
     fr = dict(
         zip(
             ideals,
-            _frontiers(ideals, successor_masks(inst), _predecessor_masks(successor_masks(inst))),
+            frontiers(ideals, successor_masks(inst), predecessor_masks(successor_masks(inst))),
         )
     )
     assert fr[0b1100] == [2] and fr[0b1110] == [1] and fr[0b1000] == [3]

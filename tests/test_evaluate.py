@@ -115,7 +115,8 @@ def test_hand_computed_tps(chain):
     # stage 0: out edge 2 (100 + 10) = 220 bytes; p = 1; d = 1: 220 / 1000 + 1
     assert s0.cost.tps == pytest.approx(0.22 + 1.0)
     assert s0.memory == 5 * 4 + 1
-    # stage 1 (d = 2): in 2 (100 + 20) + out 2 (100 + 0) = 440 bytes; resync 4 * 1 * 200 / (2 * 4) = 100 bytes
+    # stage 1 (d = 2): in 2 (100 + 20) + out 2 (100 + 0) = 440 bytes; resync 4 * 1 * 200 / (2 * 4) =
+    # 100 bytes
     assert s1.cost.edge == pytest.approx(440 / 2 / 1000)
     assert s1.cost.resync == pytest.approx(100 / 1000)
     assert s1.cost.compute == pytest.approx(3.0 / 2)

@@ -91,13 +91,10 @@ def test_an_interrupt_kills_the_planner_and_removes_its_folder(tmp_path):
     work.mkdir()
     pidfile = tmp_path / "planner.pid"
     script = (
-        "import sys\n"
-        "from compare.crosscheck.external import solve_external\n"
-        "from compare.builders.generators import random_instance\n"
-        "try:\n"
-        f"    solve_external(random_instance('chain', 3, seed=0), 'echo $$ > {pidfile}; sleep 30', name='slow', workdir={str(work)!r})\n"
-        "except KeyboardInterrupt:\n"
-        "    sys.exit(130)\n"
+        "import sys\nfrom compare.crosscheck.external import solve_external\nfrom "
+        "compare.builders.generators import random_instance\ntry:\n    "
+        f"solve_external(random_instance('chain', 3, seed=0), 'echo $$ > {pidfile}; sleep 30', "
+        f"name='slow', workdir={str(work)!r})\nexcept KeyboardInterrupt:\n    sys.exit(130)\n"
     )
     proc = subprocess.Popen([PY, "-c", script], cwd=REPO, stderr=subprocess.PIPE, text=True)
     for _ in range(200):
@@ -140,7 +137,10 @@ def test_verify_reports_an_external_planners_gap_and_calls_its_invalid_plan_a_mi
 
 
 def test_cli_verify_with_an_external_planner():
-    cmd = f"split={PY} {PLANNER} {{instance}} --memory {{memory}} --devices {{devices}} --batch {{batch}}"
+    cmd = (
+        f"split={PY} {PLANNER} {{instance}} --memory {{memory}} --devices {{devices}} --batch "
+        f"{{batch}}"
+    )
     p = subprocess.run(
         [
             PY,

@@ -563,7 +563,8 @@ def test_time_limit_on_a_hard_instance_is_never_optimal(backend, shared_dir):
     assert sol.status in (Status.FEASIBLE, Status.UNKNOWN, Status.OPTIMAL, Status.OUT_OF_RANGE), (
         sol.status
     )
-    # one stage with d = 16 is a valid plan (and the DP's optimum), so the optimum is at most its TPS
+    # one stage with d = 16 is a valid plan (and the DP's optimum), so the optimum is at most its
+    # TPS
     one_stage = Plan((Stage(tuple(inst.node_ids), 16, 1, {v: "vanilla" for v in inst.node_ids}),))
     if sol.status == Status.OPTIMAL:
         assert abs(sol.tps - evaluate(inst, one_stage).tps) <= 1e-6 * sol.tps
@@ -688,9 +689,9 @@ def test_boundary_rows_cut_off_the_evenly_spread_point():
     assert (form.T, float(st.inst.K)) in work.terms
     assert sum(1 for j, c in work.terms if m.vars[j].name.startswith(("ob[", "ib["))) > 0
     spread = {j: 0.0 for j in range(len(m.vars))}
-    for (v, i, t, l), j in form.z.items():
+    for (_v, _i, _t, l), j in form.z.items():
         spread[j] = 1.0 / st.S if l == 0 else 0.0
-    for (v, i), j in form.P.items():
+    for (_v, i), j in form.P.items():
         spread[j] = (i + 1) / st.S
     for i in range(st.S):
         spread[form.u[i, 1, 1]] = 1.0

@@ -89,7 +89,8 @@ def test_numbers_at_the_ends_of_the_float_range(backend):
             "float-range",
         )
 
-    # one node at either end of the supported range (p = 1e30 or 1e-30): proven, relative to the optimum
+    # one node at either end of the supported range (p = 1e30 or 1e-30): proven, relative to the
+    # optimum
     for p, K in ((1e30, 1), (1e-30, 2)):
         sol = solve_milp(inst([p], K), backend=backend)
         assert sol.status == Status.OPTIMAL and sol.tps == p / K, sol.message
@@ -225,8 +226,8 @@ def test_a_value_that_is_not_the_plans_is_a_backend_error():
 
 
 def _two_nodes_apart():
-    # memory (a = b = 1, M = 3) holds one node per device, so the optimum is two stages with the edge cut:
-    # max(2, 1) + 2 * 10 = 22 s, far above the trivial lower bound (1.5 s) of the model
+    # memory (a = b = 1, M = 3) holds one node per device, so the optimum is two stages with the
+    # edge cut: max(2, 1) + 2 * 10 = 22 s, far above the trivial lower bound (1.5 s) of the model
     data = {
         "maxDevices": 2,
         "maxMemoryPerDevice": 3,

@@ -47,7 +47,10 @@ def agree(inst, mode, backend, restrictions=Restrictions()):
     ref = solve_brute(inst, restrictions, mode=mode, force=True)
     sol = solve_milp(inst, restrictions, backend=backend, mode=mode, time_limit=60)
     assert sol.mode == mode
-    what = f"{backend} {mode.label} {inst.source}: {sol.status.value} {sol.value!r} ({sol.message}); brute {ref.status.value} {ref.value!r}"
+    what = (
+        f"{backend} {mode.label} {inst.source}: {sol.status.value} {sol.value!r} "
+        f"({sol.message}); brute {ref.status.value} {ref.value!r}"
+    )
     assert sol.status not in (Status.BACKEND_ERROR, Status.OUT_OF_RANGE), what
     if sol.status is Status.OPTIMAL:
         assert ref.status is Status.OPTIMAL, what
@@ -124,9 +127,8 @@ def _check_plan_in_model(form, plan, value):
         full[m.objective] * ts.unit, value, rel_tol=1e-9, abs_tol=1e-12 * st.obj_bound
     )
     # CP-SAT: the rounded rows in integers, exactly
-    steps = cpsat._steps_per_unit(sm)
-    irows = cpsat._int_rows(sm, steps)
-    dom = cpsat._domains(sm, steps)
+    im = cpsat.integer_model(sm)
+    steps, irows, dom = im.steps, im.rows, im.domains
     ifull = complete(m, irows, values, [d[0] for d in dom], integral=True)
     for r in irows:
         if r.enforce is not None and values[r.enforce] < 0.5:
@@ -136,7 +138,7 @@ def _check_plan_in_model(form, plan, value):
     for j, (lo, hi) in enumerate(dom):
         assert lo <= ifull[j] <= hi, m.vars[j].name
     obj_steps = ifull[m.objective]
-    assert obj_steps <= value / ts.unit * steps + cpsat._slack_steps(sm) + 1e-6 * obj_steps
+    assert obj_steps <= value / ts.unit * steps + im.slack + 1e-6 * obj_steps
 
 
 @pytest.mark.parametrize("mode", ALL_MODES, ids=MODE_IDS)

@@ -165,8 +165,8 @@ def test_bad_mode_values_and_default_only_methods_are_usage_errors(small):
     r = runner.invoke(app, ["solve", str(path), "--method", "greedy", "--pipeline", "graph"])
     assert r.exit_code == 2
     assert (
-        "method greedy solves only the default mode sequential/throughput/1f1b, not graph/throughput/1f1b"
-        in r.output
+        "method greedy solves only the default mode sequential/throughput/1f1b, not "
+        "graph/throughput/1f1b" in r.output
     )
     r = runner.invoke(app, ["verify", str(path), "--methods", "brute,2bw", "--schedule", "gpipe"])
     assert r.exit_code == 2 and "method 2bw" in r.output

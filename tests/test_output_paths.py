@@ -25,8 +25,10 @@ runner = CliRunner()
 GRAPH_TXT = (
     "\n".join(
         [
-            "node1 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, activation_size=7.0, parameter_size=0.000",
-            "node2 -- Linear(a) -- forward_compute_time=600.000, backward_compute_time=400.000, activation_size=10.0, parameter_size=0.000",
+            "node1 -- Input -- forward_compute_time=0.000, backward_compute_time=0.000, "
+            "activation_size=7.0, parameter_size=0.000",
+            "node2 -- Linear(a) -- forward_compute_time=600.000, backward_compute_time=400.000, "
+            "activation_size=10.0, parameter_size=0.000",
             "\tnode1 -- node2",
         ]
     )

@@ -61,8 +61,9 @@ def test_parse_reads_descriptions_with_commas_and_activation_lists():
     text = "\n".join(
         [
             line("node1", "Input0", 0, 0, 0.0, 0),
-            "node2 -- LSTM(1024, 1024, batch_first=True) -- forward_compute_time=1.5, backward_compute_time=2.5, "
-            "activation_size=[6291456.0; 131072.0; 131072.0], parameter_size=8.0",
+            "node2 -- LSTM(1024, 1024, batch_first=True) -- forward_compute_time=1.5, "
+            "backward_compute_time=2.5, activation_size=[6291456.0; 131072.0; 131072.0], "
+            "parameter_size=8.0",
             "\tnode1 -- node2",
         ]
     )
@@ -178,20 +179,23 @@ def test_state_sums_are_the_downset_sums():
 
 def test_dp_hand_computed_chain():
     g = chain3()
-    # n = 2: one stage on 2 replicas costs (6 + 4 * 2e9 / (1e9 * 2)) / 2 = 5; {a,b} | {c} costs max(2, 4) = 4.
+    # n = 2: one stage on 2 replicas costs (6 + 4 * 2e9 / (1e9 * 2)) / 2 = 5; {a,b} | {c} costs
+    # max(2, 4) = 4.
     r = plan_graph(g, [2], [1e9])
     assert r.time_per_stage == 4.0 and r.single_stage_time == 6.0
     assert [(s.nodes, s.replication) for s in r.stages] == [
         (("node2", "node3"), 1),
         (("node4",), 1),
     ]
-    # n = 3: one stage on 3 replicas: (6 + 4 * 2 * 2e9 / (1e9 * 3)) / 3 = 34 / 9 beats every split (>= 4).
+    # n = 3: one stage on 3 replicas: (6 + 4 * 2 * 2e9 / (1e9 * 3)) / 3 = 34 / 9 beats every split
+    # (>= 4).
     r = plan_graph(g, [3], [1e9])
     assert r.time_per_stage == pytest.approx(34 / 9, rel=1e-15)
     assert [(s.nodes, s.replication) for s in r.stages] == [(("node2", "node3", "node4"), 3)]
     # straight: 3 stages of one worker: max(1, 1, 4) = 4; exactly 2 machines: max(2, 4) = 4.
     assert plan_graph(g, [3], [1e9], straight=True).time_per_stage == 4.0
-    # 5 workers, straight: only 3 states, so exactly 5 stages is impossible unless fewer are allowed.
+    # 5 workers, straight: only 3 states, so exactly 5 stages is impossible unless fewer are
+    # allowed.
     assert plan_graph(g, [5], [1e9], straight=True).time_per_stage is None
     assert plan_graph(g, [5], [1e9], straight=True, fewer_machines=True).time_per_stage == 4.0
 
@@ -203,7 +207,8 @@ def test_dp_memory_rule_counts_the_workers_after_a_stage():
     # With 29 bytes only the single stage on 2 replicas (stashes ceil(0 / 2) * 60 = 0) fits.
     r = plan_graph(g, [2], [1e9], memory=29.0, memory_constraint=True)
     assert r.time_per_stage == 3.0 and [s.replication for s in r.stages] == [2]
-    # Straight: {a} | {b,c} (stage {a} stashes 10 bytes) costs max(1, 5) = 5; below 10 bytes nothing fits.
+    # Straight: {a} | {b,c} (stage {a} stashes 10 bytes) costs max(1, 5) = 5; below 10 bytes nothing
+    # fits.
     r = plan_graph(g, [2], [1e9], memory=29.0, memory_constraint=True, straight=True)
     assert r.time_per_stage == 5.0 and [s.nodes for s in r.stages] == [
         ("node2",),
@@ -423,10 +428,12 @@ def test_mapped_plan_is_judged_by_pipers_evaluator():
     m = pipedream_plan_for(
         inst, graph=g, machines=3, bandwidths=[1e9], memory_constraint=False, fewer_machines=False
     )
-    # PipeDream puts all three layers on 3 replicas: d = 3 does not divide N = 2 (rule 3) and 3 > N (rule 5).
+    # PipeDream puts all three layers on 3 replicas: d = 3 does not divide N = 2 (rule 3) and 3 > N
+    # (rule 5).
     assert [s.replication for s in m.result.stages] == [3]
     assert not m.valid and {int(r.split()[1].rstrip(":")) for r in m.reasons} >= {3}
-    # Straight, on N = 3: a valid plan, and Piper's TPS is PipeDream's value (edges cost ~1e-299 s here).
+    # Straight, on N = 3: a valid plan, and Piper's TPS is PipeDream's value (edges cost ~1e-299 s
+    # here).
     inst3 = inst.with_settings(N=3)
     m = pipedream_plan_for(
         inst3, graph=g, machines=3, bandwidths=[1e9], straight=True, memory_constraint=False
@@ -569,7 +576,8 @@ def test_published_profiles_states(pd_dir):
 @pytest.mark.parametrize("model", ["alexnet", "vgg16"])
 def test_straight_pipeline_on_a_chain_equals_pipers_optimum(pd_dir, model):
     """On a chain, PipeDream's straight pipeline with fewer machines allowed and Piper's DP
-    without data parallelism solve the same problem (edges priced ~0 at B = 1e30, memory unlimited at M = 1e30)."""
+    without data parallelism solve the same problem (edges priced ~0 at B = 1e30, memory
+    unlimited at M = 1e30)."""
     from dp.solver import solve_dp
     from piper_ilp.solution import Restrictions
 
@@ -700,44 +708,43 @@ def _chain_text(n_layers: int) -> str:
     return "\n".join(lines + [f"\tnode{i} -- node{i + 1}" for i in range(1, n_layers)])
 
 
-def test_too_many_workers_are_refused_before_any_table(monkeypatch):
+def test_too_many_workers_are_refused_before_any_table():
     """``pipedream -n 100000000`` allocated 24 GB (a _ArrayMemoryError under a cap): the
-    machine counts and the tables' sizes are checked first, naming the option."""
-    import dp.pipedream as pdm
+    machine counts and the tables' sizes are checked first (check_size, which makes no
+    table), naming the option."""
+    from dp.pipedream import MAX_SPLIT, check_size
 
     st = antichain_states(prepare(parse_graph_text(_chain_text(20), "g")))
-
-    class Started(Exception):
-        pass
-
-    def solve_level(*a, **k):
-        raise Started
-
-    monkeypatch.setattr(pdm, "_solve_level", solve_level)
     with pytest.raises(
         InputError,
-        match=r"^--machines: machine counts must be whole numbers within \[1, 1048576\], got 100000000$",
+        match=r"^--machines: machine counts must be whole numbers within \[1, 1048576\], got "
+        r"100000000$",
     ):
-        pipedream_dp(st, [100_000_000], [1e9], what="--machines")
+        check_size(st, [100_000_000], what="--machines")
     with pytest.raises(
         SizeLimitError,
         match=r"^--devices: 100,000 workers on a level need .* above the limit of [\d,]+; "
         r"use at most \d[\d,]* workers per level on this graph$",
     ):
-        pipedream_dp(st, [100_000], [1e9], what="--devices")
+        check_size(st, [100_000], what="--devices")
     with pytest.raises(SizeLimitError, match="a level below the last"):
-        pipedream_dp(st, [200_000, 2], [1e9, 1e9], straight=True)
-    # the largest count the message allows runs; one more is refused
-    most = int(
-        str(pytest.raises(SizeLimitError, pipedream_dp, st, [100_000], [1e9]).value)
-        .split("at most ")[1]
-        .split()[0]
-        .replace(",", "")
-    )
+        check_size(st, [200_000, 2], straight=True)
+    # the largest count the message allows passes; one more is refused
     width = max(len(a) for a in st.ancestors)
-    assert most * width * (most - 1) <= pdm.MAX_SPLIT < (most + 1) * width * most
-    with pytest.raises(Started):
-        pipedream_dp(st, [most], [1e9])
+    for limit in (MAX_SPLIT, 2_000):
+        most = int(
+            str(pytest.raises(SizeLimitError, check_size, st, [100_000], max_split=limit).value)
+            .split("at most ")[1]
+            .split()[0]
+            .replace(",", "")
+        )
+        assert most * width * (most - 1) <= limit < (most + 1) * width * most
+        check_size(st, [most], max_split=limit)
+    # and the DP checks before it makes a table: under a small limit it refuses one worker
+    # more than the limit allows, and solves with as many as it allows
+    with pytest.raises(SizeLimitError, match="above the limit of 2,000"):
+        pipedream_dp(st, [most + 1], [1e9], max_split=2_000)
+    assert pipedream_dp(st, [most], [1e9], max_split=2_000).time_per_stage is not None
 
 
 @pytest.mark.parametrize(
@@ -754,40 +761,43 @@ def test_too_many_workers_are_refused_before_any_table(monkeypatch):
         ),
     ],
 )
-def test_cli_too_many_workers_is_one_line_exit_2(tmp_path, monkeypatch, args, says):
-    import dp.pipedream as pdm
+def test_cli_too_many_workers_is_one_line_exit_2(tmp_path, args, says):
+    # in a process whose address space is capped, so that were the check to go the tables
+    # would fail to allocate (a traceback, not this line) rather than fill the memory
+    import resource
+    import subprocess
+    import sys
 
-    def solve_level(*a, **k):  # were the check to go, fail here rather than fill the memory
-        raise AssertionError("a table was made")
+    from conftest import REPO
 
-    monkeypatch.setattr(pdm, "_solve_level", solve_level)
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+
     path = _graph_file(tmp_path, _chain_text(20))
-    res = CliRunner().invoke(
-        app,
+    argv = (
         [*args[:1], str(path), *args[1:]]
         if args[0] == "pipedream"
-        else [*args[:3], str(path), *args[3:]],
+        else [*args[:3], str(path), *args[3:]]
     )
-    assert res.exit_code == 2, res.output
-    assert res.output.strip().splitlines() == [res.output.strip()] and says in res.output
+    cmd = [sys.executable, "-m", "piper_cli", *argv]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, preexec_fn=cap, timeout=300)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip().splitlines() == [res.stderr.strip()] and says in res.stderr
 
 
 @pytest.mark.parametrize("fewer", [False, True])
 @pytest.mark.parametrize("straight", [False, True])
-def test_exhaustive_search_counts_its_plans_before_trying_them(monkeypatch, fewer, straight):
-    """Refused above MAX_BRUTE_PLANS (verify --model pipedream with many workers on a tiny
+def test_exhaustive_search_counts_its_plans_before_trying_them(fewer, straight):
+    """Refused above max_plans (verify --model pipedream with many workers on a tiny
     graph ran for ever); the count is exactly the plans it then tries."""
-    import compare.baselines.pipedream as cpd
-
     prep = prepare(random_pd_graph("layered", 6, 3))
     n = 3 if straight else 7
-    seen = brute_pipedream(prep, n, 1e9, fewer_machines=fewer, straight=straight).plans_seen
+    kw = dict(fewer_machines=fewer, straight=straight)
+    seen = brute_pipedream(prep, n, 1e9, **kw).plans_seen
     assert seen > 0
-    monkeypatch.setattr(cpd, "MAX_BRUTE_PLANS", seen)
-    assert brute_pipedream(prep, n, 1e9, fewer_machines=fewer, straight=straight).plans_seen == seen
-    monkeypatch.setattr(cpd, "MAX_BRUTE_PLANS", seen - 1)
+    assert brute_pipedream(prep, n, 1e9, max_plans=seen, **kw).plans_seen == seen
     with pytest.raises(SizeLimitError, match=f"{seen:,} plans with {n} workers"):
-        brute_pipedream(prep, n, 1e9, fewer_machines=fewer, straight=straight)
+        brute_pipedream(prep, n, 1e9, max_plans=seen - 1, **kw)
 
 
 def test_a_valid_dp_plan_refutes_the_milps_proof_where_the_milp_is_the_referee():

@@ -348,9 +348,9 @@ def test_d_values_are_the_divisors_of_N_up_to_K_and_max_d():
 # ---- PipeDream's own options ----
 
 _PD_GRAPH = (
-    "node1 -- A -- forward_compute_time=1.0, backward_compute_time=0.0, activation_size=1.0, parameter_size=8.0\n"
-    "node2 -- B -- forward_compute_time=1.0, backward_compute_time=0.0, activation_size=1.0, parameter_size=8.0\n"
-    "\tnode1 -- node2\n"
+    "node1 -- A -- forward_compute_time=1.0, backward_compute_time=0.0, activation_size=1.0, "
+    "parameter_size=8.0\nnode2 -- B -- forward_compute_time=1.0, backward_compute_time=0.0, "
+    "activation_size=1.0, parameter_size=8.0\n\tnode1 -- node2\n"
 )
 
 

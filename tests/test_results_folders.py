@@ -1,4 +1,5 @@
-"""Results folders (compare/experiments/jobs.py run_in_folder): what wrote a folder, and a damaged results.jsonl.
+"""Results folders (compare/experiments/jobs.py run_in_folder): what wrote a folder, and a
+damaged results.jsonl.
 
 A campaign and a sweep both write ``results.jsonl``; each folder's manifest (``campaign.json``
 or ``sweep.json``) records what wrote it, and neither kind appends to the other's file. On
@@ -54,7 +55,8 @@ def _sweep(out: Path, **kw) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    """A finished campaign folder and a finished sweep folder (copied by the tests that change them)."""
+    """A finished campaign folder and a finished sweep folder (copied by the tests that change
+    them)."""
     base = tmp_path_factory.mktemp("folders")
     run_campaign(base / "camp", 3, 1, **CAMPAIGN)
     _sweep(base / "sweep")

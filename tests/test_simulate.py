@@ -373,7 +373,8 @@ def test_cli_an_invalid_plan_names_its_file(tmp_path):
     )
     assert r.exit_code == 2, r.output
     assert r.output.strip().splitlines() == [
-        f"piper-ilp: error: {bad}: the plan is invalid for this instance under sequential pipelining: rule 1: the plan has no stages"
+        f"piper-ilp: error: {bad}: the plan is invalid for this instance under sequential "
+        "pipelining: rule 1: the plan has no stages"
     ]
 
 
@@ -404,7 +405,8 @@ def test_cli_says_a_period_below_max_tps_is_not_yet_steady(tmp_path):
 
 
 def test_cli_a_plan_of_tps_zero(tmp_path):
-    """simulate divided by max TPS for the ratio: a ZeroDivisionError traceback on a plan of TPS 0."""
+    """simulate divided by max TPS for the ratio: a ZeroDivisionError traceback on a plan of
+    TPS 0."""
     from typer.testing import CliRunner
 
     from piper_cli import app

@@ -8,6 +8,7 @@ read the list of modules it imported.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -73,8 +74,11 @@ def test_help_loads_neither_the_solvers_nor_the_core():
 
 
 def test_console_script_entry_point_help_is_as_light():
-    # the piper-ilp script runs piper_cli:main, not piper_cli/__main__.py
-    code = "import sys; sys.argv = ['piper-ilp', 'solve', '--help']; from piper_cli import main; main()"
+    # the piper-ilp script runs piper_cli.entry:main, not piper_cli/__main__.py
+    code = (
+        "import sys; sys.argv = ['piper-ilp', 'solve', '--help']; "
+        "from piper_cli.entry import main; main()"
+    )
     proc, names = imported(code=code)
     assert proc.returncode == 0 and "--method" in proc.stdout
     assert "typer" in names
@@ -136,8 +140,16 @@ def _instances():
 def test_instance_graph_is_built_on_first_use():
     from piper_ilp.instance import load_instance
 
+    # networkx loads with the first use of Instance.graph, not with the instance
+    code = (
+        "import sys; from piper_ilp.instance import load_instance; "
+        f"inst = load_instance({str(INPUTS / 'small.json')!r}); "
+        "before = 'networkx' in sys.modules; g = inst.graph; "
+        "print(before, 'networkx' in sys.modules, inst.graph is g)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert proc.stdout.split() == ["False", "True", "True"], proc.stderr
     inst = load_instance(INPUTS / "small.json")
-    assert inst._graph is None
     g = inst.graph
     assert inst.graph is g and list(g.nodes) == inst.node_ids
     assert {(u, v): d["c"] for u, v, d in g.edges(data=True)} == {
@@ -146,9 +158,10 @@ def test_instance_graph_is_built_on_first_use():
 
 
 def test_suffix_order_is_networkx_lexicographic_order():
+    # the order of the DP's chain bound (its suffixes are the chain's sets)
     import networkx as nx
 
-    from dp.threshold_dp import _suffix_ideals
+    from dp.ideals import suffix_ideals
 
     for inst in _instances():
         pos = {v: i for i, v in enumerate(inst.node_ids)}
@@ -157,7 +170,7 @@ def test_suffix_order_is_networkx_lexicographic_order():
         for v in reversed(order):
             mask |= 1 << pos[v]
             masks.append(mask)
-        assert _suffix_ideals(inst) == masks
+        assert suffix_ideals(inst) == masks
 
 
 def test_acyclic_check_agrees_with_networkx():
@@ -186,7 +199,7 @@ def test_acyclic_check_agrees_with_networkx():
 
 
 def test_sorted_unique_is_numpy_unique():
-    from dp.stage_tables import sorted_unique
+    from dp.table_arrays import sorted_unique
 
     rng = np.random.default_rng(3)
     for size in (0, 1, 2, 7, 100):
@@ -227,7 +240,7 @@ def test_the_cli_asks_blas_for_one_thread_unless_the_user_chose():
     numpy loads, and keeps a number the user set."""
     import os
 
-    from piper_cli import single_threaded_blas
+    from piper_cli.entry import single_threaded_blas
 
     env: dict[str, str] = {}
     single_threaded_blas(env)
@@ -239,10 +252,27 @@ def test_the_cli_asks_blas_for_one_thread_unless_the_user_chose():
         pytest.skip("needs Linux's /proc to count the process's threads")
     # in a fresh process, numpy then runs on the main thread alone
     code = (
-        "import os; os.environ.pop('OPENBLAS_NUM_THREADS', None); import piper_cli; "
-        "piper_cli.single_threaded_blas(os.environ); import numpy; print(len(os.listdir('/proc/self/task')))"
+        "import os; os.environ.pop('OPENBLAS_NUM_THREADS', None); import piper_cli.entry; "
+        "piper_cli.entry.single_threaded_blas(os.environ); import numpy; "
+        "print(len(os.listdir('/proc/self/task')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
     ).stdout
     assert int(out) == 1
+
+
+def test_from_config_and_export_load_no_solver(tmp_path):
+    # both are arithmetic on a configuration and a plan: no numpy, no MILP, no DP
+    inst, plan = tmp_path / "l8.json", tmp_path / "plan.json"
+    proc, names = imported("from-config", "llama3-8b", "--hardware", "h100-80gb", "-o", str(inst))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not names & SOLVER_LIBRARIES, sorted(names & SOLVER_LIBRARIES)
+    ids = {"0": "embedding", "33": "head", **{str(i): "vanilla" for i in range(1, 33)}}
+    stage = {"nodes": list(range(34)), "dataParallelDegree": 1, "tensorParallelDegree": 8}
+    plan.write_text(json.dumps({"stages": [{**stage, "TMPCids": ids}]}))
+    proc, names = imported("export", str(inst), str(plan), "--to", "megatron")
+    assert proc.returncode == 0 and "--tensor-model-parallel-size 8" in proc.stdout, proc.stderr[
+        -2000:
+    ]
+    assert not names & SOLVER_LIBRARIES and "dp" not in names, sorted(names & SOLVER_LIBRARIES)

@@ -89,8 +89,8 @@ def test_different_proven_optima_are_a_mismatch_with_the_first_difference():
     text = " ".join(v.problems)
     assert "proven optima differ: dp 4, brute 3" in text
     assert (
-        "first difference at stage 0: dp has nodes [9:vanilla] d=1 t=1, brute has nodes [9:vanilla] d=2 t=1"
-        in text
+        "first difference at stage 0: dp has nodes [9:vanilla] d=1 t=1, brute has nodes "
+        "[9:vanilla] d=2 t=1" in text
     )
     assert set(v.involved) == {"dp", "brute"}
 
@@ -244,7 +244,8 @@ def test_parse_methods():
 def test_plan_difference_text():
     text = plan_difference(ONE, ("a", D1), ("b", D2))
     assert text.startswith(
-        "first difference at stage 0: a has nodes [9:vanilla] d=1 t=1, b has nodes [9:vanilla] d=2 t=1"
+        "first difference at stage 0: a has nodes [9:vanilla] d=1 t=1, b has nodes [9:vanilla] d=2 "
+        "t=1"
     )
     assert "a's bottleneck is stage 0 (TPS 4" in text and "b's bottleneck is stage 0 (TPS 3" in text
 
@@ -383,10 +384,10 @@ def test_cli_random_is_deterministic_and_valid(tmp_path):
 
 
 def test_mismatch_output_shows_problems_and_plans(capsys):
-    from piper_cli.compare_cmds import _print_verdict
+    from piper_cli.compare_cmds import print_verdict
 
     v = run({"dp": fake("dp", Status.OPTIMAL, D1, 4.0), "brute": brute_as("brute")})
-    _print_verdict(ONE, v)
+    print_verdict(ONE, v)
     out = capsys.readouterr().out
     assert "mismatch: " in out and "proven optima differ: dp 4, brute 3" in out
     assert "dp's plan (status optimal)" in out and "brute's plan (status optimal)" in out
@@ -722,8 +723,8 @@ def test_cli_verify_milp_hint_without_dp_and_a_milp_backend_is_refused(tmp_path,
     res = CliRunner().invoke(app, ["verify", str(path), "--methods", methods, "--milp-hint"])
     assert res.exit_code == 2, res.output
     assert res.output.strip().splitlines() == [
-        f"piper-ilp: error: --milp-hint gives the DP's plan to the MILP backends, but --methods ({methods}) has {lacks}; "
-        "add it or leave --milp-hint out"
+        "piper-ilp: error: --milp-hint gives the DP's plan to the MILP backends, but --methods "
+        f"({methods}) has {lacks}; add it or leave --milp-hint out"
     ]
     with pytest.raises(InputError, match="--milp-hint"):
         verify_instance(random_instance("chain", 3, 2), methods.split(","), milp_hint=True)

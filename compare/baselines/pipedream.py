@@ -14,8 +14,9 @@ Stage i's time is ``(T_i + 4 (r_i - 1) P_i / (B r_i)) / r_i`` with ``T_i`` the s
 (F + G) / 1000 over its nodes and ``P_i`` the sum of P (both :func:`math.fsum` over the
 node set, not differences of prefix sums); the plan's time is the max over stages. With
 ``memory_constraint`` stage i must have ``ceil(after_i / r_i) * (Act_i + P_i) <= memory``
-(:mod:`piper_ilp.pipedream.memory`) where ``after_i = r_{i+1} + ... + r_t``, except for two quirks of PipeDream's table when
-fewer than n workers are used (``fewer_machines``, slack = n - sum r_i > 0):
+(:mod:`piper_ilp.pipedream.memory`) where ``after_i = r_{i+1} + ... + r_t``, except for two quirks
+of PipeDream's table when fewer than n workers are used (``fewer_machines``, slack = n - sum r_i >
+0):
 
 * the first stage is checked with ``after_1 = n - r_1`` (the budget it was created with);
 * PipeDream's table never lets the entry of the first state in its topological order
@@ -117,18 +118,22 @@ def brute_pipedream(
     memory_constraint: bool = False,
     straight: bool = False,
     fewer_machines: bool = False,
+    max_plans: int = MAX_BRUTE_PLANS,
 ) -> BruteResult:
     """Try every plan of the model above (chains of states x replication vectors).
+
+    ``max_plans`` (default :data:`MAX_BRUTE_PLANS`) is the most plans it tries.
 
     Raises
     ------
     SizeLimitError
         For graphs with more than :data:`MAX_BRUTE_NODES` nodes, or more than
-        :data:`MAX_BRUTE_PLANS` plans to try (many workers), counted before any is tried.
+        ``max_plans`` plans to try (many workers), counted before any is tried.
     """
     if len(prep.nodes) > MAX_BRUTE_NODES:
         raise SizeLimitError(
-            f"{prep.source}: {len(prep.nodes)} nodes; exhaustive search takes at most {MAX_BRUTE_NODES}"
+            f"{prep.source}: {len(prep.nodes)} nodes; exhaustive search takes at most "
+            f"{MAX_BRUTE_NODES}"
         )
     states = antichain_states(prep)
     S = len(states)
@@ -163,9 +168,10 @@ def brute_pipedream(
             else math.comb(n if fewer_machines else n - 1, t - 1 + fewer_machines)
         )
         total += n_chains[t][S - 1] * reps
-    if total > MAX_BRUTE_PLANS:
+    if total > max_plans:
         raise SizeLimitError(
-            f"{prep.source}: {total:,} plans with {n:,} workers; exhaustive search tries at most {MAX_BRUTE_PLANS:,}"
+            f"{prep.source}: {total:,} plans with {n:,} workers; exhaustive search tries at "
+            f"most {max_plans:,}"
         )
     for t in range(1, n + 1):
         if straight:
@@ -335,10 +341,11 @@ def check_pipedream(
             and dp_valid
             and (want is None or (own < want and not near(own, want, rtol)))
         ):
-            # the DP's plan is valid and gives its value (timed exactly): it refutes the MILP's proof
+            # the DP's plan is valid and gives its value (timed exactly): it refutes the MILP's
+            # proof
             problems.append(
-                f"milp: its proof ({'no plan' if want is None else repr(want)}) is refuted by dp's valid "
-                f"plan, which takes {own!r}"
+                f"milp: its proof ({'no plan' if want is None else repr(want)}) is refuted by dp's "
+                f"valid plan, which takes {own!r}"
             )
         elif (res.time_per_stage is None) != (want is None):
             problems.append(f"dp: {res.time_per_stage!r} against {ref}'s {want!r}")

@@ -71,7 +71,8 @@ def solve_2bw(instance: Instance, restrictions: Restrictions = Restrictions()) -
     Solution
         method ``"2bw"``; status FEASIBLE with the best equal-stage plan that fits, or
         UNKNOWN when none does (a heuristic proves nothing: ``message`` says that only
-        equal-stage plans were tried). ``info``: ``blocks``, ``stages``, ``d``, ``t`` and ``configurations`` tried.
+        equal-stage plans were tried). ``info``: ``blocks``, ``stages``, ``d``, ``t`` and
+        ``configurations`` tried.
 
     Examples
     --------
@@ -119,7 +120,8 @@ def solve_2bw(instance: Instance, restrictions: Restrictions = Restrictions()) -
             Status.UNKNOWN,
             seconds=seconds,
             info=info,
-            message="no equal-stage plan with one d and t fits (only such plans were tried: not a proof that no plan fits)",
+            message="no equal-stage plan with one d and t fits (only such plans were tried: not a "
+            "proof that no plan fits)",
         )
     tps, plan, m, t, d = best
     info.update(stages=m, t=t, d=d)

@@ -178,65 +178,80 @@ def wide_instance(
     import networkx as nx
     import numpy as np
 
-    from piper_ilp.instance import instance_from_dict
-
     g = nx.DiGraph()
     sink = branches + 1
     for v in range(1, branches + 1):
         g.add_edge(0, v)
         g.add_edge(v, sink)
-    rng = np.random.default_rng([branches, seed])
+    names = {v: "source" if v == 0 else "sink" if v == sink else "branch" for v in g}
+    return profile_like_instance(
+        g,
+        np.random.default_rng([branches, seed]),
+        dict(K=K, M=M, N=N, B=B),
+        f"wide DAG ({branches} parallel branches)",
+        names=names,
+        sync=True,
+    )
+
+
+def profile_like_instance(g, rng, settings: dict, source: str, *, names=None, sync=False):
+    """An instance on the DAG ``g`` (networkx, integer nodes) with profile-like numbers
+    drawn from ``rng``: per edge a cost, per node a time, weights and activations, and
+    options for t in {1, 2}, each a "vanilla" and an "activation recomp" option (an eighth
+    of the activations for a third more time; t = 2 runs at 0.9 x 2 the speed). ``sync``
+    draws the tensor-parallel sync times (0 for t = 1), else they are 0; ``names`` names
+    the nodes; ``settings`` holds K, M, N, B.
+
+    Returns
+    -------
+    Instance
+    """
+    import networkx as nx
+
+    from piper_ilp.instance import instance_from_dict
+
     for u, v in g.edges:
         g[u][v]["c"] = float(rng.uniform(1e6, 8e6))
     nodes = []
     for v in nx.topological_sort(g):
-        p = float(rng.uniform(0.5e-3, 2e-3))
-        w = float(rng.uniform(2e7, 1e8))
-        a = float(rng.uniform(2e7, 8e7))
-        b = float(rng.uniform(1e6, 1e7))
+        p, w = float(rng.uniform(0.5e-3, 2e-3)), float(rng.uniform(2e7, 1e8))
+        a, b = float(rng.uniform(2e7, 8e7)), float(rng.uniform(1e6, 1e7))
         tmpcs = {}
         for t in (1, 2):
-            sfw = {str(u): float(rng.uniform(0, 1e-5)) * (t - 1) for u in g.predecessors(v)}
-            sbw = {str(x): float(rng.uniform(0, 1e-5)) * (t - 1) for x in g.successors(v)}
+
+            def sync_time(t: int = t) -> float:
+                return float(rng.uniform(0, 1e-5)) * (t - 1) if sync else 0.0
+
             base = {
                 "parameterSize": w / t,
                 "memoryUsageB": b / t,
-                "syncTimeFw": sfw,
-                "syncTimeBw": sbw,
+                "syncTimeFw": {str(u): sync_time() for u in g.predecessors(v)},
+                "syncTimeBw": {str(x): sync_time() for x in g.successors(v)},
             }
+            speed = 0.9 * t if t > 1 else 1.0
             tmpcs[str(t)] = [
-                {
-                    "id": "vanilla",
-                    "timePerSample": p / (0.9 * t) if t > 1 else p,
-                    "memoryUsageA": a / t,
-                    **base,
-                },
+                {"id": "vanilla", "timePerSample": p / speed, "memoryUsageA": a / t, **base},
                 {
                     "id": "activation recomp",
-                    "timePerSample": 1.33 * p / (0.9 * t) if t > 1 else 1.33 * p,
+                    "timePerSample": 1.33 * p / speed,
                     "memoryUsageA": a / (8 * t),
                     **base,
                 },
             ]
-        nodes.append(
-            {
-                "id": int(v),
-                "name": "source" if v == 0 else "sink" if v == sink else "branch",
-                "TMPCs": tmpcs,
-            }
-        )
+        named = {} if names is None else {"name": names[v]}
+        nodes.append({"id": int(v), **named, "TMPCs": tmpcs})
     data = {
-        "maxDevices": K,
-        "maxMemoryPerDevice": M,
-        "bandwidth": B,
-        "mbsInBatch": N,
+        "maxDevices": settings["K"],
+        "maxMemoryPerDevice": settings["M"],
+        "bandwidth": settings["B"],
+        "mbsInBatch": settings["N"],
         "nodes": nodes,
         "edges": [
             {"sourceId": int(u), "destId": int(v), "communicationCost": g[u][v]["c"]}
             for u, v in g.edges
         ],
     }
-    return instance_from_dict(data, source=f"wide DAG ({branches} parallel branches)")
+    return instance_from_dict(data, source=source)
 
 
 def load_config(cfg: Config, profiles: Path | None):
@@ -496,8 +511,9 @@ def run_reference(command: str, instance_path: Path, inst, timeout: float) -> di
     Peak RSS: Linux carries a forked child's high-water mark across ``exec``, so ``wait4``
     reports at least this (large) Python process's own peak however small the reference
     is. That figure is taken only when it clearly exceeds our own peak at the spawn (by
-    10 % + 8 MiB: then it is the reference's); otherwise the peak is the largest VmHWM of the exec'd program read
-    from /proc every 20 ms while it runs (``ref_rss_polled``; a lower bound, None when the
+    10 % + 8 MiB: then it is the reference's); otherwise the peak is the largest VmHWM of the exec'd
+    program read from /proc every 20 ms while it runs (``ref_rss_polled``; a lower bound, None when
+    the
     run was too short to be read)."""
     import threading
 
@@ -600,7 +616,8 @@ def check_reference_command(command: str) -> None:
         command.format(**probe)
     except (KeyError, IndexError, ValueError) as exc:
         raise InputError(
-            f"--reference: bad placeholder in {command!r} ({exc}); use {', '.join('{' + k + '}' for k in PLACEHOLDERS)}"
+            f"--reference: bad placeholder in {command!r} ({exc}); use "
+            f"{', '.join('{' + k + '}' for k in PLACEHOLDERS)}"
         ) from None
     if "{instance}" not in command:
         raise InputError(f"--reference: {command!r} has no {{instance}} placeholder")
@@ -609,8 +626,9 @@ def check_reference_command(command: str) -> None:
 
 
 HEADER = (
-    f"{'config':<13} {'mode':<6} {'status':<9} {'TPS':>17} {'seconds':>8} {'CPU s':>8} {'proc CPU':>8} "
-    f"{'RSS MB':>7} {'sets':>6} {'cands':>9} {'ref srch':>8} {'ref CPU':>8} {'ref MB':>6} {'r.search':>8} {'r.proc':>7} {'ref TPS':>7}"
+    f"{'config':<13} {'mode':<6} {'status':<9} {'TPS':>17} {'seconds':>8} {'CPU s':>8} "
+    f"{'proc CPU':>8} {'RSS MB':>7} {'sets':>6} {'cands':>9} {'ref srch':>8} {'ref CPU':>8} "
+    f"{'ref MB':>6} {'r.search':>8} {'r.proc':>7} {'ref TPS':>7}"
 )
 
 
@@ -625,15 +643,21 @@ def _agreement(row: dict) -> str:
 
 def row_line(row: dict) -> str:
     """One table line for a row: ``ref srch`` / ``ref CPU`` the reference's search / whole
-    CPU seconds, ``ref MB`` its peak RSS, ``r.search`` our solve CPU / its search CPU, ``r.proc`` our whole-process
-    CPU / its whole-process CPU, ``ref TPS`` whether the TPS agree (DIFF is spelled out
+    CPU seconds, ``ref MB`` its peak RSS, ``r.search`` our solve CPU / its search CPU, ``r.proc``
+    our whole-process CPU / its whole-process CPU, ``ref TPS`` whether the TPS agree (DIFF is
+    spelled out
     after the line)."""
     line = (
-        f"{row['config']:<13} {row['mode']:<6} {row['status']:<9} {_fmt(row.get('tps'), '17.12g', 17)} "
-        f"{_fmt(row.get('seconds'), '8.2f', 8)} {_fmt(row.get('cpu_solve'), '8.2f', 8)} {_fmt(row.get('cpu_process'), '8.2f', 8)} "
-        f"{_fmt(row.get('rss_mb'), '7.0f', 7)} {_fmt(row.get('ideals'), '6d', 6)} {_fmt(row.get('stage_candidates'), '9d', 9)} "
-        f"{_fmt(row.get('ref_search_cpu'), '8.2f', 8)} {_fmt(row.get('ref_cpu'), '8.2f', 8)} {_fmt(row.get('ref_rss_mb'), '6.0f', 6)} "
-        f"{_fmt(row.get('ratio_search'), '8.3f', 8)} {_fmt(row.get('ratio'), '7.3f', 7)} {_agreement(row):>7}"
+        f"{row['config']:<13} {row['mode']:<6} {row['status']:<9} "
+        f"{_fmt(row.get('tps'), '17.12g', 17)} "
+        f"{_fmt(row.get('seconds'), '8.2f', 8)} {_fmt(row.get('cpu_solve'), '8.2f', 8)} "
+        f"{_fmt(row.get('cpu_process'), '8.2f', 8)} "
+        f"{_fmt(row.get('rss_mb'), '7.0f', 7)} {_fmt(row.get('ideals'), '6d', 6)} "
+        f"{_fmt(row.get('stage_candidates'), '9d', 9)} "
+        f"{_fmt(row.get('ref_search_cpu'), '8.2f', 8)} {_fmt(row.get('ref_cpu'), '8.2f', 8)} "
+        f"{_fmt(row.get('ref_rss_mb'), '6.0f', 6)} "
+        f"{_fmt(row.get('ratio_search'), '8.3f', 8)} {_fmt(row.get('ratio'), '7.3f', 7)} "
+        f"{_agreement(row):>7}"
     )
     if row.get("status") in ("refused", "timeout", "error"):
         line += f"  [{row.get('message', '')}]"
@@ -690,7 +714,7 @@ def run_bench(
             if reference is not None:
                 ref = run_reference(reference, path, inst, timeout)
 
-            def one_run(mode: str) -> dict:
+            def one_run(mode: str, cfg: Config = cfg, path: Path | None = path) -> dict:
                 run = run_config(cfg, mode, profiles, timeout, max_ideals)
                 if cli is not None and run["status"] in ("optimal", "feasible", "infeasible"):
                     run["cpu_worker"] = run.pop("cpu_process", None)
@@ -698,7 +722,8 @@ def run_bench(
                     if "cli_error" in run or not _same_tps(run.get("cli_tps"), run.get("tps")):
                         why = (
                             run.get("cli_error")
-                            or f"piper-ilp solve gave TPS {run.get('cli_tps')!r}, the worker {run.get('tps')!r}"
+                            or f"piper-ilp solve gave TPS {run.get('cli_tps')!r}, the worker "
+                            f"{run.get('tps')!r}"
                         )
                         run.update(status="error", message=why)
                 return run

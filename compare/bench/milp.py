@@ -7,50 +7,43 @@ size (variables, constraints), how many runs proved optimality or infeasibility,
 median time to that proof, and for the runs stopped by the limit the gap reached
 (``(tps - bound) / tps``).
 
-Usage::
+Run it with ``piper-ilp bench milp``::
 
-    python -m compare.bench.milp            # 5 seeds per size, 60 s limit (about 15-25 min)
-    python -m compare.bench.milp --quick    # 2 seeds, sizes 4 and 8, 10 s limit, bert K=4 only
-    python -m compare.bench.milp --json out.json
-    python -m compare.bench.milp --hint-from-dp --backends cpsat   # the DP's plan as hint and cutoff
+    piper-ilp bench milp            # 5 seeds per size, 60 s limit (about 15-25 min)
+    piper-ilp bench milp --quick    # 2 seeds, sizes 4 and 8, 10 s limit, bert K=4 only
+    piper-ilp bench milp --json out.json
+    piper-ilp bench milp --hint-from-dp --backends cpsat   # the DP's plan as hint and cutoff
 
 Runs are sequential (one solver at a time, ``--threads`` each, default 2), so the
-numbers are wall-clock times on the machine the script runs on.
+numbers are wall-clock times (and CPU times) on the machine it runs on.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import statistics
-import sys
 import time
-from pathlib import Path
 
+from compare.bench.dp import find_profiles
 from compare.builders.generators import FAMILIES, random_instance
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.instance import Instance, load_instance
 from piper_ilp.milp import BACKENDS, model_size, solve_milp
 from piper_ilp.solution import Status
 
-__all__ = ["run", "main"]
+__all__ = ["run", "table"]
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-BERT = SHARED / "piper-inputs" / "bert32a100.json"
+#: The published profile measured with several K.
+BERT = "bert32a100"
 
 
-def _cases(sizes, seeds, bert_ks, memory):
+def _cases(sizes, seeds, bert_ks, memory, profiles):
     """(group label, instance) pairs: random DAGs per size, then bert per K."""
     for n in sizes:
         for seed in range(seeds):
             family = FAMILIES[seed % len(FAMILIES)]
             yield f"random n={n}", random_instance(family, n, seed, memory=memory)
     if bert_ks:
-        if not BERT.is_file():
-            print(f"(skipping bert32a100: {BERT} not found)", file=sys.stderr)
-            return
-        bert = load_instance(BERT)
+        bert = load_instance(find_profiles(profiles, [BERT]) / f"{BERT}.json")
         for K in bert_ks:
             yield f"bert32a100 K={K}", bert.with_settings(K=K)
 
@@ -94,15 +87,18 @@ def run(
     memory=0.6,
     log=print,
     hint_from_dp=False,
+    profiles=None,
 ):
     """Run the benchmark; returns the list of per-run records (see :func:`_run_one`).
+    ``profiles``: the folder holding ``bert32a100.json`` (needed when ``bert_ks``; default
+    as :func:`compare.bench.dp.find_profiles`: ``$PIPER_PROFILES``, else ../shared).
     ``hint_from_dp``: every backend gets the DP's plan as warm start and cutoff
     (``solve_milp(hint=...)``; the DP's own time is not counted).
     ``memory`` is passed to :func:`compare.builders.generators.random_instance` (0.6: M at 60% of
     the way from the least to the most memory a node set can need, so that most random
     instances are feasible and memory still binds in some)."""
     records = []
-    for group, inst in _cases(sizes, seeds, bert_ks, memory):
+    for group, inst in _cases(sizes, seeds, bert_ks, memory, profiles):
         size = model_size(inst)
         hint = None
         if hint_from_dp:
@@ -115,7 +111,8 @@ def run(
             records.append(rec)
             log(
                 f"  {group:<18} {inst.source:<32} {backend:<5} {rec['status']:<10} "
-                f"{rec.get('seconds', 0):7.2f} s ({rec.get('cpu_seconds', 0):7.2f} CPU s)  vars {size['variables']:>6}  "
+                f"{rec.get('seconds', 0):7.2f} s ({rec.get('cpu_seconds', 0):7.2f} CPU s)  vars "
+                f"{size['variables']:>6}  "
                 + (
                     f"gap {rec['gap']:.2%}"
                     if rec.get("gap") is not None and rec["status"] == "feasible"
@@ -137,8 +134,9 @@ def table(records, time_limit) -> str:
         if key not in groups:
             groups.append(key)
     lines = [
-        f"| instances | backend | runs | variables (median) | constraints (median) | proved optimal "
-        f"| median s to optimality (CPU s) | max s | proved infeasible | not proved in {time_limit:g} s | gap at limit (median, max) |",
+        "| instances | backend | runs | variables (median) | constraints (median) | proved "
+        "optimal | median s to optimality (CPU s) | max s | proved infeasible | not proved in "
+        f"{time_limit:g} s | gap at limit (median, max) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for group, backend in groups:
@@ -159,96 +157,8 @@ def table(records, time_limit) -> str:
         lines.append(
             f"| {group} | {backend} | {len(rs)} | {_median([r['variables'] for r in rs]):.0f} "
             f"| {_median([r['constraints'] for r in rs]):.0f} | {opt} "
-            f"| {'-' if med is None else f'{med:.2f} ({_median(cpus):.2f})'} | {'-' if not times else f'{max(times):.2f}'} "
+            f"| {'-' if med is None else f'{med:.2f} ({_median(cpus):.2f})'} | "
+            f"{'-' if not times else f'{max(times):.2f}'} "
             f"| {len(done) - opt} | {len(open_)} | {gap_txt} |"
         )
     return "\n".join(lines)
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument(
-        "--quick", action="store_true", help="2 seeds, sizes 4 and 8, 10 s limit, bert K=4 only"
-    )
-    ap.add_argument("--seeds", type=int, default=None, help="seeds per size (default 5, quick 2)")
-    ap.add_argument(
-        "--time-limit", type=float, default=None, help="seconds per run (default 60, quick 10)"
-    )
-    ap.add_argument("--threads", type=int, default=2, help="solver threads (default 2)")
-    ap.add_argument(
-        "--sizes", type=str, default=None, help="comma-separated node counts (default 4,8,12,16)"
-    )
-    ap.add_argument(
-        "--bert-k",
-        type=str,
-        default=None,
-        help="comma-separated K for bert32a100 (default 4,8,16; '' for none)",
-    )
-    ap.add_argument(
-        "--memory",
-        type=str,
-        default="0.6",
-        help="random instances' memory: tight, loose or a fraction (default 0.6)",
-    )
-    ap.add_argument("--json", type=Path, default=None, help="write every run's record here")
-    ap.add_argument(
-        "--backends",
-        type=str,
-        default=",".join(BACKENDS),
-        help="comma-separated backends (default all)",
-    )
-    ap.add_argument(
-        "--hint-from-dp",
-        action="store_true",
-        help="give every backend the DP's plan as warm start and cutoff (the DP's time not counted)",
-    )
-    args = ap.parse_args(argv)
-
-    seeds = args.seeds or (2 if args.quick else 5)
-    time_limit = args.time_limit or (10.0 if args.quick else 60.0)
-    sizes = (
-        tuple(int(x) for x in args.sizes.split(","))
-        if args.sizes
-        else ((4, 8) if args.quick else (4, 8, 12, 16))
-    )
-    if args.bert_k is not None:
-        bert_ks = tuple(int(x) for x in args.bert_k.split(",") if x.strip())
-    else:
-        bert_ks = (4,) if args.quick else (4, 8, 16)
-
-    print(
-        f"MILP benchmark: sizes {sizes}, {seeds} seeds, memory {args.memory}, bert K {bert_ks}, limit {time_limit:g} s, "
-        f"{'DP hint, ' if args.hint_from_dp else ''}{args.threads} threads, {platform.node()} ({platform.processor() or platform.machine()})"
-    )
-    t0 = time.perf_counter()
-    memory = args.memory if args.memory in ("tight", "loose") else float(args.memory)
-    backends = tuple(b for b in args.backends.split(",") if b.strip())
-    records = run(
-        sizes,
-        seeds,
-        bert_ks,
-        time_limit,
-        args.threads,
-        backends=backends,
-        memory=memory,
-        hint_from_dp=args.hint_from_dp,
-    )
-    print()
-    print(table(records, time_limit))
-    print(f"\ntotal {time.perf_counter() - t0:.0f} s")
-    if args.json:
-        meta = {
-            "time_limit": time_limit,
-            "threads": args.threads,
-            "memory": args.memory,
-            "seeds": seeds,
-            "hint_from_dp": args.hint_from_dp,
-        }
-        args.json.write_text(json.dumps({**meta, "records": records}, indent=1) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Measure the DP in other modes (:mod:`dp.modes`) on multi-branch graphs.
 
-``python -m compare.bench.modes [--unpruned] [--towers 2,3,4] [--wide 2,3,4]`` prints, for every
+``piper-ilp bench modes [--unpruned] [--towers 2,3,4] [--wide 2,3,4]`` prints, for every
 instance and mode, the status, the value, the labels kept (and the largest set of labels), the
 candidates generated, the exact knapsacks solved and the CPU seconds of the solve. The numbers in
 docs/architecture.md come from it.
@@ -12,15 +12,15 @@ pipelining's shorter paths and fewer microbatches in flight matter).
 
 from __future__ import annotations
 
-import argparse
 import time
 
-from compare.bench.dp import GIB, wide_instance
+from compare.bench.dp import GIB, profile_like_instance
 from dp.modes import solve_modes
 from piper_ilp.mode import Mode
 
-__all__ = ["towers_instance", "measure"]
+__all__ = ["MODES", "towers_instance", "measure"]
 
+#: The modes measured: graph pipelining, and the batch-time objective both ways.
 MODES = (Mode("graph"), Mode("graph", "batch-time"), Mode("sequential", "batch-time"))
 
 
@@ -39,8 +39,6 @@ def towers_instance(
     import networkx as nx
     import numpy as np
 
-    from piper_ilp.instance import instance_from_dict
-
     g = nx.DiGraph()
     sink = branches * length + 1
     for i in range(branches):
@@ -49,43 +47,8 @@ def towers_instance(
         g.add_edge(chain[-1], sink)
         g.add_edges_from(zip(chain, chain[1:]))
     rng = np.random.default_rng([branches, length, seed])
-    for u, v in g.edges:
-        g[u][v]["c"] = float(rng.uniform(1e6, 8e6))
-    nodes = []
-    for v in nx.topological_sort(g):
-        p, w = float(rng.uniform(0.5e-3, 2e-3)), float(rng.uniform(2e7, 1e8))
-        a, b = float(rng.uniform(2e7, 8e7)), float(rng.uniform(1e6, 1e7))
-        tmpcs = {}
-        for t in (1, 2):
-            base = {
-                "parameterSize": w / t,
-                "memoryUsageB": b / t,
-                "syncTimeFw": {str(u): 0.0 for u in g.predecessors(v)},
-                "syncTimeBw": {str(x): 0.0 for x in g.successors(v)},
-            }
-            speed = 0.9 * t if t > 1 else 1.0
-            tmpcs[str(t)] = [
-                {"id": "vanilla", "timePerSample": p / speed, "memoryUsageA": a / t, **base},
-                {
-                    "id": "activation recomp",
-                    "timePerSample": 1.33 * p / speed,
-                    "memoryUsageA": a / (8 * t),
-                    **base,
-                },
-            ]
-        nodes.append({"id": int(v), "TMPCs": tmpcs})
-    data = {
-        "maxDevices": K,
-        "maxMemoryPerDevice": M,
-        "bandwidth": B,
-        "mbsInBatch": N,
-        "nodes": nodes,
-        "edges": [
-            {"sourceId": int(u), "destId": int(v), "communicationCost": g[u][v]["c"]}
-            for u, v in g.edges
-        ],
-    }
-    return instance_from_dict(data, source=f"towers {branches}x{length}")
+    settings = dict(K=K, M=M, N=N, B=B)
+    return profile_like_instance(g, rng, settings, f"towers {branches}x{length}")
 
 
 def measure(instance, mode: Mode, prune: bool = True) -> dict:
@@ -109,21 +72,3 @@ def measure(instance, mode: Mode, prune: bool = True) -> dict:
         "cpu": time.process_time() - t0,
         **{k: sol.info.get(k) for k in keys},
     }
-
-
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--towers", default="2,3", help="branch counts of 4-layer towers")
-    ap.add_argument("--wide", default="2,3,4", help="branch counts of the wide DAG")
-    ap.add_argument("--unpruned", action="store_true", help="also without the upper bound")
-    args = ap.parse_args(argv)
-    insts = [wide_instance(int(b)) for b in args.wide.split(",") if b]
-    insts += [towers_instance(int(b), 4) for b in args.towers.split(",") if b]
-    for inst in insts:
-        for mode in MODES:
-            for prune in (True, False) if args.unpruned else (True,):
-                print(measure(inst, mode, prune), flush=True)
-
-
-if __name__ == "__main__":
-    main()

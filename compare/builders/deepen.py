@@ -83,9 +83,9 @@ def deepen(
     """A copy of ``instance`` whose repeated chain (see :func:`repeated_chain`) has
     ``layers`` layers.
 
-    One layer of the chain is the template (its profiled numbers are used). Its copies go right after it in
-    the chain and in the node list, with fresh ids (above the largest id). Each copy gets:
-    the template's options (with sync entries re-keyed to its own neighbours), an edge from
+    One layer of the chain is the template (its profiled numbers are used). Its copies go right
+    after it in the chain and in the node list, with fresh ids (above the largest id). Each copy
+    gets: the template's options (with sync entries re-keyed to its own neighbours), an edge from
     the previous chain layer and to the next one with the template's chain edge costs, and
     every other edge of the template (e.g. from the attention mask), whose other end gets a
     matching sync entry copied from its entry for the template. With ``chain_only`` the
@@ -122,17 +122,20 @@ def deepen(
     chain = repeated_chain(instance)
     if not chain:
         raise InputError(
-            f"{instance.source}: no repeated block found (no edge joins two layers with the same name and option ids)"
+            f"{instance.source}: no repeated block found (no edge joins two layers with the same "
+            "name and option ids)"
         )
     m = len(chain)
     if not isinstance(layers, int) or isinstance(layers, bool) or layers < m:
         raise InputError(
-            f"{instance.source}: --layers must be a whole number >= {m} (its repeated chain has {m} layers), got {layers!r}"
+            f"{instance.source}: --layers must be a whole number >= {m} (its repeated chain has "
+            f"{m} layers), got {layers!r}"
         )
     extra = layers - m
     if len(instance.nodes) + extra > MAX_NODES:
         raise InputError(
-            f"{instance.source}: {len(instance.nodes) + extra} nodes, more than the supported {MAX_NODES}"
+            f"{instance.source}: {len(instance.nodes) + extra} nodes, more than the supported "
+            f"{MAX_NODES}"
         )
     rule = "chain edges only" if chain_only else "all edges"
     data = instance_to_dict(instance)
@@ -142,8 +145,8 @@ def deepen(
         )
     if m < 3:
         raise InputError(
-            f"{instance.source}: its repeated chain has only {m} layers; deepening copies a layer with a repeated "
-            "predecessor and successor, so it needs at least 3"
+            f"{instance.source}: its repeated chain has only {m} layers; deepening copies a layer "
+            "with a repeated predecessor and successor, so it needs at least 3"
         )
     if template is None:
         k = m - 2 if chain_only else m // 2

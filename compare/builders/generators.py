@@ -291,7 +291,8 @@ def _node_ids(n: int, rng: np.random.Generator) -> tuple[list[int], list[int]]:
     elif kind == 2:  # a random permutation of 0..n-1 (ids no longer topological)
         ids = [int(x) for x in rng.permutation(n)]
     elif kind == 3:  # spread out, possibly negative: n distinct values of -50..199, or of a
-        # range 4 n wide when n > 250 (-50..199 holds only 250; n <= 250 keeps the draws as they were)
+        # range 4 n wide when n > 250 (-50..199 holds only 250; n <= 250 keeps the draws as they
+        # were)
         population = np.arange(-50, 200) if n <= 250 else np.arange(-50, 4 * n - 50)
         ids = sorted(int(x) for x in rng.choice(population, size=n, replace=False))
         ids = [ids[i] for i in rng.permutation(n)]

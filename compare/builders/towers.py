@@ -73,9 +73,11 @@ def towers(instance: Instance, layers: Sequence[int]) -> Instance:
     --------
     >>> from piper_ilp.instance import instance_from_dict
     >>> o = lambda fw, bw: {"id": "v", "timePerSample": 1, "parameterSize": 0, "memoryUsageA": 1,
-    ...     "memoryUsageB": 0, "syncTimeFw": {str(u): 0 for u in fw}, "syncTimeBw": {str(x): 0 for x in bw}}
+    ...     "memoryUsageB": 0, "syncTimeFw": {str(u): 0 for u in fw},
+    ...     "syncTimeBw": {str(x): 0 for x in bw}}
     >>> nodes = [{"id": 0, "name": "in", "TMPCs": {"1": [o([], [1])]}}]
-    >>> nodes += [{"id": i, "name": "layer", "TMPCs": {"1": [o([i - 1], [i + 1])]}} for i in (1, 2, 3)]
+    >>> nodes += [{"id": i, "name": "layer", "TMPCs": {"1": [o([i - 1], [i + 1])]}}
+    ...           for i in (1, 2, 3)]
     >>> nodes += [{"id": 4, "name": "out", "TMPCs": {"1": [o([3], [])]}}]
     >>> inst = instance_from_dict({"maxDevices": 4, "maxMemoryPerDevice": 9, "bandwidth": 1,
     ...     "mbsInBatch": 4, "nodes": nodes,
@@ -97,13 +99,15 @@ def towers(instance: Instance, layers: Sequence[int]) -> Instance:
     chain = repeated_chain(instance)
     if len(chain) < 3:
         raise InputError(
-            f"{src}: no repeated chain of at least 3 layers (same name and options) to build towers from"
+            f"{src}: no repeated chain of at least 3 layers (same name and options) to build "
+            "towers from"
         )
     preds = [e for e in instance.edges if e.dst == chain[0] and e.src not in chain]
     succs = [e for e in instance.edges if e.src == chain[-1] and e.dst not in chain]
     if not preds or not succs:
         raise InputError(
-            f"{src}: its repeated chain needs a layer before it and one after it (the towers' source and sink)"
+            f"{src}: its repeated chain needs a layer before it and one after it (the towers' "
+            "source and sink)"
         )
     # the chain's own neighbours: the predecessor with the costliest edge into it, likewise out
     into = max(preds, key=lambda e: (e.c, -e.src))

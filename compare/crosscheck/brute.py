@@ -136,22 +136,22 @@ def _check_size(instance: Instance, max_nodes: int) -> None:
     n = len(instance.nodes)
     if n > max_nodes:
         raise SizeLimitError(
-            f"{instance.source}: the exhaustive solver handles at most {max_nodes} nodes, this instance has {n}; "
-            "use --methods dp,cpsat,cbc"
+            f"{instance.source}: the exhaustive solver handles at most {max_nodes} nodes, this "
+            f"instance has {n}; use --methods dp,cpsat,cbc"
         )
     tuples = 1
     for node in instance.nodes:
         tuples *= max((len(opts) for opts in node.options.values()), default=1)
     if tuples > MAX_OPTION_TUPLES:
         raise SizeLimitError(
-            f"{instance.source}: the exhaustive solver handles at most {MAX_OPTION_TUPLES} option tuples, "
-            f"this instance has {tuples}; use --methods dp,cpsat,cbc"
+            f"{instance.source}: the exhaustive solver handles at most {MAX_OPTION_TUPLES} option "
+            f"tuples, this instance has {tuples}; use --methods dp,cpsat,cbc"
         )
     parts = count_partitions(instance)
     if parts > MAX_PARTITIONS:
         raise SizeLimitError(
-            f"{instance.source}: the exhaustive solver handles at most {MAX_PARTITIONS} ordered partitions "
-            f"into stages, this instance has {parts}; use --methods dp,cpsat,cbc"
+            f"{instance.source}: the exhaustive solver handles at most {MAX_PARTITIONS} ordered "
+            f"partitions into stages, this instance has {parts}; use --methods dp,cpsat,cbc"
         )
 
 
@@ -170,7 +170,7 @@ def solve_brute(
     instance : Instance
         At most ``max_nodes`` nodes (unless ``force``).
     restrictions : Restrictions
-        Caps on d and t and excluded options (as for every solver).
+        Caps on d and t, excluded options, uniform degrees (as for every solver).
     max_nodes : int
         The size limit (default :data:`MAX_NODES`).
     force : bool
@@ -242,6 +242,7 @@ def solve_brute(
     best_stages: list | None = None
     counts = {"plans": 0, "stage_choices": 0}
     graph, flush = mode.graph, mode.batch_time
+    uniform = restrictions.uniform
 
     def search(
         unplaced: int, s: int, devices: int, worst: float, path: float, chosen: list
@@ -268,7 +269,8 @@ def solve_brute(
         for sub, rest in _back_stages(unplaced, succ_mask):
             out = _succ_of(sub)
             later = [st for st in chosen if st[0] & out] if graph else chosen[-1:]
-            for t, d in choices:
+            # uniform (sec. 12): every stage takes the pair of the last one placed
+            for t, d in [chosen[-1][1:3]] if uniform and chosen else choices:
                 if devices + t * d > K:
                     continue
                 h = front_in_flight(d, max((st[4] for st in later), default=0), mode.in_flight)
@@ -307,7 +309,8 @@ def solve_brute(
             method="brute",
             status=Status.INFEASIBLE,
             seconds=seconds,
-            message="no valid plan: every partition, degree and option choice breaks a budget or the memory limit",
+            message="no valid plan: every partition, degree and option choice breaks a budget or "
+            "the memory limit",
             info=info,
             mode=mode,
         )

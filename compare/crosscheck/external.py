@@ -56,7 +56,8 @@ def parse_external(text: str, taken: tuple[str, ...] = ()) -> tuple[str, str]:
         raise InputError(f"--external {text!r}: expected NAME=COMMAND")
     if not _NAME.match(name):
         raise InputError(
-            f"--external {text!r}: the name {name!r} must start with a letter (letters, digits, _ . -)"
+            f"--external {text!r}: the name {name!r} must start with a letter (letters, digits, _ "
+            ". -)"
         )
     if name in taken:
         raise InputError(

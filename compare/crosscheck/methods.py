@@ -43,6 +43,7 @@ from piper_ilp.instance import Instance
 from piper_ilp.milp import BACKENDS as MILP_BACKENDS
 from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan
+from piper_ilp.settings import Settings
 from piper_ilp.solution import Restrictions, Solution
 
 __all__ = [
@@ -51,10 +52,12 @@ __all__ = [
     "MILP_BACKENDS",
     "MILP_RTOL",
     "Method",
+    "check_method",
     "check_mode",
     "external_method",
     "method",
     "run_method",
+    "settings_of",
 ]
 
 #: The kinds of method, and what an "optimal" from each is worth.
@@ -244,6 +247,15 @@ def _solve_pipedream(instance: Instance, restrictions: Restrictions) -> Solution
     mapped = pipedream_plan_for(instance, straight=restrictions.max_d == 1)
     seconds = time.perf_counter() - start
     info = {"pipedream_objective": getattr(mapped.result, "time_per_stage", None)}
+    broken = restrictions.violation(instance, mapped.plan) if mapped.valid else None
+    if broken is not None:  # PipeDream plans without them (e.g. --uniform): no answer
+        return Solution(
+            "pipedream",
+            Status.UNKNOWN,
+            seconds=seconds,
+            info=info,
+            message=f"PipeDream's plan breaks the restrictions: {broken}",
+        )
     if not mapped.valid:
         why = "; ".join(mapped.reasons) or "PipeDream found no plan"
         return Solution(
@@ -399,10 +411,11 @@ def check_mode(m: Method, mode: Mode) -> None:
 
     Examples
     --------
-    >>> check_mode(METHODS["greedy"], Mode("graph"))
+    >>> check_mode(METHODS["greedy"], Mode("graph"))  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    piper_ilp.errors.InputError: method greedy solves only the default mode sequential/throughput/1f1b, not graph/throughput/1f1b
+    piper_ilp.errors.InputError: method greedy solves only the default mode
+    sequential/throughput/1f1b, not graph/throughput/1f1b
     """
     if not m.handles(mode):
         raise InputError(
@@ -410,16 +423,41 @@ def check_mode(m: Method, mode: Mode) -> None:
         )
 
 
+def check_method(m: Method, settings: Settings) -> None:
+    """Raise InputError (one line) when ``m`` cannot solve with ``settings``: a mode it does
+    not handle (:func:`check_mode`), or a solver option given that does not apply to it.
+
+    Examples
+    --------
+    >>> check_method(METHODS["dp"], Settings(threads=2))  # doctest: +NORMALIZE_WHITESPACE
+    Traceback (most recent call last):
+    ...
+    piper_ilp.errors.InputError: option threads does not apply to method dp (it takes: force,
+    knapsack, max_ideals, time_limit)
+    """
+    check_mode(m, settings.mode)
+    for key in settings.given:
+        if key not in m.options:
+            takes = ", ".join(sorted(m.options - {"progress"})) or "no options"
+            raise InputError(f"option {key} does not apply to method {m.name} (it takes: {takes})")
+
+
 def run_method(
     instance: Instance,
     name: str,
     restrictions: Restrictions = Restrictions(),
     *,
+    settings: Settings | None = None,
     mode: Mode = DEFAULT_MODE,
     progress: bool = False,
     **options: Any,
 ) -> Solution:
     """Solve ``instance`` with the method called ``name``.
+
+    The API's entry point: the mode and the options are checked here once, as a
+    :class:`~piper_ilp.settings.Settings`, unless the caller passes one it built (the CLI,
+    :func:`compare.crosscheck.verify.verify_instance`); the solver receives the checked
+    values.
 
     Parameters
     ----------
@@ -428,6 +466,9 @@ def run_method(
         A key of :data:`METHODS`.
     restrictions : Restrictions
         The paper's ablations; every method obeys them.
+    settings : Settings, optional
+        The mode, time limit, threads, cluster overrides and options, already checked;
+        then ``mode`` and ``options`` are not given.
     mode : Mode
         Pipelining, objective and schedule (contract secs. 8-9); a method that handles
         only the default mode refuses another (InputError).
@@ -438,8 +479,9 @@ def run_method(
         Solver options: ``knapsack``, ``max_ideals`` (dp, greedy); ``time_limit`` (dp,
         greedy and the MILP backends: seconds before stopping, status feasible or
         unknown); ``threads``, ``write_model``, ``hint_from_dp``, ``hint`` (a Plan: warm
-        start and cutoff), ``max_variables`` (MILP backends); ``force`` (every method but greedy's knapsack: run past the size
-        guard). An option whose value is None or False counts as not given.
+        start and cutoff), ``max_variables`` (MILP backends); ``force`` (every method but
+        greedy's knapsack: run past the size guard). An option whose value is None or
+        False counts as not given.
 
     Returns
     -------
@@ -449,7 +491,9 @@ def run_method(
     ------
     InputError
         Unknown method, an option that does not apply to it (one line naming both), a
-        mode it does not handle, or an instance too large for it (SizeLimitError).
+        mode it does not handle, a time limit or threads out of range, ``settings``
+        together with ``mode`` or options, or an instance too large for it
+        (SizeLimitError).
     InternalError
         A solver's plan failed the evaluator's check.
 
@@ -459,22 +503,37 @@ def run_method(
     >>> inst = random_instance("chain", 3, seed=0, memory="loose")
     >>> run_method(inst, "dp").status.value
     'optimal'
-    >>> run_method(inst, "dp", threads=2)
+    >>> run_method(inst, "dp", threads=2)  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    piper_ilp.errors.InputError: option threads does not apply to method dp (it takes: force, knapsack, max_ideals, time_limit)
+    piper_ilp.errors.InputError: option threads does not apply to method dp (it takes: force,
+    knapsack, max_ideals, time_limit)
     """
     m = method(name)
-    if not isinstance(mode, Mode):
-        raise InputError(f"mode must be a Mode, got {mode!r}")
-    check_mode(m, mode)
-    given = {k: v for k, v in options.items() if v is not None and v is not False}
-    for key in given:
-        if key not in m.options:
-            takes = ", ".join(sorted(m.options - {"progress"})) or "no options"
-            raise InputError(f"option {key} does not apply to method {name} (it takes: {takes})")
+    if settings is None:
+        settings = settings_of(mode, options)
+    elif options or mode != DEFAULT_MODE:
+        raise InputError("run_method takes settings= or the mode and options, not both")
+    check_method(m, settings)
+    given = settings.given
     if progress and "progress" in m.options:
         given["progress"] = True
     if m.all_modes:
-        given["mode"] = mode
-    return m.solve(instance, restrictions, **given)
+        given["mode"] = settings.mode
+    return m.solve(settings.apply(instance), restrictions, **given)
+
+
+def settings_of(mode: Mode, options: dict[str, Any]) -> Settings:
+    """The :class:`~piper_ilp.settings.Settings` of ``run_method``'s keywords, checked:
+    ``time_limit`` and ``threads`` are its fields, the other options its ``options``.
+
+    >>> settings_of(DEFAULT_MODE, {"time_limit": 1.0, "knapsack": "greedy"}).given
+    {'time_limit': 1.0, 'knapsack': 'greedy'}
+    """
+    rest = dict(options)
+    return Settings(
+        mode=mode,
+        time_limit=rest.pop("time_limit", None),
+        threads=rest.pop("threads", None),
+        options=rest,
+    )

@@ -1,7 +1,7 @@
 """Cross-check one instance: run every method, re-check every plan, give one verdict.
 
-This is ``piper-ilp verify``. Each method of the registry (:mod:`compare.crosscheck.methods`: the DP,
-the MILP on each backend, the exhaustive oracle where the graph is tiny) solves the
+This is ``piper-ilp verify``. Each method of the registry (:mod:`compare.crosscheck.methods`: the
+DP, the MILP on each backend, the exhaustive oracle where the graph is tiny) solves the
 instance; every plan is re-evaluated here by the independent evaluator
 (:func:`piper_ilp.evaluate.evaluate`), whatever the solver itself checked. A method's
 answer is a **proof** when its status is optimal (a plan the evaluator accepts, its value
@@ -66,26 +66,32 @@ from piper_ilp.cost import close
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import Evaluation, evaluate
 from piper_ilp.instance import Instance
-from piper_ilp.milp.backend import BACKENDS, check_solver_settings
+from piper_ilp.milp.backend import BACKENDS
 from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan, plan_to_dict
+from piper_ilp.settings import Settings
 from piper_ilp.solution import Restrictions, Solution, Status
 
 __all__ = [
     "METHODS",
     "DEFAULT_METHODS",
+    "DEFAULT_TIME_LIMIT",
     "VERDICTS",
     "EXIT_CODES",
     "Solver",
     "MethodResult",
     "Verdict",
     "verify_instance",
+    "uniformity_cost",
     "plan_difference",
     "parse_methods",
 ]
 
 #: What ``verify`` and ``campaign`` run unless told otherwise.
 DEFAULT_METHODS = ("dp", "cpsat", "cbc", "brute")
+
+#: Seconds per method that takes a time limit, unless told otherwise.
+DEFAULT_TIME_LIMIT = 60.0
 
 #: Verdicts, from best to worst.
 VERDICTS = ("match", "consistent", "single-proof", "inconclusive", "error", "mismatch")
@@ -293,6 +299,45 @@ class Verdict:
         }
 
 
+#: Verdicts whose optimum (or infeasibility) is proven.
+PROVEN_VERDICTS = ("match", "consistent", "single-proof")
+
+
+def uniformity_cost(free: Verdict, uniform: Verdict) -> dict:
+    """The cost of uniformity (contract sec. 12): the uniform optimum over the free one,
+    from the verdicts of the two problems on one instance.
+
+    Returns
+    -------
+    dict
+        ``free`` and ``uniform`` (the optima, or None), ``ratio`` (uniform / free, or None),
+        ``verdicts`` (the two verdicts) and ``why`` (why there is no ratio, else "").
+        A ratio is given only when both optima are proven (match, consistent or
+        single-proof); it is >= 1 (a uniform plan is a plan).
+    """
+    out = {
+        "free": free.optimum,
+        "uniform": uniform.optimum,
+        "ratio": None,
+        "verdicts": [free.verdict, uniform.verdict],
+        "why": "",
+    }
+    unproven = [
+        n for n, v in (("free", free), ("uniform", uniform)) if v.verdict not in PROVEN_VERDICTS
+    ]
+    if unproven:
+        out["why"] = f"the {' and '.join(unproven)} optimum is not proven"
+    elif free.infeasible:
+        out["why"] = "the instance is infeasible"
+    elif uniform.infeasible:
+        out["why"] = "no uniform plan fits (the free problem has one)"
+    elif not free.optimum:
+        out["why"] = "the free optimum is 0"
+    else:
+        out["ratio"] = uniform.optimum / free.optimum
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # Comparing
 # --------------------------------------------------------------------------------------
@@ -346,8 +391,9 @@ def plan_difference(
     >>> u, v = inst.node_ids
     >>> pa = Plan((Stage((u, v), 1, 1, {u: "vanilla", v: "vanilla"}),))
     >>> pb = Plan((Stage((u,), 1, 1, {u: "vanilla"}), Stage((v,), 1, 1, {v: "vanilla"})))
-    >>> plan_difference(inst, ("a", pa), ("b", pb)).split(";")[0]
-    'first difference at stage 0: a has nodes [34:vanilla,35:vanilla] d=1 t=1, b has nodes [34:vanilla] d=1 t=1'
+    >>> plan_difference(inst, ("a", pa), ("b", pb)).split(";")[0]  # doctest: +NORMALIZE_WHITESPACE
+    'first difference at stage 0: a has nodes [34:vanilla,35:vanilla] d=1 t=1, b has nodes
+    [34:vanilla] d=1 t=1'
     """
     (na, a), (nb, b) = named_a, named_b
     first = None
@@ -369,7 +415,8 @@ def plan_difference(
         parts.append("the plans are the same")
     else:
         parts.append(
-            f"first difference at stage {first}: {na} has {_stage_text(a, first)}, {nb} has {_stage_text(b, first)}"
+            f"first difference at stage {first}: {na} has {_stage_text(a, first)}, {nb} has "
+            f"{_stage_text(b, first)}"
         )
     for name, plan in ((na, a), (nb, b)):
         ev = evaluate(instance, plan, mode)
@@ -377,7 +424,8 @@ def plan_difference(
             k = ev.bottleneck
             batch = f", batch time {_fmt(ev.batch_time)}" if mode.batch_time else ""
             parts.append(
-                f"{name}'s bottleneck is stage {k} (TPS {_fmt(ev.stages[k].cost.tps)}{batch}, {len(plan.stages)} stages)"
+                f"{name}'s bottleneck is stage {k} (TPS {_fmt(ev.stages[k].cost.tps)}{batch}, "
+                f"{len(plan.stages)} stages)"
             )
         else:
             parts.append(f"{name}'s plan is invalid: {ev.violations[0]}")
@@ -444,19 +492,16 @@ def _check_one(
     if not ev.valid:
         more = f" (and {len(ev.violations) - 1} more)" if len(ev.violations) > 1 else ""
         out.append(
-            f"{r.method}: its plan is invalid: {ev.violations[0]}{more}; plan {json.dumps(plan_to_dict(s.plan))}"
+            f"{r.method}: its plan is invalid: {ev.violations[0]}{more}; plan "
+            f"{json.dumps(plan_to_dict(s.plan))}"
         )
         return out
-    allowed_d = set(restrictions.d_values(instance))
-    for i, st in enumerate(s.plan.stages):
-        if (
-            st.d not in allowed_d
-            or (restrictions.max_t is not None and st.t > restrictions.max_t)
-            or any(st.options.get(v) in restrictions.exclude_options for v in st.nodes)
-        ):
-            out.append(
-                f"{r.method}: stage {i} of its plan ({_stage_text(s.plan, i)}) breaks the restrictions {restrictions.to_dict()}"
-            )
+    why = restrictions.violation(instance, s.plan)
+    if why is not None:
+        out.append(
+            f"{r.method}: its plan breaks the restrictions {restrictions.to_dict()}: {why}; "
+            f"plan {json.dumps(plan_to_dict(s.plan))}"
+        )
     what_value = _what(mode)
     value = ev.value
     checks = [("objective", s.objective, value, what_value), ("tps", s.tps, ev.tps, "TPS")]
@@ -465,11 +510,13 @@ def _check_one(
     for what, claimed, fact, name in checks:
         if claimed is not None and not _agree(claimed, fact, r.rtol, r.abs_tol):
             out.append(
-                f"{r.method}: its {what} {_fmt(claimed)} is not its plan's {name} {_fmt(fact)} (evaluator)"
+                f"{r.method}: its {what} {_fmt(claimed)} is not its plan's {name} {_fmt(fact)} "
+                "(evaluator)"
             )
     if s.bound is not None and _below(value, s.bound, r.rtol, r.abs_tol):
         out.append(
-            f"{r.method}: its bound {_fmt(s.bound)} is above its own plan's {what_value} {_fmt(value)}"
+            f"{r.method}: its bound {_fmt(s.bound)} is above its own plan's {what_value} "
+            f"{_fmt(value)}"
         )
     if (
         s.status is Status.OPTIMAL
@@ -477,15 +524,16 @@ def _check_one(
         and _below(s.bound, value, r.rtol, r.abs_tol)
     ):
         out.append(
-            f"{r.method}: it claims optimal, but its bound {_fmt(s.bound)} is below its plan's {what_value} {_fmt(value)}"
+            f"{r.method}: it claims optimal, but its bound {_fmt(s.bound)} is below its plan's "
+            f"{what_value} {_fmt(value)}"
         )
     certified_by_bound = s.bound is not None and value - s.bound <= r.rtol * abs(value)
     if s.status is Status.OPTIMAL and r.abs_tol > r.rtol * abs(value) and not certified_by_bound:
         # contract sec. 7: an optimal claim must hold within the method's relative accuracy
         # (a bound within that accuracy of the plan's value proves it whatever error is stated)
         out.append(
-            f"{r.method}: it claims optimal, but the error it states ({r.abs_tol:.3g}) is more than "
-            f"{r.rtol:g} of its plan's {what_value} {_fmt(value)}: not a proof"
+            f"{r.method}: it claims optimal, but the error it states ({r.abs_tol:.3g}) is more "
+            f"than {r.rtol:g} of its plan's {what_value} {_fmt(value)}: not a proof"
         )
     return out
 
@@ -500,7 +548,7 @@ def verify_instance(
     methods: Sequence[str] = DEFAULT_METHODS,
     restrictions: Restrictions = Restrictions(),
     *,
-    time_limit: float | None = 60.0,
+    time_limit: float | None = DEFAULT_TIME_LIMIT,
     threads: int | None = None,
     force: bool = False,
     greedy: bool = True,
@@ -510,6 +558,7 @@ def verify_instance(
     external_timeout: float | None = None,
     mode: Mode = DEFAULT_MODE,
     milp_hint: bool = False,
+    settings: Settings | None = None,
 ) -> Verdict:
     """Run ``methods`` on ``instance``, re-check every plan, and give the verdict.
 
@@ -556,6 +605,11 @@ def verify_instance(
         "optimum", so under a hint any MILP backend error is counted as a mismatch
         naming dp and that backend. ``results[name].hint`` and the Verdict's
         ``milp_hint`` record it.
+    settings : Settings, optional
+        The mode, time limit, threads, cluster overrides and ``force``, already checked
+        (a campaign or the ladder builds them once); then ``time_limit``, ``threads``,
+        ``force`` and ``mode`` are left at their defaults. Without it they are checked
+        here, once, before any method runs.
 
     Returns
     -------
@@ -565,8 +619,9 @@ def verify_instance(
     ------
     InputError
         For an unknown method name, one that does not solve in ``mode``, ``milp_hint``
-        without both ``dp`` and a MILP backend among ``methods``, or a
-        ``time_limit`` / ``threads`` outside its range (:func:`piper_ilp.milp.check_solver_settings`).
+        without both ``dp`` and a MILP backend among ``methods``, a ``time_limit`` /
+        ``threads`` outside its range (:class:`piper_ilp.settings.Settings`), or
+        ``settings`` together with one of the values it holds.
 
     Examples
     --------
@@ -577,7 +632,16 @@ def verify_instance(
     >>> verify_instance(inst, methods=("brute",), greedy=False).verdict  # one proof alone
     'single-proof'
     """
-    check_solver_settings(time_limit, threads)  # before any method runs (they would each fail)
+    if settings is None:  # checked before any method runs (they would each fail)
+        settings = Settings(
+            mode=mode, time_limit=time_limit, threads=threads, options={"force": force}
+        )
+    elif (time_limit, threads, force, mode) != (DEFAULT_TIME_LIMIT, None, False, DEFAULT_MODE):
+        raise InputError(
+            "verify_instance takes settings= or time_limit, threads, force and mode, not both"
+        )
+    mode, time_limit, threads = settings.mode, settings.time_limit, settings.threads
+    instance = settings.apply(instance)
     injected = dict(solvers or {})
     for m in list(methods) + list(injected):
         if m not in METHODS:
@@ -586,8 +650,10 @@ def verify_instance(
         milps = [m for m in methods if METHODS[m].kind == "milp"]
         if not milps or "dp" not in methods:
             raise InputError(
-                f"--milp-hint gives the DP's plan to the MILP backends, but --methods ({','.join(methods)}) has "
-                f"{'no MILP backend (' + ', '.join(BACKENDS) + ')' if not milps else 'no dp'}; add it or leave --milp-hint out"
+                "--milp-hint gives the DP's plan to the MILP backends, but --methods "
+                f"({','.join(methods)}) has "
+                f"{'no MILP backend (' + ', '.join(BACKENDS) + ')' if not milps else 'no dp'}; add "
+                "it or leave --milp-hint out"
             )
     table = dict(METHODS)
     for name, command in (externals or {}).items():
@@ -599,7 +665,6 @@ def verify_instance(
         check_mode(table[name], mode)
     if greedy and not METHODS[GREEDY].handles(mode):
         greedy = False  # Piper's rule solves only the default mode
-    common = {"time_limit": time_limit, "threads": threads, "force": force}
     hinted: dict[str, str] = {}  # MILP backend -> what its hint was
 
     def run(name: str) -> MethodResult:
@@ -607,16 +672,22 @@ def verify_instance(
         if progress is not None:
             progress(name)
         if name in injected:
-            call = lambda: injected[name](instance, restrictions, time_limit, threads)  # noqa: E731
+
+            def call() -> Solution:
+                return injected[name](instance, restrictions, time_limit, threads)
+
         else:
-            opts = {k: v for k, v in common.items() if k in m.options}
+            own = settings.restricted(m.options)  # the options that apply to this method
             dp = results.get("dp")
             if milp_hint and m.kind == "milp" and dp is not None and dp.value is not None:
-                opts["hint"] = dp.solution.plan
+                own = own.replace(options={**own.options, "hint": dp.solution.plan})
                 hinted[name] = (
                     f"dp's plan ({_what(mode)} {_fmt(dp.value)}) as warm start and cutoff"
                 )
-            call = lambda: run_method(instance, name, restrictions, mode=mode, **opts)  # noqa: E731
+
+            def call(own: Settings = own) -> Solution:
+                return run_method(instance, name, restrictions, settings=own)
+
         r = _run(m, call)
         r.hint = hinted.get(name)
         if r.solution is not None and r.solution.plan is not None:
@@ -672,7 +743,8 @@ def verify_instance(
     for r in infeasible:
         for q in plans:
             problems.append(
-                f"{r.method} proved infeasibility, but {q.method} found a valid plan ({what} {_fmt(q.value)})"
+                f"{r.method} proved infeasibility, but {q.method} found a valid plan ({what} "
+                f"{_fmt(q.value)})"
             )
             involved.update((r.method, q.method))
     # two proven optima that differ
@@ -680,7 +752,8 @@ def verify_instance(
         for q in optimal[i + 1 :]:
             if not _agree(r.value, q.value, *_pair_tol(r, q)):
                 problems.append(
-                    f"proven optima differ: {r.method} {_fmt(r.value)}, {q.method} {_fmt(q.value)}; "
+                    f"proven optima differ: {r.method} {_fmt(r.value)}, {q.method} "
+                    f"{_fmt(q.value)}; "
                     + plan_difference(
                         instance, (r.method, r.solution.plan), (q.method, q.solution.plan), mode
                     )
@@ -698,7 +771,8 @@ def verify_instance(
                 continue
             if _below(q.value, r.value, *_own_tol(r)):
                 problems.append(
-                    f"{q.method}'s plan ({what} {_fmt(q.value)}) beats {r.method}'s proven optimum {_fmt(r.value)}; "
+                    f"{q.method}'s plan ({what} {_fmt(q.value)}) beats {r.method}'s proven optimum "
+                    f"{_fmt(r.value)}; "
                     + plan_difference(
                         instance, (q.method, q.solution.plan), (r.method, r.solution.plan), mode
                     )
@@ -710,7 +784,8 @@ def verify_instance(
         for q in plans:
             if q is not r and _below(q.value, r.solution.bound, *_own_tol(r)):
                 problems.append(
-                    f"{r.method}'s lower bound {_fmt(r.solution.bound)} is above {q.method}'s valid plan ({what} {_fmt(q.value)})"
+                    f"{r.method}'s lower bound {_fmt(r.solution.bound)} is above {q.method}'s "
+                    f"valid plan ({what} {_fmt(q.value)})"
                 )
                 involved.update((r.method, q.method))
 

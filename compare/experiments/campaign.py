@@ -48,13 +48,20 @@ import numpy as np
 from compare.builders.generators import ALL_FAMILIES, FAMILIES, random_instance
 from compare.crosscheck.methods import check_mode, external_method
 from compare.crosscheck.shrink import shrink
-from compare.crosscheck.verify import DEFAULT_METHODS, METHODS, VERDICTS, verify_instance
+from compare.crosscheck.verify import (
+    DEFAULT_METHODS,
+    DEFAULT_TIME_LIMIT,
+    METHODS,
+    VERDICTS,
+    verify_instance,
+)
 from compare.experiments.jobs import LOCK, MANIFESTS, Interrupted, prepare_folder, run_in_folder
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text, json_safe, read_jsonl
 from piper_ilp.instance import instance_to_dict
-from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.mode import ALL_MODES, DEFAULT_MODE, Mode
+from piper_ilp.settings import Settings
+from piper_ilp.solution import Restrictions
 
 __all__ = [
     "Spec",
@@ -147,7 +154,8 @@ def parse_modes(text: str | Sequence[str] | None, in_flight: str = "piper") -> t
     items = [x.strip() for x in (text.split(",") if isinstance(text, str) else text)]
     if not items or not all(items):
         raise InputError(
-            f"--modes: {text!r} has an empty label; give PIPELINE/OBJECTIVE/SCHEDULE labels, comma-separated, or 'all'"
+            f"--modes: {text!r} has an empty label; give PIPELINE/OBJECTIVE/SCHEDULE labels, "
+            "comma-separated, or 'all'"
         )
     if [x.lower() for x in items] == ["all"]:
         return tuple(m.with_in_flight(in_flight) for m in ALL_MODES)
@@ -176,7 +184,8 @@ def mode_specs(specs: Sequence[Spec], modes: Sequence[Mode]) -> list[Spec]:
 
     Examples
     --------
-    >>> [s.id for s in mode_specs(make_specs(1, 0, families=("chain",)), parse_modes("sequential,graph/batch-time/gpipe"))]
+    >>> specs = make_specs(1, 0, families=("chain",))
+    >>> [s.id for s in mode_specs(specs, parse_modes("sequential,graph/batch-time/gpipe"))]
     ['00000-chain-n7', '00000-chain-n7@graph+batch-time+gpipe']
     """
     return [
@@ -250,21 +259,24 @@ def spec_instance(spec: Spec):
 def run_spec(
     spec: Spec,
     methods: Sequence[str] = DEFAULT_METHODS,
-    time_limit: float | None = 60.0,
-    threads: int | None = None,
+    settings: Settings = Settings(time_limit=DEFAULT_TIME_LIMIT),
     solvers: Mapping[str, Callable] | None = None,
     do_shrink: bool = True,
     shrink_checks: int = 200,
     shrink_seconds: float = 300.0,
     externals: Mapping[str, str] | None = None,
     external_timeout: float | None = None,
+    uniform: bool = False,
 ) -> dict:
-    """Cross-check one spec in its mode; the campaign's JSON record (with, for a mismatch,
+    """Cross-check one spec in its mode (with ``uniform``: the problem where every stage
+    has the same t and d, contract sec. 12); the campaign's JSON record (with, for a mismatch,
     the shrunk counterexample as ``counterexample_instance``). Never raises: a crash of the
     harness itself (making the instance, or an exception out of the check) is recorded with
     the verdict :data:`HARNESS_ERROR` and the message in ``harness_error``; nothing was
     checked, so it is neither a mismatch nor a method's error. A crash while shrinking a
-    mismatch keeps the verdict and records ``shrink_error``."""
+    mismatch keeps the verdict and records ``shrink_error``. ``settings`` (time limit,
+    threads; checked by the caller, :func:`run_campaign`) apply to every method that takes
+    them, in the spec's mode."""
     start = time.perf_counter()
     rec: dict = {
         "id": spec.id,
@@ -274,17 +286,22 @@ def run_spec(
         "family": spec.family,
         "nodes": spec.n_nodes,
     }
+    if uniform:
+        rec["uniform"] = True
     externals = dict(externals or {})
-    check = dict(
-        time_limit=time_limit, threads=threads, solvers=solvers, external_timeout=external_timeout
-    )
     try:
         mode = Mode.parse(spec.mode)
         rec["in_flight"] = mode.in_flight
+        check = dict(
+            settings=settings.replace(mode=mode),
+            solvers=solvers,
+            external_timeout=external_timeout,
+            restrictions=Restrictions(uniform=uniform),
+        )
         inst = spec_instance(spec)
         rec["edges"] = len(inst.edges)
         rec["settings"] = {"K": inst.K, "N": inst.N, "M": inst.M, "B": inst.B}
-        v = verify_instance(inst, methods, externals=externals, mode=mode, **check)
+        v = verify_instance(inst, methods, externals=externals, **check)
     except Exception as exc:  # the harness's own bug: keep going, but flag it loudly
         why = f"{type(exc).__name__}: {exc}"
         rec.update(
@@ -331,14 +348,20 @@ def replay_command(
     time_limit: float | None = 60.0,
     threads: int | None = None,
     external_timeout: float | None = None,
+    uniform: bool = False,
 ) -> str:
     """The ``piper-ilp verify FILE ...`` line that checks a counterexample with the methods
-    and options of the campaign that found it (shell-quoted).
+    and options of the campaign that found it (shell-quoted; ``--uniform`` for a uniform
+    campaign).
 
     Examples
     --------
-    >>> replay_command(["dp", "brute"], {"x": "sh plan.sh {instance}"}, DEFAULT_MODE, time_limit=None)
-    "piper-ilp verify FILE --methods dp,brute --external 'x=sh plan.sh {instance}' --pipeline sequential --objective throughput --schedule 1f1b"
+    >>> cmd = replay_command(
+    ...     ["dp", "brute"], {"x": "sh plan.sh {instance}"}, DEFAULT_MODE, time_limit=None
+    ... )
+    >>> cmd  # doctest: +NORMALIZE_WHITESPACE
+    "piper-ilp verify FILE --methods dp,brute --external 'x=sh plan.sh {instance}' --pipeline
+    sequential --objective throughput --schedule 1f1b"
     """
     words = ["piper-ilp", "verify", "FILE", "--methods", ",".join(methods)]
     for name, command in externals.items():
@@ -352,6 +375,8 @@ def replay_command(
     for k, value in mode.to_dict().items():
         if k != "in_flight" or value != "piper":  # (Piper's rule is the default)
             words += [f"--{k.replace('_', '-')}", str(value)]
+    if uniform:
+        words.append("--uniform")
     return " ".join(shlex.quote(w) for w in words)
 
 
@@ -376,13 +401,11 @@ def _shrunk(
     use_greedy = "greedy" in v.involved
 
     def fails(candidate) -> bool:
-        w = verify_instance(
-            candidate, again, externals=again_ext, greedy=use_greedy, mode=mode, **check
-        )
+        w = verify_instance(candidate, again, externals=again_ext, greedy=use_greedy, **check)
         return w.verdict == "mismatch"
 
     res = shrink(inst, fails, max_checks=shrink_checks, max_seconds=shrink_seconds)
-    final = verify_instance(res.instance, methods, externals=externals, mode=mode, **check)
+    final = verify_instance(res.instance, methods, externals=externals, **check)
     data = instance_to_dict(res.instance)
     data["counterexample"] = {
         "campaign_id": spec.id,
@@ -391,9 +414,10 @@ def _shrunk(
             methods,
             externals,
             mode,
-            time_limit=check["time_limit"],
-            threads=check["threads"],
+            time_limit=check["settings"].time_limit,
+            threads=check["settings"].threads,
             external_timeout=check["external_timeout"],
+            uniform=check["restrictions"].uniform,
         ),
         "spec": spec.to_dict(),
         "original": {"nodes": len(inst.nodes), "edges": len(inst.edges), "problems": v.problems},
@@ -517,7 +541,10 @@ def summary_lines(summary: dict) -> list[str]:
     n_modes = len(summary.get("by_mode") or {})
     what = f"{summary['instances']} instances"
     if n_modes > 1:
-        what = f"{summary['instances']} checks ({summary.get('distinct_instances', '?')} instances, {n_modes} modes)"
+        what = (
+            f"{summary['instances']} checks ({summary.get('distinct_instances', '?')} "
+            f"instances, {n_modes} modes)"
+        )
     lines = [
         f"{what}: "
         + ", ".join(f"{k} {v.get(k, 0)}" for k in VERDICTS)
@@ -543,8 +570,8 @@ def summary_lines(summary: dict) -> list[str]:
     if g["count"]:
         lines.append(
             f"greedy rule vs optimum over {g['count']} instances: worse on {g['worse']} "
-            f"({100 * g['worse'] / g['count']:.1f}%), gap mean {100 * g['mean']:.3g}%, median {100 * g['median']:.3g}%, "
-            f"p90 {100 * g['p90']:.3g}%, max {100 * g['max']:.3g}%"
+            f"({100 * g['worse'] / g['count']:.1f}%), gap mean {100 * g['mean']:.3g}%, median "
+            f"{100 * g['median']:.3g}%, p90 {100 * g['p90']:.3g}%, max {100 * g['max']:.3g}%"
         )
     else:
         lines.append("greedy rule: no instance with both a proven optimum and a greedy plan")
@@ -552,7 +579,8 @@ def summary_lines(summary: dict) -> list[str]:
         if p["count"]:
             st = ", ".join(f"{k} {n}" for k, n in sorted(summary["statuses"].get(m, {}).items()))
             lines.append(
-                f"  {m:7s} seconds p50 {p['p50']:.3g}, p90 {p['p90']:.3g}, p99 {p['p99']:.3g}, max {p['max']:.3g}  ({st})"
+                f"  {m:7s} seconds p50 {p['p50']:.3g}, p90 {p['p90']:.3g}, p99 {p['p99']:.3g}, max "
+                f"{p['max']:.3g}  ({st})"
             )
     for key in ("mismatches", "errors", "harness_errors"):
         ids = summary.get(key) or []
@@ -597,6 +625,7 @@ def run_campaign(
     external_timeout: float | None = None,
     modes: Sequence[Mode] = (DEFAULT_MODE,),
     note: Callable[[str], None] | None = None,
+    uniform: bool = False,
 ) -> dict:
     """Run a campaign into the folder ``out``; returns the summary (also written to
     ``out/summary.json``).
@@ -617,7 +646,8 @@ def run_campaign(
     count, seed : int
         How many instances, and the master seed.
     families, nodes : which graph families, and the (low, high) node-count range.
-    methods, time_limit, threads : as for :func:`verify_instance` (time limit per method: dp, greedy, MILP).
+    methods, time_limit, threads
+        As for :func:`verify_instance` (the time limit per method: dp, greedy, MILP).
     workers : int
         Worker processes (or dask workers of a LocalCluster).
     resume : bool
@@ -635,7 +665,8 @@ def run_campaign(
         None: local worker processes; ``"local"``: a dask LocalCluster started here; or a
         dask scheduler's address (``tcp://HOST:PORT``).
     externals : mapping, optional
-        External planners (name -> command) checked on every instance (:mod:`compare.crosscheck.external`).
+        External planners (name -> command) checked on every instance
+        (:mod:`compare.crosscheck.external`).
     external_timeout : float, optional
         Seconds before an external planner is killed (a backend error).
     modes : sequence of Mode
@@ -644,14 +675,17 @@ def run_campaign(
     note : callable, optional
         Called with a line of text when resuming drops a torn last line of results.jsonl
         (default: printed on stderr).
+    uniform : bool
+        Check the uniform problem (every stage the same t and d, contract sec. 12) instead
+        of the free one; recorded in the parameters (``uniform``) and in each record.
 
     Raises
     ------
     InputError
-        Bad parameters, a method that does not solve in one of ``modes``, ``out`` not writable, another campaign running on ``out``,
-        ``out`` written by a sweep, results already present without ``resume``, ``resume`` with different
-        parameters, or a damaged results.jsonl (a line other than the last that is not a whole record:
-        the file and line are named).
+        Bad parameters, a method that does not solve in one of ``modes``, ``out`` not writable,
+        another campaign running on ``out``, ``out`` written by a sweep, results already present
+        without ``resume``, ``resume`` with different parameters, or a damaged results.jsonl (a line
+        other than the last that is not a whole record: the file and line are named).
     CampaignInterrupted
         SIGINT or SIGTERM (the finished results are kept).
     InternalError
@@ -662,7 +696,7 @@ def run_campaign(
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     if workers < 1:
         raise InputError(f"--workers must be >= 1, got {workers}")
-    check_solver_settings(time_limit, threads)
+    settings = Settings(time_limit=time_limit, threads=threads)  # checked once, here
     modes = tuple(modes) or (DEFAULT_MODE,)
     if len(set(modes)) != len(modes):
         raise InputError("--modes: a mode is given twice")
@@ -682,16 +716,17 @@ def run_campaign(
         "time_limit": time_limit,
         "externals": dict(externals or {}),
         "modes": [m.label for m in modes],
+        "uniform": uniform,
     }
     fn = functools.partial(
         run_spec,
         methods=tuple(methods),
-        time_limit=time_limit,
-        threads=threads,
+        settings=settings,
         solvers=dict(solvers) if solvers else None,
         do_shrink=do_shrink,
         externals=dict(externals or {}),
         external_timeout=external_timeout,
+        uniform=uniform,
     )
     show = sys.stderr.isatty() if progress is None else progress
     start = time.perf_counter()
@@ -727,9 +762,8 @@ def run_campaign(
             scheduler=scheduler,
             prepare=lambda rec: _save_counterexample(out, rec),
             on_record=after,
-            defaults={
-                "modes": [DEFAULT_MODE.label]
-            },  # a folder from before --modes ran the default mode
+            # a folder from before --modes ran the default mode, before --uniform the free problem
+            defaults={"modes": [DEFAULT_MODE.label], "uniform": False},
             note=note,
         )
     finally:

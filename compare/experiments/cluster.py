@@ -144,8 +144,9 @@ def run_on_dask(
                 tries[id(job)] = tries.get(id(job), 0) + 1
                 if tries[id(job)] > MAX_RESUBMITS:
                     raise InternalError(
-                        f"job {name(job)} was lost on the dask cluster {MAX_RESUBMITS} times (status {f.status}); "
-                        "the finished results are saved, rerun with --resume to go on"
+                        f"job {name(job)} was lost on the dask cluster {MAX_RESUBMITS} times "
+                        f"(status {f.status}); the finished results are saved, rerun with --resume "
+                        "to go on"
                     )
                 again = client.submit(fn, job, pure=False)
                 job_of[again.key] = job

@@ -5,13 +5,14 @@ this process as soon as it arrives. Two backends:
 
 * local worker processes (``scheduler=None``; the command line's default where dask is not
   installed):
-  spawned processes guarded by :mod:`compare.experiments.worker_guard` (their own process group; SIGINT
-  ignored, the parent decides; stopped with SIGTERM, which lets the running job clean up --
+  spawned processes guarded by :mod:`compare.experiments.worker_guard` (their own process group;
+  SIGINT ignored, the parent decides; stopped with SIGTERM, which lets the running job clean up --
   a MILP backend kills its solver process and removes its temporary folder -- then SIGKILL
   after a grace period; killed by the kernel when the parent dies, even by SIGKILL);
 * dask.distributed (``scheduler="local"`` for a LocalCluster started here, the command
   line's default where dask is installed, or an address ``tcp://HOST:PORT``;
-  :mod:`compare.experiments.cluster`; its workers ignore SIGINT, :mod:`compare.experiments.dask_worker`).
+  :mod:`compare.experiments.cluster`; its workers ignore SIGINT,
+  :mod:`compare.experiments.dask_worker`).
 
 Either way SIGINT and SIGTERM only set a flag (:class:`SignalFlag`); the loop stops, the
 workers are killed, and :class:`Interrupted` is raised with the signal's number, after the
@@ -270,8 +271,9 @@ def _run_pool(
                         continue
                 if w.proc.sentinel in ready or not w.proc.is_alive():
                     raise InternalError(
-                        f"a {what} worker process died (exit code {w.proc.exitcode}) while running {name(w.job)}; "
-                        "the finished results are saved, rerun with --resume to go on"
+                        f"a {what} worker process died (exit code {w.proc.exitcode}) while running "
+                        f"{name(w.job)}; the finished results are saved, rerun with --resume to go "
+                        "on"
                     )
     finally:
         _stop_workers(workers, graceful)
@@ -421,7 +423,8 @@ def run_in_folder(
 
     if MANIFESTS.get(what) != parameters:
         raise InternalError(
-            f"run_in_folder: a {what} must record its parameters in {MANIFESTS.get(what)} (compare.experiments.jobs.MANIFESTS)"
+            f"run_in_folder: a {what} must record its parameters in {MANIFESTS.get(what)} "
+            "(compare.experiments.jobs.MANIFESTS)"
         )
     with locked_folder(out, what):
         for kind in folder_kinds(out):
@@ -436,12 +439,13 @@ def run_in_folder(
         done = [r for r in found if not (r["id"] in seen or seen.add(r["id"]))]
         if done and not resume:
             raise InputError(
-                f"--out {out}: already holds {len(done)} results; add --resume to continue it, or choose another folder"
+                f"--out {out}: already holds {len(done)} results; add --resume to continue it, or "
+                "choose another folder"
             )
         if done and not params_path.exists():
             raise InputError(
-                f"--resume: {out / results} holds {len(done)} results but {params_path} is missing, "
-                f"so what wrote them is unknown; choose another folder"
+                f"--resume: {out / results} holds {len(done)} results but {params_path} is "
+                "missing, so what wrote them is unknown; choose another folder"
             )
         if resume and params_path.exists():
             try:

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from compare.baselines.twobw import block_order
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance, instance_from_dict, instance_to_dict
-from piper_ilp.milp.backend import check_solver_settings
 from piper_ilp.mode import Mode
 from piper_ilp.plan import plan_to_dict
+from piper_ilp.settings import Settings
 from piper_ilp.solution import Restrictions, Status
 
 __all__ = ["Rung", "Ladder", "induced_subinstance", "rung_sizes", "work_bound", "run_ladder"]
@@ -141,9 +141,16 @@ def run_ladder(
 
     if max_nodes < 1:
         raise InputError(f"--max-nodes must be >= 1, got {max_nodes}")
-    check_solver_settings(time_limit, threads)  # before any rung: each would end "error"
-    check_solver_settings(full_time_limit, time_option="--full-time-limit")
     mode = Mode(in_flight=in_flight)
+    # checked once, before any rung (each would end "error")
+    rung_settings = Settings(mode=mode, time_limit=time_limit, threads=threads)
+    full_settings = Settings(
+        mode=mode,
+        time_limit=full_time_limit,
+        threads=threads,
+        time_option="--full-time-limit",
+        options={"hint_from_dp": True, "force": True},
+    )
     order, starts = block_order(instance)
     rungs: list[Rung] = []
     missed = 0
@@ -160,10 +167,8 @@ def run_ladder(
             sub,
             methods=("dp", "cpsat"),
             restrictions=restrictions,
-            time_limit=time_limit,
-            threads=threads,
+            settings=rung_settings,
             greedy=False,
-            mode=mode,
         )
         rung = Rung(
             j, len(keep), K_j, N_j, verdict.verdict, verdict.optimum, time.process_time() - start
@@ -188,16 +193,7 @@ def run_ladder(
     milp_bound = None
     try:
         start = time.process_time()
-        milp = run_method(
-            instance,
-            "cpsat",
-            restrictions,
-            time_limit=full_time_limit,
-            threads=threads,
-            hint_from_dp=True,
-            force=True,
-            mode=mode,
-        )
+        milp = run_method(instance, "cpsat", restrictions, settings=full_settings)
         milp_bound = (
             milp.bound if milp.status in (Status.OPTIMAL, Status.FEASIBLE, Status.UNKNOWN) else None
         )

@@ -145,8 +145,8 @@ def gantt_chart(
     title: str | None = None,
 ) -> Path:
     """Each replica's forward (light) and backward (dark) tasks over time, one row per
-    replica, stage 0 on top (``simulation`` from :func:`compare.simulation.simulate.simulate`). With more
-    than ``max_rows`` replicas, only replica 0 of each stage is drawn; ``until`` cuts the
+    replica, stage 0 on top (``simulation`` from :func:`compare.simulation.simulate.simulate`). With
+    more than ``max_rows`` replicas, only replica 0 of each stage is drawn; ``until`` cuts the
     time axis (default: the whole run).
 
     Raises
@@ -204,7 +204,8 @@ def gantt_chart(
     )
     ax.set_title(
         title
-        or f"{simulation.schedule}, {simulation.pipeline} pipeline, {simulation.microbatches} microbatches"
+        or f"{simulation.schedule}, {simulation.pipeline} pipeline, {simulation.microbatches} "
+        "microbatches"
     )
     fig.tight_layout()
     return _save(fig, out)

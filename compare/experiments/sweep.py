@@ -9,10 +9,12 @@ variant                   what runs
 ``no-dp``                 the exact DP with d = 1 everywhere (no data parallelism)
 ``no-tp``                 the exact DP with t = 1 everywhere (no tensor parallelism)
 ``no-recompute``          the exact DP without the ``"activation recomp"`` options
+``uniform``               the exact DP with one (t, d) for every stage (contract sec. 12)
 ``greedy``                the DP with Piper's greedy option rule (contract sec. 5)
 ``2bw``                   the PipeDream-2BW baseline (:mod:`compare.baselines.twobw`, sec. 10)
 ``pipedream``             PipeDream's own planner, its plan judged under Piper's contract
-NAME                      an external planner given as NAME=COMMAND (:mod:`compare.crosscheck.external`)
+NAME                      an external planner given as NAME=COMMAND
+(:mod:`compare.crosscheck.external`)
 ========================  ================================================================
 
 A sweep solves under one in-flight rule (contract sec. 11, ``in_flight=``, ``--in-flight``:
@@ -56,7 +58,7 @@ __all__ = [
     "CSV_FIELDS",
 ]
 
-VARIANTS = ("all", "no-dp", "no-tp", "no-recompute", "greedy", "2bw", "pipedream")
+VARIANTS = ("all", "no-dp", "no-tp", "no-recompute", "uniform", "greedy", "2bw", "pipedream")
 
 RESULTS = "results.jsonl"
 TABLE = "results.csv"
@@ -81,13 +83,28 @@ CSV_FIELDS = (
 
 @dataclass(frozen=True)
 class SweepPoint:
-    """One run of a sweep: settings and variant; ``id`` names it in results.jsonl."""
+    """One run of a sweep: settings and variant; ``id`` names it in results.jsonl.
+
+    The settings are checked when the point is made, by the check ``solve`` gives its
+    options (:func:`piper_ilp.instance.check_setting`), naming the sweep's option: a value
+    out of range is refused in one line before any work, never in a worker.
+
+    Raises
+    ------
+    InputError
+        K, M, N or B outside its supported range.
+    """
 
     K: int
     M: float
     N: int
     B: float
     variant: str
+
+    def __post_init__(self) -> None:
+        for name in ("K", "M", "N", "B"):
+            value = check_setting(name, getattr(self, name), f"{SETTING_OPTIONS[name]} ({name})")
+            object.__setattr__(self, name, value)
 
     @property
     def id(self) -> str:
@@ -123,21 +140,11 @@ def sweep_points(
     ):
         if not values:
             raise InputError(f"{name}: give at least one value")
-    for name, values in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth)):
-        for value in values:
-            _check_setting(name, value)
     seen: dict[str, SweepPoint] = {}
     for K, M, N, B, v in itertools.product(devices, memory, batch, bandwidth, variants):
-        p = SweepPoint(int(K), float(M), int(N), float(B), v)
+        p = SweepPoint(K, M, N, B, v)  # (checks its settings)
         seen.setdefault(p.id, p)
     return list(seen.values())
-
-
-def _check_setting(name: str, value) -> None:
-    """A grid value checked by the check ``solve`` gives its options
-    (:func:`piper_ilp.instance.check_setting`), naming the sweep's option: refused in one
-    line before any work, never in a worker."""
-    check_setting(name, value, f"{SETTING_OPTIONS[name]} ({name})")
 
 
 def _solve_variant(
@@ -158,6 +165,7 @@ def _solve_variant(
         "no-dp": Restrictions.from_flags(no_data_parallel=True),
         "no-tp": Restrictions.from_flags(no_tensor_parallel=True),
         "no-recompute": Restrictions.from_flags(exclude_options=(RECOMPUTE_OPTION,)),
+        "uniform": Restrictions(uniform=True),
     }[variant]
     return run_method(instance, "dp", restrictions, mode=mode)
 
@@ -231,16 +239,16 @@ def run_sweep(
     note: Callable[[str], None] | None = None,
     in_flight: str = "piper",
 ) -> list[dict]:
-    """Run every point not already in ``out/results.jsonl`` (with :func:`compare.experiments.jobs.run_in_folder`:
-    the folder locked, one whole JSON line per finished run, interrupts keep what finished);
-    returns all rows of the grid in grid order and writes ``out/results.csv``. Every
-    point is solved under the in-flight rule ``in_flight`` (sec. 11), which the folder's
-    parameters record (a folder from before the rule existed resumes as ``piper``).
+    """Run every point not already in ``out/results.jsonl`` (with
+    :func:`compare.experiments.jobs.run_in_folder`: the folder locked, one whole JSON line per
+    finished run, interrupts keep what finished); returns all rows of the grid in grid order
+    and writes ``out/results.csv``. Every point is solved under the in-flight rule
+    ``in_flight`` (sec. 11), which the folder's parameters record (a folder from before the
+    rule existed resumes as ``piper``).
 
     Raises
     ------
     InputError
-        A point's setting outside its supported range (K, N, M, B, as for ``solve``);
         ``out`` holds results and ``resume`` is off, holds a sweep of another instance or
         grid or a campaign, its results.jsonl is damaged (a line other than a torn last one
         that is not a whole row; a torn last line is dropped, ``note`` says so), or another
@@ -248,9 +256,6 @@ def run_sweep(
     compare.experiments.jobs.Interrupted
         SIGINT or SIGTERM (the finished rows are kept).
     """
-    for p in points:  # every point's settings, before the folder is touched
-        for name in ("K", "M", "N", "B"):
-            _check_setting(name, getattr(p, name))
     out = prepare_folder(out, (RESULTS, TABLE, PARAMETERS))
     externals = dict(externals or {})
     params = {

@@ -53,7 +53,8 @@ MAX_TASKS = 5_000_000
 
 @dataclass(frozen=True)
 class Task:
-    """One task on one replica: ``kind`` "F" or "B", microbatch ``mb``, ``start``/``end`` seconds."""
+    """One task on one replica: ``kind`` "F" or "B", microbatch ``mb``, ``start``/``end``
+    seconds."""
 
     stage: int
     replica: int
@@ -151,8 +152,8 @@ def simulate(
     tasks_needed = count * len(plan.stages) * (1 if forward_fraction == 1.0 else 2)
     if tasks_needed > MAX_TASKS:
         raise InputError(
-            f"--microbatches {count}: {tasks_needed:,} tasks to simulate, more than the supported {MAX_TASKS:,}; "
-            "simulate fewer microbatches"
+            f"--microbatches {count}: {tasks_needed:,} tasks to simulate, more than the supported "
+            f"{MAX_TASKS:,}; simulate fewer microbatches"
         )
     stages = plan.stages
     m = len(stages)

@@ -7,9 +7,9 @@ It reads a Piper instance (docs/cost-model.md sec. 1), and prints one plan JSON 
 standard output. It uses only the standard library, as a planner written in another
 project would: nodes in one topological order are cut into m consecutive stages of about
 equal compute time (p of each node's least-memory t = 1 option), d = t = 1, and each node
-takes its least-memory option; it tries m = 1, 2, ... up to min(K, N) and prints the first split whose stages all
-fit in memory (sec. 2, rule 6), or the split with the most stages when none does (the
-evaluator will then reject it, and piper-ilp reports that as the planner's mismatch).
+takes its least-memory option; it tries m = 1, 2, ... up to min(K, N) and prints the first split
+whose stages all fit in memory (sec. 2, rule 6), or the split with the most stages when none does
+(the evaluator will then reject it, and piper-ilp reports that as the planner's mismatch).
 """
 
 from __future__ import annotations

@@ -14,12 +14,10 @@ The names below load their module (and networkx with the model) on first use: th
 registry reads :data:`BACKENDS` without paying for them when the DP is what runs.
 """
 
-from piper_ilp.milp.backend import BACKENDS, MAX_THREADS, check_solver_settings
+from piper_ilp.milp.backend import BACKENDS
 
 __all__ = [
     "BACKENDS",
-    "MAX_THREADS",
-    "check_solver_settings",
     "DEFAULT_MAX_VARIABLES",
     "DEFAULT_THREADS",
     "Var",

@@ -3,7 +3,6 @@ solver so that Ctrl-C (KeyboardInterrupt) stops it, and throttled progress lines
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import threading
@@ -17,8 +16,6 @@ from piper_ilp.solution import Status
 
 __all__ = [
     "BACKENDS",
-    "MAX_THREADS",
-    "check_solver_settings",
     "Settings",
     "Answer",
     "OutOfRange",
@@ -30,44 +27,6 @@ __all__ = [
 #: The backends :func:`~piper_ilp.milp.solve.solve_milp` accepts (here, where the method
 #: registry can read them without loading the model and networkx).
 BACKENDS = ("cpsat", "cbc", "scip")
-
-#: Solver threads lie in [1, MAX_THREADS]: SCIP's own limit (above it SCIP prints errors and
-#: runs single-threaded), and far below where CP-SAT calls its model invalid (100,000) and
-#: CBC crashed (256 and 1,000 threads, measured).
-MAX_THREADS = 64
-
-
-def check_solver_settings(
-    time_limit: float | None = None,
-    threads: int | None = None,
-    *,
-    time_option: str = "--time-limit",
-) -> None:
-    """The solvers' settings (the MILP backends', and the DP's time limit), checked before
-    any work by every caller (``solve_milp``, ``solve_dp``, ``verify_instance``, campaigns,
-    the ladder, ``solve``): ``time_limit`` seconds finite and
-    >= 0 (None: no limit), ``threads`` a whole number within [1, :data:`MAX_THREADS`] (None:
-    the default). ``time_option`` names the option that gave the time limit.
-
-    Raises
-    ------
-    InputError
-        One line naming the option and the range.
-    """
-    if time_limit is not None and (
-        isinstance(time_limit, bool)
-        or not isinstance(time_limit, (int, float))
-        or not (math.isfinite(time_limit) and time_limit >= 0)
-    ):
-        raise InputError(
-            f"{time_option}: the time limit must be a finite number of seconds >= 0, got {time_limit!r}"
-        )
-    if threads is not None and (
-        isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
-    ):
-        raise InputError(
-            f"--threads: the solver threads must be a whole number within [1, {MAX_THREADS}], got {threads!r}"
-        )
 
 
 @dataclass(frozen=True)

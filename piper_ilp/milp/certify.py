@@ -134,7 +134,8 @@ def certify(
         hint_value = evaluate(st.inst, hint, mode).value
         if cutoff is not None and hint_value > cutoff * (1 + CUTOFF_MARGIN):
             info["hint"] = (
-                f"not used as the first plan: its {state.what} {hint_value!r} is above the cutoff {cutoff!r}"
+                f"not used as the first plan: its {state.what} {hint_value!r} is above the cutoff "
+                f"{cutoff!r}"
             )
             hint_values = None
             spare = (hint, hint_value)
@@ -239,7 +240,8 @@ def certify(
                     state,
                     info,
                     f"no plan with {state.what} at or below the cutoff {cutoff!r} "
-                    "(the cutoff is below the optimum, or the instance is infeasible): not a proof of either",
+                    "(the cutoff is below the optimum, or the instance is infeasible): not a proof "
+                    "of either",
                 )
             if memory == Memory.RESTRICT:
                 return _finish(
@@ -252,8 +254,8 @@ def certify(
             if state.plan is not None:
                 return _error(
                     backend,
-                    f"it calls the model infeasible, but a plan with {state.what} {state.value!r} fits "
-                    f"(below the cutoff {ts.t_ub!r})",
+                    f"it calls the model infeasible, but a plan with {state.what} {state.value!r} "
+                    f"fits (below the cutoff {ts.t_ub!r})",
                     state,
                     info,
                 )
@@ -292,7 +294,8 @@ def certify(
         if state.value is not None and state.lower > state.value * (1 + PROOF_RTOL):
             return _error(
                 backend,
-                f"its lower bound {state.lower!r} is above the {state.what} {state.value!r} of a valid plan",
+                f"its lower bound {state.lower!r} is above the {state.what} {state.value!r} of a "
+                "valid plan",
                 state,
                 info,
             )
@@ -320,8 +323,8 @@ def certify(
             )
         return _error(
             backend,
-            f"it claims the optimum, but the plan's {state.what} {state.value!r} and its lower bound "
-            f"{state.lower!r} differ by more than {PROOF_RTOL:g} relative",
+            f"it claims the optimum, but the plan's {state.what} {state.value!r} and its lower "
+            f"bound {state.lower!r} differ by more than {PROOF_RTOL:g} relative",
             state,
             info,
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import dataclass
 
 from piper_ilp.errors import InternalError
 from piper_ilp.milp.backend import (
@@ -33,7 +34,7 @@ from piper_ilp.milp.scaled import (
 )
 from piper_ilp.solution import Status
 
-__all__ = ["solve"]
+__all__ = ["IntegerModel", "integer_model", "solve"]
 
 #: Integer scale of the memory rows (a power of two: c * R is exact).
 MEMORY_SCALE = 2**40
@@ -77,7 +78,8 @@ def _int_rows(sm: ScaledModel, steps: int) -> list[ScaledRow]:
                 if m.vars[j].kind == "continuous":
                     if c != int(c):
                         raise InternalError(
-                            f"cpsat: row {r.name} has a non-integer coefficient on a continuous variable"
+                            f"cpsat: row {r.name} has a non-integer coefficient on a continuous "
+                            "variable"
                         )
                     terms.append((j, int(c)))
                 elif c < 0:  # a cost: rounded down (the row relaxes)
@@ -122,6 +124,31 @@ def _check_range(rows: list[ScaledRow], dom: list[tuple[int, int]]) -> None:
             )
 
 
+@dataclass(frozen=True)
+class IntegerModel:
+    """The scaled model as CP-SAT is given it: ``steps`` integer steps per model unit,
+    the ``rows`` with integer coefficients, each variable's integer ``domains`` (lo, hi),
+    and ``slack``, how many steps the objective of a true plan may sit above its value."""
+
+    steps: int
+    rows: list[ScaledRow]
+    domains: list[tuple[int, int]]
+    slack: int
+
+
+def integer_model(sm: ScaledModel) -> IntegerModel:
+    """The integer rows and domains CP-SAT solves for ``sm`` (see the module docstring:
+    every rounding relaxes, so every plan of the true problem stays in them).
+
+    Raises
+    ------
+    InternalError
+        A row whose data cannot be what the formulation writes (a bug).
+    """
+    steps = _steps_per_unit(sm)
+    return IntegerModel(steps, _int_rows(sm, steps), _domains(sm, steps), _slack_steps(sm))
+
+
 _LOG = re.compile(r"^#(?:\d+|Bound|Done|Model)\s.*?best:(\S+)\s+next:\[(\S+?),")
 
 
@@ -130,9 +157,8 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     from ortools.sat.python import cp_model
 
     m = sm.model
-    steps = _steps_per_unit(sm)
-    rows = _int_rows(sm, steps)
-    dom = _domains(sm, steps)
+    im = integer_model(sm)
+    steps, rows, dom = im.steps, im.rows, im.domains
     _check_range(rows, dom)
     sec_per_step = sm.scale.unit / steps
 

@@ -16,6 +16,7 @@ Variables::
     ob[a,b,i]  >= 0     seconds of edge a->b cut on a's side of slot i (bytes / B)
     ib[a,b,i]  >= 0     the same on b's side
     T          >= T_low the objective, seconds: max over used slots of their TPS
+    w[t,d]     binary   uniform only: the one configuration every used slot takes
 
 with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
 
@@ -32,10 +33,15 @@ with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
     y_order[i,k]     g[i,k+1] <= g[i,k]
     y_link[i,t,d]    u[i,t,d] = 1  =>  d * sum_k g[i,k] >= s[i]
     memory[i,k]      g[i,k] = 1    =>  sum_{v,t,l} min((k a + b)/M, 2) * z[v,i,t,l] <= 1
-    cut_out[a,b,i]   ob >= sum_{t,l} cut_edge_bytes(c, sbw_a[b]) / B * z[a,i,t,l] - max(...) * x[b,i]
-    cut_in[a,b,i]    ib >= sum_{t,l} cut_edge_bytes(c, sfw_b[a]) / B * z[b,i,t,l] - max(...) * x[a,i]
-    tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + d resync_bytes(w, d, N) / B) z[v,i,t,l]
+    cut_out[a,b,i]   ob >= sum_{t,l} cut_edge_bytes(c, sbw_a[b]) / B * z[a,i,t,l]
+                           - max(...) * x[b,i]
+    cut_in[a,b,i]    ib >= sum_{t,l} cut_edge_bytes(c, sfw_b[a]) / B * z[b,i,t,l]
+                           - max(...) * x[a,i]
+    tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + d resync_bytes(w, d, N) / B)
+                                                      * z[v,i,t,l]
                                                 + sum_edges (ob[.,.,i] + ib[.,.,i])
+    uniform_one      sum_c w[c] <= 1                    (``Restrictions.uniform``: one (t, d)
+    uniform[i,t,d]   u[i,t,d] <= w[t,d]                  for every stage, sec. 12)
 
 and, with ``strong=True`` (valid; CP-SAT's default, off for CBC and SCIP: SCIP gave a wrong
 proof with them)::
@@ -88,6 +94,7 @@ __all__ = [
     "formulate",
     "build_model",
     "model_size",
+    "size_of_sets",
 ]
 
 #: Memory rows are kept whenever the slot's worst memory exceeds this fraction of M (not
@@ -175,6 +182,7 @@ class IndexSets:
     obj_bound: float = math.inf
     obj_low: float = 0.0
     tau_bound: float = math.inf
+    uniform: bool = False  # every used slot takes one configuration (rows uniform_one, uniform)
 
     @property
     def gpipe(self) -> bool:
@@ -322,6 +330,7 @@ def index_sets(
         obj_bound,
         obj_low,
         tau_bound,
+        restrictions.uniform and len(configs) > 1,
     )
 
 
@@ -383,6 +392,7 @@ class Formulation:
     latency: list[int] = field(default_factory=list)  # batch time: path variables (tau, L, Lmax)
     q: list[int] = field(default_factory=list)  # sec. 11: microbatches in flight q_i
     r: list[int] = field(default_factory=list)  # sec. 11, graph: the successors' largest q
+    w: dict[tuple[int, int], int] = field(default_factory=dict)  # uniform: the one configuration
 
     def plan_of(self, values: dict[int, float]) -> Plan:
         """The plan that integer values of the variables describe."""
@@ -424,12 +434,15 @@ class Formulation:
                     f"stage {i} has (t, d) = ({stg.t}, {stg.d}), not a configuration of the model",
                 )
             values[self.u[i, stg.t, stg.d]] = 1.0
+            if self.w:
+                values[self.w[stg.t, stg.d]] = 1.0
             for v in stg.nodes:
                 ids = [o.id for o in st.opts.get((v, stg.t), ())]
                 if stg.options.get(v) not in ids:
                     return (
                         None,
-                        f"node {v} has no option {stg.options.get(v)!r} for t = {stg.t} in the model",
+                        f"node {v} has no option {stg.options.get(v)!r} for t = {stg.t} in the "
+                        "model",
                     )
                 values[self.z[v, i, stg.t, ids.index(stg.options[v])]] = 1.0
             rep = ev.stages[i]
@@ -531,6 +544,9 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
         Tb = m.var("Tbatch", st.obj_low, st.obj_bound, "continuous")
         m.objective = Tb
 
+    w = {}
+    if st.uniform:
+        w = {(t, d): m.var(f"w[{t},{d}]", 0, 1, "binary") for t, d in st.configs}
     m.groups = [[j for i in range(S) for (_, _, j) in zs_of.get((v, i), [])] for v in V]
     m.groups += [[u[i, t, d] for t, d in st.configs] for i in range(S)]
 
@@ -561,6 +577,13 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
                         "<=",
                         0,
                     )
+
+    # ---- uniform (sec. 12): every used slot takes the one configuration w ----
+    if w:
+        m.row("uniform_one", [(j, 1.0) for j in w.values()], "<=", 1)
+        m.groups.append(list(w.values()))
+        for (i, t, d), j in u.items():
+            m.row(f"uniform[{i},{t},{d}]", [(j, 1.0), (w[t, d], -1.0)], "<=", 0)
 
     # ---- order: every edge goes forward, P[v,i] = sum_{j<=i} x[v,j] ----
     for (v, i), j in P.items():
@@ -691,7 +714,7 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
     # work: K T >= sum_i t_i d_i TPS_i >= sum t p z + every cut second (sum t d <= K, t >= 1)
     if strong:
         terms = [(T, float(K))]
-        for (v, i, t, l), j in z.items():
+        for (v, _i, t, l), j in z.items():
             terms.append((j, -t * st.opts[v, t][l].p))
         terms += [(j, -1.0) for i in range(S) for j in cut_of_slot[i]]
         m.row("work", terms, ">=", 0, kind="time")
@@ -736,7 +759,7 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
             path = [(tau[i], -1.0) for i in range(S)]
         m.row("batch_time", [(Tb, 1.0), (T, -float(N - 1))] + path, ">=", 0, kind="time")
 
-    return Formulation(m, st, u, z, g, T, s, P, h, arc, latency, q, r)
+    return Formulation(m, st, u, z, g, T, s, P, h, arc, latency, q, r, w)
 
 
 def _schedule_rows(m: LinearModel, st: IndexSets, i: int, ys, u, q, r) -> None:
@@ -778,8 +801,10 @@ def build_model(
     return formulate(index_sets(instance, restrictions, mode), strong).model
 
 
-def _count(st: IndexSets, strong: bool = False) -> dict[str, int]:
-    """Variables and rows of the model for ``st`` without building it."""
+def size_of_sets(st: IndexSets, strong: bool = False) -> dict[str, int]:
+    """Variables and rows of the model for the index sets ``st`` (of :func:`index_sets`)
+    without building it: what :func:`model_size` returns; ``strong`` counts the
+    strengthening rows too."""
     S, V = st.S, st.V
     n_opts = sum(len(o) for o in st.opts.values())
     n_vt = len(st.opts)
@@ -795,8 +820,9 @@ def _count(st: IndexSets, strong: bool = False) -> dict[str, int]:
     n_arc = S * (S - 1) // 2 if st.graph else 0
     n_r = S if st.graph and st.schedule_rule else 0
     n_lat = (S + (S + 1 if st.graph else 0) + 1) if st.batch else 0  # tau, L, Lmax, Tbatch
-    variables = S * nC + S * n_opts + nY + S + n_r + nP + n_arc + n_cut * S + 1 + n_lat
-    binaries = S * nC + S * n_opts + nY + nP + n_arc
+    n_w = nC if st.uniform else 0
+    variables = S * nC + S * n_opts + nY + S + n_r + nP + n_arc + n_cut * S + 1 + n_lat + n_w
+    binaries = S * nC + S * n_opts + nY + nP + n_arc + n_w
     rows = len(V)  # assign
     rows += S + (S - 1)  # one_config, used_first
     rows += S  # nonempty
@@ -804,6 +830,7 @@ def _count(st: IndexSets, strong: bool = False) -> dict[str, int]:
     rows += nP  # prefix
     rows += len(st.order_edges) * (S - 1)
     rows += 1  # devices
+    rows += (1 + S * nC) if st.uniform else 0  # uniform_one, uniform
     if st.graph:
         rows += len(st.order_edges) * n_arc  # arc_def
         rows += n_arc if st.schedule_rule else S + n_arc  # r_arc; h_own, h_arc
@@ -855,4 +882,4 @@ def model_size(
     >>> model_size(inst)["variables"]  # u, z, g, s, T
     5
     """
-    return _count(index_sets(instance, restrictions, mode), strong)
+    return size_of_sets(index_sets(instance, restrictions, mode), strong)

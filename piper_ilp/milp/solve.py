@@ -10,11 +10,12 @@ from pathlib import Path
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.files import check_writable
 from piper_ilp.instance import Instance
-from piper_ilp.milp.backend import BACKENDS, check_solver_settings
+from piper_ilp.milp.backend import BACKENDS
 from piper_ilp.milp.certify import certify
-from piper_ilp.milp.model import _count, formulate, index_sets
+from piper_ilp.milp.model import formulate, index_sets, size_of_sets
 from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan
+from piper_ilp.settings import check_threads, check_time_limit
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
 __all__ = ["BACKENDS", "DEFAULT_MAX_VARIABLES", "DEFAULT_THREADS", "solve_milp"]
@@ -49,9 +50,11 @@ def _check_cutoff(cutoff) -> None:
 
 
 def _check_settings(backend, time_limit, threads) -> int:
+    """The guard of a direct call (run_method passes values its Settings checked)."""
     if backend not in BACKENDS:
         raise InputError(f"unknown MILP backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    check_solver_settings(time_limit, threads)
+    check_time_limit(time_limit, "time_limit")
+    check_threads(threads, "threads")
     return DEFAULT_THREADS if threads is None else threads
 
 
@@ -170,12 +173,13 @@ def solve_milp(
     if strong is None:
         strong = backend == "cpsat"
     st = index_sets(instance, restrictions, mode)
-    size = _count(st, strong)
+    size = size_of_sets(st, strong)
     if size["variables"] > max_variables and not force:
         raise SizeLimitError(
             f"{instance.source}: the MILP would have {size['variables']} variables "
             f"({size['constraints']} constraints), above the limit of {max_variables}; "
-            "use the DP (--method dp), or pass --force with a --time-limit to get a plan and a bound"
+            "use the DP (--method dp), or pass --force with a --time-limit to get a plan and a "
+            "bound"
         )
     form = formulate(st, strong)
     m = form.model

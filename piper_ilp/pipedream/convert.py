@@ -150,7 +150,8 @@ def instance_to_graph(instance: Instance, option: str = VANILLA) -> tuple[PDGrap
         opts = n.options.get(1, ())
         if not opts:
             raise InputError(
-                f"{instance.source}: node {n.id} has no option at t = 1; PipeDream's planner needs one"
+                f"{instance.source}: node {n.id} has no option at t = 1; PipeDream's planner needs "
+                "one"
             )
         o = next((x for x in opts if x.id == option), opts[0])
         name = f"node{n.id}"

@@ -130,10 +130,12 @@ def parse_graph_text(text: str, source: str = "<graph>") -> PDGraph:
 
     Examples
     --------
-    >>> g = parse_graph_text("node1 -- Input -- forward_compute_time=0, backward_compute_time=0, "
-    ...                      "activation_size=4.0, parameter_size=0\\n"
-    ...                      "node2 -- Linear -- forward_compute_time=1.5, backward_compute_time=2.5, "
-    ...                      "activation_size=8.0, parameter_size=16.0\\n\\tnode1 -- node2\\n")
+    >>> g = parse_graph_text(
+    ...     "node1 -- Input -- forward_compute_time=0, backward_compute_time=0, "
+    ...     "activation_size=4.0, parameter_size=0\\n"
+    ...     "node2 -- Linear -- forward_compute_time=1.5, backward_compute_time=2.5, "
+    ...     "activation_size=8.0, parameter_size=16.0\\n\\tnode1 -- node2\\n"
+    ... )
     >>> [n.id for n in g.nodes], g.edges, g.nodes[1].time
     (['node1', 'node2'], (('node1', 'node2'),), 0.004)
     """
@@ -178,9 +180,9 @@ def parse_graph_text(text: str, source: str = "<graph>") -> PDGraph:
 def parse_graph(path: str | Path) -> PDGraph:
     """Read a ``graph.txt`` file (see :func:`parse_graph_text`): a regular file of at most
     :data:`piper_ilp.jsonfile.MAX_FILE_BYTES`, read without blocking, as the JSON files are."""
-    from piper_ilp.jsonfile import MAX_FILE_BYTES, _read_bytes
+    from piper_ilp.jsonfile import MAX_FILE_BYTES, read_file_bytes
 
-    data = _read_bytes(path, MAX_FILE_BYTES)
+    data = read_file_bytes(path, MAX_FILE_BYTES)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -250,7 +252,8 @@ def prepare(graph: PDGraph) -> Prepared:
     edges = [(u, v) for u, v in edges if u not in sinks and v not in sinks]
     if not kept:
         raise InputError(
-            f"{graph.source}: nothing left to plan once the inputs and __getitem__ sinks are dropped"
+            f"{graph.source}: nothing left to plan once the inputs and __getitem__ sinks are "
+            "dropped"
         )
     index = {x: k for k, x in enumerate(kept)}
     outs: list[list[int]] = [[] for _ in kept]

@@ -1,7 +1,7 @@
 """A MILP of PipeDream's single-level model (SCIP through OR-Tools' MPSolver).
 
-The model is that of ``docs/pipedream.md`` (and :mod:`compare.baselines.pipedream`): a chain of states
-with strictly growing downsets ending at the last state, a replication per stage, exactly n
+The model is that of ``docs/pipedream.md`` (and :mod:`compare.baselines.pipedream`): a chain of
+states with strictly growing downsets ending at the last state, a replication per stage, exactly n
 workers (at most n with ``fewer_machines``), stage time ``(T + 4 (r - 1) P / (B r)) / r``,
 the plan's time the max over stages, and PipeDream's memory rule.
 
@@ -127,7 +127,7 @@ def solve_pipedream_milp(
     )
     solver.SetTimeLimit(int(time_limit * 1000))
     x = {}
-    for c, (k, j, r, t, cap) in enumerate(cands):
+    for c, (k, j, r, _t, _cap) in enumerate(cands):
         x[c] = solver.BoolVar(f"x[{k},{j},{r}]")
     after = {j: solver.IntVar(0, n, f"after[{j}]") for j in range(S)}
     solver.Add(after[S - 1] == 0, "after_last")

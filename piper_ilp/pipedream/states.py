@@ -244,8 +244,8 @@ def antichain_states(prep: Prepared, max_states: int = MAX_STATES) -> States:
                     arcs.append([])
                     if len(antichains) > max_states:
                         raise SizeLimitError(
-                            f"{prep.source}: PipeDream's antichain DAG has more than {max_states} states "
-                            "(its planner's tables grow as states^2 x workers); not planned"
+                            f"{prep.source}: PipeDream's antichain DAG has more than {max_states} "
+                            "states (its planner's tables grow as states^2 x workers); not planned"
                         )
                 arcs[src].append(ids[nkey])
                 queue.append(nxt)

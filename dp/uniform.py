@@ -1,0 +1,170 @@
+"""Uniform degrees (``--uniform``, contract sec. 12): every stage has the same t and d.
+
+A uniform plan takes one pair (t, d) for all its stages, so the uniform optimum is the
+least, over the allowed pairs, of the optimum with every stage at exactly that pair.
+:func:`solve_uniform` runs the DP once per pair with ``Restrictions.fixed(t, d)`` (one t,
+one d: each run is small) and keeps the best: exact, in every mode, without changing the
+DP itself. A pair is skipped when a lower bound on any plan with it, the least compute
+sum_v min_l p_v / (d * most stages) (every stage's TPS is at least its compute p / d, the
+largest at least their mean; a plan has at most K / (t d) stages, and at most N / d when
+sequential, where sum d <= N), exceeds the best value found: it cannot win. The bound is on
+the TPS, so it holds for the batch time too (which is at least the largest TPS).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+from dp.deadline import Deadline
+from piper_ilp.instance import Instance
+from piper_ilp.mode import DEFAULT_MODE, Mode
+from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
+
+__all__ = ["solve_uniform", "pair_lower_bound"]
+
+#: A pair is skipped only when its bound exceeds the best value by more than this (relative):
+#: the bound and the DP's values are rounded differently.
+_SKIP_MARGIN = 1e-9
+
+
+def pair_lower_bound(
+    instance: Instance,
+    restrictions: Restrictions,
+    t: int,
+    d: int,
+    mode: Mode = DEFAULT_MODE,
+) -> float:
+    """A lower bound on the largest stage TPS of every plan whose stages all have (t, d):
+    the nodes' least compute at t, sum_v min_l p_v, over d times the most stages,
+    K // (t d), and N // d too when sequential (sum d <= N; under graph pipelining only
+    h <= N holds, so more stages may run side by side). Infinite when some node has no
+    option for t.
+
+    >>> from compare.builders.generators import random_instance
+    >>> inst = random_instance("chain", 4, seed=1)
+    >>> pair_lower_bound(inst, Restrictions(), 1, 1) > 0
+    True
+    """
+    inst = restrictions.apply(instance)
+    least = []
+    for nd in inst.nodes:
+        opts = nd.options.get(t, ())
+        if not opts:
+            return math.inf
+        least.append(min(o.p for o in opts))
+    most_stages = min(inst.K // (t * d), len(inst.nodes))
+    if not mode.graph:
+        most_stages = min(most_stages, inst.N // d)
+    if most_stages < 1:
+        return math.inf
+    return math.fsum(least) / (d * most_stages)
+
+
+def solve_uniform(
+    instance: Instance,
+    restrictions: Restrictions,
+    solve: Callable[..., Solution],
+    *,
+    mode: Mode = DEFAULT_MODE,
+    time_limit: float | None = None,
+    **options,
+) -> Solution:
+    """The best plan whose stages all have one (t, d), by one ``solve`` per pair.
+
+    Parameters
+    ----------
+    instance : Instance
+        The profiled graph with K, M, B, N.
+    restrictions : Restrictions
+        With ``uniform`` set; every other restriction holds in each run.
+    solve : callable
+        ``solve(instance, restrictions, mode=, time_limit=, **options) -> Solution``, the
+        DP's entry point :func:`dp.solver.solve_dp`.
+    mode : Mode
+        Pipelining, objective and schedule.
+    time_limit : float, optional
+        Seconds for all the runs together; stopped early, the answer is never OPTIMAL.
+    **options
+        Passed to every run (``knapsack``, ``max_ideals``, ``force``, ...).
+
+    Returns
+    -------
+    Solution
+        The best run's plan. OPTIMAL when every pair's run proved its optimum or
+        infeasibility (and one found a plan); INFEASIBLE when every pair is infeasible;
+        FEASIBLE (or UNKNOWN without a plan) when a run stopped early or proves nothing
+        (greedy). ``info["uniform"]`` holds the pairs tried, skipped and infeasible and the
+        winner's (t, d).
+    """
+    start = time.perf_counter()
+    deadline = Deadline(time_limit)
+    pairs = restrictions.uniform_pairs(instance)
+    bounds = {pair: pair_lower_bound(instance, restrictions, *pair, mode) for pair in pairs}
+    order = sorted(pairs, key=lambda pair: (bounds[pair], pair))
+    best: Solution | None = None
+    proven, runs, skipped, infeasible = True, 0, 0, 0
+    lower: float | None = math.inf  # least bound over the pairs (None: some pair has none)
+    method = "dp"
+    for t, d in order:
+        if best is not None and bounds[t, d] > best.value * (1 + _SKIP_MARGIN):
+            skipped += 1
+            continue
+        remaining = deadline.remaining()
+        if remaining is not None and remaining <= 0:
+            proven, lower = False, None
+            break
+        sol = solve(instance, restrictions.fixed(t, d), mode=mode, time_limit=remaining, **options)
+        runs += 1
+        method = sol.method
+        if sol.status is Status.INFEASIBLE:
+            infeasible += 1
+            continue
+        if sol.status is not Status.OPTIMAL:
+            proven = False
+        if sol.bound is None or lower is None:
+            lower = None
+        else:
+            lower = min(lower, sol.bound)
+        if sol.plan is not None and (best is None or sol.value < best.value):
+            best = sol
+    info = {
+        "uniform": {
+            "pairs": len(pairs),
+            "runs": runs,
+            "skipped": skipped,
+            "infeasible": infeasible,
+            "best": [best.plan.stages[0].t, best.plan.stages[0].d] if best else None,
+        }
+    }
+    seconds = time.perf_counter() - start
+    if best is None:
+        if proven:
+            why = (
+                "no (t, d) pair with t * d <= K" if not pairs else "no pair (t, d) has a valid plan"
+            )
+            return Solution(
+                method, Status.INFEASIBLE, message=f"no uniform plan: {why}", seconds=seconds,
+                info=info, mode=mode,
+            )  # fmt: skip
+        return Solution(
+            method, Status.UNKNOWN, message="stopped before any pair gave a plan",
+            seconds=seconds, info=info, mode=mode,
+        )  # fmt: skip
+    if proven:
+        status, bound = Status.OPTIMAL, best.value
+    else:
+        status, bound = Status.FEASIBLE, None if lower is None else min(lower, best.value)
+    solution = Solution(
+        method,
+        status,
+        plan=best.plan,
+        objective=best.objective,
+        bound=bound,
+        seconds=seconds,
+        message=best.message,
+        info={**best.info, **info},
+        mode=mode,
+    )
+    return checked_solution(instance, solution, restrictions=restrictions)

@@ -1,0 +1,192 @@
+"""``piper-ilp from-config``: an instance from a transformer's configuration (contract
+sec. 12)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from piper_cli.common import (
+    BandwidthOpt,
+    BatchOpt,
+    DevicesOpt,
+    JsonOpt,
+    MemoryOpt,
+    cli_errors,
+    fail,
+    print_json_line,
+    stdout,
+)
+
+
+def _list_presets() -> None:
+    from compare.builders import transformer_costs as tc
+    from compare.builders.hardware import HARDWARE_PRESETS
+    from compare.builders.transformer import MODEL_PRESETS
+
+    stdout.print("models (MODEL):", markup=False)
+    for name, c in MODEL_PRESETS.items():
+        mlp = "SwiGLU" if c.gated_mlp else "GeLU"
+        stdout.print(
+            f"  {name:<12} {tc.model_parameters(c) / 1e9:7.2f}e9 parameters, "
+            f"{c.num_layers} layers, h {c.hidden_size}, {c.num_heads} heads ({c.num_kv_heads} "
+            f"kv), MLP {c.intermediate_size} {mlp}, vocabulary {c.vocab_size}, seq_len {c.seq_len}",
+            markup=False,
+        )
+    stdout.print("hardware (--hardware):", markup=False)
+    for name, hw in HARDWARE_PRESETS.items():
+        stdout.print(
+            f"  {name:<12} {hw.peak_flops / 1e12:g} TFLOP/s, {hw.hbm_bytes / 1e9:g} GB, NVLink "
+            f"{hw.nvlink_bandwidth / 1e9:g} GB/s, network {hw.network_bandwidth / 1e9:g} GB/s per "
+            f"GPU, {hw.gpus_per_node} GPUs per node",
+            markup=False,
+        )
+
+
+def _tp_list(text: str | None) -> tuple[int, ...] | None:
+    from piper_ilp.errors import InputError
+
+    if text is None:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise InputError(
+            f"--tp-degrees: a comma-separated list of whole numbers, got {text!r}"
+        ) from None
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("from-config")
+    @cli_errors
+    def from_config_command(
+        model: Annotated[
+            Optional[str],
+            typer.Argument(
+                help="A preset (see --list) or a Hugging Face style config.json.",
+                show_default=False,
+            ),
+        ] = None,
+        hardware: Annotated[
+            Optional[str],
+            typer.Option(
+                "--hardware",
+                help="A preset (a100-40gb, a100-80gb, h100-80gb) or a hardware JSON file.",
+                show_default=False,
+            ),
+        ] = None,
+        seq_len: Annotated[
+            Optional[int],
+            typer.Option(
+                "--seq-len",
+                help="Tokens per sequence (default: the model's context).",
+                show_default=False,
+            ),
+        ] = None,
+        micro_batch_size: Annotated[
+            int, typer.Option("--micro-batch-size", help="Sequences per microbatch b.")
+        ] = 1,
+        efficiency: Annotated[
+            float,
+            typer.Option(
+                "--efficiency",
+                help="Fraction of the peak FLOP/s that matrix products reach, in (0, 1].",
+            ),
+        ] = 0.5,
+        tp_degrees: Annotated[
+            Optional[str],
+            typer.Option(
+                "--tp-degrees",
+                help="Tensor-parallel degrees to offer, e.g. 1,2,4,8 (default: those that fit a "
+                "node and divide the heads).",
+                show_default=False,
+            ),
+        ] = None,
+        devices: DevicesOpt = None,
+        memory: MemoryOpt = None,
+        batch: BatchOpt = None,
+        bandwidth: BandwidthOpt = None,
+        output: Annotated[
+            Optional[Path],
+            typer.Option(
+                "--output", "-o", help="Where to write the instance JSON.", show_default=False
+            ),
+        ] = None,
+        list_presets: Annotated[
+            bool, typer.Option("--list", help="List the model and hardware presets.")
+        ] = False,
+        json_out: JsonOpt = False,
+    ) -> None:
+        """Write an instance (cost model secs. 1 and 12) from a decoder-only transformer's
+        configuration, with no profiler: node 0 the embedding, 1..L the layers (options
+        vanilla, selective recomp, activation recomp per t), L+1 the final norm, output
+        layer and loss. K defaults to one node, M to the GPU's memory, N to K and B to the
+        network bandwidth per GPU. --json prints one summary object."""
+        import json
+
+        from compare.builders import transformer_costs as tc
+        from compare.builders.hardware import load_hardware
+        from compare.builders.transformer import load_model, transformer_instance
+        from piper_ilp.files import atomic_write_text, check_writable
+        from piper_ilp.instance import instance_from_dict, parse_setting
+
+        if list_presets:
+            _list_presets()
+            return
+        if model is None or hardware is None or output is None:
+            fail("error: from-config needs MODEL, --hardware and -o (or --list)")
+        inputs = {
+            p: what for p, what in ((model, "config"), (hardware, "hardware")) if Path(p).exists()
+        }
+        check_writable(output, "instance", inputs=inputs)
+        settings = {
+            k: parse_setting(name, text)
+            for k, name, text in (
+                ("devices", "K", devices),
+                ("memory", "M", memory),
+                ("batch", "N", batch),
+                ("bandwidth", "B", bandwidth),
+            )
+            if text is not None
+        }
+        cfg, hw = load_model(model), load_hardware(hardware)
+        data = transformer_instance(
+            cfg,
+            hw,
+            seq_len=seq_len,
+            micro_batch_size=micro_batch_size,
+            efficiency=efficiency,
+            tp_degrees=_tp_list(tp_degrees),
+            **settings,
+        )
+        inst = instance_from_dict(data, source=str(output))  # what solve will read
+        atomic_write_text(output, json.dumps(data, indent=1) + "\n")
+        sec = data["model"]
+        summary = {
+            "model": cfg.name,
+            "parameters": sec["parameters"],
+            "peak_flops": hw.peak_flops,
+            "layers": cfg.num_layers,
+            "nodes": len(inst.nodes),
+            "seq_len": sec["seq_len"],
+            "micro_batch_size": micro_batch_size,
+            "hardware": hw.to_dict(),
+            "efficiency": efficiency,
+            "tp_degrees": inst.t_values,
+            "flops_per_microbatch": tc.model_training_flops(cfg, micro_batch_size, sec["seq_len"]),
+            "settings": {"K": inst.K, "M": inst.M, "N": inst.N, "B": inst.B},
+            "output": str(output),
+        }
+        if json_out:
+            print_json_line(summary)
+            return
+        stdout.print(
+            f"{output}: {cfg.name}, {summary['parameters'] / 1e9:.4g}e9 parameters, "
+            f"{len(inst.nodes)} nodes (embedding, {cfg.num_layers} layers, head), seq_len "
+            f"{summary['seq_len']}, micro-batch {micro_batch_size}; {hw.name} at efficiency "
+            f"{efficiency:g}, t in {inst.t_values}; K={inst.K} M={inst.M:.6g} N={inst.N} "
+            f"B={inst.B:.6g}",
+            markup=False,
+        )

@@ -1,0 +1,225 @@
+"""The settings of a solve, checked once where they enter.
+
+A :class:`Settings` is what a caller asks of a solve besides the instance and the
+restrictions: the mode, the time limit, the solver threads, the cluster overrides (K, M, N,
+B) and the method's options. It is checked when it is built, one line naming the option
+(:class:`~piper_ilp.errors.InputError`, exit status 2 at the command line): by the CLI before
+any instance is read, and by ``compare.crosscheck.methods.run_method`` (and the functions
+that call it: ``verify_instance``, ``run_campaign``, ``run_ladder``) when called from Python
+with loose values. The layers below receive the checked object, or the values it holds,
+and do not check them again.
+
+The range of each value is defined here once: :func:`check_time_limit`,
+:func:`check_threads` (:data:`MAX_THREADS`), and for K, M, N, B
+:func:`piper_ilp.instance.check_setting`, where the supported ranges live.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from piper_ilp.errors import InputError
+from piper_ilp.instance import SETTING_OPTIONS, Instance, check_setting
+from piper_ilp.mode import DEFAULT_MODE, Mode
+
+__all__ = [
+    "MAX_THREADS",
+    "Settings",
+    "check_time_limit",
+    "check_threads",
+]
+
+#: Solver threads lie in [1, MAX_THREADS]: SCIP's own limit (above it SCIP prints errors and
+#: runs single-threaded), and far below where CP-SAT calls its model invalid (100,000) and
+#: CBC crashed (256 and 1,000 threads, measured).
+MAX_THREADS = 64
+
+
+def check_time_limit(value: Any, option: str = "--time-limit") -> float | None:
+    """A time limit: a finite number of seconds >= 0, or None (no limit).
+
+    Parameters
+    ----------
+    value : float or None
+        Seconds.
+    option : str
+        The option that gave it, named in the message.
+
+    Returns
+    -------
+    float or None
+        ``value`` unchanged.
+
+    Raises
+    ------
+    InputError
+        One line naming ``option`` and the range.
+
+    Examples
+    --------
+    >>> check_time_limit(float("inf"))  # doctest: +NORMALIZE_WHITESPACE
+    Traceback (most recent call last):
+    ...
+    piper_ilp.errors.InputError: --time-limit: the time limit must be a finite number of seconds >=
+    0, got inf
+    """
+    if value is not None and (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (math.isfinite(value) and value >= 0)
+    ):
+        raise InputError(
+            f"{option}: the time limit must be a finite number of seconds >= 0, got {value!r}"
+        )
+    return value
+
+
+def check_threads(value: Any, option: str = "--threads") -> int | None:
+    """Solver threads, returned unchanged: a whole number within [1, :data:`MAX_THREADS`],
+    or None (the backend's default). ``option``, the option that gave it, is named in the
+    message.
+
+    Raises
+    ------
+    InputError
+        Out of range: one line naming ``option`` and the range.
+
+    Examples
+    --------
+    >>> check_threads(65)  # doctest: +NORMALIZE_WHITESPACE
+    Traceback (most recent call last):
+    ...
+    piper_ilp.errors.InputError: --threads: the solver threads must be a whole number within [1,
+    64], got 65
+    """
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_THREADS
+    ):
+        raise InputError(
+            f"{option}: the solver threads must be a whole number within "
+            f"[1, {MAX_THREADS}], got {value!r}"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a solve is asked for besides the instance and the restrictions, checked once.
+
+    Parameters
+    ----------
+    mode : Mode
+        Pipelining, objective and schedule (contract secs. 8-9).
+    time_limit : float, optional
+        Seconds before a solver stops (it then never claims "optimal"); None: no limit.
+    threads : int, optional
+        MILP solver threads, within [1, :data:`MAX_THREADS`]; None: the backend's default.
+    overrides : mapping, optional
+        Cluster settings that replace the instance's: ``K``, ``M``, ``N``, ``B`` (each
+        within its supported range, :func:`piper_ilp.instance.check_setting`).
+    options : mapping, optional
+        The method's options, as ``compare.crosscheck.methods.run_method`` takes them
+        (``knapsack``, ``max_ideals``, ``force``, ``write_model``, ``hint_from_dp``,
+        ``hint``, ``max_variables``): which of them apply is the method registry's
+        business, and each solver owns the range of its own options.
+    time_option : str
+        The option named when the time limit is out of range (``--full-time-limit``).
+
+    Raises
+    ------
+    InputError
+        A value outside its range: one line naming the option.
+
+    Examples
+    --------
+    >>> s = Settings(time_limit=5.0, overrides={"K": 8}, options={"knapsack": "exact"})
+    >>> sorted(s.given)
+    ['knapsack', 'time_limit']
+    >>> Settings(overrides={"K": 0})
+    Traceback (most recent call last):
+    ...
+    piper_ilp.errors.InputError: --devices (K) must be an integer within [1, 1048576], got 0
+    """
+
+    mode: Mode = DEFAULT_MODE
+    time_limit: float | None = None
+    threads: int | None = None
+    overrides: Mapping[str, int | float] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    time_option: str = "--time-limit"
+
+    def __post_init__(self) -> None:
+        self._check({f.name for f in dataclasses.fields(self)})
+
+    def _check(self, names: Iterable[str]) -> None:
+        """Check the fields ``names`` (all of them when built; the changed ones in
+        :meth:`replace`)."""
+        names = set(names)
+        if "mode" in names and not isinstance(self.mode, Mode):
+            raise InputError(f"mode must be a piper_ilp.mode.Mode, got {self.mode!r}")
+        if names & {"time_limit", "time_option"}:
+            check_time_limit(self.time_limit, self.time_option)
+        if "threads" in names:
+            check_threads(self.threads)
+        if "overrides" in names:
+            checked = {}
+            for name, value in dict(self.overrides).items():
+                if name not in SETTING_OPTIONS:
+                    raise InputError(
+                        f"unknown setting {name!r}; the settings are {', '.join(SETTING_OPTIONS)}"
+                    )
+                checked[name] = check_setting(name, value, f"{SETTING_OPTIONS[name]} ({name})")
+            object.__setattr__(self, "overrides", checked)
+        if "options" in names:
+            options = dict(self.options)
+            for key in ("time_limit", "threads"):
+                if key in options:
+                    raise InputError(f"{key} is a field of Settings, not one of its options")
+            object.__setattr__(self, "options", options)
+
+    def replace(self, **changes: Any) -> "Settings":
+        """A copy with ``changes`` (fields by name), checking only what changed.
+
+        Raises
+        ------
+        InputError
+            A changed value outside its range.
+        """
+        new = copy.copy(self)
+        for name, value in changes.items():
+            if name not in {f.name for f in dataclasses.fields(self)}:
+                raise TypeError(f"Settings has no field {name!r}")
+            object.__setattr__(new, name, value)
+        new._check(changes)
+        return new
+
+    @property
+    def given(self) -> dict[str, Any]:
+        """Every solver option given, by ``run_method``'s keyword: ``time_limit`` and
+        ``threads`` when set, and the options that are neither None nor False (an option
+        left at None or False counts as not given)."""
+        out = {k: v for k, v in (("time_limit", self.time_limit), ("threads", self.threads))}
+        out.update(self.options)
+        return {k: v for k, v in out.items() if v is not None and v is not False}
+
+    def restricted(self, names: Iterable[str]) -> "Settings":
+        """A copy that keeps only the solver options in ``names`` (the ones a method
+        takes); the others are dropped, not refused. The values kept were checked."""
+        keep = set(names)
+        new = copy.copy(self)
+        object.__setattr__(new, "options", {k: v for k, v in self.options.items() if k in keep})
+        if "time_limit" not in keep:
+            object.__setattr__(new, "time_limit", None)
+        if "threads" not in keep:
+            object.__setattr__(new, "threads", None)
+        return new
+
+    def apply(self, instance: Instance) -> Instance:
+        """``instance`` with the overrides (checked when this was built); ``instance``
+        itself when it already has them."""
+        changes = {k: v for k, v in self.overrides.items() if getattr(instance, k) != v}
+        return dataclasses.replace(instance, **changes) if changes else instance
