@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from compare.builders.generators import random_instance
 from compare.crosscheck.brute import brute_applies, solve_brute
+from compare.crosscheck.methods import run_method
 from compare.crosscheck.schedule_fuzz import check_plan, fuzz, random_plan_case
 from compare.experiments.campaign import mode_specs, parse_modes, replay_command
 from compare.simulation.simulate import simulate
@@ -257,6 +258,69 @@ def test_a_plan_as_hint_fits_the_schedules_milp():
         assert values is not None, why
         sol = solve_milp(inst, backend="cpsat", mode=mode, hint=plan)
         assert sol.status is Status.OPTIMAL
+
+
+# ---- uniform degrees (--uniform, sec. 12) under the schedule's rule ---------------------
+
+UNIFORM = Restrictions(uniform=True)
+
+
+def test_uniform_degrees_never_round():
+    # every stage of a uniform plan has the same d, so every q is a multiple of d and
+    # q_i = d ceil((d + q_j) / d) = d + q_j: the two rules give the same counts (with
+    # uneven d they differ: d = 1, 2, 1 above)
+    import random
+
+    rng = random.Random(11)
+    for _ in range(200):
+        m, d = rng.randint(1, 6), rng.randint(1, 8)
+        succ = [{j for j in range(i + 1, m) if rng.random() < 0.4} for i in range(m)]
+        for pipeline in ("sequential", "graph"):
+            same = [d] * m
+            assert in_flight(same, succ, pipeline, "schedule") == in_flight(same, succ, pipeline)
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [SCHEDULE, Mode("graph", "batch-time", in_flight="schedule")],
+    ids=lambda m: m.label,
+)
+def test_uniform_under_the_schedules_rule_in_every_exact_method(mode):
+    # instances where the rule changes the free optimum (brute decides); the uniform
+    # optimum under it is brute's, equals the uniform optimum under Piper's rule (above),
+    # and dp and cpsat find it, record the rule and return a uniform plan valid under it
+    for inst, ref in _cases(mode, plain=0, differing=3):
+        want = solve_brute(inst, UNIFORM, mode=mode)
+        _agree(solve_brute(inst, UNIFORM, mode=mode.with_in_flight("piper")), want)
+        size, model = model_size(inst, UNIFORM, mode), build_model(inst, UNIFORM, mode)
+        assert (size["variables"], size["constraints"]) == (len(model.vars), len(model.rows))
+        for name in ("dp", "cpsat"):
+            got = run_method(inst, name, UNIFORM, mode=mode)
+            assert got.mode == mode, name
+            _agree(got, want, rtol=1e-6)
+            if got.plan is not None:
+                assert evaluate(inst, got.plan, mode).valid
+                assert UNIFORM.violation(inst, got.plan) is None
+        if want.status is Status.OPTIMAL and ref.status is Status.OPTIMAL:
+            assert want.value >= ref.value * (1 - 1e-9)  # a restriction never helps
+
+
+def test_solve_and_verify_combine_uniform_and_the_rule(tmp_path, small):
+    path, inst = small
+    out = tmp_path / "plan.json"
+    args = ["solve", str(path), "--uniform", "--in-flight", "schedule", "-o", str(out)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    plan = load_plan(out)
+    assert plan.metadata["in_flight"] == "schedule"
+    assert len({(st.t, st.d) for st in plan.stages}) == 1
+    args = ["verify", str(path), "--methods", "dp,brute,cpsat", "--uniform"]
+    r = runner.invoke(app, args + ["--in-flight", "schedule", "--json"])
+    assert r.exit_code == 0, r.output
+    (rec,) = json_lines(r.output)
+    assert rec["verdict"] == "match" and rec["mode"]["in_flight"] == "schedule"
+    assert rec["restrictions"]["uniform"] is True
+    assert rec["optimum"] == pytest.approx(solve_brute(inst, UNIFORM, mode=SCHEDULE).value)
 
 
 # ---- the simulator is the referee -----------------------------------------------------
