@@ -113,7 +113,7 @@ class Settings:
     Parameters
     ----------
     mode : Mode
-        Pipelining, objective and schedule (contract secs. 8-9).
+        Pipelining, objective, schedule and in-flight rule (contract secs. 8, 9, 11).
     time_limit : float, optional
         Seconds before a solver stops (it then never claims "optimal"); None: no limit.
     threads : int, optional
