@@ -260,6 +260,28 @@ def test_a_plan_as_hint_fits_the_schedules_milp():
         assert sol.status is Status.OPTIMAL
 
 
+def test_every_registered_method_plans_under_the_rule_or_refuses_it():
+    # an instance where the rule changes the optimum (brute decides): each method that
+    # solves every mode finds the schedule's optimum, not Piper's, and records the rule;
+    # each other method (and an external planner) refuses it, so verify never compares a
+    # method that ignores the rule
+    from compare.crosscheck.methods import METHODS, check_mode, external_method
+
+    ((inst, ref),) = _cases(SCHEDULE, plain=0, differing=1)
+    piper = solve_brute(inst)
+    assert ref.status is piper.status is Status.OPTIMAL and ref.value != piper.value
+    for name, m in METHODS.items():
+        if m.all_modes:
+            sol = run_method(inst, name, mode=SCHEDULE)
+            assert sol.mode == SCHEDULE, name
+            _agree(sol, ref, rtol=m.rtol)
+        else:
+            with pytest.raises(InputError, match="solves only the default mode"):
+                run_method(inst, name, mode=SCHEDULE)
+    with pytest.raises(InputError, match="solves only the default mode"):
+        check_mode(external_method("x", "true"), SCHEDULE)
+
+
 # ---- uniform degrees (--uniform, sec. 12) under the schedule's rule ---------------------
 
 UNIFORM = Restrictions(uniform=True)
