@@ -17,6 +17,7 @@ from piper_cli.common import (
     MemoryOpt,
     cli_errors,
     fail,
+    stderr,
 )
 
 
@@ -41,9 +42,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Turn PLAN into the framework's settings: Megatron-LM's command-line arguments
         (--to megatron) or torchtitan's parallelism TOML (--to torchtitan). A plan the
-        framework cannot run as planned (stages with different t or d, a recomputation
-        mix it cannot express, a model torchtitan has no modules for) is refused in one
-        line, exit 2. The settings (-K, -M, -N, -B) must be those the plan was solved for."""
+        framework cannot run (stages with different t or d, a stage that is not a run of
+        layers, a model torchtitan has no modules for) is refused in one line, exit 2. A
+        recomputation per layer that the framework cannot set is replaced by the best
+        setting it can run that fits in memory, with comment lines (and a note on stderr)
+        naming the stages that change and the cost; refused when none fits. The settings
+        (-K, -M, -N, -B) must be those the plan was solved for."""
         import json
 
         from compare.export import (
@@ -76,10 +80,8 @@ def register(app: typer.Typer) -> None:
         if mismatch is not None:
             fail(f"error: {plan}: {mismatch}")
         layout = plan_layout(data, inst, p, to)
+        settings = megatron_arguments(layout) if to == "megatron" else torchtitan_settings(layout)
         if json_out:
-            settings = (
-                megatron_arguments(layout) if to == "megatron" else torchtitan_settings(layout)
-            )
             text = json.dumps({"framework": to, **settings}) + "\n"
         else:
             text = megatron_text(layout) if to == "megatron" else torchtitan_toml(layout)
@@ -88,3 +90,5 @@ def register(app: typer.Typer) -> None:
         else:
             sys.stdout.write(text)
             sys.stdout.flush()
+        if settings["substitution"] is not None:  # not what was planned: say so off the output
+            stderr.print(f"piper-ilp: note: {settings['substitution']['summary']}", markup=False)

@@ -45,6 +45,18 @@ def _list_presets() -> None:
         )
 
 
+def _count_text(n: float) -> str:
+    """A parameter count as the docs write it: 68.98e9 (in billions from 1e9 to 1e13),
+    else in plain scientific notation.
+
+    >>> _count_text(68_976_648_192), _count_text(39), _count_text(8.192e23)
+    ('68.98e9', '39', '8.192e+23')
+    """
+    if 1e9 <= n < 1e13:
+        return f"{n / 1e9:.4g}e9"
+    return f"{n:.4g}"
+
+
 def _tp_list(text: str | None) -> tuple[int, ...] | None:
     from piper_ilp.errors import InputError
 
@@ -129,6 +141,7 @@ def register(app: typer.Typer) -> None:
         from compare.builders import transformer_costs as tc
         from compare.builders.hardware import load_hardware
         from compare.builders.transformer import load_model, transformer_instance
+        from piper_ilp.errors import InputError
         from piper_ilp.files import atomic_write_text, check_writable
         from piper_ilp.instance import instance_from_dict, parse_setting
 
@@ -161,7 +174,13 @@ def register(app: typer.Typer) -> None:
             tp_degrees=_tp_list(tp_degrees),
             **settings,
         )
-        inst = instance_from_dict(data, source=str(output))  # what solve will read
+        try:  # what solve will read: every derived number within the supported range
+            inst = instance_from_dict(data, source=f"{model} on {hw.name}")
+        except InputError as exc:
+            raise InputError(
+                f"{exc} (derived by from-config from the model's sizes, the hardware, --seq-len "
+                "and --micro-batch-size)"
+            ) from None
         atomic_write_text(output, json.dumps(data, indent=1) + "\n")
         sec = data["model"]
         summary = {
@@ -183,7 +202,7 @@ def register(app: typer.Typer) -> None:
             print_json_line(summary)
             return
         stdout.print(
-            f"{output}: {cfg.name}, {summary['parameters'] / 1e9:.4g}e9 parameters, "
+            f"{output}: {cfg.name}, {_count_text(summary['parameters'])} parameters, "
             f"{len(inst.nodes)} nodes (embedding, {cfg.num_layers} layers, head), seq_len "
             f"{summary['seq_len']}, micro-batch {micro_batch_size}; {hw.name} at efficiency "
             f"{efficiency:g}, t in {inst.t_values}; K={inst.K} M={inst.M:.6g} N={inst.N} "

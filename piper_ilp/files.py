@@ -1,19 +1,9 @@
-"""Writing output files safely: checked before any work, written atomically.
+"""Writing output files safely: every output path checked before any work
+(:func:`check_writable`), every file written atomically (:func:`atomic_write_text`), so that
+a reader never sees a half-written file and an interrupted run leaves the old file (or none).
 
-Every file the project writes (plans, instances, JSON reports, campaign summaries) goes
-through :func:`atomic_write_text`, so a reader never sees a half-written file and an
-interrupted run leaves the old file (or none), never a torn one.
-:func:`check_writable` is called on every output path before any solving starts.
-
-What is at the output path decides how it is written (:func:`_output_target`):
-
-* nothing, or a regular file: a temporary file in the same folder, renamed over it;
-* a symlink: the same, at the end of the links (the links stay);
-* an existing file that is not a regular one (a device such as /dev/null, a FIFO) or a
-  path under /proc: opened and written in place, never replaced;
-* this process's own descriptor (/dev/stdout, /dev/fd/N, /proc/self/fd/N): written to that
-  descriptor, after what Python has buffered for it, so ``-o /dev/stdout`` prints;
-* a folder: refused.
+A symlink is followed (the file at its end is replaced, the link stays); a device, a FIFO or
+this process's own descriptor (``-o /dev/stdout``) is written in place; a folder is refused.
 """
 
 from __future__ import annotations
@@ -92,9 +82,31 @@ def _same_file(a: str | Path, b: str | Path) -> bool:
 def check_not_input(
     path: str | Path, inputs: Mapping[str | Path, str], what: str = "output"
 ) -> None:
-    """Raise :class:`InputError` (one line naming both) when the output ``path`` is one of
-    the command's ``inputs`` (``{input path: what it is}``, e.g. ``{"m.json": "instance"}``)
-    under any name: the same file, a symlink or a hard link to it."""
+    """Refuse an output path that would overwrite one of the command's input files.
+
+    Parameters
+    ----------
+    path : str or Path
+        The output path.
+    inputs : mapping
+        ``{input path: what it is}``, e.g. ``{"m.json": "instance"}``.
+    what : str
+        What the output is, for the message.
+
+    Raises
+    ------
+    InputError
+        ``path`` names one of ``inputs`` under any name (the same path, a symlink or a hard
+        link to it, ``..``): one line naming both.
+
+    Examples
+    --------
+    >>> check_not_input("m.json", {"m.json": "instance"}, "plan")  # doctest: +NORMALIZE_WHITESPACE
+    Traceback (most recent call last):
+    ...
+    piper_ilp.errors.InputError: m.json: the plan would overwrite the instance file; choose
+    another path
+    """
     for inp, label in inputs.items():
         if _same_file(path, inp):
             alias = "" if str(inp) == str(path) else f" {inp}"
@@ -106,11 +118,35 @@ def check_not_input(
 def check_writable(
     path: str | Path, what: str = "output", inputs: Mapping[str | Path, str] | None = None
 ) -> Path:
-    """Raise :class:`InputError` (one line naming ``path``) unless a file can be created
-    or replaced at ``path``: its folder exists and a file can really be created in it (a
-    probe file is made and removed: this catches read-only file systems and /proc, which
-    permission bits do not), ``path`` is not a folder, and it is none of the command's
-    ``inputs`` (:func:`check_not_input`). ``path`` itself is not touched."""
+    """Check, before any work, that an output can be written at ``path``.
+
+    For a regular file (or none yet), its folder must exist and a file must really be
+    creatable in it: a probe file is made and removed there, which catches read-only file
+    systems that permission bits do not. A device, FIFO or /proc path must exist and be
+    writable; this process's own descriptor (/dev/stdout) must be open. ``path`` itself is
+    not touched.
+
+    Parameters
+    ----------
+    path : str or Path
+        The output path.
+    what : str
+        What the output is, for the message (``"plan"``, ``"report"``).
+    inputs : mapping, optional
+        The command's input files, ``{path: what it is}``; ``path`` must be none of them
+        (:func:`check_not_input`).
+
+    Returns
+    -------
+    Path
+        ``path``, as given.
+
+    Raises
+    ------
+    InputError
+        One line naming ``path``: it is a folder or one of ``inputs``, its folder is
+        missing, it cannot be written, or its symlinks loop.
+    """
     if inputs:
         check_not_input(path, inputs, what)
     kind, target = _output_target(path)
@@ -153,7 +189,20 @@ def _umask() -> int:
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path``: :func:`atomic_write_bytes`."""
+    """Write ``text``, UTF-8 encoded, to ``path`` atomically (:func:`atomic_write_bytes`).
+
+    Parameters
+    ----------
+    path : str or Path
+        The output path.
+    text : str
+        The file's content.
+
+    Raises
+    ------
+    InputError
+        The file cannot be written (one line naming the path and the reason).
+    """
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
@@ -189,15 +238,30 @@ def _write_in_place(path: str | Path, kind: str, target: str, data: bytes) -> No
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and an
-    atomic rename; the temporary file is removed on any failure (including an interrupt).
-    A symlink is followed (the file at its end is replaced, the link stays); a device, a
-    FIFO or a descriptor such as /dev/stdout is written in place (module docstring).
+    """Write ``data`` to ``path`` atomically.
+
+    What is at ``path`` decides how:
+
+    * nothing, or a regular file: a temporary file in the same folder (fsynced, with the
+      mode ``open()`` would give it) is renamed over it; the temporary file is removed on
+      any failure, an interrupt included;
+    * a symlink: the same for the file at the end of the links (the links stay);
+    * a device (/dev/null), a FIFO or a path under /proc: opened and written in place;
+    * this process's own descriptor (/dev/stdout, /dev/fd/N): written to it after what
+      Python has buffered for it, so ``-o /dev/stdout`` prints in order.
+
+    Parameters
+    ----------
+    path : str or Path
+        The output path.
+    data : bytes
+        The file's content.
 
     Raises
     ------
     InputError
-        The file cannot be written (one line naming the path and the reason).
+        The file cannot be written, or ``path`` is a folder (one line naming the path and
+        the reason).
     """
     kind, target = _output_target(path)
     if kind == "folder":
@@ -229,9 +293,29 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 
 def remove_output(path: str | Path) -> bool:
-    """Remove the regular file an output path names (at the end of its symlinks; the links
-    stay), as when a run has nothing to write there; a device, FIFO, descriptor or folder
-    is left alone. True when a file was removed. Other OSErrors are raised."""
+    """Remove the regular file an output path names, as when a run has nothing to write.
+
+    The file at the end of ``path``'s symlinks is removed (the links stay); a device, FIFO,
+    descriptor or folder is left alone.
+
+    Parameters
+    ----------
+    path : str or Path
+        The output path.
+
+    Returns
+    -------
+    bool
+        True when a file was removed, False when there was none (or it is not a regular
+        file).
+
+    Raises
+    ------
+    InputError
+        ``path``'s symlinks loop, or it cannot be examined.
+    OSError
+        The file exists but cannot be removed (e.g. PermissionError).
+    """
     kind, target = _output_target(path)
     if kind != "file":
         return False
@@ -243,8 +327,34 @@ def remove_output(path: str | Path) -> bool:
 
 
 def json_safe(obj: Any) -> Any:
-    """``obj`` with every non-finite float replaced by None and numpy scalars by Python
-    numbers, so that ``json.dumps(..., allow_nan=False)`` writes strict JSON."""
+    """``obj`` made ready for strict JSON (``json.dumps(..., allow_nan=False)``).
+
+    Non-finite floats become None, numpy scalars Python numbers, tuples lists and
+    non-string dict keys strings, recursively through dicts, lists and tuples; anything
+    else is returned as it is.
+
+    Parameters
+    ----------
+    obj : any
+        A tree of dicts, lists, tuples and scalars.
+
+    Returns
+    -------
+    any
+        A new tree (``obj`` is not changed).
+
+    Raises
+    ------
+    ValueError
+        A numpy array of more than one element sits in ``obj`` (only numpy scalars are
+        converted).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> json_safe({"tps": float("nan"), 2: (1.5, np.float32(0.5), np.int64(3))})
+    {'tps': None, '2': [1.5, 0.5, 3]}
+    """
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
@@ -257,9 +367,28 @@ def json_safe(obj: Any) -> Any:
 
 
 def read_jsonl(path: str | Path, keep: Callable[[dict], bool] = lambda rec: True) -> list[dict]:
-    """The JSON objects of a JSON-lines file, one per line, for which ``keep`` is true.
-    Lines that are not whole JSON objects (a torn last line from a killed run) are skipped;
-    a missing file has none."""
+    """The records of a JSON-lines file (a campaign's or a sweep's results).
+
+    Lines that are not whole JSON objects (a torn last line from a killed run, an array)
+    are skipped; undecodable bytes are replaced, not refused.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file; a missing one has no records.
+    keep : callable, optional
+        ``keep(record) -> bool``: only the records for which it is true are returned.
+
+    Returns
+    -------
+    list of dict
+        In file order.
+
+    Raises
+    ------
+    OSError
+        The file exists but cannot be read (e.g. it is a folder).
+    """
     p = Path(path)
     records: list[dict] = []
     if not p.exists():

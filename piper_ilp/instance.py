@@ -1,8 +1,7 @@
-"""The Piper planning instance: a profiled layer graph plus the cluster settings.
-
-This is sec. 1 of ``docs/cost-model.md``. An :class:`Instance` is immutable and
-validated once, when it is loaded (:func:`load_instance`, :func:`instance_from_dict`);
-every solver and the evaluator may then trust it.
+"""The Piper planning instance (cost model sec. 1): a profiled layer graph plus the cluster
+settings, read and validated once (:func:`load_instance`, :func:`instance_from_dict`) so that
+every solver and the evaluator may trust it; the supported ranges; and the reading of K, M,
+N, B given on the command line.
 
 Symbols (Tarnawski et al., NeurIPS 2021): K devices, M bytes of memory per device,
 B bytes/s of bandwidth per device, N microbatches per batch; for each node v, each
@@ -93,11 +92,23 @@ _SETTING_RANGE = f"within [{VALUE_MIN:g}, {VALUE_MAX:g}]"
 
 @dataclass(frozen=True)
 class Option:
-    """One way to run a node on a t-device group (a "TMPC").
+    """One way to run a node on a t-device group (a "TMPC", cost model sec. 1).
 
-    Attributes mirror the JSON fields: ``p`` = timePerSample, ``w`` = parameterSize,
-    ``a`` = memoryUsageA, ``b`` = memoryUsageB, ``sfw`` = syncTimeFw keyed by the
-    predecessor's id, ``sbw`` = syncTimeBw keyed by the successor's id.
+    Attributes
+    ----------
+    id : str
+        The option's name, unique within one (node, t) (``"vanilla"``,
+        ``"activation recomp"``).
+    p : float
+        ``timePerSample``: forward + backward seconds per sample.
+    w : float
+        ``parameterSize``: weight bytes per device (resynced under data parallelism).
+    a, b : float
+        ``memoryUsageA``, ``memoryUsageB``: memory = a * y + b bytes.
+    sfw : mapping
+        ``syncTimeFw``: extra bytes per incoming edge, keyed by the predecessor's id.
+    sbw : mapping
+        ``syncTimeBw``: extra bytes per outgoing edge, keyed by the successor's id.
     """
 
     id: str
@@ -111,14 +122,34 @@ class Option:
 
 @dataclass(frozen=True)
 class Node:
-    """A layer: its user-given ``id``, optional ``name`` and options per t."""
+    """A layer of the model.
+
+    Attributes
+    ----------
+    id : int
+        The user's own id.
+    name : str or None
+    options : mapping
+        ``{t: tuple of Option}``, t ascending; a t with no option is absent.
+    """
 
     id: int
     name: str | None
     options: Mapping[int, tuple[Option, ...]]
 
     def option(self, t: int, option_id: str) -> Option | None:
-        """The option named ``option_id`` under degree ``t``, or None."""
+        """The option named ``option_id`` under degree ``t``.
+
+        Parameters
+        ----------
+        t : int
+        option_id : str
+
+        Returns
+        -------
+        Option or None
+            None when the node has no such option.
+        """
         for opt in self.options.get(t, ()):
             if opt.id == option_id:
                 return opt
@@ -127,7 +158,15 @@ class Node:
 
 @dataclass(frozen=True)
 class Edge:
-    """A data dependency ``src -> dst`` carrying ``c`` bytes per sample."""
+    """A data dependency of the model.
+
+    Attributes
+    ----------
+    src, dst : int
+        The ids of its source and destination nodes.
+    c : float
+        Bytes per sample (``communicationCost``).
+    """
 
     src: int
     dst: int
@@ -136,12 +175,28 @@ class Edge:
 
 @dataclass(frozen=True)
 class Instance:
-    """A validated Piper instance.
+    """A Piper instance (cost model sec. 1), immutable.
 
-    ``nodes`` keep the input order; ids are the user's own everywhere.
-    ``K`` maxDevices, ``M`` maxMemoryPerDevice, ``B`` bandwidth, ``N`` mbsInBatch.
-    ``source`` names where it came from (a file path or a description) for messages.
-    ``warnings`` holds non-fatal remarks found when loading.
+    Built by :func:`load_instance` or :func:`instance_from_dict`, which validate it; the
+    constructor itself checks nothing.
+
+    Attributes
+    ----------
+    K : int
+        ``maxDevices``.
+    M : float
+        ``maxMemoryPerDevice``, bytes.
+    B : float
+        ``bandwidth``, bytes/s.
+    N : int
+        ``mbsInBatch``, microbatches per batch.
+    nodes : tuple of Node
+        In the input's order; ids are the user's own everywhere.
+    edges : tuple of Edge
+    source : str
+        Where it came from (a file path or a description), for messages.
+    warnings : tuple of str
+        Non-fatal remarks found when loading.
     """
 
     K: int
@@ -175,8 +230,15 @@ class Instance:
         )
 
     def fingerprint(self) -> str:
-        """A short hash of the model itself (nodes, options, edges), without the settings
-        K, M, N, B and the source: two loads of the same profile share it."""
+        """A short hash of the model itself: nodes (names included), options and edges,
+        without the settings K, M, N, B and the source, so that two loads of the same
+        profile share it (a plan's metadata records it).
+
+        Returns
+        -------
+        str
+            ``"sha256:"`` and 16 hex digits.
+        """
         import hashlib
 
         data = instance_to_dict(self)
@@ -188,6 +250,7 @@ class Instance:
     # ---- derived views (built once: at construction, the graph on first use) ----
     @property
     def node_ids(self) -> list[int]:
+        """The node ids, in the input's order (a new list)."""
         return [n.id for n in self.nodes]
 
     @property
@@ -235,7 +298,17 @@ class Instance:
         N: int | None = None,
         B: float | None = None,
     ) -> "Instance":
-        """A copy with the cluster settings overridden (None keeps the value).
+        """A copy with the cluster settings overridden.
+
+        Parameters
+        ----------
+        K, M, N, B : optional
+            The new values; None keeps the instance's.
+
+        Returns
+        -------
+        Instance
+            ``self`` when nothing is given.
 
         Raises
         ------
@@ -253,10 +326,19 @@ class Instance:
         return dataclasses.replace(self, **changes)
 
     def with_options(self, keep) -> "Instance":
-        """A copy keeping only the options for which ``keep(node, t, option)`` is true.
+        """A copy keeping only some options (the restrictions' ablations).
 
-        (node, t) pairs left with no option are dropped; a node may end with none
-        at all, which makes every plan infeasible (not an input error).
+        Parameters
+        ----------
+        keep : callable
+            ``keep(node, t, option) -> bool``.
+
+        Returns
+        -------
+        Instance
+            (node, t) pairs left with no option are dropped; a node may end with none at
+            all, which makes every plan infeasible (not an input error). The warnings are
+            kept as they were.
         """
         nodes = []
         for n in self.nodes:
@@ -298,6 +380,20 @@ def parse_size(text: str | float | int, what: str = "size", rate: bool = False) 
     ``B`` is bytes; bits are spelled ``bit`` (``25Gbit/s`` = 3.125e9 bytes/s). A lower-case
     ``b`` alone (``25Gb/s``, ``8gb``) is refused: it means bits by convention but bytes
     to many, so it is never guessed.
+
+    Parameters
+    ----------
+    text : str, float or int
+        The size; a number is taken as bytes (bytes/s).
+    what : str
+        The option or field, named in messages.
+    rate : bool
+        A bandwidth: ``/s`` is allowed after the unit.
+
+    Returns
+    -------
+    float
+        Bytes (bytes/s). Not range-checked (:func:`check_setting` does that).
 
     Raises
     ------
@@ -343,18 +439,34 @@ def parse_size(text: str | float | int, what: str = "size", rate: bool = False) 
 
 
 def check_setting(name: str, value: Any, where: str) -> int | float:
-    """The setting ``name`` (K, M, N or B) checked against its supported range: K an
-    integer within [1, MAX_DEVICES], N within [1, MAX_BATCH], M and B numbers within
-    [VALUE_MIN, VALUE_MAX]. Returns it as an int (K, N) or a float (M, B).
+    """A setting checked against its supported range: K an integer within
+    [1, MAX_DEVICES], N within [1, MAX_BATCH], M and B numbers within
+    [VALUE_MIN, VALUE_MAX].
 
     The one check of a setting given apart from an instance file (:meth:`Instance.with_settings`,
-    the command-line options, every point of a sweep); ``where`` begins its one-line message:
-    a file's field, or the option that gave the value (``--devices (K)``).
+    the command-line options, every point of a sweep).
+
+    Parameters
+    ----------
+    name : str
+        ``"K"``, ``"M"``, ``"N"`` or ``"B"``.
+    value : any
+        The value (no text: :func:`read_setting` reads that).
+    where : str
+        Begins the one-line message: a file's field, or the option that gave the value
+        (``--devices (K)``).
+
+    Returns
+    -------
+    int or float
+        An int for K and N, a float for M and B.
 
     Raises
     ------
     InputError
-        When the value is outside its range.
+        When the value is outside its range or of the wrong type (a bool is no number).
+    ValueError
+        ``name`` is not one of the four (a bug in the caller).
 
     Examples
     --------
@@ -385,8 +497,21 @@ SETTING_OPTIONS = {"K": "--devices", "M": "--memory", "N": "--batch", "B": "--ba
 def read_setting(name: str, text: str | int | float, option: str | None = None) -> int | float:
     """A setting given on the command line (``--devices 8``, ``--memory 8GiB``), read with
     :func:`parse_count` (K, N) or :func:`parse_size` (M; B as a rate) but not range-checked
-    (a :class:`piper_ilp.settings.Settings` holding it checks that, once); a message names
-    ``option`` (default the setting's own, :data:`SETTING_OPTIONS`).
+    (a :class:`piper_ilp.settings.Settings` holding it checks that, once).
+
+    Parameters
+    ----------
+    name : str
+        ``"K"``, ``"M"``, ``"N"`` or ``"B"``.
+    text : str, int or float
+        The value as given.
+    option : str, optional
+        Named in messages; default the setting's own option, :data:`SETTING_OPTIONS`.
+
+    Returns
+    -------
+    int or float
+        An int for K and N, bytes (M) or bytes/s (B) as a float.
 
     Raises
     ------
@@ -408,8 +533,21 @@ def read_setting(name: str, text: str | int | float, option: str | None = None) 
 
 def parse_setting(name: str, text: str | int | float, option: str | None = None) -> int | float:
     """A setting given on the command line, read by :func:`read_setting` and range-checked
-    by :func:`check_setting`; every message names ``option`` (default the setting's own,
-    :data:`SETTING_OPTIONS`), before any work.
+    by :func:`check_setting`, before any work.
+
+    Parameters
+    ----------
+    name : str
+        ``"K"``, ``"M"``, ``"N"`` or ``"B"``.
+    text : str, int or float
+        The value as given.
+    option : str, optional
+        Named in every message; default the setting's own option, :data:`SETTING_OPTIONS`.
+
+    Returns
+    -------
+    int or float
+        An int for K and N, a float for M and B.
 
     Raises
     ------
@@ -426,7 +564,34 @@ def parse_setting(name: str, text: str | int | float, option: str | None = None)
 
 
 def parse_count(text: str | int, what: str) -> int:
-    """Parse a positive integer (devices, microbatches)."""
+    """Parse a whole number >= 1 given as text (devices, microbatches), not range-checked.
+
+    Parameters
+    ----------
+    text : str or int
+        As Python's ``int()`` reads its text (surrounding spaces, a sign and ``_``
+        between digits allowed).
+    what : str
+        The option, named in messages.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    InputError
+        Not a whole number, or below 1.
+
+    Examples
+    --------
+    >>> parse_count(" 8 ", "--devices")
+    8
+    >>> parse_count("2.5", "--devices")
+    Traceback (most recent call last):
+    ...
+    piper_ilp.errors.InputError: --devices: expected a whole number >= 1, got '2.5'
+    """
     try:
         value = int(str(text).strip())
     except ValueError:
@@ -528,11 +693,29 @@ class _Checker:
 
 
 def topological_order(succs: Mapping[Any, Iterable[Any]]) -> list:
-    """Kahn's algorithm on the graph given by each node's successors (every node a key):
-    of the nodes whose predecessors are all placed, the first in the keys' order comes
-    next (the lexicographic topological order by key position). Nodes on a cycle or after
-    one are left out.
+    """The topological order that follows the keys' order where it can.
 
+    Kahn's algorithm: of the nodes whose predecessors are all placed, the first in the
+    keys' order comes next (the lexicographically least topological order by key
+    position).
+
+    Parameters
+    ----------
+    succs : mapping
+        Each node's successors; every node (successors included) must be a key.
+
+    Returns
+    -------
+    list
+        The nodes in that order; nodes on a cycle or after one are left out.
+
+    Raises
+    ------
+    KeyError
+        A successor that is not a key.
+
+    Examples
+    --------
     >>> topological_order({"b": ["a"], "c": [], "a": []})
     ['b', 'c', 'a']
     """
@@ -558,10 +741,26 @@ def topological_order(succs: Mapping[Any, Iterable[Any]]) -> list:
 
 
 def nodes_on_cycles(succs: Mapping[Any, Iterable[Any]]) -> list:
-    """The nodes that :func:`topological_order` cannot place (every node a key of
-    ``succs``): empty exactly when the graph is acyclic; otherwise the nodes on a cycle or
-    after one, in the keys' order.
+    """The nodes that :func:`topological_order` cannot place.
 
+    Parameters
+    ----------
+    succs : mapping
+        Each node's successors; every node (successors included) must be a key.
+
+    Returns
+    -------
+    list
+        Empty exactly when the graph is acyclic; otherwise the nodes on a cycle or after
+        one, in the keys' order.
+
+    Raises
+    ------
+    KeyError
+        A successor that is not a key.
+
+    Examples
+    --------
     >>> nodes_on_cycles({1: {2}, 2: set()})
     []
     >>> nodes_on_cycles({1: {2}, 2: {3}, 3: {2}})
@@ -572,12 +771,49 @@ def nodes_on_cycles(succs: Mapping[Any, Iterable[Any]]) -> list:
 
 
 def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
-    """Validate a parsed instance JSON object and build an :class:`Instance`.
+    """Validate a parsed instance JSON object and build an :class:`Instance` (cost model
+    sec. 1).
+
+    Every rule of sec. 1 is checked, and every number against the supported ranges
+    (:data:`MAX_DEVICES`, :data:`MAX_BATCH`, :data:`MAX_NODES`, :data:`MAX_EDGES`, node ids
+    within [:data:`ID_MIN`, :data:`ID_MAX`], sizes and times 0 or within
+    [:data:`VALUE_MIN`, :data:`VALUE_MAX`]). A node with no option for t = 1 is allowed,
+    with a warning in :attr:`Instance.warnings`.
+
+    Parameters
+    ----------
+    data : any
+        The parsed JSON (:func:`piper_ilp.jsonfile.read_json`).
+    source : str
+        The file or a description, named in messages and kept as
+        :attr:`Instance.source`.
+
+    Returns
+    -------
+    Instance
 
     Raises
     ------
     InputError
-        On the first problem found, naming ``source`` and the node, edge or field.
+        On the first problem found, one line naming ``source`` and the node, edge or
+        field: a missing or mistyped field, a number out of range, a duplicate node id or
+        edge, an edge to an unknown node, a self-loop or a cycle (named), a t key that is
+        not a canonical positive integer, a duplicate option id, a sync entry for a
+        non-edge or a missing one.
+
+    Examples
+    --------
+    >>> inst = instance_from_dict({
+    ...     "maxDevices": 4, "maxMemoryPerDevice": 1e9, "bandwidth": 1e9, "mbsInBatch": 4,
+    ...     "nodes": [
+    ...         {"id": 0, "TMPCs": {"1": [option_dict("vanilla", 1.0, 0, 0, 0, sbw={"1": 0})]}},
+    ...         {"id": 1, "TMPCs": {"2": [option_dict("vanilla", 0.5, 0, 0, 0, sfw={"0": 0})]}},
+    ...     ],
+    ...     "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 1e6}]}, "m.json")
+    >>> inst.t_values, inst.in_edges[1]
+    ([1, 2], [(0, 1000000.0)])
+    >>> inst.warnings
+    ('m.json: node 1 has no option for t = 1; it can only sit in stages with t in [2]',)
     """
     ck = _Checker(source)
     if not isinstance(data, dict):
@@ -799,8 +1035,21 @@ def option_dict(
     sfw: Mapping | None = None,
     sbw: Mapping | None = None,
 ) -> dict:
-    """One option in the JSON form of sec. 1 (``sfw`` / ``sbw`` keyed by neighbour, the
-    keys kept as given: the JSON form wants the neighbour's id as a string).
+    """One option in the JSON form of cost model sec. 1, for building instances in code.
+
+    Parameters
+    ----------
+    oid : str
+        The option id.
+    p, w, a, b : float
+        timePerSample, parameterSize, memoryUsageA, memoryUsageB.
+    sfw, sbw : mapping, optional
+        syncTimeFw / syncTimeBw keyed by neighbour; the keys are kept as given (the JSON
+        form wants each neighbour's id as a string).
+
+    Returns
+    -------
+    dict
 
     Examples
     --------
@@ -819,7 +1068,18 @@ def option_dict(
 
 
 def instance_to_dict(instance: Instance) -> dict:
-    """The instance in the JSON format of sec. 1 (``mbsInBatch`` spelling)."""
+    """The instance in the JSON format of cost model sec. 1 (``mbsInBatch`` spelling).
+
+    Parameters
+    ----------
+    instance : Instance
+
+    Returns
+    -------
+    dict
+        Read back by :func:`instance_from_dict` to an equal instance (the source and the
+        warnings aside).
+    """
     nodes = []
     for n in instance.nodes:
         d: dict[str, Any] = {"id": n.id}
@@ -854,5 +1114,16 @@ def instance_to_dict(instance: Instance) -> dict:
 
 
 def save_instance(instance: Instance, path: str | Path) -> None:
-    """Write the instance as JSON (readable by :func:`load_instance`)."""
+    """Write the instance as a JSON file (atomically), readable by :func:`load_instance`.
+
+    Parameters
+    ----------
+    instance : Instance
+    path : str or Path
+
+    Raises
+    ------
+    InputError
+        The file cannot be written (:func:`piper_ilp.files.atomic_write_text`).
+    """
     atomic_write_text(path, json.dumps(instance_to_dict(instance), indent=1) + "\n")

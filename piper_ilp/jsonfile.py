@@ -1,11 +1,7 @@
-"""Reading JSON files strictly (instances and plans): one line naming the file and the place
-for anything that is not plain, canonical, finite JSON.
-
-Only regular files are read (a FIFO, a device or a folder is refused without blocking), at
-most :data:`MAX_FILE_BYTES` bytes, UTF-8, nested at most :data:`MAX_JSON_DEPTH` deep (checked
-on the raw bytes before parsing), with no repeated keys, no NaN/Infinity, no integers longer
-than 40 digits and no floats that overflow. :func:`read_json` returns the parsed tree; the
-loaders (:mod:`piper_ilp.instance`, :mod:`piper_ilp.plan`) then check the format.
+"""Reading JSON files strictly (instances and plans, cost model sec. 1): :func:`read_json`
+refuses, in one line naming the file and the place, anything that is not plain, canonical,
+finite JSON; the loaders (:mod:`piper_ilp.instance`, :mod:`piper_ilp.plan`) then check the
+format. Also the supported range of numbers and the small type tests the loaders share.
 """
 
 from __future__ import annotations
@@ -61,8 +57,19 @@ MAX_JSON_DEPTH = 64
 
 
 def is_number(x: Any) -> bool:
-    """True for a JSON number as parsed: an int or a float, not a bool.
+    """Whether ``x`` is a JSON number as parsed: an int or a float, not a bool.
 
+    Parameters
+    ----------
+    x : any
+
+    Returns
+    -------
+    bool
+        NaN and infinities count (the strict reader refuses them before this is asked).
+
+    Examples
+    --------
     >>> is_number(2.5), is_number(True), is_number("2")
     (True, False, False)
     """
@@ -70,8 +77,18 @@ def is_number(x: Any) -> bool:
 
 
 def is_int(x: Any) -> bool:
-    """True for a JSON integer as parsed: an int, not a bool (2.0 is not one).
+    """Whether ``x`` is a JSON integer as parsed: an int, not a bool (2.0 is not one).
 
+    Parameters
+    ----------
+    x : any
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
     >>> is_int(2), is_int(2.0), is_int(False)
     (True, False, False)
     """
@@ -79,8 +96,23 @@ def is_int(x: Any) -> bool:
 
 
 def display_path(path: str | Path) -> str:
-    """``path`` as shown in messages: as given, or quoted when it holds a line break or
-    another unprintable character (a message is always one line)."""
+    """``path`` as messages show it, so that a message stays one line.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    str
+        ``path`` as given, or its ``repr`` when it holds a line break or another
+        unprintable character.
+
+    Examples
+    --------
+    >>> print(display_path("m.json"), display_path("m\\n.json"))
+    m.json 'm\\n.json'
+    """
     text = str(path)
     return text if text.isprintable() else repr(text)
 
@@ -373,9 +405,20 @@ def _join(path: str, key: str) -> str:
 
 
 def short_repr(x: Any) -> str:
-    """``repr(x)`` cut to 40 characters (a huge integer is shown by its digit count), for
-    one-line messages.
+    """``repr(x)`` cut to 40 characters, for one-line messages.
 
+    Parameters
+    ----------
+    x : any
+
+    Returns
+    -------
+    str
+        At most 40 characters, the last three ``...`` when cut; an integer of more than 40
+        digits is described by its digit count (never converted to text in full).
+
+    Examples
+    --------
     >>> short_repr("x" * 50)
     "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..."
     >>> short_repr(10**50)
@@ -390,8 +433,19 @@ def short_repr(x: Any) -> str:
 
 
 def is_text(x: Any) -> bool:
-    """True for a str that encodes as UTF-8 (no lone surrogate from a "\\ud800" escape).
+    """Whether ``x`` is a str that encodes as UTF-8 (no lone surrogate, such as a JSON
+    ``"\\ud800"`` escape gives).
 
+    Parameters
+    ----------
+    x : any
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
     >>> is_text("layer 1"), is_text("\\ud800"), is_text(1)
     (True, False, False)
     """
@@ -407,6 +461,19 @@ def is_text(x: Any) -> bool:
 def describe_value(x: Any) -> str:
     """What a JSON value is, for a message saying it is the wrong kind.
 
+    Parameters
+    ----------
+    x : any
+        A parsed JSON value.
+
+    Returns
+    -------
+    str
+        ``null``, ``a boolean``, ``an array``, ``an object``, the string (cut to 40
+        characters) or the number (:func:`short_repr`).
+
+    Examples
+    --------
     >>> describe_value(None), describe_value([1]), describe_value("abc"), describe_value(2.5)
     ('null', 'an array', "the string 'abc'", '2.5')
     """

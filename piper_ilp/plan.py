@@ -43,8 +43,19 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Stage:
-    """One pipeline stage: its node ids, data-parallel degree ``d``, tensor-parallel
-    degree ``t`` and the option id chosen for each of its nodes."""
+    """One pipeline stage (cost model sec. 2).
+
+    Parameters
+    ----------
+    nodes : tuple of int
+        The stage's node ids (the instance's own ids).
+    d : int
+        The data-parallel degree.
+    t : int
+        The tensor-parallel degree.
+    options : mapping
+        The option id chosen for each node, ``{node id: option id}``.
+    """
 
     nodes: tuple[int, ...]
     d: int
@@ -54,7 +65,26 @@ class Stage:
 
 @dataclass(frozen=True)
 class Plan:
-    """Stages in pipeline order (stage 0 holds the model's inputs)."""
+    """A plan: its stages in pipeline order, stage 0 holding the model's inputs (cost model
+    sec. 2).
+
+    Only the shape is checked when a plan is read; :func:`piper_ilp.evaluate.evaluate`
+    decides whether it is valid for an instance.
+
+    Parameters
+    ----------
+    stages : tuple of Stage
+    metadata : mapping
+        What the plan was solved for (:func:`plan_metadata`); empty when unknown. Not
+        compared by ``==``.
+
+    Examples
+    --------
+    >>> plan = Plan((Stage((0, 1), 2, 1, {0: "vanilla", 1: "vanilla"}),
+    ...              Stage((2,), 1, 4, {2: "vanilla"})))
+    >>> plan.devices, plan.sum_d  # 2 * 1 + 1 * 4 devices; 2 + 1
+    (6, 3)
+    """
 
     stages: tuple[Stage, ...]
     #: What the plan was solved for (see :func:`plan_metadata`); empty when unknown.
@@ -62,22 +92,51 @@ class Plan:
 
     @property
     def devices(self) -> int:
-        """sum over stages of t * d."""
+        """The devices the plan uses: the sum over stages of t * d (at most K)."""
         return sum(s.t * s.d for s in self.stages)
 
     @property
     def sum_d(self) -> int:
-        """sum over stages of d."""
+        """The sum over stages of d (at most N)."""
         return sum(s.d for s in self.stages)
 
 
 def plan_from_dict(data: Any, source: str = "<plan>") -> Plan:
-    """Build a :class:`Plan` from parsed JSON, checking its shape only.
+    """Build a :class:`Plan` from parsed JSON, checking its shape only (cost model sec. 2).
+
+    ``TMPCids`` may be an object ``{"node id": "option id"}`` or the original C++ tool's
+    list of ``[node id, option id]`` pairs. An optional ``metadata`` object is kept whole
+    (:attr:`Plan.metadata`), with the fields that match a plan to its instance (instance,
+    K, N, M, B, pipeline, objective, schedule) checked for type.
+
+    Parameters
+    ----------
+    data : any
+        The parsed JSON.
+    source : str
+        The file, named in messages.
+
+    Returns
+    -------
+    Plan
 
     Raises
     ------
     InputError
-        When the JSON does not have the plan format's shape (missing fields, wrong types).
+        One line naming ``source`` and the place, when the JSON does not have the plan
+        format's shape: missing fields, wrong types, node ids or degrees outside the
+        supported range, node-id keys not written canonically, two options for one node.
+
+    Examples
+    --------
+    >>> plan = plan_from_dict({"stages": [{"nodes": [0, 1], "dataParallelDegree": 2,
+    ...     "tensorParallelDegree": 1, "TMPCids": [[0, "vanilla"], [1, "activation recomp"]]}]})
+    >>> plan.stages[0].options
+    {0: 'vanilla', 1: 'activation recomp'}
+    >>> plan_from_dict({"stages": [{"nodes": [0]}]}, source="p.json")
+    Traceback (most recent call last):
+    ...
+    piper_ilp.errors.InputError: p.json: stages[0]: missing field 'dataParallelDegree'
     """
 
     def fail(where: str, msg: str):
@@ -205,14 +264,45 @@ def _check_metadata(meta: Any, fail) -> dict[str, Any]:
 
 
 def load_plan(path: str | Path) -> Plan:
-    """Read a plan JSON file (either ``TMPCids`` form), with its optional ``metadata``
-    object in :attr:`Plan.metadata`. Raises InputError on a bad shape (the file is
-    read as strictly as an instance: see :func:`piper_ilp.instance.load_instance`)."""
+    """Read a plan JSON file (:func:`plan_from_dict`; either ``TMPCids`` form).
+
+    The file is read as strictly as an instance (:func:`piper_ilp.jsonfile.read_json`).
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    Plan
+        With the file's optional ``metadata`` object in :attr:`Plan.metadata`.
+
+    Raises
+    ------
+    InputError
+        One line naming the file: unreadable, not strict JSON, or not a plan's shape.
+    """
     return plan_from_dict(read_json(path), source=str(path))
 
 
 def plan_to_dict(plan: Plan) -> dict:
-    """The plan in the object form of sec. 2."""
+    """The plan in the object form of cost model sec. 2 (without its metadata).
+
+    Parameters
+    ----------
+    plan : Plan
+
+    Returns
+    -------
+    dict
+        ``{"stages": [...]}``; each stage's ``TMPCids`` an object keyed by node id as a
+        string, in the stage's node order (a node without an option is left out).
+
+    Examples
+    --------
+    >>> plan_to_dict(Plan((Stage((3,), 1, 2, {3: "vanilla"}),)))["stages"][0]
+    {'nodes': [3], 'dataParallelDegree': 1, 'tensorParallelDegree': 2, 'TMPCids': {'3': 'vanilla'}}
+    """
     return {
         "stages": [
             {
@@ -234,16 +324,43 @@ def plan_metadata(
     mode: str | None = None,
     problem: Mapping[str, str] | None = None,
 ) -> dict:
-    """The record a saved plan carries of what it was solved for: the instance's
-    fingerprint, K, M, N, B, the restrictions, the method and its ``mode`` (the DP's
-    knapsack: exact or greedy), the ``problem`` solved (``Mode.to_dict()``: keys
-    ``pipeline``, ``objective``, ``schedule``, ``in_flight``, contract secs. 8, 9 and 11;
-    by default the default mode; ``evaluate`` judges the plan in it unless told otherwise)
-    and the version.
+    """The record a saved plan carries of what it was solved for.
 
-    ``instance`` is the instance as loaded, with the command line's settings applied but
-    before any restriction removes options (:meth:`Restrictions.apply` changes the
-    fingerprint): ``evaluate`` compares the fingerprint with the file it is given."""
+    Parameters
+    ----------
+    instance : Instance
+        The instance as loaded, with the command line's settings applied but before any
+        restriction removes options (:meth:`Restrictions.apply` changes the fingerprint):
+        ``evaluate`` compares the fingerprint with the file it is given.
+    method : str
+        The method that made the plan.
+    restrictions : mapping, optional
+        The restrictions solved under (``Restrictions.to_dict()``).
+    mode : str, optional
+        The method's own mode (the DP's knapsack: exact or greedy).
+    problem : mapping, optional
+        The problem solved, ``Mode.to_dict()``: keys ``pipeline``, ``objective``,
+        ``schedule`` and ``in_flight`` (contract secs. 8, 9 and 11); a key left out takes
+        the default mode's value. ``evaluate`` and ``simulate`` judge the plan in it unless
+        told otherwise, and say so when told another in-flight rule.
+
+    Returns
+    -------
+    dict
+        The instance's fingerprint, K, M, N, B, the restrictions, the method, its mode,
+        the problem's four keys and the version.
+
+    Examples
+    --------
+    >>> from piper_ilp.instance import instance_from_dict
+    >>> opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 0,
+    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
+    >>> inst = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1,
+    ...     "mbsInBatch": 2, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> meta = plan_metadata(inst, method="dp", problem={"in_flight": "schedule"})
+    >>> meta["pipeline"], meta["in_flight"]
+    ('sequential', 'schedule')
+    """
     return {
         "instance": instance.fingerprint(),
         "K": instance.K,
@@ -263,8 +380,21 @@ def plan_metadata(
 
 
 def save_plan(plan: Plan, path: str | Path, metadata: Mapping[str, Any] | None = None) -> None:
-    """Write the plan in the object form, with ``metadata`` (or the plan's own) under
-    the key ``"metadata"`` when there is any."""
+    """Write a plan file (atomically), readable by :func:`load_plan`.
+
+    Parameters
+    ----------
+    plan : Plan
+    path : str or Path
+    metadata : mapping, optional
+        Written under the key ``"metadata"``; by default the plan's own. Left out when
+        empty.
+
+    Raises
+    ------
+    InputError
+        The file cannot be written (:func:`piper_ilp.files.atomic_write_text`).
+    """
     data = plan_to_dict(plan)
     meta = metadata if metadata is not None else plan.metadata
     if meta:

@@ -1,17 +1,8 @@
-"""The settings of a solve, checked once where they enter.
-
-A :class:`Settings` is what a caller asks of a solve besides the instance and the
-restrictions: the mode, the time limit, the solver threads, the cluster overrides (K, M, N,
-B) and the method's options. It is checked when it is built, one line naming the option
-(:class:`~piper_ilp.errors.InputError`, exit status 2 at the command line): by the CLI before
-any instance is read, and by ``compare.crosscheck.methods.run_method`` (and the functions
-that call it: ``verify_instance``, ``run_campaign``, ``run_ladder``) when called from Python
-with loose values. The layers below receive the checked object, or the values it holds,
-and do not check them again.
-
-The range of each value is defined here once: :func:`check_time_limit`,
-:func:`check_threads` (:data:`MAX_THREADS`), and for K, M, N, B
-:func:`piper_ilp.instance.check_setting`, where the supported ranges live.
+"""The settings of a solve, checked once where they enter: :class:`Settings` (the mode, the
+time limit, the solver threads, the K, M, N, B overrides and the method's options) and the
+range of each value, defined once (:func:`check_time_limit`, :func:`check_threads`; K, M, N,
+B in :func:`piper_ilp.instance.check_setting`). Who builds it and who trusts it:
+``docs/architecture.md``, "Settings: checked once".
 """
 
 from __future__ import annotations
@@ -79,9 +70,20 @@ def check_time_limit(value: Any, option: str = "--time-limit") -> float | None:
 
 
 def check_threads(value: Any, option: str = "--threads") -> int | None:
-    """Solver threads, returned unchanged: a whole number within [1, :data:`MAX_THREADS`],
-    or None (the backend's default). ``option``, the option that gave it, is named in the
-    message.
+    """Solver threads: a whole number within [1, :data:`MAX_THREADS`], or None (the
+    backend's default).
+
+    Parameters
+    ----------
+    value : int or None
+        Threads.
+    option : str
+        The option that gave it, named in the message.
+
+    Returns
+    -------
+    int or None
+        ``value`` unchanged.
 
     Raises
     ------
@@ -132,7 +134,9 @@ class Settings:
     Raises
     ------
     InputError
-        A value outside its range: one line naming the option.
+        A value outside its range, an override not named K, M, N or B, ``time_limit``
+        or ``threads`` given as one of the ``options``, or a ``mode`` that is not a
+        :class:`~piper_ilp.mode.Mode`: one line naming the option.
 
     Examples
     --------
@@ -184,10 +188,26 @@ class Settings:
     def replace(self, **changes: Any) -> "Settings":
         """A copy with ``changes`` (fields by name), checking only what changed.
 
+        Parameters
+        ----------
+        **changes
+            New values of fields of :class:`Settings`.
+
+        Returns
+        -------
+        Settings
+
         Raises
         ------
         InputError
             A changed value outside its range.
+        TypeError
+            A name that is not a field.
+
+        Examples
+        --------
+        >>> Settings().replace(threads=4).threads
+        4
         """
         new = copy.copy(self)
         for name, value in changes.items():
@@ -199,16 +219,35 @@ class Settings:
 
     @property
     def given(self) -> dict[str, Any]:
-        """Every solver option given, by ``run_method``'s keyword: ``time_limit`` and
-        ``threads`` when set, and the options that are neither None nor False (an option
-        left at None or False counts as not given)."""
+        """Every solver option given, by ``run_method``'s keyword (a dict): ``time_limit``
+        and ``threads`` when set, and the options that are neither None nor False (an
+        option left at None or False counts as not given)."""
         out = {k: v for k, v in (("time_limit", self.time_limit), ("threads", self.threads))}
         out.update(self.options)
         return {k: v for k, v in out.items() if v is not None and v is not False}
 
     def restricted(self, names: Iterable[str]) -> "Settings":
-        """A copy that keeps only the solver options in ``names`` (the ones a method
-        takes); the others are dropped, not refused. The values kept were checked."""
+        """A copy that keeps only the solver options a method takes.
+
+        Parameters
+        ----------
+        names : iterable of str
+            The options the method takes, by ``run_method``'s keyword (``time_limit`` and
+            ``threads`` among them when it takes those).
+
+        Returns
+        -------
+        Settings
+            The other options dropped (not refused), ``time_limit`` and ``threads`` set to
+            None unless named; mode and overrides kept. Not checked again.
+
+        Examples
+        --------
+        >>> s = Settings(time_limit=5.0, options={"knapsack": "exact", "hint": None})
+        >>> r = s.restricted(["knapsack"])
+        >>> r.time_limit, r.options
+        (None, {'knapsack': 'exact'})
+        """
         keep = set(names)
         new = copy.copy(self)
         object.__setattr__(new, "options", {k: v for k, v in self.options.items() if k in keep})
@@ -219,7 +258,16 @@ class Settings:
         return new
 
     def apply(self, instance: Instance) -> Instance:
-        """``instance`` with the overrides (checked when this was built); ``instance``
-        itself when it already has them."""
+        """``instance`` with the K, M, N, B overrides (checked when this was built).
+
+        Parameters
+        ----------
+        instance : Instance
+
+        Returns
+        -------
+        Instance
+            ``instance`` itself when it already has every overridden value.
+        """
         changes = {k: v for k, v in self.overrides.items() if getattr(instance, k) != v}
         return dataclasses.replace(instance, **changes) if changes else instance

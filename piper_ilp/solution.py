@@ -1,8 +1,6 @@
-"""What every solver takes and returns: restrictions, one status enum, one Solution.
-
-Every method (the DP, each MILP backend, the exhaustive oracle) returns a
-:class:`Solution` whose plan has been re-checked by the independent evaluator through
-:func:`checked_solution`.
+"""What every solver takes and returns: the :class:`Restrictions` (the paper's ablations),
+one :class:`Status` enum, one :class:`Solution`, and :func:`checked_solution`, through which
+every method's plan passes the independent evaluator (cost model sec. 7).
 """
 
 from __future__ import annotations
@@ -26,17 +24,32 @@ RECOMPUTE_OPTION = "activation recomp"
 
 
 class Status(str, enum.Enum):
-    """The one set of statuses that every backend's outcome maps to.
+    """The one set of statuses that every method's outcome maps to (cost model sec. 7).
 
-    OPTIMAL: a plan proven optimal (contract sec. 7: a plan the evaluator accepts plus a
-    justified lower bound). FEASIBLE: a plan, optimality not proven (time limit, or a
-    heuristic such as Piper's greedy option choice). INFEASIBLE: proven that no valid plan
-    exists. UNKNOWN: stopped with no plan and no proof. OUT_OF_RANGE: the method cannot
-    represent this instance's numbers (e.g. a MILP backend's scaled integers would lose
-    the optimum's digits); ``message`` says why; never a proof. BACKEND_ERROR: the backend
-    claimed a result that failed certification (its plan rejected by the evaluator, or its
-    bound and value disagree); ``message`` and ``info`` hold the details; never a proof,
-    and never evidence against another method.
+    Attributes
+    ----------
+    OPTIMAL
+        A plan proven optimal: a plan the evaluator accepts plus a justified lower bound.
+    FEASIBLE
+        A plan, optimality not proven (a time limit, or a heuristic such as Piper's
+        greedy option choice).
+    INFEASIBLE
+        Proven that no valid plan exists.
+    UNKNOWN
+        Stopped with no plan and no proof.
+    OUT_OF_RANGE
+        The method cannot represent this instance's numbers (e.g. a MILP backend's
+        scaled integers would lose the optimum's digits); ``message`` says why. Never a
+        proof.
+    BACKEND_ERROR
+        The backend claimed a result that failed certification (its plan rejected by
+        the evaluator, or its bound and value disagree); ``message`` and ``info`` hold
+        the details. Never a proof, and never evidence against another method.
+
+    Examples
+    --------
+    >>> str(Status.OPTIMAL), Status("out-of-range") is Status.OUT_OF_RANGE
+    ('optimal', True)
     """
 
     OPTIMAL = "optimal"
@@ -51,11 +64,22 @@ class Status(str, enum.Enum):
 
 
 def divisors_upto(n: int, cap: int) -> list[int]:
-    """The divisors of ``n`` that are at most ``cap``, ascending.
+    """The divisors of ``n`` that are at most ``cap``, ascending: the data-parallel
+    degrees d that divide N and fit in K devices.
 
     Runs in O(min(cap, sqrt(n))) steps: a divisor k <= sqrt(n) is tried directly and
     pairs with n // k, and when ``cap`` < sqrt(n) no partner n // k can be <= cap. So
     N = 10**18 with a small K is instant.
+
+    Parameters
+    ----------
+    n : int
+    cap : int
+
+    Returns
+    -------
+    list of int
+        Empty when ``n`` or ``cap`` is below 1.
 
     Examples
     --------
@@ -78,19 +102,57 @@ def divisors_upto(n: int, cap: int) -> list[int]:
 
 
 def divisors(n: int) -> list[int]:
-    """The divisors of n, ascending."""
+    """The divisors of ``n``, ascending (:func:`divisors_upto` with no cap).
+
+    Parameters
+    ----------
+    n : int
+
+    Returns
+    -------
+    list of int
+        Empty when ``n`` is below 1.
+
+    Examples
+    --------
+    >>> divisors(12)
+    [1, 2, 3, 4, 6, 12]
+    """
     return divisors_upto(n, n)
 
 
 @dataclass(frozen=True)
 class Restrictions:
-    """The paper's ablations and caps, shared by every solver.
+    """The paper's ablations and caps, shared by every solver (cost model secs. 4 and 12).
 
-    ``max_d`` (1 = no data parallelism), ``max_t`` (1 = no tensor parallelism),
-    ``exclude_options`` (option ids made unavailable; ``"activation recomp"`` = no
-    recomputation), ``uniform`` (every stage has the same t and d, as Megatron-LM and
-    torchtitan run a pipeline; contract sec. 12), ``degrees`` (every stage has exactly this
-    (t, d): one of the pairs a uniform plan can take, see :meth:`uniform_pairs`).
+    Parameters
+    ----------
+    max_d : int, optional
+        The largest data-parallel degree (1: no data parallelism); None: no cap.
+    max_t : int, optional
+        The largest tensor-parallel degree (1: no tensor parallelism); None: no cap.
+    exclude_options : frozenset of str
+        Option ids made unavailable (``"activation recomp"``: no recomputation).
+    uniform : bool
+        Every stage has the same (t, d), as Megatron-LM and torchtitan run a pipeline.
+    degrees : (int, int), optional
+        Every stage has exactly this (t, d): one of the pairs a uniform plan can take
+        (:meth:`uniform_pairs`, :meth:`fixed`).
+
+    Examples
+    --------
+    >>> from piper_ilp.instance import instance_from_dict, option_dict
+    >>> inst = instance_from_dict({
+    ...     "maxDevices": 4, "maxMemoryPerDevice": 1e9, "bandwidth": 1.0, "mbsInBatch": 6,
+    ...     "nodes": [{"id": 0, "TMPCs": {"1": [option_dict("vanilla", 1.0, 0, 0, 0)],
+    ...                                   "2": [option_dict("vanilla", 0.6, 0, 0, 0)]}}],
+    ...     "edges": []})
+    >>> Restrictions().d_values(inst)  # the divisors of N = 6 up to K = 4
+    [1, 2, 3]
+    >>> Restrictions().uniform_pairs(inst)  # t d <= K
+    [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)]
+    >>> Restrictions.from_flags(no_tensor_parallel=True).uniform_pairs(inst)
+    [(1, 1), (1, 2), (1, 3)]
     """
 
     max_d: int | None = None
@@ -110,6 +172,33 @@ class Restrictions:
         max_t: int | None = None,
         uniform: bool = False,
     ) -> "Restrictions":
+        """The restrictions the command line's flags ask for.
+
+        Parameters
+        ----------
+        no_data_parallel : bool
+            Sets ``max_d`` to 1 (overriding ``max_d``).
+        no_tensor_parallel : bool
+            Sets ``max_t`` to 1 (overriding ``max_t``).
+        no_recompute : bool
+            Adds ``"activation recomp"`` to the excluded options.
+        exclude_options : sequence of str
+            Option ids made unavailable.
+        max_d, max_t : int, optional
+            Caps on the degrees.
+        uniform : bool
+            Every stage has the same (t, d).
+
+        Returns
+        -------
+        Restrictions
+
+        Examples
+        --------
+        >>> r = Restrictions.from_flags(no_recompute=True, max_t=2)
+        >>> r.max_t, sorted(r.exclude_options)
+        (2, ['activation recomp'])
+        """
         ex = set(exclude_options)
         if no_recompute:
             ex.add(RECOMPUTE_OPTION)
@@ -120,8 +209,21 @@ class Restrictions:
         return cls(max_d=max_d, max_t=max_t, exclude_options=frozenset(ex), uniform=uniform)
 
     def apply(self, instance: Instance) -> Instance:
-        """The instance with excluded options and t above ``max_t`` (or other than the
-        fixed ``degrees``' t) removed."""
+        """``instance`` without the options these restrictions forbid.
+
+        Removes the excluded options and every t above ``max_t`` (or other than the fixed
+        ``degrees``' t); see :meth:`piper_ilp.instance.Instance.with_options`.
+
+        Parameters
+        ----------
+        instance : Instance
+
+        Returns
+        -------
+        Instance
+            ``instance`` itself when nothing is removed. A node may be left with no
+            option: then every plan is infeasible (not an error).
+        """
         only_t = self.degrees[0] if self.degrees is not None else None
         if self.max_t is None and not self.exclude_options and only_t is None:
             return instance
@@ -134,8 +236,19 @@ class Restrictions:
         )
 
     def d_values(self, instance: Instance) -> list[int]:
-        """Allowed data-parallel degrees: divisors of N, at most K and ``max_d`` (only the
-        fixed ``degrees``' d, when it is one of them)."""
+        """The data-parallel degrees a stage may take: the divisors of N, at most K and
+        ``max_d``.
+
+        Parameters
+        ----------
+        instance : Instance
+
+        Returns
+        -------
+        list of int
+            Ascending; with ``degrees`` fixed, only its d (or none, when that d is not
+            allowed).
+        """
         cap = min(instance.N, instance.K, self.max_d or instance.N)
         ds = divisors_upto(instance.N, cap)
         if self.degrees is not None:
@@ -143,18 +256,55 @@ class Restrictions:
         return ds
 
     def uniform_pairs(self, instance: Instance) -> list[tuple[int, int]]:
-        """Every (t, d) one stage may take, t * d <= K, ascending: under ``uniform``, the
-        pairs of which a plan uses exactly one for all its stages."""
+        """Every (t, d) one stage may take: under ``uniform``, the pairs of which a plan
+        uses exactly one for all its stages.
+
+        Parameters
+        ----------
+        instance : Instance
+
+        Returns
+        -------
+        list of (int, int)
+            Ascending, t * d <= K, t among the instance's t after :meth:`apply`, d among
+            :meth:`d_values`.
+        """
         ts = self.apply(instance).t_values
         return [(t, d) for t in ts for d in self.d_values(instance) if t * d <= instance.K]
 
     def fixed(self, t: int, d: int) -> "Restrictions":
-        """These restrictions with every stage at exactly (t, d) (``uniform`` then holds by
-        itself and is dropped)."""
+        """These restrictions with every stage at exactly (t, d).
+
+        Parameters
+        ----------
+        t, d : int
+            The pair (one of :meth:`uniform_pairs`).
+
+        Returns
+        -------
+        Restrictions
+            A copy with ``degrees = (t, d)`` and ``uniform`` dropped (it then holds by
+            itself).
+        """
         return dataclasses.replace(self, uniform=False, degrees=(t, d))
 
     def violation(self, instance: Instance, plan: Plan) -> str | None:
-        """Why ``plan`` breaks these restrictions (naming the first stage at fault), or None."""
+        """Why ``plan`` breaks these restrictions, or None when it keeps them.
+
+        Only the restrictions are checked, not the plan's validity (the evaluator's
+        question).
+
+        Parameters
+        ----------
+        instance : Instance
+            Gives N and K for the allowed d.
+        plan : Plan
+
+        Returns
+        -------
+        str or None
+            One sentence naming the first stage at fault.
+        """
         allowed_d = set(self.d_values(instance))
         for i, st in enumerate(plan.stages):
             if st.d not in allowed_d:
@@ -174,7 +324,14 @@ class Restrictions:
         return None
 
     def to_dict(self) -> dict:
-        """max_d, max_t, exclude_options; ``uniform`` and ``degrees`` only when set."""
+        """A JSON-ready dict: ``max_d``, ``max_t``, ``exclude_options`` (sorted), and
+        ``uniform`` and ``degrees`` only when set.
+
+        Examples
+        --------
+        >>> Restrictions(max_t=1).to_dict()
+        {'max_d': None, 'max_t': 1, 'exclude_options': []}
+        """
         out: dict = {
             "max_d": self.max_d,
             "max_t": self.max_t,
@@ -189,14 +346,33 @@ class Restrictions:
 
 @dataclass
 class Solution:
-    """A solver's answer.
+    """A solver's answer, as every method returns it.
 
-    ``mode`` is what was optimized (:class:`~piper_ilp.pipeline.Mode`); ``tps`` is the
-    evaluator's TPS of ``plan`` and ``value`` the evaluator's value of the mode's
-    objective (the TPS, or the batch time of sec. 9); ``objective`` the solver's own value
-    of it (for a MILP, in its scaled arithmetic); ``bound`` a proven lower bound on the
-    optimal ``value`` where the method has one; ``seconds`` the wall time; ``info`` holds
-    method-specific facts (model size, scaling error, counts, why infeasible).
+    Parameters
+    ----------
+    method : str
+        The method's name in the registry (``"dp"``, ``"cpsat"``, ...).
+    status : Status
+    plan : Plan, optional
+        The plan found (with OPTIMAL and FEASIBLE).
+    tps : float, optional
+        The evaluator's TPS of ``plan`` (set by :func:`checked_solution`).
+    objective : float, optional
+        The solver's own value of the mode's objective (for a MILP, in its scaled
+        arithmetic).
+    bound : float, optional
+        A proven lower bound on the optimal ``value``, where the method has one.
+    seconds : float
+        Wall time.
+    message : str
+        One line for people (why it stopped, why it is out of range).
+    info : dict
+        Method-specific facts (model size, scaling error, counts, why infeasible).
+    mode : Mode
+        What was optimized (:class:`~piper_ilp.mode.Mode`, cost model secs. 8-9).
+    value : float, optional
+        The evaluator's value of the mode's objective for ``plan`` (the TPS, or the batch
+        time of sec. 9; set by :func:`checked_solution`).
     """
 
     method: str
@@ -213,7 +389,8 @@ class Solution:
 
     @property
     def gap(self) -> float | None:
-        """Relative gap (value - bound) / value, when both are known."""
+        """The relative gap (value - bound) / value, at least 0; None unless both are
+        known (``value`` falls back on ``tps``); 0 when the value is 0."""
         value = self.value if self.value is not None else self.tps
         if value is None or self.bound is None:
             return None
@@ -222,9 +399,14 @@ class Solution:
         return max(0.0, (value - self.bound) / value)
 
     def to_dict(self) -> dict:
-        """A JSON-ready dict: method, status, mode, objective (the evaluator's value of the
-        mode's objective), tps, solver_value (the solver's own number), bound, gap, plan,
-        devices, sum_d, seconds, message and info."""
+        """A JSON-ready dict (the CLI's ``--json`` and the reports).
+
+        Keys: ``method``, ``status``, ``mode``, ``objective`` (the evaluator's value of the
+        mode's objective, else the solver's), ``tps``, ``solver_value`` (the solver's own
+        number), ``bound``, ``gap``, ``devices`` and ``sum_d`` and ``stages`` (of the
+        plan), ``seconds``, ``message``, ``plan`` (sec. 2's object form) and ``info``.
+        Non-finite floats are left as they are (:func:`piper_ilp.files.json_safe`).
+        """
         return {
             "method": self.method,
             "status": self.status.value,
@@ -251,17 +433,35 @@ def checked_solution(
     absolute: float = 0.0,
     restrictions: Restrictions | None = None,
 ) -> Solution:
-    """Pass a solver's plan through the evaluator (under ``solution.mode``) and fill in
-    ``solution.tps`` and ``solution.value``.
+    """Pass a solver's plan through the independent evaluator (cost model sec. 7).
 
-    The plan must be valid, obey ``restrictions``, and the evaluator's value of the
-    mode's objective must agree with the solver's ``objective`` to relative ``tolerance``
-    (or within ``absolute``, for a backend with a stated scaling error).
+    The plan must be valid, obey ``restrictions``, and the evaluator's value of the mode's
+    objective (under ``solution.mode``) must agree with the solver's ``objective``.
+
+    Parameters
+    ----------
+    instance : Instance
+        The instance the solver was given (restrictions not applied).
+    solution : Solution
+        The solver's answer; changed in place.
+    tolerance : float
+        Relative tolerance between the solver's ``objective`` and the evaluator's value.
+    absolute : float
+        Absolute tolerance, for a backend with a stated scaling error.
+    restrictions : Restrictions, optional
+        When given, the plan must keep them.
+
+    Returns
+    -------
+    Solution
+        ``solution`` itself, with ``tps`` and ``value`` set from the evaluator (unchanged
+        when it has no plan).
 
     Raises
     ------
     InternalError
-        When the plan is invalid or the values disagree: a bug in the solver.
+        The plan is invalid, breaks ``restrictions``, or its values disagree, or the
+        status is OPTIMAL or FEASIBLE with no plan: a bug in the solver.
     """
     if solution.plan is None:
         if solution.status in (Status.OPTIMAL, Status.FEASIBLE):

@@ -15,6 +15,7 @@ from compare.builders.transformer import MODEL_PRESETS, transformer_instance
 from compare.export import ExportError, megatron_arguments, plan_layout, torchtitan_toml
 from compare.export.torchtitan import torchtitan_settings
 from piper_cli import app
+from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict
 from piper_ilp.plan import Plan, Stage, load_plan, plan_metadata, save_plan
 
@@ -149,21 +150,74 @@ def test_megatron_recomputation_flags():
     assert "--recompute-num-layers 3" in args["parallel"] and "first 3 layers" in args["notes"][0]
 
 
+def llama70_layout(options, framework="megatron"):
+    """16 stages of 5 layers of Llama-2-70B at (t, d) = (4, 16) on 1,024 H100s with 80 GB
+    each (the uniform optimum's stages, sec. 12's worked example); ``options[i]`` the
+    options of stage i's layers (default vanilla)."""
+    data = instance_data("llama2-70b", K=1024, N=1024, M=80e9)
+    inst = instance_from_dict(data, "l70.json")
+    plan = plan_of([5] * 16, t=4, d=16, options=options, L=80)
+    return plan_layout(data, inst, plan, framework), inst
+
+
+def value_of(inst, options, **kw):
+    """The evaluator's (valid, TPS) of the 16 x 5 Llama-2-70B plan with these options."""
+    ev = evaluate(inst, plan_of([5] * 16, t=4, d=16, options=options, L=80, **kw))
+    return ev.valid, ev.value
+
+
+def test_megatron_runs_the_best_setting_that_fits_when_the_plan_mixes_recomputation():
+    # the uniform optimum's choice: one selective layer in each of stages 0-1, none elsewhere;
+    # without recomputation stage 0 does not fit, so the setting must recompute everywhere
+    mixed = {0: [S] + [V] * 4, 1: [S] + [V] * 4}
+    layout, inst = llama70_layout(mixed)
+    args = megatron_arguments(layout)
+    assert args["parallel"][:2] == [
+        "--tensor-model-parallel-size 4",
+        "--pipeline-model-parallel-size 16",
+    ]
+    assert args["parallel"][-1] == "--recompute-granularity selective"
+    assert value_of(inst, {})[0] is False  # no recomputation: out of memory
+    valid, selective = value_of(inst, {i: [S] * 5 for i in range(16)})
+    assert valid
+    sub = args["substitution"]
+    assert sub["value"] == selective and sub["planned_value"] == value_of(inst, mixed)[1]
+    assert sub["changed_stages"] == list(range(16)) and sub["objective"] == "TPS"
+    assert sub["planned"] == "stages 0-1: 4 vanilla + 1 selective recomp; stages 2-15: 5 vanilla"
+    # every other setting Megatron-LM has is out of memory or no better
+    others = [{i: [F] * 5 for i in range(16)}] + [
+        {i: [F] * k + [V] * (5 - k) for i in range(16)} for k in range(1, 5)
+    ]
+    for opts in others:
+        ok, value = value_of(inst, opts)
+        assert not ok or value >= selective
+    assert "stages 0-15 change" in args["notes"][1] and "above the plan's" in args["notes"][1]
+    assert "stages 0-1: 4 vanilla + 1 selective recomp" in args["notes"][0]
+
+
 @pytest.mark.parametrize(
-    "opts, words",
+    "opts, label, changed",
     [
-        (
-            {0: [S] + [V] * 7},
-            ["mixes", "stage 0: 7 vanilla + 1 selective recomp", "stages 1-3: 8 vanilla"],
-        ),
-        ({0: [F] * 8}, ["recomputes different numbers", "stage 0: 8 activation recomp"]),
-        ({1: [F, F] + [V] * 6, 2: [F] + [V] * 7}, ["recomputes different numbers"]),
+        ({3: [S] + [V] * 7}, "no recomputation", [3]),
+        ({3: [F] * 8}, "no recomputation", [3]),
+        ({1: [F, F] + [V] * 6, 2: [F] + [V] * 7}, "no recomputation", [1, 2]),
     ],
 )
-def test_megatron_refuses_a_recomputation_it_cannot_express(opts, words):
-    with pytest.raises(ExportError) as err:
-        megatron_arguments(layout_of([8, 8, 8, 8], options=opts))
-    assert all(w in str(err.value) for w in words), str(err.value)
+def test_megatron_substitution_with_memory_to_spare_drops_the_recomputation(opts, label, changed):
+    layout = layout_of([8, 8, 8, 8], options=opts)
+    args = megatron_arguments(layout)
+    assert not [a for a in args["parallel"] if "recompute" in a]
+    sub = args["substitution"]
+    assert sub["exported"] == label and sub["changed_stages"] == changed
+    plain = evaluate(layout.instance, plan_of([8, 8, 8, 8]))
+    assert sub["value"] == plain.value <= sub["planned_value"]
+    # recomputation in the last stage (the head's, the bottleneck) costs time; elsewhere not
+    word = "below" if 3 in changed else "equal to"
+    assert (sub["value"] < sub["planned_value"]) == (3 in changed)
+    assert (
+        f"{word} the plan's" in sub["summary"]
+        and f"stage{'s' * (len(changed) > 1)} " in sub["summary"]
+    )
 
 
 def test_a_plan_with_different_degrees_is_refused():
@@ -189,6 +243,38 @@ def test_an_invalid_plan_is_refused():
         plan_layout(data, instance_from_dict(data, "x.json"), plan_of([32]), "megatron")
 
 
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda m, d: m["config"].update(num_layers="32"), ["field 'num_layers'", "whole number"]),
+        (lambda m, d: m["config"].update(rope=True), ["unknown field 'config.rope'"]),
+        (lambda m, d: m.pop("seq_len"), ["missing field 'seq_len'"]),
+        (lambda m, d: m.update(efficiency=2), ["field 'efficiency'", "(0, 1]"]),
+        (lambda m, d: m["config"].update(norm="batchnorm"), ["config.norm"]),
+        # the name goes into comment lines: a line break would start a shell command
+        (lambda m, d: m["config"].update(name="l\ntouch x #"), ["config.name", "control"]),
+        (lambda m, d: m["hardware"].update(name="h\rx"), ["model.hardware", "'name'", "control"]),
+        (lambda m, d: m.update(config=[1]), ["field 'config' must be an object"]),
+        (lambda m, d: m["config"].update(hidden_size=2048), ["not what from-config writes"]),
+        (lambda m, d: d["nodes"][3].update(name="x"), ["node", "differs", "edited"]),
+        (
+            lambda m, d: d["nodes"][3]["TMPCs"]["1"][0].update(memoryUsageA=1.0),
+            ["node 3 (nodes[3]) differs"],
+        ),
+    ],
+)
+def test_a_damaged_or_edited_model_section_is_refused_naming_the_field(edit, words):
+    # export trusts the 'model' section for the framework's shape arguments: a section
+    # that does not describe the instance's numbers would export another model
+    data = instance_data()
+    edit(data["model"], data)
+    with pytest.raises(ExportError) as err:
+        plan_layout(data, instance_from_dict(data, "x.json"), plan_of([32]), "megatron")
+    msg = str(err.value)
+    assert msg.startswith("x.json") and all(w in msg for w in words), msg
+    assert "\n" not in msg
+
+
 # ---- torchtitan ----
 
 
@@ -212,14 +298,44 @@ def test_torchtitan_modules_degrees_and_batch():
     assert '["tok_embeddings", "layers.0",' in text
 
 
-@pytest.mark.parametrize(
-    "opts, words",
-    [({0: [S] * 8}, ["attention core"]), ({0: [F] + [V] * 7}, ["every layer or none", "stage 0"])],
-)
-def test_torchtitan_refuses_what_its_checkpointing_cannot_do(opts, words):
-    with pytest.raises(ExportError) as err:
-        torchtitan_settings(layout_of([8, 8, 8, 8], framework="torchtitan", options=opts))
-    assert all(w in str(err.value) for w in words)
+def test_torchtitan_checkpoints_every_nth_layer_when_the_plan_does():
+    # torchtitan's layer SAC (selective_ac_option = "n") counts the blocks of a stage and
+    # checkpoints every n-th: stages of 8, 8, 6, 10 layers with full recomputation in
+    # layers 3, 6, ... of each
+    counts = [8, 8, 6, 10]
+    opts = {i: [F if (j + 1) % 3 == 0 else V for j in range(n)] for i, n in enumerate(counts)}
+    st = torchtitan_settings(layout_of(counts, framework="torchtitan", options=opts))
+    assert st["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "3"}
+    assert st["substitution"] is None and st["notes"] == []
+
+
+def test_torchtitan_runs_the_best_setting_that_fits_when_it_cannot_run_the_plan():
+    mixed = {0: [S] + [V] * 4, 1: [S] + [V] * 4}
+    layout, inst = llama70_layout(mixed, "torchtitan")
+    st = torchtitan_settings(layout)
+    ac = st["activation_checkpoint"]
+    # no recomputation does not fit; the exported setting does, and no other beats it
+    assert value_of(inst, {})[0] is False
+    every = {
+        n: {i: [F if (j + 1) % n == 0 else V for j in range(5)] for i in range(16)}
+        for n in range(1, 6)
+    }
+    fits = {n: value_of(inst, o) for n, o in every.items()}
+    best = min((v, n) for n, (ok, v) in fits.items() if ok)
+    want = (
+        {"mode": "full"}
+        if best[1] == 1
+        else {"mode": "selective", "selective_ac_option": str(best[1])}
+    )
+    assert ac == want and st["substitution"]["value"] == best[0]
+    text = torchtitan_toml(layout)
+    assert "# recomputation: the plan's per-layer choice" in text and "selective recomp" in text
+
+
+def test_torchtitan_drops_selective_recomputation_when_memory_allows():
+    st = torchtitan_settings(layout_of([8, 8, 8, 8], framework="torchtitan", options={0: [S] * 8}))
+    assert st["activation_checkpoint"] == {"mode": "none"}
+    assert st["substitution"]["changed_stages"] == [0]
 
 
 def test_torchtitan_refuses_a_model_without_llama_modules():
@@ -261,22 +377,48 @@ def test_cli_export_prints_writes_and_refuses(tmp_path):
     for bad in (["--to", "deepspeed"], ["--to", "megatron", "-N", "32"]):
         r = runner.invoke(app, ["export", str(inst_path), str(plan_path), *bad])
         assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
-    inst_path, plan_path = solved_files(tmp_path, options={0: [S] + [V] * 7})
+    # stages at different degrees: what Megatron-LM cannot run at all
+    data = json.loads(inst_path.read_text())
+    inst = instance_from_dict(data, str(inst_path))
+    two = plan_of([16, 16])
+    two = Plan((two.stages[0], Stage(two.stages[1].nodes, 2, 4, two.stages[1].options)))
+    save_plan(two, plan_path, metadata=plan_metadata(inst, method="dp"))
     r = runner.invoke(app, ["export", str(inst_path), str(plan_path), "--to", "megatron"])
-    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "mixes" in r.output
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "--uniform" in r.output
+
+
+def test_cli_export_of_a_recomputation_mix_says_what_it_runs_instead(tmp_path):
+    inst_path, plan_path = solved_files(tmp_path, options={3: [S] + [V] * 7})
+    for to in ("megatron", "torchtitan"):
+        r = runner.invoke(app, ["export", str(inst_path), str(plan_path), "--to", to])
+        assert r.exit_code == 0, r.output
+        assert "# these settings run no recomputation instead (stage 3 change)" in r.stdout
+        (note,) = r.stderr.splitlines()
+        assert note.startswith("piper-ilp: note: the plan's recomputation is no ")
+        assert "exported no recomputation instead" in note and "below the plan's" in note
+        r = runner.invoke(app, ["export", str(inst_path), str(plan_path), "--to", to, "--json"])
+        (rec,) = json_lines(r.stdout)
+        assert rec["substitution"]["changed_stages"] == [3] and len(rec["notes"]) == 2
 
 
 def test_llama2_70b_on_1024_h100s_uniform_plan_exports_its_degrees(tmp_path):
     # sec. 12's worked example: the uniform optimum mixes selective recomputation into two
-    # stages (refused, naming them); with selective recomputation everywhere it exports
+    # stages (exported with selective recomputation everywhere, which fits in memory, and a
+    # note); solved with selective recomputation everywhere it exports as planned
     path = tmp_path / "l70.json"
     args = ["llama2-70b", "--hardware", "h100-80gb", "--devices", "1024", "--batch", "1024"]
     assert runner.invoke(app, ["from-config", *args, "-o", str(path)]).exit_code == 0
     mixed, sel = tmp_path / "mixed.json", tmp_path / "sel.json"
     r = runner.invoke(app, ["solve", str(path), "--uniform", "-o", str(mixed)])
     assert r.exit_code == 0 and "optimal" in r.output, r.output
+    # exported with selective recomputation in every stage, saying so and what it costs
     r = runner.invoke(app, ["export", str(path), str(mixed), "--to", "megatron"])
-    assert r.exit_code == 2 and "mixes" in r.output
+    assert r.exit_code == 0, r.output
+    plan = load_plan(mixed)
+    assert f"--tensor-model-parallel-size {plan.stages[0].t} \\" in r.stdout
+    assert f"--pipeline-model-parallel-size {len(plan.stages)} \\" in r.stdout
+    assert "--recompute-granularity selective" in r.stdout
+    assert "exported selective recomputation in every layer instead" in r.stderr
     excl = ["--exclude-option", "vanilla", "--exclude-option", "activation recomp"]
     r = runner.invoke(app, ["solve", str(path), "--uniform", *excl, "-o", str(sel)])
     assert r.exit_code == 0 and "optimal" in r.output, r.output
@@ -287,3 +429,9 @@ def test_llama2_70b_on_1024_h100s_uniform_plan_exports_its_degrees(tmp_path):
     assert f"--pipeline-model-parallel-size {len(plan.stages)} \\" in r.output
     assert "--recompute-granularity selective" in r.output
     assert f"run on {plan.devices} GPUs" in r.output
+    # the substitute is a uniform plan with selective recomputation everywhere: never below
+    # that restriction's optimum
+    r = runner.invoke(app, ["export", str(path), str(mixed), "--to", "megatron", "--json"])
+    (rec,) = json_lines(r.stdout)
+    best = evaluate(instance_from_dict(json.loads(path.read_text()), str(path)), plan)
+    assert rec["substitution"]["value"] >= best.value * (1 - 1e-12)

@@ -251,6 +251,17 @@ def test_a_hugging_face_config_gives_the_preset_s_instance(tmp_path):
         ({"hidden_act": "tanh"}, "hidden_act"),
         ({"tie_word_embeddings": "no"}, "tie_word_embeddings"),
         ({"intermediate_size": 1.5}, "intermediate_size"),
+        # a million layers took minutes and gigabytes before the instance was refused
+        ({"num_hidden_layers": 16385}, "num_hidden_layers"),
+        ({"_name_or_path": 5}, "_name_or_path"),
+        # the name is printed in export's comment lines: a line break ended the comment and
+        # made the rest a shell command in Megatron-LM's arguments
+        ({"_name_or_path": "llama\ntouch /tmp/x #"}, "_name_or_path"),
+        ({"_name_or_path": "a\u202eb"}, "_name_or_path"),
+        # a mixture of experts was planned as a dense model (the experts' weights left out)
+        ({"num_local_experts": 8, "num_experts_per_tok": 2}, "num_local_experts"),
+        ({"num_experts": 60}, "num_experts"),
+        ({"n_routed_experts": 64}, "n_routed_experts"),
     ],
 )
 def test_bad_configs_exit_2_naming_the_field(tmp_path, change, field):
@@ -331,3 +342,49 @@ def test_cli_writes_the_instance_and_a_json_summary(tmp_path):
     assert json.loads(out.read_text())["model"]["name"] == "llama3-8b"
     r = runner.invoke(app, ["from-config", "--list"])
     assert r.exit_code == 0 and "llama3-405b" in r.output and "h100-80gb" in r.output
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"peak_flops": 1e-300}, "peak_flops"),
+        ({"hbm_bytes": 1e40}, "hbm_bytes"),
+        ({"network_bandwidth": 1e-40}, "network_bandwidth"),
+        ({"gpus_per_node": 10**9}, "gpus_per_node"),
+        # printed in export's comment lines: a line break would start a shell line
+        ({"name": "h100\ntouch /tmp/x #"}, "name"),
+    ],
+)
+def test_hardware_numbers_out_of_range_name_the_hardware_file(tmp_path, change, field):
+    # these numbers gave an instance out of range, refused naming the output file and an
+    # instance field the user never wrote (or, for gpus_per_node, --devices and --batch)
+    hw = tmp_path / "hw.json"
+    hw.write_text(json.dumps({**HARDWARE_PRESETS["h100-80gb"].to_dict(), **change}))
+    out = tmp_path / "o.json"
+    r = runner.invoke(app, ["from-config", "llama3-8b", "--hardware", str(hw), "-o", str(out)])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert f"{hw}: field '{field}'" in r.output, r.output
+    assert not out.exists()
+
+
+def test_derived_numbers_out_of_range_name_the_config_not_the_output(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA2_70B_JSON, "hidden_size": 10**30}))
+    out = tmp_path / "o.json"
+    r = runner.invoke(app, ["from-config", str(path), "--hardware", "h100-80gb", "-o", str(out)])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert str(path) in r.output and "derived by from-config" in r.output
+    assert str(out) not in r.output and not out.exists()
+
+
+def test_the_summary_line_writes_parameter_counts_readably(tmp_path):
+    # were printed as '8.192e+14e9' and the like; with V = 1e20 the two embeddings, 2 V h =
+    # 1.6384e24, outweigh the rest (69e9)
+    out = tmp_path / "o.json"
+    for vocab, want in ((32000, "68.98e9 parameters"), (10**20, "1.638e+24 parameters")):
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps({**LLAMA2_70B_JSON, "vocab_size": vocab}))
+        r = runner.invoke(
+            app, ["from-config", str(path), "--hardware", "h100-80gb", "-o", str(out)]
+        )
+        assert r.exit_code == 0 and want in r.output, r.output

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from builders import make_instance, option_dict
+from typer.testing import CliRunner
 
 from compare.builders.generators import random_instance
 from compare.crosscheck.methods import (
@@ -15,10 +19,14 @@ from compare.crosscheck.methods import (
     run_method,
 )
 from compare.crosscheck.verify import parse_methods
+from piper_cli import app
 from piper_ilp.cost import TPS_RTOL
 from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.instance import instance_to_dict
+from piper_ilp.mode import Mode
 from piper_ilp.solution import Restrictions, Status
 
+runner = CliRunner()
 INST = random_instance("chain", 3, seed=0, memory="loose")
 
 
@@ -103,6 +111,53 @@ def test_force_runs_past_the_size_guard():
     with pytest.raises(SizeLimitError):
         run_method(nine, "dp", max_ideals=5)
     assert run_method(nine, "dp", max_ideals=5, force=True).status is Status.OPTIMAL
+
+
+def fan(width: int):
+    """A source, ``width`` parallel nodes, a sink: graph pipelining's frontier is ``width``."""
+    sink = width + 1
+    edges = [(0, v, 1.0) for v in range(1, sink)] + [(v, sink, 1.0) for v in range(1, sink)]
+    nodes = [
+        (
+            v,
+            {
+                "1": [
+                    option_dict(
+                        p=1.0,
+                        a=1.0,
+                        b=1.0,
+                        sfw={u: 0.0 for u, x, _ in edges if x == v},
+                        sbw={x: 0.0 for u, x, _ in edges if u == v},
+                    )
+                ]
+            },
+        )
+        for v in range(sink + 1)
+    ]
+    return make_instance(nodes, edges, K=2, N=2, M=100.0)
+
+
+def test_force_lifts_the_dp_s_frontier_guard_in_every_entry_point(tmp_path):
+    # the DP's guards other than the set count (the frontier width here) say "pass --force":
+    # the registry, and so solve and verify, must pass force on to the DP
+    nine = fan(9)
+    with pytest.raises(SizeLimitError, match="--force"):
+        run_method(nine, "dp", mode=Mode("graph"))
+    forced = run_method(nine, "dp", mode=Mode("graph"), force=True)
+    assert forced.status is Status.OPTIMAL
+    assert forced.value == pytest.approx(run_method(nine, "cpsat", mode=Mode("graph")).value)
+    uniform = run_method(nine, "dp", Restrictions(uniform=True), mode=Mode("graph"), force=True)
+    assert uniform.status is Status.OPTIMAL
+    path = tmp_path / "fan9.json"
+    path.write_text(json.dumps(instance_to_dict(nine)))
+    r = runner.invoke(app, ["solve", str(path), "--pipeline", "graph"])
+    assert r.exit_code == 2 and "--force" in r.output, r.output
+    r = runner.invoke(app, ["solve", str(path), "--pipeline", "graph", "--force"])
+    assert r.exit_code == 0 and "optimal" in r.output, r.output
+    r = runner.invoke(
+        app, ["verify", str(path), "--pipeline", "graph", "--methods", "dp,cpsat", "--force"]
+    )
+    assert r.exit_code == 0 and "match" in r.output, r.output
 
 
 def test_milp_backend_through_the_registry():

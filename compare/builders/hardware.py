@@ -9,14 +9,32 @@ network bytes/s per GPU, GPUs per node. The presets' sources are cited in
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from piper_ilp.errors import InputError
-from piper_ilp.jsonfile import describe_value, display_path, is_int, is_number, read_json
+from piper_ilp.instance import MAX_DEVICES
+from piper_ilp.jsonfile import (
+    VALUE_MAX,
+    VALUE_MIN,
+    VALUE_RANGE_TEXT,
+    describe_value,
+    display_path,
+    is_int,
+    is_number,
+    read_json,
+)
 
-__all__ = ["Hardware", "HARDWARE_PRESETS", "HARDWARE_FIELDS", "load_hardware", "hardware_from_dict"]
+__all__ = [
+    "Hardware",
+    "HARDWARE_PRESETS",
+    "HARDWARE_FIELDS",
+    "load_hardware",
+    "hardware_from_dict",
+    "check_name",
+]
 
 #: The fields of a hardware JSON file, each with its unit.
 HARDWARE_FIELDS = {
@@ -73,6 +91,27 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
 }
 
 
+def check_name(name: str, where: str, what: str) -> str:
+    """``name`` when it has no control or format character (a line break, a tab, a
+    bidirectional override): the model's and the hardware's names are printed in comment
+    lines of the exported settings, where a line break would end the comment and start a
+    shell line.
+
+    Raises
+    ------
+    InputError
+        One line naming ``where``, ``what`` (e.g. "field 'name'") and the first such
+        character.
+    """
+    for ch in name:
+        if unicodedata.category(ch).startswith("C"):
+            raise InputError(
+                f"{where}: {what} holds the control character U+{ord(ch):04X}: the name is "
+                "printed in the exported settings' comment lines"
+            )
+    return name
+
+
 def hardware_from_dict(data: Any, source: str = "<hardware>") -> Hardware:
     """A :class:`Hardware` from a parsed JSON object (the fields of :data:`HARDWARE_FIELDS`,
     an optional ``name``; other keys are ignored).
@@ -80,8 +119,9 @@ def hardware_from_dict(data: Any, source: str = "<hardware>") -> Hardware:
     Raises
     ------
     InputError
-        A missing field, or a value that is not a finite positive number (an integer
-        for ``gpus_per_node``), named with ``source``.
+        A missing field, a value that is not a positive number within the supported
+        range [1e-30, 1e30] (a whole number up to 2^20 for ``gpus_per_node``), or a name
+        with a control character (:func:`check_name`), named with ``source``.
 
     Examples
     --------
@@ -98,15 +138,19 @@ def hardware_from_dict(data: Any, source: str = "<hardware>") -> Hardware:
         if key not in data:
             raise InputError(f"{where}: missing field '{key}' ({HARDWARE_FIELDS[key]})")
         x = data[key]
-        ok = is_int(x) if key == "gpus_per_node" else is_number(x)
-        if not ok or not math.isfinite(x) or x <= 0:
-            kind = "a whole number >= 1" if key == "gpus_per_node" else "a positive number"
+        if key == "gpus_per_node":
+            ok, kind = is_int(x) and 1 <= x <= MAX_DEVICES, f"a whole number in [1, {MAX_DEVICES}]"
+        else:
+            ok = is_number(x) and math.isfinite(x) and VALUE_MIN <= x <= VALUE_MAX
+            kind = f"a positive number {VALUE_RANGE_TEXT.removeprefix('0 or ')}"
+        if not ok:
             raise InputError(f"{where}: field '{key}' must be {kind}, got {describe_value(x)}")
         values[key] = x if key == "gpus_per_node" else float(x)
     name = data.get("name", source)
     if not isinstance(name, str):
         raise InputError(f"{where}: field 'name' must be a string, got {describe_value(name)}")
-    return Hardware(name=name, **values)
+    what = "field 'name'" if "name" in data else "the file name (the hardware's name)"
+    return Hardware(name=check_name(name, where, what), **values)
 
 
 def load_hardware(spec: str) -> Hardware:

@@ -17,12 +17,13 @@ back to ``piper-ilp export``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from compare.builders import transformer_costs as tc
-from compare.builders.hardware import Hardware
+from compare.builders.hardware import Hardware, check_name, hardware_from_dict
 from compare.builders.transformer_costs import TransformerConfig
 from piper_ilp.errors import InputError
 from piper_ilp.instance import MAX_BATCH, MAX_DEVICES, option_dict
@@ -34,12 +35,14 @@ __all__ = [
     "TP_DEGREES",
     "DEFAULT_EFFICIENCY",
     "GENERATOR",
+    "MAX_LAYERS",
     "ModelSection",
     "load_model",
     "config_from_hf",
     "allowed_tp_degrees",
     "transformer_instance",
     "read_model_section",
+    "check_model_section",
 ]
 
 #: The tensor-parallel degrees offered when not told (sec. 12), within a node.
@@ -48,6 +51,10 @@ TP_DEGREES = (1, 2, 4, 8)
 DEFAULT_EFFICIENCY = 0.5
 #: The ``model.generator`` an instance written by from-config carries.
 GENERATOR = "piper-ilp from-config"
+#: The most layers a model may have: the chain's L + 3 successor-closed sets stay within the
+#: DP's default limit of 20,000, and the instance file within what the loader reads (each
+#: layer writes about 4 KB). Published models have a few hundred at most.
+MAX_LAYERS = 16384
 
 
 def _gpt3(name: str, h: int, layers: int, heads: int) -> TransformerConfig:
@@ -101,7 +108,7 @@ _HF_SIZES = (
 )
 
 
-def _positive_int(data: dict, key: str, where: str) -> int:
+def _positive_int(data: dict, key: str, where: str, most: int | None = None) -> int:
     if key not in data:
         raise InputError(f"{where}: missing field '{key}'")
     x = data[key]
@@ -109,7 +116,14 @@ def _positive_int(data: dict, key: str, where: str) -> int:
         raise InputError(
             f"{where}: field '{key}' must be a whole number >= 1, got {describe_value(x)}"
         )
+    if most is not None and x > most:
+        raise InputError(f"{where}: field '{key}' is {x:,}, more than the limit of {most:,}")
     return x
+
+
+#: Fields that make a config a mixture of experts (Mixtral, Qwen-MoE, DeepSeek), which the
+#: dense block of :mod:`compare.builders.transformer_costs` does not model.
+_EXPERT_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
 def config_from_hf(data: Any, source: str = "<config>") -> TransformerConfig:
@@ -126,14 +140,26 @@ def config_from_hf(data: Any, source: str = "<config>") -> TransformerConfig:
     Raises
     ------
     InputError
-        A missing or mistyped field, a size that is not a positive integer, heads not
-        divisible by the key-value heads, a hidden size not divisible by the heads (without
-        ``head_dim``), an unknown ``hidden_act``: one line naming ``source`` and the field.
+        A missing or mistyped field, a size that is not a positive integer, more layers
+        than :data:`MAX_LAYERS`, heads not divisible by the key-value heads, a hidden size
+        not divisible by the heads (without ``head_dim``), an unknown ``hidden_act``, a
+        mixture of experts, a name with a control character: one line naming ``source``
+        and the field.
     """
     where = display_path(source)
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object, got {describe_value(data)}")
-    h, layers, heads, f, vocab, ctx = (_positive_int(data, k, where) for k in _HF_SIZES)
+    for key in _EXPERT_FIELDS:
+        experts = data.get(key)
+        if experts is not None and not (is_number(experts) and experts <= 1):
+            raise InputError(
+                f"{where}: field '{key}' is {describe_value(experts)}: a mixture of experts, "
+                "which from-config does not model (dense decoder-only transformers only)"
+            )
+    h, layers, heads, f, vocab, ctx = (
+        _positive_int(data, k, where, MAX_LAYERS if k == "num_hidden_layers" else None)
+        for k in _HF_SIZES
+    )
     kv = (
         _positive_int(data, "num_key_value_heads", where)
         if "num_key_value_heads" in data
@@ -185,9 +211,15 @@ def config_from_hf(data: Any, source: str = "<config>") -> TransformerConfig:
             f"{where}: field 'attention_dropout' must be a number in [0, 1), "
             f"got {describe_value(drop)}"
         )
-    name = data.get("_name_or_path") or Path(str(source)).parent.name or str(source)
+    name = data.get("_name_or_path")
+    if name is not None and not isinstance(name, str):
+        raise InputError(
+            f"{where}: field '_name_or_path' must be a string, got {describe_value(name)}"
+        )
+    what = "field '_name_or_path'" if name else "the folder name (the model's name)"
+    name = check_name(name or Path(str(source)).parent.name or str(source), where, what)
     return TransformerConfig(
-        str(name), h, layers, heads, kv, f, vocab, ctx, tied, act, act in _GATED_ACTS, head_dim,
+        name, h, layers, heads, kv, f, vocab, ctx, tied, act, act in _GATED_ACTS, head_dim,
         False, "rmsnorm", flags["attention_bias"], drop > 0, ctx,
     )  # fmt: skip
 
@@ -278,14 +310,41 @@ class ModelSection:
         }
 
 
+def _section_field(sec: dict, key: str, kind: str, where: str) -> Any:
+    """``sec[key]``, checked to be of ``kind``: "int" (a whole number >= 1), "bool", "str"
+    or "fraction" (a number in (0, 1]); one line naming ``where`` and the field."""
+    if key not in sec:
+        raise InputError(f"{where}: the 'model' section is damaged: missing field '{key}'")
+    x = sec[key]
+    ok = {
+        "int": lambda: is_int(x) and x >= 1,
+        "bool": lambda: isinstance(x, bool),
+        "str": lambda: isinstance(x, str),
+        "fraction": lambda: is_number(x) and 0 < x <= 1,
+    }[kind]()
+    if not ok:
+        want = {
+            "int": "a whole number >= 1",
+            "bool": "true or false",
+            "str": "a string",
+            "fraction": "a number in (0, 1]",
+        }[kind]
+        raise InputError(
+            f"{where}: the 'model' section is damaged: field '{key}' must be {want}, got "
+            f"{describe_value(x)}"
+        )
+    return x
+
+
 def read_model_section(data: Any, source: str) -> ModelSection:
-    """The :class:`ModelSection` of a parsed instance JSON written by from-config.
+    """The :class:`ModelSection` of a parsed instance JSON written by from-config, every
+    field checked.
 
     Raises
     ------
     InputError
-        No ``model`` key, or one that from-config did not write (one line naming
-        ``source``).
+        No ``model`` key, one that from-config did not write, or a field of it missing or
+        of the wrong type (one line naming ``source`` and the field).
     """
     where = display_path(source)
     sec = data.get("model") if isinstance(data, dict) else None
@@ -295,21 +354,83 @@ def read_model_section(data: Any, source: str) -> ModelSection:
             "by 'piper-ilp from-config' (it names the layers, the sequence length and the "
             "microbatch size)"
         )
-    try:
-        cfg = TransformerConfig(**sec["config"])
-        section = ModelSection(
-            cfg,
-            dict(sec["hardware"]),
-            int(sec["seq_len"]),
-            int(sec["micro_batch_size"]),
-            float(sec["efficiency"]),
-            int(sec["parameters"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
+    config = sec.get("config")
+    if not isinstance(config, dict):
         raise InputError(
-            f"{where}: the 'model' section is damaged ({type(exc).__name__}: {exc})"
-        ) from None
-    return section
+            f"{where}: the 'model' section is damaged: field 'config' must be an object, got "
+            f"{describe_value(config)}"
+        )
+    fields = {f.name: str(f.type) for f in dataclasses.fields(TransformerConfig)}
+    extra = sorted(set(config) - set(fields))
+    if extra:
+        raise InputError(
+            f"{where}: the 'model' section is damaged: unknown field 'config.{extra[0]}'"
+        )
+    values = {k: _section_field(config, k, kind, f"{where}: config") for k, kind in fields.items()}
+    cfg = TransformerConfig(**values)
+    check_name(cfg.name, f"{where}: the 'model' section is damaged", "field 'config.name'")
+    if cfg.norm not in ("layernorm", "rmsnorm"):
+        raise InputError(
+            f"{where}: the 'model' section is damaged: field 'config.norm' must be layernorm or "
+            f"rmsnorm, got {describe_value(cfg.norm)}"
+        )
+    hardware = hardware_from_dict(sec.get("hardware"), f"{where}: model.hardware")
+    if not isinstance(sec.get("parameters"), int) or isinstance(sec["parameters"], bool):
+        raise InputError(
+            f"{where}: the 'model' section is damaged: field 'parameters' must be a whole "
+            f"number, got {describe_value(sec.get('parameters'))}"
+        )
+    return ModelSection(
+        cfg,
+        hardware.to_dict(),
+        _section_field(sec, "seq_len", "int", where),
+        _section_field(sec, "micro_batch_size", "int", where),
+        float(_section_field(sec, "efficiency", "fraction", where)),
+        sec["parameters"],
+    )
+
+
+def check_model_section(data: dict, section: ModelSection, t_values: list[int], where: str):
+    """Check that the instance's nodes and edges are what from-config writes for its
+    ``model`` section (so that a framework's settings made from the section describe the
+    model that was planned).
+
+    Raises
+    ------
+    InputError
+        The first node (or the edges) that differs: the file was edited, or written by
+        another version of from-config.
+    """
+    hw = hardware_from_dict(section.hardware, f"{where}: model.hardware")
+    why = None
+    try:
+        again = transformer_instance(
+            section.config,
+            hw,
+            seq_len=section.seq_len,
+            micro_batch_size=section.micro_batch_size,
+            efficiency=section.efficiency,
+            tp_degrees=tuple(t_values),
+        )
+    except InputError as exc:
+        why = f"from-config refuses it: {exc}"
+    else:
+        nodes = data.get("nodes")
+        for i, (mine, theirs) in enumerate(zip(again["nodes"], nodes)):
+            if mine != theirs:
+                why = f"node {mine['id']} (nodes[{i}]) differs"
+                break
+        else:
+            if len(again["nodes"]) != len(nodes):
+                why = f"{len(nodes)} nodes instead of {len(again['nodes'])}"
+            elif again["edges"] != data.get("edges"):
+                why = "the edges differ"
+    if why is not None:
+        raise InputError(
+            f"{where}: the numbers are not what from-config writes for the file's 'model' "
+            f"section ({why}): the file was edited or written by another version; write it "
+            "again with piper-ilp from-config"
+        )
 
 
 def _layer_option(

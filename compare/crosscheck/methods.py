@@ -125,9 +125,11 @@ class Method:
 # --------------------------------------------------------------------------------------
 
 
-def _max_ideals(max_ideals: int | None, force: bool) -> dict:
+def _dp_guards(max_ideals: int | None, force: bool) -> dict:
+    """The DP's size guards: ``force`` lifts every one of them (the successor-closed sets,
+    the tables' memory, and in the other modes the frontier width and the labels)."""
     if force:
-        return {"max_ideals": sys.maxsize}
+        return {"max_ideals": sys.maxsize, "force": True}
     return {} if max_ideals is None else {"max_ideals": max_ideals}
 
 
@@ -151,7 +153,7 @@ def _solve_dp(
         progress=progress,
         mode=mode,
         time_limit=time_limit,
-        **_max_ideals(max_ideals, force),
+        **_dp_guards(max_ideals, force),
     )
 
 
@@ -172,7 +174,7 @@ def _solve_greedy(
         knapsack="greedy",
         progress=progress,
         time_limit=time_limit,
-        **_max_ideals(max_ideals, force),
+        **_dp_guards(max_ideals, force),
     )
 
 

@@ -10,14 +10,14 @@ plan). What each framework can express of the recomputation is checked by its ow
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from compare.builders.transformer import ModelSection, read_model_section
+from compare.builders.transformer import ModelSection, check_model_section, read_model_section
 from piper_ilp.errors import InputError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance
-from piper_ilp.mode import Mode
+from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan
 
 __all__ = ["ExportError", "StageLayers", "PlanLayout", "plan_layout", "FRAMEWORK_NAMES"]
@@ -56,9 +56,11 @@ class PlanLayout:
     """A uniform plan of a from-config instance, stage by stage.
 
     ``t`` and ``d`` are every stage's tensor- and data-parallel degrees; ``N`` the
-    microbatches per batch; ``tps`` the plan's TPS (seconds per microbatch, the evaluator's);
+    microbatches per batch; ``tps`` the plan's TPS (seconds per microbatch, the evaluator's)
+    and ``value`` the evaluator's value of the mode's objective (the TPS or the batch time);
     ``identical_layers`` says that every layer node offers the same options (so which layers
-    of a stage recompute changes neither its time nor its memory).
+    of a stage recompute changes neither its time nor its memory). ``instance``, ``plan``
+    and ``mode`` are what was read, for judging another recomputation on the same stages.
     """
 
     model: ModelSection
@@ -68,6 +70,10 @@ class PlanLayout:
     N: int
     tps: float
     identical_layers: bool
+    instance: Instance = field(repr=False, compare=False)
+    plan: Plan = field(repr=False, compare=False)
+    mode: Mode = DEFAULT_MODE
+    value: float = 0.0
 
     @property
     def pp(self) -> int:
@@ -137,17 +143,20 @@ def plan_layout(data: Any, instance: Instance, plan: Plan, framework: str) -> Pl
     Raises
     ------
     ExportError
-        No from-config ``model`` section, nodes that are not its chain, an invalid plan, a
-        stage that is not a run of consecutive nodes, or stages with different (t, d).
+        No from-config ``model`` section (or a damaged one, or one whose numbers are not
+        the instance's), nodes that are not its chain, an invalid plan, a stage that is not
+        a run of consecutive nodes, or stages with different (t, d).
     """
     name = FRAMEWORK_NAMES[framework]
     where = instance.source
     try:
         model = read_model_section(data, where)
+        _check_chain(instance, model, where)
+        check_model_section(data, model, instance.t_values, where)
     except InputError as exc:
         raise ExportError(str(exc)) from None
-    _check_chain(instance, model, where)
-    ev = evaluate(instance, plan, Mode.from_dict(plan.metadata))
+    mode = Mode.from_dict(plan.metadata)
+    ev = evaluate(instance, plan, mode)
     if not ev.valid:
         raise ExportError(f"{where}: the plan is not valid for this instance: {ev.violations[0]}")
     L = model.layers
@@ -184,4 +193,8 @@ def plan_layout(data: Any, instance: Instance, plan: Plan, framework: str) -> Pl
         instance.N,
         ev.tps,
         _identical_layers(instance, L),
+        instance,
+        plan,
+        mode,
+        ev.value,
     )

@@ -16,93 +16,125 @@ commit d98e8a64ddf3, 2026-08-22; ``docs/from-config.md`` lists them):
 * recomputation, which Megatron-LM sets once for every stage: none; ``--recompute-granularity
   selective`` (the attention core, every layer); ``full`` with ``--recompute-method uniform
   --recompute-num-layers 1`` (every layer); ``full`` with ``--recompute-method block
-  --recompute-num-layers k`` (the first k layers of each stage, min(k, its layers)). Any
-  other mix is refused, naming the stages.
+  --recompute-num-layers k`` (the first k layers of each stage, min(k, its layers)). For any
+  other mix, the best of these settings on the plan's stages that fits in memory, with
+  comment lines naming the stages that change and the cost (:mod:`compare.export.recompute`);
+  refused when none fits.
 """
 
 from __future__ import annotations
 
 from compare.builders.transformer_costs import FULL, SELECTIVE, VANILLA
-from compare.export.layout import ExportError, PlanLayout
+from compare.export.layout import PlanLayout
+from compare.export.recompute import Setting, Substitution, runnable_recomputation, stage_mixes
 
-__all__ = ["megatron_arguments", "megatron_text", "pipeline_layout_string", "stage_mixes"]
-
-
-def _stage_mix(st) -> str:
-    counts = st.option_counts()
-    return " + ".join(f"{counts[o]} {o}" for o in (VANILLA, SELECTIVE, FULL) if o in counts)
-
-
-def stage_mixes(layout: PlanLayout) -> str:
-    """Each run of stages with the same options: "stages 0-1: 4 vanilla + 1 selective
-    recomp; stages 2-15: 5 vanilla" (stages without layers left out)."""
-    runs: list[list] = []
-    for st in layout.stages:
-        if not st.count:
-            continue
-        mix = _stage_mix(st)
-        if runs and runs[-1][2] == mix and runs[-1][1] == st.index - 1:
-            runs[-1][1] = st.index
-        else:
-            runs.append([st.index, st.index, mix])
-    return "; ".join(f"stage {a}: {m}" if a == b else f"stages {a}-{b}: {m}" for a, b, m in runs)
+__all__ = [
+    "megatron_arguments",
+    "megatron_settings",
+    "megatron_text",
+    "pipeline_layout_string",
+    "stage_mixes",
+]
 
 
-def recompute_arguments(layout: PlanLayout) -> tuple[list[str], str]:
-    """Megatron-LM's recomputation arguments for the plan, and a note ("" or one line on
-    which layers the block method recomputes).
-
-    Raises
-    ------
-    ExportError
-        A mix Megatron-LM cannot express: selective recomputation next to another choice,
-        or full recomputation on a number of layers per stage that is not min(k, its layers)
-        for one k (the message names the stages).
-    """
+def _exact_recompute(layout: PlanLayout) -> tuple[list[str], str] | None:
+    """Megatron-LM's recomputation arguments that run exactly the plan's choice, and a note
+    ("" or one line on which layers the block method recomputes); None when no setting
+    does (selective next to another choice, full recomputation on a number of layers per
+    stage that is not min(k, its layers) for one k, or on other layers of layers that
+    differ)."""
     used = {o for st in layout.stages for o in st.options}
     if used <= {VANILLA}:
         return [], ""
     if used == {SELECTIVE}:
-        return ["--recompute-granularity selective"], ""
+        return [SELECTIVE_ARGS], ""
     if used == {FULL}:
-        return [
-            "--recompute-granularity full",
-            "--recompute-method uniform",
-            "--recompute-num-layers 1",
-        ], ""
-    mixes = stage_mixes(layout)
+        return list(FULL_UNIFORM_ARGS), ""
     if SELECTIVE in used:
-        raise ExportError(
-            "cannot export to Megatron-LM: it recomputes one way in every layer "
-            f"(--recompute-granularity), but the plan mixes them ({mixes}); solve with "
-            "--exclude-option to keep one choice (e.g. --exclude-option vanilla "
-            "--exclude-option 'activation recomp' for selective everywhere)"
-        )
+        return None
     # full and vanilla: the block method recomputes the first min(k, n) layers of a stage
     fulls = [st.option_counts().get(FULL, 0) for st in layout.stages]
     k = max(fulls)
     if any(f != min(k, st.count) for f, st in zip(fulls, layout.stages)):
-        raise ExportError(
-            "cannot export to Megatron-LM: --recompute-method block recomputes the first k "
-            f"layers of every stage, but the plan recomputes different numbers ({mixes})"
-        )
+        return None
     first = all(
         all((o == FULL) == (j < k) for j, o in enumerate(st.options)) for st in layout.stages
     )
     if not first and not layout.identical_layers:
-        raise ExportError(
-            "cannot export to Megatron-LM: --recompute-method block recomputes the first "
-            f"{k} layers of each stage, the plan other ones, and its layers differ"
-        )
+        return None
     note = "" if first else (
         f"# block recomputation: the first {k} layers of each stage (the plan picks others of "
         "its identical layers: the same time and memory)"
     )  # fmt: skip
+    return block_arguments(k), note
+
+
+#: The arguments of selective recomputation (the attention core of every layer) and of full
+#: recomputation of every layer.
+SELECTIVE_ARGS = "--recompute-granularity selective"
+FULL_UNIFORM_ARGS = (
+    "--recompute-granularity full",
+    "--recompute-method uniform",
+    "--recompute-num-layers 1",
+)
+
+
+def block_arguments(k: int) -> list[str]:
+    """Full recomputation of the first k layers of every stage."""
     return [
         "--recompute-granularity full",
         "--recompute-method block",
         f"--recompute-num-layers {k}",
-    ], note
+    ]
+
+
+def megatron_settings(layout: PlanLayout) -> list[Setting]:
+    """Every recomputation Megatron-LM can run on the plan's stages: none, selective in
+    every layer, full in every layer, and full in the first k layers of each stage
+    (block, k = 1 .. the most layers of a stage - 1), each with its arguments."""
+    counts = [st.count for st in layout.stages]
+
+    def every(option: str) -> tuple[tuple[str, ...], ...]:
+        return tuple((option,) * n for n in counts)
+
+    out = [
+        Setting("no recomputation", every(VANILLA), []),
+        Setting("selective recomputation in every layer", every(SELECTIVE), [SELECTIVE_ARGS]),
+        Setting("full recomputation in every layer", every(FULL), list(FULL_UNIFORM_ARGS)),
+    ]
+    for k in range(1, max(counts, default=0)):
+        options = tuple((FULL,) * min(k, n) + (VANILLA,) * (n - min(k, n)) for n in counts)
+        out.append(
+            Setting(
+                f"full recomputation in the first {k} layers of each stage",
+                options,
+                block_arguments(k),
+            )
+        )
+    return out
+
+
+def recompute_arguments(layout: PlanLayout) -> tuple[list[str], list[str], Substitution | None]:
+    """Megatron-LM's recomputation arguments for the plan, comment lines on them, and the
+    :class:`~compare.export.recompute.Substitution` when they are not the plan's own choice.
+
+    Megatron-LM sets recomputation once for every stage. When the plan's per-layer choice
+    is none of its settings (e.g. selective recomputation in one layer of two stages and
+    none elsewhere), the arguments are those of the best setting on the plan's stages and
+    degrees that fits in memory on every stage, judged by the evaluator, and the comment
+    lines name the stages that change and the cost.
+
+    Raises
+    ------
+    ExportError
+        No setting of Megatron-LM fits in memory on every stage.
+    """
+    exact = _exact_recompute(layout)
+    if exact is not None:
+        args, note = exact
+        return args, [note] if note else [], None
+    sub = runnable_recomputation(layout, megatron_settings(layout), "megatron")
+    return list(sub.setting.value), sub.notes(), sub
 
 
 def pipeline_layout_string(layout: PlanLayout) -> str:
@@ -177,14 +209,16 @@ def megatron_arguments(layout: PlanLayout) -> dict:
     dict
         ``parallel`` (the parallelism, batch and recomputation arguments), ``model`` (the
         model's shape), ``world_size`` (GPUs: stages x t x d), ``data_parallel_size`` (d,
-        what Megatron-LM derives from the world size) and ``notes`` (comment lines).
+        what Megatron-LM derives from the world size), ``notes`` (comment lines) and
+        ``substitution`` (None, or the :class:`~compare.export.recompute.Substitution` as a
+        dict when the recomputation is not the plan's own, :func:`recompute_arguments`).
 
     Raises
     ------
     ExportError
-        A recomputation mix Megatron-LM cannot express (:func:`recompute_arguments`).
+        No recomputation setting of Megatron-LM fits in memory on every stage.
     """
-    recompute, note = recompute_arguments(layout)
+    recompute, notes, substitution = recompute_arguments(layout)
     parallel = [
         f"--tensor-model-parallel-size {layout.t}",
         f"--pipeline-model-parallel-size {layout.pp}",
@@ -200,7 +234,8 @@ def megatron_arguments(layout: PlanLayout) -> dict:
         "model": model_arguments(layout),
         "world_size": layout.world_size,
         "data_parallel_size": layout.d,
-        "notes": [note] if note else [],
+        "notes": notes,
+        "substitution": substitution.to_dict() if substitution else None,
     }
 
 

@@ -17,9 +17,13 @@ Python (commit 9810191bb, "TOML to Python Dataclass Registry"), with the same na
   ``norm`` and ``output`` (torchtitan's Llama modules); ``pipeline_parallel_schedule`` 1F1B;
 * ``pipeline_parallel_microbatch_size`` = b and ``training.local_batch_size`` = (N / d) b
   sequences per data-parallel replica, ``training.seq_len``;
-* ``activation_checkpoint.mode``: ``none`` or ``full`` (every layer). torchtitan's
-  ``selective`` is op-level or every n-th layer, not the attention core: a plan with
-  selective recomputation, or with full recomputation on some layers only, is refused.
+* ``activation_checkpoint``: ``mode`` ``none``, ``full`` (every layer) or ``selective``
+  with ``selective_ac_option = "n"`` (full recomputation of every n-th layer of a stage;
+  ``torchtitan/distributed/activation_checkpoint.py``, ``_apply_layer_sac``). torchtitan's
+  other selective mode is op-level, not the attention core: for a plan with selective
+  recomputation, or with any other choice of layers, the best of these settings on the
+  plan's stages that fits in memory, with comment lines naming the stages that change and
+  the cost (:mod:`compare.export.recompute`); refused when none fits.
 
 Only Llama-shaped models (SwiGLU, RMSNorm, rotary positions, no biases, untied output) have
 these module names; any other model is refused.
@@ -29,11 +33,11 @@ from __future__ import annotations
 
 import json
 
-from compare.builders.transformer_costs import FULL, SELECTIVE, VANILLA
+from compare.builders.transformer_costs import FULL, VANILLA
 from compare.export.layout import ExportError, PlanLayout
-from compare.export.megatron import stage_mixes
+from compare.export.recompute import Setting, Substitution, runnable_recomputation
 
-__all__ = ["torchtitan_settings", "torchtitan_toml"]
+__all__ = ["torchtitan_settings", "torchtitan_toml", "torchtitan_checkpointing"]
 
 
 def _check_model(layout: PlanLayout) -> None:
@@ -56,35 +60,61 @@ def _check_model(layout: PlanLayout) -> None:
         )
 
 
-def _checkpoint_mode(layout: PlanLayout) -> str:
-    used = {o for st in layout.stages for o in st.options}
-    if used <= {VANILLA}:
-        return "none"
-    if used == {FULL}:
-        return "full"
-    if SELECTIVE in used:
-        raise ExportError(
-            "cannot export to torchtitan: the plan recomputes the attention core (selective "
-            "recomp); torchtitan's selective checkpointing is op-level or every n-th layer"
+def torchtitan_checkpointing(layout: PlanLayout) -> list[Setting]:
+    """The activation checkpointing torchtitan can run here, each with its
+    ``[activation_checkpoint]`` values: none, full in every layer, and full in every n-th
+    layer of each stage (``mode = "selective"``, ``selective_ac_option = "n"``: torchtitan
+    counts the blocks a rank wraps and checkpoints those whose count is a multiple of n),
+    n = 2 .. the most layers of a stage."""
+    counts = [st.count for st in layout.stages]
+    out = [
+        Setting("no recomputation", tuple((VANILLA,) * n for n in counts), {"mode": "none"}),
+        Setting(
+            "full recomputation in every layer",
+            tuple((FULL,) * n for n in counts),
+            {"mode": "full"},
+        ),
+    ]
+    for n in range(2, max(counts, default=0) + 1):
+        options = tuple(
+            tuple(FULL if (j + 1) % n == 0 else VANILLA for j in range(c)) for c in counts
         )
-    mixes = stage_mixes(layout)
-    raise ExportError(
-        "cannot export to torchtitan: it checkpoints every layer or none (mode full or none), "
-        f"the plan recomputes some layers in full ({mixes}); solve with --exclude-option to "
-        "keep one choice"
-    )
+        out.append(
+            Setting(
+                f"full recomputation in layers {n}, {2 * n}, ... of each stage",
+                options,
+                {"mode": "selective", "selective_ac_option": str(n)},
+            )
+        )
+    return out
+
+
+def _checkpointing(layout: PlanLayout) -> tuple[dict, Substitution | None]:
+    """``[activation_checkpoint]``: the setting that runs the plan's own choice, else the
+    best that fits (:func:`~compare.export.recompute.runnable_recomputation`) and its
+    substitution."""
+    settings = torchtitan_checkpointing(layout)
+    planned = tuple(st.options for st in layout.stages)
+    for setting in settings:
+        if setting.options == planned:
+            return dict(setting.value), None
+    sub = runnable_recomputation(layout, settings, "torchtitan")
+    return dict(sub.setting.value), sub
 
 
 def torchtitan_settings(layout: PlanLayout) -> dict:
-    """The settings by TOML section: ``parallelism``, ``training``, ``activation_checkpoint``.
+    """The settings by TOML section: ``parallelism``, ``training``, ``activation_checkpoint``;
+    and ``substitution`` and ``notes`` (as for Megatron-LM: None and [] when the
+    checkpointing is the plan's own choice).
 
     Raises
     ------
     ExportError
-        A model that is not Llama-shaped, or a recomputation torchtitan cannot express.
+        A model that is not Llama-shaped, or a plan whose recomputation torchtitan cannot
+        run and for which neither of its modes fits in memory on every stage.
     """
     _check_model(layout)
-    mode = _checkpoint_mode(layout)
+    checkpointing, substitution = _checkpointing(layout)
     parts = []
     for st in layout.stages:
         names = ["tok_embeddings"] if st.embedding else []
@@ -106,7 +136,9 @@ def torchtitan_settings(layout: PlanLayout) -> dict:
             "local_batch_size": layout.microbatches_per_replica * b,
             "seq_len": layout.model.seq_len,
         },
-        "activation_checkpoint": {"mode": mode},
+        "activation_checkpoint": checkpointing,
+        "substitution": substitution.to_dict() if substitution else None,
+        "notes": substitution.notes() if substitution else [],
     }
 
 
@@ -132,7 +164,9 @@ def torchtitan_toml(layout: PlanLayout) -> str:
         "# TOML as in torchtitan's train_configs (newer torchtitan: the same ParallelismConfig "
         "fields, in Python)",
     ]
-    for section, values in settings.items():
+    lines += settings["notes"]
+    for section in ("parallelism", "training", "activation_checkpoint"):
+        values = settings[section]
         lines.append("")
         lines.append(f"[{section}]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in values.items()]

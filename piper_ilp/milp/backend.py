@@ -1,5 +1,6 @@
-"""What a backend takes and returns, and the machinery every backend shares: running a
-solver so that Ctrl-C (KeyboardInterrupt) stops it, and throttled progress lines."""
+"""The interface of a MILP backend (``solve(ScaledModel, Settings) -> Answer``) and what
+every backend shares: running a solver so that Ctrl-C stops it (:func:`run_stoppable`),
+progress lines (:class:`Progress`) and writing the model file (:func:`write_model_file`)."""
 
 from __future__ import annotations
 
@@ -31,9 +32,24 @@ BACKENDS = ("cpsat", "cbc", "scip")
 
 @dataclass(frozen=True)
 class Settings:
-    """One backend call: ``time_limit`` seconds (None: none), ``threads``, ``write_model``
-    (a path or None), ``hint`` (values of binaries and integers, or None), ``progress``,
-    ``careful`` (the backend's presolve off, for a second opinion)."""
+    """What one backend call is asked (built by :func:`~piper_ilp.milp.certify.certify`
+    per round; not the user-facing :class:`piper_ilp.settings.Settings`).
+
+    Parameters
+    ----------
+    time_limit : float or None
+        Seconds left for this call; None: no limit.
+    threads : int
+        Solver threads.
+    write_model : str or Path, optional
+        Where to write the model the backend is given (its own format).
+    hint : dict, optional
+        Values of the binary and integer variables (by index) to start from.
+    progress : bool
+        Print incumbent and bound lines on stderr.
+    careful : bool
+        The backend's presolve off: a second opinion on an "infeasible" claim.
+    """
 
     time_limit: float | None
     threads: int
@@ -45,15 +61,30 @@ class Settings:
 
 @dataclass
 class Answer:
-    """A backend's claim, before certification.
+    """A backend's claim, before certification (:mod:`piper_ilp.milp.certify`).
 
-    ``status`` as the backend reports it (OPTIMAL, FEASIBLE, INFEASIBLE or UNKNOWN);
-    ``values`` of the binaries and integers (rounded) when it has a plan; ``objective``
-    its value of that plan and ``bound`` its lower bound on the model's optimum, both in
-    seconds (``bound`` already lowered by what the backend's own rounding can hide);
-    ``resolution`` how far (seconds) ``objective`` may sit from the plan's true TPS;
-    ``stopped`` why it stopped early ("time limit"), ``seconds`` its wall time;
-    ``exact_bound`` when ``bound`` holds whatever the scale (integer arithmetic).
+    Attributes
+    ----------
+    status : Status
+        As the backend reports it: OPTIMAL, FEASIBLE, INFEASIBLE or UNKNOWN.
+    values : dict or None
+        The values of the binaries and integers (rounded), by variable index, when it has
+        a plan.
+    objective : float or None
+        Its value of that plan, in seconds.
+    bound : float or None
+        Its lower bound on the model's optimum, in seconds, already lowered by what the
+        backend's own rounding can hide.
+    resolution : float
+        How far (seconds) ``objective`` may sit from the plan's true value.
+    stopped : str or None
+        Why it stopped early (``"time limit"``).
+    seconds : float
+        Its wall time.
+    exact_bound : bool
+        ``bound`` holds whatever the scale (integer arithmetic: CP-SAT).
+    notes : list of str
+        Remarks for the report.
     """
 
     status: Status
@@ -68,16 +99,46 @@ class Answer:
 
 
 class OutOfRange(Exception):
-    """The backend cannot represent this model's numbers; the message says why."""
+    """Raised by a backend that cannot represent this model's numbers (the message says
+    why); :func:`~piper_ilp.milp.certify.certify` turns it into Status.OUT_OF_RANGE."""
 
 
 def run_stoppable(
     solve: Callable[[], object], stop: Callable[[], None], tick: Callable[[], None] | None = None
 ):
-    """Run ``solve()`` in a worker thread and wait for it in the main thread, so that a
-    KeyboardInterrupt (Ctrl-C, or a signal handler that raises it) reaches Python at
-    once: then ``stop()`` asks the solver to stop, the worker is joined and the
-    KeyboardInterrupt is raised again. ``tick()`` runs about ten times a second."""
+    """Run a blocking solver call so that Ctrl-C stops it.
+
+    ``solve()`` runs in a worker thread while the main thread waits, so that a
+    KeyboardInterrupt (Ctrl-C, or a signal handler that raises it) reaches Python at once:
+    then ``stop()`` asks the solver to stop, the worker is joined (a second Ctrl-C calls
+    ``stop()`` again), the solver's own threads are given up to 10 s to end, and the
+    exception is raised again.
+
+    Parameters
+    ----------
+    solve : callable
+        The solver call, no arguments.
+    stop : callable
+        Asks the running solver to stop (e.g. CP-SAT's ``stop_search``).
+    tick : callable, optional
+        Runs about ten times a second while waiting (progress).
+
+    Returns
+    -------
+    any
+        What ``solve()`` returned.
+
+    Raises
+    ------
+    BaseException
+        Whatever ``solve()`` raised, or the KeyboardInterrupt (or other exception) that
+        interrupted the wait.
+
+    Examples
+    --------
+    >>> run_stoppable(lambda: 6 * 7, stop=lambda: None)
+    42
+    """
     box: dict[str, object] = {}
 
     def work() -> None:
@@ -124,7 +185,17 @@ def _os_threads() -> int | None:
 
 
 class Progress:
-    """Incumbent and bound lines on stderr, at most once a second (when enabled)."""
+    """Incumbent and bound lines on stderr, at most once per ``interval`` seconds.
+
+    Parameters
+    ----------
+    backend : str
+        Begins each line.
+    enabled : bool
+        When False, :meth:`update` only records the values.
+    interval : float
+        Least seconds between two lines (unless forced).
+    """
 
     def __init__(self, backend: str, enabled: bool, interval: float = 1.0):
         self.backend = backend
@@ -138,6 +209,15 @@ class Progress:
     def update(
         self, incumbent: float | None = None, bound: float | None = None, force: bool = False
     ) -> None:
+        """Record a new incumbent and / or bound and print a line when due.
+
+        Parameters
+        ----------
+        incumbent, bound : float, optional
+            Seconds; None keeps the last value.
+        force : bool
+            Print now (when enabled), even before ``interval`` has passed.
+        """
         if incumbent is not None:
             self.incumbent = incumbent
         if bound is not None:
@@ -158,7 +238,19 @@ class Progress:
 
 
 def write_model_file(path: str | Path, text: str) -> None:
-    """Write a model file (atomically); a path that cannot be written is an InputError."""
+    """Write a model file (atomically) for a person to read.
+
+    Parameters
+    ----------
+    path : str or Path
+    text : str
+        The model in the backend's format.
+
+    Raises
+    ------
+    InputError
+        The path cannot be written: one line naming it.
+    """
     from piper_ilp.files import atomic_write_text
 
     try:

@@ -1,10 +1,6 @@
-"""The CBC backend: the big-M rows in floating point, solved by the CBC binary that PuLP
-bundles, run as a child process that this module controls.
-
-The model goes to an MPS file in a private folder (``tempfile.mkdtemp``); CBC runs in its
-own process group (so a Ctrl-C at the terminal reaches only this process), its log is
-read for progress, and on any exception (KeyboardInterrupt included) the process group
-is killed; the folder and every file in it are removed in any case.
+"""The CBC backend: the big-M rows (:func:`~piper_ilp.milp.scaled.big_m_rows`) in floating
+point, solved by the CBC binary that PuLP bundles, run as a child process that
+:func:`solve` controls.
 """
 
 from __future__ import annotations
@@ -48,7 +44,17 @@ ABS_RESOLUTION = 1e-5
 
 
 def cbc_path() -> str:
-    """The CBC binary bundled with PuLP."""
+    """The path of the CBC binary bundled with PuLP.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    InputError
+        The binary is missing or not executable.
+    """
     import pulp
 
     with warnings.catch_warnings():  # PuLP 3.3 deprecates the bundled CBC's name, not the binary
@@ -110,7 +116,21 @@ def _mps_text(sm: ScaledModel, rows: list[ScaledRow]) -> str:
 
 
 def lp_text(sm: ScaledModel, rows: list[ScaledRow]) -> str:
-    """The model in CPLEX LP format with readable names (for ``write_model``)."""
+    """The model in CPLEX LP format, with the formulation's names (:func:`lp_name`), for a
+    person to read (``--write-model``).
+
+    Parameters
+    ----------
+    sm : ScaledModel
+    rows : list of ScaledRow
+        The rows as CBC is given them (:func:`~piper_ilp.milp.scaled.big_m_rows`).
+
+    Returns
+    -------
+    str
+        Coefficients with 17 significant digits; time in model units (the header
+        comment gives the unit in seconds).
+    """
     m = sm.model
     names = [lp_name(v.name) for v in m.vars]
 
@@ -164,7 +184,38 @@ _FOUND = re.compile(r"Integer solution of\s+([-+0-9.eE]+)")
 
 
 def solve(sm: ScaledModel, settings: Settings) -> Answer:
-    """Solve ``sm`` with CBC (see the module docstring)."""
+    """Solve ``sm`` with CBC: one backend call, before certification.
+
+    The model goes to an MPS file in a private folder (``tempfile.mkdtemp``); CBC runs in
+    its own process group (so a Ctrl-C at the terminal reaches only this process) with
+    :data:`TOLERANCES`, its log is read for progress, and on any exception
+    (KeyboardInterrupt included) the process group is killed; the folder and every file
+    in it are removed in any case. No MIP start is given (``settings.hint`` is not used).
+
+    Parameters
+    ----------
+    sm : ScaledModel
+    settings : Settings
+        The backend call's settings (:class:`piper_ilp.milp.backend.Settings`);
+        ``careful`` turns CBC's presolve off.
+
+    Returns
+    -------
+    Answer
+        ``bound`` lowered by :data:`BOUND_RTOL` (and the absolute gap when optimal);
+        ``stopped`` is ``"time limit"`` for FEASIBLE and UNKNOWN, and UNKNOWN when CBC
+        wrote no solution file.
+
+    Raises
+    ------
+    InputError
+        The CBC binary is missing, or the model file cannot be written.
+    InternalError
+        CBC exits with an error or cannot read the model, or the model has too many
+        variables or rows for MPS names.
+    KeyboardInterrupt
+        Ctrl-C: CBC was killed first.
+    """
     m = sm.model
     rows = big_m_rows(sm)
     if settings.write_model is not None:

@@ -1,26 +1,8 @@
-"""Certification of a backend's answers against the exact contract (``docs/cost-model.md``
-sec. 7): "optimal" only when a plan that the evaluator accepts and a justified lower
-bound agree within ``PROOF_RTOL`` of the plan's value under the model's mode (its TPS,
-or its batch time: ``evaluate(instance, plan, mode).value``; "TPS" below stands for it).
-
-A backend solves in rounds (:func:`certify`):
-
-1. the memory rows relaxed (every plan with memory <= M is in the model, so the
-   backend's bound is a lower bound on the true optimum), the time unit set from an
-   upper bound on the optimum (the largest possible TPS, or a known plan's TPS);
-2. when the backend's plan is accepted by the evaluator and its TPS is within
-   ``PROOF_RTOL`` of the bound: optimal;
-3. when the time unit was too coarse for that (the optimum far below the upper bound the
-   unit came from): again, with the unit set from the plan found and its TPS as a cutoff;
-4. when the plan overruns M exactly (it fits only the relaxed rows): again with memory
-   restricted to M (1 - e), whose plans fit exactly; if the restricted optimum and the
-   relaxed bound do not agree, the answer is "cannot certify at this memory boundary"
-   (feasible with the plan and bound found, or unknown), never a proof.
-
-"Infeasible" is claimed only when the relaxed model is infeasible. A claim that fails the
-checks (a plan the evaluator rejects for any reason but memory, a bound above a valid
-plan's TPS, an optimum whose bound and value disagree at a fine enough unit) is
-Status.BACKEND_ERROR with the details in ``message`` and ``info``.
+"""Certification of a MILP backend's answers against the exact contract (cost model sec. 7):
+:func:`certify` runs one backend in rounds and says "optimal" only when a plan that the
+evaluator accepts and a justified lower bound agree within :data:`PROOF_RTOL`, "infeasible"
+only when the relaxed model is infeasible, and Status.BACKEND_ERROR for a claim that fails
+the checks.
 """
 
 from __future__ import annotations
@@ -56,7 +38,29 @@ CUTOFF_MARGIN = 1e-6
 
 @dataclass
 class Round:
-    """One solve: the scale and memory mode, the backend's claim, what the evaluator said."""
+    """One round of :func:`certify` (one backend call), as ``info["rounds"]`` reports it.
+
+    Attributes
+    ----------
+    unit : float
+        Seconds per model unit.
+    cutoff : float
+        The round's cutoff on the objective, in seconds.
+    memory : str
+        ``"relax"`` or ``"restrict"`` (:class:`~piper_ilp.milp.scaled.Memory`).
+    status : str
+        The backend's claim.
+    objective, bound : float or None
+        The backend's value of its plan and its lower bound, in seconds.
+    tps : float or None
+        The evaluator's TPS of the backend's plan, when valid.
+    seconds : float
+        The backend's wall time.
+    note : str
+        What certification made of the round.
+    value : float or None
+        The evaluator's value of the mode's objective (the TPS by default).
+    """
 
     unit: float
     cutoff: float
@@ -70,6 +74,7 @@ class Round:
     value: float | None = None  # the evaluator's value of the mode's objective (= tps by default)
 
     def to_dict(self) -> dict:
+        """The fields as a dict (JSON-ready)."""
         return dict(self.__dict__)
 
 
@@ -117,14 +122,79 @@ def certify(
     info: dict,
     cutoff: float | None = None,
 ) -> Solution:
-    """Solve ``form`` with ``solve`` (one backend) in rounds and certify the answer (see
-    the module docstring). ``info`` is filled in and returned in the Solution.
+    """Solve ``form`` with one backend in rounds and certify the answer (cost model sec. 7).
 
-    ``cutoff`` (seconds, or the batch time) restricts the search to plans whose value is
-    at most ``cutoff`` (1 + CUTOFF_MARGIN): an optimum found under it is the optimum (a
-    better plan would be under it too); a model infeasible under it proves nothing about
-    the instance, and the answer is unknown (or feasible with a hint above the cutoff),
-    never infeasible. A hint above the cutoff is not used as the first plan."""
+    A plan's value is the evaluator's value of the model's mode (its TPS, or its batch
+    time: ``evaluate(instance, plan, mode).value``). The rounds:
+
+    1. the memory rows relaxed (every plan with memory <= M is in the model, so the
+       backend's bound is a lower bound on the true optimum), the time unit set from an
+       upper bound on the optimum (the largest possible value, or a known plan's);
+    2. when the backend's plan is accepted by the evaluator and its value is within
+       :data:`PROOF_RTOL` of the bound: optimal;
+    3. when the time unit was too coarse for that (the optimum more than :data:`COARSE`
+       times below the reference the unit came from): again, with the unit set from the
+       plan found and its value as a cutoff;
+    4. when the plan overruns M exactly (it fits only the relaxed rows): again with memory
+       restricted to M (1 - e), whose plans fit exactly; if the restricted optimum and the
+       relaxed bound do not agree, the answer is "cannot certify at this memory boundary"
+       (feasible with the plan and bound found, or unknown), never a proof.
+
+    At most :data:`MAX_ROUNDS` rounds. "Infeasible" is claimed only when the relaxed model
+    is infeasible (for a floating-point backend, confirmed with its presolve off). A claim
+    that fails the checks (a plan the evaluator rejects for any reason but memory, a bound
+    above a valid plan's value, an optimum whose bound and value disagree at a fine enough
+    unit, an "infeasible" with a plan in hand) is Status.BACKEND_ERROR.
+
+    Parameters
+    ----------
+    form : Formulation
+        The model (:mod:`piper_ilp.milp.model`) of the instance and mode.
+    backend : str
+        The backend's name, for messages and the Solution's method.
+    solve : callable
+        The backend, ``solve(ScaledModel, Settings) -> Answer``.
+    time_limit : float or None
+        Seconds for all rounds together; None: none.
+    threads : int
+        Solver threads.
+    write_model : str, Path or None
+        Where the first round writes its model.
+    hint : Plan or None
+        A valid plan to start from: the first plan in hand, and its value the first
+        reference (unless above ``cutoff``).
+    hint_values : dict or None
+        The hint as the model's variable values (``form.values_of``); the hint is used
+        only when both are given.
+    progress : bool
+        Progress lines on stderr.
+    info : dict
+        Filled in: ``rounds`` (:meth:`Round.to_dict` each), and where they apply
+        ``cutoff``, ``hint``, ``plan_from`` and ``scaling_error``.
+    cutoff : float, optional
+        Restricts the search to plans whose value is at most ``cutoff`` (1 +
+        :data:`CUTOFF_MARGIN`): an optimum found under it is the optimum (a better plan
+        would be under it too); a model infeasible under it proves nothing about the
+        instance, and the answer is unknown (or feasible with a hint above it), never
+        infeasible. A hint above the cutoff is not used as the first plan.
+
+    Returns
+    -------
+    Solution
+        OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN, OUT_OF_RANGE (the backend raised
+        :class:`~piper_ilp.milp.backend.OutOfRange`, or the largest possible value
+        overflows) or BACKEND_ERROR; with ``info``. Its plan has passed the evaluator but
+        not yet :func:`~piper_ilp.solution.checked_solution` (``solve_milp`` does that).
+
+    Raises
+    ------
+    InputError
+        The model file cannot be written.
+    InternalError
+        The backend failed (a bug, or a broken solver binary).
+    KeyboardInterrupt
+        Ctrl-C, after the backend was stopped.
+    """
     st = form.sets
     t_start = time.perf_counter()
     mode = st.mode

@@ -1,11 +1,5 @@
-"""The CP-SAT backend (OR-Tools): the scaled model in integers, indicators native.
-
-CP-SAT needs integer coefficients. Time rows are counted in integer steps of the model
-unit; every rounding goes the relaxing way (a cost rounded down, a big-M up), so every
-plan of the true problem stays in the model with T at most one step above its TPS, and
-CP-SAT's bound less one step is a lower bound on the true optimum. Memory rows are scaled
-by R = 2^40 and rounded down against R (1 + e) (relaxed) or up against R (1 - e)
-(restricted); see :mod:`piper_ilp.milp.scaled`.
+"""The CP-SAT backend (OR-Tools): the scaled model in integers, every rounding the relaxing
+way (:func:`integer_model`), indicators native, solved by :func:`solve`.
 """
 
 from __future__ import annotations
@@ -126,9 +120,19 @@ def _check_range(rows: list[ScaledRow], dom: list[tuple[int, int]]) -> None:
 
 @dataclass(frozen=True)
 class IntegerModel:
-    """The scaled model as CP-SAT is given it: ``steps`` integer steps per model unit,
-    the ``rows`` with integer coefficients, each variable's integer ``domains`` (lo, hi),
-    and ``slack``, how many steps the objective of a true plan may sit above its value."""
+    """The scaled model as CP-SAT is given it (:func:`integer_model`).
+
+    Attributes
+    ----------
+    steps : int
+        Integer steps per model unit.
+    rows : list of ScaledRow
+        The rows with integer coefficients.
+    domains : list of (int, int)
+        Each variable's integer (lo, hi); continuous ones in steps.
+    slack : int
+        How many steps the objective of a true plan may sit above its value.
+    """
 
     steps: int
     rows: list[ScaledRow]
@@ -137,8 +141,24 @@ class IntegerModel:
 
 
 def integer_model(sm: ScaledModel) -> IntegerModel:
-    """The integer rows and domains CP-SAT solves for ``sm`` (see the module docstring:
-    every rounding relaxes, so every plan of the true problem stays in them).
+    """The integer rows and domains CP-SAT solves for ``sm``.
+
+    CP-SAT needs integer coefficients. Time rows are counted in integer steps of the model
+    unit, fine enough that one row's rounding stays below 1e-7 of the reference value;
+    every rounding goes the relaxing way (a cost rounded down, a big-M up), so every plan
+    of the true problem stays in the model with T at most one step above its TPS (N - 1
+    steps for the batch time), and CP-SAT's bound less that slack is a lower bound on the
+    true optimum. Memory rows are scaled by R = :data:`MEMORY_SCALE` and rounded down
+    against R (1 + e) (relaxed) or up against R (1 - e) (restricted; see
+    :class:`~piper_ilp.milp.scaled.Memory`).
+
+    Parameters
+    ----------
+    sm : ScaledModel
+
+    Returns
+    -------
+    IntegerModel
 
     Raises
     ------
@@ -153,7 +173,39 @@ _LOG = re.compile(r"^#(?:\d+|Bound|Done|Model)\s.*?best:(\S+)\s+next:\[(\S+?),")
 
 
 def solve(sm: ScaledModel, settings: Settings) -> Answer:
-    """Solve ``sm`` with CP-SAT (see the module docstring)."""
+    """Solve ``sm`` with CP-SAT: one backend call, before certification.
+
+    Builds the model from :func:`integer_model` (variables named as in the formulation),
+    adds the hint, writes the model when asked (its protobuf text), sets the parameters
+    (threads, time limit, the inclusion presolve off: google/or-tools#5293), solves under
+    :func:`~piper_ilp.milp.backend.run_stoppable` and reads the answer.
+
+    Parameters
+    ----------
+    sm : ScaledModel
+    settings : Settings
+        The backend call's settings (:class:`piper_ilp.milp.backend.Settings`);
+        ``careful`` has no effect here.
+
+    Returns
+    -------
+    Answer
+        With ``exact_bound`` set (the bound, less the rounding slack, holds whatever the
+        scale); ``stopped`` is ``"time limit"`` for FEASIBLE and UNKNOWN.
+
+    Raises
+    ------
+    OutOfRange
+        A domain or a row's reach exceeds 2^60 integer steps, or CP-SAT finds an
+        overflow in the model.
+    InternalError
+        The model is invalid otherwise, or a row's data is not what the formulation
+        writes (a bug).
+    InputError
+        The model file cannot be written.
+    KeyboardInterrupt
+        Ctrl-C: the search was stopped first.
+    """
     from ortools.sat.python import cp_model
 
     m = sm.model

@@ -1,17 +1,7 @@
-"""The formulation in a backend's units: a time scale with a cutoff, and memory bracketed.
-
-A backend solves the model in units where the optimum is about ``UNITS_PER_REFERENCE``
-(the time unit is set from an upper bound on the optimum, first the largest possible TPS,
-then a plan's own TPS), under a cutoff T <= ``t_ub``, with the memory rows either
-
-* relaxed (``RELAX``: every plan whose memory is <= M passes, so the backend's bound is
-  a lower bound on the true optimum), or
-* restricted (``RESTRICT``: only plans whose memory is <= M (1 - RESTRICT_MARGIN) pass, so
-  a backend's plan fits M exactly, whatever its feasibility tolerance),
-
-as ``docs/cost-model.md`` sec. 7 asks. Under the cutoff, a time coefficient above what any
-admitted plan can pay is capped (the binary it multiplies still cannot be 1), so the
-numbers of every row stay within a few orders of magnitude of the optimum.
+"""The formulation in a backend's units (:func:`scale`): time in a unit set from an upper
+bound on the optimum, under a cutoff, and the memory rows relaxed or restricted around M
+(cost model sec. 7); plus what the backends share to write the rows (:func:`big_m_rows`,
+:func:`complete`, :func:`lp_name`).
 """
 
 from __future__ import annotations
@@ -51,7 +41,17 @@ CAP_FACTOR = 1.0 + 1e-3
 
 
 class Memory(str, enum.Enum):
-    """How the memory rows bracket the contract's ``memory <= M``."""
+    """How the memory rows bracket the contract's ``memory <= M`` (cost model sec. 7).
+
+    Attributes
+    ----------
+    RELAX
+        Rows read sum (y a + b) / M <= 1 + :data:`RELAX_MARGIN`: every plan whose memory
+        is <= M passes, so the backend's bound is a lower bound on the true optimum.
+    RESTRICT
+        Rows read sum (y a + b) / M <= 1 - :data:`RESTRICT_MARGIN`: a backend's plan fits
+        M exactly, whatever its feasibility tolerance.
+    """
 
     RELAX = "relax"
     RESTRICT = "restrict"
@@ -59,23 +59,62 @@ class Memory(str, enum.Enum):
 
 @dataclass(frozen=True)
 class TimeScale:
-    """``unit`` seconds per model unit; every plan of interest has TPS <= ``t_ub`` seconds
-    (the cutoff)."""
+    """The time scale of one solve.
+
+    Attributes
+    ----------
+    unit : float
+        Seconds per model unit.
+    t_ub : float
+        The cutoff: every plan of interest has a value (TPS or batch time) <= ``t_ub``
+        seconds.
+    """
 
     unit: float
     t_ub: float
 
     @classmethod
     def around(cls, reference: float, t_ub: float) -> "TimeScale":
-        """The unit that puts ``reference`` seconds at UNITS_PER_REFERENCE units."""
+        """The scale that puts ``reference`` seconds at :data:`UNITS_PER_REFERENCE` units.
+
+        Parameters
+        ----------
+        reference : float
+            An upper bound on the optimum, in seconds (a unit of 1 s when it is not > 0).
+        t_ub : float
+            The cutoff, in seconds.
+
+        Returns
+        -------
+        TimeScale
+
+        Examples
+        --------
+        >>> TimeScale.around(2.5, 3.0)
+        TimeScale(unit=0.0025, t_ub=3.0)
+        """
         unit = reference / UNITS_PER_REFERENCE if reference > 0 else 1.0
         return cls(unit, t_ub)
 
 
 @dataclass
 class ScaledRow:
-    """A row in model units: ``terms`` (variable, coefficient), ``sense``, ``rhs``,
-    ``enforce`` (indicator binary or None), ``name`` and ``kind`` (as in the model)."""
+    """A row in model units (or a backend's own, e.g. CP-SAT's integers).
+
+    Attributes
+    ----------
+    terms : list of (int, float)
+        (variable index, coefficient).
+    sense : str
+        ``"<="``, ``">="`` or ``"=="``.
+    rhs : float
+    enforce : int or None
+        The indicator binary that switches the row on, or None (always on).
+    name : str
+        As in the model (``tps[2,1,4]``).
+    kind : str
+        As in the model: ``"time"``, ``"memory"`` or ``"exact"``.
+    """
 
     terms: list[tuple[int, float]]
     sense: str
@@ -87,11 +126,22 @@ class ScaledRow:
 
 @dataclass
 class ScaledModel:
-    """The formulation in model units, ready for a backend.
+    """The formulation in model units, ready for a backend (:func:`scale` builds it).
 
-    ``lb``/``ub`` are the variables' bounds (continuous ones in units); ``memory_coefs``
-    keeps each memory row's unscaled coefficients (fractions of M) for a backend that
-    rounds them itself; ``capped`` counts the coefficients capped under the cutoff.
+    Attributes
+    ----------
+    form : Formulation
+        The formulation it came from.
+    scale : TimeScale
+    memory : Memory
+        How the memory rows bracket M.
+    lb, ub : list of float
+        The variables' bounds (continuous ones in model units, capped under the cutoff).
+    rows : list of ScaledRow
+        Time rows in model units; memory rows in fractions of M (unrounded, so a backend
+        that rounds them itself can), with the bracketed right-hand side.
+    capped : int
+        How many time coefficients were capped under the cutoff.
     """
 
     form: Formulation
@@ -104,29 +154,60 @@ class ScaledModel:
 
     @property
     def model(self) -> LinearModel:
+        """The formulation's linear model (variables, rows, objective)."""
         return self.form.model
 
     @property
     def memory_rhs(self) -> float:
+        """The memory rows' right-hand side: 1 + RELAX_MARGIN or 1 - RESTRICT_MARGIN."""
         return 1.0 + RELAX_MARGIN if self.memory == Memory.RELAX else 1.0 - RESTRICT_MARGIN
 
     def seconds(self, units: float) -> float:
+        """``units`` model units in seconds."""
         return units * self.scale.unit
 
 
 def objective_rows(form: Formulation) -> int:
-    """How many rows' feasibility tolerances can add up in the objective: 1 for the TPS;
-    for the batch time (N - 1) for T, one per slot for tau and L, one for the sum."""
+    """How many rows' feasibility tolerances can add up in the objective.
+
+    Parameters
+    ----------
+    form : Formulation
+
+    Returns
+    -------
+    int
+        1 for the TPS; for the batch time (cost model sec. 9) N + 2 S + 1: N - 1 for T,
+        one per slot for tau and for L, one for the sum, and one to spare.
+    """
     st = form.sets
     return st.inst.N + 2 * st.S + 1 if st.batch else 1
 
 
 def scale(form: Formulation, ts: TimeScale, memory: Memory) -> ScaledModel:
-    """The formulation in the units of ``ts`` with memory bracketed as ``memory``.
+    """The formulation in the units of ``ts``, with memory bracketed as ``memory``.
 
-    The cutoff ``ts.t_ub`` bounds the objective. For the batch time (sec. 9) it bounds
-    the rest too: T_batch >= N max_i TPS_i (each d_i TPS_i, on some path, is >= TPS_i),
-    so T <= t_ub / N, and every tau_i, L_i <= T_batch <= t_ub."""
+    A backend solves in units where the reference value (an upper bound on the optimum:
+    first the largest possible TPS, then a plan's own) is :data:`UNITS_PER_REFERENCE`,
+    under the cutoff ``ts.t_ub`` on the objective. For the batch time (cost model sec. 9)
+    the cutoff bounds the rest too: T_batch >= N max_i TPS_i (each d_i TPS_i, on some
+    path, is >= TPS_i), so T <= t_ub / N, and every tau_i, L_i <= T_batch <= t_ub. Under
+    the cutoff, a time coefficient above what any admitted plan can pay is capped at
+    :data:`CAP_FACTOR` times that (the binary it multiplies still cannot be 1), so the
+    numbers of every row stay within a few orders of magnitude of the optimum.
+
+    Parameters
+    ----------
+    form : Formulation
+    ts : TimeScale
+        The unit and the cutoff.
+    memory : Memory
+        Relaxed (a valid lower bound) or restricted (plans that fit M exactly).
+
+    Returns
+    -------
+    ScaledModel
+    """
     m = form.model
     u = ts.unit
     t_ub_units = ts.t_ub / u
@@ -200,9 +281,26 @@ def _expr_range(sm: ScaledModel, terms, group_of: dict[int, int]) -> tuple[float
 
 
 def big_m_rows(sm: ScaledModel) -> list[ScaledRow]:
-    """The rows with indicators rewritten as big-M rows (for a MIP solver without
-    indicators), with the tightest big-M the bounds and groups allow; ``enforce`` is kept
-    for :func:`complete`."""
+    """The rows with indicators rewritten as big-M rows, for a MIP solver without
+    indicators (CBC).
+
+    Each big-M is the tightest that the variables' bounds and the model's groups (sets of
+    binaries of which at most one is 1) allow; terms on one variable are merged.
+
+    Parameters
+    ----------
+    sm : ScaledModel
+
+    Returns
+    -------
+    list of ScaledRow
+        One per row of ``sm``, ``enforce`` kept (for :func:`complete`).
+
+    Raises
+    ------
+    ValueError
+        An equality row with an indicator (the formulation writes none).
+    """
     group_of = {j: gi for gi, grp in enumerate(sm.model.groups) for j in grp}
     out = []
     for r in sm.rows:
@@ -241,11 +339,34 @@ def big_m_rows(sm: ScaledModel) -> list[ScaledRow]:
 def complete(
     m: LinearModel, rows, values: dict[int, float], lb: list[float], integral: bool
 ) -> dict[int, float]:
-    """Given values of every binary and integer variable, set each continuous variable to
-    the least value its rows allow (``rows`` are :class:`ScaledRow` in a backend's own
-    coefficients, ``lb`` its lower bounds; ``integral`` for a backend that counts them in
-    integer steps). A continuous variable is defined by the rows in which it is the last
-    continuous variable."""
+    """Complete a hint: each continuous variable at the least value its rows allow.
+
+    A continuous variable is defined by the rows (switched on by ``values``) in which it
+    is the last continuous variable, in the model's order.
+
+    Parameters
+    ----------
+    m : LinearModel
+    rows : list of ScaledRow
+        The rows in the backend's own coefficients.
+    values : dict
+        A value for every binary and integer variable, by index.
+    lb : list of float
+        The backend's lower bounds.
+    integral : bool
+        The backend counts continuous variables in integer steps (CP-SAT): each is
+        rounded up.
+
+    Returns
+    -------
+    dict
+        ``values`` with every continuous variable added.
+
+    Raises
+    ------
+    KeyError
+        ``values`` lacks a binary or integer variable that a row uses.
+    """
     cont = [j for j, var in enumerate(m.vars) if var.kind == "continuous"]
     pos = {j: k for k, j in enumerate(cont)}
     defining: dict[int, list] = {j: [] for j in cont}
@@ -272,5 +393,12 @@ def complete(
 
 
 def lp_name(name: str) -> str:
-    """A variable or row name that LP and MPS files accept."""
+    """A variable or row name that LP and MPS files accept: ``[`` and ``,`` become ``_``,
+    ``]`` is dropped, and every other character outside ``[A-Za-z0-9_]`` becomes ``_``.
+
+    Examples
+    --------
+    >>> lp_name("x[3,1]"), lp_name("mem slot-1")
+    ('x_3_1', 'mem_slot_1')
+    """
     return re.sub(r"[^A-Za-z0-9_]", "_", name.replace("[", "_").replace("]", "").replace(",", "_"))

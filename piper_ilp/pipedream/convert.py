@@ -1,26 +1,7 @@
-"""Between PipeDream's profiles and Piper instances and plans (``docs/pipedream.md``).
-
-Profile -> instance (:func:`graph_to_instance`): every node of ``graph.txt`` becomes a Piper
-node with one option ``"vanilla"`` at t = 1:
-
-* p = (F + G) / 1000 seconds (PipeDream's time per minibatch; one PipeDream minibatch is
-  one Piper sample / microbatch);
-* w = P bytes (the weights all-reduced by data parallelism);
-* a = A bytes per microbatch in flight (the node's output activation is stashed for
-  the backward pass), b = P bytes (one copy of the weights);
-* edge (u -> v) carries c = A_u bytes (the source's activation), sfw = sbw = 0;
-* input nodes (sources whose description starts with ``Input``) are kept with p = w =
-  a = b = 0 (PipeDream zeroes them and puts them in stage 0); their out-edges carry 0
-  bytes, as PipeDream sets their activation to 0;
-* ``__getitem__`` sinks (dropped by PipeDream's planner) are kept with their own numbers
-  (zero time in the published profiles); a plan puts them with their producer.
-
-Node ids: the integer N of ``nodeN`` when every id has that form, else 0, 1, 2... in
-file order; the name is ``"nodeN: DESCRIPTION"``.
-
-PipeDream plan -> Piper plan (:func:`piper_plan_from_pipedream`): each PipeDream stage
-becomes a Piper stage with d = its replication, t = 1, option ``"vanilla"``; inputs join
-the first stage, dropped sinks the stage of their latest producer.
+"""Between PipeDream's profiles and Piper's instances and plans (``docs/pipedream.md``): a
+``graph.txt`` profile as an instance (:func:`graph_to_instance`) and back
+(:func:`instance_to_graph`), and a plan of PipeDream's planner as a Piper plan
+(:func:`piper_plan_from_pipedream`).
 """
 
 from __future__ import annotations
@@ -51,7 +32,18 @@ DEFAULT_BANDWIDTH = 1e9
 
 
 def node_id_map(graph: PDGraph) -> dict[str, int]:
-    """Integer Piper id of each ``graph.txt`` node id (see the module docstring)."""
+    """The integer Piper id of each ``graph.txt`` node id.
+
+    Parameters
+    ----------
+    graph : PDGraph
+
+    Returns
+    -------
+    dict
+        The integer N of ``nodeN`` when every id has that form (and no two share an N),
+        else 0, 1, 2, ... in file order.
+    """
     nums = []
     for nd in graph.nodes:
         m = _NODE_RE.match(nd.id)
@@ -70,17 +62,58 @@ def graph_to_instance(
     batch: int = 1,
     bandwidth: float = DEFAULT_BANDWIDTH,
 ) -> Instance:
-    """A Piper instance of a PipeDream profile (mapping in the module docstring).
+    """A Piper instance of a PipeDream profile.
+
+    Every node of ``graph.txt`` becomes a Piper node with one option ``"vanilla"`` at
+    t = 1, named ``"nodeN: DESCRIPTION"``, its id from :func:`node_id_map`:
+
+    * p = (F + G) / 1000 seconds (PipeDream's time per minibatch; one PipeDream minibatch
+      is one Piper sample / microbatch);
+    * w = P bytes (the weights all-reduced by data parallelism);
+    * a = A bytes per microbatch in flight (the node's output activation is stashed for
+      the backward pass), b = P bytes (one copy of the weights);
+    * edge (u -> v) carries c = A_u bytes (the source's activation), sfw = sbw = 0;
+    * input nodes (sources whose description starts with ``Input``) are kept with p = w =
+      a = b = 0 (PipeDream zeroes them and puts them in stage 0); their out-edges carry 0
+      bytes, as PipeDream sets their activation to 0;
+    * ``__getitem__`` sinks (dropped by PipeDream's planner) are kept with their own
+      numbers (zero time in the published profiles); a plan puts them with their
+      producer.
 
     Parameters
     ----------
     graph : PDGraph
     devices, memory, batch, bandwidth :
-        K, M (bytes), N (microbatches per batch) and B (bytes/s) of the instance.
+        K, M (bytes), N (microbatches per batch) and B (bytes/s) of the instance;
+        PipeDream's defaults for M (16e9) and B (1e9).
 
     Returns
     -------
     Instance
+        Validated as a loaded instance is (:func:`~piper_ilp.instance.instance_from_dict`).
+
+    Raises
+    ------
+    InputError
+        ``devices`` or ``batch`` not a whole number >= 1, ``memory`` or ``bandwidth`` not
+        a finite number > 0, nothing left to plan once PipeDream's drops are made, or a
+        number outside the supported range.
+
+    Examples
+    --------
+    >>> from piper_ilp.pipedream.graph import parse_graph_text
+    >>> g = parse_graph_text(
+    ...     "node1 -- Input -- forward_compute_time=0, backward_compute_time=0, "
+    ...     "activation_size=4.0, parameter_size=0\\n"
+    ...     "node2 -- Linear -- forward_compute_time=1.5, backward_compute_time=2.5, "
+    ...     "activation_size=8.0, parameter_size=16.0\\n\\tnode1 -- node2\\n"
+    ... )
+    >>> inst = graph_to_instance(g, devices=4, batch=8)
+    >>> [(n.id, n.name) for n in inst.nodes]
+    [(1, 'node1: Input'), (2, 'node2: Linear')]
+    >>> o = inst.node[2].options[1][0]
+    >>> (o.p, o.w, o.a, o.b), inst.edges[0].c  # the input's out-edge carries 0 bytes
+    ((0.004, 16.0, 8.0, 16.0), 0.0)
     """
     for name, value in (("devices", devices), ("batch", batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -134,6 +167,12 @@ def instance_to_graph(instance: Instance, option: str = VANILLA) -> tuple[PDGrap
     :func:`graph_to_instance` writes it), else ``"layer"``: so the inputs and
     ``__getitem__`` sinks of an imported profile are again dropped by the planner.
 
+    Parameters
+    ----------
+    instance : Instance
+    option : str
+        The option id to take at t = 1.
+
     Returns
     -------
     (PDGraph, dict)
@@ -174,10 +213,38 @@ def piper_plan_from_pipedream(
     dropped by PipeDream join the first stage, dropped ``__getitem__`` sinks the stage of
     their latest producer (the first stage when they have none).
 
+    Parameters
+    ----------
+    graph : PDGraph
+        The profile the stages were planned on.
+    stages : sequence of (sequence of str, int)
+        PipeDream's stages in pipeline order: the ``graph.txt`` ids of their layers and
+        their replication.
+    ids : mapping, optional
+        Piper id of each ``graph.txt`` id; by default :func:`node_id_map`.
+    option : str
+        The option id every node gets.
+
+    Returns
+    -------
+    Plan
+
     Raises
     ------
     InputError
-        When the stages do not cover the planned nodes exactly once.
+        When a layer is in two stages, or no stage holds a layer that PipeDream plans.
+
+    Examples
+    --------
+    >>> from piper_ilp.pipedream.graph import parse_graph_text
+    >>> g = parse_graph_text(
+    ...     "node1 -- Input -- forward_compute_time=0, backward_compute_time=0, "
+    ...     "activation_size=4.0, parameter_size=0\\n"
+    ...     "node2 -- Linear -- forward_compute_time=1.5, backward_compute_time=2.5, "
+    ...     "activation_size=8.0, parameter_size=16.0\\n\\tnode1 -- node2\\n"
+    ... )
+    >>> piper_plan_from_pipedream(g, [(["node2"], 2)]).stages  # the input joins stage 0
+    (Stage(nodes=(1, 2), d=2, t=1, options={1: 'vanilla', 2: 'vanilla'}),)
     """
     ids = dict(ids) if ids is not None else node_id_map(graph)
     prep = prepare(graph)
