@@ -20,7 +20,7 @@ from dp.stage_geometry import bits
 from dp.threshold_dp import solve_threshold_dp
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
-from piper_ilp.instance import Instance, topological_order
+from piper_ilp.instance import Instance, human_bytes, topological_order
 from piper_ilp.mode import Mode
 from piper_ilp.pipeline import front_in_flight
 from piper_ilp.plan import Plan, Stage
@@ -540,7 +540,8 @@ def solve_modes(
     if L is None or not len(L):
         msg = (
             f"no plan fits under {mode.label}: every split into stages breaks memory M = "
-            f"{instance.M!r} per device, the batch limit N = {N} or K = {K} devices"
+            f"{human_bytes(instance.M, repr(instance.M))} per device, the batch limit N = {N} "
+            f"or K = {K} devices"
         )
         return done(Solution("dp", Status.INFEASIBLE, message=msg, mode=mode))
     mxc, _ = layout(full)

@@ -12,7 +12,7 @@ import numpy as np
 
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.instance import MAX_DEVICES
-from piper_ilp.pipedream.graph import PDGraph, Prepared, prepare
+from piper_ilp.pipedream.graph import PDGraph, Prepared, check_model_settings, prepare
 from piper_ilp.pipedream.memory import stash_count, stash_fits
 from piper_ilp.pipedream.states import States, antichain_states
 
@@ -369,8 +369,10 @@ def pipedream_dp(
     Raises
     ------
     InputError
-        For bad settings; :class:`SizeLimitError` for too large tables (both from
-        :func:`check_size` before any work).
+        For bad settings (a bandwidth, or the memory with ``memory_constraint``, outside
+        [1e-30, 1e30]: :func:`~piper_ilp.pipedream.graph.check_model_settings`);
+        :class:`SizeLimitError` for too large tables (both from :func:`check_size`
+        before any work).
 
     Notes
     -----
@@ -404,18 +406,14 @@ def pipedream_dp(
     level is solved for i = 0 alone. The answer is ``A[0][S - 1][n_last - 1]`` of the last level.
     """
     machines = tuple(machines)
-    bandwidths = tuple(float(b) for b in bandwidths)
+    bandwidths = tuple(bandwidths)
     if not machines or len(machines) != len(bandwidths):
         raise InputError(
             f"need one bandwidth per level: {len(machines)} machine counts, {len(bandwidths)} "
             "bandwidths"
         )
     check_size(states, machines, straight=straight, what=what, max_split=max_split)
-    for b in bandwidths:
-        if not (math.isfinite(b) and b > 0):
-            raise InputError(f"bandwidths must be finite numbers > 0, got {b!r}")
-    if memory_constraint and not (math.isfinite(memory) and memory > 0):
-        raise InputError(f"memory must be a finite number > 0, got {memory!r}")
+    bandwidths = tuple(check_model_settings(bandwidths, memory if memory_constraint else None))
     S = len(states)
     levels: list[_Level] = []
     ct = _FirstLevelCT(states)

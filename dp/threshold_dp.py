@@ -26,7 +26,7 @@ from dp.threshold_search import (
     search_threshold,
 )
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
-from piper_ilp.instance import Instance
+from piper_ilp.instance import Instance, human_bytes
 from piper_ilp.mode import Mode
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
@@ -326,7 +326,8 @@ def solve_threshold_dp(
                 raise InternalError(f"{method}: the pruned DP lost the chain plan of value {ub!r}")
             if greedy:  # Piper's rule can miss a choice that fits: no plan from it is no proof
                 msg = (
-                    f"Piper's greedy option rule finds no plan within M = {instance.M!r} bytes per "
+                    f"Piper's greedy option rule finds no plan within M = "
+                    f"{human_bytes(instance.M, repr(instance.M))} per "
                     f"device, {limit or f'sum of d <= {S}'} and sum of t*d <= K = {K}; not a "
                     "proof that none exists (--knapsack exact decides)"
                 )
@@ -334,7 +335,8 @@ def solve_threshold_dp(
             least = decision.least_devices()
             if least >= DEVICES_INF:
                 msg = (
-                    f"no split into stages fits in memory M = {instance.M!r} bytes per device "
+                    "no split into stages fits in memory M = "
+                    f"{human_bytes(instance.M, repr(instance.M))} per device "
                     f"within {limit or f'sum of d <= min(N, K) = {S}'} and sum of t*d <= K = {K}, "
                     "even with the least-memory options"
                 )

@@ -76,6 +76,33 @@ def _register() -> None:
     pipedream_cmds.register(app)
     model_cmds.register(app)
     export_cmd.register(app)
+    _unwrap_help(app)
+
+
+def unwrap_paragraphs(text: str) -> str:
+    r"""A docstring as help text: each paragraph on one line (the source's line breaks,
+    made at 100 columns, would otherwise break the help mid-sentence at 80), paragraphs
+    apart; the first paragraph is the summary.
+
+    >>> unwrap_paragraphs("One\n    line.\n\n    Two\n    lines.")
+    'One line.\n\nTwo lines.'
+    """
+    import inspect
+
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
+
+
+def _unwrap_help(group: typer.Typer) -> None:
+    """Give every command of ``group`` (and its sub-groups) its docstring unwrapped as its
+    help (:func:`unwrap_paragraphs`); a help given explicitly is unwrapped as well."""
+    for info in group.registered_commands:
+        doc = info.help or (info.callback.__doc__ if info.callback else None)
+        if doc:
+            info.help = unwrap_paragraphs(doc)
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _unwrap_help(sub.typer_instance)
 
 
 _register()

@@ -27,6 +27,11 @@ if TYPE_CHECKING:
     from piper_ilp.solution import Restrictions
 
 __all__ = [
+    "SETTINGS_PANEL",
+    "RESTRICT_PANEL",
+    "MODE_PANEL",
+    "METHOD_PANEL",
+    "OUTPUT_PANEL",
     "DevicesOpt",
     "MemoryOpt",
     "BatchOpt",
@@ -47,6 +52,7 @@ __all__ = [
     "load_with_overrides",
     "load_with_settings",
     "read_overrides",
+    "note_bare_sizes",
     "restrictions_from_flags",
     "cli_errors",
     "fail",
@@ -69,11 +75,23 @@ stderr = Console(
     width=None if sys.stderr.isatty() else 200,
 )
 
+# ---- the panels of --help (typer's rich panels; the long explanations are in docs/usage.md) ----
+SETTINGS_PANEL = "Settings (K, M, N, B)"
+RESTRICT_PANEL = "Restrictions"
+MODE_PANEL = "Mode (secs. 8, 9, 11)"
+METHOD_PANEL = "Method"
+OUTPUT_PANEL = "Output"
+
 # ---- settings overrides (every command that reads an instance) ----
 DevicesOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--devices", "-K", help="K, number of devices (overrides maxDevices).", show_default=False
+        "--devices",
+        "-K",
+        metavar="K",
+        help="Devices (overrides maxDevices).",
+        show_default=False,
+        rich_help_panel=SETTINGS_PANEL,
     ),
 ]
 MemoryOpt = Annotated[
@@ -81,9 +99,10 @@ MemoryOpt = Annotated[
     typer.Option(
         "--memory",
         "-M",
-        help="M, memory per device: bytes or a unit (8GiB, 80GB; B = bytes, bit = bits, a "
-        "lower-case b is refused).",
+        metavar="SIZE",
+        help="Memory per device: bytes, 8GiB, 80GB.",
         show_default=False,
+        rich_help_panel=SETTINGS_PANEL,
     ),
 ]
 BatchOpt = Annotated[
@@ -91,8 +110,10 @@ BatchOpt = Annotated[
     typer.Option(
         "--batch",
         "-N",
-        help="N, microbatches per batch (overrides mbsInBatch).",
+        metavar="N",
+        help="Microbatches per batch.",
         show_default=False,
+        rich_help_panel=SETTINGS_PANEL,
     ),
 ]
 BandwidthOpt = Annotated[
@@ -100,39 +121,64 @@ BandwidthOpt = Annotated[
     typer.Option(
         "--bandwidth",
         "-B",
-        help="B, bytes/s per device: bytes/s or a unit (25GiB/s, 25Gbit/s; B = bytes, bit = bits, "
-        "a lower-case b is refused).",
+        metavar="RATE",
+        help="Bytes/s per device: 25GiB/s, 25Gbit/s.",
         show_default=False,
+        rich_help_panel=SETTINGS_PANEL,
     ),
 ]
 
 # ---- restrictions (every solver command) ----
 NoDataParallelOpt = Annotated[
-    bool, typer.Option("--no-data-parallel", help="d = 1 in every stage.")
+    bool,
+    typer.Option(
+        "--no-data-parallel", help="d = 1 in every stage.", rich_help_panel=RESTRICT_PANEL
+    ),
 ]
 NoTensorParallelOpt = Annotated[
-    bool, typer.Option("--no-tensor-parallel", help="t = 1 in every stage.")
+    bool,
+    typer.Option(
+        "--no-tensor-parallel", help="t = 1 in every stage.", rich_help_panel=RESTRICT_PANEL
+    ),
 ]
 NoRecomputeOpt = Annotated[
     bool,
-    typer.Option("--no-recompute", help="Options with id 'activation recomp' are unavailable."),
+    typer.Option(
+        "--no-recompute",
+        help="No 'activation recomp' option.",
+        rich_help_panel=RESTRICT_PANEL,
+    ),
 ]
 ExcludeOptionOpt = Annotated[
     Optional[list[str]],
     typer.Option(
-        "--exclude-option", help="Make an option id unavailable (repeatable).", show_default=False
+        "--exclude-option",
+        metavar="ID",
+        help="Leave out an option id (repeatable).",
+        show_default=False,
+        rich_help_panel=RESTRICT_PANEL,
     ),
 ]
 MaxDOpt = Annotated[
     Optional[int],
     typer.Option(
-        "--max-d", min=1, help="Cap on every stage's data-parallel degree d.", show_default=False
+        "--max-d",
+        min=1,
+        metavar="D",
+        help="Cap on every stage's d.",
+        show_default=False,
+        rich_help_panel=RESTRICT_PANEL,
     ),
 ]
 MaxTOpt = Annotated[
     Optional[int],
     typer.Option(
-        "--max-t", min=1, help="Cap on every stage's tensor-parallel degree t.", show_default=False
+        "--max-t",
+        min=1,
+        metavar="T",
+        help="Cap on every stage's t.",
+        show_default=False,
+        rich_help_panel=RESTRICT_PANEL,
     ),
 ]
 
@@ -140,13 +186,16 @@ UniformOpt = Annotated[
     bool,
     typer.Option(
         "--uniform",
-        help="Every stage has the same t and d (what Megatron-LM and torchtitan run; an exact "
-        "restriction in every method).",
+        help="One t and d for every stage.",
+        rich_help_panel=RESTRICT_PANEL,
     ),
 ]
 
 JsonOpt = Annotated[
-    bool, typer.Option("--json", help="Machine-readable output: one JSON object per line.")
+    bool,
+    typer.Option(
+        "--json", help="One JSON object per line on stdout.", rich_help_panel=OUTPUT_PANEL
+    ),
 ]
 
 
@@ -178,38 +227,36 @@ PipelineOpt = Annotated[
     Optional[Pipeline],
     typer.Option(
         "--pipeline",
-        help="sequential (a chain of stages, sec. 2; the default, or for evaluate and simulate the "
-        "plan's recorded mode) or graph (stages form a DAG, sec. 8).",
+        help="Default: sequential.",
         show_default=False,
+        rich_help_panel=MODE_PANEL,
     ),
 ]
 ObjectiveOpt = Annotated[
     Optional[Objective],
     typer.Option(
         "--objective",
-        help="throughput (least time per sample, sec. 4; the default, or the plan's recorded mode) "
-        "or batch-time (least time per batch with a flush, sec. 9).",
+        help="Default: throughput.",
         show_default=False,
+        rich_help_panel=MODE_PANEL,
     ),
 ]
 ScheduleOpt = Annotated[
     Optional[Schedule],
     typer.Option(
         "--schedule",
-        help="1f1b (the default, or the plan's recorded mode), 1f1b-flush, or gpipe (every replica "
-        "holds N/d microbatches; sec. 9).",
+        help="Default: 1f1b.",
         show_default=False,
+        rich_help_panel=MODE_PANEL,
     ),
 ]
-
-
 InFlightOpt = Annotated[
     Optional[InFlight],
     typer.Option(
         "--in-flight",
-        help="The in-flight budget (sec. 11): piper (y = ceil(h/d), the paper's; the default, "
-        "or the plan's recorded rule) or schedule (the q/y that 1F1B keeps at max TPS).",
+        help="Default: piper.",
         show_default=False,
+        rich_help_panel=MODE_PANEL,
     ),
 ]
 
@@ -257,11 +304,26 @@ def read_overrides(
     built from them checks that, naming the option."""
     from piper_ilp.instance import read_setting
 
+    note_bare_sizes(memory=[memory], bandwidth=[bandwidth])
     return {
         name: read_setting(name, text)
         for name, text in (("K", devices), ("M", memory), ("N", batch), ("B", bandwidth))
         if text is not None
     }
+
+
+def note_bare_sizes(memory=(), bandwidth=()) -> None:
+    """One note on stderr per option whose texts hold an implausibly small bare number
+    (:func:`piper_ilp.instance.bare_size_note`: bytes, as documented, but likely meant with a
+    unit). ``memory`` and ``bandwidth`` are the texts given (None entries skipped)."""
+    if not any(x is not None for x in (*memory, *bandwidth)):
+        return
+    from piper_ilp.instance import bare_size_note
+
+    for option, texts, rate in (("--memory", memory, False), ("--bandwidth", bandwidth, True)):
+        note = bare_size_note(option, [t for t in texts if t is not None], rate=rate)
+        if note:
+            stderr.print(f"note: {note}", markup=False)
 
 
 def load_with_settings(path: str, settings: Settings, *, warn: bool = True) -> Instance:

@@ -34,6 +34,7 @@ from piper_cli.common import (
     cli_errors,
     load_with_settings,
     mode_from_flags,
+    note_bare_sizes,
     print_json_line,
     read_overrides,
     restrictions_from_flags,
@@ -64,8 +65,8 @@ TimeLimitOpt = Annotated[
     typer.Option(
         "--time-limit",
         min=0.0,
-        help="Seconds per method for the DP, greedy and each MILP backend (a method stopped early "
-        "proves nothing; its plan and bound are still checked).",
+        help="Seconds per method for the DP, greedy, brute and each MILP backend (a method "
+        "stopped early proves nothing; its plan and bound are still checked).",
     ),
 ]
 ThreadsOpt = Annotated[
@@ -154,7 +155,7 @@ def _verify_pipedream(
     graph."""
     from compare.baselines.pipedream import check_pipedream
     from piper_ilp.errors import InputError
-    from piper_ilp.instance import check_setting, parse_count, parse_size
+    from piper_ilp.instance import check_setting, human_bytes, parse_count, parse_size
     from piper_ilp.pipedream import antichain_states, parse_graph, prepare
 
     if devices is None or bandwidth is None:
@@ -166,6 +167,7 @@ def _verify_pipedream(
         if memory is not None
         else None
     )
+    note_bare_sizes(memory=[memory], bandwidth=[bandwidth])
     codes = []
     for graph in graphs:
         prep = prepare(parse_graph(graph))
@@ -195,7 +197,7 @@ def _verify_pipedream(
         else:
             stdout.print(
                 f"{graph}: PipeDream's model, {len(prep.nodes)} layers, {n} workers, B={B:.6g}"
-                + (f", memory rule at {mem:.6g} bytes" if mem is not None else "")
+                + (f", memory rule at {human_bytes(mem)}" if mem is not None else "")
                 + (", straight" if straight else ""),
                 markup=False,
             )
@@ -427,7 +429,9 @@ def print_verdict(instance, verdict, detail: bool = False) -> None:
                 "greedy rule (Piper's option choice)" if name == "greedy" else f"{name} (heuristic)"
             )
             r = verdict.results[name]
-            value = f"batch time {r.value:.12g}" if verdict.mode.batch_time else f"TPS {r.tps:.12g}"
+            value = (
+                f"batch time {r.value:.12g} s" if verdict.mode.batch_time else f"TPS {r.tps:.12g} s"
+            )
             stdout.print(f"{what}: {value}, {100 * gap:.4g}% above the optimum", markup=False)
     stdout.print("")
 
@@ -478,7 +482,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--force",
                 help="Run every method past its size guard (MILP variables, brute's nodes and "
-                "partitions, the DP's successor-closed sets).",
+                "steps, the DP's successor-closed sets).",
             ),
         ] = False,
         greedy: Annotated[
@@ -656,8 +660,9 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--family",
-                help="chain, skip, layered, series-parallel, fork-join, towers, or numerics "
-                "(magnitudes 1e-6..1e18, exact ties, memory at M).",
+                help="chain, skip, layered, series-parallel, fork-join, towers, numerics "
+                "(magnitudes 1e-6..1e18, exact ties, memory at M), or hostile (1e-30..1e30, "
+                "isolated nodes, N = 1, K up to 2^20, tied options).",
             ),
         ] = "layered",
         nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of nodes (layers).")] = 6,
@@ -710,10 +715,11 @@ def register(app: typer.Typer) -> None:
 
         The families (networkx): a chain, a chain with skip
         connections (transformer / ResNet), a layered random DAG, a series-parallel graph,
-        fork-join blocks, parallel towers between a source and a sink, or "numerics" (one of the
-        first five shapes with numbers spread over 1e-6..1e18, exact greedy ties, memory exactly at
-        M or 1 ulp around it, dummy
-        options, huge edges). Deterministic per seed."""
+        fork-join blocks, parallel towers between a source and a sink, "numerics" (one of
+        the first five shapes with numbers spread over 1e-6..1e18, exact greedy ties, memory
+        exactly at M or 1 ulp around it, dummy options, huge edges) or "hostile" (the same
+        over 1e-30..1e30, on those shapes, towers or isolated nodes; N = 1 often, K up to
+        2^20, t up to 8, options that tie exactly). Deterministic per seed."""
         from compare.builders.generators import random_instance
         from piper_ilp.errors import InputError
         from piper_ilp.files import atomic_write_text, check_writable
@@ -771,8 +777,8 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--families",
-                help="Comma-separated families (default: the six shapes; add numerics for extreme "
-                "numbers).",
+                help="Comma-separated families (default: the six shapes; add numerics or "
+                "hostile for extreme numbers).",
             ),
         ] = "chain,skip,layered,series-parallel,fork-join,towers",
         nodes: Annotated[str, typer.Option("--nodes", help="Node-count range A-B.")] = "3-7",
@@ -785,7 +791,7 @@ def register(app: typer.Typer) -> None:
         resume: Annotated[
             bool,
             typer.Option(
-                "--resume", help="Continue the campaign in --out, skipping finished instances."
+                "--resume", help="Continue the campaign in --out (a larger --count extends it)."
             ),
         ] = False,
         shrink: Annotated[

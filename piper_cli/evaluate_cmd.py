@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import typer
 
@@ -18,12 +19,13 @@ from piper_cli.common import (
     ScheduleOpt,
     cli_errors,
     fail,
-    load_with_overrides,
+    load_with_settings,
     mode_from_flags,
     print_json_line,
+    read_overrides,
     stdout,
 )
-from piper_cli.format import settings_line, stage_table
+from piper_cli.format import plural, settings_origin_line, stage_table
 
 
 def evaluation_to_dict(instance, plan_path: str, ev) -> dict:
@@ -69,23 +71,76 @@ IgnoreMetadataOpt = Annotated[
     bool,
     typer.Option(
         "--ignore-metadata",
-        help="Go on even when the plan was made for another instance or other settings.",
+        help="Neither check nor use the plan's metadata (the instance's settings and the flags).",
     ),
 ]
 
 
-def load_matching_plan(inst, plan: str, ignore_metadata: bool):
-    """Load PLAN and refuse, in one line (exit 2), a plan that does not belong to ``inst``
-    (its metadata names another model or other K, M, N, B, or its node ids differ)."""
+@dataclass
+class PlanSettings:
+    """A plan with the instance and mode it is judged by (:func:`load_plan_settings`):
+    ``origin`` maps each setting's name (K, M, N, B and the parts of the mode) to where
+    its value came from (a key of :data:`piper_cli.format.ORIGINS`)."""
+
+    instance: Any
+    plan: Any
+    mode: Any
+    origin: dict[str, str]
+
+    def origin_line(self) -> str:
+        """``settings from the plan's metadata: K=8 ...; from the flags: ...``."""
+        return settings_origin_line(self.instance, self.mode.to_dict(), self.origin)
+
+
+def load_plan_settings(
+    instance: str,
+    plan: str,
+    overrides: dict[str, str | None],
+    mode_flags: dict[str, Any],
+    ignore_metadata: bool,
+) -> PlanSettings:
+    """Load INSTANCE and PLAN and settle the settings the plan is judged by: every setting
+    the plan's metadata records (K, M, N, B and the mode: :meth:`Settings.from_metadata`),
+    the instance file's (or the default mode) for the others, a flag over either.
+
+    ``overrides`` are the raw texts of --devices, --memory, --batch, --bandwidth by
+    :func:`piper_cli.common.read_overrides`'s keywords; ``mode_flags`` the mode flags by
+    :func:`piper_cli.common.mode_from_flags`'s keywords (None: not given). A plan made for
+    another model (or, without metadata, naming other node ids) is refused in one line, exit
+    2, unless ``ignore_metadata``, which also leaves the recorded settings unused.
+    """
     from piper_ilp.evaluate import check_plan_matches
     from piper_ilp.plan import load_plan
+    from piper_ilp.settings import Settings
 
+    flags = Settings(overrides=read_overrides(**overrides))  # checked before any file is read
+    base = load_with_settings(instance, Settings())
     p = load_plan(plan)
+    recorded = Settings() if ignore_metadata else Settings.from_metadata(p.metadata, plan)
     if not ignore_metadata:
-        mismatch = check_plan_matches(inst, p)
+        mismatch = check_plan_matches(recorded.apply(base), p)
         if mismatch is not None:
             fail(f"error: {plan}: {mismatch} (--ignore-metadata goes on anyway)", 2)
-    return p
+    mode = mode_from_flags(**mode_flags, base=recorded.mode)
+    settings = recorded.replace(overrides={**recorded.overrides, **flags.overrides}, mode=mode)
+    meta = {} if ignore_metadata else (p.metadata or {})
+    origin = {
+        name: "flags"
+        if name in flags.overrides
+        else "metadata"
+        if name in recorded.overrides
+        else "instance"
+        for name in SETTING_NAMES
+    }
+    for name in mode.to_dict():
+        given = mode_flags.get(name) is not None
+        origin[name] = "flags" if given else "metadata" if meta.get(name) is not None else "default"
+    return PlanSettings(settings.apply(base), p, mode, origin)
+
+
+#: The cluster settings by name (piper_ilp.instance.SETTING_OPTIONS's keys, written out so
+#: that --help does not load the core).
+SETTING_NAMES = ("K", "M", "N", "B")
 
 
 def _records_mode(plan) -> bool:
@@ -95,11 +150,14 @@ def _records_mode(plan) -> bool:
     return any((plan.metadata or {}).get(k) is not None for k in MODE_KEYS)
 
 
-def in_flight_note(plan, recorded, mode) -> str | None:
+def in_flight_note(plan, mode) -> str | None:
     """One line when ``plan`` was made under another in-flight rule (contract sec. 11) than
     the one ``mode`` judges it by, else None. A plan whose metadata records a mode but no
     rule was made before the rule existed: under ``piper``. A plan without a recorded mode
     says nothing."""
+    from piper_ilp.mode import Mode
+
+    recorded = Mode.from_dict(plan.metadata)
     if not _records_mode(plan) or recorded.in_flight == mode.in_flight:
         return None
     return (
@@ -127,44 +185,45 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check PLAN against INSTANCE (cost model sec. 2) and print its per-stage TPS (sec. 3).
 
-        The plan is judged in the mode its metadata records (solve -o writes it: the
-        pipelining, objective, schedule and in-flight rule it was solved for; secs. 8, 9,
-        11), or in the default mode when it records none; --pipeline, --objective,
-        --schedule and --in-flight override those parts (judged under another in-flight
-        rule than it was made for, a note says so). The table shows each stage's
-        microbatches in flight h (q under --in-flight schedule) and held y (and, under
-        graph pipelining, its successors); the plan's TPS and its batch time with a flush
-        (sec. 9) are both printed.
+        The plan is judged with the settings its metadata records (solve -o writes
+        them: K, M, N, B and the mode, secs. 8, 9, 11), the instance file's (or the
+        default mode) for any it does not record; a flag overrides either (judged under
+        another in-flight rule than it was made for, a note says so). The output says
+        where each setting came from. The table shows each stage's microbatches in flight
+        h (q under --in-flight schedule) and held y (and, under graph pipelining, its
+        successors); the plan's TPS and its batch time with a flush (sec. 9) are both
+        printed.
 
         Exit 0 for a valid plan, 1 for an invalid one (every violated rule is listed),
         2 for bad input, and 2 (one line) for a plan that does not belong to the
-        instance: its metadata names another model or other K, M, N, B, or, with no
-        metadata, its node ids are not the instance's (--ignore-metadata evaluates anyway).
+        instance: its metadata names another model, or, with no metadata, its node ids
+        are not the instance's (--ignore-metadata evaluates anyway).
         """
         from piper_ilp.evaluate import RULES, evaluate
-        from piper_ilp.mode import Mode
 
-        inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
-        p = load_matching_plan(inst, plan, ignore_metadata)
-        recorded = Mode.from_dict(p.metadata)
-        mode = mode_from_flags(pipeline, objective, schedule, base=recorded, in_flight=in_flight)
-        given = any(x is not None for x in (pipeline, objective, schedule, in_flight))
+        got = load_plan_settings(
+            instance,
+            plan,
+            dict(devices=devices, memory=memory, batch=batch, bandwidth=bandwidth),
+            dict(pipeline=pipeline, objective=objective, schedule=schedule, in_flight=in_flight),
+            ignore_metadata,
+        )
+        inst, p, mode = got.instance, got.plan, got.mode
         ev = evaluate(inst, p, mode)
-        note = in_flight_note(p, recorded, mode)
+        note = in_flight_note(p, mode)
         if json_out:
-            print_json_line({**evaluation_to_dict(inst, plan, ev), "in_flight_note": note})
-        else:
-            stdout.print(f"{inst.source}: {settings_line(inst)}", markup=False)
-            source = (
-                "from the flags"
-                if given and mode != recorded
-                else "recorded in the plan"
-                if _records_mode(p)
-                else "the default"
+            print_json_line(
+                {
+                    **evaluation_to_dict(inst, plan, ev),
+                    "settings_from": got.origin,
+                    "in_flight_note": note,
+                }
             )
+        else:
+            stdout.print(f"{inst.source}: {got.origin_line()}", markup=False)
             stdout.print(
-                f"plan {plan}: {len(p.stages)} stages, {ev.devices} devices, sum d = {ev.sum_d}; "
-                f"mode {mode.label} ({source})",
+                f"plan {plan}: {plural(len(p.stages), 'stage')}, {ev.devices} devices, "
+                f"sum d = {ev.sum_d}; mode {mode.label}",
                 markup=False,
             )
             if note:

@@ -1,8 +1,11 @@
 """Human output: numbers with units, and the tables of stages and of option choices.
 
 The helpers here are for people: bytes in binary units (``190.7 MiB``), rates
-(``9.313 GiB/s``), times in ms or s, a few significant digits. The exact values are in
-every command's ``--json`` output. Tables fit 80 columns.
+(``9.313 GiB/s``), a few significant digits. The times of the cost model (TPS, batch time,
+a stage's compute, cut-edge and resync times, an option's p) are in seconds everywhere
+(:func:`format_model_time`); how long a run took is a duration in a human unit
+(:func:`format_seconds`). The exact values are in every command's ``--json`` output.
+Tables fit 80 columns.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ __all__ = [
     "format_bytes",
     "format_rate",
     "format_seconds",
+    "format_model_time",
     "format_ids",
     "settings_line",
+    "settings_origin_line",
+    "plural",
     "stage_table",
     "option_table",
 ]
@@ -100,6 +106,16 @@ def format_seconds(x: float, digits: int = 4) -> str:
     return f"{_sig(x / scale, digits)} {unit}"
 
 
+def format_model_time(x: float | None, digits: int = 7) -> str:
+    """A time of the cost model (TPS, batch time, period) in seconds, the one unit every
+    command prints them in, with ``digits`` significant digits.
+
+    >>> format_model_time(0.002561128), format_model_time(6.187646940, 12)
+    ('0.002561128 s', '6.18764694 s')
+    """
+    return "-" if x is None else f"{x:.{digits}g} s"
+
+
 def format_ids(ids: Iterable[int]) -> str:
     """Node ids as short runs: [0, 1, 2, 5, 7, 8] -> '0-2,5,7-8' (input order kept).
 
@@ -145,6 +161,86 @@ def settings_line(instance: Instance) -> str:
     return f"K={instance.K} M={format_bytes(instance.M)} B={format_rate(instance.B)} N={instance.N}"
 
 
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``n`` and the word in the right number.
+
+    >>> plural(1, "stage"), plural(3, "stage"), plural(1, "replica", "replicas")
+    ('1 stage', '3 stages', '1 replica')
+    """
+    return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+#: Where a setting came from (:func:`settings_origin_line`), in the order printed.
+ORIGINS = {
+    "metadata": "from the plan's metadata",
+    "flags": "from the flags",
+    "instance": "from the instance file",
+    "default": "by default",
+}
+
+
+def settings_origin_line(instance: Instance, mode_parts: dict, origin: dict) -> str:
+    """One line saying where each setting used came from: ``origin`` maps a setting's
+    name (K, M, N, B, or a part of the mode, ``Mode.to_dict()``'s keys) to a key of
+    :data:`ORIGINS`; ``mode_parts`` is ``Mode.to_dict()``.
+
+    >>> from types import SimpleNamespace as NS
+    >>> inst = NS(K=8, M=2**30, N=4, B=1e10)
+    >>> settings_origin_line(inst, {"pipeline": "graph"},
+    ...     {"K": "metadata", "M": "flags", "N": "metadata", "B": "instance",
+    ...      "pipeline": "metadata"})
+    "settings from the plan's metadata: K=8 N=4 pipeline=graph; from the flags: M=1 GiB; \
+from the instance file: B=9.313 GiB/s"
+    """
+    shown = {
+        "K": str(instance.K),
+        "M": format_bytes(instance.M),
+        "N": str(instance.N),
+        "B": format_rate(instance.B),
+        **{k: str(v) for k, v in mode_parts.items()},
+    }
+    groups = []
+    for key, words in ORIGINS.items():
+        names = [n for n in shown if origin.get(n) == key]
+        if names:
+            groups.append(f"{words}: " + " ".join(f"{n}={shown[n]}" for n in names))
+    return "settings " + "; ".join(groups)
+
+
+def _time_decimals(largest: float) -> int:
+    """The decimals of a table's time columns (seconds): 4 significant digits of the
+    largest time in the table (0 from 1000 s on)."""
+    if not (math.isfinite(largest) and largest > 0):
+        return 3
+    return max(0, 3 - math.floor(math.log10(largest)))
+
+
+def _time_value(x: float | None, decimals: int) -> str:
+    """A time cell, in seconds with ``decimals`` decimals (trailing zeros dropped); a
+    nonzero time that rounds to 0 shows as ``<1e-DECIMALS``.
+
+    >>> _time_value(0.0024981, 6), _time_value(7.5e-08, 6), _time_value(None, 3)
+    ('0.002498', '<1e-6', '-')
+    """
+    if x is None:
+        return "-"
+    if x != 0 and abs(x) < 0.5 * 10.0**-decimals:
+        return f"<1e-{decimals}"
+    text = f"{x:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def raw_and_human(instance: Instance) -> str:
+    """``K=8 M=1.6e+10 (14.9 GiB) N=1 B=1e+09 (953.7 MiB/s)``: the settings with the raw
+    numbers a file holds and the same in binary units beside them."""
+    return (
+        f"K={instance.K} M={instance.M:.6g} ({format_bytes(instance.M)}) N={instance.N} "
+        f"B={instance.B:.6g} ({format_rate(instance.B)})"
+    )
+
+
 def _column_value(x: float | None, scale: float) -> str:
     """A table cell in the column's unit: 4 significant digits, at most 3 decimals."""
     if x is None:
@@ -177,7 +273,7 @@ def stage_table(ev: Evaluation, title: str | None = None, flow: bool | None = No
     """A table with one row per stage: nodes, d, t, y, memory used, and the stage's time per
     sample split into compute (P/d), cut-edge transfers and the resync, then its TPS; the
     bottleneck stage is marked ``*``. One unit per column, named in the header (memory in
-    the unit of the limit M, times in the unit of the largest TPS); a memory above its
+    the unit of the limit M, times in seconds); a memory above its
     limit is marked ``!``.
 
     With ``flow`` (default: when the evaluation's mode is not the default one) the table
@@ -192,14 +288,15 @@ def stage_table(ev: Evaluation, title: str | None = None, flow: bool | None = No
     held = "q" if ev.mode.in_flight == "schedule" else "h"
 
     table = _new_table(title)
+    decimals = _time_decimals(
+        max(
+            (r.cost.tps for r in ev.stages if r.cost is not None and math.isfinite(r.cost.tps)),
+            default=1.0,
+        )
+    )
     # the instance's M (a plan with no stages still has one); else the stages' own limit
     limit = ev.M if ev.M is not None else max((r.memory_limit for r in ev.stages), default=None)
     mem_unit, mem_scale = _binary_unit(limit if limit is not None else 1.0)
-    largest = max(
-        (r.cost.tps for r in ev.stages if r.cost is not None and math.isfinite(r.cost.tps)),
-        default=1.0,
-    )
-    t_unit, t_scale = _time_unit(largest)
     table.add_column("stage", justify="right", no_wrap=True)
     table.add_column(
         "nodes", justify="left", max_width=NODES_WIDTH, overflow="fold"
@@ -208,7 +305,7 @@ def stage_table(ev: Evaluation, title: str | None = None, flow: bool | None = No
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column(f"memory\n{mem_unit}", justify="right", no_wrap=True)
     for name in ("compute", "cut-edge", "resync", "TPS"):
-        table.add_column(f"{name}\n{t_unit}", justify="right", no_wrap=True)
+        table.add_column(f"{name}\ns", justify="right", no_wrap=True)
     if flow and graph:
         table.add_column("next", justify="left", no_wrap=True)
     bottleneck = ev.bottleneck
@@ -227,10 +324,10 @@ def stage_table(ev: Evaluation, title: str | None = None, flow: bool | None = No
             *((str(r.s),) if flow else ()),
             str(r.y),
             memory,
-            _column_value(c.compute if c else None, t_scale),
-            _column_value(c.edge if c else None, t_scale),
-            _column_value(c.resync if c else None, t_scale),
-            _column_value(c.tps if c else None, t_scale),
+            _time_value(c.compute if c else None, decimals),
+            _time_value(c.edge if c else None, decimals),
+            _time_value(c.resync if c else None, decimals),
+            _time_value(c.tps if c else None, decimals),
         ]
         if flow and graph:
             row.append(",".join(str(j) for j in r.successors) or "-")
@@ -251,7 +348,7 @@ def stage_table(ev: Evaluation, title: str | None = None, flow: bool | None = No
 
 def option_table(instance: Instance, plan: Plan) -> Table:
     """The per-layer choices of a plan: for every node (in the instance's order) its stage,
-    the stage's t and the option (TMPC) id chosen, with the option's time per sample p and
+    the stage's t and the option (TMPC) id chosen, with the option's time per sample p (s) and
     memory a, b in the units of the option's own magnitude."""
     table = _new_table(None)
     table.add_column("node", justify="right", no_wrap=True)
@@ -259,7 +356,7 @@ def option_table(instance: Instance, plan: Plan) -> Table:
     table.add_column("stage", justify="right", no_wrap=True)
     table.add_column("t", justify="right", no_wrap=True)
     table.add_column("option", justify="left", max_width=20, overflow="ellipsis", no_wrap=True)
-    table.add_column("p", justify="right", no_wrap=True)
+    table.add_column("p s", justify="right", no_wrap=True)
     table.add_column("w", justify="right", no_wrap=True)
     from rich.text import Text  # user-given names and ids are plain text, never markup
 
@@ -277,7 +374,7 @@ def option_table(instance: Instance, plan: Plan) -> Table:
             str(i),
             str(st.t),
             Text(option_id) if option_id is not None else "-",
-            format_seconds(opt.p) if opt is not None else "-",
+            _sig(opt.p, 4) if opt is not None else "-",
             format_bytes(opt.w) if opt is not None else "-",
         )
     return table

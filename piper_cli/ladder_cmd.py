@@ -95,10 +95,10 @@ def register(app: typer.Typer) -> None:
                 markup=False,
             )
         f = lad.full
-        tps = "-" if f["tps"] is None else f"{f['tps']:.6g}"
+        tps = "-" if f["tps"] is None else f"{f['tps']:.6g} s"
         stdout.print(
             f"full size ({len(inst.nodes)} nodes, K={inst.K}, N={inst.N}): DP {f['status']} TPS "
-            f"{tps}; lower bound {f['bound']:.6g} (CP-SAT: {f.get('milp_status')})",
+            f"{tps}; lower bound {f['bound']:.6g} s (CP-SAT: {f.get('milp_status')})",
             markup=False,
         )
         if lad.gap is not None:

@@ -16,9 +16,11 @@ from piper_cli.common import (
     MemoryOpt,
     cli_errors,
     fail,
+    note_bare_sizes,
     print_json_line,
     stdout,
 )
+from piper_cli.format import raw_and_human
 
 
 def _list_presets() -> None:
@@ -154,6 +156,7 @@ def register(app: typer.Typer) -> None:
             p: what for p, what in ((model, "config"), (hardware, "hardware")) if Path(p).exists()
         }
         check_writable(output, "instance", inputs=inputs)
+        note_bare_sizes(memory=[memory], bandwidth=[bandwidth])
         settings = {
             k: parse_setting(name, text)
             for k, name, text in (
@@ -205,7 +208,6 @@ def register(app: typer.Typer) -> None:
             f"{output}: {cfg.name}, {_count_text(summary['parameters'])} parameters, "
             f"{len(inst.nodes)} nodes (embedding, {cfg.num_layers} layers, head), seq_len "
             f"{summary['seq_len']}, micro-batch {micro_batch_size}; {hw.name} at efficiency "
-            f"{efficiency:g}, t in {inst.t_values}; K={inst.K} M={inst.M:.6g} N={inst.N} "
-            f"B={inst.B:.6g}",
+            f"{efficiency:g}, t in {inst.t_values}; {raw_and_human(inst)}",
             markup=False,
         )

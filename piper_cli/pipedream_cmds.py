@@ -12,7 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from piper_cli.common import cli_errors, print_json_line, stderr, stdout
+from piper_cli.common import cli_errors, note_bare_sizes, print_json_line, stderr, stdout
+from piper_cli.format import raw_and_human
 
 
 def _split(values: list[str] | None, what: str) -> list[str]:
@@ -85,7 +86,7 @@ def register(app: typer.Typer) -> None:
         stdout.print(
             f"{output}: {len(inst.nodes)} nodes, {len(inst.edges)} edges from {graph} "
             f"({len(prep.inputs)} input(s) with zero numbers, {len(prep.dropped_sinks)} "
-            f"__getitem__ sink(s)); K={K} M={M:.6g} N={N} B={B:.6g}",
+            f"__getitem__ sink(s)); {raw_and_human(inst)}",
             markup=False,
         )
 
@@ -96,24 +97,26 @@ def register(app: typer.Typer) -> None:
         machines: Annotated[
             list[str],
             typer.Option(
+                "--devices",
+                "-K",
                 "--machines",
                 "-n",
-                help="Workers per level: '--machines 4' or '--machines 4,2' (or repeat the flag).",
+                help="Workers per level: '-K 4' or '-K 4,2' (or repeat; -n, --machines).",
             ),
         ],
         bandwidth: Annotated[
             list[str],
             typer.Option(
                 "--bandwidth",
+                "-B",
                 "-b",
-                help="Bandwidth per level, bytes/s or a unit (1GB/s, 8Gbit/s; a lower-case b is "
-                "refused); one per level.",
+                help="Bandwidth per level, bytes/s or a unit (1GB/s, 8Gbit/s); one per level (-b).",
             ),
         ],
         memory: Annotated[
             str,
             typer.Option(
-                "--memory", "-s", help="Bytes per worker or a unit (16GB; PipeDream's -s)."
+                "--memory", "-M", "-s", help="Bytes per worker or a unit (16GB; PipeDream's -s)."
             ),
         ] = "16e9",
         memory_constraint: Annotated[
@@ -140,7 +143,7 @@ def register(app: typer.Typer) -> None:
         from piper_ilp.instance import check_setting, parse_count, parse_size
         from piper_ilp.pipedream import antichain_states, parse_graph, prepare
 
-        ns = [parse_count(x, "--machines") for x in _split(machines, "--machines")]
+        ns = [parse_count(x, "--devices") for x in _split(machines, "--devices")]
         # the ranges of Piper's B and M (check_setting), as every other command's options
         bs = [
             check_setting("B", parse_size(x, "--bandwidth", rate=True), "--bandwidth")
@@ -148,10 +151,11 @@ def register(app: typer.Typer) -> None:
         ]
         if len(ns) != len(bs):
             raise InputError(
-                f"--machines gives {len(ns)} level(s) but --bandwidth gives {len(bs)}; give one "
+                f"--devices gives {len(ns)} level(s) but --bandwidth gives {len(bs)}; give one "
                 "bandwidth per level"
             )
         mem = check_setting("M", parse_size(memory, "--memory"), "--memory")
+        note_bare_sizes(memory=[memory], bandwidth=_split(bandwidth, "--bandwidth"))
         t0 = time.process_time()
         prep = prepare(parse_graph(graph))
         antichain_states(prep)
@@ -163,7 +167,7 @@ def register(app: typer.Typer) -> None:
             memory_constraint=memory_constraint,
             straight=straight,
             fewer_machines=fewer_machines,
-            what="--machines",
+            what="--devices",
         )
         cpu = time.process_time() - t0
         if json_out:
@@ -224,6 +228,14 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option("--milp", help="Also solve each case with the MILP (SCIP) and compare."),
         ] = False,
+        numbers: Annotated[
+            str,
+            typer.Option(
+                "--numbers",
+                help="plain, or hostile: numbers over 1e-30..1e30 (and some above, which the "
+                "parser must refuse), isolated nodes, settings at the ends of their ranges.",
+            ),
+        ] = "plain",
     ) -> None:
         """Cross-check PipeDream's DP against exhaustive search in its single-level model on
         seeded tiny random graphs. Exit 1 when any case disagrees."""
@@ -232,20 +244,24 @@ def register(app: typer.Typer) -> None:
 
         if summary is not None:
             check_writable(summary, "summary")
-        out = cross_check(count, seed, max_nodes=max_nodes, max_machines=max_machines, milp=milp)
+        out = cross_check(
+            count, seed, max_nodes=max_nodes, max_machines=max_machines, milp=milp, numbers=numbers
+        )
         if summary is not None:
             atomic_write_text(summary, json.dumps(out, indent=1) + "\n")
         stdout.print(
-            f"{out['cases']} cases (seed {seed}): {out['matched']} match ({out['infeasible']} with "
-            f"no plan in both), {len(out['mismatches'])} mismatch; {out['plans_seen']} plans "
-            f"enumerated; CPU DP {out['dp_cpu_s']:.2f} s, exhaustive {out['brute_cpu_s']:.2f} s",
+            f"{out['cases']} cases (seed {seed}, {numbers} numbers): {out['matched']} match "
+            f"({out['infeasible']} with no plan in both), {out['refused']} refused on a line, "
+            f"{len(out['mismatches'])} mismatch; {out['plans_seen']} plans enumerated; "
+            f"CPU DP {out['dp_cpu_s']:.2f} s, exhaustive {out['brute_cpu_s']:.2f} s",
             markup=False,
         )
         if milp:
             stdout.print(
                 f"MILP (SCIP) on {out['milp_cases']} cases (not with --fewer-machines and the "
-                f"memory rule together): {out['milp_matched']} match; CPU {out['milp_cpu_s']:.2f} "
-                "s",
+                "memory rule together): "
+                f"{out['milp_matched']} match, {out['milp_skipped']} with no claim (time limit, "
+                f"out of range, size); CPU {out['milp_cpu_s']:.2f} s",
                 markup=False,
             )
         for m in out["mismatches"][:10]:

@@ -16,12 +16,10 @@ from piper_cli.common import (
     PipelineOpt,
     ScheduleOpt,
     cli_errors,
-    load_with_overrides,
-    mode_from_flags,
     print_json_line,
     stdout,
 )
-from piper_cli.evaluate_cmd import IgnoreMetadataOpt, in_flight_note, load_matching_plan
+from piper_cli.evaluate_cmd import IgnoreMetadataOpt, in_flight_note, load_plan_settings
 
 
 def register(app: typer.Typer) -> None:
@@ -74,24 +72,27 @@ def register(app: typer.Typer) -> None:
 
         An event-by-event simulation: the steady-state period against max TPS, the batch time
         against sec. 9's formula, and each replica's peak microbatches in flight against the
-        model's y. The schedule, pipelining and in-flight rule (sec. 11: the budgets y the
-        replicas keep) are those the plan's metadata records (solve -o), else 1f1b,
-        sequential and piper; --schedule, --pipeline and --in-flight override them (a rule
-        other than the recorded one is named in a note)."""
-        from compare.experiments.plot import gantt_chart
+        model's y. The settings (K, M, N, B, the schedule, the pipelining and the in-flight
+        rule, sec. 11: the budgets y the replicas keep) are those the plan's metadata
+        records (solve -o), else the instance file's, 1f1b, sequential and piper; a flag
+        overrides either, and the output says where each came from (a rule other than the
+        recorded one is named in a note)."""
+        from compare.experiments.plot import gantt_caption, gantt_chart
         from compare.simulation.simulate import simulate
         from piper_ilp.files import check_writable
 
         if gantt:
             check_writable(gantt, "Gantt chart", inputs={instance: "instance", plan: "plan"})
-        from piper_ilp.mode import Mode
-
-        inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
-        p = load_matching_plan(inst, plan, ignore_metadata)
-        recorded = Mode.from_dict(p.metadata)
-        mode = mode_from_flags(pipeline, None, schedule, base=recorded, in_flight=in_flight)
+        got = load_plan_settings(
+            instance,
+            plan,
+            dict(devices=devices, memory=memory, batch=batch, bandwidth=bandwidth),
+            dict(pipeline=pipeline, schedule=schedule, in_flight=in_flight),
+            ignore_metadata,
+        )
+        inst, p, mode = got.instance, got.plan, got.mode
         schedule, pipeline = mode.schedule, mode.pipeline
-        note = in_flight_note(p, recorded, mode)
+        note = in_flight_note(p, mode)
         sim = simulate(
             inst,
             p,
@@ -109,8 +110,9 @@ def register(app: typer.Typer) -> None:
             cut = sorted(finish.values())[min(gantt_microbatches, len(finish)) - 1]
             gantt_chart(sim, gantt, until=cut)
         if json_out:
-            print_json_line({**sim.to_dict(), "in_flight_note": note})
+            print_json_line({**sim.to_dict(), "settings_from": got.origin, "in_flight_note": note})
             return
+        stdout.print(f"{inst.source}: {got.origin_line()}", markup=False)
         rule = "" if mode.in_flight == "piper" else f", in-flight budgets of rule {mode.in_flight}"
         stdout.print(
             f"{schedule}, {pipeline} pipeline{rule}, {sim.microbatches} microbatches simulated",
@@ -120,7 +122,7 @@ def register(app: typer.Typer) -> None:
             stdout.print(f"note: {note}", markup=False)
         ratio = f"{sim.period / sim.max_tps:.4f}" if sim.max_tps > 0 else "-"
         stdout.print(
-            f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g}; ratio "
+            f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g} s; ratio "
             f"{ratio})",
             markup=False,
         )
@@ -135,7 +137,7 @@ def register(app: typer.Typer) -> None:
             "model (sec. 9)",
             markup=False,
         )
-        stdout.print("stage   d   t        TPS  y model  peak in flight", markup=False)
+        stdout.print("stage   d   t      TPS s  y model  peak in flight", markup=False)
         for s in sim.stages:
             flag = "  > model" if s["peak_in_flight"] > s["y_model"] else ""
             stdout.print(
@@ -144,4 +146,5 @@ def register(app: typer.Typer) -> None:
                 markup=False,
             )
         if gantt:
-            stdout.print(f"wrote {gantt}", markup=False)
+            caption = " ".join(gantt_caption(sim, until=cut).split())
+            stdout.print(f"wrote {gantt}: {caption}", markup=False)

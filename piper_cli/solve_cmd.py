@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from piper_cli.common import (
+    METHOD_PANEL,
+    OUTPUT_PANEL,
     BandwidthOpt,
     BatchOpt,
     DevicesOpt,
@@ -36,7 +38,14 @@ from piper_cli.common import (
     stderr,
     stdout,
 )
-from piper_cli.format import format_seconds, option_table, settings_line, stage_table
+from piper_cli.format import (
+    format_model_time,
+    format_seconds,
+    option_table,
+    plural,
+    settings_line,
+    stage_table,
+)
 
 if TYPE_CHECKING:
     from piper_ilp.instance import Instance
@@ -132,12 +141,12 @@ def solution_record(instance: Instance, sol: Solution, restrictions: Restriction
 
 
 def value_text(mode: Mode, value: float | None, tps: float | None, digits: int = 7) -> str:
-    """What was optimized, with its value: ``TPS 1.2 ms per sample`` (throughput), or
-    ``batch time 12.3 s (TPS 1.2 ms per sample)`` (batch-time)."""
-    per_sample = f"TPS {format_seconds(tps, digits)} per sample"
+    """What was optimized, with its value in seconds: ``TPS 0.0012 s per sample``
+    (throughput), or ``batch time 12.3 s (TPS 0.0012 s per sample)`` (batch-time)."""
+    per_sample = f"TPS {format_model_time(tps, digits)} per sample"
     if not mode.batch_time:
         return per_sample
-    return f"batch time {format_seconds(value, digits)} ({per_sample})"
+    return f"batch time {format_model_time(value, digits)} ({per_sample})"
 
 
 def print_solution(instance: Instance, sol: Solution, detail: bool = False) -> None:
@@ -158,10 +167,10 @@ def print_solution(instance: Instance, sol: Solution, detail: bool = False) -> N
             stdout.print(option_table(instance, sol.plan))
         extra = ""
         if sol.bound is not None and sol.status != Status.OPTIMAL:
-            extra = f", bound {format_seconds(sol.bound, 7)}, gap {100 * (sol.gap or 0):.4g}%"
+            extra = f", bound {format_model_time(sol.bound, 7)}, gap {100 * (sol.gap or 0):.4g}%"
         stdout.print(
             f"{sol.status.value}: {value_text(sol.mode, sol.value, sol.tps)}, "
-            f"{len(sol.plan.stages)} stages, "
+            f"{plural(len(sol.plan.stages), 'stage')}, "
             f"{sol.plan.devices} devices, sum d {sol.plan.sum_d}{extra} "
             f"({format_seconds(sol.seconds, 3)})",
             markup=False,
@@ -222,13 +231,15 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(
                 "--method",
-                help="Solver: dp (the DP), cpsat, cbc, scip (the exact MILP), brute (tiny graphs).",
+                metavar="NAME",
+                help="dp, cpsat, cbc, scip, brute.",
+                rich_help_panel=METHOD_PANEL,
             ),
         ] = "dp",
         knapsack: Annotated[
             Knapsack,
             typer.Option(
-                "--knapsack", help="DP option choice: exact, or Piper's greedy rule (sec. 5)."
+                "--knapsack", help="DP: greedy is Piper's rule.", rich_help_panel=METHOD_PANEL
             ),
         ] = Knapsack.exact,
         devices: DevicesOpt = None,
@@ -251,9 +262,10 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--time-limit",
                 min=0.0,
-                help="DP and MILP: seconds before stopping (status feasible/unknown, never "
-                "optimal).",
+                metavar="SECONDS",
+                help="Stop after this long (never optimal).",
                 show_default=False,
+                rich_help_panel=METHOD_PANEL,
             ),
         ] = None,
         threads: Annotated[
@@ -261,8 +273,10 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--threads",
                 min=1,
-                help="MILP: solver threads, 1 to 64 (SCIP's limit).",
+                metavar="1-64",
+                help="MILP: solver threads.",
                 show_default=False,
+                rich_help_panel=METHOD_PANEL,
             ),
         ] = None,
         write_model: Annotated[
@@ -270,23 +284,35 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--write-model",
                 "--write-lp",
-                help="MILP: write the model (CBC: LP file; CP-SAT: model proto as text).",
+                metavar="FILE",
+                help="MILP: write the model.",
                 show_default=False,
+                rich_help_panel=METHOD_PANEL,
             ),
         ] = None,
         hint_from_dp: Annotated[
-            bool, typer.Option("--hint-from-dp", help="MILP: warm-start with the DP's plan.")
+            bool,
+            typer.Option(
+                "--hint-from-dp",
+                help="MILP: start from the DP's plan.",
+                rich_help_panel=METHOD_PANEL,
+            ),
         ] = False,
         force: Annotated[
-            bool, typer.Option("--force", help="Solve even above the method's size guard.")
+            bool,
+            typer.Option(
+                "--force", help="Solve above the size guards.", rich_help_panel=METHOD_PANEL
+            ),
         ] = False,
         max_ideals: Annotated[
             Optional[int],
             typer.Option(
                 "--max-ideals",
                 min=1,
-                help="DP: refuse above this many successor-closed sets.",
+                metavar="COUNT",
+                help="DP: refuse above this many sets.",
                 show_default=False,
+                rich_help_panel=METHOD_PANEL,
             ),
         ] = None,
         max_variables: Annotated[
@@ -294,8 +320,10 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--max-variables",
                 min=1,
-                help="MILP: refuse above this many variables (unless --force).",
+                metavar="COUNT",
+                help="MILP: refuse above this many variables.",
                 show_default=False,
+                rich_help_panel=METHOD_PANEL,
             ),
         ] = None,
         output: Annotated[
@@ -303,46 +331,35 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--output",
                 "-o",
-                help="Write the plan (object form, with what it was solved for) to this file.",
+                metavar="FILE",
+                help="Write the plan (with its settings).",
                 show_default=False,
+                rich_help_panel=OUTPUT_PANEL,
             ),
         ] = None,
         detail: Annotated[
-            bool, typer.Option("--detail", help="Also list every layer's option choice.")
+            bool,
+            typer.Option(
+                "--detail", help="Also every layer's option.", rich_help_panel=OUTPUT_PANEL
+            ),
         ] = False,
         progress: Annotated[
             Optional[bool],
             typer.Option(
                 "--progress/--no-progress",
-                help="Progress display on stderr (default: on a terminal).",
+                help="On stderr (default: on a terminal).",
                 show_default=False,
+                rich_help_panel=OUTPUT_PANEL,
             ),
         ] = None,
         json_out: JsonOpt = False,
     ) -> None:
         """Solve each INSTANCE; print its plan, TPS and status.
 
-        --pipeline, --objective, --schedule and --in-flight choose what is solved (cost
-        model secs. 8, 9, 11; default sequential, throughput, 1f1b, piper): dp, cpsat,
-        cbc, scip and brute solve every mode, the heuristics only the default. With
-        --objective batch-time the value minimized (and reported as "objective" by
-        --json) is the batch time; with --in-flight schedule every stage holds the
-        microbatches 1F1B keeps (sec. 11), recorded in the plan's metadata by -o.
-
-        Statuses: optimal (proven), feasible (a plan, not proven optimal: a time limit, or
-        greedy mode), infeasible (proven: no plan fits), unknown (stopped with no plan),
-        out-of-range (the method cannot represent the instance's numbers), backend-error
-        (the solver's claim failed the check).
-
-        With -o, the plan is written when the solve gives one; when it gives none
-        (infeasible, unknown, an error), a plan an earlier run left at that path is
-        removed, with a line saying so (a regular file only: a device, FIFO or
-        /dev/stdout is left alone). Ctrl-C / SIGTERM leave the file as it was. An -o
-        or --write-model that is one of the INSTANCE files is refused (exit 2).
-
-        Exit 0 when every instance got an answer, 2 on bad input or usage, 1 on a backend
-        error, 3 when some instance ended unknown or out-of-range; 130 / 143 when
-        interrupted (SIGINT / SIGTERM).
+        Statuses: optimal (proven), feasible (a plan, not proven optimal), infeasible
+        (proven), unknown (stopped with no plan), out-of-range, backend-error. With -o
+        and no plan, a plan an earlier run left there is removed. Exit 0 answered, 1
+        backend error, 2 bad input, 3 unknown or out-of-range. More: docs/usage.md.
         """
         solver_options = {
             key: value

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from piper_cli.common import InFlightOpt, cli_errors, load_with_overrides, stderr, stdout
+from piper_cli.common import (
+    InFlightOpt,
+    cli_errors,
+    load_with_overrides,
+    note_bare_sizes,
+    stderr,
+    stdout,
+)
 from piper_cli.compare_cmds import ExternalOpt, SchedulerOpt, parse_externals, resolve_scheduler
 
 
@@ -73,12 +80,26 @@ def register(app: typer.Typer) -> None:
         resume: Annotated[
             bool,
             typer.Option(
-                "--resume", help="Continue a sweep in --out, skipping the runs it finished."
+                "--resume", help="Continue the sweep in --out (more grid values extend it)."
             ),
         ] = False,
         external: ExternalOpt = None,
         scheduler: SchedulerOpt = None,
         in_flight: InFlightOpt = None,
+        time_limit: Annotated[
+            Optional[float],
+            typer.Option(
+                "--time-limit",
+                min=0.0,
+                metavar="SECONDS",
+                help="Per point: stop the DP (never optimal), kill an external planner.",
+                show_default=False,
+            ),
+        ] = None,
+        progress: Annotated[
+            bool,
+            typer.Option("--progress/--no-progress", help="One line on stderr per finished run."),
+        ] = True,
     ) -> None:
         """Solve an instance over a grid of settings for each variant.
 
@@ -89,7 +110,14 @@ def register(app: typer.Typer) -> None:
         --in-flight schedule solves every point under sec. 11's in-flight rule (the
         heuristic variants, which plan under Piper's, are then refused in their rows)."""
         from compare.experiments.jobs import Interrupted
-        from compare.experiments.sweep import PARAMETERS, RESULTS, TABLE, run_sweep, sweep_points
+        from compare.experiments.sweep import (
+            PARAMETERS,
+            RESULTS,
+            TABLE,
+            read_rows,
+            run_sweep,
+            sweep_points,
+        )
         from piper_ilp.files import check_not_input
         from piper_ilp.instance import read_setting
 
@@ -97,6 +125,10 @@ def register(app: typer.Typer) -> None:
             check_not_input(Path(out) / name, {instance: "instance"}, "sweep's output")
         externals = parse_externals(external)
         inst = load_with_overrides(instance)
+        note_bare_sizes(
+            memory=_list(memory, "--memory", str) or [],
+            bandwidth=_list(bandwidth, "--bandwidth", str) or [],
+        )
         points = sweep_points(
             # read here, range-checked once when sweep_points makes the points
             _list(devices, "--devices", lambda x: read_setting("K", x)) or [inst.K],
@@ -106,14 +138,20 @@ def register(app: typer.Typer) -> None:
             [v.strip() for v in variants.split(",") if v.strip()],
             tuple(externals),
         )
-        show = sys.stderr.isatty()
-        done = [0]
+        ids = {p.id for p in points}
+        results = Path(out) / RESULTS
+        done = [len(ids & {r["id"] for r in read_rows(out)}) if resume and results.exists() else 0]
+        start = time.perf_counter()
 
         def on_row(row: dict) -> None:
             done[0] += 1
-            if show:
-                tps = "-" if row["tps"] is None else f"{row['tps']:.6g}"
-                stderr.print(f"[{done[0]}] {row['id']}: {row['status']} {tps}", markup=False)
+            if progress:  # a line per run, on a terminal or not (a log, CI, nohup)
+                tps = "-" if row["tps"] is None else f"TPS {row['tps']:.6g} s"
+                stderr.print(
+                    f"[{done[0]}/{len(points)}] {row['id']}: {row['status']} {tps} "
+                    f"({row['seconds']:.3g} s CPU; {time.perf_counter() - start:.0f} s elapsed)",
+                    markup=False,
+                )
 
         try:
             rows = run_sweep(
@@ -127,6 +165,7 @@ def register(app: typer.Typer) -> None:
                 scheduler=resolve_scheduler(scheduler),
                 note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False),
                 in_flight=in_flight.value if in_flight is not None else "piper",
+                time_limit=time_limit,
             )
         except Interrupted as exc:
             stderr.print(
@@ -157,7 +196,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Draw a sweep: TPS (or throughput) against one setting, one line per variant."""
         from compare.experiments.jobs import folder_kinds
-        from compare.experiments.plot import plot_rows
+        from compare.experiments.plot import plot_rows, variants_without_points
         from compare.experiments.sweep import RESULTS, read_rows
         from piper_ilp.errors import InputError
         from piper_ilp.files import check_writable
@@ -177,3 +216,5 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"{folder}: no sweep results (results.jsonl is missing or empty)")
         path = plot_rows(rows, target, x=x, metric=y, title=title)
         stdout.print(f"wrote {path}", markup=False)
+        for variant, statuses in variants_without_points(rows, y).items():
+            stdout.print(f"no valid point for {variant} ({statuses}): not drawn", markup=False)

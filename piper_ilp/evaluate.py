@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from piper_ilp.cost import StageCost, memory_fits, stage_cost, stage_memory
-from piper_ilp.instance import Instance, Option
+from piper_ilp.instance import Instance, Option, human_bytes
 from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.pipeline import batch_limit_ok, batch_time, in_flight, microbatches_held, stage_graph
 from piper_ilp.plan import Plan
@@ -274,9 +274,8 @@ def evaluate(instance: Instance, plan: Plan, mode: Mode = DEFAULT_MODE) -> Evalu
                 used, limit = f"{memory:.6g}", f"{M:.6g}"
                 if used == limit:  # show the digits that differ
                     used, limit = repr(memory), repr(M)
-                V.append(
-                    Violation(6, f"memory {used} bytes with y = {y} exceeds M = {limit}", stage=i)
-                )
+                used, limit = human_bytes(memory, used), human_bytes(M, limit)
+                V.append(Violation(6, f"memory {used} with y = {y} exceeds M = {limit}", stage=i))
         reports.append(
             StageReport(
                 i,

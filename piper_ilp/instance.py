@@ -52,6 +52,8 @@ __all__ = [
     "instance_to_dict",
     "save_instance",
     "parse_size",
+    "bare_size_note",
+    "human_bytes",
     "parse_setting",
     "read_setting",
     "check_setting",
@@ -379,7 +381,8 @@ def parse_size(text: str | float | int, what: str = "size", rate: bool = False) 
     decimal ones (KB, MB, GB, TB) powers of 10; the prefix may be in any case. A capital
     ``B`` is bytes; bits are spelled ``bit`` (``25Gbit/s`` = 3.125e9 bytes/s). A lower-case
     ``b`` alone (``25Gb/s``, ``8gb``) is refused: it means bits by convention but bytes
-    to many, so it is never guessed.
+    to many, so it is never guessed; so is a lower-case ``m`` alone (``600mB``: milli).
+    A bare number is bytes (:func:`bare_size_note` says when that looks like a mistake).
 
     Parameters
     ----------
@@ -423,19 +426,92 @@ def parse_size(text: str | float | int, what: str = "size", rate: bool = False) 
                 f"{what}: cannot read {text!r} as a {'bandwidth' if rate else 'size'}{hint}"
             )
         prefix = (u.group("prefix") or "") if u else ""
+        per_s = "/s" if m.group(3) else ""
+        number = m.group(1)
+        letter = "k" if prefix[:1] == "k" else prefix[:1].upper()
+        decimal = letter + "B" + per_s
+        binary = (prefix[:1].upper() + "iB" + per_s) if prefix else ""
+        bits = f"{number}{letter}{prefix[1:]}bit{per_s}"
+        bytes_forms = " or ".join(
+            f"{number}{form}"
+            for form in ((binary,) if prefix.endswith("i") else (decimal, binary))
+            if form
+        )
         if u is not None and u.group("ambiguous"):
-            per_s = "/s" if m.group(3) else ""
             raise InputError(
                 f"{what}: {text!r} is ambiguous (a lower-case b means bits, but is often meant as "
-                f"bytes); write {m.group(1)}{prefix}B{per_s} for bytes or "
-                f"{m.group(1)}{prefix}bit{per_s} for bits"
+                f"bytes); write {bytes_forms} for bytes or {bits} for bits"
             )
+        if prefix == "m":
+            mega = bits if u.group("bits") else bytes_forms
+            raise InputError(f"{what}: {text!r}: a lower-case m means milli; write {mega} for mega")
         value = float(m.group(1)) * _PREFIXES[prefix.lower()]
         if u is not None and u.group("bits"):
             value /= 8
     if not (math.isfinite(value) and value > 0):
         raise InputError(f"{what}: must be a finite number > 0, got {text!r}")
     return value
+
+
+_BINARY_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def human_bytes(x: float, raw: str | None = None) -> str:
+    """A size as messages print it: the raw number of bytes (``raw``, default ``x`` with 6
+    significant digits) and, from 1 KiB on, the same in a binary unit beside it.
+
+    Examples
+    --------
+    >>> human_bytes(8.0), human_bytes(8 * 2**30), human_bytes(2e8, repr(2e8))
+    ('8 bytes', '8.58993e+09 bytes (8 GiB)', '200000000.0 bytes (190.7 MiB)')
+    """
+    text = f"{raw if raw is not None else format(x, '.6g')} bytes"
+    if not (math.isfinite(x) and abs(x) >= 1024):
+        return text
+    i = 0
+    while i + 1 < len(_BINARY_UNITS) and abs(x) >= 1024.0 ** (i + 2):
+        i += 1
+    return f"{text} ({float(format(x / 1024.0 ** (i + 1), '.4g')):g} {_BINARY_UNITS[i]})"
+
+
+#: Below these a bare number (bytes, bytes/s) is implausible for a real device's memory or
+#: link: :func:`bare_size_note` then names the unit forms.
+PLAUSIBLE_MEMORY = 2.0**20
+PLAUSIBLE_BANDWIDTH = 1e6
+
+
+def bare_size_note(option: str, texts: Iterable[Any], rate: bool = False) -> str | None:
+    """A note (not an error) when one of ``texts``, given for ``option``, is a bare number
+    (no unit, so bytes or bytes/s) below :data:`PLAUSIBLE_MEMORY` (a size) or
+    :data:`PLAUSIBLE_BANDWIDTH` (a ``rate``): it names the unit forms. At most one note
+    for all of ``texts``; None when every text has a unit, or is large enough, or cannot
+    be read or is out of range (errors report those).
+
+    Examples
+    --------
+    >>> bare_size_note("--memory", ["8"])
+    '--memory 8 is 8 bytes (a bare number is bytes); for a device write a unit: 8GiB or 8GB'
+    >>> bare_size_note("--memory", ["8GiB", "4e9"]) is None
+    True
+    """
+    for text in texts:
+        m = _SIZE_RE.match(str(text))
+        if not m or m.group(2):
+            continue
+        value = float(m.group(1))
+        if not VALUE_MIN <= value < (PLAUSIBLE_BANDWIDTH if rate else PLAUSIBLE_MEMORY):
+            continue  # plausible, or out of range (an error says so)
+        number = m.group(1)
+        if rate:
+            return (
+                f"{option} {text} is {number} bytes/s (a bare number is bytes/s); for a link "
+                f"write a unit: {number}GB/s, {number}GiB/s or {number}Gbit/s"
+            )
+        return (
+            f"{option} {text} is {number} bytes (a bare number is bytes); for a device write a "
+            f"unit: {number}GiB or {number}GB"
+        )
+    return None
 
 
 def check_setting(name: str, value: Any, where: str) -> int | float:

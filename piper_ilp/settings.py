@@ -257,6 +257,53 @@ class Settings:
             object.__setattr__(new, "threads", None)
         return new
 
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any] | None, source: str = "plan") -> "Settings":
+        """The settings a plan's metadata records (``solve -o`` writes them): every cluster
+        setting among :data:`~piper_ilp.instance.SETTING_OPTIONS` (K, M, N, B) that it names,
+        and the mode (:meth:`Mode.from_dict`: every part of the mode it records, the
+        default for the others).
+
+        Parameters
+        ----------
+        metadata : mapping or None
+            ``Plan.metadata`` (its types checked by the plan loader).
+        source : str
+            The plan file, named in the message of a value out of range.
+
+        Returns
+        -------
+        Settings
+            With ``overrides`` holding the recorded K, M, N, B and ``mode`` the recorded mode.
+
+        Raises
+        ------
+        InputError
+            A recorded value outside its supported range: one line naming the file and field.
+
+        Examples
+        --------
+        >>> s = Settings.from_metadata({"K": 8, "M": 2e9, "schedule": "gpipe"})
+        >>> s.overrides, s.mode.label
+        ({'K': 8, 'M': 2000000000.0}, 'sequential/throughput/gpipe')
+        """
+        meta = dict(metadata or {})
+        overrides = {
+            name: check_setting(name, meta[name], f"{source}: metadata.{name}")
+            for name in SETTING_OPTIONS
+            if meta.get(name) is not None
+        }
+        return cls(mode=Mode.from_dict(meta), overrides=overrides)
+
+    def recorded_keys(self) -> list[str]:
+        """The names of every setting this object fixes, in a stable order: the cluster
+        settings it overrides, then the parts of the mode (``Mode.to_dict()``'s keys).
+
+        >>> Settings(overrides={"N": 4}).recorded_keys()
+        ['N', 'pipeline', 'objective', 'schedule', 'in_flight']
+        """
+        return [k for k in SETTING_OPTIONS if k in self.overrides] + list(self.mode.to_dict())
+
     def apply(self, instance: Instance) -> Instance:
         """``instance`` with the K, M, N, B overrides (checked when this was built).
 

@@ -3,15 +3,31 @@ and against an even more naive enumeration checked by the evaluator."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
+import warnings
 
 import pytest
 from builders import every_plan, make_instance, option_dict
+from conftest import REPO
 
 from compare.builders.generators import FAMILIES, random_instance
-from compare.crosscheck.brute import MAX_NODES, brute_applies, count_partitions, solve_brute
+from compare.crosscheck.brute import (
+    MAX_NODES,
+    MAX_WORK,
+    brute_applies,
+    brute_work,
+    count_partitions,
+    solve_brute,
+)
+from compare.crosscheck.methods import run_method
+from compare.crosscheck.verify import verify_instance
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.evaluate import evaluate
+from piper_ilp.instance import save_instance
 from piper_ilp.mode import ALL_MODES, Mode
 from piper_ilp.solution import Restrictions, Status
 
@@ -133,7 +149,8 @@ def test_size_limit():
     # a wide graph of 8 independent nodes has far too many ordered partitions
     wide = make([(i, {"1": [opt()]}) for i in range(8)], K=8, N=8)
     assert count_partitions(wide) > 100_000
-    with pytest.raises(SizeLimitError, match="partitions"):
+    assert brute_work(wide) > MAX_WORK
+    with pytest.raises(SizeLimitError, match="steps"):
         solve_brute(wide)
 
 
@@ -159,6 +176,13 @@ def test_count_partitions_by_hand():
     )
     assert count_partitions(chain) == 8  # cut or not at each of the 3 edges
     assert count_partitions(chain, max_stages=2) == 4  # one stage, or one of 3 cuts
+    # K = 1, N = 1: the work is the chain's 10 intervals (one option tuple each) x (2 memory
+    # tests + 1 TPS), the subsets of its 4 prefixes (16 + 8 + 4 + 2) tried as last stages,
+    # plus the 4 last stages {3}, {2, 3}, {1, 2, 3}, {0, 1, 2, 3} tried with t = d = 1 (then
+    # no device is left for a stage in front of them)
+    assert brute_work(chain.with_settings(K=1, N=1)) == 10 * 3 + 30 + 4
+    # a graph of 60 nodes is refused by its count of subsets alone, at once
+    assert brute_work(make([(i, {"1": [opt()]}) for i in range(60)], K=8, N=8)) > MAX_WORK
     pair = make([(0, {"1": [opt()]}), (1, {"1": [opt()]})], K=8, N=8)
     assert count_partitions(pair) == 3  # {0,1}; 0 | 1; 1 | 0
 
@@ -220,16 +244,26 @@ def test_force_skips_the_size_limits():
     assert sol.status is Status.OPTIMAL and sol.tps == 22.5 and len(sol.plan.stages) == 1
 
 
+@pytest.mark.parametrize("integer", [False, True], ids=["float", "integer"])
 @pytest.mark.parametrize("mode", ALL_MODES, ids=lambda m: m.label)
-def test_every_mode_agrees_with_naive_enumeration_through_the_evaluator(mode):
+def test_every_mode_agrees_with_naive_enumeration_through_the_evaluator(mode, integer):
     # graph pipelining, batch time and the gpipe memory rule (secs. 8-9): the oracle's shortcuts
-    # (per-stage best options, pruning on partial max / path) against every plan judged by the
-    # evaluator under the mode. N = 4 so that branches hold fewer microbatches than a sequence.
+    # (per-stage best options, pruning on partial max / path, ties cut) against every plan
+    # judged by the evaluator under the mode. N = 4 so that branches hold fewer microbatches
+    # than a sequence; small integers make many plans tie.
     seen = set()
     for family in ("fork-join", "layered", "chain"):
         for seed in range(3):
             inst = random_instance(
-                family, 3, seed, t_values=(1,), options_per_t=(1, 2), K=4, N=4, memory="tight"
+                family,
+                3,
+                seed,
+                t_values=(1,),
+                options_per_t=(1, 2),
+                K=4,
+                N=4,
+                memory="tight",
+                integer=integer,
             )
             values = [
                 ev.value for ev in (evaluate(inst, p, mode) for p in every_plan(inst)) if ev.valid
@@ -278,3 +312,198 @@ def test_modes_differ_where_the_contract_says():
     # batch time (N - 1) max TPS + longest path: graph 3 * 1 + 3 (0 -> 1 -> 3) = 6
     bt = solve_brute(inst, Restrictions(max_d=1), mode=Mode("graph", "batch-time"))
     assert bt.status is Status.OPTIMAL and bt.value == 6.0 and bt.tps == 1.0
+
+
+def _isolated(n, K, N, t_values, options, M=1.0, b_last=0.0, p=1.0):
+    """n nodes without edges, each with ``options`` equal options per t (p, no memory but
+    the last node's b)."""
+    return make(
+        [
+            (
+                v,
+                {
+                    str(t): [
+                        opt(f"o{k}", p=p, b=b_last if v == n - 1 else 0.0) for k in range(options)
+                    ]
+                    for t in t_values
+                },
+            )
+            for v in range(n)
+        ],
+        K=K,
+        N=N,
+        M=M,
+    )
+
+
+def _chain(n, K, N, t_values, p=1.0):
+    """A chain 0 -> 1 -> ... -> n-1 with one option of time p per t, no traffic, no memory."""
+    nodes = [
+        (
+            v,
+            {
+                str(t): [
+                    opt(p=p, sfw={v - 1: 0.0} if v else {}, sbw={v + 1: 0.0} if v < n - 1 else {})
+                ]
+                for t in t_values
+            },
+        )
+        for v in range(n)
+    ]
+    return make(nodes, edges=[(v, v + 1, 0.0) for v in range(n - 1)], K=K, N=N, M=1.0)
+
+
+#: Issue 31's examples: (instance, mode flags, dp's optimum or None for infeasible).
+#: 8 isolated nodes, N = 1, K = 32, four equal options per t: one node per stage (d = 1)
+#: gives batch time 0 * 1 + 1 = 1. A chain of 8, N = 8, K = 64, t = 1..8 with equal p:
+#: one stage with d = 8 gives TPS 1, batch time 7 * 1 + 8 * 1 = 15. 8 isolated nodes whose
+#: last never fits (b = 2 > M = 1): infeasible.
+ISSUE_31 = {
+    "isolated": (
+        _isolated(8, 32, 1, (1, 2, 4, 8), 4),
+        ["--pipeline", "graph", "--objective", "batch-time"],
+        1.0,
+    ),
+    "chain": (_chain(8, 64, 8, range(1, 9)), ["--objective", "batch-time"], 15.0),
+    "infeasible": (
+        _isolated(8, 32, 1, (1, 2, 4, 8), 1, b_last=2.0),
+        ["--pipeline", "graph"],
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ISSUE_31))
+def test_issue_31_examples_get_a_verdict_with_brute_refused_or_answering(tmp_path, name):
+    # the old size guard let brute search these without end inside verify's default methods;
+    # now brute refuses before any long work (skipped: not run) or answers, and the verdict
+    # comes from the other methods. The 600 s timeout only guards against a hang.
+    inst, flags, optimum = ISSUE_31[name]
+    path = tmp_path / f"{name}.json"
+    save_instance(inst, path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "piper_cli", "verify", str(path), "--methods", "dp,brute"]
+        + flags
+        + ["--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
+    (record,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    brute = record["methods"]["brute"]
+    assert brute["status"] == "skipped" and "steps" in brute["skipped"], brute
+    assert record["methods"]["dp"]["solver_status"] == (
+        "infeasible" if optimum is None else "optimal"
+    )
+    assert record["optimum"] == optimum and record["verdict"] == "single-proof"
+    assert proc.returncode == 4 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ISSUE_31))
+def test_issue_31_examples_with_verifys_default_methods(tmp_path, name):
+    # as the issue ran them: verify's default methods (dp, cpsat, cbc, brute), where brute
+    # used to keep the verdict waiting for more than 290 s; now it is skipped (not run) and
+    # the three others prove the optimum, or infeasibility. The timeout guards a hang only.
+    inst, flags, optimum = ISSUE_31[name]
+    path = tmp_path / f"{name}.json"
+    save_instance(inst, path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "piper_cli", "verify", str(path), *flags, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
+    (record,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert record["methods"]["brute"]["status"] == "skipped", record["methods"]["brute"]
+    assert record["verdict"] == "match" and record["optimum"] == optimum, record
+    assert sorted(record["proofs"]) == ["cbc", "cpsat", "dp"]
+    assert record["infeasible"] is (optimum is None)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+
+
+def test_ties_are_cut():
+    # every plan has batch time 0 (p = 0): the first complete plan is optimal and every other
+    # partial plan ties with it (lower bound 0 >= 0), so it is cut before completion
+    inst = _isolated(4, 4, 4, (1, 2), 2, M=1.0, p=0.0)
+    for mode in ALL_MODES:
+        sol = solve_brute(inst, mode=mode)
+        assert sol.status is Status.OPTIMAL and sol.value == 0.0
+        assert sol.info["plans"] == 1, (mode.label, sol.info)
+
+
+@pytest.mark.parametrize("uniform", [False, True], ids=["free", "uniform"])
+@pytest.mark.parametrize("mode", ALL_MODES, ids=lambda m: m.label)
+def test_the_guard_counts_the_search_exactly(mode, uniform):
+    # without a plan nothing is pruned: the search tries exactly the (stage, t, d) choices
+    # the guard counted (memory, budgets, h of sec. 8 and uniform degrees of sec. 12
+    # included); with a plan, at most that
+    seen = {"infeasible": 0, "optimal": 0}
+    restr = Restrictions(uniform=uniform)
+    for family in ("fork-join", "layered", "skip", "towers"):
+        for seed in range(8):
+            inst = random_instance(family, 5, seed, t_values=(1, 2), K=6, N=4, memory="tight")
+            sol = solve_brute(inst, restr, mode=mode)
+            assert sol.info["work"] == brute_work(inst, restr, mode=mode)
+            if sol.status is Status.INFEASIBLE:
+                assert sol.info["stage_choices"] == sol.info["work_search"]
+            else:
+                assert sol.info["stage_choices"] <= sol.info["work_search"]
+            seen[sol.status.value] += 1
+    assert min(seen.values()) > 0, seen
+
+
+def test_time_limit_stops_the_search_without_a_proof():
+    # a search of some thousands of steps (it ends, optimal, without a limit), stopped at
+    # its first look at the clock
+    inst = _isolated(6, 8, 2, (1, 2), 2)
+    mode = Mode("graph", "batch-time")
+    assert solve_brute(inst, mode=mode).status is Status.OPTIMAL
+    for sol in (
+        solve_brute(inst, mode=mode, time_limit=0.0),
+        run_method(inst, "brute", mode=mode, time_limit=0.0),
+    ):
+        assert sol.status in (Status.FEASIBLE, Status.UNKNOWN) and sol.bound is None
+        assert "time limit" in sol.message and sol.info["stopped"]
+    # a limit that is not reached changes nothing
+    a, b = solve_brute(inst, mode=mode, time_limit=600.0), solve_brute(inst, mode=mode)
+    assert (a.status, a.value, a.plan) == (b.status, b.value, b.plan)
+
+
+def test_hostile_instances_in_every_mode_get_a_verdict_with_brute_inside_its_guard():
+    # issue 31's done-when in small: the hostile family (numbers over 1e-30..1e30, isolated
+    # nodes, N = 1, K up to 2^20, options tied exactly) in every mode, dp against brute
+    # through verify. Each brute answers or refuses; one that answers takes at most the
+    # steps its guard counted beforehand, which are at most MAX_WORK; dp and brute agree;
+    # no error, no RuntimeWarning. (The full fuzz with every default method: the campaign
+    # in docs/architecture.md.)
+    seen = {"optimal": 0, "infeasible": 0, "skipped": 0, "isolated": 0, "N=1": 0, "K>=1024": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for seed in range(32):
+            inst = random_instance("hostile", 1 + seed % 8, seed)
+            seen["isolated"] += len(inst.nodes) >= 3 and not inst.edges
+            seen["N=1"] += inst.N == 1
+            seen["K>=1024"] += inst.K >= 1024
+            for mode in ALL_MODES:
+                v = verify_instance(inst, ("dp", "brute"), greedy=False, mode=mode)
+                brute = v.results["brute"]
+                assert v.errors == [] and v.problems == [], (seed, mode.label, v.problems)
+                if brute.skipped is not None:
+                    assert "steps" in brute.skipped or "nodes" in brute.skipped
+                    assert v.verdict == "single-proof", (seed, mode.label)
+                    seen["skipped"] += 1
+                    continue
+                info = brute.solution.info
+                assert info["stage_choices"] <= info["work_search"] <= info["work"] <= MAX_WORK
+                assert v.verdict == "match" and set(v.proofs) == {"dp", "brute"}, (
+                    seed,
+                    mode.label,
+                    v.verdict,
+                )
+                seen[brute.solution.status.value] += 1
+    assert min(seen.values()) >= 3, seen

@@ -164,6 +164,40 @@ def test_campaign_resume_after_a_kill(tmp_path):
     assert summary["instances"] == 6
 
 
+def test_resume_with_a_larger_count_extends_the_campaign(tmp_path):
+    """Issue 30 point 3: the first instances of a larger campaign are the smaller one's
+    (instance i is a function of the seed and i), so --resume with a larger --count keeps
+    every finished result and runs only the new ones; a smaller count or another changed
+    parameter is refused in one short line naming the parameters."""
+    out = tmp_path / "camp"
+    kwargs = dict(
+        families=("chain", "skip"), nodes=(2, 4), methods=("brute",), workers=1, progress=False
+    )
+    assert (
+        make_specs(4, 5, ("chain", "skip"), (2, 4))
+        == make_specs(7, 5, ("chain", "skip"), (2, 4))[:4]
+    )
+    run_campaign(out, 4, 5, **kwargs)
+    first = {r["id"]: r for r in read_results(out)}
+    seen = []
+    summary = run_campaign(out, 7, 5, resume=True, on_record=seen.append, **kwargs)
+    assert summary["resumed"] == 4 and summary["instances"] == 7 and len(seen) == 3
+    records = read_results(out)
+    assert [r["id"] for r in records] == [s.id for s in make_specs(7, 5, ("chain", "skip"), (2, 4))]
+    assert all(records[i] == first[records[i]["id"]] for i in range(4))  # kept, not rerun
+    assert json.loads((out / "campaign.json").read_text())["count"] == 7
+    for count, seed, families, says in (
+        (6, 5, ("chain", "skip"), "count 7 -> 6"),
+        (7, 6, ("chain", "skip"), "seed 5 -> 6"),
+        (8, 5, ("chain",), "families ['chain', 'skip'] -> ['chain']"),
+    ):
+        with pytest.raises(InputError) as err:
+            run_campaign(out, count, seed, resume=True, **{**kwargs, "families": families})
+        msg = str(err.value)
+        assert says in msg and "it may only grow (count)" in msg and len(msg) < 200, msg
+        assert "\n" not in msg
+
+
 def test_a_signal_stops_the_campaign_and_resume_counts_each_instance_once(tmp_path):
     import multiprocessing
     import signal

@@ -3,7 +3,8 @@
 Each test starts ``python -m piper_cli campaign`` with two workers in a subprocess whose
 environment carries a unique mark (inherited by the workers), waits until a few results
 are written, signals the campaign process, and then checks: the exit status, the one
-"interrupted" line, that no process with the mark is left (the workers died too), that
+"interrupted" line, that no process with the mark is left once the command has exited (the
+workers and the solvers they started ended before it), that
 every line of results.jsonl is whole JSON, and that ``--resume`` ends with exactly
 ``count`` distinct instances. Also: the lock that refuses a second campaign on one
 folder, and an unwritable ``--out``.
@@ -55,9 +56,9 @@ def _env(mark: str) -> dict:
     return env
 
 
-def _start(out: Path, mark: str, *extra: str) -> subprocess.Popen:
+def _start(out: Path, mark: str, *extra: str, args: list[str] = ARGS) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "piper_cli", "campaign", *ARGS, "--out", str(out), *extra],
+        [sys.executable, "-m", "piper_cli", "campaign", *args, "--out", str(out), *extra],
         cwd=REPO,
         env=_env(mark),
         stdout=subprocess.PIPE,
@@ -115,12 +116,14 @@ def _wait_gone(mark: str, limit: float = 15.0) -> dict[int, int]:
     return left
 
 
-def _interrupt_then_resume(tmp_path: Path, signum: int, group: bool = False) -> tuple[int, str]:
+def _interrupt_then_resume(
+    tmp_path: Path, signum: int, group: bool = False, scheduler: str = "local"
+) -> tuple[int, str]:
     """Signal the campaign process (``group``: its whole process group, as Ctrl-C on a
     terminal does), then resume it."""
     out = tmp_path / "camp"
     mark = uuid.uuid4().hex
-    proc = _start(out, mark)
+    proc = _start(out, mark, "--scheduler", scheduler)
     try:
         _wait_for_results(proc, out)
         workers = [
@@ -138,7 +141,10 @@ def _interrupt_then_resume(tmp_path: Path, signum: int, group: bool = False) -> 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    left = _wait_gone(mark)
+    if signum == signal.SIGKILL:  # the workers end by themselves (the parent-death signal)
+        left = _wait_gone(mark)
+    else:  # the command returns only when its workers have ended: nothing is left at once
+        left = _marked(mark)
     assert not left, f"processes left after the campaign ended: {left}"
     lines = _lines(out)
     assert 0 < len(lines) < COUNT
@@ -166,11 +172,19 @@ def _interrupt_then_resume(tmp_path: Path, signum: int, group: bool = False) -> 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "signum, group, status",
-    [(signal.SIGINT, False, 130), (signal.SIGINT, True, 130), (signal.SIGTERM, False, 143)],
+    "signum, group, status, scheduler",
+    [
+        (signal.SIGINT, False, 130, "local"),
+        (signal.SIGINT, True, 130, "local"),
+        (signal.SIGTERM, False, 143, "local"),
+        (signal.SIGINT, False, 130, "processes"),
+        (signal.SIGTERM, True, 143, "processes"),
+    ],
 )
-def test_signal_ends_the_campaign_and_resume_completes_it(tmp_path, signum, group, status):
-    code, err = _interrupt_then_resume(tmp_path, signum, group)
+def test_signal_ends_the_campaign_and_resume_completes_it(
+    tmp_path, signum, group, status, scheduler
+):
+    code, err = _interrupt_then_resume(tmp_path, signum, group, scheduler)
     assert code == status
     assert err.count("\n") == 1 and "interrupted" in err and "Traceback" not in err, err
 
@@ -300,3 +314,38 @@ def test_an_interrupted_campaign_leaves_no_solver_temporary_folder(tmp_path, sig
     assert proc.returncode == status and "interrupted" in err, err
     assert not _wait_gone(mark), "processes left (workers or CBC)"
     assert list(tmp.iterdir()) == []
+
+
+def _solving(mark: str, campaign: int) -> list[int]:
+    """The marked processes two levels below the campaign: solvers started by a worker (CBC,
+    SCIP's forked solver process)."""
+    found = _marked(mark)
+    return [pid for pid, ppid in found.items() if found.get(ppid) == campaign]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheduler", ["local", "processes"])
+@pytest.mark.parametrize("method", ["cbc", "scip"])
+def test_no_solver_process_outlives_an_interrupted_campaign(tmp_path, method, scheduler):
+    # a dask worker runs its job in a thread, which cannot clean up: its CBC process (in a
+    # session of its own) used to be left running after the campaign had exited
+    out = tmp_path / "camp"
+    mark = uuid.uuid4().hex
+    args = ["--count", "20", "--seed", "3", "--nodes", "8-10", "--methods", f"dp,{method}"]
+    args += ["--workers", "2", "--no-progress", "--scheduler", scheduler]
+    proc = _start(out, mark, args=args)
+    try:
+        deadline = time.monotonic() + 120
+        while not _solving(mark, proc.pid):
+            assert proc.poll() is None, f"the campaign ended early: {proc.communicate()}"
+            assert time.monotonic() < deadline, "no solver process started"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and err.count("\n") == 1 and "interrupted" in err, err
+    left = _marked(mark)  # at once: the command returned only when its processes had ended
+    assert not left, f"processes left after the campaign ended: {left}"

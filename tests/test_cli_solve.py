@@ -147,7 +147,7 @@ def test_usage_errors_are_one_line_in_a_real_process(args, needle):
     "args,needle",
     [
         (["--method", "dp", "--write-model", "model.lp"], "--write-model"),
-        (["--method", "brute", "--time-limit", "5"], "--time-limit"),
+        (["--method", "brute", "--max-variables", "10"], "--max-variables"),
         (["--method", "dp", "--threads", "2"], "--threads"),
         (["--method", "brute", "--threads", "2"], "--threads"),
         (["--method", "dp", "--hint-from-dp"], "--hint-from-dp"),

@@ -363,13 +363,21 @@ def test_plan_for_another_model_or_other_settings_is_one_line(tmp_path, chain):
     inst, path = tmp_path / "chain.json", tmp_path / "p.json"
     save_instance(chain, inst)
     save_plan(plan, path)
+    # evaluate takes the recorded settings (issue 30 point 1): no refusal, no flag needed
     r = CliRunner().invoke(app, ["evaluate", str(inst), str(path)])
-    assert r.exit_code == 2 and len(r.output.splitlines()) == 1, r.output
-    assert "other settings" in r.output and "--ignore-metadata" in r.output
-    r = CliRunner().invoke(app, ["evaluate", str(inst), str(path), "-K", "5", "-M", "64"])
     assert r.exit_code == 0, r.output
+    assert "settings from the plan's metadata: K=5 M=64 B N=4" in r.output, r.output
+    r = CliRunner().invoke(app, ["evaluate", str(inst), str(path), "-K", "5", "-M", "64"])
+    assert r.exit_code == 0 and "from the flags: K=5 M=64 B" in r.output, r.output
     r = CliRunner().invoke(app, ["evaluate", str(inst), str(path), "--ignore-metadata"])
     assert r.exit_code == 0 and "valid plan" in r.output, r.output
+    assert "from the instance file: K=6 M=50 B" in r.output, r.output
+    # a plan for another model is still refused in one line
+    other_path = tmp_path / "other.json"
+    save_plan(Plan(_chain_plan().stages, metadata=plan_metadata(other, method="dp")), other_path)
+    r = CliRunner().invoke(app, ["evaluate", str(inst), str(other_path)])
+    assert r.exit_code == 2 and len(r.output.splitlines()) == 1, r.output
+    assert "another model" in r.output and "--ignore-metadata" in r.output
 
 
 def test_plan_without_metadata_must_name_exactly_the_instance_nodes(tmp_path, chain):
@@ -399,3 +407,62 @@ def test_plan_without_metadata_must_name_exactly_the_instance_nodes(tmp_path, ch
     assert r.exit_code == 1 and "INVALID plan" in r.output and r.output.count("rule 1") == 43, (
         r.output
     )
+
+
+def _solved_plan(tmp_path, *settings):
+    """small.json solved with ``settings`` (flags) and saved by solve -o."""
+    from conftest import INPUTS
+
+    path = tmp_path / "p.json"
+    r = CliRunner().invoke(
+        app, ["solve", str(INPUTS / "small.json"), *settings, "-o", str(path), "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    return INPUTS / "small.json", path, json.loads(r.output.splitlines()[-1])
+
+
+def test_evaluate_and_simulate_take_the_settings_the_plan_records(tmp_path):
+    """Issue 30 point 1: a plan solved with other K, M, N and mode than the instance file's
+    evaluates as solved, says where each setting came from, and a flag overrides."""
+    inst, path, solved = _solved_plan(
+        tmp_path, "-K", "16", "-M", "1GiB", "-N", "32", "--schedule", "gpipe"
+    )
+    r = CliRunner().invoke(app, ["evaluate", str(inst), str(path), "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["settings"] == {"K": 16, "M": 2.0**30, "N": 32, "B": solved["settings"]["B"]}
+    assert out["mode"]["schedule"] == "gpipe" and out["objective"] == solved["objective"]
+    assert set(out["settings_from"].values()) == {"metadata"}
+    r = CliRunner().invoke(app, ["evaluate", str(inst), str(path)])
+    assert r.exit_code == 0, r.output
+    assert (
+        "settings from the plan's metadata: K=16 M=1 GiB N=32 B=9.313 GiB/s pipeline=sequential "
+        "objective=throughput schedule=gpipe" in r.output
+    ), r.output
+    # a flag overrides the recorded value; here the plan no longer fits
+    r = CliRunner().invoke(app, ["evaluate", str(inst), str(path), "-M", "1MiB", "--json"])
+    out = json.loads(r.output)
+    assert r.exit_code == 1 and not out["valid"] and out["settings"]["M"] == 2.0**20
+    assert out["settings_from"]["M"] == "flags" and out["settings_from"]["K"] == "metadata"
+    # --ignore-metadata: the instance file's settings and the default mode
+    r = CliRunner().invoke(app, ["evaluate", str(inst), str(path), "--ignore-metadata", "--json"])
+    out = json.loads(r.output)
+    assert out["settings"]["K"] == 8 and out["mode"]["schedule"] == "1f1b"
+    assert out["settings_from"]["K"] == "instance" and out["settings_from"]["schedule"] == "default"
+    # simulate: the same settings
+    r = CliRunner().invoke(app, ["simulate", str(inst), str(path), "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["schedule"] == "gpipe" and out["settings_from"]["N"] == "metadata"
+    r = CliRunner().invoke(app, ["simulate", str(inst), str(path)])
+    assert "settings from the plan's metadata: K=16 M=1 GiB N=32" in r.output, r.output
+
+
+def test_a_recorded_setting_out_of_range_names_the_plan_file(tmp_path):
+    inst, path, _ = _solved_plan(tmp_path)
+    data = json.loads(path.read_text())
+    data["metadata"]["K"] = 0
+    path.write_text(json.dumps(data))
+    r = CliRunner().invoke(app, ["evaluate", str(inst), str(path)])
+    assert r.exit_code == 2 and len(r.output.splitlines()) == 1, r.output
+    assert f"{path}: metadata.K must be an integer within [1, 1048576], got 0" in r.output

@@ -221,6 +221,37 @@ def test_numerics_has_dummies_huge_edges_and_zeros():
     assert any(o.p == 0 for inst in sample for _, _, o in all_options(inst))
 
 
+# ---- the hostile family ----
+
+
+def test_hostile_is_valid_deterministic_and_covers_what_issue_31_asks():
+    # isolated nodes, N = 1, K large, t up to 8, exact ties of whole options, magnitudes
+    # over the whole supported range and at its ends
+    assert "hostile" in ALL_FAMILIES and "hostile" not in FAMILIES
+    seen = {"isolated": 0, "N=1": 0, "K>=1024": 0, "t=8": 0, "tie": 0, "1e-30": 0, "1e30": 0}
+    for seed in range(120):
+        n = 1 + seed % 8
+        inst = random_instance("hostile", n, seed, options_per_t=(1, 3))
+        assert (
+            len(inst.nodes) == n
+            and random_instance("hostile", n, seed, options_per_t=(1, 3)) == inst
+        )
+        assert instance_from_dict(instance_to_dict(inst), source=inst.source) == inst
+        values = [x for _, _, o in all_options(inst) for x in (o.p, o.w, o.a, o.b)]
+        seen["isolated"] += n >= 3 and not inst.edges
+        seen["N=1"] += inst.N == 1
+        seen["K>=1024"] += inst.K >= 1024
+        seen["t=8"] += 8 in inst.t_values
+        seen["1e-30"] += 1e-30 in values
+        seen["1e30"] += 1e30 in values
+        seen["tie"] += any(
+            len(opts) > 1 and len({(o.p, o.w, o.a, o.b) for o in opts}) == 1
+            for node in inst.nodes
+            for opts in node.options.values()
+        )
+    assert min(seen.values()) >= 5, seen
+
+
 def greedy_ratios(inst, stage, t, d, y):
     """Cost model sec. 5's ratios (c_il - c_iF) / (m_iF - m_il) per node of ``stage``,
     from the contract's cost functions."""

@@ -521,7 +521,7 @@ def test_sweep_and_ladder_take_the_rule(tmp_path, small):
         and "solves only the default mode" in by["greedy"]["message"]
     )
     with pytest.raises(
-        InputError, match="in_flight: 'schedule' -> 'piper'"
+        InputError, match="in_flight 'schedule' -> 'piper'"
     ):  # the folder's parameters name the rule
         run_sweep(inst, points, tmp_path / "s", resume=True)
     lad = run_ladder(inst, max_nodes=2, time_limit=10, full_time_limit=10, in_flight="schedule")

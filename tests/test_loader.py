@@ -383,11 +383,12 @@ def test_parse_size_rejects(text, rate):
 @pytest.mark.parametrize(
     "text,rate,says",
     [
-        ("25Gb/s", True, "write 25GB/s for bytes or 25Gbit/s for bits"),
+        ("25Gb/s", True, "write 25GB/s or 25GiB/s for bytes or 25Gbit/s for bits"),
         ("8b", False, "write 8B for bytes or 8bit for bits"),
-        ("80gb", False, "write 80gB for bytes or 80gbit for bits"),
-        ("1kib", False, "write 1kiB for bytes or 1kibit for bits"),
-        ("2.5 Mb/s", True, "write 2.5MB/s for bytes or 2.5Mbit/s for bits"),
+        ("80gb", False, "write 80GB or 80GiB for bytes or 80Gbit for bits"),
+        ("8kb", False, "write 8kB or 8KiB for bytes or 8kbit for bits"),
+        ("1kib", False, "write 1KiB for bytes or 1kibit for bits"),
+        ("2.5 Mb/s", True, "write 2.5MB/s or 2.5MiB/s for bytes or 2.5Mbit/s for bits"),
     ],
 )
 def test_parse_size_refuses_a_lower_case_b(text, rate, says):
@@ -399,6 +400,47 @@ def test_parse_size_refuses_a_lower_case_b(text, rate, says):
     assert (
         msg.startswith("--bandwidth: ") and "ambiguous" in msg and says in msg and "\n" not in msg
     )
+
+
+@pytest.mark.parametrize(
+    "text,says",
+    [
+        ("600mB", "'600mB': a lower-case m means milli; write 600MB or 600MiB for mega"),
+        ("600mbit/s", "'600mbit/s': a lower-case m means milli; write 600Mbit/s for mega"),
+    ],
+)
+def test_parse_size_refuses_a_lower_case_m(text, says):
+    """Issue 30 point 2: m is milli, so 600mB is refused like 8gb; mi (mebi) stays."""
+    with pytest.raises(InputError) as err:
+        parse_size(text, "--memory", rate=text.endswith("/s"))
+    assert str(err.value) == f"--memory: {says}"
+    assert parse_size("600miB") == parse_size("600MiB") == 600 * 2**20
+
+
+def test_a_small_bare_size_gets_one_note_per_option(tmp_path):
+    """Issue 30 point 2: a bare --memory below 1 MiB or --bandwidth below 1 MB/s is still
+    bytes (the solve runs) but one note on stderr names the unit forms; a unit or a
+    plausible number gets none."""
+    from conftest import INPUTS
+
+    small = str(INPUTS / "small.json")
+    runner = CliRunner()
+    r = runner.invoke(app, ["solve", small, "--memory", "8", "-B", "1000", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["status"] == "infeasible", r.output
+    assert r.stderr.splitlines() == [
+        "note: --memory 8 is 8 bytes (a bare number is bytes); for a device write a unit: "
+        "8GiB or 8GB",
+        "note: --bandwidth 1000 is 1000 bytes/s (a bare number is bytes/s); for a link write a "
+        "unit: 1000GB/s, 1000GiB/s or 1000Gbit/s",
+    ]
+    for flags in (["--memory", "8B"], ["--memory", "2e8"], ["-B", "25GB/s"], ["-B", "1e6"]):
+        r = runner.invoke(app, ["solve", small, *flags, "--json"])
+        assert r.exit_code == 0 and r.stderr == "", (flags, r.stderr)
+    out = tmp_path / "sweep"
+    r = runner.invoke(
+        app, ["sweep", small, "--memory", "8,9,1GiB", "--variants", "piper", "--out", str(out)]
+    )
+    assert r.stderr.count("note: --memory") == 1 and "--memory 8 is 8 bytes" in r.stderr, r.stderr
 
 
 def test_overrides_on_the_command_line(tmp_path):

@@ -59,7 +59,7 @@ def test_method_kind_is_checked():
         ("dp", "write_model", "m.lp"),
         ("dp", "threads", 2),
         ("greedy", "knapsack", "exact"),
-        ("brute", "time_limit", 1.0),
+        ("brute", "threads", 2),
         ("brute", "max_ideals", 10),
         (MILP_BACKENDS[0], "knapsack", "greedy"),
         (MILP_BACKENDS[0], "max_ideals", 10),

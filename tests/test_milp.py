@@ -251,6 +251,31 @@ def test_model_size_matches_the_built_model(seed):
     assert size["binaries"] == sum(1 for v in m.vars if v.kind == "binary")
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_memory_rows_are_exactly_those_that_can_bind_at_large_n(seed):
+    # the model keeps memory[i, k] for the k whose slot, every node at its largest memory
+    # k a + b, could come near M: found by a bisection (the test per k took seconds at
+    # N = 2^20), checked here against the definition, k by k, and the size count against
+    # the model built
+    from piper_ilp.milp.model import MEMORY_ROW_THRESHOLD
+
+    inst = random_instance("chain", 2, seed, options_per_t=(1, 2), memory=8.0, K=64, N=64)
+    m = build_model(inst)
+    assert model_size(inst)["constraints"] == len(m.rows)
+    ks = {int(r.name.split(",")[1].rstrip("]")) for r in m.rows if r.name.startswith("memory[")}
+
+    def can_bind(k):
+        worst = math.fsum(
+            max((k * o.a + o.b) / inst.M for opts in node.options.values() for o in opts)
+            for node in inst.nodes
+        )
+        return worst > MEMORY_ROW_THRESHOLD
+
+    # y of a slot runs up to 64 (N = K = 64), M is 8 times a slot's memory at y = 1: the
+    # rows are those of k = first..64, first above 1
+    assert ks == {k for k in range(1, 65) if can_bind(k)} and 1 < min(ks) < max(ks) == 64
+
+
 def test_size_guard_refuses_with_size_limit_and_advice(inputs_dir):
     inst = load_instance(inputs_dir / "small.json")
     n = model_size(inst)["variables"]

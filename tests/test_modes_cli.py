@@ -246,7 +246,8 @@ def test_the_mode_travels_with_the_plan_from_solve_to_evaluate(tmp_path, small):
 
     r = runner.invoke(app, ["evaluate", str(path), str(out)])
     assert r.exit_code == 0, r.output
-    assert "mode graph/throughput/1f1b (recorded in the plan)" in r.output
+    assert "mode graph/throughput/1f1b" in r.output
+    assert "settings from the plan's metadata: " in r.output and " pipeline=graph " in r.output
     assert "next" in r.output and "batch time" in r.output and "TPS" in r.output
 
 

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import warnings
 
 import networkx as nx
 import pytest
 from typer.testing import CliRunner
 
-from compare.baselines.pipedream import brute_pipedream, cross_check, plan_time, random_pd_graph
+from compare.baselines.pipedream import (
+    brute_pipedream,
+    check_pipedream,
+    cross_check,
+    plan_time,
+    random_pd_graph,
+)
 from compare.builders.generators import FAMILIES, random_graph
 from dp.pipedream import pipedream_dp, pipedream_plan_for, plan_graph
 from piper_cli import app
@@ -27,6 +35,7 @@ from piper_ilp.pipedream import (
     piper_plan_from_pipedream,
     prepare,
 )
+from piper_ilp.pipedream.milp import solve_pipedream_milp
 
 runner = CliRunner()
 
@@ -310,6 +319,29 @@ def test_dp_exhaustive_and_milp_agree_on_25_random_cases():
     assert out["milp_cases"] >= 15 and out["milp_matched"] == out["milp_cases"]
 
 
+def test_dp_exhaustive_and_milp_agree_on_hostile_numbers():
+    # numbers over 1e-30..1e30 (zeros, the ends, subnormals; one graph in ten with a number
+    # above 1e30), isolated nodes, bandwidth and memory at the ends of their ranges: every
+    # graph through the parser; no RuntimeWarning, no disagreement, the oversized refused
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        out = cross_check(40, seed=4, milp=True, numbers="hostile")
+    assert out["mismatches"] == [] and out["matched"] + out["refused"] == 40
+    assert out["refused"] >= 1 and out["matched"] >= 30
+    assert out["milp_cases"] >= 15 and out["milp_matched"] == out["milp_cases"]
+
+
+def test_the_milp_without_a_cutoff_claims_nothing_at_stage_times_beyond_1e9_s():
+    # SCIP reads 1e20 as infinite ("coefficient ... is infinite" on stderr, and an answer
+    # that is no proof): with one layer of 1e15 s, no cutoff gives out-of-range; the DP's
+    # plan time as the cutoff gives the optimum
+    text = line("node1", "Linear", 1e18, 0.0, 0.0, 0.0) + "\n"
+    prep = prepare(parse_graph_text(text, "big.txt"))
+    assert solve_pipedream_milp(prep, 1, 1e9).status == "out-of-range"
+    r = solve_pipedream_milp(prep, 1, 1e9, cutoff=1e15)
+    assert r.status == "optimal" and r.value == pytest.approx(1e15, rel=1e-6)
+
+
 @pytest.mark.slow
 def test_dp_exhaustive_and_milp_agree_on_300_random_cases():
     out = cross_check(300, seed=1, max_nodes=8, max_machines=6, milp=True)
@@ -406,6 +438,90 @@ def test_bad_settings_are_input_errors():
         pipedream_dp(st, [0], [1e9])
     with pytest.raises(InputError):
         pipedream_dp(st, [2], [0.0])
+
+
+def test_bad_settings_outside_pipers_ranges_are_input_errors():
+    # a bandwidth or memory outside [1e-30, 1e30] (Piper's B and M) would let the times and
+    # sizes overflow: refused by the DP, exhaustive search and the MILP alike
+    prep = prepare(chain3())
+    st = antichain_states(prep)
+    for call in (
+        lambda: pipedream_dp(st, [2], [1e-300]),
+        lambda: pipedream_dp(st, [2], [1e9], memory=1e300, memory_constraint=True),
+        lambda: brute_pipedream(prep, 2, 1e-300),
+        lambda: solve_pipedream_milp(prep, 2, 1e-300),
+    ):
+        with pytest.raises(InputError, match=r"within \[1e-30, 1e\+30\]"):
+            call()
+
+
+#: Issue 31's profiles with numbers near the float limit: F + G overflows, an activation
+#: list whose sum overflows, two parameter sizes whose sum overflows (the original returns
+#: the one-stage plan on 3 replicas with time inf); and a list of in-range elements whose
+#: sum is above 1e30.
+HUGE = {
+    "time": (line("node1", "Linear", 1e308, 1e308, 1.0, 1.0), "1: forward_compute_time"),
+    "activation list": (
+        line("node1", "Linear", 1.0, 1.0, "[1e308; 1e308]", 1.0),
+        "1: activation_size",
+    ),
+    "parameters": (
+        line("node1", "Linear", 1.0, 1.0, 0.0, 1.0)
+        + "\n"
+        + line("node2", "Linear", 1.0, 1.0, 0.0, 1e308),
+        "2: parameter_size",
+    ),
+    "list sum": (
+        line("node1", "Linear", 1.0, 1.0, "[1e30; 1e30]", 1.0),
+        "1: activation_size: the list's sum 2e+30 is above 1e+30",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HUGE))
+def test_numbers_above_1e30_are_refused_on_their_line(tmp_path, name):
+    text, says = HUGE[name]
+    text += "\n\tnode1 -- node2\n" if "node2" in text else "\n"
+    with pytest.raises(InputError, match="^" + re.escape(f"x.txt:{says}")):
+        parse_graph_text(text, "x.txt")
+    src = tmp_path / "graph.txt"
+    src.write_text(text)
+    for args in (
+        ["pipedream", str(src), "--machines", "3", "--bandwidth", "1e9"],
+        ["verify", "--model", "pipedream", str(src), "--devices", "3", "--bandwidth", "1e9"],
+        ["import", "pipedream", str(src), "-o", str(tmp_path / "inst.json")],
+    ):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2, (args, r.output)
+        assert r.output.startswith(f"piper-ilp: error: {src}:{says}"), (args, r.output)
+        assert r.output.count("\n") == 1, (args, r.output)
+
+
+def test_a_graph_made_in_code_with_overflowing_numbers_is_refused_by_prepare():
+    big = PDGraph((PDNode("a", "Linear", 1e308, 1e308, 0.0, 0.0, line=3),), (), "g")
+    with pytest.raises(InputError, match=r"^g:3: node a: its time \(F \+ G\) / 1000 is inf"):
+        prepare(big)
+
+
+def test_the_largest_numbers_give_one_finite_answer_everywhere():
+    # issue 31's third example at the top of the range: two layers of P = 1e30 bytes, no
+    # activations, 3 workers, B = 1e-30, the memory rule at 1e9 bytes. Only the one stage on
+    # 3 replicas fits (no worker after it: 0 copies stashed); its time is
+    # (T + 4 (3 - 1) P / (B 3)) / 3 with T = 2 * (1 + 1) / 1000 s, P = 2e30: finite, and the
+    # DP, exhaustive search and the MILP all return it, with no RuntimeWarning.
+    text = "\n".join(
+        [line(f"node{i}", "Linear", 1.0, 1.0, 0.0, 1e30) for i in (1, 2)] + ["\tnode1 -- node2"]
+    )
+    prep = prepare(parse_graph_text(text, "x.txt"))
+    want = (0.004 + 4 * 2 * 2e30 / (1e-30 * 3)) / 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        v = check_pipedream(
+            prep, antichain_states(prep), 3, 1e-30, memory=1e9, memory_constraint=True
+        )
+    assert v["verdict"] == "match" and v["problems"] == []
+    assert v["values"]["dp"] == v["values"]["brute"] == want
+    assert v["values"]["milp"] == pytest.approx(want, rel=1e-6)
 
 
 # ---------------------------------------------------------------------------- Piper
@@ -694,6 +810,22 @@ def test_verify_model_pipedream_on_alexnet_uses_the_milp_as_referee(shared_dir):
     )
 
 
+def test_verify_model_pipedream_skips_a_milp_too_large_for_it(pd_dir):
+    # resnet50 on 16 workers: 339,816 MILP variables, above MAX_MILP_VARIABLES. The MILP is
+    # skipped (not run), like exhaustive search, and the verdict is inconclusive; it used
+    # to end the whole command with exit 2
+    path = pd_dir / "resnet50" / "graph.txt"
+    res = CliRunner().invoke(
+        app,
+        ["verify", "--model", "pipedream", str(path), "--devices", "16", "--bandwidth", "1e9"]
+        + ["--json"],
+    )
+    assert res.exit_code == 3, res.output
+    out = json.loads(res.output)
+    assert out["verdict"] == "inconclusive" and "MILP variables" in out["skipped"]["milp"]
+    assert out["values"]["dp"] is not None
+
+
 @pytest.mark.parametrize("path", ["/dev/zero", "/dev/null"])
 def test_graph_files_must_be_regular_files(path):
     with pytest.raises(InputError, match="not a regular file"):
@@ -752,9 +884,10 @@ def test_too_many_workers_are_refused_before_any_table():
     [
         (
             ["pipedream", "-n", "100000000", "-b", "1e9"],
-            "--machines: machine counts must be whole numbers within",
+            "--devices: machine counts must be whole numbers within",
         ),
-        (["pipedream", "-n", "100000", "-b", "1e9"], "--machines: 100,000 workers on a level need"),
+        (["pipedream", "-n", "100000", "-b", "1e9"], "--devices: 100,000 workers on a level need"),
+        (["pipedream", "-K", "100000", "-B", "1e9"], "--devices: 100,000 workers on a level need"),
         (
             ["verify", "--model", "pipedream", "--devices", "100000", "--bandwidth", "1e9"],
             "--devices: 100,000 workers",

@@ -47,7 +47,8 @@ def test_replace_checks_what_changed_and_restricted_keeps_what_a_method_takes():
     check_method(METHODS["dp"], dp)  # nothing left that dp does not take
     with pytest.raises(InputError, match="option threads does not apply to method dp"):
         check_method(METHODS["dp"], s)
-    assert s.restricted(METHODS["brute"].options).given == {"force": True}
+    # brute takes the time limit too (issue 31), not the threads nor the knapsack
+    assert s.restricted(METHODS["brute"].options).given == {"time_limit": 3.0, "force": True}
 
 
 def test_apply_overrides_the_instance_or_returns_it_unchanged():

@@ -17,10 +17,10 @@ from compare.simulation.simulate import simulate
 from dp import solve_dp
 from piper_ilp import evaluate
 from piper_ilp.errors import InputError
-from piper_ilp.instance import instance_from_dict
+from piper_ilp.instance import instance_from_dict, load_instance
 from piper_ilp.mode import Mode
 from piper_ilp.pipeline import batch_time, in_flight, microbatches_held, stage_graph
-from piper_ilp.plan import Plan, Stage
+from piper_ilp.plan import Plan, Stage, save_plan
 from piper_ilp.solution import Status
 
 REPO = Path(__file__).resolve().parents[1]
@@ -418,4 +418,48 @@ def test_cli_a_plan_of_tps_zero(tmp_path):
     save_plan(plan, tmp_path / "p.json")
     r = CliRunner().invoke(app, ["simulate", str(tmp_path / "i.json"), str(tmp_path / "p.json")])
     assert r.exit_code == 0, r.output
-    assert "period      0 s per microbatch (max TPS 0; ratio -)" in r.output
+    assert "period      0 s per microbatch (max TPS 0 s; ratio -)" in r.output
+
+
+def test_the_gantt_chart_says_which_replicas_and_which_part_of_the_run(tmp_path):
+    """Issue 30 point 8: the title (and simulate's line) says whether every replica is
+    drawn or replica 0 of each stage, and which part of the run."""
+    from conftest import INPUTS
+    from typer.testing import CliRunner
+
+    from compare.experiments.plot import gantt_caption
+    from piper_cli import app
+
+    inst = load_instance(INPUTS / "small.json")
+    plan = solve_dp(inst).plan
+    sim = simulate(inst, plan, microbatches=16)
+    replicas = sum(st.d for st in plan.stages)
+    assert gantt_caption(sim).endswith("the whole run, 16 microbatches")
+    assert f"every replica ({replicas})" in gantt_caption(sim)
+    few = gantt_caption(sim, max_rows=replicas - 1)
+    assert f"replica 0 of each of {len(plan.stages)} stages (of {replicas} replicas)" in few
+    finish = {}
+    for t in sim.tasks:
+        finish[t.mb] = max(finish.get(t.mb, 0.0), t.end)
+    cut = sorted(finish.values())[4]
+    assert "the first 5 of 16 microbatches simulated" in gantt_caption(sim, until=cut)
+
+    plan_path = tmp_path / "p.json"
+    save_plan(plan, plan_path)
+    r = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            str(INPUTS / "small.json"),
+            str(plan_path),
+            "--microbatches",
+            "16",
+            "--gantt",
+            str(tmp_path / "g.png"),
+            "--gantt-microbatches",
+            "5",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert f"every replica ({replicas}); 0-" in r.output
+    assert "the first 5 of 16 microbatches simulated" in r.output

@@ -88,6 +88,99 @@ def test_resume_skips_finished_runs_and_a_second_sweep_is_refused(swept, tmp_pat
     assert len(seen) == 21 and len(read_rows(partial)) == 24 and len(rows2) == 24
 
 
+def test_resume_with_more_grid_values_extends_the_sweep(swept, tmp_path):
+    """Issue 30 point 3: --resume with more grid values (or variants) keeps every finished
+    row and runs only the new points; another instance is still refused, briefly."""
+    import shutil
+
+    inst, points, rows, out = swept
+    grown = tmp_path / "grown"
+    shutil.copytree(out, grown)
+    more = sweep_points([4, 8, 16], [2e8, 6e8], [inst.N], [inst.B], VARIANTS + ["uniform"])
+    seen = []
+    again = run_sweep(inst, more, grown, resume=True, on_row=seen.append)
+    assert [r["id"] for r in again] == [p.id for p in more] and len(again) == 42
+    assert len(seen) == 42 - 24 and {r["id"] for r in seen}.isdisjoint(p.id for p in points)
+    old = {r["id"]: r for r in rows}
+    assert all(r == old[r["id"]] for r in again if r["id"] in old)  # kept as they were
+    fewer = sweep_points([4], [2e8, 6e8], [inst.N], [inst.B], VARIANTS)
+    with pytest.raises(InputError) as err:
+        run_sweep(inst, fewer, grown, resume=True)
+    assert "other parameters: points; it may only grow (points)" in str(err.value)
+    with pytest.raises(InputError, match="other parameters: instance"):
+        run_sweep(_other_model(inst), more, grown, resume=True)
+
+
+def _other_model(inst):
+    from piper_ilp.instance import instance_from_dict, instance_to_dict
+
+    data = instance_to_dict(inst)
+    data["nodes"][1]["TMPCs"]["1"][0]["timePerSample"] *= 2
+    return instance_from_dict(data)
+
+
+def test_a_time_limit_per_point_stops_the_dp_variants(tmp_path):
+    """Issue 30 point 4 (sweep): --time-limit is each point's: at 0 s every DP variant
+    stops at its first check and claims no optimum (feasible with a plan, or unknown);
+    2bw, which has no clock, runs as before. The folder records the limit."""
+    inst = load_instance(SMALL)
+    points = sweep_points([8], [2e8], [inst.N], [inst.B], ["all", "uniform", "greedy", "2bw"])
+    rows = {r["variant"]: r for r in run_sweep(inst, points, tmp_path / "s", time_limit=0.0)}
+    for v in ("all", "uniform", "greedy"):
+        assert rows[v]["status"] in ("feasible", "unknown"), rows[v]
+        assert "time limit" in rows[v]["message"] or "stopped" in rows[v]["message"], rows[v]
+    assert rows["2bw"]["status"] == solve_2bw(inst.with_settings(K=8, M=2e8)).status.value
+    free = {r["variant"]: r for r in run_sweep(inst, points, tmp_path / "free")}
+    assert free["all"]["status"] == "optimal"
+    with pytest.raises(InputError, match="time_limit 0.0 -> None"):
+        run_sweep(inst, points, tmp_path / "s", resume=True)
+    with pytest.raises(InputError, match="the time limit must be a finite number"):
+        run_sweep(inst, points, tmp_path / "bad", time_limit=-1.0)
+
+
+def test_the_cli_prints_a_progress_line_per_run_when_stderr_is_not_a_terminal(tmp_path):
+    from typer.testing import CliRunner
+
+    from piper_cli import app
+
+    r = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            str(SMALL),
+            "--out",
+            str(tmp_path / "s"),
+            "-K",
+            "4,8",
+            "--variants",
+            "all",
+            "--time-limit",
+            "30",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    lines = [line for line in r.stderr.splitlines() if line.startswith("[")]
+    assert [line.split("]")[0] for line in lines] == ["[1/2", "[2/2"], r.stderr
+    assert all(": optimal TPS " in line and " s CPU; " in line for line in lines), lines
+    r = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            str(SMALL),
+            "--out",
+            str(tmp_path / "s"),
+            "-K",
+            "4,8,16",
+            "--variants",
+            "all",
+            "--time-limit",
+            "30",
+            "--resume",
+        ],
+    )
+    assert r.exit_code == 0 and "[3/3] K=16 " in r.stderr and "[1/" not in r.stderr, r.stderr
+
+
 def test_unknown_variants_and_empty_lists_are_refused():
     with pytest.raises(InputError, match="unknown variant"):
         sweep_points([1], [1.0], [1], [1.0], ["fast"])
@@ -235,3 +328,22 @@ def test_unwritable_figure_and_folder_paths_are_refused_in_one_line(swept, tmp_p
             and len(p.stderr.strip().splitlines()) == 1
             and "Traceback" not in p.stderr
         )
+
+
+def test_plot_names_the_variants_with_no_valid_point(tmp_path):
+    """Issue 30 point 8: a variant without any plan is said, not dropped quietly."""
+    from typer.testing import CliRunner
+
+    from compare.experiments.plot import variants_without_points
+    from piper_cli import app
+
+    inst = load_instance(SMALL)
+    points = sweep_points([1, 8], [2e8], [inst.N], [inst.B], ["all", "2bw"])
+    out = tmp_path / "s"
+    rows = run_sweep(inst, points, out)
+    assert [r["tps"] is None for r in rows] == [True, True, False, True]  # K=1 fits nothing
+    assert variants_without_points(rows) == {"2bw": f"{rows[1]['status']} 2"}
+    r = CliRunner().invoke(app, ["plot", str(out), "-o", str(tmp_path / "f.png")])
+    assert r.exit_code == 0, r.output
+    assert f"no valid point for 2bw ({rows[1]['status']} 2): not drawn" in r.output
+    assert "all" not in variants_without_points(rows)

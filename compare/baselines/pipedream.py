@@ -27,16 +27,26 @@ of PipeDream's table when fewer than n workers are used (``fewer_machines``, sla
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
+import os
 import random
 import time
 from dataclasses import dataclass
 
 from compare.builders.generators import FAMILIES, random_graph
 from dp.pipedream import PDResult, pipedream_dp
-from piper_ilp.errors import SizeLimitError
-from piper_ilp.pipedream.graph import PDGraph, PDNode, Prepared, prepare
+from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.pipedream.graph import (
+    PDGraph,
+    PDNode,
+    Prepared,
+    check_model_settings,
+    graph_text,
+    parse_graph_text,
+    prepare,
+)
 from piper_ilp.pipedream.memory import stash_count, stash_fits
 from piper_ilp.pipedream.states import States, antichain_states
 
@@ -126,10 +136,14 @@ def brute_pipedream(
 
     Raises
     ------
+    InputError
+        For settings outside their ranges
+        (:func:`~piper_ilp.pipedream.graph.check_model_settings`).
     SizeLimitError
         For graphs with more than :data:`MAX_BRUTE_NODES` nodes, or more than
         ``max_plans`` plans to try (many workers), counted before any is tried.
     """
+    check_model_settings([bandwidth], memory if memory_constraint else None)
     if len(prep.nodes) > MAX_BRUTE_NODES:
         raise SizeLimitError(
             f"{prep.source}: {len(prep.nodes)} nodes; exhaustive search takes at most "
@@ -207,20 +221,39 @@ def _compositions(total: int, parts: int):
         yield tuple(edges[i + 1] - edges[i] for i in range(parts))
 
 
-def random_pd_graph(family: str, n_nodes: int, seed: int) -> PDGraph:
+def random_pd_graph(family: str, n_nodes: int, seed: int, numbers: str = "plain") -> PDGraph:
     """A random PipeDream profile: the DAG shape of :func:`compare.builders.generators.random_graph`
     with random times (0-10 ms forward and backward, some zero), activation and parameter
-    sizes (0-1e8 bytes, some zero); for odd seeds an ``Input`` node feeds every source."""
+    sizes (0-1e8 bytes, some zero); for odd seeds an ``Input`` node feeds every source.
+
+    ``numbers="hostile"`` (family ``"hostile"`` draws the shape among isolated nodes too):
+    every number log-uniform over [1e-30, 1e30], with zeros, the range's ends, subnormals
+    and, in one graph in ten, one number above 1e30 (which the parser refuses on its line).
+    """
     g = random_graph(family, n_nodes, seed)
-    rng = random.Random(f"pipedream/{family}/{n_nodes}/{seed}")
+    tag = "" if numbers == "plain" else f"/{numbers}"
+    rng = random.Random(f"pipedream/{family}/{n_nodes}/{seed}{tag}")
 
     def draw(scale: float) -> float:
         return 0.0 if rng.random() < 0.15 else round(rng.uniform(0, scale), 3)
 
+    def hostile(_scale: float) -> float:
+        r = rng.random()
+        if r < 0.15:
+            return 0.0
+        if r < 0.3:
+            return rng.choice([1e-30, 1e30, 5e-324, 1e-300])
+        return 10.0 ** rng.uniform(-30, 30)
+
+    pick = hostile if numbers == "hostile" else draw
     nodes = [
-        PDNode(f"node{v + 2}", f"Layer{v}", draw(10), draw(10), draw(1e8), draw(1e8))
+        PDNode(f"node{v + 2}", f"Layer{v}", pick(10), pick(10), pick(1e8), pick(1e8))
         for v in sorted(g.nodes)
     ]
+    if numbers == "hostile" and rng.random() < 0.1:  # one number beyond the range
+        v = rng.randrange(len(nodes))
+        field = rng.choice(["forward_ms", "backward_ms", "activation", "parameter"])
+        nodes[v] = dataclasses.replace(nodes[v], **{field: 10.0 ** rng.uniform(30.1, 308)})
     edges = [(f"node{u + 2}", f"node{v + 2}") for u, v in sorted(g.edges)]
     if seed % 2:
         sources = [v for v in sorted(g.nodes) if g.in_degree(v) == 0]
@@ -231,6 +264,12 @@ def random_pd_graph(family: str, n_nodes: int, seed: int) -> PDGraph:
 
 def _dp_plan(result: PDResult) -> list[tuple[int, int]]:
     return [(s.last, s.replication) for s in result.stages]
+
+
+def _cpu_with_children() -> float:
+    """CPU seconds of this process and of its ended (reaped) child processes."""
+    t = os.times()
+    return time.process_time() + t.children_user + t.children_system
 
 
 def check_pipedream(
@@ -299,14 +338,20 @@ def check_pipedream(
     if milp:
         from piper_ilp.pipedream.milp import solve_pipedream_milp
 
-        t3 = time.process_time()
+        t3 = _cpu_with_children()
         # the DP's plan, valid by exact timing, bounds every stage of a plan at least as
         # good: the MILP's proof stays a proof, and its numbers stay within SCIP's range
-        mr = solve_pipedream_milp(
-            prep, n, bandwidth, straight=straight, cutoff=own if dp_valid else None, **settings
-        )
-        cpu["milp"] = time.process_time() - t3
-        if mr.status in ("optimal", "infeasible"):
+        try:
+            mr = solve_pipedream_milp(
+                prep, n, bandwidth, straight=straight, cutoff=own if dp_valid else None, **settings
+            )
+        except SizeLimitError as exc:  # not run, as exhaustive search above its size
+            mr = None
+            skipped["milp"] = str(exc)
+        cpu["milp"] = _cpu_with_children() - t3  # SCIP runs in a child process
+        if mr is None:
+            pass
+        elif mr.status in ("optimal", "infeasible"):
             values["milp"], milp_plan = (
                 (mr.value, mr.plan) if mr.status == "optimal" else (None, None)
             )
@@ -377,6 +422,7 @@ def cross_check(
     max_nodes: int = 7,
     max_machines: int = 5,
     milp: bool = False,
+    numbers: str = "plain",
 ) -> dict:
     """Compare the DP with exhaustive search on ``count`` seeded random cases.
 
@@ -389,12 +435,22 @@ def cross_check(
     value and its plan, timed exactly, must be within 1e-6 relative of the exhaustive
     optimum (the plan never below it), as :func:`check_pipedream` says.
 
+    ``numbers="hostile"``: the graphs of :func:`random_pd_graph` with hostile numbers
+    (shapes with isolated nodes too), written as ``graph.txt`` text and read back by the
+    parser, and settings at the ends of their ranges (bandwidth 1e-30..1e30, memory
+    between 1e-30 and 1e30). A graph the parser refuses (a number above 1e30) counts as
+    ``refused`` when the message names its file and line, else as a mismatch.
+
     Returns
     -------
     dict
-        ``cases``, ``matched``, ``infeasible`` (both found no plan), ``mismatches`` (a list
-        of case descriptions), ``plans_seen`` and CPU seconds of each method.
+        ``cases``, ``matched``, ``infeasible`` (both found no plan), ``refused``,
+        ``mismatches`` (a list of case descriptions), ``plans_seen``, CPU seconds of each
+        method, and for the MILP ``milp_cases`` (it answered), ``milp_matched`` and
+        ``milp_skipped`` (no claim: a time limit, out of range, too many variables).
     """
+    if numbers not in ("plain", "hostile"):
+        raise InputError(f"numbers must be plain or hostile, got {numbers!r}")
     rng = random.Random(f"pipedream-cross-check/{seed}")
     out = {
         "cases": 0,
@@ -408,21 +464,38 @@ def cross_check(
         "milp_cases": 0,
         "milp_matched": 0,
         "milp_cpu_s": 0.0,
+        "refused": 0,
+        "milp_skipped": 0,
+        "numbers": numbers,
     }
+    hostile = numbers == "hostile"
     for case in range(count):
-        family = FAMILIES[case % len(FAMILIES)]
+        family = "hostile" if hostile else FAMILIES[case % len(FAMILIES)]
         n_nodes = rng.randint(1, max_nodes)
         gseed = rng.randrange(10**6)
-        graph = random_pd_graph(family, n_nodes, gseed)
+        graph = random_pd_graph(family, n_nodes, gseed, numbers)
+        if hostile:  # through the parser, as a graph.txt file
+            try:
+                graph = parse_graph_text(graph_text(graph), graph.source)
+            except InputError as exc:
+                if str(exc).startswith(f"{graph.source}:"):
+                    out["refused"] += 1
+                else:
+                    out["mismatches"].append(dict(case=case, graph_seed=gseed, refused=str(exc)))
+                out["cases"] += 1
+                continue
         prep = prepare(graph)
         states = antichain_states(prep)
         n = rng.randint(1, max_machines)
-        B = rng.choice([1e8, 1e9, 1e10])
+        B = rng.choice([1e-30, 1e-9, 1.0, 1e9, 1e30] if hostile else [1e8, 1e9, 1e10])
         straight = rng.random() < 0.25
         fewer = rng.random() < 0.4
         memcons = rng.random() < 0.5
         total = float(states.activation[-1] + states.parameter[-1])
         memory = rng.uniform(0.05, 1.5) * max(total, 1.0)
+        if hostile:  # within [1e-30, 1e30], its ends now and then
+            memory = rng.choice([1e-30, 1e30]) if rng.random() < 0.2 else memory
+            memory = min(max(memory, 1e-30), 1e30)
         settings = dict(memory=memory, memory_constraint=memcons, fewer_machines=fewer)
         desc = dict(
             case=case,
@@ -441,6 +514,7 @@ def cross_check(
         out["plans_seen"] += v["plans_seen"]
         for m in ("dp", "brute", "milp"):
             out[f"{m}_cpu_s"] += v["cpu_s"].get(m, 0.0)
+        out["milp_skipped"] += "milp" in v["skipped"]
         if "milp" in v["values"]:
             out["milp_cases"] += 1
             out["milp_matched"] += v["milp_agrees"]

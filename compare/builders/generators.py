@@ -14,14 +14,20 @@ graph:
 ``fork-join``
     blocks of several parallel branches between a fork and a join node.
 
-and one family that stresses the numbers rather than the shape (contract sec. 7):
+and two families that stress the numbers rather than the shape (contract sec. 7):
 
 ``numerics``
     one of the shapes above with magnitudes spread over 1e-6..1e18 in one instance
     (p, w, a, b, c, sfw, sbw, M, B), exact ties of Piper's greedy ratios (sec. 5: a
     "twin" node with the same options and no traffic), M exactly at the memory of some
     plan or 1 ulp around it (``math.nextafter``), "dummy" options with p = 1e12 beside
-    ordinary ones, and a few edges of 1e15..1e19 bytes.
+    ordinary ones, and a few edges of 1e15..1e19 bytes;
+``hostile``
+    the same over the whole supported range 1e-30..1e30 (values drawn a little beyond it
+    and clamped, so that the ends occur), on one of those shapes, ``towers`` or isolated
+    nodes (no edge); N = 1 in a third of the instances, K up to 2^20, t up to 8, up to
+    four options per (node, t), and options that tie exactly (copies under another id).
+    What the newer modes' solvers and their guards must survive (issue 31).
 
 Every number is drawn so that the cost model's trade-offs are live (symbols of
 Tarnawski et al., NeurIPS 2021): per node and tensor-parallel degree t, options with
@@ -52,7 +58,7 @@ import networkx as nx
 import numpy as np
 
 from piper_ilp.errors import InputError
-from piper_ilp.instance import Instance, instance_from_dict, option_dict
+from piper_ilp.instance import VALUE_MAX, VALUE_MIN, Instance, instance_from_dict, option_dict
 
 __all__ = [
     "FAMILIES",
@@ -70,9 +76,12 @@ FAMILIES = ("chain", "skip", "layered", "series-parallel", "fork-join", "towers"
 #: The shapes the ``numerics`` family draws from (fixed, so its seeds stay reproducible).
 _NUMERIC_SHAPES = ("chain", "skip", "layered", "series-parallel", "fork-join")
 
+#: ... and the ``hostile`` family (``isolated``: nodes without edges).
+_HOSTILE_SHAPES = _NUMERIC_SHAPES + ("towers", "isolated")
+
 #: Families that stress the numbers (one of the shapes above, numbers chosen to break
 #: inexact arithmetic).
-NUMERIC_FAMILIES = ("numerics",)
+NUMERIC_FAMILIES = ("numerics", "hostile")
 
 #: Every family :func:`random_instance` and the campaigns accept.
 ALL_FAMILIES = FAMILIES + NUMERIC_FAMILIES
@@ -220,7 +229,14 @@ def _relabel_topological(g: nx.DiGraph) -> nx.DiGraph:
     return nx.relabel_nodes(g, {v: i for i, v in enumerate(order)})
 
 
+def _isolated(n: int, rng: np.random.Generator) -> nx.DiGraph:
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    return g
+
+
 _BUILDERS = {
+    "isolated": _isolated,
     "chain": _chain,
     "skip": _skip,
     "layered": _layered,
@@ -257,11 +273,8 @@ def random_graph(family: str, n_nodes: int, seed: int) -> nx.DiGraph:
     """
     _check_family(family, n_nodes)
     rng = _rng(family, n_nodes, seed)
-    shape = (
-        family
-        if family in _BUILDERS
-        else _NUMERIC_SHAPES[int(rng.integers(0, len(_NUMERIC_SHAPES)))]
-    )
+    shapes = _HOSTILE_SHAPES if family == "hostile" else _NUMERIC_SHAPES
+    shape = family if family in _BUILDERS else shapes[int(rng.integers(0, len(shapes)))]
     g = _BUILDERS[shape](n_nodes, rng)
     assert g.number_of_nodes() == n_nodes and all(u < v for u, v in g.edges)
     return g
@@ -407,6 +420,10 @@ def random_instance(
     params = repr((family, n_nodes, t_list, lo_opts, hi_opts, memory, integer)).encode()
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(params)])
     g = random_graph(family, n_nodes, seed)
+    if family == "hostile":
+        return _hostile_instance(
+            g, family, seed, rng, t_list, (lo_opts, hi_opts), memory, integer, K, N, B
+        )
     if family in NUMERIC_FAMILIES:
         return _numerics_instance(
             g, family, seed, rng, t_list, (lo_opts, hi_opts), memory, integer, K, N, B
@@ -553,6 +570,9 @@ def _numerics_instance(
     K: int | None,
     N: int | None,
     B: float | None,
+    *,
+    exponents: tuple[int, int] = NUMERIC_RANGE,
+    equal_options: float = 0.0,
 ) -> Instance:
     """An instance on graph ``g`` whose numbers break inexact arithmetic (contract sec. 7).
 
@@ -572,17 +592,21 @@ def _numerics_instance(
       one stage (y = 1), a single node (y = 1, the last stage) or a single node with
       y = 2 (the first of two stages with d = 1), mostly with each node's fastest option.
     * ``integer``: every number rounded to a whole number (the magnitudes stay).
+    * ``exponents``: the range of magnitudes (default :data:`NUMERIC_RANGE`); every
+      number is then clamped to the supported range (0 or [1e-30, 1e30]), a no-op for
+      the default range. ``equal_options``: the probability that the options of a
+      (node, t) are exact copies of its first one (ties under other ids).
     """
     from piper_ilp.cost import stage_memory  # the exact memory of a stage, sec. 7
 
     n = g.number_of_nodes()
-    lo_e, hi_e = NUMERIC_RANGE
+    lo_e, hi_e = exponents
 
     def mag(lo: float = lo_e, hi: float = hi_e) -> float:
         return float(10.0 ** rng.uniform(lo, hi))
 
     def whole(x: float) -> float:
-        return float(math.floor(x + 0.5)) if integer else x
+        return _supported(float(math.floor(x + 0.5)) if integer else x)
 
     scale_p = mag(lo_e, 6)
     scale_mem = mag()
@@ -601,7 +625,11 @@ def _numerics_instance(
     if N is None:
         N = 1 if rng.random() < 0.08 else int(rng.choice(N_CHOICES[1:]))
     if B is None:
-        B = max(1.0, whole(scale_bytes * mag(-3, 3))) if integer else scale_bytes * mag(-3, 3)
+        B = (
+            max(1.0, whole(scale_bytes * mag(-3, 3)))
+            if integer
+            else whole(scale_bytes * mag(-3, 3))
+        )
 
     c = {e: value(scale_bytes) for e in sorted(g.edges)}
     if c and rng.random() < 0.5:
@@ -654,6 +682,8 @@ def _numerics_instance(
                 continue
             count = int(rng.integers(counts[0], counts[1] + 1))
             per_t[t] = [option(i, t, k, count) for k in range(count)]
+            if equal_options and count > 1 and rng.random() < equal_options:
+                per_t[t] = [dict(per_t[t][0], id=o["id"]) for o in per_t[t]]
         tmpcs.append(per_t)
     if twin is not None:
         i, j = twin
@@ -691,6 +721,46 @@ def _numerics_instance(
     if not M > 0:
         M = 1.0
     return _assemble(g, tmpcs, c, rng, K, M, B, N, instance_name(family, n, seed))
+
+
+def _supported(x: float) -> float:
+    """``x`` clamped to the supported range of a number: 0, or within [1e-30, 1e30]."""
+    return 0.0 if x == 0 else min(max(x, VALUE_MIN), VALUE_MAX)
+
+
+#: The hostile family: magnitudes a little beyond the supported range (clamped to its ends,
+#: which therefore occur often), K and N to choose from.
+HOSTILE_RANGE = (-33, 33)
+_HOSTILE_K = (1, 2, 3, 8, 32, 64, 256, 1024, 2**20)
+_HOSTILE_N = (2, 3, 4, 8, 12, 16, 64, 2**20)
+
+
+def _hostile_instance(g, family, seed, rng, t_list, counts, memory, integer, K, N, B):
+    """The ``hostile`` family (see the module docstring): :func:`_numerics_instance` over
+    :data:`HOSTILE_RANGE`, with ties of whole options, and its own K, N, t and counts."""
+    if rng.random() < 0.3:
+        t_list = [1, 2, 4, 8]
+    if rng.random() < 0.3:
+        counts = (counts[0], max(counts[1], 4))
+    if K is None:
+        K = int(rng.choice(_HOSTILE_K))
+    if N is None:
+        N = 1 if rng.random() < 0.35 else int(rng.choice(_HOSTILE_N))
+    return _numerics_instance(
+        g,
+        family,
+        seed,
+        rng,
+        t_list,
+        counts,
+        memory,
+        integer,
+        K,
+        N,
+        B,
+        exponents=HOSTILE_RANGE,
+        equal_options=0.3,
+    )
 
 
 def _memory_boundary(

@@ -224,10 +224,11 @@ def _solve_brute(
     *,
     mode: Mode = DEFAULT_MODE,
     force: bool = False,
+    time_limit: float | None = None,
 ) -> Solution:
     from compare.crosscheck.brute import solve_brute
 
-    return solve_brute(instance, restrictions, force=force, mode=mode)
+    return solve_brute(instance, restrictions, force=force, mode=mode, time_limit=time_limit)
 
 
 def _solve_2bw(instance: Instance, restrictions: Restrictions) -> Solution:
@@ -330,7 +331,7 @@ def _registry() -> dict[str, Method]:
             "brute",
             "oracle",
             _solve_brute,
-            frozenset({"force"}),
+            frozenset({"force", "time_limit"}),
             "brute",
             TPS_RTOL,
             "exhaustive search (tiny graphs)",
@@ -480,7 +481,7 @@ def run_method(
         hint that other methods ignore.
     **options
         Solver options: ``knapsack``, ``max_ideals`` (dp, greedy); ``time_limit`` (dp,
-        greedy and the MILP backends: seconds before stopping, status feasible or
+        greedy, brute and the MILP backends: seconds before stopping, status feasible or
         unknown); ``threads``, ``write_model``, ``hint_from_dp``, ``hint`` (a Plan: warm
         start and cutoff), ``max_variables`` (MILP backends); ``force`` (every method but
         greedy's knapsack: run past the size guard). An option whose value is None or

@@ -169,6 +169,8 @@ class MethodResult:
             return "error"
         if self.backend_error is not None:
             return Status.BACKEND_ERROR.value
+        if self.evaluation is not None and not self.evaluation.valid:
+            return "invalid"  # a plan the evaluator rejects is never "feasible"
         return self.solution.status.value
 
     @property
@@ -571,8 +573,8 @@ def verify_instance(
     restrictions : Restrictions
         Passed to every method; every plan must obey them.
     time_limit : float, optional
-        Seconds per method that takes it (dp, greedy, each MILP backend); one stopped
-        early proves nothing.
+        Seconds per method that takes it (dp, greedy, brute, each MILP backend); one
+        stopped early proves nothing.
     threads : int, optional
         MILP solver threads.
     force : bool

@@ -55,7 +55,14 @@ from compare.crosscheck.verify import (
     VERDICTS,
     verify_instance,
 )
-from compare.experiments.jobs import LOCK, MANIFESTS, Interrupted, prepare_folder, run_in_folder
+from compare.experiments.jobs import (
+    LOCK,
+    MANIFESTS,
+    Interrupted,
+    extends_count,
+    prepare_folder,
+    run_in_folder,
+)
 from piper_ilp.errors import InputError
 from piper_ilp.files import atomic_write_text, json_safe, read_jsonl
 from piper_ilp.instance import instance_to_dict
@@ -765,6 +772,8 @@ def run_campaign(
             # a folder from before --modes ran the default mode, before --uniform the free problem
             defaults={"modes": [DEFAULT_MODE.label], "uniform": False},
             note=note,
+            # instance i is a function of (seed, i): a larger count keeps the first ones
+            grows={"count": extends_count},
         )
     finally:
         if bar is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Iterable
 
+from compare.experiments.worker_guard import end_processes, kill_trees, process_tree
 from piper_ilp.errors import InputError, InternalError
 
 __all__ = ["dask_available", "run_on_dask"]
@@ -105,6 +106,7 @@ def run_on_dask(
     pending: set = set()
     job_of: dict = {}
     tries: dict[int, int] = {}
+    finished = False
     try:
         # a few tasks per worker in flight: a long run does not submit everything at once
         window = 2 * max(
@@ -152,7 +154,17 @@ def run_on_dask(
                 job_of[again.key] = job
                 pending.add(again)
             submit_more()
+        finished = not pending
     finally:
+        trees = []
+        if cluster is not None:
+            trees = [p for pid in _worker_pids(cluster) for p in process_tree(pid)]
+        if cluster is not None and not finished:
+            # stopped (a signal, a failed task): a local cluster's workers are ended first,
+            # with all they started (CBC, SCIP's solver process, in sessions of their own),
+            # so that no job goes on while the cluster closes and nothing outlives the
+            # command; their running jobs are threads, which could not clean up anyway
+            kill_trees(_worker_pids(cluster))
         try:
             client.cancel(list(pending), force=True)
         except Exception:  # noqa: BLE001 - best effort on the way out
@@ -160,3 +172,10 @@ def run_on_dask(
         client.close()
         if cluster is not None:
             cluster.close()
+        end_processes(trees)  # what the close left running (normally nothing)
+
+
+def _worker_pids(cluster) -> list[int]:
+    """The processes of a local cluster's workers (each Nanny's ``pid``)."""
+    pids = [getattr(nanny, "pid", None) for nanny in list(cluster.workers.values())]
+    return [pid for pid in pids if isinstance(pid, int)]

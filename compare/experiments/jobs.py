@@ -15,9 +15,10 @@ this process as soon as it arrives. Two backends:
   :mod:`compare.experiments.dask_worker`).
 
 Either way SIGINT and SIGTERM only set a flag (:class:`SignalFlag`); the loop stops, the
-workers are killed, and :class:`Interrupted` is raised with the signal's number, after the
-finished results were written. :func:`locked_folder` holds ``DIR/.lock`` so that two runs
-never share a results folder.
+workers are stopped, and :class:`Interrupted` is raised with the signal's number, after the
+finished results were written. The run returns only when every worker it started, and every
+process a worker started (a CBC or SCIP solver in a session of its own included), has ended.
+:func:`locked_folder` holds ``DIR/.lock`` so that two runs never share a results folder.
 """
 
 from __future__ import annotations
@@ -30,9 +31,15 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from compare.experiments.worker_guard import guard_worker, kill_group, stop_workers
+from compare.experiments.worker_guard import (
+    end_processes,
+    guard_worker,
+    kill_group,
+    process_tree,
+    stop_workers,
+)
 from piper_ilp.errors import InputError, InternalError
 
 __all__ = [
@@ -41,6 +48,9 @@ __all__ = [
     "Interrupted",
     "SignalFlag",
     "default_scheduler",
+    "describe_changes",
+    "extends_count",
+    "extends_list",
     "folder_kinds",
     "locked_folder",
     "prepare_folder",
@@ -206,7 +216,12 @@ class _Worker:
 def _stop_workers(workers: list[_Worker], graceful: bool) -> None:
     """``graceful`` (every job done): tell each worker to end; else (a signal, a dead
     worker) SIGTERM them, so that each running job cleans up (a MILP backend's temporary
-    folder and solver process; SIGKILL would skip that). Either way SIGKILL after 5 s."""
+    folder and solver process; SIGKILL would skip that). Either way SIGKILL after 5 s.
+    Returns only when every worker, and every process it started, has ended: a solver
+    process in a session of its own (CBC) is no longer found once its worker is gone, so
+    the workers' process trees are taken first, and whatever of them still runs at the
+    end is SIGKILLed and waited for."""
+    trees = [p for w in workers if w.proc.pid is not None for p in process_tree(w.proc.pid)]
     if graceful:
         for w in workers:
             try:
@@ -221,8 +236,9 @@ def _stop_workers(workers: list[_Worker], graceful: bool) -> None:
     for w in workers:
         if w.proc.is_alive():
             w.kill()
+    end_processes(trees)
     for w in workers:
-        w.proc.join(2.0)
+        w.proc.join()  # ended (SIGKILLed at worst): this only reaps it
         w.conn.close()
 
 
@@ -372,6 +388,36 @@ def prepare_folder(out: str | Path, files: Sequence[str], folders: Sequence[str]
     return out
 
 
+def describe_changes(old: Mapping, new: Mapping, keys: Sequence[str], width: int = 40) -> str:
+    """The parameters ``keys`` that differ between ``old`` and ``new``, each with its two
+    values when both are short (at most ``width`` characters), else by name only, so that
+    the line stays short whatever the parameters hold.
+
+    >>> describe_changes({"seed": 1, "nodes": list(range(50))}, {"seed": 2, "nodes": [1]},
+    ...                  ["seed", "nodes"])
+    'seed 1 -> 2, nodes'
+    """
+    parts = []
+    for k in keys:
+        a, b = repr(old.get(k)), repr(new.get(k))
+        parts.append(f"{k} {a} -> {b}" if len(a) <= width and len(b) <= width else k)
+    return ", ".join(parts)
+
+
+def extends_count(old: Any, new: Any) -> bool:
+    """A count that grows (or stays): ``new >= old``."""
+    return isinstance(old, int) and isinstance(new, int) and new >= old
+
+
+def extends_list(old: Any, new: Any) -> bool:
+    """A list that keeps every value of ``old`` (a grid with more values)."""
+    return (
+        isinstance(old, list)
+        and isinstance(new, list)
+        and set(map(repr, old)) <= set(map(repr, new))
+    )
+
+
 def run_in_folder(
     out: Path,
     *,
@@ -390,6 +436,7 @@ def run_in_folder(
     on_record: Callable[[dict], None] | None = None,
     defaults: dict | None = None,
     note: Callable[[str], None] | None = None,
+    grows: Mapping[str, Callable[[Any, Any], bool]] | None = None,
 ) -> tuple[list[dict], list[dict]]:
     """Run the ``jobs`` not yet recorded in ``out/results`` (one JSON line per result, each
     written in one ``write`` call, so a killed run leaves whole lines), holding
@@ -399,7 +446,11 @@ def run_in_folder(
     ``keep(record)`` says which lines of the results file are records; ``prepare(record)``
     runs just before a record is written (e.g. saving a side file); ``on_record`` just after.
     ``defaults`` gives the value a parameter had in a folder written before it existed
-    (e.g. a campaign's ``modes``), for ``resume``.
+    (e.g. a campaign's ``modes``), for ``resume``. ``grows`` names the parameters that a
+    resumed run may change to extend the run, each with ``extends(old, new)`` (a campaign's
+    larger ``count``, a sweep's grid with more values): the finished results stay, the new
+    jobs run, and the folder records the new parameters. Any other change is refused, in
+    one short line naming the parameters (:func:`describe_changes`).
 
     The folder's kind is ``what``, its manifest ``parameters`` (:data:`MANIFESTS`). The
     results file is read with :func:`read_results_strictly`: a torn last line (a run killed
@@ -453,11 +504,18 @@ def run_in_folder(
             except (OSError, ValueError) as exc:
                 raise InputError(f"--resume: cannot read {params_path} ({exc})") from None
             old = {k: old.get(k, (defaults or {}).get(k)) for k in params}
-            if old != params:
-                diff = ", ".join(
-                    f"{k}: {old[k]!r} -> {params[k]!r}" for k in params if old[k] != params[k]
+            fixed = [
+                k
+                for k in params
+                if old[k] != params[k]
+                and not (k in (grows or {}) and (grows or {})[k](old[k], params[k]))
+            ]
+            if fixed:
+                may = f"; it may only grow ({', '.join(grows)})" if grows else ""
+                raise InputError(
+                    f"--resume: {out} holds a {what} with other parameters: "
+                    f"{describe_changes(old, params, fixed)}{may}"
                 )
-                raise InputError(f"--resume: {out} holds a {what} with other parameters ({diff})")
         path = out / results
         if torn is not None:  # a run killed mid-line: that line goes
             offset, line_no = torn

@@ -8,7 +8,9 @@ the sweep varied more than one): TPS (seconds per sample) or throughput (samples
 second) against K (``devices``), M (``memory``), N (``batch``) or B (``bandwidth``).
 Each variant has its own colour and marker (lines that coincide stay visible). Axes are
 logarithmic where the values are positive and span more than a factor of 10.
-Runs without a plan (infeasible, refused) are left out of their line.
+Runs without a plan (infeasible, refused) are left out of their line; a variant with no
+run that has a plan is named in the legend ("no valid point: ...") and by
+:func:`variants_without_points`, never dropped quietly.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Sequence
 
 from piper_ilp.errors import InputError
 
-__all__ = ["AXES", "gantt_chart", "plot_rows"]
+__all__ = ["AXES", "gantt_caption", "gantt_chart", "plot_rows", "variants_without_points"]
 
 #: x-axis name -> (row field, axis label)
 AXES = {
@@ -59,6 +61,28 @@ def _setting_text(field: str, value: float) -> str:
     if field in _SCALE:
         return f"{field}={value * _SCALE[field]:.4g} GiB" + ("/s" if field == "B" else "")
     return f"{field}={value:g}"
+
+
+def variants_without_points(rows: Sequence[dict], metric: str = "tps") -> dict[str, str]:
+    """The variants none of whose runs has a value of ``metric`` (no plan), each with its
+    runs' statuses counted (``"infeasible 4, refused 1"``), in the rows' order.
+
+    >>> variants_without_points([{"variant": "2bw", "status": "infeasible", "tps": None},
+    ...                          {"variant": "all", "status": "optimal", "tps": 1.0}])
+    {'2bw': 'infeasible 1'}
+    """
+    statuses: dict[str, dict[str, int]] = {}
+    plotted = set()
+    for r in rows:
+        counts = statuses.setdefault(r["variant"], {})
+        counts[r.get("status")] = counts.get(r.get("status"), 0) + 1
+        if r.get(metric) is not None:
+            plotted.add(r["variant"])
+    return {
+        v: ", ".join(f"{s} {n}" for s, n in counts.items())
+        for v, counts in statuses.items()
+        if v not in plotted
+    }
 
 
 def plot_rows(
@@ -131,9 +155,54 @@ def plot_rows(
     if title:
         ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
+    missing = variants_without_points(rows, metric)
+    if missing:  # named in the legend, with no line
+        ax.plot([], [], linestyle="none", label=f"no valid point: {', '.join(missing)}")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return _save(fig, out)
+
+
+def _gantt_rows(simulation, max_rows: int) -> list[tuple[int, int]]:
+    """The (stage, replica) rows drawn: every replica when they fit in ``max_rows``, else
+    replica 0 of each stage."""
+    rows = [(s["stage"], r) for s in simulation.stages for r in range(s["d"])]
+    return rows if len(rows) <= max_rows else [(s["stage"], 0) for s in simulation.stages]
+
+
+def gantt_caption(simulation, *, max_rows: int = 48, until: float | None = None) -> str:
+    """What :func:`gantt_chart` draws, for its title: the schedule, which replicas (every
+    one, or replica 0 of each stage when they do not fit in ``max_rows`` rows) and which
+    part of the run (up to ``until``: the microbatches finished by then, of those simulated).
+
+    >>> from types import SimpleNamespace as NS
+    >>> sim = NS(schedule="1f1b", pipeline="sequential", microbatches=64,
+    ...          stages=[{"stage": 0, "d": 40}, {"stage": 1, "d": 24}],
+    ...          tasks=[NS(mb=m, end=float(m + 1)) for m in range(64)])
+    >>> print(gantt_caption(sim, until=24.0))
+    1f1b, sequential pipeline: replica 0 of each of 2 stages (of 64 replicas);
+    0-24 s, the first 24 of 64 microbatches simulated
+    """
+    rows = _gantt_rows(simulation, max_rows)
+    total = sum(s["d"] for s in simulation.stages)
+    n = len(simulation.stages)
+    who = (
+        f"every replica ({total})"
+        if len(rows) == total
+        else f"replica 0 of each of {n} stages (of {total} replicas)"
+    )
+    finish: dict[int, float] = {}
+    for t in simulation.tasks:
+        finish[t.mb] = max(finish.get(t.mb, 0.0), t.end)
+    end = max(finish.values(), default=0.0)
+    if until is None or until >= end:
+        when = f"the whole run, {simulation.microbatches} microbatches"
+    else:
+        done = sum(1 for f in finish.values() if f <= until)
+        when = (
+            f"0-{until:.4g} s, the first {done} of {simulation.microbatches} microbatches simulated"
+        )
+    return f"{simulation.schedule}, {simulation.pipeline} pipeline: {who};\n{when}"
 
 
 def gantt_chart(
@@ -147,7 +216,7 @@ def gantt_chart(
     """Each replica's forward (light) and backward (dark) tasks over time, one row per
     replica, stage 0 on top (``simulation`` from :func:`compare.simulation.simulate.simulate`). With
     more than ``max_rows`` replicas, only replica 0 of each stage is drawn; ``until`` cuts the
-    time axis (default: the whole run).
+    time axis (default: the whole run). The title says both (:func:`gantt_caption`).
 
     Raises
     ------
@@ -157,10 +226,7 @@ def gantt_chart(
     out = Path(out)
     if out.suffix.lower() not in (".png", ".svg"):
         raise InputError(f"{out}: the Gantt chart must be a .png or .svg file")
-    stages = simulation.stages
-    rows = [(s["stage"], r) for s in stages for r in range(s["d"])]
-    if len(rows) > max_rows:
-        rows = [(s["stage"], 0) for s in stages]
+    rows = _gantt_rows(simulation, max_rows)
     index = {row: k for k, row in enumerate(rows)}
     end = until if until is not None else max((t.end for t in simulation.tasks), default=1.0)
     bars: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
@@ -202,10 +268,6 @@ def gantt_chart(
         fontsize=8,
         loc="upper right",
     )
-    ax.set_title(
-        title
-        or f"{simulation.schedule}, {simulation.pipeline} pipeline, {simulation.microbatches} "
-        "microbatches"
-    )
+    ax.set_title(title or gantt_caption(simulation, max_rows=max_rows, until=until), fontsize=9)
     fig.tight_layout()
     return _save(fig, out)

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from compare.experiments.jobs import MANIFESTS, prepare_folder, run_in_folder
+from compare.experiments.jobs import MANIFESTS, extends_list, prepare_folder, run_in_folder
 from piper_ilp.errors import InputError, InternalError
 from piper_ilp.files import atomic_write_text, read_jsonl
 from piper_ilp.instance import SETTING_OPTIONS, Instance, check_setting
@@ -148,18 +148,27 @@ def sweep_points(
 
 
 def _solve_variant(
-    instance: Instance, variant: str, externals: Mapping[str, str], in_flight: str = "piper"
+    instance: Instance,
+    variant: str,
+    externals: Mapping[str, str],
+    in_flight: str = "piper",
+    time_limit: float | None = None,
 ) -> Solution:
-    from compare.crosscheck.methods import check_mode, external_method, run_method
+    from compare.crosscheck.methods import METHODS, check_mode, external_method, run_method
+    from piper_ilp.settings import Settings
 
     mode = Mode(in_flight=in_flight)
     if variant in externals:
         from compare.crosscheck.external import solve_external
 
         check_mode(external_method(variant, externals[variant]), mode)
-        return solve_external(instance, externals[variant], name=variant)
-    if variant in ("2bw", "greedy", "pipedream"):  # the registry's heuristics
-        return run_method(instance, variant, mode=mode)
+        return solve_external(instance, externals[variant], name=variant, timeout=time_limit)
+    name = variant if variant in ("2bw", "greedy", "pipedream") else "dp"
+    # the time limit goes to the methods that take one (dp, greedy); 2bw and pipedream are
+    # heuristics without a clock
+    settings = Settings(mode=mode, time_limit=time_limit).restricted(METHODS[name].options)
+    if name != "dp":  # the registry's heuristics (they refuse a mode they do not solve)
+        return run_method(instance, variant, settings=settings)
     restrictions = {
         "all": Restrictions(),
         "no-dp": Restrictions.from_flags(no_data_parallel=True),
@@ -167,7 +176,7 @@ def _solve_variant(
         "no-recompute": Restrictions.from_flags(exclude_options=(RECOMPUTE_OPTION,)),
         "uniform": Restrictions(uniform=True),
     }[variant]
-    return run_method(instance, "dp", restrictions, mode=mode)
+    return run_method(instance, "dp", restrictions, settings=settings)
 
 
 def run_point(
@@ -175,15 +184,19 @@ def run_point(
     point: SweepPoint,
     externals: Mapping[str, str] | None = None,
     in_flight: str = "piper",
+    time_limit: float | None = None,
 ) -> dict:
     """Solve one point of the grid under the in-flight rule ``in_flight`` (sec. 11);
     returns its row (a JSON-ready dict, ``in_flight`` in it). Status "refused" when a
     method refuses the instance (size, options, a heuristic under ``schedule``),
-    "invalid" when an external planner's plan fails the evaluator."""
+    "invalid" when an external planner's plan fails the evaluator. ``time_limit``
+    (seconds, checked by the caller) stops the DP variants (status feasible or unknown,
+    never optimal) and an external planner (killed: backend-error); 2bw and pipedream run
+    without one."""
     inst = instance.with_settings(K=point.K, M=point.M, N=point.N, B=point.B)
     start = time.process_time()
     try:
-        sol = _solve_variant(inst, point.variant, externals or {}, in_flight)
+        sol = _solve_variant(inst, point.variant, externals or {}, in_flight, time_limit)
         status, message = sol.status.value, sol.message
     except InputError as exc:  # too large for a method, an option no node has, ...
         sol, status, message = None, "refused", str(exc)
@@ -238,6 +251,7 @@ def run_sweep(
     scheduler: str | None = None,
     note: Callable[[str], None] | None = None,
     in_flight: str = "piper",
+    time_limit: float | None = None,
 ) -> list[dict]:
     """Run every point not already in ``out/results.jsonl`` (with
     :func:`compare.experiments.jobs.run_in_folder`: the folder locked, one whole JSON line per
@@ -255,7 +269,13 @@ def run_sweep(
         sweep is running on it.
     compare.experiments.jobs.Interrupted
         SIGINT or SIGTERM (the finished rows are kept).
+
+    ``time_limit`` is each point's, in seconds (see :func:`run_point`); a resumed sweep
+    keeps the one it was started with.
     """
+    from piper_ilp.settings import check_time_limit
+
+    check_time_limit(time_limit)
     out = prepare_folder(out, (RESULTS, TABLE, PARAMETERS))
     externals = dict(externals or {})
     params = {
@@ -263,6 +283,7 @@ def run_sweep(
         "points": [p.id for p in points],
         "externals": externals,
         "in_flight": Mode(in_flight=in_flight).in_flight,  # (checked)
+        "time_limit": time_limit,
     }
     done, new = run_in_folder(
         out,
@@ -272,14 +293,18 @@ def run_sweep(
         params=params,
         jobs=list(points),
         job_id=lambda p: p.id,
-        fn=functools.partial(run_point, instance, externals=externals, in_flight=in_flight),
+        fn=functools.partial(
+            run_point, instance, externals=externals, in_flight=in_flight, time_limit=time_limit
+        ),
         keep=lambda r: "id" in r and "variant" in r,
         resume=resume,
         workers=workers,
         scheduler=scheduler,
         on_record=on_row,
         note=note,
-        defaults={"in_flight": "piper"},
+        grows={"points": extends_list},  # more grid values: the finished points stay
+        # a folder from before --in-flight or --time-limit
+        defaults={"in_flight": "piper", "time_limit": None},
     )
     by_id = {r["id"]: r for r in done + new}
     rows = [by_id[p.id] for p in points if p.id in by_id]

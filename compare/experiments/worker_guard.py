@@ -18,27 +18,21 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 import time
 
-__all__ = ["guard_worker", "kill_group", "set_parent_death_signal", "stop_workers"]
+from piper_ilp.processes import set_parent_death_signal
 
-_PR_SET_PDEATHSIG = 1
-
-
-def set_parent_death_signal(signum: int) -> bool:
-    """Ask the kernel to send ``signum`` to this process when its parent dies (Linux);
-    False where that is not available."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+__all__ = [
+    "descendants",
+    "end_processes",
+    "guard_worker",
+    "kill_group",
+    "kill_trees",
+    "process_tree",
+    "set_parent_death_signal",
+    "stop_workers",
+]
 
 
 def _die_with_group() -> None:
@@ -115,3 +109,99 @@ def stop_workers(procs, grace: float = 5.0) -> None:
         proc.join(max(0.0, deadline - time.monotonic()))
     for proc in procs:
         kill_group(proc.pid if proc.exitcode is None else None)
+
+
+def descendants(pid: int) -> list[tuple[int, str]]:
+    """``pid``'s live descendants (children, grandchildren, ...) as (pid, start time) pairs,
+    from Linux's ``/proc/PID/task/TID/children``; empty where that is not available.
+
+    A process that leaves its parent's group or session (CBC, SCIP's solver process) is
+    still its parent's child: it is found here, and only here, while its parent lives."""
+    out: list[tuple[int, str]] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    kids = [int(c) for c in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            for kid in kids:
+                start = _stat(kid)
+                if start is not None and start[0] not in ("Z", "X"):
+                    out.append((kid, start[1]))
+                    todo.append(kid)
+    return out
+
+
+def process_tree(pid: int) -> list[tuple[int, str]]:
+    """``pid`` itself and its live descendants (:func:`descendants`), as (pid, start time)
+    pairs; empty when it is gone."""
+    st = _stat(pid)
+    if st is None or st[0] in ("Z", "X"):
+        return []
+    return [(pid, st[1])] + descendants(pid)
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time) of ``pid`` from ``/proc/PID/stat``, None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], fields[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _running(pid: int, start: str) -> bool:
+    """True while the process ``pid`` that started at ``start`` runs (a zombie has ended;
+    a pid reused since has another start time)."""
+    st = _stat(pid)
+    return st is not None and st[0] not in ("Z", "X") and st[1] == start
+
+
+def end_processes(procs: list[tuple[int, str]], wait: float = 30.0) -> list[int]:
+    """SIGKILL every process of ``procs`` (from :func:`descendants`, taken earlier) that
+    still runs, and wait until none does, at most ``wait`` seconds (SIGKILL cannot be
+    caught: only the kernel's tear-down takes time). Returns the pids still running after
+    the wait (normally none)."""
+    for pid, start in procs:
+        if _running(pid, start):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    deadline = time.monotonic() + wait
+    left = [(p, t) for p, t in procs if _running(p, t)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.01)
+        left = [(p, t) for p, t in left if _running(p, t)]
+    return [p for p, _ in left]
+
+
+def kill_trees(pids: list[int], wait: float = 30.0) -> list[int]:
+    """End each child process of ours among ``pids`` and everything it started, at once:
+    SIGSTOP it first (a stopped process starts nothing more), then take its tree
+    (:func:`process_tree`), SIGKILL it all and wait until it has ended
+    (:func:`end_processes`). A pid that is not our child (gone, or reused since) is left
+    alone. Returns the pids still running after the wait (normally none)."""
+    mine = [pid for pid in pids if _parent(pid) == os.getpid()]
+    for pid in mine:
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except OSError:
+            pass
+    return end_processes([p for pid in mine for p in process_tree(pid)], wait)
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None

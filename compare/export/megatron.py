@@ -252,7 +252,7 @@ def megatron_text(layout: PlanLayout) -> str:
         f"# layers per stage: {', '.join(map(str, layout.layer_counts()))}; "
         f"{layout.microbatches_per_replica} microbatches of {layout.micro_batch_size} x "
         f"{m.seq_len} tokens per replica and batch",
-        f"# planned TPS {layout.tps * 1e3:.6g} ms per microbatch (piper-ilp's cost model, "
+        f"# planned TPS {layout.tps:.6g} s per microbatch (piper-ilp's cost model, "
         f"efficiency {m.efficiency:g} on {m.hardware.get('name', '?')})",
         *args["notes"],
         "# vocabulary: from the tokenizer (Megatron-LM pads it to a multiple of 128 x tensor "

@@ -158,7 +158,7 @@ def torchtitan_toml(layout: PlanLayout) -> str:
         f"# torchtitan settings for {m.config.name}: {layout.pp} pipeline stages x tensor "
         f"parallel {layout.t} x data parallel {layout.d} = {layout.world_size} GPUs (NGPU)",
         f"# layers per stage: {', '.join(map(str, layout.layer_counts()))}; planned TPS "
-        f"{layout.tps * 1e3:.6g} ms per microbatch (piper-ilp's cost model)",
+        f"{layout.tps:.6g} s per microbatch (piper-ilp's cost model)",
         "# data parallelism sharded d ways (FSDP): less memory per GPU than the plan assumes "
         "(whole copies), the same gradient bytes per batch",
         "# TOML as in torchtitan's train_configs (newer torchtitan: the same ParallelismConfig "

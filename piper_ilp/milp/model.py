@@ -358,6 +358,23 @@ def _memory_row_needed(st: IndexSets, k: int, t_only: int | None = None) -> bool
     return worst > MEMORY_ROW_THRESHOLD
 
 
+def _first_memory_row(st: IndexSets, top: int) -> int:
+    """The least k in 1..``top`` with :func:`_memory_row_needed` (``top + 1`` when none): it
+    is monotone in k (each k a + b, its quotient by M, their maxima and their fsum only
+    grow with k), so a bisection finds it in O(log top) tests, where a test per k took
+    seconds at N = 2^20."""
+    if not _memory_row_needed(st, top):
+        return top + 1
+    lo, hi = 0, top  # not needed at lo (0: none below 1), needed at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _memory_row_needed(st, mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 def _cut_coefs(st: IndexSets, a: int, b: int, c: float, side: str) -> dict[tuple[int, int], float]:
     """{(t, l): cut_edge_bytes(c, sync) / B, seconds} for the node on ``side`` of edge a->b."""
     v, other = (a, b) if side == "out" else (b, a)
@@ -678,11 +695,10 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
 
     # ---- memory: sum (k a + b) / M <= 1 when y_i >= k ----
     memory_g = g and not st.gpipe
-    needed = {k: _memory_row_needed(st, k) for k in range(1, max(st.Y) + 1)} if memory_g else {}
+    # the rows k >= first can bind
+    first = _first_memory_row(st, max(st.Y)) if memory_g else 1
     for i in range(S if memory_g else 0):
-        for k in range(1, st.Y[i] + 1):
-            if not needed[k]:
-                continue
+        for k in range(first, st.Y[i] + 1):
             terms = []
             for v in V:
                 for t, l, j in zs_of.get((v, i), []):
@@ -842,8 +858,8 @@ def size_of_sets(st: IndexSets, strong: bool = False) -> dict[str, int]:
     if st.gpipe:
         rows += sum(1 for t, d in st.configs if _memory_row_needed(st, st.inst.N // d, t)) * S
     else:
-        needed = {k: _memory_row_needed(st, k) for k in range(1, max(st.Y) + 1)}
-        rows += sum(1 for i in range(S) for k in range(1, st.Y[i] + 1) if needed[k])
+        first = _first_memory_row(st, max(st.Y))
+        rows += sum(max(0, y - first + 1) for y in st.Y)  # memory rows for k = first..y
     rows += n_cut * S
     rows += 1 if strong else 0
     if strong:

@@ -1,10 +1,14 @@
 """The SCIP backend: the same big-M rows as CBC, through OR-Tools' MPSolver.
 
-SCIP's own Ctrl-C handler is switched off (``misc/catchctrlc``): the solve runs in a
-worker thread, a KeyboardInterrupt reaches the main thread, which interrupts the solve
-and raises it again. (HiGHS is in OR-Tools too, but MPSolver passes it no parameters:
-its default 1e-4 relative gap would make "optimal" mean "within 0.01%", so it is not
-offered.)
+SCIP runs in a child process forked for each solve (:func:`piper_ilp.processes.run_in_child`):
+it builds the model, solves it and sends back the status, the values, the objective and the
+bound (and the model's LP text first, for ``write_model``, which this process writes). On
+any exception here, a KeyboardInterrupt from Ctrl-C or SIGTERM included, the child is
+SIGKILLed and reaped before the exception goes on: the solve stops at once, threads and all (SCIP's
+``InterruptSolve`` returns within milliseconds, but with 2 threads its concurrent solvers
+went on for many seconds, and the process waited for them), and SCIP writes no file.
+(HiGHS is in OR-Tools too, but MPSolver passes it no parameters: its default 1e-4 relative
+gap would make "optimal" mean "within 0.01%", so it is not offered.)
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import math
 import time
 
 from piper_ilp.errors import InputError, InternalError
-from piper_ilp.milp.backend import Answer, Progress, Settings, run_stoppable, write_model_file
+from piper_ilp.milp.backend import Answer, Progress, Settings, write_model_file
 from piper_ilp.milp.scaled import ScaledModel, big_m_rows, lp_name, objective_rows
+from piper_ilp.processes import run_in_child
 from piper_ilp.solution import Status
 
 __all__ = ["solve"]
@@ -35,7 +40,58 @@ PARAMETERS = (
 
 
 def solve(sm: ScaledModel, settings: Settings) -> Answer:
-    """Solve ``sm`` with SCIP (see the module docstring)."""
+    """Solve ``sm`` with SCIP in a child process (see the module docstring).
+
+    Raises
+    ------
+    InputError
+        When OR-Tools has no SCIP, or the model file cannot be written.
+    InternalError
+        When SCIP does not take the parameters, ends abnormally, or its process dies
+        without an answer.
+    """
+    from ortools.linear_solver import pywraplp
+
+    progress = Progress("scip", settings.progress)
+    t0 = time.perf_counter()
+    code, values, objective, best_bound = run_in_child(
+        _solve_here,
+        (sm, settings),
+        on_message=lambda text: write_model_file(settings.write_model, text),
+        tick=progress.update,
+        name="scip",
+    )
+    wall = time.perf_counter() - t0
+    status = {
+        pywraplp.Solver.OPTIMAL: Status.OPTIMAL,
+        pywraplp.Solver.FEASIBLE: Status.FEASIBLE,
+        pywraplp.Solver.INFEASIBLE: Status.INFEASIBLE,
+        pywraplp.Solver.NOT_SOLVED: Status.UNKNOWN,
+    }.get(code)
+    if status is None:
+        raise InternalError(f"scip: the solver ended abnormally (MPSolver status {code})")
+    ans = Answer(status, seconds=wall)
+    if status in (Status.FEASIBLE, Status.UNKNOWN):
+        ans.stopped = "time limit"
+    unit = sm.scale.unit
+    if status in (Status.OPTIMAL, Status.FEASIBLE):
+        ans.values = values
+        ans.objective = objective * unit
+        ans.resolution = 1e-9 * abs(ans.objective) + ABS_RESOLUTION * unit * max(
+            1.0, objective_rows(sm.form) / 100
+        )
+    if status != Status.INFEASIBLE and math.isfinite(best_bound):
+        ans.bound = (
+            (best_bound - (GAP_ABS if status == Status.OPTIMAL else 0.0)) * unit * (1 - BOUND_RTOL)
+        )
+    progress.update(ans.objective, ans.bound, force=True)
+    return ans
+
+
+def _solve_here(sm: ScaledModel, settings: Settings, report) -> tuple:
+    """Build the MPSolver model of ``sm`` and solve it with SCIP (in the child process);
+    (MPSolver status, values of the integers, objective, bound), the model's LP text
+    reported first when ``write_model`` asks for it."""
     from ortools.linear_solver import pywraplp
 
     m = sm.model
@@ -62,50 +118,21 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
         pairs = sorted(settings.hint.items())
         solver.SetHint([mv[j] for j, _ in pairs], [float(v) for _, v in pairs])
     if settings.write_model is not None:
-        write_model_file(settings.write_model, solver.ExportModelAsLpFormat(False))
+        report(solver.ExportModelAsLpFormat(False))
     if settings.time_limit is not None:
         solver.SetTimeLimit(int(math.ceil(settings.time_limit * 1000)))
     solver.SetNumThreads(settings.threads)
     params = PARAMETERS + ("presolving/maxrounds = 0\n" if settings.careful else "")
     if not solver.SetSolverSpecificParametersAsString(params):
         raise InternalError(f"scip: parameters not accepted: {params!r}")
-    progress = Progress("scip", settings.progress)
-    interrupted = []
-
-    def stop() -> None:
-        interrupted.append(True)
-        solver.InterruptSolve()
-
-    t0 = time.perf_counter()
-    code = run_stoppable(solver.Solve, stop, tick=lambda: progress.update())
-    wall = time.perf_counter() - t0
-    status = {
-        pywraplp.Solver.OPTIMAL: Status.OPTIMAL,
-        pywraplp.Solver.FEASIBLE: Status.FEASIBLE,
-        pywraplp.Solver.INFEASIBLE: Status.INFEASIBLE,
-        pywraplp.Solver.NOT_SOLVED: Status.UNKNOWN,
-    }.get(code)
-    if status is None:
-        raise InternalError(f"scip: the solver ended abnormally (MPSolver status {code})")
-    ans = Answer(status, seconds=wall)
-    if status in (Status.FEASIBLE, Status.UNKNOWN):
-        ans.stopped = "time limit"
-    unit = sm.scale.unit
-    if status in (Status.OPTIMAL, Status.FEASIBLE):
-        ans.values = {
+    code = solver.Solve()
+    values = objective = None
+    if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        values = {
             j: float(round(mv[j].solution_value()))
             for j, var in enumerate(m.vars)
             if var.kind != "continuous"
         }
-        ans.objective = obj.Value() * unit
-        ans.resolution = 1e-9 * abs(ans.objective) + ABS_RESOLUTION * unit * max(
-            1.0, objective_rows(sm.form) / 100
-        )
-    if status != Status.INFEASIBLE:
-        b = obj.BestBound()
-        if math.isfinite(b):
-            ans.bound = (
-                (b - (GAP_ABS if status == Status.OPTIMAL else 0.0)) * unit * (1 - BOUND_RTOL)
-            )
-    progress.update(ans.objective, ans.bound, force=True)
-    return ans
+        objective = obj.Value()
+    bound = obj.BestBound() if code != pywraplp.Solver.INFEASIBLE else math.nan
+    return code, values, objective, bound

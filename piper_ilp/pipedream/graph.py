@@ -9,6 +9,10 @@ of lines:
   ``[a1; a2; ...]``, which counts as its sum);
 * an edge: a tab, then ``nodeU -- nodeV``.
 
+Every number is finite, >= 0 and at most :data:`VALUE_MAX` (1e30, the top of Piper's value
+range), and so is a list's sum: then every sum, product and quotient PipeDream's planner
+forms stays finite (``docs/pipedream.md``), and no time is ever infinite.
+
 :func:`parse_graph` reads it (every bad line is one :class:`InputError` naming the file and
 the line number). :func:`prepare` does what PipeDream's planner does before planning: inputs
 (sources whose description starts with ``Input``) are dropped, then the sinks whose
@@ -23,9 +27,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from piper_ilp.errors import InputError
-from piper_ilp.instance import nodes_on_cycles
+from piper_ilp.instance import check_setting, nodes_on_cycles
+from piper_ilp.jsonfile import VALUE_MAX
 
-__all__ = ["PDNode", "PDGraph", "parse_graph", "parse_graph_text", "prepare", "Prepared"]
+__all__ = [
+    "PDNode",
+    "PDGraph",
+    "VALUE_MAX",
+    "check_model_settings",
+    "graph_text",
+    "parse_graph",
+    "parse_graph_text",
+    "prepare",
+    "Prepared",
+]
 
 
 @dataclass(frozen=True)
@@ -64,13 +79,16 @@ _FIELDS = ("forward_compute_time", "backward_compute_time", "activation_size", "
 _NUM_RE = re.compile(r"^[+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$")
 
 
+_RANGE = f"a number within [0, {VALUE_MAX:g}]"
+
+
 def _number(text: str, where: str) -> float:
     text = text.strip()
     if not _NUM_RE.match(text):
-        raise InputError(f"{where}: expected a finite number >= 0, got {text!r}")
+        raise InputError(f"{where}: expected {_RANGE}, got {text!r}")
     value = float(text)
-    if not math.isfinite(value):
-        raise InputError(f"{where}: expected a finite number >= 0, got {text!r}")
+    if not value <= VALUE_MAX:  # (inf too)
+        raise InputError(f"{where}: expected {_RANGE}, got {text}")
     return value
 
 
@@ -101,8 +119,13 @@ def _node_line(text: str, where: str, line: int) -> PDNode:
             inner = raw.strip()
             if not inner.endswith("]"):
                 raise InputError(f"{where}: activation_size list must end with ']', got {raw!r}")
-            elems = [e for e in inner[1:-1].split(";") if e.strip()]
-            values.append(math.fsum(_number(e, f"{where}: {name}") for e in elems))
+            elems = [_number(e, f"{where}: {name}") for e in inner[1:-1].split(";") if e.strip()]
+            total = math.fsum(elems)  # at most len(line) * 1e30: no overflow
+            if total > VALUE_MAX:
+                raise InputError(
+                    f"{where}: {name}: the list's sum {total:g} is above {VALUE_MAX:g}"
+                )
+            values.append(total)
         else:
             values.append(_number(raw, f"{where}: {name}"))
     return PDNode(node_id, desc, values[0], values[1], values[2], values[3], line)
@@ -177,6 +200,26 @@ def parse_graph_text(text: str, source: str = "<graph>") -> PDGraph:
     return graph
 
 
+def graph_text(graph: PDGraph) -> str:
+    """The ``graph.txt`` text of ``graph``: a node line per node, then an edge line per
+    edge, numbers written with ``repr`` (exact). :func:`parse_graph_text` reads it back to
+    the same nodes (line numbers aside) and edges.
+
+    Examples
+    --------
+    >>> g = parse_graph_text(graph_text(PDGraph((PDNode("a", "X", 1.5, 0.0, 2.0, 1e30),), ())))
+    >>> (g.nodes[0].forward_ms, g.nodes[0].parameter)
+    (1.5, 1e+30)
+    """
+    lines = [
+        f"{nd.id} -- {nd.desc} -- forward_compute_time={nd.forward_ms!r}, "
+        f"backward_compute_time={nd.backward_ms!r}, activation_size={nd.activation!r}, "
+        f"parameter_size={nd.parameter!r}"
+        for nd in graph.nodes
+    ]
+    return "\n".join(lines + [f"\t{u} -- {v}" for u, v in graph.edges]) + "\n"
+
+
 def parse_graph(path: str | Path) -> PDGraph:
     """Read a ``graph.txt`` file (see :func:`parse_graph_text`): a regular file of at most
     :data:`piper_ilp.jsonfile.MAX_FILE_BYTES`, read without blocking, as the JSON files are."""
@@ -227,6 +270,37 @@ class Prepared:
         )
 
 
+def _check_numbers(nd: PDNode, source: str) -> None:
+    """A node's time, activation and parameter size within [0, VALUE_MAX]: what keeps every
+    number PipeDream's planner forms finite."""
+    for what, value in (
+        ("time (F + G) / 1000", nd.time),
+        ("activation size", nd.activation),
+        ("parameter size", nd.parameter),
+    ):
+        if not 0 <= value <= VALUE_MAX:  # (nan and inf too)
+            where = f"{source}:{nd.line}" if nd.line else source
+            raise InputError(f"{where}: node {nd.id}: its {what} is {value!r}, not {_RANGE}")
+
+
+def check_model_settings(bandwidths, memory: float | None = None) -> list[float]:
+    """The bandwidths (bytes/s) and the memory (bytes; None when the memory rule is off) of
+    PipeDream's model, each a number within [1e-30, 1e30] (Piper's B and M,
+    :func:`piper_ilp.instance.check_setting`): with the graph's numbers at most
+    :data:`VALUE_MAX`, every stage time and size the planner forms is then finite.
+    Returns the bandwidths as floats.
+
+    Raises
+    ------
+    InputError
+        One line naming the setting and the range.
+    """
+    out = [check_setting("B", b, "bandwidth") for b in bandwidths]
+    if memory is not None:
+        check_setting("M", memory, "memory")
+    return out
+
+
 def prepare(graph: PDGraph) -> Prepared:
     """Drop what PipeDream's planner drops before planning.
 
@@ -238,8 +312,12 @@ def prepare(graph: PDGraph) -> Prepared:
     Raises
     ------
     InputError
-        When nothing is left to plan.
+        When nothing is left to plan, or a node's time (F + G) / 1000, activation or
+        parameter size is not a number within [0, :data:`VALUE_MAX`] (a graph made in code:
+        the parser refuses such numbers on their line).
     """
+    for nd in graph.nodes:
+        _check_numbers(nd, graph.source)
     ids = [n.id for n in graph.nodes]
     has_in = {v for _, v in graph.edges}
     inputs = {n.id for n in graph.nodes if n.id not in has_in and n.desc.startswith("Input")}

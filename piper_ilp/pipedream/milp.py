@@ -25,14 +25,16 @@ such stage by :func:`math.fsum` over its node set):
 
 With ``fewer_machines`` and the memory rule together PipeDream's table has quirks (see
 ``docs/pipedream.md``) that this formulation does not model: that combination is refused.
-The value is certified by timing the plan read from the solution exactly (the caller compares
-it with other methods); SCIP's own bound is returned as ``bound``. With ``cutoff`` (the
-time of a valid plan, e.g. the DP's timed exactly) the stages that take longer are left out,
-and the times are in units of the longest left: SCIP's tolerances are absolute and it reads
-1e20 as infinite, so stage times of 1e10 s and more, or times spanning many orders of
-magnitude, gave wrong optima and false infeasibility without it. Every plan no worse than
-the cutoff stays in the model, so "optimal" remains a proof; "infeasible" under a cutoff
-means no plan within it (which contradicts the plan it came from).
+SCIP runs in a child process (:func:`piper_ilp.processes.run_in_child`), so that an interrupt
+stops it at once. The value is certified by timing the plan read from the solution exactly
+(the caller compares it with other methods); SCIP's own bound is returned as ``bound``. With
+``cutoff`` (the time of a valid plan, e.g. the DP's timed exactly) the stages that take
+longer are left out, and the times are in units of the longest left: SCIP's tolerances are
+absolute and it reads 1e20 as infinite, so stage times of 1e10 s and more, or times spanning
+many orders of magnitude, gave wrong optima and false infeasibility without it. Every plan
+no worse than the cutoff stays in the model, so "optimal" remains a proof; "infeasible" under
+a cutoff means no plan within it (which contradicts the plan it came from). Without a cutoff,
+stage times above 1e9 s (``MAX_UNSCALED_TIME``) give status "out-of-range", no claim.
 """
 
 from __future__ import annotations
@@ -41,19 +43,27 @@ import math
 from dataclasses import dataclass
 
 from piper_ilp.errors import InputError, SizeLimitError
-from piper_ilp.pipedream.graph import Prepared
+from piper_ilp.pipedream.graph import Prepared, check_model_settings
 from piper_ilp.pipedream.memory import max_stash_count
 from piper_ilp.pipedream.states import antichain_states
+from piper_ilp.processes import run_in_child
 
-__all__ = ["MilpResult", "solve_pipedream_milp", "MAX_MILP_VARIABLES"]
+__all__ = ["MilpResult", "solve_pipedream_milp", "MAX_MILP_VARIABLES", "MAX_UNSCALED_TIME"]
 
 MAX_MILP_VARIABLES = 200_000
+
+#: Without a cutoff the stage times go to SCIP in seconds; above this SCIP's absolute
+#: tolerances and its infinity (1e20) make its answers unsound (stage times of 1e10 s and
+#: more gave wrong optima and false infeasibility), so the MILP answers "out-of-range".
+MAX_UNSCALED_TIME = 1e9
 
 
 @dataclass
 class MilpResult:
-    """``status`` "optimal" / "infeasible" / "not-solved"; ``value`` the solver's objective,
-    ``bound`` its lower bound, ``plan`` ``[(state, r), ...]`` read from the solution."""
+    """``status`` "optimal" / "infeasible" / "not-solved" (a time limit) / "out-of-range"
+    (stage times beyond :data:`MAX_UNSCALED_TIME` without a cutoff: no claim); ``value`` the
+    solver's objective, ``bound`` its lower bound, ``plan`` ``[(state, r), ...]`` read from
+    the solution."""
 
     status: str
     value: float | None
@@ -80,20 +90,20 @@ def solve_pipedream_milp(
     Raises
     ------
     InputError
-        For ``fewer_machines`` with ``memory_constraint`` (not modelled) or bad settings.
+        For ``fewer_machines`` with ``memory_constraint`` (not modelled) or bad settings
+        (:func:`~piper_ilp.pipedream.graph.check_model_settings`).
     SizeLimitError
         Beyond :data:`MAX_MILP_VARIABLES` variables.
+    InternalError
+        When the solver's process dies without an answer.
     """
-    from ortools.linear_solver import pywraplp
-
     if fewer_machines and memory_constraint:
         raise InputError(
             "the PipeDream MILP does not model --fewer-machines with --memory-constraint"
         )
-    if n < 1 or not (math.isfinite(bandwidth) and bandwidth > 0):
-        raise InputError(
-            f"need n >= 1 and a finite bandwidth > 0, got n={n!r}, bandwidth={bandwidth!r}"
-        )
+    if n < 1:
+        raise InputError(f"need n >= 1 workers, got n={n!r}")
+    (bandwidth,) = check_model_settings([bandwidth], memory if memory_constraint else None)
     st = antichain_states(prep)
     S = len(st)
     down = st.downset
@@ -119,11 +129,24 @@ def solve_pipedream_milp(
         raise SizeLimitError(
             f"{prep.source}: {len(cands)} MILP variables (limit {MAX_MILP_VARIABLES})"
         )
+    if cutoff is None and max((c[3] for c in cands), default=0.0) > MAX_UNSCALED_TIME:
+        return MilpResult("out-of-range", None, None, None, len(cands))
+    # SCIP in a child process: an interrupt SIGKILLs it at once (SCIP's own Ctrl-C handler,
+    # in this process, swallowed the interrupt and answered "not solved")
+    model = (cands, S, n, memory_constraint, fewer_machines, time_limit, cutoff)
+    return run_in_child(_solve_scip, model, name="pipedream milp")
+
+
+def _solve_scip(cands, S, n, memory_constraint, fewer_machines, time_limit, cutoff, report):
+    """Build and solve the MILP of the candidates (see the module docstring) with SCIP,
+    in the child process of :func:`solve_pipedream_milp`."""
+    from ortools.linear_solver import pywraplp
+
     solver = pywraplp.Solver.CreateSolver("SCIP")
     if solver is None:
         raise InputError("OR-Tools was built without SCIP")
     solver.SetSolverSpecificParametersAsString(
-        "numerics/feastol = 1e-9\nlimits/gap = 0\nlimits/absgap = 0\n"
+        "numerics/feastol = 1e-9\nlimits/gap = 0\nlimits/absgap = 0\nmisc/catchctrlc = FALSE\n"
     )
     solver.SetTimeLimit(int(time_limit * 1000))
     x = {}
