@@ -19,6 +19,7 @@ from functools import partial
 import numpy as np
 
 from dp.exact_states import ExactStates
+from dp.general_stages import GeneralStages
 from dp.knapsack import (
     monotone_runs,
     pareto_frontier,
@@ -155,6 +156,7 @@ class ExactTables:
         self.exact_pair_count = 0
         # the states of the stages, in flat arrays (they hold no reference to this object:
         # with the cyclic collector paused, a cycle would keep both alive)
+        self.general = GeneralStages(ctx.inst, ctx.ids, ctx.S, ctx.check)
         self.states = ExactStates(
             ctx,
             geo,
@@ -251,12 +253,9 @@ class ExactTables:
             alive = states.alive[t][ids]
             nonempty |= alive
             plain = states.plain[t][ids]
-            for i in np.flatnonzero(alive & ~plain).tolist():  # general stages
-                s = int(ids[i])
-                blocks = self._blocks(
-                    stages[i], t, states.cut(s), float(states.W[t][s]), False, None
-                )
-                self._record_rows(t, q0 + i, *self._store_rows(t, blocks))
+            general = np.flatnonzero(alive & ~plain)
+            if len(general):
+                self._general_batch(t, stages, ids, q0, general)
             fast = np.flatnonzero(alive & plain)
             # in pieces of about batch_points frontier rows
             for a, b in pieces(states.cnt[t][ids[fast]], self.batch_points):
@@ -266,6 +265,49 @@ class ExactTables:
         if states.size() > self.state_memo_points:
             states.forget()
         self._emit_pairs()
+
+    def _general_batch(self, t: int, stages: list, ids: np.ndarray, q0: int, pick: np.ndarray):
+        """The rows under t of the general stages ``stages[i]`` (state ``ids[i]``, stage id
+        q0 + i) for i in ``pick``, in that order: their frontiers and rows many at once
+        (:class:`dp.general_stages.GeneralStages`, the same float operations as
+        :meth:`_blocks`); a stage whose float memory sums do not decide every y goes
+        through :meth:`_blocks` alone."""
+        gen = self.general
+        fr = gen.frontiers([stages[i] for i in pick.tolist()], t)
+        got = gen.rows(fr, self.ds[t], self.cap[t], self.mem_sure, self.mem_kept, self.cost_cut)
+        nd = len(self.ds[t])
+        ns = len(pick)
+        has = np.zeros((ns, nd), dtype=bool)
+        if len(got.row_stage):
+            has[got.row_stage, np.searchsorted(self.ds[t], got.row_d)] = True
+        cums = np.zeros((ns, nd + 1), dtype=np.int64)
+        np.cumsum(has, axis=1, out=cums[:, 1:])
+        row_at = np.zeros(ns + 1, dtype=np.int64)  # each stage's first row among got's
+        np.cumsum(cums[:, -1], out=row_at[1:])
+        pt_at = np.zeros(len(got.row_points) + 1, dtype=np.int64)
+        np.cumsum(got.row_points, out=pt_at[1:])
+        decided = got.decided.tolist()
+        r = 0
+        while r < ns:
+            if not decided[r]:  # near the memory boundary: one stage, the exact choice
+                i = int(pick[r])
+                s = int(ids[i])
+                blocks = self._blocks(
+                    stages[i], t, self.states.cut(s), float(self.states.W[t][s]), False, None
+                )
+                self._record_rows(t, q0 + i, *self._store_rows(t, blocks))
+                r += 1
+                continue
+            e = r + 1
+            while e < ns and decided[e]:
+                e += 1
+            a, b = int(row_at[r]), int(row_at[e])
+            pa, pb = int(pt_at[a]), int(pt_at[b])
+            first = self.tables.add_flat_rows(
+                t, got.row_d[a:b], got.row_points[a:b], got.cost[pa:pb], got.yhi[pa:pb]
+            )
+            self._record_rows(t, q0 + pick[r:e], cums[r:e], first + row_at[r:e] - a)
+            r = e
 
     def _grow_stage_arrays(self, n: int):
         """Room for n stage ids in the per-stage arrays (doubling: a copy per doubling, not

@@ -478,3 +478,63 @@ def _register_suites(bench: typer.Typer) -> None:
             for mode in MODES:
                 for prune in (True, False) if unpruned else (True,):
                     print_json_line(measure(inst, mode, prune))
+
+    @bench.command("small")
+    @cli_errors
+    def bench_small_command(
+        seeds: Annotated[
+            int, typer.Option("--seeds", min=1, help="Seeds per (family, node count).")
+        ] = 3,
+        modes: Annotated[
+            str, typer.Option("--modes", help="Comma-separated knapsack modes (exact, greedy).")
+        ] = "exact",
+        reference: Annotated[
+            Optional[str],
+            typer.Option(
+                "--reference",
+                help="Reference planner command, run once per instance (placeholders as in "
+                "'piper-ilp bench --reference'); 'r.search' is our solve CPU / its "
+                "'search-cpu-seconds'.",
+                show_default=False,
+            ),
+        ] = None,
+        json_out: JsonFileOpt = None,
+    ) -> None:
+        """Benchmark the DP on small random DAGs, the size campaigns solve by the thousand:
+        every family (chain, skip, layered, series-parallel, fork-join, towers, numerics) at
+        8-13 nodes, --seeds seeds each (126 instances with 3). Each is solved in this process
+        (CPU s: the solve alone) and, with --reference, by the reference planner; the
+        summary gives per mode the median and the worst ratio of our solve CPU to its search
+        CPU, overall and per family."""
+        import json
+
+        from compare.bench.dp import check_reference_command
+        from compare.bench.small import row_line, run_small, small_instances, summary
+        from piper_ilp.errors import InputError
+        from piper_ilp.files import atomic_write_text, check_writable, json_safe
+
+        mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+        if not mode_list or any(m not in ("exact", "greedy") for m in mode_list):
+            raise InputError(
+                f"--modes: expected a comma-separated list of exact, greedy; got {modes!r}"
+            )
+        if reference is not None:
+            check_reference_command(reference)
+        if json_out is not None:
+            check_writable(json_out, "benchmark JSON")
+        header = (
+            f"{'instance':<28} {'mode':<6} {'status':<10} {'TPS':>18} {'CPU s':>8} "
+            f"{'ref srch':>8} {'r.search':>8} {'cands':>8}"
+        )
+        stdout.print(header, markup=False)
+        stdout.print("-" * len(header), markup=False)
+        rows = run_small(
+            small_instances(seeds=range(seeds)),
+            mode_list,
+            reference=reference,
+            on_row=lambda r: stdout.print(row_line(r), markup=False),
+        )
+        for line in summary(rows):
+            stdout.print(line, markup=False)
+        if json_out is not None:
+            atomic_write_text(json_out, json.dumps(json_safe({"rows": rows}), indent=1) + "\n")

@@ -474,7 +474,7 @@ def register(app: typer.Typer) -> None:
             list[str],
             typer.Argument(help="Instance JSON file(s), e.g. a campaign's counterexamples."),
         ],
-        methods: MethodsOpt = "dp,cpsat,cbc,brute",
+        methods: MethodsOpt = "dp,path,cpsat,cbc,brute",
         time_limit: TimeLimitOpt = 60.0,
         threads: ThreadsOpt = None,
         force: Annotated[
@@ -782,7 +782,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = "chain,skip,layered,series-parallel,fork-join,towers",
         nodes: Annotated[str, typer.Option("--nodes", help="Node-count range A-B.")] = "3-7",
-        methods: MethodsOpt = "dp,cpsat,cbc,brute",
+        methods: MethodsOpt = "dp,path,cpsat,cbc,brute",
         time_limit: TimeLimitOpt = 60.0,
         threads: ThreadsOpt = None,
         workers: Annotated[

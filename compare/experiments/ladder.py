@@ -10,11 +10,13 @@ and N_j = min(N, 2 j), so that the exact MILP stays small. ``verify`` runs the D
 CP-SAT on each rung; the climb stops after ``misses`` rungs in a row that the MILP does not
 prove (their verdicts are still shown).
 
-At full size the DP gives its plan; CP-SAT, given that plan as a hint and ``time_limit``
-seconds, gives a lower bound; the *certified gap* is (DP's TPS - bound) / DP's TPS, with
-the bound the larger of CP-SAT's and the work bound sum_v min p_v t / K (every device busy
+At full size the DP gives its plan; the path formulation (CP-SAT where it does not
+apply), given that plan as a hint and ``time_limit`` seconds, gives a lower bound; the
+*certified gap* is (DP's TPS - bound) / DP's TPS, with the bound the larger of that
+bound and the work bound sum_v min p_v t / K (every device busy
 all the time), both valid without trusting the DP. Everything runs under one in-flight rule
-(contract sec. 11, ``in_flight=``; the work bound holds under both).
+(contract sec. 11, ``in_flight=``; the work bound holds under both; the path formulation
+covers only Piper's, so under ``schedule`` the bound is CP-SAT's).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from compare.baselines.twobw import block_order
-from piper_ilp.errors import InputError
+from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.instance import Instance, instance_from_dict, instance_to_dict
 from piper_ilp.mode import Mode
 from piper_ilp.plan import plan_to_dict
@@ -193,7 +195,11 @@ def run_ladder(
     milp_bound = None
     try:
         start = time.process_time()
-        milp = run_method(instance, "cpsat", restrictions, settings=full_settings)
+        try:  # the path formulation where it covers the mode, else the compact model
+            milp = run_method(instance, "path", restrictions, settings=full_settings)
+        except SizeLimitError:
+            milp = run_method(instance, "cpsat", restrictions, settings=full_settings)
+        full["milp_method"] = milp.method
         milp_bound = (
             milp.bound if milp.status in (Status.OPTIMAL, Status.FEASIBLE, Status.UNKNOWN) else None
         )
