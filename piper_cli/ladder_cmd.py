@@ -11,6 +11,7 @@ from piper_cli.common import (
     BandwidthOpt,
     BatchOpt,
     DevicesOpt,
+    InFlightOpt,
     JsonOpt,
     MemoryOpt,
     UniformOpt,
@@ -46,6 +47,7 @@ def register(app: typer.Typer) -> None:
         memory: MemoryOpt = None,
         batch: BatchOpt = None,
         bandwidth: BandwidthOpt = None,
+        in_flight: InFlightOpt = None,
         uniform: UniformOpt = False,
     ) -> None:
         """Check the DP small, then scale it up with a certified gap.
@@ -53,8 +55,9 @@ def register(app: typer.Typer) -> None:
         Verify dp == CP-SAT on prefixes of the model with fewer devices and microbatches
         (rungs), then run the DP at full size and certify its gap with the lower bound of the
         path formulation (CP-SAT's where the path formulation does not apply).
-        With --uniform every rung and the full size solve the uniform problem (every stage
-        the same t and d). Exit 1 when a rung is a mismatch."""
+        --in-flight schedule runs every solve under sec. 11's in-flight rule. With --uniform
+        every rung and the full size solve the uniform problem (every stage the same t and
+        d). Exit 1 when a rung is a mismatch."""
         from compare.experiments.ladder import run_ladder
         from piper_ilp.solution import Restrictions
 
@@ -77,6 +80,7 @@ def register(app: typer.Typer) -> None:
             time_limit=time_limit,
             full_time_limit=full_time_limit,
             on_rung=on_rung,
+            in_flight=in_flight.value if in_flight is not None else "piper",
         )
         if json_out:
             print_json_line(lad.to_dict())

@@ -84,6 +84,7 @@ def test_path_under_restrictions_matches_brute():
         (Mode("graph"), Restrictions()),
         (Mode(objective="batch-time"), Restrictions()),
         (Mode("graph", "batch-time", "gpipe"), Restrictions()),
+        (Mode(in_flight="schedule"), Restrictions()),  # sec. 11's rule: not in COVERED_MODES
         (Mode(), Restrictions(uniform=True)),
     ],
 )
@@ -128,7 +129,11 @@ def test_the_path_method_agrees_with_the_compact_model():
 
 @pytest.mark.parametrize(
     "mode, restrictions",
-    [(Mode("graph"), Restrictions()), (Mode(), Restrictions(uniform=True))],
+    [
+        (Mode("graph"), Restrictions()),
+        (Mode(in_flight="schedule"), Restrictions()),
+        (Mode(), Restrictions(uniform=True)),
+    ],
 )
 def test_outside_its_modes_path_is_refused_and_verify_skips_it(mode, restrictions):
     inst = _case(3)

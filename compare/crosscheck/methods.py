@@ -19,10 +19,11 @@ Each :class:`Method` states
   ``dp/`` nor with the compact model of the MILP backends (``docs/milp.md``);
 * the solver ``options`` that apply to it. Giving another one is an
   :class:`~piper_ilp.errors.InputError` (e.g. ``threads`` for ``dp``);
-* whether it handles ``all_modes`` (:class:`~piper_ilp.pipeline.Mode`: graph pipelining,
-  the batch-time objective, the schedules; contract secs. 8-9): the DP, the MILP backends
-  and brute do; the heuristics and external planners solve only the default mode, and
-  asking them for another is an InputError naming the method and the mode.
+* whether it handles ``all_modes`` (:class:`~piper_ilp.mode.Mode`: graph pipelining,
+  the batch-time objective, the schedules, the in-flight rule; contract secs. 8, 9, 11):
+  the DP, the MILP backends and brute do; the heuristics and external planners solve only
+  the default mode (they plan under Piper's in-flight rule), and asking them for another is
+  an InputError naming the method and the mode.
 
 The mode is an argument like the restrictions: ``run_method(instance, name,
 restrictions, mode=Mode(...))``; the solution's ``value`` is then the evaluator's value of
@@ -521,8 +522,8 @@ def run_method(
         The mode, time limit, threads, cluster overrides and options, already checked;
         then ``mode`` and ``options`` are not given.
     mode : Mode
-        Pipelining, objective and schedule (contract secs. 8-9); a method that handles
-        only the default mode refuses another (InputError).
+        Pipelining, objective, schedule and in-flight rule (contract secs. 8, 9, 11); a
+        method that handles only the default mode refuses another (InputError).
     progress : bool
         Show a progress bar on stderr where the method has one (dp, greedy); a display
         hint that other methods ignore.

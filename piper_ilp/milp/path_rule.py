@@ -96,8 +96,9 @@ class GpipeRule(InFlightRule):
 
 #: The modes the path formulation solves, listed whole: sequential pipelining, the
 #: throughput objective, the three schedules (each checked against brute). A mode with
-#: any other field (graph pipelining, the batch time, a future in-flight rule) is not
-#: equal to one of these and is refused, never solved by a rule that does not hold.
+#: any other field (graph pipelining, the batch time, sec. 11's in-flight rule
+#: ``schedule``) is not equal to one of these and is refused, never solved by a rule that
+#: does not hold.
 COVERED_MODES = (
     Mode("sequential", "throughput", "1f1b"),
     Mode("sequential", "throughput", "1f1b-flush"),
