@@ -78,9 +78,13 @@ class ExactStates:
         X -> the lowest node of X without successors in X.
     extend_rows : int
         States are extended in pieces of about this many new frontier rows.
+    frontiers : bool
+        Make the frontiers (exact mode). False (greedy mode): a state is W, m1, plain and
+        alive only, alive as long as its least memory m1 may fit (no frontier is kept).
     """
 
-    def __init__(self, ctx, geo, low_bits: int, low_sink, extend_rows: int):
+    def __init__(self, ctx, geo, low_bits: int, low_sink, extend_rows: int, frontiers: bool = True):
+        self.frontiers = frontiers
         self.low_sink = low_sink
         self.plus_bits, self.minus_bits = geo.plus_bits, geo.minus_bits
         self.t_values = list(ctx.t_values)
@@ -200,7 +204,8 @@ class ExactStates:
         """States ``ids`` = states ``ps`` plus nodes ``vs``, for every t: dead when the
         parent is, when v has no option for t or when the least memory passes what may
         fit; else plain iff both are, W + w of v's first option when plain, and a plain
-        state's frontier from its parent's (:meth:`_extend_frontiers`)."""
+        state's frontier from its parent's (:meth:`_extend_frontiers`; without
+        ``frontiers``, none: alive as it is)."""
         for t in self.t_values:
             nt = self.nodes[t]
             m1 = self.m1[t][ps] + nt.m1min[vs]
@@ -210,9 +215,12 @@ class ExactStates:
             self.W[t][ids] = np.where(plain, W + nt.w_first[vs], W)
             self.m1[t][ids] = m1
             self.plain[t][ids] = plain
-            self.alive[t][ids] = ok & ~plain
             self.off[t][ids] = 0
             self.cnt[t][ids] = 0
+            if not self.frontiers:
+                self.alive[t][ids] = ok
+                continue
+            self.alive[t][ids] = ok & ~plain
             ext = np.flatnonzero(ok & plain)
             # in pieces of about extend_rows new rows
             for a, b in pieces(self.cnt[t][ps[ext]] * nt.n_opt[vs[ext]], self.extend_rows):

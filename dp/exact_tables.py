@@ -2,11 +2,13 @@
 model secs. 4 and 7).
 
 :class:`ExactTables` queues the candidate pairs (I, J) of many sets I with their stages
-C = I \\ J (one stage id per C, shared by every pair with that C), then makes the queued
-stages' states (:class:`dp.exact_states.ExactStates`, by size, many per numpy pass), their
-rows per (t, d) (plain stages: many per numpy pass; general ones one at a time) and the
-pairs' groups, all at once. Memory is decided exactly: float sums away from the boundary,
-:class:`dp.option_choice.OptionChoices` (exact integer sums) near it.
+C = I \\ J (one stage id per C, shared by every pair with that C;
+:class:`dp.stage_queue.StageQueue`), then makes the queued stages' states
+(:class:`dp.exact_states.ExactStates`, by size, many per numpy pass), their rows per (t, d)
+(plain stages many per numpy pass; general ones too, :class:`dp.general_stages.GeneralStages`,
+but one at a time near the memory boundary) and the pairs' groups, all at once. Memory is
+decided exactly: float sums away from the boundary, :class:`dp.option_choice.OptionChoices`
+(exact integer sums) near it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from functools import partial
 import numpy as np
 
 from dp.exact_states import ExactStates
+from dp.general_stages import GeneralStages
 from dp.knapsack import (
     monotone_runs,
     pareto_frontier,
@@ -31,6 +34,7 @@ from dp.knapsack import (
 from dp.option_choice import OptionChoices
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
 from dp.stage_geometry import StageGeometry, bits, lowest_sink
+from dp.stage_queue import StageQueue
 from dp.table_arrays import serves_more, staircase, union_ranges
 from dp.table_store import StageTables
 
@@ -82,12 +86,9 @@ def exact_runs(choices, C: int, t: int, d: int, spans: list[tuple[int, int]]) ->
     return out
 
 
-class ExactTables:
-    """The exact-mode part of the stage-table builder.
-
-    Per stage id (in queue order) and t it records the stage's rows: the first row (-1:
-    none for this t) and the running count of its rows by d, so that each pair emits the
-    slice of rows its device range allows.
+class ExactTables(StageQueue):
+    """The exact-mode part of the stage-table builder: the rows of the queued stages
+    (:class:`dp.stage_queue.StageQueue`) by the exact knapsack.
 
     Parameters
     ----------
@@ -123,38 +124,16 @@ class ExactTables:
         ub: float | None,
         batches: BuildBatches,
     ):
-        self.inst, self.ideals, self.ids, self.check = ctx.inst, ctx.ideals, ctx.ids, ctx.check
-        self.S, self.N, self.B, self.M = ctx.S, ctx.N, ctx.B, ctx.M
+        super().__init__(ctx, geo, tables, masks, batches)
         self.mem_sure, self.mem_kept = ctx.mem_sure, ctx.mem_kept
-        self.t_values, self.ds, self.cap = ctx.t_values, ctx.ds, ctx.cap
-        self.has_ub = ctx.ub is not None  # (the pairs then come with device ranges)
-        self.geo, self.tables, self.choices, self.masks = geo, tables, choices, masks
-        self.batch_stages, self.batch_sets = batches.stages, batches.sets
-        self.batch_pairs, self.batch_points = batches.pairs, batches.points
+        self.choices = choices
+        self.batch_points = batches.points
         self.state_memo_points = batches.memo_points
         # table points costing more than this cannot be in a plan of value <= ub
         self.cost_cut = None if ub is None else ub * (1.0 + 1e-9)
-        # the stage id of each stage C queued so far
-        self.block_memo: dict[int, int] = {}
-        # per stage id, per t: first row and running count of rows by d; has rows for some t
-        self.n_stages = 0
-        self.n_recorded = 0
-        self.stage_nonempty = np.zeros(0, dtype=bool)
-        self.stage_first = {t: np.zeros(0, dtype=np.int64) for t in self.t_values}
-        self.stage_cum = {
-            t: np.zeros(
-                (0, len(self.ds[t]) + 1), dtype=np.int16 if len(self.ds[t]) < 2**15 else np.int32
-            )
-            for t in self.t_values
-        }
-        # stages whose rows are still to be made and the sets I whose pairs wait for them
-        self.exact_stages: list = []
-        self.exact_sinks: list = []  # per queued stage: its nodes without successors in it
-        self.sinks_over: dict[int, int] = {}  # per set J (index): geo.sinks_outside(J)
-        self.exact_pairs: list = []
-        self.exact_pair_count = 0
         # the states of the stages, in flat arrays (they hold no reference to this object:
         # with the cyclic collector paused, a cycle would keep both alive)
+        self.general = GeneralStages(ctx.inst, ctx.ids, ctx.S, ctx.check)
         self.states = ExactStates(
             ctx,
             geo,
@@ -162,84 +141,21 @@ class ExactTables:
             partial(lowest_sink, succ=geo.succ_mask, filters=geo.sink_filters),
             batches.extend_rows,
         )
-        self.pairs = 0
-
-    def add_set(self, k: int, I: int, js: np.ndarray, dev_lo, dev_hi):
-        """Queue the candidate stages I \\ J of set ``k`` (``I``) for the sets J of indices
-        ``js``, with device ranges [``dev_lo``, ``dev_hi``] for t d (None: any).
-
-        The rows of C (per t: the rows' t d and the first row) are made once per C,
-        queued and made many stages at a time (:meth:`_flush`); each pair emits the slice
-        of them its device range allows once its stages are made (the pairs of this I
-        wait in the queue with them).
-
-        Parameters
-        ----------
-        k : int
-            The index of I in the family.
-        I : int
-            The set I.
-        js : numpy.ndarray
-            The indices of the sets J (rising; :meth:`CandidatePairs.by_set
-            <dp.stage_candidates.CandidatePairs.by_set>`).
-        dev_lo, dev_hi : numpy.ndarray or None
-            Per pair, the range of t d it allows; None: any.
-        """
-        memo = self.block_memo
-        jks = js[::-1]
-        masks = self.masks
-        if masks.shape[1] == 1:  # the stages as 64-bit masks, made in one pass
-            Cs = (masks[k, 0] & ~masks[jks, 0]).tolist()
-        else:
-            ideals = self.ideals
-            Cs = [I & ~ideals[jk] for jk in jks.tolist()]
-        sids = list(map(memo.get, Cs))
-        pos = 0
-        n_new = sids.count(None)
-        queue, sinks = self.exact_stages, self.exact_sinks
-        for _ in range(n_new):  # (list.index finds the new stages without a Python loop)
-            pos = sids.index(None, pos)
-            C = Cs[pos]
-            sid = memo.get(C)  # (an earlier J of this I may have queued it)
-            if sid is None:  # queued for _flush, which makes its state and rows
-                sid = memo[C] = self.n_stages
-                self.n_stages += 1
-                queue.append(C)
-                sinks.append(self._sinks_over(int(jks[pos])) & C)
-            sids[pos] = sid
-        if len(jks):
-            self.exact_pairs.append((k, jks, sids, dev_lo, dev_hi))
-            self.exact_pair_count += len(jks)
-        if (
-            len(self.exact_stages) >= self.batch_stages
-            or len(self.exact_pairs) >= self.batch_sets
-            or self.exact_pair_count >= self.batch_pairs
-        ):
-            self._flush()
 
     def finish(self):
         """Make and emit what waits in the queue, then forget the stages and their states."""
-        if self.exact_pairs or self.exact_stages:
-            self._flush()
-        self.block_memo.clear()
+        super().finish()
         self.states = None
-
-    def _sinks_over(self, jk: int) -> int:
-        """:meth:`dp.stage_geometry.StageGeometry.sinks_outside` of J = ideals[jk],
-        remembered per J."""
-        got = self.sinks_over.get(jk)
-        if got is None:
-            got = self.sinks_over[jk] = self.geo.sinks_outside(self.ideals[jk])
-        return got
 
     # ---- a batch of stages ------------------------------------------------------------
     def _flush(self):
         """Make the states of the queued stages, then their rows (plain stages: many per
-        numpy pass, :meth:`_plain_batch`; general ones one at a time, :meth:`_blocks`),
-        then emit the queued pairs' groups in their order. The states are forgotten once
-        they pass ``memo_points`` (states plus frontier rows)."""
-        stages, self.exact_stages = self.exact_stages, []
-        sinks, self.exact_sinks = self.exact_sinks, []
+        numpy pass, :meth:`_plain_batch`; general ones too, :meth:`_general_batch`, but one
+        at a time by :meth:`_blocks` near the memory boundary), then emit the queued pairs'
+        groups in their order. The states are forgotten once they pass ``memo_points``
+        (states plus frontier rows)."""
+        stages, self.queue_stages = self.queue_stages, []
+        sinks, self.queue_sinks = self.queue_sinks, []
         states = self.states
         ids = np.array(states.make(stages, sinks), dtype=np.int64)
         q0 = self.n_recorded
@@ -251,12 +167,9 @@ class ExactTables:
             alive = states.alive[t][ids]
             nonempty |= alive
             plain = states.plain[t][ids]
-            for i in np.flatnonzero(alive & ~plain).tolist():  # general stages
-                s = int(ids[i])
-                blocks = self._blocks(
-                    stages[i], t, states.cut(s), float(states.W[t][s]), False, None
-                )
-                self._record_rows(t, q0 + i, *self._store_rows(t, blocks))
+            general = np.flatnonzero(alive & ~plain)
+            if len(general):
+                self._general_batch(t, stages, ids, q0, general)
             fast = np.flatnonzero(alive & plain)
             # in pieces of about batch_points frontier rows
             for a, b in pieces(states.cnt[t][ids[fast]], self.batch_points):
@@ -267,72 +180,48 @@ class ExactTables:
             states.forget()
         self._emit_pairs()
 
-    def _grow_stage_arrays(self, n: int):
-        """Room for n stage ids in the per-stage arrays (doubling: a copy per doubling, not
-        per flush); a new stage has no rows (first row -1, counts 0) until recorded."""
-        if n <= len(self.stage_nonempty):
-            return
-        cap = max(n, 2 * len(self.stage_nonempty), 1024)
-
-        def grown(a, fill):
-            b = np.full((cap, *a.shape[1:]), fill, dtype=a.dtype)
-            b[: len(a)] = a
-            return b
-
-        self.stage_nonempty = grown(self.stage_nonempty, False)
-        for t in self.t_values:
-            self.stage_first[t] = grown(self.stage_first[t], -1)
-            self.stage_cum[t] = grown(self.stage_cum[t], 0)
-
-    def _record_rows(self, t: int, sid, cum, first):
-        """Record the rows of stage(s) ``sid`` under t: the running count of the rows by d
-        (over ``self.ds[t]``, from 0) and the index of the first row."""
-        self.stage_cum[t][sid] = cum
-        self.stage_first[t][sid] = first
-
-    def _emit_pairs(self):
-        """The groups of the queued pairs (I, J), all at once: per pair and t, the rows of
-        its stage whose t d lies in the pair's device range (all rows without an upper
-        bound), in the order of the pairs and then of t."""
-        pairs, self.exact_pairs = self.exact_pairs, []
-        self.exact_pair_count = 0
-        if not pairs:
-            return
-        cnt_per = np.array([len(p[1]) for p in pairs], dtype=np.int64)
-        K = np.repeat(np.array([p[0] for p in pairs], dtype=np.int64), cnt_per)
-        JK = np.concatenate([p[1] for p in pairs]).astype(np.int64, copy=False)
-        SID = np.fromiter(
-            itertools.chain.from_iterable(p[2] for p in pairs), dtype=np.int64, count=len(JK)
-        )
-        self.pairs += int(self.stage_nonempty[SID].sum())
-        if self.has_ub:
-            # dev_lo, dev_hi are listed by position in js (increasing J); the pairs go by
-            # decreasing J
-            LO = np.concatenate([p[3][::-1] for p in pairs]).astype(float, copy=False)
-            HI = np.concatenate([p[4][::-1] for p in pairs]).astype(np.int64, copy=False)
-        n = len(SID)
-        ar = np.arange(n)
-        parts = []
-        for ti, t in enumerate(self.t_values):
-            f = self.stage_first[t][SID]
-            cum = self.stage_cum[t][SID]
-            tds = t * self.ds[t]
-            if not self.has_ub:
-                lo = np.zeros(n, dtype=np.int64)
-                hi = cum[:, -1].astype(np.int64)
-            else:
-                lo = cum[ar, np.searchsorted(tds, LO, side="left")].astype(np.int64)
-                hi = cum[ar, np.searchsorted(tds, HI, side="right")].astype(np.int64)
-            ok = (f >= 0) & (hi > lo)
-            idx = np.nonzero(ok)[0]
-            parts.append((idx, np.full(len(idx), ti), f[idx] + lo[idx], hi[idx] - lo[idx]))
-        p_idx = np.concatenate([x[0] for x in parts])
-        t_idx = np.concatenate([x[1] for x in parts])
-        rows = np.concatenate([x[2] for x in parts])
-        cnts = np.concatenate([x[3] for x in parts])
-        order = np.lexsort((t_idx, p_idx))
-        p_idx = p_idx[order]
-        self.tables.add_runs(K[p_idx], JK[p_idx], rows[order], cnts[order])
+    def _general_batch(self, t: int, stages: list, ids: np.ndarray, q0: int, pick: np.ndarray):
+        """The rows under t of the general stages ``stages[i]`` (state ``ids[i]``, stage id
+        q0 + i) for i in ``pick``, in that order: their frontiers and rows many at once
+        (:class:`dp.general_stages.GeneralStages`, the same float operations as
+        :meth:`_blocks`); a stage whose float memory sums do not decide every y goes
+        through :meth:`_blocks` alone."""
+        gen = self.general
+        fr = gen.frontiers([stages[i] for i in pick.tolist()], t)
+        got = gen.rows(fr, self.ds[t], self.cap[t], self.mem_sure, self.mem_kept, self.cost_cut)
+        nd = len(self.ds[t])
+        ns = len(pick)
+        has = np.zeros((ns, nd), dtype=bool)
+        if len(got.row_stage):
+            has[got.row_stage, np.searchsorted(self.ds[t], got.row_d)] = True
+        cums = np.zeros((ns, nd + 1), dtype=np.int64)
+        np.cumsum(has, axis=1, out=cums[:, 1:])
+        row_at = np.zeros(ns + 1, dtype=np.int64)  # each stage's first row among got's
+        np.cumsum(cums[:, -1], out=row_at[1:])
+        pt_at = np.zeros(len(got.row_points) + 1, dtype=np.int64)
+        np.cumsum(got.row_points, out=pt_at[1:])
+        decided = got.decided.tolist()
+        r = 0
+        while r < ns:
+            if not decided[r]:  # near the memory boundary: one stage, the exact choice
+                i = int(pick[r])
+                s = int(ids[i])
+                blocks = self._blocks(
+                    stages[i], t, self.states.cut(s), float(self.states.W[t][s]), False, None
+                )
+                self._record_rows(t, q0 + i, *self._store_rows(t, blocks))
+                r += 1
+                continue
+            e = r + 1
+            while e < ns and decided[e]:
+                e += 1
+            a, b = int(row_at[r]), int(row_at[e])
+            pa, pb = int(pt_at[a]), int(pt_at[b])
+            first = self.tables.add_flat_rows(
+                t, got.row_d[a:b], got.row_points[a:b], got.cost[pa:pb], got.yhi[pa:pb]
+            )
+            self._record_rows(t, q0 + pick[r:e], cums[r:e], first + row_at[r:e] - a)
+            r = e
 
     # ---- plain stages, many at once ----------------------------------------------------
     def _plain_batch(self, t: int, stages: list, ids: np.ndarray, q0: int, pick: np.ndarray):

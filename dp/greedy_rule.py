@@ -1,46 +1,55 @@
-"""Piper's greedy option choice (cost model sec. 5), written once.
+"""Piper's greedy option choice (cost model sec. 5) as the original planner computes it.
 
-For a candidate stage C (nodes in ascending input order), degrees (t, d) and y, every node
-i has at most two options; F_i is the first option of least cost c_il, O_i the other
-one. The rule (sec. 5): take F if it fits; give up if even the least-memory choice does
-not fit; otherwise switch nodes from F to O in order of the ratio
-r_i = (c_iO - c_iF) / (m_iF - m_iO) (only nodes with m_iF - m_iO > 1e-9), ascending, ties
-by node position in the stage, until the excess E = sum m_F - M falls below 1e-9.
+For a candidate stage C (nodes in input order), degrees (t, d) and y, every node has at
+most two options. The rule: take F (the first option of least cost) when it fits; give up
+when even L (the first option of least memory) does not; otherwise switch nodes from F to
+their other option O in the order of r = (c_O - c_F) / (m_F - m_O) (only where m_F - m_O
+> 1e-9), ascending, ties by node position, until the excess E falls below 1e-9.
 
-:func:`greedy_rule_grid` is the only implementation of that ranking and walk; the DP's
+Every decision of the rule is made on the very floats that the original planner
+(msr-fiddle/piper ``algo.cpp``, ``getAllTPSsForIdealPair`` and ``solveKnapsack`` with
+``KNAPSACK_FAST_HEURISTIC``) computes, in its order of operations, so that greedy mode
+picks what it picks where options tie in exact arithmetic:
+
+* a node's cut-edge bytes e: a running sum from 0.0 of 2 (c + sfw) over its incoming cut
+  edges, then 2 (c + sbw) over its outgoing cut edges, each in the order of the input's
+  ``edges`` (:func:`piper_edge_bytes`);
+* an option's cost c = (e / d + 4 (d - 1) w / d / N) / B + p / d, operations left to right
+  (:func:`piper_cost`); F is option 1 exactly when c_0 > c_1, and r's numerator is the float
+  c_O - c_F;
+* memory m = a y + b; "F fits" and "L fits" compare a running sum over the nodes (from the
+  first) with M; E starts at that sum for F minus M and is lowered by each switch's
+  m_F - m_O in turn.
+
+:func:`greedy_rule_grid` is the only implementation of the ranking and the walk; the DP's
 stage tables (many stages and y at once) and the plan rebuild (one stage at one y) both
-call it, with node rows from :func:`greedy_node_rows`, so they rank exactly alike.
+call it, with node rows from :func:`greedy_node_rows`, so they decide alike.
 
-Float details, fixed here so that every caller gets bit-identical decisions:
-
-* the ranking uses d (c_iO - c_iF), the same order as c_iO - c_iF (d > 0), computed as
-  ((e_O - e_F) + d (R_O - R_F)) / B + (p_O - p_F) with R the resync bytes: for options
-  that differ only in p, a, b this is exactly p_O - p_F, whatever d is;
-* F is option 1 exactly when that quantity for (option 1 - option 0) is < 0;
-* m_il = a_il y + b_il; E starts at y fsum(a_iF) + fsum(b_iF) - M (a float within a
-  few ulps of sum_i m_iF, the same for every caller) and is lowered sequentially;
-* memory decisions (F fits; the least-memory choice fits) are exact (fsum of the a y and
-  b terms <= M, sec. 7). When the walk stops with a choice that does not fit exactly
-  (the rule's 1e-9 byte tolerance), the rule is taken as finding no choice at this y:
-  greedy mode never returns a plan the evaluator rejects.
+One departure, so that greedy mode never returns a plan the evaluator rejects: memory
+fits when the ``fsum`` of the a y and b terms is <= M (sec. 7). Where the rule's choice (F,
+or the walk's H) does not fit exactly -- its float sum was within rounding of M, or the
+walk stopped with up to 1e-9 bytes of excess -- the rule finds no choice at this y.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
 
 from dp.memory import fits_by_estimate
-from piper_ilp.cost import node_edge_bytes, resync_bytes
+from piper_ilp.cost import cut_edge_bytes
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance, Option
 
 __all__ = [
     "GREEDY_EPS",
     "NodeRows",
+    "piper_cost",
+    "piper_edge_bytes",
     "greedy_node_rows",
+    "running_sum",
+    "greedy_last_y",
     "greedy_rule_grid",
     "greedy_choice",
     "greedy_choice_over_y",
@@ -52,17 +61,17 @@ GREEDY_EPS = 1e-9
 
 
 class NodeRows:
-    """Per node of a stage (columns, ascending input order): the two options F and O of
-    sec. 5 (O = F for a single-option node) and the ranking numerator ``dkey`` =
-    d (c_O - c_F) >= 0. Arrays of length n: ``F``, ``O`` (option indices), ``o_first``
-    (O comes before F in the option list), ``dkey``, and per option F/O: ``p``, ``e``
-    (cut-edge bytes), ``w``, ``a``, ``b``."""
+    """Per node of a stage (columns, in input order): the two options F and O of sec. 5
+    (O = F for a single-option node) and ``delta`` = c_O - c_F >= 0 (the original's floats,
+    0 for a single-option node). Arrays of length n: ``F``, ``O`` (option indices),
+    ``o_first`` (O comes before F in the option list), ``delta``, and per option F/O:
+    ``p``, ``e`` (cut-edge bytes), ``w``, ``a``, ``b``."""
 
     __slots__ = (
         "F",
         "O",
         "o_first",
-        "dkey",
+        "delta",
         "pF",
         "eF",
         "wF",
@@ -80,32 +89,98 @@ class NodeRows:
             setattr(self, k, v)
 
 
-def _pair_key(o0, o1, d: int, N: int, B: float) -> float:
-    """d (c_1 - c_0) for two options given as (p, e, w, ...), as the module doc fixes it."""
-    return ((o1[1] - o0[1]) + d * (resync_bytes(o1[2], d, N) - resync_bytes(o0[2], d, N))) / B + (
-        o1[0] - o0[0]
-    )
+def piper_cost(p, e, w, d, N: int, B: float):
+    """An option's cost as the original planner computes it (floats or numpy arrays).
+
+    Parameters
+    ----------
+    p, e, w : float or array
+        Compute time, the node's cut-edge bytes (:func:`piper_edge_bytes`), weights.
+    d : int or array of int
+        Data-parallel degree.
+    N : int
+    B : float
+
+    Returns
+    -------
+    float or array
+        (e / d + 4 (d - 1) w / d / N) / B + p / d, evaluated left to right with the
+        integer 4 (d - 1) formed first: the value of sec. 3 for one node, rounded as
+        ``algo.cpp`` rounds it (``piper_ilp.cost`` keeps the evaluator's own order).
+
+    Examples
+    --------
+    >>> piper_cost(3.0, 0.0, 4.0, 2, 4, 10.0)  # 1.5 + 0.2, not 1.7
+    1.7
+    >>> piper_cost(6.0, 0.0, 4.0, 2, 4, 10.0) - piper_cost(3.0, 0.0, 4.0, 2, 4, 10.0)
+    1.5000000000000002
+    """
+    return (e / d + 4 * (d - 1) * w / d / N) / B + p / d
+
+
+def piper_edge_bytes(instance: Instance, v: int, opt: Option, stage) -> float:
+    """Node ``v``'s cut-edge bytes, summed as the original planner sums them.
+
+    Parameters
+    ----------
+    instance : Instance
+    v : int
+        A node id.
+    opt : Option
+        One of v's options (its sfw and sbw are used).
+    stage : collection of int
+        The node ids of the stage holding v.
+
+    Returns
+    -------
+    float
+        From 0.0, one addition at a time: 2 (c + sfw) for each incoming edge from outside
+        the stage, then 2 (c + sbw) for each outgoing edge to outside it, each kind in the
+        order of the input's edges. (The evaluator's value is the ``fsum`` of the same
+        terms, :func:`piper_ilp.cost.node_edge_bytes`.)
+    """
+    total = 0.0
+    for u, c in instance.in_edges.get(v, ()):
+        if u not in stage:
+            total += cut_edge_bytes(c, opt.sfw[u])
+    for x, c in instance.out_edges.get(v, ()):
+        if x not in stage:
+            total += cut_edge_bytes(c, opt.sbw[x])
+    return total
 
 
 def greedy_node_rows(options: Sequence[Sequence[tuple]], d: int, N: int, B: float) -> NodeRows:
-    """The rule's per-node data from each node's options as (p, e, w, a, b) tuples (at
-    most two per node; ``e`` the node's cut-edge bytes in this stage)."""
-    F, O, of, dk = [], [], [], []
+    """The rule's per-node data for a stage with data-parallel degree ``d``.
+
+    Parameters
+    ----------
+    options : sequence (one entry per node, in input order) of sequences of tuples
+        Each node's options (at most two) as (p, e, w, a, b), e the node's cut-edge bytes
+        in this stage summed as :func:`piper_edge_bytes` sums them.
+    d, N, B : the stage's data-parallel degree, the instance's N and B.
+
+    Returns
+    -------
+    NodeRows
+        F = the first option of least :func:`piper_cost`, O the other one, and delta =
+        c_O - c_F in floats.
+    """
+    F, O, of, dl = [], [], [], []
     for opts in options:
         if len(opts) == 1:
-            F.append(0), O.append(0), of.append(False), dk.append(0.0)
+            F.append(0), O.append(0), of.append(False), dl.append(0.0)
             continue
-        x = _pair_key(opts[0], opts[1], d, N, B)
-        if x < 0:
-            F.append(1), O.append(0), of.append(True), dk.append(-x)
+        c0, c1 = (piper_cost(o[0], o[1], o[2], d, N, B) for o in opts[:2])
+        if c0 > c1:
+            F.append(1), O.append(0), of.append(True), dl.append(c0 - c1)
         else:
-            F.append(0), O.append(1), of.append(False), dk.append(x)
+            F.append(0), O.append(1), of.append(False), dl.append(c1 - c0)
     cols = {
         "F": np.array(F, dtype=np.int64),
         "O": np.array(O, dtype=np.int64),
         "o_first": np.array(of, dtype=bool),
     }
-    cols["dkey"] = np.array(dk, dtype=float)
+    cols["delta"] = np.array(dl, dtype=float)
     for tag, idx in (("F", F), ("O", O)):
         sel = [opts[i] for opts, i in zip(options, idx)]
         arr = np.array(sel, dtype=float).reshape(len(sel), 5)
@@ -114,8 +189,81 @@ def greedy_node_rows(options: Sequence[Sequence[tuple]], d: int, N: int, B: floa
     return NodeRows(**cols)
 
 
+def running_sum(x: np.ndarray) -> np.ndarray:
+    """The sum of each row, added as a C loop adds: one float addition at a time.
+
+    Parameters
+    ----------
+    x : (R, n) array of float
+
+    Returns
+    -------
+    (R,) array
+        0.0 + x[:, 0] + x[:, 1] + ... from the first column to the last (``np.sum`` adds
+        pairwise and ``math.fsum`` rounds once; both can differ in the last bits). Trailing
+        zero columns do not change it.
+
+    Examples
+    --------
+    >>> running_sum(np.array([[1e16, 1.0, 1.0], [1.0, 1.0, 1e16]])).tolist()
+    [1e+16, 1.0000000000000002e+16]
+    """
+    out = np.zeros(x.shape[0])
+    for k in range(x.shape[1]):
+        out += x[:, k]
+    return out
+
+
+def greedy_last_y(
+    aF: np.ndarray,
+    bF: np.ndarray,
+    aO: np.ndarray,
+    bO: np.ndarray,
+    o_first: np.ndarray,
+    cap: int,
+    M: float,
+) -> np.ndarray:
+    """Where Piper's rule stops finding a choice, per stage, as y grows.
+
+    Parameters
+    ----------
+    aF, bF, aO, bO, o_first : (G, n) arrays
+        As :func:`greedy_rule_grid` takes them.
+    cap : int
+        The largest y of interest.
+    M : float
+
+    Returns
+    -------
+    (G,) array of int
+        The largest y <= ``cap`` at which the running sum of L's memory (step 2) is <= M,
+        0 when there is none. The rule finds no choice at any larger y: the sum never falls
+        as y grows (a >= 0), so a binary search finds it.
+
+    Examples
+    --------
+    >>> ones = np.ones((1, 2))
+    >>> greedy_last_y(3 * ones, ones, ones, ones, ones > 1, 10, 7.0).tolist()  # 2 y + 2 <= 7
+    [2]
+    """
+    G = aF.shape[0]
+    lo = np.zeros(G, dtype=np.int64)  # L fits at every y <= lo (vacuously at 0)
+    hi = np.full(G, int(cap), dtype=np.int64)  # ... and at no y > hi
+    while True:
+        open_ = lo < hi
+        if not open_.any():
+            return lo
+        mid = np.where(open_, (lo + hi + 1) // 2, lo)
+        y = np.maximum(mid, 1).astype(float)[:, None]
+        mF, mO = aF * y + bF, aO * y + bO
+        take_L = (mO < mF) | ((mO == mF) & o_first)
+        fits = running_sum(np.where(take_L, mO, mF)) <= M
+        lo = np.where(open_ & fits, mid, lo)
+        hi = np.where(open_ & ~fits, mid - 1, hi)
+
+
 def greedy_rule_grid(
-    dkey: np.ndarray,
+    delta: np.ndarray,
     aF: np.ndarray,
     bF: np.ndarray,
     aO: np.ndarray,
@@ -128,10 +276,10 @@ def greedy_rule_grid(
 
     Parameters
     ----------
-    dkey, aF, bF, aO, bO, o_first : (G, n) arrays
-        Per stage and node (columns in ascending input order, trailing all-zero columns
-        are padding): d (c_O - c_F), the memory slope and constant of F and O, and whether
-        O precedes F in the option list.
+    delta, aF, bF, aO, bO, o_first : (G, n) arrays
+        Per stage and node (columns in input order; trailing columns with delta = a = b
+        = 0 are padding): c_O - c_F (:class:`NodeRows`), the memory slope and constant of
+        F and O, and whether O precedes F in the option list.
     ys : (Y,) array of int
         The microbatches in flight to evaluate.
     M : float
@@ -141,7 +289,22 @@ def greedy_rule_grid(
     switched : (G, Y, n) bool array
         Which nodes take O.
     feasible : (G, Y) bool array
-        False where no choice fits (step 2), or the walk's choice does not fit exactly.
+        False where no choice fits (step 2), or the rule's choice does not fit exactly
+        (sec. 7; see the module's note).
+
+    Examples
+    --------
+    Two nodes whose ratios tie in exact arithmetic (1.5 / 6 and 1 / 4), the first one's
+    cost difference rounded up in floats: the second node switches first, as in
+    ``algo.cpp``.
+
+    >>> c = lambda p: piper_cost(p, 0.0, 4.0, 2, 4, 10.0)
+    >>> delta = np.array([[c(6.0) - c(3.0), 1.0]])
+    >>> sw, ok = greedy_rule_grid(delta, np.array([[3.0, 2.0]]), np.array([[1.0, 2.0]]),
+    ...     np.array([[0.0, 0.0]]), np.array([[1.0, 2.0]]), np.array([[True, False]]),
+    ...     np.array([2]), 9.0)
+    >>> sw[0, 0].tolist(), bool(ok[0, 0])
+    ([False, True], True)
     """
     G, n = aF.shape
     Y = len(ys)
@@ -160,36 +323,37 @@ def greedy_rule_grid(
         g = r // Y
         return np.where(take_O, ayO[r], ayF[r]).tolist() + np.where(take_O, bO[g], bF[g]).tolist()
 
-    no_switch = np.zeros(n, dtype=bool)
-    # sum m_F per (stage, y) as y fsum(a_F) + fsum(b_F): the same value whatever the
-    # padding or the caller (the rule's E starts from it); within the float band of fsum
-    yf = np.asarray(ys, dtype=float)[None, :]
-    sum_aF = np.array([math.fsum(row) for row in aF.tolist()])
-    sum_bF = np.array([math.fsum(row) for row in bF.tolist()])
-    sumF = (yf * sum_aF[:, None] + sum_bF[:, None]).reshape(R)
-    fitsF = fits_by_estimate(sumF, 2 * n + 2, M, lambda r: terms(r, no_switch))
-    # L = the first option of least memory
-    feasible = fits_by_estimate(
-        np.minimum(mF, mO).sum(axis=1),
-        2 * n,
-        M,
-        lambda r: terms(r, (mO[r] < mF[r]) | ((mO[r] == mF[r]) & o_first[r // Y])),
-    )
-    need = ~fitsF & feasible
+    # step 1: the running sum of m_F against M, as the original decides; a choice taken
+    # must also fit exactly (sec. 7)
+    sumF = running_sum(mF)
+    takeF = sumF <= M
+    feasible = np.zeros(R, dtype=bool)
+    if takeF.any():
+        rows_F = np.nonzero(takeF)[0]
+        no_switch = np.zeros(n, dtype=bool)
+        feasible[rows_F] = fits_by_estimate(
+            sumF[rows_F], 2 * n, M, lambda k: terms(int(rows_F[k]), no_switch)
+        )
+    # step 2: L = the first option of least memory; its running sum above M: no choice
+    take_L = (mO < mF) | ((mO == mF) & np.repeat(o_first, Y, axis=0))
+    need = ~takeF & (running_sum(np.where(take_L, mO, mF)) <= M)
     if need.any():
         rows = np.nonzero(need)[0]
         mFr, mOr = mF[rows], mO[rows]
         sav = mFr - mOr
         valid = sav > GREEDY_EPS
-        dk = dkey[rows // Y]
+        dk = delta[rows // Y]
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.where(valid, dk / np.where(valid, sav, 1.0), np.inf)
         order = np.argsort(r, axis=1, kind="stable")  # ties by node position (one O per node)
         sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
         valid_sorted = np.take_along_axis(valid, order, axis=1)
-        # E = sum m_F - M, then lowered one switch at a time, sequentially (cumsum)
-        E0 = sumF[rows] - M
-        E = np.cumsum(np.concatenate([E0[:, None], -sav_sorted], axis=1), axis=1)[:, 1:]
+        # E = (running sum of m_F) - M, then lowered one switch at a time
+        E = np.empty_like(sav_sorted)
+        run = sumF[rows] - M
+        for k in range(n):
+            run = run - sav_sorted[:, k]
+            E[:, k] = run
         stop = (E < GREEDY_EPS) & valid_sorted
         any_stop = stop.any(axis=1)
         count = np.where(any_stop, np.argmax(stop, axis=1) + 1, valid_sorted.sum(axis=1))
@@ -205,8 +369,8 @@ def greedy_rule_grid(
 def greedy_choice(
     costs: Sequence[Sequence[float]], mems: Sequence[Sequence[float]], M: float
 ) -> list[int] | None:
-    """Piper's rule (sec. 5) on plain lists: per node (ascending input order) and option
-    (at most two), the cost c_il and the memory m_il (each one term).
+    """Piper's rule (sec. 5) on plain lists: per node (in input order) and option (at
+    most two), the cost c_il and the memory m_il (each one term).
 
     Returns the option index per node, or None when no choice fits.
 
@@ -224,8 +388,7 @@ def greedy_choice(
                 f"{len(c)}"
             )
         opts.append([(float(cl), 0.0, 0.0, float(ml), 0.0) for cl, ml in zip(c, m)])
-    rows = greedy_node_rows(opts, 1, 1, 1.0)
-    # with e = w = 0 and d = B = 1, dkey is exactly c_O - c_F
+    rows = greedy_node_rows(opts, 1, 1, 1.0)  # e = w = 0, d = B = 1: piper_cost is c itself
     sw, feas = _one_stage(rows, 1, M)
     if not feas:
         return None
@@ -236,8 +399,8 @@ def greedy_choice_over_y(
     dc: np.ndarray, mF: np.ndarray, mO: np.ndarray, M: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Piper's rule for two options per node (F first), for many y at once: ``dc`` (n,)
-    is c_O - c_F >= 0, ``mF``, ``mO`` (Y, n) the memories per y (rows). Returns
-    (switched (Y, n), feasible (Y,)) as :func:`greedy_rule_grid`."""
+    is c_O - c_F >= 0, ``mF``, ``mO`` (Y, n) the memories per y (rows), each one term.
+    Returns (switched (Y, n), feasible (Y,)) as :func:`greedy_rule_grid`."""
     mF = np.asarray(mF, dtype=float)
     mO = np.asarray(mO, dtype=float)
     Y, n = mF.shape
@@ -249,16 +412,17 @@ def greedy_choice_over_y(
     return sw[:, 0, :], feas[:, 0]
 
 
-def stage_option_rows(instance: Instance, nodes: Sequence[int], t: int) -> list[list[tuple]]:
+def _stage_option_rows(instance: Instance, nodes: Sequence[int], t: int) -> list[list[tuple]]:
     """Per node id of ``nodes`` (in the given order), its options under ``t`` as
-    (p, e, w, a, b), e its cut-edge bytes in the stage made of ``nodes``."""
+    (p, e, w, a, b), e its cut-edge bytes in the stage made of ``nodes``
+    (:func:`piper_edge_bytes`)."""
     members = set(nodes)
     out = []
     for v in nodes:
         opts = instance.node[v].options.get(t)
         if not opts:
             raise InputError(f"node {v} has no option for t = {t}")
-        out.append([(o.p, node_edge_bytes(instance, v, o, members), o.w, o.a, o.b) for o in opts])
+        out.append([(o.p, piper_edge_bytes(instance, v, o, members), o.w, o.a, o.b) for o in opts])
     return out
 
 
@@ -304,7 +468,7 @@ def greedy_options(
                 f"Piper's greedy option choice is defined for at most two options per (node, t); "
                 f"node {v} has {k} for t = {t}"
             )
-    rows = greedy_node_rows(stage_option_rows(instance, nodes, t), d, instance.N, instance.B)
+    rows = greedy_node_rows(_stage_option_rows(instance, nodes, t), d, instance.N, instance.B)
     sw, feas = _one_stage(rows, y, instance.M)
     if not feas:
         return None
@@ -317,7 +481,7 @@ def greedy_options(
 def _one_stage(rows: NodeRows, y: int, M: float) -> tuple[np.ndarray, bool]:
     """:func:`greedy_rule_grid` for one stage at one y: (switched per node, feasible)."""
     sw, feas = greedy_rule_grid(
-        rows.dkey[None, :],
+        rows.delta[None, :],
         rows.aF[None, :],
         rows.bF[None, :],
         rows.aO[None, :],

@@ -1,118 +1,227 @@
 """The stage tables in greedy mode: each stage's options by Piper's rule (cost model sec. 5).
 
-:class:`GreedyTables` takes the candidate pairs (I, J) of one set I at a time, grows each
-stage C = I \\ J from a remembered state, and stores per (C, t, d) the runs of y over
-which the rule's choice (and so the cost) stays the same. On a stage of plain nodes
-(options that differ only in p, a, b) the choice depends on the nodes' own numbers only
-and is computed for many stages per numpy call (:func:`plain_rule_runs`).
+:class:`GreedyTables` queues the candidate pairs (I, J) of many sets I with their stages
+C = I \\ J (one stage id per C, :class:`dp.stage_queue.StageQueue`), makes the new stages'
+states many per numpy pass, and stores per (C, t, d) the runs of y over which the rule's
+choice (and so the cost) stays the same. The rule decides on the original planner's floats
+(:mod:`dp.greedy_rule`): a node's cost depends on d and on its own cut edges, so the rule
+runs per stage and d. On a stage of plain nodes (options that
+differ only in p, a, b) it runs for many stages per numpy call (:func:`plain_rule_runs`),
+once per distinct sequence of node options and cut bytes.
 """
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
-from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
+from dp.exact_states import ExactStates
+from dp.greedy_rule import (
+    greedy_last_y,
+    greedy_node_rows,
+    greedy_rule_grid,
+    piper_cost,
+    running_sum,
+)
 from dp.knapsack import stage_tps_from_sums
-from dp.stage_context import StageContext
-from dp.stage_geometry import StageGeometry, bits
-from dp.table_arrays import choice_runs, is_monotone_step
+from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
+from dp.stage_geometry import StageGeometry, bits, lowest_sink, membership
+from dp.stage_queue import StageQueue
+from dp.table_arrays import choice_runs, distinct_rows, is_monotone_step
 from dp.table_store import StageTables
 from piper_ilp.cost import cut_edge_bytes
 
-__all__ = ["GreedyTables", "plain_rule_row", "plain_rule_runs"]
+__all__ = ["GreedyTables", "plain_node_data", "plain_rule_runs"]
 
 
-def plain_rule_row(opts) -> tuple:
-    """Piper's rule's row of a plain node (at most two options that differ only in p, a,
-    b): (p_F, dkey, a_F, b_F, a_O, b_O, o_first) of :func:`dp.greedy_rule.greedy_node_rows`,
-    dkey = p_O - p_F. It depends on neither d nor the stage.
+def plain_node_data(ctx: StageContext, geo: StageGeometry, t: int) -> tuple:
+    """The numbers Piper's rule reads of each plain node under ``t``.
 
     Parameters
     ----------
-    opts : sequence of Option
-        The node's options for one t.
+    ctx : StageContext
+    geo : StageGeometry
+    t : int
+        The tensor degree.
 
     Returns
     -------
-    tuple of 7 floats
+    opt : (n, 8) numpy.ndarray
+        Per node position, (p0, p1, a0, b0, a1, b1, w, two options) (a single option
+        repeated); nan for a node that is not plain under t or has more than two options.
+    terms, other : (n, deg) numpy.ndarray
+        Per node, its incident edges in the order the rule sums them
+        (:func:`dp.greedy_rule.piper_edge_bytes`: incoming, then outgoing, each in input
+        order): the term 2 (c + sync) and the other end's position (padding: the term 0 at
+        the node itself, never cut).
+    cls : (n,) numpy.ndarray of int
+        A class id per node, equal for equal ``opt`` rows.
     """
-    nr = greedy_node_rows([[(o.p, 0.0, 0.0, o.a, o.b) for o in opts]], 1, 1, 1.0)
-    return (
-        nr.pF[0],
-        nr.dkey[0],
-        nr.aF[0],
-        nr.bF[0],
-        nr.aO[0],
-        nr.bO[0],
-        float(nr.o_first[0]),
-    )
+    ids, preds, succs = ctx.ids, geo.preds, geo.succs
+    n = len(ids)
+    opt = np.full((n, 8), np.nan)
+    deg = max((len(preds[i]) + len(succs[i]) for i in range(n)), default=0)
+    terms = np.zeros((n, deg))
+    other = np.tile(np.arange(n)[:, None], (1, deg))
+    for i, nd in enumerate(ctx.inst.nodes):
+        opts = nd.options.get(t)
+        if not opts or len(opts) > 2 or not ctx.plain[(i, t)]:
+            continue
+        o0, o1 = opts[0], opts[-1]
+        opt[i] = (o0.p, o1.p, o0.a, o0.b, o1.a, o1.b, o0.w, float(len(opts) == 2))
+        ends = [(u, cut_edge_bytes(c, o0.sfw[ids[u]])) for u, c, _ in preds[i]]
+        ends += [(x, cut_edge_bytes(c, o0.sbw[ids[x]])) for x, c, _ in succs[i]]
+        for j, (u, term) in enumerate(ends):
+            other[i, j], terms[i, j] = u, term
+    classes: dict[bytes, int] = {}
+    cls = np.array([classes.setdefault(row.tobytes(), len(classes)) for row in opt])
+    return opt, terms, other, cls.astype(np.int64)
 
 
-def plain_rule_runs(node_rows: np.ndarray, stages: list[list[int]], ymax: int, M: float) -> list:
-    """Piper's rule on stages of plain nodes, many per numpy call, for y = 1..ymax.
+def plain_rule_runs(rows: np.ndarray, sizes: np.ndarray, cap: int, M: float, check) -> tuple:
+    """Piper's rule for y = 1..cap on blocks of plain nodes, many blocks per numpy call.
 
     Parameters
     ----------
-    node_rows : numpy.ndarray
-        n x 7: per node position, its :func:`plain_rule_row`.
-    stages : list of list of int
-        Each stage's node positions, in input order.
-    ymax : int
+    rows : (sum(sizes), 8) numpy.ndarray
+        The blocks' nodes end to end (a block: a stage at one d, its nodes in input
+        order): (c_O - c_F, a_F, b_F, a_O, b_O, O before F, p_F, p_O).
+    sizes : (U,) numpy.ndarray of int
+        The nodes of each block.
+    cap : int
         The largest y.
     M : float
         Memory per device.
+    check : callable
+        Called between numpy calls (the time limit).
 
     Returns
     -------
-    list of (numpy.ndarray, numpy.ndarray, numpy.ndarray, bool)
-        Per stage, its runs of equal choice: first y, last y, the choice's P (sum of p),
-        and whether the runs read as a monotone step function. The stages are padded to
-        the longest with zero-memory columns, and P is summed node by node in input order
-        (``cumsum``), so a stage's P does not depend on the batch it was computed in.
+    run_u, lo, hi, P : numpy.ndarray
+        The runs of equal choice over the y where the rule finds one, by block and y: the
+        block, first and last y, and P (the chosen p summed node by node in input order,
+        :func:`dp.greedy_rule.running_sum`, so that it does not depend on the padding).
+    mono : (U,) numpy.ndarray of bool
+        Whether a block's runs cover y = 1..k without gaps and P never falls.
+
+    Notes
+    -----
+    The blocks go by their last y with a choice and size, in chunks of about 50,000
+    node-y cells, each chunk padded to its widest block with zero columns (which change no
+    sum and are never switched) and evaluated up to its largest last y.
     """
-    nb = len(stages)
-    width = max(len(st) for st in stages)
-    rows = np.zeros((nb, width, 7))
-    for b, st in enumerate(stages):
-        rows[b, : len(st)] = node_rows[st]
-    ys = np.arange(1, ymax + 1)
+    U = len(sizes)
+    starts = np.cumsum(sizes) - sizes
+    parts = [(np.empty(0, dtype=np.int64),) * 3 + (np.empty(0),)]
+    mono = np.ones(U, dtype=bool)
+    # each block's last y with a choice (above it the rule finds none), blocks by size
+    last = np.zeros(U, dtype=np.int64)
+    by_size = np.argsort(sizes, kind="stable")
+    for idx in _chunks(by_size, sizes, np.ones(U, dtype=np.int64), 50_000):
+        check()
+        block = _dense(rows, starts, sizes, idx)
+        last[idx] = greedy_last_y(
+            *(block[:, :, j] for j in range(1, 5)), block[:, :, 5] > 0, cap, M
+        )
+    # the rule at y = 1..last, blocks by last y and size, in chunks of about 50,000
+    # node-y cells (each padded to its widest block and its largest last y; larger
+    # chunks leave the cache and are slower per cell)
+    live = np.flatnonzero(last > 0)
+    order = live[np.lexsort((sizes[live], last[live]))]
+    for idx in _chunks(order, sizes, last, 50_000):
+        check()
+        sg, lo, hi, P, ok = _rule_runs(_dense(rows, starts, sizes, idx), last[idx], M)
+        mono[idx] = ok
+        parts.append((idx[sg], lo, hi, P))
+    run_u, lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(4))
+    order = np.lexsort((lo, run_u))
+    return run_u[order], lo[order], hi[order], P[order], mono
+
+
+def _chunks(order: np.ndarray, sizes: np.ndarray, depth: np.ndarray, limit: int):
+    """``order`` (block indices, their ``depth`` non-decreasing along it) cut into chunks
+    whose count x widest size x deepest depth stays within ``limit`` (at least one block
+    each)."""
+    c0 = 0
+    while c0 < len(order):
+        rest = order[c0 : c0 + 65536]
+        cells = np.arange(1, len(rest) + 1) * np.maximum.accumulate(sizes[rest])
+        cells *= np.maximum.accumulate(depth[rest])
+        step = max(1, int(np.searchsorted(cells, limit, side="right")))
+        yield rest[:step]
+        c0 += step
+
+
+def _dense(rows: np.ndarray, starts: np.ndarray, sizes: np.ndarray, idx: np.ndarray):
+    """Blocks ``idx`` of ``rows`` (each ``sizes`` rows from ``starts``) as one array
+    (blocks, widest, 8), padded with zero rows."""
+    n_of = sizes[idx]
+    block = np.zeros((len(idx), int(n_of.max()), rows.shape[1]))
+    b_of = np.repeat(np.arange(len(idx)), n_of)
+    col = np.arange(len(b_of)) - np.repeat(np.cumsum(n_of) - n_of, n_of)
+    block[b_of, col] = rows[np.repeat(starts[idx], n_of) + col]
+    return block
+
+
+def _rule_runs(block: np.ndarray, last: np.ndarray, M: float) -> tuple:
+    """Piper's rule on blocks (as :func:`plain_rule_runs` pads them) at y = 1 .. ``last``
+    of each. Returns per run its block, first and last y and P, and per block whether
+    its runs are monotone (y = 1..k without gaps, P never falling)."""
+    Y = int(last.max())
     sw, feas = greedy_rule_grid(
-        rows[:, :, 1],
-        rows[:, :, 2],
-        rows[:, :, 3],
-        rows[:, :, 4],
-        rows[:, :, 5],
-        rows[:, :, 6] > 0,
-        ys,
-        M,
+        *(block[:, :, j] for j in range(5)), block[:, :, 5] > 0, np.arange(1, Y + 1), M
     )
-    # sums node by node in input order (cumsum), so that a stage's P does not depend on
-    # how wide the batch pads it (np.sum and @ group their terms by length), and the
-    # chain bound's tables and the full tables agree to the last bit
-    pF_sum = np.cumsum(rows[:, :, 0], axis=1)[:, -1]
-    out = []
-    starts, ends, contiguous = choice_runs(sw, feas)
-    for b in range(nb):
-        lo, hi = starts[b], ends[b]
-        if not len(lo):
-            out.append((lo, hi, np.empty(0), True))
-            continue
-        P = pF_sum[b] + np.cumsum(np.where(sw[b, lo - 1], rows[b, :, 1], 0.0), axis=1)[:, -1]
-        Pl = P.tolist()
-        mono = bool(contiguous[b]) and all(x <= y for x, y in zip(Pl, Pl[1:]))
-        out.append((lo, hi, P, mono))
-    return out
+    same = np.ones(feas.shape, dtype=bool)
+    same[:, 1:] = ~np.any(sw[:, 1:] != sw[:, :-1], axis=2)
+    start = feas.copy()
+    start[:, 1:] &= ~feas[:, :-1] | ~same[:, 1:]
+    end = feas.copy()
+    end[:, :-1] &= ~feas[:, 1:] | ~same[:, 1:]
+    sg, sy = np.nonzero(start)
+    ey = np.nonzero(end)[1]
+    P = running_sum(np.where(sw[sg, sy], block[sg, :, 7], block[sg, :, 6]))
+    nfeas = feas.sum(axis=1)
+    first_gap = np.where(feas.all(axis=1), Y, np.argmin(feas, axis=1))
+    ok = first_gap == nfeas
+    falls = (P[1:] < P[:-1]) & (sg[1:] == sg[:-1])
+    ok[sg[1:][falls]] = False
+    return sg, sy + 1, ey + 1, P, ok
 
 
-class GreedyTables:
-    """The greedy-mode part of the stage-table builder.
+def _rule_blocks(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float) -> np.ndarray:
+    """Per node (rows of ``opt`` as :func:`plain_node_data` gives them, ``e`` its cut
+    bytes), the columns of :func:`plain_rule_runs`'s blocks at degree d."""
+    p0, p1, a0, b0, a1, b1, w, two = opt.T
+    two = two > 0
+    c0 = piper_cost(p0, e, w, d, N, B)
+    c1 = piper_cost(p1, e, w, d, N, B)
+    F = two & (c0 > c1)  # option 1 is F
+    return np.stack(
+        [
+            np.where(two, np.where(F, c0 - c1, c1 - c0), 0.0),
+            np.where(F, a1, a0),
+            np.where(F, b1, b0),
+            np.where(F, a0, a1),
+            np.where(F, b0, b1),
+            F,
+            np.where(F, p1, p0),
+            np.where(F, p0, p1),
+        ],
+        axis=1,
+    )
 
-    A stage's *state* per t is (W, plain, None, least memory), kept only for the t where
-    some choice may fit, and its cut-edge bitmasks; the state of C is made from the state
-    of C minus its lowest node without successors in C, remembered per C until the
-    states pass ``memo_points``.
+
+class GreedyTables(StageQueue):
+    """The greedy-mode part of the stage-table builder: the rows of the queued stages
+    (:class:`dp.stage_queue.StageQueue`) by Piper's rule.
+
+    A stage's state per t (:class:`dp.exact_states.ExactStates` without frontiers) is W,
+    whether it is plain, and whether some choice may fit (its least memory); the state of
+    C is made from the state of C minus its lowest node without successors in C. The rows
+    of plain stages are made many stages per numpy call (:meth:`_plain_rows`), those of
+    general stages one sequence of nodes' options at a time (:meth:`_general_rows`).
 
     Parameters
     ----------
@@ -122,8 +231,11 @@ class GreedyTables:
         The graph as bitmasks and the cut bytes.
     tables : StageTables
         Where the rows and groups go.
-    memo_points : int
-        Forget every remembered state once more than this many were made.
+    masks : numpy.ndarray
+        The family as words (:func:`dp.stage_geometry.set_words`).
+    batches : BuildBatches
+        The sizes of the queue and the memo (``memo_points``: forget every state once
+        more than this many were made).
 
     Attributes
     ----------
@@ -132,231 +244,215 @@ class GreedyTables:
     """
 
     def __init__(
-        self, ctx: StageContext, geo: StageGeometry, tables: StageTables, memo_points: int
+        self,
+        ctx: StageContext,
+        geo: StageGeometry,
+        tables: StageTables,
+        masks: np.ndarray,
+        batches: BuildBatches,
     ):
-        inst = ctx.inst
-        self.inst, self.ideals, self.ids, self.check = inst, ctx.ideals, ctx.ids, ctx.check
-        self.N, self.B, self.M, self.mem_maybe = ctx.N, ctx.B, ctx.M, ctx.mem_maybe
-        self.ds, self.cap, self.plain, self.node_t = ctx.ds, ctx.cap, ctx.plain, ctx.node_t
+        super().__init__(ctx, geo, tables, masks, batches)
+        self.inst = ctx.inst
         self.pred_mask, self.succ_mask = geo.pred_mask, geo.succ_mask
         self.preds, self.succs = geo.preds, geo.succs
-        self.plus_bits, self.minus_bits = geo.plus_bits, geo.minus_bits
-        self.low_sink, self.cut_bytes = geo.low_sink, geo.cut_bytes
-        self.tables = tables
-        self.state_memo_points = memo_points
-        # Piper's rule on plain nodes: the rule's node row does not depend on d or on the
-        # stage; nodes with the same row are one class
-        self.greedy_class: dict[tuple[int, int], int] = {}
-        class_id: dict[tuple, int] = {}
-        node_row: dict[int, dict[int, tuple]] = {}
-        for i, nd in enumerate(inst.nodes):
-            for t, opts in nd.options.items():
-                if len(opts) <= 2:
-                    row = plain_rule_row(opts)
-                    self.greedy_class[(i, t)] = class_id.setdefault(row, len(class_id))
-                    node_row.setdefault(t, {})[i] = row
-        n = len(ctx.ids)
-        self.greedy_row_array = {
-            t: np.array([rows.get(i, (np.nan,) * 7) for i in range(n)], dtype=float)
-            for t, rows in node_row.items()
-        }
-        self.greedy_runs_memo: dict[tuple, tuple] = {}
-        self.greedy_pending: list = []
+        self.plain = ctx.plain
+        self.state_memo_points = batches.memo_points
+        self.states = ExactStates(
+            ctx,
+            geo,
+            FILTER_LOW_BITS,
+            partial(lowest_sink, succ=geo.succ_mask, filters=geo.sink_filters),
+            batches.extend_rows,
+            frontiers=False,
+        )
+        # table points costing more than this cannot be in a plan of value <= ub
+        self.cost_cut = None if ctx.ub is None else ctx.ub * (1.0 + 1e-9)
+        # Piper's rule on plain nodes: per t, the numbers it reads of each node
+        self.plain_data = {t: plain_node_data(ctx, geo, t) for t in ctx.t_values}
+        # per node position, its edges (the columns of plain_node_data's terms it uses)
+        self.degree = np.array([len(geo.preds[i]) + len(geo.succs[i]) for i in range(len(ctx.ids))])
         # general nodes: the options' rows per (node, t, cut in, cut out), as items
         self.item_id: dict[tuple, int] = {}
         self.items: list[tuple] = []
         self.node_item: dict[tuple, int] = {}
-        self.greedy_cache: dict[tuple, list] = {}
-        # first row of the rows of stage C under t (plain stages), and of each profile of
-        # greedy_cache, stored once and shared by the pairs
-        self.greedy_rows: dict[tuple[int, int], int] = {}
-        self.greedy_profile_rows: dict[tuple, list] = {}
-        # stage states per stage C with the cut bitmasks (plus, minus) of its nodes
-        self.state_memo: dict[int, tuple] = {}
-        self.memo_points = 0
-        self.empty_state = ({t: (0.0, True, None, 0.0) for t in ctx.t_values}, 0, 0)
-        self.pairs = 0
-
-    def add_set(self, k: int, I: int, js: np.ndarray, dev_lo, dev_hi):
-        """The candidate stages I \\ J of set ``k`` (``I``) for the sets J of indices
-        ``js``, largest J first: C grows, and its state extends a state of this I just
-        made.
-
-        Parameters
-        ----------
-        k : int
-            The index of I in the family.
-        I : int
-            The set I.
-        js : numpy.ndarray
-            The indices of the sets J (rising; :meth:`CandidatePairs.by_set
-            <dp.stage_candidates.CandidatePairs.by_set>`).
-        dev_lo, dev_hi : numpy.ndarray or None
-            Per pair, the range of t d it allows; None: any.
-        """
-        ideals = self.ideals
-        if dev_lo is not None:
-            dev_lo, dev_hi = dev_lo.tolist(), dev_hi.tolist()
-        jl = js.tolist()
-        for pos in range(len(jl) - 1, -1, -1):
-            jk = jl[pos]
-            J = ideals[jk]
-            C = I & ~J
-            sts, cut = self._state(C)
-            if sts:
-                self.pairs += 1
-                self._emit_pair(
-                    k, jk, I, J, cut, sts, None if dev_lo is None else (dev_lo[pos], dev_hi[pos])
-                )
+        # per (t, sequence of items): the rows (first row, count of rows before each d)
+        self.general_rows: dict[tuple, tuple] = {}
 
     def finish(self):
-        """Emit what waits in the queue and forget the states."""
-        if self.greedy_pending:
-            self._flush()
-        self.state_memo.clear()
-
-    # ---- the states ---------------------------------------------------------------------
-    def _state(self, C: int):
-        """The state of stage C (dict t -> (W, plain, None, least memory), only the t where
-        some choice may fit) and its cut-edge bitmask, from the state of C minus a node
-        without successors in C (found in the memo, or made first, and so on down)."""
-        memo = self.state_memo
-        got = memo.get(C)
-        if got is not None:
-            return got[0], got[1] & ~got[2]
-        chain = []
-        X = C
-        while got is None:
-            if X == 0:
-                got = self.empty_state
-                break
-            # a node of X with no successor in X (the graph is acyclic: one exists)
-            v = self.low_sink(X)
-            chain.append((X, v))
-            X &= ~(1 << v)
-            got = memo.get(X)
-        sts, plus, minus = got
-        for X, v in reversed(chain):
-            new = {}
-            for t, st in sts.items():
-                st2 = self._extend(st, v, t)
-                if st2 is not None:
-                    new[t] = st2
-                    self.memo_points += 1
-            sts, plus, minus = new, plus | self.plus_bits[v], minus | self.minus_bits[v]
-            memo[X] = (sts, plus, minus)
-        if self.memo_points > self.state_memo_points:
-            memo.clear()
-            self.memo_points = 0
-        return sts, plus & ~minus
-
-    def _extend(self, st, v: int, t: int):
-        """The state of stage C + v under t, (W, plain, None, least memory), or None when no
-        option choice can fit (then no larger stage fits either). (Exact mode:
-        :mod:`dp.exact_states`, the same rules with frontiers.)"""
-        node = self.node_t.get((v, t))
-        if node is None:
-            return None
-        node_plain, m1min, w_first, o = node
-        W, plain, fr, m1 = st
-        m1 = m1 + m1min
-        if m1 > self.mem_maybe:
-            return None
-        plain = plain and node_plain
-        if plain:
-            W += w_first
-        return (W, plain, None, m1)
-
-    # ---- one candidate stage ------------------------------------------------------------
-    def _emit_pair(
-        self,
-        k: int,
-        jk: int,
-        I: int,
-        J: int,
-        cut: int,
-        states: dict,
-        devices: tuple | None = None,
-    ):
-        """The tables of stage C = I \\ J for each t (and each d with t d in ``devices`` =
-        (least, most), when given)."""
-        C = I & ~J
-        for t, (W, plain, _, _) in states.items():
-            ds, caps = self.ds[t], self.cap[t]
-            if devices is not None:
-                keep = (t * ds >= devices[0]) & (t * ds <= devices[1])
-                if not keep.all():
-                    ds, caps = ds[keep], caps[keep]
-            if not len(ds):
-                continue
-            if plain:
-                self._emit_plain(k, jk, t, C, self.cut_bytes(t, cut), W, ds, caps)
-            else:
-                self._emit_general(k, jk, t, I, J, C, ds)
-
-    # ---- plain stages -------------------------------------------------------------------
-    def _emit_plain(self, k, jk, t, C, E, W, ds, caps):
-        """Piper's rule on a stage whose nodes' options differ only in p, a, b: the choice
-        per y depends on the nodes' own numbers (in input order) only, so it is computed
-        once per such sequence (in batches, see :meth:`_flush`); E and W come from the
-        state."""
-        nodes = list(bits(C))
-        key = (t, tuple(self.greedy_class[(i, t)] for i in nodes))
-        self.greedy_pending.append((k, jk, t, E, W, ds, caps, key, nodes, C))
-        if len(self.greedy_pending) >= 4096:
-            self._flush()
+        """Make and emit what waits in the queue, then forget the stages and their states."""
+        super().finish()
+        self.states = None
 
     def _flush(self):
-        """Compute the runs of every queued stage whose node sequence is new, many stages
-        per numpy call (rows padded with zero-memory columns), then emit them all."""
-        pending, self.greedy_pending = self.greedy_pending, []
-        todo: dict[tuple, list[int]] = {}
-        for p in pending:  # (k, jk, t, E, W, ds, caps, key, nodes, C)
-            key = p[7]
-            if key not in self.greedy_runs_memo and key not in todo:
-                todo[key] = p[8]
-        by_t: dict[int, list] = {}
-        for key, nodes in todo.items():
-            by_t.setdefault(key[0], []).append((key, nodes))
-        for t, items in by_t.items():
-            ymax = int(self.cap[t].max())
-            items.sort(key=lambda kv: len(kv[1]))
-            step = max(1, 200_000 // (ymax * max(1, len(items[-1][1]))))
-            for c0 in range(0, len(items), step):
-                self.check()
-                chunk = items[c0 : c0 + step]
-                for key, runs in zip(
-                    (kv[0] for kv in chunk),
-                    plain_rule_runs(
-                        self.greedy_row_array[t], [kv[1] for kv in chunk], ymax, self.M
-                    ),
-                ):
-                    self.greedy_runs_memo[key] = runs
-        rows_memo = self.greedy_rows
-        for k, jk, t, E, W, ds, _caps, key, _nodes, C in pending:
-            lo, hi, P, mono = self.greedy_runs_memo[key]
-            if not len(P):
+        """Make the states of the queued stages, then their rows per t (plain stages: many
+        per numpy call, :meth:`_plain_rows`; general ones by their sequence of node
+        options, :meth:`_general_rows`), then emit the queued pairs' groups. The states
+        are forgotten once they pass ``memo_points``."""
+        stages, self.queue_stages = self.queue_stages, []
+        sinks, self.queue_sinks = self.queue_sinks, []
+        states = self.states
+        ids = np.array(states.make(stages, sinks), dtype=np.int64)
+        q0 = self.n_recorded
+        n = len(stages)
+        self._grow_stage_arrays(q0 + n)
+        self.n_recorded += n
+        nonempty = np.zeros(n, dtype=bool)
+        for t in self.t_values:
+            alive = states.alive[t][ids]
+            nonempty |= alive
+            if not len(self.ds[t]):  # no d allowed with this t: no rows
                 continue
-            # the rows of stage C under t for every allowed d, made once per (C, t) (E and
-            # W are C's): the pair's d (a contiguous range of them) name a slice
-            first = rows_memo.get((C, t))
-            if first is None:
-                all_ds, all_caps = self.ds[t], self.cap[t]
-                dcol = all_ds[:, None].astype(float)
-                cost = stage_tps_from_sums(E, W, P[None, :], dcol, self.N, self.B)
-                yhi = np.minimum(hi[None, :], all_caps[:, None])
-                first = self.tables.add_rows(
-                    t, all_ds, cost, np.broadcast_to(lo, yhi.shape), yhi, mono
-                )
-                rows_memo[(C, t)] = first
-            i0 = 0 if len(ds) == len(self.ds[t]) else int(np.searchsorted(self.ds[t], ds[0]))
-            self.tables.add_groups(k, jk, first + i0, len(ds))
+            plain = states.plain[t][ids]
+            for i in np.flatnonzero(alive & ~plain).tolist():
+                self.check()
+                self._record_rows(t, q0 + i, *self._general_rows(stages[i], t))
+            fast = np.flatnonzero(alive & plain)
+            if len(fast):
+                self.check()
+                sp = ids[fast]
+                E = self.geo.cut_bytes_many(t, states.cuts(sp.tolist()))
+                cum, first = self._plain_rows(t, [stages[i] for i in fast], E, states.W[t][sp])
+                self._record_rows(t, q0 + fast, cum, first)
+        self.stage_nonempty[q0 : q0 + n] = nonempty
+        if states.size() > self.state_memo_points:
+            states.forget()
+        self._emit_pairs()
+
+    # ---- plain stages -------------------------------------------------------------------
+    def _plain_stages(self, t: int, masks: list[int]):
+        """The node positions of plain stages (bitmasks ``masks``) end to end, their cut
+        bytes as the rule sums them, and one representative per distinct sequence of node
+        classes and cut bytes (:func:`plain_node_data`; equal as bytes). Returns (sizes,
+        pos, e, inv, rep): the representative of stage g is ``rep[inv[g]]``, the first
+        stage of its kind, the kinds numbered in the order of their first stage."""
+        _, terms, other, cls = self.plain_data[t]
+        G = len(masks)
+        inside = membership(masks, len(self.ids))
+        g_of, pos = np.nonzero(inside)  # stage by stage, nodes in input order
+        sizes = np.bincount(g_of, minlength=G)
+        # e: from 0.0, one addition per incident edge in the rule's order, 0.0 for an edge
+        # inside the stage (x + 0.0 = x: e >= 0), over the nodes with that many edges
+        deg = self.degree
+        e = np.zeros(len(pos))
+        at = np.arange(len(pos))
+        for k in range(terms.shape[1]):
+            at = at[deg[pos[at]] > k]
+            if not len(at):
+                break
+            p = pos[at]
+            e[at] += terms[p, k] * (1.0 - inside[g_of[at], other[p, k]])
+        # each stage's node classes and cut bytes side by side (padding: class -1), as
+        # one opaque value of bytes per stage
+        width = int(sizes.max())
+        col = np.arange(len(pos)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        key = np.zeros((G, 2 * width), dtype=np.int64)
+        key[:, :width] = -1
+        key[g_of, col] = cls[pos]
+        key[g_of, width + col] = e.view(np.int64)
+        inv, rep = distinct_rows(key)
+        return sizes, pos, e, inv, rep
+
+    def _plain_rows(self, t: int, masks: list[int], E: np.ndarray, W: np.ndarray):
+        """The rows of plain stages C (bitmasks ``masks``, cut bytes ``E``, weights ``W``)
+        under t, one per d of ``ds[t]`` where Piper's rule finds a choice for some y <= cap,
+        stored stage by stage, d by d. The rule runs once per distinct stage
+        (:meth:`_plain_stages`) and d, and not at all for a d where even the least p of
+        every node costs more than the upper bound allows (:meth:`_within_bound`). Returns
+        per stage the count of its rows before each d and its first row."""
+        opt = self.plain_data[t][0]
+        ds, caps = self.ds[t], self.cap[t]
+        G, D = len(masks), len(ds)
+        sizes, pos, e, inv, rep = self._plain_stages(t, masks)
+        U = len(rep)
+        keep = np.zeros(G, dtype=bool)
+        keep[rep] = True
+        node_keep = np.repeat(keep, sizes)
+        r_pos, r_e = pos[node_keep], e[node_keep]
+        r_sizes = sizes[rep]
+        r_start = np.cumsum(r_sizes) - r_sizes
+        least_p = self._least_p(opt, pos, sizes)
+        cnt = np.zeros((G, D), dtype=np.int64)
+        mono = np.ones((G, D), dtype=bool)
+        points = []
+        for j, d in enumerate(ds.tolist()):
+            need = self._within_bound(E, W, least_p, d)
+            sub = np.arange(U)
+            if need is not None:
+                sub = np.zeros(U, dtype=bool)
+                sub[inv[need]] = True
+                sub = np.flatnonzero(sub)
+            n_of = r_sizes[sub]
+            at = np.repeat(r_start[sub] - (np.cumsum(n_of) - n_of), n_of) + np.arange(n_of.sum())
+            run_u, lo, hi, P, sub_mono = plain_rule_runs(
+                _rule_blocks(opt[r_pos[at]], r_e[at], d, self.N, self.B),
+                n_of,
+                int(caps[j]),
+                self.M,
+                self.check,
+            )
+            run_u = sub[run_u]
+            u_mono = np.ones(U, dtype=bool)
+            u_mono[sub] = sub_mono
+            u_cnt = np.bincount(run_u, minlength=U)
+            u_start = np.cumsum(u_cnt) - u_cnt
+            counts = u_cnt[inv]
+            if need is not None:
+                counts[~need] = 0
+            total = int(counts.sum())
+            take = np.arange(total) + np.repeat(u_start[inv] - (np.cumsum(counts) - counts), counts)
+            g_pts = np.repeat(np.arange(G), counts)
+            cost = stage_tps_from_sums(E[g_pts], W[g_pts], P[take], d, self.N, self.B)
+            points.append((g_pts, cost, lo[take], hi[take]))
+            cnt[:, j] = counts
+            mono[:, j] = u_mono[inv]
+        return self._store_plain_rows(t, points, cnt, mono)
+
+    def _least_p(self, opt: np.ndarray, pos: np.ndarray, sizes: np.ndarray):
+        """Per stage (nodes ``pos`` end to end, ``sizes`` each), the sum of its nodes'
+        least p; None without an upper bound."""
+        if self.cost_cut is None:
+            return None
+        return np.add.reduceat(np.minimum(opt[pos, 0], opt[pos, 1]), np.cumsum(sizes) - sizes)
+
+    def _within_bound(self, E, W, least_p, d: int):
+        """Per stage, whether some choice of it may cost at most the upper bound allows at
+        d (the cost rises with P; the margin 1e-7 covers the order in which P is summed);
+        None without an upper bound."""
+        if least_p is None:
+            return None
+        low = stage_tps_from_sums(E, W, least_p, d, self.N, self.B)
+        return low <= self.cost_cut * (1.0 + 1e-7)
+
+    def _store_plain_rows(self, t: int, points: list, cnt, mono):
+        """Store the rows :meth:`_plain_rows` made (per d, the points (stage, cost, ylo,
+        yhi) by stage; ``cnt`` and ``mono`` (G, D)), stage by stage, then d by d. Returns
+        per stage the count of its rows before each d and its first row."""
+        ds = self.ds[t]
+        G, D = cnt.shape
+        g_all = np.concatenate([x[0] for x in points])
+        order = np.argsort(g_all, kind="stable")  # each d's points are by stage already
+        present = cnt > 0
+        n_rows = present.sum(axis=1)
+        first_row = -1
+        if n_rows.any():
+            first_row = self.tables.add_ragged_rows(
+                t,
+                np.broadcast_to(ds, (G, D))[present],
+                cnt[present],
+                *(np.concatenate([x[k] for x in points])[order] for k in (1, 2, 3)),
+                mono[present],
+            )
+        base = first_row + np.cumsum(n_rows) - n_rows
+        cum = np.zeros((G, D + 1), dtype=np.int64)
+        np.cumsum(present, axis=1, out=cum[:, 1:])
+        return cum, base
 
     # ---- general stages -----------------------------------------------------------------
     def _item(self, i: int, t: int, cut_in: int, cut_out: int) -> int:
-        """The id of node i's options under t as rows (p, E, w, a, b), E its cut-edge bytes
-        for the in-edges from ``cut_in`` and the out-edges to ``cut_out``; the same rows
-        share one id."""
+        """The id of node i's options under t as rows (p, E, w, a, b, e), E its cut-edge
+        bytes for the in-edges from ``cut_in`` and the out-edges to ``cut_out`` (their
+        ``fsum``) and e the same bytes as Piper's rule sums them
+        (:func:`dp.greedy_rule.piper_edge_bytes`); the same rows share one id."""
         key = (i, t, cut_in, cut_out)
         got = self.node_item.get(key)
         if got is not None:
@@ -370,7 +466,10 @@ class GreedyTables:
             terms += [
                 cut_edge_bytes(c, o.sbw[ids[x]]) for x, c, _ in self.succs[i] if (cut_out >> x) & 1
             ]
-            row.append((o.p, math.fsum(terms), o.w, o.a, o.b))
+            seq = 0.0  # the cut bytes as Piper's rule sums them (dp.greedy_rule)
+            for x in terms:
+                seq += x
+            row.append((o.p, math.fsum(terms), o.w, o.a, o.b, seq))
         item = (tuple(row), self.plain[(i, t)])
         iid = self.item_id.get(item)
         if iid is None:
@@ -380,38 +479,29 @@ class GreedyTables:
         self.node_item[key] = iid
         return iid
 
-    def _emit_general(self, k, jk, t, I, J, C, allowed):
-        """Piper's rule on a stage with general nodes: its profiles (one per d) are made
-        once per sequence of items and stored once, shared by the pairs."""
+    def _general_rows(self, C: int, t: int):
+        """The rows of a stage C with general nodes under t, one per d where Piper's rule
+        finds a choice for some y: made and stored once per sequence of the nodes' items
+        (:meth:`_item`) and shared by the stages with that sequence. Returns the count of
+        the rows before each d of ``ds[t]`` and the first row (-1: none)."""
+        # the cut edges of a node of C = I \\ J: the in-edges from outside I and the
+        # out-edges into J, i.e. (I and J being successor-closed) those from and to
+        # outside C
         ids = tuple(
-            self._item(i, t, self.pred_mask[i] & ~I, self.succ_mask[i] & J) for i in bits(C)
+            self._item(i, t, self.pred_mask[i] & ~C, self.succ_mask[i] & ~C) for i in bits(C)
         )
         key = (t, ids)
-        got = self.greedy_cache.get(key)
+        got = self.general_rows.get(key)
         if got is None:
-            got = self._profiles(ids, t)
-            self.greedy_cache[key] = got
-        full = len(allowed) == len(self.ds[t])
-        # the rows of each profile are stored once (on first use) and shared by the pairs
-        rows = self.greedy_profile_rows.setdefault(key, [None] * len(got))
-        for i, (ds, cost, ylo, yhi, mono) in enumerate(got):
-            whole = True
-            if not full:
-                keep = np.isin(ds, allowed)
-                if not keep.any():
-                    continue
-                whole = bool(keep.all())
-                if not whole:
-                    ds, cost, ylo, yhi = ds[keep], cost[keep], ylo[keep], yhi[keep]
-            if not cost.shape[1]:
-                continue
-            if not whole:
-                first = self.tables.add_rows(t, ds, cost, ylo, yhi, mono)
-            else:
-                first = rows[i]
-                if first is None:
-                    first = rows[i] = self.tables.add_rows(t, ds, cost, ylo, yhi, mono)
-            self.tables.add_groups(k, jk, first, len(ds))
+            first = self.tables.n_rows
+            has = set()
+            for ds, cost, ylo, yhi, mono in self._profiles(ids, t):
+                self.tables.add_rows(t, ds, cost, ylo, yhi, mono)
+                has.update(ds.tolist())
+            cum = np.zeros(len(self.ds[t]) + 1, dtype=np.int64)
+            cum[1:] = np.cumsum([d in has for d in self.ds[t].tolist()])
+            got = self.general_rows[key] = (cum, first if has else -1)
+        return got
 
     def _profiles(self, item_ids: tuple, t: int):
         """Piper's rule on a stage with general nodes, for each d (the ranking depends on d)
@@ -430,10 +520,12 @@ class GreedyTables:
     def _runs(self, rows, d: int, ymax: int):
         """Piper's rule for y = 1..ymax on one stage: runs (y_lo, y_hi, P, E, W) of equal
         choice over the y where the rule finds a choice."""
-        nr = greedy_node_rows(rows, d, self.N, self.B)
+        nr = greedy_node_rows(
+            [[o[:1] + o[5:] + o[2:5] for o in r] for r in rows], d, self.N, self.B
+        )
         n = len(rows)
         sw, feas = greedy_rule_grid(
-            *(x[None, :] for x in (nr.dkey, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)),
+            *(x[None, :] for x in (nr.delta, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)),
             np.arange(1, ymax + 1),
             self.M,
         )

@@ -41,6 +41,7 @@ __all__ = [
     "run_ids",
     "run_starts",
     "stage_items",
+    "group_points",
     "pareto_frontier",
     "y_capacity",
     "y_capacity_and_memory",
@@ -369,20 +370,29 @@ def segment_staircase(rs: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def pareto_orders(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:
     """The indices of the rows :func:`pareto_mask` keeps in each of many arrays, by array
-    and then in lexicographic order of the columns (ties: input order). ``cols`` (n x 3)
-    holds the arrays end to end, ``seg`` (n, nondecreasing) names the array of each row.
-    The same rule per array: a row is kept unless a row before it in lexicographic order
-    (ties: input order) is <= it in every column (columns constant in an array change
-    neither the order nor the dominance, so this is what :func:`pareto_mask` keeps for
-    any number of varying columns). Arrays up to 512 rows are compared in padded batches
-    of similar length (O(m^2) each: for arrays where all three columns vary; two columns
-    take :func:`two_column_orders`), larger ones one at a time."""
+    and then in lexicographic order of the columns (ties: input order). ``cols`` (n x k,
+    k >= 1) holds the arrays end to end, ``seg`` (n, nondecreasing) names the array of
+    each row. The same rule per array: a row is kept unless a row before it in
+    lexicographic order (ties: input order) is <= it in every column (columns constant in
+    an array change neither the order nor the dominance, so this is what
+    :func:`pareto_mask` keeps for any number of varying columns). Arrays up to 512 rows
+    are compared in padded batches of similar length (O(m^2) each: for arrays where
+    three or more columns vary; two columns take :func:`two_column_orders`), larger ones
+    one at a time."""
     n = len(cols)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((cols[:, 2], cols[:, 1], cols[:, 0], seg))
-    s1, s2, sg = cols[order, 1], cols[order, 2], seg[order]
+    k = cols.shape[1]
+    order = np.lexsort(tuple(cols[:, j] for j in range(k - 1, -1, -1)) + (seg,))
+    sg = seg[order]
     starts = run_starts(sg)
+    # the first column holds by the order; a column constant in every array decides nothing
+    at_start = np.repeat(starts, np.diff(np.append(starts, n)))
+    rest = []
+    for j in range(1, k):
+        c = cols[order, j]
+        if not (c == c[at_start]).all():
+            rest.append(c)
     lens = np.diff(np.append(starts, n))
     keep = np.ones(n, dtype=bool)
     # arrays by length; runs of similar length are compared together, padded to the
@@ -414,14 +424,51 @@ def pareto_orders(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:
         ar = np.arange(m)
         valid = ar[None, :] < lens[g][:, None]
         idx = np.where(valid, starts[g][:, None] + ar[None, :], 0)
-        a1, a2 = s1[idx], s2[idx]
-        le = (a1[:, None, :] <= a1[:, :, None]) & (a2[:, None, :] <= a2[:, :, None])
-        le &= (ar[None, :] < ar[:, None])[None, :, :]
+        le = np.empty((len(g), m, m), dtype=bool)
+        le[:] = (ar[None, :] < ar[:, None])[None, :, :]
+        for col in rest:
+            a = col[idx]
+            le &= a[:, None, :] <= a[:, :, None]
         le &= valid[:, None, :]
         dom = le.any(axis=2)
         keep[idx[valid]] = ~dom[valid]
         i = j
     return order[keep]
+
+
+def group_points(it: Item, k: int, ylo: int, yhi: int | None):
+    """The choices of k identical items ``it`` (each with the options of ``it``): "j_l of
+    them take option l", as the rows of :func:`pareto_frontier` (P, E, W, A, Bm, memory at
+    ``ylo``, memory at ``yhi`` or sum a when None), and which of them no other choice
+    dominates in (P, E, W, both memories).
+
+    Parameters
+    ----------
+    it : Item
+        The options of the item, as (p, E, w, a, b).
+    k : int
+        The copies of the item in the stage.
+    ylo, yhi : int
+        The y range (:func:`pareto_frontier`); ``yhi`` None: every y >= ``ylo``.
+
+    Returns
+    -------
+    combos : list of tuple
+        Per choice, the option of each copy (sorted option indices).
+    gpts : numpy.ndarray
+        choices x 7, the rows.
+    mask : numpy.ndarray of bool
+        The choices :func:`pareto_mask` keeps.
+    """
+    opts = np.array(
+        [(p, e, w, a, b, a * ylo + b, a if yhi is None else a * yhi + b) for (p, e, w, a, b) in it],
+        dtype=float,
+    )
+    L = len(opts)
+    combos = list(itertools.combinations_with_replacement(range(L), k)) if L > 1 else [(0,) * k]
+    cnt = np.array([[c.count(l) for l in range(L)] for c in combos], dtype=float)
+    gpts = cnt @ opts
+    return combos, gpts, pareto_mask(gpts[:, [0, 1, 2, 5, 6]])
 
 
 def pareto_frontier(
@@ -465,19 +512,8 @@ def pareto_frontier(
     cur = np.zeros((1, 7))
     cur_choice: list[dict] | None = [dict()] if track else None
     for it, positions in groups.items():
-        k = len(positions)
-        opts = np.array(
-            [
-                (p, e, w, a, b, a * ylo + b, a if yhi is None else a * yhi + b)
-                for (p, e, w, a, b) in it
-            ],
-            dtype=float,
-        )
-        L = len(opts)
-        combos = list(itertools.combinations_with_replacement(range(L), k)) if L > 1 else [(0,) * k]
-        cnt = np.array([[c.count(l) for l in range(L)] for c in combos], dtype=float)
-        gpts = cnt @ opts
-        gmask = pareto_mask(gpts[:, [0, 1, 2, 5, 6]]) & (gpts[:, 5] <= mem_limit)
+        combos, gpts, gmask = group_points(it, len(positions), ylo, yhi)
+        gmask &= gpts[:, 5] <= mem_limit
         gpts = gpts[gmask]
         gcombos = [c for c, m in zip(combos, gmask) if m]
         if len(gpts) == 0:

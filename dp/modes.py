@@ -1,6 +1,7 @@
 """The exact DP in every mode other than the default (graph pipelining, the batch-time
-objective, the ``gpipe`` memory rule; cost model secs. 8 and 9): :func:`solve_modes`, a label
-DP over the successor-closed sets of :mod:`dp.ideals`, called by :func:`dp.solver.solve_dp`.
+objective, the ``gpipe`` memory rule; cost model secs. 8 and 9), under either in-flight rule
+(sec. 11): :func:`solve_modes`, a label DP over the successor-closed sets of
+:mod:`dp.ideals`, called by :func:`dp.solver.solve_dp`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance, human_bytes, topological_order
 from piper_ilp.mode import Mode
+from piper_ilp.pipeline import front_in_flight
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
@@ -217,7 +219,7 @@ def solve_modes(
     instance, restrictions
         As for :func:`dp.solver.solve_dp`.
     mode : Mode
-        Pipelining, objective and schedule.
+        Pipelining, objective, schedule and in-flight rule.
     knapsack : {"exact"}
         Only the exact option choice: Piper's greedy rule (sec. 5) belongs to the default
         mode, so ``"greedy"`` is refused with :class:`InputError`.
@@ -264,6 +266,11 @@ def solve_modes(
         successors exactly the stages of I holding successors of C's nodes, and these are
         frontier nodes, so h_C = d_C + max over v in succ(C) of h[v] (sec. 8);
 
+      under the in-flight rule of sec. 11 the same coordinates hold q instead of h: a
+      stage C in front holds q_C = d_C ceil((d_C + max q) / d_C)
+      (:func:`piper_ilp.pipeline.front_in_flight`), y = q_C / d_C, and q <= N is the
+      batch limit;
+
     * ``mx``: the largest stage TPS so far;
     * batch time only: sequential, ``tau`` = sum of d TPS (the only stage-graph path is all
       the stages); graph, ``Lmax`` = the longest path of d TPS from any stage of I, and for
@@ -309,6 +316,7 @@ def solve_modes(
     K, N = inst.K, inst.N
     S = min(N, K)
     graph, flush, gpipe = mode.graph, mode.batch_time, mode.schedule == "gpipe"
+    rule = mode.in_flight
     choices = OptionChoices(inst, False)
     steps = _StepCosts(inst)
     info: dict = {"knapsack": knapsack}
@@ -451,7 +459,7 @@ def solve_modes(
                     # TPS (throughput) or (N - 1 + d) TPS (batch time) from here
                     if (N - 1 + d if flush else 1) * (p_least / d) > cutoff:
                         continue
-                    h = h_after + d
+                    h = front_in_flight(d, h_after.astype(np.int64), rule)
                     ok = (k + t * d <= K) & (h <= N)
                     if not ok.any():
                         continue
@@ -563,11 +571,13 @@ def _upper_bound(
     (None, None). Each easier solve gets what is left of the ``deadline`` (a plan it
     returns when stopped is still valid, so still a bound).
 
-    * The default DP's plan (sequential, throughput, 1f1b): valid under every 1f1b mode
-      (graph pipelining holds h <= s microbatches, so the same options fit).
+    * The default DP's plan (sequential, throughput, 1f1b, the same in-flight rule): valid
+      under every 1f1b mode of that rule (graph pipelining holds h <= s microbatches, and
+      q of sec. 11 under graph pipelining is at most its sequential q, so the same options
+      fit).
     * For graph pipelining, the plan of the same mode with sequential pipelining: valid
-      (h <= s, max h <= sum d <= N; gpipe holds N / d either way) and never worse under
-      graph pipelining (a path of the stage graph is a part of all the stages).
+      (h <= s, max h <= sum d <= N, likewise q; gpipe holds N / d either way) and never
+      worse under graph pipelining (a path of the stage graph is a part of all the stages).
 
     Each plan is judged by the evaluator under ``mode``; a guard refusal or an
     infeasible easier problem just gives no bound. Pruning with it is exact: a partial
@@ -578,12 +588,16 @@ def _upper_bound(
         if mode.schedule != "gpipe":
             plans.append(
                 solve_threshold_dp(
-                    instance, restrictions, max_ideals=max_ideals, time_limit=deadline.remaining()
+                    instance,
+                    restrictions,
+                    max_ideals=max_ideals,
+                    time_limit=deadline.remaining(),
+                    in_flight=mode.in_flight,
                 ).plan
             )
         if mode.graph:
-            seq = Mode("sequential", mode.objective, mode.schedule)
-            if not seq.is_default:
+            seq = Mode("sequential", mode.objective, mode.schedule, mode.in_flight)
+            if not seq.with_in_flight("piper").is_default:
                 plans.append(
                     solve_modes(
                         instance, restrictions, mode=seq, max_ideals=max_ideals, deadline=deadline

@@ -21,12 +21,14 @@ def rebuild_plan(
     tb: StageTables,
     path: list[tuple[int, int, int]],
     choices: OptionChoices,
+    in_flight: str = "piper",
 ) -> tuple[Plan, list[float]]:
     """The plan a path through the decision tables names, and each stage's TPS.
 
     Each step of the path names a stage of the plan from the front and its group (I, J,
-    t, d); the stage's options come from ``choices`` at y = ceil(s / d), the same
-    memoized choice the stage tables used near the memory boundary.
+    t, d); the stage's options come from ``choices`` at y = ceil(s / d) (floor(s / d)
+    under the in-flight rule of contract sec. 11), the same memoized choice the stage
+    tables used near the memory boundary.
 
     Parameters
     ----------
@@ -41,6 +43,9 @@ def rebuild_plan(
         (:meth:`dp.threshold_search.ThresholdDecision.plan_path`).
     choices : OptionChoices
         The memo of option choices (the tables' own).
+    in_flight : {"piper", "schedule"}
+        The in-flight rule the path was read under: a stage's y is ceil(s / d) under
+        ``"piper"``, floor(s / d) under ``"schedule"`` (s is then q, a multiple of d).
 
     Returns
     -------
@@ -58,7 +63,7 @@ def rebuild_plan(
         t = int(tb.group_devices[g]) // d
         C = ideals[Ik] & ~ideals[J]
         nodes = tuple(ids[i] for i in bits(C))
-        y = microbatches_in_flight(s, d)
+        y = s // d if in_flight == "schedule" else microbatches_in_flight(s, d)
         got = choices.choose(C, t, d, y)
         if got is None:
             raise InternalError(

@@ -1,7 +1,7 @@
 """The DP's entry point for every mode: :func:`solve_dp` sends the default mode (sequential,
-throughput, 1f1b: cost model secs. 2-5) to the threshold DP of :mod:`dp.threshold_dp` and
-every other mode (graph pipelining, batch time, gpipe: secs. 8-9) to the label DP of
-:mod:`dp.modes`."""
+throughput, 1f1b: cost model secs. 2-5), under either in-flight rule (sec. 11), to the
+threshold DP of :mod:`dp.threshold_dp` and every other mode (graph pipelining, batch time,
+gpipe: secs. 8-9) to the label DP of :mod:`dp.modes`."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def solve_dp(
     force : bool
         Run past the size guards.
     mode : Mode
-        Pipelining, objective and schedule (secs. 8-9).
+        Pipelining, objective, schedule and in-flight rule (secs. 8, 9, 11).
     time_limit : float, optional
         Wall-clock seconds before the DP stops; it then never claims "optimal".
     **tuning
@@ -78,7 +78,7 @@ def solve_dp(
             force=force,
             **tuning,
         )
-    if mode.is_default:
+    if mode.with_in_flight("piper").is_default:
         return solve_threshold_dp(
             instance,
             restrictions,
@@ -87,6 +87,7 @@ def solve_dp(
             progress=progress,
             force=force,
             time_limit=time_limit,
+            in_flight=mode.in_flight,
             **tuning,
         )
     return solve_modes(

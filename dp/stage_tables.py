@@ -48,9 +48,11 @@ def build_stage_tables(
     successors in C, and remembered per C. For every (t, d) the stage's least cost is a
     step function of y with few corners (exact mode: made once per (C, t) and shared by
     every pair with that C, :class:`dp.exact_tables.ExactTables`), or Piper's rule for
-    each y (greedy mode, :class:`dp.greedy_tables.GreedyTables`). Memory decisions are
-    exact (sec. 7): float sums decide away from the boundary,
-    :class:`dp.option_choice.OptionChoices` (exact integer sums) near it; the frontier
+    each y (greedy mode, :class:`dp.greedy_tables.GreedyTables`, on the original planner's
+    floats, per stage and d). Memory decisions are exact (sec. 7): float sums decide away
+    from the boundary, :class:`dp.option_choice.OptionChoices` (exact integer sums) near it
+    (greedy mode: the rule's own running sums, and the choice it takes must fit exactly
+    too); the frontier
     filters compare memory with a few low bits cleared
     (:data:`dp.stage_context.FILTER_LOW_BITS`), so every decision on a frontier row treats
     values up to :func:`dp.memory.kept_row_limit` as near the boundary. Each state comes
@@ -120,7 +122,7 @@ def build_stage_tables(
     candidates = CandidatePairs(ctx, geo.all_mask, batches.block_elements)
     masks = set_words(ideals, len(ctx.ids))
     if greedy:
-        part = GreedyTables(ctx, geo, tables, batches.memo_points)
+        part = GreedyTables(ctx, geo, tables, masks, batches)
     else:
         part = ExactTables(ctx, geo, tables, choices, masks, ub, batches)
     progress = progress or (lambda k: None)

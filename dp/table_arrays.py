@@ -3,7 +3,8 @@
 A stage's table under (t, d) is a step function y -> least cost; these helpers pick its
 corners from a frontier (:func:`staircase`, :func:`serves_more`), merge y ranges
 (:func:`union_ranges`) and cut Piper's rule's choices into runs of equal choice
-(:func:`choice_runs`, :func:`is_monotone_step`).
+(:func:`choice_runs`, :func:`is_monotone_step`), and number distinct rows
+(:func:`distinct_rows`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 
 __all__ = [
     "sorted_unique",
+    "distinct_rows",
     "compact_index",
     "staircase",
     "serves_more",
@@ -50,6 +52,53 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def distinct_rows(key: np.ndarray, mult: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of an int64 matrix, numbered in the order of their first row.
+
+    Parameters
+    ----------
+    key : (G, w) numpy.ndarray of int64
+        Rows that are equal only when equal entry by entry.
+    mult : (w,) numpy.ndarray of uint64, optional
+        The odd multipliers of the rows' hash (default: fixed pseudo-random ones).
+
+    Returns
+    -------
+    kind : (G,) numpy.ndarray of int
+        The number of each row's kind.
+    first : numpy.ndarray of int
+        The first row of each kind.
+
+    Notes
+    -----
+    Each row is hashed (sum of entry times multiplier, modulo 2^64) and the hashes
+    numbered; every row is then compared with the first row of its number, and where two
+    different rows share a hash, the rows themselves are numbered (``np.unique`` on their
+    bytes, slower on long rows).
+
+    Examples
+    --------
+    >>> kind, first = distinct_rows(np.array([[1, 2], [3, 4], [1, 2], [2, 1]]))
+    >>> kind.tolist(), first.tolist()
+    ([0, 1, 0, 2], [0, 1, 3])
+    """
+    G, w = key.shape
+    if mult is None:
+        rng = np.random.default_rng(0x5EED)
+        mult = rng.integers(1, 2**62, size=w, dtype=np.int64).astype(np.uint64) * 2 + 1
+    h = (key.view(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
+    _, first, kind = np.unique(h, return_index=True, return_inverse=True)
+    kind = kind.ravel()
+    if not (key == key[first[kind]]).all():  # a hash shared by different rows
+        raw = np.ascontiguousarray(key).view(np.dtype((np.void, 8 * w))).ravel()
+        _, first, kind = np.unique(raw, return_index=True, return_inverse=True)
+        kind = kind.ravel()
+    order = np.argsort(first, kind="stable")  # kinds by their first row
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[kind], first[order]
 
 
 def compact_index(a: np.ndarray) -> np.ndarray:

@@ -150,17 +150,23 @@ class StageTables:
         """
         return self._append(t, ds, npts, cost, np.ones(len(cost), dtype=self.y_dtype), yhi, True)
 
+    def add_ragged_rows(self, t, ds, npts, cost, ylo, yhi, monotone) -> int:
+        """Store one row per entry of ``ds`` with ``npts`` points each (at least one), the
+        points given end to end, and per row whether it is ``monotone`` (array of bool);
+        returns the index of the first row."""
+        return self._append(t, ds, npts, cost, ylo, yhi, monotone)
+
     def _append(self, t, ds, npts, cost, ylo, yhi, monotone) -> int:
-        """Append rows (per entry of ``ds``: ``npts`` points, given end to end) to the
-        typed buffers; returns the index of the first row."""
+        """Append rows (per entry of ``ds``: ``npts`` points, given end to end; ``monotone``
+        one bool for all or one per row) to the typed buffers; returns the index of the
+        first row."""
         nr = len(ds)
         first = self.n_rows
         self.row_t.frombytes(memoryview(np.full(nr, t, dtype=np.int64)).cast("B"))
         self.row_d_buf.frombytes(memoryview(np.ascontiguousarray(ds, dtype=np.int64)).cast("B"))
         self.row_npts.frombytes(memoryview(np.ascontiguousarray(npts, dtype=np.int64)).cast("B"))
-        self.row_mono.frombytes(
-            memoryview(np.full(nr, 1 if monotone else 0, dtype=np.int8)).cast("B")
-        )
+        mono = np.broadcast_to(np.asarray(monotone, dtype=np.int8), (nr,))
+        self.row_mono.frombytes(memoryview(np.ascontiguousarray(mono)).cast("B"))
         self.pt_cost.frombytes(memoryview(np.ascontiguousarray(cost, dtype=np.float64)).cast("B"))
         self.pt_ylo.frombytes(memoryview(np.ascontiguousarray(ylo, dtype=self.y_dtype)).cast("B"))
         self.pt_yhi.frombytes(memoryview(np.ascontiguousarray(yhi, dtype=self.y_dtype)).cast("B"))

@@ -1,7 +1,7 @@
 """The Piper DP in the default mode (sequential pipelining, throughput, 1f1b; cost model
-secs. 2-5), exact or with Piper's greedy option choice: :func:`solve_threshold_dp` runs its
-steps, each a module of its own. :func:`dp.solver.solve_dp` is the entry point for every
-mode.
+secs. 2-5), under either in-flight rule (sec. 11), exact or with Piper's greedy option
+choice: :func:`solve_threshold_dp` runs its steps, each a module of its own.
+:func:`dp.solver.solve_dp` is the entry point for every mode.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from dp.threshold_search import (
 )
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.instance import Instance, human_bytes
+from piper_ilp.mode import Mode
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
 __all__ = [
@@ -58,6 +59,7 @@ def solve_threshold_dp(
     chain_first: int = DEFAULT_CHAIN_FIRST,
     plain_paths: bool = True,
     time_limit: float | None = None,
+    in_flight: str = "piper",
 ) -> Solution:
     """Optimal pipeline plan by Piper's DP over successor-closed sets (cost model sec. 4).
 
@@ -78,7 +80,8 @@ def solve_threshold_dp(
     force : bool
         Skip the table-size guard (``max_table_bytes``).
     max_table_bytes : int
-        Refuse when the decision tables, sets x (min(N, K) + 1) x 24 bytes, exceed this, or
+        Refuse when the decision tables, sets x (min(N, K) + 1) x 24 bytes (under
+        ``in_flight="schedule"``: sets x (min(N, 2K - 1) + 1) x 24), exceed this, or
         when the stage tables and the decision's per-stage arrays pass what is left of it
         while they are built.
     small_s : int
@@ -98,6 +101,9 @@ def solve_threshold_dp(
         search, it returns the best plan in hand with a proven lower bound (status
         FEASIBLE, ``bound``); in the tables, the chain bound's plan if it has one (status
         FEASIBLE), else status UNKNOWN. Never OPTIMAL, and ``info["stopped"]`` says where.
+    in_flight : {"piper", "schedule"}
+        The in-flight budget (sec. 11): Piper's y = ceil(s / d) or the q / y that 1F1B
+        keeps. The solution's ``mode`` records it.
 
     Returns
     -------
@@ -125,7 +131,10 @@ def solve_threshold_dp(
     difference of two nested successor-closed sets), give each stage degrees (t, d) and
     each node an option, minimizing the largest stage TPS subject to sum d <= N, sum t d
     <= K and memory fsum (a y, b) <= M per stage (sec. 7), y = ceil(s / d), s the suffix
-    sum of d. It is solved in a parametric form of Piper's DP:
+    sum of d; or, under the in-flight rule that the schedule keeps (sec. 11,
+    ``in_flight="schedule"``), y = q / d with q = d ceil((d + q_next) / d) and q <= N (the
+    same tables, another transition: see :mod:`dp.threshold_search`). It is solved in a
+    parametric form of Piper's DP:
 
     1. :func:`dp.ideals.enumerate_ideals` -- the successor-closed sets (the states).
     2. :func:`dp.stage_tables.build_stage_tables` -- for every candidate stage I \\ J and
@@ -168,6 +177,7 @@ def solve_threshold_dp(
         raise InputError(f"knapsack must be 'exact' or 'greedy', got {knapsack!r}")
     greedy = knapsack == "greedy"
     method = "dp-greedy" if greedy else "dp"
+    mode = Mode(in_flight=in_flight)
     inst = restrictions.apply(instance)
     if greedy:
         for nd in inst.nodes:
@@ -179,11 +189,15 @@ def solve_threshold_dp(
                         f"for t = {t} (use --knapsack exact, or --exclude-option)"
                     )
     K, N = instance.K, instance.N
-    S = min(N, K)
+    S = min(N, K)  # the largest sum of d
+    # the columns of the tables: the suffix sum s <= S, or sec. 11's q <= 2 sum d - 1
+    cols = min(N, 2 * K - 1) if mode.in_flight == "schedule" else S
+    limit = f"q <= N = {N} (sec. 11)" if in_flight == "schedule" else None
     info: dict = {"knapsack": knapsack}
     choices = OptionChoices(inst, greedy)
 
     def done(sol: Solution) -> Solution:
+        sol.mode = mode
         sol.seconds = time.perf_counter() - t0
         sol.info = {**info, "option_choices": len(choices), **sol.info}
         return checked_solution(instance, sol, restrictions=restrictions)
@@ -213,12 +227,13 @@ def solve_threshold_dp(
 
     ideals = enumerate_ideals(inst, max_ideals)
     info["ideals"] = len(ideals)
-    table_bytes = decision_table_bytes(len(ideals), S)
+    table_bytes = decision_table_bytes(len(ideals), cols)
     if table_bytes > max_table_bytes and not force:
+        width = "min(N, K) + 1" if cols == S else "min(N, 2K - 1) + 1"
         raise SizeLimitError(
             f"{instance.source}: the DP's tables need about {table_bytes / 2**30:.1f} GiB "
-            f"({len(ideals):,} sets x (min(N, K) + 1 = {S + 1:,}) x "
-            f"{table_bytes // (len(ideals) * (S + 1))} bytes), above the limit of "
+            f"({len(ideals):,} sets x ({width} = {cols + 1:,}) x "
+            f"{table_bytes // (len(ideals) * (cols + 1))} bytes), above the limit of "
             f"{max_table_bytes / 2**30:.1f} GiB; lower N or K, or pass --force (force=True) if "
             "memory allows"
         )
@@ -248,19 +263,21 @@ def solve_threshold_dp(
                     inst,
                     chain,
                     d_values,
-                    S,
+                    cols,
                     greedy,
                     choices,
                     progress=bar.task("chain bound: sets", len(chain)),
                     plain_paths=plain_paths,
                     max_bytes=None
                     if force
-                    else max_table_bytes - decision_table_bytes(len(chain), S),
+                    else max_table_bytes - decision_table_bytes(len(chain), cols),
                     group_bytes=DECISION_GROUP_BYTES,
                     deadline=deadline,
                 )
                 lower = float(ctb.work_of[-1]) / budget
-                chain_decision = ThresholdDecision(ctb, len(chain), S, budget, small_s=small_s)
+                chain_decision = ThresholdDecision(
+                    ctb, len(chain), cols, budget, small_s=small_s, in_flight=in_flight
+                )
                 stopped = "in the chain bound's search"
                 got = search_threshold(chain_decision, budget, None, lower, deadline=deadline)
                 if got is not None:
@@ -268,7 +285,7 @@ def solve_threshold_dp(
                     info["chain_bound"] = ub
                     # the chain plan itself: the answer when nothing below ub fits (the full
                     # search then makes no decision at ub, see search_threshold)
-                    chain_plan = rebuild_plan(instance, chain, ctb, got.path, choices)
+                    chain_plan = rebuild_plan(instance, chain, ctb, got.path, choices, in_flight)
                     chain_devices = chain_plan[0].devices
                 del ctb, chain_decision, got
             stopped = "in the stage tables"
@@ -276,7 +293,7 @@ def solve_threshold_dp(
                 inst,
                 ideals,
                 d_values,
-                S,
+                cols,
                 greedy,
                 choices,
                 ub=ub,
@@ -287,7 +304,9 @@ def solve_threshold_dp(
                 deadline=deadline,
             )
             lower = float(tb.work_of[-1]) / budget
-            decision = ThresholdDecision(tb, len(ideals), S, budget, small_s=small_s)
+            decision = ThresholdDecision(
+                tb, len(ideals), cols, budget, small_s=small_s, in_flight=in_flight
+            )
             info["stage_pairs"] = tb.pairs
             info["stage_candidates"] = int(len(tb.group_set))
             stopped = "in the search"
@@ -309,8 +328,8 @@ def solve_threshold_dp(
                 msg = (
                     f"Piper's greedy option rule finds no plan within M = "
                     f"{human_bytes(instance.M, repr(instance.M))} per "
-                    f"device, sum of d <= {S} and sum of t*d <= K = {K}; not a proof that none "
-                    "exists (--knapsack exact decides)"
+                    f"device, {limit or f'sum of d <= {S}'} and sum of t*d <= K = {K}; not a "
+                    "proof that none exists (--knapsack exact decides)"
                 )
                 return done(Solution(method, Status.UNKNOWN, message=msg, info={"search_steps": 1}))
             least = decision.least_devices()
@@ -318,8 +337,8 @@ def solve_threshold_dp(
                 msg = (
                     "no split into stages fits in memory M = "
                     f"{human_bytes(instance.M, repr(instance.M))} per device "
-                    f"within sum of d <= min(N, K) = {S} and sum of t*d <= K = {K}, even with the "
-                    "least-memory options"
+                    f"within {limit or f'sum of d <= min(N, K) = {S}'} and sum of t*d <= K = {K}, "
+                    "even with the least-memory options"
                 )
             else:
                 msg = (
@@ -331,7 +350,9 @@ def solve_threshold_dp(
         info["thresholds"] = got.candidates
     info["search_steps"] = steps
     plan, stage_costs = (
-        chain_plan if path is None else rebuild_plan(instance, ideals, decision.tb, path, choices)
+        chain_plan
+        if path is None
+        else rebuild_plan(instance, ideals, decision.tb, path, choices, in_flight)
     )
     if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
         raise InternalError(

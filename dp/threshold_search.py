@@ -182,6 +182,21 @@ class ThresholdDecision:
     :data:`DEVICES_INF` means "no plan" (any K the loader admits is far below it: K <=
     2**40 keeps every sum of t d exact).
 
+    Under the in-flight rule that the schedule keeps (contract sec. 11, ``in_flight=
+    "schedule"``) the state is q, and a stage with d in front of a J holding q_J holds
+    q = d ceil((d + q_J) / d), y = q / d. The table keeps its shape, with another
+    transition:
+
+        f[I][s] = min over J < I, t, d <= s with cost(I \\ J, t, d, floor(s / d)) <= T
+                  of f[J][d floor(s / d) - d] + t d,
+
+    each row then replaced by its running minimum over s (f[I][s] = fewest devices of a
+    plan of I with q <= s). Exact: a plan with q_J <= d floor(s / d) - d has q_I <= d
+    floor(s / d), so its stage holds at most the y it was costed at (the options chosen
+    there fit, at the same TPS); and every plan is counted at its own q_I, where
+    floor(s / d) = q_I / d is its y and d floor(s / d) - d = d ceil(q_J / d) >= q_J.
+    Columns then run to S = min(N, 2K - 1), since q <= 2 sum d - 1.
+
     Per group it keeps only two orders and a rank (int32, int32, uint8: see
     :data:`DECISION_GROUP_BYTES`); the per-group work of a threshold is done in chunks of
     whole sets (:data:`CHUNK_GROUPS`), from per-set and per-row values.
@@ -193,19 +208,30 @@ class ThresholdDecision:
     n_ideals : int
         The number of sets of the family.
     S : int
-        min(N, K), the largest suffix bound s.
+        The largest column: min(N, K), the largest suffix bound s; under sec. 11's rule
+        min(N, 2K - 1), the largest q.
     budget : int
         The devices a plan may use. The DP passes min(K, t_max S): a plan never uses
         more than t_max S devices, so a larger K budgets the same.
     small_s : int
         Up to this many columns S + 1, ties between equal stages are broken by group
         index, above it by (d, J, index) (:data:`DEFAULT_SMALL_S`).
+    in_flight : {"piper", "schedule"}
+        The in-flight rule: Piper's transition, or sec. 11's (above).
     """
 
     def __init__(
-        self, tb: StageTables, n_ideals: int, S: int, budget: int, small_s: int = DEFAULT_SMALL_S
+        self,
+        tb: StageTables,
+        n_ideals: int,
+        S: int,
+        budget: int,
+        small_s: int = DEFAULT_SMALL_S,
+        in_flight: str = "piper",
     ):
         self.S, self.budget, self.nI = S, budget, n_ideals
+        #: sec. 11's rule: the floor transition and running minima (class docstring)
+        self.schedule = in_flight == "schedule"
         self.small_s = small_s
         self.tb = tb
         n = len(tb.group_set)
@@ -263,6 +289,11 @@ class ThresholdDecision:
         # per set: the work in front of it (all \\ I) and behind it (J = the set)
         self.front_work = tb.front_work_of
         self.back_work = tb.work_of
+
+    def y_at(self, s: int, d: int) -> int:
+        """The y a stage with d is costed at in column s: ceil(s / d), or floor(s / d)
+        under sec. 11's rule."""
+        return s // d if self.schedule else -(-s // d)
 
     def candidates(self) -> np.ndarray:
         """The distinct finite costs of the tables, ascending: the thresholds T at which
@@ -400,7 +431,9 @@ class ThresholdDecision:
         cap = start
         while cap < self.S:
             f = self.decide(T, cap, usable=usable)
-            if int(f[-1].min()) <= cap:
+            # sec. 11's rule: a plan of m devices has q <= 2 sum d - 1 <= 2 m - 1
+            reach = 2 * int(f[-1].min()) - 1 if self.schedule else int(f[-1].min())
+            if reach <= cap:
                 return f
             cap *= 4
         return self.decide(T, usable=usable)
@@ -427,11 +460,13 @@ class ThresholdDecision:
         """Relax f, a run of sets at a time (:attr:`runs`: sets whose stages start before
         the run): all groups ``use`` of the run in one matrix per width class (rows:
         groups, by increasing I; columns: s up to the group's largest usable s ``hi``; in
-        pieces of at most :data:`DECIDE_ELEMENTS`); a group's row starts as f[J][s - d],
-        read as one window of the padded table ``fp`` (f its right half, the left half
-        what stands for "no plan"), and ``row_values(vals, groups, hi, W)`` makes it the
-        group's values; each set's column minimum over its rows goes to f[I]. ``odd``:
-        groups (by increasing index) given to ``relax_odd`` one by one after their run."""
+        pieces of at most :data:`DECIDE_ELEMENTS`); a group's row starts as f[J][s - d]
+        (sec. 11's rule: f[J][d floor(s / d) - d], :meth:`_sources`), read from the padded
+        table ``fp`` (f its right half, the left half what stands for "no plan"), and
+        ``row_values(vals, groups, hi, W)`` makes it the group's values; each set's column
+        minimum over its rows goes to f[I]. ``odd``: groups (by increasing index) given to
+        ``relax_odd`` one by one after their run. Under sec. 11's rule each run's rows
+        become their running minima before a later run reads them."""
         tb = self.tb
         bounds = self.set_bounds
         odd_pos = 0
@@ -452,7 +487,7 @@ class ThresholdDecision:
                 for k in range(0, len(gc), step):
                     gk, hk = gc[k : k + step], hc[k : k + step]
                     W = int(hk.max()) + 1
-                    vals = row_values(win[tb.group_back[gk], S + 1 - tb.group_d[gk], :W], gk, hk, W)
+                    vals = row_values(self._sources(fp, win, gk, W, S), gk, hk, W)
                     Ik = tb.group_set[gk]
                     if Ik[0] == Ik[-1]:  # one set: a plain column minimum
                         dst = f[int(Ik[0]), :W]
@@ -464,6 +499,20 @@ class ThresholdDecision:
             while odd_pos < len(odd) and odd[odd_pos] < b:
                 relax_odd(int(odd[odd_pos]))
                 odd_pos += 1
+            if self.schedule:
+                np.minimum.accumulate(f[ra:rb], axis=1, out=f[ra:rb])
+
+    def _sources(self, fp, win, gk, W: int, S: int):
+        """Per group of ``gk``, the row of J that its columns s = 0..W - 1 read: f[J][s - d]
+        (one window of ``fp``), or f[J][d floor(s / d) - d] under sec. 11's rule (a
+        gather); "no plan" where the column read is below 0."""
+        tb = self.tb
+        d = tb.group_d[gk]
+        if not self.schedule:
+            return win[tb.group_back[gk], S + 1 - d, :W]
+        d = d.astype(np.int64)[:, None]
+        s = np.arange(W)[None, :]
+        return fp[tb.group_back[gk].astype(np.int64)[:, None], S + 1 - d + s - s % d]
 
     def least_bottleneck(self, max_elements: int = BOTTLENECK_ELEMENTS) -> float:
         """A lower bound on the least threshold at which a plan fits: the least largest
@@ -540,7 +589,10 @@ class ThresholdDecision:
         for c, lo, hi in zip(tb.cost[a:b], tb.ylo[a:b], tb.yhi[a:b]):
             if not c <= T:
                 continue
-            lo, hi = max(d, (int(lo) - 1) * d + 1), min(S, int(hi) * d)
+            # the columns whose y (ceil(s / d); sec. 11: floor, up to the running minimum)
+            # is in [lo, hi]
+            first = int(lo) * d if self.schedule else (int(lo) - 1) * d + 1
+            lo, hi = max(d, first), min(S, int(hi) * d)
             if hi >= lo:
                 yield lo, hi
 
@@ -553,13 +605,18 @@ class ThresholdDecision:
             int(tb.group_devices[g]),
         )
         for lo, hi in self._runs(g, T, S):
-            src = f[J, lo - d : hi + 1 - d] + dev
+            if self.schedule:
+                s = np.arange(lo, hi + 1)
+                src = f[J, s - s % d - d] + dev
+            else:
+                src = f[J, lo - d : hi + 1 - d] + dev
             dst = f[I, lo : hi + 1]
             np.minimum(dst, src, out=dst)
 
     def plan_path(self, f, T: float) -> list[tuple[int, int, int]]:
         """The plan held in f = :meth:`decide` (T) (the last decision made), as (I, s, g)
-        per stage from the front: at each (I, s), the group the relaxation met first among
+        per stage from the front (s the column the stage was costed in: its y is
+        :meth:`y_at` (s, d)): at each (I, s), the group the relaxation met first among
         those that reach f[I][s] (blocks by d, then J, then index when S is large; by
         index when small; the non-monotone groups after, by index).
 
@@ -581,10 +638,13 @@ class ThresholdDecision:
         while Ik != 0:
             a, b = int(bounds[Ik]), int(bounds[Ik + 1])
             target = f[Ik, s]
+            if self.schedule:  # the column where the running minimum reached it
+                s = int(np.argmax(f[Ik, : s + 1] == target))
             gd = tb.group_d[a:b]
             h = hi[a:b]
             ok = (h > 0) & (gd <= s)
-            val = f[tb.group_back[a:b], np.maximum(s - gd, 0)] + tb.group_devices[a:b]
+            back = s - s % gd - gd if self.schedule else s - gd
+            val = f[tb.group_back[a:b], np.maximum(back, 0)] + tb.group_devices[a:b]
             hit = ok & (val == target)
             mono = tb.group_monotone[a:b]
             first = np.nonzero(hit & mono & (s <= h))[0]
@@ -603,7 +663,8 @@ class ThresholdDecision:
             if g < 0 or target >= DEVICES_INF:
                 raise InternalError(f"dp: no stage reaches f[{Ik}][{s}] = {int(target)}")
             path.append((Ik, s, g))
-            Ik, s = int(tb.group_back[g]), s - int(gd[g - a])
+            d = int(gd[g - a])
+            Ik, s = int(tb.group_back[g]), (s - s % d - d if self.schedule else s - d)
         return path
 
     def plan_start(self, f) -> int:
@@ -631,7 +692,7 @@ class ThresholdDecision:
         worst = -math.inf
         for _, s, g in path:
             d = int(tb.group_d[g])
-            worst = max(worst, self.stage_cost_at(g, -(-s // d)))
+            worst = max(worst, self.stage_cost_at(g, self.y_at(s, d)))
         return int(np.searchsorted(cands, worst))
 
     def least_devices(self) -> int:

@@ -2,7 +2,8 @@
 towers of it, a multi-branch model) and ``piper-ilp bench`` (the DP benchmark on the
 paper's configurations, optionally against a reference planner), with its two other suites:
 ``piper-ilp bench milp`` (the MILP's backends) and ``piper-ilp bench modes`` (the DP in the
-other modes)."""
+other modes), and ``piper-ilp greedy-fuzz`` (greedy mode against a reference planner on
+random instances)."""
 
 from __future__ import annotations
 
@@ -147,6 +148,7 @@ def register(app: typer.Typer) -> None:
     )
     app.add_typer(bench, name="bench")
     _register_suites(bench)
+    _register_greedy_fuzz(app)
 
     @bench.callback(invoke_without_command=True)
     @cli_errors
@@ -478,3 +480,183 @@ def _register_suites(bench: typer.Typer) -> None:
             for mode in MODES:
                 for prune in (True, False) if unpruned else (True,):
                     print_json_line(measure(inst, mode, prune))
+
+    @bench.command("small")
+    @cli_errors
+    def bench_small_command(
+        seeds: Annotated[
+            int, typer.Option("--seeds", min=1, help="Seeds per (family, node count).")
+        ] = 3,
+        modes: Annotated[
+            str, typer.Option("--modes", help="Comma-separated knapsack modes (exact, greedy).")
+        ] = "exact",
+        reference: Annotated[
+            Optional[str],
+            typer.Option(
+                "--reference",
+                help="Reference planner command, run once per instance (placeholders as in "
+                "'piper-ilp bench --reference'); 'r.search' is our solve CPU / its "
+                "'search-cpu-seconds'.",
+                show_default=False,
+            ),
+        ] = None,
+        json_out: JsonFileOpt = None,
+    ) -> None:
+        """Benchmark the DP on small random DAGs, the size campaigns solve by the thousand:
+        the families chain, skip, layered, series-parallel, fork-join, towers, numerics at
+        8-13 nodes, --seeds seeds each (126 instances with 3). Each is solved in this process
+        (CPU s: the solve alone) and, with --reference, by the reference planner; the
+        summary gives per mode the median and the worst ratio of our solve CPU to its search
+        CPU, overall and per family."""
+        import json
+
+        from compare.bench.dp import check_reference_command
+        from compare.bench.small import row_line, run_small, small_instances, summary
+        from piper_ilp.errors import InputError
+        from piper_ilp.files import atomic_write_text, check_writable, json_safe
+
+        mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+        if not mode_list or any(m not in ("exact", "greedy") for m in mode_list):
+            raise InputError(
+                f"--modes: expected a comma-separated list of exact, greedy; got {modes!r}"
+            )
+        if reference is not None:
+            check_reference_command(reference)
+        if json_out is not None:
+            check_writable(json_out, "benchmark JSON")
+        header = (
+            f"{'instance':<28} {'mode':<6} {'status':<10} {'TPS':>18} {'CPU s':>8} "
+            f"{'ref srch':>8} {'r.search':>8} {'cands':>8}"
+        )
+        stdout.print(header, markup=False)
+        stdout.print("-" * len(header), markup=False)
+        rows = run_small(
+            small_instances(seeds=range(seeds)),
+            mode_list,
+            reference=reference,
+            on_row=lambda r: stdout.print(row_line(r), markup=False),
+        )
+        for line in summary(rows):
+            stdout.print(line, markup=False)
+        if json_out is not None:
+            atomic_write_text(json_out, json.dumps(json_safe({"rows": rows}), indent=1) + "\n")
+
+
+def _register_greedy_fuzz(app: typer.Typer) -> None:
+    @app.command("greedy-fuzz")
+    @cli_errors
+    def greedy_fuzz_command(
+        reference: Annotated[
+            str,
+            typer.Option(
+                "--reference",
+                help="Reference planner command (e.g. the original C++ planner): placeholders "
+                "{instance} {plan} {devices} {memory} {batch} {bandwidth}; it prints 'tps: Y' "
+                "(inf: no plan) and may write its plan JSON to {plan}.",
+            ),
+        ],
+        family: Annotated[
+            str,
+            typer.Option("--family", help="Instance family (default ties: Piper's rule's ties)."),
+        ] = "ties",
+        count: Annotated[int, typer.Option("--count", min=1, help="Number of instances.")] = 2000,
+        seed: Annotated[
+            int, typer.Option("--seed", help="Seed of the first instance (then seed + 1, ...).")
+        ] = 0,
+        nodes: Annotated[
+            str, typer.Option("--nodes", help="Node counts A-B, taken in turn.")
+        ] = "2-7",
+        t_values: Annotated[
+            str, typer.Option("--t-values", help="Tensor-parallel degrees offered, e.g. 1,2.")
+        ] = "1,2",
+        integer: Annotated[
+            bool, typer.Option("--integer", help="Whole numbers only (the family's integer form).")
+        ] = False,
+        devices: Annotated[
+            Optional[int],
+            typer.Option(
+                "--devices",
+                "-K",
+                min=1,
+                help="K of every instance (default: drawn).",
+                show_default=False,
+            ),
+        ] = None,
+        batch: Annotated[
+            Optional[int],
+            typer.Option(
+                "--batch",
+                "-N",
+                min=1,
+                help="N of every instance (default: drawn).",
+                show_default=False,
+            ),
+        ] = None,
+        timeout: Annotated[
+            float, typer.Option("--timeout", min=0.1, help="Seconds per reference run.")
+        ] = 60.0,
+        json_out: Annotated[
+            Optional[Path],
+            typer.Option(
+                "--json",
+                help="Write every instance's record and the counts here.",
+                show_default=False,
+            ),
+        ] = None,
+    ) -> None:
+        """Greedy mode (--knapsack greedy) against a reference planner on random instances.
+
+        Each instance is solved by greedy mode and by the reference; their TPS must agree
+        within relative 1e-9 (or neither finds a plan), and when the reference writes its
+        plan to {plan}, the evaluator's value of that plan must equal ours. One line per
+        difference, then the counts per outcome: same, tps-differs, plan-value-differs,
+        reference-plan-rejected (the evaluator rejects the reference's plan, e.g. memory
+        summed in floats that rounds down to M: greedy mode cannot give it), reference-failed
+        (nothing to compare), greedy-refused. Exit 1 when any instance differs."""
+        from compare.bench.greedy_fuzz import DIFFERENCES, check_fuzz_command, fuzz_greedy
+        from piper_cli.compare_cmds import parse_ints, parse_range
+        from piper_ilp.files import atomic_write_text, check_writable
+
+        check_fuzz_command(reference)
+        if json_out is not None:
+            check_writable(json_out, "fuzz JSON")
+        records: list[dict] = []
+
+        def show(rec: dict) -> None:
+            records.append(rec)
+            if rec["outcome"] in DIFFERENCES:
+                stdout.print(
+                    f"{rec['instance']}: {rec['outcome']}: ours {rec.get('tps')!r}, reference "
+                    f"{rec.get('ref_tps')!r}, its plan {rec.get('ref_plan_value')!r}",
+                    markup=False,
+                )
+
+        summary = fuzz_greedy(
+            reference,
+            family=family,
+            count=count,
+            seed=seed,
+            nodes=parse_range(nodes, "--nodes"),
+            t_values=parse_ints(t_values, "--t-values"),
+            integer=integer,
+            K=devices,
+            N=batch,
+            timeout=timeout,
+            on_record=show,
+        )
+        counts = summary["counts"]
+        stdout.print(
+            f"{count} instances ({family}, seeds {seed}..{seed + count - 1}, nodes {nodes}): "
+            + ", ".join(f"{k} {v}" for k, v in counts.items())
+            + f"; plan values compared on {summary['plans_compared']}",
+            markup=False,
+        )
+        if json_out is not None:
+            import json
+
+            atomic_write_text(
+                json_out, json.dumps({**summary, "records": records}, indent=1) + "\n"
+            )
+            stdout.print(f"records written to {json_out}", markup=False)
+        if any(counts[k] for k in DIFFERENCES):
+            raise typer.Exit(1)

@@ -47,6 +47,7 @@ __all__ = [
     "PipelineOpt",
     "ObjectiveOpt",
     "ScheduleOpt",
+    "InFlightOpt",
     "mode_from_flags",
     "load_with_overrides",
     "load_with_settings",
@@ -77,7 +78,7 @@ stderr = Console(
 # ---- the panels of --help (typer's rich panels; the long explanations are in docs/usage.md) ----
 SETTINGS_PANEL = "Settings (K, M, N, B)"
 RESTRICT_PANEL = "Restrictions"
-MODE_PANEL = "Mode (secs. 8-9)"
+MODE_PANEL = "Mode (secs. 8, 9, 11)"
 METHOD_PANEL = "Method"
 OUTPUT_PANEL = "Output"
 
@@ -198,9 +199,9 @@ JsonOpt = Annotated[
 ]
 
 
-# ---- the mode (cost model secs. 8-9): what is optimized and how plans are judged ----
-# The choices are piper_ilp.pipeline's PIPELINES, OBJECTIVES, SCHEDULES (tests check that they
-# agree); written out here so that --help does not load the core.
+# ---- the mode (cost model secs. 8, 9, 11): what is optimized and how plans are judged ----
+# The choices are piper_ilp.mode's PIPELINES, OBJECTIVES, SCHEDULES, IN_FLIGHT_RULES (tests
+# check that they agree); written out here so that --help does not load the core.
 class Pipeline(str, enum.Enum):
     sequential = "sequential"
     graph = "graph"
@@ -215,6 +216,11 @@ class Schedule(str, enum.Enum):
     one_f_one_b = "1f1b"
     one_f_one_b_flush = "1f1b-flush"
     gpipe = "gpipe"
+
+
+class InFlight(str, enum.Enum):
+    piper = "piper"
+    schedule = "schedule"
 
 
 PipelineOpt = Annotated[
@@ -244,6 +250,15 @@ ScheduleOpt = Annotated[
         rich_help_panel=MODE_PANEL,
     ),
 ]
+InFlightOpt = Annotated[
+    Optional[InFlight],
+    typer.Option(
+        "--in-flight",
+        help="Default: piper.",
+        show_default=False,
+        rich_help_panel=MODE_PANEL,
+    ),
+]
 
 
 def mode_from_flags(
@@ -251,19 +266,28 @@ def mode_from_flags(
     objective: Objective | str | None = None,
     schedule: Schedule | str | None = None,
     base: Mode | None = None,
+    in_flight: InFlight | str | None = None,
 ) -> Mode:
-    """The :class:`~piper_ilp.pipeline.Mode` of ``--pipeline``, ``--objective`` and
-    ``--schedule``; a flag not given keeps ``base``'s choice (default: the default mode).
+    """The :class:`~piper_ilp.mode.Mode` of ``--pipeline``, ``--objective``,
+    ``--schedule`` and ``--in-flight``; a flag not given keeps ``base``'s choice (default:
+    the default mode).
 
     >>> mode_from_flags("graph", None, "gpipe").label
     'graph/throughput/gpipe'
+    >>> mode_from_flags(in_flight="schedule").label
+    'sequential/throughput/1f1b/schedule'
     """
     from piper_ilp.mode import DEFAULT_MODE
 
     base = base or DEFAULT_MODE
     given = {
         k: getattr(v, "value", v)
-        for k, v in (("pipeline", pipeline), ("objective", objective), ("schedule", schedule))
+        for k, v in (
+            ("pipeline", pipeline),
+            ("objective", objective),
+            ("schedule", schedule),
+            ("in_flight", in_flight),
+        )
         if v is not None
     }
     return type(base)(**{**base.to_dict(), **given})

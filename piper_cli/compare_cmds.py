@@ -19,6 +19,7 @@ from piper_cli.common import (
     BatchOpt,
     DevicesOpt,
     ExcludeOptionOpt,
+    InFlightOpt,
     JsonOpt,
     MaxDOpt,
     MaxTOpt,
@@ -473,7 +474,7 @@ def register(app: typer.Typer) -> None:
             list[str],
             typer.Argument(help="Instance JSON file(s), e.g. a campaign's counterexamples."),
         ],
-        methods: MethodsOpt = "dp,cpsat,cbc,brute",
+        methods: MethodsOpt = "dp,path,cpsat,cbc,brute",
         time_limit: TimeLimitOpt = 60.0,
         threads: ThreadsOpt = None,
         force: Annotated[
@@ -522,6 +523,7 @@ def register(app: typer.Typer) -> None:
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
+        in_flight: InFlightOpt = None,
         detail: Annotated[
             bool,
             typer.Option(
@@ -554,10 +556,11 @@ def register(app: typer.Typer) -> None:
         failed), mismatch (answers contradict each other: values, plans and the first
         difference are shown).
 
-        --pipeline, --objective and --schedule choose the problem every method solves
-        (cost model secs. 8-9); the optimum is then that objective's value (TPS or batch
-        time). Outside the default mode the greedy rule is not run, and a method that
-        solves only the default mode (greedy, 2bw, pipedream, --external) is refused.
+        --pipeline, --objective, --schedule and --in-flight choose the problem every
+        method solves (cost model secs. 8, 9, 11); the optimum is then that objective's
+        value (TPS or batch time). Outside the default mode the greedy rule is not run,
+        and a method that solves only the default mode (greedy, 2bw, pipedream,
+        --external) is refused.
 
         --uniform checks the uniform problem (every stage the same t and d); --uniform-cost
         checks both it and the free problem, prints both verdicts and the ratio of the
@@ -575,12 +578,12 @@ def register(app: typer.Typer) -> None:
 
         if uniform and uniform_cost:
             raise InputError("--uniform-cost checks both problems; give it without --uniform")
-        mode = mode_from_flags(pipeline, objective, schedule)
+        mode = mode_from_flags(pipeline, objective, schedule, in_flight=in_flight)
         if model == "pipedream":
             if not mode.is_default:
                 raise InputError(
                     "--model pipedream checks PipeDream's own model; --pipeline, --objective, "
-                    f"--schedule do not apply (got {mode.label})"
+                    f"--schedule, --in-flight do not apply (got {mode.label})"
                 )
             _verify_pipedream(instances, devices, bandwidth, memory, no_data_parallel, json_out)
             return
@@ -658,8 +661,9 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--family",
                 help="chain, skip, layered, series-parallel, fork-join, towers, numerics "
-                "(magnitudes 1e-6..1e18, exact ties, memory at M), or hostile (1e-30..1e30, "
-                "isolated nodes, N = 1, K up to 2^20, tied options).",
+                "(magnitudes 1e-6..1e18, exact ties, memory at M), hostile (1e-30..1e30, "
+                "isolated nodes, N = 1, K up to 2^20, tied options), or ties (the ties that "
+                "decide Piper's greedy rule).",
             ),
         ] = "layered",
         nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of nodes (layers).")] = 6,
@@ -714,9 +718,12 @@ def register(app: typer.Typer) -> None:
         connections (transformer / ResNet), a layered random DAG, a series-parallel graph,
         fork-join blocks, parallel towers between a source and a sink, "numerics" (one of
         the first five shapes with numbers spread over 1e-6..1e18, exact greedy ties, memory
-        exactly at M or 1 ulp around it, dummy options, huge edges) or "hostile" (the same
+        exactly at M or 1 ulp around it, dummy options, huge edges), "hostile" (the same
         over 1e-30..1e30, on those shapes, towers or isolated nodes; N = 1 often, K up to
-        2^20, t up to 8, options that tie exactly). Deterministic per seed."""
+        2^20, t up to 8, options that tie exactly), or "ties" (one of the first five shapes
+        with the ties that decide Piper's greedy rule: costs in tenths, ratios that tie
+        across nodes, equal costs or memory, recomputation listed first, M at a stage's
+        memory). Deterministic per seed."""
         from compare.builders.generators import random_instance
         from piper_ilp.errors import InputError
         from piper_ilp.files import atomic_write_text, check_writable
@@ -779,7 +786,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = "chain,skip,layered,series-parallel,fork-join,towers",
         nodes: Annotated[str, typer.Option("--nodes", help="Node-count range A-B.")] = "3-7",
-        methods: MethodsOpt = "dp,cpsat,cbc,brute",
+        methods: MethodsOpt = "dp,path,cpsat,cbc,brute",
         time_limit: TimeLimitOpt = 60.0,
         threads: ThreadsOpt = None,
         workers: Annotated[
@@ -812,14 +819,17 @@ def register(app: typer.Typer) -> None:
                 "--modes",
                 help="Check every instance under each of these modes: comma-separated "
                 "PIPELINE/OBJECTIVE/SCHEDULE labels (e.g. graph/batch-time/gpipe; trailing parts "
-                "may be left out: graph = graph/throughput/1f1b), or 'all' (the 8 modes that "
-                "differ). Replaces --pipeline/--objective/--schedule.",
+                "may be left out: graph = graph/throughput/1f1b; a fourth part, piper or "
+                "schedule, names the in-flight rule, else --in-flight gives it), or 'all' (the 8 "
+                "modes that differ, under --in-flight). Replaces --pipeline/--objective/"
+                "--schedule.",
                 show_default=False,
             ),
         ] = None,
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
+        in_flight: InFlightOpt = None,
         uniform: UniformOpt = False,
         json_out: JsonOpt = False,
     ) -> None:
@@ -832,9 +842,10 @@ def register(app: typer.Typer) -> None:
         Ctrl-C (SIGINT) or SIGTERM stop the workers at once and keep the finished results;
         OUT is locked while a campaign runs on it.
 
-        Every instance is checked in one mode (--pipeline, --objective, --schedule;
-        default sequential/throughput/1f1b) or in each of --modes: one result line per
-        instance and mode, and the summary counts verdicts per mode. With --uniform every
+        Every instance is checked in one mode (--pipeline, --objective, --schedule,
+        --in-flight; default sequential/throughput/1f1b, piper) or in each of --modes
+        (under --in-flight): one result line per instance and mode, naming the mode and
+        its in-flight rule, and the summary counts verdicts per mode. With --uniform every
         method solves the uniform problem (every stage the same t and d).
 
         Exit 0 when no mismatch, no error and no harness error was found, 1 otherwise (a
@@ -856,10 +867,11 @@ def register(app: typer.Typer) -> None:
             raise InputError(
                 "--modes replaces --pipeline, --objective and --schedule; give one or the other"
             )
+        rule = in_flight.value if in_flight is not None else "piper"
         mode_list = (
-            parse_modes(modes)
+            parse_modes(modes, rule)
             if modes is not None
-            else (mode_from_flags(pipeline, objective, schedule),)
+            else (mode_from_flags(pipeline, objective, schedule, in_flight=in_flight),)
         )
 
         fams = tuple(f.strip() for f in families.split(",") if f.strip())

@@ -11,6 +11,7 @@ from piper_cli.common import (
     BandwidthOpt,
     BatchOpt,
     DevicesOpt,
+    InFlightOpt,
     JsonOpt,
     MemoryOpt,
     ObjectiveOpt,
@@ -142,6 +143,29 @@ def load_plan_settings(
 SETTING_NAMES = ("K", "M", "N", "B")
 
 
+def _records_mode(plan) -> bool:
+    """True when the plan's metadata names a pipelining, objective, schedule or in-flight rule."""
+    from piper_ilp.mode import MODE_KEYS
+
+    return any((plan.metadata or {}).get(k) is not None for k in MODE_KEYS)
+
+
+def in_flight_note(plan, mode) -> str | None:
+    """One line when ``plan`` was made under another in-flight rule (contract sec. 11) than
+    the one ``mode`` judges it by, else None. A plan whose metadata records a mode but no
+    rule was made before the rule existed: under ``piper``. A plan without a recorded mode
+    says nothing."""
+    from piper_ilp.mode import Mode
+
+    recorded = Mode.from_dict(plan.metadata)
+    if not _records_mode(plan) or recorded.in_flight == mode.in_flight:
+        return None
+    return (
+        f"the plan was made under --in-flight {recorded.in_flight} and is judged here under "
+        f"--in-flight {mode.in_flight}: its y, memory and batch limit are those of {mode.in_flight}"
+    )
+
+
 def register(app: typer.Typer) -> None:
     @app.command("evaluate")
     @cli_errors
@@ -157,15 +181,18 @@ def register(app: typer.Typer) -> None:
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
+        in_flight: InFlightOpt = None,
     ) -> None:
         """Check PLAN against INSTANCE (cost model sec. 2) and print its per-stage TPS (sec. 3).
 
         The plan is judged with the settings its metadata records (solve -o writes
-        them: K, M, N, B and the mode, secs. 8-9), the instance file's (or the default
-        mode) for any it does not record; a flag overrides either. The output says where
-        each setting came from. The table shows each stage's microbatches in flight h and
-        held y (and, under graph pipelining, its successors); the plan's TPS and its batch
-        time with a flush (sec. 9) are both printed.
+        them: K, M, N, B and the mode, secs. 8, 9, 11), the instance file's (or the
+        default mode) for any it does not record; a flag overrides either (judged under
+        another in-flight rule than it was made for, a note says so). The output says
+        where each setting came from. The table shows each stage's microbatches in flight
+        h (q under --in-flight schedule) and held y (and, under graph pipelining, its
+        successors); the plan's TPS and its batch time with a flush (sec. 9) are both
+        printed.
 
         Exit 0 for a valid plan, 1 for an invalid one (every violated rule is listed),
         2 for bad input, and 2 (one line) for a plan that does not belong to the
@@ -178,13 +205,20 @@ def register(app: typer.Typer) -> None:
             instance,
             plan,
             dict(devices=devices, memory=memory, batch=batch, bandwidth=bandwidth),
-            dict(pipeline=pipeline, objective=objective, schedule=schedule),
+            dict(pipeline=pipeline, objective=objective, schedule=schedule, in_flight=in_flight),
             ignore_metadata,
         )
         inst, p, mode = got.instance, got.plan, got.mode
         ev = evaluate(inst, p, mode)
+        note = in_flight_note(p, mode)
         if json_out:
-            print_json_line({**evaluation_to_dict(inst, plan, ev), "settings_from": got.origin})
+            print_json_line(
+                {
+                    **evaluation_to_dict(inst, plan, ev),
+                    "settings_from": got.origin,
+                    "in_flight_note": note,
+                }
+            )
         else:
             stdout.print(f"{inst.source}: {got.origin_line()}", markup=False)
             stdout.print(
@@ -192,6 +226,8 @@ def register(app: typer.Typer) -> None:
                 f"sum d = {ev.sum_d}; mode {mode.label}",
                 markup=False,
             )
+            if note:
+                stdout.print(f"note: {note}", markup=False)
             stdout.print(stage_table(ev, flow=True))
             if ev.valid:
                 tps = f"TPS {ev.tps:.12g} s per sample (stage {ev.bottleneck} is the bottleneck)"

@@ -277,13 +277,15 @@ def stage_table(ev: Evaluation, title: str | None = None, flow: bool | None = No
     limit is marked ``!``.
 
     With ``flow`` (default: when the evaluation's mode is not the default one) the table
-    also has ``h``, the microbatches in flight (secs. 2 and 8), and, under graph
-    pipelining, ``next``, the stage's successors in the stage graph."""
+    also has ``h``, the microbatches in flight (secs. 2 and 8; ``q`` under the in-flight
+    rule of sec. 11), and, under graph pipelining, ``next``, the stage's successors in the
+    stage graph."""
     from piper_ilp.cost import memory_fits
 
     if flow is None:
         flow = not ev.mode.is_default
     graph = ev.mode.graph
+    held = "q" if ev.mode.in_flight == "schedule" else "h"
 
     table = _new_table(title)
     decimals = _time_decimals(
@@ -299,7 +301,7 @@ def stage_table(ev: Evaluation, title: str | None = None, flow: bool | None = No
     table.add_column(
         "nodes", justify="left", max_width=NODES_WIDTH, overflow="fold"
     )  # fold: a run longer than the width
-    for name in ("d", "t", "h", "y") if flow else ("d", "t", "y"):
+    for name in ("d", "t", held, "y") if flow else ("d", "t", "y"):
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column(f"memory\n{mem_unit}", justify="right", no_wrap=True)
     for name in ("compute", "cut-edge", "resync", "TPS"):
@@ -333,7 +335,9 @@ def stage_table(ev: Evaluation, title: str | None = None, flow: bool | None = No
     notes = ["* the bottleneck stage"] if bottleneck is not None else []
     if flow:
         notes.append(
-            "h microbatches in flight" + ("; next: successors in the stage graph" if graph else "")
+            f"{held} microbatches in flight"
+            + (" (sec. 11's rule)" if held == "q" else "")
+            + ("; next: successors in the stage graph" if graph else "")
         )
     if limit is not None:
         notes.append(f"memory limit M = {format_bytes(limit)}" + (" (! above it)" if over else ""))

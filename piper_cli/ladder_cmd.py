@@ -11,6 +11,7 @@ from piper_cli.common import (
     BandwidthOpt,
     BatchOpt,
     DevicesOpt,
+    InFlightOpt,
     JsonOpt,
     MemoryOpt,
     UniformOpt,
@@ -36,7 +37,9 @@ def register(app: typer.Typer) -> None:
         full_time_limit: Annotated[
             float,
             typer.Option(
-                "--full-time-limit", min=0.0, help="Seconds for CP-SAT's bound at full size."
+                "--full-time-limit",
+                min=0.0,
+                help="Seconds for the bound at full size (path, else CP-SAT).",
             ),
         ] = 120.0,
         json_out: JsonOpt = False,
@@ -44,14 +47,17 @@ def register(app: typer.Typer) -> None:
         memory: MemoryOpt = None,
         batch: BatchOpt = None,
         bandwidth: BandwidthOpt = None,
+        in_flight: InFlightOpt = None,
         uniform: UniformOpt = False,
     ) -> None:
         """Check the DP small, then scale it up with a certified gap.
 
         Verify dp == CP-SAT on prefixes of the model with fewer devices and microbatches
-        (rungs), then run the DP at full size and certify its gap with CP-SAT's lower bound.
-        With --uniform every rung and the full size solve the uniform problem (every stage
-        the same t and d). Exit 1 when a rung is a mismatch."""
+        (rungs), then run the DP at full size and certify its gap with the lower bound of the
+        path formulation (CP-SAT's where the path formulation does not apply).
+        --in-flight schedule runs every solve under sec. 11's in-flight rule. With --uniform
+        every rung and the full size solve the uniform problem (every stage the same t and
+        d). Exit 1 when a rung is a mismatch."""
         from compare.experiments.ladder import run_ladder
         from piper_ilp.solution import Restrictions
 
@@ -74,6 +80,7 @@ def register(app: typer.Typer) -> None:
             time_limit=time_limit,
             full_time_limit=full_time_limit,
             on_rung=on_rung,
+            in_flight=in_flight.value if in_flight is not None else "piper",
         )
         if json_out:
             print_json_line(lad.to_dict())
@@ -94,7 +101,8 @@ def register(app: typer.Typer) -> None:
         tps = "-" if f["tps"] is None else f"{f['tps']:.6g} s"
         stdout.print(
             f"full size ({len(inst.nodes)} nodes, K={inst.K}, N={inst.N}): DP {f['status']} TPS "
-            f"{tps}; lower bound {f['bound']:.6g} s (CP-SAT: {f.get('milp_status')})",
+            f"{tps}; lower bound {f['bound']:.6g} s "
+            f"({f.get('milp_method', 'cpsat')}: {f.get('milp_status')})",
             markup=False,
         )
         if lad.gap is not None:

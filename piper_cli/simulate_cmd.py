@@ -10,6 +10,7 @@ from piper_cli.common import (
     BandwidthOpt,
     BatchOpt,
     DevicesOpt,
+    InFlightOpt,
     JsonOpt,
     MemoryOpt,
     PipelineOpt,
@@ -18,7 +19,7 @@ from piper_cli.common import (
     print_json_line,
     stdout,
 )
-from piper_cli.evaluate_cmd import IgnoreMetadataOpt, load_plan_settings
+from piper_cli.evaluate_cmd import IgnoreMetadataOpt, in_flight_note, load_plan_settings
 
 
 def register(app: typer.Typer) -> None:
@@ -28,6 +29,7 @@ def register(app: typer.Typer) -> None:
         instance: Annotated[str, typer.Argument(help="Instance JSON.")],
         plan: Annotated[str, typer.Argument(help="Plan JSON (e.g. from solve -o).")],
         schedule: ScheduleOpt = None,
+        in_flight: InFlightOpt = None,
         pipeline: PipelineOpt = None,
         microbatches: Annotated[
             Optional[int],
@@ -70,9 +72,11 @@ def register(app: typer.Typer) -> None:
 
         An event-by-event simulation: the steady-state period against max TPS, the batch time
         against sec. 9's formula, and each replica's peak microbatches in flight against the
-        model's y. The settings (K, M, N, B, the schedule and the pipelining) are those the
-        plan's metadata records (solve -o), else the instance file's, 1f1b and sequential;
-        a flag overrides either, and the output says where each came from."""
+        model's y. The settings (K, M, N, B, the schedule, the pipelining and the in-flight
+        rule, sec. 11: the budgets y the replicas keep) are those the plan's metadata
+        records (solve -o), else the instance file's, 1f1b, sequential and piper; a flag
+        overrides either, and the output says where each came from (a rule other than the
+        recorded one is named in a note)."""
         from compare.experiments.plot import gantt_caption, gantt_chart
         from compare.simulation.simulate import simulate
         from piper_ilp.files import check_writable
@@ -83,11 +87,12 @@ def register(app: typer.Typer) -> None:
             instance,
             plan,
             dict(devices=devices, memory=memory, batch=batch, bandwidth=bandwidth),
-            dict(pipeline=pipeline, schedule=schedule),
+            dict(pipeline=pipeline, schedule=schedule, in_flight=in_flight),
             ignore_metadata,
         )
         inst, p, mode = got.instance, got.plan, got.mode
         schedule, pipeline = mode.schedule, mode.pipeline
+        note = in_flight_note(p, mode)
         sim = simulate(
             inst,
             p,
@@ -96,6 +101,7 @@ def register(app: typer.Typer) -> None:
             microbatches=microbatches,
             forward_fraction=forward_fraction,
             plan_source=plan,
+            in_flight=mode.in_flight,
         )
         if gantt:
             finish: dict[int, float] = {}
@@ -104,13 +110,16 @@ def register(app: typer.Typer) -> None:
             cut = sorted(finish.values())[min(gantt_microbatches, len(finish)) - 1]
             gantt_chart(sim, gantt, until=cut)
         if json_out:
-            print_json_line({**sim.to_dict(), "settings_from": got.origin})
+            print_json_line({**sim.to_dict(), "settings_from": got.origin, "in_flight_note": note})
             return
         stdout.print(f"{inst.source}: {got.origin_line()}", markup=False)
+        rule = "" if mode.in_flight == "piper" else f", in-flight budgets of rule {mode.in_flight}"
         stdout.print(
-            f"{schedule}, {pipeline} pipeline, {sim.microbatches} microbatches simulated",
+            f"{schedule}, {pipeline} pipeline{rule}, {sim.microbatches} microbatches simulated",
             markup=False,
         )
+        if note:
+            stdout.print(f"note: {note}", markup=False)
         ratio = f"{sim.period / sim.max_tps:.4f}" if sim.max_tps > 0 else "-"
         stdout.print(
             f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g} s; ratio "

@@ -16,6 +16,7 @@ from piper_cli.common import (
     BatchOpt,
     DevicesOpt,
     ExcludeOptionOpt,
+    InFlightOpt,
     JsonOpt,
     MaxDOpt,
     MaxTOpt,
@@ -255,6 +256,7 @@ def register(app: typer.Typer) -> None:
         pipeline: PipelineOpt = None,
         objective: ObjectiveOpt = None,
         schedule: ScheduleOpt = None,
+        in_flight: InFlightOpt = None,
         time_limit: Annotated[
             Optional[float],
             typer.Option(
@@ -378,7 +380,7 @@ def register(app: typer.Typer) -> None:
         from piper_ilp.settings import Settings
 
         settings = Settings(  # checked once, before any instance is read
-            mode=mode_from_flags(pipeline, objective, schedule),
+            mode=mode_from_flags(pipeline, objective, schedule, in_flight=in_flight),
             time_limit=solver_options.pop("time_limit", None),
             threads=solver_options.pop("threads", None),
             overrides=read_overrides(devices, memory, batch, bandwidth),

@@ -8,7 +8,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from piper_cli.common import cli_errors, load_with_overrides, note_bare_sizes, stderr, stdout
+from piper_cli.common import (
+    InFlightOpt,
+    cli_errors,
+    load_with_overrides,
+    note_bare_sizes,
+    stderr,
+    stdout,
+)
 from piper_cli.compare_cmds import ExternalOpt, SchedulerOpt, parse_externals, resolve_scheduler
 
 
@@ -78,6 +85,7 @@ def register(app: typer.Typer) -> None:
         ] = False,
         external: ExternalOpt = None,
         scheduler: SchedulerOpt = None,
+        in_flight: InFlightOpt = None,
         time_limit: Annotated[
             Optional[float],
             typer.Option(
@@ -98,7 +106,9 @@ def register(app: typer.Typer) -> None:
         The grid is every combination of the K, M, N, B values given; the variants are Piper's
         ablations, uniform degrees (what Megatron-LM and torchtitan run), the 2BW baseline, the
         greedy rule and external planners. One row per run in
-        OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv."""
+        OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv.
+        --in-flight schedule solves every point under sec. 11's in-flight rule (the
+        heuristic variants, which plan under Piper's, are then refused in their rows)."""
         from compare.experiments.jobs import Interrupted
         from compare.experiments.sweep import (
             PARAMETERS,
@@ -154,6 +164,7 @@ def register(app: typer.Typer) -> None:
                 externals=externals,
                 scheduler=resolve_scheduler(scheduler),
                 note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False),
+                in_flight=in_flight.value if in_flight is not None else "piper",
                 time_limit=time_limit,
             )
         except Interrupted as exc:

@@ -1,6 +1,6 @@
 """The independent plan evaluator: validity (cost model sec. 2) and TPS (sec. 3), under
-any :class:`~piper_ilp.pipeline.Mode` (graph pipelining sec. 8, batch time and the
-schedules' memory sec. 9).
+any :class:`~piper_ilp.mode.Mode` (graph pipelining sec. 8, batch time and the
+schedules' memory sec. 9, the in-flight rule sec. 11).
 
 Every solver's answer passes through :func:`evaluate` before it is returned, as in
 Piper's reference implementation (``getTPSForResult``). It shares no code with the
@@ -24,7 +24,8 @@ RULES = {
     2: "every edge goes forward (stage(u) <= stage(v))",
     3: "d >= 1 dividing N, t >= 1",
     4: "every node names one of its options under the stage's t",
-    5: "sum of d <= N (graph pipelining: max h <= N) and sum of t*d <= K",
+    5: "sum of d <= N (graph pipelining: max h <= N; --in-flight schedule: max q <= N) "
+    "and sum of t*d <= K",
     6: "memory sum(a*y + b) <= M",
 }
 
@@ -52,9 +53,10 @@ class Violation:
 @dataclass(frozen=True)
 class StageReport:
     """One stage's numbers: ``s`` the microbatches in flight h (sequential pipelining: the
-    suffix sum of d; graph: sec. 8), ``y`` the microbatches one replica holds (ceil(h / d);
-    N / d under ``gpipe``), memory used and the limit, the TPS split into parts (``cost``;
-    None when its options do not resolve) and ``successors`` in the stage graph."""
+    suffix sum of d; graph: sec. 8; q of sec. 11 under ``--in-flight schedule``), ``y`` the
+    microbatches one replica holds (ceil(h / d); N / d under ``gpipe``), memory used and the
+    limit, the TPS split into parts (``cost``; None when its options do not resolve) and
+    ``successors`` in the stage graph."""
 
     index: int
     nodes: tuple[int, ...]
@@ -244,11 +246,15 @@ def evaluate(instance: Instance, plan: Plan, mode: Mode = DEFAULT_MODE) -> Evalu
     # rule 5: device and microbatch budgets
     sum_d = sum(st.d for st in stages)
     devices = sum(st.t * st.d for st in stages)
-    d = [max(st.d, 0) for st in stages]
+    # (a d < 1 is rule 3's; the in-flight counts take it as 0, or as 1 under sec. 11's
+    # rule, which divides by d)
+    d = [max(st.d, 0 if mode.in_flight == "piper" else 1) for st in stages]
     successors = stage_graph(instance, plan)
-    h = in_flight(d, successors, mode.pipeline)
-    if not batch_limit_ok(d, h, N, mode.pipeline):
-        if mode.graph:
+    h = in_flight(d, successors, mode.pipeline, mode.in_flight)
+    if not batch_limit_ok(h, N):
+        if mode.in_flight == "schedule":
+            V.append(Violation(5, f"max q = {max(h)} microbatches in flight exceeds N = {N}"))
+        elif mode.graph:
             V.append(Violation(5, f"max h = {max(h)} microbatches in flight exceeds N = {N}"))
         else:
             V.append(Violation(5, f"sum of d = {sum_d} exceeds N = {N}"))

@@ -1,5 +1,6 @@
-"""The mode: what a plan is judged by (contract secs. 8-9): the pipelining, the objective and
-the schedule. A plain value object, passed down like the restrictions, never a global."""
+"""The mode: what a plan is judged by (contract secs. 8, 9 and 11): the pipelining, the
+objective, the schedule and the in-flight rule. A plain value object, passed down like the
+restrictions, never a global."""
 
 from __future__ import annotations
 
@@ -10,15 +11,19 @@ __all__ = [
     "PIPELINES",
     "OBJECTIVES",
     "SCHEDULES",
+    "IN_FLIGHT_RULES",
     "Mode",
     "DEFAULT_MODE",
     "ALL_MODES",
+    "MODE_KEYS",
     "check_choice",
 ]
 
 PIPELINES = ("sequential", "graph")
 OBJECTIVES = ("throughput", "batch-time")
 SCHEDULES = ("1f1b", "1f1b-flush", "gpipe")
+#: The in-flight budget (sec. 11): Piper's y = ceil(h / d), or the q / y that 1F1B keeps.
+IN_FLIGHT_RULES = ("piper", "schedule")
 
 
 def check_choice(choice: str, allowed: Sequence[str], what: str) -> None:
@@ -28,17 +33,22 @@ def check_choice(choice: str, allowed: Sequence[str], what: str) -> None:
 
 @dataclass(frozen=True)
 class Mode:
-    """What a plan is judged by: the pipelining (sec. 8), the objective (secs. 4 and 9)
-    and the schedule, which fixes the memory rule (secs. 2, 8, 9).
+    """What a plan is judged by: the pipelining (sec. 8), the objective (secs. 4 and 9),
+    the schedule, which fixes the memory rule (secs. 2, 8, 9), and the in-flight rule
+    (sec. 11: ``piper``, y = ceil(h / d), or ``schedule``, the budget 1F1B keeps).
 
-    ``Mode()`` is the contract's original problem (sequential, throughput, 1f1b).
+    ``Mode()`` is the contract's original problem (sequential, throughput, 1f1b, piper).
     ``1f1b`` and ``1f1b-flush`` hold the same microbatches (they differ only in the flush,
-    which the batch-time objective models); ``gpipe`` holds y = N / d.
+    which the batch-time objective models); ``gpipe`` holds y = N / d. The label names
+    the in-flight rule only when it is ``schedule``, so that every label (and campaign
+    id) made under Piper's rule reads as before.
 
     Examples
     --------
     >>> Mode().label, Mode("graph", "batch-time", "gpipe").label
     ('sequential/throughput/1f1b', 'graph/batch-time/gpipe')
+    >>> Mode(in_flight="schedule").label
+    'sequential/throughput/1f1b/schedule'
     >>> Mode("tree")
     Traceback (most recent call last):
     ...
@@ -48,11 +58,13 @@ class Mode:
     pipeline: str = "sequential"
     objective: str = "throughput"
     schedule: str = "1f1b"
+    in_flight: str = "piper"
 
     def __post_init__(self) -> None:
         check_choice(self.pipeline, PIPELINES, "pipeline")
         check_choice(self.objective, OBJECTIVES, "objective")
         check_choice(self.schedule, SCHEDULES, "schedule")
+        check_choice(self.in_flight, IN_FLIGHT_RULES, "in_flight")
 
     @property
     def is_default(self) -> bool:
@@ -61,7 +73,17 @@ class Mode:
 
     @property
     def label(self) -> str:
-        return f"{self.pipeline}/{self.objective}/{self.schedule}"
+        """``PIPELINE/OBJECTIVE/SCHEDULE``, plus ``/schedule`` under that in-flight rule."""
+        rule = "" if self.in_flight == "piper" else f"/{self.in_flight}"
+        return f"{self.pipeline}/{self.objective}/{self.schedule}{rule}"
+
+    def with_in_flight(self, rule: str) -> "Mode":
+        """The same mode under the in-flight rule ``rule`` (``piper`` or ``schedule``).
+
+        >>> Mode("graph", in_flight="schedule").with_in_flight("piper").label
+        'graph/throughput/1f1b'
+        """
+        return Mode(self.pipeline, self.objective, self.schedule, rule)
 
     @property
     def graph(self) -> bool:
@@ -72,32 +94,45 @@ class Mode:
         return self.objective == "batch-time"
 
     def to_dict(self) -> dict[str, str]:
-        return {"pipeline": self.pipeline, "objective": self.objective, "schedule": self.schedule}
+        return {
+            "pipeline": self.pipeline,
+            "objective": self.objective,
+            "schedule": self.schedule,
+            "in_flight": self.in_flight,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "Mode":
-        """The mode recorded in ``data`` (keys ``pipeline``, ``objective``, ``schedule``;
-        a missing key takes its default)."""
+        """The mode recorded in ``data`` (keys ``pipeline``, ``objective``, ``schedule``,
+        ``in_flight``; a missing key takes its default, so a plan written before the
+        in-flight rule existed reads as ``piper``)."""
         data = data or {}
-        return cls(
-            **{k: data[k] for k in ("pipeline", "objective", "schedule") if data.get(k) is not None}
-        )
+        return cls(**{k: data[k] for k in MODE_KEYS if data.get(k) is not None})
 
     @classmethod
-    def parse(cls, label: str) -> "Mode":
-        """A mode from its label ``PIPELINE/OBJECTIVE/SCHEDULE`` (trailing parts may be left out).
+    def parse(cls, label: str, in_flight: str = "piper") -> "Mode":
+        """A mode from its label ``PIPELINE/OBJECTIVE/SCHEDULE[/IN_FLIGHT]`` (trailing parts
+        may be left out; a missing in-flight rule is ``in_flight``).
 
-        >>> Mode.parse("graph/batch-time")
-        Mode(pipeline='graph', objective='batch-time', schedule='1f1b')
+        >>> Mode.parse("graph/batch-time").label
+        'graph/batch-time/1f1b'
+        >>> Mode.parse("graph", in_flight="schedule").label
+        'graph/throughput/1f1b/schedule'
         """
         parts = label.strip().split("/")
-        if len(parts) > 3 or not all(parts):
-            raise ValueError(f"a mode is PIPELINE/OBJECTIVE/SCHEDULE, got {label!r}")
-        return cls(*parts)
+        if len(parts) > 4 or not all(parts):
+            raise ValueError(f"a mode is PIPELINE/OBJECTIVE/SCHEDULE[/IN_FLIGHT], got {label!r}")
+        mode = cls(*parts)
+        return mode if len(parts) == 4 else mode.with_in_flight(in_flight)
+
+
+#: The keys a mode is recorded under (plan metadata, JSON output).
+MODE_KEYS = ("pipeline", "objective", "schedule", "in_flight")
 
 
 DEFAULT_MODE = Mode()
 
 #: The modes that differ in the model (``1f1b-flush`` holds what ``1f1b`` holds, so it is
-#: left out): sequential/graph x throughput/batch-time x 1f1b/gpipe.
+#: left out): sequential/graph x throughput/batch-time x 1f1b/gpipe, under Piper's rule
+#: (``Mode.with_in_flight`` gives them under the other).
 ALL_MODES = tuple(Mode(p, o, s) for p in PIPELINES for o in OBJECTIVES for s in ("1f1b", "gpipe"))

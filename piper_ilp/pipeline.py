@@ -1,17 +1,20 @@
 """Pipelining beyond sec. 2-3: the stage graph, microbatches in flight, batch time (contract
-secs. 8 and 9), each equation written once.
+secs. 8, 9 and 11), each equation written once.
 
 For a plan with stages 0..m-1 (pipeline order) and data-parallel degrees d_i:
 
 * the *stage graph* has an arc i -> j (i != j) whenever some edge (u -> v) has u in stage i
-  and v in stage j (:func:`stage_graph`);
-* microbatches in flight (:func:`in_flight`): sequential pipelining, h_i = s_i = d_i + ... +
-  d_last (the suffix sum of sec. 2); graph pipelining, h_i = d_i + max over arcs i -> j of
-  h_j (h_i = d_i without successors);
-* microbatches each replica holds (:func:`microbatches_held`): y_i = ceil(h_i / d_i) under
-  ``1f1b`` and ``1f1b-flush``; y_i = N / d_i under ``gpipe`` (all forwards first);
-* the batch limit: sum_i d_i <= N (sequential) or max_i h_i <= N (graph)
-  (:func:`batch_limit_ok`);
+  and v in stage j (:func:`stage_graph`); a stage's *successors* are its arcs' heads under
+  graph pipelining and the next stage under sequential pipelining;
+* microbatches in flight (:func:`in_flight`, one step :func:`front_in_flight`), with
+  after_i = max over the successors j of h_j (0 without successors): Piper's rule,
+  h_i = d_i + after_i (sequential: the suffix sum s_i of sec. 2; graph: sec. 8); the rule
+  the schedule keeps (sec. 11), q_i = d_i ceil((d_i + after_i) / d_i), a multiple of d_i;
+* microbatches each replica holds (:func:`microbatches_held`): y_i = ceil(h_i / d_i)
+  (= q_i / d_i) under ``1f1b`` and ``1f1b-flush``; y_i = N / d_i under ``gpipe`` (all
+  forwards first);
+* the batch limit: max_i h_i <= N (sequential under Piper's rule: sum_i d_i <= N;
+  sec. 11: max_i q_i <= N) (:func:`batch_limit_ok`);
 * batch time with a flush per batch (:func:`batch_time`): tau_i = d_i TPS_i, and
   T_batch = (N - 1) max_i TPS_i + the longest stage-graph path of tau_i (sequential: the
   sum of all tau_i).
@@ -24,11 +27,12 @@ from typing import Sequence
 
 from piper_ilp.cost import microbatches_in_flight
 from piper_ilp.instance import Instance
-from piper_ilp.mode import PIPELINES, SCHEDULES, check_choice
+from piper_ilp.mode import IN_FLIGHT_RULES, PIPELINES, SCHEDULES, check_choice
 from piper_ilp.plan import Plan
 
 __all__ = [
     "stage_graph",
+    "front_in_flight",
     "in_flight",
     "microbatches_held",
     "batch_limit_ok",
@@ -67,11 +71,32 @@ def stage_graph(instance: Instance, plan: Plan) -> list[set[int]]:
     return succ
 
 
+def front_in_flight(d, after, rule: str = "piper"):
+    """The microbatches in flight of a stage with ``d`` replicas whose successors hold at
+    most ``after`` (0 without successors): h = d + after (Piper's rule, secs. 2 and 8) or
+    q = d ceil((d + after) / d) (``schedule``, sec. 11). Works on ints and on numpy
+    integer arrays alike (the DPs use it on arrays).
+
+    Examples
+    --------
+    >>> front_in_flight(2, 3), front_in_flight(2, 3, "schedule"), front_in_flight(2, 4, "schedule")
+    (5, 6, 6)
+    """
+    if rule == "piper":
+        return d + after
+    check_choice(rule, IN_FLIGHT_RULES, "in_flight")
+    return d * -(-(d + after) // d)
+
+
 def in_flight(
-    d: Sequence[int], successors: Sequence[set[int]], pipeline: str = "sequential"
+    d: Sequence[int],
+    successors: Sequence[set[int]],
+    pipeline: str = "sequential",
+    rule: str = "piper",
 ) -> list[int]:
-    """h_i for every stage (sec. 8); ``successors`` from :func:`stage_graph` (stages in a
-    topological order of it, as every valid plan lists them).
+    """h_i (Piper's rule, sec. 8) or q_i (``rule="schedule"``, sec. 11) for every stage;
+    ``successors`` from :func:`stage_graph` (stages in a topological order of it, as every
+    valid plan lists them), read under graph pipelining only.
 
     Examples
     --------
@@ -79,20 +104,27 @@ def in_flight(
     [4, 3, 2, 1]
     >>> in_flight([1, 1, 1, 1], [{1, 2}, {3}, {3}, set()], "graph")
     [3, 2, 2, 1]
+    >>> arcs = [{1}, {2}, set()]
+    >>> in_flight([1, 2, 1], arcs), in_flight([1, 2, 1], arcs, rule="schedule")
+    ([4, 3, 1], [5, 4, 1])
     """
     check_choice(pipeline, PIPELINES, "pipeline")
+    check_choice(rule, IN_FLIGHT_RULES, "in_flight")
     m = len(d)
     h = [0] * m
     for i in range(m - 1, -1, -1):
         if pipeline == "sequential":
-            h[i] = d[i] + (h[i + 1] if i + 1 < m else 0)
+            after = h[i + 1] if i + 1 < m else 0
         else:
-            h[i] = d[i] + max((h[j] for j in successors[i]), default=0)
+            after = max((h[j] for j in successors[i]), default=0)
+        h[i] = front_in_flight(d[i], after, rule)
     return h
 
 
 def microbatches_held(h: int, d: int, N: int, schedule: str = "1f1b") -> int:
-    """y_i, the microbatches one replica of a stage holds (secs. 2, 8, 9).
+    """y_i, the microbatches one replica of a stage holds (secs. 2, 8, 9): ceil(h / d) of
+    its in-flight count h (under sec. 11's rule h is q, a multiple of d: y = q / d), or
+    N / d under ``gpipe``.
 
     Examples
     --------
@@ -105,13 +137,16 @@ def microbatches_held(h: int, d: int, N: int, schedule: str = "1f1b") -> int:
     return microbatches_in_flight(h, d)
 
 
-def batch_limit_ok(
-    d: Sequence[int], h: Sequence[int], N: int, pipeline: str = "sequential"
-) -> bool:
-    """sum_i d_i <= N (sequential) or max_i h_i <= N (graph)."""
-    check_choice(pipeline, PIPELINES, "pipeline")
-    if pipeline == "sequential":
-        return sum(d) <= N
+def batch_limit_ok(h: Sequence[int], N: int) -> bool:
+    """max_i h_i <= N, for the in-flight counts h of :func:`in_flight` (under Piper's
+    sequential rule h_0 = sum_i d_i is the largest: sum d <= N; sec. 11: max q <= N).
+
+    Examples
+    --------
+    >>> d = [1, 2, 1]
+    >>> batch_limit_ok(in_flight(d, []), 4), batch_limit_ok(in_flight(d, [], rule="schedule"), 4)
+    (True, False)
+    """
     return max(h, default=0) <= N
 
 

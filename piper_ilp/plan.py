@@ -27,7 +27,7 @@ from piper_ilp.jsonfile import (
     read_json,
     short_repr,
 )
-from piper_ilp.mode import OBJECTIVES, PIPELINES, SCHEDULES
+from piper_ilp.mode import IN_FLIGHT_RULES, MODE_KEYS, OBJECTIVES, PIPELINES, SCHEDULES
 from piper_ilp.version import __version__
 
 __all__ = [
@@ -253,6 +253,7 @@ def _check_metadata(meta: Any, fail) -> dict[str, Any]:
         ("pipeline", PIPELINES),
         ("objective", OBJECTIVES),
         ("schedule", SCHEDULES),
+        ("in_flight", IN_FLIGHT_RULES),
     ):
         if meta.get(key) is not None and meta[key] not in allowed:
             fail(
@@ -323,15 +324,43 @@ def plan_metadata(
     mode: str | None = None,
     problem: Mapping[str, str] | None = None,
 ) -> dict:
-    """The record a saved plan carries of what it was solved for: the instance's
-    fingerprint, K, M, N, B, the restrictions, the method and its ``mode`` (the DP's
-    knapsack: exact or greedy), the ``problem`` solved (``Mode.to_dict()``: keys
-    ``pipeline``, ``objective``, ``schedule``, contract secs. 8-9; by default the
-    default mode; ``evaluate`` judges the plan in it unless told otherwise) and the version.
+    """The record a saved plan carries of what it was solved for.
 
-    ``instance`` is the instance as loaded, with the command line's settings applied but
-    before any restriction removes options (:meth:`Restrictions.apply` changes the
-    fingerprint): ``evaluate`` compares the fingerprint with the file it is given."""
+    Parameters
+    ----------
+    instance : Instance
+        The instance as loaded, with the command line's settings applied but before any
+        restriction removes options (:meth:`Restrictions.apply` changes the fingerprint):
+        ``evaluate`` compares the fingerprint with the file it is given.
+    method : str
+        The method that made the plan.
+    restrictions : mapping, optional
+        The restrictions solved under (``Restrictions.to_dict()``).
+    mode : str, optional
+        The method's own mode (the DP's knapsack: exact or greedy).
+    problem : mapping, optional
+        The problem solved, ``Mode.to_dict()``: keys ``pipeline``, ``objective``,
+        ``schedule`` and ``in_flight`` (contract secs. 8, 9 and 11); a key left out takes
+        the default mode's value. ``evaluate`` and ``simulate`` judge the plan in it unless
+        told otherwise, and say so when told another in-flight rule.
+
+    Returns
+    -------
+    dict
+        The instance's fingerprint, K, M, N, B, the restrictions, the method, its mode,
+        the problem's four keys and the version.
+
+    Examples
+    --------
+    >>> from piper_ilp.instance import instance_from_dict
+    >>> opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 0,
+    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
+    >>> inst = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1,
+    ...     "mbsInBatch": 2, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> meta = plan_metadata(inst, method="dp", problem={"in_flight": "schedule"})
+    >>> meta["pipeline"], meta["in_flight"]
+    ('sequential', 'schedule')
+    """
     return {
         "instance": instance.fingerprint(),
         "K": instance.K,
@@ -344,7 +373,8 @@ def plan_metadata(
         "pipeline": "sequential",
         "objective": "throughput",
         "schedule": "1f1b",
-        **{k: problem[k] for k in ("pipeline", "objective", "schedule") if k in (problem or {})},
+        "in_flight": "piper",
+        **{k: problem[k] for k in MODE_KEYS if k in (problem or {})},
         "version": __version__,
     }
 

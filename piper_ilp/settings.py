@@ -115,7 +115,7 @@ class Settings:
     Parameters
     ----------
     mode : Mode
-        Pipelining, objective and schedule (contract secs. 8-9).
+        Pipelining, objective, schedule and in-flight rule (contract secs. 8, 9, 11).
     time_limit : float, optional
         Seconds before a solver stops (it then never claims "optimal"); None: no limit.
     threads : int, optional
@@ -300,7 +300,7 @@ class Settings:
         settings it overrides, then the parts of the mode (``Mode.to_dict()``'s keys).
 
         >>> Settings(overrides={"N": 4}).recorded_keys()
-        ['N', 'pipeline', 'objective', 'schedule']
+        ['N', 'pipeline', 'objective', 'schedule', 'in_flight']
         """
         return [k for k in SETTING_OPTIONS if k in self.overrides] + list(self.mode.to_dict())
 

@@ -22,7 +22,7 @@ from dp.option_choice import OptionChoices
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches
 from dp.stage_geometry import StageGeometry, lowest_sink, sink_filters
 from dp.stage_tables import build_stage_tables
-from dp.table_arrays import union_ranges
+from dp.table_arrays import distinct_rows, union_ranges
 from piper_ilp.cost import close, microbatches_in_flight, stage_memory
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.evaluate import evaluate
@@ -749,6 +749,62 @@ def test_exact_tables_do_not_depend_on_the_batches_or_the_memo(seed):
     # points past d's cap on y, dearer for the same y, are left out)
     for *_, monotone, pts in want:
         assert monotone and all(p[2] < q[2] and p[0] <= q[0] for p, q in zip(pts, pts[1:]))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_greedy_tables_do_not_depend_on_the_batches_and_keep_every_point_within_the_bound(seed):
+    """Greedy mode's tables are the same, point by point, when the builder flushes its
+    queue every few stages, sets or pairs and forgets its states after a few (each state
+    is made again from the same parent); and with an upper bound ub they are the tables
+    without it less some rows whose every point costs more than ub (the rule is skipped
+    where even the least p of every node does), never a row with a point within ub
+    (unless the device bound of the candidate pairs drops it)."""
+    from dp.ideals import enumerate_ideals
+
+    fams = ["layered", "fork-join", "ties", "chain"]
+    inst = random_instance(
+        fams[seed % 4], 6 + seed % 5, 1900 + seed, t_values=(1, 2), memory=["tight", 0.3][seed % 2]
+    )
+    ideals = enumerate_ideals(inst, 10**6)
+    S = min(inst.N, inst.K)
+    d_values = [d for d in range(1, S + 1) if inst.N % d == 0]
+
+    def tables(batches=BuildBatches(), ub=None):
+        tb = build_stage_tables(
+            inst, ideals, d_values, S, True, OptionChoices(inst, False), batches=batches, ub=ub
+        )
+        return _tables_by_group(tb)
+
+    want = tables()
+    assert want
+    small = BuildBatches(stages=3, sets=2, pairs=5, points=4, extend_rows=3, memo_points=5)
+    assert tables(small) == want
+    costs = sorted(p[0] for *_, pts in want for p in pts)
+    ub = costs[len(costs) // 3]  # a bound that leaves out many points
+    bounded = tables(small, ub=ub)
+    assert set(bounded) <= set(want) and len(bounded) < len(want)
+    # a row whose points all cost more than ub may go, any other one stays unless the
+    # candidate pairs' device bound (which knows nothing of the rows: a range of t d per
+    # pair) drops its devices
+    span: dict = {}
+    for g in bounded:
+        lo, hi = span.get(g[:2], (g[2], g[2]))
+        span[g[:2]] = (min(lo, g[2]), max(hi, g[2]))
+    for g in want:
+        lo, hi = span.get(g[:2], (1, 0))
+        if g not in bounded and lo <= g[2] <= hi:
+            assert min(p[0] for p in g[5]) > ub * (1 + 1e-9), g
+
+
+def test_distinct_rows_tells_apart_rows_that_share_a_hash():
+    """Rows are numbered by a hash, then checked entry by entry: rows whose hashes
+    collide (multipliers 1 and 1: (1, 2) and (2, 1) both hash to 3) are still two kinds,
+    numbered in the order of their first row, as the default hash numbers them."""
+    key = np.array([[1, 2], [2, 1], [1, 2], [0, 3], [2, 1]], dtype=np.int64)
+    kind, first = distinct_rows(key, mult=np.ones(2, dtype=np.uint64))
+    assert kind.tolist() == [0, 1, 0, 2, 1] and first.tolist() == [0, 1, 3]
+    kind2, first2 = distinct_rows(key)
+    assert kind2.tolist() == kind.tolist() and first2.tolist() == first.tolist()
 
 
 def _fsum_rows_cases(rng: random.Random, k: int) -> list[list[float]]:

@@ -344,6 +344,86 @@ def test_numerics_through_the_cli(tmp_path):
     assert instance_from_dict(json.loads(out.read_text()), source=inst.source) == inst
 
 
+# ---- the ties family ----
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_ties_valid_and_deterministic(integer):
+    assert "ties" in ALL_FAMILIES and "ties" not in FAMILIES
+    for n in (1, 2, 5, 8):
+        for seed in range(6):
+            inst = random_instance("ties", n, seed, integer=integer, t_values=(1, 2))
+            assert len(inst.nodes) == n and inst.source == f"random:ties:n{n}:s{seed}"
+            assert instance_from_dict(instance_to_dict(inst), source=inst.source) == inst
+            assert random_instance("ties", n, seed, integer=integer, t_values=(1, 2)) == inst
+            assert n < 2 or inst.edges  # the original planner refuses a graph without edges
+            values = [inst.B, *(e.c for e in inst.edges)]
+            mems = [inst.M]
+            for node, t, o in all_options(inst):
+                assert 1 <= len(node.options[t]) <= 2
+                values += [o.p, o.w, *o.sfw.values(), *o.sbw.values()]
+                mems += [o.a, o.b]
+            assert min(values + mems) >= 0 and inst.M > 0
+            if integer:
+                assert all(float(x).is_integer() for x in values + mems)
+            else:  # tenths (twentieths: a change times 1/2 or 3/2); memory in quarters or tenths
+                assert all(abs(20 * x - round(20 * x)) < 1e-6 for x in values + [inst.B])
+
+
+def _change(node, t):
+    """(dp, da, db) from vanilla to recomp of a node under t, or None."""
+    by_id = {o.id: o for o in node.options.get(t, ())}
+    v, r = by_id.get("vanilla"), by_id.get("activation recomp")
+    if v is None or r is None:
+        return None
+    return (r.p - v.p, v.a - r.a, r.b - v.b)
+
+
+def test_ties_has_the_ties_of_the_rule():
+    """Over a sample: ratios that tie across nodes (one node's change a multiple of
+    another's), options of equal cost, recomputation listed first, M exactly at the memory
+    of some nodes with their fastest options (F fits with equality) or one saving less."""
+    sample = [random_instance("ties", 5, seed) for seed in range(60)]
+    proportional = recomp_first = equal_cost = 0
+    for inst in sample:
+        changes = [c for node in inst.nodes if (c := _change(node, 1)) and c[1] > 0]
+        for (p1, a1, b1), (p2, a2, b2) in itertools.combinations(changes, 2):
+            k = a2 / a1
+            proportional += k != 1 and math.isclose(p2, k * p1) and math.isclose(b2, k * b1)
+        for node in inst.nodes:
+            opts = node.options[1]
+            recomp_first += opts[0].id == "activation recomp" and len(opts) == 2
+            equal_cost += len(opts) == 2 and opts[0].p == opts[1].p
+    assert proportional >= 20 and recomp_first >= 50 and equal_cost >= 5
+    # M = the memory of a run of nodes (in topological order) at some y, with fastest
+    # options, or that less one node's saving, or the least-memory options
+    at = 0
+    for inst in sample:
+        order = [v for v in inst.node_ids]  # (the listing order; runs are checked on all subsets)
+        for r in range(1, len(order) + 1):
+            for sub in itertools.combinations(order, r):
+                for y in (1, 2, 3, 4, 5):
+                    fast = [min(inst.node[v].options[1], key=lambda o: o.p) for v in sub]
+                    memF = math.fsum(x for o in fast for x in (o.a * y, o.b))
+                    if memF == inst.M:
+                        at += 1
+    assert at >= 5
+
+
+def test_ties_through_the_cli(tmp_path):
+    from typer.testing import CliRunner
+
+    from piper_cli import app
+
+    out = tmp_path / "t.json"
+    result = CliRunner().invoke(
+        app, ["random", "--family", "ties", "--nodes", "4", "--seed", "3", "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    inst = random_instance("ties", 4, 3)
+    assert instance_from_dict(json.loads(out.read_text()), source=inst.source) == inst
+
+
 @pytest.mark.parametrize(
     "args,says",
     [

@@ -14,7 +14,7 @@ graph:
 ``fork-join``
     blocks of several parallel branches between a fork and a join node.
 
-and two families that stress the numbers rather than the shape (contract sec. 7):
+and three families that stress the numbers rather than the shape (contract sec. 7):
 
 ``numerics``
     one of the shapes above with magnitudes spread over 1e-6..1e18 in one instance
@@ -28,6 +28,13 @@ and two families that stress the numbers rather than the shape (contract sec. 7)
     nodes (no edge); N = 1 in a third of the instances, K up to 2^20, t up to 8, up to
     four options per (node, t), and options that tie exactly (copies under another id).
     What the newer modes' solvers and their guards must survive (issue 31).
+``ties``
+    one of the shapes above with the ties that decide Piper's greedy rule (sec. 5): times
+    and bytes in tenths (0.1 is no binary fraction, so a tie in exact arithmetic is a
+    matter of rounding), ratios that tie across nodes and stages, options of equal cost
+    or equal memory, recomputation listed first, M exactly at the memory of some choice
+    (memory in quarters: every memory sum is exact), small K so that stages hold several
+    nodes, and d > 1 with weights (see :func:`_ties_instance`).
 
 Every number is drawn so that the cost model's trade-offs are live (symbols of
 Tarnawski et al., NeurIPS 2021): per node and tensor-parallel degree t, options with
@@ -80,8 +87,8 @@ _NUMERIC_SHAPES = ("chain", "skip", "layered", "series-parallel", "fork-join")
 _HOSTILE_SHAPES = _NUMERIC_SHAPES + ("towers", "isolated")
 
 #: Families that stress the numbers (one of the shapes above, numbers chosen to break
-#: inexact arithmetic).
-NUMERIC_FAMILIES = ("numerics", "hostile")
+#: inexact arithmetic, or to tie where Piper's greedy rule decides).
+NUMERIC_FAMILIES = ("numerics", "hostile", "ties")
 
 #: Every family :func:`random_instance` and the campaigns accept.
 ALL_FAMILIES = FAMILIES + NUMERIC_FAMILIES
@@ -355,7 +362,8 @@ def random_instance(
     family : str
         The graph shape, one of :data:`FAMILIES`, or ``"numerics"`` (see
         :func:`_numerics_instance`; ``integer`` then rounds every number to a whole one
-        but keeps the magnitudes).
+        but keeps the magnitudes) or ``"ties"`` (see :func:`_ties_instance`; ``integer``
+        then makes every number whole).
     n_nodes : int
         Number of nodes (layers), >= 1.
     seed : int
@@ -420,6 +428,8 @@ def random_instance(
     params = repr((family, n_nodes, t_list, lo_opts, hi_opts, memory, integer)).encode()
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(params)])
     g = random_graph(family, n_nodes, seed)
+    if family == "ties":
+        return _ties_instance(g, seed, rng, t_list, (lo_opts, hi_opts), memory, integer, K, N, B)
     if family == "hostile":
         return _hostile_instance(
             g, family, seed, rng, t_list, (lo_opts, hi_opts), memory, integer, K, N, B
@@ -721,6 +731,180 @@ def _numerics_instance(
     if not M > 0:
         M = 1.0
     return _assemble(g, tmpcs, c, rng, K, M, B, N, instance_name(family, n, seed))
+
+
+def _ties_instance(
+    g: nx.DiGraph,
+    seed: int,
+    rng: np.random.Generator,
+    t_list: list[int],
+    counts: tuple[int, int],
+    memory: str | float,
+    integer: bool,
+    K: int | None,
+    N: int | None,
+    B: float | None,
+) -> Instance:
+    """An instance on graph ``g`` full of the ties that decide Piper's greedy rule (sec. 5).
+
+    * Numbers: p, w, c, sync bytes and B in tenths (p in twentieths where a change is
+      scaled by 1/2 or 3/2), memory a and b in quarters or in tenths (one unit per
+      instance; quarters make every memory sum exact, tenths make the float sums of the
+      original planner differ from the exact ones near M); whole numbers with ``integer``.
+      A cost tie in exact arithmetic is then one of rounding.
+    * Per (node, t) a "vanilla" option and an "activation recomp" one (less a, more p;
+      ``counts`` as in :func:`random_instance`, further options get random trade-offs);
+      the recomputation is listed first half of the time.
+    * The change from vanilla to recomp (dp, da, db): with probability 0.7 the change of an
+      earlier node times 1, 2, 3, 1/2 or 3/2 (the ratio dp / (da y + db) ties across nodes
+      and stages for every y and d), else drawn, with dp = 0 (equal cost), da = 0 or
+      da = db = 0 (equal memory) now and then.
+    * t > 1 options have sync bytes, the same for both options half of the time.
+    * K in 1, 2, 3, 4, 6 (stages of several nodes), N in 1, 2, 3, 4, 6, 8, 12 (d > 1),
+      weights w on most nodes and traffic on most edges (the cost's float terms).
+    * M (unless ``memory`` is ``"loose"`` or a number): see :func:`_ties_memory`.
+    * At least one edge when there are two nodes or more (the original planner refuses an
+      instance without edges).
+    """
+    n = g.number_of_nodes()
+    if n >= 2 and g.number_of_edges() == 0:
+        g.add_edge(0, n - 1)
+    tenth = (
+        (lambda lo, hi: float(rng.integers(lo, hi + 1)))
+        if integer
+        else (lambda lo, hi: float(rng.integers(10 * lo, 10 * hi + 1)) / 10.0)
+    )
+    unit = 1 if integer else int(rng.choice([4, 10]))  # memory in quarters or tenths
+    quarter = lambda lo, hi: float(rng.integers(unit * lo, unit * hi + 1)) / unit  # noqa: E731
+    if K is None:
+        K = int(rng.choice([1, 2, 2, 3, 4, 4, 6]))
+    if N is None:
+        N = int(rng.choice([1, 2, 3, 4, 4, 6, 8, 12]))
+    if B is None:
+        B = 1.0 if integer else float(rng.choice([1.0, 3.0, 7.0, 10.0, 0.1, 0.3]))
+    c = {e: (tenth(1, 3) if rng.random() < 0.7 else 0.0) for e in sorted(g.edges)}
+    changes: list[tuple[float, float, float]] = []
+
+    def change(a: float) -> tuple[float, float, float]:
+        if changes and rng.random() < 0.7:
+            k = float(rng.choice([1.0, 2.0, 3.0] if integer else [1.0, 2.0, 3.0, 0.5, 1.5]))
+            dp, da, db = (k * x for x in changes[int(rng.integers(0, len(changes)))])
+        else:
+            r = rng.random()
+            dp = 0.0 if r < 0.15 else tenth(1, 3)
+            da = 0.0 if 0.15 <= r < 0.3 else quarter(1, 4)
+            db = 0.0 if r < 0.45 else quarter(0, 2)
+            if 0.3 <= r < 0.4:
+                da = db = 0.0
+            changes.append((dp, da, db))
+        return dp, min(da, a), db
+
+    tmpcs: list[dict[int, list[dict]]] = []
+    for i in range(n):
+        per_t: dict[int, list[dict]] = {}
+        w = tenth(1, 4) if rng.random() < 0.8 else 0.0
+        for t in t_list:
+            if t > 1 and t_list[0] == 1 and rng.random() < 0.2:
+                continue
+            p, a, b = tenth(1, 6), quarter(1, 6), quarter(0, 4)
+            dp, da, db = change(a)
+            same_sync = t == 1 or rng.random() < 0.5
+            sync_fw = {u: tenth(0, 2) if t > 1 else 0.0 for u in sorted(g.predecessors(i))}
+            sync_bw = {x: tenth(0, 2) if t > 1 else 0.0 for x in sorted(g.successors(i))}
+
+            def sync(table: dict, same: bool = same_sync) -> dict:
+                return dict(table) if same else {k: tenth(0, 2) for k in table}
+
+            opts = [
+                option_dict(VANILLA, p, w, a, b, sync(sync_fw), sync(sync_bw)),
+                option_dict(RECOMPUTE, p + dp, w, a - da, b + db, sync(sync_fw), sync(sync_bw)),
+            ]
+            count = int(rng.integers(counts[0], counts[1] + 1))
+            for k in range(2, count):
+                opts.append(
+                    option_dict(
+                        f"opt{k}",
+                        p + tenth(0, 2),
+                        w,
+                        quarter(0, 6),
+                        quarter(0, 4),
+                        sync(sync_fw),
+                        sync(sync_bw),
+                    )
+                )
+            opts = opts[:count]
+            if len(opts) >= 2 and rng.random() < 0.5:
+                opts[0], opts[1] = opts[1], opts[0]
+            per_t[t] = opts
+        tmpcs.append(per_t)
+
+    most = math.fsum(
+        max(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts)
+        for tm in tmpcs
+    )
+    least = max(
+        min(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts)
+        for tm in tmpcs
+    )
+    if memory == "loose":
+        M = N * (most + 1.0)
+    elif memory == "tight":
+        M = _ties_memory(tmpcs, rng, K, N, quarter)
+    else:
+        M = least + float(memory) * (most - least)
+    if not M > 0:
+        M = 1.0
+    return _assemble(g, tmpcs, c, rng, K, M, B, N, instance_name("ties", n, seed))
+
+
+def _ties_memory(
+    tmpcs: list[dict[int, list[dict]]], rng: np.random.Generator, K: int, N: int, quarter
+) -> float:
+    """M for the ties family, from a plan it makes fit: the nodes (in topological order)
+    cut into k <= min(K, N) runs, the stages of a plan with d = 1 and the least t (stage i
+    holds y = k - i microbatches). M is the largest over the stages of: the memory of the
+    fastest options ("F fits" with equality), of the least-memory options ("L fits" with
+    equality), or of the fastest options less one node's saving m_F - m_O (the walk's
+    excess reaches exactly 0 after one switch: which of two tied nodes switches decides;
+    the least saving half of the time, as a tied partner saves a multiple of it); one time
+    in five a few units more. Each stage's sums are ``fsum`` (exact in quarters; in tenths
+    the original's running sums may land a last bit away)."""
+    n = len(tmpcs)
+    k = int(rng.integers(1, min(K, N, n) + 1))
+    cuts = (
+        sorted(int(x) for x in rng.choice(np.arange(1, n), size=k - 1, replace=False))
+        if k > 1
+        else []
+    )
+    bounds = [0, *cuts, n]
+    kind = rng.random()
+    M = 0.0
+    for i in range(k):
+        y = k - i
+
+        def mem(o, y=y):
+            return math.fsum([o["memoryUsageA"] * y, o["memoryUsageB"]])
+
+        F, L, savings = [], [], []
+        for v in range(bounds[i], bounds[i + 1]):
+            opts = tmpcs[v][min(tmpcs[v])]
+            fast = min(opts, key=lambda o: o["timePerSample"])  # the first of least p
+            F.append(mem(fast))
+            L.append(min(mem(o) for o in opts))
+            savings += [mem(fast) - mem(o) for o in opts if mem(o) < mem(fast)]
+        if kind < 0.2:
+            target = math.fsum(F)
+        elif kind < 0.3:
+            target = math.fsum(L)
+        elif savings:  # the least saving half of the time (a tied partner saves k times it)
+            pick = rng.integers(0, len(savings)) if rng.random() < 0.5 else np.argmin(savings)
+            target = math.fsum(F) - savings[int(pick)]
+        else:
+            target = math.fsum(F)
+        M = max(M, target)
+    if rng.random() < 0.2:
+        M += quarter(1, 2)
+    return M
 
 
 def _supported(x: float) -> float:

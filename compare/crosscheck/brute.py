@@ -12,9 +12,11 @@ MILP. It enumerates
 3. every option per node, under the stage's t;
 
 and keeps the plan with the least TPS (or, under ``--objective batch-time``, the least
-batch time of sec. 9). Every number it compares is the evaluator's own (contract sec. 7): a
-stage's TPS is :func:`piper_ilp.cost.stage_cost` (three ``fsum`` sums), its memory
-:func:`piper_ilp.cost.stage_memory` (``fsum`` of a * y and b) and it fits iff
+batch time of sec. 9; under ``--pipeline graph`` the microbatches in flight are those of
+sec. 8, under ``--in-flight schedule`` the q of sec. 11, by
+:func:`piper_ilp.pipeline.front_in_flight`). Every number it compares is the evaluator's own
+(contract sec. 7): a stage's TPS is :func:`piper_ilp.cost.stage_cost` (three ``fsum`` sums),
+its memory :func:`piper_ilp.cost.stage_memory` (``fsum`` of a * y and b) and it fits iff
 :func:`piper_ilp.cost.memory_fits` (``<= M``, no slack); the batch time is
 :func:`piper_ilp.pipeline.batch_time`'s arithmetic. The value it reports is therefore exactly
 the evaluated value of its plan, and the optimum is exact, whatever the magnitudes.
@@ -60,7 +62,7 @@ from piper_ilp.cost import memory_fits, stage_cost, stage_memory
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.instance import Instance
 from piper_ilp.mode import DEFAULT_MODE, Mode
-from piper_ilp.pipeline import batch_time, microbatches_held
+from piper_ilp.pipeline import batch_time, front_in_flight, microbatches_held
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
@@ -292,8 +294,9 @@ class _Oracle:
     def moves(self, unplaced: int, devices: int, h_next: int, h_of: tuple, pair=None):
         """Every (C, rest, out, t, d, h, y) that can be the stage in front of the placed
         ones: within the device budget (choices in ascending t d), h <= N, some option
-        tuple fitting at y. C's successors hold ``after`` microbatches, h = d + after:
-        sequentially the next stage's h (``h_next``, the suffix sum), under graph
+        tuple fitting at y. C's successors hold ``after`` microbatches, h = d + after
+        (Piper's rule) or q = d ceil((d + after) / d) (``--in-flight schedule``, sec. 11):
+        sequentially the next stage's h (``h_next``; the suffix sum under Piper's rule), under graph
         pipelining the largest h of the stages holding a successor of C (``h_of[i]``: h of
         the stage of placed node i). ``pair``: the (t, d) every stage must take (uniform
         degrees, once a stage is placed), else None. Counts every (C, t, d) tried in
@@ -310,8 +313,8 @@ class _Oracle:
                     if self.steps > self.step_limit:
                         raise _TooBig
                     self.tick()
-                    h = d + after
-                    if h > N:
+                    h = front_in_flight(d, after, self.mode.in_flight)
+                    if h > N:  # then d + after > N (d divides N), so for every larger d too
                         break
                     y = microbatches_held(h, d, N, self.mode.schedule)
                     if self.fits_any(sub, t, y):

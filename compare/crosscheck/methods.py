@@ -13,13 +13,17 @@ Each :class:`Method` states
   or ``"oracle"`` (exhaustive search on tiny graphs, the referee);
 * its ``lineage``: methods of one lineage share their formulation (every MILP backend
   solves the same model; ``greedy`` is the DP with another knapsack), so ``verify``
-  counts two proofs as independent only when their lineages differ;
+  counts two proofs as independent only when their lineages differ. ``path`` (the path
+  formulation, :mod:`piper_ilp.milp.path_solve`: bisection on the bottleneck over a
+  network of successor-closed sets) is a lineage of its own, and shares no code with
+  ``dp/`` nor with the compact model of the MILP backends (``docs/milp.md``);
 * the solver ``options`` that apply to it. Giving another one is an
   :class:`~piper_ilp.errors.InputError` (e.g. ``threads`` for ``dp``);
-* whether it handles ``all_modes`` (:class:`~piper_ilp.pipeline.Mode`: graph pipelining,
-  the batch-time objective, the schedules; contract secs. 8-9): the DP, the MILP backends
-  and brute do; the heuristics and external planners solve only the default mode, and
-  asking them for another is an InputError naming the method and the mode.
+* whether it handles ``all_modes`` (:class:`~piper_ilp.mode.Mode`: graph pipelining,
+  the batch-time objective, the schedules, the in-flight rule; contract secs. 8, 9, 11):
+  the DP, the MILP backends and brute do; the heuristics and external planners solve only
+  the default mode (they plan under Piper's in-flight rule), and asking them for another is
+  an InputError naming the method and the mode.
 
 The mode is an argument like the restrictions: ``run_method(instance, name,
 restrictions, mode=Mode(...))``; the solution's ``value`` is then the evaluator's value of
@@ -177,6 +181,40 @@ def _solve_greedy(
     )
 
 
+def _solve_path(
+    instance: Instance,
+    restrictions: Restrictions,
+    *,
+    mode: Mode = DEFAULT_MODE,
+    time_limit: float | None = None,
+    hint_from_dp: bool = False,
+    hint: Plan | None = None,
+    force: bool = False,
+    progress: bool = False,
+) -> Solution:
+    """The path formulation (docs/milp.md); a mode, restriction or graph size it does not
+    cover is a :class:`~piper_ilp.errors.SizeLimitError` (verify: skipped)."""
+    from piper_ilp.errors import SizeLimitError
+    from piper_ilp.milp.path_solve import DEFAULT_MAX_SETS, path_refusal, solve_path
+
+    refused = path_refusal(mode, restrictions)
+    if refused is not None:
+        raise SizeLimitError(f"{instance.source}: {refused}; use dp, cpsat or cbc")
+    if hint is None and hint_from_dp:
+        from dp import solve_dp
+
+        hint = solve_dp(instance, restrictions, mode=mode).plan
+    return solve_path(
+        instance,
+        restrictions,
+        mode=mode,
+        time_limit=time_limit,
+        hint=hint,
+        progress=progress,
+        max_sets=(1 << 62) if force else DEFAULT_MAX_SETS,
+    )
+
+
 def _milp_solver(backend: str) -> Callable[..., Solution]:
     def solve(
         instance: Instance,
@@ -327,6 +365,17 @@ def _registry() -> dict[str, Method]:
             for b in MILP_BACKENDS
         ),
         Method(
+            "path",
+            "milp",
+            _solve_path,
+            frozenset({"time_limit", "hint_from_dp", "hint", "force", "progress"}),
+            "path",
+            MILP_RTOL,
+            "the path formulation: bisection on the bottleneck over a network of "
+            "successor-closed sets (sequential throughput modes; a lineage of its own)",
+            all_modes=True,
+        ),
+        Method(
             "brute",
             "oracle",
             _solve_brute,
@@ -473,8 +522,8 @@ def run_method(
         The mode, time limit, threads, cluster overrides and options, already checked;
         then ``mode`` and ``options`` are not given.
     mode : Mode
-        Pipelining, objective and schedule (contract secs. 8-9); a method that handles
-        only the default mode refuses another (InputError).
+        Pipelining, objective, schedule and in-flight rule (contract secs. 8, 9, 11); a
+        method that handles only the default mode refuses another (InputError).
     progress : bool
         Show a progress bar on stderr where the method has one (dp, greedy); a display
         hint that other methods ignore.
@@ -482,7 +531,8 @@ def run_method(
         Solver options: ``knapsack``, ``max_ideals`` (dp, greedy); ``time_limit`` (dp,
         greedy, brute and the MILP backends: seconds before stopping, status feasible or
         unknown); ``threads``, ``write_model``, ``hint_from_dp``, ``hint`` (a Plan: warm
-        start and cutoff), ``max_variables`` (MILP backends); ``force`` (every method but
+        start and cutoff), ``max_variables`` (MILP backends; ``hint`` and ``hint_from_dp`` also
+        ``path``); ``force`` (every method but
         greedy's knapsack: run past the size guard). An option whose value is None or
         False counts as not given.
 

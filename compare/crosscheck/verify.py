@@ -88,7 +88,11 @@ __all__ = [
 ]
 
 #: What ``verify`` and ``campaign`` run unless told otherwise.
-DEFAULT_METHODS = ("dp", "cpsat", "cbc", "brute")
+DEFAULT_METHODS = ("dp", "path", "cpsat", "cbc", "brute")
+#: With ``path`` among the methods and covering the mode, the compact model's size guard in
+#: verify (variables): bert32a100 at K = 16 has 7,812 and CP-SAT proves it in about a
+#: minute; above, it ends at its time limit without a proof (docs/milp.md).
+COMPACT_BESIDE_PATH = 8_000
 
 #: Seconds per method that takes a time limit, unless told otherwise.
 DEFAULT_TIME_LIMIT = 60.0
@@ -668,6 +672,15 @@ def verify_instance(
     if greedy and not METHODS[GREEDY].handles(mode):
         greedy = False  # Piper's rule solves only the default mode
     hinted: dict[str, str] = {}  # MILP backend -> what its hint was
+    # beside the path formulation (the MILP package's second lineage where it applies), the
+    # compact model runs only where it can prove in its time limit; --force and
+    # --max-variables run it anyway
+    compact_guarded = set()
+    if "path" in methods and not settings.options.get("force"):
+        from piper_ilp.milp.path_solve import path_refusal
+
+        if path_refusal(mode, restrictions) is None:
+            compact_guarded = {n for n in methods if n in BACKENDS}
 
     def run(name: str) -> MethodResult:
         m = table[name]
@@ -680,6 +693,8 @@ def verify_instance(
 
         else:
             own = settings.restricted(m.options)  # the options that apply to this method
+            if name in compact_guarded and "max_variables" not in own.options:
+                own = own.replace(options={**own.options, "max_variables": COMPACT_BESIDE_PATH})
             dp = results.get("dp")
             if milp_hint and m.kind == "milp" and dp is not None and dp.value is not None:
                 own = own.replace(options={**own.options, "hint": dp.solution.plan})

@@ -20,11 +20,13 @@ processes, and
 * ends with a summary (``DIR/summary.json``, written atomically): counts by verdict, by family
   and by mode, the greedy rule's gap to the optimum, and per-method solve-time percentiles.
 
-Modes (``modes=``, ``--modes``; :class:`~piper_ilp.pipeline.Mode`, contract secs. 8-9): every
-instance is checked under each mode given, one job and one record per (instance, mode). A
-record's ``id`` is the instance's id, with ``@PIPELINE+OBJECTIVE+SCHEDULE`` appended outside
-the default mode (so a default-mode campaign keeps its ids), plus ``instance_id`` and
-``mode`` (the label); a counterexample records its mode, and is shrunk in it.
+Modes (``modes=``, ``--modes``, ``--in-flight``; :class:`~piper_ilp.mode.Mode`, contract
+secs. 8, 9 and 11): every instance is checked under each mode given, one job and one record
+per (instance, mode). A record's ``id`` is the instance's id, with
+``@PIPELINE+OBJECTIVE+SCHEDULE`` (``+schedule`` under sec. 11's in-flight rule) appended
+outside the default mode (so a default-mode campaign keeps its ids), plus ``instance_id``,
+``mode`` (the label) and ``in_flight``; a counterexample records its mode, and is shrunk in
+it.
 
 The instances are a pure function of (master seed, index, parameters): the same
 campaign run twice, or resumed, tries the same instances.
@@ -137,11 +139,13 @@ class Spec:
         return d
 
 
-def parse_modes(text: str | Sequence[str] | None) -> tuple[Mode, ...]:
-    """``--modes``: comma-separated labels ``PIPELINE/OBJECTIVE/SCHEDULE`` (trailing parts
-    may be left out: ``graph`` is ``graph/throughput/1f1b``), or ``all`` for
-    :data:`~piper_ilp.pipeline.ALL_MODES`; None is the default mode alone. InputError (one
-    line) on an empty or bad label, ``all`` with others, or a repeat.
+def parse_modes(text: str | Sequence[str] | None, in_flight: str = "piper") -> tuple[Mode, ...]:
+    """``--modes``: comma-separated labels ``PIPELINE/OBJECTIVE/SCHEDULE[/IN_FLIGHT]``
+    (trailing parts may be left out: ``graph`` is ``graph/throughput/1f1b``; a label
+    without its in-flight rule takes ``in_flight``, ``--in-flight``), or ``all`` for
+    :data:`~piper_ilp.mode.ALL_MODES` under ``in_flight``; None is the default mode
+    alone (under ``in_flight``). InputError (one line) on an empty or bad label, ``all``
+    with others, or a repeat.
 
     Examples
     --------
@@ -149,9 +153,11 @@ def parse_modes(text: str | Sequence[str] | None) -> tuple[Mode, ...]:
     ['graph/batch-time/gpipe', 'sequential/throughput/1f1b']
     >>> len(parse_modes("all"))
     8
+    >>> parse_modes("all", "schedule")[-1].label
+    'graph/batch-time/gpipe/schedule'
     """
     if text is None:
-        return (DEFAULT_MODE,)
+        return (DEFAULT_MODE.with_in_flight(in_flight),)
     items = [x.strip() for x in (text.split(",") if isinstance(text, str) else text)]
     if not items or not all(items):
         raise InputError(
@@ -159,13 +165,13 @@ def parse_modes(text: str | Sequence[str] | None) -> tuple[Mode, ...]:
             "comma-separated, or 'all'"
         )
     if [x.lower() for x in items] == ["all"]:
-        return ALL_MODES
+        return tuple(m.with_in_flight(in_flight) for m in ALL_MODES)
     if "all" in (x.lower() for x in items):
         raise InputError("--modes: 'all' stands alone (it already names every mode)")
     modes = []
     for item in items:
         try:
-            modes.append(Mode.parse(item))
+            modes.append(Mode.parse(item, in_flight))
         except ValueError as exc:
             raise InputError(f"--modes: {exc} (or give 'all')") from None
     if len(set(modes)) != len(modes):
@@ -175,7 +181,8 @@ def parse_modes(text: str | Sequence[str] | None) -> tuple[Mode, ...]:
 
 def _mode_suffix(mode: Mode) -> str:
     """What a job id carries for its mode: nothing for the default, else
-    ``@PIPELINE+OBJECTIVE+SCHEDULE`` (no '/', so that the id names a file)."""
+    ``@PIPELINE+OBJECTIVE+SCHEDULE`` (``+schedule`` added under sec. 11's in-flight rule;
+    no '/', so that the id names a file)."""
     return "" if mode.is_default else "@" + mode.label.replace("/", "+")
 
 
@@ -291,6 +298,7 @@ def run_spec(
     externals = dict(externals or {})
     try:
         mode = Mode.parse(spec.mode)
+        rec["in_flight"] = mode.in_flight
         check = dict(
             settings=settings.replace(mode=mode),
             solvers=solvers,
@@ -372,7 +380,8 @@ def replay_command(
     if threads is not None:
         words += ["--threads", str(threads)]
     for k, value in mode.to_dict().items():
-        words += [f"--{k}", str(value)]
+        if k != "in_flight" or value != "piper":  # (Piper's rule is the default)
+            words += [f"--{k.replace('_', '-')}", str(value)]
     if uniform:
         words.append("--uniform")
     return " ".join(shlex.quote(w) for w in words)

@@ -10,10 +10,13 @@ and N_j = min(N, 2 j), so that the exact MILP stays small. ``verify`` runs the D
 CP-SAT on each rung; the climb stops after ``misses`` rungs in a row that the MILP does not
 prove (their verdicts are still shown).
 
-At full size the DP gives its plan; CP-SAT, given that plan as a hint and ``time_limit``
-seconds, gives a lower bound; the *certified gap* is (DP's TPS - bound) / DP's TPS, with
-the bound the larger of CP-SAT's and the work bound sum_v min p_v t / K (every device busy
-all the time), both valid without trusting the DP.
+At full size the DP gives its plan; the path formulation (CP-SAT where it does not
+apply), given that plan as a hint and ``time_limit`` seconds, gives a lower bound; the
+*certified gap* is (DP's TPS - bound) / DP's TPS, with the bound the larger of that
+bound and the work bound sum_v min p_v t / K (every device busy
+all the time), both valid without trusting the DP. Everything runs under one in-flight rule
+(contract sec. 11, ``in_flight=``; the work bound holds under both; the path formulation
+covers only Piper's, so under ``schedule`` the bound is CP-SAT's).
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import time
 from dataclasses import dataclass, field
 
 from compare.baselines.twobw import block_order
-from piper_ilp.errors import InputError
+from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.instance import Instance, instance_from_dict, instance_to_dict
+from piper_ilp.mode import Mode
 from piper_ilp.plan import plan_to_dict
 from piper_ilp.settings import Settings
 from piper_ilp.solution import Restrictions, Status
@@ -104,9 +108,15 @@ class Ladder:
     full: dict
     gap: float | None
     problems: list[str] = field(default_factory=list)
+    in_flight: str = "piper"
 
     def to_dict(self) -> dict:
-        return {"rungs": [r.to_dict() for r in self.rungs], "full": self.full, "gap": self.gap}
+        return {
+            "in_flight": self.in_flight,
+            "rungs": [r.to_dict() for r in self.rungs],
+            "full": self.full,
+            "gap": self.gap,
+        }
 
     @property
     def exit_code(self) -> int:
@@ -124,16 +134,20 @@ def run_ladder(
     misses: int = 2,
     threads: int | None = None,
     on_rung=None,
+    in_flight: str = "piper",
 ) -> Ladder:
-    """Climb the ladder (see the module docstring) and run the DP at full size."""
+    """Climb the ladder (see the module docstring) and run the DP at full size, every solve
+    under the in-flight rule ``in_flight`` (sec. 11)."""
     from compare.crosscheck.methods import run_method
     from compare.crosscheck.verify import verify_instance
 
     if max_nodes < 1:
         raise InputError(f"--max-nodes must be >= 1, got {max_nodes}")
+    mode = Mode(in_flight=in_flight)
     # checked once, before any rung (each would end "error")
-    rung_settings = Settings(time_limit=time_limit, threads=threads)
+    rung_settings = Settings(mode=mode, time_limit=time_limit, threads=threads)
     full_settings = Settings(
+        mode=mode,
         time_limit=full_time_limit,
         threads=threads,
         time_option="--full-time-limit",
@@ -169,7 +183,7 @@ def run_ladder(
             break
 
     start = time.process_time()
-    dp = run_method(instance, "dp", restrictions)
+    dp = run_method(instance, "dp", restrictions, mode=mode)
     full = {
         "status": dp.status.value,
         "tps": dp.tps,
@@ -181,7 +195,11 @@ def run_ladder(
     milp_bound = None
     try:
         start = time.process_time()
-        milp = run_method(instance, "cpsat", restrictions, settings=full_settings)
+        try:  # the path formulation where it covers the mode, else the compact model
+            milp = run_method(instance, "path", restrictions, settings=full_settings)
+        except SizeLimitError:
+            milp = run_method(instance, "cpsat", restrictions, settings=full_settings)
+        full["milp_method"] = milp.method
         milp_bound = (
             milp.bound if milp.status in (Status.OPTIMAL, Status.FEASIBLE, Status.UNKNOWN) else None
         )
@@ -196,4 +214,4 @@ def run_ladder(
     gap = None
     if dp.tps is not None and dp.tps > 0:
         gap = max(0.0, (dp.tps - bound) / dp.tps)
-    return Ladder(rungs, full, gap)
+    return Ladder(rungs, full, gap, in_flight=mode.in_flight)

@@ -17,6 +17,10 @@ NAME                      an external planner given as NAME=COMMAND
 (:mod:`compare.crosscheck.external`)
 ========================  ================================================================
 
+A sweep solves under one in-flight rule (contract sec. 11, ``in_flight=``, ``--in-flight``:
+``piper``, the paper's, by default; under ``schedule`` the heuristic variants, which plan under
+Piper's rule, are refused and their rows say so); every row and the folder's parameters name it.
+
 Each finished run is one JSON line in ``DIR/results.jsonl`` (flushed as it finishes, so an
 interrupted sweep keeps what it finished and ``resume`` skips it); ``DIR/results.csv`` holds
 the same rows as a table at the end. A row: the settings (K, M, N, B), the variant, the
@@ -40,6 +44,7 @@ from compare.experiments.jobs import MANIFESTS, extends_list, prepare_folder, ru
 from piper_ilp.errors import InputError, InternalError
 from piper_ilp.files import atomic_write_text, read_jsonl
 from piper_ilp.instance import SETTING_OPTIONS, Instance, check_setting
+from piper_ilp.mode import Mode
 from piper_ilp.plan import plan_to_dict
 from piper_ilp.solution import RECOMPUTE_OPTION, Restrictions, Solution
 
@@ -146,20 +151,23 @@ def _solve_variant(
     instance: Instance,
     variant: str,
     externals: Mapping[str, str],
+    in_flight: str = "piper",
     time_limit: float | None = None,
 ) -> Solution:
-    from compare.crosscheck.methods import METHODS, run_method
+    from compare.crosscheck.methods import METHODS, check_mode, external_method, run_method
     from piper_ilp.settings import Settings
 
+    mode = Mode(in_flight=in_flight)
     if variant in externals:
         from compare.crosscheck.external import solve_external
 
+        check_mode(external_method(variant, externals[variant]), mode)
         return solve_external(instance, externals[variant], name=variant, timeout=time_limit)
     name = variant if variant in ("2bw", "greedy", "pipedream") else "dp"
     # the time limit goes to the methods that take one (dp, greedy); 2bw and pipedream are
     # heuristics without a clock
-    settings = Settings(time_limit=time_limit).restricted(METHODS[name].options)
-    if name != "dp":  # the registry's heuristics
+    settings = Settings(mode=mode, time_limit=time_limit).restricted(METHODS[name].options)
+    if name != "dp":  # the registry's heuristics (they refuse a mode they do not solve)
         return run_method(instance, variant, settings=settings)
     restrictions = {
         "all": Restrictions(),
@@ -175,23 +183,32 @@ def run_point(
     instance: Instance,
     point: SweepPoint,
     externals: Mapping[str, str] | None = None,
+    in_flight: str = "piper",
     time_limit: float | None = None,
 ) -> dict:
-    """Solve one point of the grid; returns its row (a JSON-ready dict). Status
-    "refused" when a method refuses the instance (size, options), "invalid" when an
-    external planner's plan fails the evaluator. ``time_limit`` (seconds, checked by the
-    caller) stops the DP variants (status feasible or unknown, never optimal) and an
-    external planner (killed: backend-error); 2bw and pipedream run without one."""
+    """Solve one point of the grid under the in-flight rule ``in_flight`` (sec. 11);
+    returns its row (a JSON-ready dict, ``in_flight`` in it). Status "refused" when a
+    method refuses the instance (size, options, a heuristic under ``schedule``),
+    "invalid" when an external planner's plan fails the evaluator. ``time_limit``
+    (seconds, checked by the caller) stops the DP variants (status feasible or unknown,
+    never optimal) and an external planner (killed: backend-error); 2bw and pipedream run
+    without one."""
     inst = instance.with_settings(K=point.K, M=point.M, N=point.N, B=point.B)
     start = time.process_time()
     try:
-        sol = _solve_variant(inst, point.variant, externals or {}, time_limit)
+        sol = _solve_variant(inst, point.variant, externals or {}, in_flight, time_limit)
         status, message = sol.status.value, sol.message
     except InputError as exc:  # too large for a method, an option no node has, ...
         sol, status, message = None, "refused", str(exc)
     except InternalError as exc:  # an external planner's plan that the evaluator rejects
         sol, status, message = None, "invalid", str(exc)
-    row = {"id": point.id, **asdict(point), "status": status, "message": message}
+    row = {
+        "id": point.id,
+        **asdict(point),
+        "in_flight": in_flight,
+        "status": status,
+        "message": message,
+    }
     plan = sol.plan if sol is not None else None
     row.update(
         tps=sol.tps if sol is not None else None,
@@ -233,12 +250,15 @@ def run_sweep(
     externals: Mapping[str, str] | None = None,
     scheduler: str | None = None,
     note: Callable[[str], None] | None = None,
+    in_flight: str = "piper",
     time_limit: float | None = None,
 ) -> list[dict]:
     """Run every point not already in ``out/results.jsonl`` (with
     :func:`compare.experiments.jobs.run_in_folder`: the folder locked, one whole JSON line per
-    finished run, interrupts keep what finished);
-    returns all rows of the grid in grid order and writes ``out/results.csv``.
+    finished run, interrupts keep what finished); returns all rows of the grid in grid order
+    and writes ``out/results.csv``. Every point is solved under the in-flight rule
+    ``in_flight`` (sec. 11), which the folder's parameters record (a folder from before the
+    rule existed resumes as ``piper``).
 
     Raises
     ------
@@ -262,6 +282,7 @@ def run_sweep(
         "instance": instance.fingerprint(),
         "points": [p.id for p in points],
         "externals": externals,
+        "in_flight": Mode(in_flight=in_flight).in_flight,  # (checked)
         "time_limit": time_limit,
     }
     done, new = run_in_folder(
@@ -272,7 +293,9 @@ def run_sweep(
         params=params,
         jobs=list(points),
         job_id=lambda p: p.id,
-        fn=functools.partial(run_point, instance, externals=externals, time_limit=time_limit),
+        fn=functools.partial(
+            run_point, instance, externals=externals, in_flight=in_flight, time_limit=time_limit
+        ),
         keep=lambda r: "id" in r and "variant" in r,
         resume=resume,
         workers=workers,
@@ -280,7 +303,8 @@ def run_sweep(
         on_record=on_row,
         note=note,
         grows={"points": extends_list},  # more grid values: the finished points stay
-        defaults={"time_limit": None},  # a folder from before --time-limit
+        # a folder from before --in-flight or --time-limit
+        defaults={"in_flight": "piper", "time_limit": None},
     )
     by_id = {r["id"]: r for r in done + new}
     rows = [by_id[p.id] for p in points if p.id in by_id]

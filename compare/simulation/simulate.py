@@ -27,7 +27,9 @@ and the steady-state period is read from the microbatches' finish times, see
 The model's claim that 1F1B reaches max TPS within these budgets holds in the simulation
 when y_i d_i >= d_i + y_j d_j on every arc i -> j the schedule follows (always for d = 1
 everywhere); where ceil(h_j / d_j) rounds up (e.g. d = 1, 2, 1: y = 4, 2, 1) the strict
-alternation can leave the bottleneck idle (README, "Schedules").
+alternation can leave the bottleneck idle (README, "Schedules"). The in-flight rule of
+contract sec. 11 (``in_flight="schedule"``: y_i d_i = q_i >= d_i + q_j) is the budget that
+keeps it; the simulator takes the budgets of the rule it is given.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ from dataclasses import dataclass, field
 from piper_ilp.errors import InputError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance, display_path
-from piper_ilp.mode import PIPELINES, SCHEDULES, Mode
-from piper_ilp.pipeline import batch_time, in_flight, microbatches_held, stage_graph
+from piper_ilp.mode import IN_FLIGHT_RULES, PIPELINES, SCHEDULES, Mode
+from piper_ilp.pipeline import batch_time, microbatches_held, stage_graph
 from piper_ilp.plan import Plan
 
 __all__ = ["MAX_TASKS", "Task", "Simulation", "simulate"]
@@ -70,7 +72,8 @@ class Simulation:
     flush schedules; ``batch_time``: the makespan of one batch of N microbatches (flush
     schedules) or the time the N-th microbatch finished (``1f1b``); ``model_batch_time``:
     sec. 9's formula; ``stages``: per stage d, t, TPS, ``y_model`` and ``peak_in_flight``
-    (most microbatches one replica held); ``tasks``: every task run (for the Gantt chart).
+    (most microbatches one replica held); ``tasks``: every task run (for the Gantt chart);
+    ``in_flight``: the rule whose budgets y the replicas kept (contract sec. 11).
     """
 
     schedule: str
@@ -82,11 +85,13 @@ class Simulation:
     max_tps: float
     stages: list[dict]
     tasks: list[Task] = field(default_factory=list, repr=False)
+    in_flight: str = "piper"
 
     def to_dict(self) -> dict:
         return {
             "schedule": self.schedule,
             "pipeline": self.pipeline,
+            "in_flight": self.in_flight,
             "microbatches": self.microbatches,
             "period": self.period,
             "max_tps": self.max_tps,
@@ -105,9 +110,12 @@ def simulate(
     microbatches: int | None = None,
     forward_fraction: float = 1.0 / 3.0,
     plan_source: str | None = None,
+    in_flight: str = "piper",
 ) -> Simulation:
-    """Simulate ``plan`` under ``schedule`` (see the module docstring). ``plan_source``
-    names the plan (its file) in the message of an invalid plan.
+    """Simulate ``plan`` under ``schedule`` (see the module docstring), each replica with
+    the budget y of the in-flight rule ``in_flight`` (contract sec. 11: ``"piper"`` or
+    ``"schedule"``). ``plan_source`` names the plan (its file) in the message of an invalid
+    plan.
 
     Raises
     ------
@@ -119,16 +127,19 @@ def simulate(
         raise InputError(f"--schedule {schedule!r}: choose one of {', '.join(SCHEDULES)}")
     if pipeline not in PIPELINES:
         raise InputError(f"--pipeline {pipeline!r}: choose one of {', '.join(PIPELINES)}")
+    if in_flight not in IN_FLIGHT_RULES:
+        raise InputError(f"--in-flight {in_flight!r}: choose one of {', '.join(IN_FLIGHT_RULES)}")
     if not (0.0 < forward_fraction <= 1.0):
         raise InputError(f"--forward-fraction must be in (0, 1], got {forward_fraction!r}")
     # valid under the pipelining simulated (graph: max h <= N instead of sum d <= N); the
     # memory rule of the 1F1B schedules, since the simulation reports, not enforces, what
     # a gpipe replica holds
-    ev = evaluate(instance, plan, Mode(pipeline))
+    ev = evaluate(instance, plan, Mode(pipeline, in_flight=in_flight))
     if not ev.valid:
         where = f"{display_path(plan_source)}: " if plan_source is not None else ""
+        rule = "" if in_flight == "piper" else f" with the in-flight rule {in_flight}"
         raise InputError(
-            f"{where}the plan is invalid for this instance under {pipeline} pipelining: "
+            f"{where}the plan is invalid for this instance under {pipeline} pipelining{rule}: "
             f"{ev.violations[0]}"
         )
     N = instance.N
@@ -157,7 +168,7 @@ def simulate(
     for i in range(m):
         for j in succ_run[i]:
             pred_run[j].add(i)
-    h = in_flight(d, succ, pipeline)
+    h = [r.s for r in ev.stages]  # h of secs. 2 and 8, or q of sec. 11
     y = [microbatches_held(h[i], d[i], N, schedule) for i in range(m)]
     tasks, peak = _run(
         d, tps, pred_run, succ_run, y, count, forward_fraction, gpipe=(schedule == "gpipe")
@@ -186,7 +197,9 @@ def simulate(
         }
         for i in range(m)
     ]
-    return Simulation(schedule, pipeline, count, period, bt, model, max(tps), rows, tasks)
+    return Simulation(
+        schedule, pipeline, count, period, bt, model, max(tps), rows, tasks, in_flight=in_flight
+    )
 
 
 def _steady_period(finish: list[float], cycle: int) -> float:

@@ -33,10 +33,12 @@ with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
     y_order[i,k]     g[i,k+1] <= g[i,k]
     y_link[i,t,d]    u[i,t,d] = 1  =>  d * sum_k g[i,k] >= s[i]
     memory[i,k]      g[i,k] = 1    =>  sum_{v,t,l} min((k a + b)/M, 2) * z[v,i,t,l] <= 1
-    cut_out[a,b,i]   ob >= sum_{t,l} cut_edge_bytes(c, sbw_a[b]) / B * z[a,i,t,l] - max(...) *
-    x[b,i] cut_in[a,b,i]    ib >= sum_{t,l} cut_edge_bytes(c, sfw_b[a]) / B * z[b,i,t,l] - max(...)
-    * x[a,i] tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + d resync_bytes(w, d, N) / B)
-    z[v,i,t,l]
+    cut_out[a,b,i]   ob >= sum_{t,l} cut_edge_bytes(c, sbw_a[b]) / B * z[a,i,t,l]
+                           - max(...) * x[b,i]
+    cut_in[a,b,i]    ib >= sum_{t,l} cut_edge_bytes(c, sfw_b[a]) / B * z[b,i,t,l]
+                           - max(...) * x[a,i]
+    tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + d resync_bytes(w, d, N) / B)
+                                                      * z[v,i,t,l]
                                                 + sum_edges (ob[.,.,i] + ib[.,.,i])
     uniform_one      sum_c w[c] <= 1                    (``Restrictions.uniform``: one (t, d)
     uniform[i,t,d]   u[i,t,d] <= w[t,d]                  for every stage, sec. 12)
@@ -50,8 +52,8 @@ proof with them)::
 minimize T. Time rows hold seconds and memory rows fractions of M, exactly as computed
 from the data; each backend scales them (:mod:`piper_ilp.milp.scaled`).
 
-That is the default :class:`~piper_ilp.pipeline.Mode`. The others (``docs/milp.md``,
-"Modes") change three parts::
+That is the default :class:`~piper_ilp.mode.Mode`. The others (``docs/milp.md``,
+"Modes") change four parts::
 
     gpipe         no g; memory[i,t,d]: u[i,t,d] = 1 => sum min(((N/d) a + b)/M, 2) z <= 1
     graph         S = min(#nodes, K); h[i] in 0..min(N, K - i) instead of s (no suffix,
@@ -60,6 +62,12 @@ That is the default :class:`~piper_ilp.pipeline.Mode`. The others (``docs/milp.m
     batch-time    latency[i,t,d]: u = 1 => tau[i] >= (the right side of tps[i,t,d]);
                   Tbatch >= (N - 1) T + sum tau (graph: + Lmax, with L[i] >= tau[i],
                   arc[i,j] = 1 => L[i] >= tau[i] + L[j], Lmax >= L[i]); minimize Tbatch
+    in-flight     (sec. 11, --in-flight schedule) q[i] in 0..Q_i instead of s / h, with
+    schedule      r_i the successors' largest q (sequential: q[i+1], 0 past the last slot;
+                  graph: r[i] >= q[j] when arc[i,j] = 1) and, when u[i,t,d] = 1,
+                  y_front: d sum_k g[i,k] >= d + r_i (y_i >= 1 + ceil(r_i / d)) and
+                  q_link: q[i] >= d sum_k g[i,k]; q[0] <= N (graph: q[i] <= N); g also
+                  under gpipe (it then counts only for q; memory stays N / d)
 """
 
 from __future__ import annotations
@@ -178,8 +186,19 @@ class IndexSets:
 
     @property
     def gpipe(self) -> bool:
-        """y_i = N / d_i, fixed by the slot's configuration (no g variables)."""
+        """y_i = N / d_i, fixed by the slot's configuration (memory rows per
+        configuration; no g variables unless sec. 11's rule needs them for q)."""
         return self.mode.schedule == "gpipe"
+
+    @property
+    def schedule_rule(self) -> bool:
+        """Sec. 11's in-flight rule: q variables instead of s / h."""
+        return self.mode.in_flight == "schedule"
+
+    @property
+    def has_g(self) -> bool:
+        """Whether the model has the unary y variables g."""
+        return not self.gpipe or self.schedule_rule
 
     @property
     def graph(self) -> bool:
@@ -220,10 +239,9 @@ def index_sets(
         # sum d <= N no longer holds, only max h <= N: a stage takes a device, so at most
         # K stages, and h_i <= sum_{j >= i} d_j <= K - i (the i slots before are used)
         S = min(len(V), K)
-        Y = [max(1, min(N, K - i)) for i in range(S)]
     else:
         S = min(len(V), K, N)
-        Y = [max(1, cap - i) for i in range(S)]
+    Y = [in_flight_cap(mode, N, K, i) for i in range(S)]
     edges = [(e.src, e.dst, e.c) for e in inst.edges]
     red = nx.transitive_reduction(inst.graph)
     pos = {v: k for k, v in enumerate(V)}
@@ -316,6 +334,18 @@ def index_sets(
     )
 
 
+def in_flight_cap(mode: Mode, N: int, K: int, i: int) -> int:
+    """The most microbatches in flight slot i can hold (at least 1): its h, q and y are
+    at most this. The slots before i are used, one device each at least, so the slots from
+    i on have sum d <= K - i; sequential pipelining adds >= 1 per slot in front, so also
+    <= N - i. Piper's h is at most that sum of d; sec. 11's q at most 2 sum d - 1 (each
+    stage adds d + at most d - 1 of rounding) and N."""
+    if mode.in_flight == "schedule":
+        top = 2 * (K - i) - 1
+        return max(1, min(top, N) if mode.graph else min(top, N - i))
+    return max(1, min(N, K - i)) if mode.graph else max(1, min(N, K) - i)
+
+
 def _memory_row_needed(st: IndexSets, k: int, t_only: int | None = None) -> bool:
     """Whether memory[i,k] can bind (or come near binding): the slot holding every node
     at its largest memory (with ``t_only``: its options under that t)."""
@@ -377,6 +407,8 @@ class Formulation:
     h: list[int] = field(default_factory=list)  # graph pipelining: microbatches in flight
     arc: dict[tuple[int, int], int] = field(default_factory=dict)  # graph: stage-graph arcs
     latency: list[int] = field(default_factory=list)  # batch time: path variables (tau, L, Lmax)
+    q: list[int] = field(default_factory=list)  # sec. 11: microbatches in flight q_i
+    r: list[int] = field(default_factory=list)  # sec. 11, graph: the successors' largest q
     w: dict[tuple[int, int], int] = field(default_factory=dict)  # uniform: the one configuration
 
     def plan_of(self, values: dict[int, float]) -> Plan:
@@ -438,6 +470,11 @@ class Formulation:
                 values[self.s[i]] = float(rep.s)  # the suffix sum
             if self.h:
                 values[self.h[i]] = float(rep.s)  # h_i of sec. 8
+            if self.q:
+                values[self.q[i]] = float(rep.s)  # q_i of sec. 11
+            if self.r:
+                values[self.r[i]] = float(max((ev.stages[j].s for j in rep.successors), default=0))
+            if self.arc:
                 for j in rep.successors:
                     values[self.arc[i, j]] = 1.0
             for v in stg.nodes:
@@ -466,15 +503,19 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
                 for l in range(len(st.opts.get((v, t), ()))):
                     z[v, i, t, l] = m.var(f"z[{_fmt_id(v)},{i},{t},{l}]", 0, 1, "binary")
     g = {}
-    if not st.gpipe:  # gpipe: y_i = N / d_i is fixed by the configuration
+    if st.has_g:  # gpipe: y_i = N / d_i is fixed by the configuration
         g = {
             (i, k): m.var(f"g[{i},{k}]", 0, 1, "binary")
             for i in range(S)
             for k in range(1, st.Y[i] + 1)
         }
     cap = min(N, K)
-    s, h = [], []
-    if st.graph:  # h_i <= N (the batch limit) and h_i <= K - i
+    s, h, q, r = [], [], [], []
+    if st.schedule_rule:  # sec. 11: q_i <= Y_i (and the batch limit N)
+        q = [m.var(f"q[{i}]", 0, st.Y[i], "integer") for i in range(S)]
+        if st.graph:
+            r = [m.var(f"r[{i}]", 0, st.Y[i], "integer") for i in range(S)]
+    elif st.graph:  # h_i <= N (the batch limit) and h_i <= K - i
         h = [m.var(f"h[{i}]", 0, min(N, K - i), "integer") for i in range(S)]
     else:
         s = [m.var(f"s[{i}]", 0, cap, "integer") for i in range(S)]
@@ -592,17 +633,24 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
                     ">=",
                     -1,
                 )
-        for i in range(S):
-            m.row(f"h_own[{i}]", [(h[i], 1.0)] + [(q, -c) for q, c in d_of[i]], ">=", 0)
-        for (i, j), jj in arc.items():
-            m.row(
-                f"h_arc[{i},{j}]",
-                [(h[i], 1.0), (h[j], -1.0)] + [(q, -c) for q, c in d_of[i]],
-                ">=",
-                0,
-                enforce=jj,
-            )
+        if st.schedule_rule:
+            for (i, j), jj in arc.items():
+                m.row(f"r_arc[{i},{j}]", [(r[i], 1.0), (q[j], -1.0)], ">=", 0, enforce=jj)
+        else:
+            for i in range(S):
+                m.row(f"h_own[{i}]", [(h[i], 1.0)] + [(x, -c) for x, c in d_of[i]], ">=", 0)
+            for (i, j), jj in arc.items():
+                m.row(
+                    f"h_arc[{i},{j}]",
+                    [(h[i], 1.0), (h[j], -1.0)] + [(x, -c) for x, c in d_of[i]],
+                    ">=",
+                    0,
+                    enforce=jj,
+                )
         held = h
+    elif st.schedule_rule:
+        m.row("microbatches", [(q[0], 1.0)], "<=", N)
+        held = q
     else:
         for i in range(S):
             nxt = [(s[i + 1], -1.0)] if i + 1 < S else []
@@ -633,6 +681,9 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
         for k in range(1, st.Y[i]):
             m.row(f"y_order[{i},{k}]", [(g[i, k + 1], 1.0), (g[i, k], -1.0)], "<=", 0)
         ys = [(g[i, k], 1.0) for k in range(1, st.Y[i] + 1)]
+        if st.schedule_rule:
+            _schedule_rows(m, st, i, ys, u, q, r)
+            continue
         for t, d in st.configs:
             m.row(
                 f"y_link[{i},{t},{d}]",
@@ -643,8 +694,10 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
             )
 
     # ---- memory: sum (k a + b) / M <= 1 when y_i >= k ----
-    first = _first_memory_row(st, max(st.Y)) if g else 1  # the rows k >= first can bind
-    for i in range(S if g else 0):
+    memory_g = g and not st.gpipe
+    # the rows k >= first can bind
+    first = _first_memory_row(st, max(st.Y)) if memory_g else 1
+    for i in range(S if memory_g else 0):
         for k in range(first, st.Y[i] + 1):
             terms = []
             for v in V:
@@ -722,7 +775,34 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
             path = [(tau[i], -1.0) for i in range(S)]
         m.row("batch_time", [(Tb, 1.0), (T, -float(N - 1))] + path, ">=", 0, kind="time")
 
-    return Formulation(m, st, u, z, g, T, s, P, h, arc, latency, w)
+    return Formulation(m, st, u, z, g, T, s, P, h, arc, latency, q, r, w)
+
+
+def _schedule_rows(m: LinearModel, st: IndexSets, i: int, ys, u, q, r) -> None:
+    """Sec. 11's in-flight rows of slot i, y_i = sum_k g[i,k] (``ys``): when u[i,t,d] = 1,
+    d y_i >= d + r_i (so y_i >= 1 + ceil(r_i / d)) and q_i >= d y_i, r_i the successors'
+    largest q (sequential: q[i+1]; graph: r[i]). q and y only need lower bounds: larger
+    values only make memory and the batch limit harder, and a plan's own q and y satisfy
+    every row."""
+    if st.graph:
+        after = [(r[i], -1.0)]
+    else:
+        after = [(q[i + 1], -1.0)] if i + 1 < st.S else []
+    for t, d in st.configs:
+        m.row(
+            f"y_front[{i},{t},{d}]",
+            [(jj, d * c) for jj, c in ys] + after,
+            ">=",
+            d,
+            enforce=u[i, t, d],
+        )
+        m.row(
+            f"q_link[{i},{t},{d}]",
+            [(q[i], 1.0)] + [(jj, -d * c) for jj, c in ys],
+            ">=",
+            0,
+            enforce=u[i, t, d],
+        )
 
 
 def build_model(
@@ -752,11 +832,12 @@ def size_of_sets(st: IndexSets, strong: bool = False) -> dict[str, int]:
                 n_cut += 1
     nC = len(st.configs)
     nP = len(_ordered_nodes(st)) * (S - 1)
-    nY = 0 if st.gpipe else sum(st.Y)
+    nY = sum(st.Y) if st.has_g else 0
     n_arc = S * (S - 1) // 2 if st.graph else 0
+    n_r = S if st.graph and st.schedule_rule else 0
     n_lat = (S + (S + 1 if st.graph else 0) + 1) if st.batch else 0  # tau, L, Lmax, Tbatch
     n_w = nC if st.uniform else 0
-    variables = S * nC + S * n_opts + nY + S + nP + n_arc + n_cut * S + 1 + n_lat + n_w
+    variables = S * nC + S * n_opts + nY + S + n_r + nP + n_arc + n_cut * S + 1 + n_lat + n_w
     binaries = S * nC + S * n_opts + nY + nP + n_arc + n_w
     rows = len(V)  # assign
     rows += S + (S - 1)  # one_config, used_first
@@ -767,15 +848,17 @@ def size_of_sets(st: IndexSets, strong: bool = False) -> dict[str, int]:
     rows += 1  # devices
     rows += (1 + S * nC) if st.uniform else 0  # uniform_one, uniform
     if st.graph:
-        rows += len(st.order_edges) * n_arc + S + n_arc  # arc_def, h_own, h_arc
+        rows += len(st.order_edges) * n_arc  # arc_def
+        rows += n_arc if st.schedule_rule else S + n_arc  # r_arc; h_own, h_arc
     else:
-        rows += 1 + S  # microbatches, suffix
+        rows += 1 if st.schedule_rule else 1 + S  # microbatches, suffix
+    if st.has_g:
+        rows += sum(y - 1 for y in st.Y)  # y_order
+        rows += S * nC * (2 if st.schedule_rule else 1)  # y_front and q_link, or y_link
     if st.gpipe:
         rows += sum(1 for t, d in st.configs if _memory_row_needed(st, st.inst.N // d, t)) * S
     else:
         first = _first_memory_row(st, max(st.Y))
-        rows += sum(y - 1 for y in st.Y)  # y_order
-        rows += S * nC  # y_link
         rows += sum(max(0, y - first + 1) for y in st.Y)  # memory rows for k = first..y
     rows += n_cut * S
     rows += 1 if strong else 0
