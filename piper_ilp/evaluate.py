@@ -19,6 +19,7 @@ from piper_ilp.plan import Plan
 
 __all__ = ["Violation", "StageReport", "Evaluation", "evaluate", "check_plan_matches"]
 
+#: The rules of sec. 2 a plan must keep, by number (:attr:`Violation.rule`).
 RULES = {
     1: "every node in exactly one stage, no empty stage",
     2: "every edge goes forward (stage(u) <= stage(v))",
@@ -32,8 +33,24 @@ RULES = {
 
 @dataclass(frozen=True)
 class Violation:
-    """A broken rule of sec. 2: ``rule`` 1-6, the ``stage`` index and ``node`` id where it
-    applies (None when it concerns the whole plan), and a readable ``message``."""
+    """A broken rule of sec. 2.
+
+    Attributes
+    ----------
+    rule : int
+        1-6, a key of :data:`RULES`.
+    message : str
+        What is wrong, in one line.
+    stage : int or None
+        The stage's index where it applies (None when it concerns no one stage).
+    node : int or None
+        The node's id where it applies.
+
+    Examples
+    --------
+    >>> str(Violation(3, "d = 3 must be >= 1 and divide N = 4", stage=1))
+    'rule 3 (stage 1): d = 3 must be >= 1 and divide N = 4'
+    """
 
     rule: int
     message: str
@@ -52,11 +69,32 @@ class Violation:
 
 @dataclass(frozen=True)
 class StageReport:
-    """One stage's numbers: ``s`` the microbatches in flight h (sequential pipelining: the
-    suffix sum of d; graph: sec. 8; q of sec. 11 under ``--in-flight schedule``), ``y`` the
-    microbatches one replica holds (ceil(h / d); N / d under ``gpipe``), memory used and the
-    limit, the TPS split into parts (``cost``; None when its options do not resolve) and
-    ``successors`` in the stage graph."""
+    """One stage's numbers, as the evaluator found them.
+
+    Attributes
+    ----------
+    index : int
+        The stage's position in the plan.
+    nodes : tuple of int
+        Its nodes, as the plan lists them.
+    d, t : int
+        Its data- and tensor-parallel degrees.
+    s : int
+        The microbatches in flight h (sequential pipelining: the suffix sum of d; graph:
+        sec. 8; q of sec. 11 under ``--in-flight schedule``).
+    y : int
+        The microbatches one replica holds (ceil(h / d); N / d under ``gpipe``; 0 when
+        d < 1).
+    memory : float or None
+        Bytes used per device (None when its options do not resolve or d < 1).
+    memory_limit : float
+        M.
+    cost : StageCost or None
+        The TPS split into parts (:func:`piper_ilp.cost.stage_cost`); None as for
+        ``memory``.
+    successors : tuple of int
+        Its successors in the stage graph (:func:`piper_ilp.pipeline.stage_graph`), sorted.
+    """
 
     index: int
     nodes: tuple[int, ...]
@@ -72,11 +110,25 @@ class StageReport:
 
 @dataclass
 class Evaluation:
-    """The evaluator's verdict. ``tps`` is the plan's TPS (max over stages) when the plan
-    is valid, else None; ``batch_time`` its time per batch with a flush (sec. 9);
-    ``value`` the one of the two that ``mode`` optimizes; ``violations`` lists every
-    broken rule. ``M`` is the instance's memory limit (None when not known), also for a plan
-    with no stages."""
+    """The evaluator's verdict on one plan (:func:`evaluate`).
+
+    Attributes
+    ----------
+    stages : list of StageReport
+        One per stage of the plan, in its order.
+    violations : list of Violation
+        Every broken rule (empty when the plan is valid).
+    devices : int
+        sum of t * d.
+    sum_d : int
+        sum of d.
+    mode : Mode
+        The mode the plan was judged under.
+    N : int
+        Microbatches per batch.
+    M : float or None
+        The instance's memory limit (None when not known), also for a plan with no stages.
+    """
 
     stages: list[StageReport]
     violations: list[Violation] = field(default_factory=list)
@@ -88,10 +140,12 @@ class Evaluation:
 
     @property
     def valid(self) -> bool:
+        """No rule is broken."""
         return not self.violations
 
     @property
     def tps(self) -> float | None:
+        """The plan's TPS, the largest stage TPS (sec. 3); None when the plan is not valid."""
         if self.violations or not self.stages:
             return None
         return max(r.cost.tps for r in self.stages)
@@ -116,7 +170,8 @@ class Evaluation:
 
     @property
     def bottleneck(self) -> int | None:
-        """Index of the stage with the largest TPS (the first such), when valid."""
+        """Index of the stage with the largest TPS (the first such); None when the plan is
+        not valid."""
         if self.tps is None:
             return None
         return max(range(len(self.stages)), key=lambda i: (self.stages[i].cost.tps, -i))
@@ -130,12 +185,14 @@ def evaluate(instance: Instance, plan: Plan, mode: Mode = DEFAULT_MODE) -> Evalu
     instance : Instance
     plan : Plan
     mode : Mode
-        Pipelining, objective and schedule (default: the contract's secs. 2-4).
+        Pipelining, objective, schedule and in-flight rule (default: the contract's secs.
+        2-4).
 
     Returns
     -------
     Evaluation
-        Per-stage reports, and every violated rule of sec. 2 (empty when valid).
+        Per-stage reports, and every violated rule of sec. 2 (empty when valid). A bad
+        plan is never an exception: each problem is a :class:`Violation`.
 
     Examples
     --------
@@ -304,12 +361,35 @@ def check_plan_matches(instance: Instance, plan: Plan, *, shown: int = 3) -> str
     being evaluated. Without a fingerprint: the plan's node ids must be exactly the
     instance's node ids.
 
+    Parameters
+    ----------
+    instance : Instance
+        With the settings being evaluated.
+    plan : Plan
+    shown : int
+        The most node ids the message names of each kind.
+
     Returns
     -------
     str or None
         None when the plan belongs to the instance, else one line saying why not
         (which settings differ, or how many node ids are unknown or missing, with up
         to ``shown`` of each).
+
+    Examples
+    --------
+    >>> from piper_ilp.instance import instance_from_dict
+    >>> from piper_ilp.plan import Plan, Stage
+    >>> opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1,
+    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
+    >>> inst = instance_from_dict({"maxDevices": 1, "maxMemoryPerDevice": 10, "bandwidth": 1,
+    ...     "mbsInBatch": 1, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> check_plan_matches(inst, Plan((Stage((0,), 1, 1, {0: "v"}),))) is None
+    True
+    >>> bad = Plan((Stage((7,), 1, 1, {7: "v"}),))
+    >>> print(check_plan_matches(inst, bad))  # doctest: +NORMALIZE_WHITESPACE
+    the plan does not fit this instance: 1 of its node ids are not in the instance (7);
+    1 of the instance's 1 nodes are in no stage (0)
     """
     meta = plan.metadata or {}
     if meta.get("instance") is not None:

@@ -19,14 +19,42 @@ __all__ = [
     "check_choice",
 ]
 
+#: The pipelinings: a stage waits for the previous one (sec. 2) or for its stage-graph
+#: predecessors (sec. 8).
 PIPELINES = ("sequential", "graph")
+#: The objectives: the slowest stage's time per sample (sec. 4) or the time per batch with a
+#: flush (sec. 9).
 OBJECTIVES = ("throughput", "batch-time")
+#: The schedules, which fix the microbatches a replica holds (secs. 2, 8, 9).
 SCHEDULES = ("1f1b", "1f1b-flush", "gpipe")
 #: The in-flight budget (sec. 11): Piper's y = ceil(h / d), or the q / y that 1F1B keeps.
 IN_FLIGHT_RULES = ("piper", "schedule")
 
 
 def check_choice(choice: str, allowed: Sequence[str], what: str) -> None:
+    """Check that ``choice`` is one of ``allowed``.
+
+    Parameters
+    ----------
+    choice : str
+    allowed : sequence of str
+        E.g. :data:`PIPELINES`.
+    what : str
+        The name of the choice, for the message.
+
+    Raises
+    ------
+    ValueError
+        ``choice`` is not in ``allowed``; the message lists them.
+
+    Examples
+    --------
+    >>> check_choice("gpipe", SCHEDULES, "schedule")
+    >>> check_choice("zb", SCHEDULES, "schedule")
+    Traceback (most recent call last):
+    ...
+    ValueError: schedule must be one of 1f1b, 1f1b-flush, gpipe, got 'zb'
+    """
     if choice not in allowed:
         raise ValueError(f"{what} must be one of {', '.join(allowed)}, got {choice!r}")
 
@@ -42,6 +70,22 @@ class Mode:
     which the batch-time objective models); ``gpipe`` holds y = N / d. The label names
     the in-flight rule only when it is ``schedule``, so that every label (and campaign
     id) made under Piper's rule reads as before.
+
+    Parameters
+    ----------
+    pipeline : str
+        One of :data:`PIPELINES`.
+    objective : str
+        One of :data:`OBJECTIVES`.
+    schedule : str
+        One of :data:`SCHEDULES`.
+    in_flight : str
+        One of :data:`IN_FLIGHT_RULES`.
+
+    Raises
+    ------
+    ValueError
+        A value not among its choices (:func:`check_choice`).
 
     Examples
     --------
@@ -73,13 +117,30 @@ class Mode:
 
     @property
     def label(self) -> str:
-        """``PIPELINE/OBJECTIVE/SCHEDULE``, plus ``/schedule`` under that in-flight rule."""
+        """``PIPELINE/OBJECTIVE/SCHEDULE``, plus ``/schedule`` under that in-flight rule (what
+        :meth:`parse` reads back)."""
         rule = "" if self.in_flight == "piper" else f"/{self.in_flight}"
         return f"{self.pipeline}/{self.objective}/{self.schedule}{rule}"
 
     def with_in_flight(self, rule: str) -> "Mode":
-        """The same mode under the in-flight rule ``rule`` (``piper`` or ``schedule``).
+        """The same mode under the in-flight rule ``rule``.
 
+        Parameters
+        ----------
+        rule : str
+            ``piper`` or ``schedule`` (:data:`IN_FLIGHT_RULES`).
+
+        Returns
+        -------
+        Mode
+
+        Raises
+        ------
+        ValueError
+            An unknown rule.
+
+        Examples
+        --------
         >>> Mode("graph", in_flight="schedule").with_in_flight("piper").label
         'graph/throughput/1f1b'
         """
@@ -87,13 +148,23 @@ class Mode:
 
     @property
     def graph(self) -> bool:
+        """Graph pipelining (sec. 8)."""
         return self.pipeline == "graph"
 
     @property
     def batch_time(self) -> bool:
+        """The batch-time objective (sec. 9)."""
         return self.objective == "batch-time"
 
     def to_dict(self) -> dict[str, str]:
+        """The mode under :data:`MODE_KEYS` (plan metadata, JSON output); :meth:`from_dict`
+        reads it back.
+
+        Examples
+        --------
+        >>> Mode("graph").to_dict()["pipeline"], Mode.from_dict(Mode("graph").to_dict()).graph
+        ('graph', True)
+        """
         return {
             "pipeline": self.pipeline,
             "objective": self.objective,
@@ -103,17 +174,55 @@ class Mode:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "Mode":
-        """The mode recorded in ``data`` (keys ``pipeline``, ``objective``, ``schedule``,
-        ``in_flight``; a missing key takes its default, so a plan written before the
-        in-flight rule existed reads as ``piper``)."""
+        """The mode recorded in ``data``.
+
+        Parameters
+        ----------
+        data : mapping or None
+            Keys :data:`MODE_KEYS`; a missing key (or a None value) takes its default, so a
+            plan written before the in-flight rule existed reads as ``piper``. Other keys
+            are ignored. None gives :data:`DEFAULT_MODE`.
+
+        Returns
+        -------
+        Mode
+
+        Raises
+        ------
+        ValueError
+            A value not among its choices.
+
+        Examples
+        --------
+        >>> Mode.from_dict({"objective": "batch-time", "K": 8}).label
+        'sequential/batch-time/1f1b'
+        """
         data = data or {}
         return cls(**{k: data[k] for k in MODE_KEYS if data.get(k) is not None})
 
     @classmethod
     def parse(cls, label: str, in_flight: str = "piper") -> "Mode":
-        """A mode from its label ``PIPELINE/OBJECTIVE/SCHEDULE[/IN_FLIGHT]`` (trailing parts
-        may be left out; a missing in-flight rule is ``in_flight``).
+        """A mode from its label (:attr:`label`).
 
+        Parameters
+        ----------
+        label : str
+            ``PIPELINE/OBJECTIVE/SCHEDULE[/IN_FLIGHT]``; trailing parts may be left out
+            (they take their defaults).
+        in_flight : str
+            The in-flight rule when the label does not name one.
+
+        Returns
+        -------
+        Mode
+
+        Raises
+        ------
+        ValueError
+            More than four parts, an empty part, or a value not among its choices.
+
+        Examples
+        --------
         >>> Mode.parse("graph/batch-time").label
         'graph/batch-time/1f1b'
         >>> Mode.parse("graph", in_flight="schedule").label
@@ -130,6 +239,7 @@ class Mode:
 MODE_KEYS = ("pipeline", "objective", "schedule", "in_flight")
 
 
+#: The contract's original problem (secs. 2-4): sequential, throughput, 1f1b, Piper's rule.
 DEFAULT_MODE = Mode()
 
 #: The modes that differ in the model (``1f1b-flush`` holds what ``1f1b`` holds, so it is

@@ -43,6 +43,20 @@ __all__ = [
 def stage_graph(instance: Instance, plan: Plan) -> list[set[int]]:
     """The successors of each stage in the stage graph (sec. 8).
 
+    Stage i has an arc to stage j != i whenever some edge (u -> v) of ``instance`` has u in
+    stage i and v in stage j; edges inside a stage, or with an end in no stage, make none.
+
+    Parameters
+    ----------
+    instance : Instance
+    plan : Plan
+        Need not be valid (the evaluator calls it on every plan).
+
+    Returns
+    -------
+    list of set of int
+        Per stage, in the plan's order, the indices of its successors.
+
     Examples
     --------
     >>> from piper_ilp.instance import instance_from_dict
@@ -72,10 +86,27 @@ def stage_graph(instance: Instance, plan: Plan) -> list[set[int]]:
 
 
 def front_in_flight(d, after, rule: str = "piper"):
-    """The microbatches in flight of a stage with ``d`` replicas whose successors hold at
-    most ``after`` (0 without successors): h = d + after (Piper's rule, secs. 2 and 8) or
-    q = d ceil((d + after) / d) (``schedule``, sec. 11). Works on ints and on numpy
-    integer arrays alike (the DPs use it on arrays).
+    """The microbatches in flight of one stage, from those of its successors.
+
+    Parameters
+    ----------
+    d : int or numpy integer array
+        The stage's replicas (>= 1 under ``schedule``, which divides by it).
+    after : int or numpy integer array
+        The most its successors hold (0 without successors).
+    rule : str
+        ``piper``: h = d + after (secs. 2 and 8); ``schedule``: q = d ceil((d + after) / d)
+        (sec. 11), a multiple of d.
+
+    Returns
+    -------
+    int or numpy integer array
+        Elementwise on arrays (the DPs use it on arrays).
+
+    Raises
+    ------
+    ValueError
+        An unknown rule.
 
     Examples
     --------
@@ -94,9 +125,31 @@ def in_flight(
     pipeline: str = "sequential",
     rule: str = "piper",
 ) -> list[int]:
-    """h_i (Piper's rule, sec. 8) or q_i (``rule="schedule"``, sec. 11) for every stage;
-    ``successors`` from :func:`stage_graph` (stages in a topological order of it, as every
-    valid plan lists them), read under graph pipelining only.
+    """The microbatches in flight of every stage: h_i (Piper's rule, secs. 2 and 8) or q_i
+    (``rule="schedule"``, sec. 11), from the last stage back (:func:`front_in_flight`).
+
+    Parameters
+    ----------
+    d : sequence of int
+        Each stage's replicas.
+    successors : sequence of set of int
+        From :func:`stage_graph` (stages in a topological order of it, as every valid plan
+        lists them); read under graph pipelining only, where a stage's successors hold
+        ``after``. Under sequential pipelining the next stage does.
+    pipeline : str
+        ``sequential`` or ``graph``.
+    rule : str
+        ``piper`` or ``schedule``.
+
+    Returns
+    -------
+    list of int
+        Per stage, in the plan's order. Sequential under Piper's rule: the suffix sums of d.
+
+    Raises
+    ------
+    ValueError
+        An unknown pipeline or rule.
 
     Examples
     --------
@@ -122,9 +175,30 @@ def in_flight(
 
 
 def microbatches_held(h: int, d: int, N: int, schedule: str = "1f1b") -> int:
-    """y_i, the microbatches one replica of a stage holds (secs. 2, 8, 9): ceil(h / d) of
-    its in-flight count h (under sec. 11's rule h is q, a multiple of d: y = q / d), or
-    N / d under ``gpipe``.
+    """y_i, the microbatches one replica of a stage holds (secs. 2, 8, 9).
+
+    Parameters
+    ----------
+    h : int
+        The stage's microbatches in flight (:func:`in_flight`; under sec. 11's rule q, a
+        multiple of d).
+    d : int
+        Its replicas, >= 1.
+    N : int
+        Microbatches per batch.
+    schedule : str
+        One of :data:`piper_ilp.mode.SCHEDULES`.
+
+    Returns
+    -------
+    int
+        ceil(h / d) under ``1f1b`` and ``1f1b-flush`` (q / d under sec. 11's rule); N // d
+        under ``gpipe`` (all forwards first; d divides N in a valid plan).
+
+    Raises
+    ------
+    ValueError
+        An unknown schedule.
 
     Examples
     --------
@@ -138,8 +212,20 @@ def microbatches_held(h: int, d: int, N: int, schedule: str = "1f1b") -> int:
 
 
 def batch_limit_ok(h: Sequence[int], N: int) -> bool:
-    """max_i h_i <= N, for the in-flight counts h of :func:`in_flight` (under Piper's
-    sequential rule h_0 = sum_i d_i is the largest: sum d <= N; sec. 11: max q <= N).
+    """The batch limit: no stage has more microbatches in flight than the batch.
+
+    Parameters
+    ----------
+    h : sequence of int
+        The in-flight counts of :func:`in_flight` (under Piper's sequential rule h_0 =
+        sum_i d_i is the largest: sum d <= N; sec. 11: max q <= N).
+    N : int
+        Microbatches per batch.
+
+    Returns
+    -------
+    bool
+        max_i h_i <= N (True for no stages).
 
     Examples
     --------
@@ -157,7 +243,34 @@ def batch_time(
     N: int,
     pipeline: str = "sequential",
 ) -> float:
-    """T_batch = (N - 1) max_i TPS_i + the longest path of tau_i = d_i TPS_i (sec. 9).
+    """The time per batch with a flush (sec. 9).
+
+    T_batch = (N - 1) max_i TPS_i + the longest stage-graph path of tau_i = d_i TPS_i
+    (sequential pipelining: the sum of every tau_i, by :func:`math.fsum`).
+
+    Parameters
+    ----------
+    tps : sequence of float
+        Each stage's TPS (sec. 3).
+    d : sequence of int
+        Each stage's replicas.
+    successors : sequence of set of int
+        From :func:`stage_graph`, stages in a topological order of it; read under graph
+        pipelining only.
+    N : int
+        Microbatches per batch.
+    pipeline : str
+        ``sequential`` or ``graph``.
+
+    Returns
+    -------
+    float
+        Seconds per batch (0.0 for no stages).
+
+    Raises
+    ------
+    ValueError
+        An unknown pipeline.
 
     Examples
     --------
