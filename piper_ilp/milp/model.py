@@ -1,73 +1,7 @@
-"""The formulation: one backend-neutral MILP of the Piper problem, built once per instance.
-
-``docs/milp.md`` gives the model in full, with the proofs of exactness. Symbols
-(Tarnawski et al., NeurIPS 2021, and ``docs/cost-model.md``): K devices, M bytes per
-device, B bytes/s, N microbatches; per node v, degree t and option l: p, w, a, b, sfw,
-sbw; per stage: d, t, y = ceil(s/d) with s the suffix sum of d. Slots i = 0..S-1 with
-S = min(#nodes, K, N); configurations c = (t, d) with d | N and t * d <= K.
-
-Variables::
-
-    u[i,t,d]   binary   slot i is used with configuration (t, d)
-    z[v,i,t,l] binary   node v sits in slot i, whose degree is t, with its option l
-    g[i,k]     binary   y_i >= k   (unary code of y_i = sum_k g[i,k], k = 1..Y_i)
-    s[i]       integer  suffix sum of d from slot i on (0..min(N, K))
-    P[v,i]     binary   node v sits in a slot <= i (prefix of x, for the order rows)
-    ob[a,b,i]  >= 0     seconds of edge a->b cut on a's side of slot i (bytes / B)
-    ib[a,b,i]  >= 0     the same on b's side
-    T          >= T_low the objective, seconds: max over used slots of their TPS
-    w[t,d]     binary   uniform only: the one configuration every used slot takes
-
-with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
-
-    assign[v]        sum_{i,t,l} z[v,i,t,l] = 1
-    one_config[i]    sum_c u[i,c] <= 1
-    used_first[i]    sum_c u[i+1,c] <= sum_c u[i,c]
-    nonempty[i]      sum_c u[i,c] <= sum_v x[v,i]
-    t_link[v,i,t]    sum_l z[v,i,t,l] <= sum_d u[i,t,d]
-    prefix[v,i]      P[v,i] = P[v,i-1] + x[v,i]                 (P[v,-1] = 0)
-    order[a,b,i]     P[b,i] <= P[a,i]          (edges of the transitive reduction, i < S-1)
-    devices          sum t*d*u <= K
-    suffix[i]        s[i] = sum_c d_c u[i,c] + s[i+1]           (s[S] = 0)
-    microbatches     s[0] <= N
-    y_order[i,k]     g[i,k+1] <= g[i,k]
-    y_link[i,t,d]    u[i,t,d] = 1  =>  d * sum_k g[i,k] >= s[i]
-    memory[i,k]      g[i,k] = 1    =>  sum_{v,t,l} min((k a + b)/M, 2) * z[v,i,t,l] <= 1
-    cut_out[a,b,i]   ob >= sum_{t,l} cut_edge_bytes(c, sbw_a[b]) / B * z[a,i,t,l]
-                           - max(...) * x[b,i]
-    cut_in[a,b,i]    ib >= sum_{t,l} cut_edge_bytes(c, sfw_b[a]) / B * z[b,i,t,l]
-                           - max(...) * x[a,i]
-    tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + d resync_bytes(w, d, N) / B)
-                                                      * z[v,i,t,l]
-                                                + sum_edges (ob[.,.,i] + ib[.,.,i])
-    uniform_one      sum_c w[c] <= 1                    (``Restrictions.uniform``: one (t, d)
-    uniform[i,t,d]   u[i,t,d] <= w[t,d]                  for every stage, sec. 12)
-
-and, with ``strong=True`` (valid; CP-SAT's default, off for CBC and SCIP: SCIP gave a wrong
-proof with them)::
-
-    boundary[i]      sum_{reduction edges} (P[a,i] - P[b,i]) >= sum_c u[i+1,c]  (weakly connected)
-    work             K T >= sum t p z + sum of every ob and ib      (sum t d <= K, T >= TPS_i)
-
-minimize T. Time rows hold seconds and memory rows fractions of M, exactly as computed
-from the data; each backend scales them (:mod:`piper_ilp.milp.scaled`).
-
-That is the default :class:`~piper_ilp.mode.Mode`. The others (``docs/milp.md``,
-"Modes") change four parts::
-
-    gpipe         no g; memory[i,t,d]: u[i,t,d] = 1 => sum min(((N/d) a + b)/M, 2) z <= 1
-    graph         S = min(#nodes, K); h[i] in 0..min(N, K - i) instead of s (no suffix,
-                  no microbatches row); arc[i,j] >= x[a,i] + x[b,j] - 1 (reduction edges),
-                  h[i] >= d_i, arc[i,j] = 1 => h[i] >= d_i + h[j]; y_link on h
-    batch-time    latency[i,t,d]: u = 1 => tau[i] >= (the right side of tps[i,t,d]);
-                  Tbatch >= (N - 1) T + sum tau (graph: + Lmax, with L[i] >= tau[i],
-                  arc[i,j] = 1 => L[i] >= tau[i] + L[j], Lmax >= L[i]); minimize Tbatch
-    in-flight     (sec. 11, --in-flight schedule) q[i] in 0..Q_i instead of s / h, with
-    schedule      r_i the successors' largest q (sequential: q[i+1], 0 past the last slot;
-                  graph: r[i] >= q[j] when arc[i,j] = 1) and, when u[i,t,d] = 1,
-                  y_front: d sum_k g[i,k] >= d + r_i (y_i >= 1 + ceil(r_i / d)) and
-                  q_link: q[i] >= d sum_k g[i,k]; q[0] <= N (graph: q[i] <= N); g also
-                  under gpipe (it then counts only for q; memory stays N / d)
+"""The formulation: one backend-neutral MILP of the Piper problem, built once per instance
+(:func:`index_sets`, then :func:`formulate`, whose docstring lists the variables and rows) and
+compiled by each backend (:mod:`piper_ilp.milp.scaled`). ``docs/milp.md`` gives the model in
+full, with the proofs of exactness.
 """
 
 from __future__ import annotations
@@ -104,7 +38,17 @@ MEMORY_ROW_THRESHOLD = 1.0 - 1e-6
 
 @dataclass
 class Var:
-    """A model variable: ``kind`` is "binary", "integer" or "continuous" (seconds)."""
+    """A model variable.
+
+    Attributes
+    ----------
+    name : str
+        As in the formulation (``u[0,1,2]``).
+    lb, ub : float
+        Its bounds.
+    kind : str
+        ``"binary"``, ``"integer"`` or ``"continuous"`` (seconds).
+    """
 
     name: str
     lb: float
@@ -114,12 +58,24 @@ class Var:
 
 @dataclass
 class Row:
-    """A linear row ``sum coef * var  (sense)  rhs``, ``sense`` in {"<=", ">=", "=="}.
+    """A linear row ``sum coef * var  (sense)  rhs``.
 
-    ``enforce`` is the index of a binary variable: the row must hold only when that
-    variable is 1 (an indicator). ``kind`` tells a backend how to scale it: "exact"
-    (integer data), "time" (seconds: a >= row whose continuous variables are in seconds)
-    or "memory" (a <= row of binaries, coefficients (k a + b) / M, right-hand side 1).
+    Attributes
+    ----------
+    name : str
+        As in the formulation (``tps[0,1,2]``).
+    terms : list of (int, float)
+        (variable index, coefficient), no zero coefficient.
+    sense : str
+        ``"<="``, ``">="`` or ``"=="``.
+    rhs : float
+    kind : str
+        How a backend scales it: ``"exact"`` (integer data), ``"time"`` (seconds: a >=
+        row whose continuous variables are in seconds) or ``"memory"`` (a <= row of
+        binaries, coefficients (k a + b) / M, right-hand side 1).
+    enforce : int or None
+        The index of a binary variable: the row must hold only when that variable is 1
+        (an indicator).
     """
 
     name: str
@@ -134,7 +90,25 @@ class Row:
 class LinearModel:
     """Variables, rows, the objective (a variable to minimize) and facts for the backends.
 
-    ``groups`` are sets of binaries of which at most one is 1 (used for big-M bounds).
+    Attributes
+    ----------
+    vars : list of Var
+        A variable's index in this list is its index everywhere (rows, values, hints).
+    rows : list of Row
+    groups : list of list of int
+        Sets of binaries of which at most one is 1 (used for big-M bounds).
+    objective : int
+        The index of the variable to minimize (-1 until set).
+    trivially_infeasible : str or None
+        Set when a row without terms cannot hold (its name and what it reads).
+
+    Examples
+    --------
+    >>> m = LinearModel()
+    >>> x = m.var("x", 0, 1, "binary")
+    >>> m.row("zero", [(x, 0.0)], ">=", 1)
+    >>> m.rows, m.trivially_infeasible
+    ([], 'row zero reads 0 >= 1')
     """
 
     vars: list[Var] = field(default_factory=list)
@@ -144,10 +118,22 @@ class LinearModel:
     trivially_infeasible: str | None = None
 
     def var(self, name: str, lb: float, ub: float, kind: str) -> int:
+        """Add a variable (the fields of :class:`Var`).
+
+        Returns
+        -------
+        int
+            Its index.
+        """
         self.vars.append(Var(name, lb, ub, kind))
         return len(self.vars) - 1
 
     def row(self, name, terms, sense, rhs, kind="exact", enforce=None) -> None:
+        """Add a row (the fields of :class:`Row`), its zero terms dropped.
+
+        A row left without terms is not added: when it cannot hold (and has no
+        ``enforce``), :attr:`trivially_infeasible` says so.
+        """
         terms = [(j, c) for j, c in terms if c != 0]
         if not terms:
             ok = (0 <= rhs) if sense == "<=" else (0 >= rhs) if sense == ">=" else (rhs == 0)
@@ -164,8 +150,38 @@ def _fmt_id(v: int) -> str:
 @dataclass
 class IndexSets:
     """The index sets and the facts derived from the data (shared by the builder and the
-    size count). ``t_bound`` (seconds) is at least every stage's TPS; ``t_low`` at most
-    every plan's TPS."""
+    size count), made by :func:`index_sets`.
+
+    Attributes
+    ----------
+    inst : Instance
+        The instance after the restrictions (:meth:`piper_ilp.solution.Restrictions.apply`).
+    V : list of int
+        Node ids.
+    S : int
+        Slots (the most stages a plan can have).
+    configs : list of (int, int)
+        The configurations (t, d): d among the allowed divisors of N, t * d <= K.
+    d_of_t : dict of int to list of int
+        The d of each t that has a configuration.
+    opts : dict of (int, int) to tuple of Option
+        (v, t) -> the node's options under t, for every t with a configuration.
+    Y : list of int
+        Per slot, the most microbatches in flight it can hold (:func:`in_flight_cap`).
+    edges : list of (int, int, float)
+        (src, dst, c) for every edge.
+    order_edges : list of (int, int)
+        The edges of the transitive reduction (the order rows), in node order.
+    t_bound, t_low : float
+        Seconds: at least every stage's TPS / at most every plan's TPS.
+    mode : Mode
+    obj_bound, obj_low : float
+        The same bounds for the mode's objective (TPS or batch time).
+    tau_bound : float
+        At least every path's sum of d_i TPS_i.
+    uniform : bool
+        Every used slot takes one configuration (rows uniform_one, uniform).
+    """
 
     inst: Instance
     V: list[int]
@@ -202,18 +218,22 @@ class IndexSets:
 
     @property
     def graph(self) -> bool:
+        """Graph pipelining (sec. 8)."""
         return self.mode.graph
 
     @property
     def batch(self) -> bool:
+        """The batch-time objective (sec. 9)."""
         return self.mode.batch_time
 
     @property
     def n(self) -> int:
+        """The number of nodes."""
         return len(self.V)
 
     @property
     def max_d(self) -> int:
+        """The largest d of a configuration (1 without any)."""
         return max((d for _, d in self.configs), default=1)
 
 
@@ -222,9 +242,34 @@ def index_sets(
 ) -> IndexSets:
     """The index sets of the model for ``instance`` under ``restrictions`` and ``mode``.
 
-    ``t_bound`` / ``t_low`` bound every plan's TPS; ``obj_bound`` / ``obj_low`` the
-    mode's objective (the TPS, or the batch time of sec. 9); ``tau_bound`` every path's
-    sum of d_i TPS_i."""
+    Parameters
+    ----------
+    instance : Instance
+    restrictions : Restrictions
+        Applied first: excluded options, max_t, max_d, fixed degrees, uniform.
+    mode : Mode
+
+    Returns
+    -------
+    IndexSets
+        ``t_bound`` / ``t_low`` bound every plan's TPS; ``obj_bound`` / ``obj_low`` the
+        mode's objective (the TPS, or the batch time of sec. 9); ``tau_bound`` every
+        path's sum of d_i TPS_i. A bound beyond floats is inf (upper) or falls back to a
+        smaller valid one (lower), so that every backend answers out-of-range rather
+        than overflow.
+
+    Examples
+    --------
+    >>> from piper_ilp.instance import instance_from_dict
+    >>> from piper_ilp.solution import Restrictions
+    >>> opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1,
+    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
+    >>> inst = instance_from_dict({"maxDevices": 4, "maxMemoryPerDevice": 10, "bandwidth": 1,
+    ...     "mbsInBatch": 4, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> st = index_sets(inst, Restrictions())
+    >>> st.S, st.configs, st.Y
+    (1, [(1, 1), (1, 2), (1, 4)], [4])
+    """
     inst = restrictions.apply(instance)
     K, N, B = inst.K, inst.N, inst.B
     V = inst.node_ids
@@ -336,10 +381,32 @@ def index_sets(
 
 def in_flight_cap(mode: Mode, N: int, K: int, i: int) -> int:
     """The most microbatches in flight slot i can hold (at least 1): its h, q and y are
-    at most this. The slots before i are used, one device each at least, so the slots from
-    i on have sum d <= K - i; sequential pipelining adds >= 1 per slot in front, so also
-    <= N - i. Piper's h is at most that sum of d; sec. 11's q at most 2 sum d - 1 (each
-    stage adds d + at most d - 1 of rounding) and N."""
+    at most this.
+
+    The slots before i are used, one device each at least, so the slots from i on have
+    sum d <= K - i; sequential pipelining adds >= 1 per slot in front, so also <= N - i.
+    Piper's h is at most that sum of d; sec. 11's q at most 2 sum d - 1 (each stage adds
+    d + at most d - 1 of rounding) and N.
+
+    Parameters
+    ----------
+    mode : Mode
+        Its pipelining and in-flight rule count.
+    N, K : int
+        Microbatches per batch and devices.
+    i : int
+        The slot, from 0.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from piper_ilp.mode import Mode
+    >>> in_flight_cap(Mode(), 8, 4, 1), in_flight_cap(Mode(in_flight="schedule"), 8, 4, 1)
+    (3, 5)
+    """
     if mode.in_flight == "schedule":
         top = 2 * (K - i) - 1
         return max(1, min(top, N) if mode.graph else min(top, N - i))
@@ -394,7 +461,35 @@ def _ordered_nodes(st: IndexSets) -> list[int]:
 
 @dataclass
 class Formulation:
-    """The model and the maps from (slot, configuration, node, option) to its variables."""
+    """The model and the maps from the formulation's indices to its variables (indices
+    into ``model.vars``), made by :func:`formulate`.
+
+    Attributes
+    ----------
+    model : LinearModel
+    sets : IndexSets
+    u : dict of (i, t, d) to int
+    z : dict of (v, i, t, l) to int
+        ``l`` the option's position in ``sets.opts[v, t]``.
+    g : dict of (i, k) to int
+        Empty when the model has no g (gpipe under Piper's rule).
+    T : int
+    s : list of int
+        Sequential pipelining under Piper's rule: the suffix sums (else empty).
+    P : dict of (v, i) to int
+    h : list of int
+        Graph pipelining under Piper's rule: the microbatches in flight (else empty).
+    arc : dict of (i, j) to int
+        Graph pipelining: the stage-graph arcs.
+    latency : list of int
+        The batch time's path variables (tau, L, Lmax).
+    q : list of int
+        Sec. 11's rule: the microbatches in flight q_i.
+    r : list of int
+        Sec. 11's rule under graph pipelining: the successors' largest q.
+    w : dict of (t, d) to int
+        Uniform: the one configuration.
+    """
 
     model: LinearModel
     sets: IndexSets
@@ -412,7 +507,19 @@ class Formulation:
     w: dict[tuple[int, int], int] = field(default_factory=dict)  # uniform: the one configuration
 
     def plan_of(self, values: dict[int, float]) -> Plan:
-        """The plan that integer values of the variables describe."""
+        """The plan that integer values of the variables describe.
+
+        Parameters
+        ----------
+        values : dict of int to float
+            A value for every binary (by variable index); > 0.5 reads as 1.
+
+        Returns
+        -------
+        Plan
+            The used slots in order, each with its first configuration set to 1; not
+            checked (the evaluator's job).
+        """
         st = self.sets
         stages = []
         for i in range(st.S):
@@ -431,8 +538,21 @@ class Formulation:
         return Plan(tuple(stages))
 
     def values_of(self, plan: Plan) -> tuple[dict[int, float] | None, str]:
-        """Values of every binary and integer variable for ``plan`` (None and the reason
-        when the plan is not one of this model)."""
+        """Values of every binary and integer variable for ``plan`` (a MIP start, or a
+        check of the model against a plan).
+
+        Parameters
+        ----------
+        plan : Plan
+
+        Returns
+        -------
+        tuple
+            (values by variable index, ``""``), or (None, the reason) when the plan is
+            not one of this model: not valid for the instance as restricted under the
+            mode, more stages than slots, a configuration or an option the model does
+            not have.
+        """
         st, m = self.sets, self.model
         ev = evaluate(st.inst, plan, st.mode)
         if not ev.valid:
@@ -485,8 +605,91 @@ class Formulation:
 
 
 def formulate(st: IndexSets, strong: bool = False) -> Formulation:
-    """Build the model (see the module docstring) from its index sets; ``strong`` adds the
-    valid strengthening rows boundary[i] and work (docs/milp.md "Strengthening")."""
+    """Build the model from its index sets.
+
+    Parameters
+    ----------
+    st : IndexSets
+        From :func:`index_sets`.
+    strong : bool
+        Add the valid strengthening rows boundary[i] and work (``docs/milp.md``,
+        "Strengthening").
+
+    Returns
+    -------
+    Formulation
+
+    Notes
+    -----
+    Symbols (Tarnawski et al., NeurIPS 2021, and ``docs/cost-model.md``): K devices, M bytes
+    per device, B bytes/s, N microbatches; per node v, degree t and option l: p, w, a, b, sfw,
+    sbw; per stage: d, t, y = ceil(s/d) with s the suffix sum of d. Slots i = 0..S-1 with
+    S = min(#nodes, K, N); configurations c = (t, d) with d | N and t * d <= K.
+
+    Variables::
+
+        u[i,t,d]   binary   slot i is used with configuration (t, d)
+        z[v,i,t,l] binary   node v sits in slot i, whose degree is t, with its option l
+        g[i,k]     binary   y_i >= k   (unary code of y_i = sum_k g[i,k], k = 1..Y_i)
+        s[i]       integer  suffix sum of d from slot i on (0..min(N, K))
+        P[v,i]     binary   node v sits in a slot <= i (prefix of x, for the order rows)
+        ob[a,b,i]  >= 0     seconds of edge a->b cut on a's side of slot i (bytes / B)
+        ib[a,b,i]  >= 0     the same on b's side
+        T          >= T_low the objective, seconds: max over used slots of their TPS
+        w[t,d]     binary   uniform only: the one configuration every used slot takes
+
+    with x[v,i] = sum_{t,l} z[v,i,t,l]. Rows::
+
+        assign[v]        sum_{i,t,l} z[v,i,t,l] = 1
+        one_config[i]    sum_c u[i,c] <= 1
+        used_first[i]    sum_c u[i+1,c] <= sum_c u[i,c]
+        nonempty[i]      sum_c u[i,c] <= sum_v x[v,i]
+        t_link[v,i,t]    sum_l z[v,i,t,l] <= sum_d u[i,t,d]
+        prefix[v,i]      P[v,i] = P[v,i-1] + x[v,i]                 (P[v,-1] = 0)
+        order[a,b,i]     P[b,i] <= P[a,i]          (edges of the transitive reduction, i < S-1)
+        devices          sum t*d*u <= K
+        suffix[i]        s[i] = sum_c d_c u[i,c] + s[i+1]           (s[S] = 0)
+        microbatches     s[0] <= N
+        y_order[i,k]     g[i,k+1] <= g[i,k]
+        y_link[i,t,d]    u[i,t,d] = 1  =>  d * sum_k g[i,k] >= s[i]
+        memory[i,k]      g[i,k] = 1    =>  sum_{v,t,l} min((k a + b)/M, 2) * z[v,i,t,l] <= 1
+        cut_out[a,b,i]   ob >= sum_{t,l} cut_edge_bytes(c, sbw_a[b]) / B * z[a,i,t,l]
+                               - max(...) * x[b,i]
+        cut_in[a,b,i]    ib >= sum_{t,l} cut_edge_bytes(c, sfw_b[a]) / B * z[b,i,t,l]
+                               - max(...) * x[a,i]
+        tps[i,t,d]       u[i,t,d] = 1  =>  d T >= sum_{v,l} (p + d resync_bytes(w, d, N) / B)
+                                                          * z[v,i,t,l]
+                                                    + sum_edges (ob[.,.,i] + ib[.,.,i])
+        uniform_one      sum_c w[c] <= 1                    (``Restrictions.uniform``: one (t, d)
+        uniform[i,t,d]   u[i,t,d] <= w[t,d]                  for every stage, sec. 12)
+
+    and, with ``strong=True`` (valid; CP-SAT's default, off for CBC and SCIP: SCIP gave a wrong
+    proof with them)::
+
+        boundary[i]      sum_{reduction edges} (P[a,i] - P[b,i]) >= sum_c u[i+1,c]
+                         (when the graph is weakly connected)
+        work             K T >= sum t p z + sum of every ob and ib      (sum t d <= K, T >= TPS_i)
+
+    minimize T. Time rows hold seconds and memory rows fractions of M, exactly as computed
+    from the data; each backend scales them (:mod:`piper_ilp.milp.scaled`).
+
+    That is the default :class:`~piper_ilp.mode.Mode`. The others (``docs/milp.md``,
+    "Modes") change four parts::
+
+        gpipe         no g; memory[i,t,d]: u[i,t,d] = 1 => sum min(((N/d) a + b)/M, 2) z <= 1
+        graph         S = min(#nodes, K); h[i] in 0..min(N, K - i) instead of s (no suffix,
+                      no microbatches row); arc[i,j] >= x[a,i] + x[b,j] - 1 (reduction edges),
+                      h[i] >= d_i, arc[i,j] = 1 => h[i] >= d_i + h[j]; y_link on h
+        batch-time    latency[i,t,d]: u = 1 => tau[i] >= (the right side of tps[i,t,d]);
+                      Tbatch >= (N - 1) T + sum tau (graph: + Lmax, with L[i] >= tau[i],
+                      arc[i,j] = 1 => L[i] >= tau[i] + L[j], Lmax >= L[i]); minimize Tbatch
+        in-flight     (sec. 11, --in-flight schedule) q[i] in 0..Y_i instead of s / h, with
+        schedule      r_i the successors' largest q (sequential: q[i+1], 0 past the last slot;
+                      graph: r[i] >= q[j] when arc[i,j] = 1) and, when u[i,t,d] = 1,
+                      y_front: d sum_k g[i,k] >= d + r_i (y_i >= 1 + ceil(r_i / d)) and
+                      q_link: q[i] >= d sum_k g[i,k]; q[0] <= N (graph: q[i] <= N); g also
+                      under gpipe (it then counts only for q; memory stays N / d)
+    """
     inst = st.inst
     K, N, M, B = inst.K, inst.N, inst.M, inst.B
     m = LinearModel()
@@ -811,16 +1014,49 @@ def build_model(
     mode: Mode = DEFAULT_MODE,
     strong: bool = False,
 ) -> LinearModel:
-    """The backend-neutral model of an instance (see the module docstring) under ``mode``,
-    after the restrictions (excluded options, max_t, max_d) are applied (``strong``: with the
-    strengthening rows)."""
+    """The backend-neutral model of an instance (:func:`formulate`).
+
+    Parameters
+    ----------
+    instance : Instance
+    restrictions : Restrictions
+        Applied first (excluded options, max_t, max_d, fixed degrees, uniform).
+    mode : Mode
+    strong : bool
+        With the strengthening rows.
+
+    Returns
+    -------
+    LinearModel
+
+    Examples
+    --------
+    >>> from piper_ilp.instance import instance_from_dict
+    >>> opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1,
+    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
+    >>> inst = instance_from_dict({"maxDevices": 1, "maxMemoryPerDevice": 10, "bandwidth": 1,
+    ...     "mbsInBatch": 1, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> [v.name for v in build_model(inst).vars]
+    ['u[0,1,1]', 'z[0,0,1,0]', 'g[0,1]', 's[0]', 'T']
+    """
     return formulate(index_sets(instance, restrictions, mode), strong).model
 
 
 def size_of_sets(st: IndexSets, strong: bool = False) -> dict[str, int]:
-    """Variables and rows of the model for the index sets ``st`` (of :func:`index_sets`)
-    without building it: what :func:`model_size` returns; ``strong`` counts the
-    strengthening rows too."""
+    """The model's size for the index sets ``st`` without building it.
+
+    Parameters
+    ----------
+    st : IndexSets
+        From :func:`index_sets`.
+    strong : bool
+        Count the strengthening rows too.
+
+    Returns
+    -------
+    dict
+        What :func:`model_size` returns.
+    """
     S, V = st.S, st.V
     n_opts = sum(len(o) for o in st.opts.values())
     n_vt = len(st.opts)
@@ -885,8 +1121,21 @@ def model_size(
     mode: Mode = DEFAULT_MODE,
     strong: bool = False,
 ) -> dict:
-    """The MILP's size before solving: ``variables``, ``binaries``, ``constraints``
-    (rows), ``slots`` (S) and ``configurations`` ((t, d) pairs).
+    """The MILP's size before solving, counted without building it (:func:`size_of_sets`).
+
+    Parameters
+    ----------
+    instance : Instance
+    restrictions : Restrictions
+    mode : Mode
+    strong : bool
+        Count the strengthening rows too.
+
+    Returns
+    -------
+    dict
+        ``variables``, ``binaries``, ``constraints`` (rows), ``slots`` (S) and
+        ``configurations`` ((t, d) pairs), each an int.
 
     Examples
     --------
