@@ -154,14 +154,9 @@ class ExactTables(StageQueue):
         at a time by :meth:`_blocks` near the memory boundary), then emit the queued pairs'
         groups in their order. The states are forgotten once they pass ``memo_points``
         (states plus frontier rows)."""
-        stages, self.queue_stages = self.queue_stages, []
-        sinks, self.queue_sinks = self.queue_sinks, []
+        stages, ids, q0 = self._take_batch()
         states = self.states
-        ids = np.array(states.make(stages, sinks), dtype=np.int64)
-        q0 = self.n_recorded
         n = len(stages)
-        self._grow_stage_arrays(q0 + n)
-        self.n_recorded += n
         nonempty = np.zeros(n, dtype=bool)
         for t in self.t_values:
             alive = states.alive[t][ids]

@@ -288,14 +288,9 @@ class GreedyTables(StageQueue):
         per numpy call, :meth:`_plain_rows`; general ones by their sequence of node
         options, :meth:`_general_rows`), then emit the queued pairs' groups. The states
         are forgotten once they pass ``memo_points``."""
-        stages, self.queue_stages = self.queue_stages, []
-        sinks, self.queue_sinks = self.queue_sinks, []
+        stages, ids, q0 = self._take_batch()
         states = self.states
-        ids = np.array(states.make(stages, sinks), dtype=np.int64)
-        q0 = self.n_recorded
         n = len(stages)
-        self._grow_stage_arrays(q0 + n)
-        self.n_recorded += n
         nonempty = np.zeros(n, dtype=bool)
         for t in self.t_values:
             alive = states.alive[t][ids]

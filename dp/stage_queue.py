@@ -157,6 +157,18 @@ class StageQueue:
             got = self.sinks_over[jk] = self.geo.sinks_outside(self.ideals[jk])
         return got
 
+    def _take_batch(self):
+        """Take the queued stages and make their states (a subclass's ``self.states``,
+        with ``make(stages, sinks)``), give them stage ids from ``n_recorded`` on and room
+        in the per-stage arrays; (stages, their state ids, the first stage id)."""
+        stages, self.queue_stages = self.queue_stages, []
+        sinks, self.queue_sinks = self.queue_sinks, []
+        ids = np.array(self.states.make(stages, sinks), dtype=np.int64)
+        q0 = self.n_recorded
+        self._grow_stage_arrays(q0 + len(stages))
+        self.n_recorded += len(stages)
+        return stages, ids, q0
+
     def _grow_stage_arrays(self, n: int):
         """Room for n stage ids in the per-stage arrays (doubling: a copy per doubling, not
         per flush); a new stage has no rows (first row -1, counts 0) until recorded."""
