@@ -416,7 +416,7 @@ def parse_size(text: str | float | int, what: str = "size", rate: bool = False) 
     3125000000.0
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        value = float(text)
+        value = float(text) if abs(text) < 2**1024 else math.inf  # a huge int: float() raises
     else:
         m = _SIZE_RE.match(str(text))
         u = _UNIT_RE.match(m.group(2)) if m and m.group(2) else None
@@ -449,7 +449,12 @@ def parse_size(text: str | float | int, what: str = "size", rate: bool = False) 
         if u is not None and u.group("bits"):
             value /= 8
     if not (math.isfinite(value) and value > 0):
-        raise InputError(f"{what}: must be a finite number > 0, got {text!r}")
+        shown = (
+            repr(text)
+            if len(repr(text)) <= 40
+            else f"{repr(text)[:20]}... ({len(repr(text))} chars)"
+        )
+        raise InputError(f"{what}: must be a finite number > 0, got {shown}")
     return value
 
 

@@ -380,6 +380,14 @@ def test_parse_size_rejects(text, rate):
         parse_size(text, "--memory", rate=rate)
 
 
+@pytest.mark.parametrize("value", [10**400, -(10**400), float("nan")])
+def test_parse_size_refuses_numbers_beyond_floats_in_one_short_line(value):
+    # a Python int past the float range raised OverflowError, and its 400 digits filled the line
+    with pytest.raises(InputError, match="must be a finite number > 0") as err:
+        parse_size(value, "M")
+    assert len(str(err.value)) < 100
+
+
 @pytest.mark.parametrize(
     "text,rate,says",
     [
