@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.pipedream.graph import Prepared, check_model_settings
 from piper_ilp.pipedream.memory import max_stash_count
 from piper_ilp.pipedream.states import antichain_states
@@ -217,10 +217,10 @@ def _solve_scip(cands, S, n, memory_constraint, fewer_machines, time_limit, cuto
     solver = pywraplp.Solver.CreateSolver("SCIP")
     if solver is None:
         raise InputError("OR-Tools was built without SCIP")
-    solver.SetSolverSpecificParametersAsString(
-        "numerics/feastol = 1e-9\nlimits/gap = 0\nlimits/absgap = 0\nmisc/catchctrlc = FALSE\n"
-    )
-    solver.SetTimeLimit(int(time_limit * 1000))
+    params = "numerics/feastol = 1e-9\nlimits/gap = 0\nlimits/absgap = 0\nmisc/catchctrlc = FALSE\n"
+    if not solver.SetSolverSpecificParametersAsString(params):
+        raise InternalError(f"pipedream milp: SCIP did not accept its parameters {params!r}")
+    solver.SetTimeLimit(int(math.ceil(time_limit * 1000)))  # round up, as the core MILP does
     x = {}
     for c, (k, j, r, _t, _cap) in enumerate(cands):
         x[c] = solver.BoolVar(f"x[{k},{j},{r}]")
