@@ -250,11 +250,9 @@ def evaluate(instance: Instance, plan: Plan, mode: Mode = DEFAULT_MODE) -> Evalu
             )
 
     # rule 3: degrees
-    degrees_ok = True
     for i, st in enumerate(stages):
         if st.d < 1 or N % st.d != 0:
             V.append(Violation(3, f"d = {st.d} must be >= 1 and divide N = {N}", stage=i))
-            degrees_ok = degrees_ok and st.d >= 1
         if st.t < 1:
             V.append(Violation(3, f"t = {st.t} must be >= 1", stage=i))
 
