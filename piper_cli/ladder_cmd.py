@@ -86,14 +86,14 @@ def register(app: typer.Typer) -> None:
             print_json_line(lad.to_dict())
             raise typer.Exit(lad.exit_code)
         stdout.print(
-            f"{'rung':>4} {'nodes':>5} {'K':>4} {'N':>4}  {'verdict':<12} {'optimum s':>12} "
+            f"{'blocks':>6} {'nodes':>5} {'K':>4} {'N':>4}  {'verdict':<12} {'optimum s':>12} "
             f"{'CPU s':>8}",
             markup=False,
         )
-        for i, r in enumerate(lad.rungs):
+        for r in lad.rungs:  # labelled by blocks, as the progress lines are
             opt = "-" if r.optimum is None else f"{r.optimum:.6g}"
             stdout.print(
-                f"{i + 1:>4} {r.nodes:>5} {r.K:>4} {r.N:>4}  {r.verdict:<12} {opt:>12} "
+                f"{r.blocks:>6} {r.nodes:>5} {r.K:>4} {r.N:>4}  {r.verdict:<12} {opt:>12} "
                 f"{r.seconds:>8.2f}",
                 markup=False,
             )

@@ -104,3 +104,16 @@ def test_ladder_reports_each_rung_as_it_ends_without_a_terminal():
     assert len(lines) == len(out["rungs"]) >= 2
     for line, r in zip(lines, out["rungs"]):
         assert f"({r['nodes']} nodes, K={r['K']}, N={r['N']}): {r['verdict']}" in line
+
+
+def test_ladder_table_labels_each_rung_by_its_blocks_like_the_progress_lines():
+    # the table once numbered the rungs 1, 2, 3, ... while the progress lines counted blocks
+    # (the fifth rung is 6 blocks): the two must name a rung alike
+    args = [sys.executable, "-m", "piper_cli", "ladder", str(REPO / "inputs" / "small.json")]
+    p = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    progress = [x.split()[1] for x in p.stderr.splitlines() if x.startswith("rung ")]
+    lines = p.stdout.splitlines()
+    assert lines[0].split()[0] == "blocks"
+    table = [x.split()[0] for x in lines[1 : 1 + len(progress)]]
+    assert table == progress and len(progress) >= 2
