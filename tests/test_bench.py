@@ -354,7 +354,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _wait_dead(pid: int, seconds: float = 5.0) -> bool:
+def _wait_dead(pid: int, seconds: float = 30.0) -> bool:
     import time
 
     end = time.monotonic() + seconds
