@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Any, Callable
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from piper_ilp.errors import InputError, InternalError
 
-__all__ = ["run_in_child", "set_parent_death_signal"]
+__all__ = ["interrupts_held", "run_in_child", "set_parent_death_signal"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -40,6 +42,47 @@ def set_parent_death_signal(signum: int) -> bool:
         return libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while the body runs, then deliver the first that came.
+
+    For the few statements that start a process and keep its handle (``proc =
+    subprocess.Popen(...)``): an interrupt raised inside them would leave a process running
+    that nobody knows of. The signals keep their handlers' meaning (a Python handler runs
+    when the body has ended, so a KeyboardInterrupt is raised from the ``with``); nothing is
+    inherited by a started process, since an exec resets caught signals. Outside the main
+    thread, or where a signal's handler was not set from Python, that signal is not held.
+
+    Examples
+    --------
+    >>> import os, signal
+    >>> started = []
+    >>> try:
+    ...     with interrupts_held():
+    ...         os.kill(os.getpid(), signal.SIGINT)
+    ...         started.append("handle kept")
+    ... except KeyboardInterrupt:
+    ...     print(started, "then interrupted")
+    ['handle kept'] then interrupted
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    old = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(signum)
+        if handler is not None:
+            old[signum] = signal.signal(signum, lambda s, _frame: came.append(s))
+    try:
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+        if came:
+            signal.raise_signal(came[0])
 
 
 def run_in_child(

@@ -29,6 +29,7 @@ import time
 from piper_ilp.errors import InputError, InternalError
 from piper_ilp.instance import Instance, save_instance
 from piper_ilp.plan import plan_from_dict
+from piper_ilp.processes import interrupts_held
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
 __all__ = ["PLACEHOLDERS", "parse_external", "solve_external"]
@@ -132,14 +133,15 @@ def solve_external(
             "bandwidth": _fmt_number(instance.B),
         }
         line = re.sub(r"{(\w+)}", lambda m: shlex.quote(values[m.group(1)]), command)
-        proc = subprocess.Popen(
-            ["/bin/sh", "-c", line],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            text=True,
-        )
+        with interrupts_held():  # an interrupt inside Popen would orphan the planner
+            proc = subprocess.Popen(
+                ["/bin/sh", "-c", line],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                text=True,
+            )
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
