@@ -14,24 +14,35 @@ from typing import Annotated, Optional
 import typer
 
 from piper_cli.common import (
-    BandwidthOpt,
-    BatchOpt,
-    DevicesOpt,
-    MemoryOpt,
+    OUTPUT_PANEL,
+    RUN_PANEL,
+    SETTINGS,
+    SETTINGS_PANEL,
+    ThreadsOpt,
     cli_errors,
     load_with_overrides,
+    option,
     print_json_line,
     stdout,
+    with_groups,
 )
-from piper_cli.compare_cmds import ThreadsOpt
 
+KnapsackModesOpt = Annotated[
+    str, option(RUN_PANEL, "--modes", help="Knapsack modes: exact, greedy.", show_default=True)
+]
 JsonFileOpt = Annotated[
     Optional[Path],
-    typer.Option("--json", help="Also write the results as JSON to this file.", show_default=False),
+    option(
+        OUTPUT_PANEL,
+        "--json",
+        help="Also write the results as JSON to this file.",
+        show_default=False,
+    ),
 ]
 ProfilesOpt = Annotated[
     Optional[Path],
-    typer.Option(
+    option(
+        RUN_PANEL,
         "--profiles",
         help="Folder of the published profiles (default: $PIPER_PROFILES, else "
         "../shared/piper-inputs).",
@@ -43,6 +54,7 @@ ProfilesOpt = Annotated[
 def register(app: typer.Typer) -> None:
     @app.command("deepen")
     @cli_errors
+    @with_groups
     def deepen_command(
         instance: Annotated[
             str,
@@ -50,28 +62,36 @@ def register(app: typer.Typer) -> None:
         ],
         layers: Annotated[
             int,
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--layers",
                 "-L",
                 help="Number of repeated layers wanted (at least the current number).",
+                show_default=True,
             ),
         ],
         output: Annotated[
-            Path, typer.Option("--output", "-o", help="Where to write the deeper instance.")
+            Path,
+            option(
+                OUTPUT_PANEL,
+                "--output",
+                "-o",
+                help="Where to write the deeper instance.",
+                show_default=True,
+            ),
         ],
         chain_only: Annotated[
             bool,
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--chain-only",
                 help="The paper's rule: copies get only the chain edges (the original planner "
                 "leaves out the other incoming edges, e.g. BERT's attention mask). Default: "
                 "copies get every edge.",
+                show_default=True,
             ),
         ] = False,
-        devices: DevicesOpt = None,
-        memory: MemoryOpt = None,
-        batch: BatchOpt = None,
-        bandwidth: BandwidthOpt = None,
+        cluster: dict = SETTINGS,
     ) -> None:
         """Make a deeper model: copies of a repeated layer are inserted into the chain of such
         layers. By default each copy gets every edge the copied layer has (the chain edges
@@ -84,7 +104,7 @@ def register(app: typer.Typer) -> None:
         from piper_ilp.instance import save_instance
 
         check_writable(output, "instance", inputs={instance: "instance"})
-        inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
+        inst = load_with_overrides(instance, **cluster)
         before = len(repeated_chain(inst))
         deeper = deepen(inst, layers, chain_only=chain_only)
         save_instance(deeper, output)
@@ -97,6 +117,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("towers")
     @cli_errors
+    @with_groups
     def towers_command(
         instance: Annotated[
             str,
@@ -104,19 +125,25 @@ def register(app: typer.Typer) -> None:
         ],
         layers: Annotated[
             str,
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--layers",
                 "-L",
                 help="Layers per tower, comma-separated: 4,4,4 is three towers of 4.",
+                show_default=True,
             ),
         ],
         output: Annotated[
-            Path, typer.Option("--output", "-o", help="Where to write the multi-branch instance.")
+            Path,
+            option(
+                OUTPUT_PANEL,
+                "--output",
+                "-o",
+                help="Where to write the multi-branch instance.",
+                show_default=True,
+            ),
         ],
-        devices: DevicesOpt = None,
-        memory: MemoryOpt = None,
-        batch: BatchOpt = None,
-        bandwidth: BandwidthOpt = None,
+        cluster: dict = SETTINGS,
     ) -> None:
         """Make a multi-branch model like GraphPipe's: parallel towers of the profile's repeated
         layer between its source and sink layers, every number taken from the profile.
@@ -133,7 +160,7 @@ def register(app: typer.Typer) -> None:
                 f"--layers: a comma-separated list of whole numbers, got {layers!r}"
             ) from None
         check_writable(output, "instance", inputs={instance: "instance"})
-        inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
+        inst = load_with_overrides(instance, **cluster)
         model = towers(inst, counts)
         save_instance(model, output)
         stdout.print(
@@ -155,29 +182,46 @@ def register(app: typer.Typer) -> None:
     def bench_command(
         ctx: typer.Context,
         quick: Annotated[
-            bool, typer.Option("--quick", help="Only the small configurations, one run each.")
+            bool,
+            option(
+                RUN_PANEL,
+                "--quick",
+                help="Only the small configurations, one run each.",
+                show_default=True,
+            ),
         ] = False,
         json_out: JsonFileOpt = None,
         only: Annotated[
             Optional[list[str]],
-            typer.Option("--only", help="Configuration name (repeatable).", show_default=False),
+            option(
+                RUN_PANEL, "--only", help="Configuration name (repeatable).", show_default=False
+            ),
         ] = None,
-        modes: Annotated[
-            str, typer.Option("--modes", help="Comma-separated knapsack modes (exact, greedy).")
-        ] = "exact,greedy",
+        modes: KnapsackModesOpt = "exact,greedy",
         repeat: Annotated[
             int,
-            typer.Option(
-                "--repeat", min=1, help="Runs per case when a run takes under 20 s (median taken)."
+            option(
+                RUN_PANEL,
+                "--repeat",
+                min=1,
+                help="Runs per case when a run takes under 20 s (median taken).",
+                show_default=True,
             ),
         ] = 3,
         timeout: Annotated[
             float,
-            typer.Option("--timeout", min=1.0, help="Seconds per run (a run past it is killed)."),
+            option(
+                RUN_PANEL,
+                "--timeout",
+                min=1.0,
+                help="Seconds per run (a run past it is killed).",
+                show_default=True,
+            ),
         ] = 900.0,
         max_ideals: Annotated[
             Optional[int],
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--max-ideals",
                 min=1,
                 help="The DP's size guard: refuse instances with more successor-closed sets.",
@@ -187,7 +231,8 @@ def register(app: typer.Typer) -> None:
         profiles: ProfilesOpt = None,
         reference: Annotated[
             Optional[str],
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--reference",
                 help="Reference planner command, run once per configuration on the same instance "
                 "to compare CPU time and TPS; placeholders {instance} {devices} {memory} {batch} "
@@ -315,17 +360,27 @@ def _register_suites(bench: typer.Typer) -> None:
     def bench_milp_command(
         quick: Annotated[
             bool,
-            typer.Option("--quick", help="2 seeds, sizes 4 and 8, 10 s limit, bert K=4 only."),
+            option(
+                RUN_PANEL,
+                "--quick",
+                help="2 seeds, sizes 4 and 8, 10 s limit, bert K=4 only.",
+                show_default=True,
+            ),
         ] = False,
         seeds: Annotated[
             Optional[int],
-            typer.Option(
-                "--seeds", min=1, help="Seeds per size (default 5, quick 2).", show_default=False
+            option(
+                RUN_PANEL,
+                "--seeds",
+                min=1,
+                help="Seeds per size (default 5, quick 2).",
+                show_default=False,
             ),
         ] = None,
         time_limit: Annotated[
             Optional[float],
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--time-limit",
                 min=0.0,
                 help="Seconds per run (default 60, quick 10).",
@@ -335,7 +390,8 @@ def _register_suites(bench: typer.Typer) -> None:
         threads: ThreadsOpt = None,
         sizes: Annotated[
             Optional[str],
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--sizes",
                 help="Comma-separated node counts (default 4,8,12,16; quick 4,8).",
                 show_default=False,
@@ -343,7 +399,8 @@ def _register_suites(bench: typer.Typer) -> None:
         ] = None,
         bert_k: Annotated[
             Optional[str],
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--bert-k",
                 help="Comma-separated K for bert32a100 (default 4,8,16; quick 4; '' for none).",
                 show_default=False,
@@ -351,20 +408,30 @@ def _register_suites(bench: typer.Typer) -> None:
         ] = None,
         memory: Annotated[
             str,
-            typer.Option("--memory", help="Random instances' memory: tight, loose or a fraction."),
+            option(
+                SETTINGS_PANEL,
+                "--memory",
+                help="Random instances' memory: tight, loose or a fraction.",
+                show_default=True,
+            ),
         ] = "0.6",
         backends: Annotated[
             Optional[str],
-            typer.Option(
-                "--backends", help="Comma-separated backends (default all).", show_default=False
+            option(
+                RUN_PANEL,
+                "--backends",
+                help="Comma-separated backends (default all).",
+                show_default=False,
             ),
         ] = None,
         hint_from_dp: Annotated[
             bool,
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--hint-from-dp",
                 help="Give every backend the DP's plan as warm start and cutoff (the DP's "
                 "time not counted).",
+                show_default=True,
             ),
         ] = False,
         json_out: JsonFileOpt = None,
@@ -448,14 +515,30 @@ def _register_suites(bench: typer.Typer) -> None:
     def bench_modes_command(
         towers: Annotated[
             str,
-            typer.Option("--towers", help="Branch counts of the 4-layer towers ('' for none)."),
+            option(
+                RUN_PANEL,
+                "--towers",
+                help="Branch counts of the 4-layer towers ('' for none).",
+                show_default=True,
+            ),
         ] = "2,3",
         wide: Annotated[
             str,
-            typer.Option("--wide", help="Branch counts of the wide DAG ('' for none)."),
+            option(
+                RUN_PANEL,
+                "--wide",
+                help="Branch counts of the wide DAG ('' for none).",
+                show_default=True,
+            ),
         ] = "2,3,4",
         unpruned: Annotated[
-            bool, typer.Option("--unpruned", help="Also solve without the upper bound.")
+            bool,
+            option(
+                RUN_PANEL,
+                "--unpruned",
+                help="Also solve without the upper bound.",
+                show_default=True,
+            ),
         ] = False,
     ) -> None:
         """Measure the DP in the other modes (graph pipelining, batch time) on multi-branch
@@ -485,14 +568,20 @@ def _register_suites(bench: typer.Typer) -> None:
     @cli_errors
     def bench_small_command(
         seeds: Annotated[
-            int, typer.Option("--seeds", min=1, help="Seeds per (family, node count).")
+            int,
+            option(
+                RUN_PANEL,
+                "--seeds",
+                min=1,
+                help="Seeds per (family, node count).",
+                show_default=True,
+            ),
         ] = 3,
-        modes: Annotated[
-            str, typer.Option("--modes", help="Comma-separated knapsack modes (exact, greedy).")
-        ] = "exact",
+        modes: KnapsackModesOpt = "exact",
         reference: Annotated[
             Optional[str],
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--reference",
                 help="Reference planner command, run once per instance (placeholders as in "
                 "'piper-ilp bench --reference'); 'r.search' is our solve CPU / its "
@@ -548,33 +637,62 @@ def _register_greedy_fuzz(app: typer.Typer) -> None:
     def greedy_fuzz_command(
         reference: Annotated[
             str,
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--reference",
                 help="Reference planner command (e.g. the original C++ planner): placeholders "
                 "{instance} {plan} {devices} {memory} {batch} {bandwidth}; it prints 'tps: Y' "
                 "(inf: no plan) and may write its plan JSON to {plan}.",
+                show_default=True,
             ),
         ],
         family: Annotated[
             str,
-            typer.Option("--family", help="Instance family (default ties: Piper's rule's ties)."),
+            option(
+                RUN_PANEL,
+                "--family",
+                help="Instance family (default ties: Piper's rule's ties).",
+                show_default=True,
+            ),
         ] = "ties",
-        count: Annotated[int, typer.Option("--count", min=1, help="Number of instances.")] = 2000,
+        count: Annotated[
+            int, option(RUN_PANEL, "--count", min=1, help="Number of instances.", show_default=True)
+        ] = 2000,
         seed: Annotated[
-            int, typer.Option("--seed", help="Seed of the first instance (then seed + 1, ...).")
+            int,
+            option(
+                RUN_PANEL,
+                "--seed",
+                help="Seed of the first instance (then seed + 1, ...).",
+                show_default=True,
+            ),
         ] = 0,
         nodes: Annotated[
-            str, typer.Option("--nodes", help="Node counts A-B, taken in turn.")
+            str,
+            option(RUN_PANEL, "--nodes", help="Node counts A-B, taken in turn.", show_default=True),
         ] = "2-7",
         t_values: Annotated[
-            str, typer.Option("--t-values", help="Tensor-parallel degrees offered, e.g. 1,2.")
+            str,
+            option(
+                RUN_PANEL,
+                "--t-values",
+                help="Tensor-parallel degrees offered, e.g. 1,2.",
+                show_default=True,
+            ),
         ] = "1,2",
         integer: Annotated[
-            bool, typer.Option("--integer", help="Whole numbers only (the family's integer form).")
+            bool,
+            option(
+                RUN_PANEL,
+                "--integer",
+                help="Whole numbers only (the family's integer form).",
+                show_default=True,
+            ),
         ] = False,
         devices: Annotated[
             Optional[int],
-            typer.Option(
+            option(
+                SETTINGS_PANEL,
                 "--devices",
                 "-K",
                 min=1,
@@ -584,7 +702,8 @@ def _register_greedy_fuzz(app: typer.Typer) -> None:
         ] = None,
         batch: Annotated[
             Optional[int],
-            typer.Option(
+            option(
+                SETTINGS_PANEL,
                 "--batch",
                 "-N",
                 min=1,
@@ -593,11 +712,19 @@ def _register_greedy_fuzz(app: typer.Typer) -> None:
             ),
         ] = None,
         timeout: Annotated[
-            float, typer.Option("--timeout", min=0.1, help="Seconds per reference run.")
+            float,
+            option(
+                RUN_PANEL,
+                "--timeout",
+                min=0.1,
+                help="Seconds per reference run.",
+                show_default=True,
+            ),
         ] = 60.0,
         json_out: Annotated[
             Optional[Path],
-            typer.Option(
+            option(
+                OUTPUT_PANEL,
                 "--json",
                 help="Write every instance's record and the counts here.",
                 show_default=False,

@@ -12,7 +12,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from piper_cli.common import cli_errors, note_bare_sizes, print_json_line, stderr, stdout
+from piper_cli.common import (
+    OUTPUT_PANEL,
+    RUN_PANEL,
+    SETTINGS_PANEL,
+    cli_errors,
+    note_bare_sizes,
+    option,
+    print_json_line,
+    stderr,
+    stdout,
+)
 from piper_cli.format import raw_and_human
 
 
@@ -41,29 +51,50 @@ def register(app: typer.Typer) -> None:
     def import_pipedream(
         graph: Annotated[str, typer.Argument(help="PipeDream profile graph.txt.")],
         output: Annotated[
-            Path, typer.Option("--output", "-o", help="Where to write the instance JSON.")
+            Path,
+            option(
+                OUTPUT_PANEL,
+                "--output",
+                "-o",
+                help="Where to write the instance JSON.",
+                show_default=True,
+            ),
         ],
         devices: Annotated[
-            str, typer.Option("--devices", "-K", help="K, number of devices.")
+            str,
+            option(
+                SETTINGS_PANEL, "--devices", "-K", help="K, number of devices.", show_default=True
+            ),
         ] = "1",
         memory: Annotated[
             str,
-            typer.Option(
+            option(
+                SETTINGS_PANEL,
                 "--memory",
                 "-M",
                 help="M, bytes per device or a unit (16GB; B = bytes, bit = bits; PipeDream's "
                 "default -s).",
+                show_default=True,
             ),
         ] = "16e9",
         batch: Annotated[
-            str, typer.Option("--batch", "-N", help="N, microbatches per batch.")
+            str,
+            option(
+                SETTINGS_PANEL,
+                "--batch",
+                "-N",
+                help="N, microbatches per batch.",
+                show_default=True,
+            ),
         ] = "1",
         bandwidth: Annotated[
             str,
-            typer.Option(
+            option(
+                SETTINGS_PANEL,
                 "--bandwidth",
                 "-B",
                 help="B, bytes/s per device or a unit (1GB/s, 8Gbit/s; PipeDream's default -b).",
+                show_default=True,
             ),
         ] = "1e9",
     ) -> None:
@@ -96,44 +127,68 @@ def register(app: typer.Typer) -> None:
         graph: Annotated[str, typer.Argument(help="PipeDream profile graph.txt.")],
         machines: Annotated[
             list[str],
-            typer.Option(
+            option(
+                SETTINGS_PANEL,
                 "--devices",
                 "-K",
                 "--machines",
                 "-n",
                 help="Workers per level: '-K 4' or '-K 4,2' (or repeat; -n, --machines).",
+                show_default=True,
             ),
         ],
         bandwidth: Annotated[
             list[str],
-            typer.Option(
+            option(
+                SETTINGS_PANEL,
                 "--bandwidth",
                 "-B",
                 "-b",
                 help="Bandwidth per level, bytes/s or a unit (1GB/s, 8Gbit/s); one per level (-b).",
+                show_default=True,
             ),
         ],
         memory: Annotated[
             str,
-            typer.Option(
-                "--memory", "-M", "-s", help="Bytes per worker or a unit (16GB; PipeDream's -s)."
+            option(
+                SETTINGS_PANEL,
+                "--memory",
+                "-M",
+                "-s",
+                help="Bytes per worker or a unit (16GB; PipeDream's -s).",
+                show_default=True,
             ),
         ] = "16e9",
         memory_constraint: Annotated[
-            bool, typer.Option("--memory-constraint", help="Enforce PipeDream's memory rule.")
+            bool,
+            option(
+                RUN_PANEL,
+                "--memory-constraint",
+                help="Enforce PipeDream's memory rule.",
+                show_default=True,
+            ),
         ] = False,
         straight: Annotated[
             bool,
-            typer.Option("--straight", help="No replication (PipeDream's --straight_pipeline)."),
+            option(
+                RUN_PANEL,
+                "--straight",
+                help="No replication (PipeDream's --straight_pipeline).",
+                show_default=True,
+            ),
         ] = False,
         fewer_machines: Annotated[
             bool,
-            typer.Option(
-                "--fewer-machines", help="Allow fewer workers (PipeDream's --use_fewer_machines)."
+            option(
+                RUN_PANEL,
+                "--fewer-machines",
+                help="Allow fewer workers (PipeDream's --use_fewer_machines).",
+                show_default=True,
             ),
         ] = False,
         json_out: Annotated[
-            bool, typer.Option("--json", help="One JSON object on stdout.")
+            bool,
+            option(OUTPUT_PANEL, "--json", help="One JSON object on stdout.", show_default=True),
         ] = False,
     ) -> None:
         """PipeDream's planner (optimizer_graph_hierarchical.py) in PipeDream's own cost model:
@@ -213,27 +268,53 @@ def register(app: typer.Typer) -> None:
     @app.command("pipedream-check")
     @cli_errors
     def pipedream_check(
-        count: Annotated[int, typer.Option("--count", min=1, help="Number of random cases.")] = 300,
-        seed: Annotated[int, typer.Option("--seed", help="Seed of the campaign.")] = 1,
+        count: Annotated[
+            int,
+            option(RUN_PANEL, "--count", min=1, help="Number of random cases.", show_default=True),
+        ] = 300,
+        seed: Annotated[
+            int, option(RUN_PANEL, "--seed", help="Seed of the campaign.", show_default=True)
+        ] = 1,
         max_nodes: Annotated[
-            int, typer.Option("--max-nodes", min=1, max=9, help="Largest graph.")
+            int,
+            option(
+                RUN_PANEL, "--max-nodes", min=1, max=9, help="Largest graph.", show_default=True
+            ),
         ] = 7,
         max_machines: Annotated[
-            int, typer.Option("--max-machines", min=1, max=8, help="Largest worker count.")
+            int,
+            option(
+                RUN_PANEL,
+                "--max-machines",
+                min=1,
+                max=8,
+                help="Largest worker count.",
+                show_default=True,
+            ),
         ] = 5,
         summary: Annotated[
-            Optional[Path], typer.Option("--summary", help="Write the summary JSON here.")
+            Optional[Path],
+            option(
+                OUTPUT_PANEL, "--summary", help="Write the summary JSON here.", show_default=True
+            ),
         ] = None,
         milp: Annotated[
             bool,
-            typer.Option("--milp", help="Also solve each case with the MILP (SCIP) and compare."),
+            option(
+                RUN_PANEL,
+                "--milp",
+                help="Also solve each case with the MILP (SCIP) and compare.",
+                show_default=True,
+            ),
         ] = False,
         numbers: Annotated[
             str,
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--numbers",
                 help="plain, or hostile: numbers over 1e-30..1e30 (and some above, which the "
                 "parser must refuse), isolated nodes, settings at the ends of their ranges.",
+                show_default=True,
             ),
         ] = "plain",
     ) -> None:
