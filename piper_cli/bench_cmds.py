@@ -31,23 +31,11 @@ KnapsackModesOpt = Annotated[
     str, option(RUN_PANEL, "--modes", help="Knapsack modes: exact, greedy.", show_default=True)
 ]
 JsonFileOpt = Annotated[
-    Optional[Path],
-    option(
-        OUTPUT_PANEL,
-        "--json",
-        help="Also write the results as JSON to this file.",
-        show_default=False,
-    ),
+    Optional[Path], option(OUTPUT_PANEL, "--json", metavar="FILE", help="Also the results as JSON.")
 ]
 ProfilesOpt = Annotated[
     Optional[Path],
-    option(
-        RUN_PANEL,
-        "--profiles",
-        help="Folder of the published profiles (default: $PIPER_PROFILES, else "
-        "../shared/piper-inputs).",
-        show_default=False,
-    ),
+    option(RUN_PANEL, "--profiles", metavar="DIR", help="Published profiles (default below)."),
 ]
 
 
@@ -63,33 +51,16 @@ def register(app: typer.Typer) -> None:
         layers: Annotated[
             int,
             option(
-                RUN_PANEL,
-                "--layers",
-                "-L",
-                help="Number of repeated layers wanted (at least the current number).",
-                show_default=True,
+                RUN_PANEL, "--layers", "-L", help="Repeated layers wanted (>= now).", metavar="L"
             ),
         ],
         output: Annotated[
             Path,
-            option(
-                OUTPUT_PANEL,
-                "--output",
-                "-o",
-                help="Where to write the deeper instance.",
-                show_default=True,
-            ),
+            option(OUTPUT_PANEL, "--output", "-o", help="The deeper instance.", metavar="FILE"),
         ],
         chain_only: Annotated[
             bool,
-            option(
-                RUN_PANEL,
-                "--chain-only",
-                help="The paper's rule: copies get only the chain edges (the original planner "
-                "leaves out the other incoming edges, e.g. BERT's attention mask). Default: "
-                "copies get every edge.",
-                show_default=True,
-            ),
+            option(RUN_PANEL, "--chain-only", help="Only the chain edges (the paper's)."),
         ] = False,
         cluster: dict = SETTINGS,
     ) -> None:
@@ -125,22 +96,12 @@ def register(app: typer.Typer) -> None:
         ],
         layers: Annotated[
             str,
-            option(
-                RUN_PANEL,
-                "--layers",
-                "-L",
-                help="Layers per tower, comma-separated: 4,4,4 is three towers of 4.",
-                show_default=True,
-            ),
+            option(RUN_PANEL, "--layers", "-L", help="Layers per tower: 4,4,4.", metavar="LIST"),
         ],
         output: Annotated[
             Path,
             option(
-                OUTPUT_PANEL,
-                "--output",
-                "-o",
-                help="Where to write the multi-branch instance.",
-                show_default=True,
+                OUTPUT_PANEL, "--output", "-o", help="The multi-branch instance.", metavar="FILE"
             ),
         ],
         cluster: dict = SETTINGS,
@@ -183,19 +144,12 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         quick: Annotated[
             bool,
-            option(
-                RUN_PANEL,
-                "--quick",
-                help="Only the small configurations, one run each.",
-                show_default=True,
-            ),
+            option(RUN_PANEL, "--quick", help="Small configurations, one run each."),
         ] = False,
         json_out: JsonFileOpt = None,
         only: Annotated[
             Optional[list[str]],
-            option(
-                RUN_PANEL, "--only", help="Configuration name (repeatable).", show_default=False
-            ),
+            option(RUN_PANEL, "--only", help="A configuration (repeatable).", metavar="NAME"),
         ] = None,
         modes: KnapsackModesOpt = "exact,greedy",
         repeat: Annotated[
@@ -204,8 +158,9 @@ def register(app: typer.Typer) -> None:
                 RUN_PANEL,
                 "--repeat",
                 min=1,
-                help="Runs per case when a run takes under 20 s (median taken).",
+                help="Runs per case under 20 s (median).",
                 show_default=True,
+                metavar="N",
             ),
         ] = 3,
         timeout: Annotated[
@@ -214,8 +169,9 @@ def register(app: typer.Typer) -> None:
                 RUN_PANEL,
                 "--timeout",
                 min=1.0,
-                help="Seconds per run (a run past it is killed).",
+                help="Kill a run after this long.",
                 show_default=True,
+                metavar="SECONDS",
             ),
         ] = 900.0,
         max_ideals: Annotated[
@@ -224,21 +180,15 @@ def register(app: typer.Typer) -> None:
                 RUN_PANEL,
                 "--max-ideals",
                 min=1,
-                help="The DP's size guard: refuse instances with more successor-closed sets.",
-                show_default=False,
+                help="DP: refuse above this many sets.",
+                metavar="COUNT",
             ),
         ] = None,
         profiles: ProfilesOpt = None,
         reference: Annotated[
             Optional[str],
             option(
-                RUN_PANEL,
-                "--reference",
-                help="Reference planner command, run once per configuration on the same instance "
-                "to compare CPU time and TPS; placeholders {instance} {devices} {memory} {batch} "
-                "{bandwidth} (e.g. './piper {instance}'). It may print 'search-cpu-seconds: X' "
-                "and 'tps: Y' lines on stdout (see below).",
-                show_default=False,
+                RUN_PANEL, "--reference", help="Reference planner command (below).", metavar="CMD"
             ),
         ] = None,
     ) -> None:
@@ -250,8 +200,11 @@ def register(app: typer.Typer) -> None:
         run is a fresh process; a run past --timeout is killed; an instance above the size
         guard is refused.
 
-        With --reference CMD, the reference planner runs once per configuration
-        on the same instance; its whole-process CPU time is measured and "r.proc"
+        The profiles are read from --profiles, else $PIPER_PROFILES, else
+        ../shared/piper-inputs. With --reference CMD (placeholders {instance} {devices}
+        {memory} {batch} {bandwidth}, e.g. './piper {instance}'), the reference planner
+        runs once per configuration on the same instance; its whole-process CPU time is
+        measured and "r.proc"
         is ours / its (whole process each, start-up included). Output
         convention: if CMD prints a line "search-cpu-seconds: X" (its own CPU
         clock around its search alone) on stdout, "r.search" is our solve's
@@ -360,12 +313,7 @@ def _register_suites(bench: typer.Typer) -> None:
     def bench_milp_command(
         quick: Annotated[
             bool,
-            option(
-                RUN_PANEL,
-                "--quick",
-                help="2 seeds, sizes 4 and 8, 10 s limit, bert K=4 only.",
-                show_default=True,
-            ),
+            option(RUN_PANEL, "--quick", help="2 seeds, sizes 4 and 8, 10 s, K=4."),
         ] = False,
         seeds: Annotated[
             Optional[int],
@@ -373,8 +321,9 @@ def _register_suites(bench: typer.Typer) -> None:
                 RUN_PANEL,
                 "--seeds",
                 min=1,
-                help="Seeds per size (default 5, quick 2).",
+                help="Seeds per size (5; quick 2).",
                 show_default=False,
+                metavar="N",
             ),
         ] = None,
         time_limit: Annotated[
@@ -383,8 +332,9 @@ def _register_suites(bench: typer.Typer) -> None:
                 RUN_PANEL,
                 "--time-limit",
                 min=0.0,
-                help="Seconds per run (default 60, quick 10).",
+                help="Per run (60; quick 10).",
                 show_default=False,
+                metavar="SECONDS",
             ),
         ] = None,
         threads: ThreadsOpt = None,
@@ -393,8 +343,9 @@ def _register_suites(bench: typer.Typer) -> None:
             option(
                 RUN_PANEL,
                 "--sizes",
-                help="Comma-separated node counts (default 4,8,12,16; quick 4,8).",
+                help="Node counts (4,8,12,16; quick 4,8).",
                 show_default=False,
+                metavar="LIST",
             ),
         ] = None,
         bert_k: Annotated[
@@ -402,8 +353,9 @@ def _register_suites(bench: typer.Typer) -> None:
             option(
                 RUN_PANEL,
                 "--bert-k",
-                help="Comma-separated K for bert32a100 (default 4,8,16; quick 4; '' for none).",
+                help="K for BERT-32 (4,8,16; quick 4).",
                 show_default=False,
+                metavar="LIST",
             ),
         ] = None,
         memory: Annotated[
@@ -411,8 +363,9 @@ def _register_suites(bench: typer.Typer) -> None:
             option(
                 SETTINGS_PANEL,
                 "--memory",
-                help="Random instances' memory: tight, loose or a fraction.",
+                help="Random M: tight, loose or a fraction.",
                 show_default=True,
+                metavar="KIND",
             ),
         ] = "0.6",
         backends: Annotated[
@@ -420,19 +373,14 @@ def _register_suites(bench: typer.Typer) -> None:
             option(
                 RUN_PANEL,
                 "--backends",
-                help="Comma-separated backends (default all).",
+                help="Backends (default all).",
                 show_default=False,
+                metavar="LIST",
             ),
         ] = None,
         hint_from_dp: Annotated[
             bool,
-            option(
-                RUN_PANEL,
-                "--hint-from-dp",
-                help="Give every backend the DP's plan as warm start and cutoff (the DP's "
-                "time not counted).",
-                show_default=True,
-            ),
+            option(RUN_PANEL, "--hint-from-dp", help="Warm start from the DP's plan."),
         ] = False,
         json_out: JsonFileOpt = None,
         profiles: ProfilesOpt = None,
@@ -518,8 +466,9 @@ def _register_suites(bench: typer.Typer) -> None:
             option(
                 RUN_PANEL,
                 "--towers",
-                help="Branch counts of the 4-layer towers ('' for none).",
+                help="Tower branch counts ('' none).",
                 show_default=True,
+                metavar="LIST",
             ),
         ] = "2,3",
         wide: Annotated[
@@ -527,18 +476,14 @@ def _register_suites(bench: typer.Typer) -> None:
             option(
                 RUN_PANEL,
                 "--wide",
-                help="Branch counts of the wide DAG ('' for none).",
+                help="Wide DAG branch counts ('' none).",
                 show_default=True,
+                metavar="LIST",
             ),
         ] = "2,3,4",
         unpruned: Annotated[
             bool,
-            option(
-                RUN_PANEL,
-                "--unpruned",
-                help="Also solve without the upper bound.",
-                show_default=True,
-            ),
+            option(RUN_PANEL, "--unpruned", help="Also without the upper bound."),
         ] = False,
     ) -> None:
         """Measure the DP in the other modes (graph pipelining, batch time) on multi-branch
@@ -573,21 +518,15 @@ def _register_suites(bench: typer.Typer) -> None:
                 RUN_PANEL,
                 "--seeds",
                 min=1,
-                help="Seeds per (family, node count).",
+                help="Seeds per (family, nodes).",
                 show_default=True,
+                metavar="N",
             ),
         ] = 3,
         modes: KnapsackModesOpt = "exact",
         reference: Annotated[
             Optional[str],
-            option(
-                RUN_PANEL,
-                "--reference",
-                help="Reference planner command, run once per instance (placeholders as in "
-                "'piper-ilp bench --reference'); 'r.search' is our solve CPU / its "
-                "'search-cpu-seconds'.",
-                show_default=False,
-            ),
+            option(RUN_PANEL, "--reference", help="As for bench --reference.", metavar="CMD"),
         ] = None,
         json_out: JsonFileOpt = None,
     ) -> None:
@@ -638,56 +577,48 @@ def _register_greedy_fuzz(app: typer.Typer) -> None:
         reference: Annotated[
             str,
             option(
-                RUN_PANEL,
-                "--reference",
-                help="Reference planner command (e.g. the original C++ planner): placeholders "
-                "{instance} {plan} {devices} {memory} {batch} {bandwidth}; it prints 'tps: Y' "
-                "(inf: no plan) and may write its plan JSON to {plan}.",
-                show_default=True,
+                RUN_PANEL, "--reference", help="Reference planner command (below).", metavar="CMD"
             ),
         ],
         family: Annotated[
             str,
             option(
-                RUN_PANEL,
-                "--family",
-                help="Instance family (default ties: Piper's rule's ties).",
-                show_default=True,
+                RUN_PANEL, "--family", help="Instance family.", show_default=True, metavar="NAME"
             ),
         ] = "ties",
         count: Annotated[
-            int, option(RUN_PANEL, "--count", min=1, help="Number of instances.", show_default=True)
+            int,
+            option(RUN_PANEL, "--count", min=1, help="Instances.", show_default=True, metavar="N"),
         ] = 2000,
         seed: Annotated[
             int,
             option(
                 RUN_PANEL,
                 "--seed",
-                help="Seed of the first instance (then seed + 1, ...).",
+                help="Seed of the first instance.",
                 show_default=True,
+                metavar="N",
             ),
         ] = 0,
         nodes: Annotated[
             str,
-            option(RUN_PANEL, "--nodes", help="Node counts A-B, taken in turn.", show_default=True),
+            option(
+                RUN_PANEL, "--nodes", help="Node counts, in turn.", show_default=True, metavar="A-B"
+            ),
         ] = "2-7",
         t_values: Annotated[
             str,
             option(
                 RUN_PANEL,
                 "--t-values",
-                help="Tensor-parallel degrees offered, e.g. 1,2.",
+                help="Degrees t offered.",
                 show_default=True,
+                metavar="LIST",
             ),
         ] = "1,2",
         integer: Annotated[
             bool,
-            option(
-                RUN_PANEL,
-                "--integer",
-                help="Whole numbers only (the family's integer form).",
-                show_default=True,
-            ),
+            option(RUN_PANEL, "--integer", help="Whole numbers only."),
         ] = False,
         devices: Annotated[
             Optional[int],
@@ -696,8 +627,9 @@ def _register_greedy_fuzz(app: typer.Typer) -> None:
                 "--devices",
                 "-K",
                 min=1,
-                help="K of every instance (default: drawn).",
+                help="Every instance's K (default: drawn).",
                 show_default=False,
+                metavar="K",
             ),
         ] = None,
         batch: Annotated[
@@ -707,8 +639,9 @@ def _register_greedy_fuzz(app: typer.Typer) -> None:
                 "--batch",
                 "-N",
                 min=1,
-                help="N of every instance (default: drawn).",
+                help="Every instance's N (default: drawn).",
                 show_default=False,
+                metavar="N",
             ),
         ] = None,
         timeout: Annotated[
@@ -717,8 +650,9 @@ def _register_greedy_fuzz(app: typer.Typer) -> None:
                 RUN_PANEL,
                 "--timeout",
                 min=0.1,
-                help="Seconds per reference run.",
+                help="Per reference run.",
                 show_default=True,
+                metavar="SECONDS",
             ),
         ] = 60.0,
         json_out: Annotated[
@@ -726,17 +660,21 @@ def _register_greedy_fuzz(app: typer.Typer) -> None:
             option(
                 OUTPUT_PANEL,
                 "--json",
-                help="Write every instance's record and the counts here.",
+                help="Write the records and counts here.",
                 show_default=False,
+                metavar="FILE",
             ),
         ] = None,
     ) -> None:
         """Greedy mode (--knapsack greedy) against a reference planner on random instances.
 
-        Each instance is solved by greedy mode and by the reference; their TPS must agree
-        within relative 1e-9 (or neither finds a plan), and when the reference writes its
-        plan to {plan}, the evaluator's value of that plan must equal ours. One line per
-        difference, then the counts per outcome: same, tps-differs, plan-value-differs,
+        The reference command (e.g. the original C++ planner) has the placeholders
+        {instance} {plan} {devices} {memory} {batch} {bandwidth}; it prints 'tps: Y' (inf:
+        no plan) and may write its plan JSON to {plan}. Each instance (by default of the
+        family ties: the ties of Piper's rule) is solved by greedy mode and by the
+        reference; their TPS must agree within relative 1e-9 (or neither finds a plan), and
+        when the reference writes its plan, the evaluator's value of it must equal ours.
+        One line per difference, then the counts per outcome: same, tps-differs, plan-value-differs,
         reference-plan-rejected (the evaluator rejects the reference's plan, e.g. memory
         summed in floats that rounds down to M: greedy mode cannot give it), reference-failed
         (nothing to compare), greedy-refused. Exit 1 when any instance differs."""

@@ -52,19 +52,11 @@ def register(app: typer.Typer) -> None:
         graph: Annotated[str, typer.Argument(help="PipeDream profile graph.txt.")],
         output: Annotated[
             Path,
-            option(
-                OUTPUT_PANEL,
-                "--output",
-                "-o",
-                help="Where to write the instance JSON.",
-                show_default=True,
-            ),
+            option(OUTPUT_PANEL, "--output", "-o", help="The instance JSON.", metavar="FILE"),
         ],
         devices: Annotated[
             str,
-            option(
-                SETTINGS_PANEL, "--devices", "-K", help="K, number of devices.", show_default=True
-            ),
+            option(SETTINGS_PANEL, "--devices", "-K", help="K (1).", metavar="K"),
         ] = "1",
         memory: Annotated[
             str,
@@ -72,20 +64,13 @@ def register(app: typer.Typer) -> None:
                 SETTINGS_PANEL,
                 "--memory",
                 "-M",
-                help="M, bytes per device or a unit (16GB; B = bytes, bit = bits; PipeDream's "
-                "default -s).",
-                show_default=True,
+                help="M: 16GB (PipeDream's -s default).",
+                metavar="SIZE",
             ),
         ] = "16e9",
         batch: Annotated[
             str,
-            option(
-                SETTINGS_PANEL,
-                "--batch",
-                "-N",
-                help="N, microbatches per batch.",
-                show_default=True,
-            ),
+            option(SETTINGS_PANEL, "--batch", "-N", help="N (1).", metavar="N"),
         ] = "1",
         bandwidth: Annotated[
             str,
@@ -93,8 +78,8 @@ def register(app: typer.Typer) -> None:
                 SETTINGS_PANEL,
                 "--bandwidth",
                 "-B",
-                help="B, bytes/s per device or a unit (1GB/s, 8Gbit/s; PipeDream's default -b).",
-                show_default=True,
+                help="B: 1GB/s (PipeDream's -b default).",
+                metavar="RATE",
             ),
         ] = "1e9",
     ) -> None:
@@ -133,8 +118,8 @@ def register(app: typer.Typer) -> None:
                 "-K",
                 "--machines",
                 "-n",
-                help="Workers per level: '-K 4' or '-K 4,2' (or repeat; -n, --machines).",
-                show_default=True,
+                help="Workers per level: 4 or 4,2 (-n).",
+                metavar="LIST",
             ),
         ],
         bandwidth: Annotated[
@@ -144,8 +129,8 @@ def register(app: typer.Typer) -> None:
                 "--bandwidth",
                 "-B",
                 "-b",
-                help="Bandwidth per level, bytes/s or a unit (1GB/s, 8Gbit/s); one per level (-b).",
-                show_default=True,
+                help="Bytes/s per level: 1GB/s (-b).",
+                metavar="RATES",
             ),
         ],
         memory: Annotated[
@@ -155,44 +140,32 @@ def register(app: typer.Typer) -> None:
                 "--memory",
                 "-M",
                 "-s",
-                help="Bytes per worker or a unit (16GB; PipeDream's -s).",
-                show_default=True,
+                help="Per worker: 16GB (-s).",
+                metavar="SIZE",
             ),
         ] = "16e9",
         memory_constraint: Annotated[
             bool,
-            option(
-                RUN_PANEL,
-                "--memory-constraint",
-                help="Enforce PipeDream's memory rule.",
-                show_default=True,
-            ),
+            option(RUN_PANEL, "--memory-constraint", help="Enforce PipeDream's memory rule."),
         ] = False,
         straight: Annotated[
             bool,
-            option(
-                RUN_PANEL,
-                "--straight",
-                help="No replication (PipeDream's --straight_pipeline).",
-                show_default=True,
-            ),
+            option(RUN_PANEL, "--straight", help="No replication (--straight_pipeline)."),
         ] = False,
         fewer_machines: Annotated[
             bool,
-            option(
-                RUN_PANEL,
-                "--fewer-machines",
-                help="Allow fewer workers (PipeDream's --use_fewer_machines).",
-                show_default=True,
-            ),
+            option(RUN_PANEL, "--fewer-machines", help="Allow fewer workers."),
         ] = False,
         json_out: Annotated[
             bool,
-            option(OUTPUT_PANEL, "--json", help="One JSON object on stdout.", show_default=True),
+            option(OUTPUT_PANEL, "--json", help="One JSON object on stdout."),
         ] = False,
     ) -> None:
         """PipeDream's planner (optimizer_graph_hierarchical.py) in PipeDream's own cost model:
-        its objective "time per stage", the stages (layers, replication) and the CPU time."""
+        its objective "time per stage", the stages (layers, replication) and the CPU time.
+        --devices and --bandwidth take one value per level of the hierarchy (comma-separated
+        or repeated; PipeDream's -n and -b); sizes and rates take bytes or units (16GB,
+        8Gbit/s)."""
         from dp.pipedream import plan_graph
         from piper_ilp.errors import InputError
         from piper_ilp.instance import check_setting, parse_count, parse_size
@@ -270,16 +243,14 @@ def register(app: typer.Typer) -> None:
     def pipedream_check(
         count: Annotated[
             int,
-            option(RUN_PANEL, "--count", min=1, help="Number of random cases.", show_default=True),
+            option(RUN_PANEL, "--count", min=1, help="Random cases (300).", metavar="N"),
         ] = 300,
         seed: Annotated[
-            int, option(RUN_PANEL, "--seed", help="Seed of the campaign.", show_default=True)
+            int, option(RUN_PANEL, "--seed", help="Seed of the campaign (1).", metavar="N")
         ] = 1,
         max_nodes: Annotated[
             int,
-            option(
-                RUN_PANEL, "--max-nodes", min=1, max=9, help="Largest graph.", show_default=True
-            ),
+            option(RUN_PANEL, "--max-nodes", min=1, max=9, help="Largest graph (7).", metavar="N"),
         ] = 7,
         max_machines: Annotated[
             int,
@@ -288,38 +259,27 @@ def register(app: typer.Typer) -> None:
                 "--max-machines",
                 min=1,
                 max=8,
-                help="Largest worker count.",
-                show_default=True,
+                help="Largest worker count (5).",
+                metavar="N",
             ),
         ] = 5,
         summary: Annotated[
             Optional[Path],
-            option(
-                OUTPUT_PANEL, "--summary", help="Write the summary JSON here.", show_default=True
-            ),
+            option(OUTPUT_PANEL, "--summary", help="Write the summary JSON here.", metavar="FILE"),
         ] = None,
         milp: Annotated[
             bool,
-            option(
-                RUN_PANEL,
-                "--milp",
-                help="Also solve each case with the MILP (SCIP) and compare.",
-                show_default=True,
-            ),
+            option(RUN_PANEL, "--milp", help="Also the MILP (SCIP)."),
         ] = False,
         numbers: Annotated[
             str,
-            option(
-                RUN_PANEL,
-                "--numbers",
-                help="plain, or hostile: numbers over 1e-30..1e30 (and some above, which the "
-                "parser must refuse), isolated nodes, settings at the ends of their ranges.",
-                show_default=True,
-            ),
+            option(RUN_PANEL, "--numbers", help="plain or hostile (below).", metavar="KIND"),
         ] = "plain",
     ) -> None:
         """Cross-check PipeDream's DP against exhaustive search in its single-level model on
-        seeded tiny random graphs. Exit 1 when any case disagrees."""
+        seeded tiny random graphs. --numbers hostile draws numbers over 1e-30..1e30 (and
+        some above, which the parser must refuse), isolated nodes and settings at the ends of
+        their ranges. Exit 1 when any case disagrees."""
         from compare.baselines.pipedream import cross_check
         from piper_ilp.files import atomic_write_text, check_writable
 
