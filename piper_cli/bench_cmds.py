@@ -26,6 +26,7 @@ from piper_cli.common import (
     stdout,
     with_groups,
 )
+from piper_cli.compare_cmds import DrawnBatchOpt, DrawnDevicesOpt, TValuesOpt
 
 KnapsackModesOpt = Annotated[
     str, option(RUN_PANEL, "--modes", help="Knapsack modes: exact, greedy.", show_default=True)
@@ -37,6 +38,25 @@ ProfilesOpt = Annotated[
     Optional[Path],
     option(RUN_PANEL, "--profiles", metavar="DIR", help="Published profiles (default below)."),
 ]
+
+
+def _check_run(modes: str, reference: str | None, json_out: Path | None) -> list[str]:
+    """The knapsack modes of --modes, after checking them, the --reference command and that
+    --json can be written (bench and bench small); raise InputError in one line."""
+    from compare.bench.dp import check_reference_command
+    from piper_ilp.errors import InputError
+    from piper_ilp.files import check_writable
+
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    if not mode_list or any(m not in ("exact", "greedy") for m in mode_list):
+        raise InputError(
+            f"--modes: expected a comma-separated list of exact, greedy; got {modes!r}"
+        )
+    if reference is not None:
+        check_reference_command(reference)
+    if json_out is not None:
+        check_writable(json_out, "benchmark JSON")
+    return mode_list
 
 
 def register(app: typer.Typer) -> None:
@@ -227,13 +247,12 @@ def register(app: typer.Typer) -> None:
             CONFIGS,
             HEADER,
             bench_json,
-            check_reference_command,
             find_profiles,
             row_line,
             run_bench,
         )
         from piper_ilp.errors import InputError
-        from piper_ilp.files import atomic_write_text, check_writable
+        from piper_ilp.files import atomic_write_text
 
         names = [c.name for c in CONFIGS]
         unknown = [n for n in only or () if n not in names]
@@ -241,15 +260,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(
                 f"--only: unknown configuration {unknown[0]!r}; choose from {', '.join(names)}"
             )
-        mode_list = [m.strip() for m in modes.split(",") if m.strip()]
-        if not mode_list or any(m not in ("exact", "greedy") for m in mode_list):
-            raise InputError(
-                f"--modes: expected a comma-separated list of exact, greedy; got {modes!r}"
-            )
-        if reference is not None:
-            check_reference_command(reference)
-        if json_out is not None:
-            check_writable(json_out, "benchmark JSON")
+        mode_list = _check_run(modes, reference, json_out)
         configs = [c for c in CONFIGS if (not quick or c.quick) and (not only or c.name in only)]
         folder = find_profiles(profiles, sorted({c.profile for c in configs if c.profile}))
         stdout.print(HEADER, markup=False)
@@ -538,20 +549,10 @@ def _register_suites(bench: typer.Typer) -> None:
         CPU, overall and per family."""
         import json
 
-        from compare.bench.dp import check_reference_command
         from compare.bench.small import row_line, run_small, small_instances, summary
-        from piper_ilp.errors import InputError
-        from piper_ilp.files import atomic_write_text, check_writable, json_safe
+        from piper_ilp.files import atomic_write_text, json_safe
 
-        mode_list = [m.strip() for m in modes.split(",") if m.strip()]
-        if not mode_list or any(m not in ("exact", "greedy") for m in mode_list):
-            raise InputError(
-                f"--modes: expected a comma-separated list of exact, greedy; got {modes!r}"
-            )
-        if reference is not None:
-            check_reference_command(reference)
-        if json_out is not None:
-            check_writable(json_out, "benchmark JSON")
+        mode_list = _check_run(modes, reference, json_out)
         header = (
             f"{'instance':<28} {'mode':<6} {'status':<10} {'TPS':>18} {'CPU s':>8} "
             f"{'ref srch':>8} {'r.search':>8} {'cands':>8}"
@@ -606,44 +607,12 @@ def _register_greedy_fuzz(app: typer.Typer) -> None:
                 RUN_PANEL, "--nodes", help="Node counts, in turn.", show_default=True, metavar="A-B"
             ),
         ] = "2-7",
-        t_values: Annotated[
-            str,
-            option(
-                RUN_PANEL,
-                "--t-values",
-                help="Degrees t offered.",
-                show_default=True,
-                metavar="LIST",
-            ),
-        ] = "1,2",
+        t_values: TValuesOpt = "1,2",
         integer: Annotated[
-            bool,
-            option(RUN_PANEL, "--integer", help="Whole numbers only."),
+            bool, option(RUN_PANEL, "--integer", help="Whole numbers only.")
         ] = False,
-        devices: Annotated[
-            Optional[int],
-            option(
-                SETTINGS_PANEL,
-                "--devices",
-                "-K",
-                min=1,
-                help="Every instance's K (default: drawn).",
-                show_default=False,
-                metavar="K",
-            ),
-        ] = None,
-        batch: Annotated[
-            Optional[int],
-            option(
-                SETTINGS_PANEL,
-                "--batch",
-                "-N",
-                min=1,
-                help="Every instance's N (default: drawn).",
-                show_default=False,
-                metavar="N",
-            ),
-        ] = None,
+        devices: DrawnDevicesOpt = None,
+        batch: DrawnBatchOpt = None,
         timeout: Annotated[
             float,
             option(

@@ -13,6 +13,7 @@ import enum
 import functools
 import json
 import sys
+import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
@@ -41,6 +42,7 @@ __all__ = [
     "OptionGroup",
     "with_groups",
     "option",
+    "setting_option",
     "time_limit_option",
     "output_option",
     "ForceOpt",
@@ -112,15 +114,16 @@ def option(panel: str, *decls: str, help: str, **kwargs: Any) -> Any:
     return typer.Option(*decls, help=help, rich_help_panel=panel, **kwargs)
 
 
-def _setting(flag: str, short: str, metavar: str, help: str) -> Any:
+def setting_option(flag: str, short: str, metavar: str, help: str) -> Any:
+    """A text option in the Settings panel (a K, M, N or B as the user wrote it)."""
     return Annotated[Optional[str], option(SETTINGS_PANEL, flag, short, metavar=metavar, help=help)]
 
 
 # ---- settings overrides (every command that reads an instance) ----
-DevicesOpt = _setting("--devices", "-K", "K", "Devices (overrides maxDevices).")
-MemoryOpt = _setting("--memory", "-M", "SIZE", "Memory per device: bytes, 8GiB, 80GB.")
-BatchOpt = _setting("--batch", "-N", "N", "Microbatches per batch.")
-BandwidthOpt = _setting("--bandwidth", "-B", "RATE", "Bytes/s per device: 25GiB/s, 25Gbit/s.")
+DevicesOpt = setting_option("--devices", "-K", "K", "Devices (overrides maxDevices).")
+MemoryOpt = setting_option("--memory", "-M", "SIZE", "Memory per device: bytes, 8GiB, 80GB.")
+BatchOpt = setting_option("--batch", "-N", "N", "Microbatches per batch.")
+BandwidthOpt = setting_option("--bandwidth", "-B", "RATE", "Bytes/s per device: 25GiB/s, 25Gbit/s.")
 
 
 def _flag(panel: str, name: str, help: str) -> Any:
@@ -234,44 +237,49 @@ class OptionGroup:
 
     Parameters
     ----------
-    **params : type
-        Each option's parameter name -> its ``Annotated`` type; its default is False for a
-        flag (bool), else None (not given).
+    *kinds : type
+        The options' ``Annotated`` types; each one's parameter name is its first flag's
+        (``--max-d``: ``max_d``), its default False for a flag (bool), else None.
+
+    Examples
+    --------
+    >>> list(MODE.without("objective").params)
+    ['pipeline', 'schedule', 'in_flight']
+    >>> SETTINGS.defaults()["devices"][1], RESTRICTIONS.defaults()["uniform"][1]
+    (None, False)
     """
 
-    def __init__(self, **params: Any) -> None:
-        self.params = params
+    def __init__(self, *kinds: Any) -> None:
+        self.params = {_param_name(kind): kind for kind in kinds}
 
     def without(self, *names: str) -> OptionGroup:
         """The group less the options ``names``."""
-        return OptionGroup(**{k: v for k, v in self.params.items() if k not in names})
+        return OptionGroup(*(kind for name, kind in self.params.items() if name not in names))
 
     def defaults(self) -> dict[str, tuple[Any, Any]]:
-        """Each option's name -> (its type, its default)."""
-        import typing
-
+        """Each option's parameter name -> (its type, its default)."""
         return {
             name: (kind, False if typing.get_args(kind)[0] is bool else None)
             for name, kind in self.params.items()
         }
 
 
+def _param_name(kind: Any) -> str:
+    """The parameter name of an ``Annotated[..., typer.Option("--flag", ...)]``: its first
+    long flag without the dashes (typer keeps the first flag given in ``Annotated`` as
+    ``default``, the others as ``param_decls``)."""
+    info = typing.get_args(kind)[1]
+    flags = [d for d in (info.default, *info.param_decls) if str(d).startswith("--")]
+    return flags[0].split("/")[0][2:].replace("-", "_")
+
+
 #: --devices, --memory, --batch, --bandwidth (keywords of :func:`read_overrides`).
-SETTINGS = OptionGroup(devices=DevicesOpt, memory=MemoryOpt, batch=BatchOpt, bandwidth=BandwidthOpt)
+SETTINGS = OptionGroup(DevicesOpt, MemoryOpt, BatchOpt, BandwidthOpt)
 #: The restriction flags (keywords of :func:`restrictions_from_flags`).
-RESTRICTIONS = OptionGroup(
-    no_data_parallel=NoDataParallelOpt,
-    no_tensor_parallel=NoTensorParallelOpt,
-    no_recompute=NoRecomputeOpt,
-    exclude_option=ExcludeOptionOpt,
-    max_d=MaxDOpt,
-    max_t=MaxTOpt,
-    uniform=UniformOpt,
-)
+_ABLATIONS = (NoDataParallelOpt, NoTensorParallelOpt, NoRecomputeOpt, ExcludeOptionOpt)
+RESTRICTIONS = OptionGroup(*_ABLATIONS, MaxDOpt, MaxTOpt, UniformOpt)
 #: --pipeline, --objective, --schedule, --in-flight (keywords of :func:`mode_from_flags`).
-MODE = OptionGroup(
-    pipeline=PipelineOpt, objective=ObjectiveOpt, schedule=ScheduleOpt, in_flight=InFlightOpt
-)
+MODE = OptionGroup(PipelineOpt, ObjectiveOpt, ScheduleOpt, InFlightOpt)
 
 
 def with_groups(func: Callable) -> Callable:

@@ -54,6 +54,20 @@ __all__ = [
 ]
 
 EXTERNAL_PANEL = "External planners"
+TValuesOpt = Annotated[
+    str,
+    option(INPUT_PANEL, "--t-values", metavar="LIST", help="Degrees t offered.", show_default=True),
+]
+DrawnDevicesOpt = Annotated[
+    Optional[int],
+    option(
+        SETTINGS_PANEL, "--devices", "-K", min=1, metavar="K", help="Every instance's K (drawn)."
+    ),
+]
+DrawnBatchOpt = Annotated[
+    Optional[int],
+    option(SETTINGS_PANEL, "--batch", "-N", min=1, metavar="N", help="Every instance's N (drawn)."),
+]
 InstanceOutputOpt = output_option("Write the instance here (default: stdout).")
 RESULTS_PANEL = "Results folder and workers"
 
@@ -589,9 +603,7 @@ def register(app: typer.Typer) -> None:
             int, option(INPUT_PANEL, "--nodes", min=1, help="Nodes (layers).", show_default=True)
         ] = 6,
         seed: Annotated[int, option(INPUT_PANEL, "--seed", help="Same seed, same instance.")] = 0,
-        t_values: Annotated[
-            str, option(INPUT_PANEL, "--t-values", help="Degrees t offered.", show_default=True)
-        ] = "1,2",
+        t_values: TValuesOpt = "1,2",
         options: Annotated[
             str,
             option(
@@ -605,28 +617,8 @@ def register(app: typer.Typer) -> None:
         integer: Annotated[
             bool, option(INPUT_PANEL, "--integer", help="Small integers, B = 1 (exact backends).")
         ] = False,
-        devices: Annotated[
-            Optional[int],
-            option(
-                SETTINGS_PANEL,
-                "--devices",
-                "-K",
-                min=1,
-                metavar="K",
-                help="Default: drawn in 1..8.",
-            ),
-        ] = None,
-        batch: Annotated[
-            Optional[int],
-            option(
-                SETTINGS_PANEL,
-                "--batch",
-                "-N",
-                min=1,
-                metavar="N",
-                help="Default: drawn from 1,2,4,6,8.",
-            ),
-        ] = None,
+        devices: DrawnDevicesOpt = None,
+        batch: DrawnBatchOpt = None,
         output: InstanceOutputOpt = None,
     ) -> None:
         """Write a random instance of a graph family.
@@ -634,8 +626,8 @@ def register(app: typer.Typer) -> None:
         Families: chain, skip (skip connections), layered (a random DAG), series-parallel,
         fork-join, towers; numerics (those shapes with numbers over 1e-6..1e18, exact ties,
         memory at M), hostile (1e-30..1e30, isolated nodes, N = 1, K up to 2^20) and ties
-        (the ties that decide Piper's greedy rule). Deterministic per seed; the instance goes
-        to stdout unless -o."""
+        (the ties that decide Piper's greedy rule). K is drawn in 1..8 and N from 1, 2, 4, 6,
+        8 unless given. Deterministic per seed; the instance goes to stdout unless -o."""
         from compare.builders.generators import random_instance
         from piper_ilp.errors import InputError
         from piper_ilp.files import atomic_write_text, check_writable

@@ -20,6 +20,7 @@ from piper_cli.common import (
     note_bare_sizes,
     option,
     print_json_line,
+    setting_option,
     stderr,
     stdout,
 )
@@ -54,34 +55,14 @@ def register(app: typer.Typer) -> None:
             Path,
             option(OUTPUT_PANEL, "--output", "-o", help="The instance JSON.", metavar="FILE"),
         ],
-        devices: Annotated[
-            str,
-            option(SETTINGS_PANEL, "--devices", "-K", help="K (1).", metavar="K"),
-        ] = "1",
-        memory: Annotated[
-            str,
-            option(
-                SETTINGS_PANEL,
-                "--memory",
-                "-M",
-                help="M: 16GB (PipeDream's -s default).",
-                metavar="SIZE",
-            ),
-        ] = "16e9",
-        batch: Annotated[
-            str,
-            option(SETTINGS_PANEL, "--batch", "-N", help="N (1).", metavar="N"),
-        ] = "1",
-        bandwidth: Annotated[
-            str,
-            option(
-                SETTINGS_PANEL,
-                "--bandwidth",
-                "-B",
-                help="B: 1GB/s (PipeDream's -b default).",
-                metavar="RATE",
-            ),
-        ] = "1e9",
+        devices: setting_option("--devices", "-K", "K", "K (1).") = "1",
+        memory: setting_option(
+            "--memory", "-M", "SIZE", "M: 16GB (PipeDream's -s default)."
+        ) = "16e9",
+        batch: setting_option("--batch", "-N", "N", "N (1).") = "1",
+        bandwidth: setting_option(
+            "--bandwidth", "-B", "RATE", "B: 1GB/s (PipeDream's -b default)."
+        ) = "1e9",
     ) -> None:
         """Write a Piper instance for a PipeDream graph.txt: one option "vanilla" at t = 1 per
         layer, p = (F + G) / 1000 s, w = b = P, a = A, edges carry the source's A bytes;

@@ -11,13 +11,13 @@ import typer
 from piper_cli.common import (
     METHOD_PANEL,
     OUTPUT_PANEL,
-    SETTINGS_PANEL,
     InFlightOpt,
     cli_errors,
     load_with_overrides,
     note_bare_sizes,
     option,
     output_option,
+    setting_option,
     stderr,
     stdout,
     time_limit_option,
@@ -32,10 +32,6 @@ from piper_cli.compare_cmds import (
     resolve_scheduler,
 )
 from piper_cli.evaluate_cmd import InstanceArg
-
-
-def _grid(flag: str, short: str, metavar: str, help: str):
-    return Annotated[Optional[str], option(SETTINGS_PANEL, flag, short, metavar=metavar, help=help)]
 
 
 def _list(text: str | None, what: str, parse) -> list | None:
@@ -55,10 +51,14 @@ def register(app: typer.Typer) -> None:
     def sweep_command(
         instance: InstanceArg,
         out: OutFolderOpt,
-        devices: _grid("--devices", "-K", "LIST", "K values (default: the file's).") = None,
-        memory: _grid("--memory", "-M", "SIZES", "M values: 8GiB,16GiB.") = None,
-        batch: _grid("--batch", "-N", "LIST", "N values.") = None,
-        bandwidth: _grid("--bandwidth", "-B", "RATES", "B values: 25GiB/s,100Gbit/s.") = None,
+        devices: setting_option(
+            "--devices", "-K", "LIST", "K values (default: the file's)."
+        ) = None,
+        memory: setting_option("--memory", "-M", "SIZES", "M values: 8GiB,16GiB.") = None,
+        batch: setting_option("--batch", "-N", "LIST", "N values.") = None,
+        bandwidth: setting_option(
+            "--bandwidth", "-B", "RATES", "B values: 25GiB/s,100Gbit/s."
+        ) = None,
         variants: Annotated[
             str,
             option(
