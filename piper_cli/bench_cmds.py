@@ -14,35 +14,55 @@ from typing import Annotated, Optional
 import typer
 
 from piper_cli.common import (
-    BandwidthOpt,
-    BatchOpt,
-    DevicesOpt,
-    MemoryOpt,
+    OUTPUT_PANEL,
+    RUN_PANEL,
+    SETTINGS,
+    SETTINGS_PANEL,
+    ThreadsOpt,
     cli_errors,
     load_with_overrides,
+    option,
     print_json_line,
     stdout,
+    with_groups,
 )
-from piper_cli.compare_cmds import ThreadsOpt
+from piper_cli.compare_cmds import DrawnBatchOpt, DrawnDevicesOpt, TValuesOpt
 
+KnapsackModesOpt = Annotated[
+    str, option(RUN_PANEL, "--modes", help="Knapsack modes: exact, greedy.", show_default=True)
+]
 JsonFileOpt = Annotated[
-    Optional[Path],
-    typer.Option("--json", help="Also write the results as JSON to this file.", show_default=False),
+    Optional[Path], option(OUTPUT_PANEL, "--json", metavar="FILE", help="Also the results as JSON.")
 ]
 ProfilesOpt = Annotated[
     Optional[Path],
-    typer.Option(
-        "--profiles",
-        help="Folder of the published profiles (default: $PIPER_PROFILES, else "
-        "../shared/piper-inputs).",
-        show_default=False,
-    ),
+    option(RUN_PANEL, "--profiles", metavar="DIR", help="Published profiles (default below)."),
 ]
+
+
+def _check_run(modes: str, reference: str | None, json_out: Path | None) -> list[str]:
+    """The knapsack modes of --modes, after checking them, the --reference command and that
+    --json can be written (bench and bench small); raise InputError in one line."""
+    from compare.bench.dp import check_reference_command
+    from piper_ilp.errors import InputError
+    from piper_ilp.files import check_writable
+
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    if not mode_list or any(m not in ("exact", "greedy") for m in mode_list):
+        raise InputError(
+            f"--modes: expected a comma-separated list of exact, greedy; got {modes!r}"
+        )
+    if reference is not None:
+        check_reference_command(reference)
+    if json_out is not None:
+        check_writable(json_out, "benchmark JSON")
+    return mode_list
 
 
 def register(app: typer.Typer) -> None:
     @app.command("deepen")
     @cli_errors
+    @with_groups
     def deepen_command(
         instance: Annotated[
             str,
@@ -50,28 +70,19 @@ def register(app: typer.Typer) -> None:
         ],
         layers: Annotated[
             int,
-            typer.Option(
-                "--layers",
-                "-L",
-                help="Number of repeated layers wanted (at least the current number).",
+            option(
+                RUN_PANEL, "--layers", "-L", help="Repeated layers wanted (>= now).", metavar="L"
             ),
         ],
         output: Annotated[
-            Path, typer.Option("--output", "-o", help="Where to write the deeper instance.")
+            Path,
+            option(OUTPUT_PANEL, "--output", "-o", help="The deeper instance.", metavar="FILE"),
         ],
         chain_only: Annotated[
             bool,
-            typer.Option(
-                "--chain-only",
-                help="The paper's rule: copies get only the chain edges (the original planner "
-                "leaves out the other incoming edges, e.g. BERT's attention mask). Default: "
-                "copies get every edge.",
-            ),
+            option(RUN_PANEL, "--chain-only", help="Only the chain edges (the paper's)."),
         ] = False,
-        devices: DevicesOpt = None,
-        memory: MemoryOpt = None,
-        batch: BatchOpt = None,
-        bandwidth: BandwidthOpt = None,
+        cluster: dict = SETTINGS,
     ) -> None:
         """Make a deeper model: copies of a repeated layer are inserted into the chain of such
         layers. By default each copy gets every edge the copied layer has (the chain edges
@@ -84,7 +95,7 @@ def register(app: typer.Typer) -> None:
         from piper_ilp.instance import save_instance
 
         check_writable(output, "instance", inputs={instance: "instance"})
-        inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
+        inst = load_with_overrides(instance, **cluster)
         before = len(repeated_chain(inst))
         deeper = deepen(inst, layers, chain_only=chain_only)
         save_instance(deeper, output)
@@ -97,6 +108,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("towers")
     @cli_errors
+    @with_groups
     def towers_command(
         instance: Annotated[
             str,
@@ -104,19 +116,15 @@ def register(app: typer.Typer) -> None:
         ],
         layers: Annotated[
             str,
-            typer.Option(
-                "--layers",
-                "-L",
-                help="Layers per tower, comma-separated: 4,4,4 is three towers of 4.",
-            ),
+            option(RUN_PANEL, "--layers", "-L", help="Layers per tower: 4,4,4.", metavar="LIST"),
         ],
         output: Annotated[
-            Path, typer.Option("--output", "-o", help="Where to write the multi-branch instance.")
+            Path,
+            option(
+                OUTPUT_PANEL, "--output", "-o", help="The multi-branch instance.", metavar="FILE"
+            ),
         ],
-        devices: DevicesOpt = None,
-        memory: MemoryOpt = None,
-        batch: BatchOpt = None,
-        bandwidth: BandwidthOpt = None,
+        cluster: dict = SETTINGS,
     ) -> None:
         """Make a multi-branch model like GraphPipe's: parallel towers of the profile's repeated
         layer between its source and sink layers, every number taken from the profile.
@@ -133,7 +141,7 @@ def register(app: typer.Typer) -> None:
                 f"--layers: a comma-separated list of whole numbers, got {layers!r}"
             ) from None
         check_writable(output, "instance", inputs={instance: "instance"})
-        inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
+        inst = load_with_overrides(instance, **cluster)
         model = towers(inst, counts)
         save_instance(model, output)
         stdout.print(
@@ -155,45 +163,52 @@ def register(app: typer.Typer) -> None:
     def bench_command(
         ctx: typer.Context,
         quick: Annotated[
-            bool, typer.Option("--quick", help="Only the small configurations, one run each.")
+            bool,
+            option(RUN_PANEL, "--quick", help="Small configurations, one run each."),
         ] = False,
         json_out: JsonFileOpt = None,
         only: Annotated[
             Optional[list[str]],
-            typer.Option("--only", help="Configuration name (repeatable).", show_default=False),
+            option(RUN_PANEL, "--only", help="A configuration (repeatable).", metavar="NAME"),
         ] = None,
-        modes: Annotated[
-            str, typer.Option("--modes", help="Comma-separated knapsack modes (exact, greedy).")
-        ] = "exact,greedy",
+        modes: KnapsackModesOpt = "exact,greedy",
         repeat: Annotated[
             int,
-            typer.Option(
-                "--repeat", min=1, help="Runs per case when a run takes under 20 s (median taken)."
+            option(
+                RUN_PANEL,
+                "--repeat",
+                min=1,
+                help="Runs per case under 20 s (median).",
+                show_default=True,
+                metavar="N",
             ),
         ] = 3,
         timeout: Annotated[
             float,
-            typer.Option("--timeout", min=1.0, help="Seconds per run (a run past it is killed)."),
+            option(
+                RUN_PANEL,
+                "--timeout",
+                min=1.0,
+                help="Kill a run after this long.",
+                show_default=True,
+                metavar="SECONDS",
+            ),
         ] = 900.0,
         max_ideals: Annotated[
             Optional[int],
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--max-ideals",
                 min=1,
-                help="The DP's size guard: refuse instances with more successor-closed sets.",
-                show_default=False,
+                help="DP: refuse above this many sets.",
+                metavar="COUNT",
             ),
         ] = None,
         profiles: ProfilesOpt = None,
         reference: Annotated[
             Optional[str],
-            typer.Option(
-                "--reference",
-                help="Reference planner command, run once per configuration on the same instance "
-                "to compare CPU time and TPS; placeholders {instance} {devices} {memory} {batch} "
-                "{bandwidth} (e.g. './piper {instance}'). It may print 'search-cpu-seconds: X' "
-                "and 'tps: Y' lines on stdout (see below).",
-                show_default=False,
+            option(
+                RUN_PANEL, "--reference", help="Reference planner command (below).", metavar="CMD"
             ),
         ] = None,
     ) -> None:
@@ -205,8 +220,11 @@ def register(app: typer.Typer) -> None:
         run is a fresh process; a run past --timeout is killed; an instance above the size
         guard is refused.
 
-        With --reference CMD, the reference planner runs once per configuration
-        on the same instance; its whole-process CPU time is measured and "r.proc"
+        The profiles are read from --profiles, else $PIPER_PROFILES, else
+        ../shared/piper-inputs. With --reference CMD (placeholders {instance} {devices}
+        {memory} {batch} {bandwidth}, e.g. './piper {instance}'), the reference planner
+        runs once per configuration on the same instance; its whole-process CPU time is
+        measured and "r.proc"
         is ours / its (whole process each, start-up included). Output
         convention: if CMD prints a line "search-cpu-seconds: X" (its own CPU
         clock around its search alone) on stdout, "r.search" is our solve's
@@ -229,13 +247,12 @@ def register(app: typer.Typer) -> None:
             CONFIGS,
             HEADER,
             bench_json,
-            check_reference_command,
             find_profiles,
             row_line,
             run_bench,
         )
         from piper_ilp.errors import InputError
-        from piper_ilp.files import atomic_write_text, check_writable
+        from piper_ilp.files import atomic_write_text
 
         names = [c.name for c in CONFIGS]
         unknown = [n for n in only or () if n not in names]
@@ -243,15 +260,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(
                 f"--only: unknown configuration {unknown[0]!r}; choose from {', '.join(names)}"
             )
-        mode_list = [m.strip() for m in modes.split(",") if m.strip()]
-        if not mode_list or any(m not in ("exact", "greedy") for m in mode_list):
-            raise InputError(
-                f"--modes: expected a comma-separated list of exact, greedy; got {modes!r}"
-            )
-        if reference is not None:
-            check_reference_command(reference)
-        if json_out is not None:
-            check_writable(json_out, "benchmark JSON")
+        mode_list = _check_run(modes, reference, json_out)
         configs = [c for c in CONFIGS if (not quick or c.quick) and (not only or c.name in only)]
         folder = find_profiles(profiles, sorted({c.profile for c in configs if c.profile}))
         stdout.print(HEADER, markup=False)
@@ -315,57 +324,74 @@ def _register_suites(bench: typer.Typer) -> None:
     def bench_milp_command(
         quick: Annotated[
             bool,
-            typer.Option("--quick", help="2 seeds, sizes 4 and 8, 10 s limit, bert K=4 only."),
+            option(RUN_PANEL, "--quick", help="2 seeds, sizes 4 and 8, 10 s, K=4."),
         ] = False,
         seeds: Annotated[
             Optional[int],
-            typer.Option(
-                "--seeds", min=1, help="Seeds per size (default 5, quick 2).", show_default=False
+            option(
+                RUN_PANEL,
+                "--seeds",
+                min=1,
+                help="Seeds per size (5; quick 2).",
+                show_default=False,
+                metavar="N",
             ),
         ] = None,
         time_limit: Annotated[
             Optional[float],
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--time-limit",
                 min=0.0,
-                help="Seconds per run (default 60, quick 10).",
+                help="Per run (60; quick 10).",
                 show_default=False,
+                metavar="SECONDS",
             ),
         ] = None,
         threads: ThreadsOpt = None,
         sizes: Annotated[
             Optional[str],
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--sizes",
-                help="Comma-separated node counts (default 4,8,12,16; quick 4,8).",
+                help="Node counts (4,8,12,16; quick 4,8).",
                 show_default=False,
+                metavar="LIST",
             ),
         ] = None,
         bert_k: Annotated[
             Optional[str],
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--bert-k",
-                help="Comma-separated K for bert32a100 (default 4,8,16; quick 4; '' for none).",
+                help="K for BERT-32 (4,8,16; quick 4).",
                 show_default=False,
+                metavar="LIST",
             ),
         ] = None,
         memory: Annotated[
             str,
-            typer.Option("--memory", help="Random instances' memory: tight, loose or a fraction."),
+            option(
+                SETTINGS_PANEL,
+                "--memory",
+                help="Random M: tight, loose or a fraction.",
+                show_default=True,
+                metavar="KIND",
+            ),
         ] = "0.6",
         backends: Annotated[
             Optional[str],
-            typer.Option(
-                "--backends", help="Comma-separated backends (default all).", show_default=False
+            option(
+                RUN_PANEL,
+                "--backends",
+                help="Backends (default all).",
+                show_default=False,
+                metavar="LIST",
             ),
         ] = None,
         hint_from_dp: Annotated[
             bool,
-            typer.Option(
-                "--hint-from-dp",
-                help="Give every backend the DP's plan as warm start and cutoff (the DP's "
-                "time not counted).",
-            ),
+            option(RUN_PANEL, "--hint-from-dp", help="Warm start from the DP's plan."),
         ] = False,
         json_out: JsonFileOpt = None,
         profiles: ProfilesOpt = None,
@@ -448,14 +474,27 @@ def _register_suites(bench: typer.Typer) -> None:
     def bench_modes_command(
         towers: Annotated[
             str,
-            typer.Option("--towers", help="Branch counts of the 4-layer towers ('' for none)."),
+            option(
+                RUN_PANEL,
+                "--towers",
+                help="Tower branch counts ('' none).",
+                show_default=True,
+                metavar="LIST",
+            ),
         ] = "2,3",
         wide: Annotated[
             str,
-            typer.Option("--wide", help="Branch counts of the wide DAG ('' for none)."),
+            option(
+                RUN_PANEL,
+                "--wide",
+                help="Wide DAG branch counts ('' none).",
+                show_default=True,
+                metavar="LIST",
+            ),
         ] = "2,3,4",
         unpruned: Annotated[
-            bool, typer.Option("--unpruned", help="Also solve without the upper bound.")
+            bool,
+            option(RUN_PANEL, "--unpruned", help="Also without the upper bound."),
         ] = False,
     ) -> None:
         """Measure the DP in the other modes (graph pipelining, batch time) on multi-branch
@@ -485,20 +524,20 @@ def _register_suites(bench: typer.Typer) -> None:
     @cli_errors
     def bench_small_command(
         seeds: Annotated[
-            int, typer.Option("--seeds", min=1, help="Seeds per (family, node count).")
+            int,
+            option(
+                RUN_PANEL,
+                "--seeds",
+                min=1,
+                help="Seeds per (family, nodes).",
+                show_default=True,
+                metavar="N",
+            ),
         ] = 3,
-        modes: Annotated[
-            str, typer.Option("--modes", help="Comma-separated knapsack modes (exact, greedy).")
-        ] = "exact",
+        modes: KnapsackModesOpt = "exact",
         reference: Annotated[
             Optional[str],
-            typer.Option(
-                "--reference",
-                help="Reference planner command, run once per instance (placeholders as in "
-                "'piper-ilp bench --reference'); 'r.search' is our solve CPU / its "
-                "'search-cpu-seconds'.",
-                show_default=False,
-            ),
+            option(RUN_PANEL, "--reference", help="As for bench --reference.", metavar="CMD"),
         ] = None,
         json_out: JsonFileOpt = None,
     ) -> None:
@@ -510,20 +549,10 @@ def _register_suites(bench: typer.Typer) -> None:
         CPU, overall and per family."""
         import json
 
-        from compare.bench.dp import check_reference_command
         from compare.bench.small import row_line, run_small, small_instances, summary
-        from piper_ilp.errors import InputError
-        from piper_ilp.files import atomic_write_text, check_writable, json_safe
+        from piper_ilp.files import atomic_write_text, json_safe
 
-        mode_list = [m.strip() for m in modes.split(",") if m.strip()]
-        if not mode_list or any(m not in ("exact", "greedy") for m in mode_list):
-            raise InputError(
-                f"--modes: expected a comma-separated list of exact, greedy; got {modes!r}"
-            )
-        if reference is not None:
-            check_reference_command(reference)
-        if json_out is not None:
-            check_writable(json_out, "benchmark JSON")
+        mode_list = _check_run(modes, reference, json_out)
         header = (
             f"{'instance':<28} {'mode':<6} {'status':<10} {'TPS':>18} {'CPU s':>8} "
             f"{'ref srch':>8} {'r.search':>8} {'cands':>8}"
@@ -548,68 +577,73 @@ def _register_greedy_fuzz(app: typer.Typer) -> None:
     def greedy_fuzz_command(
         reference: Annotated[
             str,
-            typer.Option(
-                "--reference",
-                help="Reference planner command (e.g. the original C++ planner): placeholders "
-                "{instance} {plan} {devices} {memory} {batch} {bandwidth}; it prints 'tps: Y' "
-                "(inf: no plan) and may write its plan JSON to {plan}.",
+            option(
+                RUN_PANEL, "--reference", help="Reference planner command (below).", metavar="CMD"
             ),
         ],
         family: Annotated[
             str,
-            typer.Option("--family", help="Instance family (default ties: Piper's rule's ties)."),
+            option(
+                RUN_PANEL, "--family", help="Instance family.", show_default=True, metavar="NAME"
+            ),
         ] = "ties",
-        count: Annotated[int, typer.Option("--count", min=1, help="Number of instances.")] = 2000,
+        count: Annotated[
+            int,
+            option(RUN_PANEL, "--count", min=1, help="Instances.", show_default=True, metavar="N"),
+        ] = 2000,
         seed: Annotated[
-            int, typer.Option("--seed", help="Seed of the first instance (then seed + 1, ...).")
+            int,
+            option(
+                RUN_PANEL,
+                "--seed",
+                help="Seed of the first instance.",
+                show_default=True,
+                metavar="N",
+            ),
         ] = 0,
         nodes: Annotated[
-            str, typer.Option("--nodes", help="Node counts A-B, taken in turn.")
+            str,
+            option(
+                RUN_PANEL, "--nodes", help="Node counts, in turn.", show_default=True, metavar="A-B"
+            ),
         ] = "2-7",
-        t_values: Annotated[
-            str, typer.Option("--t-values", help="Tensor-parallel degrees offered, e.g. 1,2.")
-        ] = "1,2",
+        t_values: TValuesOpt = "1,2",
         integer: Annotated[
-            bool, typer.Option("--integer", help="Whole numbers only (the family's integer form).")
+            bool, option(RUN_PANEL, "--integer", help="Whole numbers only.")
         ] = False,
-        devices: Annotated[
-            Optional[int],
-            typer.Option(
-                "--devices",
-                "-K",
-                min=1,
-                help="K of every instance (default: drawn).",
-                show_default=False,
-            ),
-        ] = None,
-        batch: Annotated[
-            Optional[int],
-            typer.Option(
-                "--batch",
-                "-N",
-                min=1,
-                help="N of every instance (default: drawn).",
-                show_default=False,
-            ),
-        ] = None,
+        devices: DrawnDevicesOpt = None,
+        batch: DrawnBatchOpt = None,
         timeout: Annotated[
-            float, typer.Option("--timeout", min=0.1, help="Seconds per reference run.")
+            float,
+            option(
+                RUN_PANEL,
+                "--timeout",
+                min=0.1,
+                help="Per reference run.",
+                show_default=True,
+                metavar="SECONDS",
+            ),
         ] = 60.0,
         json_out: Annotated[
             Optional[Path],
-            typer.Option(
+            option(
+                OUTPUT_PANEL,
                 "--json",
-                help="Write every instance's record and the counts here.",
+                help="Write the records and counts here.",
                 show_default=False,
+                metavar="FILE",
             ),
         ] = None,
     ) -> None:
         """Greedy mode (--knapsack greedy) against a reference planner on random instances.
 
-        Each instance is solved by greedy mode and by the reference; their TPS must agree
-        within relative 1e-9 (or neither finds a plan), and when the reference writes its
-        plan to {plan}, the evaluator's value of that plan must equal ours. One line per
-        difference, then the counts per outcome: same, tps-differs, plan-value-differs,
+        The reference command (e.g. the original C++ planner) has the placeholders
+        {instance} {plan} {devices} {memory} {batch} {bandwidth}; it prints 'tps: Y' (inf:
+        no plan) and may write its plan JSON to {plan}. Each instance (by default of the
+        family ties: the ties of Piper's rule) is solved by greedy mode and by the
+        reference; their TPS must agree within relative 1e-9 (or neither finds a plan), and
+        when the reference writes its plan, the evaluator's value of it must equal ours.
+        One line per difference, then the counts per outcome: same, tps-differs, plan-value-differs,
         reference-plan-rejected (the evaluator rejects the reference's plan, e.g. memory
         summed in floats that rounds down to M: greedy mode cannot give it), reference-failed
         (nothing to compare), greedy-refused. Exit 1 when any instance differs."""

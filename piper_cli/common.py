@@ -13,6 +13,8 @@ import enum
 import functools
 import json
 import sys
+import typing
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
@@ -32,6 +34,22 @@ __all__ = [
     "MODE_PANEL",
     "METHOD_PANEL",
     "OUTPUT_PANEL",
+    "INPUT_PANEL",
+    "RUN_PANEL",
+    "SETTINGS",
+    "RESTRICTIONS",
+    "MODE",
+    "OptionGroup",
+    "with_groups",
+    "option",
+    "setting_option",
+    "time_limit_option",
+    "output_option",
+    "ForceOpt",
+    "ThreadsOpt",
+    "MaxIdealsOpt",
+    "ProgressOpt",
+    "IgnoreMetadataOpt",
     "DevicesOpt",
     "MemoryOpt",
     "BatchOpt",
@@ -81,122 +99,98 @@ RESTRICT_PANEL = "Restrictions"
 MODE_PANEL = "Mode (secs. 8, 9, 11)"
 METHOD_PANEL = "Method"
 OUTPUT_PANEL = "Output"
+INPUT_PANEL = "Input"
+RUN_PANEL = "Run"
+
+
+def option(panel: str, *decls: str, help: str, **kwargs: Any) -> Any:
+    """A ``typer.Option`` in the --help panel ``panel`` with a one-line ``help``; no default
+    shown unless ``show_default`` is given (the help says it where it matters).
+
+    >>> option(OUTPUT_PANEL, "--json", help="One JSON object per line.").rich_help_panel
+    'Output'
+    """
+    kwargs.setdefault("show_default", False)
+    return typer.Option(*decls, help=help, rich_help_panel=panel, **kwargs)
+
+
+def setting_option(flag: str, short: str, metavar: str, help: str) -> Any:
+    """A text option in the Settings panel (a K, M, N or B as the user wrote it)."""
+    return Annotated[Optional[str], option(SETTINGS_PANEL, flag, short, metavar=metavar, help=help)]
+
 
 # ---- settings overrides (every command that reads an instance) ----
-DevicesOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--devices",
-        "-K",
-        metavar="K",
-        help="Devices (overrides maxDevices).",
-        show_default=False,
-        rich_help_panel=SETTINGS_PANEL,
-    ),
-]
-MemoryOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--memory",
-        "-M",
-        metavar="SIZE",
-        help="Memory per device: bytes, 8GiB, 80GB.",
-        show_default=False,
-        rich_help_panel=SETTINGS_PANEL,
-    ),
-]
-BatchOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--batch",
-        "-N",
-        metavar="N",
-        help="Microbatches per batch.",
-        show_default=False,
-        rich_help_panel=SETTINGS_PANEL,
-    ),
-]
-BandwidthOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--bandwidth",
-        "-B",
-        metavar="RATE",
-        help="Bytes/s per device: 25GiB/s, 25Gbit/s.",
-        show_default=False,
-        rich_help_panel=SETTINGS_PANEL,
-    ),
-]
+DevicesOpt = setting_option("--devices", "-K", "K", "Devices (overrides maxDevices).")
+MemoryOpt = setting_option("--memory", "-M", "SIZE", "Memory per device: bytes, 8GiB, 80GB.")
+BatchOpt = setting_option("--batch", "-N", "N", "Microbatches per batch.")
+BandwidthOpt = setting_option("--bandwidth", "-B", "RATE", "Bytes/s per device: 25GiB/s, 25Gbit/s.")
+
+
+def _flag(panel: str, name: str, help: str) -> Any:
+    return Annotated[bool, option(panel, name, help=help)]
+
 
 # ---- restrictions (every solver command) ----
-NoDataParallelOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-data-parallel", help="d = 1 in every stage.", rich_help_panel=RESTRICT_PANEL
-    ),
-]
-NoTensorParallelOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-tensor-parallel", help="t = 1 in every stage.", rich_help_panel=RESTRICT_PANEL
-    ),
-]
-NoRecomputeOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-recompute",
-        help="No 'activation recomp' option.",
-        rich_help_panel=RESTRICT_PANEL,
-    ),
-]
+NoDataParallelOpt = _flag(RESTRICT_PANEL, "--no-data-parallel", "d = 1 in every stage.")
+NoTensorParallelOpt = _flag(RESTRICT_PANEL, "--no-tensor-parallel", "t = 1 in every stage.")
+NoRecomputeOpt = _flag(RESTRICT_PANEL, "--no-recompute", "No 'activation recomp' option.")
 ExcludeOptionOpt = Annotated[
     Optional[list[str]],
-    typer.Option(
+    option(
+        RESTRICT_PANEL,
         "--exclude-option",
         metavar="ID",
         help="Leave out an option id (repeatable).",
-        show_default=False,
-        rich_help_panel=RESTRICT_PANEL,
     ),
 ]
 MaxDOpt = Annotated[
     Optional[int],
-    typer.Option(
-        "--max-d",
-        min=1,
-        metavar="D",
-        help="Cap on every stage's d.",
-        show_default=False,
-        rich_help_panel=RESTRICT_PANEL,
-    ),
+    option(RESTRICT_PANEL, "--max-d", min=1, metavar="D", help="Cap on every stage's d."),
 ]
 MaxTOpt = Annotated[
     Optional[int],
-    typer.Option(
-        "--max-t",
+    option(RESTRICT_PANEL, "--max-t", min=1, metavar="T", help="Cap on every stage's t."),
+]
+UniformOpt = _flag(RESTRICT_PANEL, "--uniform", "One t and d for every stage.")
+
+# ---- method options and outputs that several commands share ----
+JsonOpt = _flag(OUTPUT_PANEL, "--json", "One JSON object per line on stdout.")
+ForceOpt = _flag(METHOD_PANEL, "--force", "Run past the size guards (docs/usage.md#limits).")
+ThreadsOpt = Annotated[
+    Optional[int],
+    option(METHOD_PANEL, "--threads", min=1, metavar="1-64", help="MILP: solver threads."),
+]
+MaxIdealsOpt = Annotated[
+    Optional[int],
+    option(
+        METHOD_PANEL,
+        "--max-ideals",
         min=1,
-        metavar="T",
-        help="Cap on every stage's t.",
-        show_default=False,
-        rich_help_panel=RESTRICT_PANEL,
+        metavar="COUNT",
+        help="DP: refuse above this many sets.",
     ),
 ]
+ProgressOpt = Annotated[
+    Optional[bool],
+    option(OUTPUT_PANEL, "--progress/--no-progress", help="On stderr (default: on a terminal)."),
+]
+IgnoreMetadataOpt = _flag(
+    SETTINGS_PANEL, "--ignore-metadata", "Use neither the plan's settings nor its check."
+)
 
-UniformOpt = Annotated[
-    bool,
-    typer.Option(
-        "--uniform",
-        help="One t and d for every stage.",
-        rich_help_panel=RESTRICT_PANEL,
-    ),
-]
 
-JsonOpt = Annotated[
-    bool,
-    typer.Option(
-        "--json", help="One JSON object per line on stdout.", rich_help_panel=OUTPUT_PANEL
-    ),
-]
+def time_limit_option(help: str = "Stop each method after this long (never optimal).") -> Any:
+    """The ``--time-limit SECONDS`` option (>= 0) of a solving command, in the Method panel."""
+    return Annotated[
+        Optional[float], option(METHOD_PANEL, "--time-limit", min=0.0, metavar="SECONDS", help=help)
+    ]
+
+
+def output_option(help: str, metavar: str = "FILE", kind: type = Path) -> Any:
+    """The ``--output/-o`` option of a command that writes a file, in the Output panel."""
+    return Annotated[
+        Optional[kind], option(OUTPUT_PANEL, "--output", "-o", metavar=metavar, help=help)
+    ]
 
 
 # ---- the mode (cost model secs. 8, 9, 11): what is optimized and how plans are judged ----
@@ -224,41 +218,98 @@ class InFlight(str, enum.Enum):
 
 
 PipelineOpt = Annotated[
-    Optional[Pipeline],
-    typer.Option(
-        "--pipeline",
-        help="Default: sequential.",
-        show_default=False,
-        rich_help_panel=MODE_PANEL,
-    ),
+    Optional[Pipeline], option(MODE_PANEL, "--pipeline", help="Default: sequential.")
 ]
 ObjectiveOpt = Annotated[
-    Optional[Objective],
-    typer.Option(
-        "--objective",
-        help="Default: throughput.",
-        show_default=False,
-        rich_help_panel=MODE_PANEL,
-    ),
+    Optional[Objective], option(MODE_PANEL, "--objective", help="Default: throughput.")
 ]
-ScheduleOpt = Annotated[
-    Optional[Schedule],
-    typer.Option(
-        "--schedule",
-        help="Default: 1f1b.",
-        show_default=False,
-        rich_help_panel=MODE_PANEL,
-    ),
-]
+ScheduleOpt = Annotated[Optional[Schedule], option(MODE_PANEL, "--schedule", help="Default: 1f1b.")]
 InFlightOpt = Annotated[
-    Optional[InFlight],
-    typer.Option(
-        "--in-flight",
-        help="Default: piper.",
-        show_default=False,
-        rich_help_panel=MODE_PANEL,
-    ),
+    Optional[InFlight], option(MODE_PANEL, "--in-flight", help="Default: piper.")
 ]
+
+
+class OptionGroup:
+    """Options that several commands take together, declared once: a command parameter
+    whose default is a group (``cluster: dict = SETTINGS``) stands, under
+    :func:`with_groups`, for the group's options (in --help, in that place) and receives
+    their values as one dict by parameter name.
+
+    Parameters
+    ----------
+    *kinds : type
+        The options' ``Annotated`` types; each one's parameter name is its first flag's
+        (``--max-d``: ``max_d``), its default False for a flag (bool), else None.
+
+    Examples
+    --------
+    >>> list(MODE.without("objective").params)
+    ['pipeline', 'schedule', 'in_flight']
+    >>> SETTINGS.defaults()["devices"][1], RESTRICTIONS.defaults()["uniform"][1]
+    (None, False)
+    """
+
+    def __init__(self, *kinds: Any) -> None:
+        self.params = {_param_name(kind): kind for kind in kinds}
+
+    def without(self, *names: str) -> OptionGroup:
+        """The group less the options ``names``."""
+        return OptionGroup(*(kind for name, kind in self.params.items() if name not in names))
+
+    def defaults(self) -> dict[str, tuple[Any, Any]]:
+        """Each option's parameter name -> (its type, its default)."""
+        return {
+            name: (kind, False if typing.get_args(kind)[0] is bool else None)
+            for name, kind in self.params.items()
+        }
+
+
+def _param_name(kind: Any) -> str:
+    """The parameter name of an ``Annotated[..., typer.Option("--flag", ...)]``: its first
+    long flag without the dashes (typer keeps the first flag given in ``Annotated`` as
+    ``default``, the others as ``param_decls``)."""
+    info = typing.get_args(kind)[1]
+    flags = [d for d in (info.default, *info.param_decls) if str(d).startswith("--")]
+    return flags[0].split("/")[0][2:].replace("-", "_")
+
+
+#: --devices, --memory, --batch, --bandwidth (keywords of :func:`read_overrides`).
+SETTINGS = OptionGroup(DevicesOpt, MemoryOpt, BatchOpt, BandwidthOpt)
+#: The restriction flags (keywords of :func:`restrictions_from_flags`).
+_ABLATIONS = (NoDataParallelOpt, NoTensorParallelOpt, NoRecomputeOpt, ExcludeOptionOpt)
+RESTRICTIONS = OptionGroup(*_ABLATIONS, MaxDOpt, MaxTOpt, UniformOpt)
+#: --pipeline, --objective, --schedule, --in-flight (keywords of :func:`mode_from_flags`).
+MODE = OptionGroup(PipelineOpt, ObjectiveOpt, ScheduleOpt, InFlightOpt)
+
+
+def with_groups(func: Callable) -> Callable:
+    """Expand the :class:`OptionGroup` parameters of a typer command ``func`` into their
+    options (its signature as typer reads it) and pack their values back into one dict per
+    group when typer calls it. Apply it below ``@cli_errors``."""
+    import inspect
+
+    sig = inspect.signature(func, eval_str=True)
+    params: list[inspect.Parameter] = []
+    groups: dict[str, OptionGroup] = {}
+    for p in sig.parameters.values():
+        if isinstance(p.default, OptionGroup):
+            groups[p.name] = p.default
+            params += [
+                inspect.Parameter(name, p.kind, default=default, annotation=kind)
+                for name, (kind, default) in p.default.defaults().items()
+            ]
+        else:
+            params.append(p)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any):
+        for name, group in groups.items():
+            kwargs[name] = {key: kwargs.pop(key) for key in group.params}
+        return func(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper
 
 
 def mode_from_flags(

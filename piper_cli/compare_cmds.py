@@ -15,31 +15,32 @@ import typer
 from rich.table import Table
 
 from piper_cli.common import (
-    BandwidthOpt,
-    BatchOpt,
-    DevicesOpt,
-    ExcludeOptionOpt,
-    InFlightOpt,
+    INPUT_PANEL,
+    METHOD_PANEL,
+    MODE,
+    MODE_PANEL,
+    OUTPUT_PANEL,
+    RESTRICT_PANEL,
+    RESTRICTIONS,
+    SETTINGS,
+    SETTINGS_PANEL,
+    ForceOpt,
     JsonOpt,
-    MaxDOpt,
-    MaxTOpt,
-    MemoryOpt,
-    NoDataParallelOpt,
-    NoRecomputeOpt,
-    NoTensorParallelOpt,
-    ObjectiveOpt,
-    PipelineOpt,
-    ScheduleOpt,
+    ThreadsOpt,
     UniformOpt,
     cli_errors,
     load_with_settings,
     mode_from_flags,
     note_bare_sizes,
+    option,
+    output_option,
     print_json_line,
     read_overrides,
     restrictions_from_flags,
     stderr,
     stdout,
+    time_limit_option,
+    with_groups,
 )
 from piper_cli.format import settings_line, stage_table
 
@@ -52,62 +53,68 @@ __all__ = [
     "parse_ints",
 ]
 
+EXTERNAL_PANEL = "External planners"
+TValuesOpt = Annotated[
+    str,
+    option(INPUT_PANEL, "--t-values", metavar="LIST", help="Degrees t offered.", show_default=True),
+]
+DrawnDevicesOpt = Annotated[
+    Optional[int],
+    option(
+        SETTINGS_PANEL, "--devices", "-K", min=1, metavar="K", help="Every instance's K (drawn)."
+    ),
+]
+DrawnBatchOpt = Annotated[
+    Optional[int],
+    option(SETTINGS_PANEL, "--batch", "-N", min=1, metavar="N", help="Every instance's N (drawn)."),
+]
+InstanceOutputOpt = output_option("Write the instance here (default: stdout).")
+RESULTS_PANEL = "Results folder and workers"
+
 MethodsOpt = Annotated[
     str,
-    typer.Option(
+    option(
+        METHOD_PANEL,
         "--methods",
-        help="Comma-separated methods among dp, cpsat, cbc, scip (MILP backends), brute (only "
-        "where the graph is tiny), greedy.",
+        metavar="LIST",
+        help="Also: scip, greedy.",
+        show_default=True,
     ),
 ]
-TimeLimitOpt = Annotated[
-    Optional[float],
-    typer.Option(
-        "--time-limit",
-        min=0.0,
-        help="Seconds per method for the DP, greedy, brute and each MILP backend (a method "
-        "stopped early proves nothing; its plan and bound are still checked).",
-    ),
-]
-ThreadsOpt = Annotated[
-    Optional[int],
-    typer.Option(
-        "--threads", min=1, help="MILP solver threads, 1 to 64 (SCIP's limit).", show_default=False
-    ),
-]
-
-
+TimeLimitOpt = time_limit_option("Per method (default 60).")
 ExternalOpt = Annotated[
     Optional[list[str]],
-    typer.Option(
+    option(
+        EXTERNAL_PANEL,
         "--external",
-        help="An external planner NAME=COMMAND (repeatable); COMMAND prints a plan JSON, with "
-        "placeholders {instance} {devices} {memory} {batch} {bandwidth} "
-        "(docs/external-planners.md).",
-        show_default=False,
+        metavar="NAME=CMD",
+        help="See docs/external-planners.md.",
     ),
 ]
 ExternalTimeoutOpt = Annotated[
     Optional[float],
-    typer.Option(
+    option(
+        EXTERNAL_PANEL,
         "--external-timeout",
         min=0.0,
-        help="Seconds before an external planner is killed.",
-        show_default=False,
+        metavar="SECONDS",
+        help="Kill a planner after this long.",
     ),
 ]
-
-
 SchedulerOpt = Annotated[
     Optional[str],
-    typer.Option(
+    option(
+        RESULTS_PANEL,
         "--scheduler",
-        help="Where the jobs run: 'local' (a dask LocalCluster of --workers processes started by "
-        "the command; the default where dask is installed: pip install "
-        "'piper-ilp\\[distributed]'), a dask scheduler address tcp://HOST:PORT, or 'processes' "
-        "(local worker processes; the default without dask).",
-        show_default=False,
+        metavar="WHERE",
+        help="local, processes, tcp://HOST:PORT.",
     ),
+]
+OutFolderOpt = Annotated[
+    Path, option(RESULTS_PANEL, "--out", metavar="DIR", help="The results folder.")
+]
+WorkersOpt = Annotated[
+    int, option(RESULTS_PANEL, "--workers", min=1, metavar="N", help="Worker processes.")
 ]
 
 
@@ -143,21 +150,16 @@ def parse_externals(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def _verify_pipedream(
-    graphs: list[str],
-    devices: str | None,
-    bandwidth: str | None,
-    memory: str | None,
-    straight: bool,
-    json_out: bool,
-) -> None:
+def _verify_pipedream(graphs: list[str], cluster: dict, straight: bool, json_out: bool) -> None:
     """``verify --model pipedream``: PipeDream's DP, its MILP and exhaustive search on each
-    graph."""
+    graph; ``cluster`` holds the texts of --devices, --memory, --bandwidth (--batch
+    unused)."""
     from compare.baselines.pipedream import check_pipedream
     from piper_ilp.errors import InputError
     from piper_ilp.instance import check_setting, human_bytes, parse_count, parse_size
     from piper_ilp.pipedream import antichain_states, parse_graph, prepare
 
+    devices, memory, bandwidth = cluster["devices"], cluster["memory"], cluster["bandwidth"]
     if devices is None or bandwidth is None:
         raise InputError("--model pipedream needs --devices (workers) and --bandwidth")
     n = parse_count(devices, "--devices")
@@ -469,6 +471,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("verify")
     @cli_errors
+    @with_groups
     def verify_command(
         instances: Annotated[
             list[str],
@@ -477,95 +480,39 @@ def register(app: typer.Typer) -> None:
         methods: MethodsOpt = "dp,path,cpsat,cbc,brute",
         time_limit: TimeLimitOpt = 60.0,
         threads: ThreadsOpt = None,
-        force: Annotated[
-            bool,
-            typer.Option(
-                "--force",
-                help="Run every method past its size guard (MILP variables, brute's nodes and "
-                "steps, the DP's successor-closed sets).",
-            ),
-        ] = False,
+        force: ForceOpt = False,
         greedy: Annotated[
             bool,
-            typer.Option(
-                "--greedy/--no-greedy", help="Also run Piper's greedy rule and report its gap."
-            ),
+            option(METHOD_PANEL, "--greedy/--no-greedy", help="Piper's greedy rule (on)."),
         ] = True,
         milp_hint: Annotated[
-            bool,
-            typer.Option(
-                "--milp-hint",
-                help="Give the MILP backends the DP's plan as warm start and "
-                "cutoff (the DP runs first; a backend error under it counts as a mismatch). "
-                "Off by default: the backends then run fully independently. Needs dp and a MILP "
-                "backend in --methods.",
-            ),
+            bool, option(METHOD_PANEL, "--milp-hint", help="MILP: start from DP's plan.")
         ] = False,
-        devices: DevicesOpt = None,
-        memory: MemoryOpt = None,
-        batch: BatchOpt = None,
-        bandwidth: BandwidthOpt = None,
-        no_data_parallel: NoDataParallelOpt = False,
-        no_tensor_parallel: NoTensorParallelOpt = False,
-        no_recompute: NoRecomputeOpt = False,
-        exclude_option: ExcludeOptionOpt = None,
-        max_d: MaxDOpt = None,
-        max_t: MaxTOpt = None,
-        uniform: UniformOpt = False,
-        uniform_cost: Annotated[
-            bool,
-            typer.Option(
-                "--uniform-cost",
-                help="Verify both the free problem and the uniform one (every stage the same t "
-                "and d) and report the cost of uniformity: the ratio of the two optima.",
-            ),
-        ] = False,
-        pipeline: PipelineOpt = None,
-        objective: ObjectiveOpt = None,
-        schedule: ScheduleOpt = None,
-        in_flight: InFlightOpt = None,
-        detail: Annotated[
-            bool,
-            typer.Option(
-                "--detail",
-                help="More digits, devices and sum d, notes in the table, and every plan stage by "
-                "stage.",
-            ),
-        ] = False,
-        external: ExternalOpt = None,
-        external_timeout: ExternalTimeoutOpt = None,
         model: Annotated[
             str,
-            typer.Option(
-                "--model",
-                help="piper (the default), or pipedream: each INSTANCE is a PipeDream graph.txt, "
-                "checked in PipeDream's single-level model (its DP, its MILP, exhaustive search) "
-                "with --devices workers, --bandwidth, --memory (its memory rule) and "
-                "--no-data-parallel (a straight pipeline).",
-            ),
+            option(METHOD_PANEL, "--model", help="piper or pipedream."),
         ] = "piper",
+        cluster: dict = SETTINGS,
+        restrict: dict = RESTRICTIONS,
+        uniform_cost: Annotated[
+            bool,
+            option(RESTRICT_PANEL, "--uniform-cost", help="Free and uniform; ratio."),
+        ] = False,
+        mode_flags: dict = MODE,
+        external: ExternalOpt = None,
+        external_timeout: ExternalTimeoutOpt = None,
+        detail: Annotated[
+            bool, option(OUTPUT_PANEL, "--detail", help="More digits, notes, every plan.")
+        ] = False,
         json_out: JsonOpt = False,
     ) -> None:
         """Cross-check the methods on each INSTANCE and give one verdict.
 
-        Every method solves the instance, the evaluator re-checks every plan, and the verdict is one
-        of: match (two or more independent methods proved the same optimum and every method that ran
-        proved it), consistent (the same, but some method proved nothing: a time limit, a backend
-        out of range or in error), single-proof (only one method, or one lineage such as the MILP
-        backends, proved it), inconclusive (nothing proven), error (the DP, brute or the greedy rule
-        failed), mismatch (answers contradict each other: values, plans and the first
-        difference are shown).
-
-        --pipeline, --objective, --schedule and --in-flight choose the problem every
-        method solves (cost model secs. 8, 9, 11); the optimum is then that objective's
-        value (TPS or batch time). Outside the default mode the greedy rule is not run,
-        and a method that solves only the default mode (greedy, 2bw, pipedream,
-        --external) is refused.
-
-        --uniform checks the uniform problem (every stage the same t and d); --uniform-cost
-        checks both it and the free problem, prints both verdicts and the ratio of the
-        optima (uniform / free, when both are proven); with --json the uniform verdict's
-        line carries it as "uniformity".
+        Every method solves the instance and the evaluator re-checks every plan; the
+        verdict is match, consistent, single-proof, inconclusive, error or mismatch
+        (docs/usage.md, "Verify and its verdicts"). The mode flags choose the problem
+        every method solves; --uniform-cost prints the cost of uniformity (uniform / free
+        optimum); --model pipedream checks PipeDream's own model (docs/pipedream.md).
 
         Exit 0 match or consistent, 1 mismatch or error, 2 bad input or usage,
         3 inconclusive, 4 single-proof (with several instances: the first of 1, 2, 3, 4 that
@@ -576,16 +523,17 @@ def register(app: typer.Typer) -> None:
         from compare.crosscheck.verify import parse_methods, uniformity_cost
         from piper_ilp.errors import InputError
 
+        uniform = restrict["uniform"]
         if uniform and uniform_cost:
             raise InputError("--uniform-cost checks both problems; give it without --uniform")
-        mode = mode_from_flags(pipeline, objective, schedule, in_flight=in_flight)
+        mode = mode_from_flags(**mode_flags)
         if model == "pipedream":
             if not mode.is_default:
                 raise InputError(
                     "--model pipedream checks PipeDream's own model; --pipeline, --objective, "
                     f"--schedule, --in-flight do not apply (got {mode.label})"
                 )
-            _verify_pipedream(instances, devices, bandwidth, memory, no_data_parallel, json_out)
+            _verify_pipedream(instances, cluster, restrict["no_data_parallel"], json_out)
             return
         if model != "piper":
             raise InputError(f"--model {model!r}: choose piper or pipedream")
@@ -598,22 +546,14 @@ def register(app: typer.Typer) -> None:
             mode=mode,
             time_limit=time_limit,
             threads=threads,
-            overrides=read_overrides(devices, memory, batch, bandwidth),
+            overrides=read_overrides(**cluster),
             options={"force": force},
         )
         for name in names:
             check_mode(METHODS[name], mode)
         for name, command in externals.items():
             check_mode(external_method(name, command), mode)
-        restrictions = restrictions_from_flags(
-            no_data_parallel,
-            no_tensor_parallel,
-            no_recompute,
-            exclude_option,
-            max_d,
-            max_t,
-            uniform,
-        )
+        restrictions = restrictions_from_flags(**restrict)
         variants = [restrictions]
         if uniform_cost:  # the free problem first, then the uniform one
             variants = [replace(restrictions, uniform=False), replace(restrictions, uniform=True)]
@@ -657,73 +597,37 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     def random_command(
         family: Annotated[
-            str,
-            typer.Option(
-                "--family",
-                help="chain, skip, layered, series-parallel, fork-join, towers, numerics "
-                "(magnitudes 1e-6..1e18, exact ties, memory at M), hostile (1e-30..1e30, "
-                "isolated nodes, N = 1, K up to 2^20, tied options), or ties (the ties that "
-                "decide Piper's greedy rule).",
-            ),
+            str, option(INPUT_PANEL, "--family", help="Graph family (below).", show_default=True)
         ] = "layered",
-        nodes: Annotated[int, typer.Option("--nodes", min=1, help="Number of nodes (layers).")] = 6,
-        seed: Annotated[
-            int, typer.Option("--seed", help="Random seed (same seed, same instance).")
-        ] = 0,
-        t_values: Annotated[
-            str, typer.Option("--t-values", help="Tensor-parallel degrees offered, e.g. 1,2,4.")
-        ] = "1,2",
+        nodes: Annotated[
+            int, option(INPUT_PANEL, "--nodes", min=1, help="Nodes (layers).", show_default=True)
+        ] = 6,
+        seed: Annotated[int, option(INPUT_PANEL, "--seed", help="Same seed, same instance.")] = 0,
+        t_values: TValuesOpt = "1,2",
         options: Annotated[
-            str, typer.Option("--options", help="Options per (node, t): a number or a range A-B.")
+            str,
+            option(
+                INPUT_PANEL, "--options", help="Options per (node, t): N or A-B.", show_default=True
+            ),
         ] = "2",
         memory: Annotated[
             str,
-            typer.Option(
-                "--memory-kind", help="tight, loose, or a number f: M = lo + f (hi - lo)."
-            ),
+            option(INPUT_PANEL, "--memory-kind", help="tight, loose, or f: M = lo + f (hi - lo)."),
         ] = "tight",
         integer: Annotated[
-            bool,
-            typer.Option("--integer", help="Small integer data and B = 1 (every backend exact)."),
+            bool, option(INPUT_PANEL, "--integer", help="Small integers, B = 1 (exact backends).")
         ] = False,
-        devices: Annotated[
-            Optional[int],
-            typer.Option(
-                "--devices", "-K", min=1, help="K (default: drawn in 1..8).", show_default=False
-            ),
-        ] = None,
-        batch: Annotated[
-            Optional[int],
-            typer.Option(
-                "--batch",
-                "-N",
-                min=1,
-                help="N (default: drawn from 1,2,4,6,8).",
-                show_default=False,
-            ),
-        ] = None,
-        output: Annotated[
-            Optional[Path],
-            typer.Option(
-                "--output",
-                "-o",
-                help="Write the instance here (default: stdout).",
-                show_default=False,
-            ),
-        ] = None,
+        devices: DrawnDevicesOpt = None,
+        batch: DrawnBatchOpt = None,
+        output: InstanceOutputOpt = None,
     ) -> None:
         """Write a random instance of a graph family.
 
-        The families (networkx): a chain, a chain with skip
-        connections (transformer / ResNet), a layered random DAG, a series-parallel graph,
-        fork-join blocks, parallel towers between a source and a sink, "numerics" (one of
-        the first five shapes with numbers spread over 1e-6..1e18, exact greedy ties, memory
-        exactly at M or 1 ulp around it, dummy options, huge edges), "hostile" (the same
-        over 1e-30..1e30, on those shapes, towers or isolated nodes; N = 1 often, K up to
-        2^20, t up to 8, options that tie exactly), or "ties" (one of the first five shapes
-        with the ties that decide Piper's greedy rule: costs in tenths, ratios that tie
-        across nodes, equal costs or memory, recomputation listed first, M at a stage's
-        memory). Deterministic per seed."""
+        Families: chain, skip (skip connections), layered (a random DAG), series-parallel,
+        fork-join, towers; numerics (those shapes with numbers over 1e-6..1e18, exact ties,
+        memory at M), hostile (1e-30..1e30, isolated nodes, N = 1, K up to 2^20) and ties
+        (the ties that decide Piper's greedy rule). K is drawn in 1..8 and N from 1, 2, 4, 6,
+        8 unless given. Deterministic per seed; the instance goes to stdout unless -o."""
         from compare.builders.generators import random_instance
         from piper_ilp.errors import InputError
         from piper_ilp.files import atomic_write_text, check_writable
@@ -731,9 +635,9 @@ def register(app: typer.Typer) -> None:
 
         if output is not None:
             check_writable(output, "instance")
-        for name, option, value in (("K", "--devices", devices), ("N", "--batch", batch)):
+        for name, flag, value in (("K", "--devices", devices), ("N", "--batch", batch)):
             if value is not None:  # the option named, not the generated instance's field
-                check_setting(name, value, f"{option} ({name})")
+                check_setting(name, value, f"{flag} ({name})")
         mem: str | float = memory
         if memory not in ("tight", "loose"):
             try:
@@ -766,93 +670,80 @@ def register(app: typer.Typer) -> None:
 
     @app.command("campaign")
     @cli_errors
+    @with_groups
     def campaign_command(
-        out: Annotated[
-            Path,
-            typer.Option(
-                "--out", help="Results folder: results.jsonl, summary.json, counterexamples/."
-            ),
-        ],
+        out: OutFolderOpt,
         count: Annotated[
-            int, typer.Option("--count", min=0, help="Number of random instances.")
+            int,
+            option(
+                INPUT_PANEL,
+                "--count",
+                min=0,
+                metavar="N",
+                help="Random instances.",
+                show_default=True,
+            ),
         ] = 100,
-        seed: Annotated[int, typer.Option("--seed", help="Master seed.")] = 0,
+        seed: Annotated[
+            int, option(INPUT_PANEL, "--seed", help="Master seed.", show_default=True)
+        ] = 0,
         families: Annotated[
             str,
-            typer.Option(
+            option(
+                INPUT_PANEL,
                 "--families",
-                help="Comma-separated families (default: the six shapes; add numerics or "
-                "hostile for extreme numbers).",
+                metavar="LIST",
+                help="Default: the six shapes (see random).",
             ),
         ] = "chain,skip,layered,series-parallel,fork-join,towers",
-        nodes: Annotated[str, typer.Option("--nodes", help="Node-count range A-B.")] = "3-7",
+        nodes: Annotated[
+            str,
+            option(INPUT_PANEL, "--nodes", metavar="A-B", help="Node counts.", show_default=True),
+        ] = "3-7",
         methods: MethodsOpt = "dp,path,cpsat,cbc,brute",
         time_limit: TimeLimitOpt = 60.0,
         threads: ThreadsOpt = None,
-        workers: Annotated[
-            int, typer.Option("--workers", min=1, help="Local worker processes.")
-        ] = 2,
-        resume: Annotated[
-            bool,
-            typer.Option(
-                "--resume", help="Continue the campaign in --out (a larger --count extends it)."
-            ),
-        ] = False,
         shrink: Annotated[
             bool,
-            typer.Option("--shrink/--no-shrink", help="Shrink mismatches into counterexamples/."),
+            option(METHOD_PANEL, "--shrink/--no-shrink", help="Shrink mismatches (on)."),
         ] = True,
-        progress: Annotated[
-            Optional[bool],
-            typer.Option(
-                "--progress/--no-progress",
-                help="Progress bar (default: on a terminal).",
-                show_default=False,
-            ),
-        ] = None,
+        workers: WorkersOpt = 2,
+        resume: Annotated[
+            bool, option(RESULTS_PANEL, "--resume", help="Continue (may grow --count).")
+        ] = False,
         scheduler: SchedulerOpt = None,
         external: ExternalOpt = None,
         external_timeout: ExternalTimeoutOpt = None,
         modes: Annotated[
             Optional[str],
-            typer.Option(
-                "--modes",
-                help="Check every instance under each of these modes: comma-separated "
-                "PIPELINE/OBJECTIVE/SCHEDULE labels (e.g. graph/batch-time/gpipe; trailing parts "
-                "may be left out: graph = graph/throughput/1f1b; a fourth part, piper or "
-                "schedule, names the in-flight rule, else --in-flight gives it), or 'all' (the 8 "
-                "modes that differ, under --in-flight). Replaces --pipeline/--objective/"
-                "--schedule.",
-                show_default=False,
-            ),
+            option(MODE_PANEL, "--modes", metavar="LIST", help="e.g. graph/batch-time, or all."),
         ] = None,
-        pipeline: PipelineOpt = None,
-        objective: ObjectiveOpt = None,
-        schedule: ScheduleOpt = None,
-        in_flight: InFlightOpt = None,
+        mode_flags: dict = MODE,
         uniform: UniformOpt = False,
+        progress: Annotated[
+            Optional[bool],
+            option(OUTPUT_PANEL, "--progress/--no-progress", help="Bar (default: on a terminal)."),
+        ] = None,
         json_out: JsonOpt = False,
     ) -> None:
         """Cross-check many random DAGs in parallel, resumably.
 
-        COUNT random DAGs are checked in parallel: one JSON line per finished instance in
-        OUT/results.jsonl (a killed run loses nothing; --resume skips what is done), every
-        mismatch shrunk to a small instance in OUT/counterexamples/ that `piper-ilp verify`
-        replays, and a summary: verdicts by family, greedy-gap statistics, solve times.
-        Ctrl-C (SIGINT) or SIGTERM stop the workers at once and keep the finished results;
-        OUT is locked while a campaign runs on it.
+        COUNT random DAGs are checked by verify's methods: one JSON line per finished
+        instance and mode in OUT/results.jsonl (a killed run loses nothing; --resume goes
+        on), every mismatch shrunk into OUT/counterexamples/ (replay with verify), and a
+        summary by family and mode. --modes checks each instance in several modes
+        (labels PIPELINE/OBJECTIVE/SCHEDULE with an optional /RULE, or all: the 8 that
+        differ) instead of
+        the mode flags. Details: docs/usage.md, "Results folders".
 
-        Every instance is checked in one mode (--pipeline, --objective, --schedule,
-        --in-flight; default sequential/throughput/1f1b, piper) or in each of --modes
-        (under --in-flight): one result line per instance and mode, naming the mode and
-        its in-flight rule, and the summary counts verdicts per mode. With --uniform every
-        method solves the uniform problem (every stage the same t and d).
-
-        Exit 0 when no mismatch, no error and no harness error was found, 1 otherwise (a
-        harness error, verdict "harness-error", is the campaign's own failure on an instance:
-        nothing was checked there; counted apart in the summary), 2 on bad usage (or OUT in
-        use or not writable), 130 on SIGINT, 143 on SIGTERM.
+        Exit 0 when no mismatch, no error and no harness error (the campaign's own failure
+        on an instance) was found, 1 otherwise, 2 on bad usage (or OUT in use), 130 on
+        SIGINT, 143 on SIGTERM.
         """
+        pipeline, objective, schedule = (
+            mode_flags[k] for k in ("pipeline", "objective", "schedule")
+        )
+        in_flight = mode_flags["in_flight"]
         from compare.crosscheck.verify import parse_methods
         from compare.experiments.campaign import (
             HARNESS_ERROR,
@@ -869,9 +760,7 @@ def register(app: typer.Typer) -> None:
             )
         rule = in_flight.value if in_flight is not None else "piper"
         mode_list = (
-            parse_modes(modes, rule)
-            if modes is not None
-            else (mode_from_flags(pipeline, objective, schedule, in_flight=in_flight),)
+            parse_modes(modes, rule) if modes is not None else (mode_from_flags(**mode_flags),)
         )
 
         fams = tuple(f.strip() for f in families.split(",") if f.strip())

@@ -8,15 +8,10 @@ from typing import Annotated, Any
 import typer
 
 from piper_cli.common import (
-    BandwidthOpt,
-    BatchOpt,
-    DevicesOpt,
-    InFlightOpt,
+    MODE,
+    SETTINGS,
+    IgnoreMetadataOpt,
     JsonOpt,
-    MemoryOpt,
-    ObjectiveOpt,
-    PipelineOpt,
-    ScheduleOpt,
     cli_errors,
     fail,
     load_with_settings,
@@ -24,8 +19,12 @@ from piper_cli.common import (
     print_json_line,
     read_overrides,
     stdout,
+    with_groups,
 )
 from piper_cli.format import plural, settings_origin_line, stage_table
+
+InstanceArg = Annotated[str, typer.Argument(help="Instance JSON file.")]
+PlanArg = Annotated[str, typer.Argument(help="Plan JSON file (e.g. from solve -o).")]
 
 
 def evaluation_to_dict(instance, plan_path: str, ev) -> dict:
@@ -67,15 +66,6 @@ def evaluation_to_dict(instance, plan_path: str, ev) -> dict:
     }
 
 
-IgnoreMetadataOpt = Annotated[
-    bool,
-    typer.Option(
-        "--ignore-metadata",
-        help="Neither check nor use the plan's metadata (the instance's settings and the flags).",
-    ),
-]
-
-
 @dataclass
 class PlanSettings:
     """A plan with the instance and mode it is judged by (:func:`load_plan_settings`):
@@ -90,6 +80,14 @@ class PlanSettings:
     def origin_line(self) -> str:
         """``settings from the plan's metadata: K=8 ...; from the flags: ...``."""
         return settings_origin_line(self.instance, self.mode.to_dict(), self.origin)
+
+    def print_header(self, line: str, note: str | None) -> None:
+        """What evaluate and simulate print first: the instance and :meth:`origin_line`,
+        then ``line`` (what is judged), then ``note`` (:func:`in_flight_note`) if any."""
+        stdout.print(f"{self.instance.source}: {self.origin_line()}", markup=False)
+        stdout.print(line, markup=False)
+        if note:
+            stdout.print(f"note: {note}", markup=False)
 
 
 def load_plan_settings(
@@ -169,30 +167,22 @@ def in_flight_note(plan, mode) -> str | None:
 def register(app: typer.Typer) -> None:
     @app.command("evaluate")
     @cli_errors
+    @with_groups
     def evaluate_command(
-        instance: Annotated[str, typer.Argument(help="Instance JSON file.")],
-        plan: Annotated[str, typer.Argument(help="Plan JSON file (either TMPCids form).")],
-        devices: DevicesOpt = None,
-        memory: MemoryOpt = None,
-        batch: BatchOpt = None,
-        bandwidth: BandwidthOpt = None,
-        json_out: JsonOpt = False,
+        instance: InstanceArg,
+        plan: PlanArg,
+        cluster: dict = SETTINGS,
         ignore_metadata: IgnoreMetadataOpt = False,
-        pipeline: PipelineOpt = None,
-        objective: ObjectiveOpt = None,
-        schedule: ScheduleOpt = None,
-        in_flight: InFlightOpt = None,
+        mode_flags: dict = MODE,
+        json_out: JsonOpt = False,
     ) -> None:
         """Check PLAN against INSTANCE (cost model sec. 2) and print its per-stage TPS (sec. 3).
 
-        The plan is judged with the settings its metadata records (solve -o writes
-        them: K, M, N, B and the mode, secs. 8, 9, 11), the instance file's (or the
-        default mode) for any it does not record; a flag overrides either (judged under
-        another in-flight rule than it was made for, a note says so). The output says
-        where each setting came from. The table shows each stage's microbatches in flight
-        h (q under --in-flight schedule) and held y (and, under graph pipelining, its
-        successors); the plan's TPS and its batch time with a flush (sec. 9) are both
-        printed.
+        The plan is judged with the settings its metadata records (K, M, N, B and the
+        mode, written by solve -o), the instance file's or the default mode for the
+        others; a flag overrides either, and the first line says where each came from.
+        The table shows each stage's microbatches in flight h and held y, and the plan's
+        TPS and batch time (sec. 9). More: docs/usage.md.
 
         Exit 0 for a valid plan, 1 for an invalid one (every violated rule is listed),
         2 for bad input, and 2 (one line) for a plan that does not belong to the
@@ -201,13 +191,7 @@ def register(app: typer.Typer) -> None:
         """
         from piper_ilp.evaluate import RULES, evaluate
 
-        got = load_plan_settings(
-            instance,
-            plan,
-            dict(devices=devices, memory=memory, batch=batch, bandwidth=bandwidth),
-            dict(pipeline=pipeline, objective=objective, schedule=schedule, in_flight=in_flight),
-            ignore_metadata,
-        )
+        got = load_plan_settings(instance, plan, cluster, mode_flags, ignore_metadata)
         inst, p, mode = got.instance, got.plan, got.mode
         ev = evaluate(inst, p, mode)
         note = in_flight_note(p, mode)
@@ -220,14 +204,11 @@ def register(app: typer.Typer) -> None:
                 }
             )
         else:
-            stdout.print(f"{inst.source}: {got.origin_line()}", markup=False)
-            stdout.print(
+            got.print_header(
                 f"plan {plan}: {plural(len(p.stages), 'stage')}, {ev.devices} devices, "
                 f"sum d = {ev.sum_d}; mode {mode.label}",
-                markup=False,
+                note,
             )
-            if note:
-                stdout.print(f"note: {note}", markup=False)
             stdout.print(stage_table(ev, flow=True))
             if ev.valid:
                 tps = f"TPS {ev.tps:.12g} s per sample (stage {ev.bottleneck} is the bottleneck)"

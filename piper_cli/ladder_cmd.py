@@ -8,47 +8,55 @@ from typing import Annotated
 import typer
 
 from piper_cli.common import (
-    BandwidthOpt,
-    BatchOpt,
-    DevicesOpt,
+    METHOD_PANEL,
+    SETTINGS,
     InFlightOpt,
     JsonOpt,
-    MemoryOpt,
     UniformOpt,
     cli_errors,
     load_with_overrides,
+    option,
     print_json_line,
     stderr,
     stdout,
+    with_groups,
 )
+from piper_cli.evaluate_cmd import InstanceArg
 
 
 def register(app: typer.Typer) -> None:
     @app.command("ladder")
     @cli_errors
+    @with_groups
     def ladder_command(
-        instance: Annotated[str, typer.Argument(help="Instance JSON (a big model).")],
+        instance: InstanceArg,
         max_nodes: Annotated[
-            int, typer.Option("--max-nodes", min=1, help="Largest rung, in nodes.")
+            int, option(METHOD_PANEL, "--max-nodes", min=1, metavar="N", help="Largest rung (24).")
         ] = 24,
         time_limit: Annotated[
-            float, typer.Option("--time-limit", min=0.0, help="Seconds for CP-SAT on each rung.")
+            float,
+            option(
+                METHOD_PANEL,
+                "--time-limit",
+                min=0.0,
+                metavar="SECONDS",
+                help="CP-SAT per rung (60).",
+            ),
         ] = 60.0,
         full_time_limit: Annotated[
             float,
-            typer.Option(
+            option(
+                METHOD_PANEL,
                 "--full-time-limit",
                 min=0.0,
-                help="Seconds for the bound at full size (path, else CP-SAT).",
+                metavar="SECONDS",
+                help="Bound at full size (120).",
             ),
         ] = 120.0,
-        json_out: JsonOpt = False,
-        devices: DevicesOpt = None,
-        memory: MemoryOpt = None,
-        batch: BatchOpt = None,
-        bandwidth: BandwidthOpt = None,
+        cluster: dict = SETTINGS,
         in_flight: InFlightOpt = None,
         uniform: UniformOpt = False,
+        json_out: JsonOpt = False,
     ) -> None:
         """Check the DP small, then scale it up with a certified gap.
 
@@ -61,7 +69,7 @@ def register(app: typer.Typer) -> None:
         from compare.experiments.ladder import run_ladder
         from piper_ilp.solution import Restrictions
 
-        inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
+        inst = load_with_overrides(instance, **cluster)
 
         def on_rung(r) -> None:
             # on stderr as each rung ends (a terminal or not): an interrupted ladder still

@@ -9,16 +9,17 @@ from typing import Annotated, Optional
 import typer
 
 from piper_cli.common import (
-    BandwidthOpt,
-    BatchOpt,
-    DevicesOpt,
+    INPUT_PANEL,
+    OUTPUT_PANEL,
+    SETTINGS,
     JsonOpt,
-    MemoryOpt,
     cli_errors,
     fail,
     note_bare_sizes,
+    option,
     print_json_line,
     stdout,
+    with_groups,
 )
 from piper_cli.format import raw_and_human
 
@@ -75,6 +76,7 @@ def _tp_list(text: str | None) -> tuple[int, ...] | None:
 def register(app: typer.Typer) -> None:
     @app.command("from-config")
     @cli_errors
+    @with_groups
     def from_config_command(
         model: Annotated[
             Optional[str],
@@ -85,51 +87,49 @@ def register(app: typer.Typer) -> None:
         ] = None,
         hardware: Annotated[
             Optional[str],
-            typer.Option(
+            option(
+                INPUT_PANEL,
                 "--hardware",
-                help="A preset (a100-40gb, a100-80gb, h100-80gb) or a hardware JSON file.",
-                show_default=False,
+                help="A preset (see --list) or a JSON file.",
+                metavar="NAME",
             ),
         ] = None,
         seq_len: Annotated[
             Optional[int],
-            typer.Option(
-                "--seq-len",
-                help="Tokens per sequence (default: the model's context).",
-                show_default=False,
+            option(
+                INPUT_PANEL, "--seq-len", help="Tokens per sequence (model's context).", metavar="N"
             ),
         ] = None,
         micro_batch_size: Annotated[
-            int, typer.Option("--micro-batch-size", help="Sequences per microbatch b.")
+            int,
+            option(
+                INPUT_PANEL,
+                "--micro-batch-size",
+                help="Sequences per microbatch b (1).",
+                metavar="B",
+            ),
         ] = 1,
         efficiency: Annotated[
             float,
-            typer.Option(
+            option(
+                INPUT_PANEL,
                 "--efficiency",
-                help="Fraction of the peak FLOP/s that matrix products reach, in (0, 1].",
+                help="Share of peak FLOP/s, in (0, 1] (0.5).",
+                metavar="F",
             ),
         ] = 0.5,
         tp_degrees: Annotated[
             Optional[str],
-            typer.Option(
-                "--tp-degrees",
-                help="Tensor-parallel degrees to offer, e.g. 1,2,4,8 (default: those that fit a "
-                "node and divide the heads).",
-                show_default=False,
-            ),
+            option(INPUT_PANEL, "--tp-degrees", help="Degrees t offered (below).", metavar="LIST"),
         ] = None,
-        devices: DevicesOpt = None,
-        memory: MemoryOpt = None,
-        batch: BatchOpt = None,
-        bandwidth: BandwidthOpt = None,
+        cluster: dict = SETTINGS,
         output: Annotated[
             Optional[Path],
-            typer.Option(
-                "--output", "-o", help="Where to write the instance JSON.", show_default=False
-            ),
+            option(OUTPUT_PANEL, "--output", "-o", help="The instance JSON.", metavar="FILE"),
         ] = None,
         list_presets: Annotated[
-            bool, typer.Option("--list", help="List the model and hardware presets.")
+            bool,
+            option(OUTPUT_PANEL, "--list", help="List the model and hardware presets."),
         ] = False,
         json_out: JsonOpt = False,
     ) -> None:
@@ -137,7 +137,9 @@ def register(app: typer.Typer) -> None:
         configuration, with no profiler: node 0 the embedding, 1..L the layers (options
         vanilla, selective recomp, activation recomp per t), L+1 the final norm, output
         layer and loss. K defaults to one node, M to the GPU's memory, N to K and B to the
-        network bandwidth per GPU. --json prints one summary object."""
+        network bandwidth per GPU. --tp-degrees defaults to the degrees that fit a node
+        and divide the heads. --json prints one summary object."""
+        devices, memory, batch, bandwidth = (cluster[k] for k in SETTINGS.params)
         import json
 
         from compare.builders import transformer_costs as tc

@@ -12,7 +12,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from piper_cli.common import cli_errors, note_bare_sizes, print_json_line, stderr, stdout
+from piper_cli.common import (
+    OUTPUT_PANEL,
+    RUN_PANEL,
+    SETTINGS_PANEL,
+    cli_errors,
+    note_bare_sizes,
+    option,
+    print_json_line,
+    setting_option,
+    stderr,
+    stdout,
+)
 from piper_cli.format import raw_and_human
 
 
@@ -41,31 +52,17 @@ def register(app: typer.Typer) -> None:
     def import_pipedream(
         graph: Annotated[str, typer.Argument(help="PipeDream profile graph.txt.")],
         output: Annotated[
-            Path, typer.Option("--output", "-o", help="Where to write the instance JSON.")
+            Path,
+            option(OUTPUT_PANEL, "--output", "-o", help="The instance JSON.", metavar="FILE"),
         ],
-        devices: Annotated[
-            str, typer.Option("--devices", "-K", help="K, number of devices.")
-        ] = "1",
-        memory: Annotated[
-            str,
-            typer.Option(
-                "--memory",
-                "-M",
-                help="M, bytes per device or a unit (16GB; B = bytes, bit = bits; PipeDream's "
-                "default -s).",
-            ),
-        ] = "16e9",
-        batch: Annotated[
-            str, typer.Option("--batch", "-N", help="N, microbatches per batch.")
-        ] = "1",
-        bandwidth: Annotated[
-            str,
-            typer.Option(
-                "--bandwidth",
-                "-B",
-                help="B, bytes/s per device or a unit (1GB/s, 8Gbit/s; PipeDream's default -b).",
-            ),
-        ] = "1e9",
+        devices: setting_option("--devices", "-K", "K", "K (1).") = "1",
+        memory: setting_option(
+            "--memory", "-M", "SIZE", "M: 16GB (PipeDream's -s default)."
+        ) = "16e9",
+        batch: setting_option("--batch", "-N", "N", "N (1).") = "1",
+        bandwidth: setting_option(
+            "--bandwidth", "-B", "RATE", "B: 1GB/s (PipeDream's -b default)."
+        ) = "1e9",
     ) -> None:
         """Write a Piper instance for a PipeDream graph.txt: one option "vanilla" at t = 1 per
         layer, p = (F + G) / 1000 s, w = b = P, a = A, edges carry the source's A bytes;
@@ -96,48 +93,60 @@ def register(app: typer.Typer) -> None:
         graph: Annotated[str, typer.Argument(help="PipeDream profile graph.txt.")],
         machines: Annotated[
             list[str],
-            typer.Option(
+            option(
+                SETTINGS_PANEL,
                 "--devices",
                 "-K",
                 "--machines",
                 "-n",
-                help="Workers per level: '-K 4' or '-K 4,2' (or repeat; -n, --machines).",
+                help="Workers per level: 4 or 4,2 (-n).",
+                metavar="LIST",
             ),
         ],
         bandwidth: Annotated[
             list[str],
-            typer.Option(
+            option(
+                SETTINGS_PANEL,
                 "--bandwidth",
                 "-B",
                 "-b",
-                help="Bandwidth per level, bytes/s or a unit (1GB/s, 8Gbit/s); one per level (-b).",
+                help="Bytes/s per level: 1GB/s (-b).",
+                metavar="RATES",
             ),
         ],
         memory: Annotated[
             str,
-            typer.Option(
-                "--memory", "-M", "-s", help="Bytes per worker or a unit (16GB; PipeDream's -s)."
+            option(
+                SETTINGS_PANEL,
+                "--memory",
+                "-M",
+                "-s",
+                help="Per worker: 16GB (-s).",
+                metavar="SIZE",
             ),
         ] = "16e9",
         memory_constraint: Annotated[
-            bool, typer.Option("--memory-constraint", help="Enforce PipeDream's memory rule.")
+            bool,
+            option(RUN_PANEL, "--memory-constraint", help="Enforce PipeDream's memory rule."),
         ] = False,
         straight: Annotated[
             bool,
-            typer.Option("--straight", help="No replication (PipeDream's --straight_pipeline)."),
+            option(RUN_PANEL, "--straight", help="No replication (--straight_pipeline)."),
         ] = False,
         fewer_machines: Annotated[
             bool,
-            typer.Option(
-                "--fewer-machines", help="Allow fewer workers (PipeDream's --use_fewer_machines)."
-            ),
+            option(RUN_PANEL, "--fewer-machines", help="Allow fewer workers."),
         ] = False,
         json_out: Annotated[
-            bool, typer.Option("--json", help="One JSON object on stdout.")
+            bool,
+            option(OUTPUT_PANEL, "--json", help="One JSON object on stdout."),
         ] = False,
     ) -> None:
         """PipeDream's planner (optimizer_graph_hierarchical.py) in PipeDream's own cost model:
-        its objective "time per stage", the stages (layers, replication) and the CPU time."""
+        its objective "time per stage", the stages (layers, replication) and the CPU time.
+        --devices and --bandwidth take one value per level of the hierarchy (comma-separated
+        or repeated; PipeDream's -n and -b); sizes and rates take bytes or units (16GB,
+        8Gbit/s)."""
         from dp.pipedream import plan_graph
         from piper_ilp.errors import InputError
         from piper_ilp.instance import check_setting, parse_count, parse_size
@@ -213,32 +222,45 @@ def register(app: typer.Typer) -> None:
     @app.command("pipedream-check")
     @cli_errors
     def pipedream_check(
-        count: Annotated[int, typer.Option("--count", min=1, help="Number of random cases.")] = 300,
-        seed: Annotated[int, typer.Option("--seed", help="Seed of the campaign.")] = 1,
+        count: Annotated[
+            int,
+            option(RUN_PANEL, "--count", min=1, help="Random cases (300).", metavar="N"),
+        ] = 300,
+        seed: Annotated[
+            int, option(RUN_PANEL, "--seed", help="Seed of the campaign (1).", metavar="N")
+        ] = 1,
         max_nodes: Annotated[
-            int, typer.Option("--max-nodes", min=1, max=9, help="Largest graph.")
+            int,
+            option(RUN_PANEL, "--max-nodes", min=1, max=9, help="Largest graph (7).", metavar="N"),
         ] = 7,
         max_machines: Annotated[
-            int, typer.Option("--max-machines", min=1, max=8, help="Largest worker count.")
+            int,
+            option(
+                RUN_PANEL,
+                "--max-machines",
+                min=1,
+                max=8,
+                help="Largest worker count (5).",
+                metavar="N",
+            ),
         ] = 5,
         summary: Annotated[
-            Optional[Path], typer.Option("--summary", help="Write the summary JSON here.")
+            Optional[Path],
+            option(OUTPUT_PANEL, "--summary", help="Write the summary JSON here.", metavar="FILE"),
         ] = None,
         milp: Annotated[
             bool,
-            typer.Option("--milp", help="Also solve each case with the MILP (SCIP) and compare."),
+            option(RUN_PANEL, "--milp", help="Also the MILP (SCIP)."),
         ] = False,
         numbers: Annotated[
             str,
-            typer.Option(
-                "--numbers",
-                help="plain, or hostile: numbers over 1e-30..1e30 (and some above, which the "
-                "parser must refuse), isolated nodes, settings at the ends of their ranges.",
-            ),
+            option(RUN_PANEL, "--numbers", help="plain or hostile (below).", metavar="KIND"),
         ] = "plain",
     ) -> None:
         """Cross-check PipeDream's DP against exhaustive search in its single-level model on
-        seeded tiny random graphs. Exit 1 when any case disagrees."""
+        seeded tiny random graphs. --numbers hostile draws numbers over 1e-30..1e30 (and
+        some above, which the parser must refuse), isolated nodes and settings at the ends of
+        their ranges. Exit 1 when any case disagrees."""
         from compare.baselines.pipedream import cross_check
         from piper_ilp.files import atomic_write_text, check_writable
 

@@ -7,89 +7,68 @@ from typing import Annotated, Optional
 import typer
 
 from piper_cli.common import (
-    BandwidthOpt,
-    BatchOpt,
-    DevicesOpt,
-    InFlightOpt,
+    MODE,
+    OUTPUT_PANEL,
+    RUN_PANEL,
+    SETTINGS,
+    IgnoreMetadataOpt,
     JsonOpt,
-    MemoryOpt,
-    PipelineOpt,
-    ScheduleOpt,
     cli_errors,
+    option,
     print_json_line,
     stdout,
+    with_groups,
 )
-from piper_cli.evaluate_cmd import IgnoreMetadataOpt, in_flight_note, load_plan_settings
+from piper_cli.evaluate_cmd import InstanceArg, PlanArg, in_flight_note, load_plan_settings
 
 
 def register(app: typer.Typer) -> None:
     @app.command("simulate")
     @cli_errors
+    @with_groups
     def simulate_command(
-        instance: Annotated[str, typer.Argument(help="Instance JSON.")],
-        plan: Annotated[str, typer.Argument(help="Plan JSON (e.g. from solve -o).")],
-        schedule: ScheduleOpt = None,
-        in_flight: InFlightOpt = None,
-        pipeline: PipelineOpt = None,
+        instance: InstanceArg,
+        plan: PlanArg,
+        cluster: dict = SETTINGS,
+        ignore_metadata: IgnoreMetadataOpt = False,
+        mode_flags: dict = MODE.without("objective"),
         microbatches: Annotated[
             Optional[int],
-            typer.Option(
-                "--microbatches",
-                min=1,
-                help="Microbatches to simulate (default: N for the flush schedules, max(8N, 64) "
-                "for 1f1b).",
-                show_default=False,
+            option(
+                RUN_PANEL, "--microbatches", min=1, metavar="N", help="Default: N, or 8N for 1f1b."
             ),
         ] = None,
         forward_fraction: Annotated[
             float,
-            typer.Option(
-                "--forward-fraction",
-                help="Share of a microbatch's work done in the forward pass (1 = one task per "
-                "microbatch and stage).",
-            ),
+            option(RUN_PANEL, "--forward-fraction", metavar="F", help="Forward pass share (1/3)."),
         ] = 1.0 / 3.0,
         gantt: Annotated[
             Optional[str],
-            typer.Option("--gantt", help="Write a Gantt chart (.png or .svg).", show_default=False),
+            option(OUTPUT_PANEL, "--gantt", metavar="FILE", help="Gantt chart (.png or .svg)."),
         ] = None,
         gantt_microbatches: Annotated[
             int,
-            typer.Option(
-                "--gantt-microbatches",
-                min=1,
-                help="Draw the chart up to the time this many microbatches took.",
+            option(
+                OUTPUT_PANEL, "--gantt-microbatches", min=1, metavar="N", help="Chart length (24)."
             ),
         ] = 24,
         json_out: JsonOpt = False,
-        ignore_metadata: IgnoreMetadataOpt = False,
-        devices: DevicesOpt = None,
-        memory: MemoryOpt = None,
-        batch: BatchOpt = None,
-        bandwidth: BandwidthOpt = None,
     ) -> None:
         """Simulate a plan's pipeline schedule and compare it with the model.
 
         An event-by-event simulation: the steady-state period against max TPS, the batch time
         against sec. 9's formula, and each replica's peak microbatches in flight against the
-        model's y. The settings (K, M, N, B, the schedule, the pipelining and the in-flight
-        rule, sec. 11: the budgets y the replicas keep) are those the plan's metadata
-        records (solve -o), else the instance file's, 1f1b, sequential and piper; a flag
-        overrides either, and the output says where each came from (a rule other than the
-        recorded one is named in a note)."""
+        model's y. The settings and the mode are taken as by evaluate (the plan's metadata,
+        else the instance file's; a flag overrides either). --microbatches defaults to N for
+        the flush schedules and max(8N, 64) for 1f1b; --forward-fraction 1 makes one task
+        per microbatch and stage; the chart covers the time --gantt-microbatches took."""
         from compare.experiments.plot import gantt_caption, gantt_chart
         from compare.simulation.simulate import simulate
         from piper_ilp.files import check_writable
 
         if gantt:
             check_writable(gantt, "Gantt chart", inputs={instance: "instance", plan: "plan"})
-        got = load_plan_settings(
-            instance,
-            plan,
-            dict(devices=devices, memory=memory, batch=batch, bandwidth=bandwidth),
-            dict(pipeline=pipeline, schedule=schedule, in_flight=in_flight),
-            ignore_metadata,
-        )
+        got = load_plan_settings(instance, plan, cluster, mode_flags, ignore_metadata)
         inst, p, mode = got.instance, got.plan, got.mode
         schedule, pipeline = mode.schedule, mode.pipeline
         note = in_flight_note(p, mode)
@@ -112,14 +91,11 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json_line({**sim.to_dict(), "settings_from": got.origin, "in_flight_note": note})
             return
-        stdout.print(f"{inst.source}: {got.origin_line()}", markup=False)
         rule = "" if mode.in_flight == "piper" else f", in-flight budgets of rule {mode.in_flight}"
-        stdout.print(
+        got.print_header(
             f"{schedule}, {pipeline} pipeline{rule}, {sim.microbatches} microbatches simulated",
-            markup=False,
+            note,
         )
-        if note:
-            stdout.print(f"note: {note}", markup=False)
         ratio = f"{sim.period / sim.max_tps:.4f}" if sim.max_tps > 0 else "-"
         stdout.print(
             f"period      {sim.period:.6g} s per microbatch (max TPS {sim.max_tps:.6g} s; ratio "

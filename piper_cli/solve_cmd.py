@@ -11,32 +11,27 @@ import typer
 
 from piper_cli.common import (
     METHOD_PANEL,
+    MODE,
     OUTPUT_PANEL,
-    BandwidthOpt,
-    BatchOpt,
-    DevicesOpt,
-    ExcludeOptionOpt,
-    InFlightOpt,
+    RESTRICTIONS,
+    SETTINGS,
     JsonOpt,
-    MaxDOpt,
-    MaxTOpt,
-    MemoryOpt,
-    NoDataParallelOpt,
-    NoRecomputeOpt,
-    NoTensorParallelOpt,
-    ObjectiveOpt,
-    PipelineOpt,
-    ScheduleOpt,
-    UniformOpt,
+    MaxIdealsOpt,
+    ProgressOpt,
+    ThreadsOpt,
     cli_errors,
     fail,
     load_with_settings,
     mode_from_flags,
+    option,
+    output_option,
     print_json_line,
     read_overrides,
     restrictions_from_flags,
     stderr,
     stdout,
+    time_limit_option,
+    with_groups,
 )
 from piper_cli.format import (
     format_model_time,
@@ -67,6 +62,9 @@ class Knapsack(str, enum.Enum):
     exact = "exact"
     greedy = "greedy"
 
+
+TimeLimitOpt = time_limit_option("Stop after this long (never optimal).")
+PlanOutputOpt = output_option("Write the plan (with its settings).")
 
 #: The command-line flag of each solver option (the keyword of ``run_method``).
 FLAGS: dict[str, str] = {
@@ -225,133 +223,53 @@ def _remove_stale(output: Path, why: str) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("solve")
     @cli_errors
+    @with_groups
     def solve_command(
         instances: Annotated[list[str], typer.Argument(help="Instance JSON file(s).")],
         method: Annotated[
             str,
-            typer.Option(
-                "--method",
-                metavar="NAME",
-                help="dp, cpsat, cbc, scip, brute.",
-                rich_help_panel=METHOD_PANEL,
-            ),
+            option(METHOD_PANEL, "--method", metavar="NAME", help="dp, cpsat, cbc, scip, brute."),
         ] = "dp",
         knapsack: Annotated[
-            Knapsack,
-            typer.Option(
-                "--knapsack", help="DP: greedy is Piper's rule.", rich_help_panel=METHOD_PANEL
-            ),
+            Knapsack, option(METHOD_PANEL, "--knapsack", help="DP: greedy is Piper's rule.")
         ] = Knapsack.exact,
-        devices: DevicesOpt = None,
-        memory: MemoryOpt = None,
-        batch: BatchOpt = None,
-        bandwidth: BandwidthOpt = None,
-        no_data_parallel: NoDataParallelOpt = False,
-        no_tensor_parallel: NoTensorParallelOpt = False,
-        no_recompute: NoRecomputeOpt = False,
-        exclude_option: ExcludeOptionOpt = None,
-        max_d: MaxDOpt = None,
-        max_t: MaxTOpt = None,
-        uniform: UniformOpt = False,
-        pipeline: PipelineOpt = None,
-        objective: ObjectiveOpt = None,
-        schedule: ScheduleOpt = None,
-        in_flight: InFlightOpt = None,
-        time_limit: Annotated[
-            Optional[float],
-            typer.Option(
-                "--time-limit",
-                min=0.0,
-                metavar="SECONDS",
-                help="Stop after this long (never optimal).",
-                show_default=False,
-                rich_help_panel=METHOD_PANEL,
-            ),
-        ] = None,
-        threads: Annotated[
-            Optional[int],
-            typer.Option(
-                "--threads",
-                min=1,
-                metavar="1-64",
-                help="MILP: solver threads.",
-                show_default=False,
-                rich_help_panel=METHOD_PANEL,
-            ),
-        ] = None,
+        cluster: dict = SETTINGS,
+        restrict: dict = RESTRICTIONS,
+        mode_flags: dict = MODE,
+        time_limit: TimeLimitOpt = None,
+        threads: ThreadsOpt = None,
         write_model: Annotated[
             Optional[Path],
-            typer.Option(
+            option(
+                METHOD_PANEL,
                 "--write-model",
                 "--write-lp",
                 metavar="FILE",
                 help="MILP: write the model.",
-                show_default=False,
-                rich_help_panel=METHOD_PANEL,
             ),
         ] = None,
         hint_from_dp: Annotated[
-            bool,
-            typer.Option(
-                "--hint-from-dp",
-                help="MILP: start from the DP's plan.",
-                rich_help_panel=METHOD_PANEL,
-            ),
+            bool, option(METHOD_PANEL, "--hint-from-dp", help="MILP: start from the DP's plan.")
         ] = False,
         force: Annotated[
-            bool,
-            typer.Option(
-                "--force", help="Solve above the size guards.", rich_help_panel=METHOD_PANEL
-            ),
+            bool, option(METHOD_PANEL, "--force", help="Solve above the size guards.")
         ] = False,
-        max_ideals: Annotated[
-            Optional[int],
-            typer.Option(
-                "--max-ideals",
-                min=1,
-                metavar="COUNT",
-                help="DP: refuse above this many sets.",
-                show_default=False,
-                rich_help_panel=METHOD_PANEL,
-            ),
-        ] = None,
+        max_ideals: MaxIdealsOpt = None,
         max_variables: Annotated[
             Optional[int],
-            typer.Option(
+            option(
+                METHOD_PANEL,
                 "--max-variables",
                 min=1,
                 metavar="COUNT",
                 help="MILP: refuse above this many variables.",
-                show_default=False,
-                rich_help_panel=METHOD_PANEL,
             ),
         ] = None,
-        output: Annotated[
-            Optional[Path],
-            typer.Option(
-                "--output",
-                "-o",
-                metavar="FILE",
-                help="Write the plan (with its settings).",
-                show_default=False,
-                rich_help_panel=OUTPUT_PANEL,
-            ),
-        ] = None,
+        output: PlanOutputOpt = None,
         detail: Annotated[
-            bool,
-            typer.Option(
-                "--detail", help="Also every layer's option.", rich_help_panel=OUTPUT_PANEL
-            ),
+            bool, option(OUTPUT_PANEL, "--detail", help="Also every layer's option.")
         ] = False,
-        progress: Annotated[
-            Optional[bool],
-            typer.Option(
-                "--progress/--no-progress",
-                help="On stderr (default: on a terminal).",
-                show_default=False,
-                rich_help_panel=OUTPUT_PANEL,
-            ),
-        ] = None,
+        progress: ProgressOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
         """Solve each INSTANCE; print its plan, TPS and status.
@@ -380,10 +298,10 @@ def register(app: typer.Typer) -> None:
         from piper_ilp.settings import Settings
 
         settings = Settings(  # checked once, before any instance is read
-            mode=mode_from_flags(pipeline, objective, schedule, in_flight=in_flight),
+            mode=mode_from_flags(**mode_flags),
             time_limit=solver_options.pop("time_limit", None),
             threads=solver_options.pop("threads", None),
-            overrides=read_overrides(devices, memory, batch, bandwidth),
+            overrides=read_overrides(**cluster),
             options=solver_options,
         )
         check_mode(METHODS[method], settings.mode)
@@ -396,21 +314,13 @@ def register(app: typer.Typer) -> None:
             if out is not None:
                 check_writable(out, what, inputs={p: "instance" for p in instances})
 
-        restrictions = restrictions_from_flags(
-            no_data_parallel,
-            no_tensor_parallel,
-            no_recompute,
-            exclude_option,
-            max_d,
-            max_t,
-            uniform,
-        )
+        restrictions = restrictions_from_flags(**restrict)
         show_progress = sys.stderr.isatty() if progress is None else progress
         worst = 0
         for path in instances:
             try:
                 inst = load_with_settings(path, settings)
-                check_excluded_ids(inst, exclude_option)
+                check_excluded_ids(inst, restrict["exclude_option"])
                 sol = _solve(inst, method, restrictions, settings, show_progress)
             except InputError as exc:
                 stderr.print(f"piper-ilp: error: {exc}", markup=False)

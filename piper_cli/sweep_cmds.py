@@ -9,14 +9,29 @@ from typing import Annotated, Optional
 import typer
 
 from piper_cli.common import (
+    METHOD_PANEL,
+    OUTPUT_PANEL,
     InFlightOpt,
     cli_errors,
     load_with_overrides,
     note_bare_sizes,
+    option,
+    output_option,
+    setting_option,
     stderr,
     stdout,
+    time_limit_option,
 )
-from piper_cli.compare_cmds import ExternalOpt, SchedulerOpt, parse_externals, resolve_scheduler
+from piper_cli.compare_cmds import (
+    RESULTS_PANEL,
+    ExternalOpt,
+    OutFolderOpt,
+    SchedulerOpt,
+    WorkersOpt,
+    parse_externals,
+    resolve_scheduler,
+)
+from piper_cli.evaluate_cmd import InstanceArg
 
 
 def _list(text: str | None, what: str, parse) -> list | None:
@@ -34,81 +49,43 @@ def register(app: typer.Typer) -> None:
     @app.command("sweep")
     @cli_errors
     def sweep_command(
-        instance: Annotated[str, typer.Argument(help="Instance JSON.")],
-        out: Annotated[
-            str,
-            typer.Option(
-                "--out", help="Results folder: results.jsonl (one line per run) and results.csv."
-            ),
-        ],
-        devices: Annotated[
-            Optional[str],
-            typer.Option(
-                "--devices", "-K", help="K values, comma-separated (default: the file's)."
-            ),
-        ] = None,
-        memory: Annotated[
-            Optional[str],
-            typer.Option(
-                "--memory",
-                "-M",
-                help="M values with units, comma-separated (8GiB,16GiB; B = bytes, bit = bits, a "
-                "lower-case b is refused).",
-            ),
-        ] = None,
-        batch: Annotated[
-            Optional[str], typer.Option("--batch", "-N", help="N values, comma-separated.")
-        ] = None,
-        bandwidth: Annotated[
-            Optional[str],
-            typer.Option(
-                "--bandwidth",
-                "-B",
-                help="B values with units, comma-separated (25GiB/s,100Gbit/s; B = bytes, bit = "
-                "bits, a lower-case b is refused).",
-            ),
-        ] = None,
+        instance: InstanceArg,
+        out: OutFolderOpt,
+        devices: setting_option(
+            "--devices", "-K", "LIST", "K values (default: the file's)."
+        ) = None,
+        memory: setting_option("--memory", "-M", "SIZES", "M values: 8GiB,16GiB.") = None,
+        batch: setting_option("--batch", "-N", "LIST", "N values.") = None,
+        bandwidth: setting_option(
+            "--bandwidth", "-B", "RATES", "B values: 25GiB/s,100Gbit/s."
+        ) = None,
         variants: Annotated[
             str,
-            typer.Option(
-                "--variants",
-                help="Comma-separated: all, no-dp, no-tp, no-recompute, uniform (one t and d for "
-                "every stage), greedy, 2bw, pipedream.",
+            option(
+                METHOD_PANEL, "--variants", metavar="LIST", help="See below.", show_default=True
             ),
         ] = "all,no-dp,no-tp,no-recompute,2bw",
-        workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes.")] = 1,
-        resume: Annotated[
-            bool,
-            typer.Option(
-                "--resume", help="Continue the sweep in --out (more grid values extend it)."
-            ),
-        ] = False,
-        external: ExternalOpt = None,
-        scheduler: SchedulerOpt = None,
         in_flight: InFlightOpt = None,
-        time_limit: Annotated[
-            Optional[float],
-            typer.Option(
-                "--time-limit",
-                min=0.0,
-                metavar="SECONDS",
-                help="Per point: stop the DP (never optimal), kill an external planner.",
-                show_default=False,
-            ),
-        ] = None,
+        time_limit: time_limit_option("Per point: stop the DP, kill a planner.") = None,
+        external: ExternalOpt = None,
+        workers: WorkersOpt = 1,
+        resume: Annotated[
+            bool, option(RESULTS_PANEL, "--resume", help="Continue (more values grow it).")
+        ] = False,
+        scheduler: SchedulerOpt = None,
         progress: Annotated[
-            bool,
-            typer.Option("--progress/--no-progress", help="One line on stderr per finished run."),
+            bool, option(OUTPUT_PANEL, "--progress/--no-progress", help="A line per run (on).")
         ] = True,
     ) -> None:
         """Solve an instance over a grid of settings for each variant.
 
-        The grid is every combination of the K, M, N, B values given; the variants are Piper's
-        ablations, uniform degrees (what Megatron-LM and torchtitan run), the 2BW baseline, the
-        greedy rule and external planners. One row per run in
-        OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv.
-        --in-flight schedule solves every point under sec. 11's in-flight rule (the
-        heuristic variants, which plan under Piper's, are then refused in their rows)."""
+        The grid is every combination of the comma-separated K, M, N, B values given; the
+        variants are all, no-dp, no-tp, no-recompute (Piper's ablations), uniform (one t and
+        d for every stage, as Megatron-LM and torchtitan run), greedy, 2bw, pipedream and
+        the external planners. One row per run in OUT/results.jsonl (as it finishes;
+        --resume continues) and OUT/results.csv. --in-flight schedule solves every point
+        under sec. 11's rule (the heuristic variants are then refused in their rows).
+        More: docs/sweeps.md."""
         from compare.experiments.jobs import Interrupted
         from compare.experiments.sweep import (
             PARAMETERS,
@@ -181,18 +158,18 @@ def register(app: typer.Typer) -> None:
     def plot_command(
         folder: Annotated[str, typer.Argument(help="A sweep's --out folder.")],
         x: Annotated[
-            str, typer.Option("--x", help="x axis: devices, memory, batch or bandwidth.")
+            str,
+            option(
+                OUTPUT_PANEL, "--x", help="devices, memory, batch or bandwidth.", show_default=True
+            ),
         ] = "devices",
         y: Annotated[
-            str, typer.Option("--y", help="y axis: tps (seconds per sample) or throughput.")
+            str, option(OUTPUT_PANEL, "--y", help="tps or throughput.", show_default=True)
         ] = "tps",
-        output: Annotated[
-            Optional[str],
-            typer.Option(
-                "-o", "--output", help="Figure file (.png or .svg); default FOLDER/sweep.png."
-            ),
+        output: output_option("Figure (.png, .svg); default DIR/sweep.png.", kind=str) = None,
+        title: Annotated[
+            Optional[str], option(OUTPUT_PANEL, "--title", help="Figure title.")
         ] = None,
-        title: Annotated[Optional[str], typer.Option("--title", help="Figure title.")] = None,
     ) -> None:
         """Draw a sweep: TPS (or throughput) against one setting, one line per variant."""
         from compare.experiments.jobs import folder_kinds

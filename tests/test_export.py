@@ -374,9 +374,14 @@ def test_cli_export_prints_writes_and_refuses(tmp_path):
     r = runner.invoke(app, ["export", str(inst_path), str(plan_path), "--to", "megatron", "--json"])
     (rec,) = json_lines(r.output)
     assert rec["framework"] == "megatron" and rec["world_size"] == 32
-    for bad in (["--to", "deepspeed"], ["--to", "megatron", "-N", "32"]):
-        r = runner.invoke(app, ["export", str(inst_path), str(plan_path), *bad])
-        assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    r = runner.invoke(app, ["export", str(inst_path), str(plan_path), "--to", "deepspeed"])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    # a flag overrides the plan's settings, as for evaluate, and a note says so
+    r = runner.invoke(
+        app, ["export", str(inst_path), str(plan_path), "--to", "megatron", "-N", "32"]
+    )
+    assert r.exit_code == 0 and "--global-batch-size 32 \\" in r.stdout, r.output
+    assert "from the flags: N=32" in r.stderr
     # stages at different degrees: what Megatron-LM cannot run at all
     data = json.loads(inst_path.read_text())
     inst = instance_from_dict(data, str(inst_path))
@@ -385,6 +390,25 @@ def test_cli_export_prints_writes_and_refuses(tmp_path):
     save_plan(two, plan_path, metadata=plan_metadata(inst, method="dp"))
     r = runner.invoke(app, ["export", str(inst_path), str(plan_path), "--to", "megatron"])
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1 and "--uniform" in r.output
+
+
+def test_cli_export_takes_the_settings_the_plan_was_solved_for(tmp_path):
+    # issue 30 point 1 for export: a plan solved at another N than the instance file's is
+    # exported with the N its metadata records (it was refused before), saying so
+    inst_path, plan_path = solved_files(tmp_path)
+    inst = instance_from_dict(json.loads(inst_path.read_text()), str(inst_path))
+    solved_at = inst.with_settings(N=16)
+    save_plan(plan_of([8, 8, 8, 8]), plan_path, metadata=plan_metadata(solved_at, method="dp"))
+    r = runner.invoke(app, ["export", str(inst_path), str(plan_path), "--to", "megatron"])
+    assert r.exit_code == 0, r.output
+    assert "--global-batch-size 16 \\" in r.stdout
+    (note,) = r.stderr.splitlines()
+    assert note.startswith("piper-ilp: note: settings from the plan's metadata: K=64 ")
+    assert " N=16 " in note
+    # the instance file's own settings: no note
+    save_plan(plan_of([8, 8, 8, 8]), plan_path, metadata=plan_metadata(inst, method="dp"))
+    r = runner.invoke(app, ["export", str(inst_path), str(plan_path), "--to", "megatron"])
+    assert r.exit_code == 0 and "--global-batch-size 64 \\" in r.stdout and r.stderr == ""
 
 
 def test_cli_export_of_a_recomputation_mix_says_what_it_runs_instead(tmp_path):

@@ -76,3 +76,30 @@ def test_the_shared_options_have_the_same_panels_everywhere(command):
     lines = _help(command)
     settings = "\n".join(_panel(lines, "Settings (K, M, N, B)"))
     assert "--devices" in settings and "--memory" in settings
+
+
+def _all_commands() -> list[tuple[str, ...]]:
+    """Every command, and every sub-command of a group (bench, import)."""
+    out = []
+    for name in _commands():
+        out.append((name,))
+        lines = _help(name)
+        if any(line.startswith("╭─ Commands ") for line in lines):
+            out += [
+                (name, sub)
+                for sub in re.findall(r"^│ (\S+)\s", "\n".join(_panel(lines, "Commands")), re.M)
+            ]
+    return out
+
+
+def test_every_commands_help_is_at_most_70_lines_with_every_option_in_a_panel():
+    commands = _all_commands()
+    assert {("bench", "milp"), ("import", "pipedream"), ("campaign",)} <= set(commands)
+    for command in commands:
+        lines = _help(*command)
+        assert len(lines) <= 70, (command, len(lines))
+        # typer's default panel holds only --help: every other option sits in a named panel
+        options = [row for row in _panel(lines, "Options") if re.match(r"│\s+\*?\s*-", row)]
+        assert [row.split()[1] for row in options] == ["--help"], (command, options)
+        named = [line for line in lines if re.match(r"│\s+\*?\s*--[a-z]", line)]
+        assert len(named) > 1 or command == ("import",), command
