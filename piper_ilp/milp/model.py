@@ -260,12 +260,10 @@ def index_sets(
 
     Examples
     --------
-    >>> from piper_ilp.instance import instance_from_dict
+    >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
     >>> from piper_ilp.solution import Restrictions
-    >>> opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1,
-    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
-    >>> inst = instance_from_dict({"maxDevices": 4, "maxMemoryPerDevice": 10, "bandwidth": 1,
-    ...     "mbsInBatch": 4, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> node = (0, {"1": [option_dict("v", p=1.0, w=0, a=1, b=0)]})
+    >>> inst = instance_from_dict(instance_dict([node], K=4, M=10, N=4, B=1))
     >>> st = index_sets(inst, Restrictions())
     >>> st.S, st.configs, st.Y
     (1, [(1, 1), (1, 2), (1, 4)], [4])
@@ -1031,11 +1029,9 @@ def build_model(
 
     Examples
     --------
-    >>> from piper_ilp.instance import instance_from_dict
-    >>> opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1,
-    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
-    >>> inst = instance_from_dict({"maxDevices": 1, "maxMemoryPerDevice": 10, "bandwidth": 1,
-    ...     "mbsInBatch": 1, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
+    >>> node = (0, {"1": [option_dict("v", p=1.0, w=0, a=1, b=0)]})
+    >>> inst = instance_from_dict(instance_dict([node], K=1, M=10, N=1, B=1))
     >>> [v.name for v in build_model(inst).vars]
     ['u[0,1,1]', 'z[0,0,1,0]', 'g[0,1]', 's[0]', 'T']
     """
@@ -1139,11 +1135,9 @@ def model_size(
 
     Examples
     --------
-    >>> from piper_ilp.instance import instance_from_dict
-    >>> opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1,
-    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
-    >>> inst = instance_from_dict({"maxDevices": 1, "maxMemoryPerDevice": 10, "bandwidth": 1,
-    ...     "mbsInBatch": 1, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
+    >>> node = (0, {"1": [option_dict("v", p=1.0, w=0, a=1, b=0)]})
+    >>> inst = instance_from_dict(instance_dict([node], K=1, M=10, N=1, B=1))
     >>> model_size(inst)["variables"]  # u, z, g, s, T
     5
     """
