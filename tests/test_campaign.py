@@ -296,7 +296,8 @@ def test_summary_statistics():
 def test_cli_campaign(tmp_path):
     out = tmp_path / "cli"
     args = "campaign --count 4 --seed 2 --nodes 2-3 --methods dp,brute --workers 1".split()
-    result = CliRunner().invoke(app, [*args, "--out", str(out)])
+    args += ["--out", str(out)]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "4 instances: match 4" in result.output
     assert len(read_results(out)) == 4 and (out / "summary.json").exists()
