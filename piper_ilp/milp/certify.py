@@ -495,7 +495,6 @@ def _finish(
             info=info,
             mode=state.mode,
         )
-    bound = min(state.lower, state.value)
     if state.from_hint:
         state.objective = state.value  # the evaluator's value of the hint
     if proven:
@@ -515,7 +514,7 @@ def _finish(
         status,
         plan=state.plan,
         objective=state.objective,
-        bound=bound,
+        bound=min(state.lower, state.value),
         message=message,
         info=info,
         mode=state.mode,
