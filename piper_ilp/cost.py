@@ -238,14 +238,10 @@ def node_edge_bytes(instance: Instance, v: int, opt: Option, stage: Collection[i
 
     Examples
     --------
-    >>> from piper_ilp.instance import instance_from_dict, option_dict
-    >>> inst = instance_from_dict({
-    ...     "maxDevices": 2, "maxMemoryPerDevice": 1e9, "bandwidth": 10.0, "mbsInBatch": 2,
-    ...     "nodes": [
-    ...         {"id": 0, "TMPCs": {"1": [option_dict("vanilla", 1.0, 0, 0, 0, sbw={"1": 1.0})]}},
-    ...         {"id": 1, "TMPCs": {"1": [option_dict("vanilla", 1.0, 0, 0, 0, sfw={"0": 0})]}},
-    ...     ],
-    ...     "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 3.0}]})
+    >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
+    >>> nodes = [(0, {"1": [option_dict("vanilla", 1.0, 0, 0, 0, sbw={"1": 1.0})]}),
+    ...          (1, {"1": [option_dict("vanilla", 1.0, 0, 0, 0, sfw={"0": 0})]})]
+    >>> inst = instance_from_dict(instance_dict(nodes, [(0, 1, 3.0)], K=2, M=1e9, N=2, B=10.0))
     >>> opt = inst.node[0].options[1][0]
     >>> node_edge_bytes(inst, 0, opt, {0}), node_edge_bytes(inst, 0, opt, {0, 1})
     (8.0, 0.0)
@@ -339,14 +335,11 @@ def stage_cost(
     Two nodes joined by an edge of 3 bytes, split into two stages at d = 1, or in one
     stage at d = 2 (N = 2, B = 10):
 
-    >>> from piper_ilp.instance import instance_from_dict, option_dict
-    >>> inst = instance_from_dict({
-    ...     "maxDevices": 2, "maxMemoryPerDevice": 1e9, "bandwidth": 10.0, "mbsInBatch": 2,
-    ...     "nodes": [
-    ...         {"id": 0, "TMPCs": {"1": [option_dict("vanilla", 1.0, 4.0, 0, 0, sbw={"1": 1.0})]}},
-    ...         {"id": 1, "TMPCs": {"1": [option_dict("vanilla", 2.0, 4.0, 0, 0, sfw={"0": 0})]}},
-    ...     ],
-    ...     "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 3.0}]})
+    >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
+    >>> first = option_dict("vanilla", 1.0, 4.0, 0, 0, sbw={"1": 1.0})
+    >>> second = option_dict("vanilla", 2.0, 4.0, 0, 0, sfw={"0": 0})
+    >>> nodes = [(0, {"1": [first]}), (1, {"1": [second]})]
+    >>> inst = instance_from_dict(instance_dict(nodes, [(0, 1, 3.0)], K=2, M=1e9, N=2, B=10.0))
     >>> opts = {v: inst.node[v].options[1][0] for v in (0, 1)}
     >>> stage_cost(inst, [0], 1, opts).tps  # (8 / 1 + 0) / 10 + 1 / 1
     1.8
@@ -383,7 +376,7 @@ def stage_memory(nodes: Collection[int], options: Mapping[int, Option], y: int) 
     Raises
     ------
     KeyError
-        A node of ``nodes`` has no entry in ``options``.
+        As :func:`stage_cost` does, for a node without an entry in ``options``.
 
     Examples
     --------

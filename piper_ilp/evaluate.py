@@ -196,12 +196,10 @@ def evaluate(instance: Instance, plan: Plan, mode: Mode = DEFAULT_MODE) -> Evalu
 
     Examples
     --------
-    >>> from piper_ilp.instance import instance_from_dict
+    >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
     >>> from piper_ilp.plan import plan_from_dict
-    >>> opt = {"id": "v", "timePerSample": 2.0, "parameterSize": 0, "memoryUsageA": 1,
-    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
-    >>> inst = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1,
-    ...     "mbsInBatch": 2, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> node = (0, {"1": [option_dict("v", p=2.0, w=0, a=1, b=0)]})
+    >>> inst = instance_from_dict(instance_dict([node], K=2, M=10, N=2, B=1))
     >>> ev = evaluate(inst, plan_from_dict({"stages": [{"nodes": [0], "dataParallelDegree": 2,
     ...     "tensorParallelDegree": 1, "TMPCids": {"0": "v"}}]}))
     >>> ev.valid, ev.tps
@@ -376,12 +374,10 @@ def check_plan_matches(instance: Instance, plan: Plan, *, shown: int = 3) -> str
 
     Examples
     --------
-    >>> from piper_ilp.instance import instance_from_dict
+    >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
     >>> from piper_ilp.plan import Plan, Stage
-    >>> opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1,
-    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
-    >>> inst = instance_from_dict({"maxDevices": 1, "maxMemoryPerDevice": 10, "bandwidth": 1,
-    ...     "mbsInBatch": 1, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> node = (0, {"1": [option_dict("v", p=1.0, w=0, a=1, b=0)]})
+    >>> inst = instance_from_dict(instance_dict([node], K=1, M=10, N=1, B=1))
     >>> check_plan_matches(inst, Plan((Stage((0,), 1, 1, {0: "v"}),))) is None
     True
     >>> bad = Plan((Stage((7,), 1, 1, {7: "v"}),))

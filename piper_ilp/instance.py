@@ -50,6 +50,8 @@ __all__ = [
     "load_instance",
     "instance_from_dict",
     "instance_to_dict",
+    "instance_dict",
+    "option_dict",
     "save_instance",
     "parse_size",
     "bare_size_note",
@@ -618,17 +620,13 @@ def parse_setting(name: str, text: str | int | float, option: str | None = None)
 
     Parameters
     ----------
-    name : str
-        ``"K"``, ``"M"``, ``"N"`` or ``"B"``.
-    text : str, int or float
-        The value as given.
-    option : str, optional
-        Named in every message; default the setting's own option, :data:`SETTING_OPTIONS`.
+    name, text, option
+        As in :func:`read_setting`; ``option`` is named in every message.
 
     Returns
     -------
     int or float
-        An int for K and N, a float for M and B.
+        As from :func:`check_setting`.
 
     Raises
     ------
@@ -731,6 +729,22 @@ class _Checker:
     def fail(self, where: str, msg: str):
         raise InputError(f"{display_path(self.source)}: {where}: {msg}")
 
+    def object(self, value: Any, where: str) -> Mapping:
+        """``value`` itself, which must be a JSON object."""
+        if not isinstance(value, dict):
+            self.fail(where, f"expected an object, got {describe_value(value)}")
+        return value
+
+    def array(self, data: Mapping, key: str, missing: str) -> list:
+        """The JSON array ``data[key]`` of the instance; ``missing`` says what is wrong
+        without it."""
+        if key not in data:
+            self.fail("instance", missing)
+        raw = data[key]
+        if not isinstance(raw, list):
+            self.fail(f"instance.{key}", f"expected an array, got {describe_value(raw)}")
+        return raw
+
     def number(self, obj: Mapping, key: str, where: str, *, setting: bool = False) -> float:
         """A size or time: 0 or within [VALUE_MIN, VALUE_MAX]; with ``setting`` (M, B)
         within [VALUE_MIN, VALUE_MAX]. ``-0.0`` reads as 0."""
@@ -827,18 +841,13 @@ def nodes_on_cycles(succs: Mapping[Any, Iterable[Any]]) -> list:
     Parameters
     ----------
     succs : mapping
-        Each node's successors; every node (successors included) must be a key.
+        As in :func:`topological_order` (which raises the same KeyError).
 
     Returns
     -------
     list
         Empty exactly when the graph is acyclic; otherwise the nodes on a cycle or after
         one, in the keys' order.
-
-    Raises
-    ------
-    KeyError
-        A successor that is not a key.
 
     Examples
     --------
@@ -916,18 +925,10 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
     )
     N = ck.integer(data, batch_key, "instance", lo=1, hi=MAX_BATCH)
 
-    raw_nodes = data.get("nodes")
-    if "nodes" not in data:
-        ck.fail("instance", "missing field 'nodes'")
-    if not isinstance(raw_nodes, list):
-        ck.fail("instance.nodes", f"expected an array, got {describe_value(raw_nodes)}")
+    raw_nodes = ck.array(data, "nodes", "missing field 'nodes'")
     if not raw_nodes:
         ck.fail("instance.nodes", "is empty; a model needs at least one node")
-    raw_edges = data.get("edges", None)
-    if "edges" not in data:
-        ck.fail("instance", "missing field 'edges' (use [] for a graph with no edges)")
-    if not isinstance(raw_edges, list):
-        ck.fail("instance.edges", f"expected an array, got {describe_value(raw_edges)}")
+    raw_edges = ck.array(data, "edges", "missing field 'edges' (use [] for a graph with no edges)")
     if len(raw_nodes) > MAX_NODES:
         ck.fail(
             "instance.nodes", f"has {len(raw_nodes)} nodes, more than the supported {MAX_NODES}"
@@ -942,9 +943,7 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
     seen: set[int] = set()
     for i, rn in enumerate(raw_nodes):
         where = f"nodes[{i}]"
-        if not isinstance(rn, dict):
-            ck.fail(where, f"expected an object, got {describe_value(rn)}")
-        nid = ck.integer(rn, "id", where, lo=ID_MIN, hi=ID_MAX)
+        nid = ck.integer(ck.object(rn, where), "id", where, lo=ID_MIN, hi=ID_MAX)
         if nid in seen:
             ck.fail(f"node {nid}", f"duplicate node id (nodes[{i}])")
         seen.add(nid)
@@ -955,9 +954,7 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
     pairs: set[tuple[int, int]] = set()
     for j, re_ in enumerate(raw_edges):
         where = f"edges[{j}]"
-        if not isinstance(re_, dict):
-            ck.fail(where, f"expected an object, got {describe_value(re_)}")
-        u = ck.integer(re_, "sourceId", where)
+        u = ck.integer(ck.object(re_, where), "sourceId", where)
         v = ck.integer(re_, "destId", where)
         where = f"edge {u}->{v} (edges[{j}])"
         c = ck.number(re_, "communicationCost", where)
@@ -1031,9 +1028,7 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
             oids: set[str] = set()
             for k, ro in enumerate(lst):
                 wo = f"{wt}[{k}]"
-                if not isinstance(ro, dict):
-                    ck.fail(wo, f"expected an object, got {describe_value(ro)}")
-                if "id" not in ro:
+                if "id" not in ck.object(ro, wo):
                     ck.fail(wo, "missing field 'id'")
                 oid = ro["id"]
                 if not is_text(oid) or not oid:
@@ -1145,6 +1140,49 @@ def option_dict(
         "memoryUsageB": b,
         "syncTimeFw": dict(sfw or {}),
         "syncTimeBw": dict(sbw or {}),
+    }
+
+
+def instance_dict(
+    nodes: Iterable[tuple[int, Mapping]],
+    edges: Iterable[tuple[int, int, float]] = (),
+    *,
+    K: int,
+    M: float,
+    N: int,
+    B: float,
+) -> dict:
+    """An instance in the JSON form of cost model sec. 1, for building instances in code
+    (read it with :func:`instance_from_dict`).
+
+    Parameters
+    ----------
+    nodes : iterable of (int, mapping)
+        Each node's id and its ``TMPCs``: options (:func:`option_dict`) keyed by t as a
+        string.
+    edges : iterable of (int, int, float), optional
+        ``(sourceId, destId, communicationCost)``; default none.
+    K, M, N, B : int, float, int, float
+        maxDevices, maxMemoryPerDevice, mbsInBatch, bandwidth.
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> node = (0, {"1": [option_dict("v", p=2.0, w=0, a=1, b=0)]})
+    >>> inst = instance_from_dict(instance_dict([node], K=2, M=10, N=2, B=1))
+    >>> inst.node_ids, inst.K, inst.M
+    ([0], 2, 10.0)
+    """
+    return {
+        "maxDevices": K,
+        "maxMemoryPerDevice": M,
+        "bandwidth": B,
+        "mbsInBatch": N,
+        "nodes": [{"id": nid, "TMPCs": tmpcs} for nid, tmpcs in nodes],
+        "edges": [{"sourceId": u, "destId": v, "communicationCost": c} for u, v, c in edges],
     }
 
 

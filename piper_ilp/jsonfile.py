@@ -62,6 +62,7 @@ def is_number(x: Any) -> bool:
     Parameters
     ----------
     x : any
+        A value as :func:`read_json` returns it, or part of one.
 
     Returns
     -------
@@ -82,6 +83,7 @@ def is_int(x: Any) -> bool:
     Parameters
     ----------
     x : any
+        As for :func:`is_number`.
 
     Returns
     -------
@@ -410,6 +412,7 @@ def short_repr(x: Any) -> str:
     Parameters
     ----------
     x : any
+        The value a message names.
 
     Returns
     -------
@@ -439,10 +442,12 @@ def is_text(x: Any) -> bool:
     Parameters
     ----------
     x : any
+        A value as parsed; a JSON string may hold a lone surrogate, a Python str can.
 
     Returns
     -------
     bool
+        False for anything but a str.
 
     Examples
     --------

@@ -133,11 +133,12 @@ class Mode:
         Returns
         -------
         Mode
+            A new mode; ``self`` is left as it is (modes are frozen).
 
         Raises
         ------
         ValueError
-            An unknown rule.
+            ``rule`` is not one of :data:`IN_FLIGHT_RULES`.
 
         Examples
         --------
@@ -215,6 +216,7 @@ class Mode:
         Returns
         -------
         Mode
+            ``Mode.parse(m.label) == m`` for every mode ``m``.
 
         Raises
         ------

@@ -59,19 +59,15 @@ def stage_graph(instance: Instance, plan: Plan) -> list[set[int]]:
 
     Examples
     --------
-    >>> from piper_ilp.instance import instance_from_dict
+    >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
     >>> from piper_ilp.plan import Plan, Stage
-    >>> o = {"id": "v", "timePerSample": 1, "parameterSize": 0, "memoryUsageA": 0,
-    ...      "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
-    >>> def node(i, fw, bw):
-    ...     return {"id": i, "TMPCs": {"1": [dict(o, syncTimeFw={str(u): 0 for u in fw},
-    ...                                          syncTimeBw={str(x): 0 for x in bw})]}}
-    >>> inst = instance_from_dict({"maxDevices": 4, "maxMemoryPerDevice": 1, "bandwidth": 1,
-    ...     "mbsInBatch": 4, "nodes": [node(0, [], [1, 2]), node(1, [0], [3]), node(2, [0], [3]),
-    ...     node(3, [1, 2], [])], "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0},
-    ...     {"sourceId": 0, "destId": 2, "communicationCost": 0},
-    ...     {"sourceId": 1, "destId": 3, "communicationCost": 0},
-    ...     {"sourceId": 2, "destId": 3, "communicationCost": 0}]})
+    >>> succ, pred = {0: [1, 2], 1: [3], 2: [3], 3: []}, {0: [], 1: [0], 2: [0], 3: [1, 2]}
+    >>> def sync(vs):
+    ...     return {str(u): 0 for u in vs}
+    >>> nodes = [(v, {"1": [option_dict("v", 1, 0, 0, 0, sync(pred[v]), sync(succ[v]))]})
+    ...          for v in succ]
+    >>> edges = [(u, v, 0) for u in succ for v in succ[u]]
+    >>> inst = instance_from_dict(instance_dict(nodes, edges, K=4, M=1, N=4, B=1))
     >>> plan = Plan(tuple(Stage((v,), 1, 1, {v: "v"}) for v in range(4)))
     >>> stage_graph(inst, plan)
     [{1, 2}, {3}, {3}, set()]

@@ -78,7 +78,7 @@ def check_threads(value: Any, option: str = "--threads") -> int | None:
     value : int or None
         Threads.
     option : str
-        The option that gave it, named in the message.
+        As in :func:`check_time_limit`.
 
     Returns
     -------
@@ -310,6 +310,7 @@ class Settings:
         Parameters
         ----------
         instance : Instance
+            As loaded, or after :meth:`piper_ilp.solution.Restrictions.apply`.
 
         Returns
         -------

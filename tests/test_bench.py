@@ -34,6 +34,16 @@ def _bench(*args, env=None):
     return runner.invoke(app, ["bench", *args], env=env)
 
 
+def _bench_wide8_reference(reference, out):
+    """Bench the wide8 row (greedy, one repeat) beside a reference command; the result and
+    the row that --json wrote to ``out``."""
+    r = _bench(
+        "--only", "wide8", "--modes", "greedy", "--repeat", "1", "--reference", reference,
+        "--json", str(out),
+    )  # fmt: skip
+    return r, json.loads(out.read_text())["rows"][0]
+
+
 def test_configurations_of_the_paper_are_all_there():
     names = {c.name for c in CONFIGS}
     assert {
@@ -124,38 +134,14 @@ def test_reference_planner_runs_on_the_same_instance(tmp_path):
     )
     out = tmp_path / "bench.json"
     cmd = f"{sys.executable} {script} {{instance}} {{devices}} {{memory}} {{batch}} {{bandwidth}}"
-    r = _bench(
-        "--only",
-        "wide8",
-        "--modes",
-        "greedy",
-        "--repeat",
-        "1",
-        "--reference",
-        cmd,
-        "--json",
-        str(out),
-    )
+    r, row = _bench_wide8_reference(cmd, out)
     assert r.exit_code == 0, r.output
-    row = json.loads(out.read_text())["rows"][0]
     assert row["ref_status"] == "ok", row
     assert row["ref_cpu"] > 0.05 and row["ref_rss_mb"] > 1
     assert row["ratio"] == pytest.approx(row["cpu_process"] / row["ref_cpu"])
     # a failing reference is reported, not hidden
     bad = f"{sys.executable} -c 'import sys; sys.exit(3)' {{instance}}"
-    r = _bench(
-        "--only",
-        "wide8",
-        "--modes",
-        "greedy",
-        "--repeat",
-        "1",
-        "--reference",
-        bad,
-        "--json",
-        str(out),
-    )
-    row = json.loads(out.read_text())["rows"][0]
+    r, row = _bench_wide8_reference(bad, out)
     assert (
         r.exit_code == 0
         and row["ref_status"] == "error"
@@ -241,20 +227,8 @@ def test_reference_output_in_the_bench(tmp_path):
     cmd = _fake_reference(
         tmp_path, "agree.py", ["some chatter", "search-cpu-seconds: 0.5", f"tps: {tps!r}"]
     )
-    r = _bench(
-        "--only",
-        "wide8",
-        "--modes",
-        "greedy",
-        "--repeat",
-        "1",
-        "--reference",
-        cmd,
-        "--json",
-        str(out),
-    )
+    r, row = _bench_wide8_reference(cmd, out)
     assert r.exit_code == 0, r.output
-    row = json.loads(out.read_text())["rows"][0]
     assert row["ref_status"] == "ok" and row["ref_search_cpu"] == 0.5 and row["ref_tps"] == tps
     assert row["ratio_search"] == pytest.approx(row["cpu_solve"] / 0.5)
     assert row["ratio"] == pytest.approx(row["cpu_process"] / row["ref_cpu"])
@@ -263,55 +237,19 @@ def test_reference_output_in_the_bench(tmp_path):
     cmd = _fake_reference(
         tmp_path, "differ.py", ["search-cpu-seconds: 0.5", f"tps: {tps * 1.01!r}"]
     )
-    r = _bench(
-        "--only",
-        "wide8",
-        "--modes",
-        "greedy",
-        "--repeat",
-        "1",
-        "--reference",
-        cmd,
-        "--json",
-        str(out),
-    )
+    r, row = _bench_wide8_reference(cmd, out)
     assert r.exit_code == 0, r.output
-    row = json.loads(out.read_text())["rows"][0]
     assert row["tps_agree"] is False and row["tps_rel_diff"] == pytest.approx(1 / 1.01 - 1)
     assert "DIFF" in r.output and "TPS DIFFERS" in r.output and "ours lower" in r.output
     assert "TPS differs from the reference on 1 row(s): wide8 greedy" in r.output
     # a reference that found no plan while we did
     cmd = _fake_reference(tmp_path, "noplan.py", ["tps: inf"])
-    r = _bench(
-        "--only",
-        "wide8",
-        "--modes",
-        "greedy",
-        "--repeat",
-        "1",
-        "--reference",
-        cmd,
-        "--json",
-        str(out),
-    )
-    row = json.loads(out.read_text())["rows"][0]
+    r, row = _bench_wide8_reference(cmd, out)
     assert row["ref_no_plan"] is True and row["ref_tps"] is None and row["tps_agree"] is False
     # a reference that prints neither line still gets the whole-process ratio
     cmd = _fake_reference(tmp_path, "quiet.py", ["done"])
-    r = _bench(
-        "--only",
-        "wide8",
-        "--modes",
-        "greedy",
-        "--repeat",
-        "1",
-        "--reference",
-        cmd,
-        "--json",
-        str(out),
-    )
+    r, row = _bench_wide8_reference(cmd, out)
     assert r.exit_code == 0, r.output
-    row = json.loads(out.read_text())["rows"][0]
     assert row["ref_status"] == "ok" and row["ratio"] == pytest.approx(
         row["cpu_process"] / row["ref_cpu"]
     )

@@ -6,12 +6,17 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
-import sys
 import warnings
 
 import pytest
-from builders import every_plan, make_instance, option_dict
+from builders import (
+    enumerated_optimum,
+    every_plan,
+    fork_instance,
+    make_instance,
+    option_dict,
+    run_piper,
+)
 from conftest import REPO
 
 from compare.builders.generators import FAMILIES, random_instance
@@ -193,10 +198,7 @@ def test_agrees_with_naive_enumeration_through_the_evaluator(family):
     # every labelled partition, every degree, every option, each plan judged by the evaluator.
     for seed in range(6):
         inst = random_instance(family, 3, seed, options_per_t=(1, 2), K=4, N=2)
-        best = min(
-            (ev.tps for ev in map(lambda p: evaluate(inst, p), every_plan(inst)) if ev.valid),
-            default=None,
-        )
+        best = enumerated_optimum(inst)
         sol = solve_brute(inst)
         if best is None:
             assert sol.status is Status.INFEASIBLE
@@ -254,17 +256,8 @@ def test_every_mode_agrees_with_naive_enumeration_through_the_evaluator(mode, in
     seen = set()
     for family in ("fork-join", "layered", "chain"):
         for seed in range(3):
-            inst = random_instance(
-                family,
-                3,
-                seed,
-                t_values=(1,),
-                options_per_t=(1, 2),
-                K=4,
-                N=4,
-                memory="tight",
-                integer=integer,
-            )
+            shape = dict(t_values=(1,), options_per_t=(1, 2), K=4, N=4)
+            inst = random_instance(family, 3, seed, **shape, memory="tight", integer=integer)
             values = [
                 ev.value for ev in (evaluate(inst, p, mode) for p in every_plan(inst)) if ev.valid
             ]
@@ -284,24 +277,8 @@ def test_every_mode_agrees_with_naive_enumeration_through_the_evaluator(mode, in
 
 
 def test_modes_differ_where_the_contract_says():
-    # a fork 0 -> {1, 2} -> 3 with one unit of memory per microbatch and M = 3.5: with four
-    # stages of d = 1, sequential pipelining holds y = 4, 3, 2, 1 (stage 0 does not fit) and
-    # graph pipelining y = 3, 2, 2, 1 (it fits: sec. 8). gpipe holds N / d = 4 everywhere.
-    edges = [(0, 1, 0.0), (0, 2, 0.0), (1, 3, 0.0), (2, 3, 0.0)]
-    succ = {0: [1, 2], 1: [3], 2: [3], 3: []}
-    pred = {0: [], 1: [0], 2: [0], 3: [1, 2]}
-    nodes = [
-        (
-            v,
-            {
-                "1": [
-                    opt(p=1.0, a=1.0, sfw={u: 0.0 for u in pred[v]}, sbw={x: 0.0 for x in succ[v]})
-                ]
-            },
-        )
-        for v in range(4)
-    ]
-    inst = make(nodes, edges=edges, K=4, N=4, M=3.5)
+    # the fork of fork_instance: four stages of d = 1 fit with graph pipelining only
+    inst = fork_instance()
     seq = solve_brute(inst, Restrictions(max_d=1))
     graph = solve_brute(inst, Restrictions(max_d=1), mode=Mode("graph"))
     assert seq.status is graph.status is Status.OPTIMAL
@@ -373,25 +350,24 @@ ISSUE_31 = {
 }
 
 
+def _verify_issue_31(tmp_path, name, methods):
+    """``verify METHODS FLAGS --json`` on the issue-31 example ``name`` in a child process
+    (600 s guard a hang only); the process, its one JSON record and the known optimum."""
+    inst, flags, optimum = ISSUE_31[name]
+    path = tmp_path / f"{name}.json"
+    save_instance(inst, path)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = run_piper("verify", path, *methods, *flags, "--json", timeout=600, cwd=tmp_path, env=env)
+    (record,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    return proc, record, optimum
+
+
 @pytest.mark.parametrize("name", sorted(ISSUE_31))
 def test_issue_31_examples_get_a_verdict_with_brute_refused_or_answering(tmp_path, name):
     # the old size guard let brute search these without end inside verify's default methods;
     # now brute refuses before any long work (skipped: not run) or answers, and the verdict
     # comes from the other methods. The 600 s timeout only guards against a hang.
-    inst, flags, optimum = ISSUE_31[name]
-    path = tmp_path / f"{name}.json"
-    save_instance(inst, path)
-    proc = subprocess.run(
-        [sys.executable, "-m", "piper_cli", "verify", str(path), "--methods", "dp,brute"]
-        + flags
-        + ["--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-    )
-    (record,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    proc, record, optimum = _verify_issue_31(tmp_path, name, ["--methods", "dp,brute"])
     brute = record["methods"]["brute"]
     assert brute["status"] == "skipped" and "steps" in brute["skipped"], brute
     assert record["methods"]["dp"]["solver_status"] == (
@@ -407,18 +383,7 @@ def test_issue_31_examples_with_verifys_default_methods(tmp_path, name):
     # as the issue ran them: verify's default methods (dp, cpsat, cbc, brute), where brute
     # used to keep the verdict waiting for more than 290 s; now it is skipped (not run) and
     # the three others prove the optimum, or infeasibility. The timeout guards a hang only.
-    inst, flags, optimum = ISSUE_31[name]
-    path = tmp_path / f"{name}.json"
-    save_instance(inst, path)
-    proc = subprocess.run(
-        [sys.executable, "-m", "piper_cli", "verify", str(path), *flags, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-    )
-    (record,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    proc, record, optimum = _verify_issue_31(tmp_path, name, [])
     assert record["methods"]["brute"]["status"] == "skipped", record["methods"]["brute"]
     assert record["verdict"] == "match" and record["optimum"] == optimum, record
     assert sorted(record["proofs"]) == ["cbc", "cpsat", "dp"]

@@ -265,31 +265,12 @@ def test_specs_are_deterministic_and_cover_families():
 
 
 def test_summary_statistics():
+    keys = ("id", "family", "verdict", "greedy_gap", "seconds", "statuses")
+    brute_skipped = ({"dp": 2.0, "brute": 9.0}, {"dp": "optimal", "brute": "skipped"})
     recs = [
-        {
-            "id": "a",
-            "family": "chain",
-            "verdict": "match",
-            "greedy_gap": 0.0,
-            "seconds": {"dp": 1.0},
-            "statuses": {"dp": "optimal"},
-        },
-        {
-            "id": "b",
-            "family": "chain",
-            "verdict": "match",
-            "greedy_gap": 0.1,
-            "seconds": {"dp": 3.0},
-            "statuses": {"dp": "optimal"},
-        },
-        {
-            "id": "c",
-            "family": "skip",
-            "verdict": "mismatch",
-            "greedy_gap": None,
-            "seconds": {"dp": 2.0, "brute": 9.0},
-            "statuses": {"dp": "optimal", "brute": "skipped"},
-        },
+        dict(zip(keys, ("a", "chain", "match", 0.0, {"dp": 1.0}, {"dp": "optimal"}))),
+        dict(zip(keys, ("b", "chain", "match", 0.1, {"dp": 3.0}, {"dp": "optimal"}))),
+        dict(zip(keys, ("c", "skip", "mismatch", None, *brute_skipped))),
     ]
     s = summarize(recs)
     assert s["verdicts"] == {
@@ -314,21 +295,8 @@ def test_summary_statistics():
 
 def test_cli_campaign(tmp_path):
     out = tmp_path / "cli"
-    args = [
-        "campaign",
-        "--count",
-        "4",
-        "--seed",
-        "2",
-        "--nodes",
-        "2-3",
-        "--methods",
-        "dp,brute",
-        "--workers",
-        "1",
-        "--out",
-        str(out),
-    ]
+    args = "campaign --count 4 --seed 2 --nodes 2-3 --methods dp,brute --workers 1".split()
+    args += ["--out", str(out)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "4 instances: match 4" in result.output

@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from builders import run_piper
 
 from compare.experiments.campaign import RESULTS, make_specs
 
@@ -45,6 +46,13 @@ ARGS = [
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/environ").exists(), reason="needs Linux /proc to find leftover processes"
 )
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill ``proc`` unless it has ended (the guard of every test's ``finally``)."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 def _env(mark: str) -> dict:
@@ -138,9 +146,7 @@ def _interrupt_then_resume(
             proc.send_signal(signum)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill(proc)
     if signum == signal.SIGKILL:  # the workers end by themselves (the parent-death signal)
         left = _wait_gone(mark)
     else:  # the command returns only when its workers have ended: nothing is left at once
@@ -151,13 +157,8 @@ def _interrupt_then_resume(
     recs = [json.loads(line) for line in lines]  # every line is whole JSON
     assert len({r["id"] for r in recs}) == len(recs)
     # --resume finishes the campaign: exactly COUNT distinct instances, none twice
-    done = subprocess.run(
-        [sys.executable, "-m", "piper_cli", "campaign", *ARGS, "--out", str(out), "--resume"],
-        cwd=REPO,
-        env=_env(mark),
-        capture_output=True,
-        text=True,
-        timeout=600,
+    done = run_piper(
+        "campaign", *ARGS, "--out", out, "--resume", cwd=REPO, env=_env(mark), timeout=600
     )
     assert done.returncode == 0, done.stderr
     ids = [json.loads(line)["id"] for line in _lines(out)]
@@ -203,13 +204,8 @@ def test_a_second_campaign_on_the_same_folder_is_refused(tmp_path):
     try:
         _wait_for_results(first, out)
         for extra in ((), ("--resume",)):
-            second = subprocess.run(
-                [sys.executable, "-m", "piper_cli", "campaign", *ARGS, "--out", str(out), *extra],
-                cwd=REPO,
-                env=_env(mark),
-                capture_output=True,
-                text=True,
-                timeout=120,
+            second = run_piper(
+                "campaign", *ARGS, "--out", out, *extra, cwd=REPO, env=_env(mark), timeout=120
             )
             assert second.returncode == 2, second.stderr
             assert second.stderr.count("\n") == 1 and "another campaign" in second.stderr, (
@@ -218,9 +214,7 @@ def test_a_second_campaign_on_the_same_folder_is_refused(tmp_path):
         first.send_signal(signal.SIGINT)
         first.communicate(timeout=60)
     finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
+        _kill(first)
     assert first.returncode == 130
     assert not _wait_gone(mark)
     recs = [json.loads(line) for line in _lines(out)]
@@ -308,9 +302,7 @@ def test_an_interrupted_campaign_leaves_no_solver_temporary_folder(tmp_path, sig
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill(proc)
     assert proc.returncode == status and "interrupted" in err, err
     assert not _wait_gone(mark), "processes left (workers or CBC)"
     assert list(tmp.iterdir()) == []
@@ -343,9 +335,7 @@ def test_no_solver_process_outlives_an_interrupted_campaign(tmp_path, method, sc
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _kill(proc)
     assert proc.returncode == 130 and err.count("\n") == 1 and "interrupted" in err, err
     left = _marked(mark)  # at once: the command returned only when its processes had ended
     assert not left, f"processes left after the campaign ended: {left}"

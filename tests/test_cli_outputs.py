@@ -146,28 +146,8 @@ def test_memory_above_the_limit_is_marked():
     cost = StageCost(edge_bytes=0.0, resync_bytes=0.0, p_sum=1.0, d=1, B=1e9)
     ev = Evaluation(
         stages=[
-            StageReport(
-                index=0,
-                nodes=(0,),
-                d=1,
-                t=1,
-                s=2,
-                y=2,
-                memory=float(limit),
-                memory_limit=limit,
-                cost=cost,
-            ),
-            StageReport(
-                index=1,
-                nodes=(1,),
-                d=1,
-                t=1,
-                s=1,
-                y=1,
-                memory=limit * (1 + 2**-40),
-                memory_limit=limit,
-                cost=cost,
-            ),
+            StageReport(0, (0,), 1, 1, 2, 2, float(limit), memory_limit=limit, cost=cost),
+            StageReport(1, (1,), 1, 1, 1, 1, limit * (1 + 2**-40), memory_limit=limit, cost=cost),
         ],
         violations=[object()],
     )

@@ -108,6 +108,23 @@ class Proc:
             self.p.wait()
 
 
+def stop_while_solving(proc: Proc, signum: int, first_line: bool = False) -> tuple[int, str | None]:
+    """Wait (for the first stdout line if ``first_line``, then) until ``proc`` solves, send
+    ``signum`` and return its exit status and that line; the process never outlives this."""
+    line = None
+    try:
+        if first_line:
+            line = proc.wait_for_stdout_line()
+        proc.wait_until_solving()
+        assert proc.p.poll() is None, (
+            "the solve finished before the signal; the test needs a longer instance"
+        )
+        rc, _ = proc.signal_and_wait(signum)
+    finally:
+        proc.kill()
+    return rc, line
+
+
 def assert_one_interrupt_line(err: list[str]) -> None:
     text = "".join(err)
     assert "Traceback" not in text, text
@@ -118,14 +135,7 @@ def assert_one_interrupt_line(err: list[str]) -> None:
 @pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_during_a_dp_solve(tmp_path, long_instance, signum, code):
     proc = Proc(["solve", str(long_instance), "--json"], cwd=tmp_path)
-    try:
-        proc.wait_until_solving()
-        assert proc.p.poll() is None, (
-            "the solve finished before the signal; the test needs a longer instance"
-        )
-        rc, _ = proc.signal_and_wait(signum)
-    finally:
-        proc.kill()
+    rc, _ = stop_while_solving(proc, signum)
     assert rc == code
     assert_one_interrupt_line(proc.err)
     assert proc.out == []  # no result for the interrupted instance
@@ -135,13 +145,7 @@ def test_finished_instances_are_kept(tmp_path, long_instance):
     """`solve small long --json`: the record of the finished instance is on stdout, whole,
     when SIGINT stops the second solve."""
     proc = Proc(["solve", str(INPUTS / "small.json"), str(long_instance), "--json"], cwd=tmp_path)
-    try:
-        first = proc.wait_for_stdout_line()
-        proc.wait_until_solving()
-        assert proc.p.poll() is None
-        rc, _ = proc.signal_and_wait(signal.SIGINT)
-    finally:
-        proc.kill()
+    rc, first = stop_while_solving(proc, signal.SIGINT, first_line=True)
     assert rc == 130
     assert_one_interrupt_line(proc.err)
     assert len(proc.out) == 1
@@ -153,12 +157,7 @@ def test_an_interrupted_solve_leaves_the_output_file_as_it_was(tmp_path, long_in
     plan = tmp_path / "plan.json"
     plan.write_text('{"earlier": true}\n')
     proc = Proc(["solve", str(long_instance), "-o", str(plan)], cwd=tmp_path)
-    try:
-        proc.wait_until_solving()
-        assert proc.p.poll() is None
-        rc, _ = proc.signal_and_wait(signal.SIGTERM)
-    finally:
-        proc.kill()
+    rc, _ = stop_while_solving(proc, signal.SIGTERM)
     assert rc == 143
     assert_one_interrupt_line(proc.err)
     assert plan.read_text() == '{"earlier": true}\n'
@@ -185,12 +184,7 @@ def test_other_commands_get_the_same_handling(tmp_path, long_instance):
     """The handlers are installed by piper_cli.main for every command: SIGTERM to
     `verify --methods dp` on the long instance gives one line and 143."""
     proc = Proc(["verify", str(long_instance), "--methods", "dp"], cwd=tmp_path)
-    try:
-        proc.wait_until_solving()
-        assert proc.p.poll() is None
-        rc, _ = proc.signal_and_wait(signal.SIGTERM)
-    finally:
-        proc.kill()
+    rc, _ = stop_while_solving(proc, signal.SIGTERM)
     assert rc == 143
     text = "".join(proc.err)
     assert "Traceback" not in text

@@ -415,43 +415,23 @@ def test_huge_k(K):
 
 def _node(i, ins, outs):
     o = option_dict("v", p=1.0, sfw={u: 0.0 for u in ins}, sbw={x: 0.0 for x in outs})
-    return {"id": i, "TMPCs": {"1": [o]}}
+    return (i, {"1": [o]})
 
 
 def test_long_chain_is_refused():
     n = 21_000
-    chain = instance_from_dict(
-        {
-            "maxDevices": 8,
-            "maxMemoryPerDevice": 1e9,
-            "bandwidth": 1.0,
-            "mbsInBatch": 8,
-            "nodes": [
-                _node(i, [i - 1] if i else [], [i + 1] if i < n - 1 else []) for i in range(n)
-            ],
-            "edges": [
-                {"sourceId": i, "destId": i + 1, "communicationCost": 1.0} for i in range(n - 1)
-            ],
-        }
-    )
+    nodes = [_node(i, [i - 1] if i else [], [i + 1] if i < n - 1 else []) for i in range(n)]
+    edges = [(i, i + 1, 1.0) for i in range(n - 1)]
+    chain = make_instance(nodes, edges, K=8, N=8, M=1e9, B=1.0)
     with pytest.raises(SizeLimitError, match=r"21,001 successor-closed sets.*--max-ideals"):
         solve_dp(chain)
 
 
 def test_wide_fan_is_refused():
     b = 3000
-    fan = instance_from_dict(
-        {
-            "maxDevices": 8,
-            "maxMemoryPerDevice": 1e9,
-            "bandwidth": 1.0,
-            "mbsInBatch": 8,
-            "nodes": [_node(0, [], range(1, b + 1))] + [_node(i, [0], []) for i in range(1, b + 1)],
-            "edges": [
-                {"sourceId": 0, "destId": i, "communicationCost": 1.0} for i in range(1, b + 1)
-            ],
-        }
-    )
+    nodes = [_node(0, [], range(1, b + 1))] + [_node(i, [0], []) for i in range(1, b + 1)]
+    edges = [(0, i, 1.0) for i in range(1, b + 1)]
+    fan = make_instance(nodes, edges, K=8, N=8, M=1e9, B=1.0)
     with pytest.raises(SizeLimitError, match=r"more than .* successor-closed sets.*--max-ideals"):
         solve_dp(fan)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from builders import make_instance, option_dict
+from builders import fork_instance, make_instance, option_dict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,29 +85,8 @@ def test_pruning_does_not_change_the_value(mode):
             assert math.isclose(a.value, b.value, rel_tol=1e-9)
 
 
-def _fork():
-    # a fork 0 -> {1, 2} -> 3, one unit of memory per microbatch, M = 3.5 (as in test_brute)
-    edges = [(0, 1, 0.0), (0, 2, 0.0), (1, 3, 0.0), (2, 3, 0.0)]
-    succ = {0: [1, 2], 1: [3], 2: [3], 3: []}
-    pred = {0: [], 1: [0], 2: [0], 3: [1, 2]}
-    nodes = [
-        (
-            v,
-            {
-                "1": [
-                    option_dict(
-                        p=1.0, a=1.0, sfw={u: 0.0 for u in pred[v]}, sbw={x: 0.0 for x in succ[v]}
-                    )
-                ]
-            },
-        )
-        for v in range(4)
-    ]
-    return make(nodes, edges=edges, K=4, N=4, M=3.5)
-
-
 def test_graph_beats_sequential_where_the_contract_says():
-    inst, r = _fork(), Restrictions(max_d=1)
+    inst, r = fork_instance(), Restrictions(max_d=1)
     seq = solve_dp(inst, r)
     graph = solve_dp(inst, r, mode=Mode("graph"))
     assert seq.status is graph.status is Status.OPTIMAL
@@ -165,7 +144,7 @@ def test_towers_graph_pipelining_shortens_the_batch_time():
 
 def test_greedy_knapsack_is_refused_in_other_modes():
     with pytest.raises(InputError, match="default mode"):
-        solve_dp(_fork(), knapsack="greedy", mode=Mode("graph"))
+        solve_dp(fork_instance(), knapsack="greedy", mode=Mode("graph"))
 
 
 def test_guards_refuse_in_one_line_and_force_runs():

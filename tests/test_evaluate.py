@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from builders import cli_json, option_dict
 from typer.testing import CliRunner
 
 from piper_cli import app
@@ -36,39 +37,18 @@ def test_reference_plans_reproduce_published_tps(shared_dir, ref):
 
 
 def test_reference_plan_through_cli_with_units(shared_dir):
-    r = CliRunner().invoke(
-        app,
-        [
-            "evaluate",
-            str(shared_dir / "piper-inputs/bert32a100.json"),
-            str(shared_dir / "reference/bert32a100-K512-M8GiB-N1920.plan.json"),
-            "--devices",
-            "512",
-            "--memory",
-            "8GiB",
-            "--batch",
-            "1920",
-            "--bandwidth",
-            "25GiB/s",
-            "--json",
-        ],
+    out = cli_json(
+        "evaluate",
+        shared_dir / "piper-inputs/bert32a100.json",
+        shared_dir / "reference/bert32a100-K512-M8GiB-N1920.plan.json",
+        *"--devices 512 --memory 8GiB --batch 1920 --bandwidth 25GiB/s --json".split(),
     )
-    assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
     assert out["valid"] and out["tps"] == pytest.approx(0.00256112784601, rel=1e-9)
     assert out["devices"] == 510 and len(out["stages"]) == 12
 
 
 def _opt(oid, p, w, a, b, fw=None, bw=None):
-    return {
-        "id": oid,
-        "timePerSample": p,
-        "parameterSize": w,
-        "memoryUsageA": a,
-        "memoryUsageB": b,
-        "syncTimeFw": fw or {},
-        "syncTimeBw": bw or {},
-    }
+    return option_dict(oid, p, w, a, b, sfw=fw, sbw=bw)
 
 
 @pytest.fixture

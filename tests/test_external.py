@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from builders import run_piper
 
 from compare.builders.generators import random_instance
 from compare.crosscheck.external import parse_external, solve_external
@@ -141,25 +142,9 @@ def test_cli_verify_with_an_external_planner():
         f"split={PY} {PLANNER} {{instance}} --memory {{memory}} --devices {{devices}} --batch "
         f"{{batch}}"
     )
-    p = subprocess.run(
-        [
-            PY,
-            "-m",
-            "piper_cli",
-            "verify",
-            str(REPO / "inputs" / "small.json"),
-            "--memory",
-            "600MB",
-            "--methods",
-            "dp,brute,2bw",
-            "--external",
-            cmd,
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    small = REPO / "inputs" / "small.json"
+    args = ["--memory", "600MB", "--methods", "dp,brute,2bw", "--external", cmd, "--json"]
+    p = run_piper("verify", small, *args, cwd=REPO)
     assert p.returncode == 0, p.stderr
     import json
 
@@ -169,20 +154,7 @@ def test_cli_verify_with_an_external_planner():
         and out["methods"]["split"]["kind"] == "heuristic"
         and "split" in out["gaps"]
     )
-    p = subprocess.run(
-        [
-            PY,
-            "-m",
-            "piper_cli",
-            "verify",
-            str(REPO / "inputs" / "small.json"),
-            "--external",
-            "no-equals",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    p = run_piper("verify", small, "--external", "no-equals", cwd=REPO)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
 
 

@@ -9,6 +9,7 @@ import math
 
 import networkx as nx
 import pytest
+from builders import cli
 
 from compare.builders.generators import (
     ALL_FAMILIES,
@@ -330,17 +331,11 @@ def test_numerics_puts_memory_exactly_at_or_one_ulp_around_a_plans_memory():
     assert min(kinds.values()) >= 5, kinds
 
 
-def test_numerics_through_the_cli(tmp_path):
-    from typer.testing import CliRunner
-
-    from piper_cli import app
-
-    out = tmp_path / "n.json"
-    result = CliRunner().invoke(
-        app, ["random", "--family", "numerics", "--nodes", "4", "--seed", "3", "-o", str(out)]
-    )
-    assert result.exit_code == 0, result.output
-    inst = random_instance("numerics", 4, 3)
+@pytest.mark.parametrize("family", ["numerics", "ties"])
+def test_numerics_and_ties_through_the_cli(tmp_path, family):
+    out = tmp_path / f"{family}.json"
+    cli("random", "--family", family, "--nodes", 4, "--seed", 3, "-o", out)
+    inst = random_instance(family, 4, 3)
     assert instance_from_dict(json.loads(out.read_text()), source=inst.source) == inst
 
 
@@ -408,20 +403,6 @@ def test_ties_has_the_ties_of_the_rule():
                     if memF == inst.M:
                         at += 1
     assert at >= 5
-
-
-def test_ties_through_the_cli(tmp_path):
-    from typer.testing import CliRunner
-
-    from piper_cli import app
-
-    out = tmp_path / "t.json"
-    result = CliRunner().invoke(
-        app, ["random", "--family", "ties", "--nodes", "4", "--seed", "3", "-o", str(out)]
-    )
-    assert result.exit_code == 0, result.output
-    inst = random_instance("ties", 4, 3)
-    assert instance_from_dict(json.loads(out.read_text()), source=inst.source) == inst
 
 
 @pytest.mark.parametrize(

@@ -384,26 +384,23 @@ def test_small_json_itself_loads():
     assert len(load_instance(REPO / "inputs" / "small.json").nodes) == 7
 
 
-@pytest.mark.parametrize("name,content,expected", CASES, ids=[c[0] for c in CASES])
-def test_loader_refuses_in_one_line(tmp_path, name, content, expected):
-    path = _materialize(tmp_path, name, content)
+def _refused_in_one_line(load, path, expected):
     with pytest.raises(InputError) as err:
-        load_instance(path)
+        load(path)
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith(f"{path}: "), msg
     for piece in expected:
         assert piece in msg, f"{piece!r} not in {msg!r}"
+
+
+@pytest.mark.parametrize("name,content,expected", CASES, ids=[c[0] for c in CASES])
+def test_loader_refuses_in_one_line(tmp_path, name, content, expected):
+    _refused_in_one_line(load_instance, _materialize(tmp_path, name, content), expected)
 
 
 @pytest.mark.parametrize("name,content,expected", PLAN_CASES, ids=[c[0] for c in PLAN_CASES])
 def test_plan_loader_refuses_in_one_line(tmp_path, name, content, expected):
-    path = _materialize(tmp_path, name, content)
-    with pytest.raises(InputError) as err:
-        load_plan(path)
-    msg = str(err.value)
-    assert "\n" not in msg and msg.startswith(f"{path}: "), msg
-    for piece in expected:
-        assert piece in msg, f"{piece!r} not in {msg!r}"
+    _refused_in_one_line(load_plan, _materialize(tmp_path, name, content), expected)
 
 
 # ---- what must still load ----
@@ -473,25 +470,27 @@ FEW = [
 SWEEP = [c for i, c in enumerate(CASES) if i % (len(CASES) // 25 + 1) == 0 and c[0] not in FEW][:25]
 
 
+def _check_evaluate_in_a_process(tmp_path, name, content):
+    """`piper-ilp evaluate` in a child process on the bad instance and a valid plan."""
+    path = _materialize(tmp_path, name, content)
+    plan = tmp_path / "plan.json"
+    plan.write_text(PLAN_TEXT)
+    _check_process(_run_cli(str(path), str(plan)), path)
+
+
 def _by_name(names):
     return [c for c in CASES if c[0] in names]
 
 
 @pytest.mark.parametrize("name,content,expected", _by_name(FEW), ids=FEW)
 def test_cli_in_a_real_process(tmp_path, name, content, expected):
-    path = _materialize(tmp_path, name, content)
-    plan = tmp_path / "plan.json"
-    plan.write_text(PLAN_TEXT)
-    _check_process(_run_cli(str(path), str(plan)), path)
+    _check_evaluate_in_a_process(tmp_path, name, content)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,content,expected", SWEEP, ids=[c[0] for c in SWEEP])
 def test_cli_sweep_in_a_real_process(tmp_path, name, content, expected):
-    path = _materialize(tmp_path, name, content)
-    plan = tmp_path / "plan.json"
-    plan.write_text(PLAN_TEXT)
-    _check_process(_run_cli(str(path), str(plan)), path)
+    _check_evaluate_in_a_process(tmp_path, name, content)
 
 
 @pytest.mark.slow

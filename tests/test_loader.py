@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from builders import cli_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -469,25 +470,8 @@ def test_overrides_on_the_command_line(tmp_path):
             }
         )
     )
-    r = CliRunner().invoke(
-        app,
-        [
-            "evaluate",
-            str(path),
-            str(plan),
-            "--json",
-            "-K",
-            "8",
-            "--memory",
-            "1KiB",
-            "--batch",
-            "6",
-            "--bandwidth",
-            "2GB/s",
-        ],
-    )
-    assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
+    args = "--json -K 8 --memory 1KiB --batch 6 --bandwidth 2GB/s".split()
+    out = cli_json("evaluate", path, plan, *args)
     assert out["settings"] == {"K": 8, "M": 1024.0, "N": 6, "B": 2e9}
     for bad in (["--devices", "0"], ["--batch", "two"], ["--memory", "8 parsecs"]):
         r = CliRunner().invoke(app, ["evaluate", str(path), str(plan), *bad])

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
+from builders import make_instance, option_dict
 
 from compare.builders.generators import FAMILIES, random_instance
 from compare.crosscheck.brute import brute_applies, solve_brute
@@ -460,27 +461,9 @@ def test_time_limit_zero_is_unknown_never_optimal(backend, inputs_dir):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_node_without_any_option_left_is_infeasible(backend):
-    opt = {
-        "timePerSample": 1.0,
-        "parameterSize": 0,
-        "memoryUsageA": 1,
-        "memoryUsageB": 0,
-        "syncTimeFw": {},
-        "syncTimeBw": {},
-    }
-    inst = instance_from_dict(
-        {
-            "maxDevices": 2,
-            "maxMemoryPerDevice": 10,
-            "bandwidth": 1,
-            "mbsInBatch": 2,
-            "nodes": [
-                {"id": 0, "TMPCs": {"1": [{"id": "vanilla", **opt}]}},
-                {"id": 1, "TMPCs": {"1": [{"id": "activation recomp", **opt}]}},
-            ],
-            "edges": [],
-        }
-    )
+    nodes = [(0, {"1": [option_dict("vanilla", a=1)]})]
+    nodes.append((1, {"1": [option_dict("activation recomp", a=1)]}))
+    inst = make_instance(nodes, K=2, N=2, M=10, B=1)
     restr = Restrictions.from_flags(no_recompute=True)
     sol = solve_milp(inst, restr, backend=backend)
     assert sol.status == Status.INFEASIBLE and sol.plan is None
@@ -491,34 +474,10 @@ def test_node_without_any_option_left_is_infeasible(backend):
 def test_memory_exactly_at_the_limit_fits(backend):
     # two nodes, integer data: the only plan with one stage uses exactly M = 10 bytes
     # (y = 1: a + b = 4 + 6); splitting is impossible (K = 1)
-    inst = instance_from_dict(
-        {
-            "maxDevices": 1,
-            "maxMemoryPerDevice": 10,
-            "bandwidth": 1,
-            "mbsInBatch": 1,
-            "nodes": [
-                {
-                    "id": i,
-                    "TMPCs": {
-                        "1": [
-                            {
-                                "id": "vanilla",
-                                "timePerSample": 1 + i,
-                                "parameterSize": 0,
-                                "memoryUsageA": 2,
-                                "memoryUsageB": 3,
-                                "syncTimeFw": {"0": 0} if i else {},
-                                "syncTimeBw": {} if i else {"1": 0},
-                            }
-                        ]
-                    },
-                }
-                for i in (0, 1)
-            ],
-            "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0}],
-        }
-    )
+    first = option_dict("vanilla", 1, 0, 2, 3, sbw={"1": 0})
+    second = option_dict("vanilla", 2, 0, 2, 3, sfw={"0": 0})
+    nodes = [(0, {"1": [first]}), (1, {"1": [second]})]
+    inst = make_instance(nodes, [(0, 1, 0)], K=1, N=1, M=10, B=1)
     sol = solve_milp(inst, backend=backend)
     assert sol.status == Status.OPTIMAL and sol.tps == pytest.approx(3.0, rel=1e-9)
     over = inst.with_settings(M=10 * (1 - 1e-7))
@@ -534,23 +493,12 @@ def test_memory_summing_exactly_to_the_limit_fits(backend, n):
     sizes = [(3, 3)] + [(1, 2)] * (n - 1)  # (a, b); with n = 4, M = 15: the campaign's case
     M = sum(a + b for a, b in sizes)
 
-    def option(oid, p, a, b):
-        return {
-            "id": oid,
-            "timePerSample": p,
-            "parameterSize": 0,
-            "memoryUsageA": a,
-            "memoryUsageB": b,
-            "syncTimeFw": {},
-            "syncTimeBw": {},
-        }
-
     nodes = [
-        {"id": 10 * i, "TMPCs": {"1": [option("vanilla", 1.0, a, b)]}}
+        {"id": 10 * i, "TMPCs": {"1": [option_dict("vanilla", 1.0, 0, a, b)]}}
         for i, (a, b) in enumerate(sizes)
     ]
     # a faster option that never fits, so that the memory row is in the model
-    nodes[0]["TMPCs"]["1"].append(option("big", 0.5, M, M))
+    nodes[0]["TMPCs"]["1"].append(option_dict("big", 0.5, 0, M, M))
     data = {
         "maxDevices": 1,
         "maxMemoryPerDevice": M,
@@ -728,25 +676,7 @@ def test_boundary_rows_cut_off_the_evenly_spread_point():
 def test_no_boundary_rows_for_a_graph_that_is_not_connected():
     from piper_ilp.milp.model import formulate, index_sets
 
-    opt = {
-        "id": "v",
-        "timePerSample": 1.0,
-        "parameterSize": 0,
-        "memoryUsageA": 1,
-        "memoryUsageB": 0,
-        "syncTimeFw": {},
-        "syncTimeBw": {},
-    }
-    inst = instance_from_dict(
-        {
-            "maxDevices": 2,
-            "maxMemoryPerDevice": 10,
-            "bandwidth": 1,
-            "mbsInBatch": 2,
-            "nodes": [{"id": k, "TMPCs": {"1": [opt]}} for k in range(2)],
-            "edges": [],
-        }
-    )
+    inst = make_instance([(k, {"1": [option_dict("v", a=1)]}) for k in range(2)], M=10, B=1)
     form = formulate(index_sets(inst, Restrictions()), strong=True)
     assert not [r for r in form.model.rows if r.name.startswith("boundary")]
     assert model_size(inst, strong=True)["constraints"] == len(form.model.rows)

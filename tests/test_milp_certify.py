@@ -19,6 +19,7 @@ import random
 from collections import Counter
 
 import pytest
+from builders import certify_stand_in, option_dict
 
 from compare.builders.generators import FAMILIES, random_instance
 from compare.crosscheck.brute import solve_brute
@@ -35,15 +36,7 @@ HONEST = (Status.FEASIBLE, Status.UNKNOWN, Status.OUT_OF_RANGE)
 
 
 def option(oid, p, a=1.0, b=0.0, w=0.0):
-    return {
-        "id": oid,
-        "timePerSample": p,
-        "parameterSize": w,
-        "memoryUsageA": a,
-        "memoryUsageB": b,
-        "syncTimeFw": {},
-        "syncTimeBw": {},
-    }
+    return option_dict(oid, p, w, a, b)
 
 
 # --------------------------------------------------------------------------------------
@@ -177,26 +170,7 @@ def _two_nodes():
 def _certify_with(inst, answer_of):
     """certify() with a stand-in backend: ``answer_of(form, real_values)`` makes the claim
     from the true optimum's variable values."""
-    ref = solve_brute(inst)
-    form = formulate(index_sets(inst, Restrictions()))
-    values, why = form.values_of(ref.plan)
-    assert values is not None, why
-
-    def fake(sm, settings):
-        return answer_of(form, dict(values), ref.tps)
-
-    return certify(
-        form,
-        "fake",
-        fake,
-        time_limit=None,
-        threads=1,
-        write_model=None,
-        hint=None,
-        hint_values=None,
-        progress=False,
-        info={},
-    ), ref
+    return certify_stand_in(inst, lambda form, values, ref: answer_of(form, values, ref.tps))
 
 
 def test_an_honest_stand_in_is_certified():

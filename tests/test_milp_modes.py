@@ -18,12 +18,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from builders import every_plan, option_dict
+from builders import certify_stand_in, every_plan, fork_instance
 
 from compare.builders.generators import random_instance
 from compare.crosscheck.brute import solve_brute
 from piper_ilp.evaluate import evaluate
-from piper_ilp.instance import instance_from_dict
 from piper_ilp.milp import build_model, cpsat, model_size, solve_milp
 from piper_ilp.milp.model import formulate, index_sets
 from piper_ilp.milp.scaled import Memory, TimeScale, big_m_rows, complete, scale
@@ -146,16 +145,9 @@ def test_every_valid_plan_is_a_point_of_the_model(mode):
     # every third valid plan (the default lane's time), all of them together over the seeds
     checked = 0
     for family, seed in (("fork-join", 1), ("layered", 2), ("chain", 3)):
-        inst = random_instance(
-            family,
-            4 if family == "fork-join" else 3,
-            seed,
-            t_values=(1,),
-            options_per_t=(1, 2),
-            K=4,
-            N=4,
-            memory="loose",
-        )
+        n = 4 if family == "fork-join" else 3
+        shape = dict(t_values=(1,), options_per_t=(1, 2), K=4, N=4)
+        inst = random_instance(family, n, seed, **shape, memory="loose")
         form = formulate(index_sets(inst, Restrictions(), mode))
         for k, plan in enumerate(every_plan(inst)):
             ev = evaluate(inst, plan, mode)
@@ -192,41 +184,9 @@ def test_the_default_mode_is_the_original_model():
 # ---- the contract's example: graph pipelining fits where sequential does not ----
 
 
-def fork():
-    # 0 -> {1, 2} -> 3, one unit of memory per microbatch, M = 3.5, no data parallelism:
-    # four stages of d = 1 hold y = 4, 3, 2, 1 sequentially (stage 0 does not fit) and
-    # y = 3, 2, 2, 1 with graph pipelining (sec. 8)
-    succ = {0: [1, 2], 1: [3], 2: [3], 3: []}
-    pred = {0: [], 1: [0], 2: [0], 3: [1, 2]}
-    nodes = [
-        {
-            "id": v,
-            "TMPCs": {
-                "1": [
-                    option_dict(
-                        p=1.0, a=1.0, sfw={u: 0.0 for u in pred[v]}, sbw={x: 0.0 for x in succ[v]}
-                    )
-                ]
-            },
-        }
-        for v in range(4)
-    ]
-    edges = [{"sourceId": u, "destId": v, "communicationCost": 0.0} for u in succ for v in succ[u]]
-    return instance_from_dict(
-        {
-            "maxDevices": 4,
-            "maxMemoryPerDevice": 3.5,
-            "bandwidth": 1.0,
-            "mbsInBatch": 4,
-            "nodes": nodes,
-            "edges": edges,
-        }
-    )
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_graph_pipelining_beats_sequential_where_the_contract_says(backend):
-    inst, r = fork(), Restrictions(max_d=1)
+    inst, r = fork_instance(), Restrictions(max_d=1)
     seq = solve_milp(inst, r, backend=backend)
     graph = solve_milp(inst, r, backend=backend, mode=Mode("graph"))
     assert seq.status is graph.status is Status.OPTIMAL
@@ -262,7 +222,7 @@ def test_a_plan_of_the_mode_is_a_warm_start(mode):
 
 
 def test_a_warm_start_invalid_under_the_mode_is_ignored_with_the_reason():
-    inst, r = fork(), Restrictions(max_d=1)
+    inst, r = fork_instance(), Restrictions(max_d=1)
     graph_plan = solve_brute(inst, r, mode=Mode("graph")).plan  # four stages: over M sequentially
     sol = solve_milp(inst, r, backend="cpsat", hint=graph_plan)
     assert sol.info["hint"].startswith("ignored: not a valid plan") and "rule 6" in sol.info["hint"]
@@ -282,26 +242,10 @@ def test_batch_time_with_one_microbatch():
 
 
 def _certify_fork_with(mode, answer_of):
-    from piper_ilp.milp.certify import certify
+    def claim(form, values, ref):
+        return answer_of(values, ref.value)
 
-    inst, r = fork(), Restrictions(max_d=1)
-    ref = solve_brute(inst, r, mode=mode)
-    form = formulate(index_sets(inst, r, mode))
-    values, why = form.values_of(ref.plan)
-    assert values is not None, why
-    sol = certify(
-        form,
-        "fake",
-        lambda sm, settings: answer_of(dict(values), ref.value),
-        time_limit=None,
-        threads=1,
-        write_model=None,
-        hint=None,
-        hint_values=None,
-        progress=False,
-        info={},
-    )
-    return sol, ref
+    return certify_stand_in(fork_instance(), claim, Restrictions(max_d=1), mode)
 
 
 def test_certification_compares_with_the_value_of_the_mode():

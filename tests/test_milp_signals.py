@@ -104,6 +104,22 @@ def _env(tmpdir: Path) -> dict:
     return env
 
 
+def _start_solving(cmd: list, backend: str, tmp_path: Path) -> tuple:
+    """Start ``cmd`` (a solve on the hard instance) with its own TMPDIR in ``tmp_path`` and
+    wait until the solver runs; the process, the solver processes and that TMPDIR."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    proc = subprocess.Popen(
+        [PYTHON, *map(str, cmd)],
+        env=_env(tmpdir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    return proc, _wait_until_solving(proc, backend, tmpdir), tmpdir
+
+
 def _finish(proc: subprocess.Popen) -> tuple[int, str, str]:
     try:
         out, err = proc.communicate(timeout=60)
@@ -118,28 +134,8 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str, str]:
 @pytest.mark.parametrize("backend", ["cbc", "cpsat", "scip"])
 def test_a_signal_to_the_cli_stops_the_solve(tmp_path, backend, signum, code):
     inst = _hard_instance(tmp_path / "hard.json")
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
-    proc = subprocess.Popen(
-        [
-            PYTHON,
-            "-m",
-            "piper_cli",
-            "solve",
-            str(inst),
-            "--method",
-            backend,
-            "--time-limit",
-            "60",
-            "--force",
-        ],
-        env=_env(tmpdir),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-    )
-    solvers = _wait_until_solving(proc, backend, tmpdir)
+    cmd = ["-m", "piper_cli", "solve", inst, "--method", backend, "--time-limit", 60, "--force"]
+    proc, solvers, tmpdir = _start_solving(cmd, backend, tmp_path)
     proc.send_signal(signum)
     got, out, err = _finish(proc)
     assert got == code, (got, out, err)
@@ -174,19 +170,9 @@ DRIVER = textwrap.dedent(
 @pytest.mark.parametrize("backend", ["cbc", "cpsat", "scip"])
 def test_sigterm_through_a_handler_stops_the_solve(tmp_path, backend):
     inst = _hard_instance(tmp_path / "hard.json")
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
-    proc = subprocess.Popen(
-        [PYTHON, str(driver), str(inst), backend],
-        env=_env(tmpdir),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-    )
-    solvers = _wait_until_solving(proc, backend, tmpdir)
+    proc, solvers, tmpdir = _start_solving([driver, inst, backend], backend, tmp_path)
     proc.send_signal(signal.SIGTERM)
     code, out, err = _finish(proc)
     assert code == 143 and out.strip() == "KeyboardInterrupt", (code, out, err)

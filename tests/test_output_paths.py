@@ -329,22 +329,8 @@ def test_campaign_with_counterexamples_a_file_is_refused_up_front(tmp_path):
     out = tmp_path / "camp"
     out.mkdir()
     (out / "counterexamples").write_text("not a folder\n")
-    r = runner.invoke(
-        app,
-        [
-            "campaign",
-            "--count",
-            "1",
-            "--nodes",
-            "2-2",
-            "--methods",
-            "dp,brute",
-            "--workers",
-            "1",
-            "--out",
-            str(out),
-        ],
-    )
+    args = "campaign --count 1 --nodes 2-2 --methods dp,brute --workers 1".split()
+    r = runner.invoke(app, [*args, "--out", str(out)])
     assert r.exit_code == 2, r.output
     assert "counterexamples" in r.output and r.output.count("\n") == 1
     assert not (out / "results.jsonl").exists() or (out / "results.jsonl").read_text() == ""

@@ -10,6 +10,7 @@ import warnings
 
 import networkx as nx
 import pytest
+from builders import cli_json
 from typer.testing import CliRunner
 
 from compare.baselines.pipedream import (
@@ -755,22 +756,9 @@ def test_verify_model_pipedream_on_a_tiny_graph_matches_exhaustive_search(tmp_pa
         ]
     )
     path = _graph_file(tmp_path, text)
-    res = CliRunner().invoke(
-        app,
-        [
-            "verify",
-            "--model",
-            "pipedream",
-            str(path),
-            "--devices",
-            "3",
-            "--bandwidth",
-            "1GB/s",
-            "--json",
-        ],
+    out = cli_json(
+        "verify", "--model", "pipedream", path, "--devices", 3, "--bandwidth", "1GB/s", "--json"
     )
-    assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
     assert out["verdict"] == "match" and out["referee"] == "brute" and out["milp_agrees"]
     g = parse_graph_text(text, "g")
     ref = brute_pipedream(prepare(g), 3, 1e9)
@@ -788,22 +776,9 @@ def test_verify_model_pipedream_needs_workers_and_bandwidth(tmp_path):
 
 def test_verify_model_pipedream_on_alexnet_uses_the_milp_as_referee(shared_dir):
     path = shared_dir / "pipedream-inputs" / "alexnet" / "graph.txt"
-    res = CliRunner().invoke(
-        app,
-        [
-            "verify",
-            "--model",
-            "pipedream",
-            str(path),
-            "--devices",
-            "4",
-            "--bandwidth",
-            "1GB/s",
-            "--json",
-        ],
+    out = cli_json(
+        "verify", "--model", "pipedream", path, "--devices", 4, "--bandwidth", "1GB/s", "--json"
     )
-    assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
     assert out["verdict"] == "match" and out["referee"] == "milp" and "brute" in out["skipped"]
     assert out["values"]["dp"] == pytest.approx(
         plan_graph(prepare(parse_graph(path)), [4], [1e9]).time_per_stage, rel=1e-12
@@ -815,13 +790,18 @@ def test_verify_model_pipedream_skips_a_milp_too_large_for_it(pd_dir):
     # skipped (not run), like exhaustive search, and the verdict is inconclusive; it used
     # to end the whole command with exit 2
     path = pd_dir / "resnet50" / "graph.txt"
-    res = CliRunner().invoke(
-        app,
-        ["verify", "--model", "pipedream", str(path), "--devices", "16", "--bandwidth", "1e9"]
-        + ["--json"],
+    out = cli_json(
+        "verify",
+        "--model",
+        "pipedream",
+        path,
+        "--devices",
+        16,
+        "--bandwidth",
+        "1e9",
+        "--json",
+        code=3,
     )
-    assert res.exit_code == 3, res.output
-    out = json.loads(res.output)
     assert out["verdict"] == "inconclusive" and "MILP variables" in out["skipped"]["milp"]
     assert out["values"]["dp"] is not None
 
@@ -887,7 +867,10 @@ def test_too_many_workers_are_refused_before_any_table():
             "--devices: machine counts must be whole numbers within",
         ),
         (["pipedream", "-n", "100000", "-b", "1e9"], "--devices: 100,000 workers on a level need"),
-        (["pipedream", "-K", "100000", "-B", "1e9"], "--devices: 100,000 workers on a level need"),
+        (
+            ["pipedream", "-K", "100000", "--bandwidth", "1e9"],
+            "--devices: 100,000 workers on a level need",
+        ),
         (
             ["verify", "--model", "pipedream", "--devices", "100000", "--bandwidth", "1e9"],
             "--devices: 100,000 workers",

@@ -11,6 +11,7 @@ import sys
 from fractions import Fraction
 
 import pytest
+from builders import option_dict
 from typer.testing import CliRunner
 
 from piper_cli import app
@@ -30,15 +31,7 @@ from piper_ilp.solution import Restrictions, divisors, divisors_upto
 
 
 def _opt(p=1.0, w=0.0, a=0.0, b=0.0, fw=None, bw=None, oid="v"):
-    return {
-        "id": oid,
-        "timePerSample": p,
-        "parameterSize": w,
-        "memoryUsageA": a,
-        "memoryUsageB": b,
-        "syncTimeFw": fw or {},
-        "syncTimeBw": bw or {},
-    }
+    return option_dict(oid, p, w, a, b, sfw=fw, sbw=bw)
 
 
 def _independent(options: list[dict], K=4, M=100.0, B=1.0, N=4, t="1") -> dict:
@@ -131,16 +124,23 @@ def test_each_tps_sum_is_correctly_rounded():
 # ---- supported ranges: the boundaries load and give finite numbers ----
 
 
-def test_extremes_of_every_range_give_finite_normal_results():
-    big = dict(p=VALUE_MAX, w=VALUE_MAX, a=VALUE_MAX, b=VALUE_MAX)
-    huge = _independent(
-        [_opt(**big, bw={"1": VALUE_MAX}), _opt(**big, fw={"0": VALUE_MAX})],
+def _edge_of_extremes(value, B):
+    """Nodes 0 -> 1, every number ``value`` (p, w, a, b, sync and edge), K and N at their
+    maxima, M = VALUE_MAX and bandwidth ``B``."""
+    every = dict(p=value, w=value, a=value, b=value)
+    data = _independent(
+        [_opt(**every, bw={"1": value}), _opt(**every, fw={"0": value})],
         K=MAX_DEVICES,
         N=MAX_BATCH,
         M=VALUE_MAX,
-        B=VALUE_MIN,
+        B=B,
     )
-    huge["edges"] = [{"sourceId": 0, "destId": 1, "communicationCost": VALUE_MAX}]
+    data["edges"] = [{"sourceId": 0, "destId": 1, "communicationCost": value}]
+    return data
+
+
+def test_extremes_of_every_range_give_finite_normal_results():
+    huge = _edge_of_extremes(VALUE_MAX, B=VALUE_MIN)
     huge["nodes"][0]["id"] = 0
     inst = instance_from_dict(huge)
     plan = Plan((Stage((0,), 2, 1, {0: "v"}), Stage((1,), 1, 1, {1: "v"})))
@@ -148,16 +148,7 @@ def test_extremes_of_every_range_give_finite_normal_results():
     assert [v.rule for v in ev.violations] == [6, 6]  # a y + b >= 2e30 does not fit in M = 1e30
     for r in ev.stages:
         assert math.isfinite(r.memory) and math.isfinite(r.cost.tps) and r.cost.tps > 0
-    tiny = dict(p=VALUE_MIN, w=VALUE_MIN, a=VALUE_MIN, b=VALUE_MIN)
-    small = _independent(
-        [_opt(**tiny, bw={"1": VALUE_MIN}), _opt(**tiny, fw={"0": VALUE_MIN})],
-        K=MAX_DEVICES,
-        N=MAX_BATCH,
-        M=VALUE_MAX,
-        B=VALUE_MAX,
-    )
-    small["edges"] = [{"sourceId": 0, "destId": 1, "communicationCost": VALUE_MIN}]
-    inst = instance_from_dict(small)
+    inst = instance_from_dict(_edge_of_extremes(VALUE_MIN, B=VALUE_MAX))
     ev = evaluate(inst, Plan((Stage((0,), 2, 1, {0: "v"}), Stage((1,), 2**19, 1, {1: "v"}))))
     assert ev.valid, ev.violations
     for r in ev.stages:

@@ -274,22 +274,14 @@ def test_random_plans_1f1b_reaches_max_tps_and_flushes_stay_within_the_model(k):
         for fraction in (1 / 3, 0.9):
             # 2000 microbatches: plan 35 (graph, forward fraction 0.9) is still catching up
             # after the fill at 512 and reads 0.996 max TPS
-            sim = simulate(
-                inst,
-                plan,
-                schedule="1f1b",
-                pipeline=pipeline,
-                microbatches=2000,
-                forward_fraction=fraction,
-            )
+            run = dict(pipeline=pipeline, forward_fraction=fraction)
+            sim = simulate(inst, plan, schedule="1f1b", microbatches=2000, **run)
             assert sim.period >= sim.max_tps * (1 - 1e-9)
             if not gap:
                 assert sim.period <= sim.max_tps * (1 + 1e-9)
             assert all(s["peak_in_flight"] <= s["y_model"] for s in sim.stages)
             for schedule in ("1f1b-flush", "gpipe"):
-                sim = simulate(
-                    inst, plan, schedule=schedule, pipeline=pipeline, forward_fraction=fraction
-                )
+                sim = simulate(inst, plan, schedule=schedule, **run)
                 assert sim.batch_time >= inst.N * sim.max_tps * (1 - 1e-9)
                 if not gap or schedule == "gpipe":
                     assert sim.batch_time <= sim.model_batch_time * (1 + 1e-9)

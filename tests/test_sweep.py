@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from builders import cli
 
 from compare.baselines.twobw import solve_2bw
 from compare.experiments.plot import plot_rows
@@ -139,46 +140,13 @@ def test_a_time_limit_per_point_stops_the_dp_variants(tmp_path):
 
 
 def test_the_cli_prints_a_progress_line_per_run_when_stderr_is_not_a_terminal(tmp_path):
-    from typer.testing import CliRunner
-
-    from piper_cli import app
-
-    r = CliRunner().invoke(
-        app,
-        [
-            "sweep",
-            str(SMALL),
-            "--out",
-            str(tmp_path / "s"),
-            "-K",
-            "4,8",
-            "--variants",
-            "all",
-            "--time-limit",
-            "30",
-        ],
-    )
-    assert r.exit_code == 0, r.output
+    args = ["sweep", SMALL, "--out", tmp_path / "s", "--variants", "all", "--time-limit", 30]
+    r = cli(*args, "-K", "4,8")
     lines = [line for line in r.stderr.splitlines() if line.startswith("[")]
     assert [line.split("]")[0] for line in lines] == ["[1/2", "[2/2"], r.stderr
     assert all(": optimal TPS " in line and " s CPU; " in line for line in lines), lines
-    r = CliRunner().invoke(
-        app,
-        [
-            "sweep",
-            str(SMALL),
-            "--out",
-            str(tmp_path / "s"),
-            "-K",
-            "4,8,16",
-            "--variants",
-            "all",
-            "--time-limit",
-            "30",
-            "--resume",
-        ],
-    )
-    assert r.exit_code == 0 and "[3/3] K=16 " in r.stderr and "[1/" not in r.stderr, r.stderr
+    r = cli(*args, "-K", "4,8,16", "--resume")
+    assert "[3/3] K=16 " in r.stderr and "[1/" not in r.stderr, r.stderr
 
 
 def test_unknown_variants_and_empty_lists_are_refused():

@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import networkx as nx
 import pytest
+from builders import run_piper
 
 from compare.builders.deepen import repeated_chain
 from compare.builders.generators import random_graph, random_instance
@@ -71,40 +69,11 @@ def test_random_towers_family_has_parallel_branches():
 
 def test_towers_command(shared_dir, tmp_path):
     out = tmp_path / "towers.json"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "piper_cli",
-            "towers",
-            str(shared_dir / "piper-inputs" / "bert32a100.json"),
-            "-L",
-            "2,3",
-            "-o",
-            str(out),
-            "-K",
-            "8",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    bert = shared_dir / "piper-inputs" / "bert32a100.json"
+    run = run_piper("towers", bert, "-L", "2,3", "-o", out, "-K", 8)
     assert run.returncode == 0, run.stderr
     assert len(load_instance(out).nodes) == 7 and load_instance(out).K == 8
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "piper_cli",
-            "towers",
-            str(shared_dir / "piper-inputs" / "gnmt.json"),
-            "-L",
-            "2,3",
-            "-o",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    bad = run_piper("towers", shared_dir / "piper-inputs" / "gnmt.json", "-L", "2,3", "-o", out)
     assert (
         bad.returncode == 2
         and len(bad.stderr.strip().splitlines()) == 1
@@ -114,21 +83,8 @@ def test_towers_command(shared_dir, tmp_path):
 
 @pytest.mark.parametrize("layers", ["3", "2,0", "a,b"])
 def test_towers_command_refuses_bad_layers(shared_dir, tmp_path, layers):
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "piper_cli",
-            "towers",
-            str(shared_dir / "piper-inputs" / "bert32a100.json"),
-            "-L",
-            layers,
-            "-o",
-            str(tmp_path / "x.json"),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    bert = shared_dir / "piper-inputs" / "bert32a100.json"
+    run = run_piper("towers", bert, "-L", layers, "-o", tmp_path / "x.json")
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1
 
 
@@ -138,21 +94,8 @@ def test_towers_and_deepen_refuse_models_above_the_node_limit_at_once(shared_dir
         ["towers", "-L", "99999999999999999999999,1"],
         ["deepen", "--layers", "99999999999999999999999"],
     ):
-        run = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "piper_cli",
-                args[0],
-                str(shared_dir / "piper-inputs" / "bert32a100.json"),
-                *args[1:],
-                "-o",
-                str(tmp_path / "x.json"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        bert = shared_dir / "piper-inputs" / "bert32a100.json"
+        run = run_piper(args[0], bert, *args[1:], "-o", tmp_path / "x.json", timeout=60)
         assert (
             run.returncode == 2
             and len(run.stderr.strip().splitlines()) == 1

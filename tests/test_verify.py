@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from builders import cli, option_dict
 from typer.testing import CliRunner
 
 from compare.builders.generators import random_instance
@@ -21,17 +22,7 @@ from piper_ilp.instance import instance_from_dict
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status
 
-
-def opt(oid="vanilla", p=1.0, w=0.0, a=0.0, b=0.0, sfw=None, sbw=None):
-    return {
-        "id": oid,
-        "timePerSample": p,
-        "parameterSize": w,
-        "memoryUsageA": a,
-        "memoryUsageB": b,
-        "syncTimeFw": {str(k): v for k, v in (sfw or {}).items()},
-        "syncTimeBw": {str(k): v for k, v in (sbw or {}).items()},
-    }
+opt = option_dict
 
 
 # one node, p = 4, w = 1, K = N = 2, B = 1: optimum 3 with d = 2 (d = 1 gives 4)
@@ -295,23 +286,8 @@ def test_cli_verify_json_and_exit_codes(inputs_dir, tmp_path):
 
 def test_cli_verify_brute_is_skipped_on_big_graphs(tmp_path):
     path = tmp_path / "big.json"
-    result = CliRunner().invoke(
-        app,
-        [
-            "random",
-            "--family",
-            "chain",
-            "--nodes",
-            "12",
-            "--seed",
-            "1",
-            "--memory-kind",
-            "loose",
-            "-o",
-            str(path),
-        ],
-    )
-    assert result.exit_code == 0, result.output
+    chain = ["random", "--family", "chain", "--seed", 1, "--memory-kind", "loose"]
+    cli(*chain, "--nodes", 12, "-o", path)
     result = CliRunner().invoke(app, ["verify", str(path), "--methods", "dp,brute", "--json"])
     rec = json.loads(result.output.strip().splitlines()[-1])
     assert (
@@ -322,29 +298,7 @@ def test_cli_verify_brute_is_skipped_on_big_graphs(tmp_path):
     assert rec["verdict"] == "single-proof" and rec["proofs"] == ["dp"] and result.exit_code == 4
     # --force runs brute past its size guard (a 9-node chain has only 2^8 partitions)
     path9 = tmp_path / "nine.json"
-    result = CliRunner().invoke(
-        app,
-        [
-            "random",
-            "--family",
-            "chain",
-            "--nodes",
-            "9",
-            "--seed",
-            "1",
-            "--memory-kind",
-            "loose",
-            "--t-values",
-            "1",
-            "-K",
-            "2",
-            "-N",
-            "2",
-            "-o",
-            str(path9),
-        ],
-    )
-    assert result.exit_code == 0, result.output
+    cli(*chain, "--nodes", 9, "--t-values", 1, "-K", 2, "-N", 2, "-o", path9)
     result = CliRunner().invoke(app, ["verify", str(path9), "--methods", "dp,brute", "--json"])
     assert (
         json.loads(result.output.strip().splitlines()[-1])["methods"]["brute"]["status"]

@@ -226,20 +226,16 @@ def deepen(
         for o in opts:
             o["syncTimeBw"] = rekey(o["syncTimeBw"], succ, new_ids[0])
     # the other ends of the copied edges get matching sync entries
-    for e in other_in:
-        u = by_id[e["sourceId"]]
-        for opts in u["TMPCs"].values():
-            for o in opts:
-                val = o["syncTimeBw"][str(tpl)]
-                for x in new_ids:
-                    o["syncTimeBw"][str(x)] = val
-    for e in other_out:
-        w = by_id[e["destId"]]
-        for opts in w["TMPCs"].values():
-            for o in opts:
-                val = o["syncTimeFw"][str(tpl)]
-                for x in new_ids:
-                    o["syncTimeFw"][str(x)] = val
+    for ends, end, field in (
+        (other_in, "sourceId", "syncTimeBw"),
+        (other_out, "destId", "syncTimeFw"),
+    ):
+        for e in ends:
+            for opts in by_id[e[end]]["TMPCs"].values():
+                for o in opts:
+                    val = o[field][str(tpl)]
+                    for x in new_ids:
+                        o[field][str(x)] = val
     # node list: the copies right after the template
     nodes = []
     for nd in data["nodes"]:

@@ -519,38 +519,14 @@ def random_instance(
                 else (lambda: float(rng.uniform(0.0, 0.1 * B)) if rng.random() < 0.1 else 0.0)
             )
         oid = VANILLA if k == 0 else RECOMPUTE if k == 1 else f"opt{k}"
-        sfw = {u: sync() for u in sorted(g.predecessors(i))}  # drawn in this order: Fw, then Bw
-        sbw = {x: sync() for x in sorted(g.successors(i))}
-        return option_dict(oid, p, w, a, b, sfw, sbw)
+        return _option_with_syncs(g, i, oid, (p, w, a, b), sync)
 
-    tmpcs: list[dict[int, list[dict]]] = []
-    for i in range(n):
-        per_t: dict[int, list[dict]] = {}
-        for t in t_list:
-            if t > 1 and t_list[0] == 1 and rng.random() < 0.1:
-                continue  # this node has no option for this t
-            count = int(rng.integers(lo_opts, hi_opts + 1))
-            bp = per_device(i, t)
-            per_t[t] = [option(i, t, k, bp) for k in range(count)]
-        tmpcs.append(per_t)
+    def options(i: int, t: int, count: int) -> list[dict]:
+        bp = per_device(i, t)
+        return [option(i, t, k, bp) for k in range(count)]
 
-    # memory limit M
-    least = [
-        min(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts)
-        for tm in tmpcs
-    ]
-    most = [
-        max(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts)
-        for tm in tmpcs
-    ]
-    lo, hi = max(least), sum(most)
-    if memory == "tight":
-        M = 0.9 * lo + float(rng.uniform(0.0, 1.0)) * (hi - 0.9 * lo)
-    elif memory == "loose":
-        M = N * (hi + 1.0)
-    else:
-        M = lo + float(memory) * (hi - lo)
-    M = max(M, 1e-9)
+    tmpcs = _options_per_node(n, t_list, (lo_opts, hi_opts), rng, options)
+    M = max(_memory_limit(memory, *_memory_range(tmpcs, sum), N, rng), 1e-9)
     if integer:
         M = max(1, int(round(M)))
 
@@ -680,21 +656,15 @@ def _numerics_instance(
             if i in quiet
             else (lambda: value(scale_bytes) if rng.random() < 0.5 else 0.0)
         )
-        sfw = {u: sync() for u in sorted(g.predecessors(i))}  # drawn in this order: Fw, then Bw
-        sbw = {x: sync() for x in sorted(g.successors(i))}
-        return option_dict(oid, p, w, a, b, sfw, sbw)
+        return _option_with_syncs(g, i, oid, (p, w, a, b), sync)
 
-    tmpcs: list[dict[int, list[dict]]] = []
-    for i in range(n):
-        per_t: dict[int, list[dict]] = {}
-        for t in t_list:
-            if t > 1 and t_list[0] == 1 and rng.random() < 0.1:
-                continue
-            count = int(rng.integers(counts[0], counts[1] + 1))
-            per_t[t] = [option(i, t, k, count) for k in range(count)]
-            if equal_options and count > 1 and rng.random() < equal_options:
-                per_t[t] = [dict(per_t[t][0], id=o["id"]) for o in per_t[t]]
-        tmpcs.append(per_t)
+    def options(i: int, t: int, count: int) -> list[dict]:
+        opts = [option(i, t, k, count) for k in range(count)]
+        if equal_options and count > 1 and rng.random() < equal_options:
+            opts = [dict(opts[0], id=o["id"]) for o in opts]
+        return opts
+
+    tmpcs = _options_per_node(n, t_list, counts, rng, options)
     if twin is not None:
         i, j = twin
         tmpcs[j] = {
@@ -710,21 +680,7 @@ def _numerics_instance(
         }
 
     # M as in random_instance, then perhaps at a plan's memory boundary
-    least = [
-        min(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts)
-        for tm in tmpcs
-    ]
-    most = [
-        max(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts)
-        for tm in tmpcs
-    ]
-    lo, hi = max(least), math.fsum(most)
-    if memory == "tight":
-        M = 0.9 * lo + float(rng.uniform(0.0, 1.0)) * (hi - 0.9 * lo)
-    elif memory == "loose":
-        M = N * (hi + 1.0)
-    else:
-        M = lo + float(memory) * (hi - lo)
+    M = _memory_limit(memory, *_memory_range(tmpcs, math.fsum), N, rng)
     if memory != "loose" and rng.random() < 0.75:
         M = _memory_boundary(tmpcs, rng, stage_memory, integer) or M
     M = whole(M)
@@ -838,14 +794,7 @@ def _ties_instance(
             per_t[t] = opts
         tmpcs.append(per_t)
 
-    most = math.fsum(
-        max(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts)
-        for tm in tmpcs
-    )
-    least = max(
-        min(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts)
-        for tm in tmpcs
-    )
+    least, most = _memory_range(tmpcs, math.fsum)
     if memory == "loose":
         M = N * (most + 1.0)
     elif memory == "tight":
@@ -991,6 +940,54 @@ def _memory_boundary(
     if integer and m < 2.0**53:
         return max(1.0, m + step)
     return math.nextafter(m, math.inf if step > 0 else 0.0)
+
+
+def _option_with_syncs(g: nx.DiGraph, i: int, oid: str, pwab: tuple, sync) -> dict:
+    """Option ``oid`` of node ``i`` with (p, w, a, b) = ``pwab`` and a sync entry drawn by
+    ``sync()`` for each predecessor, then each successor (in this order, sorted)."""
+    sfw = {u: sync() for u in sorted(g.predecessors(i))}
+    sbw = {x: sync() for x in sorted(g.successors(i))}
+    return option_dict(oid, *pwab, sfw, sbw)
+
+
+def _options_per_node(n, t_list, counts, rng, options) -> list[dict[int, list[dict]]]:
+    """Each node's options by t: ``options(i, t, count)`` with ``count`` drawn from
+    ``counts`` (inclusive); with t = 1 listed first, a node has no option for a larger t
+    with probability 0.1."""
+    tmpcs: list[dict[int, list[dict]]] = []
+    for i in range(n):
+        per_t: dict[int, list[dict]] = {}
+        for t in t_list:
+            if t > 1 and t_list[0] == 1 and rng.random() < 0.1:
+                continue  # this node has no option for this t
+            count = int(rng.integers(counts[0], counts[1] + 1))
+            per_t[t] = options(i, t, count)
+        tmpcs.append(per_t)
+    return tmpcs
+
+
+def _memory_range(tmpcs, total) -> tuple[float, float]:
+    """The largest over nodes of a node's least a + b, and ``total`` (sum or fsum) over
+    nodes of each node's largest a + b."""
+    least = max(
+        min(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts)
+        for tm in tmpcs
+    )
+    most = total(
+        max(o["memoryUsageA"] + o["memoryUsageB"] for opts in tm.values() for o in opts)
+        for tm in tmpcs
+    )
+    return least, most
+
+
+def _memory_limit(memory: str | float, lo: float, hi: float, N: int, rng) -> float:
+    """M between ``lo`` and ``hi`` (:func:`_memory_range`) as ``memory`` says: "tight"
+    drawn in [0.9 lo, hi], "loose" N (hi + 1), a fraction the point that far from lo."""
+    if memory == "tight":
+        return 0.9 * lo + float(rng.uniform(0.0, 1.0)) * (hi - 0.9 * lo)
+    if memory == "loose":
+        return N * (hi + 1.0)
+    return lo + float(memory) * (hi - lo)
 
 
 def _assemble(g, tmpcs, c, rng, K, M, B, N, source) -> Instance:

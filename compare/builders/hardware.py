@@ -162,11 +162,32 @@ def load_hardware(spec: str) -> Hardware:
         An unknown preset that is not a file either, or a bad file (one line naming the
         field).
     """
-    if spec in HARDWARE_PRESETS:
-        return HARDWARE_PRESETS[spec]
+    return preset_or_file(
+        spec, HARDWARE_PRESETS, hardware_from_dict, "--hardware: unknown hardware", "a JSON file"
+    )
+
+
+def preset_or_file(spec: str, presets: dict, read, unknown: str, file_kind: str):
+    """``presets[spec]``, or ``read(data, source=spec)`` of the JSON file at path ``spec``.
+
+    Parameters
+    ----------
+    spec : str
+        A preset's name or a file's path.
+    presets : dict
+        The presets by name.
+    read : callable
+        Makes the value from the file's JSON data and its path (``source``).
+    unknown, file_kind : str
+        The message's start and what the file should have been (``"a JSON file"``).
+
+    Raises
+    ------
+    InputError
+        ``spec`` is neither a preset nor an existing path, or ``read`` refuses the file.
+    """
+    if spec in presets:
+        return presets[spec]
     if not Path(spec).exists():
-        raise InputError(
-            f"--hardware: unknown hardware {spec!r}: not a preset ({', '.join(HARDWARE_PRESETS)}) "
-            "nor a JSON file"
-        )
-    return hardware_from_dict(read_json(spec), source=spec)
+        raise InputError(f"{unknown} {spec!r}: not a preset ({', '.join(presets)}) nor {file_kind}")
+    return read(read_json(spec), source=spec)

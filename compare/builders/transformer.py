@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from compare.builders import transformer_costs as tc
-from compare.builders.hardware import Hardware, check_name, hardware_from_dict
+from compare.builders.hardware import Hardware, check_name, hardware_from_dict, preset_or_file
 from compare.builders.transformer_costs import TransformerConfig
 from piper_ilp.errors import InputError
 from piper_ilp.instance import MAX_BATCH, MAX_DEVICES, option_dict
-from piper_ilp.jsonfile import describe_value, display_path, is_int, is_number, read_json
+from piper_ilp.jsonfile import describe_value, display_path, is_int, is_number
 
 __all__ = [
     "TransformerConfig",
@@ -232,14 +232,9 @@ def load_model(spec: str) -> TransformerConfig:
     InputError
         Neither a preset nor a file, a file that is not JSON, or a bad config (one line).
     """
-    if spec in MODEL_PRESETS:
-        return MODEL_PRESETS[spec]
-    if not Path(spec).exists():
-        raise InputError(
-            f"MODEL: unknown model {spec!r}: not a preset ({', '.join(MODEL_PRESETS)}) "
-            "nor a config.json file"
-        )
-    return config_from_hf(read_json(spec), source=spec)
+    return preset_or_file(
+        spec, MODEL_PRESETS, config_from_hf, "MODEL: unknown model", "a config.json file"
+    )
 
 
 def allowed_tp_degrees(

@@ -169,15 +169,15 @@ def _solve_greedy(
     progress: bool = False,
     time_limit: float | None = None,
 ) -> Solution:
-    from dp import solve_dp
-
-    return solve_dp(
+    """Piper's greedy knapsack: :func:`_solve_dp` with ``knapsack="greedy"`` (its one mode)."""
+    return _solve_dp(
         instance,
         restrictions,
         knapsack="greedy",
+        max_ideals=max_ideals,
+        force=force,
         progress=progress,
         time_limit=time_limit,
-        **_dp_guards(max_ideals, force),
     )
 
 

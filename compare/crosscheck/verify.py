@@ -756,6 +756,13 @@ def verify_instance(
     infeasible = [r for r in proofs if r.solution.status is Status.INFEASIBLE]
 
     what = _what(mode)
+
+    def conflict(said: str, first, second) -> None:
+        """A problem between two methods: ``said`` and where their plans differ."""
+        where = (first.method, first.solution.plan), (second.method, second.solution.plan)
+        problems.append(said + plan_difference(instance, *where, mode))
+        involved.update((first.method, second.method))
+
     # "infeasible" next to a valid plan
     for r in infeasible:
         for q in plans:
@@ -768,14 +775,8 @@ def verify_instance(
     for i, r in enumerate(optimal):
         for q in optimal[i + 1 :]:
             if not _agree(r.value, q.value, *_pair_tol(r, q)):
-                problems.append(
-                    f"proven optima differ: {r.method} {_fmt(r.value)}, {q.method} "
-                    f"{_fmt(q.value)}; "
-                    + plan_difference(
-                        instance, (r.method, r.solution.plan), (q.method, q.solution.plan), mode
-                    )
-                )
-                involved.update((r.method, q.method))
+                said = f"proven optima differ: {r.method} {_fmt(r.value)}, {q.method} "
+                conflict(said + f"{_fmt(q.value)}; ", r, q)
     # a valid plan below a proven optimum, or a bound above a valid plan. A plan is a fact
     # whoever found it, so another optimal method's plan counts too (at the claimant's own
     # accuracy: a MILP optimum agrees with the DP's within 1e-6, but its plan 1e-7 below the
@@ -787,14 +788,8 @@ def verify_instance(
             ):
                 continue
             if _below(q.value, r.value, *_own_tol(r)):
-                problems.append(
-                    f"{q.method}'s plan ({what} {_fmt(q.value)}) beats {r.method}'s proven optimum "
-                    f"{_fmt(r.value)}; "
-                    + plan_difference(
-                        instance, (q.method, q.solution.plan), (r.method, r.solution.plan), mode
-                    )
-                )
-                involved.update((r.method, q.method))
+                said = f"{q.method}'s plan ({what} {_fmt(q.value)}) beats {r.method}'s proven "
+                conflict(said + f"optimum {_fmt(r.value)}; ", q, r)
     for r in answered:
         if r.solution.bound is None or r.kind == "heuristic":
             continue

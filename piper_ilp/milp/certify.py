@@ -495,7 +495,6 @@ def _finish(
             info=info,
             mode=state.mode,
         )
-    bound = min(state.lower, state.value)
     if state.from_hint:
         state.objective = state.value  # the evaluator's value of the hint
     if proven:
@@ -503,25 +502,20 @@ def _finish(
             state.resolution,
             abs(state.objective - state.value) if state.objective is not None else 0.0,
         )
-        return Solution(
-            backend,
-            Status.OPTIMAL,
-            plan=state.plan,
-            objective=state.objective,
-            bound=bound,
-            message=f"optimal (proven by the backend, certified within {PROOF_RTOL:g} relative)",
-            info=info,
-            mode=state.mode,
-        )
-    if state.objective is not None:
-        info["scaling_error"] = max(state.resolution, abs(state.objective - state.value))
+        status = Status.OPTIMAL
+        message = f"optimal (proven by the backend, certified within {PROOF_RTOL:g} relative)"
+    else:
+        if state.objective is not None:
+            info["scaling_error"] = max(state.resolution, abs(state.objective - state.value))
+        status = Status.FEASIBLE
+        message = why or "optimality not proven"
     return Solution(
         backend,
-        Status.FEASIBLE,
+        status,
         plan=state.plan,
         objective=state.objective,
-        bound=bound,
-        message=why or "optimality not proven",
+        bound=min(state.lower, state.value),
+        message=message,
         info=info,
         mode=state.mode,
     )

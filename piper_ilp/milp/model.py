@@ -260,12 +260,10 @@ def index_sets(
 
     Examples
     --------
-    >>> from piper_ilp.instance import instance_from_dict
+    >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
     >>> from piper_ilp.solution import Restrictions
-    >>> opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1,
-    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
-    >>> inst = instance_from_dict({"maxDevices": 4, "maxMemoryPerDevice": 10, "bandwidth": 1,
-    ...     "mbsInBatch": 4, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> node = (0, {"1": [option_dict("v", p=1.0, w=0, a=1, b=0)]})
+    >>> inst = instance_from_dict(instance_dict([node], K=4, M=10, N=4, B=1))
     >>> st = index_sets(inst, Restrictions())
     >>> st.S, st.configs, st.Y
     (1, [(1, 1), (1, 2), (1, 4)], [4])
@@ -690,17 +688,56 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
                       q_link: q[i] >= d sum_k g[i,k]; q[0] <= N (graph: q[i] <= N); g also
                       under gpipe (it then counts only for q; memory stays N / d)
     """
-    inst = st.inst
-    K, N, M, B = inst.K, inst.N, inst.M, inst.B
     m = LinearModel()
-    S, V = st.S, st.V
+    vs = _slot_variables(m, st)
+    _time_variables(m, st, vs)
+    _assignment_rows(m, st, vs)
+    held = _held_rows(m, st, vs)
+    _memory_rows(m, st, vs, held)
+    _time_rows(m, st, vs, strong)
+    return Formulation(
+        m, st, vs.u, vs.z, vs.g, vs.T, vs.s, vs.P, vs.h, vs.arc, vs.latency, vs.q, vs.r, vs.w
+    )
 
-    # ---- variables ----
+
+@dataclass
+class _Vars:
+    """The variables of a model under construction (indices into its ``vars``), as
+    :func:`formulate`'s Notes name them; ``zs_of[v, i]`` lists node v's (t, l, z) in slot i
+    and ``cut_vars`` the (a, b, i, index, coefficients, side) of each ob / ib."""
+
+    u: dict
+    z: dict
+    g: dict
+    s: list
+    h: list
+    q: list
+    r: list
+    P: dict
+    arc: dict
+    zs_of: dict
+    cut_vars: list = field(default_factory=list)
+    T: int = -1
+    tau: list = field(default_factory=list)
+    L: list = field(default_factory=list)
+    Lmax: int = -1
+    Tb: int = -1
+    latency: list = field(default_factory=list)
+    w: dict = field(default_factory=dict)
+
+    def x(self, v: int, i: int) -> list[tuple[int, float]]:
+        """x[v,i] = sum_{t,l} z[v,i,t,l] as row terms."""
+        return [(j, 1.0) for (_, _, j) in self.zs_of.get((v, i), [])]
+
+
+def _slot_variables(m: LinearModel, st: IndexSets) -> _Vars:
+    """u, z, g, the in-flight counts (s, h or q and r), P and the arcs."""
+    K, N, S = st.inst.K, st.inst.N, st.S
     u = {
         (i, t, d): m.var(f"u[{i},{t},{d}]", 0, 1, "binary") for i in range(S) for t, d in st.configs
     }
     z = {}
-    for v in V:
+    for v in st.V:
         for i in range(S):
             for t in st.d_of_t:
                 for l in range(len(st.opts.get((v, t), ()))):
@@ -737,7 +774,13 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
     zs_of: dict[tuple[int, int], list] = {}
     for (v, i, t, l), j in z.items():
         zs_of.setdefault((v, i), []).append((t, l, j))
-    cut_vars = []
+    return _Vars(u, z, g, s, h, q, r, P, arc, zs_of)
+
+
+def _time_variables(m: LinearModel, st: IndexSets, vs: _Vars) -> None:
+    """ob / ib, T, the batch time's tau, L, Lmax and Tbatch, w; the objective and the
+    groups (one z per node, one u per slot, one w)."""
+    S = st.S
     for a, b, c in st.edges:
         for side in ("out", "in"):
             coefs = _cut_coefs(st, a, b, c, side)
@@ -746,34 +789,31 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
             for i in range(S):
                 name = f"{'ob' if side == 'out' else 'ib'}[{_fmt_id(a)},{_fmt_id(b)},{i}]"
                 j = m.var(name, 0.0, max(coefs.values()), "continuous")
-                cut_vars.append((a, b, i, j, coefs, side))
-    T = m.var("T", st.t_low, st.t_bound, "continuous")
-    m.objective = T
-    tau, L, latency = [], [], []
+                vs.cut_vars.append((a, b, i, j, coefs, side))
+    vs.T = m.var("T", st.t_low, st.t_bound, "continuous")
+    m.objective = vs.T
     if st.batch:
         # tau_i >= d_i TPS_i; graph: L_i >= tau_i + L_j on arcs (created from the last slot
         # on, so that each L_i comes after the L_j it depends on), Lmax >= L_i
-        tau = [m.var(f"tau[{i}]", 0.0, st.tau_bound, "continuous") for i in range(S)]
-        latency += tau
+        vs.tau = [m.var(f"tau[{i}]", 0.0, st.tau_bound, "continuous") for i in range(S)]
+        vs.latency += vs.tau
         if st.graph:
-            L = [0] * S
+            vs.L = [0] * S
             for i in reversed(range(S)):
-                L[i] = m.var(f"L[{i}]", 0.0, st.tau_bound, "continuous")
-            Lmax = m.var("Lmax", 0.0, st.tau_bound, "continuous")
-            latency += L + [Lmax]
-        Tb = m.var("Tbatch", st.obj_low, st.obj_bound, "continuous")
-        m.objective = Tb
-
-    w = {}
+                vs.L[i] = m.var(f"L[{i}]", 0.0, st.tau_bound, "continuous")
+            vs.Lmax = m.var("Lmax", 0.0, st.tau_bound, "continuous")
+            vs.latency += vs.L + [vs.Lmax]
+        vs.Tb = m.var("Tbatch", st.obj_low, st.obj_bound, "continuous")
+        m.objective = vs.Tb
     if st.uniform:
-        w = {(t, d): m.var(f"w[{t},{d}]", 0, 1, "binary") for t, d in st.configs}
-    m.groups = [[j for i in range(S) for (_, _, j) in zs_of.get((v, i), [])] for v in V]
-    m.groups += [[u[i, t, d] for t, d in st.configs] for i in range(S)]
+        vs.w = {(t, d): m.var(f"w[{t},{d}]", 0, 1, "binary") for t, d in st.configs}
+    m.groups = [[j for i in range(S) for (_, _, j) in vs.zs_of.get((v, i), [])] for v in st.V]
+    m.groups += [[vs.u[i, t, d] for t, d in st.configs] for i in range(S)]
 
-    def x(v, i):
-        return [(j, 1.0) for (_, _, j) in zs_of.get((v, i), [])]
 
-    # ---- assignment and slot use ----
+def _assignment_rows(m: LinearModel, st: IndexSets, vs: _Vars) -> None:
+    """assign, one_config, used_first, nonempty, t_link; uniform; prefix and order."""
+    S, V, u, z, P, x = st.S, st.V, vs.u, vs.z, vs.P, vs.x
     for v in V:
         m.row(f"assign[{_fmt_id(v)}]", [tm for i in range(S) for tm in x(v, i)], "==", 1)
     for i in range(S):
@@ -799,11 +839,11 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
                     )
 
     # ---- uniform (sec. 12): every used slot takes the one configuration w ----
-    if w:
-        m.row("uniform_one", [(j, 1.0) for j in w.values()], "<=", 1)
-        m.groups.append(list(w.values()))
+    if vs.w:
+        m.row("uniform_one", [(j, 1.0) for j in vs.w.values()], "<=", 1)
+        m.groups.append(list(vs.w.values()))
         for (i, t, d), j in u.items():
-            m.row(f"uniform[{i},{t},{d}]", [(j, 1.0), (w[t, d], -1.0)], "<=", 0)
+            m.row(f"uniform[{i},{t},{d}]", [(j, 1.0), (vs.w[t, d], -1.0)], "<=", 0)
 
     # ---- order: every edge goes forward, P[v,i] = sum_{j<=i} x[v,j] ----
     for (v, i), j in P.items():
@@ -820,7 +860,13 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
                 f"order[{_fmt_id(a)},{_fmt_id(b)},{i}]", [(P[b, i], 1.0), (P[a, i], -1.0)], "<=", 0
             )
 
-    # ---- budgets; suffix sums s_i = d_i + s_{i+1} ----
+
+def _held_rows(m: LinearModel, st: IndexSets, vs: _Vars) -> list[int]:
+    """The devices budget and what bounds the microbatches in flight: suffix sums
+    s_i = d_i + s_{i+1} (sequential), h_i >= d_i + h_j on arcs (graph) or sec. 11's q;
+    the variables that y_link compares with (s, h or q)."""
+    K, N, S = st.inst.K, st.inst.N, st.S
+    u, s, h, q, r, arc, x = vs.u, vs.s, vs.h, vs.q, vs.r, vs.arc, vs.x
     m.row("devices", [(u[i, t, d], t * d) for i in range(S) for t, d in st.configs], "<=", K)
     d_of = {i: [(u[i, t, d], float(d)) for t, d in st.configs] for i in range(S)}
     if st.graph:
@@ -850,22 +896,26 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
                     0,
                     enforce=jj,
                 )
-        held = h
-    elif st.schedule_rule:
+        return h
+    if st.schedule_rule:
         m.row("microbatches", [(q[0], 1.0)], "<=", N)
-        held = q
-    else:
-        for i in range(S):
-            nxt = [(s[i + 1], -1.0)] if i + 1 < S else []
-            m.row(
-                f"suffix[{i}]",
-                [(s[i], 1.0)] + nxt + [(u[i, t, d], -float(d)) for t, d in st.configs],
-                "==",
-                0,
-            )
-        m.row("microbatches", [(s[0], 1.0)], "<=", N)
-        held = s
+        return q
+    for i in range(S):
+        nxt = [(s[i + 1], -1.0)] if i + 1 < S else []
+        m.row(
+            f"suffix[{i}]",
+            [(s[i], 1.0)] + nxt + [(u[i, t, d], -float(d)) for t, d in st.configs],
+            "==",
+            0,
+        )
+    m.row("microbatches", [(s[0], 1.0)], "<=", N)
+    return s
 
+
+def _memory_rows(m: LinearModel, st: IndexSets, vs: _Vars, held: list[int]) -> None:
+    """gpipe's memory rows per configuration, y_order and y_link (or sec. 11's rows), and
+    the memory rows per y_i >= k."""
+    N, M, S, V, u, z, g = st.inst.N, st.inst.M, st.S, st.V, vs.u, vs.z, vs.g
     if st.gpipe:
         # ---- gpipe (sec. 9): y = N / d, one memory row per configuration ----
         for i in range(S):
@@ -885,7 +935,7 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
             m.row(f"y_order[{i},{k}]", [(g[i, k + 1], 1.0), (g[i, k], -1.0)], "<=", 0)
         ys = [(g[i, k], 1.0) for k in range(1, st.Y[i] + 1)]
         if st.schedule_rule:
-            _schedule_rows(m, st, i, ys, u, q, r)
+            _schedule_rows(m, st, i, ys, u, vs.q, vs.r)
             continue
         for t, d in st.configs:
             m.row(
@@ -904,18 +954,25 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
         for k in range(first, st.Y[i] + 1):
             terms = []
             for v in V:
-                for t, l, j in zs_of.get((v, i), []):
+                for t, l, j in vs.zs_of.get((v, i), []):
                     o = st.opts[v, t][l]
                     # a term above 1 alone breaks the row; capping it at 2 keeps that
                     terms.append((j, min((k * o.a + o.b) / M, 2.0)))
             m.row(f"memory[{i},{k}]", terms, "<=", 1.0, kind="memory", enforce=g[i, k])
 
+
+def _time_rows(m: LinearModel, st: IndexSets, vs: _Vars, strong: bool) -> None:
+    """cut_out / cut_in, the strengthening rows (with ``strong``), tps and latency, and the
+    batch time."""
+    inst = st.inst
+    K, N, B, S, V = inst.K, inst.N, inst.B, st.S, st.V
+    u, z, P, T, tau = vs.u, vs.z, vs.P, vs.T, vs.tau
     # ---- cut edges (seconds) ----
     cut_of_slot: dict[int, list[int]] = {i: [] for i in range(S)}
-    for a, b, i, j, coefs, side in cut_vars:
+    for a, b, i, j, coefs, side in vs.cut_vars:
         here, other = (a, b) if side == "out" else (b, a)
         terms = [(j, 1.0)] + [(z[here, i, t, l], -cf) for (t, l), cf in coefs.items()]
-        terms += [(jj, max(coefs.values())) for jj, _ in x(other, i)]
+        terms += [(jj, max(coefs.values())) for jj, _ in vs.x(other, i)]
         m.row(f"cut_{side}[{_fmt_id(a)},{_fmt_id(b)},{i}]", terms, ">=", 0, kind="time")
         cut_of_slot[i].append(j)
 
@@ -959,10 +1016,11 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
 
     # ---- batch time (sec. 9): (N - 1) T + the longest path of tau ----
     if st.batch:
+        L, Lmax = vs.L, vs.Lmax
         if st.graph:
             for i in range(S):
                 m.row(f"path_own[{i}]", [(L[i], 1.0), (tau[i], -1.0)], ">=", 0, kind="time")
-            for (i, j), jj in arc.items():
+            for (i, j), jj in vs.arc.items():
                 m.row(
                     f"path[{i},{j}]",
                     [(L[i], 1.0), (tau[i], -1.0), (L[j], -1.0)],
@@ -976,9 +1034,7 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
             path = [(Lmax, -1.0)]
         else:
             path = [(tau[i], -1.0) for i in range(S)]
-        m.row("batch_time", [(Tb, 1.0), (T, -float(N - 1))] + path, ">=", 0, kind="time")
-
-    return Formulation(m, st, u, z, g, T, s, P, h, arc, latency, q, r, w)
+        m.row("batch_time", [(vs.Tb, 1.0), (T, -float(N - 1))] + path, ">=", 0, kind="time")
 
 
 def _schedule_rows(m: LinearModel, st: IndexSets, i: int, ys, u, q, r) -> None:
@@ -1031,11 +1087,9 @@ def build_model(
 
     Examples
     --------
-    >>> from piper_ilp.instance import instance_from_dict
-    >>> opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1,
-    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
-    >>> inst = instance_from_dict({"maxDevices": 1, "maxMemoryPerDevice": 10, "bandwidth": 1,
-    ...     "mbsInBatch": 1, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
+    >>> node = (0, {"1": [option_dict("v", p=1.0, w=0, a=1, b=0)]})
+    >>> inst = instance_from_dict(instance_dict([node], K=1, M=10, N=1, B=1))
     >>> [v.name for v in build_model(inst).vars]
     ['u[0,1,1]', 'z[0,0,1,0]', 'g[0,1]', 's[0]', 'T']
     """
@@ -1139,11 +1193,9 @@ def model_size(
 
     Examples
     --------
-    >>> from piper_ilp.instance import instance_from_dict
-    >>> opt = {"id": "v", "timePerSample": 1.0, "parameterSize": 0, "memoryUsageA": 1,
-    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
-    >>> inst = instance_from_dict({"maxDevices": 1, "maxMemoryPerDevice": 10, "bandwidth": 1,
-    ...     "mbsInBatch": 1, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
+    >>> node = (0, {"1": [option_dict("v", p=1.0, w=0, a=1, b=0)]})
+    >>> inst = instance_from_dict(instance_dict([node], K=1, M=10, N=1, B=1))
     >>> model_size(inst)["variables"]  # u, z, g, s, T
     5
     """

@@ -78,15 +78,13 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
 
     Examples
     --------
-    >>> from piper_ilp.instance import instance_from_dict
+    >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
     >>> from piper_ilp.milp.backend import Settings
     >>> from piper_ilp.milp.model import formulate, index_sets
     >>> from piper_ilp.milp.scaled import Memory, TimeScale, scale
     >>> from piper_ilp.solution import Restrictions
-    >>> opt = {"id": "v", "timePerSample": 2.0, "parameterSize": 0, "memoryUsageA": 1,
-    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
-    >>> inst = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1,
-    ...     "mbsInBatch": 2, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> node = (0, {"1": [option_dict("v", p=2.0, w=0, a=1, b=0)]})
+    >>> inst = instance_from_dict(instance_dict([node], K=2, M=10, N=2, B=1))
     >>> form = formulate(index_sets(inst, Restrictions()))
     >>> sm = scale(form, TimeScale.around(2.0, 2.0), Memory.RESTRICT)
     >>> ans = solve(sm, Settings(time_limit=10.0, threads=1))

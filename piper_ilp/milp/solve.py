@@ -146,11 +146,9 @@ def solve_milp(
 
     Examples
     --------
-    >>> from piper_ilp.instance import instance_from_dict
-    >>> opt = {"id": "v", "timePerSample": 2.0, "parameterSize": 0, "memoryUsageA": 1,
-    ...        "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
-    >>> inst = instance_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 10, "bandwidth": 1,
-    ...     "mbsInBatch": 2, "nodes": [{"id": 0, "TMPCs": {"1": [opt]}}], "edges": []})
+    >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
+    >>> node = (0, {"1": [option_dict("v", p=2.0, w=0, a=1, b=0)]})
+    >>> inst = instance_from_dict(instance_dict([node], K=2, M=10, N=2, B=1))
     >>> sol = solve_milp(inst, backend="cbc")
     >>> sol.status.value, sol.tps, sol.plan.stages[0].d
     ('optimal', 1.0, 2)

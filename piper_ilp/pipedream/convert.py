@@ -228,6 +228,7 @@ def piper_plan_from_pipedream(
     Returns
     -------
     Plan
+        One stage per PipeDream stage, in pipeline order, every node with ``option``.
 
     Raises
     ------

@@ -37,6 +37,7 @@ never the set of states, their arcs or downsets.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,6 +141,18 @@ class States:
         return self.exact[what].between(k, j)
 
 
+def _reach_masks(order: Iterable[int], neighbours: Sequence[Iterable[int]], size: int) -> list[int]:
+    """Per node, the bitmask of the nodes it reaches through ``neighbours`` transitively,
+    filled in ``order`` (each node after all its neighbours)."""
+    masks = [0] * size
+    for v in order:
+        m = 0
+        for u in neighbours[v]:
+            m |= masks[u] | (1 << u)
+        masks[v] = m
+    return masks
+
+
 def _bits(mask: int):
     while mask:
         low = mask & -mask
@@ -175,18 +188,8 @@ def antichain_states(prep: Prepared, max_states: int = MAX_STATES) -> States:
             indeg[v] -= 1
             if indeg[v] == 0:
                 stack.append(v)
-    anc = [0] * n
-    for v in order:
-        m = 0
-        for u in ins[v]:
-            m |= anc[u] | (1 << u)
-        anc[v] = m
-    desc = [0] * n
-    for v in reversed(order):
-        m = 0
-        for x in outs[v]:
-            m |= desc[x] | (1 << x)
-        desc[v] = m
+    anc = _reach_masks(order, ins, n)
+    desc = _reach_masks(reversed(order), outs, n)
     outmask = [sum(1 << x for x in set(outs[v])) for v in range(n)]
     # extra(a): ancestors p of a with an out-edge leaving ancestors(a) + {a}.
     extra = [0] * n
@@ -300,12 +303,7 @@ def antichain_states(prep: Prepared, max_states: int = MAX_STATES) -> States:
     for s in range(S):
         for t in arcs[s]:
             preds[pos[t]].append(pos[s])
-    amask = [0] * S
-    for j in range(S):
-        m = 0
-        for k in preds[j]:
-            m |= amask[k] | (1 << k)
-        amask[j] = m
+    amask = _reach_masks(range(S), preds, S)
     ancestors = tuple(np.fromiter(_bits(amask[j]), dtype=np.int32) for j in range(S))
     exact = {
         "time": ExactSums([nd.time for nd in nodes], members_t),
