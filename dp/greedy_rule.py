@@ -50,6 +50,9 @@ __all__ = [
     "greedy_node_rows",
     "running_sum",
     "greedy_last_y",
+    "RuleDetail",
+    "greedy_rule_rows",
+    "same_order",
     "greedy_rule_grid",
     "greedy_choice",
     "greedy_choice_over_y",
@@ -262,6 +265,151 @@ def greedy_last_y(
         hi = np.where(open_ & ~fits, mid - 1, hi)
 
 
+class RuleDetail:
+    """What :func:`greedy_rule_rows` decided on, for the rows where the walk ran (step 3):
+    ``rows`` (their indices), ``order`` (per such row, the node positions by ascending r,
+    ties by position), ``sav`` (m_F - m_O per node) and ``valid`` (sav > 1e-9). Only
+    ``order`` depends on the costs (through delta); the rest depends on memory alone."""
+
+    __slots__ = ("rows", "order", "sav", "valid")
+
+    def __init__(self, rows, order, sav, valid):
+        self.rows, self.order, self.sav, self.valid = rows, order, sav, valid
+
+
+def greedy_rule_rows(
+    delta: np.ndarray,
+    aF: np.ndarray,
+    bF: np.ndarray,
+    aO: np.ndarray,
+    bO: np.ndarray,
+    o_first: np.ndarray,
+    y: np.ndarray,
+    M: float,
+    detail: bool = False,
+):
+    """Piper's rule (sec. 5) for R stages, each at its own y.
+
+    Parameters
+    ----------
+    delta, aF, bF, aO, bO, o_first : (R, n) arrays
+        Per row (a stage) and node (columns in input order; trailing columns with delta =
+        a = b = 0 are padding): c_O - c_F (:class:`NodeRows`), the memory slope and
+        constant of F and O, and whether O precedes F in the option list.
+    y : (R,) array of int
+        Each row's microbatches in flight.
+    M : float
+    detail : bool
+        Also return a :class:`RuleDetail`.
+
+    Returns
+    -------
+    switched : (R, n) bool array
+        Which nodes take O.
+    feasible : (R,) bool array
+        False where no choice fits (step 2), or the rule's choice does not fit exactly
+        (sec. 7; see the module's note).
+    detail : RuleDetail
+        Only with ``detail=True``.
+
+    Notes
+    -----
+    A row's outcome depends on delta only through ``detail.order``: a row at the same y
+    with the same memory columns and an order that :func:`same_order` accepts has the same
+    outcome.
+    """
+    R, n = aF.shape
+    yv = np.asarray(y, dtype=float)[:, None]
+    ayF, ayO = aF * yv, aO * yv
+    mF, mO = ayF + bF, ayO + bO
+    switched = np.zeros((R, n), dtype=bool)
+    feasible = np.zeros(R, dtype=bool)
+    none = np.zeros((0, n), dtype=np.int64)
+    info = RuleDetail(none[:, 0], none, np.zeros((0, n)), none > 0)
+    if n == 0:
+        feasible[:] = True
+        return (switched, feasible, info) if detail else (switched, feasible)
+
+    def terms(r, take_O):
+        return np.where(take_O, ayO[r], ayF[r]).tolist() + np.where(take_O, bO[r], bF[r]).tolist()
+
+    # step 1: the running sum of m_F against M, as the original decides; a choice taken
+    # must also fit exactly (sec. 7)
+    sumF = running_sum(mF)
+    takeF = sumF <= M
+    if takeF.any():
+        rows_F = np.nonzero(takeF)[0]
+        no_switch = np.zeros(n, dtype=bool)
+        feasible[rows_F] = fits_by_estimate(
+            sumF[rows_F], 2 * n, M, lambda k: terms(int(rows_F[k]), no_switch)
+        )
+    # step 2: L = the first option of least memory; its running sum above M: no choice
+    take_L = (mO < mF) | ((mO == mF) & o_first)
+    need = ~takeF & (running_sum(np.where(take_L, mO, mF)) <= M)
+    if need.any():
+        rows = np.nonzero(need)[0]
+        mFr, mOr = mF[rows], mO[rows]
+        sav = mFr - mOr
+        valid = sav > GREEDY_EPS
+        order = np.argsort(_ratios(delta[rows], sav, valid), axis=1, kind="stable")
+        # (ties by node position: one O per node)
+        sw = _walk(order, sav, valid, sumF[rows] - M)
+        switched[rows] = sw
+        estH = np.where(sw, mOr, mFr).sum(axis=1)
+        feasible[rows] = fits_by_estimate(estH, 2 * n, M, lambda k: terms(int(rows[k]), sw[k]))
+        info = RuleDetail(rows, order, sav, valid)
+    return (switched, feasible, info) if detail else (switched, feasible)
+
+
+def _ratios(delta: np.ndarray, sav: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """r = delta / (m_F - m_O) where the saving counts, inf elsewhere."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(valid, delta / np.where(valid, sav, 1.0), np.inf)
+
+
+def _walk(order: np.ndarray, sav: np.ndarray, valid: np.ndarray, excess: np.ndarray):
+    """Step 3: switch nodes in ``order`` until the excess (starting at ``excess``, lowered
+    by each switch's saving in turn) falls below 1e-9. Returns switched (rows, n)."""
+    n = order.shape[1]
+    sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
+    valid_sorted = np.take_along_axis(valid, order, axis=1)
+    E = np.empty_like(sav_sorted)
+    run = excess
+    for k in range(n):
+        run = run - sav_sorted[:, k]
+        E[:, k] = run
+    stop = (E < GREEDY_EPS) & valid_sorted
+    any_stop = stop.any(axis=1)
+    count = np.where(any_stop, np.argmax(stop, axis=1) + 1, valid_sorted.sum(axis=1))
+    take_sorted = (np.arange(n)[None, :] < count[:, None]) & valid_sorted
+    sw = np.zeros(order.shape, dtype=bool)
+    np.put_along_axis(sw, order, take_sorted, axis=1)
+    return sw
+
+
+def same_order(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
+    """Whether the walk's order of each row of ``info`` stays the same with other costs.
+
+    Parameters
+    ----------
+    delta : (len(info.rows), n) array
+        The other c_O - c_F per node of each walked row (same F and O, same memory).
+    info : RuleDetail
+        From :func:`greedy_rule_rows`.
+
+    Returns
+    -------
+    (len(info.rows),) bool array
+        True where ``info.order`` is exactly the stable ascending order of the ratios that
+        ``delta`` gives (non-decreasing, equal ratios by node position): the walk, and so
+        the rule's outcome, is then the same with ``delta``.
+    """
+    r = np.take_along_axis(_ratios(delta, info.sav, info.valid), info.order, axis=1)
+    o = info.order
+    ok = (r[:, 1:] > r[:, :-1]) | ((r[:, 1:] == r[:, :-1]) & (o[:, 1:] > o[:, :-1]))
+    return ok.all(axis=1)
+
+
 def greedy_rule_grid(
     delta: np.ndarray,
     aF: np.ndarray,
@@ -272,14 +420,13 @@ def greedy_rule_grid(
     ys: np.ndarray,
     M: float,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Piper's rule (sec. 5) for G stages at each of Y values of y.
+    """Piper's rule (sec. 5) for G stages at each of Y values of y
+    (:func:`greedy_rule_rows` on every pair).
 
     Parameters
     ----------
     delta, aF, bF, aO, bO, o_first : (G, n) arrays
-        Per stage and node (columns in input order; trailing columns with delta = a = b
-        = 0 are padding): c_O - c_F (:class:`NodeRows`), the memory slope and constant of
-        F and O, and whether O precedes F in the option list.
+        As :func:`greedy_rule_rows` takes them, per stage.
     ys : (Y,) array of int
         The microbatches in flight to evaluate.
     M : float
@@ -308,62 +455,9 @@ def greedy_rule_grid(
     """
     G, n = aF.shape
     Y = len(ys)
-    R = G * Y
-    yv = np.asarray(ys, dtype=float)[None, :, None]
-    ayF3 = aF[:, None, :] * yv
-    ayO3 = aO[:, None, :] * yv
-    mF = (ayF3 + bF[:, None, :]).reshape(R, n)
-    mO = (ayO3 + bO[:, None, :]).reshape(R, n)
-    ayF, ayO = ayF3.reshape(R, n), ayO3.reshape(R, n)
-    switched = np.zeros((R, n), dtype=bool)
-    if n == 0:
-        return switched.reshape(G, Y, n), np.ones((G, Y), dtype=bool)
-
-    def terms(r, take_O):
-        g = r // Y
-        return np.where(take_O, ayO[r], ayF[r]).tolist() + np.where(take_O, bO[g], bF[g]).tolist()
-
-    # step 1: the running sum of m_F against M, as the original decides; a choice taken
-    # must also fit exactly (sec. 7)
-    sumF = running_sum(mF)
-    takeF = sumF <= M
-    feasible = np.zeros(R, dtype=bool)
-    if takeF.any():
-        rows_F = np.nonzero(takeF)[0]
-        no_switch = np.zeros(n, dtype=bool)
-        feasible[rows_F] = fits_by_estimate(
-            sumF[rows_F], 2 * n, M, lambda k: terms(int(rows_F[k]), no_switch)
-        )
-    # step 2: L = the first option of least memory; its running sum above M: no choice
-    take_L = (mO < mF) | ((mO == mF) & np.repeat(o_first, Y, axis=0))
-    need = ~takeF & (running_sum(np.where(take_L, mO, mF)) <= M)
-    if need.any():
-        rows = np.nonzero(need)[0]
-        mFr, mOr = mF[rows], mO[rows]
-        sav = mFr - mOr
-        valid = sav > GREEDY_EPS
-        dk = delta[rows // Y]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = np.where(valid, dk / np.where(valid, sav, 1.0), np.inf)
-        order = np.argsort(r, axis=1, kind="stable")  # ties by node position (one O per node)
-        sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
-        valid_sorted = np.take_along_axis(valid, order, axis=1)
-        # E = (running sum of m_F) - M, then lowered one switch at a time
-        E = np.empty_like(sav_sorted)
-        run = sumF[rows] - M
-        for k in range(n):
-            run = run - sav_sorted[:, k]
-            E[:, k] = run
-        stop = (E < GREEDY_EPS) & valid_sorted
-        any_stop = stop.any(axis=1)
-        count = np.where(any_stop, np.argmax(stop, axis=1) + 1, valid_sorted.sum(axis=1))
-        take_sorted = (np.arange(n)[None, :] < count[:, None]) & valid_sorted
-        sw = np.zeros((len(rows), n), dtype=bool)
-        np.put_along_axis(sw, order, take_sorted, axis=1)
-        switched[rows] = sw
-        estH = np.where(sw, mOr, mFr).sum(axis=1)
-        feasible[rows] = fits_by_estimate(estH, 2 * n, M, lambda k: terms(int(rows[k]), sw[k]))
-    return switched.reshape(G, Y, n), feasible.reshape(G, Y)
+    cols = (np.repeat(x, Y, axis=0) for x in (delta, aF, bF, aO, bO, o_first))
+    sw, feas = greedy_rule_rows(*cols, np.tile(np.asarray(ys), G), M)
+    return sw.reshape(G, Y, n), feas.reshape(G, Y)
 
 
 def greedy_choice(

@@ -19,11 +19,14 @@ import numpy as np
 
 from dp.exact_states import ExactStates
 from dp.greedy_rule import (
+    RuleDetail,
     greedy_last_y,
     greedy_node_rows,
     greedy_rule_grid,
+    greedy_rule_rows,
     piper_cost,
     running_sum,
+    same_order,
 )
 from dp.knapsack import stage_tps_from_sums
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
@@ -33,7 +36,7 @@ from dp.table_arrays import choice_runs, distinct_rows, is_monotone_step
 from dp.table_store import StageTables
 from piper_ilp.cost import cut_edge_bytes
 
-__all__ = ["GreedyTables", "plain_node_data", "plain_rule_runs"]
+__all__ = ["GreedyTables", "plain_node_data", "plain_rule_runs", "shared_rule_runs"]
 
 
 def plain_node_data(ctx: StageContext, geo: StageGeometry, t: int) -> tuple:
@@ -140,6 +143,197 @@ def plain_rule_runs(rows: np.ndarray, sizes: np.ndarray, cap: int, M: float, che
     return run_u[order], lo[order], hi[order], P[order], mono
 
 
+def shared_rule_runs(
+    opt: np.ndarray,
+    costs: list,
+    sizes: np.ndarray,
+    caps: np.ndarray,
+    need: np.ndarray,
+    M: float,
+    check,
+) -> list:
+    """:func:`plain_rule_runs` for every d at once, the rule evaluated once per block where
+    the d agree.
+
+    Parameters
+    ----------
+    opt : (sum(sizes), 8) numpy.ndarray
+        The blocks' nodes end to end (as :func:`plain_node_data` gives them).
+    costs : list (one per d) of pairs of (sum(sizes),) numpy.ndarray
+        Per node at that d, c_O - c_F and whether option 1 is F (:func:`_rule_costs`).
+    sizes : (U,) numpy.ndarray of int
+        The nodes of each block.
+    caps : (D,) numpy.ndarray of int
+        The largest y per d (non-increasing).
+    need : (U, D) numpy.ndarray of bool
+        Which blocks are wanted at which d.
+    M : float
+    check : callable
+        Called between numpy calls (the time limit).
+
+    Returns
+    -------
+    list (one per d) of tuples (run_u, lo, hi, P, mono)
+        As :func:`plain_rule_runs` returns them for the blocks ``need`` asks for at that d
+        (``mono`` over all U blocks, True where not asked for).
+
+    Notes
+    -----
+    Only the costs depend on d: memory, and so whether F fits, where L stops fitting
+    (:func:`dp.greedy_rule.greedy_last_y`, once per block) and the savings, do not, as
+    long as each node's F is the same option. Per block, the rule runs at the first d
+    asked for (the largest cap). At another d with the same F per node, the rule's
+    outcome at each y is the same when its walk's order is (:func:`same_order`: exactly
+    the stable order of that d's ratios, checked row by row); the runs are then the
+    first d's runs cut at that d's last y. Blocks where F or some order differs go
+    through :func:`plain_rule_runs` at their own d.
+    """
+    U, D = need.shape
+    starts = np.cumsum(sizes) - sizes
+    node_u = np.repeat(np.arange(U), sizes)
+    ref = np.argmax(need, axis=1)
+    F = np.stack([c[1] for c in costs], axis=1)
+    same_F = np.minimum.reduceat(F == F[np.arange(len(F)), ref[node_u]][:, None], starts)
+    shared = need & same_F.astype(bool)
+    live = np.flatnonzero(shared.any(axis=1))
+    ref_node = ref[node_u]
+    ref_delta = np.stack([c[0] for c in costs], axis=1)[np.arange(len(F)), ref_node]
+    ref_rows = _rule_columns(opt, ref_delta, F[np.arange(len(F)), ref_node])
+    last = np.zeros(U, dtype=np.int64)
+    by_size = live[np.argsort(sizes[live], kind="stable")]
+    for idx in _chunks(by_size, sizes, np.ones(U, dtype=np.int64), 50_000):
+        check()
+        block = _dense(ref_rows, starts, sizes, idx)
+        last[idx] = greedy_last_y(
+            *(block[:, :, j] for j in range(1, 5)), block[:, :, 5] > 0, int(caps.max()), M
+        )
+    y_ud = np.where(shared, np.minimum(last[:, None], caps[None, :]), 0)
+    y_ref = y_ud.max(axis=1)
+    fail = np.zeros((U, D), dtype=bool)
+    redo: list[list] = [[] for _ in range(D)]
+    parts = [(np.empty(0, dtype=np.int64),) * 3 + (np.empty(0),)]
+    live = live[y_ref[live] > 0]
+    order = live[np.lexsort((sizes[live], y_ref[live]))]
+    for idx in _chunks(order, sizes, y_ref, 50_000):
+        check()
+        block = _dense(ref_rows, starts, sizes, idx)
+        sg, lo, hi, P, sw, feas, info, g_row, y_row = _ref_runs(block, y_ref[idx], M)
+        parts.append((idx[sg], lo, hi, P))
+        g = g_row[info.rows]
+        for j in range(D):
+            other = shared[idx, j] & (ref[idx] != j) & (y_ud[idx, j] > 0)
+            if not other.any():
+                continue
+            at = np.flatnonzero(other[g] & (y_row[info.rows] <= y_ud[idx[g], j]))
+            if not len(at):
+                continue
+            dense_j = _dense(costs[j][0][:, None], starts, sizes, idx)[:, :, 0]
+            sub = RuleDetail(*(x[at] for x in (info.rows, info.order, info.sav, info.valid)))
+            at = at[~same_order(dense_j[g[at]], sub)]
+            if not len(at):
+                continue
+            # another order: the rule at this d on those rows; another outcome: the block
+            # goes through plain_rule_runs at this d
+            r = info.rows[at]
+            cols = block[g_row[r]]
+            cols[:, :, 0] = dense_j[g_row[r]]
+            sw_j, feas_j = greedy_rule_rows(
+                *(cols[:, :, k] for k in range(5)), cols[:, :, 5] > 0, y_row[r], M
+            )
+            differs = (feas_j != feas[r]) | np.any(sw_j != sw[r], axis=1)
+            if not differs.any():
+                continue
+            # those blocks' runs at this d: the first d's rows, these rows replaced
+            gf = np.unique(g_row[r[differs]])
+            fail[idx[gf], j] = True
+            yf = y_ud[idx[gf], j]
+            g_f = np.repeat(gf, yf)
+            y_f = np.arange(len(g_f)) - np.repeat(np.cumsum(yf) - yf, yf) + 1
+            src = (np.cumsum(y_ref[idx]) - y_ref[idx])[g_f] + y_f - 1
+            sw_f, feas_f = sw[src], feas[src]
+            pos_f = np.full(len(g_row), -1)
+            pos_f[src] = np.arange(len(src))
+            mine = pos_f[r] >= 0
+            sw_f[pos_f[r[mine]]], feas_f[pos_f[r[mine]]] = sw_j[mine], feas_j[mine]
+            fg, flo, fhi, fP = _runs_of(sw_f, feas_f, g_f, y_f, block[g_f])
+            redo[j].append((idx[fg], flo, fhi, fP))
+    run_u, lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(4))
+    by = np.lexsort((lo, run_u))
+    run_u, lo, hi, P = run_u[by], lo[by], hi[by], P[by]
+    out = []
+    for j in range(D):
+        check()
+        use = shared[:, j] & ~fail[:, j]
+        keep = use[run_u] & (lo <= y_ud[run_u, j])
+        ru, rl, rh, rp = run_u[keep], lo[keep], np.minimum(hi[keep], y_ud[run_u[keep], j]), P[keep]
+        for fu, flo, fhi, fP in redo[j]:
+            ru, rl, rh, rp = (np.concatenate(x) for x in ((ru, fu), (rl, flo), (rh, fhi), (rp, fP)))
+        if redo[j]:
+            by = np.lexsort((rl, ru))
+            ru, rl, rh, rp = ru[by], rl[by], rh[by], rp[by]
+        mono = np.ones(U, dtype=bool)
+        first = np.ones(len(ru), dtype=bool)
+        first[1:] = ru[1:] != ru[:-1]
+        bad = np.where(first, rl != 1, False)
+        bad[1:] |= ~first[1:] & ((rl[1:] != rh[:-1] + 1) | (rp[1:] < rp[:-1]))
+        mono[ru[bad]] = False
+        own = np.flatnonzero(need[:, j] & ~shared[:, j])
+        if len(own):
+            n_of = sizes[own]
+            at = np.repeat(starts[own] - (np.cumsum(n_of) - n_of), n_of) + np.arange(n_of.sum())
+            o_u, o_lo, o_hi, o_P, o_mono = plain_rule_runs(
+                _rule_columns(opt[at], costs[j][0][at], costs[j][1][at]),
+                n_of,
+                int(caps[j]),
+                M,
+                check,
+            )
+            mono[own] = o_mono
+            ru, rl, rh, rp = (
+                np.concatenate(x) for x in ((ru, own[o_u]), (rl, o_lo), (rh, o_hi), (rp, o_P))
+            )
+            by = np.lexsort((rl, ru))
+            ru, rl, rh, rp = ru[by], rl[by], rh[by], rp[by]
+        out.append((ru, rl, rh, rp, mono))
+    return out
+
+
+def _ref_runs(block: np.ndarray, ys: np.ndarray, M: float) -> tuple:
+    """Piper's rule on blocks (padded as :func:`plain_rule_runs` pads them), block g at
+    y = 1 .. ``ys[g]``. Returns per run its block, first and last y and P; per evaluated
+    row (block by block, y by y) the switched nodes and whether a choice fits; the
+    rule's :class:`RuleDetail`; and per evaluated row its block and y."""
+    g_row = np.repeat(np.arange(len(ys)), ys)
+    y_row = np.arange(len(g_row)) - np.repeat(np.cumsum(ys) - ys, ys) + 1
+    cols = block[g_row]
+    sw, feas, info = greedy_rule_rows(
+        *(cols[:, :, j] for j in range(5)), cols[:, :, 5] > 0, y_row, M, detail=True
+    )
+    sg, lo, hi, P = _runs_of(sw, feas, g_row, y_row, cols)
+    return sg, lo, hi, P, sw, feas, info, g_row, y_row
+
+
+def _runs_of(sw, feas, g_row, y_row, cols) -> tuple:
+    """The runs of equal choice in rows (block by block, y = 1, 2, ... each) of the
+    rule's outcome ``sw``, ``feas``: per run its block, first and last y and P (from the
+    p_F and p_O columns of ``cols``, the rows' block columns)."""
+    first = y_row == 1
+    same = np.zeros(len(g_row), dtype=bool)
+    same[1:] = ~np.any(sw[1:] != sw[:-1], axis=1)
+    prev_feas = np.zeros(len(g_row), dtype=bool)
+    prev_feas[1:] = feas[:-1]
+    start = feas & (first | ~prev_feas | ~same)
+    last = np.zeros(len(g_row), dtype=bool)
+    last[-1:] = True
+    last[:-1] = y_row[1:] == 1
+    next_same = np.zeros(len(g_row), dtype=bool)
+    next_same[:-1] = same[1:] & feas[1:]
+    end = feas & (last | ~next_same)
+    s_at, e_at = np.flatnonzero(start), np.flatnonzero(end)
+    P = running_sum(np.where(sw[s_at], cols[s_at, :, 7], cols[s_at, :, 6]))
+    return g_row[s_at], y_row[s_at], y_row[e_at], P
+
+
 def _chunks(order: np.ndarray, sizes: np.ndarray, depth: np.ndarray, limit: int):
     """``order`` (block indices, their ``depth`` non-decreasing along it) cut into chunks
     whose count x widest size x deepest depth stays within ``limit`` (at least one block
@@ -190,17 +384,23 @@ def _rule_runs(block: np.ndarray, last: np.ndarray, M: float) -> tuple:
     return sg, sy + 1, ey + 1, P, ok
 
 
-def _rule_blocks(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float) -> np.ndarray:
+def _rule_costs(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float) -> tuple:
     """Per node (rows of ``opt`` as :func:`plain_node_data` gives them, ``e`` its cut
-    bytes), the columns of :func:`plain_rule_runs`'s blocks at degree d."""
-    p0, p1, a0, b0, a1, b1, w, two = opt.T
-    two = two > 0
+    bytes) at degree d: c_O - c_F (0 for a single option) and whether option 1 is F."""
+    p0, p1, w, two = opt[:, 0], opt[:, 1], opt[:, 6], opt[:, 7] > 0
     c0 = piper_cost(p0, e, w, d, N, B)
     c1 = piper_cost(p1, e, w, d, N, B)
     F = two & (c0 > c1)  # option 1 is F
+    return np.where(two, np.where(F, c0 - c1, c1 - c0), 0.0), F
+
+
+def _rule_columns(opt: np.ndarray, delta: np.ndarray, F: np.ndarray) -> np.ndarray:
+    """The columns of :func:`plain_rule_runs`'s blocks, from the nodes' ``opt`` rows and
+    their costs (:func:`_rule_costs`)."""
+    p0, p1, a0, b0, a1, b1 = (opt[:, k] for k in range(6))
     return np.stack(
         [
-            np.where(two, np.where(F, c0 - c1, c1 - c0), 0.0),
+            delta,
             np.where(F, a1, a0),
             np.where(F, b1, b0),
             np.where(F, a0, a1),
@@ -364,35 +564,26 @@ class GreedyTables(StageQueue):
         node_keep = np.repeat(keep, sizes)
         r_pos, r_e = pos[node_keep], e[node_keep]
         r_sizes = sizes[rep]
-        r_start = np.cumsum(r_sizes) - r_sizes
         least_p = self._least_p(opt, pos, sizes)
+        need = np.ones((G, D), dtype=bool)
+        sub = np.ones((U, D), dtype=bool)
+        for j, d in enumerate(ds.tolist()):
+            within = self._within_bound(E, W, least_p, d)
+            if within is not None:
+                need[:, j] = within
+                sub[:, j] = False
+                sub[inv[within], j] = True
+        r_opt = opt[r_pos]
+        costs = [_rule_costs(r_opt, r_e, d, self.N, self.B) for d in ds.tolist()]
+        runs = shared_rule_runs(r_opt, costs, r_sizes, caps, sub, self.M, self.check)
         cnt = np.zeros((G, D), dtype=np.int64)
         mono = np.ones((G, D), dtype=bool)
         points = []
         for j, d in enumerate(ds.tolist()):
-            need = self._within_bound(E, W, least_p, d)
-            sub = np.arange(U)
-            if need is not None:
-                sub = np.zeros(U, dtype=bool)
-                sub[inv[need]] = True
-                sub = np.flatnonzero(sub)
-            n_of = r_sizes[sub]
-            at = np.repeat(r_start[sub] - (np.cumsum(n_of) - n_of), n_of) + np.arange(n_of.sum())
-            run_u, lo, hi, P, sub_mono = plain_rule_runs(
-                _rule_blocks(opt[r_pos[at]], r_e[at], d, self.N, self.B),
-                n_of,
-                int(caps[j]),
-                self.M,
-                self.check,
-            )
-            run_u = sub[run_u]
-            u_mono = np.ones(U, dtype=bool)
-            u_mono[sub] = sub_mono
+            run_u, lo, hi, P, u_mono = runs[j]
             u_cnt = np.bincount(run_u, minlength=U)
             u_start = np.cumsum(u_cnt) - u_cnt
-            counts = u_cnt[inv]
-            if need is not None:
-                counts[~need] = 0
+            counts = np.where(need[:, j], u_cnt[inv], 0)
             total = int(counts.sum())
             take = np.arange(total) + np.repeat(u_start[inv] - (np.cumsum(counts) - counts), counts)
             g_pts = np.repeat(np.arange(G), counts)
