@@ -145,6 +145,8 @@ def plain_rule_runs(rows: np.ndarray, sizes: np.ndarray, cap: int, M: float, che
 
 def shared_rule_runs(
     opt: np.ndarray,
+    twin: np.ndarray,
+    ds: np.ndarray,
     costs: list,
     sizes: np.ndarray,
     caps: np.ndarray,
@@ -159,6 +161,11 @@ def shared_rule_runs(
     ----------
     opt : (sum(sizes), 8) numpy.ndarray
         The blocks' nodes end to end (as :func:`plain_node_data` gives them).
+    twin : (sum(sizes), 2) numpy.ndarray
+        Per node, its class (equal for equal ``opt`` rows) and cut bytes: nodes equal in
+        both have the same costs at every d.
+    ds : (D,) numpy.ndarray of int
+        The data-parallel degrees.
     costs : list (one per d) of pairs of (sum(sizes),) numpy.ndarray
         Per node at that d, c_O - c_F and whether option 1 is F (:func:`_rule_costs`).
     sizes : (U,) numpy.ndarray of int
@@ -197,7 +204,9 @@ def shared_rule_runs(
     shared = need & same_F.astype(bool)
     live = np.flatnonzero(shared.any(axis=1))
     ref_node = ref[node_u]
-    ref_delta = np.stack([c[0] for c in costs], axis=1)[np.arange(len(F)), ref_node]
+    all_delta = np.stack([c[0] for c in costs], axis=1)
+    ref_delta = all_delta[np.arange(len(F)), ref_node]
+    kappa = _cost_spread(all_delta, ref_delta, ds[ref_node][:, None] / ds[None, :], starts)
     ref_rows = _rule_columns(opt, ref_delta, F[np.arange(len(F)), ref_node])
     last = np.zeros(U, dtype=np.int64)
     by_size = live[np.argsort(sizes[live], kind="stable")]
@@ -219,44 +228,21 @@ def shared_rule_runs(
         block = _dense(ref_rows, starts, sizes, idx)
         sg, lo, hi, P, sw, feas, info, g_row, y_row = _ref_runs(block, y_ref[idx], M)
         parts.append((idx[sg], lo, hi, P))
-        g = g_row[info.rows]
-        for j in range(D):
-            other = shared[idx, j] & (ref[idx] != j) & (y_ud[idx, j] > 0)
-            if not other.any():
-                continue
-            at = np.flatnonzero(other[g] & (y_row[info.rows] <= y_ud[idx[g], j]))
-            if not len(at):
-                continue
-            dense_j = _dense(costs[j][0][:, None], starts, sizes, idx)[:, :, 0]
-            sub = RuleDetail(*(x[at] for x in (info.rows, info.order, info.sav, info.valid)))
-            at = at[~same_order(dense_j[g[at]], sub)]
-            if not len(at):
-                continue
-            # another order: the rule at this d on those rows; another outcome: the block
-            # goes through plain_rule_runs at this d
-            r = info.rows[at]
-            cols = block[g_row[r]]
-            cols[:, :, 0] = dense_j[g_row[r]]
-            sw_j, feas_j = greedy_rule_rows(
-                *(cols[:, :, k] for k in range(5)), cols[:, :, 5] > 0, y_row[r], M
-            )
-            differs = (feas_j != feas[r]) | np.any(sw_j != sw[r], axis=1)
-            if not differs.any():
-                continue
-            # those blocks' runs at this d: the first d's rows, these rows replaced
-            gf = np.unique(g_row[r[differs]])
+        eligible = shared[idx] & (ref[idx, None] != np.arange(D)) & (y_ud[idx] > 0)
+        if not eligible.any():
+            continue
+        delta = _dense(all_delta, starts, sizes, idx)  # (blocks, widest, D)
+        ref_out = (sw, feas, g_row, y_row, block, y_ref[idx])
+        gap = _order_margin(
+            info,
+            block[g_row[info.rows], :, 0],
+            _dense_labels(twin, starts, sizes, idx)[g_row[info.rows]],
+        )
+        for j, gf, f_runs in _other_ds(
+            ref_out, info, gap, kappa[idx], delta, eligible, y_ud[idx], M
+        ):
             fail[idx[gf], j] = True
-            yf = y_ud[idx[gf], j]
-            g_f = np.repeat(gf, yf)
-            y_f = np.arange(len(g_f)) - np.repeat(np.cumsum(yf) - yf, yf) + 1
-            src = (np.cumsum(y_ref[idx]) - y_ref[idx])[g_f] + y_f - 1
-            sw_f, feas_f = sw[src], feas[src]
-            pos_f = np.full(len(g_row), -1)
-            pos_f[src] = np.arange(len(src))
-            mine = pos_f[r] >= 0
-            sw_f[pos_f[r[mine]]], feas_f[pos_f[r[mine]]] = sw_j[mine], feas_j[mine]
-            fg, flo, fhi, fP = _runs_of(sw_f, feas_f, g_f, y_f, block[g_f])
-            redo[j].append((idx[fg], flo, fhi, fP))
+            redo[j].append((idx[f_runs[0]],) + f_runs[1:])
     run_u, lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(4))
     by = np.lexsort((lo, run_u))
     run_u, lo, hi, P = run_u[by], lo[by], hi[by], P[by]
@@ -296,6 +282,106 @@ def shared_rule_runs(
             ru, rl, rh, rp = ru[by], rl[by], rh[by], rp[by]
         out.append((ru, rl, rh, rp, mono))
     return out
+
+
+def _cost_spread(all_delta, ref_delta, scale, starts) -> np.ndarray:
+    """Per block and d, kappa >= the largest |e_i| with delta_d,i = scale delta_ref,i
+    (1 + e_i) over the block's nodes (plain nodes: c_O - c_F = (p_O - p_F) / d in exact
+    arithmetic, so scale = d_ref / d and e_i is rounding); inf where that cannot be said
+    (a delta zero at one d only, or subnormal)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.abs(all_delta / (scale * ref_delta[:, None]) - 1.0)
+    both_zero = (all_delta == 0) & (ref_delta[:, None] == 0)
+    e = np.where(both_zero, 0.0, e)
+    tiny = (np.abs(all_delta) < 1e-290) | (np.abs(ref_delta) < 1e-290)[:, None]
+    e = np.where((tiny & ~both_zero) | np.isnan(e), np.inf, e)
+    return np.maximum.reduceat(e, starts, axis=0) + 1e-15
+
+
+def _order_margin(info: RuleDetail, delta: np.ndarray, twin: np.ndarray) -> np.ndarray:
+    """Per walked row of ``info`` (``delta`` its costs, ``twin`` its nodes' labels, both
+    (rows, widest)), the least relative gap (r_b - r_a) / r_b between neighbours a, b
+    of the walk's order: inf where a and b are twins with equal ratios, both ratios are
+    0 (delta 0, which stays 0 where kappa is finite) or r_b is inf (no saving); 0 where
+    the ratios are equal otherwise or r_a is below 1e-290 but not 0.
+    With costs delta_d,i = scale delta_i (1 + e_i), |e_i| <= kappa, a gap above 3 kappa +
+    1e-14 keeps each neighbour pair strictly in order after rounding, so the order is the
+    same at d."""
+    o = info.order
+    r = np.take_along_axis(
+        np.where(info.valid, delta / np.where(info.valid, info.sav, 1.0), np.inf), o, axis=1
+    )
+    tw = np.take_along_axis(twin, o, axis=1)
+    ra, rb = r[:, :-1], r[:, 1:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = (rb - ra) / rb
+    g = np.where(ra == rb, np.where((tw[:, :-1] == tw[:, 1:]) | (ra == 0), np.inf, 0.0), g)
+    g = np.where(np.isinf(rb), np.inf, g)
+    g = np.where((ra > 0) & (ra < 1e-290), 0.0, g)
+    return g.min(axis=1, initial=np.inf)
+
+
+def _dense_labels(twin, starts, sizes, idx) -> np.ndarray:
+    """The ``twin`` rows of blocks ``idx`` as one label per node, (blocks, widest):
+    nodes with equal labels have equal class and cut bytes; padding -1."""
+    dense = _dense(twin, starts, sizes, idx)
+    flat = dense.reshape(-1, 2)
+    key = np.lexsort((flat[:, 1], flat[:, 0]))
+    new = np.ones(len(flat), dtype=bool)
+    new[1:] = np.any(flat[key[1:]] != flat[key[:-1]], axis=1)
+    labels = np.empty(len(flat), dtype=np.int64)
+    labels[key] = np.cumsum(new)
+    out = labels.reshape(dense.shape[:2])
+    out[np.arange(out.shape[1])[None, :] >= sizes[idx][:, None]] = -1
+    return out
+
+
+def _other_ds(ref_out: tuple, info: RuleDetail, gap, kappa, delta, eligible, y_d, M: float):
+    """Where the rule at the other d (same F per node) decides otherwise than at the first
+    d, for one chunk of blocks.
+
+    ``ref_out`` = (sw, feas, g_row, y_row, block, ys): the first d's rows (:func:`_ref_runs`)
+    and the chunk's blocks and last y; ``info`` its walked rows; ``delta`` (blocks, widest,
+    D) the costs at every d; ``eligible`` (blocks, D) which d to check; ``y_d`` (blocks,
+    D) the last y per d; ``gap`` and ``kappa`` as :func:`_order_margin` and
+    :func:`_cost_spread` give them (per walked row; per block and d). Walked rows whose
+    order the d's ratios keep decide alike: for certain where gap > 3 kappa + 1e-14, else
+    as :func:`same_order` finds; the others are rerun at that d. Yields, per d and
+    blocks where some row decides otherwise, (d index, the blocks, their runs at that d
+    as :func:`_runs_of` gives them)."""
+    sw, feas, g_row, y_row, block, ys = ref_out
+    g = g_row[info.rows]
+    unsure = gap[:, None] <= 3.0 * kappa[g] + 1e-14
+    k_at, j_at = np.nonzero(eligible[g] & unsure & (y_row[info.rows][:, None] <= y_d[g]))
+    if not len(k_at):
+        return
+    sub = RuleDetail(*(x[k_at] for x in (info.rows, info.order, info.sav, info.valid)))
+    keep = ~same_order(delta[g[k_at], :, j_at], sub)
+    if not keep.any():
+        return
+    k_at, j_at = k_at[keep], j_at[keep]
+    r = info.rows[k_at]
+    cols = block[g_row[r]]
+    cols[:, :, 0] = delta[g_row[r], :, j_at]
+    sw_j, feas_j = greedy_rule_rows(
+        *(cols[:, :, k] for k in range(5)), cols[:, :, 5] > 0, y_row[r], M
+    )
+    differs = (feas_j != feas[r]) | np.any(sw_j != sw[r], axis=1)
+    row_start = np.cumsum(ys) - ys
+    for j in np.unique(j_at[differs]).tolist():
+        # those blocks' rows at this d: the first d's rows, the rerun rows replaced
+        mine = j_at == j
+        gf = np.unique(g_row[r[mine & differs]])
+        yf = y_d[gf, j]
+        g_f = np.repeat(gf, yf)
+        y_f = np.arange(len(g_f)) - np.repeat(np.cumsum(yf) - yf, yf) + 1
+        src = row_start[g_f] + y_f - 1
+        sw_f, feas_f = sw[src], feas[src]
+        pos_f = np.full(len(g_row), -1)
+        pos_f[src] = np.arange(len(src))
+        at = np.flatnonzero(mine & (pos_f[r] >= 0))
+        sw_f[pos_f[r[at]]], feas_f[pos_f[r[at]]] = sw_j[at], feas_j[at]
+        yield j, gf, _runs_of(sw_f, feas_f, g_f, y_f, block[g_f])
 
 
 def _ref_runs(block: np.ndarray, ys: np.ndarray, M: float) -> tuple:
@@ -575,7 +661,8 @@ class GreedyTables(StageQueue):
                 sub[inv[within], j] = True
         r_opt = opt[r_pos]
         costs = [_rule_costs(r_opt, r_e, d, self.N, self.B) for d in ds.tolist()]
-        runs = shared_rule_runs(r_opt, costs, r_sizes, caps, sub, self.M, self.check)
+        twin = np.stack([self.plain_data[t][3][r_pos].astype(float), r_e], axis=1)
+        runs = shared_rule_runs(r_opt, twin, ds, costs, r_sizes, caps, sub, self.M, self.check)
         cnt = np.zeros((G, D), dtype=np.int64)
         mono = np.ones((G, D), dtype=bool)
         points = []
