@@ -32,7 +32,7 @@ from dp.knapsack import stage_tps_from_sums
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
 from dp.stage_geometry import StageGeometry, bits, lowest_sink, membership
 from dp.stage_queue import StageQueue
-from dp.table_arrays import choice_runs, distinct_rows, is_monotone_step
+from dp.table_arrays import choice_runs, distinct_rows, is_monotone_step, sorted_unique
 from dp.table_store import StageTables
 from piper_ilp.cost import cut_edge_bytes
 
@@ -145,7 +145,6 @@ def plain_rule_runs(rows: np.ndarray, sizes: np.ndarray, cap: int, M: float, che
 
 def shared_rule_runs(
     opt: np.ndarray,
-    twin: np.ndarray,
     ds: np.ndarray,
     costs: list,
     sizes: np.ndarray,
@@ -161,9 +160,6 @@ def shared_rule_runs(
     ----------
     opt : (sum(sizes), 8) numpy.ndarray
         The blocks' nodes end to end (as :func:`plain_node_data` gives them).
-    twin : (sum(sizes), 2) numpy.ndarray
-        Per node, its class (equal for equal ``opt`` rows) and cut bytes: nodes equal in
-        both have the same costs at every d.
     ds : (D,) numpy.ndarray of int
         The data-parallel degrees.
     costs : list (one per d) of pairs of (sum(sizes),) numpy.ndarray
@@ -206,7 +202,6 @@ def shared_rule_runs(
     ref_node = ref[node_u]
     all_delta = np.stack([c[0] for c in costs], axis=1)
     ref_delta = all_delta[np.arange(len(F)), ref_node]
-    kappa = _cost_spread(all_delta, ref_delta, ds[ref_node][:, None] / ds[None, :], starts)
     ref_rows = _rule_columns(opt, ref_delta, F[np.arange(len(F)), ref_node])
     last = np.zeros(U, dtype=np.int64)
     by_size = live[np.argsort(sizes[live], kind="stable")]
@@ -229,18 +224,12 @@ def shared_rule_runs(
         sg, lo, hi, P, sw, feas, info, g_row, y_row = _ref_runs(block, y_ref[idx], M)
         parts.append((idx[sg], lo, hi, P))
         eligible = shared[idx] & (ref[idx, None] != np.arange(D)) & (y_ud[idx] > 0)
-        if not eligible.any():
+        if not eligible.any() or not len(info.rows):
             continue
         delta = _dense(all_delta, starts, sizes, idx)  # (blocks, widest, D)
         ref_out = (sw, feas, g_row, y_row, block, y_ref[idx])
-        gap = _order_margin(
-            info,
-            block[g_row[info.rows], :, 0],
-            _dense_labels(twin, starts, sizes, idx)[g_row[info.rows]],
-        )
-        for j, gf, f_runs in _other_ds(
-            ref_out, info, gap, kappa[idx], delta, eligible, y_ud[idx], M
-        ):
+        scale = ds[ref[idx]][:, None] / ds[None, :]
+        for j, gf, f_runs in _other_ds(ref_out, info, delta, scale, eligible, y_ud[idx], M):
             fail[idx[gf], j] = True
             redo[j].append((idx[f_runs[0]],) + f_runs[1:])
     run_u, lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(4))
@@ -284,75 +273,94 @@ def shared_rule_runs(
     return out
 
 
-def _cost_spread(all_delta, ref_delta, scale, starts) -> np.ndarray:
+def _cost_spread(delta: np.ndarray, ref_delta: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """Per block and d, kappa >= the largest |e_i| with delta_d,i = scale delta_ref,i
-    (1 + e_i) over the block's nodes (plain nodes: c_O - c_F = (p_O - p_F) / d in exact
-    arithmetic, so scale = d_ref / d and e_i is rounding); inf where that cannot be said
-    (a delta zero at one d only, or subnormal)."""
+    (1 + e_i) over the block's nodes (``delta`` (blocks, widest, D), ``ref_delta``
+    (blocks, widest), ``scale`` (blocks, D); plain nodes: c_O - c_F = (p_O - p_F) / d in
+    exact arithmetic, so scale = d_ref / d and e_i is rounding); inf where that cannot
+    be said (a delta zero at one d only, or below 1e-290)."""
+    ref = ref_delta[:, :, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        e = np.abs(all_delta / (scale * ref_delta[:, None]) - 1.0)
-    both_zero = (all_delta == 0) & (ref_delta[:, None] == 0)
-    e = np.where(both_zero, 0.0, e)
-    tiny = (np.abs(all_delta) < 1e-290) | (np.abs(ref_delta) < 1e-290)[:, None]
-    e = np.where((tiny & ~both_zero) | np.isnan(e), np.inf, e)
-    return np.maximum.reduceat(e, starts, axis=0) + 1e-15
+        e = np.abs(delta / (scale[:, None, :] * ref) - 1.0)
+    both_zero = (delta == 0) & (ref == 0)
+    tiny = (np.abs(delta) < 1e-290) | (np.abs(ref) < 1e-290)
+    e[both_zero] = 0.0
+    e[(tiny & ~both_zero) | np.isnan(e)] = np.inf
+    return e.max(axis=1) + 1e-15
 
 
-def _order_margin(info: RuleDetail, delta: np.ndarray, twin: np.ndarray) -> np.ndarray:
-    """Per walked row of ``info`` (``delta`` its costs, ``twin`` its nodes' labels, both
-    (rows, widest)), the least relative gap (r_b - r_a) / r_b between neighbours a, b
-    of the walk's order: inf where a and b are twins with equal ratios, both ratios are
-    0 (delta 0, which stays 0 where kappa is finite) or r_b is inf (no saving); 0 where
-    the ratios are equal otherwise or r_a is below 1e-290 but not 0.
-    With costs delta_d,i = scale delta_i (1 + e_i), |e_i| <= kappa, a gap above 3 kappa +
-    1e-14 keeps each neighbour pair strictly in order after rounding, so the order is the
-    same at d."""
+def _order_margin(info: RuleDetail, delta: np.ndarray) -> tuple:
+    """Per walked row of ``info`` (``delta`` its costs, (rows, widest)), how far the
+    walk's order is from changing at another d.
+
+    Returns (gap, kin): gap, the least relative gap (r_b - r_a) / r_b between neighbours
+    a, b of the order, over the pairs that are not kin ties; kin, whether some pair is.
+    A kin pair: equal savings, delta_a <= delta_b and a before b by position: a keeps
+    its place at d when delta_d,a <= delta_d,b (the ratios divide by the same saving),
+    which :func:`_delta_order_kept` ensures. Pairs with both ratios 0 (delta 0, which stays 0 where
+    kappa is finite) or r_b inf (no saving) count as inf; other equal ratios and ratios
+    below 1e-290 but not 0 as 0. With costs delta_d,i = scale delta_i (1 + e_i), |e_i|
+    <= kappa, a gap above 3 kappa + 1e-14 keeps each neighbour pair strictly in order
+    after rounding, so the order is the same at d.
+    """
     o = info.order
     r = np.take_along_axis(
         np.where(info.valid, delta / np.where(info.valid, info.sav, 1.0), np.inf), o, axis=1
     )
-    tw = np.take_along_axis(twin, o, axis=1)
+    dl = np.take_along_axis(delta, o, axis=1)
     ra, rb = r[:, :-1], r[:, 1:]
     with np.errstate(divide="ignore", invalid="ignore"):
         g = (rb - ra) / rb
-    g = np.where(ra == rb, np.where((tw[:, :-1] == tw[:, 1:]) | (ra == 0), np.inf, 0.0), g)
-    g = np.where(np.isinf(rb), np.inf, g)
-    g = np.where((ra > 0) & (ra < 1e-290), 0.0, g)
-    return g.min(axis=1, initial=np.inf)
+    tie = ra == rb
+    sv = np.take_along_axis(info.sav, o, axis=1)
+    kin = (sv[:, :-1] == sv[:, 1:]) & (dl[:, :-1] <= dl[:, 1:]) & (o[:, :-1] < o[:, 1:])
+    kin &= ra > 0
+    g = np.where(tie, np.where(ra == 0, np.inf, 0.0), g)
+    g = np.where(kin | np.isinf(rb), np.inf, g)
+    g = np.where(((ra > 0) & (ra < 1e-290)) | ((rb > 0) & (rb < 1e-290)), 0.0, g)
+    kin &= ~np.isinf(rb)
+    return g.min(axis=1, initial=np.inf), kin.any(axis=1)
 
 
-def _dense_labels(twin, starts, sizes, idx) -> np.ndarray:
-    """The ``twin`` rows of blocks ``idx`` as one label per node, (blocks, widest):
-    nodes with equal labels have equal class and cut bytes; padding -1."""
-    dense = _dense(twin, starts, sizes, idx)
-    flat = dense.reshape(-1, 2)
-    key = np.lexsort((flat[:, 1], flat[:, 0]))
-    new = np.ones(len(flat), dtype=bool)
-    new[1:] = np.any(flat[key[1:]] != flat[key[:-1]], axis=1)
-    labels = np.empty(len(flat), dtype=np.int64)
-    labels[key] = np.cumsum(new)
-    out = labels.reshape(dense.shape[:2])
-    out[np.arange(out.shape[1])[None, :] >= sizes[idx][:, None]] = -1
-    return out
+def _delta_order_kept(delta: np.ndarray, ref_delta: np.ndarray) -> np.ndarray:
+    """Per block and d (``delta`` (blocks, widest, D), ``ref_delta`` (blocks, widest)):
+    whether delta_d never falls along the block's nodes ordered by delta at the first d,
+    then by position; so any two nodes a, b with delta_a <= delta_b at the first d and a
+    before b have delta_d,a <= delta_d,b."""
+    order = np.argsort(ref_delta, axis=1, kind="stable")
+    dd = np.take_along_axis(delta, order[:, :, None], axis=1)
+    return ~np.any(dd[:, 1:, :] < dd[:, :-1, :], axis=1)
 
 
-def _other_ds(ref_out: tuple, info: RuleDetail, gap, kappa, delta, eligible, y_d, M: float):
+def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: float):
     """Where the rule at the other d (same F per node) decides otherwise than at the first
     d, for one chunk of blocks.
 
     ``ref_out`` = (sw, feas, g_row, y_row, block, ys): the first d's rows (:func:`_ref_runs`)
     and the chunk's blocks and last y; ``info`` its walked rows; ``delta`` (blocks, widest,
-    D) the costs at every d; ``eligible`` (blocks, D) which d to check; ``y_d`` (blocks,
-    D) the last y per d; ``gap`` and ``kappa`` as :func:`_order_margin` and
-    :func:`_cost_spread` give them (per walked row; per block and d). Walked rows whose
-    order the d's ratios keep decide alike: for certain where gap > 3 kappa + 1e-14, else
-    as :func:`same_order` finds; the others are rerun at that d. Yields, per d and
-    blocks where some row decides otherwise, (d index, the blocks, their runs at that d
-    as :func:`_runs_of` gives them)."""
+    D) the costs at every d; ``scale`` (blocks, D) d_ref / d; ``eligible`` (blocks, D)
+    which d to check; ``y_d`` (blocks, D) the last y per d. A walked row decides alike at
+    d when its order stays: for certain where the row's gap (:func:`_order_margin`) is
+    above 3 kappa + 1e-14 (:func:`_cost_spread`) and it has no kin pair or the block keeps
+    its delta order at d (:func:`_delta_order_kept`), else as :func:`same_order` finds;
+    the others are rerun at that d. Yields, per d and blocks where some row decides
+    otherwise, (d index, the blocks, their runs at that d as :func:`_runs_of` gives
+    them)."""
     sw, feas, g_row, y_row, block, ys = ref_out
     g = g_row[info.rows]
-    unsure = gap[:, None] <= 3.0 * kappa[g] + 1e-14
-    k_at, j_at = np.nonzero(eligible[g] & unsure & (y_row[info.rows][:, None] <= y_d[g]))
+    wanted = eligible[g] & (y_row[info.rows][:, None] <= y_d[g])
+    has = np.flatnonzero(wanted.any(axis=1))
+    if not len(has):
+        return
+    info = RuleDetail(*(x[has] for x in (info.rows, info.order, info.sav, info.valid)))
+    g, wanted = g[has], wanted[has]
+    gap, kin = _order_margin(info, block[g, :, 0])
+    blocks = sorted_unique(g)
+    at = np.searchsorted(blocks, g)
+    kappa = _cost_spread(delta[blocks], block[blocks, :, 0], scale[blocks])[at]
+    tie_ok = _delta_order_kept(delta[blocks], block[blocks, :, 0])[at]
+    unsure = (gap[:, None] <= 3.0 * kappa + 1e-14) | (kin[:, None] & ~tie_ok)
+    k_at, j_at = np.nonzero(wanted & unsure)
     if not len(k_at):
         return
     sub = RuleDetail(*(x[k_at] for x in (info.rows, info.order, info.sav, info.valid)))
@@ -368,10 +376,10 @@ def _other_ds(ref_out: tuple, info: RuleDetail, gap, kappa, delta, eligible, y_d
     )
     differs = (feas_j != feas[r]) | np.any(sw_j != sw[r], axis=1)
     row_start = np.cumsum(ys) - ys
-    for j in np.unique(j_at[differs]).tolist():
+    for j in sorted_unique(j_at[differs]).tolist():
         # those blocks' rows at this d: the first d's rows, the rerun rows replaced
         mine = j_at == j
-        gf = np.unique(g_row[r[mine & differs]])
+        gf = sorted_unique(g_row[r[mine & differs]])
         yf = y_d[gf, j]
         g_f = np.repeat(gf, yf)
         y_f = np.arange(len(g_f)) - np.repeat(np.cumsum(yf) - yf, yf) + 1
@@ -483,20 +491,13 @@ def _rule_costs(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float) -> tup
 def _rule_columns(opt: np.ndarray, delta: np.ndarray, F: np.ndarray) -> np.ndarray:
     """The columns of :func:`plain_rule_runs`'s blocks, from the nodes' ``opt`` rows and
     their costs (:func:`_rule_costs`)."""
-    p0, p1, a0, b0, a1, b1 = (opt[:, k] for k in range(6))
-    return np.stack(
-        [
-            delta,
-            np.where(F, a1, a0),
-            np.where(F, b1, b0),
-            np.where(F, a0, a1),
-            np.where(F, b0, b1),
-            F,
-            np.where(F, p1, p0),
-            np.where(F, p0, p1),
-        ],
-        axis=1,
-    )
+    # opt's columns: p0, p1, a0, b0, a1, b1; the block's: delta, aF, bF, aO, bO, F, pF, pO
+    out = opt[:, [0, 2, 3, 4, 5, 0, 0, 1]]
+    swap = np.flatnonzero(F)
+    out[swap] = opt[swap][:, [0, 4, 5, 2, 3, 0, 1, 0]]
+    out[:, 0] = delta
+    out[:, 5] = F
+    return out
 
 
 class GreedyTables(StageQueue):
@@ -661,8 +662,7 @@ class GreedyTables(StageQueue):
                 sub[inv[within], j] = True
         r_opt = opt[r_pos]
         costs = [_rule_costs(r_opt, r_e, d, self.N, self.B) for d in ds.tolist()]
-        twin = np.stack([self.plain_data[t][3][r_pos].astype(float), r_e], axis=1)
-        runs = shared_rule_runs(r_opt, twin, ds, costs, r_sizes, caps, sub, self.M, self.check)
+        runs = shared_rule_runs(r_opt, ds, costs, r_sizes, caps, sub, self.M, self.check)
         cnt = np.zeros((G, D), dtype=np.int64)
         mono = np.ones((G, D), dtype=bool)
         points = []
