@@ -36,7 +36,13 @@ from dp.table_arrays import choice_runs, distinct_rows, is_monotone_step, sorted
 from dp.table_store import StageTables
 from piper_ilp.cost import cut_edge_bytes
 
-__all__ = ["GreedyTables", "plain_node_data", "plain_rule_runs", "shared_rule_runs"]
+__all__ = [
+    "GreedyTables",
+    "plain_node_data",
+    "plain_rule_columns",
+    "plain_rule_runs",
+    "shared_rule_runs",
+]
 
 
 def plain_node_data(ctx: StageContext, geo: StageGeometry, t: int) -> tuple:
@@ -145,12 +151,12 @@ def plain_rule_runs(rows: np.ndarray, sizes: np.ndarray, cap: int, M: float, che
 
 def shared_rule_runs(
     opt: np.ndarray,
-    ds: np.ndarray,
-    costs: list,
+    e: np.ndarray,
     sizes: np.ndarray,
+    ds: np.ndarray,
     caps: np.ndarray,
     need: np.ndarray,
-    M: float,
+    settings: tuple,
     check,
 ) -> list:
     """:func:`plain_rule_runs` for every d at once, the rule evaluated once per block where
@@ -159,18 +165,20 @@ def shared_rule_runs(
     Parameters
     ----------
     opt : (sum(sizes), 8) numpy.ndarray
-        The blocks' nodes end to end (as :func:`plain_node_data` gives them).
-    ds : (D,) numpy.ndarray of int
-        The data-parallel degrees.
-    costs : list (one per d) of pairs of (sum(sizes),) numpy.ndarray
-        Per node at that d, c_O - c_F and whether option 1 is F (:func:`_rule_costs`).
+        The blocks' nodes end to end, each block's in input order (rows as
+        :func:`plain_node_data` gives them).
+    e : (sum(sizes),) numpy.ndarray
+        Each node's cut bytes in its block, summed as the rule sums them.
     sizes : (U,) numpy.ndarray of int
-        The nodes of each block.
+        The nodes of each block (at least one).
+    ds : (D,) numpy.ndarray of int
+        The data-parallel degrees, ascending.
     caps : (D,) numpy.ndarray of int
         The largest y per d (non-increasing).
     need : (U, D) numpy.ndarray of bool
         Which blocks are wanted at which d.
-    M : float
+    settings : tuple
+        (N, B, M) of the instance.
     check : callable
         Called between numpy calls (the time limit).
 
@@ -191,6 +199,8 @@ def shared_rule_runs(
     first d's runs cut at that d's last y. Blocks where F or some order differs go
     through :func:`plain_rule_runs` at their own d.
     """
+    N, B, M = settings
+    costs = [_rule_costs(opt, e, d, N, B) for d in ds.tolist()]
     U, D = need.shape
     starts = np.cumsum(sizes) - sizes
     node_u = np.repeat(np.arange(U), sizes)
@@ -488,6 +498,26 @@ def _rule_costs(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float) -> tup
     return np.where(two, np.where(F, c0 - c1, c1 - c0), 0.0), F
 
 
+def plain_rule_columns(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float) -> np.ndarray:
+    """The rows :func:`plain_rule_runs` takes, for nodes ``opt`` (rows as
+    :func:`plain_node_data` gives them) with cut bytes ``e`` at degree d.
+
+    Parameters
+    ----------
+    opt : (n, 8) numpy.ndarray
+    e : (n,) numpy.ndarray
+    d, N : int
+    B : float
+
+    Returns
+    -------
+    (n, 8) numpy.ndarray
+        (c_O - c_F, a_F, b_F, a_O, b_O, O before F, p_F, p_O) per node, F the first
+        option of least :func:`dp.greedy_rule.piper_cost`.
+    """
+    return _rule_columns(opt, *_rule_costs(opt, e, d, N, B))
+
+
 def _rule_columns(opt: np.ndarray, delta: np.ndarray, F: np.ndarray) -> np.ndarray:
     """The columns of :func:`plain_rule_runs`'s blocks, from the nodes' ``opt`` rows and
     their costs (:func:`_rule_costs`)."""
@@ -661,8 +691,8 @@ class GreedyTables(StageQueue):
                 sub[:, j] = False
                 sub[inv[within], j] = True
         r_opt = opt[r_pos]
-        costs = [_rule_costs(r_opt, r_e, d, self.N, self.B) for d in ds.tolist()]
-        runs = shared_rule_runs(r_opt, ds, costs, r_sizes, caps, sub, self.M, self.check)
+        settings = (self.N, self.B, self.M)
+        runs = shared_rule_runs(r_opt, r_e, r_sizes, ds, caps, sub, settings, self.check)
         cnt = np.zeros((G, D), dtype=np.int64)
         mono = np.ones((G, D), dtype=bool)
         points = []
