@@ -37,6 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
+from dp.knapsack import stage_options
 from dp.memory import fits_by_estimate
 from piper_ilp.cost import cut_edge_bytes
 from piper_ilp.errors import InputError
@@ -511,13 +512,10 @@ def _stage_option_rows(instance: Instance, nodes: Sequence[int], t: int) -> list
     (p, e, w, a, b), e its cut-edge bytes in the stage made of ``nodes``
     (:func:`piper_edge_bytes`)."""
     members = set(nodes)
-    out = []
-    for v in nodes:
-        opts = instance.node[v].options.get(t)
-        if not opts:
-            raise InputError(f"node {v} has no option for t = {t}")
-        out.append([(o.p, piper_edge_bytes(instance, v, o, members), o.w, o.a, o.b) for o in opts])
-    return out
+    return [
+        [(o.p, piper_edge_bytes(instance, v, o, members), o.w, o.a, o.b) for o in opts]
+        for v, opts in ((v, instance.node[v].options[t]) for v in nodes)
+    ]
 
 
 def greedy_options(
@@ -544,6 +542,9 @@ def greedy_options(
 
     Examples
     --------
+    Node 0 saves more memory per unit of time by recomputation ("r"), so it switches
+    first (:func:`dp.knapsack.exact_options` picks the same here).
+
     >>> from piper_ilp.instance import instance_from_dict
     >>> def o(i, p, a): return {"id": i, "timePerSample": p, "parameterSize": 0,
     ...     "memoryUsageA": a, "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
@@ -553,23 +554,22 @@ def greedy_options(
     >>> {v: opt.id for v, opt in greedy_options(inst, [0, 1], 1, 1, 1).items()}
     {0: 'r', 1: 'v'}
     """
-    order = {v: i for i, v in enumerate(instance.node_ids)}
-    nodes = sorted(nodes, key=order.__getitem__)
-    for v in nodes:
-        k = len(instance.node[v].options.get(t, ()))
-        if k > 2:
-            raise InputError(
-                f"Piper's greedy option choice is defined for at most two options per (node, t); "
-                f"node {v} has {k} for t = {t}"
-            )
-    rows = greedy_node_rows(_stage_option_rows(instance, nodes, t), d, instance.N, instance.B)
-    sw, feas = _one_stage(rows, y, instance.M)
-    if not feas:
-        return None
-    return {
-        v: instance.node[v].options[t][int(rows.O[i] if sw[i] else rows.F[i])]
-        for i, v in enumerate(nodes)
-    }
+
+    def choose(ordered: list[int]) -> list[int] | None:
+        for v in ordered:
+            k = len(instance.node[v].options[t])
+            if k > 2:
+                raise InputError(
+                    "Piper's greedy option choice is defined for at most two options per "
+                    f"(node, t); node {v} has {k} for t = {t}"
+                )
+        rows = greedy_node_rows(_stage_option_rows(instance, ordered, t), d, instance.N, instance.B)
+        sw, feas = _one_stage(rows, y, instance.M)
+        if not feas:
+            return None
+        return [int(rows.O[i] if sw[i] else rows.F[i]) for i in range(len(ordered))]
+
+    return stage_options(instance, nodes, t, choose)
 
 
 def _one_stage(rows: NodeRows, y: int, M: float) -> tuple[np.ndarray, bool]:
