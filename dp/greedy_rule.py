@@ -54,6 +54,7 @@ __all__ = [
     "RuleDetail",
     "greedy_rule_rows",
     "same_order",
+    "rewalk",
     "greedy_rule_grid",
     "greedy_choice",
     "greedy_choice_over_y",
@@ -269,13 +270,21 @@ def greedy_last_y(
 class RuleDetail:
     """What :func:`greedy_rule_rows` decided on, for the rows where the walk ran (step 3):
     ``rows`` (their indices), ``order`` (per such row, the node positions by ascending r,
-    ties by position), ``sav`` (m_F - m_O per node) and ``valid`` (sav > 1e-9). Only
-    ``order`` depends on the costs (through delta); the rest depends on memory alone."""
+    ties by position), ``sav`` (m_F - m_O per node), ``valid`` (sav > 1e-9) and
+    ``excess`` (the running sum of m_F minus M). Only ``order`` depends on the costs
+    (through delta); the rest depends on memory alone."""
 
-    __slots__ = ("rows", "order", "sav", "valid")
+    __slots__ = ("rows", "order", "sav", "valid", "excess")
 
-    def __init__(self, rows, order, sav, valid):
+    def __init__(self, rows, order, sav, valid, excess):
         self.rows, self.order, self.sav, self.valid = rows, order, sav, valid
+        self.excess = excess
+
+    def subset(self, at) -> RuleDetail:
+        """The walked rows ``at`` (indices into these rows, or a mask)."""
+        return RuleDetail(
+            self.rows[at], self.order[at], self.sav[at], self.valid[at], self.excess[at]
+        )
 
 
 def greedy_rule_rows(
@@ -326,7 +335,7 @@ def greedy_rule_rows(
     switched = np.zeros((R, n), dtype=bool)
     feasible = np.zeros(R, dtype=bool)
     none = np.zeros((0, n), dtype=np.int64)
-    info = RuleDetail(none[:, 0], none, np.zeros((0, n)), none > 0)
+    info = RuleDetail(none[:, 0], none, np.zeros((0, n)), none > 0, np.zeros(0))
     if n == 0:
         feasible[:] = True
         return (switched, feasible, info) if detail else (switched, feasible)
@@ -358,7 +367,7 @@ def greedy_rule_rows(
         switched[rows] = sw
         estH = np.where(sw, mOr, mFr).sum(axis=1)
         feasible[rows] = fits_by_estimate(estH, 2 * n, M, lambda k: terms(int(rows[k]), sw[k]))
-        info = RuleDetail(rows, order, sav, valid)
+        info = RuleDetail(rows, order, sav, valid, sumF[rows] - M)
     return (switched, feasible, info) if detail else (switched, feasible)
 
 
@@ -386,6 +395,26 @@ def _walk(order: np.ndarray, sav: np.ndarray, valid: np.ndarray, excess: np.ndar
     sw = np.zeros(order.shape, dtype=bool)
     np.put_along_axis(sw, order, take_sorted, axis=1)
     return sw
+
+
+def rewalk(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
+    """The walk (step 3) of each row of ``info`` again with other costs.
+
+    Parameters
+    ----------
+    delta : (len(info.rows), n) array
+        The other c_O - c_F per node of each walked row (same F and O, same memory).
+    info : RuleDetail
+        From :func:`greedy_rule_rows`.
+
+    Returns
+    -------
+    (len(info.rows), n) bool array
+        Which nodes take O: the rule's choice with ``delta`` where it walks. (Whether
+        that choice fits exactly depends on the choice and memory alone.)
+    """
+    order = np.argsort(_ratios(delta, info.sav, info.valid), axis=1, kind="stable")
+    return _walk(order, info.sav, info.valid, info.excess)
 
 
 def same_order(delta: np.ndarray, info: RuleDetail) -> np.ndarray:

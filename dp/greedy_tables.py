@@ -25,6 +25,7 @@ from dp.greedy_rule import (
     greedy_rule_grid,
     greedy_rule_rows,
     piper_cost,
+    rewalk,
     running_sum,
     same_order,
 )
@@ -151,6 +152,7 @@ def plain_rule_runs(rows: np.ndarray, sizes: np.ndarray, cap: int, M: float, che
 
 def shared_rule_runs(
     opt: np.ndarray,
+    cls: np.ndarray,
     e: np.ndarray,
     sizes: np.ndarray,
     ds: np.ndarray,
@@ -167,6 +169,8 @@ def shared_rule_runs(
     opt : (sum(sizes), 8) numpy.ndarray
         The blocks' nodes end to end, each block's in input order (rows as
         :func:`plain_node_data` gives them).
+    cls : (sum(sizes),) numpy.ndarray of int
+        Each node's class: equal for equal ``opt`` rows.
     e : (sum(sizes),) numpy.ndarray
         Each node's cut bytes in its block, summed as the rule sums them.
     sizes : (U,) numpy.ndarray of int
@@ -200,7 +204,14 @@ def shared_rule_runs(
     through :func:`plain_rule_runs` at their own d.
     """
     N, B, M = settings
-    costs = [_rule_costs(opt, e, d, N, B) for d in ds.tolist()]
+    # the costs once per kind of node (class and cut bytes)
+    e_vals = sorted_unique(e)
+    key = cls.astype(np.int64) * len(e_vals) + np.searchsorted(e_vals, e)
+    keys = sorted_unique(key)
+    kind = np.searchsorted(keys, key)
+    one = np.empty(len(keys), dtype=np.int64)
+    one[kind] = np.arange(len(kind))
+    costs = [tuple(x[kind] for x in _rule_costs(opt[one], e[one], d, N, B)) for d in ds.tolist()]
     U, D = need.shape
     starts = np.cumsum(sizes) - sizes
     node_u = np.repeat(np.arange(U), sizes)
@@ -362,7 +373,7 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     has = np.flatnonzero(wanted.any(axis=1))
     if not len(has):
         return
-    info = RuleDetail(*(x[has] for x in (info.rows, info.order, info.sav, info.valid)))
+    info = info.subset(has)
     g, wanted = g[has], wanted[has]
     gap, kin = _order_margin(info, block[g, :, 0])
     blocks = sorted_unique(g)
@@ -373,18 +384,24 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     k_at, j_at = np.nonzero(wanted & unsure)
     if not len(k_at):
         return
-    sub = RuleDetail(*(x[k_at] for x in (info.rows, info.order, info.sav, info.valid)))
-    keep = ~same_order(delta[g[k_at], :, j_at], sub)
+    sub = info.subset(k_at)
+    delta_at = delta[g[k_at], :, j_at]
+    keep = ~same_order(delta_at, sub)
     if not keep.any():
         return
+    # another order: walk again; another choice: the rule at this d on those rows
+    sw_j = rewalk(delta_at[keep], sub.subset(keep))
     k_at, j_at = k_at[keep], j_at[keep]
     r = info.rows[k_at]
-    cols = block[g_row[r]]
-    cols[:, :, 0] = delta[g_row[r], :, j_at]
-    sw_j, feas_j = greedy_rule_rows(
-        *(cols[:, :, k] for k in range(5)), cols[:, :, 5] > 0, y_row[r], M
-    )
-    differs = (feas_j != feas[r]) | np.any(sw_j != sw[r], axis=1)
+    differs = np.any(sw_j != sw[r], axis=1)
+    feas_j = feas[r]
+    if differs.any():
+        rd = r[differs]
+        cols = block[g_row[rd]]
+        cols[:, :, 0] = delta[g_row[rd], :, j_at[differs]]
+        sw_j[differs], feas_j[differs] = greedy_rule_rows(
+            *(cols[:, :, k] for k in range(5)), cols[:, :, 5] > 0, y_row[rd], M
+        )
     row_start = np.cumsum(ys) - ys
     for j in sorted_unique(j_at[differs]).tolist():
         # those blocks' rows at this d: the first d's rows, the rerun rows replaced
@@ -692,7 +709,8 @@ class GreedyTables(StageQueue):
                 sub[inv[within], j] = True
         r_opt = opt[r_pos]
         settings = (self.N, self.B, self.M)
-        runs = shared_rule_runs(r_opt, r_e, r_sizes, ds, caps, sub, settings, self.check)
+        cls = self.plain_data[t][3][r_pos]
+        runs = shared_rule_runs(r_opt, cls, r_e, r_sizes, ds, caps, sub, settings, self.check)
         cnt = np.zeros((G, D), dtype=np.int64)
         mono = np.ones((G, D), dtype=bool)
         points = []

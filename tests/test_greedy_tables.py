@@ -52,7 +52,7 @@ def _case(seed: int):
     caps = -(-S // ds)
     need = rng.random((U, len(ds))) < 0.85
     M = float(rng.choice([1.5, 2.0, 3.0]) * 2**30)
-    return opt, e, sizes, ds, caps, need, M
+    return opt, which, e, sizes, ds, caps, need, M
 
 
 def _per_d(opt, e, sizes, ds, caps, need, M):
@@ -72,8 +72,8 @@ def _per_d(opt, e, sizes, ds, caps, need, M):
 
 @pytest.mark.parametrize("seed", range(12))
 def test_shared_rule_runs_equal_the_rule_at_each_d(seed):
-    opt, e, sizes, ds, caps, need, M = _case(seed)
-    got = shared_rule_runs(opt, e, sizes, ds, caps, need, (N, B, M), lambda: None)
+    opt, cls, e, sizes, ds, caps, need, M = _case(seed)
+    got = shared_rule_runs(opt, cls, e, sizes, ds, caps, need, (N, B, M), lambda: None)
     want = _per_d(opt, e, sizes, ds, caps, need, M)
     runs = 0
     for j in range(len(ds)):
