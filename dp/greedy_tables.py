@@ -4,10 +4,11 @@
 C = I \\ J (one stage id per C, :class:`dp.stage_queue.StageQueue`), makes the new stages'
 states many per numpy pass, and stores per (C, t, d) the runs of y over which the rule's
 choice (and so the cost) stays the same. The rule decides on the original planner's floats
-(:mod:`dp.greedy_rule`): a node's cost depends on d and on its own cut edges, so the rule
-runs per stage and d. On a stage of plain nodes (options that
-differ only in p, a, b) it runs for many stages per numpy call (:func:`plain_rule_runs`),
-once per distinct sequence of node options and cut bytes.
+(:mod:`dp.greedy_rule`): a node's cost depends on d and on its own cut edges, so the
+rule's order can change with d. On stages of plain nodes (options that differ only in p, a,
+b) it runs for many stages per numpy call, once per distinct sequence of node options and cut
+bytes, at one d, and is reused at the other d where its order provably or checkably stays
+(:func:`shared_rule_runs`); general stages run it per d.
 """
 
 from __future__ import annotations
@@ -260,19 +261,7 @@ def shared_rule_runs(
     for j in range(D):
         check()
         use = shared[:, j] & ~fail[:, j]
-        keep = use[run_u] & (lo <= y_ud[run_u, j])
-        ru, rl, rh, rp = run_u[keep], lo[keep], np.minimum(hi[keep], y_ud[run_u[keep], j]), P[keep]
-        for fu, flo, fhi, fP in redo[j]:
-            ru, rl, rh, rp = (np.concatenate(x) for x in ((ru, fu), (rl, flo), (rh, fhi), (rp, fP)))
-        if redo[j]:
-            by = np.lexsort((rl, ru))
-            ru, rl, rh, rp = ru[by], rl[by], rh[by], rp[by]
-        mono = np.ones(U, dtype=bool)
-        first = np.ones(len(ru), dtype=bool)
-        first[1:] = ru[1:] != ru[:-1]
-        bad = np.where(first, rl != 1, False)
-        bad[1:] |= ~first[1:] & ((rl[1:] != rh[:-1] + 1) | (rp[1:] < rp[:-1]))
-        mono[ru[bad]] = False
+        ru, rl, rh, rp, mono = _cut_runs((run_u, lo, hi, P), use, y_ud[:, j], redo[j])
         own = np.flatnonzero(need[:, j] & ~shared[:, j])
         if len(own):
             n_of = sizes[own]
@@ -292,6 +281,29 @@ def shared_rule_runs(
             ru, rl, rh, rp = ru[by], rl[by], rh[by], rp[by]
         out.append((ru, rl, rh, rp, mono))
     return out
+
+
+def _cut_runs(runs: tuple, use: np.ndarray, y_last: np.ndarray, redo: list) -> tuple:
+    """One d's runs from the first d's ``runs`` (block, first y, last y, P; by block and
+    y): those of the blocks ``use``, cut at each block's ``y_last``, and the ``redo`` runs
+    (the blocks decided otherwise at this d), by block and y; with per block whether its
+    runs are monotone (y = 1..k without gaps, P never falling; True for blocks without
+    runs)."""
+    run_u, lo, hi, P = runs
+    keep = use[run_u] & (lo <= y_last[run_u])
+    ru, rl, rh, rp = run_u[keep], lo[keep], np.minimum(hi[keep], y_last[run_u[keep]]), P[keep]
+    for fu, flo, fhi, fP in redo:
+        ru, rl, rh, rp = (np.concatenate(x) for x in ((ru, fu), (rl, flo), (rh, fhi), (rp, fP)))
+    if redo:
+        by = np.lexsort((rl, ru))
+        ru, rl, rh, rp = ru[by], rl[by], rh[by], rp[by]
+    mono = np.ones(len(use), dtype=bool)
+    first = np.ones(len(ru), dtype=bool)
+    first[1:] = ru[1:] != ru[:-1]
+    bad = np.where(first, rl != 1, False)
+    bad[1:] |= ~first[1:] & ((rl[1:] != rh[:-1] + 1) | (rp[1:] < rp[:-1]))
+    mono[ru[bad]] = False
+    return ru, rl, rh, rp, mono
 
 
 def _cost_spread(delta: np.ndarray, ref_delta: np.ndarray, scale: np.ndarray) -> np.ndarray:
