@@ -398,20 +398,12 @@ def _walk(order: np.ndarray, sav: np.ndarray, valid: np.ndarray, excess: np.ndar
 
 
 def rewalk(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
-    """The walk (step 3) of each row of ``info`` again with other costs.
+    """The walk (step 3) of each row of ``info`` (from :func:`greedy_rule_rows`) again with
+    other costs ``delta`` (as :func:`same_order` takes them).
 
-    Parameters
-    ----------
-    delta : (len(info.rows), n) array
-        The other c_O - c_F per node of each walked row (same F and O, same memory).
-    info : RuleDetail
-        From :func:`greedy_rule_rows`.
-
-    Returns
-    -------
-    (len(info.rows), n) bool array
-        Which nodes take O: the rule's choice with ``delta`` where it walks. (Whether
-        that choice fits exactly depends on the choice and memory alone.)
+    Returns a (len(info.rows), n) bool array: which nodes take O, the rule's choice with
+    ``delta`` where it walks. Whether that choice fits exactly depends on the choice and
+    memory alone, not on the costs.
     """
     order = np.argsort(_ratios(delta, info.sav, info.valid), axis=1, kind="stable")
     return _walk(order, info.sav, info.valid, info.excess)
