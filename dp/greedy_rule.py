@@ -432,23 +432,14 @@ def same_order(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
     return ok.all(axis=1)
 
 
-def greedy_rule_grid(
-    delta: np.ndarray,
-    aF: np.ndarray,
-    bF: np.ndarray,
-    aO: np.ndarray,
-    bO: np.ndarray,
-    o_first: np.ndarray,
-    ys: np.ndarray,
-    M: float,
-) -> tuple[np.ndarray, np.ndarray]:
+def greedy_rule_grid(cols: tuple, ys: np.ndarray, M: float) -> tuple[np.ndarray, np.ndarray]:
     """Piper's rule (sec. 5) for G stages at each of Y values of y
     (:func:`greedy_rule_rows` on every pair).
 
     Parameters
     ----------
-    delta, aF, bF, aO, bO, o_first : (G, n) arrays
-        As :func:`greedy_rule_rows` takes them, per stage.
+    cols : tuple of (G, n) arrays
+        (delta, aF, bF, aO, bO, o_first) per stage, as :func:`greedy_rule_rows` takes them.
     ys : (Y,) array of int
         The microbatches in flight to evaluate.
     M : float
@@ -469,16 +460,16 @@ def greedy_rule_grid(
 
     >>> c = lambda p: piper_cost(p, 0.0, 4.0, 2, 4, 10.0)
     >>> delta = np.array([[c(6.0) - c(3.0), 1.0]])
-    >>> sw, ok = greedy_rule_grid(delta, np.array([[3.0, 2.0]]), np.array([[1.0, 2.0]]),
-    ...     np.array([[0.0, 0.0]]), np.array([[1.0, 2.0]]), np.array([[True, False]]),
+    >>> sw, ok = greedy_rule_grid((delta, np.array([[3.0, 2.0]]), np.array([[1.0, 2.0]]),
+    ...     np.array([[0.0, 0.0]]), np.array([[1.0, 2.0]]), np.array([[True, False]])),
     ...     np.array([2]), 9.0)
     >>> sw[0, 0].tolist(), bool(ok[0, 0])
     ([False, True], True)
     """
-    G, n = aF.shape
+    G, n = cols[1].shape
     Y = len(ys)
-    cols = (np.repeat(x, Y, axis=0) for x in (delta, aF, bF, aO, bO, o_first))
-    sw, feas = greedy_rule_rows(*cols, np.tile(np.asarray(ys), G), M)
+    rows = (np.repeat(x, Y, axis=0) for x in cols)
+    sw, feas = greedy_rule_rows(*rows, np.tile(np.asarray(ys), G), M)
     return sw.reshape(G, Y, n), feas.reshape(G, Y)
 
 
@@ -523,7 +514,7 @@ def greedy_choice_over_y(
     zeros = np.zeros_like(mF)
     dk = np.broadcast_to(np.asarray(dc, dtype=float), mF.shape)
     sw, feas = greedy_rule_grid(
-        dk, mF, zeros, mO, zeros, np.zeros(mF.shape, dtype=bool), np.ones(1), M
+        (dk, mF, zeros, mO, zeros, np.zeros(mF.shape, dtype=bool)), np.ones(1), M
     )
     return sw[:, 0, :], feas[:, 0]
 
@@ -596,12 +587,7 @@ def greedy_options(
 def _one_stage(rows: NodeRows, y: int, M: float) -> tuple[np.ndarray, bool]:
     """:func:`greedy_rule_grid` for one stage at one y: (switched per node, feasible)."""
     sw, feas = greedy_rule_grid(
-        rows.delta[None, :],
-        rows.aF[None, :],
-        rows.bF[None, :],
-        rows.aO[None, :],
-        rows.bO[None, :],
-        rows.o_first[None, :],
+        tuple(x[None, :] for x in (rows.delta, rows.aF, rows.bF, rows.aO, rows.bO, rows.o_first)),
         np.array([y]),
         M,
     )

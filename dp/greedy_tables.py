@@ -497,9 +497,8 @@ def _rule_runs(block: np.ndarray, last: np.ndarray, M: float) -> tuple:
     of each. Returns per run its block, first and last y and P, and per block whether
     its runs are monotone (y = 1..k without gaps, P never falling)."""
     Y = int(last.max())
-    sw, feas = greedy_rule_grid(
-        *(block[:, :, j] for j in range(5)), block[:, :, 5] > 0, np.arange(1, Y + 1), M
-    )
+    cols = (*(block[:, :, j] for j in range(5)), block[:, :, 5] > 0)
+    sw, feas = greedy_rule_grid(cols, np.arange(1, Y + 1), M)
     same = np.ones(feas.shape, dtype=bool)
     same[:, 1:] = ~np.any(sw[:, 1:] != sw[:, :-1], axis=2)
     start = feas.copy()
@@ -858,7 +857,7 @@ class GreedyTables(StageQueue):
         )
         n = len(rows)
         sw, feas = greedy_rule_grid(
-            *(x[None, :] for x in (nr.delta, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)),
+            tuple(x[None, :] for x in (nr.delta, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)),
             np.arange(1, ymax + 1),
             self.M,
         )
