@@ -37,6 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
+from dp.knapsack import stage_options
 from dp.memory import fits_by_estimate
 from piper_ilp.cost import cut_edge_bytes
 from piper_ilp.errors import InputError
@@ -50,6 +51,10 @@ __all__ = [
     "greedy_node_rows",
     "running_sum",
     "greedy_last_y",
+    "RuleDetail",
+    "greedy_rule_rows",
+    "same_order",
+    "rewalk",
     "greedy_rule_grid",
     "greedy_choice",
     "greedy_choice_over_y",
@@ -262,24 +267,179 @@ def greedy_last_y(
         hi = np.where(open_ & ~fits, mid - 1, hi)
 
 
-def greedy_rule_grid(
+class RuleDetail:
+    """What :func:`greedy_rule_rows` decided on, for the rows where the walk ran (step 3):
+    ``rows`` (their indices), ``order`` (per such row, the node positions by ascending r,
+    ties by position), ``sav`` (m_F - m_O per node), ``valid`` (sav > 1e-9) and
+    ``excess`` (the running sum of m_F minus M). Only ``order`` depends on the costs
+    (through delta); the rest depends on memory alone."""
+
+    __slots__ = ("rows", "order", "sav", "valid", "excess")
+
+    def __init__(self, rows, order, sav, valid, excess):
+        self.rows, self.order, self.sav, self.valid = rows, order, sav, valid
+        self.excess = excess
+
+    def subset(self, at) -> RuleDetail:
+        """The walked rows ``at`` (indices into these rows, or a mask)."""
+        return RuleDetail(
+            self.rows[at], self.order[at], self.sav[at], self.valid[at], self.excess[at]
+        )
+
+
+def greedy_rule_rows(
     delta: np.ndarray,
     aF: np.ndarray,
     bF: np.ndarray,
     aO: np.ndarray,
     bO: np.ndarray,
     o_first: np.ndarray,
-    ys: np.ndarray,
+    y: np.ndarray,
     M: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Piper's rule (sec. 5) for G stages at each of Y values of y.
+    detail: bool = False,
+):
+    """Piper's rule (sec. 5) for R stages, each at its own y.
 
     Parameters
     ----------
-    delta, aF, bF, aO, bO, o_first : (G, n) arrays
-        Per stage and node (columns in input order; trailing columns with delta = a = b
-        = 0 are padding): c_O - c_F (:class:`NodeRows`), the memory slope and constant of
-        F and O, and whether O precedes F in the option list.
+    delta, aF, bF, aO, bO, o_first : (R, n) arrays
+        Per row (a stage) and node (columns in input order; trailing columns with delta =
+        a = b = 0 are padding): c_O - c_F (:class:`NodeRows`), the memory slope and
+        constant of F and O, and whether O precedes F in the option list.
+    y : (R,) array of int
+        Each row's microbatches in flight.
+    M : float
+    detail : bool
+        Also return a :class:`RuleDetail`.
+
+    Returns
+    -------
+    switched : (R, n) bool array
+        Which nodes take O.
+    feasible : (R,) bool array
+        False where no choice fits (step 2), or the rule's choice does not fit exactly
+        (sec. 7; see the module's note).
+    detail : RuleDetail
+        Only with ``detail=True``.
+
+    Notes
+    -----
+    A row's outcome depends on delta only through ``detail.order``: a row at the same y
+    with the same memory columns and an order that :func:`same_order` accepts has the same
+    outcome.
+    """
+    R, n = aF.shape
+    yv = np.asarray(y, dtype=float)[:, None]
+    ayF, ayO = aF * yv, aO * yv
+    mF, mO = ayF + bF, ayO + bO
+    switched = np.zeros((R, n), dtype=bool)
+    feasible = np.zeros(R, dtype=bool)
+    none = np.zeros((0, n), dtype=np.int64)
+    info = RuleDetail(none[:, 0], none, np.zeros((0, n)), none > 0, np.zeros(0))
+    if n == 0:
+        feasible[:] = True
+        return (switched, feasible, info) if detail else (switched, feasible)
+
+    def terms(r, take_O):
+        return np.where(take_O, ayO[r], ayF[r]).tolist() + np.where(take_O, bO[r], bF[r]).tolist()
+
+    # step 1: the running sum of m_F against M, as the original decides; a choice taken
+    # must also fit exactly (sec. 7)
+    sumF = running_sum(mF)
+    takeF = sumF <= M
+    if takeF.any():
+        rows_F = np.nonzero(takeF)[0]
+        no_switch = np.zeros(n, dtype=bool)
+        feasible[rows_F] = fits_by_estimate(
+            sumF[rows_F], 2 * n, M, lambda k: terms(int(rows_F[k]), no_switch)
+        )
+    # step 2: L = the first option of least memory; its running sum above M: no choice
+    take_L = (mO < mF) | ((mO == mF) & o_first)
+    need = ~takeF & (running_sum(np.where(take_L, mO, mF)) <= M)
+    if need.any():
+        rows = np.nonzero(need)[0]
+        mFr, mOr = mF[rows], mO[rows]
+        sav = mFr - mOr
+        valid = sav > GREEDY_EPS
+        order = np.argsort(_ratios(delta[rows], sav, valid), axis=1, kind="stable")
+        # (ties by node position: one O per node)
+        sw = _walk(order, sav, valid, sumF[rows] - M)
+        switched[rows] = sw
+        estH = np.where(sw, mOr, mFr).sum(axis=1)
+        feasible[rows] = fits_by_estimate(estH, 2 * n, M, lambda k: terms(int(rows[k]), sw[k]))
+        info = RuleDetail(rows, order, sav, valid, sumF[rows] - M)
+    return (switched, feasible, info) if detail else (switched, feasible)
+
+
+def _ratios(delta: np.ndarray, sav: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """r = delta / (m_F - m_O) where the saving counts, inf elsewhere."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(valid, delta / np.where(valid, sav, 1.0), np.inf)
+
+
+def _walk(order: np.ndarray, sav: np.ndarray, valid: np.ndarray, excess: np.ndarray):
+    """Step 3: switch nodes in ``order`` until the excess (starting at ``excess``, lowered
+    by each switch's saving in turn) falls below 1e-9. Returns switched (rows, n)."""
+    n = order.shape[1]
+    sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
+    valid_sorted = np.take_along_axis(valid, order, axis=1)
+    E = np.empty_like(sav_sorted)
+    run = excess
+    for k in range(n):
+        run = run - sav_sorted[:, k]
+        E[:, k] = run
+    stop = (E < GREEDY_EPS) & valid_sorted
+    any_stop = stop.any(axis=1)
+    count = np.where(any_stop, np.argmax(stop, axis=1) + 1, valid_sorted.sum(axis=1))
+    take_sorted = (np.arange(n)[None, :] < count[:, None]) & valid_sorted
+    sw = np.zeros(order.shape, dtype=bool)
+    np.put_along_axis(sw, order, take_sorted, axis=1)
+    return sw
+
+
+def rewalk(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
+    """The walk (step 3) of each row of ``info`` (from :func:`greedy_rule_rows`) again with
+    other costs ``delta`` (as :func:`same_order` takes them).
+
+    Returns a (len(info.rows), n) bool array: which nodes take O, the rule's choice with
+    ``delta`` where it walks. Whether that choice fits exactly depends on the choice and
+    memory alone, not on the costs.
+    """
+    order = np.argsort(_ratios(delta, info.sav, info.valid), axis=1, kind="stable")
+    return _walk(order, info.sav, info.valid, info.excess)
+
+
+def same_order(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
+    """Whether the walk's order of each row of ``info`` stays the same with other costs.
+
+    Parameters
+    ----------
+    delta : (len(info.rows), n) array
+        The other c_O - c_F per node of each walked row (same F and O, same memory).
+    info : RuleDetail
+        From :func:`greedy_rule_rows`.
+
+    Returns
+    -------
+    (len(info.rows),) bool array
+        True where ``info.order`` is exactly the stable ascending order of the ratios that
+        ``delta`` gives (non-decreasing, equal ratios by node position): the walk, and so
+        the rule's outcome, is then the same with ``delta``.
+    """
+    r = np.take_along_axis(_ratios(delta, info.sav, info.valid), info.order, axis=1)
+    o = info.order
+    ok = (r[:, 1:] > r[:, :-1]) | ((r[:, 1:] == r[:, :-1]) & (o[:, 1:] > o[:, :-1]))
+    return ok.all(axis=1)
+
+
+def greedy_rule_grid(cols: tuple, ys: np.ndarray, M: float) -> tuple[np.ndarray, np.ndarray]:
+    """Piper's rule (sec. 5) for G stages at each of Y values of y
+    (:func:`greedy_rule_rows` on every pair).
+
+    Parameters
+    ----------
+    cols : tuple of (G, n) arrays
+        (delta, aF, bF, aO, bO, o_first) per stage, as :func:`greedy_rule_rows` takes them.
     ys : (Y,) array of int
         The microbatches in flight to evaluate.
     M : float
@@ -300,70 +460,17 @@ def greedy_rule_grid(
 
     >>> c = lambda p: piper_cost(p, 0.0, 4.0, 2, 4, 10.0)
     >>> delta = np.array([[c(6.0) - c(3.0), 1.0]])
-    >>> sw, ok = greedy_rule_grid(delta, np.array([[3.0, 2.0]]), np.array([[1.0, 2.0]]),
-    ...     np.array([[0.0, 0.0]]), np.array([[1.0, 2.0]]), np.array([[True, False]]),
+    >>> sw, ok = greedy_rule_grid((delta, np.array([[3.0, 2.0]]), np.array([[1.0, 2.0]]),
+    ...     np.array([[0.0, 0.0]]), np.array([[1.0, 2.0]]), np.array([[True, False]])),
     ...     np.array([2]), 9.0)
     >>> sw[0, 0].tolist(), bool(ok[0, 0])
     ([False, True], True)
     """
-    G, n = aF.shape
+    G, n = cols[1].shape
     Y = len(ys)
-    R = G * Y
-    yv = np.asarray(ys, dtype=float)[None, :, None]
-    ayF3 = aF[:, None, :] * yv
-    ayO3 = aO[:, None, :] * yv
-    mF = (ayF3 + bF[:, None, :]).reshape(R, n)
-    mO = (ayO3 + bO[:, None, :]).reshape(R, n)
-    ayF, ayO = ayF3.reshape(R, n), ayO3.reshape(R, n)
-    switched = np.zeros((R, n), dtype=bool)
-    if n == 0:
-        return switched.reshape(G, Y, n), np.ones((G, Y), dtype=bool)
-
-    def terms(r, take_O):
-        g = r // Y
-        return np.where(take_O, ayO[r], ayF[r]).tolist() + np.where(take_O, bO[g], bF[g]).tolist()
-
-    # step 1: the running sum of m_F against M, as the original decides; a choice taken
-    # must also fit exactly (sec. 7)
-    sumF = running_sum(mF)
-    takeF = sumF <= M
-    feasible = np.zeros(R, dtype=bool)
-    if takeF.any():
-        rows_F = np.nonzero(takeF)[0]
-        no_switch = np.zeros(n, dtype=bool)
-        feasible[rows_F] = fits_by_estimate(
-            sumF[rows_F], 2 * n, M, lambda k: terms(int(rows_F[k]), no_switch)
-        )
-    # step 2: L = the first option of least memory; its running sum above M: no choice
-    take_L = (mO < mF) | ((mO == mF) & np.repeat(o_first, Y, axis=0))
-    need = ~takeF & (running_sum(np.where(take_L, mO, mF)) <= M)
-    if need.any():
-        rows = np.nonzero(need)[0]
-        mFr, mOr = mF[rows], mO[rows]
-        sav = mFr - mOr
-        valid = sav > GREEDY_EPS
-        dk = delta[rows // Y]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = np.where(valid, dk / np.where(valid, sav, 1.0), np.inf)
-        order = np.argsort(r, axis=1, kind="stable")  # ties by node position (one O per node)
-        sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
-        valid_sorted = np.take_along_axis(valid, order, axis=1)
-        # E = (running sum of m_F) - M, then lowered one switch at a time
-        E = np.empty_like(sav_sorted)
-        run = sumF[rows] - M
-        for k in range(n):
-            run = run - sav_sorted[:, k]
-            E[:, k] = run
-        stop = (E < GREEDY_EPS) & valid_sorted
-        any_stop = stop.any(axis=1)
-        count = np.where(any_stop, np.argmax(stop, axis=1) + 1, valid_sorted.sum(axis=1))
-        take_sorted = (np.arange(n)[None, :] < count[:, None]) & valid_sorted
-        sw = np.zeros((len(rows), n), dtype=bool)
-        np.put_along_axis(sw, order, take_sorted, axis=1)
-        switched[rows] = sw
-        estH = np.where(sw, mOr, mFr).sum(axis=1)
-        feasible[rows] = fits_by_estimate(estH, 2 * n, M, lambda k: terms(int(rows[k]), sw[k]))
-    return switched.reshape(G, Y, n), feasible.reshape(G, Y)
+    rows = (np.repeat(x, Y, axis=0) for x in cols)
+    sw, feas = greedy_rule_rows(*rows, np.tile(np.asarray(ys), G), M)
+    return sw.reshape(G, Y, n), feas.reshape(G, Y)
 
 
 def greedy_choice(
@@ -407,7 +514,7 @@ def greedy_choice_over_y(
     zeros = np.zeros_like(mF)
     dk = np.broadcast_to(np.asarray(dc, dtype=float), mF.shape)
     sw, feas = greedy_rule_grid(
-        dk, mF, zeros, mO, zeros, np.zeros(mF.shape, dtype=bool), np.ones(1), M
+        (dk, mF, zeros, mO, zeros, np.zeros(mF.shape, dtype=bool)), np.ones(1), M
     )
     return sw[:, 0, :], feas[:, 0]
 
@@ -417,13 +524,10 @@ def _stage_option_rows(instance: Instance, nodes: Sequence[int], t: int) -> list
     (p, e, w, a, b), e its cut-edge bytes in the stage made of ``nodes``
     (:func:`piper_edge_bytes`)."""
     members = set(nodes)
-    out = []
-    for v in nodes:
-        opts = instance.node[v].options.get(t)
-        if not opts:
-            raise InputError(f"node {v} has no option for t = {t}")
-        out.append([(o.p, piper_edge_bytes(instance, v, o, members), o.w, o.a, o.b) for o in opts])
-    return out
+    return [
+        [(o.p, piper_edge_bytes(instance, v, o, members), o.w, o.a, o.b) for o in opts]
+        for v, opts in ((v, instance.node[v].options[t]) for v in nodes)
+    ]
 
 
 def greedy_options(
@@ -450,6 +554,9 @@ def greedy_options(
 
     Examples
     --------
+    Node 0 saves more memory per unit of time by recomputation ("r"), so it switches
+    first (:func:`dp.knapsack.exact_options` picks the same here).
+
     >>> from piper_ilp.instance import instance_from_dict
     >>> def o(i, p, a): return {"id": i, "timePerSample": p, "parameterSize": 0,
     ...     "memoryUsageA": a, "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
@@ -459,34 +566,28 @@ def greedy_options(
     >>> {v: opt.id for v, opt in greedy_options(inst, [0, 1], 1, 1, 1).items()}
     {0: 'r', 1: 'v'}
     """
-    order = {v: i for i, v in enumerate(instance.node_ids)}
-    nodes = sorted(nodes, key=order.__getitem__)
-    for v in nodes:
-        k = len(instance.node[v].options.get(t, ()))
-        if k > 2:
-            raise InputError(
-                f"Piper's greedy option choice is defined for at most two options per (node, t); "
-                f"node {v} has {k} for t = {t}"
-            )
-    rows = greedy_node_rows(_stage_option_rows(instance, nodes, t), d, instance.N, instance.B)
-    sw, feas = _one_stage(rows, y, instance.M)
-    if not feas:
-        return None
-    return {
-        v: instance.node[v].options[t][int(rows.O[i] if sw[i] else rows.F[i])]
-        for i, v in enumerate(nodes)
-    }
+
+    def choose(ordered: list[int]) -> list[int] | None:
+        for v in ordered:
+            k = len(instance.node[v].options[t])
+            if k > 2:
+                raise InputError(
+                    "Piper's greedy option choice is defined for at most two options per "
+                    f"(node, t); node {v} has {k} for t = {t}"
+                )
+        rows = greedy_node_rows(_stage_option_rows(instance, ordered, t), d, instance.N, instance.B)
+        sw, feas = _one_stage(rows, y, instance.M)
+        if not feas:
+            return None
+        return [int(rows.O[i] if sw[i] else rows.F[i]) for i in range(len(ordered))]
+
+    return stage_options(instance, nodes, t, choose)
 
 
 def _one_stage(rows: NodeRows, y: int, M: float) -> tuple[np.ndarray, bool]:
     """:func:`greedy_rule_grid` for one stage at one y: (switched per node, feasible)."""
     sw, feas = greedy_rule_grid(
-        rows.delta[None, :],
-        rows.aF[None, :],
-        rows.bF[None, :],
-        rows.aO[None, :],
-        rows.bO[None, :],
-        rows.o_first[None, :],
+        tuple(x[None, :] for x in (rows.delta, rows.aF, rows.bF, rows.aO, rows.bO, rows.o_first)),
         np.array([y]),
         M,
     )

@@ -4,10 +4,11 @@
 C = I \\ J (one stage id per C, :class:`dp.stage_queue.StageQueue`), makes the new stages'
 states many per numpy pass, and stores per (C, t, d) the runs of y over which the rule's
 choice (and so the cost) stays the same. The rule decides on the original planner's floats
-(:mod:`dp.greedy_rule`): a node's cost depends on d and on its own cut edges, so the rule
-runs per stage and d. On a stage of plain nodes (options that
-differ only in p, a, b) it runs for many stages per numpy call (:func:`plain_rule_runs`),
-once per distinct sequence of node options and cut bytes.
+(:mod:`dp.greedy_rule`): a node's cost depends on d and on its own cut edges, so the
+rule's order can change with d. On stages of plain nodes (options that differ only in p, a,
+b) it runs for many stages per numpy call, once per distinct sequence of node options and cut
+bytes, at one d, and is reused at the other d where its order provably or checkably stays
+(:func:`shared_rule_runs`); general stages run it per d.
 """
 
 from __future__ import annotations
@@ -19,21 +20,31 @@ import numpy as np
 
 from dp.exact_states import ExactStates
 from dp.greedy_rule import (
+    RuleDetail,
     greedy_last_y,
     greedy_node_rows,
     greedy_rule_grid,
+    greedy_rule_rows,
     piper_cost,
+    rewalk,
     running_sum,
+    same_order,
 )
 from dp.knapsack import stage_tps_from_sums
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
 from dp.stage_geometry import StageGeometry, bits, lowest_sink, membership
 from dp.stage_queue import StageQueue
-from dp.table_arrays import choice_runs, distinct_rows, is_monotone_step
+from dp.table_arrays import choice_runs, distinct_rows, is_monotone_step, sorted_unique
 from dp.table_store import StageTables
 from piper_ilp.cost import cut_edge_bytes
 
-__all__ = ["GreedyTables", "plain_node_data", "plain_rule_runs"]
+__all__ = [
+    "GreedyTables",
+    "plain_node_data",
+    "plain_rule_columns",
+    "plain_rule_runs",
+    "shared_rule_runs",
+]
 
 
 def plain_node_data(ctx: StageContext, geo: StageGeometry, t: int) -> tuple:
@@ -140,6 +151,322 @@ def plain_rule_runs(rows: np.ndarray, sizes: np.ndarray, cap: int, M: float, che
     return run_u[order], lo[order], hi[order], P[order], mono
 
 
+def shared_rule_runs(
+    opt: np.ndarray,
+    cls: np.ndarray,
+    e: np.ndarray,
+    sizes: np.ndarray,
+    ds: np.ndarray,
+    caps: np.ndarray,
+    need: np.ndarray,
+    settings: tuple,
+    check,
+) -> list:
+    """:func:`plain_rule_runs` for every d at once, the rule evaluated once per block where
+    the d agree.
+
+    Parameters
+    ----------
+    opt : (sum(sizes), 8) numpy.ndarray
+        The blocks' nodes end to end, each block's in input order (rows as
+        :func:`plain_node_data` gives them).
+    cls : (sum(sizes),) numpy.ndarray of int
+        Each node's class: equal for equal ``opt`` rows.
+    e : (sum(sizes),) numpy.ndarray
+        Each node's cut bytes in its block, summed as the rule sums them.
+    sizes : (U,) numpy.ndarray of int
+        The nodes of each block (at least one).
+    ds : (D,) numpy.ndarray of int
+        The data-parallel degrees, ascending.
+    caps : (D,) numpy.ndarray of int
+        The largest y per d (non-increasing).
+    need : (U, D) numpy.ndarray of bool
+        Which blocks are wanted at which d.
+    settings : tuple
+        (N, B, M) of the instance.
+    check : callable
+        Called between numpy calls (the time limit).
+
+    Returns
+    -------
+    list (one per d) of tuples (run_u, lo, hi, P, mono)
+        As :func:`plain_rule_runs` returns them for the blocks ``need`` asks for at that d
+        (``mono`` over all U blocks, True where not asked for).
+
+    Notes
+    -----
+    Only the costs depend on d: memory, and so whether F fits, where L stops fitting
+    (:func:`dp.greedy_rule.greedy_last_y`, once per block) and the savings, do not, as
+    long as each node's F is the same option. Per block, the rule runs at the first d
+    asked for (the largest cap). At another d with the same F per node, the rule's
+    outcome at each y is the same when its walk's order is (:func:`same_order`: exactly
+    the stable order of that d's ratios, checked row by row); the runs are then the
+    first d's runs cut at that d's last y. Blocks where F or some order differs go
+    through :func:`plain_rule_runs` at their own d.
+    """
+    N, B, M = settings
+    # the costs once per kind of node (class and cut bytes)
+    e_vals = sorted_unique(e)
+    key = cls.astype(np.int64) * len(e_vals) + np.searchsorted(e_vals, e)
+    keys = sorted_unique(key)
+    kind = np.searchsorted(keys, key)
+    one = np.empty(len(keys), dtype=np.int64)
+    one[kind] = np.arange(len(kind))
+    costs = [tuple(x[kind] for x in _rule_costs(opt[one], e[one], d, N, B)) for d in ds.tolist()]
+    U, D = need.shape
+    starts = np.cumsum(sizes) - sizes
+    node_u = np.repeat(np.arange(U), sizes)
+    ref = np.argmax(need, axis=1)
+    F = np.stack([c[1] for c in costs], axis=1)
+    same_F = np.minimum.reduceat(F == F[np.arange(len(F)), ref[node_u]][:, None], starts)
+    shared = need & same_F.astype(bool)
+    live = np.flatnonzero(shared.any(axis=1))
+    ref_node = ref[node_u]
+    all_delta = np.stack([c[0] for c in costs], axis=1)
+    ref_delta = all_delta[np.arange(len(F)), ref_node]
+    ref_rows = _rule_columns(opt, ref_delta, F[np.arange(len(F)), ref_node])
+    last = np.zeros(U, dtype=np.int64)
+    by_size = live[np.argsort(sizes[live], kind="stable")]
+    for idx in _chunks(by_size, sizes, np.ones(U, dtype=np.int64), 50_000):
+        check()
+        block = _dense(ref_rows, starts, sizes, idx)
+        last[idx] = greedy_last_y(
+            *(block[:, :, j] for j in range(1, 5)), block[:, :, 5] > 0, int(caps.max()), M
+        )
+    y_ud = np.where(shared, np.minimum(last[:, None], caps[None, :]), 0)
+    y_ref = y_ud.max(axis=1)
+    fail = np.zeros((U, D), dtype=bool)
+    redo: list[list] = [[] for _ in range(D)]
+    parts = [(np.empty(0, dtype=np.int64),) * 3 + (np.empty(0),)]
+    live = live[y_ref[live] > 0]
+    order = live[np.lexsort((sizes[live], y_ref[live]))]
+    for idx in _chunks(order, sizes, y_ref, 50_000):
+        check()
+        block = _dense(ref_rows, starts, sizes, idx)
+        sg, lo, hi, P, sw, feas, info, g_row, y_row = _ref_runs(block, y_ref[idx], M)
+        parts.append((idx[sg], lo, hi, P))
+        eligible = shared[idx] & (ref[idx, None] != np.arange(D)) & (y_ud[idx] > 0)
+        if not eligible.any() or not len(info.rows):
+            continue
+        delta = _dense(all_delta, starts, sizes, idx)  # (blocks, widest, D)
+        ref_out = (sw, feas, g_row, y_row, block, y_ref[idx])
+        scale = ds[ref[idx]][:, None] / ds[None, :]
+        for j, gf, f_runs in _other_ds(ref_out, info, delta, scale, eligible, y_ud[idx], M):
+            fail[idx[gf], j] = True
+            redo[j].append((idx[f_runs[0]],) + f_runs[1:])
+    run_u, lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(4))
+    by = np.lexsort((lo, run_u))
+    run_u, lo, hi, P = run_u[by], lo[by], hi[by], P[by]
+    out = []
+    for j in range(D):
+        check()
+        use = shared[:, j] & ~fail[:, j]
+        ru, rl, rh, rp, mono = _cut_runs((run_u, lo, hi, P), use, y_ud[:, j], redo[j])
+        own = np.flatnonzero(need[:, j] & ~shared[:, j])
+        if len(own):
+            n_of = sizes[own]
+            at = np.repeat(starts[own] - (np.cumsum(n_of) - n_of), n_of) + np.arange(n_of.sum())
+            o_u, o_lo, o_hi, o_P, o_mono = plain_rule_runs(
+                _rule_columns(opt[at], costs[j][0][at], costs[j][1][at]),
+                n_of,
+                int(caps[j]),
+                M,
+                check,
+            )
+            mono[own] = o_mono
+            ru, rl, rh, rp = (
+                np.concatenate(x) for x in ((ru, own[o_u]), (rl, o_lo), (rh, o_hi), (rp, o_P))
+            )
+            by = np.lexsort((rl, ru))
+            ru, rl, rh, rp = ru[by], rl[by], rh[by], rp[by]
+        out.append((ru, rl, rh, rp, mono))
+    return out
+
+
+def _cut_runs(runs: tuple, use: np.ndarray, y_last: np.ndarray, redo: list) -> tuple:
+    """One d's runs from the first d's ``runs`` (block, first y, last y, P; by block and
+    y): those of the blocks ``use``, cut at each block's ``y_last``, and the ``redo`` runs
+    (the blocks decided otherwise at this d), by block and y; with per block whether its
+    runs are monotone (y = 1..k without gaps, P never falling; True for blocks without
+    runs)."""
+    run_u, lo, hi, P = runs
+    keep = use[run_u] & (lo <= y_last[run_u])
+    ru, rl, rh, rp = run_u[keep], lo[keep], np.minimum(hi[keep], y_last[run_u[keep]]), P[keep]
+    for fu, flo, fhi, fP in redo:
+        ru, rl, rh, rp = (np.concatenate(x) for x in ((ru, fu), (rl, flo), (rh, fhi), (rp, fP)))
+    if redo:
+        by = np.lexsort((rl, ru))
+        ru, rl, rh, rp = ru[by], rl[by], rh[by], rp[by]
+    mono = np.ones(len(use), dtype=bool)
+    first = np.ones(len(ru), dtype=bool)
+    first[1:] = ru[1:] != ru[:-1]
+    bad = np.where(first, rl != 1, False)
+    bad[1:] |= ~first[1:] & ((rl[1:] != rh[:-1] + 1) | (rp[1:] < rp[:-1]))
+    mono[ru[bad]] = False
+    return ru, rl, rh, rp, mono
+
+
+def _cost_spread(delta: np.ndarray, ref_delta: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Per block and d, kappa >= the largest |e_i| with delta_d,i = scale delta_ref,i
+    (1 + e_i) over the block's nodes (``delta`` (blocks, widest, D), ``ref_delta``
+    (blocks, widest), ``scale`` (blocks, D); plain nodes: c_O - c_F = (p_O - p_F) / d in
+    exact arithmetic, so scale = d_ref / d and e_i is rounding); inf where that cannot
+    be said (a delta zero at one d only, or below 1e-290)."""
+    ref = ref_delta[:, :, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.abs(delta / (scale[:, None, :] * ref) - 1.0)
+    both_zero = (delta == 0) & (ref == 0)
+    tiny = (np.abs(delta) < 1e-290) | (np.abs(ref) < 1e-290)
+    e[both_zero] = 0.0
+    e[(tiny & ~both_zero) | np.isnan(e)] = np.inf
+    return e.max(axis=1) + 1e-15
+
+
+def _order_margin(info: RuleDetail, delta: np.ndarray) -> tuple:
+    """Per walked row of ``info`` (``delta`` its costs, (rows, widest)), how far the
+    walk's order is from changing at another d.
+
+    Returns (gap, kin): gap, the least relative gap (r_b - r_a) / r_b between neighbours
+    a, b of the order, over the pairs that are not kin ties; kin, whether some pair is.
+    A kin pair: equal savings, delta_a <= delta_b and a before b by position: a keeps
+    its place at d when delta_d,a <= delta_d,b (the ratios divide by the same saving),
+    which :func:`_delta_order_kept` ensures. Pairs with both ratios 0 (delta 0, which stays 0 where
+    kappa is finite) or r_b inf (no saving) count as inf; other equal ratios and ratios
+    below 1e-290 but not 0 as 0. With costs delta_d,i = scale delta_i (1 + e_i), |e_i|
+    <= kappa, a gap above 3 kappa + 1e-14 keeps each neighbour pair strictly in order
+    after rounding, so the order is the same at d.
+    """
+    o = info.order
+    r = np.take_along_axis(
+        np.where(info.valid, delta / np.where(info.valid, info.sav, 1.0), np.inf), o, axis=1
+    )
+    dl = np.take_along_axis(delta, o, axis=1)
+    ra, rb = r[:, :-1], r[:, 1:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = (rb - ra) / rb
+    tie = ra == rb
+    sv = np.take_along_axis(info.sav, o, axis=1)
+    kin = (sv[:, :-1] == sv[:, 1:]) & (dl[:, :-1] <= dl[:, 1:]) & (o[:, :-1] < o[:, 1:])
+    kin &= ra > 0
+    g = np.where(tie, np.where(ra == 0, np.inf, 0.0), g)
+    g = np.where(kin | np.isinf(rb), np.inf, g)
+    g = np.where(((ra > 0) & (ra < 1e-290)) | ((rb > 0) & (rb < 1e-290)), 0.0, g)
+    kin &= ~np.isinf(rb)
+    return g.min(axis=1, initial=np.inf), kin.any(axis=1)
+
+
+def _delta_order_kept(delta: np.ndarray, ref_delta: np.ndarray) -> np.ndarray:
+    """Per block and d (``delta`` (blocks, widest, D), ``ref_delta`` (blocks, widest)):
+    whether delta_d never falls along the block's nodes ordered by delta at the first d,
+    then by position; so any two nodes a, b with delta_a <= delta_b at the first d and a
+    before b have delta_d,a <= delta_d,b."""
+    order = np.argsort(ref_delta, axis=1, kind="stable")
+    dd = np.take_along_axis(delta, order[:, :, None], axis=1)
+    return ~np.any(dd[:, 1:, :] < dd[:, :-1, :], axis=1)
+
+
+def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: float):
+    """Where the rule at the other d (same F per node) decides otherwise than at the first
+    d, for one chunk of blocks.
+
+    ``ref_out`` = (sw, feas, g_row, y_row, block, ys): the first d's rows (:func:`_ref_runs`)
+    and the chunk's blocks and last y; ``info`` its walked rows; ``delta`` (blocks, widest,
+    D) the costs at every d; ``scale`` (blocks, D) d_ref / d; ``eligible`` (blocks, D)
+    which d to check; ``y_d`` (blocks, D) the last y per d. A walked row decides alike at
+    d when its order stays: for certain where the row's gap (:func:`_order_margin`) is
+    above 3 kappa + 1e-14 (:func:`_cost_spread`) and it has no kin pair or the block keeps
+    its delta order at d (:func:`_delta_order_kept`), else as :func:`same_order` finds;
+    the others are rerun at that d. Yields, per d and blocks where some row decides
+    otherwise, (d index, the blocks, their runs at that d as :func:`_runs_of` gives
+    them)."""
+    sw, feas, g_row, y_row, block, ys = ref_out
+    g = g_row[info.rows]
+    wanted = eligible[g] & (y_row[info.rows][:, None] <= y_d[g])
+    has = np.flatnonzero(wanted.any(axis=1))
+    if not len(has):
+        return
+    info = info.subset(has)
+    g, wanted = g[has], wanted[has]
+    gap, kin = _order_margin(info, block[g, :, 0])
+    blocks = sorted_unique(g)
+    at = np.searchsorted(blocks, g)
+    kappa = _cost_spread(delta[blocks], block[blocks, :, 0], scale[blocks])[at]
+    tie_ok = _delta_order_kept(delta[blocks], block[blocks, :, 0])[at]
+    unsure = (gap[:, None] <= 3.0 * kappa + 1e-14) | (kin[:, None] & ~tie_ok)
+    k_at, j_at = np.nonzero(wanted & unsure)
+    if not len(k_at):
+        return
+    sub = info.subset(k_at)
+    delta_at = delta[g[k_at], :, j_at]
+    keep = ~same_order(delta_at, sub)
+    if not keep.any():
+        return
+    # another order: walk again; another choice: the rule at this d on those rows
+    sw_j = rewalk(delta_at[keep], sub.subset(keep))
+    k_at, j_at = k_at[keep], j_at[keep]
+    r = info.rows[k_at]
+    differs = np.any(sw_j != sw[r], axis=1)
+    feas_j = feas[r]
+    if differs.any():
+        rd = r[differs]
+        cols = block[g_row[rd]]
+        cols[:, :, 0] = delta[g_row[rd], :, j_at[differs]]
+        sw_j[differs], feas_j[differs] = greedy_rule_rows(
+            *(cols[:, :, k] for k in range(5)), cols[:, :, 5] > 0, y_row[rd], M
+        )
+    row_start = np.cumsum(ys) - ys
+    for j in sorted_unique(j_at[differs]).tolist():
+        # those blocks' rows at this d: the first d's rows, the rerun rows replaced
+        mine = j_at == j
+        gf = sorted_unique(g_row[r[mine & differs]])
+        yf = y_d[gf, j]
+        g_f = np.repeat(gf, yf)
+        y_f = np.arange(len(g_f)) - np.repeat(np.cumsum(yf) - yf, yf) + 1
+        src = row_start[g_f] + y_f - 1
+        sw_f, feas_f = sw[src], feas[src]
+        pos_f = np.full(len(g_row), -1)
+        pos_f[src] = np.arange(len(src))
+        at = np.flatnonzero(mine & (pos_f[r] >= 0))
+        sw_f[pos_f[r[at]]], feas_f[pos_f[r[at]]] = sw_j[at], feas_j[at]
+        yield j, gf, _runs_of(sw_f, feas_f, g_f, y_f, block[g_f])
+
+
+def _ref_runs(block: np.ndarray, ys: np.ndarray, M: float) -> tuple:
+    """Piper's rule on blocks (padded as :func:`plain_rule_runs` pads them), block g at
+    y = 1 .. ``ys[g]``. Returns per run its block, first and last y and P; per evaluated
+    row (block by block, y by y) the switched nodes and whether a choice fits; the
+    rule's :class:`RuleDetail`; and per evaluated row its block and y."""
+    g_row = np.repeat(np.arange(len(ys)), ys)
+    y_row = np.arange(len(g_row)) - np.repeat(np.cumsum(ys) - ys, ys) + 1
+    cols = block[g_row]
+    sw, feas, info = greedy_rule_rows(
+        *(cols[:, :, j] for j in range(5)), cols[:, :, 5] > 0, y_row, M, detail=True
+    )
+    sg, lo, hi, P = _runs_of(sw, feas, g_row, y_row, cols)
+    return sg, lo, hi, P, sw, feas, info, g_row, y_row
+
+
+def _runs_of(sw, feas, g_row, y_row, cols) -> tuple:
+    """The runs of equal choice in rows (block by block, y = 1, 2, ... each) of the
+    rule's outcome ``sw``, ``feas``: per run its block, first and last y and P (from the
+    p_F and p_O columns of ``cols``, the rows' block columns)."""
+    first = y_row == 1
+    same = np.zeros(len(g_row), dtype=bool)
+    same[1:] = ~np.any(sw[1:] != sw[:-1], axis=1)
+    prev_feas = np.zeros(len(g_row), dtype=bool)
+    prev_feas[1:] = feas[:-1]
+    start = feas & (first | ~prev_feas | ~same)
+    last = np.zeros(len(g_row), dtype=bool)
+    last[-1:] = True
+    last[:-1] = y_row[1:] == 1
+    next_same = np.zeros(len(g_row), dtype=bool)
+    next_same[:-1] = same[1:] & feas[1:]
+    end = feas & (last | ~next_same)
+    s_at, e_at = np.flatnonzero(start), np.flatnonzero(end)
+    P = running_sum(np.where(sw[s_at], cols[s_at, :, 7], cols[s_at, :, 6]))
+    return g_row[s_at], y_row[s_at], y_row[e_at], P
+
+
 def _chunks(order: np.ndarray, sizes: np.ndarray, depth: np.ndarray, limit: int):
     """``order`` (block indices, their ``depth`` non-decreasing along it) cut into chunks
     whose count x widest size x deepest depth stays within ``limit`` (at least one block
@@ -170,9 +497,8 @@ def _rule_runs(block: np.ndarray, last: np.ndarray, M: float) -> tuple:
     of each. Returns per run its block, first and last y and P, and per block whether
     its runs are monotone (y = 1..k without gaps, P never falling)."""
     Y = int(last.max())
-    sw, feas = greedy_rule_grid(
-        *(block[:, :, j] for j in range(5)), block[:, :, 5] > 0, np.arange(1, Y + 1), M
-    )
+    cols = (*(block[:, :, j] for j in range(5)), block[:, :, 5] > 0)
+    sw, feas = greedy_rule_grid(cols, np.arange(1, Y + 1), M)
     same = np.ones(feas.shape, dtype=bool)
     same[:, 1:] = ~np.any(sw[:, 1:] != sw[:, :-1], axis=2)
     start = feas.copy()
@@ -190,27 +516,46 @@ def _rule_runs(block: np.ndarray, last: np.ndarray, M: float) -> tuple:
     return sg, sy + 1, ey + 1, P, ok
 
 
-def _rule_blocks(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float) -> np.ndarray:
+def _rule_costs(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float) -> tuple:
     """Per node (rows of ``opt`` as :func:`plain_node_data` gives them, ``e`` its cut
-    bytes), the columns of :func:`plain_rule_runs`'s blocks at degree d."""
-    p0, p1, a0, b0, a1, b1, w, two = opt.T
-    two = two > 0
+    bytes) at degree d: c_O - c_F (0 for a single option) and whether option 1 is F."""
+    p0, p1, w, two = opt[:, 0], opt[:, 1], opt[:, 6], opt[:, 7] > 0
     c0 = piper_cost(p0, e, w, d, N, B)
     c1 = piper_cost(p1, e, w, d, N, B)
     F = two & (c0 > c1)  # option 1 is F
-    return np.stack(
-        [
-            np.where(two, np.where(F, c0 - c1, c1 - c0), 0.0),
-            np.where(F, a1, a0),
-            np.where(F, b1, b0),
-            np.where(F, a0, a1),
-            np.where(F, b0, b1),
-            F,
-            np.where(F, p1, p0),
-            np.where(F, p0, p1),
-        ],
-        axis=1,
-    )
+    return np.where(two, np.where(F, c0 - c1, c1 - c0), 0.0), F
+
+
+def plain_rule_columns(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float) -> np.ndarray:
+    """The rows :func:`plain_rule_runs` takes, for nodes ``opt`` (rows as
+    :func:`plain_node_data` gives them) with cut bytes ``e`` at degree d.
+
+    Parameters
+    ----------
+    opt : (n, 8) numpy.ndarray
+    e : (n,) numpy.ndarray
+    d, N : int
+    B : float
+
+    Returns
+    -------
+    (n, 8) numpy.ndarray
+        (c_O - c_F, a_F, b_F, a_O, b_O, O before F, p_F, p_O) per node, F the first
+        option of least :func:`dp.greedy_rule.piper_cost`.
+    """
+    return _rule_columns(opt, *_rule_costs(opt, e, d, N, B))
+
+
+def _rule_columns(opt: np.ndarray, delta: np.ndarray, F: np.ndarray) -> np.ndarray:
+    """The columns of :func:`plain_rule_runs`'s blocks, from the nodes' ``opt`` rows and
+    their costs (:func:`_rule_costs`)."""
+    # opt's columns: p0, p1, a0, b0, a1, b1; the block's: delta, aF, bF, aO, bO, F, pF, pO
+    out = opt[:, [0, 2, 3, 4, 5, 0, 0, 1]]
+    swap = np.flatnonzero(F)
+    out[swap] = opt[swap][:, [0, 4, 5, 2, 3, 0, 1, 0]]
+    out[:, 0] = delta
+    out[:, 5] = F
+    return out
 
 
 class GreedyTables(StageQueue):
@@ -364,35 +709,27 @@ class GreedyTables(StageQueue):
         node_keep = np.repeat(keep, sizes)
         r_pos, r_e = pos[node_keep], e[node_keep]
         r_sizes = sizes[rep]
-        r_start = np.cumsum(r_sizes) - r_sizes
         least_p = self._least_p(opt, pos, sizes)
+        need = np.ones((G, D), dtype=bool)
+        sub = np.ones((U, D), dtype=bool)
+        for j, d in enumerate(ds.tolist()):
+            within = self._within_bound(E, W, least_p, d)
+            if within is not None:
+                need[:, j] = within
+                sub[:, j] = False
+                sub[inv[within], j] = True
+        r_opt = opt[r_pos]
+        settings = (self.N, self.B, self.M)
+        cls = self.plain_data[t][3][r_pos]
+        runs = shared_rule_runs(r_opt, cls, r_e, r_sizes, ds, caps, sub, settings, self.check)
         cnt = np.zeros((G, D), dtype=np.int64)
         mono = np.ones((G, D), dtype=bool)
         points = []
         for j, d in enumerate(ds.tolist()):
-            need = self._within_bound(E, W, least_p, d)
-            sub = np.arange(U)
-            if need is not None:
-                sub = np.zeros(U, dtype=bool)
-                sub[inv[need]] = True
-                sub = np.flatnonzero(sub)
-            n_of = r_sizes[sub]
-            at = np.repeat(r_start[sub] - (np.cumsum(n_of) - n_of), n_of) + np.arange(n_of.sum())
-            run_u, lo, hi, P, sub_mono = plain_rule_runs(
-                _rule_blocks(opt[r_pos[at]], r_e[at], d, self.N, self.B),
-                n_of,
-                int(caps[j]),
-                self.M,
-                self.check,
-            )
-            run_u = sub[run_u]
-            u_mono = np.ones(U, dtype=bool)
-            u_mono[sub] = sub_mono
+            run_u, lo, hi, P, u_mono = runs[j]
             u_cnt = np.bincount(run_u, minlength=U)
             u_start = np.cumsum(u_cnt) - u_cnt
-            counts = u_cnt[inv]
-            if need is not None:
-                counts[~need] = 0
+            counts = np.where(need[:, j], u_cnt[inv], 0)
             total = int(counts.sum())
             take = np.arange(total) + np.repeat(u_start[inv] - (np.cumsum(counts) - counts), counts)
             g_pts = np.repeat(np.arange(G), counts)
@@ -520,7 +857,7 @@ class GreedyTables(StageQueue):
         )
         n = len(rows)
         sw, feas = greedy_rule_grid(
-            *(x[None, :] for x in (nr.delta, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)),
+            tuple(x[None, :] for x in (nr.delta, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)),
             np.arange(1, ymax + 1),
             self.M,
         )

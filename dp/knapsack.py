@@ -50,6 +50,7 @@ __all__ = [
     "exact_choices_at",
     "cheapest_choice",
     "exact_options",
+    "stage_options",
 ]
 
 #: One node's options in a given stage: a tuple over options of (p, E, w, a, b), where E is
@@ -862,26 +863,79 @@ def exact_options(
     Raises
     ------
     InputError
+        Some node of the stage lacks an option for ``t`` (:func:`stage_options`).
+
+    Examples
+    --------
+    Two nodes, each with "v" (time 1, activations 8 per microbatch) and "r" (time 2 or
+    3, activations 1), M = 10: at y = 1 recomputing node 0 is cheapest; at y = 2 only
+    recomputing both fits.
+
+    >>> from piper_ilp.instance import instance_from_dict, option_dict
+    >>> node = lambda i, p_r: {"id": i, "TMPCs": {"1": [option_dict("v", 1, 0, 8, 0),
+    ...     option_dict("r", p_r, 0, 1, 0)]}}
+    >>> inst = instance_from_dict({"maxDevices": 1, "maxMemoryPerDevice": 10,
+    ...     "bandwidth": 1, "mbsInBatch": 2, "nodes": [node(0, 2), node(1, 3)], "edges": []})
+    >>> [{v: o.id for v, o in exact_options(inst, [0, 1], 1, 1, y).items()} for y in (1, 2)]
+    [{0: 'r', 1: 'v'}, {0: 'r', 1: 'r'}]
+    """
+
+    def choose(ordered: list[int]) -> list[int] | None:
+        got = exact_choice(
+            stage_items(instance, ordered, t), y, instance.M, d, instance.N, instance.B
+        )
+        return None if got is None else got[1]
+
+    return stage_options(instance, nodes, t, choose)
+
+
+def stage_options(
+    instance: Instance,
+    nodes: Sequence[int],
+    t: int,
+    choose: Callable[[list[int]], Sequence[int] | None],
+) -> dict[int, Option] | None:
+    """One stage's option choice by a chooser (:func:`exact_options`,
+    :func:`dp.greedy_rule.greedy_options`), with the nodes in input order.
+
+    Parameters
+    ----------
+    instance : Instance
+    nodes : sequence of node ids
+        The stage, in any order.
+    t : int
+        The tensor degree.
+    choose : callable
+        ``choose(ordered)``: given the stage's node ids in input order (each with some
+        option for t), the index of each one's option under t, in that order, or None
+        when no choice fits.
+
+    Returns
+    -------
+    dict node id -> Option, or None when ``choose`` finds no choice.
+
+    Raises
+    ------
+    InputError
         A node has no option for ``t``.
 
     Examples
     --------
     >>> from piper_ilp.instance import instance_from_dict
-    >>> def o(i, p, a): return {"id": i, "timePerSample": p, "parameterSize": 0,
-    ...     "memoryUsageA": a, "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
+    >>> def o(i, p): return {"id": i, "timePerSample": p, "parameterSize": 0,
+    ...     "memoryUsageA": 0, "memoryUsageB": 0, "syncTimeFw": {}, "syncTimeBw": {}}
     >>> inst = instance_from_dict({"maxDevices": 1, "maxMemoryPerDevice": 10, "bandwidth": 1,
-    ...     "mbsInBatch": 1, "nodes": [{"id": 0, "TMPCs": {"1": [o("v", 1, 8), o("r", 2, 1)]}},
-    ...     {"id": 1, "TMPCs": {"1": [o("v", 1, 8), o("r", 3, 1)]}}], "edges": []})
-    >>> {v: opt.id for v, opt in exact_options(inst, [0, 1], 1, 1, 1).items()}
+    ...     "mbsInBatch": 1, "nodes": [{"id": 0, "TMPCs": {"1": [o("v", 1), o("r", 2)]}},
+    ...     {"id": 1, "TMPCs": {"1": [o("v", 1)]}}], "edges": []})
+    >>> {v: opt.id for v, opt in stage_options(inst, [1, 0], 1, lambda ns: [1, 0]).items()}
     {0: 'r', 1: 'v'}
     """
     order = {v: i for i, v in enumerate(instance.node_ids)}
-    nodes = sorted(nodes, key=order.__getitem__)
-    for v in nodes:
+    ordered = sorted(nodes, key=order.__getitem__)
+    for v in ordered:
         if not instance.node[v].options.get(t):
             raise InputError(f"node {v} has no option for t = {t}")
-    got = exact_choice(stage_items(instance, nodes, t), y, instance.M, d, instance.N, instance.B)
+    got = choose(ordered)
     if got is None:
         return None
-    _, ch = got
-    return {v: instance.node[v].options[t][ch[i]] for i, v in enumerate(nodes)}
+    return {v: instance.node[v].options[t][int(k)] for v, k in zip(ordered, got)}

@@ -1,0 +1,83 @@
+"""Piper's rule shared across data-parallel degrees (dp.greedy_tables.shared_rule_runs)
+gives, at every d, what the rule evaluated at that d alone (plain_rule_runs) gives, bit
+for bit: the same runs of y, the same P and the same monotone flags, also where costs
+tie in exact arithmetic and their floats differ from one d to another."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dp.greedy_tables import plain_rule_columns, plain_rule_runs, shared_rule_runs
+
+N, B = 32, 25.0 * 2**30
+
+
+def _classes(rng, k: int) -> np.ndarray:
+    """k node classes (p0, p1, a0, b0, a1, b1, w, two): option 0 "vanilla" (more
+    activation memory), option 1 recomputation (more time, less activation memory).
+    Times are few and small multiples of one another, so that the ratios tie in exact
+    arithmetic across classes; some classes differ in p only in the last bits (F may
+    change with d), some have one option."""
+    p = rng.choice([0.001, 0.002, 0.003, 0.0015], size=k)
+    extra = rng.choice([0.0, 0.001, 0.002, 0.0005], size=k)
+    a0 = rng.choice([64.0, 128.0, 96.0], size=k) * 2**20
+    a1 = a0 * rng.choice([0.25, 0.5, 0.0], size=k)
+    b = rng.choice([1.0, 2.0, 3.0], size=k) * 2**26
+    w = rng.choice([0.0, 2**24, 3 * 2**23], size=k)
+    two = rng.random(k) < 0.9
+    p1 = p + extra
+    near = rng.random(k) < 0.15
+    p1 = np.where(near, np.nextafter(p, 0.0), p1)
+    rows = np.stack([p, p1, a0, b, a1, b, w, two.astype(float)], axis=1)
+    rows[~two, 1] = rows[~two, 0]
+    rows[~two, 4] = rows[~two, 2]
+    rows[~two, 5] = rows[~two, 3]
+    return rows
+
+
+def _case(seed: int):
+    rng = np.random.default_rng(seed)
+    cls = _classes(rng, 5)
+    U = 40
+    sizes = rng.integers(1, 13, size=U)
+    which = rng.integers(0, len(cls), size=sizes.sum())
+    opt = cls[which]
+    # cut bytes: mostly 0, the first and last node of a block often cut
+    e = np.where(
+        rng.random(sizes.sum()) < 0.3, rng.choice([2**20, 3 * 2**19, 7e5], sizes.sum()), 0.0
+    )
+    ds = np.array([1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32])
+    S = 64
+    caps = -(-S // ds)
+    need = rng.random((U, len(ds))) < 0.85
+    M = float(rng.choice([1.5, 2.0, 3.0]) * 2**30)
+    return opt, which, e, sizes, ds, caps, need, M
+
+
+def _per_d(opt, e, sizes, ds, caps, need, M):
+    """The rule at each d on its own."""
+    starts = np.cumsum(sizes) - sizes
+    out = []
+    for j, d in enumerate(ds.tolist()):
+        sub = np.flatnonzero(need[:, j])
+        at = np.concatenate([np.arange(starts[u], starts[u] + sizes[u]) for u in sub])
+        rows = plain_rule_columns(opt[at], e[at], d, N, B)
+        run_u, lo, hi, P, mono = plain_rule_runs(rows, sizes[sub], int(caps[j]), M, lambda: None)
+        full_mono = np.ones(len(sizes), dtype=bool)
+        full_mono[sub] = mono
+        out.append((sub[run_u], lo, hi, P, full_mono))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_shared_rule_runs_equal_the_rule_at_each_d(seed):
+    opt, cls, e, sizes, ds, caps, need, M = _case(seed)
+    got = shared_rule_runs(opt, cls, e, sizes, ds, caps, need, (N, B, M), lambda: None)
+    want = _per_d(opt, e, sizes, ds, caps, need, M)
+    runs = 0
+    for j in range(len(ds)):
+        for k, name in enumerate(("block", "first y", "last y", "P", "monotone")):
+            assert np.array_equal(got[j][k], want[j][k]), (ds[j], name)
+        runs += len(want[j][0])
+    assert runs > 0
