@@ -831,6 +831,15 @@ def register(app: typer.Typer) -> None:
         schedule: ScheduleOpt = None,
         in_flight: InFlightOpt = None,
         uniform: UniformOpt = False,
+        greedy_gap: Annotated[
+            bool,
+            typer.Option(
+                "--greedy-gap/--no-greedy-gap",
+                help="Also run Piper's greedy rule on every instance for the summary's "
+                "greedy-gap statistics (not one of --methods; on small DAGs it costs more CPU "
+                "than the DP).",
+            ),
+        ] = True,
         json_out: JsonOpt = False,
     ) -> None:
         """Cross-check many random DAGs in parallel, resumably.
@@ -894,6 +903,7 @@ def register(app: typer.Typer) -> None:
                 external_timeout=external_timeout,
                 modes=mode_list,
                 uniform=uniform,
+                greedy_gap=greedy_gap,
                 note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False),
             )
         except CampaignInterrupted as exc:
