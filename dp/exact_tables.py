@@ -23,6 +23,7 @@ import numpy as np
 from dp.exact_states import ExactStates
 from dp.general_stages import GeneralStages
 from dp.knapsack import (
+    Frontier,
     monotone_runs,
     pareto_frontier,
     pieces,
@@ -196,13 +197,16 @@ class ExactTables(StageQueue):
         pt_at = np.zeros(len(got.row_points) + 1, dtype=np.int64)
         np.cumsum(got.row_points, out=pt_at[1:])
         decided = got.decided.tolist()
+        fr_at = np.zeros(ns + 1, dtype=np.int64)  # each stage's first frontier row
+        np.cumsum(fr.count, out=fr_at[1:])
         r = 0
         while r < ns:
             if not decided[r]:  # near the memory boundary: one stage, the exact choice
                 i = int(pick[r])
                 s = int(ids[i])
+                rows = fr.rows[fr_at[r] : fr_at[r + 1]]
                 blocks = self._blocks(
-                    stages[i], t, self.states.cut(s), float(self.states.W[t][s]), False, None
+                    stages[i], t, self.states.cut(s), float(self.states.W[t][s]), False, rows
                 )
                 self._record_rows(t, q0 + i, *self._store_rows(t, blocks))
                 r += 1
@@ -364,7 +368,10 @@ class ExactTables(StageQueue):
     def _blocks(self, C: int, t: int, cut: int, W: float, plain: bool, fr) -> list:
         """The exact tables of stage C under t for every allowed d: blocks (t d as a list,
         ds, cost, ylo, yhi), rows by increasing d. A plain stage reads its frontier ``fr``
-        (rows P, A, Bm) and cut bitmask; a general one makes its frontier here."""
+        (rows P, A, Bm) and cut bitmask; a general one reads its frontier ``fr`` as
+        :class:`dp.general_stages.GeneralFrontiers` rows (P, E, W, A, Bm, ...: the rows
+        :func:`dp.knapsack.pareto_frontier` gives, in its order), or makes it here when
+        ``fr`` is None."""
         ds, caps = self.ds[t], self.cap[t]
         blocks = []
         if plain:
@@ -385,8 +392,11 @@ class ExactTables(StageQueue):
                     if row is not None:
                         blocks.append(([t * d], np.array([d]), *row))
             return blocks
-        nodes = [self.ids[i] for i in bits(C)]
-        fr = pareto_frontier(stage_items(self.inst, nodes, t), self.M, y_range=(1, self.S))
+        if fr is None:
+            nodes = [self.ids[i] for i in bits(C)]
+            fr = pareto_frontier(stage_items(self.inst, nodes, t), self.M, y_range=(1, self.S))
+        else:
+            fr = Frontier(fr[:, 0], fr[:, 1], fr[:, 2], fr[:, 3], fr[:, 4])
         if not len(fr):
             return blocks
         sure, maybe, exact = y_capacities(fr.A, fr.Bm, self.mem_sure, self.mem_kept, self.S)

@@ -724,6 +724,14 @@ def register(app: typer.Typer) -> None:
             Optional[bool],
             option(OUTPUT_PANEL, "--progress/--no-progress", help="Bar (default: on a terminal)."),
         ] = None,
+        greedy_gap: Annotated[
+            bool,
+            option(
+                METHOD_PANEL,
+                "--greedy-gap/--no-greedy-gap",
+                help="Also run Piper's greedy rule per instance (on).",
+            ),
+        ] = True,
         json_out: JsonOpt = False,
     ) -> None:
         """Cross-check many random DAGs in parallel, resumably.
@@ -783,6 +791,7 @@ def register(app: typer.Typer) -> None:
                 external_timeout=external_timeout,
                 modes=mode_list,
                 uniform=uniform,
+                greedy_gap=greedy_gap,
                 note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False),
             )
         except CampaignInterrupted as exc:

@@ -24,6 +24,7 @@ from compare.experiments.campaign import (
     run_campaign,
     spec_instance,
     summarize,
+    summary_lines,
 )
 from piper_cli import app
 from piper_ilp.errors import InputError
@@ -398,3 +399,24 @@ def test_campaign_counts_harness_errors_apart_and_the_cli_exits_1(tmp_path):
         + ["--methods", "brute", "--out", str(out), "--resume", "--workers", "1"],
     )
     assert result.exit_code == 1 and "harness error 3" in result.output, result.output
+
+
+def test_campaign_greedy_gap_runs_only_when_asked(tmp_path):
+    kwargs = dict(families=("chain",), nodes=(3, 4), methods=("dp",), workers=1, progress=False)
+    on = run_campaign(tmp_path / "on", 4, 2, **kwargs)
+    assert on["greedy_gap"]["count"] > 0 and on["greedy_gap"]["not_run"] == 0
+    off = run_campaign(tmp_path / "off", 4, 2, greedy_gap=False, **kwargs)
+    records = read_results(tmp_path / "off")
+    assert all(r["greedy_tps"] is None and r["greedy_gap_run"] is False for r in records)
+    assert off["greedy_gap"] == {"count": 0, "not_run": 4}
+    assert off["verdicts"] == on["verdicts"]  # the methods' verdicts do not depend on it
+    assert "greedy rule: not run on 4 instances" in "\n".join(summary_lines(off))
+    with pytest.raises(InputError, match="greedy_gap"):  # resume with the other setting
+        run_campaign(tmp_path / "off", 4, 2, resume=True, **kwargs)
+    result = CliRunner().invoke(
+        app,
+        ["campaign", "--out", str(tmp_path / "cli"), "--count", "2", "--families", "chain"]
+        + ["--nodes", "3-4", "--methods", "dp", "--no-greedy-gap", "--no-progress"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "greedy rule: not run on 2 instances" in result.output

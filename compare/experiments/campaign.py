@@ -274,6 +274,7 @@ def run_spec(
     externals: Mapping[str, str] | None = None,
     external_timeout: float | None = None,
     uniform: bool = False,
+    greedy_gap: bool = True,
 ) -> dict:
     """Cross-check one spec in its mode (with ``uniform``: the problem where every stage
     has the same t and d, contract sec. 12); the campaign's JSON record (with, for a mismatch,
@@ -283,7 +284,9 @@ def run_spec(
     checked, so it is neither a mismatch nor a method's error. A crash while shrinking a
     mismatch keeps the verdict and records ``shrink_error``. ``settings`` (time limit,
     threads; checked by the caller, :func:`run_campaign`) apply to every method that takes
-    them, in the spec's mode."""
+    them, in the spec's mode. ``greedy_gap`` also runs Piper's greedy rule (a side check,
+    not one of ``methods``) for the record's ``greedy_tps`` and ``greedy_gap``; off, both are
+    None and the record says ``"greedy_gap_run": false``."""
     start = time.perf_counter()
     rec: dict = {
         "id": spec.id,
@@ -295,6 +298,8 @@ def run_spec(
     }
     if uniform:
         rec["uniform"] = True
+    if not greedy_gap:
+        rec["greedy_gap_run"] = False
     externals = dict(externals or {})
     try:
         mode = Mode.parse(spec.mode)
@@ -308,7 +313,7 @@ def run_spec(
         inst = spec_instance(spec)
         rec["edges"] = len(inst.edges)
         rec["settings"] = {"K": inst.K, "N": inst.N, "M": inst.M, "B": inst.B}
-        v = verify_instance(inst, methods, externals=externals, **check)
+        v = verify_instance(inst, methods, externals=externals, greedy=greedy_gap, **check)
     except Exception as exc:  # the harness's own bug: keep going, but flag it loudly
         why = f"{type(exc).__name__}: {exc}"
         rec.update(
@@ -478,7 +483,8 @@ def summarize(
     """Counts by verdict, by family and by mode (``by_mode``: label -> verdict counts;
     ``modes``: the labels, in the order of ``modes`` when given, else of
     :data:`~piper_ilp.pipeline.ALL_MODES`), greedy-gap statistics (over
-    instances with a proven optimum and a greedy plan, so default-mode records only) and
+    instances with a proven optimum and a greedy plan, so default-mode records only;
+    ``not_run``: the records of a campaign run with ``greedy_gap`` off) and
     per-method solve-time percentiles and status counts."""
     records = list(records)
     verdicts = {v: 0 for v in CAMPAIGN_VERDICTS}
@@ -487,7 +493,7 @@ def summarize(
     times: dict[str, list[float]] = {}
     statuses: dict[str, dict[str, int]] = {}
     gaps = []
-    infeasible = 0
+    infeasible = not_run = 0
     for r in records:
         verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
         fam = by_family.setdefault(r.get("family", "?"), {})
@@ -503,6 +509,7 @@ def summarize(
                 times.setdefault(m, []).append(s)
         if r.get("greedy_gap") is not None:
             gaps.append(r["greedy_gap"])
+        not_run += r.get("greedy_gap_run") is False
     order = [m.label for m in (modes or ALL_MODES)]
     by_mode = dict(
         sorted(
@@ -511,7 +518,7 @@ def summarize(
         )
     )
     g = np.asarray(gaps, dtype=float)
-    greedy = {"count": int(g.size)}
+    greedy = {"count": int(g.size), "not_run": not_run}
     if g.size:
         greedy.update(
             worse=int((g > 1e-9).sum()),
@@ -580,6 +587,8 @@ def summary_lines(summary: dict) -> list[str]:
             f"({100 * g['worse'] / g['count']:.1f}%), gap mean {100 * g['mean']:.3g}%, median "
             f"{100 * g['median']:.3g}%, p90 {100 * g['p90']:.3g}%, max {100 * g['max']:.3g}%"
         )
+    elif g.get("not_run"):
+        lines.append(f"greedy rule: not run on {g['not_run']} instances (greedy_gap off)")
     else:
         lines.append("greedy rule: no instance with both a proven optimum and a greedy plan")
     for m, p in summary["seconds"].items():
@@ -633,6 +642,7 @@ def run_campaign(
     modes: Sequence[Mode] = (DEFAULT_MODE,),
     note: Callable[[str], None] | None = None,
     uniform: bool = False,
+    greedy_gap: bool = True,
 ) -> dict:
     """Run a campaign into the folder ``out``; returns the summary (also written to
     ``out/summary.json``).
@@ -685,6 +695,10 @@ def run_campaign(
     uniform : bool
         Check the uniform problem (every stage the same t and d, contract sec. 12) instead
         of the free one; recorded in the parameters (``uniform``) and in each record.
+    greedy_gap : bool
+        Also run Piper's greedy rule on every instance (in the default mode) for the
+        summary's greedy-gap statistics; it is not one of ``methods`` and, on small DAGs,
+        costs more CPU than the DP (off: only ``methods`` run). Recorded in the parameters.
 
     Raises
     ------
@@ -724,6 +738,7 @@ def run_campaign(
         "externals": dict(externals or {}),
         "modes": [m.label for m in modes],
         "uniform": uniform,
+        "greedy_gap": greedy_gap,
     }
     fn = functools.partial(
         run_spec,
@@ -734,6 +749,7 @@ def run_campaign(
         externals=dict(externals or {}),
         external_timeout=external_timeout,
         uniform=uniform,
+        greedy_gap=greedy_gap,
     )
     show = sys.stderr.isatty() if progress is None else progress
     start = time.perf_counter()
@@ -770,7 +786,8 @@ def run_campaign(
             prepare=lambda rec: _save_counterexample(out, rec),
             on_record=after,
             # a folder from before --modes ran the default mode, before --uniform the free problem
-            defaults={"modes": [DEFAULT_MODE.label], "uniform": False},
+            # (and before --no-greedy-gap, the greedy rule ran on every instance)
+            defaults={"modes": [DEFAULT_MODE.label], "uniform": False, "greedy_gap": True},
             note=note,
             # instance i is a function of (seed, i): a larger count keeps the first ones
             grows={"count": extends_count},
