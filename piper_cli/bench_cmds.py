@@ -102,17 +102,27 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Argument(help="Instance JSON file with a repeated block (e.g. bert32a100.json)."),
         ],
+        output: Annotated[
+            Path, typer.Option("--output", "-o", help="Where to write the multi-branch instance.")
+        ],
         layers: Annotated[
-            str,
+            Optional[str],
             typer.Option(
                 "--layers",
                 "-L",
                 help="Layers per tower, comma-separated: 4,4,4 is three towers of 4.",
+                show_default=False,
             ),
-        ],
-        output: Annotated[
-            Path, typer.Option("--output", "-o", help="Where to write the multi-branch instance.")
-        ],
+        ] = None,
+        preset: Annotated[
+            Optional[str],
+            typer.Option(
+                "--preset",
+                help="Instead of --layers, a GraphPipe-like model: mmt2, mmt4 (multi-modal "
+                "transformers, 2 or 4 branches), dlrm8 (8 embedding tables).",
+                show_default=False,
+            ),
+        ] = None,
         devices: DevicesOpt = None,
         memory: MemoryOpt = None,
         batch: BatchOpt = None,
@@ -120,25 +130,36 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Make a multi-branch model like GraphPipe's: parallel towers of the profile's repeated
         layer between its source and sink layers, every number taken from the profile.
-        Graph pipelining (--pipeline graph) lets the towers' stages run side by side."""
+        Graph pipelining (--pipeline graph) lets the towers' stages run side by side.
+
+        --preset builds one of issue 35's GraphPipe-like models from the profile's
+        input, embedding, layer and head instead (docs/benchmarks.md, "GraphPipe-like
+        models"): mmt2 (2 branches of an embedding and 12 layers), mmt4 (4 of an
+        embedding and 6 layers), both joined by 2 fusion layers and the head; dlrm8 (8
+        embedding branches, an interaction node, a top MLP of 2 layers, the head)."""
+        from compare.builders.graphpipe import graphpipe_model
         from compare.builders.towers import towers
         from piper_ilp.errors import InputError
         from piper_ilp.files import check_writable
         from piper_ilp.instance import save_instance
 
-        try:
-            counts = [int(x) for x in layers.split(",")]
-        except ValueError:
-            raise InputError(
-                f"--layers: a comma-separated list of whole numbers, got {layers!r}"
-            ) from None
+        if (layers is None) == (preset is None):
+            raise InputError("towers: give exactly one of --layers and --preset")
+        counts = []
+        if layers is not None:
+            try:
+                counts = [int(x) for x in layers.split(",")]
+            except ValueError:
+                raise InputError(
+                    f"--layers: a comma-separated list of whole numbers, got {layers!r}"
+                ) from None
         check_writable(output, "instance", inputs={instance: "instance"})
         inst = load_with_overrides(instance, devices, memory, batch, bandwidth)
-        model = towers(inst, counts)
+        model = graphpipe_model(inst, preset) if preset is not None else towers(inst, counts)
         save_instance(model, output)
+        what = f"{preset}" if preset is not None else f"{len(counts)} towers of {layers} layers"
         stdout.print(
-            f"{output}: {len(model.nodes)} nodes, {len(model.edges)} edges ({len(counts)} towers "
-            f"of {layers} layers)",
+            f"{output}: {len(model.nodes)} nodes, {len(model.edges)} edges ({what})",
             markup=False,
         )
 
@@ -457,6 +478,22 @@ def _register_suites(bench: typer.Typer) -> None:
         unpruned: Annotated[
             bool, typer.Option("--unpruned", help="Also solve without the upper bound.")
         ] = False,
+        graphpipe: Annotated[
+            Optional[str],
+            typer.Option(
+                "--graphpipe",
+                help="Instead: issue 35's table from this profile (bert32a100.json): towers "
+                "8x4, 4x8 and the GraphPipe-like models in graph pipelining's two objectives, "
+                "each solve in a fresh process (CPU s, peak RSS), default size guards.",
+                show_default=False,
+            ),
+        ] = None,
+        time_limit: Annotated[
+            float,
+            typer.Option(
+                "--time-limit", min=0.0, help="With --graphpipe: seconds per solve (wall)."
+            ),
+        ] = 60.0,
     ) -> None:
         """Measure the DP in the other modes (graph pipelining, batch time) on multi-branch
         graphs.
@@ -470,6 +507,22 @@ def _register_suites(bench: typer.Typer) -> None:
         from compare.bench.dp import wide_instance
         from compare.bench.modes import MODES, measure, towers_instance
         from piper_cli.compare_cmds import parse_ints
+
+        if graphpipe is not None:
+            from compare.bench.modes import (
+                GRAPH_MODES,
+                GRAPHPIPE_ROWS,
+                graphpipe_instance,
+                measure_isolated,
+            )
+
+            for _, shape, K, M_gib in GRAPHPIPE_ROWS:  # bad input: one line, exit 2, up front
+                graphpipe_instance(graphpipe, shape, K, M_gib)
+            for name, shape, K, M_gib in GRAPHPIPE_ROWS:
+                for mode in GRAPH_MODES:
+                    row = measure_isolated(graphpipe, name, shape, K, M_gib, mode, time_limit)
+                    print_json_line(row)
+            return
 
         insts = [wide_instance(b) for b in (parse_ints(wide, "--wide") if wide.strip() else ())]
         insts += [
