@@ -13,7 +13,7 @@ pipelining's shorter paths and fewer microbatches in flight matter).
 (:data:`GRAPHPIPE_ROWS`: towers 8x4 and 4x8 of the profile's layer and the GraphPipe-like
 models of :mod:`compare.builders.graphpipe`) in graph pipelining's two objectives, each solve
 in a fresh process (:func:`measure_isolated`: its CPU seconds and peak RSS), with the DP's
-default size guards and a time limit, so that a refusal or a stop is a row too.
+default size guards and a CPU time limit, so that a refusal or a stop is a row too.
 """
 
 from __future__ import annotations
@@ -120,23 +120,35 @@ def graphpipe_instance(profile: str, shape, K: int, M_gib: float):
 
 
 def _row_child(profile: str, shape, K: int, M_gib: float, mode: dict, limit: float) -> None:
-    """Solve one row in this process and print its JSON line (run by :func:`measure_isolated`)."""
-    from dp.deadline import Deadline
+    """Solve one row in this process and print its JSON line (run by :func:`measure_isolated`):
+    past ``limit`` CPU seconds (RLIMIT_CPU's SIGXCPU) the row says ``limit``."""
+    import resource
+    import signal
+
     from piper_ilp.errors import SizeLimitError
+
+    class _CpuLimit(Exception):
+        pass
+
+    def _stop(signum, frame):
+        raise _CpuLimit
 
     inst = graphpipe_instance(profile, shape, K, M_gib)
     mode = Mode.from_dict(mode)
     out = {"nodes": len(inst.nodes), "K": inst.K, "M": inst.M, "N": inst.N}
+    signal.signal(signal.SIGXCPU, _stop)
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    soft = int(used.ru_utime + used.ru_stime + limit) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
     try:
-        sol = solve_modes(inst, mode=mode, deadline=Deadline(limit))
+        sol = solve_modes(inst, mode=mode)
     except SizeLimitError as exc:
         out.update(status="refused", value=None, reason=str(exc).splitlines()[0])
+    except _CpuLimit:
+        out.update(status=f"limit ({limit:g} CPU s)", value=None)
     else:
-        status = sol.status.value
-        if sol.info.get("stopped"):
-            status = f"limit ({status})"
         keys = ("ideals", "frontier_width", "labels", "largest_label_set", "knapsack_solves")
-        out.update(status=status, value=sol.value, **{k: sol.info.get(k) for k in keys})
+        out.update(status=sol.status.value, value=sol.value, **{k: sol.info.get(k) for k in keys})
     print(json.dumps(out))
 
 
@@ -154,8 +166,8 @@ def measure_isolated(
     mode : Mode
         The mode solved.
     limit : float
-        The DP's time limit (wall seconds, :class:`dp.deadline.Deadline`); past it the row's
-        status is ``limit (...)``, never optimal.
+        CPU seconds for the solve (the process's RLIMIT_CPU); past it the row's status is
+        ``limit (... CPU s)`` with no value, never optimal.
 
     Returns
     -------
