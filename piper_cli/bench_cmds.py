@@ -501,7 +501,14 @@ def _register_suites(bench: typer.Typer) -> None:
         graph/throughput/1f1b, graph/batch-time/1f1b and sequential/batch-time/1f1b, one
         JSON line: status, value, the labels kept (and the largest set of labels), the
         candidates generated, the exact knapsacks solved and the CPU seconds of the solve
-        ("cpu"). The table of docs/architecture.md comes from it."""
+        ("cpu"). The table of docs/architecture.md comes from it.
+
+        --graphpipe PROFILE measures issue 35's models instead (towers 8x4 at K = 64 and
+        4x8 at K = 32 of the profile's layer, mmt2, mmt4 and dlrm8 of towers --preset) in
+        graph pipelining's two objectives, one JSON line each with the DP's default size
+        guards: status (optimal, infeasible, refused, or limit past --time-limit CPU
+        seconds), value, counts, and the solve process's CPU seconds and peak RSS
+        (docs/benchmarks.md, "GraphPipe-like models")."""
         from compare.bench.dp import wide_instance
         from compare.bench.modes import MODES, measure, towers_instance
         from piper_cli.compare_cmds import parse_ints
