@@ -114,39 +114,54 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Argument(help="Instance JSON file with a repeated block (e.g. bert32a100.json)."),
         ],
-        layers: Annotated[
-            str,
-            option(RUN_PANEL, "--layers", "-L", help="Layers per tower: 4,4,4.", metavar="LIST"),
-        ],
         output: Annotated[
             Path,
             option(
                 OUTPUT_PANEL, "--output", "-o", help="The multi-branch instance.", metavar="FILE"
             ),
         ],
+        layers: Annotated[
+            Optional[str],
+            option(RUN_PANEL, "--layers", "-L", help="Layers per tower: 4,4,4.", metavar="LIST"),
+        ] = None,
+        preset: Annotated[
+            Optional[str],
+            option(RUN_PANEL, "--preset", help="Or a model: mmt2, mmt4, dlrm8.", metavar="NAME"),
+        ] = None,
         cluster: dict = SETTINGS,
     ) -> None:
         """Make a multi-branch model like GraphPipe's: parallel towers of the profile's repeated
         layer between its source and sink layers, every number taken from the profile.
-        Graph pipelining (--pipeline graph) lets the towers' stages run side by side."""
+        Graph pipelining (--pipeline graph) lets the towers' stages run side by side.
+
+        --preset builds one of issue 35's GraphPipe-like models from the profile's
+        input, embedding, layer and head instead (docs/benchmarks.md, "GraphPipe-like
+        models"): mmt2 (2 branches of an embedding and 12 layers), mmt4 (4 of an
+        embedding and 6 layers), both joined by 2 fusion layers and the head; dlrm8 (8
+        embedding branches, an interaction node, a top MLP of 2 layers, the head)."""
+        from compare.builders.graphpipe import graphpipe_model
         from compare.builders.towers import towers
         from piper_ilp.errors import InputError
         from piper_ilp.files import check_writable
         from piper_ilp.instance import save_instance
 
-        try:
-            counts = [int(x) for x in layers.split(",")]
-        except ValueError:
-            raise InputError(
-                f"--layers: a comma-separated list of whole numbers, got {layers!r}"
-            ) from None
+        if (layers is None) == (preset is None):
+            raise InputError("towers: give exactly one of --layers and --preset")
+        counts = []
+        if layers is not None:
+            try:
+                counts = [int(x) for x in layers.split(",")]
+            except ValueError:
+                raise InputError(
+                    f"--layers: a comma-separated list of whole numbers, got {layers!r}"
+                ) from None
         check_writable(output, "instance", inputs={instance: "instance"})
         inst = load_with_overrides(instance, **cluster)
-        model = towers(inst, counts)
+        model = graphpipe_model(inst, preset) if preset is not None else towers(inst, counts)
         save_instance(model, output)
+        what = f"{preset}" if preset is not None else f"{len(counts)} towers of {layers} layers"
         stdout.print(
-            f"{output}: {len(model.nodes)} nodes, {len(model.edges)} edges ({len(counts)} towers "
-            f"of {layers} layers)",
+            f"{output}: {len(model.nodes)} nodes, {len(model.edges)} edges ({what})",
             markup=False,
         )
 
@@ -496,6 +511,20 @@ def _register_suites(bench: typer.Typer) -> None:
             bool,
             option(RUN_PANEL, "--unpruned", help="Also without the upper bound."),
         ] = False,
+        graphpipe: Annotated[
+            Optional[str],
+            typer.Option(
+                "--graphpipe",
+                help="Instead: issue 35's table from this profile (bert32a100.json): towers "
+                "8x4, 4x8 and the GraphPipe-like models in graph pipelining's two objectives, "
+                "each solve in a fresh process (CPU s, peak RSS), default size guards.",
+                show_default=False,
+            ),
+        ] = None,
+        time_limit: Annotated[
+            float,
+            typer.Option("--time-limit", min=1.0, help="With --graphpipe: CPU seconds per solve."),
+        ] = 60.0,
     ) -> None:
         """Measure the DP in the other modes (graph pipelining, batch time) on multi-branch
         graphs.
@@ -505,10 +534,33 @@ def _register_suites(bench: typer.Typer) -> None:
         graph/throughput/1f1b, graph/batch-time/1f1b and sequential/batch-time/1f1b, one
         JSON line: status, value, the labels kept (and the largest set of labels), the
         candidates generated, the exact knapsacks solved and the CPU seconds of the solve
-        ("cpu"). The table of docs/architecture.md comes from it."""
+        ("cpu"). The table of docs/architecture.md comes from it.
+
+        --graphpipe PROFILE measures issue 35's models instead (towers 8x4 at K = 64 and
+        4x8 at K = 32 of the profile's layer, mmt2, mmt4 and dlrm8 of towers --preset) in
+        graph pipelining's two objectives, one JSON line each with the DP's default size
+        guards: status (optimal, infeasible, refused, or limit past --time-limit CPU
+        seconds), value, counts, and the solve process's CPU seconds and peak RSS
+        (docs/benchmarks.md, "GraphPipe-like models")."""
         from compare.bench.dp import wide_instance
         from compare.bench.modes import MODES, measure, towers_instance
         from piper_cli.compare_cmds import parse_ints
+
+        if graphpipe is not None:
+            from compare.bench.modes import (
+                GRAPH_MODES,
+                GRAPHPIPE_ROWS,
+                graphpipe_instance,
+                measure_isolated,
+            )
+
+            for _, shape, K, M_gib in GRAPHPIPE_ROWS:  # bad input: one line, exit 2, up front
+                graphpipe_instance(graphpipe, shape, K, M_gib)
+            for name, shape, K, M_gib in GRAPHPIPE_ROWS:
+                for mode in GRAPH_MODES:
+                    row = measure_isolated(graphpipe, name, shape, K, M_gib, mode, time_limit)
+                    print_json_line(row)
+            return
 
         insts = [wide_instance(b) for b in (parse_ints(wide, "--wide") if wide.strip() else ())]
         insts += [
