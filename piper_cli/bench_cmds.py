@@ -513,17 +513,22 @@ def _register_suites(bench: typer.Typer) -> None:
         ] = False,
         graphpipe: Annotated[
             Optional[str],
-            typer.Option(
+            option(
+                RUN_PANEL,
                 "--graphpipe",
-                help="Instead: issue 35's table from this profile (bert32a100.json): towers "
-                "8x4, 4x8 and the GraphPipe-like models in graph pipelining's two objectives, "
-                "each solve in a fresh process (CPU s, peak RSS), default size guards.",
-                show_default=False,
+                help="Instead: issue 35's models from this profile.",
+                metavar="PROFILE",
             ),
         ] = None,
         time_limit: Annotated[
             float,
-            typer.Option("--time-limit", min=1.0, help="With --graphpipe: CPU seconds per solve."),
+            option(
+                RUN_PANEL,
+                "--time-limit",
+                min=1.0,
+                help="With --graphpipe: CPU seconds per solve.",
+                show_default=True,
+            ),
         ] = 60.0,
     ) -> None:
         """Measure the DP in the other modes (graph pipelining, batch time) on multi-branch
