@@ -6,12 +6,18 @@ import itertools
 import math
 import random
 
+import numpy as np
 import pytest
 
 from compare.builders.generators import FAMILIES, random_instance
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.milp.closed_sets import closed_sets, stage_pairs, successor_bits
-from piper_ilp.milp.stage_choice import ExactScale, cheapest_fitting, fractional_bound
+from piper_ilp.milp.stage_choice import (
+    ExactScale,
+    cheapest_fitting,
+    fractional_bound,
+    fractional_bound_arrays,
+)
 
 
 def _closed_by_definition(inst) -> list[int]:
@@ -90,6 +96,38 @@ def test_cheapest_fitting_equals_enumeration():
         # a limit below the optimum leaves nothing; at the optimum the same cost
         assert cheapest_fitting(items, capacity, cost_limit=want * 0.999 - 1e-9) is None
         assert cheapest_fitting(items, capacity, cost_limit=want)[0] == cost
+
+
+def test_float_knapsack_and_array_bound_against_enumeration():
+    """Float memories (as the path formulation's first pass uses them), nodes with
+    different option counts (padded with inf in the arrays), limits at the optimum."""
+    rng = random.Random(19)
+    for case in range(400):
+        n = rng.randint(1, 6)
+        items = [
+            [(rng.uniform(0, 10) / 3, rng.uniform(0.1, 5)) for _ in range(rng.randint(1, 4))]
+            for _ in range(n)
+        ]
+        capacity = rng.uniform(0, 8 * n) / 3
+        want = _enumerate(items, capacity)
+        width = max(len(o) for o in items)
+        mem = np.full((n, width), np.inf)
+        cost = np.full((n, width), np.inf)
+        for k, opts in enumerate(items):
+            mem[k, : len(opts)] = [m for m, _ in opts]
+            cost[k, : len(opts)] = [c for _, c in opts]
+        bound = fractional_bound_arrays(mem, cost, capacity)
+        reference = fractional_bound(items, capacity)
+        assert bound == reference or math.isclose(bound, reference, rel_tol=1e-12), case
+        got = cheapest_fitting(items, capacity)
+        if want is None:
+            assert got is None and bound == math.inf, case
+            continue
+        assert bound <= want * (1 + 1e-12), case
+        assert math.isclose(got[0], want, rel_tol=1e-12), case
+        assert sum(items[k][li][0] for k, li in enumerate(got[1])) <= capacity
+        assert cheapest_fitting(items, capacity, cost_limit=got[0])[0] == got[0], case
+        assert cheapest_fitting(items, capacity, cost_limit=want * (1 - 1e-6)) is None, case
 
 
 def test_exact_scale_decides_like_fsum():
