@@ -142,3 +142,37 @@ def test_exact_scale_decides_like_fsum():
         sc = ExactScale(terms, M)
         exact = sum(sc.exact(x) for x in terms)
         assert (exact <= sc.capacity()) == (math.fsum(terms) <= M)
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_rough_pruning_decides_like_the_full_catalog(schedule):
+    """The two-pass arcs (rough arcs pruned, then exact ones for what is left) give the
+    same fewest devices as every exact arc pruned, at thresholds around each optimum."""
+    from piper_ilp.milp.path_arcs import ArcCatalog
+    from piper_ilp.milp.path_bounds import prune, usable_arcs
+    from piper_ilp.milp.path_network import build_network, least_devices
+    from piper_ilp.milp.path_rule import rule_for
+    from piper_ilp.milp.path_solve import solve_path
+    from piper_ilp.mode import Mode
+    from piper_ilp.solution import Restrictions
+
+    mode = Mode("sequential", "throughput", schedule)
+    compared = 0
+    for k in range(40):
+        family = FAMILIES[k % len(FAMILIES)]
+        inst = random_instance(family, 3 + k % 5, k, memory=("tight", 0.3)[k % 2], K=8, N=8)
+        sol = solve_path(inst, mode=mode)
+        if sol.value is None:
+            continue
+        rule = rule_for(mode, inst.N)
+        inst = Restrictions().apply(inst)
+        sets = closed_sets(inst, 10_000)
+        catalog = ArcCatalog(inst, sets, stage_pairs(sets), Restrictions().d_values(inst), rule)
+        for T in (sol.value * 0.9, sol.value * (1 - 1e-9), sol.value, sol.value * 1.3):
+            full = prune(catalog.arcs_at(T), len(sets), inst.K, inst.N)
+            _, two = usable_arcs(catalog, T, inst.K, inst.N)
+            want = least_devices(build_network(full.arcs, full, len(sets), inst.K, inst.N, rule))
+            got = least_devices(build_network(two.arcs, two, len(sets), inst.K, inst.N, rule))
+            assert got[0] == want[0], (k, T)
+            compared += 1
+    assert compared > 60
