@@ -6,12 +6,18 @@ import itertools
 import math
 import random
 
+import numpy as np
 import pytest
 
 from compare.builders.generators import FAMILIES, random_instance
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.milp.closed_sets import closed_sets, stage_pairs, successor_bits
-from piper_ilp.milp.stage_choice import ExactScale, cheapest_fitting, fractional_bound
+from piper_ilp.milp.stage_choice import (
+    ExactScale,
+    cheapest_fitting,
+    fractional_bound,
+    fractional_bound_arrays,
+)
 
 
 def _closed_by_definition(inst) -> list[int]:
@@ -92,6 +98,38 @@ def test_cheapest_fitting_equals_enumeration():
         assert cheapest_fitting(items, capacity, cost_limit=want)[0] == cost
 
 
+def test_float_knapsack_and_array_bound_against_enumeration():
+    """Float memories (as the path formulation's first pass uses them), nodes with
+    different option counts (padded with inf in the arrays), limits at the optimum."""
+    rng = random.Random(19)
+    for case in range(400):
+        n = rng.randint(1, 6)
+        items = [
+            [(rng.uniform(0, 10) / 3, rng.uniform(0.1, 5)) for _ in range(rng.randint(1, 4))]
+            for _ in range(n)
+        ]
+        capacity = rng.uniform(0, 8 * n) / 3
+        want = _enumerate(items, capacity)
+        width = max(len(o) for o in items)
+        mem = np.full((n, width), np.inf)
+        cost = np.full((n, width), np.inf)
+        for k, opts in enumerate(items):
+            mem[k, : len(opts)] = [m for m, _ in opts]
+            cost[k, : len(opts)] = [c for _, c in opts]
+        bound = fractional_bound_arrays(mem, cost, capacity)
+        reference = fractional_bound(items, capacity)
+        assert bound == reference or math.isclose(bound, reference, rel_tol=1e-12), case
+        got = cheapest_fitting(items, capacity)
+        if want is None:
+            assert got is None and bound == math.inf, case
+            continue
+        assert bound <= want * (1 + 1e-12), case
+        assert math.isclose(got[0], want, rel_tol=1e-12), case
+        assert sum(items[k][li][0] for k, li in enumerate(got[1])) <= capacity
+        assert cheapest_fitting(items, capacity, cost_limit=got[0])[0] == got[0], case
+        assert cheapest_fitting(items, capacity, cost_limit=want * (1 - 1e-6)) is None, case
+
+
 def test_exact_scale_decides_like_fsum():
     rng = random.Random(11)
     for _ in range(2000):
@@ -104,3 +142,37 @@ def test_exact_scale_decides_like_fsum():
         sc = ExactScale(terms, M)
         exact = sum(sc.exact(x) for x in terms)
         assert (exact <= sc.capacity()) == (math.fsum(terms) <= M)
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_rough_pruning_decides_like_the_full_catalog(schedule):
+    """The two-pass arcs (rough arcs pruned, then exact ones for what is left) give the
+    same fewest devices as every exact arc pruned, at thresholds around each optimum."""
+    from piper_ilp.milp.path_arcs import ArcCatalog
+    from piper_ilp.milp.path_bounds import prune, usable_arcs
+    from piper_ilp.milp.path_network import build_network, least_devices
+    from piper_ilp.milp.path_rule import rule_for
+    from piper_ilp.milp.path_solve import solve_path
+    from piper_ilp.mode import Mode
+    from piper_ilp.solution import Restrictions
+
+    mode = Mode("sequential", "throughput", schedule)
+    compared = 0
+    for k in range(40):
+        family = FAMILIES[k % len(FAMILIES)]
+        inst = random_instance(family, 3 + k % 5, k, memory=("tight", 0.3)[k % 2], K=8, N=8)
+        sol = solve_path(inst, mode=mode)
+        if sol.value is None:
+            continue
+        rule = rule_for(mode, inst.N)
+        inst = Restrictions().apply(inst)
+        sets = closed_sets(inst, 10_000)
+        catalog = ArcCatalog(inst, sets, stage_pairs(sets), Restrictions().d_values(inst), rule)
+        for T in (sol.value * 0.9, sol.value * (1 - 1e-9), sol.value, sol.value * 1.3):
+            full = prune(catalog.arcs_at(T), len(sets), inst.K, inst.N)
+            _, two = usable_arcs(catalog, T, inst.K, inst.N)
+            want = least_devices(build_network(full.arcs, full, len(sets), inst.K, inst.N, rule))
+            got = least_devices(build_network(two.arcs, two, len(sets), inst.K, inst.N, rule))
+            assert got[0] == want[0], (k, T)
+            compared += 1
+    assert compared > 60

@@ -26,7 +26,7 @@ import numpy as np
 from piper_ilp.cost import memory_fits, node_edge_bytes, stage_memory
 from piper_ilp.errors import InternalError
 from piper_ilp.instance import Instance, Option
-from piper_ilp.milp.stage_choice import ExactScale, cheapest_fitting, fractional_bound
+from piper_ilp.milp.stage_choice import ExactScale, cheapest_fitting, fractional_bound_arrays
 
 __all__ = ["COST_MARGIN", "Step", "StageTable", "Arc", "ArcCatalog", "TimeUp", "undominated"]
 
@@ -96,6 +96,10 @@ def undominated(arcs: list[Arc]) -> list[Arc]:
     return kept
 
 
+#: :meth:`StageTable.rough_ymax` computes at most this many fractional bounds per call.
+ROUGH_STEPS = 32
+
+
 class StageTable:
     """One stage C under one tensor-parallel degree t, for every data-parallel degree.
 
@@ -142,6 +146,12 @@ class StageTable:
                 e = node_edge_bytes(instance, v, o, members) if v in boundary else 0.0
                 alpha[k, li] = o.p + e / B
                 beta[k, li] = 4.0 * o.w / (N * B)
+        mem_a = np.full((len(nodes), width), np.inf)  # memory a y + b per option
+        mem_b = np.full((len(nodes), width), np.inf)
+        for k, opts in enumerate(self.options):
+            mem_a[k, : len(opts)] = [o.a for o in opts]
+            mem_b[k, : len(opts)] = [o.b for o in opts]
+        self._mem = (mem_a, mem_b)
         dd = np.asarray(degrees, dtype=float)
         # cost[k, l, m]: node k's part of the stage's TPS with option l at degrees[m]
         self.cost = (alpha[:, :, None] + (dd - 1.0)[None, None, :] * beta[:, :, None]) / dd
@@ -155,6 +165,13 @@ class StageTable:
         self._next_y = [1] * len(degrees)
         # a known lower bound on the least cost at _next_y (its knapsack ran under a limit)
         self._above = [-math.inf] * len(degrees)
+        self._costs: dict[int, list[list[float]]] = {}  # per m, per node, per option
+        take = np.take_along_axis
+        self._fast_mem = (
+            take(mem_a, fast, axis=1).sum(axis=0),
+            take(mem_b, fast, axis=1).sum(axis=0),
+        )
+        self._bounds: dict[tuple[int, int], float] = {}  # (m, y) -> fractional bound
 
     # ---- memory ------------------------------------------------------------------
     def fits(self, choice, y: int) -> bool:
@@ -179,7 +196,8 @@ class StageTable:
 
     def _some_choice_fits(self, y: int) -> bool:
         """Each node's least exact memory a y + b, summed, fits."""
-        rough = math.fsum(min(o.a * y + o.b for o in opts) for opts in self.options)
+        mem_a, mem_b = self._mem
+        rough = float((mem_a * y + mem_b).min(axis=1).sum())
         M = self.instance.M
         if rough <= M * (1.0 - 1e-11):
             return True
@@ -206,10 +224,10 @@ class StageTable:
                     got = (float(self.fast_cost[m]), choice)
             if got is None:
                 limit = upto / (1.0 - COST_MARGIN)
-                got = self._knapsack(m, y, limit)
+                got, above = self._knapsack(m, y, limit)
                 if got is None:
                     if self._some_choice_fits(y):
-                        self._above[m] = limit  # fits, but only above the limit
+                        self._above[m] = above  # fits, but only at a cost >= above > limit
                     else:
                         self._next_y[m] = top + 1  # nothing fits here, nor at any larger y
                     break
@@ -224,31 +242,75 @@ class StageTable:
             self._above[m] = -math.inf
         return st
 
-    def _knapsack(self, m: int, y: int, limit: float) -> tuple[float, tuple[int, ...]] | None:
+    def _knapsack(
+        self, m: int, y: int, limit: float
+    ) -> tuple[tuple[float, tuple[int, ...]] | None, float]:
         """The least-cost choice that fits at y (costing at most ``limit``): first in
         floats against M (1 + 1e-11), which admits every choice that fits exactly; its
-        answer is the optimum when it fits exactly, else the exact knapsack decides."""
-        costs = [
-            [float(self.cost[k, li, m]) for li in range(len(o))] for k, o in enumerate(self.options)
-        ]
+        answer is the optimum when it fits exactly, else the exact knapsack decides.
+
+        Returns the choice as (cost, option indices), or None with a lower bound on the
+        least cost of a fitting choice (at least ``limit``: the fractional bound when it
+        is above the limit, so that a later, larger threshold below it needs no knapsack).
+        """
+        room = self.instance.M * (1.0 + 1e-11)
+        mem_a, mem_b = self._mem
+        bound = fractional_bound_arrays(mem_a * y + mem_b, self.cost[:, :, m], room)
+        if bound > limit * (1.0 + 1e-9):
+            return None, max(limit, bound / (1.0 + 1e-9))
+        costs = self._costs.get(m)
+        if costs is None:
+            rows = self.cost[:, :, m].tolist()
+            costs = self._costs[m] = [r[: len(o)] for r, o in zip(rows, self.options)]
         items = [
             [(o.a * y + o.b, c) for o, c in zip(opts, cs)] for opts, cs in zip(self.options, costs)
         ]
-        room = self.instance.M * (1.0 + 1e-11)
-        if fractional_bound(items, room) > limit * (1.0 + 1e-9):
-            return None
         got = cheapest_fitting(items, room, limit)
         if got is None:
-            return None
+            return None, limit
         if self.fits(got[1], y):
-            return got[0], tuple(got[1])
+            return (got[0], tuple(got[1])), limit
         sc = self.scale
         exact = [
             [(sc.exact(o.a * y) + sc.exact(o.b), c) for o, c in zip(opts, cs)]
             for opts, cs in zip(self.options, costs)
         ]
         got = cheapest_fitting(exact, sc.capacity(), limit)
-        return None if got is None else (got[0], tuple(got[1]))
+        return (None, limit) if got is None else ((got[0], tuple(got[1])), limit)
+
+    def rough_ymax(self, m: int, threshold: float) -> int:
+        """A y at least :meth:`ymax`'s, found without the exact knapsack; 0 when none.
+
+        The least cost does not decrease with y, so ymax < the first y at which a lower
+        bound on the least cost exceeds ``threshold``. The bounds: each node's cheapest
+        option (its cost, the least cost while their memory fits: up to y_fast), then the
+        fractional bound of :func:`~piper_ilp.milp.stage_choice.fractional_bound_arrays`
+        at y_fast + 1, y_fast + 2, ... (at most :data:`ROUGH_STEPS` of them; after that,
+        the top).
+        """
+        low = 1.0 - COST_MARGIN
+        if self.fast_cost[m] * low > threshold:
+            return 0
+        top = self.y_caps[m]
+        a, b = float(self._fast_mem[0][m]), float(self._fast_mem[1][m])
+        room = self.instance.M * (1.0 + 1e-11)
+        # too large a y_fast only makes the answer larger (fast_cost bounds every y)
+        y_fast = top if a <= 0 else int(min(max((room - b) / a + 1.0, 0.0), top))
+        for y in range(y_fast + 1, min(top, y_fast + ROUGH_STEPS) + 1):
+            if self._bound_at(m, y) * low > threshold:
+                return y - 1
+        return top
+
+    def _bound_at(self, m: int, y: int) -> float:
+        """The fractional bound on the least cost at y, less its float margin (cached)."""
+        key = (m, y)
+        got = self._bounds.get(key)
+        if got is None:
+            mem_a, mem_b = self._mem
+            room = self.instance.M * (1.0 + 1e-11)
+            got = fractional_bound_arrays(mem_a * y + mem_b, self.cost[:, :, m], room)
+            got = self._bounds[key] = got / (1.0 + 1e-9)
+        return got
 
     def ymax(self, m: int, threshold: float) -> tuple[int, Step | None]:
         """The largest y whose least TPS is at most ``threshold`` (by the steps' lower
@@ -326,35 +388,88 @@ class ArcCatalog:
         """Candidate stages with degrees: sum over pairs and t of the d allowed."""
         return sum(len(tab.degrees) for _, _, tabs in self.tables for tab in tabs)
 
-    def arcs_at(self, threshold: float, deadline: float | None = None) -> list[Arc]:
-        """The undominated arcs whose least TPS at the y they hold is at most
-        ``threshold`` (by the steps' lower bounds): a superset, up to dominance, of the
-        stages of every plan whose TPS is at most ``threshold``.
+    def rough_arcs_at(self, threshold: float, deadline: float | None = None) -> list[Arc]:
+        """Every (C, t, d) that may be usable at ``threshold``, with a limit at least its
+        exact one (:meth:`StageTable.rough_ymax`: no exact knapsack), not filtered by
+        dominance, ``step`` None: a superset of the stages of every plan whose TPS is at
+        most ``threshold``, for pruning (:func:`~piper_ilp.milp.path_bounds.prune`)
+        before :meth:`arcs_at` computes the exact arcs of what is left.
 
         Raises
         ------
         TimeUp
-            ``time.perf_counter()`` passed ``deadline`` (checked between stages).
+            ``time.process_time()`` passed ``deadline`` (checked between stages).
         """
         out: list[Arc] = []
-        top_all = self.cap
         for j, i, tabs in self.tables:
-            if deadline is not None and time.perf_counter() > deadline:
+            if deadline is not None and time.process_time() > deadline:
                 raise TimeUp()
-            found: list[Arc] = []
             for tab in tabs:
                 for m, d in enumerate(tab.degrees):
-                    if tab.fast_cost[m] * (1.0 - COST_MARGIN) > threshold:
-                        continue
-                    y_fit, step = tab.ymax(m, threshold)
-                    if step is None:
-                        continue
-                    top = top_all - d
-                    limit = self.rule.limit(d, y_fit, top)
-                    if limit < 0:
-                        continue
-                    found.append(Arc(j, i, tab.t, d, limit, tab, step))
-                    if limit == top:
-                        break  # a larger d with this t needs more devices and accepts less
+                    y = tab.rough_ymax(m, threshold)
+                    limit = self.rule.limit(d, y, self.cap - d) if y else -1
+                    if limit >= 0:
+                        out.append(Arc(j, i, tab.t, d, limit, tab, None))
+        return out
+
+    def arcs_at(
+        self, threshold: float, deadline: float | None = None, among: list[Arc] | None = None
+    ) -> list[Arc]:
+        """The undominated arcs whose least TPS at the y they hold is at most
+        ``threshold`` (by the steps' lower bounds): a superset, up to dominance, of the
+        stages of every plan whose TPS is at most ``threshold``.
+
+        Parameters
+        ----------
+        threshold : float
+        deadline : float, optional
+            A ``time.process_time()``.
+        among : list of Arc, optional
+            Only these stages (the rough arcs of :meth:`rough_arcs_at` left by pruning,
+            in its order); None: every stage.
+
+        Raises
+        ------
+        TimeUp
+            ``time.process_time()`` passed ``deadline`` (checked between stages).
+        """
+        out: list[Arc] = []
+        for j, i, todo in self._candidates(among):
+            if deadline is not None and time.process_time() > deadline:
+                raise TimeUp()
+            found: list[Arc] = []
+            skip = set()  # tables whose larger d are dominated
+            for tab, m in todo:
+                if id(tab) in skip:
+                    continue
+                d = tab.degrees[m]
+                if tab.fast_cost[m] * (1.0 - COST_MARGIN) > threshold:
+                    continue
+                y_fit, step = tab.ymax(m, threshold)
+                if step is None:
+                    continue
+                top = self.cap - d
+                limit = self.rule.limit(d, y_fit, top)
+                if limit < 0:
+                    continue
+                found.append(Arc(j, i, tab.t, d, limit, tab, step))
+                if limit == top:
+                    skip.add(id(tab))  # a larger d with this t needs more devices, accepts less
             out.extend(undominated(found))
         return out
+
+    def _candidates(self, among: list[Arc] | None):
+        """(j, i, [(table, m), ...]) per stage pair, d ascending within each table."""
+        if among is None:
+            for j, i, tabs in self.tables:
+                yield j, i, [(tab, m) for tab in tabs for m in range(len(tab.degrees))]
+            return
+        key, todo = None, []
+        for a in among:
+            if (a.j, a.i) != key:
+                if todo:
+                    yield key[0], key[1], todo
+                key, todo = (a.j, a.i), []
+            todo.append((a.table, a.table.degrees.index(a.d)))
+        if todo:
+            yield key[0], key[1], todo

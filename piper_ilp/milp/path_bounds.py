@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from piper_ilp.milp.path_arcs import Arc
 
-__all__ = ["Bounds", "prune"]
+__all__ = ["Bounds", "prune", "usable_arcs"]
 
 #: Larger than any device count or sum of d (K, N <= 2**40 by the loader's limits).
 UNREACHABLE = 1 << 62
@@ -79,3 +79,21 @@ def prune(arcs: list[Arc], nsets: int, K: int, N: int) -> Bounds:
         if len(kept) == len(arcs):
             return Bounds(kept, back, front, sback, sfront)
         arcs = kept
+
+
+def usable_arcs(catalog, threshold: float, K: int, N: int, deadline: float | None = None):
+    """The pruned arcs at ``threshold`` and how many arcs there were before the last
+    pruning: first the catalog's rough arcs (limits at least the exact ones, no exact
+    knapsack) are pruned, then the exact arcs of the stages left are computed and pruned.
+    Pruning a superset keeps a superset (its bounds are no larger), so every stage that
+    the exact arcs' pruning keeps survives the rough one.
+
+    Returns
+    -------
+    (int, Bounds)
+        The exact arcs computed, and what pruning leaves of them.
+    """
+    nsets = len(catalog.sets)
+    rough = prune(catalog.rough_arcs_at(threshold, deadline), nsets, K, N)
+    arcs = catalog.arcs_at(threshold, deadline, among=rough.arcs)
+    return len(arcs), prune(arcs, nsets, K, N)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from piper_ilp.errors import InternalError
 from piper_ilp.milp.path_arcs import TimeUp
-from piper_ilp.milp.path_bounds import UNREACHABLE, prune
+from piper_ilp.milp.path_bounds import UNREACHABLE, usable_arcs
 from piper_ilp.milp.path_network import build_network, certificate, least_devices, potentials
 
 __all__ = ["Proof", "prove"]
@@ -44,12 +44,11 @@ def prove(search, threshold: float, backend: str, threads: int, time_left: float
     start = time.process_time()
     inst = search.restricted
     nsets = search.nsets
-    deadline = None if time_left is None else time.perf_counter() + time_left
+    deadline = None if time_left is None else time.process_time() + time_left
     try:
-        arcs = search.catalog.arcs_at(threshold, deadline)
+        _, bounds = usable_arcs(search.catalog, threshold, inst.K, inst.N, deadline)
     except TimeUp:
         return Proof(threshold, False, note="time limit during the proof")
-    bounds = prune(arcs, nsets, inst.K, inst.N)
     proof = Proof(threshold, False, arcs=len(bounds.arcs))
     if not bounds.arcs or bounds.back[nsets - 1] >= UNREACHABLE:
         proof.proven, proof.how = True, "bounds: no arc is left"

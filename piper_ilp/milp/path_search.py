@@ -22,7 +22,7 @@ from piper_ilp.errors import InternalError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance
 from piper_ilp.milp.path_arcs import COST_MARGIN, Arc, ArcCatalog
-from piper_ilp.milp.path_bounds import prune
+from piper_ilp.milp.path_bounds import usable_arcs
 from piper_ilp.milp.path_network import build_network, least_devices
 from piper_ilp.milp.path_rule import InFlightRule
 from piper_ilp.mode import Mode
@@ -134,15 +134,14 @@ class Search:
         (:class:`~piper_ilp.milp.path_arcs.TimeUp` when ``deadline`` passes first)."""
         start = time.process_time()
         inst = self.restricted
-        arcs = self.catalog.arcs_at(threshold, deadline)
-        bounds = prune(arcs, self.nsets, inst.K, inst.N)
+        computed, bounds = usable_arcs(self.catalog, threshold, inst.K, inst.N, deadline)
         net = build_network(bounds.arcs, bounds, self.nsets, inst.K, inst.N, self.rule)
         devices, path = least_devices(net)
         if devices is not None and devices > inst.K:
             path = []
         dec = Decision(
             threshold,
-            len(arcs),
+            computed,
             len(bounds.arcs),
             net.size,
             devices,

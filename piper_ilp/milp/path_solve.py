@@ -53,16 +53,25 @@ def path_refusal(mode: Mode, restrictions: Restrictions = Restrictions()) -> str
 
 
 class _Clock:
+    """The time limit in CPU seconds of this process (``time.process_time``): the search
+    runs in one thread, so on an idle core this is its wall time, and on a shared machine
+    the same work is done whatever the load (the answer does not depend on it)."""
+
     def __init__(self, time_limit: float | None):
-        self.start = time.perf_counter()
+        self.start = time.process_time()
+        self.wall = time.perf_counter()
         self.limit = time_limit
+
+    def used(self) -> float:
+        return time.process_time() - self.start
 
     def left(self) -> float | None:
         if self.limit is None:
             return None
-        return self.limit - (time.perf_counter() - self.start)
+        return self.limit - self.used()
 
     def deadline(self) -> float | None:
+        """The ``time.process_time()`` at which the limit passes."""
         return None if self.limit is None else self.start + self.limit
 
     def out(self) -> bool:
@@ -97,7 +106,10 @@ def solve_path(
     mode : Mode
         One of :data:`~piper_ilp.milp.path_rule.COVERED_MODES`.
     time_limit : float, optional
-        Seconds for the whole call; stopped early, the answer is feasible or unknown.
+        CPU seconds of this process for the whole call (``time.process_time``; the
+        search is single-threaded, so this is its wall time on an idle core and the same
+        amount of work under any load); stopped early, the answer is feasible or unknown.
+        Building the catalog of stages is not interrupted.
     threads : int
         Recorded only (the search runs in one thread).
     hint : Plan, optional
@@ -161,7 +173,8 @@ def solve_path(
                 info["hint"] = "used"
                 run.offer(value, hint)
         sol = run.solve(None if cutoff is None else cutoff * (1 + PROOF_RTOL))
-    sol.seconds = time.perf_counter() - clock.start
+    sol.seconds = time.perf_counter() - clock.wall
+    sol.info["cpu_seconds"] = clock.used()
     if sol.plan is not None:
         sol = checked_solution(instance, sol, tolerance=0.0, restrictions=restrictions)
     sol.info["gap"] = sol.gap
@@ -245,16 +258,21 @@ class _Run:
                 return self.prove_infeasible()
             lo = T
             T = T * GROW if T > 0 else top / 2**20
+        # bisection in log scale; after a threshold not met (lo rose), first the question
+        # "is the incumbent optimal?" (a plan lowers hi to its own bottleneck, often far
+        # below the threshold that found it)
         tested = None  # the last incumbent whose optimality was tried
+        raised = False
         while self.hi > lo * (1 + BRACKET_RTOL):
             if self.clock.out():
                 return self.stopped()
-            if self.hi != tested:
+            if raised and self.hi != tested:
                 tested = self.hi
                 T = self.hi / (1 + BRACKET_RTOL)  # is the incumbent optimal?
             else:
                 T = math.sqrt(lo * self.hi) if lo > 0 else self.hi / 2
-            if not self.decide(T).feasible:
+            raised = not self.decide(T).feasible
+            if raised:
                 lo = T
         return self.prove_optimal(lo)
 

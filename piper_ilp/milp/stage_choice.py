@@ -17,9 +17,13 @@ nothing with the DP's knapsack.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
+from operator import itemgetter
 from typing import Sequence
 
-__all__ = ["ExactScale", "cheapest_fitting", "fractional_bound"]
+import numpy as np
+
+__all__ = ["ExactScale", "cheapest_fitting", "fractional_bound", "fractional_bound_arrays"]
 
 
 def _fraction_bits(x: float) -> int:
@@ -141,15 +145,17 @@ def cheapest_fitting(
     for k, cs in enumerate(combos):
         room = capacity - rest_mem[k + 1]
         budget = cost_limit * _SLACK - rest_cost[k + 1]
-        grown = [
-            (m + cm, c + cc, (ci, link))
-            for m, c, link in frontier
-            for ci, (cm, cc, _) in enumerate(cs)
-            if m + cm <= room and c + cc <= budget
-        ]
+        # memory ascends and cost descends along the frontier, so (float addition being
+        # monotone) the points that stay within room and budget with a combination are
+        # a slice: the first that fits the budget up to the last that fits the room
+        grown = []
+        for ci, (cm, cc, _) in enumerate(cs):
+            hi = bisect_right(frontier, room, key=lambda p, cm=cm: p[0] + cm)
+            lo = bisect_left(frontier, -budget, hi=hi, key=lambda p, cc=cc: -(p[1] + cc))
+            grown += [(m + cm, c + cc, (ci, link)) for m, c, link in frontier[lo:hi]]
         if not grown:
             return None
-        grown.sort(key=lambda p: (p[0], p[1]))
+        grown.sort(key=_MEMORY_COST)
         frontier = []
         best = math.inf
         for point in grown:
@@ -215,6 +221,45 @@ def fractional_bound(items, capacity) -> float:
     return base_cost + extra
 
 
+def fractional_bound_arrays(mem: np.ndarray, cost: np.ndarray, capacity: float) -> float:
+    """:func:`fractional_bound` on arrays: ``mem[k, l]`` and ``cost[k, l]`` of node k's
+    option l (``inf`` in both where node k has fewer options). The same relaxation,
+    summed by numpy, so it may differ from :func:`fractional_bound` by float rounding
+    (callers compare it with a relative margin).
+
+    Examples
+    --------
+    >>> mem = np.array([[5.0, 2.0], [5.0, 2.0]])
+    >>> cost = np.array([[1.0, 3.0], [1.0, 3.0]])
+    >>> float(fractional_bound_arrays(mem, cost, 7.0))
+    4.0
+    >>> fractional_bound_arrays(mem, cost, 3.0)
+    inf
+    """
+    if float(mem.min(axis=1).sum()) > capacity:
+        return math.inf
+    c0 = cost.min(axis=1)
+    cheapest = cost == c0[:, None]
+    m0 = np.where(cheapest, mem, np.inf).min(axis=1)  # the cheapest option's least memory
+    base = float(c0.sum())
+    excess = float(m0.sum()) - capacity
+    if excess <= 0:
+        return base
+    gain = m0[:, None] - mem
+    offer = gain > 0
+    amounts = gain[offer]
+    rates = (cost - c0[:, None])[offer] / amounts
+    order = np.argsort(rates, kind="stable")
+    rates, amounts = rates[order], amounts[order]
+    cum = np.cumsum(amounts)
+    n = int(np.searchsorted(cum, excess))  # offers taken whole: the first n
+    if n >= amounts.size:  # never: each node's least memory fits
+        return base + float(np.dot(rates, amounts))
+    whole = float(np.dot(rates[:n], amounts[:n]))
+    part = excess - (float(cum[n - 1]) if n else 0.0)
+    return base + whole + float(rates[n]) * part
+
+
 def _groups(items) -> list[tuple[tuple, list[int]]]:
     """Nodes with identical options, as (options, node indices); a group is closed once
     its combinations would pass :data:`MAX_COMBINATIONS`."""
@@ -234,6 +279,8 @@ def _groups(items) -> list[tuple[tuple, list[int]]]:
         groups[g][1].append(k)
     return groups
 
+
+_MEMORY_COST = itemgetter(0, 1)
 
 #: Partial costs may exceed the limit by float rounding before the sum is complete.
 _SLACK = 1.0 + 1e-12
