@@ -81,7 +81,7 @@ MethodsOpt = Annotated[
         show_default=True,
     ),
 ]
-TimeLimitOpt = time_limit_option("Per method (default 60).")
+TimeLimitOpt = time_limit_option("Per method, wall s (path: CPU s; default 60).")
 ExternalOpt = Annotated[
     Optional[list[str]],
     option(
