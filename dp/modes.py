@@ -17,6 +17,8 @@ from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
 from dp.knapsack import exact_choice, monotone_runs, stage_items
 from dp.option_choice import OptionChoices
 from dp.stage_geometry import bits
+from dp.symmetry import Branches, canonical_ideals, find_branches, sub_ideals
+from dp.label_orbits import canonical_rows, column_runs, frame_columns
 from dp.threshold_dp import solve_threshold_dp
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
@@ -180,11 +182,12 @@ def _pareto(cols: np.ndarray) -> np.ndarray:
 class _Labels:
     """The labels of one ideal: ``cols`` (n x c float64, all minimised: k, the h columns,
     mx, then the path columns) and the back-pointers (previous ideal index, label index
-    there, t, d, y)."""
+    there, t, d, y; with interchangeable branches also ``g``, per label the branch
+    permutation from the previous ideal's frame to this one's)."""
 
-    __slots__ = ("cols", "prev", "prev_label", "t", "d", "y")
+    __slots__ = ("cols", "prev", "prev_label", "t", "d", "y", "g")
 
-    def __init__(self, cols, prev, prev_label, t, d, y):
+    def __init__(self, cols, prev, prev_label, t, d, y, g=None):
         self.cols, self.prev, self.prev_label, self.t, self.d, self.y = (
             cols,
             prev,
@@ -193,6 +196,7 @@ class _Labels:
             d,
             y,
         )
+        self.g = g
 
     def __len__(self) -> int:
         return len(self.cols)
@@ -209,6 +213,7 @@ def solve_modes(
     max_labels: int = DEFAULT_MAX_LABELS,
     force: bool = False,
     prune: bool = True,
+    symmetry: bool = True,
     deadline: Deadline | None = None,
 ) -> Solution:
     """Optimal plan under ``mode`` (any mode; :func:`dp.solver.solve_dp` uses it for the
@@ -230,6 +235,9 @@ def solve_modes(
     prune : bool
         Drop partial plans that cannot beat an upper bound from easier problems' plans
         (:func:`_upper_bound`); exact either way (False: for measuring).
+    symmetry : bool
+        Solve each orbit of sets under interchangeable branches once (see Notes); exact
+        either way (False: the DP without it, for measuring and comparing).
     deadline : Deadline, optional
         Checked per pair of sets: past it, the answer is the upper bound's plan (status
         FEASIBLE) or nothing (UNKNOWN), ``info["stopped"]`` set; never OPTIMAL.
@@ -337,10 +345,30 @@ def solve_modes(
             "device counts beyond the exact range of the mode DP (2**53); lower K, N or the "
             "largest t"
         )
-    ideals = enumerate_ideals(inst, max_ideals)
     succ = successor_masks(inst)
     pred = predecessor_masks(succ)
+    br = find_branches(inst, succ, pred) if symmetry else None
+    if br is None:
+        ideals = enumerate_ideals(inst, max_ideals)
+    else:
+        got = canonical_ideals(br, succ, max_ideals)
+        if got is None:
+            raise SizeLimitError(
+                f"{instance.source}: the graph has more than {max_ideals:,} successor-closed "
+                "sets up to its interchangeable branches (the DP's states), above the limit; "
+                "raise the limit (max_ideals / --max-ideals) if memory and time allow"
+            )
+        ideals = got
+        info["branch_classes"] = [[len(c), br.length[c[0]]] for c in br.classes]
     front = frontiers(ideals, succ, pred) if graph else [[] for _ in ideals]
+    front_memo = dict(zip(ideals, front))
+
+    def front_of(J: int) -> list[int]:
+        got = front_memo.get(J)
+        if got is None:
+            got = front_memo[J] = frontiers([J], succ, pred)[0] if graph else []
+        return got
+
     width = max((len(f) for f in front), default=0)
     info.update(ideals=len(ideals), frontier_width=width)
     if graph and width > max_frontier and not force:
@@ -398,14 +426,42 @@ def solve_modes(
     total_labels, candidates, largest = 1, 0, 1
     by_size = sorted(range(len(ideals)), key=lambda i: ideals[i].bit_count())
 
+    def sources(i: int):
+        """(J, stored ideal, its labels in J's frame, their label indices there, the
+        branch maps or None) for every ideal J strictly inside ideal i (up to symmetry)."""
+        I = ideals[i]
+        if br is None:
+            for j, J in enumerate(ideals):
+                if J == I or J & ~I or labels[j] is None or not len(labels[j]):
+                    continue
+                yield J, j, labels[j].cols, None, None
+            return
+        for J in sub_ideals(br, I, pred):
+            Js, sigma = br.canonical(J)
+            j = index[Js]
+            LJ = labels[j]
+            if LJ is None or not len(LJ):
+                continue
+            mxj, ncj = layout(j)
+            idxs, maps = frame_columns(
+                br, I, J, sigma, front_of(J), front[j], mxj, ncj, graph and flush
+            )
+            n = len(LJ)
+            cols = (
+                LJ.cols[:, idxs[0]]
+                if len(idxs) == 1
+                else np.vstack([LJ.cols[:, ix] for ix in idxs])
+            )
+            lab = np.tile(np.arange(n), len(idxs))
+            yield J, j, cols, lab, np.repeat(np.array(maps), n, axis=0)
+
     for i in by_size[1:]:
         I = ideals[i]
         mxc, nc = layout(i)
         F_I = front[i]
         parts_cols, parts_prev, parts_lab, parts_t, parts_d, parts_y = [], [], [], [], [], []
-        for j, J in enumerate(ideals):
-            if J == I or J & ~I or labels[j] is None or not len(labels[j]):
-                continue
+        parts_g = []
+        for J, j, cols, lab, g0 in sources(i):
             if deadline.passed:
                 info["stopped"] = "in the label DP"
                 where = f"time limit of {deadline.seconds:g} s reached in the label DP"
@@ -425,12 +481,10 @@ def solve_modes(
                     )
                 )
             C = I & ~J
-            LJ = labels[j]
-            cols = LJ.cols
             mxj, _ = layout(j)
             k = cols[:, 0]
             if graph:
-                F_J = front[j]
+                F_J = front_of(J)
                 pos_J = {v: c for c, v in enumerate(F_J)}
                 out = 0
                 for v in bits(C):
@@ -506,7 +560,9 @@ def solve_modes(
                                 continue
                     parts_cols.append(new)
                     parts_prev.append(np.full(m, j))
-                    parts_lab.append(rows)
+                    parts_lab.append(rows if lab is None else lab[rows])
+                    if g0 is not None:
+                        parts_g.append(g0[rows])
                     parts_t.append(np.full(m, t))
                     parts_d.append(np.full(m, d))
                     parts_y.append(y)
@@ -515,6 +571,10 @@ def solve_modes(
             continue
         cols = np.vstack(parts_cols)
         candidates += len(cols)
+        g = None
+        if br is not None:
+            runs = column_runs(br, I, F_I, br.runs(I))
+            cols, g = canonical_rows(cols, np.vstack(parts_g), runs, mxc, graph and flush)
         keep = _pareto(cols)
         labels[i] = _Labels(
             cols[keep],
@@ -523,6 +583,7 @@ def solve_modes(
             np.concatenate(parts_t)[keep],
             np.concatenate(parts_d)[keep],
             np.concatenate(parts_y)[keep],
+            None if g is None else g[keep],
         )
         total_labels += len(keep)
         largest = max(largest, len(keep))
@@ -551,7 +612,10 @@ def solve_modes(
         values = L.cols[:, mxc]
     best = int(np.argmin(values))
     info["dp_value"] = float(values[best])
-    plan = _rebuild(inst, ideals, labels, full, best, choices)
+    if br is None:
+        plan = _rebuild(inst, ideals, labels, full, best, choices)
+    else:
+        plan = _rebuild_orbits(inst, br, ideals, labels, full, best, choices)
     ev = evaluate(instance, plan, mode)
     if not ev.valid:
         raise InternalError(f"dp ({mode.label}): its plan fails the evaluator: {ev.violations[0]}")
@@ -680,5 +744,38 @@ def _rebuild(inst: Instance, ideals, labels, i: int, r: int, choices: OptionChoi
         opts = got[1]
         nodes = tuple(ids[v] for v in bits(C))
         stages.append(Stage(nodes, d, t, {v: opts[v].id for v in nodes}))
+        i, r = j, rj
+    return Plan(tuple(stages))
+
+
+def _rebuild_orbits(
+    inst: Instance, br: Branches, ideals, labels, i: int, r: int, choices: OptionChoices
+) -> Plan:
+    """:func:`_rebuild` when the labels are stored per orbit: label r of canonical ideal i
+    is the stage ideals[i] minus g(J*) plus g's image of the plan of its previous label
+    (J* = the previous canonical ideal, g = its stored branch map); ``phi`` carries the
+    maps from the whole graph down."""
+    ids = inst.node_ids
+    stages = []
+    phi = list(range(br.nb))
+    while i != 0:
+        L = labels[i]
+        j, rj = int(L.prev[r]), int(L.prev_label[r])
+        t, d, y = int(L.t[r]), int(L.d[r]), int(L.y[r])
+        g = [int(x) for x in L.g[r]]
+        C_here = ideals[i] & ~br.apply(g, ideals[j])
+        where = br.node_map(phi)
+        C = 0
+        for v in bits(C_here):
+            C |= 1 << int(where[v])
+        got = choices.choose(C, t, d, y)
+        if got is None:
+            raise InternalError(
+                f"dp: no option choice for a stage it placed (t = {t}, d = {d}, y = {y})"
+            )
+        opts = got[1]
+        nodes = tuple(ids[v] for v in bits(C))
+        stages.append(Stage(nodes, d, t, {v: opts[v].id for v in nodes}))
+        phi = [phi[x] for x in g]
         i, r = j, rj
     return Plan(tuple(stages))
