@@ -75,7 +75,7 @@ def frame_columns(
         For each g: the column of J*'s labels that each column of J's labels reads, and g
         itself (J* frame to ``I``'s, branch b to g[b]).
     """
-    st_I, st_J = br.states(I), br.states(J)
+    st_I = br.states(I)
     base = _inverse(sigma)  # J* -> J
     pos_s = {v: c for c, v in enumerate(F_Js)}
     choices: list[list[list[tuple[list[int], list[int]]]]] = []

@@ -15,10 +15,10 @@ import numpy as np
 from dp.deadline import Deadline
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
 from dp.knapsack import exact_choice, monotone_runs, stage_items
+from dp.label_orbits import canonical_rows, column_runs, frame_columns
 from dp.option_choice import OptionChoices
 from dp.stage_geometry import bits
 from dp.symmetry import Branches, canonical_ideals, find_branches, sub_ideals
-from dp.label_orbits import canonical_rows, column_runs, frame_columns
 from dp.threshold_dp import solve_threshold_dp
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
