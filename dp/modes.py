@@ -399,7 +399,9 @@ def solve_modes(
     # an upper bound from plans of easier problems (exact pruning, see _upper_bound)
     deadline = deadline or Deadline(None)
     ub, ub_plan = (
-        _upper_bound(instance, restrictions, mode, max_ideals, deadline) if prune else (None, None)
+        _upper_bound(instance, restrictions, mode, max_ideals, deadline, symmetry)
+        if prune
+        else (None, None)
     )
     info["upper_bound"] = ub
     cutoff = math.inf if ub is None else ub * _PRUNE_MARGIN
@@ -628,8 +630,35 @@ def solve_modes(
     return done(Solution("dp", Status.OPTIMAL, plan=plan, objective=value, bound=value, mode=mode))
 
 
+def _plan_or_none(
+    instance: Instance,
+    restrictions: Restrictions,
+    mode: Mode,
+    max_ideals: int,
+    deadline: Deadline,
+    symmetry: bool,
+) -> Plan | None:
+    """The label DP's plan under ``mode``, or None when a guard refuses."""
+    try:
+        return solve_modes(
+            instance,
+            restrictions,
+            mode=mode,
+            max_ideals=max_ideals,
+            deadline=deadline,
+            symmetry=symmetry,
+        ).plan
+    except SizeLimitError:
+        return None
+
+
 def _upper_bound(
-    instance: Instance, restrictions: Restrictions, mode: Mode, max_ideals: int, deadline: Deadline
+    instance: Instance,
+    restrictions: Restrictions,
+    mode: Mode,
+    max_ideals: int,
+    deadline: Deadline,
+    symmetry: bool = True,
 ) -> tuple[float | None, Plan | None]:
     """The least value under ``mode`` of plans that are quick to find, and that plan, or
     (None, None). Each easier solve gets what is left of the ``deadline`` (a plan it
@@ -638,7 +667,8 @@ def _upper_bound(
     * The default DP's plan (sequential, throughput, 1f1b, the same in-flight rule): valid
       under every 1f1b mode of that rule (graph pipelining holds h <= s microbatches, and
       q of sec. 11 under graph pipelining is at most its sequential q, so the same options
-      fit).
+      fit). When the threshold DP refuses the graph for its number of sets, the label DP
+      of that default mode, whose sets are counted up to interchangeable branches.
     * For graph pipelining, the plan of the same mode with sequential pipelining: valid
       (h <= s, max h <= sum d <= N, likewise q; gpipe holds N / d either way) and never
       worse under graph pipelining (a path of the stage graph is a part of all the stages).
@@ -648,8 +678,9 @@ def _upper_bound(
     plan is dropped only when its value, which only grows as stages are added, is above
     the bound by more than rounding (:data:`_PRUNE_MARGIN`)."""
     plans = []
-    try:
-        if mode.schedule != "gpipe":
+    default = Mode("sequential", "throughput", "1f1b", mode.in_flight)
+    if mode.schedule != "gpipe":
+        try:
             plans.append(
                 solve_threshold_dp(
                     instance,
@@ -659,16 +690,17 @@ def _upper_bound(
                     in_flight=mode.in_flight,
                 ).plan
             )
-        if mode.graph:
-            seq = Mode("sequential", mode.objective, mode.schedule, mode.in_flight)
-            if not seq.with_in_flight("piper").is_default:
+        except SizeLimitError:
+            # too many sets for the threshold DP: the label DP of the same problem counts
+            # them up to interchangeable branches (refused the same way when there are none)
+            if symmetry and mode != default:
                 plans.append(
-                    solve_modes(
-                        instance, restrictions, mode=seq, max_ideals=max_ideals, deadline=deadline
-                    ).plan
+                    _plan_or_none(instance, restrictions, default, max_ideals, deadline, symmetry)
                 )
-    except SizeLimitError:
-        pass
+    if mode.graph:
+        seq = Mode("sequential", mode.objective, mode.schedule, mode.in_flight)
+        if seq != default:
+            plans.append(_plan_or_none(instance, restrictions, seq, max_ideals, deadline, symmetry))
     judged = [
         (ev.value, p)
         for p in plans
