@@ -483,6 +483,8 @@ def solve_modes(
                     )
                 )
             C = I & ~J
+            # a stage's costs are those of its image under interchangeable branches
+            C_cost = C if br is None else br.canonical_nodes(C)
             mxj, _ = layout(j)
             k = cols[:, 0]
             if graph:
@@ -526,7 +528,7 @@ def solve_modes(
                         y = (h[rows].astype(np.int64) + d - 1) // d
                     uy, inv = np.unique(y, return_inverse=True)
                     cap = cutoff / (N - 1 + d) if flush else cutoff
-                    tps_u = steps.costs(C, t, d, uy.tolist(), cap)
+                    tps_u = steps.costs(C_cost, t, d, uy.tolist(), cap)
                     tps = tps_u[inv]
                     fit = np.isfinite(tps)
                     if not fit.any():

@@ -120,6 +120,7 @@ class Branches:
         ]
         self.core = ((1 << n) - 1) & ~sum(self.mask)
         self.branch_of = {v: (b, k) for b, c in enumerate(nodes) for k, v in enumerate(c)}
+        self._canon: dict[int, int] = {}
 
     def states(self, I: int) -> list[int]:
         """The suffix length of ``I`` on every branch."""
@@ -146,6 +147,22 @@ class Branches:
         for b in range(self.nb):
             new[p[b]] = st[b]
         return self.with_states(I, new), p
+
+    def canonical_nodes(self, C: int) -> int:
+        """One set per orbit of any node set ``C`` (not only successor-closed ones): each
+        class's branches take ``C``'s patterns on them, sorted."""
+        got = self._canon.get(C)
+        if got is None:
+            out = C & self.core
+            for cls in self.classes:
+                pats = sorted(
+                    (sum(1 << k for k, v in enumerate(self.nodes[b]) if (C >> v) & 1) for b in cls),
+                    reverse=True,
+                )
+                for b, pat in zip(cls, pats):
+                    out |= sum(1 << v for k, v in enumerate(self.nodes[b]) if (pat >> k) & 1)
+            got = self._canon[C] = out
+        return got
 
     def runs(self, I: int) -> list[list[int]]:
         """The stabiliser of ``I``: lists of branches of one class with the same state."""
