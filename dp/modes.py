@@ -306,6 +306,19 @@ def solve_modes(
     * while it runs: more than ``max_labels`` labels kept in total (default
       :data:`DEFAULT_MAX_LABELS`) is refused as soon as it happens.
 
+    **Interchangeable branches** (``symmetry=True``, :mod:`dp.symmetry`): chains that swap
+    onto the instance itself (same options, edges and attachment) make the problem
+    symmetric, and the labels of a set are those of its image with the frontier columns
+    moved along. The DP then keeps one canonical set per orbit (the branches of a class in
+    non-increasing state), the subsets J of a set I one per orbit of I's stabiliser (branches
+    in the same state in I: how many advance, not which), and each label canonical under
+    that stabiliser (:mod:`dp.label_orbits`: the branches' (h, L) columns sorted within each
+    run of equal state, then compared by dominance as before). J's
+    labels are read from its canonical set's, dealt out to J's branches every way that
+    I's stabiliser does not identify; each label keeps the branch map to its predecessor's
+    frame, and the rebuild composes them. Exact: every label of every set is an image of a
+    kept one or dominated by one. Without such branches the DP is the plain one.
+
     Measured numbers (labels, CPU seconds on fork-join graphs) are in docs/architecture.md.
 
     **Floats (sec. 7).** Memory is decided exactly by the knapsack. The DP's own sums
