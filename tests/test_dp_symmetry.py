@@ -25,13 +25,16 @@ GRAPH = [m for m in NON_DEFAULT if m.graph]
 
 def branchy(seed: int, *, perturb: bool = False, names: bool = False):
     """A random graph of parallel branches: an optional source, classes of identical copies
-    of a random chain (1-3 layers, 2-3 copies), sometimes one odd branch, a sink; sync
+    of a random chain (1-2 layers, 2-3 copies), sometimes one odd branch, a sink; sync
     bytes keyed by each copy's own neighbours. ``perturb``: one copy's first layer runs
     slightly slower (so it is not interchangeable). ``names``: every node named apart."""
     rng = random.Random(seed)
     t_values = (1, 2) if rng.random() < 0.7 else (1,)
     has_source = rng.random() < 0.7
-    classes = [(rng.randint(1, 3), rng.randint(2, 3)) for _ in range(rng.randint(1, 2))]
+    # at most 13 nodes, so that the DP without symmetry stays quick
+    classes = [(rng.randint(1, 2), rng.randint(2, 3))]
+    if rng.random() < 0.5:
+        classes.append((1, rng.randint(2, 3)))
     if rng.random() < 0.4:
         classes.append((rng.randint(1, 2), 1))
     nxt = 1 if has_source else 0
@@ -150,7 +153,7 @@ def test_no_branches_in_a_chain():
 @pytest.mark.parametrize("mode", NON_DEFAULT, ids=lambda m: m.label)
 def test_same_values_as_without_symmetry_on_branchy_graphs(mode):
     seen = set()
-    for seed in range(30):
+    for seed in range(12):
         seen.add(same_as_plain(branchy(seed), mode).status)
         same_as_plain(branchy(seed, perturb=True), mode)
     assert Status.OPTIMAL in seen
