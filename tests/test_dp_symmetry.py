@@ -153,7 +153,7 @@ def test_no_branches_in_a_chain():
 @pytest.mark.parametrize("mode", NON_DEFAULT, ids=lambda m: m.label)
 def test_same_values_as_without_symmetry_on_branchy_graphs(mode):
     seen = set()
-    for seed in range(12):
+    for seed in range(6):
         seen.add(same_as_plain(branchy(seed), mode).status)
         same_as_plain(branchy(seed, perturb=True), mode)
     assert Status.OPTIMAL in seen
@@ -162,12 +162,12 @@ def test_same_values_as_without_symmetry_on_branchy_graphs(mode):
 @pytest.mark.parametrize("mode", GRAPH, ids=lambda m: m.label)
 def test_same_values_on_random_families(mode):
     for family in ("fork-join", "layered", "series-parallel", "towers"):
-        for seed in range(6):
+        for seed in range(3):
             same_as_plain(random_instance(family, 7, seed, K=8, N=8), mode)
 
 
 def test_same_values_under_restrictions():
-    for seed in range(10):
+    for seed in range(4):
         inst = branchy(seed)
         for r in (Restrictions(max_d=2), Restrictions(max_t=1)):
             same_as_plain(inst, Mode("graph", "batch-time"), r)
