@@ -15,8 +15,10 @@ import numpy as np
 from dp.deadline import Deadline
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
 from dp.knapsack import exact_choice, monotone_runs, stage_items
+from dp.label_orbits import canonical_rows, column_runs, frame_columns
 from dp.option_choice import OptionChoices
 from dp.stage_geometry import bits
+from dp.symmetry import Branches, canonical_ideals, find_branches, sub_ideals
 from dp.threshold_dp import solve_threshold_dp
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
@@ -180,11 +182,12 @@ def _pareto(cols: np.ndarray) -> np.ndarray:
 class _Labels:
     """The labels of one ideal: ``cols`` (n x c float64, all minimised: k, the h columns,
     mx, then the path columns) and the back-pointers (previous ideal index, label index
-    there, t, d, y)."""
+    there, t, d, y; with interchangeable branches also ``g``, per label the branch
+    permutation from the previous ideal's frame to this one's)."""
 
-    __slots__ = ("cols", "prev", "prev_label", "t", "d", "y")
+    __slots__ = ("cols", "prev", "prev_label", "t", "d", "y", "g")
 
-    def __init__(self, cols, prev, prev_label, t, d, y):
+    def __init__(self, cols, prev, prev_label, t, d, y, g=None):
         self.cols, self.prev, self.prev_label, self.t, self.d, self.y = (
             cols,
             prev,
@@ -193,6 +196,7 @@ class _Labels:
             d,
             y,
         )
+        self.g = g
 
     def __len__(self) -> int:
         return len(self.cols)
@@ -209,6 +213,7 @@ def solve_modes(
     max_labels: int = DEFAULT_MAX_LABELS,
     force: bool = False,
     prune: bool = True,
+    symmetry: bool = True,
     deadline: Deadline | None = None,
 ) -> Solution:
     """Optimal plan under ``mode`` (any mode; :func:`dp.solver.solve_dp` uses it for the
@@ -230,6 +235,9 @@ def solve_modes(
     prune : bool
         Drop partial plans that cannot beat an upper bound from easier problems' plans
         (:func:`_upper_bound`); exact either way (False: for measuring).
+    symmetry : bool
+        Solve each orbit of sets under interchangeable branches once (see Notes); exact
+        either way (False: the DP without it, for measuring and comparing).
     deadline : Deadline, optional
         Checked per pair of sets: past it, the answer is the upper bound's plan (status
         FEASIBLE) or nothing (UNKNOWN), ``info["stopped"]`` set; never OPTIMAL.
@@ -298,6 +306,19 @@ def solve_modes(
     * while it runs: more than ``max_labels`` labels kept in total (default
       :data:`DEFAULT_MAX_LABELS`) is refused as soon as it happens.
 
+    **Interchangeable branches** (``symmetry=True``, :mod:`dp.symmetry`): chains that swap
+    onto the instance itself (same options, edges and attachment) make the problem
+    symmetric, and the labels of a set are those of its image with the frontier columns
+    moved along. The DP then keeps one canonical set per orbit (the branches of a class in
+    non-increasing state), the subsets J of a set I one per orbit of I's stabiliser (branches
+    in the same state in I: how many advance, not which), and each label canonical under
+    that stabiliser (:mod:`dp.label_orbits`: the branches' (h, L) columns sorted within each
+    run of equal state, then compared by dominance as before). J's
+    labels are read from its canonical set's, dealt out to J's branches every way that
+    I's stabiliser does not identify; each label keeps the branch map to its predecessor's
+    frame, and the rebuild composes them. Exact: every label of every set is an image of a
+    kept one or dominated by one. Without such branches the DP is the plain one.
+
     Measured numbers (labels, CPU seconds on fork-join graphs) are in docs/architecture.md.
 
     **Floats (sec. 7).** Memory is decided exactly by the knapsack. The DP's own sums
@@ -337,10 +358,30 @@ def solve_modes(
             "device counts beyond the exact range of the mode DP (2**53); lower K, N or the "
             "largest t"
         )
-    ideals = enumerate_ideals(inst, max_ideals)
     succ = successor_masks(inst)
     pred = predecessor_masks(succ)
+    br = find_branches(inst, succ, pred) if symmetry else None
+    if br is None:
+        ideals = enumerate_ideals(inst, max_ideals)
+    else:
+        got = canonical_ideals(br, succ, max_ideals)
+        if got is None:
+            raise SizeLimitError(
+                f"{instance.source}: the graph has more than {max_ideals:,} successor-closed "
+                "sets up to its interchangeable branches (the DP's states), above the limit; "
+                "raise the limit (max_ideals / --max-ideals) if memory and time allow"
+            )
+        ideals = got
+        info["branch_classes"] = [[len(c), br.length[c[0]]] for c in br.classes]
     front = frontiers(ideals, succ, pred) if graph else [[] for _ in ideals]
+    front_memo = dict(zip(ideals, front))
+
+    def front_of(J: int) -> list[int]:
+        got = front_memo.get(J)
+        if got is None:
+            got = front_memo[J] = frontiers([J], succ, pred)[0] if graph else []
+        return got
+
     width = max((len(f) for f in front), default=0)
     info.update(ideals=len(ideals), frontier_width=width)
     if graph and width > max_frontier and not force:
@@ -371,7 +412,9 @@ def solve_modes(
     # an upper bound from plans of easier problems (exact pruning, see _upper_bound)
     deadline = deadline or Deadline(None)
     ub, ub_plan = (
-        _upper_bound(instance, restrictions, mode, max_ideals, deadline) if prune else (None, None)
+        _upper_bound(instance, restrictions, mode, max_ideals, deadline, symmetry)
+        if prune
+        else (None, None)
     )
     info["upper_bound"] = ub
     cutoff = math.inf if ub is None else ub * _PRUNE_MARGIN
@@ -398,14 +441,42 @@ def solve_modes(
     total_labels, candidates, largest = 1, 0, 1
     by_size = sorted(range(len(ideals)), key=lambda i: ideals[i].bit_count())
 
+    def sources(i: int):
+        """(J, stored ideal, its labels in J's frame, their label indices there, the
+        branch maps or None) for every ideal J strictly inside ideal i (up to symmetry)."""
+        I = ideals[i]
+        if br is None:
+            for j, J in enumerate(ideals):
+                if J == I or J & ~I or labels[j] is None or not len(labels[j]):
+                    continue
+                yield J, j, labels[j].cols, None, None
+            return
+        for J in sub_ideals(br, I, pred):
+            Js, sigma = br.canonical(J)
+            j = index[Js]
+            LJ = labels[j]
+            if LJ is None or not len(LJ):
+                continue
+            mxj, ncj = layout(j)
+            idxs, maps = frame_columns(
+                br, I, J, sigma, front_of(J), front[j], mxj, ncj, graph and flush
+            )
+            n = len(LJ)
+            cols = (
+                LJ.cols[:, idxs[0]]
+                if len(idxs) == 1
+                else np.vstack([LJ.cols[:, ix] for ix in idxs])
+            )
+            lab = np.tile(np.arange(n), len(idxs))
+            yield J, j, cols, lab, np.repeat(np.array(maps), n, axis=0)
+
     for i in by_size[1:]:
         I = ideals[i]
         mxc, nc = layout(i)
         F_I = front[i]
         parts_cols, parts_prev, parts_lab, parts_t, parts_d, parts_y = [], [], [], [], [], []
-        for j, J in enumerate(ideals):
-            if J == I or J & ~I or labels[j] is None or not len(labels[j]):
-                continue
+        parts_g = []
+        for J, j, cols, lab, g0 in sources(i):
             if deadline.passed:
                 info["stopped"] = "in the label DP"
                 where = f"time limit of {deadline.seconds:g} s reached in the label DP"
@@ -425,12 +496,12 @@ def solve_modes(
                     )
                 )
             C = I & ~J
-            LJ = labels[j]
-            cols = LJ.cols
+            # a stage's costs are those of its image under interchangeable branches
+            C_cost = C if br is None else br.canonical_nodes(C)
             mxj, _ = layout(j)
             k = cols[:, 0]
             if graph:
-                F_J = front[j]
+                F_J = front_of(J)
                 pos_J = {v: c for c, v in enumerate(F_J)}
                 out = 0
                 for v in bits(C):
@@ -470,7 +541,7 @@ def solve_modes(
                         y = (h[rows].astype(np.int64) + d - 1) // d
                     uy, inv = np.unique(y, return_inverse=True)
                     cap = cutoff / (N - 1 + d) if flush else cutoff
-                    tps_u = steps.costs(C, t, d, uy.tolist(), cap)
+                    tps_u = steps.costs(C_cost, t, d, uy.tolist(), cap)
                     tps = tps_u[inv]
                     fit = np.isfinite(tps)
                     if not fit.any():
@@ -506,7 +577,9 @@ def solve_modes(
                                 continue
                     parts_cols.append(new)
                     parts_prev.append(np.full(m, j))
-                    parts_lab.append(rows)
+                    parts_lab.append(rows if lab is None else lab[rows])
+                    if g0 is not None:
+                        parts_g.append(g0[rows])
                     parts_t.append(np.full(m, t))
                     parts_d.append(np.full(m, d))
                     parts_y.append(y)
@@ -515,6 +588,10 @@ def solve_modes(
             continue
         cols = np.vstack(parts_cols)
         candidates += len(cols)
+        g = None
+        if br is not None:
+            runs = column_runs(br, I, F_I, br.runs(I))
+            cols, g = canonical_rows(cols, np.vstack(parts_g), runs, mxc, graph and flush)
         keep = _pareto(cols)
         labels[i] = _Labels(
             cols[keep],
@@ -523,6 +600,7 @@ def solve_modes(
             np.concatenate(parts_t)[keep],
             np.concatenate(parts_d)[keep],
             np.concatenate(parts_y)[keep],
+            None if g is None else g[keep],
         )
         total_labels += len(keep)
         largest = max(largest, len(keep))
@@ -551,7 +629,10 @@ def solve_modes(
         values = L.cols[:, mxc]
     best = int(np.argmin(values))
     info["dp_value"] = float(values[best])
-    plan = _rebuild(inst, ideals, labels, full, best, choices)
+    if br is None:
+        plan = _rebuild(inst, ideals, labels, full, best, choices)
+    else:
+        plan = _rebuild_orbits(inst, br, ideals, labels, full, best, choices)
     ev = evaluate(instance, plan, mode)
     if not ev.valid:
         raise InternalError(f"dp ({mode.label}): its plan fails the evaluator: {ev.violations[0]}")
@@ -564,8 +645,35 @@ def solve_modes(
     return done(Solution("dp", Status.OPTIMAL, plan=plan, objective=value, bound=value, mode=mode))
 
 
+def _plan_or_none(
+    instance: Instance,
+    restrictions: Restrictions,
+    mode: Mode,
+    max_ideals: int,
+    deadline: Deadline,
+    symmetry: bool,
+) -> Plan | None:
+    """The label DP's plan under ``mode``, or None when a guard refuses."""
+    try:
+        return solve_modes(
+            instance,
+            restrictions,
+            mode=mode,
+            max_ideals=max_ideals,
+            deadline=deadline,
+            symmetry=symmetry,
+        ).plan
+    except SizeLimitError:
+        return None
+
+
 def _upper_bound(
-    instance: Instance, restrictions: Restrictions, mode: Mode, max_ideals: int, deadline: Deadline
+    instance: Instance,
+    restrictions: Restrictions,
+    mode: Mode,
+    max_ideals: int,
+    deadline: Deadline,
+    symmetry: bool = True,
 ) -> tuple[float | None, Plan | None]:
     """The least value under ``mode`` of plans that are quick to find, and that plan, or
     (None, None). Each easier solve gets what is left of the ``deadline`` (a plan it
@@ -574,7 +682,8 @@ def _upper_bound(
     * The default DP's plan (sequential, throughput, 1f1b, the same in-flight rule): valid
       under every 1f1b mode of that rule (graph pipelining holds h <= s microbatches, and
       q of sec. 11 under graph pipelining is at most its sequential q, so the same options
-      fit).
+      fit). When the threshold DP refuses the graph for its number of sets, the label DP
+      of that default mode, whose sets are counted up to interchangeable branches.
     * For graph pipelining, the plan of the same mode with sequential pipelining: valid
       (h <= s, max h <= sum d <= N, likewise q; gpipe holds N / d either way) and never
       worse under graph pipelining (a path of the stage graph is a part of all the stages).
@@ -584,8 +693,9 @@ def _upper_bound(
     plan is dropped only when its value, which only grows as stages are added, is above
     the bound by more than rounding (:data:`_PRUNE_MARGIN`)."""
     plans = []
-    try:
-        if mode.schedule != "gpipe":
+    default = Mode("sequential", "throughput", "1f1b", mode.in_flight)
+    if mode.schedule != "gpipe":
+        try:
             plans.append(
                 solve_threshold_dp(
                     instance,
@@ -595,16 +705,17 @@ def _upper_bound(
                     in_flight=mode.in_flight,
                 ).plan
             )
-        if mode.graph:
-            seq = Mode("sequential", mode.objective, mode.schedule, mode.in_flight)
-            if not seq.with_in_flight("piper").is_default:
+        except SizeLimitError:
+            # too many sets for the threshold DP: the label DP of the same problem counts
+            # them up to interchangeable branches (refused the same way when there are none)
+            if symmetry and mode != default:
                 plans.append(
-                    solve_modes(
-                        instance, restrictions, mode=seq, max_ideals=max_ideals, deadline=deadline
-                    ).plan
+                    _plan_or_none(instance, restrictions, default, max_ideals, deadline, symmetry)
                 )
-    except SizeLimitError:
-        pass
+    if mode.graph:
+        seq = Mode("sequential", mode.objective, mode.schedule, mode.in_flight)
+        if seq != default:
+            plans.append(_plan_or_none(instance, restrictions, seq, max_ideals, deadline, symmetry))
     judged = [
         (ev.value, p)
         for p in plans
@@ -680,5 +791,38 @@ def _rebuild(inst: Instance, ideals, labels, i: int, r: int, choices: OptionChoi
         opts = got[1]
         nodes = tuple(ids[v] for v in bits(C))
         stages.append(Stage(nodes, d, t, {v: opts[v].id for v in nodes}))
+        i, r = j, rj
+    return Plan(tuple(stages))
+
+
+def _rebuild_orbits(
+    inst: Instance, br: Branches, ideals, labels, i: int, r: int, choices: OptionChoices
+) -> Plan:
+    """:func:`_rebuild` when the labels are stored per orbit: label r of canonical ideal i
+    is the stage ideals[i] minus g(J*) plus g's image of the plan of its previous label
+    (J* = the previous canonical ideal, g = its stored branch map); ``phi`` carries the
+    maps from the whole graph down."""
+    ids = inst.node_ids
+    stages = []
+    phi = list(range(br.nb))
+    while i != 0:
+        L = labels[i]
+        j, rj = int(L.prev[r]), int(L.prev_label[r])
+        t, d, y = int(L.t[r]), int(L.d[r]), int(L.y[r])
+        g = [int(x) for x in L.g[r]]
+        C_here = ideals[i] & ~br.apply(g, ideals[j])
+        where = br.node_map(phi)
+        C = 0
+        for v in bits(C_here):
+            C |= 1 << int(where[v])
+        got = choices.choose(C, t, d, y)
+        if got is None:
+            raise InternalError(
+                f"dp: no option choice for a stage it placed (t = {t}, d = {d}, y = {y})"
+            )
+        opts = got[1]
+        nodes = tuple(ids[v] for v in bits(C))
+        stages.append(Stage(nodes, d, t, {v: opts[v].id for v in nodes}))
+        phi = [phi[x] for x in g]
         i, r = j, rj
     return Plan(tuple(stages))
