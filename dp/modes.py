@@ -783,16 +783,22 @@ def _rebuild(inst: Instance, ideals, labels, i: int, r: int, choices: OptionChoi
         j, rj = int(L.prev[r]), int(L.prev_label[r])
         t, d, y = int(L.t[r]), int(L.d[r]), int(L.y[r])
         C = ideals[i] & ~ideals[j]
-        got = choices.choose(C, t, d, y)
-        if got is None:
-            raise InternalError(
-                f"dp: no option choice for a stage it placed (t = {t}, d = {d}, y = {y})"
-            )
-        opts = got[1]
-        nodes = tuple(ids[v] for v in bits(C))
-        stages.append(Stage(nodes, d, t, {v: opts[v].id for v in nodes}))
+        stages.append(_placed_stage(ids, choices, C, t, d, y))
         i, r = j, rj
     return Plan(tuple(stages))
+
+
+def _placed_stage(ids, choices: OptionChoices, C: int, t: int, d: int, y: int) -> Stage:
+    """The plan's stage for the node set ``C`` (a bitmask) placed at (t, d, y), with the
+    option choice the labels were built with."""
+    got = choices.choose(C, t, d, y)
+    if got is None:
+        raise InternalError(
+            f"dp: no option choice for a stage it placed (t = {t}, d = {d}, y = {y})"
+        )
+    opts = got[1]
+    nodes = tuple(ids[v] for v in bits(C))
+    return Stage(nodes, d, t, {v: opts[v].id for v in nodes})
 
 
 def _rebuild_orbits(
@@ -815,14 +821,7 @@ def _rebuild_orbits(
         C = 0
         for v in bits(C_here):
             C |= 1 << int(where[v])
-        got = choices.choose(C, t, d, y)
-        if got is None:
-            raise InternalError(
-                f"dp: no option choice for a stage it placed (t = {t}, d = {d}, y = {y})"
-            )
-        opts = got[1]
-        nodes = tuple(ids[v] for v in bits(C))
-        stages.append(Stage(nodes, d, t, {v: opts[v].id for v in nodes}))
+        stages.append(_placed_stage(ids, choices, C, t, d, y))
         phi = [phi[x] for x in g]
         i, r = j, rj
     return Plan(tuple(stages))

@@ -20,7 +20,7 @@ import copy
 from piper_ilp.errors import InputError
 from piper_ilp.instance import MAX_NODES, Instance, instance_from_dict, instance_to_dict
 
-__all__ = ["repeated_chain", "deepen"]
+__all__ = ["repeated_chain", "chain_between", "deepen"]
 
 
 def _signature(node) -> tuple:
@@ -75,6 +75,48 @@ def repeated_chain(instance: Instance) -> list[int]:
                 u = succ_on_path[u]
             best = path
     return best if len(best) >= 2 else []
+
+
+def chain_between(instance: Instance, what: str, roles: str) -> tuple[list, object, object]:
+    """The repeated chain (at least 3 layers) of ``instance`` with the edge into it from its
+    costliest predecessor and the edge out of it to its costliest successor, for the
+    builders that copy its layers (:mod:`compare.builders.towers`,
+    :mod:`compare.builders.graphpipe`).
+
+    Parameters
+    ----------
+    what : str
+        What is built, named in messages (``"towers"``).
+    roles : str
+        What the layers before and after the chain become, named in messages.
+
+    Returns
+    -------
+    (chain, into, out_of)
+        The chain's node ids and the two edges.
+
+    Raises
+    ------
+    InputError
+        No such chain, or it lacks a layer before or after it.
+    """
+    src = instance.source
+    chain = repeated_chain(instance)
+    if len(chain) < 3:
+        raise InputError(
+            f"{src}: no repeated chain of at least 3 layers (same name and options) to build "
+            f"{what} from"
+        )
+    preds = [e for e in instance.edges if e.dst == chain[0] and e.src not in chain]
+    succs = [e for e in instance.edges if e.src == chain[-1] and e.dst not in chain]
+    if not preds or not succs:
+        raise InputError(
+            f"{src}: its repeated chain needs a layer before it and one after it ({roles})"
+        )
+    # the chain's own neighbours: the predecessor with the costliest edge into it, likewise out
+    into = max(preds, key=lambda e: (e.c, -e.src))
+    out_of = max(succs, key=lambda e: (e.c, -e.dst))
+    return chain, into, out_of
 
 
 def deepen(

@@ -35,7 +35,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from compare.builders.deepen import repeated_chain
+from compare.builders.deepen import chain_between
 from piper_ilp.errors import InputError
 from piper_ilp.instance import MAX_NODES, Instance, instance_from_dict, instance_to_dict
 
@@ -94,21 +94,9 @@ class _Kinds:
 def _kinds(instance: Instance) -> _Kinds:
     """The kinds of layer of ``instance`` (see the module text), or InputError."""
     src = instance.source
-    chain = repeated_chain(instance)
-    if len(chain) < 3:
-        raise InputError(
-            f"{src}: no repeated chain of at least 3 layers (same name and options) to build "
-            "a GraphPipe-like model from"
-        )
-    preds = [e for e in instance.edges if e.dst == chain[0] and e.src not in chain]
-    succs = [e for e in instance.edges if e.src == chain[-1] and e.dst not in chain]
-    if not preds or not succs:
-        raise InputError(
-            f"{src}: its repeated chain needs a layer before it (the embedding) and one after "
-            "it (the head)"
-        )
-    into = max(preds, key=lambda e: (e.c, -e.src))
-    out_of = max(succs, key=lambda e: (e.c, -e.dst))
+    chain, into, out_of = chain_between(
+        instance, "a GraphPipe-like model", "the embedding and the head"
+    )
     inputs = [e for e in instance.edges if e.dst == into.src]
     if not inputs:
         raise InputError(

@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 from typing import Sequence
 
-from compare.builders.deepen import repeated_chain
+from compare.builders.deepen import chain_between
 from piper_ilp.errors import InputError
 from piper_ilp.instance import MAX_NODES, Instance, instance_from_dict, instance_to_dict
 
@@ -96,22 +96,7 @@ def towers(instance: Instance, layers: Sequence[int]) -> Instance:
         )
     if sum(layers) + 2 > MAX_NODES:
         raise InputError(f"{src}: {sum(layers) + 2} nodes, more than the supported {MAX_NODES}")
-    chain = repeated_chain(instance)
-    if len(chain) < 3:
-        raise InputError(
-            f"{src}: no repeated chain of at least 3 layers (same name and options) to build "
-            "towers from"
-        )
-    preds = [e for e in instance.edges if e.dst == chain[0] and e.src not in chain]
-    succs = [e for e in instance.edges if e.src == chain[-1] and e.dst not in chain]
-    if not preds or not succs:
-        raise InputError(
-            f"{src}: its repeated chain needs a layer before it and one after it (the towers' "
-            "source and sink)"
-        )
-    # the chain's own neighbours: the predecessor with the costliest edge into it, likewise out
-    into = max(preds, key=lambda e: (e.c, -e.src))
-    out_of = max(succs, key=lambda e: (e.c, -e.dst))
+    chain, into, out_of = chain_between(instance, "towers", "the towers' source and sink")
     k = len(chain) // 2
     tpl, prev, nxt = chain[k], chain[k - 1], chain[k + 1]
     along = next(e.c for e in instance.edges if e.src == tpl and e.dst == nxt)
