@@ -155,13 +155,7 @@ def cheapest_fitting(
             grown += [(m + cm, c + cc, (ci, link)) for m, c, link in frontier[lo:hi]]
         if not grown:
             return None
-        grown.sort(key=_MEMORY_COST)
-        frontier = []
-        best = math.inf
-        for point in grown:
-            if point[1] < best:
-                frontier.append(point)
-                best = point[1]
+        frontier = _pareto(grown)
     cost, link = frontier[-1][1], frontier[-1][2]
     picks = []
     while link is not None:
@@ -282,6 +276,19 @@ def _groups(items) -> list[tuple[tuple, list[int]]]:
 
 _MEMORY_COST = itemgetter(0, 1)
 
+
+def _pareto(points: list[tuple]) -> list[tuple]:
+    """The points (memory, cost, ...) that no other beats: sorted by memory (then cost),
+    each kept when its cost is below every cost before it."""
+    points.sort(key=_MEMORY_COST)
+    kept, best = [], math.inf
+    for p in points:
+        if p[1] < best:
+            kept.append(p)
+            best = p[1]
+    return kept
+
+
 #: Partial costs may exceed the limit by float rounding before the sum is complete.
 _SLACK = 1.0 + 1e-12
 
@@ -294,13 +301,7 @@ def _combinations(opts: list[tuple], g: int) -> list[tuple]:
             (m, c, tuple(1 if k == li else 0 for k in range(len(opts))))
             for li, (m, c) in enumerate(opts)
         ]
-        out.sort(key=lambda p: (p[0], p[1]))
-        kept, best = [], math.inf
-        for p in out:
-            if p[1] < best:
-                kept.append(p)
-                best = p[1]
-        return kept
+        return _pareto(out)
     out = []
 
     def rec(li: int, left: int, mem, cost, counts):
@@ -313,11 +314,4 @@ def _combinations(opts: list[tuple], g: int) -> list[tuple]:
             rec(li + 1, left - take, mem + m * take, cost + c * take, counts + (take,))
 
     rec(0, g, 0, 0.0, ())
-    out.sort(key=lambda p: (p[0], p[1]))
-    kept = []
-    best = math.inf
-    for p in out:
-        if p[1] < best:
-            kept.append(p)
-            best = p[1]
-    return kept
+    return _pareto(out)
