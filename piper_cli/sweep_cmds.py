@@ -45,6 +45,33 @@ def _list(text: str | None, what: str, parse) -> list | None:
     return [parse(x) for x in items]
 
 
+def progress_line(row: dict, elapsed: float) -> str:
+    """A sweep row for people: its point with M and B in binary units, its status, TPS (in
+    seconds, as every command prints it), its CPU time and the sweep's elapsed time, e.g.
+    ``K=16 M=190.7 MiB N=4 B=9.313 GiB/s all: optimal TPS 0.025175 s (68.5 ms CPU; 4 s
+    elapsed)``; the exact values are in results.jsonl.
+
+    Parameters
+    ----------
+    row : dict
+        A row of :func:`compare.experiments.sweep.run_point`.
+    elapsed : float
+        Wall seconds since the sweep started.
+
+    Returns
+    -------
+    str
+    """
+    from piper_cli.format import format_bytes, format_model_time, format_rate, format_seconds
+
+    tps = "" if row["tps"] is None else f" TPS {format_model_time(row['tps'], 6)}"
+    return (
+        f"K={row['K']} M={format_bytes(row['M'])} N={row['N']} B={format_rate(row['B'])} "
+        f"{row['variant']}: {row['status']}{tps} ({format_seconds(row['seconds'])} CPU; "
+        f"{elapsed:.0f} s elapsed)"
+    )
+
+
 def register(app: typer.Typer) -> None:
     @app.command("sweep")
     @cli_errors
@@ -123,11 +150,9 @@ def register(app: typer.Typer) -> None:
         def on_row(row: dict) -> None:
             done[0] += 1
             if progress:  # a line per run, on a terminal or not (a log, CI, nohup)
-                tps = "-" if row["tps"] is None else f"TPS {row['tps']:.6g} s"
+                elapsed = time.perf_counter() - start
                 stderr.print(
-                    f"[{done[0]}/{len(points)}] {row['id']}: {row['status']} {tps} "
-                    f"({row['seconds']:.3g} s CPU; {time.perf_counter() - start:.0f} s elapsed)",
-                    markup=False,
+                    f"[{done[0]}/{len(points)}] {progress_line(row, elapsed)}", markup=False
                 )
 
         try:

@@ -193,6 +193,10 @@ def test_megatron_runs_the_best_setting_that_fits_when_the_plan_mixes_recomputat
         assert not ok or value >= selective
     assert "stages 0-15 change" in args["notes"][1] and "above the plan's" in args["notes"][1]
     assert "stages 0-1: 4 vanilla + 1 selective recomp" in args["notes"][0]
+    # one unit per quantity (issue 30 point 7): the TPS in seconds, as every command prints it
+    pct = (selective / sub["planned_value"] - 1) * 100
+    cost = f"TPS {selective:.6g} s, {pct:.2f}% above the plan's {sub['planned_value']:.6g} s"
+    assert cost in args["notes"][1] and cost in sub["summary"], (args["notes"][1], cost)
 
 
 @pytest.mark.parametrize(

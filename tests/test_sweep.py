@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -144,9 +145,22 @@ def test_the_cli_prints_a_progress_line_per_run_when_stderr_is_not_a_terminal(tm
     r = cli(*args, "-K", "4,8")
     lines = [line for line in r.stderr.splitlines() if line.startswith("[")]
     assert [line.split("]")[0] for line in lines] == ["[1/2", "[2/2"], r.stderr
-    assert all(": optimal TPS " in line and " s CPU; " in line for line in lines), lines
+    assert all(": optimal TPS " in line and " CPU; " in line for line in lines), lines
     r = cli(*args, "-K", "4,8,16", "--resume")
     assert "[3/3] K=16 " in r.stderr and "[1/" not in r.stderr, r.stderr
+
+
+def test_the_progress_line_gives_sizes_rates_and_times_in_human_units(tmp_path):
+    # as every other command prints them (issue 30 point 7): not 8589934592.0 and
+    # 10000000000.0; the TPS in seconds, the CPU time a duration
+    args = ["sweep", SMALL, "--out", tmp_path / "s", "--variants", "all", "-K", "4"]
+    r = cli(*args, "-M", "8GiB", "-B", "25GiB/s")
+    (line,) = [line for line in r.stderr.splitlines() if line.startswith("[")]
+    row = read_rows(tmp_path / "s")[0]
+    assert line.startswith("[1/1] K=4 M=8 GiB N=4 B=25 GiB/s all: optimal TPS "), line
+    assert f"TPS {row['tps']:.6g} s (" in line, line
+    assert re.search(r"\((\d+(\.\d+)?) (s|ms|us) CPU; \d+ s elapsed\)$", line), line
+    assert "8589934592" not in r.stderr and "e+" not in line, line
 
 
 def test_unknown_variants_and_empty_lists_are_refused():

@@ -95,13 +95,14 @@ class Substitution:
         return self.value / self.planned_value if self.planned_value else 1.0
 
     def _cost(self) -> str:
-        """'TPS 4.66556 ms, 1.90% above the plan's 4.57874 ms' (or below, or equal to)."""
+        """'TPS 0.00466556 s, 1.90% above the plan's 0.00457874 s' (or below, or equal to):
+        in seconds, the unit every command prints the cost model's times in."""
         pct = (self.ratio - 1) * 100
         side = "above" if pct > 0 else "below" if pct < 0 else "equal to"
         amount = f"{abs(pct):.2f}% " if pct else ""
         return (
-            f"{self.objective} {self.value * 1e3:.6g} ms, {amount}{side} the plan's "
-            f"{self.planned_value * 1e3:.6g} ms"
+            f"{self.objective} {self.value:.6g} s, {amount}{side} the plan's "
+            f"{self.planned_value:.6g} s"
         )
 
     def notes(self) -> list[str]:
