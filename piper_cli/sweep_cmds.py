@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperCommand
 
 from piper_cli.common import (
     METHOD_PANEL,
@@ -72,8 +73,21 @@ def progress_line(row: dict, elapsed: float) -> str:
     )
 
 
+class _VariantsHelp(TyperCommand):
+    """sweep's command: its --help lists the variants from the registry
+    (:func:`compare.experiments.sweep.variants_text`), loaded only when the help is shown
+    (``piper-ilp --help`` loads no project module)."""
+
+    def format_help(self, ctx, formatter) -> None:
+        from compare.experiments.sweep import variants_text
+
+        if self.help and "{variants}" in self.help:
+            self.help = self.help.replace("{variants}", variants_text())
+        super().format_help(ctx, formatter)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("sweep")
+    @app.command("sweep", cls=_VariantsHelp)
     @cli_errors
     def sweep_command(
         instance: InstanceArg,
@@ -106,13 +120,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Solve an instance over a grid of settings for each variant.
 
-        The grid is every combination of the comma-separated K, M, N, B values given; the
-        variants are all, no-dp, no-tp, no-recompute (Piper's ablations), uniform (one t and
-        d for every stage, as Megatron-LM and torchtitan run), greedy, 2bw, pipedream and
-        the external planners. One row per run in OUT/results.jsonl (as it finishes;
-        --resume continues) and OUT/results.csv. --in-flight schedule solves every point
-        under sec. 11's rule (the heuristic variants are then refused in their rows).
-        More: docs/sweeps.md."""
+        The grid is every combination of the comma-separated K, M, N, B values given. The
+        variants: {variants}; and the external planners (--external). One row per run in
+        OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv.
+        --in-flight schedule solves every point under sec. 11's rule (the heuristic
+        variants are then refused in their rows). More: docs/sweeps.md."""
         from compare.experiments.jobs import Interrupted
         from compare.experiments.sweep import (
             PARAMETERS,

@@ -103,3 +103,15 @@ def test_every_commands_help_is_at_most_70_lines_with_every_option_in_a_panel():
         assert [row.split()[1] for row in options] == ["--help"], (command, options)
         named = [line for line in lines if re.match(r"│\s+\*?\s*--[a-z]", line)]
         assert len(named) > 1 or command == ("import",), command
+
+
+def test_sweep_help_lists_every_variant_from_the_registry():
+    # the variants sweep_points accepts, in the registry's words (a hand-written list left
+    # out pipedream once)
+    from compare.experiments.sweep import VARIANT_HELP, VARIANTS, sweep_points
+
+    text = " ".join(" ".join(_description(_help("sweep"))).split())
+    assert set(VARIANT_HELP) == set(VARIANTS)
+    for name, what in VARIANT_HELP.items():
+        assert f"{name} ({what})" in text, (name, text)
+        assert sweep_points([1], [1.0], [1], [1.0], [name])[0].variant == name

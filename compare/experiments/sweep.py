@@ -50,6 +50,8 @@ from piper_ilp.solution import RECOMPUTE_OPTION, Restrictions, Solution
 
 __all__ = [
     "VARIANTS",
+    "VARIANT_HELP",
+    "variants_text",
     "SweepPoint",
     "sweep_points",
     "run_point",
@@ -58,7 +60,18 @@ __all__ = [
     "CSV_FIELDS",
 ]
 
-VARIANTS = ("all", "no-dp", "no-tp", "no-recompute", "uniform", "greedy", "2bw", "pipedream")
+#: Each variant and what it runs, in a few words (the registry ``sweep --help`` lists).
+VARIANT_HELP = {
+    "all": "Piper: every parallelism and option",
+    "no-dp": "d = 1",
+    "no-tp": "t = 1",
+    "no-recompute": "no recomputation",
+    "uniform": "one t and d for every stage, as Megatron-LM and torchtitan run",
+    "greedy": "Piper's greedy option rule",
+    "2bw": "PipeDream-2BW",
+    "pipedream": "PipeDream's planner",
+}
+VARIANTS = tuple(VARIANT_HELP)
 
 RESULTS = "results.jsonl"
 TABLE = "results.csv"
@@ -79,6 +92,17 @@ CSV_FIELDS = (
     "seconds",
     "message",
 )
+
+
+def variants_text() -> str:
+    """The variants as ``sweep --help`` lists them, from :data:`VARIANT_HELP`.
+
+    Examples
+    --------
+    >>> variants_text().split("; ")[1]
+    'no-dp (d = 1)'
+    """
+    return "; ".join(f"{name} ({what})" for name, what in VARIANT_HELP.items())
 
 
 @dataclass(frozen=True)
