@@ -329,31 +329,27 @@ def remove_output(path: str | Path) -> bool:
 def json_safe(obj: Any) -> Any:
     """``obj`` made ready for strict JSON (``json.dumps(..., allow_nan=False)``).
 
-    Non-finite floats become None, numpy scalars Python numbers, tuples lists and
-    non-string dict keys strings, recursively through dicts, lists and tuples; anything
-    else is returned as it is.
+    Non-finite floats become None, numpy scalars Python numbers, numpy arrays (nested)
+    lists, tuples lists and non-string dict keys strings, recursively through dicts, lists
+    and tuples; anything else is returned as it is.
 
     Parameters
     ----------
     obj : any
-        A tree of dicts, lists, tuples and scalars.
+        A tree of dicts, lists, tuples, numpy arrays and scalars.
 
     Returns
     -------
     any
         A new tree (``obj`` is not changed).
 
-    Raises
-    ------
-    ValueError
-        A numpy array of more than one element sits in ``obj`` (only numpy scalars are
-        converted).
-
     Examples
     --------
     >>> import numpy as np
     >>> json_safe({"tps": float("nan"), 2: (1.5, np.float32(0.5), np.int64(3))})
     {'tps': None, '2': [1.5, 0.5, 3]}
+    >>> json_safe({"y": np.array([[1.0, np.inf], [2.0, 3.0]])})
+    {'y': [[1.0, None], [2.0, 3.0]]}
     """
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
@@ -361,8 +357,8 @@ def json_safe(obj: Any) -> Any:
         return {str(k) if not isinstance(k, str) else k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [json_safe(v) for v in obj]
-    if type(obj).__module__ == "numpy" and hasattr(obj, "item"):
-        return json_safe(obj.item())
+    if type(obj).__module__ == "numpy" and hasattr(obj, "tolist"):
+        return json_safe(obj.tolist())  # a scalar's Python number, an array's nested lists
     return obj
 
 

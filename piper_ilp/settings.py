@@ -15,13 +15,14 @@ from typing import Any, Iterable, Mapping
 
 from piper_ilp.errors import InputError
 from piper_ilp.instance import SETTING_OPTIONS, Instance, check_setting
-from piper_ilp.mode import DEFAULT_MODE, Mode
+from piper_ilp.mode import DEFAULT_MODE, IN_FLIGHT_RULES, Mode
 
 __all__ = [
     "MAX_THREADS",
     "Settings",
     "check_time_limit",
     "check_threads",
+    "in_flight_mode",
 ]
 
 #: Solver threads lie in [1, MAX_THREADS]: SCIP's own limit (above it SCIP prints errors and
@@ -67,6 +68,40 @@ def check_time_limit(value: Any, option: str = "--time-limit") -> float | None:
             f"{option}: the time limit must be a finite number of seconds >= 0, got {value!r}"
         )
     return value
+
+
+def in_flight_mode(value: Any, option: str = "in_flight") -> Mode:
+    """The default mode under the in-flight rule ``value`` (contract sec. 11), for the
+    entry points that take the rule alone (a sweep, the ladder).
+
+    Parameters
+    ----------
+    value : str
+        ``piper`` or ``schedule`` (:data:`~piper_ilp.mode.IN_FLIGHT_RULES`).
+    option : str
+        The option or argument that gave it, named in the message.
+
+    Returns
+    -------
+    Mode
+
+    Raises
+    ------
+    InputError
+        One line naming ``option`` and the rules.
+
+    Examples
+    --------
+    >>> in_flight_mode("schedule").in_flight
+    'schedule'
+    >>> in_flight_mode("fifo")
+    Traceback (most recent call last):
+    ...
+    piper_ilp.errors.InputError: in_flight: choose piper or schedule, got 'fifo'
+    """
+    if not isinstance(value, str) or value not in IN_FLIGHT_RULES:
+        raise InputError(f"{option}: choose {' or '.join(IN_FLIGHT_RULES)}, got {value!r}")
+    return Mode(in_flight=value)
 
 
 def check_threads(value: Any, option: str = "--threads") -> int | None:

@@ -319,6 +319,31 @@ def test_a_config_that_is_not_json_and_a_bad_hardware_file(tmp_path):
         load_hardware(str(hw))
 
 
+def test_a_misspelt_hardware_field_is_named_with_the_known_ones(tmp_path):
+    # "peak_flop" read as "missing field 'peak_flops'", and a misspelt optional one
+    # ("nmae") was dropped without a word
+    good = {"peak_flops": 1e15, "hbm_bytes": 8e10, "nvlink_bandwidth": 4e11,
+            "network_bandwidth": 5e10, "gpus_per_node": 8}  # fmt: skip
+    hw = tmp_path / "hw.json"
+    for typo, key in (("peak_flop", "peak_flops"), ("nmae", None)):
+        data = {**good, typo: 1e15}
+        if key is not None:
+            del data[key]
+        hw.write_text(json.dumps(data))
+        known = "name, peak_flops, hbm_bytes, nvlink_bandwidth, network_bandwidth, gpus_per_node"
+        with pytest.raises(
+            InputError, match=f"unknown field '{typo}'; the known fields are {known}"
+        ):
+            load_hardware(str(hw))
+        r = runner.invoke(
+            app, ["from-config", "llama3-8b", "--hardware", str(hw), "-o", str(tmp_path / "o.json")]
+        )
+        assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+        assert f"unknown field '{typo}'" in r.output and str(hw.name) in r.output, r.output
+    hw.write_text(json.dumps({**good, "name": "my gpu"}))
+    assert load_hardware(str(hw)).name == "my gpu"
+
+
 def test_cli_writes_the_instance_and_a_json_summary(tmp_path):
     out = tmp_path / "l8.json"
     args = ["llama3-8b", "--hardware", "h100-80gb", "--devices", "64", "--batch", "128"]

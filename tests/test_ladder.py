@@ -14,6 +14,7 @@ from compare.crosscheck.brute import solve_brute
 from compare.experiments.ladder import induced_subinstance, run_ladder, work_bound
 from dp import solve_dp
 from piper_ilp import load_instance, parse_size
+from piper_ilp.errors import InputError
 from piper_ilp.solution import Status
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,3 +118,8 @@ def test_ladder_table_labels_each_rung_by_its_blocks_like_the_progress_lines():
     assert lines[0].split()[0] == "blocks"
     table = [x.split()[0] for x in lines[1 : 1 + len(progress)]]
     assert table == progress and len(progress) >= 2
+
+
+def test_a_bad_in_flight_rule_is_an_input_error_before_any_rung():
+    with pytest.raises(InputError, match="in_flight: choose piper or schedule, got 'fifo'"):
+        run_ladder(load_instance(SMALL), in_flight="fifo")

@@ -970,3 +970,10 @@ def test_the_milp_with_a_valid_plans_cutoff_is_right_at_stage_times_of_1e10_s_an
     assert plan_time(prep, antichain_states(prep), r.plan, 3, 1e9) == pytest.approx(want, rel=1e-6)
     v = check_pipedream(prep, antichain_states(prep), 3, 1e9)
     assert v["verdict"] == "match" and v["milp_agrees"], v["problems"]
+
+
+def test_mapping_names_layer_ids_the_graph_does_not_have():
+    # a typo in a stage's layer ids was dropped silently, the rest mapped as if it were not there
+    g = chain3()
+    with pytest.raises(InputError, match=r"stage 1 holds layer id\(s\) node9 that the graph"):
+        piper_plan_from_pipedream(g, [(("node2",), 1), (("node3", "node9", "node4"), 1)])

@@ -329,3 +329,25 @@ def test_plot_names_the_variants_with_no_valid_point(tmp_path):
     assert r.exit_code == 0, r.output
     assert f"no valid point for 2bw ({rows[1]['status']} 2): not drawn" in r.output
     assert "all" not in variants_without_points(rows)
+
+
+def test_a_bad_in_flight_rule_is_an_input_error_before_the_folder_is_made(tmp_path):
+    inst = load_instance(SMALL)
+    points = sweep_points([4], [inst.M], [inst.N], [inst.B], ["all"])
+    with pytest.raises(InputError, match="in_flight: choose piper or schedule, got 'fifo'"):
+        run_sweep(inst, points, tmp_path / "s", in_flight="fifo")
+    assert not (tmp_path / "s").exists()
+
+
+def test_json_safe_takes_numpy_arrays():
+    # a row or a plan's info holding an array was a ValueError on the way to results.jsonl
+    import json
+
+    import numpy as np
+
+    from piper_ilp.files import json_safe
+
+    row = {"y": np.array([[1, 2], [3, 4]], dtype=np.int64), "tps": np.array([0.5, np.nan])}
+    assert (
+        json.dumps(json_safe(row), allow_nan=False) == '{"y": [[1, 2], [3, 4]], "tps": [0.5, null]}'
+    )

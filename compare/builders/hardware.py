@@ -114,12 +114,13 @@ def check_name(name: str, where: str, what: str) -> str:
 
 def hardware_from_dict(data: Any, source: str = "<hardware>") -> Hardware:
     """A :class:`Hardware` from a parsed JSON object (the fields of :data:`HARDWARE_FIELDS`,
-    an optional ``name``; other keys are ignored).
+    an optional ``name``; no other key).
 
     Raises
     ------
     InputError
-        A missing field, a value that is not a positive number within the supported
+        An unknown key (a misspelt field: the message lists the known ones), a missing
+        field, a value that is not a positive number within the supported
         range [1e-30, 1e30] (a whole number up to 2^20 for ``gpus_per_node``), or a name
         with a control character (:func:`check_name`), named with ``source``.
 
@@ -133,6 +134,12 @@ def hardware_from_dict(data: Any, source: str = "<hardware>") -> Hardware:
     where = display_path(source)
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object, got {describe_value(data)}")
+    known = ("name", *HARDWARE_FIELDS)
+    unknown = [k for k in data if k not in known]
+    if unknown:  # a misspelt field would otherwise read as missing, or be silently dropped
+        raise InputError(
+            f"{where}: unknown field {unknown[0]!r}; the known fields are {', '.join(known)}"
+        )
     values: dict[str, Any] = {}
     for key in HARDWARE_FIELDS:
         if key not in data:

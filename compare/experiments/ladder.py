@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 from compare.baselines.twobw import block_order
 from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.instance import Instance, instance_from_dict, instance_to_dict
-from piper_ilp.mode import Mode
 from piper_ilp.plan import plan_to_dict
-from piper_ilp.settings import Settings
+from piper_ilp.settings import Settings, in_flight_mode
 from piper_ilp.solution import Restrictions, Status
 
 __all__ = ["Rung", "Ladder", "induced_subinstance", "rung_sizes", "work_bound", "run_ladder"]
@@ -137,13 +136,20 @@ def run_ladder(
     in_flight: str = "piper",
 ) -> Ladder:
     """Climb the ladder (see the module docstring) and run the DP at full size, every solve
-    under the in-flight rule ``in_flight`` (sec. 11)."""
+    under the in-flight rule ``in_flight`` (sec. 11).
+
+    Raises
+    ------
+    InputError
+        ``max_nodes`` below 1, a time limit or thread count out of range, or ``in_flight``
+        not a rule: before any rung.
+    """
     from compare.crosscheck.methods import run_method
     from compare.crosscheck.verify import verify_instance
 
     if max_nodes < 1:
         raise InputError(f"--max-nodes must be >= 1, got {max_nodes}")
-    mode = Mode(in_flight=in_flight)
+    mode = in_flight_mode(in_flight)
     # checked once, before any rung (each would end "error")
     rung_settings = Settings(mode=mode, time_limit=time_limit, threads=threads)
     full_settings = Settings(

@@ -44,7 +44,6 @@ from compare.experiments.jobs import MANIFESTS, extends_list, prepare_folder, ru
 from piper_ilp.errors import InputError, InternalError
 from piper_ilp.files import atomic_write_text, read_jsonl
 from piper_ilp.instance import SETTING_OPTIONS, Instance, check_setting
-from piper_ilp.mode import Mode
 from piper_ilp.plan import plan_to_dict
 from piper_ilp.solution import RECOMPUTE_OPTION, Restrictions, Solution
 
@@ -179,9 +178,9 @@ def _solve_variant(
     time_limit: float | None = None,
 ) -> Solution:
     from compare.crosscheck.methods import METHODS, check_mode, external_method, run_method
-    from piper_ilp.settings import Settings
+    from piper_ilp.settings import Settings, in_flight_mode
 
-    mode = Mode(in_flight=in_flight)
+    mode = in_flight_mode(in_flight)
     if variant in externals:
         from compare.crosscheck.external import solve_external
 
@@ -287,7 +286,8 @@ def run_sweep(
     Raises
     ------
     InputError
-        ``out`` holds results and ``resume`` is off, holds a sweep of another instance or
+        ``in_flight`` is not a rule (before ``out`` is made), ``out`` holds results and
+        ``resume`` is off, holds a sweep of another instance or
         grid or a campaign, its results.jsonl is damaged (a line other than a torn last one
         that is not a whole row; a torn last line is dropped, ``note`` says so), or another
         sweep is running on it.
@@ -297,16 +297,17 @@ def run_sweep(
     ``time_limit`` is each point's, in seconds (see :func:`run_point`); a resumed sweep
     keeps the one it was started with.
     """
-    from piper_ilp.settings import check_time_limit
+    from piper_ilp.settings import check_time_limit, in_flight_mode
 
     check_time_limit(time_limit)
+    mode = in_flight_mode(in_flight)  # (checked before the folder is made)
     out = prepare_folder(out, (RESULTS, TABLE, PARAMETERS))
     externals = dict(externals or {})
     params = {
         "instance": instance.fingerprint(),
         "points": [p.id for p in points],
         "externals": externals,
-        "in_flight": Mode(in_flight=in_flight).in_flight,  # (checked)
+        "in_flight": mode.in_flight,
         "time_limit": time_limit,
     }
     done, new = run_in_folder(

@@ -233,7 +233,8 @@ def piper_plan_from_pipedream(
     Raises
     ------
     InputError
-        When a layer is in two stages, or no stage holds a layer that PipeDream plans.
+        When a stage holds a layer id the graph does not have, a layer is in two stages,
+        or no stage holds a layer that PipeDream plans.
 
     Examples
     --------
@@ -249,8 +250,15 @@ def piper_plan_from_pipedream(
     """
     ids = dict(ids) if ids is not None else node_id_map(graph)
     prep = prepare(graph)
+    known = {nd.id for nd in graph.nodes}
     where: dict[str, int] = {}
     for i, (layers, _) in enumerate(stages):
+        unknown = [str(x) for x in layers if x not in known]
+        if unknown:
+            raise InputError(
+                f"{graph.source}: stage {i} holds layer id(s) {', '.join(unknown[:5])}"
+                f"{' ...' if len(unknown) > 5 else ''} that the graph does not have"
+            )
         for x in layers:
             if x in where:
                 raise InputError(f"{graph.source}: layer {x} is in stages {where[x]} and {i}")
