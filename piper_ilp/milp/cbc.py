@@ -20,7 +20,7 @@ from piper_ilp.milp.backend import Answer, Progress, Settings, write_model_file
 from piper_ilp.milp.scaled import ScaledModel, ScaledRow, big_m_rows, lp_name, objective_rows
 from piper_ilp.solution import Status
 
-__all__ = ["solve", "cbc_path", "lp_text"]
+__all__ = ["solve", "cbc_path", "lp_text", "progress_values", "read_log_progress"]
 
 #: Feasibility and integrality tolerances (CBC's defaults are 1e-7 and 1e-6), and CBC's
 #: integer preprocessing off: on models whose time coefficients span many orders of
@@ -179,8 +179,89 @@ def _read_solution(path: Path, n_vars: int) -> tuple[str, float | None, dict[int
     return head, obj, values
 
 
-_PROGRESS = re.compile(r"best solution\s+([-+0-9.eE]+),\s+best possible\s+([-+0-9.eE]+)")
-_FOUND = re.compile(r"Integer solution of\s+([-+0-9.eE]+)")
+_NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+#: "Cbc0010I After 1000 nodes, 175 on tree, 107.70586 best solution, best possible 36.53832
+#: (5.96 seconds)": the incumbent (1e+50: none yet) comes before "best solution"
+_NODES = re.compile(rf"{_NUM} best solution, best possible {_NUM}")
+#: "Cbc0013I At root node, 13 cuts changed objective from 36.53832 to 36.6 in 10 passes"
+_ROOT_CUTS = re.compile(rf"cuts changed objective from {_NUM} to {_NUM}")
+#: "Continuous objective value is 36.5383 - 0.01 seconds" (the LP relaxation's)
+_RELAXATION = re.compile(rf"^Continuous objective value is {_NUM}")
+#: "Cbc0012I Integer solution of 304.32476 found by DiveCoefficient after ..." (0004I, 0016I)
+_FOUND = re.compile(rf"^Cbc\d+I Integer solution of {_NUM}")
+#: CBC's "no incumbent yet" value
+_NO_INCUMBENT = 1e49
+
+
+def progress_values(line: str) -> tuple[float | None, float | None]:
+    """The incumbent and the bound one line of CBC's log gives, in model units (None
+    where it gives none): a node line (``Cbc0010I``), the root's cut passes (``Cbc0013I``,
+    the objective after the cuts), the LP relaxation, a new integer solution. Other lines
+    (the cut generators' statistics, the feasibility pump's passes) give nothing.
+
+    Parameters
+    ----------
+    line : str
+        One whole line of the log.
+
+    Returns
+    -------
+    (float or None, float or None)
+        The incumbent and the bound.
+
+    Examples
+    --------
+    >>> progress_values("Cbc0010I After 0 nodes, 1 on tree, 1e+50 best solution, "
+    ...                 "best possible 36.53832 (0.71 seconds)")
+    (None, 36.53832)
+    >>> progress_values("Cbc0014I Cut generator 0 (Probing) - 14 row cuts average 20.2 "
+    ...                 "elements, 12 column cuts (12 active)  in 0.020 seconds")
+    (None, None)
+    """
+    m = _NODES.search(line)
+    if m:
+        incumbent = float(m.group(1))
+        return (incumbent if incumbent < _NO_INCUMBENT else None), float(m.group(2))
+    m = _ROOT_CUTS.search(line)
+    if m:
+        return None, float(m.group(2))
+    m = _RELAXATION.search(line)
+    if m:
+        return None, float(m.group(1))
+    m = _FOUND.search(line)
+    if m:
+        return float(m.group(1)), None
+    return None, None
+
+
+def read_log_progress(text: str) -> tuple[int, float | None, float | None]:
+    """Read the whole lines at the start of ``text`` (the log from where the last read
+    stopped; a last line CBC is still writing is left for the next read, so no number is
+    read cut short).
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    (int, float or None, float or None)
+        The characters read (whole lines), and the last incumbent and the last bound
+        those lines give (:func:`progress_values`; None where none does).
+
+    Examples
+    --------
+    >>> read_log_progress("Cbc0012I Integer solution of 304.32476 found\\nCbc0012I Integer "
+    ...                   "solution of 27")
+    (45, 304.32476, None)
+    """
+    end = text.rfind("\n") + 1
+    incumbent = bound = None
+    for line in text[:end].splitlines():
+        inc, bnd = progress_values(line)
+        incumbent = inc if inc is not None else incumbent
+        bound = bnd if bnd is not None else bound
+    return end, incumbent, bound
 
 
 def solve(sm: ScaledModel, settings: Settings) -> Answer:
@@ -211,8 +292,10 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     InputError
         The CBC binary is missing, or the model file cannot be written.
     InternalError
-        CBC exits with an error or cannot read the model, or the model has too many
-        variables or rows for MPS names.
+        CBC exits with an error or cannot read the model, the model has too many
+        variables or rows for MPS names, or its files in the private folder cannot be
+        written or read (an OSError: a full disk, a file size limit), or the binary cannot
+        be started: one line, a backend error.
     KeyboardInterrupt
         Ctrl-C: CBC was killed first.
     """
@@ -221,7 +304,10 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     if settings.write_model is not None:
         write_model_file(settings.write_model, lp_text(sm, rows))
     binary = cbc_path()
-    tmp = tempfile.mkdtemp(prefix="piper-cbc-")
+    try:
+        tmp = tempfile.mkdtemp(prefix="piper-cbc-")
+    except OSError as exc:
+        raise _files_error(exc, tempfile.gettempdir()) from None
     proc = None
     try:
         mps, sol, logp = (os.path.join(tmp, n) for n in ("model.mps", "model.sol", "cbc.log"))
@@ -281,13 +367,15 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
                 notes=["cbc wrote no solution file"],
             )
         head, obj, values = _read_solution(Path(sol), len(m.vars))
-    except BaseException:
+    except BaseException as exc:
         if proc is not None and proc.poll() is None:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             proc.wait()
+        if isinstance(exc, OSError):  # its files (a full disk, a file size limit) or the binary
+            raise _files_error(exc, tmp) from None
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -332,19 +420,24 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     return ans
 
 
+def _files_error(exc: OSError, where: str) -> InternalError:
+    """CBC's model, log or solution file (in ``where``) or its binary failed: one line."""
+    return InternalError(
+        f"cbc: could not run: {exc.strerror or exc} ({exc.filename or where}); no answer"
+    )
+
+
 def _report(logp: str, seen: int, progress: Progress, unit: float) -> int:
+    """Report what CBC's log says past byte ``seen``; the byte up to which it was read."""
     try:
-        with open(logp, encoding="utf-8", errors="replace") as fh:
+        with open(logp, "rb") as fh:
             fh.seek(seen)
-            chunk = fh.read()
+            chunk = fh.read().decode("ascii", errors="replace")  # (one byte per character)
     except OSError:
         return seen
-    for line in chunk.splitlines():
-        mp = _PROGRESS.search(line)
-        if mp:
-            progress.update(float(mp.group(1)) * unit, float(mp.group(2)) * unit)
-            continue
-        mf = _FOUND.search(line)
-        if mf:
-            progress.update(float(mf.group(1)) * unit)
-    return seen + len(chunk.encode("utf-8", errors="replace")) if chunk else seen
+    used, incumbent, bound = read_log_progress(chunk)
+    if incumbent is not None or bound is not None:
+        progress.update(
+            None if incumbent is None else incumbent * unit, None if bound is None else bound * unit
+        )
+    return seen + used
