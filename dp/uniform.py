@@ -14,6 +14,7 @@ the TPS, so it holds for the batch time too (which is at least the largest TPS).
 from __future__ import annotations
 
 import math
+import sys
 import time
 from typing import Callable
 
@@ -62,6 +63,39 @@ def pair_lower_bound(
     return math.fsum(least) / (d * most_stages)
 
 
+class _PairProgress:
+    """Lines on stderr as the pairs are tried: the first and the last always, the others at
+    most once per ``interval`` seconds (nothing unless ``enabled``)."""
+
+    def __init__(self, enabled: bool, total: int, mode: Mode, interval: float = 2.0):
+        self.enabled, self.total, self.interval = enabled, total, interval
+        self.what = "batch time" if mode.batch_time else "TPS"
+        self.start = self.last = time.perf_counter()
+        self._say(f"{total:,} (t, d) pairs to try, by their lower bound")
+
+    def _say(self, text: str) -> None:
+        if self.enabled:
+            print(f"uniform: {text}", file=sys.stderr, flush=True)
+
+    def update(
+        self, done: int, skipped: int, best: Solution | None, end: str | None = None
+    ) -> None:
+        """A line when due; ``end`` (the last line's ending) prints it now."""
+        now = time.perf_counter()
+        if end is None and now - self.last < self.interval:
+            return
+        self.last = now
+        if best is None:
+            found = "no plan yet"
+        else:
+            st = best.plan.stages[0]
+            found = f"best {self.what} {best.value:.7g} s at (t, d) = ({st.t}, {st.d})"
+        self._say(
+            f"{done:,} of {self.total:,} pairs done ({skipped:,} skipped by the bound), {found}; "
+            f"{now - self.start:.0f} s{end or ''}"
+        )
+
+
 def solve_uniform(
     instance: Instance,
     restrictions: Restrictions,
@@ -107,7 +141,9 @@ def solve_uniform(
     proven, runs, skipped, infeasible = True, 0, 0, 0
     lower: float | None = math.inf  # least bound over the pairs (None: some pair has none)
     method = "dp"
+    shown = _PairProgress(bool(options.get("progress")), len(order), mode)
     for t, d in order:
+        shown.update(runs + skipped, skipped, best)
         if best is not None and bounds[t, d] > best.value * (1 + _SKIP_MARGIN):
             skipped += 1
             continue
@@ -129,6 +165,9 @@ def solve_uniform(
             lower = min(lower, sol.bound)
         if sol.plan is not None and (best is None or sol.value < best.value):
             best = sol
+    shown.update(
+        runs + skipped, skipped, best, end="" if proven else " (stopped by the time limit)"
+    )
     info = {
         "uniform": {
             "pairs": len(pairs),

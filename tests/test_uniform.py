@@ -296,3 +296,27 @@ def test_the_pair_bound_counts_stages_side_by_side_under_graph_pipelining():
     assert seq == pytest.approx(work / 2) and graph == pytest.approx(work / 6)
     sol = run_method(inst, "dp", UNIFORM, mode=Mode(pipeline="graph"))
     assert sol.value == pytest.approx(solve_brute(inst, UNIFORM, mode=Mode(pipeline="graph")).value)
+
+
+def test_uniform_progress_lines_on_stderr_and_the_time_limit(tmp_path):
+    # --uniform runs the DP once per (t, d) pair: thousands of pairs at a large K and N, so
+    # --progress says how far it got (on stderr, a terminal or not); --time-limit stops it
+    # between pairs (here before the first) and the last line says so
+    from builders import cli as run_cli
+
+    path = tmp_path / "small.json"
+    inst = random_instance("chain", 5, seed=2, t_values=(1, 2), K=8, N=4)
+    save_instance(inst, path)
+    n = len(Restrictions(uniform=True).uniform_pairs(inst))
+    r = run_cli("solve", path, "--uniform", "--progress")
+    lines = [line for line in r.stderr.splitlines() if line.startswith("uniform: ")]
+    assert lines[0] == f"uniform: {n} (t, d) pairs to try, by their lower bound", r.stderr
+    assert lines[-1].startswith(f"uniform: {n} of {n} pairs done ("), lines
+    assert "stopped" not in lines[-1] and "best TPS " in lines[-1], lines
+    assert "uniform: " not in run_cli("solve", path, "--uniform", "--no-progress").stderr
+    r = run_cli("solve", path, "--uniform", "--progress", "--time-limit", "0", code=3)
+    lines = [line for line in r.stderr.splitlines() if line.startswith("uniform: ")]
+    assert lines[-1].startswith(f"uniform: 0 of {n} pairs done (0 skipped by the bound), no "), (
+        lines
+    )
+    assert lines[-1].endswith("(stopped by the time limit)") and "optimal" not in r.stdout, r.stdout
