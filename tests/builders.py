@@ -145,3 +145,39 @@ def certify_stand_in(inst, answer_of, restrictions=Restrictions(), mode=DEFAULT_
         info={},
     )
     return sol, ref
+
+
+#: How long the process tests wait for a condition: far more than it takes even on a loaded
+#: machine (a load of 26 on 2 cores made 5, 10 and 20 s too short); a bound on waiting, not
+#: an assertion on speed.
+PATIENCE = 300.0
+
+
+def wait_until(condition, seconds: float = PATIENCE, interval: float = 0.05) -> bool:
+    """Poll ``condition()`` until it is true (True) or ``seconds`` have passed (False)."""
+    import time
+
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(interval)
+    return True
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie waiting for its reaper does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def read_pid(path) -> int | None:
+    """The process id a shell wrote to ``path`` (None until it is there in whole)."""
+    try:
+        text = open(path).read()
+    except OSError:
+        return None
+    return int(text) if text.endswith("\n") and text.strip().isdigit() else None
