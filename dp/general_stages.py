@@ -184,11 +184,14 @@ class GeneralStages:
         ns = len(Cs)
         seqs = []
         limits = np.empty(ns)
+        item_of, nbr = self.item_of, self.nbr
         for s, C in enumerate(Cs):
             groups: dict[int, int] = {}  # item id -> copies, in order of first appearance
             n = 0
             for i in bits(C):
-                it = self._item(i, t, C)
+                it = item_of.get((i, t, C & nbr[i]))
+                if it is None:
+                    it = self._item(i, t, C)
                 groups[it] = groups.get(it, 0) + 1
                 n += 1
             seqs.append(list(groups.items()))

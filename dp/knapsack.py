@@ -32,6 +32,7 @@ __all__ = [
     "pareto_mask",
     "pareto_order",
     "pareto_orders",
+    "segment_lex_order",
     "two_column_order",
     "two_column_orders",
     "segment_xy_order",
@@ -369,6 +370,27 @@ def segment_staircase(rs: np.ndarray, y: np.ndarray) -> np.ndarray:
     return keep
 
 
+def segment_lex_order(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    """The order of ``np.lexsort`` by (``seg``, ``cols[:, 0]``, ..., ``cols[:, k - 1]``),
+    ties by input order. When no two rows of one array (one ``seg`` value) share their
+    first column, that order is decided by (seg, first column) alone: two stable sorts
+    instead of k + 1; else ``np.lexsort`` itself.
+
+    Examples
+    --------
+    >>> cols = np.array([[2.0, 0.0], [1.0, 5.0], [3.0, 1.0], [1.0, 4.0]])
+    >>> segment_lex_order(cols, np.array([0, 0, 1, 1])).tolist()
+    [1, 0, 3, 2]
+    """
+    order = np.argsort(cols[:, 0], kind="stable")
+    order = order[np.argsort(seg[order], kind="stable")]
+    s, c = seg[order], cols[order, 0]
+    if ((s[1:] == s[:-1]) & (c[1:] == c[:-1])).any():
+        k = cols.shape[1]
+        return np.lexsort(tuple(cols[:, j] for j in range(k - 1, -1, -1)) + (seg,))
+    return order
+
+
 def pareto_orders(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:
     """The indices of the rows :func:`pareto_mask` keeps in each of many arrays, by array
     and then in lexicographic order of the columns (ties: input order). ``cols`` (n x k,
@@ -384,7 +406,7 @@ def pareto_orders(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     k = cols.shape[1]
-    order = np.lexsort(tuple(cols[:, j] for j in range(k - 1, -1, -1)) + (seg,))
+    order = segment_lex_order(cols, seg)
     sg = seg[order]
     starts = run_starts(sg)
     # the first column holds by the order; a column constant in every array decides nothing
@@ -746,7 +768,11 @@ def exact_choices_at(items: Sequence[Item], y: int, M: float):
                     best_p = q[1]
         else:
             for q in new:
-                if not any(p[1] <= q[1] and p[2] <= q[2] and p[3] <= q[3] for p in kept):
+                _, qP, qE, qW, _, _ = q
+                for p in kept:
+                    if p[1] <= qP and p[2] <= qE and p[3] <= qW:
+                        break
+                else:
                     kept.append(q)
         levels.append((points, positions, combos))
         points = kept
