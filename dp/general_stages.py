@@ -24,6 +24,7 @@ from dp.knapsack import (
     group_points,
     pareto_orders,
     run_starts,
+    segment_lex_order,
     stage_tps_from_sums,
     y_capacity_and_memory,
 )
@@ -294,7 +295,7 @@ class GeneralStages:
             yc = np.minimum(maybe, cap)
             # the staircase of each stage (dp.table_arrays.staircase): by cost, larger
             # capacity first, the points whose capacity rises above every earlier one's
-            order = np.lexsort((-yc, cost, seg))
+            order = segment_lex_order(np.column_stack((cost, -yc)), seg)
             yo, so = yc[order], seg[order]
             best = np.maximum.accumulate(yo + so * S1) - so * S1
             rise = np.ones(len(yo), dtype=bool)
