@@ -411,7 +411,7 @@ def test_campaign_greedy_gap_runs_only_when_asked(tmp_path):
     assert all(r["greedy_tps"] is None and r["greedy_gap_run"] is False for r in records)
     assert off["greedy_gap"] == {"count": 0, "not_run": 4}
     assert off["verdicts"] == on["verdicts"]  # the methods' verdicts do not depend on it
-    assert "greedy rule's gap: not measured (4 instances; --greedy-gap" in "\n".join(
+    assert "greedy rule's gap: not measured on 4 instances (--greedy-gap measures it)" in "\n".join(
         summary_lines(off)
     )
     with pytest.raises(InputError, match="greedy_gap"):  # resume with the other setting
@@ -419,8 +419,8 @@ def test_campaign_greedy_gap_runs_only_when_asked(tmp_path):
     args = ["campaign", "--count", "2", "--families", "chain", "--nodes", "3-4"]
     args += ["--methods", "dp", "--no-progress", "--out"]
     for flag, line in (
-        ("--no-greedy-gap", "greedy rule's gap: not measured (2 instances"),  # the default
-        (None, "greedy rule's gap: not measured (2 instances"),
+        ("--no-greedy-gap", "greedy rule's gap: not measured on 2 instances"),  # the default
+        (None, "greedy rule's gap: not measured on 2 instances"),
         ("--greedy-gap", "greedy rule vs optimum over "),
     ):
         result = CliRunner().invoke(

@@ -589,8 +589,8 @@ def summary_lines(summary: dict) -> list[str]:
         )
     elif g.get("not_run"):
         lines.append(
-            f"greedy rule's gap: not measured ({g['not_run']} instances; --greedy-gap, or "
-            "greedy_gap=True, also runs Piper's greedy rule and measures it)"
+            f"greedy rule's gap: not measured on {g['not_run']} instances (--greedy-gap "
+            "measures it)"
         )
     else:
         lines.append("greedy rule: no instance with both a proven optimum and a greedy plan")
