@@ -720,10 +720,14 @@ def exact_choice(
     return None if kept is None else cheapest_choice(kept, len(items), d, N, B)
 
 
-def exact_choices_at(items: Sequence[Item], y: int, M: float):
+def exact_choices_at(items: Sequence[Item], y: int, M: float, memo: dict | None = None):
     """The option choices of :func:`exact_choice` that fit at ``y`` and that no other
     choice beats in P, E and W with no more exact memory, as an opaque value for
-    :func:`cheapest_choice` (the same for every d); None when no choice fits."""
+    :func:`cheapest_choice` (the same for every d); None when no choice fits.
+
+    ``memo``, a dict kept by the caller (e.g. per solve), remembers each group of
+    identical items' choices and their P, E, W sums (:func:`_group_sums`), and their exact
+    memory sums per y; the answer is the same with or without it."""
     groups: dict[Item, list[int]] = {}
     for pos, it in enumerate(items):
         groups.setdefault(it, []).append(pos)
@@ -734,20 +738,18 @@ def exact_choices_at(items: Sequence[Item], y: int, M: float):
     levels: list[tuple[list[tuple], list[int], list[tuple]]] = []
     for it, positions in groups.items():
         k = len(positions)
-        mems = [_fixed(a * y) + _fixed(b) for (p, e, w, a, b) in it]
-        L = len(it)
-        combos = list(itertools.combinations_with_replacement(range(L), k)) if L > 1 else [(0,) * k]
-        gpts = []
-        for combo in combos:
-            cnt = [combo.count(l) for l in range(L)]
-            gpts.append(
-                (
-                    sum(c * m for c, m in zip(cnt, mems)),
-                    math.fsum(c * o[0] for c, o in zip(cnt, it)),
-                    math.fsum(c * o[1] for c, o in zip(cnt, it)),
-                    math.fsum(c * o[2] for c, o in zip(cnt, it)),
-                )
-            )
+        got = None if memo is None else memo.get((it, k))
+        if got is None:
+            got = (*_group_sums(it, k), {})
+            if memo is not None:
+                memo[(it, k)] = got
+        combos, counts, sums, at_y = got
+        gpts = at_y.get(y)
+        if gpts is None:
+            mems = [_fixed(a * y) + _fixed(b) for (p, e, w, a, b) in it]
+            gpts = at_y[y] = [
+                (sum(c * m for c, m in zip(cnt, mems)), *pew) for cnt, pew in zip(counts, sums)
+            ]
         new = []
         for pi, (m0, P0, E0, W0, _, _) in enumerate(points):
             for gi, (m1, P1, E1, W1) in enumerate(gpts):
@@ -777,6 +779,25 @@ def exact_choices_at(items: Sequence[Item], y: int, M: float):
         levels.append((points, positions, combos))
         points = kept
     return points, levels
+
+
+def _group_sums(it: Item, k: int) -> tuple[list, list, list]:
+    """The choices of k identical items ``it`` for :func:`exact_choices_at`: "j_l of them
+    take option l" as sorted option indices, the counts j_l, and the ``math.fsum`` of
+    their P, E and W.
+
+    Examples
+    --------
+    >>> it = ((1.0, 0.0, 5.0, 2.0, 0.0), (3.0, 0.0, 0.0, 1.0, 0.0))
+    >>> combos, counts, sums = _group_sums(it, 2)
+    >>> combos, counts[1], sums[1]
+    ([(0, 0), (0, 1), (1, 1)], [1, 1], (4.0, 0.0, 5.0))
+    """
+    L = len(it)
+    combos = list(itertools.combinations_with_replacement(range(L), k)) if L > 1 else [(0,) * k]
+    counts = [[combo.count(l) for l in range(L)] for combo in combos]
+    sums = [tuple(math.fsum(c * o[j] for c, o in zip(cnt, it)) for j in range(3)) for cnt in counts]
+    return combos, counts, sums
 
 
 def cheapest_choice(
