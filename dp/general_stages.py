@@ -24,6 +24,7 @@ from dp.knapsack import (
     group_points,
     pareto_orders,
     run_starts,
+    segment_lex_order,
     stage_tps_from_sums,
     y_capacity_and_memory,
 )
@@ -184,11 +185,14 @@ class GeneralStages:
         ns = len(Cs)
         seqs = []
         limits = np.empty(ns)
+        item_of, nbr = self.item_of, self.nbr
         for s, C in enumerate(Cs):
             groups: dict[int, int] = {}  # item id -> copies, in order of first appearance
             n = 0
             for i in bits(C):
-                it = self._item(i, t, C)
+                it = item_of.get((i, t, C & nbr[i]))
+                if it is None:
+                    it = self._item(i, t, C)
                 groups[it] = groups.get(it, 0) + 1
                 n += 1
             seqs.append(list(groups.items()))
@@ -291,7 +295,7 @@ class GeneralStages:
             yc = np.minimum(maybe, cap)
             # the staircase of each stage (dp.table_arrays.staircase): by cost, larger
             # capacity first, the points whose capacity rises above every earlier one's
-            order = np.lexsort((-yc, cost, seg))
+            order = segment_lex_order(np.column_stack((cost, -yc)), seg)
             yo, so = yc[order], seg[order]
             best = np.maximum.accumulate(yo + so * S1) - so * S1
             rise = np.ones(len(yo), dtype=bool)

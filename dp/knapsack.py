@@ -32,6 +32,7 @@ __all__ = [
     "pareto_mask",
     "pareto_order",
     "pareto_orders",
+    "segment_lex_order",
     "two_column_order",
     "two_column_orders",
     "segment_xy_order",
@@ -369,6 +370,27 @@ def segment_staircase(rs: np.ndarray, y: np.ndarray) -> np.ndarray:
     return keep
 
 
+def segment_lex_order(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    """The order of ``np.lexsort`` by (``seg``, ``cols[:, 0]``, ..., ``cols[:, k - 1]``),
+    ties by input order. When no two rows of one array (one ``seg`` value) share their
+    first column, that order is decided by (seg, first column) alone: two stable sorts
+    instead of k + 1; else ``np.lexsort`` itself.
+
+    Examples
+    --------
+    >>> cols = np.array([[2.0, 0.0], [1.0, 5.0], [3.0, 1.0], [1.0, 4.0]])
+    >>> segment_lex_order(cols, np.array([0, 0, 1, 1])).tolist()
+    [1, 0, 3, 2]
+    """
+    order = np.argsort(cols[:, 0], kind="stable")
+    order = order[np.argsort(seg[order], kind="stable")]
+    s, c = seg[order], cols[order, 0]
+    if ((s[1:] == s[:-1]) & (c[1:] == c[:-1])).any():
+        k = cols.shape[1]
+        return np.lexsort(tuple(cols[:, j] for j in range(k - 1, -1, -1)) + (seg,))
+    return order
+
+
 def pareto_orders(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:
     """The indices of the rows :func:`pareto_mask` keeps in each of many arrays, by array
     and then in lexicographic order of the columns (ties: input order). ``cols`` (n x k,
@@ -384,7 +406,7 @@ def pareto_orders(cols: np.ndarray, seg: np.ndarray) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     k = cols.shape[1]
-    order = np.lexsort(tuple(cols[:, j] for j in range(k - 1, -1, -1)) + (seg,))
+    order = segment_lex_order(cols, seg)
     sg = seg[order]
     starts = run_starts(sg)
     # the first column holds by the order; a column constant in every array decides nothing
@@ -698,10 +720,14 @@ def exact_choice(
     return None if kept is None else cheapest_choice(kept, len(items), d, N, B)
 
 
-def exact_choices_at(items: Sequence[Item], y: int, M: float):
+def exact_choices_at(items: Sequence[Item], y: int, M: float, memo: dict | None = None):
     """The option choices of :func:`exact_choice` that fit at ``y`` and that no other
     choice beats in P, E and W with no more exact memory, as an opaque value for
-    :func:`cheapest_choice` (the same for every d); None when no choice fits."""
+    :func:`cheapest_choice` (the same for every d); None when no choice fits.
+
+    ``memo``, a dict kept by the caller (e.g. per solve), remembers each group of
+    identical items' choices and their P, E, W sums (:func:`_group_sums`), and their exact
+    memory sums per y; the answer is the same with or without it."""
     groups: dict[Item, list[int]] = {}
     for pos, it in enumerate(items):
         groups.setdefault(it, []).append(pos)
@@ -712,20 +738,18 @@ def exact_choices_at(items: Sequence[Item], y: int, M: float):
     levels: list[tuple[list[tuple], list[int], list[tuple]]] = []
     for it, positions in groups.items():
         k = len(positions)
-        mems = [_fixed(a * y) + _fixed(b) for (p, e, w, a, b) in it]
-        L = len(it)
-        combos = list(itertools.combinations_with_replacement(range(L), k)) if L > 1 else [(0,) * k]
-        gpts = []
-        for combo in combos:
-            cnt = [combo.count(l) for l in range(L)]
-            gpts.append(
-                (
-                    sum(c * m for c, m in zip(cnt, mems)),
-                    math.fsum(c * o[0] for c, o in zip(cnt, it)),
-                    math.fsum(c * o[1] for c, o in zip(cnt, it)),
-                    math.fsum(c * o[2] for c, o in zip(cnt, it)),
-                )
-            )
+        got = None if memo is None else memo.get((it, k))
+        if got is None:
+            got = (*_group_sums(it, k), {})
+            if memo is not None:
+                memo[(it, k)] = got
+        combos, counts, sums, at_y = got
+        gpts = at_y.get(y)
+        if gpts is None:
+            mems = [_fixed(a * y) + _fixed(b) for (p, e, w, a, b) in it]
+            gpts = at_y[y] = [
+                (sum(c * m for c, m in zip(cnt, mems)), *pew) for cnt, pew in zip(counts, sums)
+            ]
         new = []
         for pi, (m0, P0, E0, W0, _, _) in enumerate(points):
             for gi, (m1, P1, E1, W1) in enumerate(gpts):
@@ -746,11 +770,34 @@ def exact_choices_at(items: Sequence[Item], y: int, M: float):
                     best_p = q[1]
         else:
             for q in new:
-                if not any(p[1] <= q[1] and p[2] <= q[2] and p[3] <= q[3] for p in kept):
+                _, qP, qE, qW, _, _ = q
+                for p in kept:
+                    if p[1] <= qP and p[2] <= qE and p[3] <= qW:
+                        break
+                else:
                     kept.append(q)
         levels.append((points, positions, combos))
         points = kept
     return points, levels
+
+
+def _group_sums(it: Item, k: int) -> tuple[list, list, list]:
+    """The choices of k identical items ``it`` for :func:`exact_choices_at`: "j_l of them
+    take option l" as sorted option indices, the counts j_l, and the ``math.fsum`` of
+    their P, E and W.
+
+    Examples
+    --------
+    >>> it = ((1.0, 0.0, 5.0, 2.0, 0.0), (3.0, 0.0, 0.0, 1.0, 0.0))
+    >>> combos, counts, sums = _group_sums(it, 2)
+    >>> combos, counts[1], sums[1]
+    ([(0, 0), (0, 1), (1, 1)], [1, 1], (4.0, 0.0, 5.0))
+    """
+    L = len(it)
+    combos = list(itertools.combinations_with_replacement(range(L), k)) if L > 1 else [(0,) * k]
+    counts = [[combo.count(l) for l in range(L)] for combo in combos]
+    sums = [tuple(math.fsum(c * o[j] for c, o in zip(cnt, it)) for j in range(3)) for cnt in counts]
+    return combos, counts, sums
 
 
 def cheapest_choice(

@@ -41,8 +41,11 @@ class OptionChoices:
         self.greedy = greedy
         self.ids = instance.node_ids
         self.memo: dict[tuple[int, int, int, int], tuple[float, dict[int, Option]] | None] = {}
-        # exact mode: the choices kept at (C, t, y), the same for every d
+        # exact mode: the choices kept at (C, t, y), the same for every d; the items of
+        # (C, t), the same for every y; the groups' sums (dp.knapsack.exact_choices_at)
         self.kept_at: dict[tuple[int, int, int], tuple | None] = {}
+        self.items_at: dict[tuple[int, int], list] = {}
+        self.group_memo: dict = {}
         self.computed: list[tuple[int, int, int, int]] = []
 
     def __len__(self) -> int:
@@ -78,9 +81,10 @@ class OptionChoices:
         else:
             kept = self.kept_at.get((C, t, y), False)
             if kept is False:
-                kept = self.kept_at[(C, t, y)] = exact_choices_at(
-                    stage_items(inst, nodes, t), y, inst.M
-                )
+                items = self.items_at.get((C, t))
+                if items is None:
+                    items = self.items_at[(C, t)] = stage_items(inst, nodes, t)
+                kept = self.kept_at[(C, t, y)] = exact_choices_at(items, y, inst.M, self.group_memo)
             res = None if kept is None else cheapest_choice(kept, len(nodes), d, inst.N, inst.B)
             if res is None:
                 got = None

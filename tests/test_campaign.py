@@ -403,20 +403,28 @@ def test_campaign_counts_harness_errors_apart_and_the_cli_exits_1(tmp_path):
 
 def test_campaign_greedy_gap_runs_only_when_asked(tmp_path):
     kwargs = dict(families=("chain",), nodes=(3, 4), methods=("dp",), workers=1, progress=False)
-    on = run_campaign(tmp_path / "on", 4, 2, **kwargs)
+    on = run_campaign(tmp_path / "on", 4, 2, greedy_gap=True, **kwargs)
     assert on["greedy_gap"]["count"] > 0 and on["greedy_gap"]["not_run"] == 0
-    off = run_campaign(tmp_path / "off", 4, 2, greedy_gap=False, **kwargs)
+    assert any(r["greedy_tps"] is not None for r in read_results(tmp_path / "on"))
+    off = run_campaign(tmp_path / "off", 4, 2, **kwargs)  # the default: not run
     records = read_results(tmp_path / "off")
     assert all(r["greedy_tps"] is None and r["greedy_gap_run"] is False for r in records)
     assert off["greedy_gap"] == {"count": 0, "not_run": 4}
     assert off["verdicts"] == on["verdicts"]  # the methods' verdicts do not depend on it
-    assert "greedy rule: not run on 4 instances" in "\n".join(summary_lines(off))
-    with pytest.raises(InputError, match="greedy_gap"):  # resume with the other setting
-        run_campaign(tmp_path / "off", 4, 2, resume=True, **kwargs)
-    result = CliRunner().invoke(
-        app,
-        ["campaign", "--out", str(tmp_path / "cli"), "--count", "2", "--families", "chain"]
-        + ["--nodes", "3-4", "--methods", "dp", "--no-greedy-gap", "--no-progress"],
+    assert "greedy rule's gap: not measured on 4 instances (--greedy-gap measures it)" in "\n".join(
+        summary_lines(off)
     )
-    assert result.exit_code == 0, result.output
-    assert "greedy rule: not run on 2 instances" in result.output
+    with pytest.raises(InputError, match="greedy_gap"):  # resume with the other setting
+        run_campaign(tmp_path / "off", 4, 2, resume=True, greedy_gap=True, **kwargs)
+    args = ["campaign", "--count", "2", "--families", "chain", "--nodes", "3-4"]
+    args += ["--methods", "dp", "--no-progress", "--out"]
+    for flag, line in (
+        ("--no-greedy-gap", "greedy rule's gap: not measured on 2 instances"),  # the default
+        (None, "greedy rule's gap: not measured on 2 instances"),
+        ("--greedy-gap", "greedy rule vs optimum over "),
+    ):
+        result = CliRunner().invoke(
+            app, args + [str(tmp_path / f"cli{flag}")] + [flag] * bool(flag)
+        )
+        assert result.exit_code == 0, result.output
+        assert line in result.output, result.output

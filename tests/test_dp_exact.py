@@ -1012,3 +1012,33 @@ def test_cost_profile_is_each_groups_cost_at_every_s(case):
             else:
                 want = float(row_low[r]) if min(d * int(row_top[r]), W - 1) >= s_ else math.inf
             assert prof[g, s_] == want, (g, s_, prof[g, s_], want)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_exact_choices_at_with_a_shared_memo_is_the_same_as_without(seed):
+    """The memo of exact_choices_at (each group's sums, and its exact memory per y) serves
+    other stages and other y: groups of identical items of several sizes, y from 1 to 5,
+    one memo for every call; each answer must be what a call without memo gives."""
+    from dp.knapsack import exact_choices_at
+
+    rng = random.Random(seed)
+    kinds = [
+        tuple(
+            (
+                rng.choice([1.0, 2.5, 0.1]),
+                rng.choice([0.0, 3.0]),
+                rng.choice([0.0, 7.0]),
+                rng.choice([1.0, 2.0, 0.3]),
+                rng.choice([0.0, 4.0]),
+            )
+            for _ in range(rng.randint(1, 3))
+        )
+        for _ in range(4)
+    ]
+    memo: dict = {}
+    for _ in range(30):
+        items = [rng.choice(kinds) for _ in range(rng.randint(1, 7))]
+        M = rng.choice([6.0, 12.0, 30.0])
+        for y in rng.sample(range(1, 6), 3):
+            assert exact_choices_at(items, y, M, memo) == exact_choices_at(items, y, M)
+    assert memo  # the memo was used
