@@ -54,6 +54,7 @@ __all__ = [
     "RuleDetail",
     "greedy_rule_rows",
     "same_order",
+    "same_walk",
     "rewalk",
     "greedy_rule_grid",
     "greedy_choice",
@@ -430,6 +431,55 @@ def same_order(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
     o = info.order
     ok = (r[:, 1:] > r[:, :-1]) | ((r[:, 1:] == r[:, :-1]) & (o[:, 1:] > o[:, :-1]))
     return ok.all(axis=1)
+
+
+def same_walk(delta: np.ndarray, info: RuleDetail, count: np.ndarray) -> np.ndarray:
+    """Whether the walk of each row of ``info`` switches the same nodes with other costs,
+    decided from the walk's order alone (a sufficient condition, weaker than
+    :func:`same_order`).
+
+    Parameters
+    ----------
+    delta : (len(info.rows), n) array
+        The other c_O - c_F per node of each walked row (same F and O, same memory).
+    info : RuleDetail
+        From :func:`greedy_rule_rows`.
+    count : (len(info.rows),) array of int
+        How many nodes each row's walk switched (the first ``count`` of ``info.order``).
+
+    Returns
+    -------
+    (len(info.rows),) bool array
+        True where, with ``delta``'s ratios, every node of the walk's first ``count``
+        comes strictly before every node after them, and every run of equal savings
+        among the first ``count`` strictly before the later ones. The walk with
+        ``delta`` then meets the same savings in the same order up to its stop (a
+        reordering within a run of equal savings subtracts the same floats), so it
+        stops at the same step and switches the same nodes. False says nothing.
+
+    Examples
+    --------
+    Two nodes with equal savings swap places; the walk switches both either way.
+
+    >>> info = RuleDetail(np.array([0]), np.array([[0, 1, 2]]), np.array([[2.0, 2.0, 1.0]]),
+    ...     np.array([[True, True, True]]), np.array([3.0]))
+    >>> same_walk(np.array([[2.0, 1.0, 9.0]]), info, np.array([2])).tolist()
+    [True]
+    >>> same_walk(np.array([[2.0, 9.0, 1.0]]), info, np.array([2])).tolist()
+    [False]
+    """
+    o = info.order
+    R, n = o.shape
+    if n < 2:
+        return np.ones(R, dtype=bool)
+    r = np.take_along_axis(_ratios(delta, info.sav, info.valid), o, axis=1)
+    sv = np.take_along_axis(info.sav, o, axis=1)
+    head = np.maximum.accumulate(r, axis=1)[:, :-1]  # over positions < j
+    tail = np.minimum.accumulate(r[:, ::-1], axis=1)[:, ::-1][:, 1:]  # over positions >= j
+    j = np.arange(1, n)[None, :]
+    k = np.asarray(count)[:, None]
+    cut = (j == k) | ((j < k) & (sv[:, 1:] != sv[:, :-1]))
+    return ~np.any(cut & ~(head < tail), axis=1)
 
 
 def greedy_rule_grid(cols: tuple, ys: np.ndarray, M: float) -> tuple[np.ndarray, np.ndarray]:

@@ -29,6 +29,7 @@ from dp.greedy_rule import (
     rewalk,
     running_sum,
     same_order,
+    same_walk,
 )
 from dp.knapsack import stage_tps_from_sums
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
@@ -398,7 +399,9 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
         return
     sub = info.subset(k_at)
     delta_at = delta[g[k_at], :, j_at]
-    keep = ~same_order(delta_at, sub)
+    keep = ~same_walk(delta_at, sub, sw[sub.rows].sum(axis=1))
+    if keep.any():  # (exact ties, which same_walk leaves open)
+        keep[keep] = ~same_order(delta_at[keep], sub.subset(keep))
     if not keep.any():
         return
     # another order: walk again; another choice: the rule at this d on those rows
