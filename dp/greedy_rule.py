@@ -53,6 +53,7 @@ __all__ = [
     "greedy_last_y",
     "RuleDetail",
     "greedy_rule_rows",
+    "walk_ratios",
     "same_order",
     "same_walk",
     "rewalk",
@@ -362,7 +363,7 @@ def greedy_rule_rows(
         mFr, mOr = mF[rows], mO[rows]
         sav = mFr - mOr
         valid = sav > GREEDY_EPS
-        order = np.argsort(_ratios(delta[rows], sav, valid), axis=1, kind="stable")
+        order = np.argsort(walk_ratios(delta[rows], sav, valid), axis=1, kind="stable")
         # (ties by node position: one O per node)
         sw = _walk(order, sav, valid, sumF[rows] - M)
         switched[rows] = sw
@@ -372,8 +373,9 @@ def greedy_rule_rows(
     return (switched, feasible, info) if detail else (switched, feasible)
 
 
-def _ratios(delta: np.ndarray, sav: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """r = delta / (m_F - m_O) where the saving counts, inf elsewhere."""
+def walk_ratios(delta: np.ndarray, sav: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """The walk's ratios r = delta / (m_F - m_O) where the saving counts (``valid``),
+    inf elsewhere (arrays of one shape)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(valid, delta / np.where(valid, sav, 1.0), np.inf)
 
@@ -406,7 +408,7 @@ def rewalk(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
     ``delta`` where it walks. Whether that choice fits exactly depends on the choice and
     memory alone, not on the costs.
     """
-    order = np.argsort(_ratios(delta, info.sav, info.valid), axis=1, kind="stable")
+    order = np.argsort(walk_ratios(delta, info.sav, info.valid), axis=1, kind="stable")
     return _walk(order, info.sav, info.valid, info.excess)
 
 
@@ -427,7 +429,7 @@ def same_order(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
         ``delta`` gives (non-decreasing, equal ratios by node position): the walk, and so
         the rule's outcome, is then the same with ``delta``.
     """
-    r = np.take_along_axis(_ratios(delta, info.sav, info.valid), info.order, axis=1)
+    r = np.take_along_axis(walk_ratios(delta, info.sav, info.valid), info.order, axis=1)
     o = info.order
     ok = (r[:, 1:] > r[:, :-1]) | ((r[:, 1:] == r[:, :-1]) & (o[:, 1:] > o[:, :-1]))
     return ok.all(axis=1)
@@ -451,8 +453,9 @@ def same_walk(delta: np.ndarray, info: RuleDetail, count: np.ndarray) -> np.ndar
     -------
     (len(info.rows),) bool array
         True where, with ``delta``'s ratios, every node of the walk's first ``count``
-        comes strictly before every node after them, and every run of equal savings
-        among the first ``count`` strictly before the later ones. The walk with
+        comes before every node after them, and every run of equal savings among the
+        first ``count`` before the later ones, in the walk's order (ascending ratio,
+        equal ratios by position). The walk with
         ``delta`` then meets the same savings in the same order up to its stop (a
         reordering within a run of equal savings subtracts the same floats), so it
         stops at the same step and switches the same nodes. False says nothing.
@@ -470,16 +473,31 @@ def same_walk(delta: np.ndarray, info: RuleDetail, count: np.ndarray) -> np.ndar
     """
     o = info.order
     R, n = o.shape
+    ok = np.ones(R, dtype=bool)
     if n < 2:
-        return np.ones(R, dtype=bool)
-    r = np.take_along_axis(_ratios(delta, info.sav, info.valid), o, axis=1)
+        return ok
+    r = np.take_along_axis(walk_ratios(delta, info.sav, info.valid), o, axis=1)
     sv = np.take_along_axis(info.sav, o, axis=1)
-    head = np.maximum.accumulate(r, axis=1)[:, :-1]  # over positions < j
-    tail = np.minimum.accumulate(r[:, ::-1], axis=1)[:, ::-1][:, 1:]  # over positions >= j
-    j = np.arange(1, n)[None, :]
-    k = np.asarray(count)[:, None]
-    cut = (j == k) | ((j < k) & (sv[:, 1:] != sv[:, :-1]))
-    return ~np.any(cut & ~(head < tail), axis=1)
+    k = np.asarray(count)
+    # the greatest (ratio, position) before each place and the least from it on
+    head_r, head_p = np.empty((R, n - 1)), np.empty((R, n - 1), dtype=o.dtype)
+    hr, hp = r[:, 0].copy(), o[:, 0].copy()
+    for j in range(n - 1):
+        if j:
+            x, p = r[:, j], o[:, j]
+            up = (x > hr) | ((x == hr) & (p > hp))
+            hr, hp = np.where(up, x, hr), np.where(up, p, hp)
+        head_r[:, j], head_p[:, j] = hr, hp
+    tr, tp = r[:, n - 1].copy(), o[:, n - 1].copy()
+    for j in range(n - 1, 0, -1):  # place j: head_r[:, j - 1] against the least from j on
+        if j < n - 1:
+            x, p = r[:, j], o[:, j]
+            down = (x < tr) | ((x == tr) & (p < tp))
+            tr, tp = np.where(down, x, tr), np.where(down, p, tp)
+        cut = (k == j) | ((j < k) & (sv[:, j] != sv[:, j - 1]))
+        before = (head_r[:, j - 1] < tr) | ((head_r[:, j - 1] == tr) & (head_p[:, j - 1] < tp))
+        ok &= ~cut | before
+    return ok
 
 
 def greedy_rule_grid(cols: tuple, ys: np.ndarray, M: float) -> tuple[np.ndarray, np.ndarray]:

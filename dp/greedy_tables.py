@@ -28,8 +28,8 @@ from dp.greedy_rule import (
     piper_cost,
     rewalk,
     running_sum,
-    same_order,
     same_walk,
+    walk_ratios,
 )
 from dp.knapsack import stage_tps_from_sums
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
@@ -200,9 +200,11 @@ def shared_rule_runs(
     (:func:`dp.greedy_rule.greedy_last_y`, once per block) and the savings, do not, as
     long as each node's F is the same option. Per block, the rule runs at the first d
     asked for (the largest cap). At another d with the same F per node, the rule's
-    outcome at each y is the same when its walk's order is (:func:`same_order`: exactly
-    the stable order of that d's ratios, checked row by row); the runs are then the
-    first d's runs cut at that d's last y. Blocks where F or some order differs go
+    outcome at each y is the same when the nodes its walk switched still come first in
+    that d's order, the runs of equal savings among them in their order
+    (:func:`same_walk`; for certain where the ratios are far enough apart,
+    :func:`_walk_margin`); the runs are then the first d's runs cut at that d's last y.
+    Rows that switch other nodes at that d are rerun there; blocks where F differs go
     through :func:`plain_rule_runs` at their own d.
     """
     N, B, M = settings
@@ -323,47 +325,37 @@ def _cost_spread(delta: np.ndarray, ref_delta: np.ndarray, scale: np.ndarray) ->
     return e.max(axis=1) + 1e-15
 
 
-def _order_margin(info: RuleDetail, delta: np.ndarray) -> tuple:
-    """Per walked row of ``info`` (``delta`` its costs, (rows, widest)), how far the
-    walk's order is from changing at another d.
+def _walk_margin(info: RuleDetail, delta: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Per walked row of ``info`` (``delta`` its costs, (rows, widest); ``count`` the nodes
+    its walk switched), how far the walk's outcome is from changing at another d.
 
-    Returns (gap, kin): gap, the least relative gap (r_b - r_a) / r_b between neighbours
-    a, b of the order, over the pairs that are not kin ties; kin, whether some pair is.
-    A kin pair: equal savings, delta_a <= delta_b and a before b by position: a keeps
-    its place at d when delta_d,a <= delta_d,b (the ratios divide by the same saving),
-    which :func:`_delta_order_kept` ensures. Pairs with both ratios 0 (delta 0, which stays 0 where
-    kappa is finite) or r_b inf (no saving) count as inf; other equal ratios and ratios
+    Returns the least relative gap (r_b - r_a) / r_b between neighbours a, b of the
+    walk's order at the places :func:`dp.greedy_rule.same_walk` checks: after the last
+    switched node, and between runs of equal savings among the switched ones. Pairs with
+    both ratios 0 (delta 0, which stays 0 where kappa is finite) or r_b inf (no saving)
+    count as inf: the ties keep their order by position; other equal ratios and ratios
     below 1e-290 but not 0 as 0. With costs delta_d,i = scale delta_i (1 + e_i), |e_i|
-    <= kappa, a gap above 3 kappa + 1e-14 keeps each neighbour pair strictly in order
-    after rounding, so the order is the same at d.
+    <= kappa (:func:`_cost_spread`), a gap above 3 kappa + 1e-14 keeps every node before
+    such a place strictly before every node after it after rounding (the order is
+    ascending: a's ratio is the largest before it, b's the least after it), so the walk
+    at d switches the same nodes.
     """
     o = info.order
-    r = np.take_along_axis(
-        np.where(info.valid, delta / np.where(info.valid, info.sav, 1.0), np.inf), o, axis=1
-    )
-    dl = np.take_along_axis(delta, o, axis=1)
+    n = o.shape[1]
+    if n < 2:
+        return np.full(len(o), np.inf)
+    r = np.take_along_axis(walk_ratios(delta, info.sav, info.valid), o, axis=1)
+    sv = np.take_along_axis(info.sav, o, axis=1)
     ra, rb = r[:, :-1], r[:, 1:]
     with np.errstate(divide="ignore", invalid="ignore"):
         g = (rb - ra) / rb
-    tie = ra == rb
-    sv = np.take_along_axis(info.sav, o, axis=1)
-    kin = (sv[:, :-1] == sv[:, 1:]) & (dl[:, :-1] <= dl[:, 1:]) & (o[:, :-1] < o[:, 1:])
-    kin &= ra > 0
-    g = np.where(tie, np.where(ra == 0, np.inf, 0.0), g)
-    g = np.where(kin | np.isinf(rb), np.inf, g)
+    g = np.where(ra == rb, np.where(ra == 0, np.inf, 0.0), g)
+    g = np.where(np.isinf(rb), np.inf, g)
     g = np.where(((ra > 0) & (ra < 1e-290)) | ((rb > 0) & (rb < 1e-290)), 0.0, g)
-    kin &= ~np.isinf(rb)
-    return g.min(axis=1, initial=np.inf), kin.any(axis=1)
-
-
-def _delta_order_kept(delta: np.ndarray, ref_delta: np.ndarray) -> np.ndarray:
-    """Per block and d (``delta`` (blocks, widest, D), ``ref_delta`` (blocks, widest)):
-    whether delta_d never falls along the block's nodes ordered by delta at the first d,
-    then by position; so any two nodes a, b with delta_a <= delta_b at the first d and a
-    before b have delta_d,a <= delta_d,b."""
-    order = np.argsort(ref_delta, axis=1, kind="stable")
-    dd = np.take_along_axis(delta, order[:, :, None], axis=1)
-    return ~np.any(dd[:, 1:, :] < dd[:, :-1, :], axis=1)
+    j = np.arange(1, n)[None, :]
+    k = count[:, None]
+    cut = (j == k) | ((j < k) & (sv[:, 1:] != sv[:, :-1]))
+    return np.where(cut, g, np.inf).min(axis=1)
 
 
 def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: float):
@@ -374,12 +366,12 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     and the chunk's blocks and last y; ``info`` its walked rows; ``delta`` (blocks, widest,
     D) the costs at every d; ``scale`` (blocks, D) d_ref / d; ``eligible`` (blocks, D)
     which d to check; ``y_d`` (blocks, D) the last y per d. A walked row decides alike at
-    d when its order stays: for certain where the row's gap (:func:`_order_margin`) is
-    above 3 kappa + 1e-14 (:func:`_cost_spread`) and it has no kin pair or the block keeps
-    its delta order at d (:func:`_delta_order_kept`), else as :func:`same_order` finds;
-    the others are rerun at that d. Yields, per d and blocks where some row decides
-    otherwise, (d index, the blocks, their runs at that d as :func:`_runs_of` gives
-    them)."""
+    d when the nodes it switched still come first: for certain where the row's gap
+    (:func:`_walk_margin`) is above 3 kappa + 1e-14 (:func:`_cost_spread`), else as
+    :func:`same_walk` finds; the others are walked
+    again at that d, and rerun where they switch other nodes. Yields, per d and blocks
+    where some row decides otherwise, (d index, the blocks, their runs at that d as
+    :func:`_runs_of` gives them)."""
     sw, feas, g_row, y_row, block, ys = ref_out
     g = g_row[info.rows]
     wanted = eligible[g] & (y_row[info.rows][:, None] <= y_d[g])
@@ -388,20 +380,18 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
         return
     info = info.subset(has)
     g, wanted = g[has], wanted[has]
-    gap, kin = _order_margin(info, block[g, :, 0])
+    count = sw[info.rows].sum(axis=1)
+    gap = _walk_margin(info, block[g, :, 0], count)
     blocks = sorted_unique(g)
     at = np.searchsorted(blocks, g)
     kappa = _cost_spread(delta[blocks], block[blocks, :, 0], scale[blocks])[at]
-    tie_ok = _delta_order_kept(delta[blocks], block[blocks, :, 0])[at]
-    unsure = (gap[:, None] <= 3.0 * kappa + 1e-14) | (kin[:, None] & ~tie_ok)
+    unsure = gap[:, None] <= 3.0 * kappa + 1e-14
     k_at, j_at = np.nonzero(wanted & unsure)
     if not len(k_at):
         return
     sub = info.subset(k_at)
     delta_at = delta[g[k_at], :, j_at]
-    keep = ~same_walk(delta_at, sub, sw[sub.rows].sum(axis=1))
-    if keep.any():  # (exact ties, which same_walk leaves open)
-        keep[keep] = ~same_order(delta_at[keep], sub.subset(keep))
+    keep = ~same_walk(delta_at, sub, count[k_at])
     if not keep.any():
         return
     # another order: walk again; another choice: the rule at this d on those rows
