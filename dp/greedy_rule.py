@@ -57,6 +57,7 @@ __all__ = [
     "same_order",
     "same_walk",
     "rewalk",
+    "choice_fits",
     "greedy_rule_grid",
     "greedy_choice",
     "greedy_choice_over_y",
@@ -367,10 +368,52 @@ def greedy_rule_rows(
         # (ties by node position: one O per node)
         sw = _walk(order, sav, valid, sumF[rows] - M)
         switched[rows] = sw
-        estH = np.where(sw, mOr, mFr).sum(axis=1)
-        feasible[rows] = fits_by_estimate(estH, 2 * n, M, lambda k: terms(int(rows[k]), sw[k]))
+        feasible[rows] = _fits(sw, ayF[rows], bF[rows], ayO[rows], bO[rows], mFr, mOr, M)
         info = RuleDetail(rows, order, sav, valid, sumF[rows] - M)
     return (switched, feasible, info) if detail else (switched, feasible)
+
+
+def choice_fits(
+    switched: np.ndarray,
+    aF: np.ndarray,
+    bF: np.ndarray,
+    aO: np.ndarray,
+    bO: np.ndarray,
+    y: np.ndarray,
+    M: float,
+) -> np.ndarray:
+    """Whether each row's choice fits exactly (sec. 7): the ``fsum`` of the a y and b
+    terms of F, or of O where ``switched``, is <= M.
+
+    Parameters
+    ----------
+    switched : (R, n) bool array
+    aF, bF, aO, bO : (R, n) arrays
+        As :func:`greedy_rule_rows` takes them.
+    y : (R,) array of int
+    M : float
+
+    Returns
+    -------
+    (R,) bool array
+        What :func:`greedy_rule_rows` finds for a walked row whose walk switched
+        ``switched``.
+    """
+    yv = np.asarray(y, dtype=float)[:, None]
+    ayF, ayO = aF * yv, aO * yv
+    return _fits(switched, ayF, bF, ayO, bO, ayF + bF, ayO + bO, M)
+
+
+def _fits(sw, ayF, bF, ayO, bO, mF, mO, M: float) -> np.ndarray:
+    """:func:`choice_fits` with a y and m = a y + b of F and O made."""
+    n = sw.shape[1]
+    est = np.where(sw, mO, mF).sum(axis=1)
+
+    def terms(k):
+        t = sw[k]
+        return np.where(t, ayO[k], ayF[k]).tolist() + np.where(t, bO[k], bF[k]).tolist()
+
+    return fits_by_estimate(est, 2 * n, M, terms)
 
 
 def walk_ratios(delta: np.ndarray, sav: np.ndarray, valid: np.ndarray) -> np.ndarray:

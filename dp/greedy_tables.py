@@ -21,6 +21,7 @@ import numpy as np
 from dp.exact_states import ExactStates
 from dp.greedy_rule import (
     RuleDetail,
+    choice_fits,
     greedy_last_y,
     greedy_node_rows,
     greedy_rule_grid,
@@ -400,12 +401,11 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     r = info.rows[k_at]
     differs = np.any(sw_j != sw[r], axis=1)
     feas_j = feas[r]
-    if differs.any():
+    if differs.any():  # (F does not fit, L does: only whether the new choice fits is new)
         rd = r[differs]
         cols = block[g_row[rd]]
-        cols[:, :, 0] = delta[g_row[rd], :, j_at[differs]]
-        sw_j[differs], feas_j[differs] = greedy_rule_rows(
-            *(cols[:, :, k] for k in range(5)), cols[:, :, 5] > 0, y_row[rd], M
+        feas_j[differs] = choice_fits(
+            sw_j[differs], *(cols[:, :, k] for k in range(1, 5)), y_row[rd], M
         )
     row_start = np.cumsum(ys) - ys
     for j in sorted_unique(j_at[differs]).tolist():
