@@ -516,30 +516,45 @@ def same_walk(delta: np.ndarray, info: RuleDetail, count: np.ndarray) -> np.ndar
     """
     o = info.order
     R, n = o.shape
-    ok = np.ones(R, dtype=bool)
-    if n < 2:
-        return ok
+    if n < 2 or not R:
+        return np.ones(R, dtype=bool)
     r = np.take_along_axis(walk_ratios(delta, info.sav, info.valid), o, axis=1)
     sv = np.take_along_axis(info.sav, o, axis=1)
-    k = np.asarray(count)
-    # the greatest (ratio, position) before each place and the least from it on
+    j = np.arange(1, n)[None, :]
+    k = np.asarray(count)[:, None]
+    cut = (j == k) | ((j < k) & (sv[:, 1:] != sv[:, :-1]))  # the places to check
+    # the greatest ratio before each place against the least from it on
+    head = np.maximum.accumulate(r, axis=1)[:, :-1]
+    tail = np.minimum.accumulate(r[:, ::-1], axis=1)[:, ::-1][:, 1:]
+    bad = cut & ~(head < tail)
+    ok = ~bad.any(axis=1)
+    tie = np.flatnonzero(~ok & ~(cut & (head > tail)).any(axis=1))
+    if len(tie):  # equal ratios at some place: compare (ratio, position)
+        ok[tie] = _ties_kept(r[tie], o[tie], cut[tie])
+    return ok
+
+
+def _ties_kept(r: np.ndarray, o: np.ndarray, cut: np.ndarray) -> np.ndarray:
+    """:func:`same_walk`'s test with (ratio, position) compared: per row of ratios ``r``
+    in the walk's order ``o`` (positions) and places ``cut`` (before columns 1..n-1),
+    whether the greatest (ratio, position) before each place is below the least from
+    it on."""
+    R, n = r.shape
     head_r, head_p = np.empty((R, n - 1)), np.empty((R, n - 1), dtype=o.dtype)
     hr, hp = r[:, 0].copy(), o[:, 0].copy()
     for j in range(n - 1):
         if j:
-            x, p = r[:, j], o[:, j]
-            up = (x > hr) | ((x == hr) & (p > hp))
-            hr, hp = np.where(up, x, hr), np.where(up, p, hp)
+            up = (r[:, j] > hr) | ((r[:, j] == hr) & (o[:, j] > hp))
+            hr, hp = np.where(up, r[:, j], hr), np.where(up, o[:, j], hp)
         head_r[:, j], head_p[:, j] = hr, hp
+    ok = np.ones(R, dtype=bool)
     tr, tp = r[:, n - 1].copy(), o[:, n - 1].copy()
-    for j in range(n - 1, 0, -1):  # place j: head_r[:, j - 1] against the least from j on
+    for j in range(n - 1, 0, -1):  # place j: the head before j against the least from j on
         if j < n - 1:
-            x, p = r[:, j], o[:, j]
-            down = (x < tr) | ((x == tr) & (p < tp))
-            tr, tp = np.where(down, x, tr), np.where(down, p, tp)
-        cut = (k == j) | ((j < k) & (sv[:, j] != sv[:, j - 1]))
-        before = (head_r[:, j - 1] < tr) | ((head_r[:, j - 1] == tr) & (head_p[:, j - 1] < tp))
-        ok &= ~cut | before
+            down = (r[:, j] < tr) | ((r[:, j] == tr) & (o[:, j] < tp))
+            tr, tp = np.where(down, r[:, j], tr), np.where(down, o[:, j], tp)
+        hr, hp = head_r[:, j - 1], head_p[:, j - 1]
+        ok &= ~cut[:, j - 1] | (hr < tr) | ((hr == tr) & (hp < tp))
     return ok
 
 

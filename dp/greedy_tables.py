@@ -478,10 +478,12 @@ def _dense(rows: np.ndarray, starts: np.ndarray, sizes: np.ndarray, idx: np.ndar
     """Blocks ``idx`` of ``rows`` (each ``sizes`` rows from ``starts``) as one array
     (blocks, widest, 8), padded with zero rows."""
     n_of = sizes[idx]
-    block = np.zeros((len(idx), int(n_of.max()), rows.shape[1]))
-    b_of = np.repeat(np.arange(len(idx)), n_of)
-    col = np.arange(len(b_of)) - np.repeat(np.cumsum(n_of) - n_of, n_of)
-    block[b_of, col] = rows[np.repeat(starts[idx], n_of) + col]
+    col = np.arange(int(n_of.max()))
+    pad = col[None, :] >= n_of[:, None]
+    at = starts[idx][:, None] + col
+    at[pad] = 0
+    block = rows[at]
+    block[pad] = 0.0
     return block
 
 
