@@ -364,9 +364,9 @@ def greedy_rule_rows(
         mFr, mOr = mF[rows], mO[rows]
         sav = mFr - mOr
         valid = sav > GREEDY_EPS
-        order = np.argsort(walk_ratios(delta[rows], sav, valid), axis=1, kind="stable")
-        # (ties by node position: one O per node)
-        sw = _walk(order, sav, valid, sumF[rows] - M)
+        r = walk_ratios(delta[rows], sav, valid)
+        order = np.argsort(r, axis=1, kind="stable")  # (ties by node position)
+        sw = _walk(r, order, sav, valid, sumF[rows] - M)
         switched[rows] = sw
         feasible[rows] = _fits(sw, ayF[rows], bF[rows], ayO[rows], bO[rows], mFr, mOr, M)
         info = RuleDetail(rows, order, sav, valid, sumF[rows] - M)
@@ -423,23 +423,42 @@ def walk_ratios(delta: np.ndarray, sav: np.ndarray, valid: np.ndarray) -> np.nda
         return np.where(valid, delta / np.where(valid, sav, 1.0), np.inf)
 
 
-def _walk(order: np.ndarray, sav: np.ndarray, valid: np.ndarray, excess: np.ndarray):
-    """Step 3: switch nodes in ``order`` until the excess (starting at ``excess``, lowered
-    by each switch's saving in turn) falls below 1e-9. Returns switched (rows, n)."""
-    n = order.shape[1]
+def _walk(r: np.ndarray, order: np.ndarray, sav: np.ndarray, valid: np.ndarray, excess):
+    """Step 3: switch nodes in ``order`` (the stable ascending order of the ratios ``r``)
+    until the excess (starting at ``excess``, lowered by each switch's saving in turn)
+    falls below 1e-9. Returns switched (rows, n)."""
+    R, n = order.shape
     sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
-    valid_sorted = np.take_along_axis(valid, order, axis=1)
     E = np.empty_like(sav_sorted)
     run = excess
     for k in range(n):
         run = run - sav_sorted[:, k]
         E[:, k] = run
+    # the valid nodes come first in the order where their ratios are finite (the others'
+    # are inf); else (a ratio out of range) where they are is gathered
+    finite = not np.any(valid & ~(r < np.inf))
+    n_valid = valid.sum(axis=1)
+    if finite:
+        valid_sorted = np.arange(n)[None, :] < n_valid[:, None]
+    else:
+        valid_sorted = np.take_along_axis(valid, order, axis=1)
     stop = (E < GREEDY_EPS) & valid_sorted
-    any_stop = stop.any(axis=1)
-    count = np.where(any_stop, np.argmax(stop, axis=1) + 1, valid_sorted.sum(axis=1))
-    take_sorted = (np.arange(n)[None, :] < count[:, None]) & valid_sorted
-    sw = np.zeros(order.shape, dtype=bool)
-    np.put_along_axis(sw, order, take_sorted, axis=1)
+    first = np.argmax(stop, axis=1)
+    stopped = stop[np.arange(R), first]
+    count = np.where(stopped, first + 1, n_valid)
+    if not finite:  # (no stop: every valid node, wherever it is in the order)
+        count = np.where(stopped, count, n)
+        take_sorted = (np.arange(n)[None, :] < count[:, None]) & valid_sorted
+        sw = np.zeros(order.shape, dtype=bool)
+        np.put_along_axis(sw, order, take_sorted, axis=1)
+        return sw
+    # the first count nodes of the order: (ratio, position) below those of the next one
+    nxt = np.minimum(count, n - 1)[:, None]
+    thr_r = np.take_along_axis(r, np.take_along_axis(order, nxt, axis=1), axis=1)
+    thr_p = np.take_along_axis(order, nxt, axis=1)
+    pos = np.arange(n)[None, :]
+    sw = (r < thr_r) | ((r == thr_r) & (pos < thr_p))
+    sw[count == n] = True
     return sw
 
 
@@ -451,8 +470,9 @@ def rewalk(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
     ``delta`` where it walks. Whether that choice fits exactly depends on the choice and
     memory alone, not on the costs.
     """
-    order = np.argsort(walk_ratios(delta, info.sav, info.valid), axis=1, kind="stable")
-    return _walk(order, info.sav, info.valid, info.excess)
+    r = walk_ratios(delta, info.sav, info.valid)
+    order = np.argsort(r, axis=1, kind="stable")
+    return _walk(r, order, info.sav, info.valid, info.excess)
 
 
 def same_order(delta: np.ndarray, info: RuleDetail) -> np.ndarray:

@@ -17,6 +17,7 @@ import pytest
 from compare.builders.generators import random_instance
 from dp import greedy_choice, greedy_options
 from dp.greedy_rule import (
+    RuleDetail,
     greedy_rule_rows,
     piper_cost,
     piper_edge_bytes,
@@ -334,3 +335,36 @@ def test_same_walk_accepts_only_costs_that_switch_the_same_nodes(seed):
     kept = same_order(other, info)
     assert ok[kept].all()
     assert (ok & ~kept).sum() > 200
+
+
+def _walk_by_hand(delta, sav, excess):
+    """Step 3 on one row in plain Python: nodes by (ratio, position), ratio inf without a
+    saving above 1e-9; switch while the excess (lowered one saving at a time) is not
+    below 1e-9."""
+    ratio = [d / s if s > 1e-9 else float("inf") for d, s in zip(delta, sav)]
+    switched = set()
+    for i in sorted(range(len(ratio)), key=lambda i: (ratio[i], i)):
+        if sav[i] <= 1e-9:
+            continue
+        excess = excess - sav[i]
+        switched.add(i)
+        if excess < 1e-9:
+            break
+    return [i in switched for i in range(len(ratio))]
+
+
+@pytest.mark.parametrize("huge", [False, True])
+def test_walk_switches_as_written_out(huge):
+    rng = np.random.default_rng(7)
+    delta, sw, info = _walk_rows(rng, 500, 6)
+    if huge:  # a ratio inf although the saving counts, after a node without a saving
+        delta[:, 5] = np.inf
+        sav = info.sav.copy()
+        sav[:, 4] = 0.0
+        info = RuleDetail(info.rows, info.order, sav, sav > 1e-9, info.excess)
+    again = rewalk(delta, info)
+    for k in range(len(info.rows)):
+        want = _walk_by_hand(delta[k].tolist(), info.sav[k].tolist(), float(info.excess[k]))
+        assert again[k].tolist() == want
+        if not huge:
+            assert sw[k].tolist() == want
