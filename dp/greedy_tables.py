@@ -7,8 +7,10 @@ choice (and so the cost) stays the same. The rule decides on the original planne
 (:mod:`dp.greedy_rule`): a node's cost depends on d and on its own cut edges, so the
 rule's order can change with d. On stages of plain nodes (options that differ only in p, a,
 b) it runs for many stages per numpy call, once per distinct sequence of node options and cut
-bytes, at one d, and is reused at the other d where its order provably or checkably stays
-(:func:`shared_rule_runs`); general stages run it per d.
+bytes, at one d, and is reused at the other d where the nodes it switches provably stay
+first, or the walk gives them again (:func:`shared_rule_runs`); on general stages it runs
+at every d, many stages (one per distinct sequence of node options) per numpy call
+(:func:`general_rule_runs`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from dp.greedy_rule import (
     RuleDetail,
     choice_fits,
     greedy_last_y,
-    greedy_node_rows,
     greedy_rule_grid,
     greedy_rule_rows,
     piper_cost,
@@ -35,12 +36,13 @@ from dp.knapsack import stage_tps_from_sums
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
 from dp.stage_geometry import StageGeometry, bits, lowest_sink, membership
 from dp.stage_queue import StageQueue
-from dp.table_arrays import choice_runs, distinct_rows, is_monotone_step, sorted_unique
+from dp.table_arrays import distinct_rows, sorted_unique
 from dp.table_store import StageTables
 from piper_ilp.cost import cut_edge_bytes
 
 __all__ = [
     "GreedyTables",
+    "general_rule_runs",
     "plain_node_data",
     "plain_rule_columns",
     "plain_rule_runs",
@@ -546,6 +548,104 @@ def _rule_columns(opt: np.ndarray, delta: np.ndarray, F: np.ndarray) -> np.ndarr
     return out
 
 
+def general_rule_runs(stages: list, ds: np.ndarray, caps: np.ndarray, settings: tuple, check):
+    """Piper's rule on stages of general nodes, for each d and y = 1..cap, many stages
+    per numpy call.
+
+    Parameters
+    ----------
+    stages : list of lists
+        Per stage, per node (in input order), its options (one or two are used: the
+        first two) as tuples (p, E, w, a, b, e): E the node's cut-edge bytes as the
+        evaluator sums them (``fsum``), e as Piper's rule sums them
+        (:func:`dp.greedy_rule.piper_edge_bytes`).
+    ds, caps : numpy.ndarray
+        The data-parallel degrees and the largest y of each.
+    settings : tuple
+        (N, B, M) of the instance.
+    check : callable
+        Called between numpy calls (the time limit).
+
+    Returns
+    -------
+    blk, lo, hi, P, E, W : numpy.ndarray
+        The runs of equal choice over the y where the rule finds one, by stage, d and y:
+        the block (stage index x len(ds) + d index), first and last y, and the ``fsum``
+        of the chosen options' p, E and w.
+
+    Notes
+    -----
+    Per node, F is the first option of least :func:`dp.greedy_rule.piper_cost` at d and
+    O the other one (:func:`dp.greedy_rule.greedy_node_rows`); the stages of a numpy
+    call are padded to the widest with nodes of zero cost and memory, which change no
+    running sum and are never switched.
+    """
+    N, B, M = settings
+    D = len(ds)
+    sizes = np.array([len(x) for x in stages], dtype=np.int64)
+    parts = []
+    for idx in _chunks(
+        np.arange(len(stages)), sizes, np.full(len(stages), int(caps.sum())), 50_000
+    ):
+        check()
+        parts.append(_general_chunk([stages[k] for k in idx.tolist()], ds, caps, N, B, M))
+        parts[-1][0][:] += int(idx[0]) * D
+    if not parts:
+        return (np.zeros(0, dtype=np.int64),) * 3 + (np.zeros(0),) * 3
+    return tuple(np.concatenate([x[k] for x in parts]) for k in range(6))
+
+
+def _general_chunk(stages: list, ds, caps, N: int, B: float, M: float) -> tuple:
+    """:func:`general_rule_runs` on consecutive stages (blocks numbered from 0)."""
+    K, D = len(stages), len(ds)
+    n_of = np.array([len(x) for x in stages], dtype=np.int64)
+    Wd = int(n_of.max())
+    k_of = np.repeat(np.arange(K), n_of)
+    j_of = np.arange(len(k_of)) - np.repeat(np.cumsum(n_of) - n_of, n_of)
+    flat = [opts for x in stages for opts in x]
+    o0 = np.zeros((K, Wd, 6))
+    o1 = np.zeros((K, Wd, 6))
+    two = np.zeros((K, Wd), dtype=bool)
+    o0[k_of, j_of] = [opts[0] for opts in flat]
+    o1[k_of, j_of] = [opts[1] if len(opts) > 1 else opts[0] for opts in flat]
+    two[k_of, j_of] = [len(opts) > 1 for opts in flat]
+    # per stage, d and node: F (option 1 is F), c_O - c_F (greedy_node_rows' floats)
+    Fd = np.zeros((K, D, Wd), dtype=bool)
+    delta = np.zeros((K, D, Wd))
+    for jd, d in enumerate(ds.tolist()):
+        c0 = piper_cost(o0[:, :, 0], o0[:, :, 5], o0[:, :, 2], d, N, B)
+        c1 = piper_cost(o1[:, :, 0], o1[:, :, 5], o1[:, :, 2], d, N, B)
+        Fd[:, jd] = two & (c0 > c1)
+        delta[:, jd] = np.where(two, np.where(Fd[:, jd], c0 - c1, c1 - c0), 0.0)
+    F3 = Fd.reshape(K * D, Wd)
+    k_blk = np.repeat(np.arange(K), D)
+    ys = np.tile(np.asarray(caps, dtype=np.int64), K)
+    g_row = np.repeat(np.arange(K * D), ys)
+    y_row = np.arange(len(g_row)) - np.repeat(np.cumsum(ys) - ys, ys) + 1
+    Fr, kr = F3[g_row], k_blk[g_row]
+    mem = [np.where(Fr, o1[kr, :, c], o0[kr, :, c]) for c in (3, 4)]  # a_F, b_F
+    mem += [np.where(Fr, o0[kr, :, c], o1[kr, :, c]) for c in (3, 4)]  # a_O, b_O
+    sw, feas = greedy_rule_rows(delta.reshape(K * D, Wd)[g_row], *mem, Fr, y_row, M)
+    # the runs of equal choice, block by block, y by y
+    same = np.zeros(len(g_row), dtype=bool)
+    same[1:] = ~np.any(sw[1:] != sw[:-1], axis=1)
+    prev = np.zeros(len(g_row), dtype=bool)
+    prev[1:] = feas[:-1]
+    start = feas & ((y_row == 1) | ~prev | ~same)
+    nxt = np.zeros(len(g_row), dtype=bool)
+    nxt[:-1] = (y_row[1:] != 1) & same[1:] & feas[1:]
+    s_at, e_at = np.flatnonzero(start), np.flatnonzero(feas & ~nxt)
+    # the chosen option per node of each run: O where switched (O = 1 - F; 0 for one)
+    opt = np.where(sw[s_at], np.where(two[kr[s_at]], ~Fr[s_at], False), Fr[s_at])
+    P, E, W = [], [], []
+    for k, row in zip(kr[s_at].tolist(), opt.tolist()):
+        chosen = [opts[i] for opts, i in zip(stages[k], row)]
+        P.append(math.fsum(o[0] for o in chosen))
+        E.append(math.fsum(o[1] for o in chosen))
+        W.append(math.fsum(o[2] for o in chosen))
+    return g_row[s_at], y_row[s_at], y_row[e_at], np.array(P), np.array(E), np.array(W)
+
+
 class GreedyTables(StageQueue):
     """The greedy-mode part of the stage-table builder: the rows of the queued stages
     (:class:`dp.stage_queue.StageQueue`) by Piper's rule.
@@ -554,7 +654,7 @@ class GreedyTables(StageQueue):
     whether it is plain, and whether some choice may fit (its least memory); the state of
     C is made from the state of C minus its lowest node without successors in C. The rows
     of plain stages are made many stages per numpy call (:meth:`_plain_rows`), those of
-    general stages one sequence of nodes' options at a time (:meth:`_general_rows`).
+    general stages many sequences of nodes' options per numpy call (:meth:`_general_rows`).
 
     Parameters
     ----------
@@ -618,7 +718,7 @@ class GreedyTables(StageQueue):
 
     def _flush(self):
         """Make the states of the queued stages, then their rows per t (plain stages: many
-        per numpy call, :meth:`_plain_rows`; general ones by their sequence of node
+        per numpy call, :meth:`_plain_rows`; general ones once per sequence of node
         options, :meth:`_general_rows`), then emit the queued pairs' groups. The states
         are forgotten once they pass ``memo_points``."""
         stages, ids, q0 = self._take_batch()
@@ -631,9 +731,9 @@ class GreedyTables(StageQueue):
             if not len(self.ds[t]):  # no d allowed with this t: no rows
                 continue
             plain = states.plain[t][ids]
-            for i in np.flatnonzero(alive & ~plain).tolist():
-                self.check()
-                self._record_rows(t, q0 + i, *self._general_rows(stages[i], t))
+            gen = np.flatnonzero(alive & ~plain)
+            if len(gen):
+                self._general_rows(t, q0 + gen, [stages[i] for i in gen.tolist()])
             fast = np.flatnonzero(alive & plain)
             if len(fast):
                 self.check()
@@ -799,69 +899,62 @@ class GreedyTables(StageQueue):
         self.node_item[key] = iid
         return iid
 
-    def _general_rows(self, C: int, t: int):
-        """The rows of a stage C with general nodes under t, one per d where Piper's rule
-        finds a choice for some y: made and stored once per sequence of the nodes' items
-        (:meth:`_item`) and shared by the stages with that sequence. Returns the count of
-        the rows before each d of ``ds[t]`` and the first row (-1: none)."""
+    def _general_rows(self, t: int, sids: np.ndarray, masks: list[int]):
+        """Record the rows of stages with general nodes (bitmasks ``masks``, stage ids
+        ``sids``) under t, one per d where Piper's rule finds a choice for some y: made and
+        stored once per sequence of the nodes' items (:meth:`_item`), shared by the stages
+        with that sequence; the new sequences' rows many per numpy call
+        (:meth:`_general_batch`)."""
         # the cut edges of a node of C = I \\ J: the in-edges from outside I and the
         # out-edges into J, i.e. (I and J being successor-closed) those from and to
         # outside C
-        ids = tuple(
-            self._item(i, t, self.pred_mask[i] & ~C, self.succ_mask[i] & ~C) for i in bits(C)
-        )
-        key = (t, ids)
-        got = self.general_rows.get(key)
-        if got is None:
-            first = self.tables.n_rows
-            has = set()
-            for ds, cost, ylo, yhi, mono in self._profiles(ids, t):
-                self.tables.add_rows(t, ds, cost, ylo, yhi, mono)
-                has.update(ds.tolist())
-            cum = np.zeros(len(self.ds[t]) + 1, dtype=np.int64)
-            cum[1:] = np.cumsum([d in has for d in self.ds[t].tolist()])
-            got = self.general_rows[key] = (cum, first if has else -1)
-        return got
-
-    def _profiles(self, item_ids: tuple, t: int):
-        """Piper's rule on a stage with general nodes, for each d (the ranking depends on d)
-        and y = 1..cap: groups (ds, cost, ylo, yhi, monotone)."""
-        rows = [self.items[k][0] for k in item_ids]
-        out = []
-        for d, cap in zip(self.ds[t].tolist(), self.cap[t].tolist()):
-            runs = self._runs(rows, d, cap)
-            if runs:
-                lo, hi, P, E, W = (np.array(c) for c in zip(*runs))
-                cost = stage_tps_from_sums(E, W, P, d, self.N, self.B)
-                mono = is_monotone_step(lo, hi, cost)
-                out.append((np.array([d]), cost[None, :], lo[None, :], hi[None, :], mono))
-        return out
-
-    def _runs(self, rows, d: int, ymax: int):
-        """Piper's rule for y = 1..ymax on one stage: runs (y_lo, y_hi, P, E, W) of equal
-        choice over the y where the rule finds a choice."""
-        nr = greedy_node_rows(
-            [[o[:1] + o[5:] + o[2:5] for o in r] for r in rows], d, self.N, self.B
-        )
-        n = len(rows)
-        sw, feas = greedy_rule_grid(
-            tuple(x[None, :] for x in (nr.delta, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)),
-            np.arange(1, ymax + 1),
-            self.M,
-        )
-        starts, ends, _ = choice_runs(sw, feas)
-        sw = sw[0]
-        out = []
-        for s0, s1 in zip(starts[0].tolist(), ends[0].tolist()):
-            mask = sw[s0 - 1]
-            chosen = [rows[i][nr.O[i] if mask[i] else nr.F[i]] for i in range(n)]
-            out.append(
-                (
-                    s0,
-                    s1,
-                    math.fsum(o[0] for o in chosen),
-                    math.fsum(o[1] for o in chosen),
-                    math.fsum(o[2] for o in chosen),
-                )
+        keys = []
+        for C in masks:
+            ids = tuple(
+                self._item(i, t, self.pred_mask[i] & ~C, self.succ_mask[i] & ~C) for i in bits(C)
             )
-        return out
+            keys.append((t, ids))
+        new = [key for key in dict.fromkeys(keys) if key not in self.general_rows]
+        if new:
+            self._general_batch(t, new)
+        for sid, key in zip(sids.tolist(), keys):
+            self._record_rows(t, sid, *self.general_rows[key])
+
+    def _general_batch(self, t: int, keys: list):
+        """Make and store the rows of the sequences of items ``keys`` (new ones) under t,
+        sequence by sequence, d by d (:func:`general_rule_runs`), and remember per
+        sequence the count of its rows before each d of ``ds[t]`` and its first row (-1:
+        none)."""
+        ds = self.ds[t]
+        D = len(ds)
+        stages = [[self.items[k][0] for k in key[1]] for key in keys]
+        settings = (self.N, self.B, self.M)
+        blk, lo, hi, P, E, W = general_rule_runs(stages, ds, self.cap[t], settings, self.check)
+        cost = stage_tps_from_sums(E, W, P, ds[blk % D], self.N, self.B)
+        # one row per (sequence, d) with runs: monotone when its runs cover 1..k without
+        # gaps and its cost never falls (dp.table_arrays.is_monotone_step)
+        head = np.ones(len(blk), dtype=bool)
+        head[1:] = blk[1:] != blk[:-1]
+        bad = head & (lo != 1)
+        bad[1:] |= ~head[1:] & ((lo[1:] != hi[:-1] + 1) | (cost[1:] < cost[:-1]))
+        at = np.flatnonzero(head)
+        rows = blk[at]
+        has = np.zeros((len(keys), D), dtype=bool)
+        has[rows // D, rows % D] = True
+        first_row = -1
+        if len(rows):
+            first_row = self.tables.add_ragged_rows(
+                t,
+                ds[rows % D],
+                np.diff(np.append(at, len(blk))),
+                cost,
+                lo,
+                hi,
+                ~np.logical_or.reduceat(bad, at),
+            )
+        n_rows = has.sum(axis=1)
+        base = first_row + np.cumsum(n_rows) - n_rows
+        cum = np.zeros((len(keys), D + 1), dtype=np.int64)
+        np.cumsum(has, axis=1, out=cum[:, 1:])
+        for k, key in enumerate(keys):
+            self.general_rows[key] = (cum[k], int(base[k]) if n_rows[k] else -1)
