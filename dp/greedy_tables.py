@@ -248,13 +248,13 @@ def shared_rule_runs(
     for idx in _chunks(order, sizes, y_ref, 50_000):
         check()
         block = _dense(ref_rows, starts, sizes, idx)
-        sg, lo, hi, P, sw, feas, info, g_row, y_row = _ref_runs(block, y_ref[idx], M)
+        sg, lo, hi, P, sw, code, feas, info, g_row, y_row = _ref_runs(block, y_ref[idx], M)
         parts.append((idx[sg], lo, hi, P))
         eligible = shared[idx] & (ref[idx, None] != np.arange(D)) & (y_ud[idx] > 0)
         if not eligible.any() or not len(info.rows):
             continue
         delta = _dense(all_delta, starts, sizes, idx)  # (blocks, widest, D)
-        ref_out = (sw, feas, g_row, y_row, block, y_ref[idx])
+        ref_out = (sw, code, feas, g_row, y_row, block, y_ref[idx])
         scale = ds[ref[idx]][:, None] / ds[None, :]
         for j, gf, f_runs in _other_ds(ref_out, info, delta, scale, eligible, y_ud[idx], M):
             fail[idx[gf], j] = True
@@ -364,17 +364,17 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     """Where the rule at the other d (same F per node) decides otherwise than at the first
     d, for one chunk of blocks.
 
-    ``ref_out`` = (sw, feas, g_row, y_row, block, ys): the first d's rows (:func:`_ref_runs`)
-    and the chunk's blocks and last y; ``info`` its walked rows; ``delta`` (blocks, widest,
-    D) the costs at every d; ``scale`` (blocks, D) d_ref / d; ``eligible`` (blocks, D)
-    which d to check; ``y_d`` (blocks, D) the last y per d. A walked row decides alike at
-    d when the nodes it switched still come first: for certain where the row's gap
-    (:func:`_walk_margin`) is above 3 kappa + 1e-14 (:func:`_cost_spread`); the others
-    are walked again at that d, and where they switch other nodes, whether that choice
-    fits is found. Yields, per d and blocks
-    where some row decides otherwise, (d index, the blocks, their runs at that d as
-    :func:`_runs_of` gives them)."""
-    sw, feas, g_row, y_row, block, ys = ref_out
+    ``ref_out`` = (sw, code, feas, g_row, y_row, block, ys): the first d's rows
+    (:func:`_ref_runs`) and the chunk's blocks and last y; ``info`` its walked rows;
+    ``delta`` (blocks, widest, D) the costs at every d; ``scale`` (blocks, D) d_ref / d;
+    ``eligible`` (blocks, D) which d to check; ``y_d`` (blocks, D) the last y per d. A
+    walked row decides alike at d when the nodes it switched still come first: for
+    certain where the row's gap (:func:`_walk_margin`) is above 3 kappa + 1e-14
+    (:func:`_cost_spread`); the others are walked again at that d, and where they switch
+    other nodes, whether that choice fits is found. Yields, per d and blocks where some
+    row decides otherwise, (d index, the blocks, their runs at that d: per run its
+    block, first and last y and P)."""
+    sw, code, feas, g_row, y_row, block, ys = ref_out
     g = g_row[info.rows]
     wanted = eligible[g] & (y_row[info.rows][:, None] <= y_d[g])
     has = np.flatnonzero(wanted.any(axis=1))
@@ -402,57 +402,70 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
         feas_j[differs] = choice_fits(
             sw_j[differs], *(cols[:, :, k] for k in range(1, 5)), y_row[rd], M
         )
+    if not differs.any():
+        return
+    r, j_at, sw_j, feas_j = r[differs], j_at[differs], sw_j[differs], feas_j[differs]
+    code_j = np.packbits(sw_j, axis=1)
     row_start = np.cumsum(ys) - ys
-    for j in sorted_unique(j_at[differs]).tolist():
-        # those blocks' rows at this d: the first d's rows, the rerun rows replaced
-        mine = j_at == j
-        gf = sorted_unique(g_row[r[mine & differs]])
+    for j in sorted_unique(j_at).tolist():
+        # those blocks' rows at this d: the first d's rows, the rows walked otherwise
+        # replaced (compared by their packed choices)
+        mine = np.flatnonzero(j_at == j)
+        gf = sorted_unique(g_row[r[mine]])
         yf = y_d[gf, j]
+        f_start = np.cumsum(yf) - yf
         g_f = np.repeat(gf, yf)
-        y_f = np.arange(len(g_f)) - np.repeat(np.cumsum(yf) - yf, yf) + 1
+        y_f = np.arange(len(g_f)) - np.repeat(f_start, yf) + 1
         src = row_start[g_f] + y_f - 1
-        sw_f, feas_f = sw[src], feas[src]
-        pos_f = np.full(len(g_row), -1)
-        pos_f[src] = np.arange(len(src))
-        at = np.flatnonzero(mine & (pos_f[r] >= 0))
-        sw_f[pos_f[r[at]]], feas_f[pos_f[r[at]]] = sw_j[at], feas_j[at]
-        yield j, gf, _runs_of(sw_f, feas_f, g_f, y_f, block[g_f])
+        code_f, feas_f = code[src], feas[src]
+        at = f_start[np.searchsorted(gf, g_row[r[mine]])] + y_row[r[mine]] - 1
+        code_f[at], feas_f[at] = code_j[mine], feas_j[mine]
+        s_at, e_at = _run_bounds(code_f, feas_f, y_f)
+        # P of each run from its first row's choice
+        sw_s = sw[src[s_at]]
+        walked = np.full(len(src), -1)
+        walked[at] = mine
+        w_s = walked[s_at]
+        sw_s[w_s >= 0] = sw_j[w_s[w_s >= 0]]
+        P = _chosen_p(sw_s, block[g_f[s_at]])
+        yield j, gf, (g_f[s_at], y_f[s_at], y_f[e_at], P)
 
 
 def _ref_runs(block: np.ndarray, ys: np.ndarray, M: float) -> tuple:
     """Piper's rule on blocks (padded as :func:`plain_rule_runs` pads them), block g at
     y = 1 .. ``ys[g]``. Returns per run its block, first and last y and P; per evaluated
-    row (block by block, y by y) the switched nodes and whether a choice fits; the
-    rule's :class:`RuleDetail`; and per evaluated row its block and y."""
+    row (block by block, y by y) the switched nodes, the same packed
+    (``numpy.packbits``) and whether a choice fits; the rule's :class:`RuleDetail`; and
+    per evaluated row its block and y."""
     g_row = np.repeat(np.arange(len(ys)), ys)
     y_row = np.arange(len(g_row)) - np.repeat(np.cumsum(ys) - ys, ys) + 1
     cols = block[g_row]
     sw, feas, info = greedy_rule_rows(
         *(cols[:, :, j] for j in range(5)), cols[:, :, 5] > 0, y_row, M, detail=True
     )
-    sg, lo, hi, P = _runs_of(sw, feas, g_row, y_row, cols)
-    return sg, lo, hi, P, sw, feas, info, g_row, y_row
+    code = np.packbits(sw, axis=1)
+    s_at, e_at = _run_bounds(code, feas, y_row)
+    P = _chosen_p(sw[s_at], cols[s_at])
+    return g_row[s_at], y_row[s_at], y_row[e_at], P, sw, code, feas, info, g_row, y_row
 
 
-def _runs_of(sw, feas, g_row, y_row, cols) -> tuple:
-    """The runs of equal choice in rows (block by block, y = 1, 2, ... each) of the
-    rule's outcome ``sw``, ``feas``: per run its block, first and last y and P (from the
-    p_F and p_O columns of ``cols``, the rows' block columns)."""
-    first = y_row == 1
-    same = np.zeros(len(g_row), dtype=bool)
-    same[1:] = ~np.any(sw[1:] != sw[:-1], axis=1)
-    prev_feas = np.zeros(len(g_row), dtype=bool)
+def _run_bounds(code: np.ndarray, feas: np.ndarray, y_row: np.ndarray) -> tuple:
+    """The first and last rows of the runs of equal choice in rows (block by block, y = 1,
+    2, ... each; ``code`` the packed choices, ``feas`` whether the rule finds one)."""
+    same = np.zeros(len(y_row), dtype=bool)
+    same[1:] = ~np.any(code[1:] != code[:-1], axis=1) & (y_row[1:] != 1)
+    prev_feas = np.zeros(len(y_row), dtype=bool)
     prev_feas[1:] = feas[:-1]
-    start = feas & (first | ~prev_feas | ~same)
-    last = np.zeros(len(g_row), dtype=bool)
-    last[-1:] = True
-    last[:-1] = y_row[1:] == 1
-    next_same = np.zeros(len(g_row), dtype=bool)
+    start = feas & ~(prev_feas & same)
+    next_same = np.zeros(len(y_row), dtype=bool)
     next_same[:-1] = same[1:] & feas[1:]
-    end = feas & (last | ~next_same)
-    s_at, e_at = np.flatnonzero(start), np.flatnonzero(end)
-    P = running_sum(np.where(sw[s_at], cols[s_at, :, 7], cols[s_at, :, 6]))
-    return g_row[s_at], y_row[s_at], y_row[e_at], P
+    return np.flatnonzero(start), np.flatnonzero(feas & ~next_same)
+
+
+def _chosen_p(sw: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """P of choices ``sw`` (rows of nodes; ``cols`` the rows' block columns): p_O where
+    switched, else p_F, summed node by node (:func:`dp.greedy_rule.running_sum`)."""
+    return running_sum(np.where(sw, cols[:, :, 7], cols[:, :, 6]))
 
 
 def _chunks(order: np.ndarray, sizes: np.ndarray, depth: np.ndarray, limit: int):
