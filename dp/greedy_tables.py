@@ -375,22 +375,28 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     row decides otherwise, (d index, the blocks, their runs at that d: per run its
     block, first and last y and P)."""
     sw, code, feas, g_row, y_row, block, ys = ref_out
+    y_other = np.where(eligible, y_d, 0)  # per block and d: the y some d wants
     g = g_row[info.rows]
-    wanted = eligible[g] & (y_row[info.rows][:, None] <= y_d[g])
-    has = np.flatnonzero(wanted.any(axis=1))
+    has = np.flatnonzero(y_row[info.rows] <= y_other.max(axis=1)[g])
     if not len(has):
         return
     info = info.subset(has)
-    g, wanted = g[has], wanted[has]
+    g = g[has]
     count = sw[info.rows].sum(axis=1)
     gap = _walk_margin(info, block[g, :, 0], count)
     blocks = sorted_unique(g)
+    kappa = _cost_spread(delta[blocks], block[blocks, :, 0], scale[blocks])
+    # the rows certain at every d their block is checked at need nothing more; the
+    # others, d by d
     at = np.searchsorted(blocks, g)
-    kappa = _cost_spread(delta[blocks], block[blocks, :, 0], scale[blocks])[at]
-    unsure = gap[:, None] <= 3.0 * kappa + 1e-14
+    kmax = np.where(eligible[blocks], kappa, 0.0).max(axis=1)
+    rest = np.flatnonzero(gap <= 3.0 * kmax[at] + 1e-14)
+    wanted = y_row[info.rows[rest]][:, None] <= y_other[g[rest]]
+    unsure = gap[rest, None] <= 3.0 * kappa[at[rest]] + 1e-14
     k_at, j_at = np.nonzero(wanted & unsure)
     if not len(k_at):
         return
+    k_at = rest[k_at]
     # the others walked again at d (memory, and so the savings and excess, are the same)
     sw_j = rewalk(delta[g[k_at], :, j_at], info.subset(k_at))
     r = info.rows[k_at]
