@@ -53,8 +53,11 @@ __all__ = [
     "greedy_last_y",
     "RuleDetail",
     "greedy_rule_rows",
+    "walk_ratios",
     "same_order",
+    "same_walk",
     "rewalk",
+    "choice_fits",
     "greedy_rule_grid",
     "greedy_choice",
     "greedy_choice_over_y",
@@ -361,39 +364,101 @@ def greedy_rule_rows(
         mFr, mOr = mF[rows], mO[rows]
         sav = mFr - mOr
         valid = sav > GREEDY_EPS
-        order = np.argsort(_ratios(delta[rows], sav, valid), axis=1, kind="stable")
-        # (ties by node position: one O per node)
-        sw = _walk(order, sav, valid, sumF[rows] - M)
+        r = walk_ratios(delta[rows], sav, valid)
+        order = np.argsort(r, axis=1, kind="stable")  # (ties by node position)
+        sw = _walk(r, order, sav, valid, sumF[rows] - M)
         switched[rows] = sw
-        estH = np.where(sw, mOr, mFr).sum(axis=1)
-        feasible[rows] = fits_by_estimate(estH, 2 * n, M, lambda k: terms(int(rows[k]), sw[k]))
+        feasible[rows] = _fits(sw, ayF[rows], bF[rows], ayO[rows], bO[rows], mFr, mOr, M)
         info = RuleDetail(rows, order, sav, valid, sumF[rows] - M)
     return (switched, feasible, info) if detail else (switched, feasible)
 
 
-def _ratios(delta: np.ndarray, sav: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """r = delta / (m_F - m_O) where the saving counts, inf elsewhere."""
+def choice_fits(
+    switched: np.ndarray,
+    aF: np.ndarray,
+    bF: np.ndarray,
+    aO: np.ndarray,
+    bO: np.ndarray,
+    y: np.ndarray,
+    M: float,
+) -> np.ndarray:
+    """Whether each row's choice fits exactly (sec. 7): the ``fsum`` of the a y and b
+    terms of F, or of O where ``switched``, is <= M.
+
+    Parameters
+    ----------
+    switched : (R, n) bool array
+    aF, bF, aO, bO : (R, n) arrays
+        As :func:`greedy_rule_rows` takes them.
+    y : (R,) array of int
+    M : float
+
+    Returns
+    -------
+    (R,) bool array
+        What :func:`greedy_rule_rows` finds for a walked row whose walk switched
+        ``switched``.
+    """
+    yv = np.asarray(y, dtype=float)[:, None]
+    ayF, ayO = aF * yv, aO * yv
+    return _fits(switched, ayF, bF, ayO, bO, ayF + bF, ayO + bO, M)
+
+
+def _fits(sw, ayF, bF, ayO, bO, mF, mO, M: float) -> np.ndarray:
+    """:func:`choice_fits` with a y and m = a y + b of F and O made."""
+    n = sw.shape[1]
+    est = np.where(sw, mO, mF).sum(axis=1)
+
+    def terms(k):
+        t = sw[k]
+        return np.where(t, ayO[k], ayF[k]).tolist() + np.where(t, bO[k], bF[k]).tolist()
+
+    return fits_by_estimate(est, 2 * n, M, terms)
+
+
+def walk_ratios(delta: np.ndarray, sav: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """The walk's ratios r = delta / (m_F - m_O) where the saving counts (``valid``),
+    inf elsewhere (arrays of one shape)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(valid, delta / np.where(valid, sav, 1.0), np.inf)
 
 
-def _walk(order: np.ndarray, sav: np.ndarray, valid: np.ndarray, excess: np.ndarray):
-    """Step 3: switch nodes in ``order`` until the excess (starting at ``excess``, lowered
-    by each switch's saving in turn) falls below 1e-9. Returns switched (rows, n)."""
-    n = order.shape[1]
+def _walk(r: np.ndarray, order: np.ndarray, sav: np.ndarray, valid: np.ndarray, excess):
+    """Step 3: switch nodes in ``order`` (the stable ascending order of the ratios ``r``)
+    until the excess (starting at ``excess``, lowered by each switch's saving in turn)
+    falls below 1e-9. Returns switched (rows, n)."""
+    R, n = order.shape
     sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
-    valid_sorted = np.take_along_axis(valid, order, axis=1)
     E = np.empty_like(sav_sorted)
     run = excess
     for k in range(n):
         run = run - sav_sorted[:, k]
         E[:, k] = run
+    # the valid nodes come first in the order where their ratios are finite (the others'
+    # are inf); else (a ratio out of range) where they are is gathered
+    finite = not np.any(valid & ~(r < np.inf))
+    n_valid = valid.sum(axis=1)
+    if finite:
+        valid_sorted = np.arange(n)[None, :] < n_valid[:, None]
+    else:
+        valid_sorted = np.take_along_axis(valid, order, axis=1)
     stop = (E < GREEDY_EPS) & valid_sorted
-    any_stop = stop.any(axis=1)
-    count = np.where(any_stop, np.argmax(stop, axis=1) + 1, valid_sorted.sum(axis=1))
-    take_sorted = (np.arange(n)[None, :] < count[:, None]) & valid_sorted
-    sw = np.zeros(order.shape, dtype=bool)
-    np.put_along_axis(sw, order, take_sorted, axis=1)
+    first = np.argmax(stop, axis=1)
+    stopped = stop[np.arange(R), first]
+    count = np.where(stopped, first + 1, n_valid)
+    if not finite:  # (no stop: every valid node, wherever it is in the order)
+        count = np.where(stopped, count, n)
+        take_sorted = (np.arange(n)[None, :] < count[:, None]) & valid_sorted
+        sw = np.zeros(order.shape, dtype=bool)
+        np.put_along_axis(sw, order, take_sorted, axis=1)
+        return sw
+    # the first count nodes of the order: (ratio, position) below those of the next one
+    nxt = np.minimum(count, n - 1)[:, None]
+    thr_r = np.take_along_axis(r, np.take_along_axis(order, nxt, axis=1), axis=1)
+    thr_p = np.take_along_axis(order, nxt, axis=1)
+    pos = np.arange(n)[None, :]
+    sw = (r < thr_r) | ((r == thr_r) & (pos < thr_p))
+    sw[count == n] = True
     return sw
 
 
@@ -405,8 +470,9 @@ def rewalk(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
     ``delta`` where it walks. Whether that choice fits exactly depends on the choice and
     memory alone, not on the costs.
     """
-    order = np.argsort(_ratios(delta, info.sav, info.valid), axis=1, kind="stable")
-    return _walk(order, info.sav, info.valid, info.excess)
+    r = walk_ratios(delta, info.sav, info.valid)
+    order = np.argsort(r, axis=1, kind="stable")
+    return _walk(r, order, info.sav, info.valid, info.excess)
 
 
 def same_order(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
@@ -426,10 +492,62 @@ def same_order(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
         ``delta`` gives (non-decreasing, equal ratios by node position): the walk, and so
         the rule's outcome, is then the same with ``delta``.
     """
-    r = np.take_along_axis(_ratios(delta, info.sav, info.valid), info.order, axis=1)
+    r = np.take_along_axis(walk_ratios(delta, info.sav, info.valid), info.order, axis=1)
     o = info.order
     ok = (r[:, 1:] > r[:, :-1]) | ((r[:, 1:] == r[:, :-1]) & (o[:, 1:] > o[:, :-1]))
     return ok.all(axis=1)
+
+
+def same_walk(delta: np.ndarray, info: RuleDetail, count: np.ndarray) -> np.ndarray:
+    """Whether the walk of each row of ``info`` switches the same nodes with other costs,
+    decided from the walk's order alone (a sufficient condition: unlike
+    :func:`same_order` it lets the order change among the nodes walked over and among
+    those after them; equal ratios where it looks fail it). It states what
+    :mod:`dp.greedy_tables` relies on when it shares the rule's outcome across d.
+
+    Parameters
+    ----------
+    delta : (len(info.rows), n) array
+        The other c_O - c_F per node of each walked row (same F and O, same memory).
+    info : RuleDetail
+        From :func:`greedy_rule_rows`.
+    count : (len(info.rows),) array of int
+        How many nodes each row's walk switched (the first ``count`` of ``info.order``).
+
+    Returns
+    -------
+    (len(info.rows),) bool array
+        True where, with ``delta``'s ratios, every node of the walk's first ``count``
+        has a ratio below those of the nodes after them, and every run of equal savings
+        among the first ``count`` ratios below those of the later ones. The walk with
+        ``delta`` then meets the same savings in the same order up to its stop (a
+        reordering within a run of equal savings subtracts the same floats), so it
+        stops at the same step and switches the same nodes. False says nothing.
+
+    Examples
+    --------
+    Two nodes with equal savings swap places; the walk switches both either way.
+
+    >>> info = RuleDetail(np.array([0]), np.array([[0, 1, 2]]), np.array([[2.0, 2.0, 1.0]]),
+    ...     np.array([[True, True, True]]), np.array([3.0]))
+    >>> same_walk(np.array([[2.0, 1.0, 9.0]]), info, np.array([2])).tolist()
+    [True]
+    >>> same_walk(np.array([[2.0, 9.0, 1.0]]), info, np.array([2])).tolist()
+    [False]
+    """
+    o = info.order
+    R, n = o.shape
+    if n < 2 or not R:
+        return np.ones(R, dtype=bool)
+    r = np.take_along_axis(walk_ratios(delta, info.sav, info.valid), o, axis=1)
+    sv = np.take_along_axis(info.sav, o, axis=1)
+    j = np.arange(1, n)[None, :]
+    k = np.asarray(count)[:, None]
+    cut = (j == k) | ((j < k) & (sv[:, 1:] != sv[:, :-1]))  # the places to check
+    # the greatest ratio before each place against the least from it on
+    head = np.maximum.accumulate(r, axis=1)[:, :-1]
+    tail = np.minimum.accumulate(r[:, ::-1], axis=1)[:, ::-1][:, 1:]
+    return ~np.any(cut & ~(head < tail), axis=1)
 
 
 def greedy_rule_grid(cols: tuple, ys: np.ndarray, M: float) -> tuple[np.ndarray, np.ndarray]:

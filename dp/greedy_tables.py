@@ -7,8 +7,10 @@ choice (and so the cost) stays the same. The rule decides on the original planne
 (:mod:`dp.greedy_rule`): a node's cost depends on d and on its own cut edges, so the
 rule's order can change with d. On stages of plain nodes (options that differ only in p, a,
 b) it runs for many stages per numpy call, once per distinct sequence of node options and cut
-bytes, at one d, and is reused at the other d where its order provably or checkably stays
-(:func:`shared_rule_runs`); general stages run it per d.
+bytes, at one d, and is reused at the other d where the nodes it switches provably stay
+first, or the walk gives them again (:func:`shared_rule_runs`); on general stages it runs
+at every d, many stages (one per distinct sequence of node options) per numpy call
+(:func:`general_rule_runs`).
 """
 
 from __future__ import annotations
@@ -21,25 +23,26 @@ import numpy as np
 from dp.exact_states import ExactStates
 from dp.greedy_rule import (
     RuleDetail,
+    choice_fits,
     greedy_last_y,
-    greedy_node_rows,
     greedy_rule_grid,
     greedy_rule_rows,
     piper_cost,
     rewalk,
     running_sum,
-    same_order,
+    walk_ratios,
 )
 from dp.knapsack import stage_tps_from_sums
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
 from dp.stage_geometry import StageGeometry, bits, lowest_sink, membership
 from dp.stage_queue import StageQueue
-from dp.table_arrays import choice_runs, distinct_rows, is_monotone_step, sorted_unique
+from dp.table_arrays import distinct_rows, sorted_unique
 from dp.table_store import StageTables
 from piper_ilp.cost import cut_edge_bytes
 
 __all__ = [
     "GreedyTables",
+    "general_rule_runs",
     "plain_node_data",
     "plain_rule_columns",
     "plain_rule_runs",
@@ -199,9 +202,11 @@ def shared_rule_runs(
     (:func:`dp.greedy_rule.greedy_last_y`, once per block) and the savings, do not, as
     long as each node's F is the same option. Per block, the rule runs at the first d
     asked for (the largest cap). At another d with the same F per node, the rule's
-    outcome at each y is the same when its walk's order is (:func:`same_order`: exactly
-    the stable order of that d's ratios, checked row by row); the runs are then the
-    first d's runs cut at that d's last y. Blocks where F or some order differs go
+    outcome at each y is the same when the nodes its walk switched still come first in
+    that d's order, the runs of equal savings among them in their order
+    (:func:`same_walk`; for certain where the ratios are far enough apart,
+    :func:`_walk_margin`); the runs are then the first d's runs cut at that d's last y.
+    Rows that switch other nodes at that d are rerun there; blocks where F differs go
     through :func:`plain_rule_runs` at their own d.
     """
     N, B, M = settings
@@ -243,13 +248,13 @@ def shared_rule_runs(
     for idx in _chunks(order, sizes, y_ref, 50_000):
         check()
         block = _dense(ref_rows, starts, sizes, idx)
-        sg, lo, hi, P, sw, feas, info, g_row, y_row = _ref_runs(block, y_ref[idx], M)
+        sg, lo, hi, P, sw, code, feas, info, g_row, y_row = _ref_runs(block, y_ref[idx], M)
         parts.append((idx[sg], lo, hi, P))
         eligible = shared[idx] & (ref[idx, None] != np.arange(D)) & (y_ud[idx] > 0)
         if not eligible.any() or not len(info.rows):
             continue
         delta = _dense(all_delta, starts, sizes, idx)  # (blocks, widest, D)
-        ref_out = (sw, feas, g_row, y_row, block, y_ref[idx])
+        ref_out = (sw, code, feas, g_row, y_row, block, y_ref[idx])
         scale = ds[ref[idx]][:, None] / ds[None, :]
         for j, gf, f_runs in _other_ds(ref_out, info, delta, scale, eligible, y_ud[idx], M):
             fail[idx[gf], j] = True
@@ -322,149 +327,151 @@ def _cost_spread(delta: np.ndarray, ref_delta: np.ndarray, scale: np.ndarray) ->
     return e.max(axis=1) + 1e-15
 
 
-def _order_margin(info: RuleDetail, delta: np.ndarray) -> tuple:
-    """Per walked row of ``info`` (``delta`` its costs, (rows, widest)), how far the
-    walk's order is from changing at another d.
+def _walk_margin(info: RuleDetail, delta: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Per walked row of ``info`` (``delta`` its costs, (rows, widest); ``count`` the nodes
+    its walk switched), how far the walk's outcome is from changing at another d.
 
-    Returns (gap, kin): gap, the least relative gap (r_b - r_a) / r_b between neighbours
-    a, b of the order, over the pairs that are not kin ties; kin, whether some pair is.
-    A kin pair: equal savings, delta_a <= delta_b and a before b by position: a keeps
-    its place at d when delta_d,a <= delta_d,b (the ratios divide by the same saving),
-    which :func:`_delta_order_kept` ensures. Pairs with both ratios 0 (delta 0, which stays 0 where
-    kappa is finite) or r_b inf (no saving) count as inf; other equal ratios and ratios
+    Returns the least relative gap (r_b - r_a) / r_b between neighbours a, b of the
+    walk's order at the places :func:`dp.greedy_rule.same_walk` checks: after the last
+    switched node, and between runs of equal savings among the switched ones. Pairs with
+    both ratios 0 (delta 0, which stays 0 where kappa is finite) or r_b inf (no saving)
+    count as inf: the ties keep their order by position; other equal ratios and ratios
     below 1e-290 but not 0 as 0. With costs delta_d,i = scale delta_i (1 + e_i), |e_i|
-    <= kappa, a gap above 3 kappa + 1e-14 keeps each neighbour pair strictly in order
-    after rounding, so the order is the same at d.
+    <= kappa (:func:`_cost_spread`), a gap above 3 kappa + 1e-14 keeps every node before
+    such a place strictly before every node after it after rounding (the order is
+    ascending: a's ratio is the largest before it, b's the least after it), so the walk
+    at d switches the same nodes.
     """
     o = info.order
-    r = np.take_along_axis(
-        np.where(info.valid, delta / np.where(info.valid, info.sav, 1.0), np.inf), o, axis=1
-    )
-    dl = np.take_along_axis(delta, o, axis=1)
+    n = o.shape[1]
+    if n < 2:
+        return np.full(len(o), np.inf)
+    r = np.take_along_axis(walk_ratios(delta, info.sav, info.valid), o, axis=1)
+    sv = np.take_along_axis(info.sav, o, axis=1)
     ra, rb = r[:, :-1], r[:, 1:]
     with np.errstate(divide="ignore", invalid="ignore"):
         g = (rb - ra) / rb
-    tie = ra == rb
-    sv = np.take_along_axis(info.sav, o, axis=1)
-    kin = (sv[:, :-1] == sv[:, 1:]) & (dl[:, :-1] <= dl[:, 1:]) & (o[:, :-1] < o[:, 1:])
-    kin &= ra > 0
-    g = np.where(tie, np.where(ra == 0, np.inf, 0.0), g)
-    g = np.where(kin | np.isinf(rb), np.inf, g)
+    g = np.where(ra == rb, np.where(ra == 0, np.inf, 0.0), g)
+    g = np.where(np.isinf(rb), np.inf, g)
     g = np.where(((ra > 0) & (ra < 1e-290)) | ((rb > 0) & (rb < 1e-290)), 0.0, g)
-    kin &= ~np.isinf(rb)
-    return g.min(axis=1, initial=np.inf), kin.any(axis=1)
-
-
-def _delta_order_kept(delta: np.ndarray, ref_delta: np.ndarray) -> np.ndarray:
-    """Per block and d (``delta`` (blocks, widest, D), ``ref_delta`` (blocks, widest)):
-    whether delta_d never falls along the block's nodes ordered by delta at the first d,
-    then by position; so any two nodes a, b with delta_a <= delta_b at the first d and a
-    before b have delta_d,a <= delta_d,b."""
-    order = np.argsort(ref_delta, axis=1, kind="stable")
-    dd = np.take_along_axis(delta, order[:, :, None], axis=1)
-    return ~np.any(dd[:, 1:, :] < dd[:, :-1, :], axis=1)
+    j = np.arange(1, n)[None, :]
+    k = count[:, None]
+    cut = (j == k) | ((j < k) & (sv[:, 1:] != sv[:, :-1]))
+    return np.where(cut, g, np.inf).min(axis=1)
 
 
 def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: float):
     """Where the rule at the other d (same F per node) decides otherwise than at the first
     d, for one chunk of blocks.
 
-    ``ref_out`` = (sw, feas, g_row, y_row, block, ys): the first d's rows (:func:`_ref_runs`)
-    and the chunk's blocks and last y; ``info`` its walked rows; ``delta`` (blocks, widest,
-    D) the costs at every d; ``scale`` (blocks, D) d_ref / d; ``eligible`` (blocks, D)
-    which d to check; ``y_d`` (blocks, D) the last y per d. A walked row decides alike at
-    d when its order stays: for certain where the row's gap (:func:`_order_margin`) is
-    above 3 kappa + 1e-14 (:func:`_cost_spread`) and it has no kin pair or the block keeps
-    its delta order at d (:func:`_delta_order_kept`), else as :func:`same_order` finds;
-    the others are rerun at that d. Yields, per d and blocks where some row decides
-    otherwise, (d index, the blocks, their runs at that d as :func:`_runs_of` gives
-    them)."""
-    sw, feas, g_row, y_row, block, ys = ref_out
+    ``ref_out`` = (sw, code, feas, g_row, y_row, block, ys): the first d's rows
+    (:func:`_ref_runs`) and the chunk's blocks and last y; ``info`` its walked rows;
+    ``delta`` (blocks, widest, D) the costs at every d; ``scale`` (blocks, D) d_ref / d;
+    ``eligible`` (blocks, D) which d to check; ``y_d`` (blocks, D) the last y per d. A
+    walked row decides alike at d when the nodes it switched still come first: for
+    certain where the row's gap (:func:`_walk_margin`) is above 3 kappa + 1e-14
+    (:func:`_cost_spread`); the others are walked again at that d, and where they switch
+    other nodes, whether that choice fits is found. Yields, per d and blocks where some
+    row decides otherwise, (d index, the blocks, their runs at that d: per run its
+    block, first and last y and P)."""
+    sw, code, feas, g_row, y_row, block, ys = ref_out
+    y_other = np.where(eligible, y_d, 0)  # per block and d: the y some d wants
     g = g_row[info.rows]
-    wanted = eligible[g] & (y_row[info.rows][:, None] <= y_d[g])
-    has = np.flatnonzero(wanted.any(axis=1))
+    has = np.flatnonzero(y_row[info.rows] <= y_other.max(axis=1)[g])
     if not len(has):
         return
     info = info.subset(has)
-    g, wanted = g[has], wanted[has]
-    gap, kin = _order_margin(info, block[g, :, 0])
+    g = g[has]
+    count = sw[info.rows].sum(axis=1)
+    gap = _walk_margin(info, block[g, :, 0], count)
     blocks = sorted_unique(g)
+    kappa = _cost_spread(delta[blocks], block[blocks, :, 0], scale[blocks])
+    # the rows certain at every d their block is checked at need nothing more; the
+    # others, d by d
     at = np.searchsorted(blocks, g)
-    kappa = _cost_spread(delta[blocks], block[blocks, :, 0], scale[blocks])[at]
-    tie_ok = _delta_order_kept(delta[blocks], block[blocks, :, 0])[at]
-    unsure = (gap[:, None] <= 3.0 * kappa + 1e-14) | (kin[:, None] & ~tie_ok)
+    kmax = np.where(eligible[blocks], kappa, 0.0).max(axis=1)
+    rest = np.flatnonzero(gap <= 3.0 * kmax[at] + 1e-14)
+    wanted = y_row[info.rows[rest]][:, None] <= y_other[g[rest]]
+    unsure = gap[rest, None] <= 3.0 * kappa[at[rest]] + 1e-14
     k_at, j_at = np.nonzero(wanted & unsure)
     if not len(k_at):
         return
-    sub = info.subset(k_at)
-    delta_at = delta[g[k_at], :, j_at]
-    keep = ~same_order(delta_at, sub)
-    if not keep.any():
-        return
-    # another order: walk again; another choice: the rule at this d on those rows
-    sw_j = rewalk(delta_at[keep], sub.subset(keep))
-    k_at, j_at = k_at[keep], j_at[keep]
+    k_at = rest[k_at]
+    # the others walked again at d (memory, and so the savings and excess, are the same)
+    sw_j = rewalk(delta[g[k_at], :, j_at], info.subset(k_at))
     r = info.rows[k_at]
     differs = np.any(sw_j != sw[r], axis=1)
     feas_j = feas[r]
-    if differs.any():
+    if differs.any():  # (F does not fit, L does: only whether the new choice fits is new)
         rd = r[differs]
         cols = block[g_row[rd]]
-        cols[:, :, 0] = delta[g_row[rd], :, j_at[differs]]
-        sw_j[differs], feas_j[differs] = greedy_rule_rows(
-            *(cols[:, :, k] for k in range(5)), cols[:, :, 5] > 0, y_row[rd], M
+        feas_j[differs] = choice_fits(
+            sw_j[differs], *(cols[:, :, k] for k in range(1, 5)), y_row[rd], M
         )
+    if not differs.any():
+        return
+    r, j_at, sw_j, feas_j = r[differs], j_at[differs], sw_j[differs], feas_j[differs]
+    code_j = np.packbits(sw_j, axis=1)
     row_start = np.cumsum(ys) - ys
-    for j in sorted_unique(j_at[differs]).tolist():
-        # those blocks' rows at this d: the first d's rows, the rerun rows replaced
-        mine = j_at == j
-        gf = sorted_unique(g_row[r[mine & differs]])
+    for j in sorted_unique(j_at).tolist():
+        # those blocks' rows at this d: the first d's rows, the rows walked otherwise
+        # replaced (compared by their packed choices)
+        mine = np.flatnonzero(j_at == j)
+        gf = sorted_unique(g_row[r[mine]])
         yf = y_d[gf, j]
+        f_start = np.cumsum(yf) - yf
         g_f = np.repeat(gf, yf)
-        y_f = np.arange(len(g_f)) - np.repeat(np.cumsum(yf) - yf, yf) + 1
+        y_f = np.arange(len(g_f)) - np.repeat(f_start, yf) + 1
         src = row_start[g_f] + y_f - 1
-        sw_f, feas_f = sw[src], feas[src]
-        pos_f = np.full(len(g_row), -1)
-        pos_f[src] = np.arange(len(src))
-        at = np.flatnonzero(mine & (pos_f[r] >= 0))
-        sw_f[pos_f[r[at]]], feas_f[pos_f[r[at]]] = sw_j[at], feas_j[at]
-        yield j, gf, _runs_of(sw_f, feas_f, g_f, y_f, block[g_f])
+        code_f, feas_f = code[src], feas[src]
+        at = f_start[np.searchsorted(gf, g_row[r[mine]])] + y_row[r[mine]] - 1
+        code_f[at], feas_f[at] = code_j[mine], feas_j[mine]
+        s_at, e_at = _run_bounds(code_f, feas_f, y_f)
+        # P of each run from its first row's choice
+        sw_s = sw[src[s_at]]
+        walked = np.full(len(src), -1)
+        walked[at] = mine
+        w_s = walked[s_at]
+        sw_s[w_s >= 0] = sw_j[w_s[w_s >= 0]]
+        P = _chosen_p(sw_s, block[g_f[s_at]])
+        yield j, gf, (g_f[s_at], y_f[s_at], y_f[e_at], P)
 
 
 def _ref_runs(block: np.ndarray, ys: np.ndarray, M: float) -> tuple:
     """Piper's rule on blocks (padded as :func:`plain_rule_runs` pads them), block g at
     y = 1 .. ``ys[g]``. Returns per run its block, first and last y and P; per evaluated
-    row (block by block, y by y) the switched nodes and whether a choice fits; the
-    rule's :class:`RuleDetail`; and per evaluated row its block and y."""
+    row (block by block, y by y) the switched nodes, the same packed
+    (``numpy.packbits``) and whether a choice fits; the rule's :class:`RuleDetail`; and
+    per evaluated row its block and y."""
     g_row = np.repeat(np.arange(len(ys)), ys)
     y_row = np.arange(len(g_row)) - np.repeat(np.cumsum(ys) - ys, ys) + 1
     cols = block[g_row]
     sw, feas, info = greedy_rule_rows(
         *(cols[:, :, j] for j in range(5)), cols[:, :, 5] > 0, y_row, M, detail=True
     )
-    sg, lo, hi, P = _runs_of(sw, feas, g_row, y_row, cols)
-    return sg, lo, hi, P, sw, feas, info, g_row, y_row
+    code = np.packbits(sw, axis=1)
+    s_at, e_at = _run_bounds(code, feas, y_row)
+    P = _chosen_p(sw[s_at], cols[s_at])
+    return g_row[s_at], y_row[s_at], y_row[e_at], P, sw, code, feas, info, g_row, y_row
 
 
-def _runs_of(sw, feas, g_row, y_row, cols) -> tuple:
-    """The runs of equal choice in rows (block by block, y = 1, 2, ... each) of the
-    rule's outcome ``sw``, ``feas``: per run its block, first and last y and P (from the
-    p_F and p_O columns of ``cols``, the rows' block columns)."""
-    first = y_row == 1
-    same = np.zeros(len(g_row), dtype=bool)
-    same[1:] = ~np.any(sw[1:] != sw[:-1], axis=1)
-    prev_feas = np.zeros(len(g_row), dtype=bool)
+def _run_bounds(code: np.ndarray, feas: np.ndarray, y_row: np.ndarray) -> tuple:
+    """The first and last rows of the runs of equal choice in rows (block by block, y = 1,
+    2, ... each; ``code`` the packed choices, ``feas`` whether the rule finds one)."""
+    same = np.zeros(len(y_row), dtype=bool)
+    same[1:] = ~np.any(code[1:] != code[:-1], axis=1) & (y_row[1:] != 1)
+    prev_feas = np.zeros(len(y_row), dtype=bool)
     prev_feas[1:] = feas[:-1]
-    start = feas & (first | ~prev_feas | ~same)
-    last = np.zeros(len(g_row), dtype=bool)
-    last[-1:] = True
-    last[:-1] = y_row[1:] == 1
-    next_same = np.zeros(len(g_row), dtype=bool)
+    start = feas & ~(prev_feas & same)
+    next_same = np.zeros(len(y_row), dtype=bool)
     next_same[:-1] = same[1:] & feas[1:]
-    end = feas & (last | ~next_same)
-    s_at, e_at = np.flatnonzero(start), np.flatnonzero(end)
-    P = running_sum(np.where(sw[s_at], cols[s_at, :, 7], cols[s_at, :, 6]))
-    return g_row[s_at], y_row[s_at], y_row[e_at], P
+    return np.flatnonzero(start), np.flatnonzero(feas & ~next_same)
+
+
+def _chosen_p(sw: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """P of choices ``sw`` (rows of nodes; ``cols`` the rows' block columns): p_O where
+    switched, else p_F, summed node by node (:func:`dp.greedy_rule.running_sum`)."""
+    return running_sum(np.where(sw, cols[:, :, 7], cols[:, :, 6]))
 
 
 def _chunks(order: np.ndarray, sizes: np.ndarray, depth: np.ndarray, limit: int):
@@ -485,10 +492,12 @@ def _dense(rows: np.ndarray, starts: np.ndarray, sizes: np.ndarray, idx: np.ndar
     """Blocks ``idx`` of ``rows`` (each ``sizes`` rows from ``starts``) as one array
     (blocks, widest, 8), padded with zero rows."""
     n_of = sizes[idx]
-    block = np.zeros((len(idx), int(n_of.max()), rows.shape[1]))
-    b_of = np.repeat(np.arange(len(idx)), n_of)
-    col = np.arange(len(b_of)) - np.repeat(np.cumsum(n_of) - n_of, n_of)
-    block[b_of, col] = rows[np.repeat(starts[idx], n_of) + col]
+    col = np.arange(int(n_of.max()))
+    pad = col[None, :] >= n_of[:, None]
+    at = starts[idx][:, None] + col
+    at[pad] = 0
+    block = rows[at]
+    block[pad] = 0.0
     return block
 
 
@@ -558,6 +567,104 @@ def _rule_columns(opt: np.ndarray, delta: np.ndarray, F: np.ndarray) -> np.ndarr
     return out
 
 
+def general_rule_runs(stages: list, ds: np.ndarray, caps: np.ndarray, settings: tuple, check):
+    """Piper's rule on stages of general nodes, for each d and y = 1..cap, many stages
+    per numpy call.
+
+    Parameters
+    ----------
+    stages : list of lists
+        Per stage, per node (in input order), its options (one or two are used: the
+        first two) as tuples (p, E, w, a, b, e): E the node's cut-edge bytes as the
+        evaluator sums them (``fsum``), e as Piper's rule sums them
+        (:func:`dp.greedy_rule.piper_edge_bytes`).
+    ds, caps : numpy.ndarray
+        The data-parallel degrees and the largest y of each.
+    settings : tuple
+        (N, B, M) of the instance.
+    check : callable
+        Called between numpy calls (the time limit).
+
+    Returns
+    -------
+    blk, lo, hi, P, E, W : numpy.ndarray
+        The runs of equal choice over the y where the rule finds one, by stage, d and y:
+        the block (stage index x len(ds) + d index), first and last y, and the ``fsum``
+        of the chosen options' p, E and w.
+
+    Notes
+    -----
+    Per node, F is the first option of least :func:`dp.greedy_rule.piper_cost` at d and
+    O the other one (:func:`dp.greedy_rule.greedy_node_rows`); the stages of a numpy
+    call are padded to the widest with nodes of zero cost and memory, which change no
+    running sum and are never switched.
+    """
+    N, B, M = settings
+    D = len(ds)
+    sizes = np.array([len(x) for x in stages], dtype=np.int64)
+    parts = []
+    for idx in _chunks(
+        np.arange(len(stages)), sizes, np.full(len(stages), int(caps.sum())), 50_000
+    ):
+        check()
+        parts.append(_general_chunk([stages[k] for k in idx.tolist()], ds, caps, N, B, M))
+        parts[-1][0][:] += int(idx[0]) * D
+    if not parts:
+        return (np.zeros(0, dtype=np.int64),) * 3 + (np.zeros(0),) * 3
+    return tuple(np.concatenate([x[k] for x in parts]) for k in range(6))
+
+
+def _general_chunk(stages: list, ds, caps, N: int, B: float, M: float) -> tuple:
+    """:func:`general_rule_runs` on consecutive stages (blocks numbered from 0)."""
+    K, D = len(stages), len(ds)
+    n_of = np.array([len(x) for x in stages], dtype=np.int64)
+    Wd = int(n_of.max())
+    k_of = np.repeat(np.arange(K), n_of)
+    j_of = np.arange(len(k_of)) - np.repeat(np.cumsum(n_of) - n_of, n_of)
+    flat = [opts for x in stages for opts in x]
+    o0 = np.zeros((K, Wd, 6))
+    o1 = np.zeros((K, Wd, 6))
+    two = np.zeros((K, Wd), dtype=bool)
+    o0[k_of, j_of] = [opts[0] for opts in flat]
+    o1[k_of, j_of] = [opts[1] if len(opts) > 1 else opts[0] for opts in flat]
+    two[k_of, j_of] = [len(opts) > 1 for opts in flat]
+    # per stage, d and node: F (option 1 is F), c_O - c_F (greedy_node_rows' floats)
+    Fd = np.zeros((K, D, Wd), dtype=bool)
+    delta = np.zeros((K, D, Wd))
+    for jd, d in enumerate(ds.tolist()):
+        c0 = piper_cost(o0[:, :, 0], o0[:, :, 5], o0[:, :, 2], d, N, B)
+        c1 = piper_cost(o1[:, :, 0], o1[:, :, 5], o1[:, :, 2], d, N, B)
+        Fd[:, jd] = two & (c0 > c1)
+        delta[:, jd] = np.where(two, np.where(Fd[:, jd], c0 - c1, c1 - c0), 0.0)
+    F3 = Fd.reshape(K * D, Wd)
+    k_blk = np.repeat(np.arange(K), D)
+    ys = np.tile(np.asarray(caps, dtype=np.int64), K)
+    g_row = np.repeat(np.arange(K * D), ys)
+    y_row = np.arange(len(g_row)) - np.repeat(np.cumsum(ys) - ys, ys) + 1
+    Fr, kr = F3[g_row], k_blk[g_row]
+    mem = [np.where(Fr, o1[kr, :, c], o0[kr, :, c]) for c in (3, 4)]  # a_F, b_F
+    mem += [np.where(Fr, o0[kr, :, c], o1[kr, :, c]) for c in (3, 4)]  # a_O, b_O
+    sw, feas = greedy_rule_rows(delta.reshape(K * D, Wd)[g_row], *mem, Fr, y_row, M)
+    # the runs of equal choice, block by block, y by y
+    same = np.zeros(len(g_row), dtype=bool)
+    same[1:] = ~np.any(sw[1:] != sw[:-1], axis=1)
+    prev = np.zeros(len(g_row), dtype=bool)
+    prev[1:] = feas[:-1]
+    start = feas & ((y_row == 1) | ~prev | ~same)
+    nxt = np.zeros(len(g_row), dtype=bool)
+    nxt[:-1] = (y_row[1:] != 1) & same[1:] & feas[1:]
+    s_at, e_at = np.flatnonzero(start), np.flatnonzero(feas & ~nxt)
+    # the chosen option per node of each run: O where switched (O = 1 - F; 0 for one)
+    opt = np.where(sw[s_at], np.where(two[kr[s_at]], ~Fr[s_at], False), Fr[s_at])
+    P, E, W = [], [], []
+    for k, row in zip(kr[s_at].tolist(), opt.tolist()):
+        chosen = [opts[i] for opts, i in zip(stages[k], row)]
+        P.append(math.fsum(o[0] for o in chosen))
+        E.append(math.fsum(o[1] for o in chosen))
+        W.append(math.fsum(o[2] for o in chosen))
+    return g_row[s_at], y_row[s_at], y_row[e_at], np.array(P), np.array(E), np.array(W)
+
+
 class GreedyTables(StageQueue):
     """The greedy-mode part of the stage-table builder: the rows of the queued stages
     (:class:`dp.stage_queue.StageQueue`) by Piper's rule.
@@ -566,7 +673,7 @@ class GreedyTables(StageQueue):
     whether it is plain, and whether some choice may fit (its least memory); the state of
     C is made from the state of C minus its lowest node without successors in C. The rows
     of plain stages are made many stages per numpy call (:meth:`_plain_rows`), those of
-    general stages one sequence of nodes' options at a time (:meth:`_general_rows`).
+    general stages many sequences of nodes' options per numpy call (:meth:`_general_rows`).
 
     Parameters
     ----------
@@ -630,7 +737,7 @@ class GreedyTables(StageQueue):
 
     def _flush(self):
         """Make the states of the queued stages, then their rows per t (plain stages: many
-        per numpy call, :meth:`_plain_rows`; general ones by their sequence of node
+        per numpy call, :meth:`_plain_rows`; general ones once per sequence of node
         options, :meth:`_general_rows`), then emit the queued pairs' groups. The states
         are forgotten once they pass ``memo_points``."""
         stages, ids, q0 = self._take_batch()
@@ -643,9 +750,9 @@ class GreedyTables(StageQueue):
             if not len(self.ds[t]):  # no d allowed with this t: no rows
                 continue
             plain = states.plain[t][ids]
-            for i in np.flatnonzero(alive & ~plain).tolist():
-                self.check()
-                self._record_rows(t, q0 + i, *self._general_rows(stages[i], t))
+            gen = np.flatnonzero(alive & ~plain)
+            if len(gen):
+                self._general_rows(t, q0 + gen, [stages[i] for i in gen.tolist()])
             fast = np.flatnonzero(alive & plain)
             if len(fast):
                 self.check()
@@ -811,69 +918,62 @@ class GreedyTables(StageQueue):
         self.node_item[key] = iid
         return iid
 
-    def _general_rows(self, C: int, t: int):
-        """The rows of a stage C with general nodes under t, one per d where Piper's rule
-        finds a choice for some y: made and stored once per sequence of the nodes' items
-        (:meth:`_item`) and shared by the stages with that sequence. Returns the count of
-        the rows before each d of ``ds[t]`` and the first row (-1: none)."""
+    def _general_rows(self, t: int, sids: np.ndarray, masks: list[int]):
+        """Record the rows of stages with general nodes (bitmasks ``masks``, stage ids
+        ``sids``) under t, one per d where Piper's rule finds a choice for some y: made and
+        stored once per sequence of the nodes' items (:meth:`_item`), shared by the stages
+        with that sequence; the new sequences' rows many per numpy call
+        (:meth:`_general_batch`)."""
         # the cut edges of a node of C = I \\ J: the in-edges from outside I and the
         # out-edges into J, i.e. (I and J being successor-closed) those from and to
         # outside C
-        ids = tuple(
-            self._item(i, t, self.pred_mask[i] & ~C, self.succ_mask[i] & ~C) for i in bits(C)
-        )
-        key = (t, ids)
-        got = self.general_rows.get(key)
-        if got is None:
-            first = self.tables.n_rows
-            has = set()
-            for ds, cost, ylo, yhi, mono in self._profiles(ids, t):
-                self.tables.add_rows(t, ds, cost, ylo, yhi, mono)
-                has.update(ds.tolist())
-            cum = np.zeros(len(self.ds[t]) + 1, dtype=np.int64)
-            cum[1:] = np.cumsum([d in has for d in self.ds[t].tolist()])
-            got = self.general_rows[key] = (cum, first if has else -1)
-        return got
-
-    def _profiles(self, item_ids: tuple, t: int):
-        """Piper's rule on a stage with general nodes, for each d (the ranking depends on d)
-        and y = 1..cap: groups (ds, cost, ylo, yhi, monotone)."""
-        rows = [self.items[k][0] for k in item_ids]
-        out = []
-        for d, cap in zip(self.ds[t].tolist(), self.cap[t].tolist()):
-            runs = self._runs(rows, d, cap)
-            if runs:
-                lo, hi, P, E, W = (np.array(c) for c in zip(*runs))
-                cost = stage_tps_from_sums(E, W, P, d, self.N, self.B)
-                mono = is_monotone_step(lo, hi, cost)
-                out.append((np.array([d]), cost[None, :], lo[None, :], hi[None, :], mono))
-        return out
-
-    def _runs(self, rows, d: int, ymax: int):
-        """Piper's rule for y = 1..ymax on one stage: runs (y_lo, y_hi, P, E, W) of equal
-        choice over the y where the rule finds a choice."""
-        nr = greedy_node_rows(
-            [[o[:1] + o[5:] + o[2:5] for o in r] for r in rows], d, self.N, self.B
-        )
-        n = len(rows)
-        sw, feas = greedy_rule_grid(
-            tuple(x[None, :] for x in (nr.delta, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)),
-            np.arange(1, ymax + 1),
-            self.M,
-        )
-        starts, ends, _ = choice_runs(sw, feas)
-        sw = sw[0]
-        out = []
-        for s0, s1 in zip(starts[0].tolist(), ends[0].tolist()):
-            mask = sw[s0 - 1]
-            chosen = [rows[i][nr.O[i] if mask[i] else nr.F[i]] for i in range(n)]
-            out.append(
-                (
-                    s0,
-                    s1,
-                    math.fsum(o[0] for o in chosen),
-                    math.fsum(o[1] for o in chosen),
-                    math.fsum(o[2] for o in chosen),
-                )
+        keys = []
+        for C in masks:
+            ids = tuple(
+                self._item(i, t, self.pred_mask[i] & ~C, self.succ_mask[i] & ~C) for i in bits(C)
             )
-        return out
+            keys.append((t, ids))
+        new = [key for key in dict.fromkeys(keys) if key not in self.general_rows]
+        if new:
+            self._general_batch(t, new)
+        for sid, key in zip(sids.tolist(), keys):
+            self._record_rows(t, sid, *self.general_rows[key])
+
+    def _general_batch(self, t: int, keys: list):
+        """Make and store the rows of the sequences of items ``keys`` (new ones) under t,
+        sequence by sequence, d by d (:func:`general_rule_runs`), and remember per
+        sequence the count of its rows before each d of ``ds[t]`` and its first row (-1:
+        none)."""
+        ds = self.ds[t]
+        D = len(ds)
+        stages = [[self.items[k][0] for k in key[1]] for key in keys]
+        settings = (self.N, self.B, self.M)
+        blk, lo, hi, P, E, W = general_rule_runs(stages, ds, self.cap[t], settings, self.check)
+        cost = stage_tps_from_sums(E, W, P, ds[blk % D], self.N, self.B)
+        # one row per (sequence, d) with runs: monotone when its runs cover 1..k without
+        # gaps and its cost never falls (dp.table_arrays.is_monotone_step)
+        head = np.ones(len(blk), dtype=bool)
+        head[1:] = blk[1:] != blk[:-1]
+        bad = head & (lo != 1)
+        bad[1:] |= ~head[1:] & ((lo[1:] != hi[:-1] + 1) | (cost[1:] < cost[:-1]))
+        at = np.flatnonzero(head)
+        rows = blk[at]
+        has = np.zeros((len(keys), D), dtype=bool)
+        has[rows // D, rows % D] = True
+        first_row = -1
+        if len(rows):
+            first_row = self.tables.add_ragged_rows(
+                t,
+                ds[rows % D],
+                np.diff(np.append(at, len(blk))),
+                cost,
+                lo,
+                hi,
+                ~np.logical_or.reduceat(bad, at),
+            )
+        n_rows = has.sum(axis=1)
+        base = first_row + np.cumsum(n_rows) - n_rows
+        cum = np.zeros((len(keys), D + 1), dtype=np.int64)
+        np.cumsum(has, axis=1, out=cum[:, 1:])
+        for k, key in enumerate(keys):
+            self.general_rows[key] = (cum[k], int(base[k]) if n_rows[k] else -1)

@@ -86,8 +86,7 @@ def distinct_rows(key: np.ndarray, mult: np.ndarray | None = None) -> tuple[np.n
     """
     G, w = key.shape
     if mult is None:
-        rng = np.random.default_rng(0x5EED)
-        mult = rng.integers(1, 2**62, size=w, dtype=np.int64).astype(np.uint64) * 2 + 1
+        mult = _odd_multipliers(w)
     h = (key.view(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
     _, first, kind = np.unique(h, return_index=True, return_inverse=True)
     kind = kind.ravel()
@@ -99,6 +98,16 @@ def distinct_rows(key: np.ndarray, mult: np.ndarray | None = None) -> tuple[np.n
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     return rank[kind], first[order]
+
+
+def _odd_multipliers(w: int) -> np.ndarray:
+    """``w`` fixed pseudo-random odd 64-bit multipliers (splitmix64 from a fixed seed; no
+    ``numpy.random``, whose import costs a solve about 10 ms of CPU)."""
+    with np.errstate(over="ignore"):
+        z = np.uint64(0x5EED) + np.arange(1, w + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return (z ^ (z >> np.uint64(31))) | np.uint64(1)
 
 
 def compact_index(a: np.ndarray) -> np.ndarray:

@@ -16,7 +16,16 @@ import pytest
 
 from compare.builders.generators import random_instance
 from dp import greedy_choice, greedy_options
-from dp.greedy_rule import piper_cost, piper_edge_bytes, running_sum
+from dp.greedy_rule import (
+    RuleDetail,
+    greedy_rule_rows,
+    piper_cost,
+    piper_edge_bytes,
+    rewalk,
+    running_sum,
+    same_order,
+    same_walk,
+)
 from dp.solver import solve_dp
 from piper_ilp.cost import close, node_edge_bytes
 from piper_ilp.instance import instance_from_dict, option_dict
@@ -290,3 +299,69 @@ def test_ties_family_tables_and_rebuild_agree(seed):
 @pytest.mark.parametrize("seed", range(300))
 def test_ties_family_tables_and_rebuild_agree_many(seed):
     _tables_and_rebuild_agree(seed)
+
+
+# --------------------------------------------------------------------------------------
+# The walk's outcome under other costs (same_walk, used to share the rule across d)
+# --------------------------------------------------------------------------------------
+
+
+def _walk_rows(rng, R: int, n: int):
+    """R stages of n nodes at y = 1 whose savings take few values (runs of equal savings)
+    and whose costs tie or differ in the last bits, each with an excess that some of its
+    nodes' savings cover: the rule's outcome with its detail, on the walked rows."""
+    aO = rng.choice([1.0, 2.0], size=(R, n))
+    aF = aO + rng.choice([1.0, 2.0, 3.0], size=(R, n))
+    M = float(aF.sum(axis=1).min()) - 1.0
+    aO[:, 0] += aF.sum(axis=1) - M - rng.integers(1, 3 * n, R)  # F never fits, L does
+    aF[:, 0] = aO[:, 0] + 1.0
+    z = np.zeros((R, n))
+    delta = rng.choice([1.0, 2.0, 3.0, 4.0], size=(R, n)) * rng.choice([1.0, 1 + 2**-50], (R, n))
+    of = np.zeros((R, n), dtype=bool)
+    sw, _, info = greedy_rule_rows(delta, aF, z, aO, z, of, np.ones(R, dtype=np.int64), M, True)
+    return delta[info.rows], sw[info.rows], info
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_same_walk_accepts_only_costs_that_switch_the_same_nodes(seed):
+    rng = np.random.default_rng(seed)
+    delta, sw, info = _walk_rows(rng, 4000, 7)
+    assert len(info.rows) > 1000
+    other = delta * rng.choice([1.0, 1.0, 1 + 2**-51, 1 - 2**-52, 1.5], size=sw.shape)
+    ok = same_walk(other, info, sw.sum(axis=1))
+    assert np.array_equal(rewalk(other, info)[ok], sw[ok])
+    # it accepts many rows whose order changed (where same_order gives up)
+    assert (ok & ~same_order(other, info)).sum() > 200
+
+
+def _walk_by_hand(delta, sav, excess):
+    """Step 3 on one row in plain Python: nodes by (ratio, position), ratio inf without a
+    saving above 1e-9; switch while the excess (lowered one saving at a time) is not
+    below 1e-9."""
+    ratio = [d / s if s > 1e-9 else float("inf") for d, s in zip(delta, sav)]
+    switched = set()
+    for i in sorted(range(len(ratio)), key=lambda i: (ratio[i], i)):
+        if sav[i] <= 1e-9:
+            continue
+        excess = excess - sav[i]
+        switched.add(i)
+        if excess < 1e-9:
+            break
+    return [i in switched for i in range(len(ratio))]
+
+
+@pytest.mark.parametrize("huge", [False, True])
+def test_walk_switches_as_written_out(huge):
+    rng = np.random.default_rng(7)
+    delta, sw, info = _walk_rows(rng, 500, 6)
+    if huge:  # a ratio inf although the saving counts, after a node without a saving
+        delta[:, 5] = np.inf
+        sav = info.sav.copy()
+        sav[:, 4] = 0.0
+        info = RuleDetail(info.rows, info.order, sav, sav > 1e-9, info.excess)
+    again = rewalk(delta, info)
+    for k in range(len(info.rows)):
+        want = _walk_by_hand(delta[k].tolist(), info.sav[k].tolist(), float(info.excess[k]))
+        assert again[k].tolist() == want
+        if not huge:
+            assert sw[k].tolist() == want

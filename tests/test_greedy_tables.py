@@ -1,14 +1,25 @@
 """Piper's rule shared across data-parallel degrees (dp.greedy_tables.shared_rule_runs)
 gives, at every d, what the rule evaluated at that d alone (plain_rule_runs) gives, bit
 for bit: the same runs of y, the same P and the same monotone flags, also where costs
-tie in exact arithmetic and their floats differ from one d to another."""
+tie in exact arithmetic and their floats differ from one d to another; and the rule on
+many stages of general nodes at once (general_rule_runs) gives what it gives on each
+stage and d alone."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
 
-from dp.greedy_tables import plain_rule_columns, plain_rule_runs, shared_rule_runs
+from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
+from dp.greedy_tables import (
+    general_rule_runs,
+    plain_rule_columns,
+    plain_rule_runs,
+    shared_rule_runs,
+)
+from dp.table_arrays import choice_runs
 
 N, B = 32, 25.0 * 2**30
 
@@ -81,3 +92,58 @@ def test_shared_rule_runs_equal_the_rule_at_each_d(seed):
             assert np.array_equal(got[j][k], want[j][k]), (ds[j], name)
         runs += len(want[j][0])
     assert runs > 0
+
+
+def _general_stages(rng, count: int):
+    """Stages of general nodes: per node one or two options (p, E, w, a, b, e) whose
+    costs tie in exact arithmetic or differ in the last bits, with cut bytes."""
+    stages = []
+    for _ in range(count):
+        nodes = []
+        for _ in range(int(rng.integers(1, 7))):
+            e = float(rng.choice([0.0, 2**20, 7e5]))
+            w = float(rng.choice([0.0, 2**24]))
+            a0 = float(rng.choice([64.0, 96.0])) * 2**20
+            b = float(rng.choice([1.0, 2.0])) * 2**26
+            p = float(rng.choice([0.001, 0.002, 0.003]))
+            opts = [(p, e * 1.0000001, w, a0, b, e)]
+            if rng.random() < 0.85:
+                p1 = p + float(rng.choice([0.0, 0.001, 0.0005]))
+                p1 = float(np.nextafter(p, 0.0)) if rng.random() < 0.15 else p1
+                a1 = a0 * float(rng.choice([0.25, 0.5]))
+                opts.append((p1, e * 1.0000001, w, a1, b + float(rng.choice([0.0, 2**20])), e))
+            nodes.append(opts)
+        stages.append(nodes)
+    return stages
+
+
+def _general_by_stage(stages, ds, caps, M):
+    """The rule on each stage and d alone (greedy_node_rows, greedy_rule_grid), its runs
+    and the fsums of the chosen options."""
+    out = []
+    for k, stage in enumerate(stages):
+        for jd, (d, cap) in enumerate(zip(ds.tolist(), caps.tolist())):
+            nr = greedy_node_rows([[o[:1] + o[5:] + o[2:5] for o in x] for x in stage], d, N, B)
+            cols = (nr.delta, nr.aF, nr.bF, nr.aO, nr.bO, nr.o_first)
+            sw, feas = greedy_rule_grid(tuple(c[None, :] for c in cols), np.arange(1, cap + 1), M)
+            starts, ends, _ = choice_runs(sw, feas)
+            for s0, s1 in zip(starts[0].tolist(), ends[0].tolist()):
+                mask = sw[0, s0 - 1]
+                chosen = [x[nr.O[i] if mask[i] else nr.F[i]] for i, x in enumerate(stage)]
+                sums = [math.fsum(o[c] for o in chosen) for c in range(3)]
+                out.append((k * len(ds) + jd, s0, s1, *sums))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_general_rule_runs_equal_the_rule_per_stage(seed):
+    rng = np.random.default_rng(seed)
+    stages = _general_stages(rng, 300)
+    ds = np.array([1, 2, 3, 4, 6, 8])
+    caps = -(-24 // ds)
+    M = float(rng.choice([0.4, 0.6, 1.0]) * 2**30)
+    got = general_rule_runs(stages, ds, caps, (N, B, M), lambda: None)
+    got = list(zip(*(x.tolist() for x in got)))
+    want = _general_by_stage(stages, ds, caps, M)
+    assert len(want) > 1000
+    assert got == want
