@@ -125,10 +125,9 @@ def solve_milp(
         Under the batch time: solve the throughput objective of the same mode first, on
         the same backend, and use its certified lower bound as a floor on T (every plan's
         batch time holds (N - 1) x its largest TPS, which is at least the throughput
-        optimum); its plan, when no ``hint`` is given, is the first plan in hand. The two
-        solves share ``time_limit`` (the first takes at most half). Default (None): on
-        under the batch time (ignored under throughput). ``info["throughput_floor"]``
-        records the first solve's status, bound and seconds.
+        optimum). The two solves share ``time_limit`` (the first takes at most half).
+        Default (None): on under the batch time (ignored under throughput).
+        ``info["throughput_floor"]`` records the first solve's status, bound and seconds.
     symmetry : bool, optional
         Under graph pipelining, add the symmetry rows (docs/milp.md, "Symmetry rows"):
         consecutive slots without an edge between them in increasing least node rank, and
@@ -201,7 +200,9 @@ def solve_milp(
         strong = backend == "cpsat"
     if symmetry is None:
         symmetry = mode.graph
-    size = size_of_sets(index_sets(instance, restrictions, mode, symmetry=symmetry), strong)
+    # the guard counts the model without the symmetry rows, as before they existed (they
+    # add (S - 1)(|E_red| + 2) variables): nothing solved before is refused now
+    size = size_of_sets(index_sets(instance, restrictions, mode), strong)
     if size["variables"] > max_variables and not force:
         raise SizeLimitError(
             f"{instance.source}: the MILP would have {size['variables']} variables "
@@ -226,9 +227,6 @@ def solve_milp(
             symmetry=symmetry,
         )
         floor, floor_info = _floor_of(first)
-        if hint is None and first.plan is not None:
-            hint = first.plan
-            floor_info["hint"] = "its plan is the hint"
         if time_limit is not None:
             time_limit = max(0.0, time_limit - (time.perf_counter() - t0))
     st = index_sets(instance, restrictions, mode, t_floor=floor, symmetry=symmetry)
