@@ -126,14 +126,15 @@ def solve_milp(
         the same backend, and use its certified lower bound as a floor on T (every plan's
         batch time holds (N - 1) x its largest TPS, which is at least the throughput
         optimum). The two solves share ``time_limit`` (the first takes at most half).
-        Default (None): on under the batch time (ignored under throughput).
+        Default (None): on for CP-SAT under the batch time (ignored under throughput),
+        off for CBC and SCIP (SCIP proved a wrong optimum with it and the symmetry rows).
         ``info["throughput_floor"]`` records the first solve's status, bound and seconds.
     symmetry : bool, optional
         Under graph pipelining, add the symmetry rows (docs/milp.md, "Symmetry rows"):
         consecutive slots without an edge between them in increasing least node rank, and
-        interchangeable chains (found from the data) in order. Default (None): on under
-        graph pipelining (ignored sequentially). ``info["symmetry"]`` records the classes'
-        sizes.
+        interchangeable chains (found from the data) in order. Default (None): on for
+        CP-SAT under graph pipelining (ignored sequentially), off for CBC and SCIP.
+        ``info["symmetry"]`` records the classes' sizes.
     force : bool
         Solve even above ``max_variables``.
     max_variables : int
@@ -198,8 +199,10 @@ def solve_milp(
         raise InputError(f"mode must be a piper_ilp.pipeline.Mode, got {mode!r}")
     if strong is None:
         strong = backend == "cpsat"
-    if symmetry is None:
-        symmetry = mode.graph
+    if symmetry is None:  # SCIP (2 threads) proved a wrong optimum with both: CP-SAT only
+        symmetry = mode.graph and backend == "cpsat"
+    if throughput_floor is None:
+        throughput_floor = backend == "cpsat"
     # the guard counts the model without the symmetry rows, as before they existed (they
     # add (S - 1)(|E_red| + 2) variables): nothing solved before is refused now
     size = size_of_sets(index_sets(instance, restrictions, mode), strong)
@@ -212,7 +215,7 @@ def solve_milp(
         )
     floor = 0.0
     floor_info = None
-    if mode.batch_time and throughput_floor is not False and time_limit != 0:
+    if mode.batch_time and throughput_floor and time_limit != 0:
         first = solve_milp(
             instance,
             restrictions,
