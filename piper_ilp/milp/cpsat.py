@@ -251,6 +251,10 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     # CP-SAT 9.15 can certify a wrong optimum after its at-most-one + linear inclusion
     # presolve (google/or-tools#5293); that presolve step is switched off.
     p.presolve_inclusion_work_limit = 0
+    # ... and its SAT presolve called a feasible model infeasible (and proved a wrong
+    # optimum with a warm start) at one time unit (test_cpsat_sat_presolve_regression in
+    # tests/test_milp_symmetry.py); cp_model_probing_level = 0 avoided it too
+    p.cp_model_use_sat_presolve = False
     # the linear relaxation of every row (indicators included) in the LP-based search
     p.linearization_level = 2
     # Ctrl-C is Python's: CP-SAT's own SIGINT handler would end the solve as if its

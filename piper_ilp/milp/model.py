@@ -14,6 +14,7 @@ import networkx as nx
 from piper_ilp.cost import cut_edge_bytes, resync_bytes, stage_tps
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance
+from piper_ilp.milp.symmetry import Symmetry, canonical_plan, find_symmetry
 from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions
@@ -181,6 +182,9 @@ class IndexSets:
         At least every path's sum of d_i TPS_i.
     uniform : bool
         Every used slot takes one configuration (rows uniform_one, uniform).
+    sym : Symmetry or None
+        Graph pipelining with the symmetry rows: the interchangeable chains and the rank
+        of the nodes (:func:`~piper_ilp.milp.symmetry.find_symmetry`); else None.
     """
 
     inst: Instance
@@ -199,6 +203,7 @@ class IndexSets:
     obj_low: float = 0.0
     tau_bound: float = math.inf
     uniform: bool = False  # every used slot takes one configuration (rows uniform_one, uniform)
+    sym: Symmetry | None = None  # graph pipelining: the symmetry rows' classes and rank
 
     @property
     def gpipe(self) -> bool:
@@ -238,7 +243,11 @@ class IndexSets:
 
 
 def index_sets(
-    instance: Instance, restrictions: Restrictions, mode: Mode = DEFAULT_MODE
+    instance: Instance,
+    restrictions: Restrictions,
+    mode: Mode = DEFAULT_MODE,
+    t_floor: float = 0.0,
+    symmetry: bool = False,
 ) -> IndexSets:
     """The index sets of the model for ``instance`` under ``restrictions`` and ``mode``.
 
@@ -248,6 +257,13 @@ def index_sets(
     restrictions : Restrictions
         Applied first: excluded options, max_t, max_d, fixed degrees, uniform.
     mode : Mode
+    t_floor : float
+        A proven lower bound on every plan's largest stage TPS (seconds), e.g. the bound
+        of the throughput objective's own solve (:func:`~piper_ilp.milp.solve.solve_milp`
+        under the batch time); ``t_low`` is at least it. 0: none.
+    symmetry : bool
+        Under graph pipelining, add the symmetry rows (``docs/milp.md``, "Symmetry
+        rows"); ignored sequentially.
 
     Returns
     -------
@@ -331,6 +347,7 @@ def index_sets(
         t_low = max(math.fsum(work) / sum_d_cap, math.fsum(work_t) / K, single) * (1 - 1e-9)
     except OverflowError:
         t_low = single * (1 - 1e-9)
+    t_low = max(t_low, t_floor)
     if not mode.batch_time:
         obj_bound, obj_low = t_bound, t_low
     else:
@@ -374,6 +391,7 @@ def index_sets(
         obj_low,
         tau_bound,
         restrictions.uniform and len(configs) > 1,
+        find_symmetry(inst) if symmetry and mode.graph and S > 1 else None,
     )
 
 
@@ -487,6 +505,10 @@ class Formulation:
         Sec. 11's rule under graph pipelining: the successors' largest q.
     w : dict of (t, d) to int
         Uniform: the one configuration.
+    key, adj, adj_any
+        The symmetry rows' variables (``docs/milp.md``, "Symmetry rows"): key[i] <= the
+        least rank in slot i; adj[a,b,i] <= [a in slot i and b in slot i + 1] for the
+        reduction's edges; adj_any[i] <= [some edge from slot i to slot i + 1].
     """
 
     model: LinearModel
@@ -503,6 +525,9 @@ class Formulation:
     q: list[int] = field(default_factory=list)  # sec. 11: microbatches in flight q_i
     r: list[int] = field(default_factory=list)  # sec. 11, graph: the successors' largest q
     w: dict[tuple[int, int], int] = field(default_factory=dict)  # uniform: the one configuration
+    key: list[int] = field(default_factory=list)  # symmetry rows: a slot's least rank (or less)
+    adj: dict[tuple[int, int, int], int] = field(default_factory=dict)  # a in i, b in i + 1
+    adj_any: list[int] = field(default_factory=list)  # symmetry rows: an edge from i to i + 1
 
     def plan_of(self, values: dict[int, float]) -> Plan:
         """The plan that integer values of the variables describe.
@@ -553,6 +578,9 @@ class Formulation:
         """
         st, m = self.sets, self.model
         ev = evaluate(st.inst, plan, st.mode)
+        if ev.valid and st.sym is not None:  # the point of the plan's orbit the rows admit
+            plan = canonical_plan(st.inst, plan, st.sym)
+            ev = evaluate(st.inst, plan, st.mode)
         if not ev.valid:
             under = "" if st.mode.is_default else f" under {st.mode.label}"
             return (
@@ -599,7 +627,20 @@ class Formulation:
                 for j in range(i, st.S - 1):
                     if (v, j) in self.P:
                         values[self.P[v, j]] = 1.0
+        if self.key:
+            self._symmetry_values(plan, values)
         return values, ""
+
+    def _symmetry_values(self, plan: Plan, values: dict[int, float]) -> None:
+        """The symmetry rows' variables of a canonical plan (:meth:`values_of`)."""
+        rank = self.sets.sym.rank
+        slot = {v: i for i, stg in enumerate(plan.stages) for v in stg.nodes}
+        for i, key in enumerate(self.key):
+            if i < len(plan.stages):
+                values[key] = float(min(rank[v] for v in plan.stages[i].nodes))
+        for (a, b, i), j in self.adj.items():
+            if slot[a] == i and slot[b] == i + 1:
+                values[j] = values[self.adj_any[i]] = 1.0
 
 
 def formulate(st: IndexSets, strong: bool = False) -> Formulation:
@@ -695,8 +736,26 @@ def formulate(st: IndexSets, strong: bool = False) -> Formulation:
     held = _held_rows(m, st, vs)
     _memory_rows(m, st, vs, held)
     _time_rows(m, st, vs, strong)
+    if st.sym is not None:
+        _symmetry_rows(m, st, vs)
     return Formulation(
-        m, st, vs.u, vs.z, vs.g, vs.T, vs.s, vs.P, vs.h, vs.arc, vs.latency, vs.q, vs.r, vs.w
+        m,
+        st,
+        vs.u,
+        vs.z,
+        vs.g,
+        vs.T,
+        vs.s,
+        vs.P,
+        vs.h,
+        vs.arc,
+        vs.latency,
+        vs.q,
+        vs.r,
+        vs.w,
+        vs.key,
+        vs.adj,
+        vs.adj_any,
     )
 
 
@@ -724,6 +783,9 @@ class _Vars:
     Tb: int = -1
     latency: list = field(default_factory=list)
     w: dict = field(default_factory=dict)
+    key: list = field(default_factory=list)
+    adj: dict = field(default_factory=dict)
+    adj_any: list = field(default_factory=list)
 
     def x(self, v: int, i: int) -> list[tuple[int, float]]:
         """x[v,i] = sum_{t,l} z[v,i,t,l] as row terms."""
@@ -1037,6 +1099,44 @@ def _time_rows(m: LinearModel, st: IndexSets, vs: _Vars, strong: bool) -> None:
         m.row("batch_time", [(vs.Tb, 1.0), (T, -float(N - 1))] + path, ">=", 0, kind="time")
 
 
+def _symmetry_rows(m: LinearModel, st: IndexSets, vs: _Vars) -> None:
+    """The symmetry rows (graph pipelining; docs/milp.md, "Symmetry rows"): consecutive
+    used slots without an edge from the first to the second are in increasing least rank,
+    and the first nodes of interchangeable chains sit in non-decreasing slots. Every plan
+    has a point of its orbit (the same value) that satisfies them
+    (:func:`~piper_ilp.milp.symmetry.canonical_plan`)."""
+    S, V, x, sym = st.S, st.V, vs.x, st.sym
+    n = len(V)
+    for i in range(S - 1):
+        key = m.var(f"key[{i}]", 0, n - 1, "integer")
+        vs.key.append(key)
+        adj = []
+        for a, b in st.order_edges:
+            j = m.var(f"adj[{_fmt_id(a)},{_fmt_id(b)},{i}]", 0, 1, "binary")
+            vs.adj[a, b, i] = j
+            adj.append(j)
+            m.row(f"adj_out[{_fmt_id(a)},{_fmt_id(b)},{i}]", [(j, 1.0)] + _neg(x(a, i)), "<=", 0)
+            m.row(f"adj_in[{_fmt_id(a)},{_fmt_id(b)},{i}]", [(j, 1.0)] + _neg(x(b, i + 1)), "<=", 0)
+        any_ = m.var(f"adj_any[{i}]", 0, 1, "binary")
+        vs.adj_any.append(any_)
+        m.row(f"adj_any[{i}]", [(any_, 1.0)] + [(j, -1.0) for j in adj], "<=", 0)
+        for v in V:
+            r = sym.rank[v]
+            up = [(key, 1.0)] + [(j, float(n)) for j, _ in x(v, i)]
+            m.row(f"key_up[{_fmt_id(v)},{i}]", up, "<=", r + n)
+            order = [(key, 1.0), (any_, -float(n))] + [(j, float(n)) for j, _ in x(v, i + 1)]
+            m.row(f"key_order[{_fmt_id(v)},{i}]", order, "<=", r - 1 + n)
+    for c, cls in enumerate(sym.classes):
+        for k, (c1, c2) in enumerate(zip(cls, cls[1:])):
+            terms = [(j, float(i)) for i in range(1, S) for j, _ in x(c1[0], i)]
+            terms += [(j, -float(i)) for i in range(1, S) for j, _ in x(c2[0], i)]
+            m.row(f"chain_order[{c},{k}]", terms, "<=", 0)
+
+
+def _neg(terms: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    return [(j, -c) for j, c in terms]
+
+
 def _schedule_rows(m: LinearModel, st: IndexSets, i: int, ys, u, q, r) -> None:
     """Sec. 11's in-flight rows of slot i, y_i = sum_k g[i,k] (``ys``): when u[i,t,d] = 1,
     d y_i >= d + r_i (so y_i >= 1 + ceil(r_i / d)) and q_i >= d y_i, r_i the successors'
@@ -1160,6 +1260,12 @@ def size_of_sets(st: IndexSets, strong: bool = False) -> dict[str, int]:
         rows += S * nC + 1  # latency, batch_time
         if st.graph:
             rows += 2 * S + n_arc  # path_own, path_max, path
+    if st.sym is not None:  # key, adj, adj_any; adj_out, adj_in, adj_any, key_up, key_order
+        n_red = len(st.order_edges)
+        variables += (S - 1) * (n_red + 2)
+        binaries += (S - 1) * (n_red + 1)
+        rows += (S - 1) * (2 * n_red + 1 + 2 * len(V))
+        rows += sum(len(cls) - 1 for cls in st.sym.classes)  # chain_order
     return {
         "variables": variables,
         "binaries": binaries,

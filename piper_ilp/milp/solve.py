@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from piper_ilp.errors import InputError, SizeLimitError
@@ -49,6 +50,18 @@ def _check_cutoff(cutoff) -> None:
         raise InputError(f"cutoff must be a finite number > 0, got {cutoff!r}")
 
 
+def _floor_of(first: Solution) -> tuple[float, dict]:
+    """The floor on T that the throughput solve ``first`` proves (0.0 when it proves
+    none: no bound, or a claim that failed certification), and what to record of it."""
+    ok = first.status in (Status.OPTIMAL, Status.FEASIBLE)
+    bound = first.bound if ok and first.bound is not None and math.isfinite(first.bound) else 0.0
+    return max(0.0, bound), {
+        "status": first.status.value,
+        "bound": first.bound,
+        "seconds": first.seconds,
+    }
+
+
 def _check_settings(backend, time_limit, threads) -> int:
     """The guard of a direct call (run_method passes values its Settings checked)."""
     if backend not in BACKENDS:
@@ -73,6 +86,8 @@ def solve_milp(
     progress: bool = False,
     mode: Mode = DEFAULT_MODE,
     strong: bool | None = None,
+    throughput_floor: bool | None = None,
+    symmetry: bool | None = None,
 ) -> Solution:
     """Solve the Piper problem exactly with the MILP on one backend.
 
@@ -106,6 +121,20 @@ def solve_milp(
         "Strengthening"); default (None): on for CP-SAT (they prove bert32a100 K = 8 and 16),
         off for CBC and SCIP (SCIP's presolve gave a wrong proof with them on).
         ``info["strong_rows"]`` records it.
+    throughput_floor : bool, optional
+        Under the batch time: solve the throughput objective of the same mode first, on
+        the same backend, and use its certified lower bound as a floor on T (every plan's
+        batch time holds (N - 1) x its largest TPS, which is at least the throughput
+        optimum). The two solves share ``time_limit`` (the first takes at most half).
+        Default (None): on for CP-SAT under the batch time (ignored under throughput),
+        off for CBC and SCIP (SCIP proved a wrong optimum with it and the symmetry rows).
+        ``info["throughput_floor"]`` records the first solve's status, bound and seconds.
+    symmetry : bool, optional
+        Under graph pipelining, add the symmetry rows (docs/milp.md, "Symmetry rows"):
+        consecutive slots without an edge between them in increasing least node rank, and
+        interchangeable chains (found from the data) in order. Default (None): on for
+        CP-SAT under graph pipelining (ignored sequentially), off for CBC and SCIP.
+        ``info["symmetry"]`` records the classes' sizes.
     force : bool
         Solve even above ``max_variables``.
     max_variables : int
@@ -170,8 +199,13 @@ def solve_milp(
         raise InputError(f"mode must be a piper_ilp.pipeline.Mode, got {mode!r}")
     if strong is None:
         strong = backend == "cpsat"
-    st = index_sets(instance, restrictions, mode)
-    size = size_of_sets(st, strong)
+    if symmetry is None:  # SCIP (2 threads) proved a wrong optimum with both: CP-SAT only
+        symmetry = mode.graph and backend == "cpsat"
+    if throughput_floor is None:
+        throughput_floor = backend == "cpsat"
+    # the guard counts the model without the symmetry rows, as before they existed (they
+    # add (S - 1)(|E_red| + 2) variables): nothing solved before is refused now
+    size = size_of_sets(index_sets(instance, restrictions, mode), strong)
     if size["variables"] > max_variables and not force:
         raise SizeLimitError(
             f"{instance.source}: the MILP would have {size['variables']} variables "
@@ -179,6 +213,26 @@ def solve_milp(
             "use the DP (--method dp), or pass --force with a --time-limit to get a plan and a "
             "bound"
         )
+    floor = 0.0
+    floor_info = None
+    if mode.batch_time and throughput_floor and time_limit != 0:
+        first = solve_milp(
+            instance,
+            restrictions,
+            backend=backend,
+            time_limit=None if time_limit is None else time_limit / 2,
+            threads=threads,
+            hint=hint,
+            force=True,
+            mode=replace(mode, objective="throughput"),
+            strong=strong,
+            progress=progress,
+            symmetry=symmetry,
+        )
+        floor, floor_info = _floor_of(first)
+        if time_limit is not None:
+            time_limit = max(0.0, time_limit - (time.perf_counter() - t0))
+    st = index_sets(instance, restrictions, mode, t_floor=floor, symmetry=symmetry)
     form = formulate(st, strong)
     m = form.model
     info = {
@@ -193,6 +247,10 @@ def solve_milp(
         "mode": mode.label,
         "strong_rows": bool(strong),
     }
+    if floor_info is not None:
+        info["throughput_floor"] = floor_info
+    if st.sym is not None:
+        info["symmetry"] = [len(cls) for cls in st.sym.classes]
     if m.trivially_infeasible:
         sol = Solution(
             backend,
