@@ -1,6 +1,5 @@
 """Bounds for the label DP of :mod:`dp.modes`: a lower bound on what the stages still to be
-put in front of a set add (the work left over the devices left), and the chains of sets
-(suffixes of one topological order) on which the DP quickly finds a plan, an upper bound.
+put in front of a set add (the work left over the devices left).
 
 A stage with degrees (t, d) has TPS >= (sum over its nodes of p at t) / d (cost model
 sec. 3: the other terms are non-negative), so TPS t d >= sum of the nodes' *work*
@@ -17,9 +16,9 @@ from typing import Sequence
 import numpy as np
 
 from dp.stage_geometry import bits
-from piper_ilp.instance import Instance, topological_order
+from piper_ilp.instance import Instance
 
-__all__ = ["node_work", "rest_work", "front_tps", "chain_ideals", "MaskSums"]
+__all__ = ["node_work", "rest_work", "front_tps", "MaskSums"]
 
 
 def node_work(inst: Instance) -> list[float]:
@@ -60,30 +59,6 @@ def front_tps(rest: float, K: int, k: np.ndarray) -> np.ndarray:
     left = K - k
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(left > 0, rest / np.where(left > 0, left, 1), math.inf)
-    return out
-
-
-def chain_ideals(succ: Sequence[int]) -> list[list[int]]:
-    """The suffixes of a few topological orders of the graph (``succ``: successor bitmasks
-    over node positions), each a list of successor-closed sets by size, the empty set first:
-    the order by node position's topological sort (branch by branch) and the order by
-    depth (the longest path from a source; layer by layer across branches). Distinct lists
-    only."""
-    n = len(succ)
-    first = topological_order({v: list(bits(succ[v])) for v in range(n)})
-    depth = [0] * n
-    for v in first:
-        for w in bits(succ[v]):
-            depth[w] = max(depth[w], depth[v] + 1)
-    second = sorted(range(n), key=lambda v: (depth[v], first.index(v)))
-    out: list[list[int]] = []
-    for order in (first, second):
-        sets, I = [0], 0
-        for v in reversed(order):
-            I |= 1 << v
-            sets.append(I)
-        if sets not in out:
-            out.append(sets)
     return out
 
 

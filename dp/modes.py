@@ -16,7 +16,7 @@ import numpy as np
 from dp.deadline import Deadline
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
 from dp.knapsack import exact_choice, monotone_runs, stage_items
-from dp.label_bounds import MaskSums, chain_ideals, front_tps, node_work, rest_work
+from dp.label_bounds import MaskSums, front_tps, node_work, rest_work
 from dp.label_orbits import canonical_rows, column_runs, frame_columns
 from dp.option_choice import OptionChoices
 from dp.stage_geometry import bits
@@ -48,6 +48,11 @@ DEFAULT_MAX_LABELS = 3_000_000
 #: A partial plan is pruned when its value exceeds the upper bound by more than this factor
 #: (the DP's sums and the evaluator's differ by rounding only).
 _PRUNE_MARGIN = 1 + 1e-12
+
+#: Guessed upper bounds, as multiples of :func:`_least_value`, that the DP tries before the
+#: plans of easier problems: pruned at a guess, the DP finds the optimum whenever it is at
+#: most the guess (else no plan, and the next guess or the real bound follows).
+_GUESSES = (1.02, 1.05)
 
 #: Device counts and microbatch counts are compared as float64 in the dominance test.
 _EXACT_INT = 2**53
@@ -329,10 +334,7 @@ def solve_modes(
     and dominance keeps exact ties. The value reported is the evaluator's value of the
     returned plan (``info["dp_value"]`` is the DP's own), and ``bound`` equals it.
     """
-    return _solve(
-        instance,
-        restrictions,
-        mode,
+    kwargs = dict(
         knapsack=knapsack,
         max_ideals=max_ideals,
         max_frontier=max_frontier,
@@ -342,6 +344,29 @@ def solve_modes(
         symmetry=symmetry,
         deadline=deadline,
     )
+    tried = []
+    costs = _StepCosts(restrictions.apply(instance))  # the runs share their knapsacks
+    if prune and knapsack == "exact":
+        lower = _least_value(restrictions.apply(instance), mode)
+        for factor in _GUESSES if lower > 0 else ():
+            guess = lower * factor
+            sol = _solve(instance, restrictions, mode, **kwargs, bound=guess, costs=costs)
+            tried.append(guess)
+            if sol.plan is not None or sol.status is not Status.INFEASIBLE:
+                sol.info["guesses"] = tried
+                return sol
+    sol = _solve(instance, restrictions, mode, **kwargs, costs=costs)
+    if tried:
+        sol.info["guesses"] = tried
+    return sol
+
+
+def _least_value(inst: Instance, mode: Mode) -> float:
+    """A lower bound on every plan's value under ``mode``: the work of all nodes over all
+    K devices (:mod:`dp.label_bounds`) is at most the largest TPS; batch time is at least
+    N - 1 times it."""
+    least = math.fsum(node_work(inst)) / inst.K
+    return (inst.N - 1) * least if mode.batch_time else least
 
 
 def _solve(
@@ -357,12 +382,12 @@ def _solve(
     prune: bool,
     symmetry: bool,
     deadline: Deadline | None,
-    chain: Sequence[int] | None = None,
     bound: float | None = None,
+    costs: "_StepCosts | None" = None,
 ) -> Solution:
-    """:func:`solve_modes`; with ``chain`` (successor-closed sets by size, the empty set
-    first, the whole graph last) the DP over those sets only (no symmetry, no upper bound
-    of its own: a plan, not a proof), with ``bound`` a known upper bound to prune with."""
+    """:func:`solve_modes` (one run); with ``bound`` an upper bound to prune with instead
+    of :func:`_upper_bound`'s (a guess: then no plan means none at most the guess), with
+    ``costs`` the stage costs known from other runs on the same instance."""
     t0 = time.perf_counter()
     if knapsack != "exact":
         raise InputError(
@@ -375,7 +400,7 @@ def _solve(
     graph, flush, gpipe = mode.graph, mode.batch_time, mode.schedule == "gpipe"
     rule = mode.in_flight
     choices = OptionChoices(inst, False)
-    steps = _StepCosts(inst)
+    steps = costs if costs is not None else _StepCosts(inst)
     info: dict = {"knapsack": knapsack}
 
     def done(sol: Solution) -> Solution:
@@ -396,10 +421,8 @@ def _solve(
         )
     succ = successor_masks(inst)
     pred = predecessor_masks(succ)
-    br = find_branches(inst, succ, pred) if symmetry and chain is None else None
-    if chain is not None:
-        ideals = list(chain)
-    elif br is None:
+    br = find_branches(inst, succ, pred) if symmetry else None
+    if br is None:
         ideals = enumerate_ideals(inst, max_ideals)
     else:
         got = canonical_ideals(br, succ, max_ideals)
@@ -449,7 +472,7 @@ def _solve(
 
     # an upper bound from plans of easier problems (exact pruning, see _upper_bound)
     deadline = deadline or Deadline(None)
-    if chain is not None or not prune or bound is not None:
+    if not prune or bound is not None:
         ub, ub_plan = bound, None
     else:
         ub, ub_plan = _upper_bound(instance, restrictions, mode, max_ideals, deadline, symmetry)
@@ -459,9 +482,7 @@ def _solve(
     rest_w = rest_work(ideals, node_work(inst))
     # per t, the least p of each node (a lower bound on a stage's compute, so plain sums)
     least_p = {
-        t: MaskSums(
-            [min((o.p for o in inst.node[v].options.get(t, ())), default=0.0) for v in ids]
-        )
+        t: MaskSums([min((o.p for o in inst.node[v].options.get(t, ())), default=0.0) for v in ids])
         for t in t_values
     }
     front_factor = N - 1 if flush else 1
@@ -725,37 +746,6 @@ def _solve(
     return done(Solution("dp", Status.OPTIMAL, plan=plan, objective=value, bound=value, mode=mode))
 
 
-def _chain_plan(
-    instance: Instance, restrictions: Restrictions, mode: Mode, deadline: Deadline
-) -> Plan | None:
-    """The best plan under ``mode`` whose stages are pieces of one topological order
-    (the DP over the suffixes of each order of :func:`dp.label_bounds.chain_ideals`, each
-    pruned by the best plan of the orders before it), or None."""
-    best, plan = None, None
-    for sets in chain_ideals(successor_masks(restrictions.apply(instance))):
-        try:
-            sol = _solve(
-                instance,
-                restrictions,
-                mode,
-                knapsack="exact",
-                max_ideals=len(sets),
-                max_frontier=len(sets),
-                max_labels=DEFAULT_MAX_LABELS,
-                force=True,
-                prune=True,
-                symmetry=False,
-                deadline=deadline,
-                chain=sets,
-                bound=best,
-            )
-        except SizeLimitError:
-            continue
-        if sol.plan is not None and (best is None or sol.value < best):
-            best, plan = sol.value, sol.plan
-    return plan
-
-
 def _front_least(rest: float, K: int, k: float) -> float:
     """:func:`dp.label_bounds.front_tps` for one label."""
     if rest < 0:
@@ -810,7 +800,7 @@ def _upper_bound(
     infeasible easier problem just gives no bound. Pruning with it is exact: a partial
     plan is dropped only when its value, which only grows as stages are added, is above
     the bound by more than rounding (:data:`_PRUNE_MARGIN`)."""
-    plans = [_chain_plan(instance, restrictions, mode, deadline)]
+    plans = []
     default = Mode("sequential", "throughput", "1f1b", mode.in_flight)
     if mode.schedule != "gpipe":
         try:
