@@ -240,8 +240,8 @@ def solve_modes(
     max_frontier, max_labels, force
         The size guards (see Notes; ``force`` lifts both).
     prune : bool
-        Drop partial plans that cannot beat an upper bound from easier problems' plans
-        (:func:`_upper_bound`); exact either way (False: for measuring).
+        Drop partial plans that cannot beat an upper bound (guessed, then from easier
+        problems' plans: see Notes); exact either way (False: for measuring).
     symmetry : bool
         Solve each orbit of sets under interchangeable branches once (see Notes); exact
         either way (False: the DP without it, for measuring and comparing).
@@ -255,7 +255,9 @@ def solve_modes(
         method ``"dp"``, ``mode`` set; status OPTIMAL with ``objective`` = ``bound`` = the
         evaluator's value of the plan under the mode, or INFEASIBLE when no plan exists.
         ``info``: ideals, frontier_width, labels (kept, all ideals), candidates (labels
-        generated), largest_label_set, knapsack_solves (exact knapsacks solved), dp_value.
+        generated), largest_label_set, knapsack_solves (exact knapsacks solved), dp_value;
+        upper_bound (the bound pruned with) and, when tried, guesses (the guessed bounds;
+        the counts are the last run's, knapsack_solves all runs').
 
     Raises
     ------
@@ -326,7 +328,21 @@ def solve_modes(
     frame, and the rebuild composes them. Exact: every label of every set is an image of a
     kept one or dominated by one. Without such branches the DP is the plain one.
 
-    Measured numbers (labels, CPU seconds on fork-join graphs) are in docs/architecture.md.
+    **Bounds** (``prune=True``, :mod:`dp.label_bounds`). A partial plan's value only grows
+    as stages are put in front, and the stages in front of a set I do the work outside I
+    (w_v = min over t of t times the least p: TPS t d >= the stage's work, sec. 3) on the
+    K - k devices left, one at least, so their largest TPS is at least W(outside I) /
+    (K - k). A label whose value with that bound (throughput: max(mx, bound); batch time:
+    N - 1 times it plus the path) exceeds the upper bound (with a 1e-12 rounding margin) is
+    dropped, and a pair (I, J) is skipped before its labels are read when no (t, d) passes
+    the same test at J's fewest devices. The upper bound is first a guess, 1.02 then 1.05
+    times the least value of any plan (W / K, times N - 1 for batch time): every plan of
+    value at most the guess survives the pruning, so a run that ends with a plan has the
+    optimum, and one that ends with none proves the optimum above the guess; then
+    :func:`_upper_bound`'s plans of easier problems. Exact either way.
+
+    Measured numbers (labels, CPU seconds on fork-join graphs) are in docs/architecture.md,
+    the GraphPipe-like models in docs/benchmarks.md.
 
     **Floats (sec. 7).** Memory is decided exactly by the knapsack. The DP's own sums
     (tau, L) add in another order than the evaluator's ``fsum``; they differ from the
