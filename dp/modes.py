@@ -364,10 +364,15 @@ def solve_modes(
     costs = _StepCosts(restrictions.apply(instance))  # the runs share their knapsacks
     if prune and knapsack == "exact":
         lower = _least_value(restrictions.apply(instance), mode)
+        # under a time limit the guesses get half of it, the easier problems the rest
+        left = None if deadline is None else deadline.remaining()
+        guessing = {**kwargs, "deadline": None if left is None else Deadline(left / 2)}
         for factor in _GUESSES if lower > 0 else ():
             guess = lower * factor
-            sol = _solve(instance, restrictions, mode, **kwargs, bound=guess, costs=costs)
+            sol = _solve(instance, restrictions, mode, **guessing, bound=guess, costs=costs)
             tried.append(guess)
+            if sol.info.get("stopped"):
+                break  # out of time: the easier problems' plan, if any, is the answer
             if sol.plan is not None or sol.status is not Status.INFEASIBLE:
                 sol.info["guesses"] = tried
                 return sol
