@@ -108,11 +108,13 @@ def frame_columns(
             _dealt(g, deal) for g in maps for deal in options
         ]  # product over the runs that split
     cols_out = []
+    where = [br.branch_of.get(v) for v in F_J]
     for g in maps:
-        inv = br.node_map(_inverse(g))  # J frame -> J* frame, on node positions
+        inv = _inverse(g)  # J frame -> J* frame, on branches
         idx = list(range(nc))
         for c, v in enumerate(F_J):
-            src = pos_s[int(inv[v])]
+            bk = where[c]
+            src = pos_s[v if bk is None else br.nodes[inv[bk[0]]][bk[1]]]
             idx[1 + c] = 1 + src
             if paths:
                 idx[mxj + 2 + c] = mxj + 2 + src

@@ -6,6 +6,7 @@ objective, the ``gpipe`` memory rule; cost model secs. 8 and 9), under either in
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from typing import Sequence
@@ -15,10 +16,11 @@ import numpy as np
 from dp.deadline import Deadline
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
 from dp.knapsack import exact_choice, monotone_runs, stage_items
+from dp.label_bounds import MaskSums, front_tps, node_work, rest_work
 from dp.label_orbits import canonical_rows, column_runs, frame_columns
 from dp.option_choice import OptionChoices
 from dp.stage_geometry import bits
-from dp.symmetry import Branches, canonical_ideals, find_branches, sub_ideals
+from dp.symmetry import Branches, canonical_ideals, find_branches, sub_ideal_states
 from dp.threshold_dp import solve_threshold_dp
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
@@ -46,6 +48,11 @@ DEFAULT_MAX_LABELS = 3_000_000
 #: A partial plan is pruned when its value exceeds the upper bound by more than this factor
 #: (the DP's sums and the evaluator's differ by rounding only).
 _PRUNE_MARGIN = 1 + 1e-12
+
+#: Guessed upper bounds, as multiples of :func:`_least_value`, that the DP tries before the
+#: plans of easier problems: pruned at a guess, the DP finds the optimum whenever it is at
+#: most the guess (else no plan, and the next guess or the real bound follows).
+_GUESSES = (1.02, 1.05)
 
 #: Device counts and microbatch counts are compared as float64 in the dominance test.
 _EXACT_INT = 2**53
@@ -233,8 +240,8 @@ def solve_modes(
     max_frontier, max_labels, force
         The size guards (see Notes; ``force`` lifts both).
     prune : bool
-        Drop partial plans that cannot beat an upper bound from easier problems' plans
-        (:func:`_upper_bound`); exact either way (False: for measuring).
+        Drop partial plans that cannot beat an upper bound (guessed, then from easier
+        problems' plans: see Notes); exact either way (False: for measuring).
     symmetry : bool
         Solve each orbit of sets under interchangeable branches once (see Notes); exact
         either way (False: the DP without it, for measuring and comparing).
@@ -248,7 +255,9 @@ def solve_modes(
         method ``"dp"``, ``mode`` set; status OPTIMAL with ``objective`` = ``bound`` = the
         evaluator's value of the plan under the mode, or INFEASIBLE when no plan exists.
         ``info``: ideals, frontier_width, labels (kept, all ideals), candidates (labels
-        generated), largest_label_set, knapsack_solves (exact knapsacks solved), dp_value.
+        generated), largest_label_set, knapsack_solves (exact knapsacks solved), dp_value;
+        upper_bound (the bound pruned with) and, when tried, guesses (the guessed bounds;
+        the counts are the last run's, knapsack_solves all runs').
 
     Raises
     ------
@@ -319,7 +328,21 @@ def solve_modes(
     frame, and the rebuild composes them. Exact: every label of every set is an image of a
     kept one or dominated by one. Without such branches the DP is the plain one.
 
-    Measured numbers (labels, CPU seconds on fork-join graphs) are in docs/architecture.md.
+    **Bounds** (``prune=True``, :mod:`dp.label_bounds`). A partial plan's value only grows
+    as stages are put in front, and the stages in front of a set I do the work outside I
+    (w_v = min over t of t times the least p: TPS t d >= the stage's work, sec. 3) on the
+    K - k devices left, one at least, so their largest TPS is at least W(outside I) /
+    (K - k). A label whose value with that bound (throughput: max(mx, bound); batch time:
+    N - 1 times it plus the path) exceeds the upper bound (with a 1e-12 rounding margin) is
+    dropped, and a pair (I, J) is skipped before its labels are read when no (t, d) passes
+    the same test at J's fewest devices. The upper bound is first a guess, 1.02 then 1.05
+    times the least value of any plan (W / K, times N - 1 for batch time): every plan of
+    value at most the guess survives the pruning, so a run that ends with a plan has the
+    optimum, and one that ends with none proves the optimum above the guess; then
+    :func:`_upper_bound`'s plans of easier problems. Exact either way.
+
+    Measured numbers (labels, CPU seconds on fork-join graphs) are in docs/architecture.md,
+    the GraphPipe-like models in docs/benchmarks.md.
 
     **Floats (sec. 7).** Memory is decided exactly by the knapsack. The DP's own sums
     (tau, L) add in another order than the evaluator's ``fsum``; they differ from the
@@ -327,6 +350,65 @@ def solve_modes(
     and dominance keeps exact ties. The value reported is the evaluator's value of the
     returned plan (``info["dp_value"]`` is the DP's own), and ``bound`` equals it.
     """
+    kwargs = dict(
+        knapsack=knapsack,
+        max_ideals=max_ideals,
+        max_frontier=max_frontier,
+        max_labels=max_labels,
+        force=force,
+        prune=prune,
+        symmetry=symmetry,
+        deadline=deadline,
+    )
+    tried = []
+    costs = _StepCosts(restrictions.apply(instance))  # the runs share their knapsacks
+    if prune and knapsack == "exact":
+        lower = _least_value(restrictions.apply(instance), mode)
+        # under a time limit the guesses get half of it, the easier problems the rest
+        left = None if deadline is None else deadline.remaining()
+        guessing = {**kwargs, "deadline": None if left is None else Deadline(left / 2)}
+        for factor in _GUESSES if lower > 0 else ():
+            guess = lower * factor
+            sol = _solve(instance, restrictions, mode, **guessing, bound=guess, costs=costs)
+            tried.append(guess)
+            if sol.info.get("stopped"):
+                break  # out of time: the easier problems' plan, if any, is the answer
+            if sol.plan is not None or sol.status is not Status.INFEASIBLE:
+                sol.info["guesses"] = tried
+                return sol
+    sol = _solve(instance, restrictions, mode, **kwargs, costs=costs)
+    if tried:
+        sol.info["guesses"] = tried
+    return sol
+
+
+def _least_value(inst: Instance, mode: Mode) -> float:
+    """A lower bound on every plan's value under ``mode``: the work of all nodes over all
+    K devices (:mod:`dp.label_bounds`) is at most the largest TPS; batch time is at least
+    N - 1 times it."""
+    least = math.fsum(node_work(inst)) / inst.K
+    return (inst.N - 1) * least if mode.batch_time else least
+
+
+def _solve(
+    instance: Instance,
+    restrictions: Restrictions,
+    mode: Mode,
+    *,
+    knapsack: str,
+    max_ideals: int,
+    max_frontier: int,
+    max_labels: int,
+    force: bool,
+    prune: bool,
+    symmetry: bool,
+    deadline: Deadline | None,
+    bound: float | None = None,
+    costs: "_StepCosts | None" = None,
+) -> Solution:
+    """:func:`solve_modes` (one run); with ``bound`` an upper bound to prune with instead
+    of :func:`_upper_bound`'s (a guess: then no plan means none at most the guess), with
+    ``costs`` the stage costs known from other runs on the same instance."""
     t0 = time.perf_counter()
     if knapsack != "exact":
         raise InputError(
@@ -339,7 +421,7 @@ def solve_modes(
     graph, flush, gpipe = mode.graph, mode.batch_time, mode.schedule == "gpipe"
     rule = mode.in_flight
     choices = OptionChoices(inst, False)
-    steps = _StepCosts(inst)
+    steps = costs if costs is not None else _StepCosts(inst)
     info: dict = {"knapsack": knapsack}
 
     def done(sol: Solution) -> Solution:
@@ -411,22 +493,55 @@ def solve_modes(
 
     # an upper bound from plans of easier problems (exact pruning, see _upper_bound)
     deadline = deadline or Deadline(None)
-    ub, ub_plan = (
-        _upper_bound(instance, restrictions, mode, max_ideals, deadline, symmetry)
-        if prune
-        else (None, None)
-    )
+    if not prune or bound is not None:
+        ub, ub_plan = bound, None
+    else:
+        ub, ub_plan = _upper_bound(instance, restrictions, mode, max_ideals, deadline, symmetry)
     info["upper_bound"] = ub
     cutoff = math.inf if ub is None else ub * _PRUNE_MARGIN
-    p_memo: dict[tuple[int, int], float] = {}
+    # the work outside each set: the stages in front of it need that over the devices left
+    rest_w = rest_work(ideals, node_work(inst))
+    # per t, the least p of each node (a lower bound on a stage's compute, so plain sums)
+    least_p = {
+        t: MaskSums([min((o.p for o in inst.node[v].options.get(t, ())), default=0.0) for v in ids])
+        for t in t_values
+    }
+    front_factor = N - 1 if flush else 1
 
-    def least_p(C: int, t: int) -> float:
-        got = p_memo.get((C, t))
-        if got is None:
-            got = p_memo[(C, t)] = math.fsum(
-                min(o.p for o in inst.node[ids[v]].options[t]) for v in bits(C)
-            )
-        return got
+    def degrees(C: int, rw: float, k0: float) -> list[tuple[int, list[int]]]:
+        """The (t, the d) that a stage C in front of labels using at least ``k0``
+        devices may take, with ``rw`` the work outside the set: t d <= the devices left
+        (one kept for the stages in front when any are left), the stages in front at
+        most the cutoff (their largest TPS at least ``rw`` over the devices left, growing
+        with d), and this stage's TPS >= (sum of the least p) / d, which adds TPS
+        (throughput) or (N - 1 + d) TPS (batch time) at least."""
+        left = (K - 1 if rw >= 0 else K) - k0
+        if rw > 0 and cutoff < math.inf:
+            # front_factor rw / (K - k0 - t d) <= cutoff
+            left = min(left, K - k0 - front_factor * rw / cutoff)
+        out = []
+        for t in t_values:
+            if C & ~tmask[t]:
+                continue
+            hi = bisect.bisect_right(d_values, left / t + 1e-9)
+            lo = 0
+            p = least_p[t].of(C)
+            if cutoff < math.inf and p > 0:
+                # p / d <= cutoff, or (N - 1) p / d + p <= cutoff
+                room = cutoff - p if flush else cutoff
+                if room <= 0:
+                    continue
+                lo = bisect.bisect_left(d_values, front_factor * p / room * (1 - 1e-9))
+            ds = [
+                d
+                for d in d_values[lo:hi]
+                if k0 + t * d <= K - (rw >= 0)
+                and front_factor * _front_least(rw, K, k0 + t * d) <= cutoff
+                and (N - 1 + d if flush else 1) * (p / d) <= cutoff
+            ]
+            if ds:
+                out.append((t, ds))
+        return out
 
     labels: list[_Labels | None] = [None] * len(ideals)
     _, nc0 = layout(0)
@@ -441,22 +556,33 @@ def solve_modes(
     total_labels, candidates, largest = 1, 0, 1
     by_size = sorted(range(len(ideals)), key=lambda i: ideals[i].bit_count())
 
+    k_least = [0.0] * len(ideals)  # per set, the fewest devices of its labels
+    if br is not None:
+        key_index = {(I & br.core, tuple(br.states(I))): i for i, I in enumerate(ideals)}
+
     def sources(i: int):
         """(J, stored ideal, its labels in J's frame, their label indices there, the
-        branch maps or None) for every ideal J strictly inside ideal i (up to symmetry)."""
+        branch maps or None, the degrees a stage I minus J may take) for every ideal J
+        strictly inside ideal i (up to symmetry) with some degrees left by the bounds."""
         I = ideals[i]
+        rw = rest_w[i]
         if br is None:
             for j, J in enumerate(ideals):
                 if J == I or J & ~I or labels[j] is None or not len(labels[j]):
                     continue
-                yield J, j, labels[j].cols, None, None
+                td = degrees(I & ~J, rw, k_least[j])
+                if td:
+                    yield J, j, labels[j].cols, None, None, td
             return
-        for J in sub_ideals(br, I, pred):
-            Js, sigma = br.canonical(J)
-            j = index[Js]
+        for J, st in sub_ideal_states(br, I, pred):
+            j = key_index[(J & br.core, br.canonical_states(st))]
             LJ = labels[j]
             if LJ is None or not len(LJ):
                 continue
+            td = degrees(I & ~J, rw, k_least[j])
+            if not td:
+                continue
+            Js, sigma = br.canonical(J)
             mxj, ncj = layout(j)
             idxs, maps = frame_columns(
                 br, I, J, sigma, front_of(J), front[j], mxj, ncj, graph and flush
@@ -468,7 +594,7 @@ def solve_modes(
                 else np.vstack([LJ.cols[:, ix] for ix in idxs])
             )
             lab = np.tile(np.arange(n), len(idxs))
-            yield J, j, cols, lab, np.repeat(np.array(maps), n, axis=0)
+            yield J, j, cols, lab, np.repeat(np.array(maps), n, axis=0), td
 
     for i in by_size[1:]:
         I = ideals[i]
@@ -476,7 +602,7 @@ def solve_modes(
         F_I = front[i]
         parts_cols, parts_prev, parts_lab, parts_t, parts_d, parts_y = [], [], [], [], [], []
         parts_g = []
-        for J, j, cols, lab, g0 in sources(i):
+        for J, j, cols, lab, g0, td in sources(i):
             if deadline.passed:
                 info["stopped"] = "in the label DP"
                 where = f"time limit of {deadline.seconds:g} s reached in the label DP"
@@ -500,6 +626,9 @@ def solve_modes(
             C_cost = C if br is None else br.canonical_nodes(C)
             mxj, _ = layout(j)
             k = cols[:, 0]
+            # the stages still to come need a device each and do the work outside I
+            rw = rest_w[i]
+            k_cap = K - 1 if rw >= 0 else K
             if graph:
                 F_J = front_of(J)
                 pos_J = {v: c for c, v in enumerate(F_J)}
@@ -519,19 +648,10 @@ def solve_modes(
                 src = [-1 if (C >> v) & 1 else pos_J[v] for v in F_I]
             else:
                 h_after = cols[:, 1]
-            for t in t_values:
-                if C & ~tmask[t]:
-                    continue
-                p_least = least_p(C, t)
-                for d in d_values:
-                    if t * d > K:
-                        break
-                    # TPS >= (sum of the least p) / d; the value grows by at least
-                    # TPS (throughput) or (N - 1 + d) TPS (batch time) from here
-                    if (N - 1 + d if flush else 1) * (p_least / d) > cutoff:
-                        continue
+            for t, ds in td:
+                for d in ds:
                     h = front_in_flight(d, h_after.astype(np.int64), rule)
-                    ok = (k + t * d <= K) & (h <= N)
+                    ok = (k + t * d <= k_cap) & (h <= N)
                     if not ok.any():
                         continue
                     rows = np.flatnonzero(ok)
@@ -568,7 +688,8 @@ def solve_modes(
                         else:
                             new[:, mxc + 1] = old[:, mxj + 1] + tau
                     if cutoff < math.inf:
-                        lower = (N - 1) * new[:, mxc] + new[:, mxc + 1] if flush else new[:, mxc]
+                        top = np.maximum(new[:, mxc], front_tps(rw, K, new[:, 0]))
+                        lower = (N - 1) * top + new[:, mxc + 1] if flush else top
                         below = lower <= cutoff
                         if not below.all():
                             new, rows, y = new[below], rows[below], y[below]
@@ -602,6 +723,7 @@ def solve_modes(
             np.concatenate(parts_y)[keep],
             None if g is None else g[keep],
         )
+        k_least[i] = float(labels[i].cols[:, 0].min()) if len(keep) else 0.0
         total_labels += len(keep)
         largest = max(largest, len(keep))
         if total_labels > max_labels and not force:
@@ -643,6 +765,13 @@ def solve_modes(
             "differ"
         )
     return done(Solution("dp", Status.OPTIMAL, plan=plan, objective=value, bound=value, mode=mode))
+
+
+def _front_least(rest: float, K: int, k: float) -> float:
+    """:func:`dp.label_bounds.front_tps` for one label."""
+    if rest < 0:
+        return 0.0
+    return rest / (K - k) if K > k else math.inf
 
 
 def _plan_or_none(

@@ -148,6 +148,15 @@ class Branches:
             new[p[b]] = st[b]
         return self.with_states(I, new), p
 
+    def canonical_states(self, st: Sequence[int]) -> tuple:
+        """The branch states of the canonical set of the orbit of a set with states ``st``
+        (each class's states in non-increasing branch order)."""
+        new = list(st)
+        for cls in self.classes:
+            for b, m in zip(cls, sorted((st[b] for b in cls), reverse=True)):
+                new[b] = m
+        return tuple(new)
+
     def canonical_nodes(self, C: int) -> int:
         """One set per orbit of any node set ``C`` (not only successor-closed ones): each
         class's branches take ``C``'s patterns on them, sorted."""
@@ -267,4 +276,52 @@ def sub_ideals(br: Branches, I: int, pred: Sequence[int]) -> list[int]:
                     nxt.setdefault(br.canonical(J & ~(1 << v), runs)[0])
         level = sorted(nxt)
         out.extend(level)
+    return out
+
+
+def sub_ideal_states(br: Branches, I: int, pred: Sequence[int]) -> list[tuple[int, tuple]]:
+    """:func:`sub_ideals` (the same sets, in the same order) with each set's branch states,
+    found on the states directly: a set is its nodes outside the branches and one state per
+    branch; removing a node takes a node outside the branches with no predecessor left,
+    or a branch's first node (its whole branch only when the branch's predecessors are
+    gone), and of the branches of one run (:meth:`Branches.runs` of ``I``) in one state,
+    the last: within a run the states stay non-increasing, the stabiliser's canonical
+    form."""
+    runs = br.runs(I)
+    nxt_in_run = [-1] * br.nb  # the branch after b in b's run, or -1
+    in_run = [False] * br.nb
+    for run in runs:
+        for a, b in zip(run, run[1:]):
+            nxt_in_run[a] = b
+        for b in run:
+            in_run[b] = True
+    heads = [[c[len(c) - m] if m else -1 for m in range(len(c) + 1)] for c in br.nodes]
+    level = [(I, I & br.core, tuple(br.states(I)))]
+    out: list[tuple[int, tuple]] = []
+    while level:
+        nxt: dict[int, tuple[int, tuple]] = {}
+        for J, core, st in level:
+            for v in _bits(core):
+                if pred[v] & J == 0:
+                    K = J & ~(1 << v)
+                    if K not in nxt:
+                        nxt[K] = (core & ~(1 << v), st)
+            for b in range(br.nb):
+                m = st[b]
+                if m == 0:
+                    continue
+                if in_run[b]:
+                    a = nxt_in_run[b]
+                    if a >= 0 and st[a] == m:
+                        continue  # the last branch of the run in state m moves
+                v = heads[b][m]
+                if m == br.length[b] and pred[v] & J:
+                    continue
+                K = J & ~(1 << v)
+                if K not in nxt:
+                    new = list(st)
+                    new[b] = m - 1
+                    nxt[K] = (core, tuple(new))
+        level = [(K, *nxt[K]) for K in sorted(nxt)]
+        out.extend((K, st) for K, _, st in level)
     return out
