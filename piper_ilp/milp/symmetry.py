@@ -48,8 +48,13 @@ def chains(inst: Instance) -> list[tuple[int, ...]]:
     Examples
     --------
     >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
-    >>> nodes = [(v, {"1": [option_dict("v", p=1.0, w=0, a=0, b=0)]}) for v in range(4)]
-    >>> inst = instance_from_dict(instance_dict(nodes, [(0, 1, 1.0), (0, 2, 1.0), (2, 3, 1.0)]))
+    >>> def node(v, edges):  # one option; no sync time on any edge
+    ...     sfw = {str(u): 0.0 for u, x, _ in edges if x == v}
+    ...     sbw = {str(x): 0.0 for u, x, _ in edges if u == v}
+    ...     return v, {"1": [option_dict("v", 1.0, 0, 0, 0, sfw=sfw, sbw=sbw)]}
+    >>> edges = [(0, 1, 1.0), (0, 2, 1.0), (2, 3, 1.0)]
+    >>> nodes = [node(v, edges) for v in range(4)]
+    >>> inst = instance_from_dict(instance_dict(nodes, edges, K=4, M=1e9, N=4, B=1e9))
     >>> chains(inst)
     [(0,), (1,), (2, 3)]
     """
@@ -138,11 +143,15 @@ def find_symmetry(inst: Instance) -> Symmetry:
     Examples
     --------
     >>> from piper_ilp.instance import instance_dict, instance_from_dict, option_dict
-    >>> nodes = [(v, {"1": [option_dict("v", p=1.0, w=0, a=0, b=0)]}) for v in range(4)]
+    >>> def node(v, edges):  # one option; no sync time on any edge
+    ...     sfw = {str(u): 0.0 for u, x, _ in edges if x == v}
+    ...     sbw = {str(x): 0.0 for u, x, _ in edges if u == v}
+    ...     return v, {"1": [option_dict("v", 1.0, 0, 0, 0, sfw=sfw, sbw=sbw)]}
     >>> edges = [(0, 1, 1.0), (0, 2, 1.0), (1, 3, 1.0), (2, 3, 1.0)]
-    >>> sym = find_symmetry(instance_from_dict(instance_dict(nodes, edges)))
+    >>> nodes = [node(v, edges) for v in range(4)]
+    >>> sym = find_symmetry(instance_from_dict(instance_dict(nodes, edges, K=4, M=1e9, N=4, B=1e9)))
     >>> sym.classes, sym.rank
-    (((1,), (2,)),), {1: 0, 2: 1, 0: 2, 3: 3})
+    ((((1,), (2,)),), {1: 0, 2: 1, 0: 2, 3: 3})
     """
     classes: list[list[tuple[int, ...]]] = []
     for c in chains(inst):
