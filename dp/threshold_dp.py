@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import os
 import time
 
 from dp.deadline import Deadline, TimeUp
@@ -60,6 +61,7 @@ def solve_threshold_dp(
     plain_paths: bool = True,
     time_limit: float | None = None,
     in_flight: str = "piper",
+    memory_bytes: float | None = None,
 ) -> Solution:
     """Optimal pipeline plan by Piper's DP over successor-closed sets (cost model sec. 4).
 
@@ -78,7 +80,8 @@ def solve_threshold_dp(
     progress : bool
         Show progress (sets done of the total, elapsed time) on stderr when it is a terminal.
     force : bool
-        Skip the table-size guard (``max_table_bytes``).
+        Skip the table-size guard (``max_table_bytes``); the tables are then held to
+        ``memory_bytes`` instead.
     max_table_bytes : int
         Refuse when the decision tables, sets x (min(N, K) + 1) x 24 bytes (under
         ``in_flight="schedule"``: sets x (min(N, 2K - 1) + 1) x 24), exceed this, or
@@ -104,6 +107,11 @@ def solve_threshold_dp(
     in_flight : {"piper", "schedule"}
         The in-flight budget (sec. 11): Piper's y = ceil(s / d) or the q / y that 1F1B
         keeps. The solution's ``mode`` records it.
+    memory_bytes : float, optional
+        With ``force``: refuse (one line naming the bytes and the limit) when the decision
+        tables, or the stage tables and decision arrays while they are built, pass this
+        many bytes, instead of letting the system kill the process. None: the machine's
+        physical memory (:func:`machine_memory_bytes`; no limit where it is unknown).
 
     Returns
     -------
@@ -164,7 +172,9 @@ def solve_threshold_dp(
     tables plus the decision's per-stage arrays that pass what the decision tables leave
     of the same limit while they are built (refused as soon as they do, so the DP's arrays
     together stay within the limit); a device budget of 2**59 or more (64-bit device
-    counts).
+    counts). ``force`` lifts ``max_table_bytes`` but holds the same two tests to
+    ``memory_bytes`` (the machine's physical memory by default): past it the DP refuses in
+    one line instead of being killed by the system.
 
     References
     ----------
@@ -237,8 +247,17 @@ def solve_threshold_dp(
             f"{max_table_bytes / 2**30:.1f} GiB; lower N or K, or pass --force (force=True) if "
             "memory allows"
         )
+    if force:
+        memory_bytes = machine_memory_bytes() if memory_bytes is None else memory_bytes
+        if memory_bytes is not None and table_bytes > memory_bytes:
+            raise SizeLimitError(
+                f"{instance.source}: the DP's tables need about {table_bytes / 2**30:.1f} GiB "
+                f"({len(ideals):,} sets x {cols + 1:,} columns), above the "
+                f"{memory_bytes / 2**30:.1f} GiB of memory that --force allows; lower N or K"
+            )
+    limit_bytes = memory_bytes if force else max_table_bytes
     # the stage tables and the decision's per-stage arrays get what the decision tables leave
-    stage_budget = None if force else max_table_bytes - table_bytes
+    stage_budget = None if limit_bytes is None else limit_bytes - table_bytes
     d_values = [d for d in restrictions.d_values(instance) if d <= S]
     # a plan has at most S stages (sum d <= S), each with t d <= t_max d: it never uses
     # more than t_max S devices, so a larger K budgets the same as t_max S
@@ -269,8 +288,8 @@ def solve_threshold_dp(
                     progress=bar.task("chain bound: sets", len(chain)),
                     plain_paths=plain_paths,
                     max_bytes=None
-                    if force
-                    else max_table_bytes - decision_table_bytes(len(chain), cols),
+                    if limit_bytes is None
+                    else limit_bytes - decision_table_bytes(len(chain), cols),
                     group_bytes=DECISION_GROUP_BYTES,
                     deadline=deadline,
                 )
@@ -321,6 +340,14 @@ def solve_threshold_dp(
             )
         except TimeUp:
             return done(_stopped(method, greedy, time_limit, stopped, chain_plan, ub, lower, info))
+        except SizeLimitError as e:
+            if not force or limit_bytes is None:  # (the guard without --force says it all)
+                raise
+            raise SizeLimitError(
+                f"{instance.source}: the DP's stage tables and decision arrays passed the "
+                f"{limit_bytes / 2**30:.1f} GiB of memory that --force allows while being built "
+                f"({stopped[3:]}); lower K or N, or restrict t or d (--max-t, --max-d)"
+            ) from e
         if got is None or got.T > (ub if ub is not None else math.inf):
             if ub is not None:
                 raise InternalError(f"{method}: the pruned DP lost the chain plan of value {ub!r}")
@@ -373,6 +400,26 @@ def solve_threshold_dp(
         )
     status = Status.FEASIBLE if greedy else Status.OPTIMAL
     return done(Solution(method, status, plan=plan, objective=T))
+
+
+def machine_memory_bytes() -> float | None:
+    """The machine's physical memory in bytes, or None where the system does not say.
+
+    Returns
+    -------
+    float or None
+
+    Examples
+    --------
+    >>> m = machine_memory_bytes()
+    >>> m is None or m > 0
+    True
+    """
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    return float(pages) * size if pages > 0 and size > 0 else None
 
 
 @contextlib.contextmanager

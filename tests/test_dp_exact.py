@@ -562,6 +562,23 @@ def test_stage_tables_past_the_memory_limit_are_refused_while_built():
     assert solve_dp(inst, max_table_bytes=1500, force=True).status == Status.OPTIMAL
 
 
+def test_force_is_held_to_the_memory_it_is_given():
+    """--force lifts the table guard but not the machine's memory: past ``memory_bytes``
+    the DP refuses in one line naming the limit, before the decision tables (9 sets x 5
+    columns x 24 bytes = 1080) or while the stage tables are built."""
+    from pathlib import Path
+
+    from piper_ilp import load_instance
+
+    inst = load_instance(Path(__file__).resolve().parents[1] / "inputs" / "small.json")
+    with pytest.raises(SizeLimitError, match=r"tables need about .* above the 0.0 GiB of memory"):
+        solve_dp(inst, force=True, memory_bytes=1000)
+    with pytest.raises(SizeLimitError, match=r"passed the 0.0 GiB of memory that --force allows"):
+        solve_dp(inst, force=True, memory_bytes=1500)
+    assert solve_dp(inst, force=True, memory_bytes=10**6).status == Status.OPTIMAL
+    assert solve_dp(inst, force=True).status == Status.OPTIMAL  # the machine's memory
+
+
 def test_an_optimum_of_zero_past_the_chain_first_size_is_solved():
     # 10 independent zero-cost nodes: 2^10 successor-closed sets (> the chain-first threshold),
     # the chain bound is 0 and the stage tables must not divide by it (found by review)
