@@ -1,9 +1,12 @@
 """Which pairs (I, J) of successor-closed sets name a candidate stage C = I \\ J (cost model
-sec. 4): J inside I, C's least memory can fit, and, with an upper bound ub on the optimum,
-C and the parts in front of it and behind it can each cost <= ub on K devices in all.
+sec. 4): J inside I, C's least memory can fit, C and the parts in front of it and behind it
+fit in K devices and N stages, and, with an upper bound ub on the optimum, can each cost
+<= ub on K devices in all.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -74,6 +77,11 @@ class CandidatePairs:
         The set of every node.
     block_elements : int
         Sets x sets of the family the subset test holds at once.
+    device_bound : bool
+        Without an upper bound too, skip the pairs whose stage, front and back part cannot
+        fit in K devices and N stages (True), or keep them (False: the tables then also
+        count the devices of plans above K, as :meth:`ThresholdDecision.least_devices
+        <dp.threshold_search.ThresholdDecision.least_devices>` needs).
 
     Attributes
     ----------
@@ -85,9 +93,12 @@ class CandidatePairs:
         The same for the least memory (per node: min over t and options of a + b).
     """
 
-    def __init__(self, ctx: StageContext, all_mask: int, block_elements: int):
+    def __init__(
+        self, ctx: StageContext, all_mask: int, block_elements: int, device_bound: bool = True
+    ):
         inst = ctx.inst
         self.ctx = ctx
+        self.device_bound = device_bound or ctx.ub is not None
         self.all_mask = all_mask
         self.block_elements = block_elements
         ideals = ctx.ideals
@@ -116,7 +127,10 @@ class CandidatePairs:
         """The kept pairs of each set I of the family, in order.
 
         A pair is skipped when the least memory of C's nodes cannot fit (then no option
-        choice of any t does). With an upper bound ub on the optimum, a stage C between a
+        choice of any t does), and (``device_bound``) when C, the part in front of it and
+        the part behind it need more than K devices (lb(C) = 1, lb of a part by its least
+        memory, :func:`fewest_devices`) or more than N stages (one per non-empty part) in
+        all. With an upper bound ub on the optimum, a stage C between a
         front part (all \\ I) and a back part J is kept only when lb(C) + lb(front) +
         lb(J) <= K (:func:`fewest_devices`; for C the work alone) and some allowed t d
         lies in C's device range. Work and memory of C are differences of the sets' sums,
@@ -146,17 +160,24 @@ class CandidatePairs:
         # the larger sum (each sum is within n eps of the exact one)
         rel_err = (2 * n + 8) * 2.0**-52
         work_of, mem_of = self.work_of, self.mem_of
+        # device lower bounds of the part behind each stage (J) and in front of it (by
+        # memory alone without an upper bound: every non-empty part has a stage, every
+        # stage a device and d >= 1, so at most min(K, N) stages in all)
+        ub_work = math.inf if ub is None else ub
+        M = ctx.M
+        nonempty = np.array([I != 0 for I in ideals], dtype=bool)
+        lb_back = fewest_devices(work_of, nonempty, mem_of, ub_work, M, K)
+        front_nonempty = np.array([(self.all_mask & ~I) != 0 for I in ideals], dtype=bool)
+        lb_front = fewest_devices(
+            self.front_work_of, front_nonempty, self.front_mem_of, ub_work, M, K
+        )
+        # the stages of I need at least ceil(work(I) / ub) devices in all (one without ub),
+        # and the parts at least one stage each out of N
+        live = lb_front + fewest_devices(work_of, True, 0.0, ub_work, M, K) <= K
+        live &= front_nonempty.astype(np.int64) + 1 <= ctx.N
+        if not self.device_bound:
+            live[:] = True
         if ub is not None:
-            M = ctx.M
-            # device lower bounds of the part behind each stage (J) and in front of it
-            nonempty = np.array([I != 0 for I in ideals], dtype=bool)
-            lb_back = fewest_devices(work_of, nonempty, mem_of, ub, M, K)
-            front_nonempty = np.array([(self.all_mask & ~I) != 0 for I in ideals], dtype=bool)
-            lb_front = fewest_devices(
-                self.front_work_of, front_nonempty, self.front_mem_of, ub, M, K
-            )
-            # the stages of I need at least ceil(work(I) / ub) devices in all
-            live = lb_front + fewest_devices(work_of, True, 0.0, ub, M, K) <= K
             slack = 1.0 - 1e-9
             all_devices = sorted_unique(
                 np.concatenate(
@@ -166,10 +187,9 @@ class CandidatePairs:
         block = max(1, self.block_elements // max(nI, 1))
         for k0 in range(1, nI, block):
             ks = np.arange(k0, min(nI, k0 + block))
-            if ub is not None:
-                ks = ks[live[ks]]
-                if not len(ks):
-                    continue
+            ks = ks[live[ks]]
+            if not len(ks):
+                continue
             k1 = int(ks[-1])
             # inside[r, j]: J = ideals[j] (j < ks[r]) is a subset of I = ideals[ks[r]]
             inside = np.arange(k1)[None, :] < ks[:, None]
@@ -182,6 +202,11 @@ class CandidatePairs:
             fit = mem_c <= ctx.mem_maybe
             r, js, kk = r[fit], js[fit], kk[fit]
             dev_lo = dev_hi = None
+            # the stage, its front and its back part fit in K devices and N stages
+            ok = lb_front[kk] + lb_back[js] + 1 <= K
+            ok &= front_nonempty[kk].astype(np.int64) + nonempty[js] + 1 <= ctx.N
+            if self.device_bound and not ok.all():
+                r, js, kk = r[ok], js[ok], kk[ok]
             if ub is not None:
                 work_c = np.maximum((work_of[kk] - work_of[js]) - rel_err * work_of[kk], 0.0)
                 dev_lo = np.minimum(work_c / ub * slack, K + 1)

@@ -36,6 +36,7 @@ def build_stage_tables(
     group_bytes: int = 0,
     deadline: Deadline | None = None,
     batches: BuildBatches = BuildBatches(),
+    device_bound: bool = True,
 ) -> StageTables:
     """The stage tables of every candidate stage I \\\\ J of the family ``ideals``.
 
@@ -93,6 +94,10 @@ def build_stage_tables(
     batches : BuildBatches
         How much the builder does per numpy pass and remembers (the tables are the same
         for any).
+    device_bound : bool
+        Skip the stages that cannot be part of a plan within K devices and N stages (by
+        the least memory of the parts around them), even without ``ub``; False keeps them
+        (for the fewest devices of any plan, above K too).
 
     Returns
     -------
@@ -119,7 +124,7 @@ def build_stage_tables(
     ctx = StageContext(inst, ideals, d_values, S, ub=ub, plain_paths=plain_paths, check=check)
     geo = StageGeometry(inst)
     tables = StageTables(max_bytes, inst.source, group_bytes, max_y=S)
-    candidates = CandidatePairs(ctx, geo.all_mask, batches.block_elements)
+    candidates = CandidatePairs(ctx, geo.all_mask, batches.block_elements, device_bound)
     masks = set_words(ideals, len(ctx.ids))
     if greedy:
         part = GreedyTables(ctx, geo, tables, masks, batches)

@@ -359,8 +359,35 @@ def solve_threshold_dp(
                     "proof that none exists (--knapsack exact decides)"
                 )
                 return done(Solution(method, Status.UNKNOWN, message=msg, info={"search_steps": 1}))
-            least = decision.least_devices()
-            if least >= DEVICES_INF:
+            # the tables left out the stages of plans above K devices: count those on all
+            del decision, tb
+            try:
+                full = build_stage_tables(
+                    inst,
+                    ideals,
+                    d_values,
+                    cols,
+                    greedy,
+                    choices,
+                    plain_paths=plain_paths,
+                    max_bytes=stage_budget,
+                    group_bytes=DECISION_GROUP_BYTES,
+                    deadline=deadline,
+                    device_bound=False,
+                )
+                decision = ThresholdDecision(
+                    full, len(ideals), cols, budget, small_s=small_s, in_flight=in_flight
+                )
+                least = decision.least_devices()
+            except (TimeUp, SizeLimitError) as e:
+                least, why = None, "time" if isinstance(e, TimeUp) else "size"
+            if least is None:
+                msg = (
+                    f"no plan fits in memory M = {human_bytes(instance.M, repr(instance.M))} "
+                    f"per device within {limit or f'sum of d <= min(N, K) = {S}'} and sum of "
+                    f"t*d <= K = {K} (the {why} limit stopped the count of the devices one needs)"
+                )
+            elif least >= DEVICES_INF:
                 msg = (
                     "no split into stages fits in memory M = "
                     f"{human_bytes(instance.M, repr(instance.M))} per device "

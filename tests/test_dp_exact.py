@@ -485,7 +485,10 @@ def test_stage_tables_leave_no_cyclic_garbage(greedy):
     gc.collect()
     gc.disable()
     try:
-        tables = build_stage_tables(inst, ideals, [1, 2], S, greedy, OptionChoices(inst, greedy))
+        # (K = 1: every stage but the whole graph needs more devices; keep them all here)
+        tables = build_stage_tables(
+            inst, ideals, [1, 2], S, greedy, OptionChoices(inst, greedy), device_bound=False
+        )
         assert len(tables.group_set)
         del tables
         assert gc.collect() == 0
@@ -734,7 +737,14 @@ def test_exact_tables_do_not_depend_on_the_batches_or_the_memo(seed):
 
     def tables(batches=BuildBatches()):
         tb = build_stage_tables(
-            inst, ideals, d_values, S, False, OptionChoices(inst, False), batches=batches
+            inst,
+            ideals,
+            d_values,
+            S,
+            False,
+            OptionChoices(inst, False),
+            batches=batches,
+            device_bound=False,  # (every stage, also those of plans above K devices)
         )
         return _tables_by_group(tb)
 
@@ -768,7 +778,15 @@ def test_greedy_tables_do_not_depend_on_the_batches_and_keep_every_point_within_
 
     def tables(batches=BuildBatches(), ub=None):
         tb = build_stage_tables(
-            inst, ideals, d_values, S, True, OptionChoices(inst, False), batches=batches, ub=ub
+            inst,
+            ideals,
+            d_values,
+            S,
+            True,
+            OptionChoices(inst, False),
+            batches=batches,
+            ub=ub,
+            device_bound=ub is not None,  # (without ub: every stage)
         )
         return _tables_by_group(tb)
 
@@ -880,7 +898,10 @@ def _least_bottleneck(inst) -> float:
     S = min(inst.N, inst.K)
     ideals = enumerate_ideals(inst, 10**6)
     d_values = [d for d in Restrictions().d_values(inst) if d <= S]
-    tb = build_stage_tables(inst, ideals, d_values, S, False, OptionChoices(inst, False))
+    # (device_bound=False: the stages of plans above K devices too, for the devices unbounded)
+    tb = build_stage_tables(
+        inst, ideals, d_values, S, False, OptionChoices(inst, False), device_bound=False
+    )
     return ThresholdDecision(
         tb, len(ideals), S, min(inst.K, max(inst.t_values) * S)
     ).least_bottleneck()
@@ -1059,3 +1080,40 @@ def test_exact_choices_at_with_a_shared_memo_is_the_same_as_without(seed):
         for y in rng.sample(range(1, 6), 3):
             assert exact_choices_at(items, y, M, memo) == exact_choices_at(items, y, M)
     assert memo  # the memo was used
+
+
+@pytest.mark.parametrize("K", [1, 2, 3])
+@pytest.mark.parametrize("seed", range(6))
+def test_few_devices_or_microbatches_skip_stages_no_plan_can_use(K, seed):
+    """With few devices (or few microbatches), the stages whose front and back parts
+    cannot fit beside them in K devices and N stages are not built, without an upper
+    bound; the optimum is still brute force's, and with K = 1 (or N = 1) the whole graph
+    is the one candidate pair."""
+    fam = FAMILIES[seed % len(FAMILIES)]
+    for N in (1, 2, 4):
+        inst = random_instance(fam, 5, 3100 + seed, K=K, N=N, memory=0.5)
+        got, ref = solve_dp(inst), solve_brute(inst)
+        assert got.status == ref.status, (fam, K, N)
+        if ref.objective is not None:
+            assert close(got.objective, ref.objective), (fam, K, N)
+            if min(K, N) == 1:
+                assert got.info["stage_pairs"] == 1
+
+
+def test_too_few_devices_names_the_devices_a_plan_needs():
+    """Infeasible for K alone (under the schedule's in-flight rule, where q <= N bounds
+    sum d, not min(N, K)): the message gives the fewest devices of any plan that fits in
+    memory, counted on every stage (also those the device bound leaves out of the tables),
+    and a K that large solves it."""
+    from piper_ilp.mode import Mode
+
+    mode = Mode(in_flight="schedule")
+    inst = random_instance("chain", 4, 18, K=2, N=3, memory="tight")
+    sol = solve_dp(inst, mode=mode)
+    assert sol.status.value == "infeasible"
+    assert sol.message.startswith("K = 2 devices is too few"), sol.message
+    need = int(sol.message.rsplit(" ", 1)[1])
+    assert need > 2
+    bigger = random_instance("chain", 4, 18, K=need, N=3, memory="tight")
+    assert bigger.M == inst.M  # (the same instance but for K)
+    assert solve_dp(bigger, mode=mode).status.value == "optimal"
