@@ -248,13 +248,13 @@ def shared_rule_runs(
     for idx in _chunks(order, sizes, y_ref, 50_000):
         check()
         block = _dense(ref_rows, starts, sizes, idx)
-        sg, lo, hi, P, sw, code, feas, info, g_row, y_row = _ref_runs(block, y_ref[idx], M)
+        sg, lo, hi, P, sw, code, feas, info, g_row, y_row, run_of = _ref_runs(block, y_ref[idx], M)
         parts.append((idx[sg], lo, hi, P))
         eligible = shared[idx] & (ref[idx, None] != np.arange(D)) & (y_ud[idx] > 0)
         if not eligible.any() or not len(info.rows):
             continue
         delta = _dense(all_delta, starts, sizes, idx)  # (blocks, widest, D)
-        ref_out = (sw, code, feas, g_row, y_row, block, y_ref[idx])
+        ref_out = (sw, code, feas, g_row, y_row, block, y_ref[idx], P, run_of)
         scale = ds[ref[idx]][:, None] / ds[None, :]
         for j, gf, f_runs in _other_ds(ref_out, info, delta, scale, eligible, y_ud[idx], M):
             fail[idx[gf], j] = True
@@ -364,8 +364,9 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     """Where the rule at the other d (same F per node) decides otherwise than at the first
     d, for one chunk of blocks.
 
-    ``ref_out`` = (sw, code, feas, g_row, y_row, block, ys): the first d's rows
-    (:func:`_ref_runs`) and the chunk's blocks and last y; ``info`` its walked rows;
+    ``ref_out`` = (sw, code, feas, g_row, y_row, block, ys, P, run_of): the first d's
+    rows (:func:`_ref_runs`), the chunk's blocks and last y, and the first d's runs' P and
+    each row's run; ``info`` its walked rows;
     ``delta`` (blocks, widest, D) the costs at every d; ``scale`` (blocks, D) d_ref / d;
     ``eligible`` (blocks, D) which d to check; ``y_d`` (blocks, D) the last y per d. A
     walked row decides alike at d when the nodes it switched still come first: for
@@ -374,7 +375,7 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     other nodes, whether that choice fits is found. Yields, per d and blocks where some
     row decides otherwise, (d index, the blocks, their runs at that d: per run its
     block, first and last y and P)."""
-    sw, code, feas, g_row, y_row, block, ys = ref_out
+    sw, code, feas, g_row, y_row, block, ys, ref_P, run_of = ref_out
     y_other = np.where(eligible, y_d, 0)  # per block and d: the y some d wants
     g = g_row[info.rows]
     has = np.flatnonzero(y_row[info.rows] <= y_other.max(axis=1)[g])
@@ -413,28 +414,41 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     r, j_at, sw_j, feas_j = r[differs], j_at[differs], sw_j[differs], feas_j[differs]
     code_j = np.packbits(sw_j, axis=1)
     row_start = np.cumsum(ys) - ys
-    for j in sorted_unique(j_at).tolist():
-        # those blocks' rows at this d: the first d's rows, the rows walked otherwise
-        # replaced (compared by their packed choices)
-        mine = np.flatnonzero(j_at == j)
-        gf = sorted_unique(g_row[r[mine]])
-        yf = y_d[gf, j]
-        f_start = np.cumsum(yf) - yf
-        g_f = np.repeat(gf, yf)
-        y_f = np.arange(len(g_f)) - np.repeat(f_start, yf) + 1
-        src = row_start[g_f] + y_f - 1
-        code_f, feas_f = code[src], feas[src]
-        at = f_start[np.searchsorted(gf, g_row[r[mine]])] + y_row[r[mine]] - 1
-        code_f[at], feas_f[at] = code_j[mine], feas_j[mine]
-        s_at, e_at = _run_bounds(code_f, feas_f, y_f)
-        # P of each run from its first row's choice
-        sw_s = sw[src[s_at]]
-        walked = np.full(len(src), -1)
-        walked[at] = mine
-        w_s = walked[s_at]
-        sw_s[w_s >= 0] = sw_j[w_s[w_s >= 0]]
-        P = _chosen_p(sw_s, block[g_f[s_at]])
-        yield j, gf, (g_f[s_at], y_f[s_at], y_f[e_at], P)
+    # the (block, d) pairs with a row decided otherwise, by d then block: their rows at
+    # that d are the first d's rows, the rows walked otherwise replaced (compared by
+    # their packed choices)
+    n_blk = len(ys)
+    pair_key = j_at * n_blk + g_row[r]
+    pairs = sorted_unique(pair_key)
+    pj, pg = pairs // n_blk, pairs % n_blk
+    yf = y_d[pg, pj]
+    f_start = np.cumsum(yf) - yf
+    p_f = np.repeat(np.arange(len(pairs)), yf)
+    g_f = pg[p_f]
+    y_f = np.arange(len(p_f)) - f_start[p_f] + 1
+    src = row_start[g_f] + y_f - 1
+    code_f, feas_f = code[src], feas[src]
+    at = f_start[np.searchsorted(pairs, pair_key)] + y_row[r] - 1
+    code_f[at], feas_f[at] = code_j, feas_j
+    s_at, e_at = _run_bounds(code_f, feas_f, y_f)
+    # P of each run from its first row's choice: a row walked otherwise sums its own; any
+    # other row has the choice of the first d's run holding it, whose P is known
+    walked = np.full(len(src), -1)
+    walked[at] = np.arange(len(r))
+    w_s = walked[s_at]
+    P = ref_P[run_of[src[s_at]]]
+    new = np.flatnonzero(w_s >= 0)
+    P[new] = _chosen_p(sw_j[w_s[new]], block[g_f[s_at[new]]])
+    j_s = pj[p_f[s_at]]
+    bounds = np.searchsorted(pj, np.arange(int(pj[-1]) + 2))
+    run_b = np.searchsorted(j_s, np.arange(int(pj[-1]) + 2))
+    for j in sorted_unique(pj).tolist():
+        a, b = run_b[j], run_b[j + 1]
+        yield (
+            j,
+            pg[bounds[j] : bounds[j + 1]],
+            (g_f[s_at[a:b]], y_f[s_at[a:b]], y_f[e_at[a:b]], P[a:b]),
+        )
 
 
 def _ref_runs(block: np.ndarray, ys: np.ndarray, M: float) -> tuple:
@@ -442,7 +456,8 @@ def _ref_runs(block: np.ndarray, ys: np.ndarray, M: float) -> tuple:
     y = 1 .. ``ys[g]``. Returns per run its block, first and last y and P; per evaluated
     row (block by block, y by y) the switched nodes, the same packed
     (``numpy.packbits``) and whether a choice fits; the rule's :class:`RuleDetail`; and
-    per evaluated row its block and y."""
+    per evaluated row its block, y and run (its index among the runs; rows where no
+    choice fits: that of the run before)."""
     g_row = np.repeat(np.arange(len(ys)), ys)
     y_row = np.arange(len(g_row)) - np.repeat(np.cumsum(ys) - ys, ys) + 1
     cols = block[g_row]
@@ -452,7 +467,10 @@ def _ref_runs(block: np.ndarray, ys: np.ndarray, M: float) -> tuple:
     code = np.packbits(sw, axis=1)
     s_at, e_at = _run_bounds(code, feas, y_row)
     P = _chosen_p(sw[s_at], cols[s_at])
-    return g_row[s_at], y_row[s_at], y_row[e_at], P, sw, code, feas, info, g_row, y_row
+    start = np.zeros(len(g_row), dtype=np.int64)
+    start[s_at] = 1
+    run_of = np.cumsum(start) - 1
+    return g_row[s_at], y_row[s_at], y_row[e_at], P, sw, code, feas, info, g_row, y_row, run_of
 
 
 def _run_bounds(code: np.ndarray, feas: np.ndarray, y_row: np.ndarray) -> tuple:
