@@ -217,19 +217,28 @@ def shared_rule_runs(
     kind = np.searchsorted(keys, key)
     one = np.empty(len(keys), dtype=np.int64)
     one[kind] = np.arange(len(kind))
-    costs = [tuple(x[kind] for x in _rule_costs(opt[one], e[one], d, N, B)) for d in ds.tolist()]
+    costs = [_rule_costs(opt[one], e[one], d, N, B) for d in ds.tolist()]
+    delta_k = np.stack([c[0] for c in costs], axis=1)  # (kinds, D)
+    F_k = np.stack([c[1] for c in costs], axis=1)
     U, D = need.shape
     starts = np.cumsum(sizes) - sizes
     node_u = np.repeat(np.arange(U), sizes)
     ref = np.argmax(need, axis=1)
-    F = np.stack([c[1] for c in costs], axis=1)
-    same_F = np.minimum.reduceat(F == F[np.arange(len(F)), ref[node_u]][:, None], starts)
+    F = F_k[kind]
+    ref_node = ref[node_u]
+    # the nodes' rows at their block's first d, once per kind and first d
+    if (ref == ref[0]).all():
+        ref_rows = _rule_columns(opt[one], delta_k[:, ref[0]], F_k[:, ref[0]])[kind]
+    else:
+        pair = kind * D + ref_node
+        pairs = sorted_unique(pair)
+        pk, pd = pairs // D, pairs % D
+        table = _rule_columns(opt[one[pk]], delta_k[pk, pd], F_k[pk, pd])
+        ref_rows = table[np.searchsorted(pairs, pair)]
+    same_F = np.minimum.reduceat(F == (ref_rows[:, 5] > 0)[:, None], starts)
     shared = need & same_F.astype(bool)
     live = np.flatnonzero(shared.any(axis=1))
-    ref_node = ref[node_u]
-    all_delta = np.stack([c[0] for c in costs], axis=1)
-    ref_delta = all_delta[np.arange(len(F)), ref_node]
-    ref_rows = _rule_columns(opt, ref_delta, F[np.arange(len(F)), ref_node])
+    all_delta = delta_k[kind]
     last = np.zeros(U, dtype=np.int64)
     by_size = live[np.argsort(sizes[live], kind="stable")]
     for idx in _chunks(by_size, sizes, np.ones(U, dtype=np.int64), 50_000):
@@ -272,7 +281,7 @@ def shared_rule_runs(
             n_of = sizes[own]
             at = np.repeat(starts[own] - (np.cumsum(n_of) - n_of), n_of) + np.arange(n_of.sum())
             o_u, o_lo, o_hi, o_P, o_mono = plain_rule_runs(
-                _rule_columns(opt[at], costs[j][0][at], costs[j][1][at]),
+                _rule_columns(opt[at], all_delta[at, j], F[at, j]),
                 n_of,
                 int(caps[j]),
                 M,
@@ -438,7 +447,7 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     w_s = walked[s_at]
     P = ref_P[run_of[src[s_at]]]
     new = np.flatnonzero(w_s >= 0)
-    P[new] = _chosen_p(sw_j[w_s[new]], block[g_f[s_at[new]]])
+    P[new] = _chosen_p(sw_j[w_s[new]], block, g_f[s_at[new]])
     j_s = pj[p_f[s_at]]
     bounds = np.searchsorted(pj, np.arange(int(pj[-1]) + 2))
     run_b = np.searchsorted(j_s, np.arange(int(pj[-1]) + 2))
@@ -460,13 +469,13 @@ def _ref_runs(block: np.ndarray, ys: np.ndarray, M: float) -> tuple:
     choice fits: that of the run before)."""
     g_row = np.repeat(np.arange(len(ys)), ys)
     y_row = np.arange(len(g_row)) - np.repeat(np.cumsum(ys) - ys, ys) + 1
-    cols = block[g_row]
-    sw, feas, info = greedy_rule_rows(
-        *(cols[:, :, j] for j in range(5)), cols[:, :, 5] > 0, y_row, M, detail=True
-    )
+    # each column gathered on its own: the rule's elementwise passes then read contiguous
+    # rows (a gather of whole (rows, widest, 8) rows leaves them strided)
+    cols = [block[:, :, j][g_row] for j in range(6)]
+    sw, feas, info = greedy_rule_rows(*cols[:5], cols[5] > 0, y_row, M, detail=True)
     code = np.packbits(sw, axis=1)
     s_at, e_at = _run_bounds(code, feas, y_row)
-    P = _chosen_p(sw[s_at], cols[s_at])
+    P = _chosen_p(sw[s_at], block, g_row[s_at])
     start = np.zeros(len(g_row), dtype=np.int64)
     start[s_at] = 1
     run_of = np.cumsum(start) - 1
@@ -486,10 +495,10 @@ def _run_bounds(code: np.ndarray, feas: np.ndarray, y_row: np.ndarray) -> tuple:
     return np.flatnonzero(start), np.flatnonzero(feas & ~next_same)
 
 
-def _chosen_p(sw: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """P of choices ``sw`` (rows of nodes; ``cols`` the rows' block columns): p_O where
-    switched, else p_F, summed node by node (:func:`dp.greedy_rule.running_sum`)."""
-    return running_sum(np.where(sw, cols[:, :, 7], cols[:, :, 6]))
+def _chosen_p(sw: np.ndarray, block: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """P of choices ``sw`` (rows of nodes; row k a choice in block ``g[k]`` of ``block``):
+    p_O where switched, else p_F, summed node by node (:func:`dp.greedy_rule.running_sum`)."""
+    return running_sum(np.where(sw, block[:, :, 7][g], block[:, :, 6][g]))
 
 
 def _chunks(order: np.ndarray, sizes: np.ndarray, depth: np.ndarray, limit: int):
