@@ -227,14 +227,16 @@ def shared_rule_runs(
     F = F_k[kind]
     ref_node = ref[node_u]
     # the nodes' rows at their block's first d, once per kind and first d
-    if (ref == ref[0]).all():
-        ref_rows = _rule_columns(opt[one], delta_k[:, ref[0]], F_k[:, ref[0]])[kind]
+    if U and (ref == ref[0]).all():
+        pk, pd, node_pair = np.arange(len(keys)), np.full(len(keys), ref[0]), kind
     else:
         pair = kind * D + ref_node
         pairs = sorted_unique(pair)
-        pk, pd = pairs // D, pairs % D
-        table = _rule_columns(opt[one[pk]], delta_k[pk, pd], F_k[pk, pd])
-        ref_rows = table[np.searchsorted(pairs, pair)]
+        pk, pd, node_pair = pairs // D, pairs % D, np.searchsorted(pairs, pair)
+    ref_rows = _rule_columns(opt[one[pk]], delta_k[pk, pd], F_k[pk, pd])[node_pair]
+    # per block and d, how far the costs may stray from d_ref / d times the first d's
+    spread = _cost_spread(delta_k[pk], pd, ds)[node_pair]
+    kappa = (np.maximum.reduceat(spread, starts) if U else np.zeros((0, D))) + 1e-15
     same_F = np.minimum.reduceat(F == (ref_rows[:, 5] > 0)[:, None], starts)
     shared = need & same_F.astype(bool)
     live = np.flatnonzero(shared.any(axis=1))
@@ -262,10 +264,9 @@ def shared_rule_runs(
         eligible = shared[idx] & (ref[idx, None] != np.arange(D)) & (y_ud[idx] > 0)
         if not eligible.any() or not len(info.rows):
             continue
-        delta = _dense(all_delta, starts, sizes, idx)  # (blocks, widest, D)
         ref_out = (sw, code, feas, g_row, y_row, block, y_ref[idx], P, run_of)
-        scale = ds[ref[idx]][:, None] / ds[None, :]
-        for j, gf, f_runs in _other_ds(ref_out, info, delta, scale, eligible, y_ud[idx], M):
+        costs_at = partial(_costs_at, all_delta, starts[idx], sizes[idx])
+        for j, gf, f_runs in _other_ds(ref_out, info, costs_at, kappa[idx], eligible, y_ud[idx], M):
             fail[idx[gf], j] = True
             redo[j].append((idx[f_runs[0]],) + f_runs[1:])
     run_u, lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(4))
@@ -320,20 +321,34 @@ def _cut_runs(runs: tuple, use: np.ndarray, y_last: np.ndarray, redo: list) -> t
     return ru, rl, rh, rp, mono
 
 
-def _cost_spread(delta: np.ndarray, ref_delta: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Per block and d, kappa >= the largest |e_i| with delta_d,i = scale delta_ref,i
-    (1 + e_i) over the block's nodes (``delta`` (blocks, widest, D), ``ref_delta``
-    (blocks, widest), ``scale`` (blocks, D); plain nodes: c_O - c_F = (p_O - p_F) / d in
-    exact arithmetic, so scale = d_ref / d and e_i is rounding); inf where that cannot
-    be said (a delta zero at one d only, or below 1e-290)."""
-    ref = ref_delta[:, :, None]
+def _cost_spread(delta: np.ndarray, ref: np.ndarray, ds: np.ndarray) -> np.ndarray:
+    """Per kind of node and d, |e| with delta_d = scale delta_ref (1 + e) (``delta``
+    (kinds, D) the costs at every d, ``ref`` (kinds,) the index of the first d, scale =
+    d_ref / d; plain nodes: c_O - c_F = (p_O - p_F) / d in exact arithmetic, so e is
+    rounding); 0 where both are 0, inf where e cannot be said (a delta zero at one d
+    only, or below 1e-290). A block's kappa is the largest over its nodes, plus 1e-15."""
+    ref_delta = delta[np.arange(len(ref)), ref][:, None]
+    scale = ds[ref][:, None] / ds[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
-        e = np.abs(delta / (scale[:, None, :] * ref) - 1.0)
-    both_zero = (delta == 0) & (ref == 0)
-    tiny = (np.abs(delta) < 1e-290) | (np.abs(ref) < 1e-290)
+        e = np.abs(delta / (scale * ref_delta) - 1.0)
+    both_zero = (delta == 0) & (ref_delta == 0)
+    tiny = (np.abs(delta) < 1e-290) | (np.abs(ref_delta) < 1e-290)
     e[both_zero] = 0.0
     e[(tiny & ~both_zero) | np.isnan(e)] = np.inf
-    return e.max(axis=1) + 1e-15
+    return e
+
+
+def _costs_at(all_delta, starts, sizes, g: np.ndarray, j: np.ndarray, n: int) -> np.ndarray:
+    """Per row k, the costs at d index ``j[k]`` of the nodes of block ``g[k]`` (blocks of
+    ``sizes`` nodes from ``starts`` in ``all_delta`` (nodes, D)), padded with zeros to
+    ``n`` columns."""
+    col = np.arange(n)
+    pad = col[None, :] >= sizes[g][:, None]
+    at = starts[g][:, None] + col
+    at[pad] = 0
+    out = all_delta[at, np.asarray(j)[:, None]]
+    out[pad] = 0.0
+    return out
 
 
 def _walk_margin(info: RuleDetail, delta: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -369,14 +384,15 @@ def _walk_margin(info: RuleDetail, delta: np.ndarray, count: np.ndarray) -> np.n
     return np.where(cut, g, np.inf).min(axis=1)
 
 
-def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: float):
+def _other_ds(ref_out: tuple, info: RuleDetail, costs_at, kappa, eligible, y_d, M: float):
     """Where the rule at the other d (same F per node) decides otherwise than at the first
     d, for one chunk of blocks.
 
     ``ref_out`` = (sw, code, feas, g_row, y_row, block, ys, P, run_of): the first d's
     rows (:func:`_ref_runs`), the chunk's blocks and last y, and the first d's runs' P and
     each row's run; ``info`` its walked rows;
-    ``delta`` (blocks, widest, D) the costs at every d; ``scale`` (blocks, D) d_ref / d;
+    ``costs_at(g, j, n)`` the costs of blocks ``g`` at d indices ``j`` (rows, ``n``
+    columns); ``kappa`` (blocks, D) the costs' spread (:func:`_cost_spread`);
     ``eligible`` (blocks, D) which d to check; ``y_d`` (blocks, D) the last y per d. A
     walked row decides alike at d when the nodes it switched still come first: for
     certain where the row's gap (:func:`_walk_margin`) is above 3 kappa + 1e-14
@@ -395,7 +411,7 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     count = sw[info.rows].sum(axis=1)
     gap = _walk_margin(info, block[g, :, 0], count)
     blocks = sorted_unique(g)
-    kappa = _cost_spread(delta[blocks], block[blocks, :, 0], scale[blocks])
+    kappa = kappa[blocks]
     # the rows certain at every d their block is checked at need nothing more; the
     # others, d by d
     at = np.searchsorted(blocks, g)
@@ -408,7 +424,7 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
         return
     k_at = rest[k_at]
     # the others walked again at d (memory, and so the savings and excess, are the same)
-    sw_j = rewalk(delta[g[k_at], :, j_at], info.subset(k_at))
+    sw_j = rewalk(costs_at(g[k_at], j_at, block.shape[1]), info.subset(k_at))
     r = info.rows[k_at]
     differs = np.any(sw_j != sw[r], axis=1)
     feas_j = feas[r]
