@@ -517,6 +517,43 @@ def _chosen_p(sw: np.ndarray, block: np.ndarray, g: np.ndarray) -> np.ndarray:
     return running_sum(np.where(sw, block[:, :, 7][g], block[:, :, 6][g]))
 
 
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer on uint64 values (wrapping)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _distinct_sequences(a: np.ndarray, b: np.ndarray, sizes: np.ndarray) -> tuple:
+    """The distinct sequences of pairs (``a``, ``b``: int64, the sequences of ``sizes``
+    (each at least 1) end to end), numbered in the order of their first sequence: per
+    sequence its number, and per number its first sequence (as
+    :func:`dp.table_arrays.distinct_rows` numbers the sequences padded to one width).
+
+    Each sequence is hashed (a sum of mixed (a, b, place) per pair, modulo 2^64) with its
+    length; every sequence is then compared pair by pair with the first one of its hash,
+    and where two different sequences share a hash, the padded rows are numbered
+    instead."""
+    G = len(sizes)
+    starts = np.cumsum(sizes) - sizes
+    g_of = np.repeat(np.arange(G), sizes)
+    col = np.arange(len(a)) - starts[g_of]
+    with np.errstate(over="ignore"):
+        z = _mix64(a.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + col.astype(np.uint64))
+        z = _mix64(z ^ b.view(np.uint64))
+        h = np.add.reduceat(z, starts, dtype=np.uint64)
+    kind, first = distinct_rows(np.stack([h.view(np.int64), sizes.astype(np.int64)], axis=1))
+    rep_at = starts[first[kind]][g_of] + col  # each pair's counterpart in its kind's first
+    if (a == a[rep_at]).all() and (b == b[rep_at]).all():
+        return kind, first
+    width = int(sizes.max())
+    key = np.zeros((G, 2 * width), dtype=np.int64)
+    key[:, :width] = -1
+    key[g_of, col] = a
+    key[g_of, width + col] = b
+    return distinct_rows(key)
+
+
 def _chunks(order: np.ndarray, sizes: np.ndarray, depth: np.ndarray, limit: int):
     """``order`` (block indices, their ``depth`` non-decreasing along it) cut into chunks
     whose count x widest size x deepest depth stays within ``limit`` (at least one block
@@ -833,13 +870,7 @@ class GreedyTables(StageQueue):
             e[at] += terms[p, k] * (1.0 - inside[g_of[at], other[p, k]])
         # each stage's node classes and cut bytes side by side (padding: class -1), as
         # one opaque value of bytes per stage
-        width = int(sizes.max())
-        col = np.arange(len(pos)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        key = np.zeros((G, 2 * width), dtype=np.int64)
-        key[:, :width] = -1
-        key[g_of, col] = cls[pos]
-        key[g_of, width + col] = e.view(np.int64)
-        inv, rep = distinct_rows(key)
+        inv, rep = _distinct_sequences(cls[pos], e.view(np.int64), sizes)
         return sizes, pos, e, inv, rep
 
     def _plain_rows(self, t: int, masks: list[int], E: np.ndarray, W: np.ndarray):
