@@ -241,34 +241,36 @@ def shared_rule_runs(
     shared = need & same_F.astype(bool)
     live = np.flatnonzero(shared.any(axis=1))
     all_delta = delta_k[kind]
-    last = np.zeros(U, dtype=np.int64)
-    by_size = live[np.argsort(sizes[live], kind="stable")]
-    for idx in _chunks(by_size, sizes, np.ones(U, dtype=np.int64), 50_000):
-        check()
-        block = _dense(ref_rows, starts, sizes, idx)
-        last[idx] = greedy_last_y(
-            *(block[:, :, j] for j in range(1, 5)), block[:, :, 5] > 0, int(caps.max()), M
-        )
-    y_ud = np.where(shared, np.minimum(last[:, None], caps[None, :]), 0)
-    y_ref = y_ud.max(axis=1)
+    y_ud = np.zeros((U, D), dtype=np.int64)
     fail = np.zeros((U, D), dtype=bool)
     redo: list[list] = [[] for _ in range(D)]
     parts = [(np.empty(0, dtype=np.int64),) * 3 + (np.empty(0),)]
-    live = live[y_ref[live] > 0]
-    order = live[np.lexsort((sizes[live], y_ref[live]))]
-    for idx in _chunks(order, sizes, y_ref, 50_000):
+    # blocks by size, in chunks of about 50,000 node cells, each made dense once: where L
+    # stops fitting, then the rule at y = 1..that in pieces of about 50,000 node-y cells
+    by_size = live[np.argsort(sizes[live], kind="stable")]
+    for chunk in _chunks(by_size, sizes, np.ones(U, dtype=np.int64), 50_000):
         check()
-        block = _dense(ref_rows, starts, sizes, idx)
-        sg, lo, hi, P, sw, code, feas, info, g_row, y_row, run_of = _ref_runs(block, y_ref[idx], M)
-        parts.append((idx[sg], lo, hi, P))
-        eligible = shared[idx] & (ref[idx, None] != np.arange(D)) & (y_ud[idx] > 0)
-        if not eligible.any() or not len(info.rows):
-            continue
-        ref_out = (sw, code, feas, g_row, y_row, block, y_ref[idx], P, run_of)
-        costs_at = partial(_costs_at, all_delta, starts[idx], sizes[idx])
-        for j, gf, f_runs in _other_ds(ref_out, info, costs_at, kappa[idx], eligible, y_ud[idx], M):
-            fail[idx[gf], j] = True
-            redo[j].append((idx[f_runs[0]],) + f_runs[1:])
+        dense = _dense(ref_rows, starts, sizes, chunk)
+        last = greedy_last_y(
+            *(dense[:, :, j] for j in range(1, 5)), dense[:, :, 5] > 0, int(caps.max()), M
+        )
+        y_ud[chunk] = np.where(shared[chunk], np.minimum(last[:, None], caps[None, :]), 0)
+        ys = y_ud[chunk].max(axis=1)
+        for a, b in _row_pieces(ys, sizes[chunk], 50_000):
+            check()
+            idx, block = chunk[a:b], dense[a:b, : sizes[chunk[b - 1]]]
+            sg, lo, hi, P, sw, code, feas, info, g_row, y_row, run_of = _ref_runs(block, ys[a:b], M)
+            parts.append((idx[sg], lo, hi, P))
+            eligible = shared[idx] & (ref[idx, None] != np.arange(D)) & (y_ud[idx] > 0)
+            if not eligible.any() or not len(info.rows):
+                continue
+            ref_out = (sw, code, feas, g_row, y_row, block, ys[a:b], P, run_of)
+            costs_at = partial(_costs_at, all_delta, starts[idx], sizes[idx])
+            for j, gf, runs in _other_ds(
+                ref_out, info, costs_at, kappa[idx], eligible, y_ud[idx], M
+            ):
+                fail[idx[gf], j] = True
+                redo[j].append((idx[runs[0]],) + runs[1:])
     run_u, lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(4))
     by = np.lexsort((lo, run_u))
     run_u, lo, hi, P = run_u[by], lo[by], hi[by], P[by]
@@ -552,6 +554,21 @@ def _distinct_sequences(a: np.ndarray, b: np.ndarray, sizes: np.ndarray) -> tupl
     key[g_of, col] = a
     key[g_of, width + col] = b
     return distinct_rows(key)
+
+
+def _row_pieces(ys: np.ndarray, widths: np.ndarray, limit: int):
+    """Consecutive blocks (``ys`` rows each, ``widths`` nodes each, non-decreasing) cut
+    into pieces (first, end) of at most ``limit`` cells (rows times the widest; at least
+    one block each), pieces without rows left out."""
+    rows = np.cumsum(ys)
+    a = 0
+    while a < len(ys):
+        done = int(rows[a - 1]) if a else 0
+        cells = (rows[a : a + 65536] - done) * widths[a : a + 65536]
+        b = a + max(1, int(np.searchsorted(cells, limit, side="right")))
+        if rows[b - 1] > done:
+            yield a, b
+        a = b
 
 
 def _chunks(order: np.ndarray, sizes: np.ndarray, depth: np.ndarray, limit: int):
