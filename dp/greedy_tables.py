@@ -309,11 +309,15 @@ def _cut_runs(runs: tuple, use: np.ndarray, y_last: np.ndarray, redo: list) -> t
     run_u, lo, hi, P = runs
     keep = use[run_u] & (lo <= y_last[run_u])
     ru, rl, rh, rp = run_u[keep], lo[keep], np.minimum(hi[keep], y_last[run_u[keep]]), P[keep]
-    for fu, flo, fhi, fP in redo:
-        ru, rl, rh, rp = (np.concatenate(x) for x in ((ru, fu), (rl, flo), (rh, fhi), (rp, fP)))
-    if redo:
-        by = np.lexsort((rl, ru))
-        ru, rl, rh, rp = ru[by], rl[by], rh[by], rp[by]
+    if redo:  # (their blocks are not among ``use``: merged in by (block, first y))
+        fu, flo, fhi, fP = (np.concatenate([x[k] for x in redo]) for k in range(4))
+        span = int(max(rl.max(initial=0), flo.max())) + 1
+        f_key = fu * span + flo
+        by = np.argsort(f_key, kind="stable")
+        at = np.searchsorted(ru * span + rl, f_key[by])
+        ru, rl, rh, rp = (
+            np.insert(a, at, b[by]) for a, b in ((ru, fu), (rl, flo), (rh, fhi), (rp, fP))
+        )
     mono = np.ones(len(use), dtype=bool)
     first = np.ones(len(ru), dtype=bool)
     first[1:] = ru[1:] != ru[:-1]
