@@ -217,48 +217,60 @@ def shared_rule_runs(
     kind = np.searchsorted(keys, key)
     one = np.empty(len(keys), dtype=np.int64)
     one[kind] = np.arange(len(kind))
-    costs = [tuple(x[kind] for x in _rule_costs(opt[one], e[one], d, N, B)) for d in ds.tolist()]
+    costs = [_rule_costs(opt[one], e[one], d, N, B) for d in ds.tolist()]
+    delta_k = np.stack([c[0] for c in costs], axis=1)  # (kinds, D)
+    F_k = np.stack([c[1] for c in costs], axis=1)
     U, D = need.shape
     starts = np.cumsum(sizes) - sizes
     node_u = np.repeat(np.arange(U), sizes)
     ref = np.argmax(need, axis=1)
-    F = np.stack([c[1] for c in costs], axis=1)
-    same_F = np.minimum.reduceat(F == F[np.arange(len(F)), ref[node_u]][:, None], starts)
+    F = F_k[kind]
+    ref_node = ref[node_u]
+    # the nodes' rows at their block's first d, once per kind and first d
+    if U and (ref == ref[0]).all():
+        pk, pd, node_pair = np.arange(len(keys)), np.full(len(keys), ref[0]), kind
+    else:
+        pair = kind * D + ref_node
+        pairs = sorted_unique(pair)
+        pk, pd, node_pair = pairs // D, pairs % D, np.searchsorted(pairs, pair)
+    ref_rows = _rule_columns(opt[one[pk]], delta_k[pk, pd], F_k[pk, pd])[node_pair]
+    # per block and d, how far the costs may stray from d_ref / d times the first d's
+    spread = _cost_spread(delta_k[pk], pd, ds)[node_pair]
+    kappa = (np.maximum.reduceat(spread, starts) if U else np.zeros((0, D))) + 1e-15
+    same_F = np.minimum.reduceat(F == (ref_rows[:, 5] > 0)[:, None], starts)
     shared = need & same_F.astype(bool)
     live = np.flatnonzero(shared.any(axis=1))
-    ref_node = ref[node_u]
-    all_delta = np.stack([c[0] for c in costs], axis=1)
-    ref_delta = all_delta[np.arange(len(F)), ref_node]
-    ref_rows = _rule_columns(opt, ref_delta, F[np.arange(len(F)), ref_node])
-    last = np.zeros(U, dtype=np.int64)
-    by_size = live[np.argsort(sizes[live], kind="stable")]
-    for idx in _chunks(by_size, sizes, np.ones(U, dtype=np.int64), 50_000):
-        check()
-        block = _dense(ref_rows, starts, sizes, idx)
-        last[idx] = greedy_last_y(
-            *(block[:, :, j] for j in range(1, 5)), block[:, :, 5] > 0, int(caps.max()), M
-        )
-    y_ud = np.where(shared, np.minimum(last[:, None], caps[None, :]), 0)
-    y_ref = y_ud.max(axis=1)
+    all_delta = delta_k[kind]
+    y_ud = np.zeros((U, D), dtype=np.int64)
     fail = np.zeros((U, D), dtype=bool)
     redo: list[list] = [[] for _ in range(D)]
     parts = [(np.empty(0, dtype=np.int64),) * 3 + (np.empty(0),)]
-    live = live[y_ref[live] > 0]
-    order = live[np.lexsort((sizes[live], y_ref[live]))]
-    for idx in _chunks(order, sizes, y_ref, 50_000):
+    # blocks by size, in chunks of about 50,000 node cells, each made dense once: where L
+    # stops fitting, then the rule at y = 1..that in pieces of about 50,000 node-y cells
+    by_size = live[np.argsort(sizes[live], kind="stable")]
+    for chunk in _chunks(by_size, sizes, np.ones(U, dtype=np.int64), 50_000):
         check()
-        block = _dense(ref_rows, starts, sizes, idx)
-        sg, lo, hi, P, sw, code, feas, info, g_row, y_row = _ref_runs(block, y_ref[idx], M)
-        parts.append((idx[sg], lo, hi, P))
-        eligible = shared[idx] & (ref[idx, None] != np.arange(D)) & (y_ud[idx] > 0)
-        if not eligible.any() or not len(info.rows):
-            continue
-        delta = _dense(all_delta, starts, sizes, idx)  # (blocks, widest, D)
-        ref_out = (sw, code, feas, g_row, y_row, block, y_ref[idx])
-        scale = ds[ref[idx]][:, None] / ds[None, :]
-        for j, gf, f_runs in _other_ds(ref_out, info, delta, scale, eligible, y_ud[idx], M):
-            fail[idx[gf], j] = True
-            redo[j].append((idx[f_runs[0]],) + f_runs[1:])
+        dense = _dense(ref_rows, starts, sizes, chunk)
+        last = greedy_last_y(
+            *(dense[:, :, j] for j in range(1, 5)), dense[:, :, 5] > 0, int(caps.max()), M
+        )
+        y_ud[chunk] = np.where(shared[chunk], np.minimum(last[:, None], caps[None, :]), 0)
+        ys = y_ud[chunk].max(axis=1)
+        for a, b in _row_pieces(ys, sizes[chunk], 50_000):
+            check()
+            idx, block = chunk[a:b], dense[a:b, : sizes[chunk[b - 1]]]
+            sg, lo, hi, P, sw, code, feas, info, g_row, y_row, run_of = _ref_runs(block, ys[a:b], M)
+            parts.append((idx[sg], lo, hi, P))
+            eligible = shared[idx] & (ref[idx, None] != np.arange(D)) & (y_ud[idx] > 0)
+            if not eligible.any() or not len(info.rows):
+                continue
+            ref_out = (sw, code, feas, g_row, y_row, block, ys[a:b], P, run_of)
+            costs_at = partial(_costs_at, all_delta, starts[idx], sizes[idx])
+            for j, gf, runs in _other_ds(
+                ref_out, info, costs_at, kappa[idx], eligible, y_ud[idx], M
+            ):
+                fail[idx[gf], j] = True
+                redo[j].append((idx[runs[0]],) + runs[1:])
     run_u, lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(4))
     by = np.lexsort((lo, run_u))
     run_u, lo, hi, P = run_u[by], lo[by], hi[by], P[by]
@@ -272,7 +284,7 @@ def shared_rule_runs(
             n_of = sizes[own]
             at = np.repeat(starts[own] - (np.cumsum(n_of) - n_of), n_of) + np.arange(n_of.sum())
             o_u, o_lo, o_hi, o_P, o_mono = plain_rule_runs(
-                _rule_columns(opt[at], costs[j][0][at], costs[j][1][at]),
+                _rule_columns(opt[at], all_delta[at, j], F[at, j]),
                 n_of,
                 int(caps[j]),
                 M,
@@ -297,11 +309,15 @@ def _cut_runs(runs: tuple, use: np.ndarray, y_last: np.ndarray, redo: list) -> t
     run_u, lo, hi, P = runs
     keep = use[run_u] & (lo <= y_last[run_u])
     ru, rl, rh, rp = run_u[keep], lo[keep], np.minimum(hi[keep], y_last[run_u[keep]]), P[keep]
-    for fu, flo, fhi, fP in redo:
-        ru, rl, rh, rp = (np.concatenate(x) for x in ((ru, fu), (rl, flo), (rh, fhi), (rp, fP)))
-    if redo:
-        by = np.lexsort((rl, ru))
-        ru, rl, rh, rp = ru[by], rl[by], rh[by], rp[by]
+    if redo:  # (their blocks are not among ``use``: merged in by (block, first y))
+        fu, flo, fhi, fP = (np.concatenate([x[k] for x in redo]) for k in range(4))
+        span = int(max(rl.max(initial=0), flo.max())) + 1
+        f_key = fu * span + flo
+        by = np.argsort(f_key, kind="stable")
+        at = np.searchsorted(ru * span + rl, f_key[by])
+        ru, rl, rh, rp = (
+            np.insert(a, at, b[by]) for a, b in ((ru, fu), (rl, flo), (rh, fhi), (rp, fP))
+        )
     mono = np.ones(len(use), dtype=bool)
     first = np.ones(len(ru), dtype=bool)
     first[1:] = ru[1:] != ru[:-1]
@@ -311,20 +327,34 @@ def _cut_runs(runs: tuple, use: np.ndarray, y_last: np.ndarray, redo: list) -> t
     return ru, rl, rh, rp, mono
 
 
-def _cost_spread(delta: np.ndarray, ref_delta: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Per block and d, kappa >= the largest |e_i| with delta_d,i = scale delta_ref,i
-    (1 + e_i) over the block's nodes (``delta`` (blocks, widest, D), ``ref_delta``
-    (blocks, widest), ``scale`` (blocks, D); plain nodes: c_O - c_F = (p_O - p_F) / d in
-    exact arithmetic, so scale = d_ref / d and e_i is rounding); inf where that cannot
-    be said (a delta zero at one d only, or below 1e-290)."""
-    ref = ref_delta[:, :, None]
+def _cost_spread(delta: np.ndarray, ref: np.ndarray, ds: np.ndarray) -> np.ndarray:
+    """Per kind of node and d, |e| with delta_d = scale delta_ref (1 + e) (``delta``
+    (kinds, D) the costs at every d, ``ref`` (kinds,) the index of the first d, scale =
+    d_ref / d; plain nodes: c_O - c_F = (p_O - p_F) / d in exact arithmetic, so e is
+    rounding); 0 where both are 0, inf where e cannot be said (a delta zero at one d
+    only, or below 1e-290). A block's kappa is the largest over its nodes, plus 1e-15."""
+    ref_delta = delta[np.arange(len(ref)), ref][:, None]
+    scale = ds[ref][:, None] / ds[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
-        e = np.abs(delta / (scale[:, None, :] * ref) - 1.0)
-    both_zero = (delta == 0) & (ref == 0)
-    tiny = (np.abs(delta) < 1e-290) | (np.abs(ref) < 1e-290)
+        e = np.abs(delta / (scale * ref_delta) - 1.0)
+    both_zero = (delta == 0) & (ref_delta == 0)
+    tiny = (np.abs(delta) < 1e-290) | (np.abs(ref_delta) < 1e-290)
     e[both_zero] = 0.0
     e[(tiny & ~both_zero) | np.isnan(e)] = np.inf
-    return e.max(axis=1) + 1e-15
+    return e
+
+
+def _costs_at(all_delta, starts, sizes, g: np.ndarray, j: np.ndarray, n: int) -> np.ndarray:
+    """Per row k, the costs at d index ``j[k]`` of the nodes of block ``g[k]`` (blocks of
+    ``sizes`` nodes from ``starts`` in ``all_delta`` (nodes, D)), padded with zeros to
+    ``n`` columns."""
+    col = np.arange(n)
+    pad = col[None, :] >= sizes[g][:, None]
+    at = starts[g][:, None] + col
+    at[pad] = 0
+    out = all_delta[at, np.asarray(j)[:, None]]
+    out[pad] = 0.0
+    return out
 
 
 def _walk_margin(info: RuleDetail, delta: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -360,13 +390,15 @@ def _walk_margin(info: RuleDetail, delta: np.ndarray, count: np.ndarray) -> np.n
     return np.where(cut, g, np.inf).min(axis=1)
 
 
-def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: float):
+def _other_ds(ref_out: tuple, info: RuleDetail, costs_at, kappa, eligible, y_d, M: float):
     """Where the rule at the other d (same F per node) decides otherwise than at the first
     d, for one chunk of blocks.
 
-    ``ref_out`` = (sw, code, feas, g_row, y_row, block, ys): the first d's rows
-    (:func:`_ref_runs`) and the chunk's blocks and last y; ``info`` its walked rows;
-    ``delta`` (blocks, widest, D) the costs at every d; ``scale`` (blocks, D) d_ref / d;
+    ``ref_out`` = (sw, code, feas, g_row, y_row, block, ys, P, run_of): the first d's
+    rows (:func:`_ref_runs`), the chunk's blocks and last y, and the first d's runs' P and
+    each row's run; ``info`` its walked rows;
+    ``costs_at(g, j, n)`` the costs of blocks ``g`` at d indices ``j`` (rows, ``n``
+    columns); ``kappa`` (blocks, D) the costs' spread (:func:`_cost_spread`);
     ``eligible`` (blocks, D) which d to check; ``y_d`` (blocks, D) the last y per d. A
     walked row decides alike at d when the nodes it switched still come first: for
     certain where the row's gap (:func:`_walk_margin`) is above 3 kappa + 1e-14
@@ -374,7 +406,7 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     other nodes, whether that choice fits is found. Yields, per d and blocks where some
     row decides otherwise, (d index, the blocks, their runs at that d: per run its
     block, first and last y and P)."""
-    sw, code, feas, g_row, y_row, block, ys = ref_out
+    sw, code, feas, g_row, y_row, block, ys, ref_P, run_of = ref_out
     y_other = np.where(eligible, y_d, 0)  # per block and d: the y some d wants
     g = g_row[info.rows]
     has = np.flatnonzero(y_row[info.rows] <= y_other.max(axis=1)[g])
@@ -385,7 +417,7 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     count = sw[info.rows].sum(axis=1)
     gap = _walk_margin(info, block[g, :, 0], count)
     blocks = sorted_unique(g)
-    kappa = _cost_spread(delta[blocks], block[blocks, :, 0], scale[blocks])
+    kappa = kappa[blocks]
     # the rows certain at every d their block is checked at need nothing more; the
     # others, d by d
     at = np.searchsorted(blocks, g)
@@ -398,7 +430,7 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
         return
     k_at = rest[k_at]
     # the others walked again at d (memory, and so the savings and excess, are the same)
-    sw_j = rewalk(delta[g[k_at], :, j_at], info.subset(k_at))
+    sw_j = rewalk(costs_at(g[k_at], j_at, block.shape[1]), info.subset(k_at))
     r = info.rows[k_at]
     differs = np.any(sw_j != sw[r], axis=1)
     feas_j = feas[r]
@@ -413,28 +445,41 @@ def _other_ds(ref_out: tuple, info: RuleDetail, delta, scale, eligible, y_d, M: 
     r, j_at, sw_j, feas_j = r[differs], j_at[differs], sw_j[differs], feas_j[differs]
     code_j = np.packbits(sw_j, axis=1)
     row_start = np.cumsum(ys) - ys
-    for j in sorted_unique(j_at).tolist():
-        # those blocks' rows at this d: the first d's rows, the rows walked otherwise
-        # replaced (compared by their packed choices)
-        mine = np.flatnonzero(j_at == j)
-        gf = sorted_unique(g_row[r[mine]])
-        yf = y_d[gf, j]
-        f_start = np.cumsum(yf) - yf
-        g_f = np.repeat(gf, yf)
-        y_f = np.arange(len(g_f)) - np.repeat(f_start, yf) + 1
-        src = row_start[g_f] + y_f - 1
-        code_f, feas_f = code[src], feas[src]
-        at = f_start[np.searchsorted(gf, g_row[r[mine]])] + y_row[r[mine]] - 1
-        code_f[at], feas_f[at] = code_j[mine], feas_j[mine]
-        s_at, e_at = _run_bounds(code_f, feas_f, y_f)
-        # P of each run from its first row's choice
-        sw_s = sw[src[s_at]]
-        walked = np.full(len(src), -1)
-        walked[at] = mine
-        w_s = walked[s_at]
-        sw_s[w_s >= 0] = sw_j[w_s[w_s >= 0]]
-        P = _chosen_p(sw_s, block[g_f[s_at]])
-        yield j, gf, (g_f[s_at], y_f[s_at], y_f[e_at], P)
+    # the (block, d) pairs with a row decided otherwise, by d then block: their rows at
+    # that d are the first d's rows, the rows walked otherwise replaced (compared by
+    # their packed choices)
+    n_blk = len(ys)
+    pair_key = j_at * n_blk + g_row[r]
+    pairs = sorted_unique(pair_key)
+    pj, pg = pairs // n_blk, pairs % n_blk
+    yf = y_d[pg, pj]
+    f_start = np.cumsum(yf) - yf
+    p_f = np.repeat(np.arange(len(pairs)), yf)
+    g_f = pg[p_f]
+    y_f = np.arange(len(p_f)) - f_start[p_f] + 1
+    src = row_start[g_f] + y_f - 1
+    code_f, feas_f = code[src], feas[src]
+    at = f_start[np.searchsorted(pairs, pair_key)] + y_row[r] - 1
+    code_f[at], feas_f[at] = code_j, feas_j
+    s_at, e_at = _run_bounds(code_f, feas_f, y_f)
+    # P of each run from its first row's choice: a row walked otherwise sums its own; any
+    # other row has the choice of the first d's run holding it, whose P is known
+    walked = np.full(len(src), -1)
+    walked[at] = np.arange(len(r))
+    w_s = walked[s_at]
+    P = ref_P[run_of[src[s_at]]]
+    new = np.flatnonzero(w_s >= 0)
+    P[new] = _chosen_p(sw_j[w_s[new]], block, g_f[s_at[new]])
+    j_s = pj[p_f[s_at]]
+    bounds = np.searchsorted(pj, np.arange(int(pj[-1]) + 2))
+    run_b = np.searchsorted(j_s, np.arange(int(pj[-1]) + 2))
+    for j in sorted_unique(pj).tolist():
+        a, b = run_b[j], run_b[j + 1]
+        yield (
+            j,
+            pg[bounds[j] : bounds[j + 1]],
+            (g_f[s_at[a:b]], y_f[s_at[a:b]], y_f[e_at[a:b]], P[a:b]),
+        )
 
 
 def _ref_runs(block: np.ndarray, ys: np.ndarray, M: float) -> tuple:
@@ -442,17 +487,21 @@ def _ref_runs(block: np.ndarray, ys: np.ndarray, M: float) -> tuple:
     y = 1 .. ``ys[g]``. Returns per run its block, first and last y and P; per evaluated
     row (block by block, y by y) the switched nodes, the same packed
     (``numpy.packbits``) and whether a choice fits; the rule's :class:`RuleDetail`; and
-    per evaluated row its block and y."""
+    per evaluated row its block, y and run (its index among the runs; rows where no
+    choice fits: that of the run before)."""
     g_row = np.repeat(np.arange(len(ys)), ys)
     y_row = np.arange(len(g_row)) - np.repeat(np.cumsum(ys) - ys, ys) + 1
-    cols = block[g_row]
-    sw, feas, info = greedy_rule_rows(
-        *(cols[:, :, j] for j in range(5)), cols[:, :, 5] > 0, y_row, M, detail=True
-    )
+    # each column gathered on its own: the rule's elementwise passes then read contiguous
+    # rows (a gather of whole (rows, widest, 8) rows leaves them strided)
+    cols = [block[:, :, j][g_row] for j in range(6)]
+    sw, feas, info = greedy_rule_rows(*cols[:5], cols[5] > 0, y_row, M, detail=True)
     code = np.packbits(sw, axis=1)
     s_at, e_at = _run_bounds(code, feas, y_row)
-    P = _chosen_p(sw[s_at], cols[s_at])
-    return g_row[s_at], y_row[s_at], y_row[e_at], P, sw, code, feas, info, g_row, y_row
+    P = _chosen_p(sw[s_at], block, g_row[s_at])
+    start = np.zeros(len(g_row), dtype=np.int64)
+    start[s_at] = 1
+    run_of = np.cumsum(start) - 1
+    return g_row[s_at], y_row[s_at], y_row[e_at], P, sw, code, feas, info, g_row, y_row, run_of
 
 
 def _run_bounds(code: np.ndarray, feas: np.ndarray, y_row: np.ndarray) -> tuple:
@@ -468,10 +517,62 @@ def _run_bounds(code: np.ndarray, feas: np.ndarray, y_row: np.ndarray) -> tuple:
     return np.flatnonzero(start), np.flatnonzero(feas & ~next_same)
 
 
-def _chosen_p(sw: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """P of choices ``sw`` (rows of nodes; ``cols`` the rows' block columns): p_O where
-    switched, else p_F, summed node by node (:func:`dp.greedy_rule.running_sum`)."""
-    return running_sum(np.where(sw, cols[:, :, 7], cols[:, :, 6]))
+def _chosen_p(sw: np.ndarray, block: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """P of choices ``sw`` (rows of nodes; row k a choice in block ``g[k]`` of ``block``):
+    p_O where switched, else p_F, summed node by node (:func:`dp.greedy_rule.running_sum`)."""
+    return running_sum(np.where(sw, block[:, :, 7][g], block[:, :, 6][g]))
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer on uint64 values (wrapping)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _distinct_sequences(a: np.ndarray, b: np.ndarray, sizes: np.ndarray) -> tuple:
+    """The distinct sequences of pairs (``a``, ``b``: int64, the sequences of ``sizes``
+    (each at least 1) end to end), numbered in the order of their first sequence: per
+    sequence its number, and per number its first sequence (as
+    :func:`dp.table_arrays.distinct_rows` numbers the sequences padded to one width).
+
+    Each sequence is hashed (a sum of mixed (a, b, place) per pair, modulo 2^64) with its
+    length; every sequence is then compared pair by pair with the first one of its hash,
+    and where two different sequences share a hash, the padded rows are numbered
+    instead."""
+    G = len(sizes)
+    starts = np.cumsum(sizes) - sizes
+    g_of = np.repeat(np.arange(G), sizes)
+    col = np.arange(len(a)) - starts[g_of]
+    with np.errstate(over="ignore"):
+        z = _mix64(a.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + col.astype(np.uint64))
+        z = _mix64(z ^ b.view(np.uint64))
+        h = np.add.reduceat(z, starts, dtype=np.uint64)
+    kind, first = distinct_rows(np.stack([h.view(np.int64), sizes.astype(np.int64)], axis=1))
+    rep_at = starts[first[kind]][g_of] + col  # each pair's counterpart in its kind's first
+    if (a == a[rep_at]).all() and (b == b[rep_at]).all():
+        return kind, first
+    width = int(sizes.max())
+    key = np.zeros((G, 2 * width), dtype=np.int64)
+    key[:, :width] = -1
+    key[g_of, col] = a
+    key[g_of, width + col] = b
+    return distinct_rows(key)
+
+
+def _row_pieces(ys: np.ndarray, widths: np.ndarray, limit: int):
+    """Consecutive blocks (``ys`` rows each, ``widths`` nodes each, non-decreasing) cut
+    into pieces (first, end) of at most ``limit`` cells (rows times the widest; at least
+    one block each), pieces without rows left out."""
+    rows = np.cumsum(ys)
+    a = 0
+    while a < len(ys):
+        done = int(rows[a - 1]) if a else 0
+        cells = (rows[a : a + 65536] - done) * widths[a : a + 65536]
+        b = a + max(1, int(np.searchsorted(cells, limit, side="right")))
+        if rows[b - 1] > done:
+            yield a, b
+        a = b
 
 
 def _chunks(order: np.ndarray, sizes: np.ndarray, depth: np.ndarray, limit: int):
@@ -790,13 +891,7 @@ class GreedyTables(StageQueue):
             e[at] += terms[p, k] * (1.0 - inside[g_of[at], other[p, k]])
         # each stage's node classes and cut bytes side by side (padding: class -1), as
         # one opaque value of bytes per stage
-        width = int(sizes.max())
-        col = np.arange(len(pos)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        key = np.zeros((G, 2 * width), dtype=np.int64)
-        key[:, :width] = -1
-        key[g_of, col] = cls[pos]
-        key[g_of, width + col] = e.view(np.int64)
-        inv, rep = distinct_rows(key)
+        inv, rep = _distinct_sequences(cls[pos], e.view(np.int64), sizes)
         return sizes, pos, e, inv, rep
 
     def _plain_rows(self, t: int, masks: list[int], E: np.ndarray, W: np.ndarray):
