@@ -8,7 +8,8 @@ DP itself. A pair is skipped when a lower bound on any plan with it, the least c
 sum_v min_l p_v / (d * most stages) (every stage's TPS is at least its compute p / d, the
 largest at least their mean; a plan has at most K / (t d) stages, and at most N / d when
 sequential, where sum d <= N), exceeds the best value found: it cannot win. The bound is on
-the TPS, so it holds for the batch time too (which is at least the largest TPS).
+the TPS, so it holds for the batch time too (which is at least the largest TPS). More than
+:data:`MAX_PAIRS` pairs are refused unless forced.
 """
 
 from __future__ import annotations
@@ -19,15 +20,20 @@ import time
 from typing import Callable
 
 from dp.deadline import Deadline
+from piper_ilp.errors import SizeLimitError
 from piper_ilp.instance import Instance
 from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
-__all__ = ["solve_uniform", "pair_lower_bound"]
+__all__ = ["solve_uniform", "pair_lower_bound", "MAX_PAIRS"]
 
 #: A pair is skipped only when its bound exceeds the best value by more than this (relative):
 #: the bound and the DP's values are rounded differently.
 _SKIP_MARGIN = 1e-9
+
+#: Refuse (unless forced) more (t, d) pairs than this: each may be a DP run. Four t values
+#: and every divisor d of N = 720,720 (240 of them) make at most 960.
+MAX_PAIRS = 2_000
 
 
 def pair_lower_bound(
@@ -103,6 +109,7 @@ def solve_uniform(
     *,
     mode: Mode = DEFAULT_MODE,
     time_limit: float | None = None,
+    max_pairs: int = MAX_PAIRS,
     **options,
 ) -> Solution:
     """The best plan whose stages all have one (t, d), by one ``solve`` per pair.
@@ -119,9 +126,12 @@ def solve_uniform(
     mode : Mode
         Pipelining, objective and schedule.
     time_limit : float, optional
-        Seconds for all the runs together; stopped early, the answer is never OPTIMAL.
+        Seconds for all the runs together; stopped early, the answer is never OPTIMAL and
+        its message names this limit (not the share the last run had left).
+    max_pairs : int
+        Refuse more (t, d) pairs than this, unless ``options["force"]``.
     **options
-        Passed to every run (``knapsack``, ``max_ideals``, ``force``, ...).
+        Passed to every run (``knapsack``, ``max_ideals``, ``force``, ``progress``, ...).
 
     Returns
     -------
@@ -131,14 +141,27 @@ def solve_uniform(
         FEASIBLE (or UNKNOWN without a plan) when a run stopped early or proves nothing
         (greedy). ``info["uniform"]`` holds the pairs tried, skipped and infeasible and the
         winner's (t, d).
+
+    Raises
+    ------
+    SizeLimitError
+        More than ``max_pairs`` pairs and not forced: one line with the count and what
+        lowers it.
     """
     start = time.perf_counter()
     deadline = Deadline(time_limit)
     pairs = restrictions.uniform_pairs(instance)
+    if len(pairs) > max_pairs and not options.get("force"):
+        raise SizeLimitError(
+            f"{instance.source}: --uniform tries {len(pairs):,} (t, d) pairs (t * d <= K = "
+            f"{instance.K:,}, d a divisor of N = {instance.N:,}), above the limit of "
+            f"{max_pairs:,}, each a DP run unless its bound rules it out; lower K or N, restrict t "
+            "or d (--max-t, --max-d), or pass --force (force=True) if time allows"
+        )
     bounds = {pair: pair_lower_bound(instance, restrictions, *pair, mode) for pair in pairs}
     order = sorted(pairs, key=lambda pair: (bounds[pair], pair))
     best: Solution | None = None
-    proven, runs, skipped, infeasible = True, 0, 0, 0
+    proven, stopped, runs, skipped, infeasible = True, False, 0, 0, 0
     lower: float | None = math.inf  # least bound over the pairs (None: some pair has none)
     method = "dp"
     shown = _PairProgress(bool(options.get("progress")), len(order), mode)
@@ -149,11 +172,13 @@ def solve_uniform(
             continue
         remaining = deadline.remaining()
         if remaining is not None and remaining <= 0:
-            proven, lower = False, None
+            proven, lower, stopped = False, None, True
             break
         sol = solve(instance, restrictions.fixed(t, d), mode=mode, time_limit=remaining, **options)
         runs += 1
         method = sol.method
+        # a run that proves nothing once the limit has passed was stopped by it
+        stopped = stopped or (sol.status is not Status.OPTIMAL and deadline.passed)
         if sol.status is Status.INFEASIBLE:
             infeasible += 1
             continue
@@ -166,8 +191,21 @@ def solve_uniform(
         if sol.plan is not None and (best is None or sol.value < best.value):
             best = sol
     shown.update(
-        runs + skipped, skipped, best, end="" if proven else " (stopped by the time limit)"
+        runs + skipped, skipped, best, end=" (stopped by the time limit)" if stopped else ""
     )
+    if stopped:  # the limit the caller gave, not the share the last run had left
+        where = (
+            f"time limit of {time_limit:g} s reached with {runs + skipped:,} of {len(pairs):,} "
+            "(t, d) pairs tried"
+        )
+        found = "no plan yet"
+        if best is not None:
+            found = (
+                f"the best plan found, at (t, d) = {best.plan.stages[0].t, best.plan.stages[0].d}"
+            )
+        message = f"{where}: {found}"
+    else:
+        message = best.message if best else "stopped before any pair gave a plan"
     info = {
         "uniform": {
             "pairs": len(pairs),
@@ -188,9 +226,8 @@ def solve_uniform(
                 info=info, mode=mode,
             )  # fmt: skip
         return Solution(
-            method, Status.UNKNOWN, message="stopped before any pair gave a plan",
-            seconds=seconds, info=info, mode=mode,
-        )  # fmt: skip
+            method, Status.UNKNOWN, message=message, seconds=seconds, info=info, mode=mode
+        )
     if proven:
         status, bound = Status.OPTIMAL, best.value
     else:
@@ -202,7 +239,7 @@ def solve_uniform(
         objective=best.objective,
         bound=bound,
         seconds=seconds,
-        message=best.message,
+        message=message,
         info={**best.info, **info},
         mode=mode,
     )

@@ -10,8 +10,10 @@ import typer
 from piper_cli.common import (
     METHOD_PANEL,
     SETTINGS,
+    ForceOpt,
     InFlightOpt,
     JsonOpt,
+    MaxIdealsOpt,
     UniformOpt,
     cli_errors,
     load_with_overrides,
@@ -56,6 +58,8 @@ def register(app: typer.Typer) -> None:
         cluster: dict = SETTINGS,
         in_flight: InFlightOpt = None,
         uniform: UniformOpt = False,
+        force: ForceOpt = False,
+        max_ideals: MaxIdealsOpt = None,
         json_out: JsonOpt = False,
     ) -> None:
         """Check the DP small, then scale it up with a certified gap.
@@ -65,7 +69,8 @@ def register(app: typer.Typer) -> None:
         path formulation (CP-SAT's where the path formulation does not apply).
         --in-flight schedule runs every solve under sec. 11's in-flight rule. With --uniform
         every rung and the full size solve the uniform problem (every stage the same t and
-        d). Exit 1 when a rung is a mismatch."""
+        d). --force and --max-ideals reach every DP solve as in solve (--force also the
+        rungs' CP-SAT). Exit 1 when a rung is a mismatch."""
         from compare.experiments.ladder import run_ladder
         from piper_ilp.solution import Restrictions
 
@@ -89,6 +94,8 @@ def register(app: typer.Typer) -> None:
             full_time_limit=full_time_limit,
             on_rung=on_rung,
             in_flight=in_flight.value if in_flight is not None else "piper",
+            force=force,
+            max_ideals=max_ideals,
         )
         if json_out:
             print_json_line(lad.to_dict())

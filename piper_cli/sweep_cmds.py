@@ -12,7 +12,9 @@ from typer.core import TyperCommand
 from piper_cli.common import (
     METHOD_PANEL,
     OUTPUT_PANEL,
+    ForceOpt,
     InFlightOpt,
+    MaxIdealsOpt,
     cli_errors,
     load_with_overrides,
     note_bare_sizes,
@@ -108,6 +110,8 @@ def register(app: typer.Typer) -> None:
         ] = "all,no-dp,no-tp,no-recompute,2bw",
         in_flight: InFlightOpt = None,
         time_limit: time_limit_option("Per point: stop the DP, kill a planner.") = None,
+        force: ForceOpt = False,
+        max_ideals: MaxIdealsOpt = None,
         external: ExternalOpt = None,
         workers: WorkersOpt = 1,
         resume: Annotated[
@@ -124,7 +128,8 @@ def register(app: typer.Typer) -> None:
         variants: {variants}; and the external planners (--external). One row per run in
         OUT/results.jsonl (as it finishes; --resume continues) and OUT/results.csv.
         --in-flight schedule solves every point under sec. 11's rule (the heuristic
-        variants are then refused in their rows). More: docs/sweeps.md."""
+        variants are then refused in their rows). --force and --max-ideals reach the DP
+        variants as in solve. More: docs/sweeps.md."""
         from compare.experiments.jobs import Interrupted
         from compare.experiments.sweep import (
             PARAMETERS,
@@ -180,6 +185,8 @@ def register(app: typer.Typer) -> None:
                 note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False),
                 in_flight=in_flight.value if in_flight is not None else "piper",
                 time_limit=time_limit,
+                force=force,
+                max_ideals=max_ideals,
             )
         except Interrupted as exc:
             stderr.print(

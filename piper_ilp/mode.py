@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from piper_ilp.errors import InputError
+
 __all__ = [
     "PIPELINES",
     "OBJECTIVES",
@@ -31,32 +33,44 @@ SCHEDULES = ("1f1b", "1f1b-flush", "gpipe")
 IN_FLIGHT_RULES = ("piper", "schedule")
 
 
-def check_choice(choice: str, allowed: Sequence[str], what: str) -> None:
-    """Check that ``choice`` is one of ``allowed``.
+def check_choice(choice: Any, allowed: Sequence[str], what: str) -> str:
+    """Check that ``choice`` is one of ``allowed``: the one check of a pipelining, objective,
+    schedule or in-flight rule, wherever it is given (a mode, an option, a file's field).
 
     Parameters
     ----------
     choice : str
+        The value given.
     allowed : sequence of str
         E.g. :data:`PIPELINES`.
     what : str
-        The name of the choice, for the message.
+        What gave it, named first in the message: ``"--schedule"``, ``"in_flight"``, or a
+        file and its field (``"plan.json: metadata.pipeline"``).
+
+    Returns
+    -------
+    str
+        ``choice``.
 
     Raises
     ------
-    ValueError
-        ``choice`` is not in ``allowed``; the message lists them.
+    InputError
+        ``choice`` is not in ``allowed``: one line, ``WHAT: choose A, B or C, got 'X'``
+        (an InputError is a ValueError).
 
     Examples
     --------
     >>> check_choice("gpipe", SCHEDULES, "schedule")
-    >>> check_choice("zb", SCHEDULES, "schedule")
+    'gpipe'
+    >>> check_choice("zb", SCHEDULES, "--schedule")
     Traceback (most recent call last):
     ...
-    ValueError: schedule must be one of 1f1b, 1f1b-flush, gpipe, got 'zb'
+    piper_ilp.errors.InputError: --schedule: choose 1f1b, 1f1b-flush or gpipe, got 'zb'
     """
-    if choice not in allowed:
-        raise ValueError(f"{what} must be one of {', '.join(allowed)}, got {choice!r}")
+    if not isinstance(choice, str) or choice not in allowed:
+        options = f"{', '.join(allowed[:-1])} or {allowed[-1]}" if len(allowed) > 1 else allowed[0]
+        raise InputError(f"{what}: choose {options}, got {choice!r}")
+    return choice
 
 
 @dataclass(frozen=True)
@@ -84,8 +98,9 @@ class Mode:
 
     Raises
     ------
-    ValueError
-        A value not among its choices (:func:`check_choice`).
+    InputError
+        A value not among its choices (:func:`check_choice`; an InputError is a
+        ValueError).
 
     Examples
     --------
@@ -96,7 +111,7 @@ class Mode:
     >>> Mode("tree")
     Traceback (most recent call last):
     ...
-    ValueError: pipeline must be one of sequential, graph, got 'tree'
+    piper_ilp.errors.InputError: pipeline: choose sequential or graph, got 'tree'
     """
 
     pipeline: str = "sequential"
@@ -220,8 +235,9 @@ class Mode:
 
         Raises
         ------
-        ValueError
-            More than four parts, an empty part, or a value not among its choices.
+        InputError
+            More than four parts, an empty part, or a value not among its choices (an
+            InputError is a ValueError).
 
         Examples
         --------
@@ -232,7 +248,7 @@ class Mode:
         """
         parts = label.strip().split("/")
         if len(parts) > 4 or not all(parts):
-            raise ValueError(f"a mode is PIPELINE/OBJECTIVE/SCHEDULE[/IN_FLIGHT], got {label!r}")
+            raise InputError(f"a mode is PIPELINE/OBJECTIVE/SCHEDULE[/IN_FLIGHT], got {label!r}")
         mode = cls(*parts)
         return mode if len(parts) == 4 else mode.with_in_flight(in_flight)
 

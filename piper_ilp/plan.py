@@ -27,7 +27,14 @@ from piper_ilp.jsonfile import (
     read_json,
     short_repr,
 )
-from piper_ilp.mode import IN_FLIGHT_RULES, MODE_KEYS, OBJECTIVES, PIPELINES, SCHEDULES
+from piper_ilp.mode import (
+    IN_FLIGHT_RULES,
+    MODE_KEYS,
+    OBJECTIVES,
+    PIPELINES,
+    SCHEDULES,
+    check_choice,
+)
 from piper_ilp.version import __version__
 
 __all__ = [
@@ -220,7 +227,7 @@ def plan_from_dict(data: Any, source: str = "<plan>") -> Plan:
         )
     metadata: dict[str, Any] = {}
     if "metadata" in data:
-        metadata = _check_metadata(data["metadata"], fail)
+        metadata = _check_metadata(data["metadata"], fail, display_path(source))
     return Plan(tuple(stages), metadata=metadata)
 
 
@@ -234,9 +241,10 @@ _METADATA_KINDS = {
 }
 
 
-def _check_metadata(meta: Any, fail) -> dict[str, Any]:
+def _check_metadata(meta: Any, fail, where: str) -> dict[str, Any]:
     """The plan's ``metadata`` object: kept whole (unknown keys too), with the fields
-    used to match a plan to its instance checked for type."""
+    used to match a plan to its instance checked for type (the mode's choices by
+    :func:`~piper_ilp.mode.check_choice`, naming ``where`` and the field)."""
     if not isinstance(meta, dict):
         fail("metadata", f"expected an object, got {describe_value(meta)}")
     for key, kind in _METADATA_KINDS.items():
@@ -255,11 +263,8 @@ def _check_metadata(meta: Any, fail) -> dict[str, Any]:
         ("schedule", SCHEDULES),
         ("in_flight", IN_FLIGHT_RULES),
     ):
-        if meta.get(key) is not None and meta[key] not in allowed:
-            fail(
-                f"metadata.{key}",
-                f"expected one of {', '.join(allowed)}, got {describe_value(meta[key])}",
-            )
+        if meta.get(key) is not None:
+            check_choice(meta[key], allowed, f"{where}: metadata.{key}")
     return dict(meta)
 
 

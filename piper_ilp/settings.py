@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from piper_ilp.errors import InputError
 from piper_ilp.instance import SETTING_OPTIONS, Instance, check_setting
-from piper_ilp.mode import DEFAULT_MODE, IN_FLIGHT_RULES, Mode
+from piper_ilp.mode import DEFAULT_MODE, IN_FLIGHT_RULES, Mode, check_choice
 
 __all__ = [
     "MAX_THREADS",
@@ -99,8 +99,7 @@ def in_flight_mode(value: Any, option: str = "in_flight") -> Mode:
     ...
     piper_ilp.errors.InputError: in_flight: choose piper or schedule, got 'fifo'
     """
-    if not isinstance(value, str) or value not in IN_FLIGHT_RULES:
-        raise InputError(f"{option}: choose {' or '.join(IN_FLIGHT_RULES)}, got {value!r}")
+    check_choice(value, IN_FLIGHT_RULES, option)
     return Mode(in_flight=value)
 
 

@@ -91,9 +91,13 @@ def test_an_interrupt_kills_the_planner_and_removes_its_folder(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     pidfile = tmp_path / "planner.pid"
-    # the shell becomes the sleep (exec): the pid written is the planner's, written whole
+    # the shell becomes the sleep (exec): the pid written is the planner's, written whole.
+    # The child takes SIGINT as Ctrl-C whatever it inherits: started with `&` by a
+    # non-interactive shell (a script, a CI runner), Python ignores SIGINT, and the test
+    # then waited its whole PATIENCE and failed
     script = (
-        "import sys\nfrom compare.crosscheck.external import solve_external\nfrom "
+        "import signal, sys\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "from compare.crosscheck.external import solve_external\nfrom "
         "compare.builders.generators import random_instance\ntry:\n    "
         f"solve_external(random_instance('chain', 3, seed=0), 'echo $$ > {pidfile}.tmp && "
         f"mv {pidfile}.tmp {pidfile} && exec sleep 300', "

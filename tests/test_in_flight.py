@@ -102,7 +102,7 @@ def test_labels_and_ids_under_pipers_rule_are_unchanged():
     assert [m.label for m in parse_modes("all", "schedule")] == [m.label for m in SCHEDULE_MODES]
     assert "--in-flight" not in replay_command(["dp"], {}, DEFAULT_MODE)
     assert "--in-flight schedule" in replay_command(["dp"], {}, SCHEDULE)
-    with pytest.raises(ValueError, match="in_flight must be one of piper, schedule"):
+    with pytest.raises(ValueError, match="in_flight: choose piper or schedule, got .lazy."):
         Mode(in_flight="lazy")
 
 

@@ -123,3 +123,18 @@ def test_ladder_table_labels_each_rung_by_its_blocks_like_the_progress_lines():
 def test_a_bad_in_flight_rule_is_an_input_error_before_any_rung():
     with pytest.raises(InputError, match="in_flight: choose piper or schedule, got 'fifo'"):
         run_ladder(load_instance(SMALL), in_flight="fifo")
+
+
+def test_force_and_max_ideals_reach_the_ladders_dp():
+    # the full-size DP's refusal names --max-ideals or --force: the ladder takes both, as
+    # solve does, for every DP solve (the bound's MILP takes the DP's plan as its hint)
+    from builders import cli
+
+    args = ["ladder", SMALL, "--max-nodes", 4, "--max-ideals", 5, "--json"]
+    r = cli(*args, code=2)
+    assert "--max-ideals" in r.output and "successor-closed sets" in r.output, r.output
+    out = json.loads(cli(*args, "--force").stdout)
+    assert all(rung["verdict"] == "match" for rung in out["rungs"]), out["rungs"]
+    assert out["full"]["status"] == "optimal"
+    assert out["full"]["tps"] == pytest.approx(solve_dp(load_instance(SMALL)).tps, rel=1e-12)
+    assert out["full"]["milp_status"] == "optimal" and 0 <= out["gap"] < 1e-6

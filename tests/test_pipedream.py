@@ -977,3 +977,16 @@ def test_mapping_names_layer_ids_the_graph_does_not_have():
     g = chain3()
     with pytest.raises(InputError, match=r"stage 1 holds layer id\(s\) node9 that the graph"):
         piper_plan_from_pipedream(g, [(("node2",), 1), (("node3", "node9", "node4"), 1)])
+
+
+def test_the_milp_at_a_time_limit_of_0_claims_nothing():
+    # OR-Tools reads SetTimeLimit(0) as no limit: SCIP ran to a proof ("optimal") with
+    # time_limit=0; no time to solve now answers not-solved without SCIP, and a limit that
+    # is not a finite number >= 0 is an InputError
+    prep = prepare(chain3())
+    assert solve_pipedream_milp(prep, 3, 1e9).status == "optimal"
+    r = solve_pipedream_milp(prep, 3, 1e9, time_limit=0.0)
+    assert (r.status, r.value, r.plan) == ("not-solved", None, None)
+    for bad in (-1.0, math.inf, math.nan):
+        with pytest.raises(InputError, match="time_limit: the time limit must be a finite"):
+            solve_pipedream_milp(prep, 3, 1e9, time_limit=bad)

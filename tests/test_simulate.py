@@ -455,3 +455,30 @@ def test_the_gantt_chart_says_which_replicas_and_which_part_of_the_run(tmp_path)
     assert r.exit_code == 0, r.output
     assert f"every replica ({replicas}); 0-" in r.output
     assert "the first 5 of 16 microbatches simulated" in r.output
+
+
+def test_one_choice_check_for_schedule_pipeline_and_in_flight(tmp_path):
+    # simulate, the mode, the in-flight rule of a sweep or ladder and a plan's metadata
+    # check a pipelining, schedule or in-flight rule with one function and one message form
+    from piper_ilp.plan import plan_from_dict
+    from piper_ilp.settings import in_flight_mode
+
+    inst = random_instance("chain", 3, seed=0, memory="loose")
+    plan = solve_dp(inst).plan
+    for kwargs, says in (
+        ({"schedule": "zb"}, "--schedule: choose 1f1b, 1f1b-flush or gpipe, got 'zb'"),
+        ({"pipeline": "tree"}, "--pipeline: choose sequential or graph, got 'tree'"),
+        ({"in_flight": "fifo"}, "--in-flight: choose piper or schedule, got 'fifo'"),
+    ):
+        with pytest.raises(InputError) as e:
+            simulate(inst, plan, **kwargs)
+        assert str(e.value) == says
+    with pytest.raises(InputError) as e:
+        in_flight_mode("fifo", "--in-flight")
+    assert str(e.value) == "--in-flight: choose piper or schedule, got 'fifo'"
+    with pytest.raises(InputError, match=r"^schedule: choose 1f1b, 1f1b-flush or gpipe, got 'zb'$"):
+        Mode(schedule="zb")
+    data = {"stages": [], "metadata": {"pipeline": "tree"}}
+    with pytest.raises(InputError) as e:
+        plan_from_dict(data, source="p.json")
+    assert str(e.value) == "p.json: metadata.pipeline: choose sequential or graph, got 'tree'"

@@ -351,3 +351,23 @@ def test_json_safe_takes_numpy_arrays():
     assert (
         json.dumps(json_safe(row), allow_nan=False) == '{"y": [[1, 2], [3, 4]], "tps": [0.5, null]}'
     )
+
+
+def test_force_and_max_ideals_reach_the_dp_variants_as_in_solve(tmp_path):
+    # a refused row names --max-ideals or --force: sweep takes both and passes them to the
+    # DP variants (and greedy) as solve does; --force lifts the set-count guard too
+    args = ["sweep", SMALL, "--variants", "all,greedy,uniform,2bw", "-K", "4", "--max-ideals", 5]
+    cli(*args, "--out", tmp_path / "guarded")
+    rows = {r["variant"]: r for r in read_rows(tmp_path / "guarded")}
+    for v in ("all", "greedy", "uniform"):
+        assert rows[v]["status"] == "refused" and "--max-ideals" in rows[v]["message"], rows[v]
+    cli(*args, "--force", "--out", tmp_path / "forced")
+    forced = {r["variant"]: r for r in read_rows(tmp_path / "forced")}
+    inst = load_instance(SMALL).with_settings(K=4)
+    assert forced["all"]["status"] == "optimal"
+    assert forced["all"]["tps"] == pytest.approx(solve_dp(inst).tps, rel=1e-12)
+    uniform = solve_dp(inst, Restrictions(uniform=True))
+    assert forced["uniform"]["status"] == "optimal"
+    assert forced["uniform"]["tps"] == pytest.approx(uniform.tps, rel=1e-12)
+    assert forced["greedy"]["status"] == "feasible"
+    assert forced["2bw"]["status"] == rows["2bw"]["status"]  # no guard of the DP's

@@ -19,6 +19,7 @@ from compare.experiments.sweep import run_sweep, sweep_points
 from dp.solver import solve_dp
 from dp.uniform import pair_lower_bound
 from piper_cli import app
+from piper_ilp.errors import SizeLimitError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import save_instance
 from piper_ilp.milp.model import build_model, model_size
@@ -320,3 +321,41 @@ def test_uniform_progress_lines_on_stderr_and_the_time_limit(tmp_path):
         lines
     )
     assert lines[-1].endswith("(stopped by the time limit)") and "optimal" not in r.stdout, r.stdout
+
+
+def test_a_stopped_uniform_dp_names_the_limit_it_was_given():
+    # the message named the last run's share of the limit (what it had left), or nothing
+    # when the best plan came from a run that finished: it names the limit the caller gave
+    inst = random_instance("layered", 6, seed=0, t_values=(1, 2))
+    n = len(UNIFORM.uniform_pairs(inst))
+    sol = solve_dp(inst, UNIFORM, time_limit=1e-9)
+    assert sol.status is Status.UNKNOWN
+    assert (
+        sol.message
+        == f"time limit of 1e-09 s reached with 0 of {n} (t, d) pairs tried: no plan yet"
+    )
+    free = solve_dp(inst, UNIFORM)
+    assert free.status is Status.OPTIMAL and "time limit" not in (free.message or "")
+
+
+def test_more_pairs_than_the_limit_are_refused_unless_forced(tmp_path):
+    # K = 2^20 and N = 963,761,198,400 (6,720 divisors): 11,011 (t, d) pairs, each a DP run
+    # unless its bound rules it out; refused in one line naming the count, --force runs
+    # them (here stopped by a time limit of 0: no pair tried, never optimal)
+    from builders import cli as run_cli
+
+    inst = random_instance("chain", 4, seed=2, t_values=(1, 2, 4, 8), K=2**20, N=963761198400)
+    n = len(UNIFORM.uniform_pairs(inst))
+    assert n == 11011
+    path = tmp_path / "wide.json"
+    save_instance(inst, path)
+    r = run_cli("solve", path, "--uniform", code=2)
+    assert f"--uniform tries {n:,} (t, d) pairs" in r.output and "--force" in r.output, r.output
+    r = run_cli("solve", path, "--uniform", "--force", "--time-limit", 0, code=3)
+    assert f"time limit of 0 s reached with 0 of {n:,} (t, d) pairs tried" in r.output, r.output
+    # the limit is a parameter: a small instance under a lower one
+    small = random_instance("chain", 3, seed=1, t_values=(1, 2), K=4, N=4)
+    with pytest.raises(SizeLimitError, match=r"above the limit of 2,"):
+        solve_dp(small, UNIFORM, max_pairs=2)
+    forced = solve_dp(small, UNIFORM, max_pairs=2, force=True)
+    assert forced.value == pytest.approx(solve_dp(small, UNIFORM).value, rel=1e-12)

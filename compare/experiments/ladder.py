@@ -134,30 +134,39 @@ def run_ladder(
     threads: int | None = None,
     on_rung=None,
     in_flight: str = "piper",
+    force: bool = False,
+    max_ideals: int | None = None,
 ) -> Ladder:
     """Climb the ladder (see the module docstring) and run the DP at full size, every solve
-    under the in-flight rule ``in_flight`` (sec. 11).
+    under the in-flight rule ``in_flight`` (sec. 11). ``force`` and ``max_ideals`` are the
+    DP's size guards as ``solve`` passes them
+    (:func:`compare.experiments.sweep.dp_guards`), for every DP solve (``force`` also lifts
+    the rungs' CP-SAT guard; the bound's MILP at full size always runs forced, with the
+    DP's plan as its hint).
 
     Raises
     ------
     InputError
-        ``max_nodes`` below 1, a time limit or thread count out of range, or ``in_flight``
-        not a rule: before any rung.
+        ``max_nodes`` below 1, a time limit, thread count or ``max_ideals`` out of range, or
+        ``in_flight`` not a rule: before any rung. The full-size DP's refusal (a size guard
+        that ``force`` lifts) after the rungs.
     """
     from compare.crosscheck.methods import run_method
     from compare.crosscheck.verify import verify_instance
+    from compare.experiments.sweep import dp_guards
 
     if max_nodes < 1:
         raise InputError(f"--max-nodes must be >= 1, got {max_nodes}")
     mode = in_flight_mode(in_flight)
     # checked once, before any rung (each would end "error")
-    rung_settings = Settings(mode=mode, time_limit=time_limit, threads=threads)
+    guards = dp_guards(force, max_ideals)
+    rung_settings = Settings(mode=mode, time_limit=time_limit, threads=threads, options=guards)
     full_settings = Settings(
         mode=mode,
         time_limit=full_time_limit,
         threads=threads,
         time_option="--full-time-limit",
-        options={"hint_from_dp": True, "force": True},
+        options={"force": True},
     )
     order, starts = block_order(instance)
     rungs: list[Rung] = []
@@ -189,7 +198,7 @@ def run_ladder(
             break
 
     start = time.process_time()
-    dp = run_method(instance, "dp", restrictions, mode=mode)
+    dp = run_method(instance, "dp", restrictions, mode=mode, **guards)
     full = {
         "status": dp.status.value,
         "tps": dp.tps,
@@ -201,6 +210,9 @@ def run_ladder(
     milp_bound = None
     try:
         start = time.process_time()
+        # the DP's plan as the hint (a second DP solve for it would meet the guards again)
+        if dp.plan is not None:
+            full_settings = full_settings.replace(options={"force": True, "hint": dp.plan})
         try:  # the path formulation where it covers the mode, else the compact model
             milp = run_method(instance, "path", restrictions, settings=full_settings)
         except SizeLimitError:

@@ -55,6 +55,7 @@ __all__ = [
     "sweep_points",
     "run_point",
     "run_sweep",
+    "dp_guards",
     "read_rows",
     "CSV_FIELDS",
 ]
@@ -176,6 +177,7 @@ def _solve_variant(
     externals: Mapping[str, str],
     in_flight: str = "piper",
     time_limit: float | None = None,
+    guards: Mapping[str, object] | None = None,
 ) -> Solution:
     from compare.crosscheck.methods import METHODS, check_mode, external_method, run_method
     from piper_ilp.settings import Settings, in_flight_mode
@@ -189,7 +191,9 @@ def _solve_variant(
     name = variant if variant in ("2bw", "greedy", "pipedream") else "dp"
     # the time limit goes to the methods that take one (dp, greedy); 2bw and pipedream are
     # heuristics without a clock
-    settings = Settings(mode=mode, time_limit=time_limit).restricted(METHODS[name].options)
+    # and the DP's size guards (force, max_ideals) to the DP variants and greedy
+    settings = Settings(mode=mode, time_limit=time_limit, options=dict(guards or {}))
+    settings = settings.restricted(METHODS[name].options)
     if name != "dp":  # the registry's heuristics (they refuse a mode they do not solve)
         return run_method(instance, variant, settings=settings)
     restrictions = {
@@ -202,12 +206,47 @@ def _solve_variant(
     return run_method(instance, "dp", restrictions, settings=settings)
 
 
+def dp_guards(force: bool = False, max_ideals: int | None = None) -> dict[str, object]:
+    """The DP's size-guard options of a sweep or a ladder, as ``solve`` passes them: ``force``
+    lifts every guard (the successor-closed sets, the tables' memory, the labels);
+    ``max_ideals`` raises or lowers the set count's limit.
+
+    Parameters
+    ----------
+    force : bool
+    max_ideals : int, optional
+        At least 1.
+
+    Returns
+    -------
+    dict
+        The options given (for ``run_method``'s ``settings``), none when neither is.
+
+    Raises
+    ------
+    InputError
+        ``max_ideals`` is not a whole number >= 1.
+
+    Examples
+    --------
+    >>> dp_guards(), dp_guards(True, 50_000)
+    ({}, {'force': True, 'max_ideals': 50000})
+    """
+    if max_ideals is not None and (
+        isinstance(max_ideals, bool) or not isinstance(max_ideals, int) or max_ideals < 1
+    ):
+        raise InputError(f"--max-ideals must be a whole number >= 1, got {max_ideals!r}")
+    given = {"force": bool(force), "max_ideals": max_ideals}
+    return {k: v for k, v in given.items() if v is not None and v is not False}
+
+
 def run_point(
     instance: Instance,
     point: SweepPoint,
     externals: Mapping[str, str] | None = None,
     in_flight: str = "piper",
     time_limit: float | None = None,
+    guards: Mapping[str, object] | None = None,
 ) -> dict:
     """Solve one point of the grid under the in-flight rule ``in_flight`` (sec. 11);
     returns its row (a JSON-ready dict, ``in_flight`` in it). Status "refused" when a
@@ -215,11 +254,11 @@ def run_point(
     "invalid" when an external planner's plan fails the evaluator. ``time_limit``
     (seconds, checked by the caller) stops the DP variants (status feasible or unknown,
     never optimal) and an external planner (killed: backend-error); 2bw and pipedream run
-    without one."""
+    without one. ``guards`` (see :func:`dp_guards`) go to the DP variants and greedy."""
     inst = instance.with_settings(K=point.K, M=point.M, N=point.N, B=point.B)
     start = time.process_time()
     try:
-        sol = _solve_variant(inst, point.variant, externals or {}, in_flight, time_limit)
+        sol = _solve_variant(inst, point.variant, externals or {}, in_flight, time_limit, guards)
         status, message = sol.status.value, sol.message
     except InputError as exc:  # too large for a method, an option no node has, ...
         sol, status, message = None, "refused", str(exc)
@@ -275,6 +314,8 @@ def run_sweep(
     note: Callable[[str], None] | None = None,
     in_flight: str = "piper",
     time_limit: float | None = None,
+    force: bool = False,
+    max_ideals: int | None = None,
 ) -> list[dict]:
     """Run every point not already in ``out/results.jsonl`` (with
     :func:`compare.experiments.jobs.run_in_folder`: the folder locked, one whole JSON line per
@@ -295,12 +336,16 @@ def run_sweep(
         SIGINT or SIGTERM (the finished rows are kept).
 
     ``time_limit`` is each point's, in seconds (see :func:`run_point`); a resumed sweep
-    keeps the one it was started with.
+    keeps the one it was started with. ``force`` and ``max_ideals`` are the DP's size guards,
+    as ``solve --force`` and ``--max-ideals`` pass them (:func:`dp_guards`); they change
+    which points are refused, not any answer, so a resumed sweep may change them (the rows
+    it finished stay).
     """
     from piper_ilp.settings import check_time_limit, in_flight_mode
 
     check_time_limit(time_limit)
     mode = in_flight_mode(in_flight)  # (checked before the folder is made)
+    guards = dp_guards(force, max_ideals)
     out = prepare_folder(out, (RESULTS, TABLE, PARAMETERS))
     externals = dict(externals or {})
     params = {
@@ -319,7 +364,12 @@ def run_sweep(
         jobs=list(points),
         job_id=lambda p: p.id,
         fn=functools.partial(
-            run_point, instance, externals=externals, in_flight=in_flight, time_limit=time_limit
+            run_point,
+            instance,
+            externals=externals,
+            in_flight=in_flight,
+            time_limit=time_limit,
+            guards=guards,
         ),
         keep=lambda r: "id" in r and "variant" in r,
         resume=resume,

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from piper_ilp.errors import InputError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance, display_path
-from piper_ilp.mode import IN_FLIGHT_RULES, PIPELINES, SCHEDULES, Mode
+from piper_ilp.mode import IN_FLIGHT_RULES, PIPELINES, SCHEDULES, Mode, check_choice
 from piper_ilp.pipeline import batch_time, microbatches_held, stage_graph
 from piper_ilp.plan import Plan
 
@@ -123,12 +123,9 @@ def simulate(
         An invalid plan, an unknown schedule or pipeline, a forward fraction outside (0, 1],
         or a microbatch count < 1.
     """
-    if schedule not in SCHEDULES:
-        raise InputError(f"--schedule {schedule!r}: choose one of {', '.join(SCHEDULES)}")
-    if pipeline not in PIPELINES:
-        raise InputError(f"--pipeline {pipeline!r}: choose one of {', '.join(PIPELINES)}")
-    if in_flight not in IN_FLIGHT_RULES:
-        raise InputError(f"--in-flight {in_flight!r}: choose one of {', '.join(IN_FLIGHT_RULES)}")
+    check_choice(schedule, SCHEDULES, "--schedule")
+    check_choice(pipeline, PIPELINES, "--pipeline")
+    check_choice(in_flight, IN_FLIGHT_RULES, "--in-flight")
     if not (0.0 < forward_fraction <= 1.0):
         raise InputError(f"--forward-fraction must be in (0, 1], got {forward_fraction!r}")
     # valid under the pipelining simulated (graph: max h <= N instead of sum d <= N); the

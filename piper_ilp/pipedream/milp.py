@@ -13,6 +13,7 @@ from piper_ilp.pipedream.graph import Prepared, check_model_settings
 from piper_ilp.pipedream.memory import max_stash_count
 from piper_ilp.pipedream.states import antichain_states
 from piper_ilp.processes import run_in_child
+from piper_ilp.settings import check_time_limit
 
 __all__ = ["MilpResult", "solve_pipedream_milp", "MAX_MILP_VARIABLES", "MAX_UNSCALED_TIME"]
 
@@ -34,16 +35,18 @@ class MilpResult:
     ----------
     status : str
         ``"optimal"`` (a proof), ``"infeasible"`` (no plan; under a cutoff: no plan within
-        it), ``"not-solved"`` (stopped before a proof: the time limit, or any other
-        status of the solver) or ``"out-of-range"`` (stage times beyond
+        it), ``"feasible"`` (stopped by the time limit with a plan: no proof),
+        ``"not-solved"`` (stopped by the time limit without a plan; a time limit of 0 does
+        not start SCIP), ``"solver-error"`` (SCIP's status abnormal, model invalid or
+        unbounded: no claim) or ``"out-of-range"`` (stage times beyond
         :data:`MAX_UNSCALED_TIME` without a cutoff: no claim, SCIP not run).
     value : float or None
-        The solver's objective, seconds per minibatch (optimal only); not the plan timed
-        exactly, which is the caller's to do.
+        The solver's objective, seconds per minibatch (optimal and feasible); not the plan
+        timed exactly, which is the caller's to do.
     bound : float or None
-        SCIP's lower bound, in seconds (optimal only).
+        SCIP's lower bound, in seconds (optimal and feasible).
     plan : list of (int, int) or None
-        ``[(state, r), ...]`` read from the solution (optimal only): each stage ends at
+        ``[(state, r), ...]`` read from the solution (optimal and feasible): each stage ends at
         ``state`` (an index of :func:`~piper_ilp.pipedream.states.antichain_states`) and
         has ``r`` replicas, the first stage first.
     variables : int
@@ -95,7 +98,8 @@ def solve_pipedream_milp(
     fewer_machines : bool
         Allow fewer than n workers (not with ``memory_constraint``).
     time_limit : float
-        SCIP's time limit, seconds (truncated to whole milliseconds).
+        SCIP's time limit, finite seconds >= 0, rounded up to whole milliseconds (OR-Tools
+        reads 0 ms as no limit: a limit of 0 answers ``"not-solved"`` without SCIP).
     cutoff : float, optional
         The time of a valid plan (e.g. the DP's, timed exactly): stages that take longer
         are left out and the times are put in units of the longest stage left. Every plan
@@ -169,6 +173,7 @@ def solve_pipedream_milp(
         )
     if n < 1:
         raise InputError(f"need n >= 1 workers, got n={n!r}")
+    check_time_limit(time_limit, "time_limit")
     (bandwidth,) = check_model_settings([bandwidth], memory if memory_constraint else None)
     st = antichain_states(prep)
     S = len(st)
@@ -199,6 +204,8 @@ def solve_pipedream_milp(
         return MilpResult("out-of-range", None, None, None, len(cands))
     # SCIP in a child process: an interrupt SIGKILLs it at once (SCIP's own Ctrl-C handler,
     # in this process, swallowed the interrupt and answered "not solved")
+    if time_limit == 0:  # no time to solve (SetTimeLimit(0) would mean no limit at all)
+        return MilpResult("not-solved", None, None, None, len(cands))
     model = (cands, S, n, memory_constraint, fewer_machines, time_limit, cutoff)
     return run_in_child(_solve_scip, model, name="pipedream milp")
 
@@ -220,7 +227,8 @@ def _solve_scip(cands, S, n, memory_constraint, fewer_machines, time_limit, cuto
     params = "numerics/feastol = 1e-9\nlimits/gap = 0\nlimits/absgap = 0\nmisc/catchctrlc = FALSE\n"
     if not solver.SetSolverSpecificParametersAsString(params):
         raise InternalError(f"pipedream milp: SCIP did not accept its parameters {params!r}")
-    solver.SetTimeLimit(int(math.ceil(time_limit * 1000)))  # round up, as the core MILP does
+    # rounded up, as the core MILP does; at least 1 ms (0 would mean no limit)
+    solver.SetTimeLimit(max(1, int(math.ceil(time_limit * 1000))))
     x = {}
     for c, (k, j, r, _t, _cap) in enumerate(cands):
         x[c] = solver.BoolVar(f"x[{k},{j},{r}]")
@@ -261,8 +269,10 @@ def _solve_scip(cands, S, n, memory_constraint, fewer_machines, time_limit, cuto
     status = solver.Solve()
     if status == pywraplp.Solver.INFEASIBLE:
         return MilpResult("infeasible", None, None, None, len(cands))
-    if status != pywraplp.Solver.OPTIMAL:
+    if status == pywraplp.Solver.NOT_SOLVED:  # the time limit, before any plan
         return MilpResult("not-solved", None, None, None, len(cands))
+    if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        return MilpResult("solver-error", None, None, None, len(cands))
     chosen = {cands[c][0]: (cands[c][1], cands[c][2]) for c in x if x[c].solution_value() > 0.5}
     plan = []
     k = -1
@@ -271,7 +281,7 @@ def _solve_scip(cands, S, n, memory_constraint, fewer_machines, time_limit, cuto
         plan.append((j, r))
         k = j
     return MilpResult(
-        "optimal",
+        "optimal" if status == pywraplp.Solver.OPTIMAL else "feasible",
         z.solution_value() * unit,
         solver.Objective().BestBound() * unit,
         plan,
