@@ -52,7 +52,7 @@ PROOF_RTOL = 1e-6
 UNIT_RTOL = 1e-8
 
 #: Each round that proves nothing below its bound raises the bound by this factor.
-GROWTH = 1.1
+GROWTH = 1.03
 
 
 def columns_refusal(mode: Mode, restrictions: Restrictions = Restrictions()) -> str | None:
@@ -399,7 +399,9 @@ class _Model:
         unit = 1.0
         if objective == "latency":
             tu_raw = [c.d * c.low for c in cols]
-            unit = min(tu_raw) * UNIT_RTOL / n
+            positive = [x_ for x_ in tu_raw if x_ > 0]
+            # fine enough for the least latency, coarse enough that sums stay in int64
+            unit = max(min(positive) * UNIT_RTOL / n, max(positive) / 1e15) if positive else 1.0
             tu = [math.floor(x_ / unit) for x_ in tu_raw]
             lcap = sum(max(tu[k] for k in holding[v]) for v in range(n))
             L = [m.NewIntVar(0, lcap, f"L{v}") for v in range(n)]
