@@ -418,7 +418,7 @@ class _Model:
                     holding[v].append(k)
         for v in range(n):
             if not holding[v]:
-                return _Answer(None, math.inf, True, {"status": "a node has no column"})
+                return _Answer(None, math.inf, True, {"status": "a node has no column", "cpu": 0.0})
             m.AddExactlyOne(x[k] for k in holding[v])
         devices = sum(c.devices * x[k] for k, c in enumerate(cols))
         m.Add(devices <= inst.K)
@@ -516,7 +516,8 @@ def _line(rec: dict) -> None:
 
     print(
         f"columns: T {rec['threshold']:.9g}  {rec['objective']}  columns {rec['columns']}  "
-        f"{rec['status']}  lower {rec.get('lower', float('nan')):.9g}  {rec['cpu']:.1f} CPU s",
+        f"{rec['status']}  lower {rec.get('lower', float('nan')):.9g}  "
+        f"{rec.get('cpu', 0.0):.1f} CPU s",
         file=sys.stderr,
         flush=True,
     )
