@@ -55,7 +55,7 @@ def _check(inst, mode, restrictions=Restrictions()) -> Status:
 
 @pytest.mark.parametrize("mode", GRAPH_MODES, ids=lambda m: m.label)
 def test_columns_match_brute_on_small_instances(mode):
-    seen = [_check(_case(k), mode) for k in range(16)]
+    seen = [_check(_case(k), mode) for k in range(24)]
     assert seen.count(Status.OPTIMAL) > 6 and Status.INFEASIBLE in seen
 
 
