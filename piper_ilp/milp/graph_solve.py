@@ -193,7 +193,9 @@ class _Run:
 
     def solve(self, low: float, deadline: float | None) -> Solution:
         self.deadline = deadline
-        self.proven = 0.0  # every plan's value is >= this
+        # every plan's max TPS is >= this: the work bound (sum t d <= K holds under graph
+        # pipelining too) and each node's least share of a stage's TPS
+        self.proven = low
         got = self.from_sequential() or self.first_plan(low)
         if isinstance(got, Solution):
             return got
