@@ -114,3 +114,36 @@ def test_columns_in_the_registry_and_verify():
     assert v.verdict == "match", v
     seq = verify_instance(inst, ("dp", "columns"), greedy=False)  # sequential: skipped
     assert seq.verdict == "single-proof"
+
+
+def test_columns_start_from_above_keeps_the_bisections_invariant():
+    """Two unconnected nodes (p = 1 and 2), K = 2, N = 1: sequentially one stage (sum d <=
+    N), under graph pipelining two stages of TPS 1 and 2. The search starts from the
+    sequential plan (3.0) with the work bound 2.0 proven; skipping thresholds past the
+    bound once claimed 3.0 optimal (campaign seed 374, shrunk)."""
+    from piper_ilp.instance import instance_from_dict
+
+    def node(i, p):
+        o = {
+            "id": "v",
+            "timePerSample": p,
+            "parameterSize": 0,
+            "memoryUsageA": 1,
+            "memoryUsageB": 0,
+            "syncTimeFw": {},
+            "syncTimeBw": {},
+        }
+        return {"id": i, "TMPCs": {"1": [o]}}
+
+    inst = instance_from_dict(
+        {
+            "maxDevices": 2,
+            "maxMemoryPerDevice": 100,
+            "bandwidth": 1,
+            "mbsInBatch": 1,
+            "nodes": [node(0, 1.0), node(1, 2.0)],
+            "edges": [],
+        }
+    )
+    assert _check(inst, Mode("graph")) is Status.OPTIMAL
+    assert solve_columns(inst, mode=Mode("graph")).value == 2.0

@@ -205,7 +205,7 @@ class _Run:
         # whose max TPS is below edges[mid + 1] uses only columns with low <= lows[mid],
         # and its other stages need at least their work over edges[mid + 1] devices
         lo = -1
-        while lo + 2 < hi and lows[lo + 1] <= self.proven:
+        while lo + 2 < hi and lows[lo + 2] <= self.proven:
             lo += 1
         while lo + 1 < hi:
             mid = (lo + hi) // 2
