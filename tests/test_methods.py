@@ -31,7 +31,16 @@ INST = random_instance("chain", 3, seed=0, memory="loose")
 
 
 def test_every_method_is_registered_once_with_its_kind():
-    assert list(METHODS) == ["dp", *MILP_BACKENDS, "path", "brute", "greedy", "2bw", "pipedream"]
+    assert list(METHODS) == [
+        "dp",
+        *MILP_BACKENDS,
+        "path",
+        "columns",
+        "brute",
+        "greedy",
+        "2bw",
+        "pipedream",
+    ]
     assert {m.kind for m in METHODS.values()} == set(KINDS)
     assert METHODS["dp"].kind == "exact" and METHODS["brute"].kind == "oracle"
     assert METHODS["greedy"].kind == "heuristic" and not METHODS["greedy"].proves

@@ -215,6 +215,36 @@ def _solve_path(
     )
 
 
+def _solve_columns(
+    instance: Instance,
+    restrictions: Restrictions,
+    *,
+    mode: Mode = DEFAULT_MODE,
+    time_limit: float | None = None,
+    threads: int | None = None,
+    force: bool = False,
+    progress: bool = False,
+) -> Solution:
+    """Stage columns under graph pipelining (docs/milp.md); a mode, restriction or graph
+    size it does not cover is a :class:`~piper_ilp.errors.SizeLimitError` (verify:
+    skipped)."""
+    from piper_ilp.errors import SizeLimitError
+    from piper_ilp.milp.graph_solve import DEFAULT_MAX_STAGES, columns_refusal, solve_columns
+
+    refused = columns_refusal(mode, restrictions)
+    if refused is not None:
+        raise SizeLimitError(f"{instance.source}: {refused}; use dp, cpsat or cbc")
+    return solve_columns(
+        instance,
+        restrictions,
+        mode=mode,
+        time_limit=time_limit,
+        threads=threads or 1,
+        progress=progress,
+        max_stages=(1 << 62) if force else DEFAULT_MAX_STAGES,
+    )
+
+
 def _milp_solver(backend: str) -> Callable[..., Solution]:
     def solve(
         instance: Instance,
@@ -373,6 +403,17 @@ def _registry() -> dict[str, Method]:
             MILP_RTOL,
             "the path formulation: bisection on the bottleneck over a network of "
             "successor-closed sets (sequential throughput modes; a lineage of its own)",
+            all_modes=True,
+        ),
+        Method(
+            "columns",
+            "milp",
+            _solve_columns,
+            frozenset({"time_limit", "threads", "force", "progress"}),
+            "columns",
+            MILP_RTOL,
+            "stage columns under graph pipelining: CP-SAT over the differences of "
+            "successor-closed sets, bisection on the bottleneck (a lineage of its own)",
             all_modes=True,
         ),
         Method(

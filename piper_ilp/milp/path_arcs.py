@@ -322,6 +322,11 @@ class StageTable:
             best = (step.y_end, step)
         return best
 
+    def exhausted(self, m: int) -> bool:
+        """True when the steps of degrees[m] computed so far reach the top y (or no
+        choice fits beyond the last): :meth:`steps` has nothing more to add."""
+        return self._next_y[m] > self.y_caps[m]
+
     def step_at(self, m: int, y: int) -> Step:
         """The step of degrees[m] that holds y (computed by an earlier :meth:`ymax`)."""
         for step in self._steps[m]:

@@ -1,0 +1,257 @@
+"""Stage columns for graph pipelining (``docs/milp.md``, "Stage columns under graph
+pipelining"): every candidate stage C (a difference of two successor-closed sets) with
+degrees (t, d) and one step of its least TPS as a function of the microbatches it holds.
+
+A column carries its exact float cost (the least TPS over the option choices that fit at
+every y up to the step's end, :class:`~piper_ilp.milp.path_arcs.StageTable`), the choice
+that reaches it, and ``limit``: the largest r (the most microbatches held by the stages
+behind it, max over its successors' h) at which it still holds no more than that. A
+stage of any plan whose least TPS is at most a bound U is dominated by a column built
+under U (same C, no more devices, d no larger, cost no larger, limit no smaller).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from piper_ilp.instance import Instance
+from piper_ilp.milp.path_arcs import COST_MARGIN, StageTable, TimeUp
+from piper_ilp.milp.path_rule import InFlightRule
+from piper_ilp.milp.stage_choice import ExactScale
+
+__all__ = ["Column", "ColumnCatalog", "convex_sets"]
+
+
+def convex_sets(sets: list[int]) -> list[int]:
+    """The distinct differences I \\ J of two successor-closed sets J strictly inside I
+    (every stage a plan can have), as bitmasks in increasing order.
+
+    Examples
+    --------
+    >>> convex_sets([0, 4, 6, 7])  # the chain 0 -> 1 -> 2
+    [1, 2, 3, 4, 6, 7]
+    """
+    out = set()
+    for i, big in enumerate(sets):
+        for small in sets[:i]:
+            if small & ~big == 0 and small != big:
+                out.add(big & ~small)
+    return sorted(out)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One stage C (bitmask ``mask``, node ids ``nodes``) with degrees (t, d): its least
+    float ``cost`` reached by option indices ``choice``, usable when the stages behind it
+    hold at most ``limit`` microbatches; ``heads`` the bitmask of the nodes outside C with
+    an edge from C (its stage-graph successors hold them)."""
+
+    mask: int
+    nodes: tuple[int, ...]
+    t: int
+    d: int
+    limit: int
+    cost: float
+    choice: tuple[int, ...]
+    heads: int
+    rest: float
+    table: StageTable
+
+    @property
+    def devices(self) -> int:
+        return self.t * self.d
+
+    def usable(self, threshold: float, K: int) -> bool:
+        """The column can be a stage of a plan whose every stage has TPS <= threshold:
+        its cost is, and the other stages' least work over ``threshold`` (devices they
+        need at least) leaves room for its own."""
+        return self.low <= threshold and self.devices + others(self.rest, threshold) <= K
+
+    @property
+    def low(self) -> float:
+        """A lower bound on the stage's TPS (its float cost less the float margin)."""
+        return self.cost * (1.0 - COST_MARGIN)
+
+
+def others(rest: float, bound: float) -> float:
+    """The fewest devices the other stages need when each has TPS <= ``bound`` and their
+    least work (sum of t p) is ``rest``.
+
+    Examples
+    --------
+    >>> others(4.0, 2.0), others(0.0, 0.0), others(1.0, 0.0)
+    (2.0, 0.0, inf)
+    """
+    if rest <= 0:
+        return 0.0
+    return math.inf if bound <= 0 else rest / bound
+
+
+def _undominated(cols: list[Column]) -> list[Column]:
+    """The columns of one C that no other column of C dominates (no more devices, d no
+    larger, cost no larger, limit no smaller: any plan using b can use a instead, and
+    neither its memory, its value nor the stages in front of it get worse)."""
+    kept: list[Column] = []
+    for c in sorted(cols, key=lambda x: (x.devices, x.d, x.cost, -x.limit)):
+        if not any(
+            k.devices <= c.devices and k.d <= c.d and k.cost <= c.cost and k.limit >= c.limit
+            for k in kept
+        ):
+            kept.append(c)
+    return kept
+
+
+class ColumnCatalog:
+    """The stages of an instance under graph pipelining, and their columns under a bound.
+
+    Parameters
+    ----------
+    instance : Instance
+        After the restrictions.
+    sets : list of int
+        The successor-closed sets (:func:`~piper_ilp.milp.closed_sets.closed_sets`).
+    degrees : list of int
+        The allowed data-parallel degrees.
+    rule : InFlightRule
+        y as a function of the microbatches held behind (Piper's or gpipe's).
+    """
+
+    def __init__(self, instance: Instance, sets: list[int], degrees: list[int], rule):
+        self.instance = instance
+        self.rule: InFlightRule = rule
+        self.degrees = degrees
+        # under graph pipelining every h is a sum of d along a path: at most min(N, K)
+        self.cap = min(instance.N, instance.K)
+        self.masks = convex_sets(sets)
+        values = [
+            x
+            for n in instance.nodes
+            for opts in n.options.values()
+            for o in opts
+            for x in (o.a, o.b)
+        ]
+        self.scale = ExactScale(values, instance.M)
+        ids = instance.node_ids
+        self.ids = ids
+        pos = {v: k for k, v in enumerate(ids)}
+        self.succ = [0] * len(ids)
+        self.near = [0] * len(ids)
+        self.pred = [0] * len(ids)
+        for e in instance.edges:
+            self.succ[pos[e.src]] |= 1 << pos[e.dst]
+            self.pred[pos[e.dst]] |= 1 << pos[e.src]
+            self.near[pos[e.src]] |= 1 << pos[e.dst]
+            self.near[pos[e.dst]] |= 1 << pos[e.src]
+        # each node's least t p (a stage of least TPS <= U with these nodes needs
+        # t d >= their sum / U devices: the work bound)
+        self.least_work = [
+            min((t * o.p for t, opts in instance.node[v].options.items() for o in opts), default=0)
+            for v in ids
+        ]
+        self.total_work = math.fsum(self.least_work)
+        # per t, each node's least p (a stage's TPS is at least their sum over d)
+        self.least_p = {
+            t: [
+                min((o.p for o in instance.node[v].options.get(t, ())), default=math.inf)
+                for v in ids
+            ]
+            for t in instance.t_values
+        }
+        self._tables: dict[tuple[int, int], StageTable] = {}
+
+    def positive_floor(self) -> float:
+        """A bound to start from when the least value is 0: the least positive part of
+        a stage's TPS a node can have (1.0 when every time is 0)."""
+        inst = self.instance
+        dmax = max(self.degrees)
+        parts = [o.p / dmax for n in inst.nodes for opts in n.options.values() for o in opts]
+        parts += [e.c / inst.B for e in inst.edges]
+        positive = [x for x in parts if x > 0]
+        return min(positive) if positive else 1.0
+
+    def keys(self, mask: int) -> list[int]:
+        """The positions of C's entries (nodes with a predecessor outside C) and of its
+        first node: the nodes whose G the model ties to the stage's h."""
+        bits = self._bits(mask)
+        out = [k for k in bits if self.pred[k] & ~mask]
+        if bits[0] not in out:
+            out.append(bits[0])
+        return out
+
+    def _bits(self, mask: int) -> list[int]:
+        return [k for k in range(len(self.ids)) if mask >> k & 1]
+
+    def _table(self, mask: int, t: int, degs: list[int]) -> StageTable:
+        got = self._tables.get((mask, t))
+        if got is None:
+            bits = self._bits(mask)
+            nodes = [self.ids[k] for k in bits]
+            boundary = {self.ids[k] for k in bits if self.near[k] & ~mask}
+            tops = [self.rule.y_top(d, self.cap) for d in degs]
+            got = StageTable(self.instance, nodes, t, degs, tops, self.scale, boundary)
+            self._tables[(mask, t)] = got
+        return got
+
+    def columns(self, bound: float, deadline: float | None = None) -> tuple[list[Column], bool]:
+        """The undominated columns whose cost (less the float margin) is at most
+        ``bound``, and whether every step of every stage was taken (True: the bound left
+        nothing out, so a larger one gives the same columns).
+
+        Raises
+        ------
+        TimeUp
+            ``time.process_time()`` passed ``deadline`` (checked between stages).
+        """
+        inst = self.instance
+        K = inst.K
+        out: list[Column] = []
+        complete = True
+        for mask in self.masks:
+            if deadline is not None and time.process_time() > deadline:
+                raise TimeUp()
+            bits = self._bits(mask)
+            nodes = tuple(self.ids[k] for k in bits)
+            heads = 0
+            for k in bits:
+                heads |= self.succ[k]
+            heads &= ~mask
+            rest = (self.total_work - math.fsum(self.least_work[k] for k in bits)) * (1 - 1e-9)
+            found: list[Column] = []
+            for t in inst.t_values:
+                if any(t not in inst.node[v].options for v in nodes):
+                    continue
+                degs = [d for d in self.degrees if t * d <= K]
+                if not degs:
+                    continue
+                work = math.fsum(self.least_p[t][k] for k in bits) * (1.0 - 1e-9)
+                wanted = [
+                    m
+                    for m, d in enumerate(degs)
+                    if work <= bound * d and t * d + others(rest, bound) <= K
+                ]
+                if len(wanted) < len(degs):
+                    complete = False
+                if not wanted:
+                    continue
+                tab = self._table(mask, t, degs)
+                for m in wanted:
+                    d = degs[m]
+                    for step in tab.steps(m, bound):
+                        if step.low > bound:
+                            complete = False
+                            break
+                        limit = self.rule.limit(d, step.y_end, self.cap - d)
+                        if limit < 0:
+                            continue
+                        found.append(
+                            Column(
+                                mask, nodes, t, d, limit, step.cost, step.choice, heads, rest, tab
+                            )
+                        )
+                    else:
+                        if not tab.exhausted(m):
+                            complete = False
+            out.extend(_undominated(found))
+        return out, complete
