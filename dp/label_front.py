@@ -115,7 +115,13 @@ class FrontDevices:
         pi = np.array([r[3] for r in rows], dtype=np.int64)
         C = np.array([r[0] & ~r[2] for r in rows], dtype=np.int64)
         size_j = np.array([r[0].bit_count() for r in rows], dtype=np.int64)
+        # where each set's pairs start, in the order given (a DP that walks the subsets of
+        # its sets in that order reads :meth:`admissible` by position)
+        self.start = np.zeros(n_sets + 1, dtype=np.int64)
+        np.add.at(self.start, pj + 1, 1)
+        self.start = np.cumsum(self.start)
         order = np.argsort(-size_j, kind="stable")
+        self.order = order
         self.pj, self.pi, C, size_j = pj[order], pi[order], C[order], size_j[order]
         # level boundaries: pairs whose J has the same size
         cut = np.flatnonzero(np.diff(size_j)) + 1
@@ -183,12 +189,23 @@ class FrontDevices:
         P[~(mem <= M)] = math.inf
         return P, sums.of(least_w)
 
+    def admissible(self, cutoff: float) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
+        """Per pair (in the order given, see ``start``), a bitmask of the (t, d) at which its
+        stage is admissible at ``cutoff`` by the relaxed TPS, and the bit of each (t, d)
+        (a (t, d) without a bit, beyond 62 of them, is not decided here)."""
+        self.needed(cutoff)
+        ok = np.empty_like(self._bits)
+        ok[self.order] = self._bits
+        return ok, self.bit
+
     def needed(self, cutoff: float) -> np.ndarray:
         """D of every set (an int array over the set indices; K + 1 for no admissible
         front) for stages admissible at ``cutoff``."""
         K, N, B = self.K, self.N, self.B
         big = K + 1
         best = np.full(len(self.E), big, dtype=np.int64)
+        self._bits = np.zeros(len(self.E), dtype=np.int64)
+        self.bit = {}
         for t, ds in self.place:
             for d in ds:
                 if self.gpipe:
@@ -204,6 +221,9 @@ class FrontDevices:
                     tps = tps * (N - 1 + d)
                 ok = tps <= cutoff
                 np.minimum(best, np.where(ok, t * d, big), out=best)
+                if len(self.bit) < 62 or (t, d) in self.bit:  # (others: not filtered)
+                    b = self.bit.setdefault((t, d), len(self.bit))
+                    self._bits |= ok.astype(np.int64) << b
         D = np.full(self.n_sets, big, dtype=np.int64)
         D[self.full] = 0
         for lev in self.levels:

@@ -511,7 +511,16 @@ def _solve(
     # the work outside each set: the stages in front of it need that over the devices left
     rest_w = rest_work(ideals, node_work(inst))
     # the devices the stages in front of each set need at least (dp.label_front)
-    need = _front_needed(inst, ideals, br, succ, pred, d_values, mode, cutoff, steps)
+    need, pair_ok, pair_bit, pair_start = None, None, {}, None
+    fd = (
+        None
+        if cutoff == math.inf
+        else _front_devices(inst, ideals, br, succ, pred, d_values, mode, steps)
+    )
+    if fd is not None:
+        need = fd.needed(cutoff)
+        pair_ok, pair_bit = fd.admissible(cutoff)
+        pair_start = fd.start
     info["front_bound"] = need is not None
     # per t, the least p of each node (a lower bound on a stage's compute, so plain sums)
     least_p = {
@@ -520,14 +529,17 @@ def _solve(
     }
     front_factor = N - 1 if flush else 1
 
-    def degrees(C: int, rw: float, k0: float, need_i: int) -> list[tuple[int, list[int]]]:
+    def degrees(
+        C: int, rw: float, k0: float, need_i: int, ok: int = -1
+    ) -> list[tuple[int, list[int]]]:
         """The (t, the d) that a stage C in front of labels using at least ``k0``
         devices may take, with ``rw`` the work outside the set: t d <= the devices left
         (one kept for the stages in front when any are left), the stages in front at
         most the cutoff (their largest TPS at least ``rw`` over the devices left, growing
         with d), and this stage's TPS >= (sum of the least p) / d, which adds TPS
         (throughput) or (N - 1 + d) TPS (batch time) at least; with the front bound, the
-        set's stages in front need ``need_i`` devices."""
+        set's stages in front need ``need_i`` devices, and only the (t, d) whose bit
+        (``pair_bit``) is set in ``ok`` have a relaxed TPS within the cutoff."""
         left = (K - 1 if rw >= 0 else K) - k0
         if need is not None:
             left = min(left, K - need_i - k0)
@@ -554,6 +566,8 @@ def _solve(
                 and front_factor * _front_least(rw, K, k0 + t * d) <= cutoff
                 and (N - 1 + d if flush else 1) * (p / d) <= cutoff
             ]
+            if ok != -1:
+                ds = [d for d in ds if (t, d) not in pair_bit or (ok >> pair_bit[(t, d)]) & 1]
             if ds:
                 out.append((t, ds))
         return out
@@ -582,20 +596,29 @@ def _solve(
         I = ideals[i]
         rw = rest_w[i]
         need_i = 0 if need is None else int(need[i])
+        # the pairs' admissible (t, d), by position among the subsets (dp.label_front's
+        # pairs walk them in this order)
+        at = None if pair_ok is None else int(pair_start[i])
         if br is None:
             for j, J in enumerate(ideals):
-                if J == I or J & ~I or labels[j] is None or not len(labels[j]):
+                if J == I or J & ~I:
                     continue
-                td = degrees(I & ~J, rw, k_least[j], need_i)
+                ok = -1 if at is None else int(pair_ok[at])
+                at = None if at is None else at + 1
+                if labels[j] is None or not len(labels[j]):
+                    continue
+                td = degrees(I & ~J, rw, k_least[j], need_i, ok)
                 if td:
                     yield J, j, labels[j].cols, None, None, td
             return
         for J, st in sub_ideal_states(br, I, pred):
+            ok = -1 if at is None else int(pair_ok[at])
+            at = None if at is None else at + 1
             j = key_index[(J & br.core, br.canonical_states(st))]
             LJ = labels[j]
             if LJ is None or not len(LJ):
                 continue
-            td = degrees(I & ~J, rw, k_least[j], need_i)
+            td = degrees(I & ~J, rw, k_least[j], need_i, ok)
             if not td:
                 continue
             Js, sigma = br.canonical(J)
@@ -805,16 +828,6 @@ def _front_devices(inst, ideals, br, succ, pred, d_values, mode, steps):
             inst, ideals, br, key_of, pred, succ, d_values, key[2], key[1]
         )
     return steps.front[key]
-
-
-def _front_needed(inst, ideals, br, succ, pred, d_values, mode, cutoff, steps):
-    """Per set, the fewest devices of an admissible front at ``cutoff``
-    (:meth:`dp.label_front.FrontDevices.needed`), or None without a finite cutoff or
-    without the bound."""
-    if cutoff == math.inf:
-        return None
-    fd = _front_devices(inst, ideals, br, succ, pred, d_values, mode, steps)
-    return None if fd is None else fd.needed(cutoff)
 
 
 def _relaxed_least(inst, ideals, br, succ, pred, d_values, mode, steps) -> float:
