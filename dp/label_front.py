@@ -183,8 +183,11 @@ class FrontDevices:
         P = np.full(len(self.E), -math.inf)
         for lam in rates:
             g = [min((o.p + lam * (o.a * y + o.b) for o in ok), default=math.inf) for ok in fits]
+            total = sums.of(g)
             with np.errstate(invalid="ignore"):
-                P = np.maximum(P, sums.of(g) - lam * M)
+                # the difference of two large sums: less their rounding (relative 2**-53 per
+                # addition, far below 1e-12 of their size), so never above the true bound
+                P = np.maximum(P, (total - lam * M) - 1e-12 * (total + lam * M))
         mem = sums.of(least_mem)
         P[~(mem <= M)] = math.inf
         return P, sums.of(least_w)

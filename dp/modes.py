@@ -50,9 +50,10 @@ DEFAULT_MAX_LABELS = 3_000_000
 #: (the DP's sums and the evaluator's differ by rounding only).
 _PRUNE_MARGIN = 1 + 1e-12
 
-#: Guessed upper bounds, as multiples of :func:`_least_value`, that the DP tries before the
-#: plans of easier problems: pruned at a guess, the DP finds the optimum whenever it is at
-#: most the guess (else no plan, and the next guess or the real bound follows).
+#: Guessed upper bounds, as multiples of a lower bound on every plan's value
+#: (:func:`_least_value` or the front bound's, :func:`_relaxed_least`), that the DP tries
+#: before the plans of easier problems: pruned at a guess, the DP finds the optimum whenever
+#: it is at most the guess (else no plan, and the next guess or the real bound follows).
 _GUESSES = (1.02, 1.05)
 
 #: Device counts and microbatch counts are compared as float64 in the dominance test.
@@ -336,8 +337,14 @@ def solve_modes(
     (K - k). A label whose value with that bound (throughput: max(mx, bound); batch time:
     N - 1 times it plus the path) exceeds the upper bound (with a 1e-12 rounding margin) is
     dropped, and a pair (I, J) is skipped before its labels are read when no (t, d) passes
-    the same test at J's fewest devices. The upper bound is first a guess, 1.02 then 1.05
-    times the least value of any plan (W / K, times N - 1 for batch time): every plan of
+    the same test at J's fewest devices. The *front bound* (:mod:`dp.label_front`, proof
+    there) adds, per set, the fewest devices D that the stages in front need when each of
+    them is within the cutoff by a relaxed TPS (least edge bytes, a Lagrangian bound on the
+    option choice at the least y the stage can hold): a label of I on k devices with
+    k + D(I) > K is dropped, and a pair (I, J) only tries the (t, d) at which its stage's
+    relaxed TPS is within the cutoff. The upper bound is first a guess, 1.02 then 1.05
+    times a lower bound on every plan's value (the larger of W / K, times N - 1 for batch
+    time, and the least cutoff at which the whole graph's D is at most K): every plan of
     value at most the guess survives the pruning, so a run that ends with a plan has the
     optimum, and one that ends with none proves the optimum above the guess; then
     :func:`_upper_bound`'s plans of easier problems. Exact either way.
