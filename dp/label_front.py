@@ -26,7 +26,8 @@ d) >= 1 always; a stage with an edge to a node outside it has a successor stage 
 pipelining: h >= d + 1; sequential: s >= d + 1; sec. 11's rule: q >= 2 d), so y >= 2; under
 ``gpipe`` y = N / d. Memory a y + b with a, b >= 0 only grows with y, so what fits at the true
 y fits at the least one. All the per-node values are non-negative, so each relaxed sum is at
-most the true one.
+most the true one. Float sums: memory is compared with M (1 + 1e-9) (the knapsack's exact
+sums may equal M where float sums round above it), the relaxed TPS scaled by 1 - 1e-12.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ MAX_NODES = 62
 #: The bound is computed only when the (set, subset) pairs number at most this (their
 #: arrays are a few dozen bytes each); above it the DP runs without it.
 MAX_PAIRS = 4_000_000
+
+#: Memory M is relaxed by this factor (a larger M only weakens the bound): float sums of
+#: a y + b can round above M where the exact sums of the knapsack fit.
+_MEMORY_SLACK = 1 + 1e-9
 
 #: A relaxed TPS is scaled by this factor, far below the DP's rounding margin, so that its
 #: float sums (in another order than the evaluator's) never exceed a true TPS.
@@ -107,7 +112,10 @@ class FrontDevices:
         gpipe: bool,
         flush: bool,
     ):
-        self.K, self.N, self.M, self.B = inst.K, inst.N, inst.M, inst.B
+        self.K, self.N, self.B = inst.K, inst.N, inst.B
+        # memory is decided exactly elsewhere (integers); these float sums of a y + b may
+        # round above M where the exact sum equals it, so the relaxation allows a margin
+        self.M = inst.M * _MEMORY_SLACK
         self.flush, self.n_sets, self.full = flush, n_sets, full
         n = len(inst.nodes)
         rows = list(pairs)

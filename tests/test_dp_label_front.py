@@ -18,6 +18,7 @@ from dp.label_front import front_devices
 from dp.modes import predecessor_masks, solve_modes
 from dp.symmetry import canonical_ideals, find_branches
 from piper_ilp.evaluate import evaluate
+from piper_ilp.instance import instance_from_dict
 from piper_ilp.mode import ALL_MODES, Mode
 from piper_ilp.solution import Restrictions, Status
 
@@ -111,3 +112,41 @@ def test_front_bound_keeps_the_value_under_tight_memory(mode):
             sol = _same(inst, mode)
             assert sol.info.get("front_bound") or sol.status is not Status.OPTIMAL
             assert math.isfinite(sol.value) or sol.status is not Status.OPTIMAL
+
+
+def _opt(p, a, b, w, sfw=None, sbw=None):
+    return {
+        "id": "vanilla",
+        "timePerSample": p,
+        "parameterSize": w,
+        "memoryUsageA": a,
+        "memoryUsageB": b,
+        "syncTimeFw": sfw or {},
+        "syncTimeBw": sbw or {},
+    }
+
+
+def test_front_bound_where_memory_is_exactly_full():
+    # fuzz seed 365 (random "tight" memory): the plan's second stage needs exactly M, and
+    # a float sum of its memories rounds above M; the bound must still let it through
+    M = 0.024319081221599516
+    small = dict(p=9.940290092372484, a=0.0, b=0.0034762393832556437, w=1.906611281594437e-24)
+    big = dict(p=38998.26141707458, a=0.010734060253958965, b=0.010108781584384907, w=1.2e-24)
+    data = {
+        "maxDevices": 2,
+        "maxMemoryPerDevice": M,
+        "bandwidth": 1.9131312991467383e-23,
+        "mbsInBatch": 12,
+        "nodes": [
+            {"id": 0, "TMPCs": {"1": [_opt(**small)]}},
+            {"id": 2, "TMPCs": {"1": [_opt(**big, sbw={"1": 1.7264532211797884e-24})]}},
+            {"id": 1, "TMPCs": {"1": [_opt(**small, sfw={"2": 0.0})]}},
+        ],
+        "edges": [{"sourceId": 2, "destId": 1, "communicationCost": 0.0}],
+    }
+    inst = instance_from_dict(data)
+    for mode in (Mode("graph"), Mode("sequential", "batch-time")):
+        a = solve_modes(inst, mode=mode)
+        b = solve_modes(inst, mode=mode, prune=False)
+        assert b.status is Status.OPTIMAL
+        assert a.status is Status.OPTIMAL and a.value == b.value, (mode.label, a.status)
