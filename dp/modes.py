@@ -372,9 +372,11 @@ def solve_modes(
     costs = _StepCosts(restrictions.apply(instance))  # the runs share their knapsacks
     if prune and knapsack == "exact":
         lower = _least_value(restrictions.apply(instance), mode)
-        # under a time limit the guesses get half of it, the easier problems the rest
+        # under a time limit the guesses get all of it (a stopped guess leaves the easier
+        # problems what is left); with half, a limit equal to the unlimited solve's own use
+        # stopped a first guess that proves the optimum (test_dp_time_limit)
         left = None if deadline is None else deadline.remaining()
-        guessing = {**kwargs, "deadline": None if left is None else Deadline(left / 2)}
+        guessing = {**kwargs, "deadline": None if left is None else Deadline(left)}
         for factor in _GUESSES if lower > 0 else ():
             sol = _solve(instance, restrictions, mode, **guessing, guess=factor, costs=costs)
             tried.append(sol.info["upper_bound"])
