@@ -17,6 +17,7 @@ from dp.deadline import Deadline
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, successor_masks
 from dp.knapsack import exact_choice, monotone_runs, stage_items
 from dp.label_bounds import MaskSums, front_tps, node_work, rest_work
+from dp.label_front import front_devices
 from dp.label_orbits import canonical_rows, column_runs, frame_columns
 from dp.option_choice import OptionChoices
 from dp.stage_geometry import bits
@@ -49,9 +50,10 @@ DEFAULT_MAX_LABELS = 3_000_000
 #: (the DP's sums and the evaluator's differ by rounding only).
 _PRUNE_MARGIN = 1 + 1e-12
 
-#: Guessed upper bounds, as multiples of :func:`_least_value`, that the DP tries before the
-#: plans of easier problems: pruned at a guess, the DP finds the optimum whenever it is at
-#: most the guess (else no plan, and the next guess or the real bound follows).
+#: Guessed upper bounds, as multiples of a lower bound on every plan's value
+#: (:func:`_least_value` or the front bound's, :func:`_relaxed_least`), that the DP tries
+#: before the plans of easier problems: pruned at a guess, the DP finds the optimum whenever
+#: it is at most the guess (else no plan, and the next guess or the real bound follows).
 _GUESSES = (1.02, 1.05)
 
 #: Device counts and microbatch counts are compared as float64 in the dominance test.
@@ -335,8 +337,14 @@ def solve_modes(
     (K - k). A label whose value with that bound (throughput: max(mx, bound); batch time:
     N - 1 times it plus the path) exceeds the upper bound (with a 1e-12 rounding margin) is
     dropped, and a pair (I, J) is skipped before its labels are read when no (t, d) passes
-    the same test at J's fewest devices. The upper bound is first a guess, 1.02 then 1.05
-    times the least value of any plan (W / K, times N - 1 for batch time): every plan of
+    the same test at J's fewest devices. The *front bound* (:mod:`dp.label_front`, proof
+    there) adds, per set, the fewest devices D that the stages in front need when each of
+    them is within the cutoff by a relaxed TPS (least edge bytes, a Lagrangian bound on the
+    option choice at the least y the stage can hold): a label of I on k devices with
+    k + D(I) > K is dropped, and a pair (I, J) only tries the (t, d) at which its stage's
+    relaxed TPS is within the cutoff. The upper bound is first a guess, 1.02 then 1.05
+    times a lower bound on every plan's value (the larger of W / K, times N - 1 for batch
+    time, and the least cutoff at which the whole graph's D is at most K): every plan of
     value at most the guess survives the pruning, so a run that ends with a plan has the
     optimum, and one that ends with none proves the optimum above the guess; then
     :func:`_upper_bound`'s plans of easier problems. Exact either way.
@@ -364,13 +372,14 @@ def solve_modes(
     costs = _StepCosts(restrictions.apply(instance))  # the runs share their knapsacks
     if prune and knapsack == "exact":
         lower = _least_value(restrictions.apply(instance), mode)
-        # under a time limit the guesses get half of it, the easier problems the rest
+        # under a time limit the guesses get all of it (a stopped guess leaves the easier
+        # problems what is left); with half, a limit equal to the unlimited solve's own use
+        # stopped a first guess that proves the optimum (test_dp_time_limit)
         left = None if deadline is None else deadline.remaining()
-        guessing = {**kwargs, "deadline": None if left is None else Deadline(left / 2)}
+        guessing = {**kwargs, "deadline": None if left is None else Deadline(left)}
         for factor in _GUESSES if lower > 0 else ():
-            guess = lower * factor
-            sol = _solve(instance, restrictions, mode, **guessing, bound=guess, costs=costs)
-            tried.append(guess)
+            sol = _solve(instance, restrictions, mode, **guessing, guess=factor, costs=costs)
+            tried.append(sol.info["upper_bound"])
             if sol.info.get("stopped"):
                 break  # out of time: the easier problems' plan, if any, is the answer
             if sol.plan is not None or sol.status is not Status.INFEASIBLE:
@@ -404,11 +413,14 @@ def _solve(
     symmetry: bool,
     deadline: Deadline | None,
     bound: float | None = None,
+    guess: float | None = None,
     costs: "_StepCosts | None" = None,
 ) -> Solution:
     """:func:`solve_modes` (one run); with ``bound`` an upper bound to prune with instead
     of :func:`_upper_bound`'s (a guess: then no plan means none at most the guess), with
-    ``costs`` the stage costs known from other runs on the same instance."""
+    ``guess`` the bound ``guess`` times :func:`_least_value` or the front bound's least
+    value (:func:`_relaxed_least`), whichever is larger; with ``costs`` the stage costs
+    known from other runs on the same instance."""
     t0 = time.perf_counter()
     if knapsack != "exact":
         raise InputError(
@@ -493,7 +505,13 @@ def _solve(
 
     # an upper bound from plans of easier problems (exact pruning, see _upper_bound)
     deadline = deadline or Deadline(None)
-    if not prune or bound is not None:
+    if guess is not None:
+        least = max(
+            _least_value(inst, mode),
+            _relaxed_least(inst, ideals, br, succ, pred, d_values, mode, steps),
+        )
+        ub, ub_plan = guess * least, None
+    elif not prune or bound is not None:
         ub, ub_plan = bound, None
     else:
         ub, ub_plan = _upper_bound(instance, restrictions, mode, max_ideals, deadline, symmetry)
@@ -501,6 +519,18 @@ def _solve(
     cutoff = math.inf if ub is None else ub * _PRUNE_MARGIN
     # the work outside each set: the stages in front of it need that over the devices left
     rest_w = rest_work(ideals, node_work(inst))
+    # the devices the stages in front of each set need at least (dp.label_front)
+    need, pair_ok, pair_bit, pair_start = None, None, {}, None
+    fd = (
+        None
+        if cutoff == math.inf
+        else _front_devices(inst, ideals, br, succ, pred, d_values, mode, steps)
+    )
+    if fd is not None:
+        need = fd.needed(cutoff)
+        pair_ok, pair_bit = fd.admissible(cutoff)
+        pair_start = fd.start
+    info["front_bound"] = need is not None
     # per t, the least p of each node (a lower bound on a stage's compute, so plain sums)
     least_p = {
         t: MaskSums([min((o.p for o in inst.node[v].options.get(t, ())), default=0.0) for v in ids])
@@ -508,14 +538,20 @@ def _solve(
     }
     front_factor = N - 1 if flush else 1
 
-    def degrees(C: int, rw: float, k0: float) -> list[tuple[int, list[int]]]:
+    def degrees(
+        C: int, rw: float, k0: float, need_i: int, ok: int = -1
+    ) -> list[tuple[int, list[int]]]:
         """The (t, the d) that a stage C in front of labels using at least ``k0``
         devices may take, with ``rw`` the work outside the set: t d <= the devices left
         (one kept for the stages in front when any are left), the stages in front at
         most the cutoff (their largest TPS at least ``rw`` over the devices left, growing
         with d), and this stage's TPS >= (sum of the least p) / d, which adds TPS
-        (throughput) or (N - 1 + d) TPS (batch time) at least."""
+        (throughput) or (N - 1 + d) TPS (batch time) at least; with the front bound, the
+        set's stages in front need ``need_i`` devices, and only the (t, d) whose bit
+        (``pair_bit``) is set in ``ok`` have a relaxed TPS within the cutoff."""
         left = (K - 1 if rw >= 0 else K) - k0
+        if need is not None:
+            left = min(left, K - need_i - k0)
         if rw > 0 and cutoff < math.inf:
             # front_factor rw / (K - k0 - t d) <= cutoff
             left = min(left, K - k0 - front_factor * rw / cutoff)
@@ -539,6 +575,8 @@ def _solve(
                 and front_factor * _front_least(rw, K, k0 + t * d) <= cutoff
                 and (N - 1 + d if flush else 1) * (p / d) <= cutoff
             ]
+            if ok != -1:
+                ds = [d for d in ds if (t, d) not in pair_bit or (ok >> pair_bit[(t, d)]) & 1]
             if ds:
                 out.append((t, ds))
         return out
@@ -566,20 +604,30 @@ def _solve(
         strictly inside ideal i (up to symmetry) with some degrees left by the bounds."""
         I = ideals[i]
         rw = rest_w[i]
+        need_i = 0 if need is None else int(need[i])
+        # the pairs' admissible (t, d), by position among the subsets (dp.label_front's
+        # pairs walk them in this order)
+        at = None if pair_ok is None else int(pair_start[i])
         if br is None:
             for j, J in enumerate(ideals):
-                if J == I or J & ~I or labels[j] is None or not len(labels[j]):
+                if J == I or J & ~I:
                     continue
-                td = degrees(I & ~J, rw, k_least[j])
+                ok = -1 if at is None else int(pair_ok[at])
+                at = None if at is None else at + 1
+                if labels[j] is None or not len(labels[j]):
+                    continue
+                td = degrees(I & ~J, rw, k_least[j], need_i, ok)
                 if td:
                     yield J, j, labels[j].cols, None, None, td
             return
         for J, st in sub_ideal_states(br, I, pred):
+            ok = -1 if at is None else int(pair_ok[at])
+            at = None if at is None else at + 1
             j = key_index[(J & br.core, br.canonical_states(st))]
             LJ = labels[j]
             if LJ is None or not len(LJ):
                 continue
-            td = degrees(I & ~J, rw, k_least[j])
+            td = degrees(I & ~J, rw, k_least[j], need_i, ok)
             if not td:
                 continue
             Js, sigma = br.canonical(J)
@@ -600,6 +648,10 @@ def _solve(
         I = ideals[i]
         mxc, nc = layout(i)
         F_I = front[i]
+        if need is not None and need[i] > K:
+            # no front of this set has every stage admissible at the cutoff
+            labels[i] = _Labels(np.empty((0, nc)), *(np.empty(0, dtype=np.int64) for _ in range(5)))
+            continue
         parts_cols, parts_prev, parts_lab, parts_t, parts_d, parts_y = [], [], [], [], [], []
         parts_g = []
         for J, j, cols, lab, g0, td in sources(i):
@@ -691,6 +743,8 @@ def _solve(
                         top = np.maximum(new[:, mxc], front_tps(rw, K, new[:, 0]))
                         lower = (N - 1) * top + new[:, mxc + 1] if flush else top
                         below = lower <= cutoff
+                        if need is not None:
+                            below &= new[:, 0] + need[i] <= K
                         if not below.all():
                             new, rows, y = new[below], rows[below], y[below]
                             m = len(rows)
@@ -765,6 +819,58 @@ def _solve(
             "differ"
         )
     return done(Solution("dp", Status.OPTIMAL, plan=plan, objective=value, bound=value, mode=mode))
+
+
+def _front_devices(inst, ideals, br, succ, pred, d_values, mode, steps):
+    """The :class:`dp.label_front.FrontDevices` of the DP's sets, built once per solve and
+    kept on ``steps``, or None (too many nodes or pairs)."""
+    key = (len(ideals), mode.batch_time, mode.schedule == "gpipe")
+    if key not in steps.front:
+        key_of = None
+        if br is not None:
+            where = {(I & br.core, tuple(br.states(I))): i for i, I in enumerate(ideals)}
+
+            def key_of(J, st):
+                return where[(J & br.core, br.canonical_states(st))]
+
+        steps.front[key] = front_devices(
+            inst, ideals, br, key_of, pred, succ, d_values, key[2], key[1]
+        )
+    return steps.front[key]
+
+
+def _relaxed_least(inst, ideals, br, succ, pred, d_values, mode, steps) -> float:
+    """A lower bound on every plan's value: (nearly) the least cutoff at which the whole
+    graph has an admissible front on K devices (:mod:`dp.label_front`), found by doubling
+    and bisection from :func:`_least_value` (the value returned is a cutoff at which D of
+    the empty set is still above K, so below every plan's value); 0 without the bound."""
+    fd = _front_devices(inst, ideals, br, succ, pred, d_values, mode, steps)
+    if fd is None:
+        return 0.0
+    got = steps.front.get(("least", mode.batch_time, mode.schedule))
+    if got is not None:
+        return got
+    empty = list(ideals).index(0)
+    lo = _least_value(inst, mode) * 0.999
+    if lo <= 0 or fd.needed(lo)[empty] <= inst.K:
+        steps.front[("least", mode.batch_time, mode.schedule)] = 0.0
+        return 0.0
+    hi = lo * 2
+    for _ in range(30):
+        if fd.needed(hi)[empty] <= inst.K:
+            break
+        lo, hi = hi, hi * 2
+    else:
+        steps.front[("least", mode.batch_time, mode.schedule)] = lo
+        return lo
+    while hi - lo > 1e-3 * lo:
+        mid = (lo + hi) / 2
+        if fd.needed(mid)[empty] <= inst.K:
+            hi = mid
+        else:
+            lo = mid
+    steps.front[("least", mode.batch_time, mode.schedule)] = lo
+    return lo
 
 
 def _front_least(rest: float, K: int, k: float) -> float:
@@ -874,6 +980,8 @@ class _StepCosts:
         self.items: dict[tuple[int, int], list] = {}
         self.known: dict[tuple[int, int, int], dict[int, float]] = {}
         self.solves = 0
+        #: the front bound's tables (dp.label_front), shared by the runs of one solve
+        self.front: dict = {}
 
     def _at(self, memo: dict[int, float], C: int, t: int, d: int, y: int) -> float:
         got = memo.get(y)
