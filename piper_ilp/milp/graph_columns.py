@@ -125,14 +125,7 @@ class ColumnCatalog:
         # under graph pipelining every h is a sum of d along a path: at most min(N, K)
         self.cap = min(instance.N, instance.K)
         self.masks = convex_sets(sets)
-        values = [
-            x
-            for n in instance.nodes
-            for opts in n.options.values()
-            for o in opts
-            for x in (o.a, o.b)
-        ]
-        self.scale = ExactScale(values, instance.M)
+        self.scale = ExactScale.of_instance(instance)
         ids = instance.node_ids
         self.ids = ids
         pos = {v: k for k, v in enumerate(ids)}

@@ -358,14 +358,7 @@ class ArcCatalog:
         self.pairs = pairs
         self.rule = rule
         self.cap = min(instance.N, instance.K)
-        values = [
-            x
-            for n in instance.nodes
-            for opts in n.options.values()
-            for o in opts
-            for x in (o.a, o.b)
-        ]
-        self.scale = ExactScale(values, instance.M)
+        self.scale = ExactScale.of_instance(instance)
         ids = instance.node_ids
         pos = {v: k for k, v in enumerate(ids)}
         near = [0] * len(ids)  # each node's neighbours (both directions) as a bitmask

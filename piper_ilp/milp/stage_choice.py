@@ -67,6 +67,18 @@ class ExactScale:
         self.M = M
         self._cap = self._capacity(M)
 
+    @classmethod
+    def of_instance(cls, instance) -> "ExactScale":
+        """The scale of every option's a and b of ``instance`` and its M."""
+        values = [
+            x
+            for n in instance.nodes
+            for opts in n.options.values()
+            for o in opts
+            for x in (o.a, o.b)
+        ]
+        return cls(values, instance.M)
+
     def exact(self, x: float) -> int:
         """x (a float >= 0 whose fraction fits in G bits) as an integer of units."""
         num, den = x.as_integer_ratio()
