@@ -221,6 +221,7 @@ def _solve_scip(cands, S, n, memory_constraint, fewer_machines, time_limit, cuto
     if not solver.SetSolverSpecificParametersAsString(params):
         raise InternalError(f"pipedream milp: SCIP did not accept its parameters {params!r}")
     solver.SetTimeLimit(int(math.ceil(time_limit * 1000)))  # round up, as the core MILP does
+    solver.SetNumThreads(1)  # SCIP's concurrent mode proved wrong optima (milp/scip.py)
     x = {}
     for c, (k, j, r, _t, _cap) in enumerate(cands):
         x[c] = solver.BoolVar(f"x[{k},{j},{r}]")
