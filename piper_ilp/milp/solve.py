@@ -62,6 +62,16 @@ def _floor_of(first: Solution) -> tuple[float, dict]:
     }
 
 
+def _no_time_left(time_limit: float, floor_info: dict | None) -> str:
+    """Why the main solve did not run: the time limit was 0, or used up before it."""
+    if time_limit == 0:
+        return "time limit 0: not solved"
+    used = "building the model"
+    if floor_info is not None:
+        used = f"the throughput floor's solve ({floor_info['seconds']:.3g} s) and " + used
+    return f"time limit {time_limit:g} s used up by {used}: not solved"
+
+
 def _check_settings(backend, time_limit, threads) -> int:
     """The guard of a direct call (run_method passes values its Settings checked)."""
     if backend not in BACKENDS:
@@ -100,9 +110,11 @@ def solve_milp(
         OR-Tools CP-SAT, CBC (PuLP's bundled binary, as a child process), or SCIP through
         OR-Tools' MPSolver.
     time_limit : float, optional
-        Seconds for the whole call; without it the backend runs until it proves.
+        Seconds for the whole call (the throughput floor's solve and building the models
+        included); without it the backend runs until it proves.
     threads : int, optional
-        Solver threads (default :data:`DEFAULT_THREADS`).
+        CP-SAT's and CBC's threads (default :data:`DEFAULT_THREADS`); SCIP runs 1
+        (:data:`piper_ilp.milp.scip.THREADS`: its concurrent mode proved wrong optima).
     write_model : path, optional
         Write the model as first solved: the CP-SAT model proto in text, or an LP file.
     hint : Plan, optional
@@ -230,8 +242,6 @@ def solve_milp(
             symmetry=symmetry,
         )
         floor, floor_info = _floor_of(first)
-        if time_limit is not None:
-            time_limit = max(0.0, time_limit - (time.perf_counter() - t0))
     st = index_sets(instance, restrictions, mode, t_floor=floor, symmetry=symmetry)
     form = formulate(st, strong)
     m = form.model
@@ -241,7 +251,7 @@ def solve_milp(
         "constraints": len(m.rows),
         "slots": st.S,
         "configurations": len(st.configs),
-        "threads": threads,
+        "threads": 1 if backend == "scip" else threads,  # milp/scip.py: THREADS
         "time_limit": time_limit,
         "scaling_error": 0.0,
         "mode": mode.label,
@@ -259,9 +269,13 @@ def solve_milp(
             info=info,
             mode=mode,
         )
-    elif time_limit == 0:
+    elif time_limit is not None and time_limit - (time.perf_counter() - t0) <= 0:
         sol = Solution(
-            backend, Status.UNKNOWN, message="time limit 0: not solved", info=info, mode=mode
+            backend,
+            Status.UNKNOWN,
+            message=_no_time_left(time_limit, floor_info),
+            info=info,
+            mode=mode,
         )
     else:
         hint_values = None
@@ -272,7 +286,8 @@ def solve_milp(
             form,
             backend,
             _backend(backend),
-            time_limit=time_limit,
+            # what is left of the whole call's limit (the floor and the model used some)
+            time_limit=None if time_limit is None else time_limit - (time.perf_counter() - t0),
             threads=threads,
             write_model=write_model,
             hint=hint if hint_values is not None else None,
@@ -282,6 +297,11 @@ def solve_milp(
             cutoff=None if cutoff is None else float(cutoff),
         )
     sol.seconds = time.perf_counter() - t0
+    if floor_info is not None and sol.message.startswith("time limit reached"):
+        sol.message += (
+            f" (time limit {time_limit:g} s, of which the throughput floor's solve used "
+            f"{floor_info['seconds']:.3g} s)"
+        )
     info["solver_seconds"] = sum(r["seconds"] for r in info.get("rounds", []))
     if sol.plan is not None:
         # the last, independent check; certify() already evaluated this plan
