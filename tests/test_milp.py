@@ -467,13 +467,14 @@ def test_time_limit_zero_is_unknown_never_optimal(backend, inputs_dir):
 def test_a_limit_the_throughput_floor_used_up_is_named_not_called_0():
     # hunt37: `solve t44.json --pipeline graph --objective batch-time --method cpsat
     # --time-limit 5` said "time limit 0: not solved". A limit of 1 ms is gone before the
-    # batch-time solve (the floor's own model takes longer to build)
+    # batch-time solve (the floor's own model takes longer to build): the message names the
+    # user's limit and what the floor used
     inst = random_instance("fork-join", 4, seed=5, N=4, t_values=(1, 2))
     mode = Mode("graph", "batch-time")
     sol = solve_milp(inst, backend="cpsat", mode=mode, time_limit=1e-3)
     assert sol.status == Status.UNKNOWN and sol.plan is None
     assert sol.info["throughput_floor"]["status"] == "unknown"
-    assert "time limit 0.001 s used up by the throughput floor's solve" in sol.message
+    assert "(time limit 0.001 s, of which the throughput floor's solve used" in sol.message
     assert "time limit 0:" not in sol.message
 
 

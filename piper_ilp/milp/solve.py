@@ -62,16 +62,6 @@ def _floor_of(first: Solution) -> tuple[float, dict]:
     }
 
 
-def _no_time_left(time_limit: float, floor_info: dict | None) -> str:
-    """Why the main solve did not run: the time limit was 0, or used up before it."""
-    if time_limit == 0:
-        return "time limit 0: not solved"
-    used = "building the model"
-    if floor_info is not None:
-        used = f"the throughput floor's solve ({floor_info['seconds']:.3g} s) and " + used
-    return f"time limit {time_limit:g} s used up by {used}: not solved"
-
-
 def _check_settings(backend, time_limit, threads) -> int:
     """The guard of a direct call (run_method passes values its Settings checked)."""
     if backend not in BACKENDS:
@@ -139,13 +129,14 @@ def solve_milp(
         batch time holds (N - 1) x its largest TPS, which is at least the throughput
         optimum). The two solves share ``time_limit`` (the first takes at most half).
         Default (None): on for CP-SAT under the batch time (ignored under throughput),
-        off for CBC and SCIP (SCIP proved a wrong optimum with it and the symmetry rows).
+        off for CBC and SCIP (SCIP, then with 2 threads, proved a wrong optimum with it and
+        the symmetry rows).
         ``info["throughput_floor"]`` records the first solve's status, bound and seconds.
     symmetry : bool, optional
         Under graph pipelining, add the symmetry rows (docs/milp.md, "Symmetry rows"):
         consecutive slots without an edge between them in increasing least node rank, and
         interchangeable chains (found from the data) in order. Default (None): on for
-        CP-SAT under graph pipelining (ignored sequentially), off for CBC and SCIP.
+        CP-SAT and SCIP under graph pipelining (ignored sequentially), off for CBC.
         ``info["symmetry"]`` records the classes' sizes.
     force : bool
         Solve even above ``max_variables``.
@@ -211,8 +202,8 @@ def solve_milp(
         raise InputError(f"mode must be a piper_ilp.pipeline.Mode, got {mode!r}")
     if strong is None:
         strong = backend == "cpsat"
-    if symmetry is None:  # SCIP (2 threads) proved a wrong optimum with both: CP-SAT only
-        symmetry = mode.graph and backend == "cpsat"
+    if symmetry is None:  # CBC: not tried; SCIP: wrong with 2 threads, right with 1 (docs)
+        symmetry = mode.graph and backend in ("cpsat", "scip")
     if throughput_floor is None:
         throughput_floor = backend == "cpsat"
     # the guard counts the model without the symmetry rows, as before they existed (they
@@ -269,13 +260,9 @@ def solve_milp(
             info=info,
             mode=mode,
         )
-    elif time_limit is not None and time_limit - (time.perf_counter() - t0) <= 0:
+    elif time_limit == 0:
         sol = Solution(
-            backend,
-            Status.UNKNOWN,
-            message=_no_time_left(time_limit, floor_info),
-            info=info,
-            mode=mode,
+            backend, Status.UNKNOWN, message="time limit 0: not solved", info=info, mode=mode
         )
     else:
         hint_values = None
@@ -286,7 +273,8 @@ def solve_milp(
             form,
             backend,
             _backend(backend),
-            # what is left of the whole call's limit (the floor and the model used some)
+            # what is left of the whole call's limit (the floor and the model used some): at
+            # or below 0, certify solves nothing and returns the hint if there is one
             time_limit=None if time_limit is None else time_limit - (time.perf_counter() - t0),
             threads=threads,
             write_model=write_model,
