@@ -16,7 +16,7 @@ __all__ = ["app"]
 app = typer.Typer(
     name="piper-ilp",
     help="Piper's DNN-parallelization planner: an optimized DP checked against an exact MILP "
-    "(CP-SAT, CBC).",
+    "(CP-SAT, CBC, SCIP), a second formulation (path) and exhaustive search (brute).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -158,7 +158,13 @@ JsonOpt = _flag(OUTPUT_PANEL, "--json", "One JSON object per line on stdout.")
 ForceOpt = _flag(METHOD_PANEL, "--force", "Run past the size guards (docs/usage.md#limits).")
 ThreadsOpt = Annotated[
     Optional[int],
-    option(METHOD_PANEL, "--threads", min=1, metavar="1-64", help="MILP: solver threads."),
+    option(
+        METHOD_PANEL,
+        "--threads",
+        min=1,
+        metavar="1-64",
+        help="MILP: CP-SAT's and CBC's threads (SCIP runs 1).",
+    ),
 ]
 MaxIdealsOpt = Annotated[
     Optional[int],

@@ -228,7 +228,12 @@ def register(app: typer.Typer) -> None:
         instances: Annotated[list[str], typer.Argument(help="Instance JSON file(s).")],
         method: Annotated[
             str,
-            option(METHOD_PANEL, "--method", metavar="NAME", help="dp, cpsat, cbc, scip, brute."),
+            option(
+                METHOD_PANEL,
+                "--method",
+                metavar="NAME",
+                help="dp, cpsat, cbc, scip, path, brute; greedy, 2bw, pipedream.",
+            ),
         ] = "dp",
         knapsack: Annotated[
             Knapsack, option(METHOD_PANEL, "--knapsack", help="DP: greedy is Piper's rule.")

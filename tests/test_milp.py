@@ -6,6 +6,8 @@ tests/test_milp_signals.py.)"""
 from __future__ import annotations
 
 import math
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict, load_instance
 from piper_ilp.milp import BACKENDS, build_model, model_size, solve_milp
+from piper_ilp.milp.backend import run_stoppable
+from piper_ilp.mode import Mode
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Status
 
@@ -457,6 +461,31 @@ def test_time_limit_zero_is_unknown_never_optimal(backend, inputs_dir):
     inst = load_instance(inputs_dir / "small.json")
     sol = solve_milp(inst, backend=backend, time_limit=0)
     assert sol.status == Status.UNKNOWN and sol.plan is None
+    assert sol.message == "time limit 0: not solved"
+
+
+def test_a_limit_the_throughput_floor_used_up_is_named_not_called_0():
+    # hunt37: `solve t44.json --pipeline graph --objective batch-time --method cpsat
+    # --time-limit 5` said "time limit 0: not solved". A limit of 1 ms is gone before the
+    # batch-time solve (the floor's own model takes longer to build): the message names the
+    # user's limit and what the floor used
+    inst = random_instance("fork-join", 4, seed=5, N=4, t_values=(1, 2))
+    mode = Mode("graph", "batch-time")
+    sol = solve_milp(inst, backend="cpsat", mode=mode, time_limit=1e-3)
+    assert sol.status == Status.UNKNOWN and sol.plan is None
+    assert sol.info["throughput_floor"]["status"] == "unknown"
+    assert "(time limit 0.001 s, of which the throughput floor's solve used" in sol.message
+    assert "time limit 0:" not in sol.message
+
+
+def test_a_solver_running_past_its_deadline_is_stopped():
+    stopped = threading.Event()
+    out = run_stoppable(
+        lambda: "stopped" if stopped.wait(60) else "ran on",
+        stop=stopped.set,
+        deadline=time.monotonic() + 0.05,
+    )
+    assert out == "stopped"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -199,7 +199,7 @@ def _solve_path(
 
     refused = path_refusal(mode, restrictions)
     if refused is not None:
-        raise SizeLimitError(f"{instance.source}: {refused}; use dp, cpsat or cbc")
+        raise SizeLimitError(f"{instance.source}: {refused}; use dp, cpsat, cbc, scip or brute")
     if hint is None and hint_from_dp:
         from dp import solve_dp
 

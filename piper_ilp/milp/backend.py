@@ -104,7 +104,10 @@ class OutOfRange(Exception):
 
 
 def run_stoppable(
-    solve: Callable[[], object], stop: Callable[[], None], tick: Callable[[], None] | None = None
+    solve: Callable[[], object],
+    stop: Callable[[], None],
+    tick: Callable[[], None] | None = None,
+    deadline: float | None = None,
 ):
     """Run a blocking solver call so that Ctrl-C stops it.
 
@@ -122,6 +125,10 @@ def run_stoppable(
         Asks the running solver to stop (e.g. CP-SAT's ``stop_search``).
     tick : callable, optional
         Runs about ten times a second while waiting (progress).
+    deadline : float, optional
+        A ``time.monotonic()`` instant: ``stop()`` is called once when the solver is
+        still running then (a solver that overruns its own time limit), and the wait goes
+        on until it returns.
 
     Returns
     -------
@@ -155,6 +162,9 @@ def run_stoppable(
             worker.join(0.1)
             if tick is not None:
                 tick()
+            if deadline is not None and time.monotonic() > deadline and worker.is_alive():
+                stop()
+                deadline = None
     except BaseException:
         stop()
         while worker.is_alive():

@@ -214,7 +214,9 @@ def certify(
     if not math.isfinite(st.obj_bound):
         what = "TPS" if not mode.batch_time else "batch time"
         return _out_of_range(backend, f"the largest possible {what} overflows a float", info, mode)
-    ref = state.value if state.value is not None else st.obj_bound
+    # a hint of value 0 gives no scale: as a cutoff, 0 would cap every time coefficient
+    # at 0 and every plan would look optimal (values are >= 0, so the solve must prove 0)
+    ref = state.value if state.value else st.obj_bound
     if cutoff is not None:
         ref = min(ref, cutoff)
         info["cutoff"] = cutoff

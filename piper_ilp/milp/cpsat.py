@@ -33,6 +33,9 @@ __all__ = ["IntegerModel", "integer_model", "solve"]
 #: Integer scale of the memory rows (a power of two: c * R is exact).
 MEMORY_SCALE = 2**40
 
+#: Seconds after the time limit at which a CP-SAT search still running is stopped.
+STOP_GRACE = 0.5
+
 #: Largest magnitude of an integer expression CP-SAT is given (its int64 arithmetic
 #: must not overflow while it adds terms up).
 INT_LIMIT = 2**60
@@ -178,7 +181,9 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     Builds the model from :func:`integer_model` (variables named as in the formulation),
     adds the hint, writes the model when asked (its protobuf text), sets the parameters
     (threads, time limit, the inclusion presolve off: google/or-tools#5293), solves under
-    :func:`~piper_ilp.milp.backend.run_stoppable` and reads the answer.
+    :func:`~piper_ilp.milp.backend.run_stoppable` and reads the answer. The time limit
+    covers the call: CP-SAT gets what is left of it after building its model, and is
+    stopped :data:`STOP_GRACE` seconds after it if it has not ended by then.
 
     Parameters
     ----------
@@ -206,6 +211,8 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     KeyboardInterrupt
         Ctrl-C: the search was stopped first.
     """
+    # the time limit covers the whole call: importing CP-SAT and building its model count
+    deadline = None if settings.time_limit is None else time.monotonic() + settings.time_limit
     from ortools.sat.python import cp_model
 
     m = sm.model
@@ -246,8 +253,8 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     solver = cp_model.CpSolver()
     p = solver.parameters
     p.num_workers = settings.threads
-    if settings.time_limit is not None:
-        p.max_time_in_seconds = float(settings.time_limit)
+    if deadline is not None:
+        p.max_time_in_seconds = max(0.0, deadline - time.monotonic())
     # CP-SAT 9.15 can certify a wrong optimum after its at-most-one + linear inclusion
     # presolve (google/or-tools#5293); that presolve step is switched off.
     p.presolve_inclusion_work_limit = 0
@@ -277,7 +284,9 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
 
         solver.log_callback = on_log
     t0 = time.perf_counter()
-    code = run_stoppable(lambda: solver.solve(cm), solver.stop_search)
+    # CP-SAT can overrun its own limit (its presolve, on a loaded machine): stopped then
+    late = None if deadline is None else deadline + STOP_GRACE
+    code = run_stoppable(lambda: solver.solve(cm), solver.stop_search, deadline=late)
     wall = time.perf_counter() - t0
     status = {
         cp_model.OPTIMAL: Status.OPTIMAL,

@@ -26,6 +26,12 @@ ABS_RESOLUTION = 1e-5
 #: The relative accuracy to which SCIP's bound is trusted (as for CBC: its tolerances).
 BOUND_RTOL = 1e-7
 
+#: SCIP's threads, whatever the caller asks: with more than 1 MPSolver runs SCIP's
+#: concurrent mode, which proved wrong optima (a 5-node fork-join DAG in the default mode:
+#: 9.60998906637 where a valid plan has 9.45745527636, tests/test_milp_scip_proofs.py), so
+#: SCIP is single-threaded and ``threads`` applies to CP-SAT and CBC only.
+THREADS = 1
+
 #: SCIP's parameters for every solve: feasibility tolerance 1e-9, no relative gap, the
 #: absolute gap :data:`GAP_ABS`, and SCIP's own Ctrl-C handler off (an interrupt kills the
 #: child process instead).
@@ -43,9 +49,9 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     bound (and first the model's LP text when ``settings.write_model`` asks for it; this
     process writes the file). On any exception here, a KeyboardInterrupt from Ctrl-C or
     SIGTERM included, the child is SIGKILLed and reaped before the exception goes on, so
-    the solve stops at once, SCIP's threads with it (SCIP's ``InterruptSolve`` returns
-    quickly, but with 2 threads its concurrent solvers went on for many seconds); SCIP
-    writes no file. HiGHS, also in OR-Tools, is not offered: MPSolver passes it no
+    the solve stops at once (SCIP's ``InterruptSolve`` returns quickly, but with 2 threads
+    its concurrent solvers went on for many seconds); SCIP writes no file. SCIP runs
+    :data:`THREADS` thread. HiGHS, also in OR-Tools, is not offered: MPSolver passes it no
     parameters, and its default relative gap of 1e-4 would make "optimal" mean "within
     0.01%".
 
@@ -54,8 +60,9 @@ def solve(sm: ScaledModel, settings: Settings) -> Answer:
     sm : ScaledModel
     settings : Settings
         The backend call's settings (:class:`piper_ilp.milp.backend.Settings`): the time
-        limit (rounded up to whole milliseconds), the threads, the model file, ``hint``
-        (given to SCIP as a MIP start) and ``careful`` (SCIP's presolve off).
+        limit (rounded up to whole milliseconds), the model file, ``hint``
+        (given to SCIP as a MIP start) and ``careful`` (SCIP's presolve off); its
+        ``threads`` is not used (SCIP runs :data:`THREADS` thread).
 
     Returns
     -------
@@ -169,7 +176,7 @@ def _solve_here(sm: ScaledModel, settings: Settings, report) -> tuple:
         report(solver.ExportModelAsLpFormat(False))
     if settings.time_limit is not None:
         solver.SetTimeLimit(int(math.ceil(settings.time_limit * 1000)))
-    solver.SetNumThreads(settings.threads)
+    solver.SetNumThreads(THREADS)  # not settings.threads: see THREADS
     params = PARAMETERS + ("presolving/maxrounds = 0\n" if settings.careful else "")
     if not solver.SetSolverSpecificParametersAsString(params):
         raise InternalError(f"scip: parameters not accepted: {params!r}")

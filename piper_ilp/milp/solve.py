@@ -100,9 +100,11 @@ def solve_milp(
         OR-Tools CP-SAT, CBC (PuLP's bundled binary, as a child process), or SCIP through
         OR-Tools' MPSolver.
     time_limit : float, optional
-        Seconds for the whole call; without it the backend runs until it proves.
+        Seconds for the whole call (the throughput floor's solve and building the models
+        included); without it the backend runs until it proves.
     threads : int, optional
-        Solver threads (default :data:`DEFAULT_THREADS`).
+        CP-SAT's and CBC's threads (default :data:`DEFAULT_THREADS`); SCIP runs 1
+        (:data:`piper_ilp.milp.scip.THREADS`: its concurrent mode proved wrong optima).
     write_model : path, optional
         Write the model as first solved: the CP-SAT model proto in text, or an LP file.
     hint : Plan, optional
@@ -127,13 +129,14 @@ def solve_milp(
         batch time holds (N - 1) x its largest TPS, which is at least the throughput
         optimum). The two solves share ``time_limit`` (the first takes at most half).
         Default (None): on for CP-SAT under the batch time (ignored under throughput),
-        off for CBC and SCIP (SCIP proved a wrong optimum with it and the symmetry rows).
+        off for CBC and SCIP (SCIP, then with 2 threads, proved a wrong optimum with it and
+        the symmetry rows).
         ``info["throughput_floor"]`` records the first solve's status, bound and seconds.
     symmetry : bool, optional
         Under graph pipelining, add the symmetry rows (docs/milp.md, "Symmetry rows"):
         consecutive slots without an edge between them in increasing least node rank, and
         interchangeable chains (found from the data) in order. Default (None): on for
-        CP-SAT under graph pipelining (ignored sequentially), off for CBC and SCIP.
+        CP-SAT and SCIP under graph pipelining (ignored sequentially), off for CBC.
         ``info["symmetry"]`` records the classes' sizes.
     force : bool
         Solve even above ``max_variables``.
@@ -199,8 +202,8 @@ def solve_milp(
         raise InputError(f"mode must be a piper_ilp.pipeline.Mode, got {mode!r}")
     if strong is None:
         strong = backend == "cpsat"
-    if symmetry is None:  # SCIP (2 threads) proved a wrong optimum with both: CP-SAT only
-        symmetry = mode.graph and backend == "cpsat"
+    if symmetry is None:  # CBC: not tried; SCIP: wrong with 2 threads, right with 1 (docs)
+        symmetry = mode.graph and backend in ("cpsat", "scip")
     if throughput_floor is None:
         throughput_floor = backend == "cpsat"
     # the guard counts the model without the symmetry rows, as before they existed (they
@@ -230,8 +233,6 @@ def solve_milp(
             symmetry=symmetry,
         )
         floor, floor_info = _floor_of(first)
-        if time_limit is not None:
-            time_limit = max(0.0, time_limit - (time.perf_counter() - t0))
     st = index_sets(instance, restrictions, mode, t_floor=floor, symmetry=symmetry)
     form = formulate(st, strong)
     m = form.model
@@ -241,7 +242,7 @@ def solve_milp(
         "constraints": len(m.rows),
         "slots": st.S,
         "configurations": len(st.configs),
-        "threads": threads,
+        "threads": 1 if backend == "scip" else threads,  # milp/scip.py: THREADS
         "time_limit": time_limit,
         "scaling_error": 0.0,
         "mode": mode.label,
@@ -272,7 +273,9 @@ def solve_milp(
             form,
             backend,
             _backend(backend),
-            time_limit=time_limit,
+            # what is left of the whole call's limit (the floor and the model used some): at
+            # or below 0, certify solves nothing and returns the hint if there is one
+            time_limit=None if time_limit is None else time_limit - (time.perf_counter() - t0),
             threads=threads,
             write_model=write_model,
             hint=hint if hint_values is not None else None,
@@ -282,6 +285,11 @@ def solve_milp(
             cutoff=None if cutoff is None else float(cutoff),
         )
     sol.seconds = time.perf_counter() - t0
+    if floor_info is not None and sol.message.startswith("time limit reached"):
+        sol.message += (
+            f" (time limit {time_limit:g} s, of which the throughput floor's solve used "
+            f"{floor_info['seconds']:.3g} s)"
+        )
     info["solver_seconds"] = sum(r["seconds"] for r in info.get("rounds", []))
     if sol.plan is not None:
         # the last, independent check; certify() already evaluated this plan

@@ -229,6 +229,7 @@ def _solve_scip(cands, S, n, memory_constraint, fewer_machines, time_limit, cuto
         raise InternalError(f"pipedream milp: SCIP did not accept its parameters {params!r}")
     # rounded up, as the core MILP does; at least 1 ms (0 would mean no limit)
     solver.SetTimeLimit(max(1, int(math.ceil(time_limit * 1000))))
+    solver.SetNumThreads(1)  # SCIP's concurrent mode proved wrong optima (milp/scip.py)
     x = {}
     for c, (k, j, r, _t, _cap) in enumerate(cands):
         x[c] = solver.BoolVar(f"x[{k},{j},{r}]")
