@@ -157,6 +157,10 @@ def test_force_lifts_the_dp_s_frontier_guard_in_every_entry_point(tmp_path):
     assert forced.value == pytest.approx(run_method(nine, "cpsat", mode=Mode("graph")).value)
     uniform = run_method(nine, "dp", Restrictions(uniform=True), mode=Mode("graph"), force=True)
     assert uniform.status is Status.OPTIMAL
+    # the DP that makes a MILP's or path's hint is forced too
+    for name in ("cpsat", "cbc"):
+        hinted = run_method(nine, name, mode=Mode("graph"), hint_from_dp=True, force=True)
+        assert hinted.value == pytest.approx(forced.value), name
     path = tmp_path / "fan9.json"
     path.write_text(json.dumps(instance_to_dict(nine)))
     r = runner.invoke(app, ["solve", str(path), "--pipeline", "graph"])

@@ -203,7 +203,7 @@ def _solve_path(
     if hint is None and hint_from_dp:
         from dp import solve_dp
 
-        hint = solve_dp(instance, restrictions, mode=mode).plan
+        hint = solve_dp(instance, restrictions, mode=mode, **_dp_guards(None, force)).plan
     return solve_path(
         instance,
         restrictions,
@@ -265,7 +265,8 @@ def _milp_solver(backend: str) -> Callable[..., Solution]:
         if hint is None and hint_from_dp:
             from dp import solve_dp
 
-            hint = solve_dp(instance, restrictions, mode=mode).plan  # a hint valid in the same mode
+            # a hint valid in the same mode, past the DP's guards when forced
+            hint = solve_dp(instance, restrictions, mode=mode, **_dp_guards(None, force)).plan
         kwargs = {} if max_variables is None else {"max_variables": max_variables}
         return solve_milp(
             instance,
