@@ -98,7 +98,9 @@ def test_path_refuses_what_it_does_not_cover(mode, restrictions):
 def test_path_refusal_names_every_exact_method_that_solves_the_mode():
     from compare.crosscheck.methods import METHODS
 
-    with pytest.raises(SizeLimitError, match="; use dp, cpsat, cbc, scip or brute$") as exc:
+    with pytest.raises(
+        SizeLimitError, match="; use dp, cpsat, cbc, scip, columns or brute$"
+    ) as exc:
         run_method(_case(1), "path", mode=Mode("graph"))
     named = str(exc.value).rsplit("; use ", 1)[1].replace(" or ", ", ").split(", ")
     assert set(named) == {name for name, m in METHODS.items() if m.all_modes} - {"path"}

@@ -181,6 +181,23 @@ def _solve_greedy(
     )
 
 
+def _others(name: str, mode: Mode, restrictions: Restrictions) -> str:
+    """The registry's other exact methods that solve ``mode`` under ``restrictions`` (what
+    a refusal of ``name`` names), e.g. ``"dp, cpsat, cbc, scip, columns or brute"``."""
+    from piper_ilp.milp.graph_solve import columns_refusal
+    from piper_ilp.milp.path_solve import path_refusal
+
+    refusal = {"path": path_refusal, "columns": columns_refusal}
+    names = [
+        other
+        for other, m in METHODS.items()
+        if m.all_modes
+        and other != name
+        and (other not in refusal or refusal[other](mode, restrictions) is None)
+    ]
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
 def _solve_path(
     instance: Instance,
     restrictions: Restrictions,
@@ -199,7 +216,9 @@ def _solve_path(
 
     refused = path_refusal(mode, restrictions)
     if refused is not None:
-        raise SizeLimitError(f"{instance.source}: {refused}; use dp, cpsat, cbc, scip or brute")
+        raise SizeLimitError(
+            f"{instance.source}: {refused}; use {_others('path', mode, restrictions)}"
+        )
     if hint is None and hint_from_dp:
         from dp import solve_dp
 
@@ -233,7 +252,9 @@ def _solve_columns(
 
     refused = columns_refusal(mode, restrictions)
     if refused is not None:
-        raise SizeLimitError(f"{instance.source}: {refused}; use dp, cpsat or cbc")
+        raise SizeLimitError(
+            f"{instance.source}: {refused}; use {_others('columns', mode, restrictions)}"
+        )
     return solve_columns(
         instance,
         restrictions,
