@@ -34,9 +34,10 @@ from piper_ilp.milp.graph_columns import Column, ColumnCatalog
 from piper_ilp.milp.path_arcs import TimeUp
 from piper_ilp.milp.path_rule import GpipeRule, PiperRule
 from piper_ilp.milp.path_search import lower_bound
+from piper_ilp.milp.path_solve import finish_solution
 from piper_ilp.mode import Mode
 from piper_ilp.plan import Plan, Stage
-from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
+from piper_ilp.solution import Restrictions, Solution, Status
 
 __all__ = ["solve_columns", "columns_refusal", "DEFAULT_MAX_STAGES", "PROOF_RTOL"]
 
@@ -138,7 +139,7 @@ def solve_columns(
     missing = [n.id for n in inst.nodes if not n.options]
     if missing:
         msg = f"infeasible before solving: node {missing[0]} has no option left"
-        return _finish(
+        return finish_solution(
             instance,
             restrictions,
             Solution(method, Status.INFEASIBLE, message=msg, info=info, mode=mode),
@@ -158,16 +159,7 @@ def solve_columns(
     deadline = None if time_limit is None else start + time_limit
     sol = run.solve(lower_bound(inst, degrees), deadline)
     sol.method = method
-    return _finish(instance, restrictions, sol, start, wall)
-
-
-def _finish(instance, restrictions, sol: Solution, start: float, wall: float) -> Solution:
-    sol.seconds = time.perf_counter() - wall
-    sol.info["cpu_seconds"] = time.process_time() - start
-    if sol.plan is not None:
-        sol = checked_solution(instance, sol, tolerance=0.0, restrictions=restrictions)
-    sol.info["gap"] = sol.gap
-    return sol
+    return finish_solution(instance, restrictions, sol, start, wall)
 
 
 class _Run:
