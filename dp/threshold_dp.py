@@ -268,6 +268,25 @@ def solve_threshold_dp(
             "allows device counts beyond the DP's 64-bit tables; lower K, N or the largest t"
         )
 
+    def tables(sets, **kw):
+        """The stage tables of ``sets`` (the chain bound's, the full ones, or the full ones
+        without the device bound) with this solve's degrees, options and limits."""
+        return build_stage_tables(
+            inst,
+            sets,
+            d_values,
+            cols,
+            greedy,
+            choices,
+            plain_paths=plain_paths,
+            group_bytes=DECISION_GROUP_BYTES,
+            deadline=deadline,
+            **kw,
+        )
+
+    def decide(tb, sets):
+        return ThresholdDecision(tb, len(sets), cols, budget, small_s=small_s, in_flight=in_flight)
+
     stopped = None  # where the time limit stopped the solve
     with Progress(progress) as bar, _cyclic_gc_paused():
         ub = chain_plan = chain_devices = lower = None
@@ -278,25 +297,15 @@ def solve_threshold_dp(
                 # cannot be part of a plan at least as good
                 stopped = "in the chain bound's stage tables"
                 chain = suffix_ideals(inst)
-                ctb = build_stage_tables(
-                    inst,
+                ctb = tables(
                     chain,
-                    d_values,
-                    cols,
-                    greedy,
-                    choices,
                     progress=bar.task("chain bound: sets", len(chain)),
-                    plain_paths=plain_paths,
                     max_bytes=None
                     if limit_bytes is None
                     else limit_bytes - decision_table_bytes(len(chain), cols),
-                    group_bytes=DECISION_GROUP_BYTES,
-                    deadline=deadline,
                 )
                 lower = float(ctb.work_of[-1]) / budget
-                chain_decision = ThresholdDecision(
-                    ctb, len(chain), cols, budget, small_s=small_s, in_flight=in_flight
-                )
+                chain_decision = decide(ctb, chain)
                 stopped = "in the chain bound's search"
                 got = search_threshold(chain_decision, budget, None, lower, deadline=deadline)
                 if got is not None:
@@ -308,24 +317,14 @@ def solve_threshold_dp(
                     chain_devices = chain_plan[0].devices
                 del ctb, chain_decision, got
             stopped = "in the stage tables"
-            tb = build_stage_tables(
-                inst,
+            tb = tables(
                 ideals,
-                d_values,
-                cols,
-                greedy,
-                choices,
                 ub=ub,
                 progress=bar.task("stage tables: sets", len(ideals)),
-                plain_paths=plain_paths,
                 max_bytes=stage_budget,
-                group_bytes=DECISION_GROUP_BYTES,
-                deadline=deadline,
             )
             lower = float(tb.work_of[-1]) / budget
-            decision = ThresholdDecision(
-                tb, len(ideals), cols, budget, small_s=small_s, in_flight=in_flight
-            )
+            decision = decide(tb, ideals)
             info["stage_pairs"] = tb.pairs
             info["stage_candidates"] = int(len(tb.group_set))
             stopped = "in the search"
@@ -362,21 +361,8 @@ def solve_threshold_dp(
             # the tables left out the stages of plans above K devices: count those on all
             del decision, tb
             try:
-                full = build_stage_tables(
-                    inst,
-                    ideals,
-                    d_values,
-                    cols,
-                    greedy,
-                    choices,
-                    plain_paths=plain_paths,
-                    max_bytes=stage_budget,
-                    group_bytes=DECISION_GROUP_BYTES,
-                    deadline=deadline,
-                    device_bound=False,
-                )
-                decision = ThresholdDecision(
-                    full, len(ideals), cols, budget, small_s=small_s, in_flight=in_flight
+                decision = decide(
+                    tables(ideals, max_bytes=stage_budget, device_bound=False), ideals
                 )
                 least = decision.least_devices()
             except (TimeUp, SizeLimitError) as e:
