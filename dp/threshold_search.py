@@ -2,7 +2,9 @@
 largest stage cost at which a plan fits in the device budget.
 
 Entry point: :func:`search_threshold`; :class:`ThresholdDecision` decides one T over the
-stage tables (a min-devices table over the successor-closed sets) and reads its plan.
+stage tables (a min-devices table over the successor-closed sets) and reads its plan. It
+walks the tables in the order :class:`SetLayout` gives and relaxes its table, as the
+least-bottleneck bound does its own, through :class:`RunRelaxation`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ __all__ = [
     "DEVICES_INF",
     "DEFAULT_SMALL_S",
     "Found",
+    "RunRelaxation",
+    "SetLayout",
     "ThresholdDecision",
     "search_threshold",
     "pair_d_order",
@@ -170,6 +174,205 @@ def cost_profile(tb: StageTables, gk, W: int, row_low, row_top) -> np.ndarray:
     return np.repeat(val, length).reshape(n_g, W)
 
 
+class SetLayout:
+    """How a decision walks the groups of the stage tables ``tb`` (stored by increasing
+    I): each set's range of groups, chunks of whole sets, the order and rank of the
+    t-dominance test, and the runs of sets whose rows of f are relaxed together. Built
+    once per table and read by :class:`ThresholdDecision` and :class:`RunRelaxation`.
+
+    Parameters
+    ----------
+    tb : StageTables
+        Finalized stage tables.
+    n_ideals : int
+        The number of sets of the family.
+    S : int
+        The largest column (:func:`pair_d_order` orders by d up to it).
+
+    Attributes
+    ----------
+    set_bounds : numpy.ndarray
+        Set I's groups are ``set_bounds[I]:set_bounds[I + 1]``.
+    chunks : list of tuple
+        Group ranges (a, b) of whole sets with about :data:`CHUNK_GROUPS` groups each (a
+        set larger than that alone).
+    by_IJd, dom_rank : numpy.ndarray
+        Within each chunk, the groups of each (I, J, d) ordered by t (indices into the
+        table), and each group's rank in its (I, J, d) run, capped at 3.
+    runs : list of tuple
+        Ranges [a, b) of consecutive sets none of whose stages starts in the range (J < a).
+    """
+
+    def __init__(self, tb: StageTables, n_ideals: int, S: int):
+        self.tb = tb
+        n = len(tb.group_set)
+        idx = np.int32 if n < 2**31 - 1 else np.int64
+        # groups are stored by increasing I (see StageTables.finalize): each I's range
+        self.set_bounds = np.zeros(n_ideals + 1, dtype=np.int64)
+        np.cumsum(np.bincount(tb.group_set, minlength=n_ideals), out=self.set_bounds[1:])
+        # chunks of whole sets with about CHUNK_GROUPS groups each
+        cuts = [0]
+        target = CHUNK_GROUPS
+        while cuts[-1] < n:
+            k = int(np.searchsorted(self.set_bounds, cuts[-1] + target, side="right")) - 1
+            end = int(self.set_bounds[k]) if k < len(self.set_bounds) else n
+            if end <= cuts[-1]:  # one set holds more than a chunk: take it whole
+                k = int(np.searchsorted(self.set_bounds, cuts[-1], side="right"))
+                end = int(self.set_bounds[min(k, n_ideals)])
+            cuts.append(min(end, n))
+        self.chunks = list(zip(cuts[:-1], cuts[1:]))
+        # for the t-dominance test, groups of the same (I, J, d) ordered by t (by_IJd)
+        # and each one's rank in its (I, J, d) run, capped at 3 (dom_rank)
+        self.by_IJd = np.empty(n, dtype=idx)
+        self.dom_rank = np.zeros(n, dtype=np.uint8)
+        for a, b in self.chunks:
+            gI, gJ, gd, gdev = (
+                tb.group_set[a:b],
+                tb.group_back[a:b],
+                tb.group_d[a:b],
+                tb.group_devices[a:b],
+            )
+            o = pair_d_order(gI, gJ, gd, gdev, S)
+            self.by_IJd[a:b] = o + a
+            oI, oJ, od = gI[o], gJ[o], gd[o]
+            rank = self.dom_rank[a:b]
+            for k in (1, 2, 3):
+                if b - a > k:
+                    same = (oI[k:] == oI[:-k]) & (oJ[k:] == oJ[:-k]) & (od[k:] == od[:-k])
+                    rank[k:][same] = k
+            del o, oI, oJ, od
+        # runs of consecutive sets none of whose stages starts in the run (J < the run's
+        # first set): their rows of f depend only on earlier runs, so each run is relaxed
+        # in one matrix (for families by size: one run per size)
+        has = np.nonzero(self.set_bounds[1:] > self.set_bounds[:-1])[0]
+        max_back = np.full(n_ideals, -1, dtype=np.int64)
+        if len(has):
+            max_back[has] = np.maximum.reduceat(tb.group_back, self.set_bounds[has])
+        runs, start = [1], 1
+        for I, mb in enumerate(max_back.tolist()):
+            if I > start and mb >= start:
+                runs.append(I)
+                start = I
+        runs.append(max(n_ideals, 1))
+        self.runs = list(zip(runs[:-1], runs[1:]))
+
+
+class RunRelaxation:
+    """The relaxation over the sets of a table f that a decision (min-plus: devices) and
+    the least-bottleneck bound (min-max: costs) share, a run of sets at a time
+    (:attr:`SetLayout.runs`), with the row values given by the caller.
+
+    Parameters
+    ----------
+    tb : StageTables
+        Finalized stage tables.
+    layout : SetLayout
+        Their layout.
+    schedule : bool
+        Sec. 11's in-flight rule: stages read f[J][d floor(s / d) - d] and each run's rows
+        become their running minima (:class:`ThresholdDecision`).
+    """
+
+    def __init__(self, tb: StageTables, layout: SetLayout, schedule: bool):
+        self.tb, self.layout, self.schedule = tb, layout, schedule
+
+    def relax(self, fp, f, hi, use, S, row_values, odd=(), relax_odd=None):
+        """Relax f in place, a run of sets at a time (:attr:`SetLayout.runs`: sets whose
+        stages start before the run): all groups ``use`` of the run in one matrix per width
+        class (rows: groups, by increasing I; columns: s up to the group's largest usable
+        s ``hi``; in pieces of at most :data:`DECIDE_ELEMENTS`); a group's row starts as
+        f[J][s - d] (sec. 11's rule: f[J][d floor(s / d) - d], :meth:`_sources`), and
+        ``row_values`` makes it the group's values; each set's column minimum over its rows
+        goes to f[I]. Under sec. 11's rule each run's rows become their running minima
+        before a later run reads them.
+
+        Parameters
+        ----------
+        fp : numpy.ndarray
+            The padded table: sets x 2 (S + 1), f its right half, the left half what
+            stands for "no plan".
+        f : numpy.ndarray
+            The right half of ``fp``, row 0 (the empty set) filled in.
+        hi, use : numpy.ndarray
+            Per group: its largest usable s, and whether it is relaxed in the matrices.
+        S : int
+            The largest column of f.
+        row_values : callable
+            ``row_values(vals, groups, hi, W)``: the groups' values from the rows they
+            read (``vals``, groups x W, may be changed in place).
+        odd : sequence of int
+            Groups (by increasing index) given to ``relax_odd`` one by one after their run.
+        relax_odd : callable, optional
+            Relaxes one group of ``odd``.
+        """
+        tb = self.tb
+        bounds = self.layout.set_bounds
+        odd_pos = 0
+        # window of f's padded row J starting at S + 1 - d: f[J][s - d], "no plan" for s < d
+        win = np.lib.stride_tricks.sliding_window_view(fp, S + 1, axis=1)
+        for ra, rb in self.layout.runs:
+            a, b = bounds[ra], bounds[rb]
+            g = a + np.nonzero(use[a:b])[0]
+            pieces = (
+                []
+                if not len(g)
+                else [(g, hi[g])]
+                if rb - ra == 1
+                else self._width_classes(g, hi[g])
+            )
+            for gc, hc in pieces:
+                step = max(1, DECIDE_ELEMENTS // (int(hc.max()) + 1))
+                for k in range(0, len(gc), step):
+                    gk, hk = gc[k : k + step], hc[k : k + step]
+                    W = int(hk.max()) + 1
+                    vals = row_values(self._sources(fp, win, gk, W, S), gk, hk, W)
+                    Ik = tb.group_set[gk]
+                    if Ik[0] == Ik[-1]:  # one set: a plain column minimum
+                        dst = f[int(Ik[0]), :W]
+                        np.minimum(dst, vals.min(axis=0), out=dst)
+                        continue
+                    first = run_starts(Ik)
+                    rows = Ik[first]
+                    f[rows, :W] = np.minimum(f[rows, :W], np.minimum.reduceat(vals, first, axis=0))
+            while odd_pos < len(odd) and odd[odd_pos] < b:
+                relax_odd(int(odd[odd_pos]))
+                odd_pos += 1
+            if self.schedule:
+                np.minimum.accumulate(f[ra:rb], axis=1, out=f[ra:rb])
+
+    def _sources(self, fp, win, gk, W: int, S: int):
+        """Per group of ``gk``, the row of J that its columns s = 0..W - 1 read: f[J][s - d]
+        (one window of ``fp``), or f[J][d floor(s / d) - d] under sec. 11's rule (a
+        gather); "no plan" where the column read is below 0."""
+        tb = self.tb
+        d = tb.group_d[gk]
+        if not self.schedule:
+            return win[tb.group_back[gk], S + 1 - d, :W]
+        d = d.astype(np.int64)[:, None]
+        s = np.arange(W)[None, :]
+        return fp[tb.group_back[gk].astype(np.int64)[:, None], S + 1 - d + s - s % d]
+
+    def _width_classes(self, g, gh):
+        """The usable groups ``g`` of a run (by increasing I; ``gh`` their usable s) in
+        pieces (groups, their s): the small sets by width class (W = a set's largest
+        usable s + 1, rounded up to a power of two), so no set is padded to more than
+        twice its own width; each large set (groups x W >= SET_ELEMENTS) alone, unpadded.
+        Each piece keeps its sets' order."""
+        gI = self.tb.group_set[g]
+        starts = run_starts(gI)
+        width = np.maximum.reduceat(gh, starts) + 1
+        count = np.diff(np.append(starts, len(g)))
+        cls = np.ceil(np.log2(width)).astype(np.int64)
+        large = count * width >= SET_ELEMENTS
+        cls[large] = 64 + np.arange(int(large.sum()))
+        cls = np.repeat(cls, count)
+        if (cls[1:] < cls[:-1]).any():
+            order = np.argsort(cls, kind="stable")
+            g, gh, cls = g[order], gh[order], cls[order]
+        cuts = run_starts(cls).tolist() + [len(g)]
+        return [(g[x:y], gh[x:y]) for x, y in zip(cuts[:-1], cuts[1:])]
+
+
 class ThresholdDecision:
     """The min-devices decision for a threshold T over the stage tables ``tb``:
 
@@ -236,56 +439,9 @@ class ThresholdDecision:
         self.tb = tb
         n = len(tb.group_set)
         self.n = n
-        self.idx = np.int32 if n < 2**31 - 1 else np.int64
         self.hi_dtype = np.int32 if S < 2**31 - 1 else np.int64
-        # groups are stored by increasing I (see StageTables.finalize): each I's range
-        self.set_bounds = np.zeros(n_ideals + 1, dtype=np.int64)
-        np.cumsum(np.bincount(tb.group_set, minlength=n_ideals), out=self.set_bounds[1:])
-        # chunks of whole sets with about CHUNK_GROUPS groups each
-        cuts = [0]
-        target = CHUNK_GROUPS
-        while cuts[-1] < n:
-            k = int(np.searchsorted(self.set_bounds, cuts[-1] + target, side="right")) - 1
-            end = int(self.set_bounds[k]) if k < len(self.set_bounds) else n
-            if end <= cuts[-1]:  # one set holds more than a chunk: take it whole
-                k = int(np.searchsorted(self.set_bounds, cuts[-1], side="right"))
-                end = int(self.set_bounds[min(k, n_ideals)])
-            cuts.append(min(end, n))
-        self.chunks = list(zip(cuts[:-1], cuts[1:]))
-        # for the t-dominance test, groups of the same (I, J, d) ordered by t (by_IJd)
-        # and each one's rank in its (I, J, d) run, capped at 3 (dom_rank)
-        self.by_IJd = np.empty(n, dtype=self.idx)
-        self.dom_rank = np.zeros(n, dtype=np.uint8)
-        for a, b in self.chunks:
-            gI, gJ, gd, gdev = (
-                tb.group_set[a:b],
-                tb.group_back[a:b],
-                tb.group_d[a:b],
-                tb.group_devices[a:b],
-            )
-            o = pair_d_order(gI, gJ, gd, gdev, S)
-            self.by_IJd[a:b] = o + a
-            oI, oJ, od = gI[o], gJ[o], gd[o]
-            rank = self.dom_rank[a:b]
-            for k in (1, 2, 3):
-                if b - a > k:
-                    same = (oI[k:] == oI[:-k]) & (oJ[k:] == oJ[:-k]) & (od[k:] == od[:-k])
-                    rank[k:][same] = k
-            del o, oI, oJ, od
-        # runs of consecutive sets none of whose stages starts in the run (J < the run's
-        # first set): their rows of f depend only on earlier runs, so each run is relaxed
-        # in one matrix (for families by size: one run per size)
-        has = np.nonzero(self.set_bounds[1:] > self.set_bounds[:-1])[0]
-        max_back = np.full(n_ideals, -1, dtype=np.int64)
-        if len(has):
-            max_back[has] = np.maximum.reduceat(tb.group_back, self.set_bounds[has])
-        runs, start = [1], 1
-        for I, mb in enumerate(max_back.tolist()):
-            if I > start and mb >= start:
-                runs.append(I)
-                start = I
-        runs.append(max(n_ideals, 1))
-        self.runs = list(zip(runs[:-1], runs[1:]))
+        self.layout = SetLayout(tb, n_ideals, S)
+        self.relaxation = RunRelaxation(tb, self.layout, self.schedule)
         # per set: the work in front of it (all \\ I) and behind it (J = the set)
         self.front_work = tb.front_work_of
         self.back_work = tb.work_of
@@ -328,16 +484,16 @@ class ThresholdDecision:
             lbb_set = np.maximum(1, np.ceil(self.back_work / T * (1 - 1e-9)))
             lbb_set[0] = 0  # nothing behind the empty set
         out = np.zeros(self.n, dtype=self.hi_dtype)
-        for a, b in self.chunks:
+        for a, b in self.layout.chunks:
             gd = tb.group_d[a:b]
             hi = np.minimum(S, gd * row_ymax[tb.group_row[a:b]])
             hi[hi < gd] = 0  # ymax = 0 when no point costs <= T
             mono = tb.group_monotone[a:b]
             # a group with more devices and no larger range than a smaller-t group is useless
-            o = self.by_IJd[a:b] - a
+            o = self.layout.by_IJd[a:b] - a
             h = hi[o]
             m = mono[o]
-            rank = self.dom_rank[a:b]
+            rank = self.layout.dom_rank[a:b]
             dominated = np.zeros(b - a, dtype=bool)
             for k in (1, 2, 3):
                 if b - a > k:
@@ -439,10 +595,10 @@ class ThresholdDecision:
         return self.decide(T, usable=usable)
 
     def _decide_by_set(self, fp, f, hi, use, T, odd, S):
-        """The relaxation of :meth:`decide` (:meth:`_relax_by_set`): row g = f[J][s - d] +
-        t d, cut above the group's usable range. ``odd``: the usable groups with
-        non-monotone rows (by increasing index, so by increasing I), relaxed one by one
-        after their run's matrix."""
+        """The relaxation of :meth:`decide` (:meth:`RunRelaxation.relax`): row g =
+        f[J][s - d] + t d, cut above the group's usable range. ``odd``: the usable groups
+        with non-monotone rows (by increasing index, so by increasing I), relaxed one by
+        one after their run's matrix."""
         tb = self.tb
         s_all = np.arange(S + 1)
 
@@ -452,67 +608,9 @@ class ThresholdDecision:
                 vals[s_all[None, :W] > hk[:, None]] = DEVICES_INF
             return vals
 
-        self._relax_by_set(
+        self.relaxation.relax(
             fp, f, hi, use, S, row_values, odd, lambda g: self._relax_runs(f, g, T, S)
         )
-
-    def _relax_by_set(self, fp, f, hi, use, S, row_values, odd=(), relax_odd=None):
-        """Relax f, a run of sets at a time (:attr:`runs`: sets whose stages start before
-        the run): all groups ``use`` of the run in one matrix per width class (rows:
-        groups, by increasing I; columns: s up to the group's largest usable s ``hi``; in
-        pieces of at most :data:`DECIDE_ELEMENTS`); a group's row starts as f[J][s - d]
-        (sec. 11's rule: f[J][d floor(s / d) - d], :meth:`_sources`), read from the padded
-        table ``fp`` (f its right half, the left half what stands for "no plan"), and
-        ``row_values(vals, groups, hi, W)`` makes it the group's values; each set's column
-        minimum over its rows goes to f[I]. ``odd``: groups (by increasing index) given to
-        ``relax_odd`` one by one after their run. Under sec. 11's rule each run's rows
-        become their running minima before a later run reads them."""
-        tb = self.tb
-        bounds = self.set_bounds
-        odd_pos = 0
-        # window of f's padded row J starting at S + 1 - d: f[J][s - d], "no plan" for s < d
-        win = np.lib.stride_tricks.sliding_window_view(fp, S + 1, axis=1)
-        for ra, rb in self.runs:
-            a, b = bounds[ra], bounds[rb]
-            g = a + np.nonzero(use[a:b])[0]
-            pieces = (
-                []
-                if not len(g)
-                else [(g, hi[g])]
-                if rb - ra == 1
-                else self._width_classes(g, hi[g])
-            )
-            for gc, hc in pieces:
-                step = max(1, DECIDE_ELEMENTS // (int(hc.max()) + 1))
-                for k in range(0, len(gc), step):
-                    gk, hk = gc[k : k + step], hc[k : k + step]
-                    W = int(hk.max()) + 1
-                    vals = row_values(self._sources(fp, win, gk, W, S), gk, hk, W)
-                    Ik = tb.group_set[gk]
-                    if Ik[0] == Ik[-1]:  # one set: a plain column minimum
-                        dst = f[int(Ik[0]), :W]
-                        np.minimum(dst, vals.min(axis=0), out=dst)
-                        continue
-                    first = run_starts(Ik)
-                    rows = Ik[first]
-                    f[rows, :W] = np.minimum(f[rows, :W], np.minimum.reduceat(vals, first, axis=0))
-            while odd_pos < len(odd) and odd[odd_pos] < b:
-                relax_odd(int(odd[odd_pos]))
-                odd_pos += 1
-            if self.schedule:
-                np.minimum.accumulate(f[ra:rb], axis=1, out=f[ra:rb])
-
-    def _sources(self, fp, win, gk, W: int, S: int):
-        """Per group of ``gk``, the row of J that its columns s = 0..W - 1 read: f[J][s - d]
-        (one window of ``fp``), or f[J][d floor(s / d) - d] under sec. 11's rule (a
-        gather); "no plan" where the column read is below 0."""
-        tb = self.tb
-        d = tb.group_d[gk]
-        if not self.schedule:
-            return win[tb.group_back[gk], S + 1 - d, :W]
-        d = d.astype(np.int64)[:, None]
-        s = np.arange(W)[None, :]
-        return fp[tb.group_back[gk].astype(np.int64)[:, None], S + 1 - d + s - s % d]
 
     def least_bottleneck(self, max_elements: int = BOTTLENECK_ELEMENTS) -> float:
         """A lower bound on the least threshold at which a plan fits: the least largest
@@ -556,28 +654,8 @@ class ThresholdDecision:
             np.maximum(vals, cost_profile(tb, gk, W, row_low, row_top), out=vals)
             return vals
 
-        self._relax_by_set(fp, f, top, top > 0, S, row_values)
+        self.relaxation.relax(fp, f, top, top > 0, S, row_values)
         return float(f[-1].min())
-
-    def _width_classes(self, g, gh):
-        """The usable groups ``g`` of a run (by increasing I; ``gh`` their usable s) in
-        pieces (groups, their s): the small sets by width class (W = a set's largest
-        usable s + 1, rounded up to a power of two), so no set is padded to more than
-        twice its own width; each large set (groups x W >= SET_ELEMENTS) alone, unpadded.
-        Each piece keeps its sets' order."""
-        gI = self.tb.group_set[g]
-        starts = run_starts(gI)
-        width = np.maximum.reduceat(gh, starts) + 1
-        count = np.diff(np.append(starts, len(g)))
-        cls = np.ceil(np.log2(width)).astype(np.int64)
-        large = count * width >= SET_ELEMENTS
-        cls[large] = 64 + np.arange(int(large.sum()))
-        cls = np.repeat(cls, count)
-        if (cls[1:] < cls[:-1]).any():
-            order = np.argsort(cls, kind="stable")
-            g, gh, cls = g[order], gh[order], cls[order]
-        cuts = run_starts(cls).tolist() + [len(g)]
-        return [(g[x:y], gh[x:y]) for x, y in zip(cuts[:-1], cuts[1:])]
 
     def _runs(self, g, T, S):
         """The ranges [lo, hi] of s <= S over which a non-monotone group g is usable at T."""
@@ -630,7 +708,7 @@ class ThresholdDecision:
         if T_last != T or S_last != S:
             hi = self._capped(self._usable(T), S)
         tb = self.tb
-        bounds = self.set_bounds
+        bounds = self.layout.set_bounds
         large = self.S + 1 > self.small_s
         s = self.plan_start(f)
         Ik = self.nI - 1
