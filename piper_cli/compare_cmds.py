@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
+from typer.core import TyperCommand
 
 from piper_cli.common import (
     INPUT_PANEL,
@@ -77,8 +78,8 @@ MethodsOpt = Annotated[
         METHOD_PANEL,
         "--methods",
         metavar="LIST",
-        help="Also: scip, greedy.",
-        show_default=True,
+        help="{methods}",
+        show_default=False,
     ),
 ]
 TimeLimitOpt = time_limit_option("Per method, wall s (path: CPU s; default 60).")
@@ -116,6 +117,23 @@ OutFolderOpt = Annotated[
 WorkersOpt = Annotated[
     int, option(RESULTS_PANEL, "--workers", min=1, metavar="N", help="Worker processes.")
 ]
+
+
+class _MethodsHelp(TyperCommand):
+    """verify's and campaign's command: the help of --methods names the default methods and
+    the registry's others (:data:`compare.crosscheck.methods.METHODS`, the one list), loaded
+    only when the help is shown (``piper-ilp --help`` loads no project module)."""
+
+    def format_help(self, ctx, formatter) -> None:
+        from compare.crosscheck.methods import METHODS
+
+        for param in self.params:
+            if isinstance(param.help, str) and "{methods}" in param.help:
+                default = [name.strip() for name in str(param.default).split(",")]
+                others = ", ".join(name for name in METHODS if name not in default)
+                text = f"Default: {', '.join(default)}; also: {others}."
+                param.help = param.help.replace("{methods}", text)
+        super().format_help(ctx, formatter)
 
 
 def resolve_scheduler(text: str | None) -> str | None:
@@ -469,7 +487,7 @@ def _uniformity_line(u: dict) -> str:
 def register(app: typer.Typer) -> None:
     """Add ``verify``, ``random`` and ``campaign`` to the typer app."""
 
-    @app.command("verify")
+    @app.command("verify", cls=_MethodsHelp)
     @cli_errors
     @with_groups
     def verify_command(
@@ -668,7 +686,7 @@ def register(app: typer.Typer) -> None:
                 markup=False,
             )
 
-    @app.command("campaign")
+    @app.command("campaign", cls=_MethodsHelp)
     @cli_errors
     @with_groups
     def campaign_command(

@@ -115,3 +115,42 @@ def test_sweep_help_lists_every_variant_from_the_registry():
     for name, what in VARIANT_HELP.items():
         assert f"{name} ({what})" in text, (name, text)
         assert sweep_points([1], [1.0], [1], [1.0], [name])[0].variant == name
+
+
+def _option_help(lines: list[str], option: str) -> str:
+    """The help column of ``option``'s row in a panel, its wrapped lines joined (up to the
+    next option)."""
+    out, inside = [], False
+    for line in lines:
+        row = line.strip("│ ").split()
+        if row and row[0].startswith("-"):
+            inside = row[0] == option
+        if inside and line.startswith("│"):
+            out.append(line.strip("│").strip())
+    return " ".join(" ".join(out).split())
+
+
+@pytest.mark.parametrize("command", ["verify", "campaign"])
+def test_methods_help_names_every_registry_method_beyond_the_default(command):
+    # the registry is the one list: a hand-written "Also: scip, greedy." left out columns,
+    # 2bw and pipedream
+    from compare.crosscheck.methods import METHODS
+
+    text = _option_help(_help(command), "--methods")
+    m = re.search(r"Default: ([^;]+); also: ([^.]+)\.", text)
+    assert m is not None, text
+    default, also = (part.split(", ") for part in m.groups())
+    assert sorted(default + also) == sorted(METHODS), (default, also)
+    assert "…" not in text  # nothing cut off
+
+
+def test_solve_method_help_names_every_registry_method():
+    # solve --help loads no project module (test_startup), so its list is written out;
+    # this keeps it the registry's: exact methods first, then the heuristics
+    from compare.crosscheck.methods import METHODS
+
+    text = _option_help(_help("solve"), "--method")
+    listed = text.split(None, 2)[2]  # after "--method NAME"
+    proving, heuristic = (part.split(", ") for part in listed.split(".")[0].split("; "))
+    assert proving == [n for n, m in METHODS.items() if m.proves], text
+    assert heuristic == [n for n, m in METHODS.items() if not m.proves], text
