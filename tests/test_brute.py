@@ -472,3 +472,24 @@ def test_hostile_instances_in_every_mode_get_a_verdict_with_brute_inside_its_gua
                 )
                 seen[brute.solution.status.value] += 1
     assert min(seen.values()) >= 3, seen
+
+
+@pytest.mark.parametrize(
+    "mode, instead",
+    [
+        # path covers the sequential throughput modes, columns graph pipelining (docs/milp.md)
+        (Mode(), {"dp", "cpsat", "cbc", "scip", "path"}),
+        (Mode("graph"), {"dp", "cpsat", "cbc", "scip", "columns"}),
+    ],
+)
+def test_brute_refusals_name_the_registrys_other_exact_methods_for_the_mode(mode, instead):
+    from compare.crosscheck.methods import METHODS
+
+    assert instead <= set(METHODS)
+    wide = random_instance("chain", 30, seed=1, memory="loose", K=4, N=4)  # nodes
+    many = random_instance("chain", 8, seed=1, memory="loose", K=256, N=256)  # steps
+    for inst in (wide, many):
+        with pytest.raises(SizeLimitError) as exc:
+            run_method(inst, "brute", mode=mode)
+        named = str(exc.value).rsplit("; use ", 1)[1].replace(" or ", ", ").split(", ")
+        assert set(named) == instead, str(exc.value)

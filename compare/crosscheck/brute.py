@@ -473,7 +473,7 @@ def solve_brute(
     if not force and len(instance.nodes) > max_nodes:
         raise SizeLimitError(
             f"{instance.source}: the exhaustive solver handles at most {max_nodes} nodes, "
-            f"this instance has {len(instance.nodes)}; use another method (dp, cpsat or cbc)"
+            f"this instance has {len(instance.nodes)}"
         )
     oracle = _Oracle(restrictions.apply(instance), restrictions, mode, end)
     work = None
@@ -484,7 +484,7 @@ def solve_brute(
                 raise SizeLimitError(
                     f"{instance.source}: the exhaustive solver takes at most {MAX_WORK:,} steps "
                     "(ordered partitions x (t, d) choices x option tuples), this instance needs "
-                    f"more in mode {mode.label}; use another method (dp, cpsat or cbc)"
+                    f"more in mode {mode.label}"
                 )
         best, stopped = _search(oracle)
     except _TimeUp:  # in the guard's option tables

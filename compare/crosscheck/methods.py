@@ -315,9 +315,15 @@ def _solve_brute(
     force: bool = False,
     time_limit: float | None = None,
 ) -> Solution:
+    """Exhaustive search (:func:`compare.crosscheck.brute.solve_brute`); its size refusal
+    names the registry's other exact methods for the mode (:func:`_others`)."""
     from compare.crosscheck.brute import solve_brute
+    from piper_ilp.errors import SizeLimitError
 
-    return solve_brute(instance, restrictions, force=force, mode=mode, time_limit=time_limit)
+    try:
+        return solve_brute(instance, restrictions, force=force, mode=mode, time_limit=time_limit)
+    except SizeLimitError as exc:
+        raise SizeLimitError(f"{exc}; use {_others('brute', mode, restrictions)}") from None
 
 
 def _solve_2bw(instance: Instance, restrictions: Restrictions) -> Solution:
