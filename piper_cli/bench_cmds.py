@@ -318,6 +318,18 @@ def _no_dp_options(ctx: typer.Context) -> None:
         )
 
 
+def _threads_text(backends, threads: int) -> str:
+    """The threads each backend runs with: ``threads`` for CP-SAT and CBC, SCIP's own
+    (:data:`piper_ilp.milp.scip.THREADS`) whatever was asked."""
+    from piper_ilp.milp.scip import THREADS as SCIP_THREADS
+
+    runs = {b: SCIP_THREADS if b == "scip" else threads for b in backends}
+    if len(set(runs.values())) == 1:
+        n = next(iter(runs.values()))
+        return f"{n} thread{'s' if n != 1 else ''}"
+    return "threads " + ", ".join(f"{b} {n}" for b, n in runs.items())
+
+
 def _memory(text: str) -> str | float:
     """``--memory`` of ``bench milp``: tight, loose, or a fraction in [0, 1]."""
     from piper_ilp.errors import InputError
@@ -454,8 +466,8 @@ def _register_suites(bench: typer.Typer) -> None:
         machine = f"{platform.node()} ({platform.processor() or platform.machine()})"
         stdout.print(
             f"MILP benchmark: sizes {size_list}, {seeds} seeds, memory {memory}, bert K "
-            f"{bert_ks}, limit {limit:g} s, {'DP hint, ' if hint_from_dp else ''}{threads} "
-            f"threads, {machine}",
+            f"{bert_ks}, limit {limit:g} s, {'DP hint, ' if hint_from_dp else ''}"
+            f"{_threads_text(chosen, threads)}, {machine}",
             markup=False,
         )
         t0 = time.perf_counter()

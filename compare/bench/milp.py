@@ -14,8 +14,10 @@ Run it with ``piper-ilp bench milp``::
     piper-ilp bench milp --json out.json
     piper-ilp bench milp --hint-from-dp --backends cpsat   # the DP's plan as hint and cutoff
 
-Runs are sequential (one solver at a time, ``--threads`` each, default 2), so the
-numbers are wall-clock times (and CPU times) on the machine it runs on.
+Runs are sequential (one solver at a time, ``--threads`` each for CP-SAT and CBC, default
+2; SCIP always runs 1: :data:`piper_ilp.milp.scip.THREADS`), so the numbers are wall-clock
+times (and CPU times) on the machine it runs on; each run and row shows the threads the
+solver reported.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ def _run_one(inst: Instance, backend: str, time_limit: float, threads: int, hint
         "variables": sol.info["variables"],
         "constraints": sol.info["constraints"],
         "scaling_error": sol.info.get("scaling_error"),
+        "threads": sol.info.get("threads"),  # what ran (SCIP: 1, whatever was asked)
     }
 
 
@@ -111,8 +114,8 @@ def run(
             records.append(rec)
             log(
                 f"  {group:<18} {inst.source:<32} {backend:<5} {rec['status']:<10} "
-                f"{rec.get('seconds', 0):7.2f} s ({rec.get('cpu_seconds', 0):7.2f} CPU s)  vars "
-                f"{size['variables']:>6}  "
+                f"{rec.get('seconds', 0):7.2f} s ({rec.get('cpu_seconds', 0):7.2f} CPU s)  "
+                f"{_threads([rec])} thr  vars {size['variables']:>6}  "
                 + (
                     f"gap {rec['gap']:.2%}"
                     if rec.get("gap") is not None and rec["status"] == "feasible"
@@ -120,6 +123,13 @@ def run(
                 )
             )
     return records
+
+
+def _threads(records) -> str:
+    """The solver threads the runs used, as reported by each solve ("2", "1, 2"; "-" for
+    refused runs)."""
+    used = sorted({r["threads"] for r in records if r.get("threads") is not None})
+    return ", ".join(str(t) for t in used) or "-"
 
 
 def _median(xs):
@@ -134,10 +144,10 @@ def table(records, time_limit) -> str:
         if key not in groups:
             groups.append(key)
     lines = [
-        "| instances | backend | runs | variables (median) | constraints (median) | proved "
-        "optimal | median s to optimality (CPU s) | max s | proved infeasible | not proved in "
-        f"{time_limit:g} s | gap at limit (median, max) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| instances | backend | threads | runs | variables (median) | constraints (median) "
+        "| proved optimal | median s to optimality (CPU s) | max s | proved infeasible "
+        f"| not proved in {time_limit:g} s | gap at limit (median, max) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for group, backend in groups:
         rs = [r for r in records if r["group"] == group and r["backend"] == backend]
@@ -155,7 +165,8 @@ def table(records, time_limit) -> str:
                 gap_txt += (", " if gaps else "") + f"{no_plan} without a plan"
         med = _median(times)
         lines.append(
-            f"| {group} | {backend} | {len(rs)} | {_median([r['variables'] for r in rs]):.0f} "
+            f"| {group} | {backend} | {_threads(rs)} | {len(rs)} "
+            f"| {_median([r['variables'] for r in rs]):.0f} "
             f"| {_median([r['constraints'] for r in rs]):.0f} | {opt} "
             f"| {'-' if med is None else f'{med:.2f} ({_median(cpus):.2f})'} | "
             f"{'-' if not times else f'{max(times):.2f}'} "
