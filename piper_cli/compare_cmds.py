@@ -364,7 +364,8 @@ def verdict_table(verdict, detail: bool = False) -> Table:
         ]
         if detail:
             row += [str(plan.devices) if plan else "-", str(plan.sum_d) if plan else "-"]
-        row.append(human_seconds(r.seconds))
+        # a skip solved nothing: its seconds are the guard's and the imports' (wall, noise)
+        row.append("-" if r.skipped is not None else human_seconds(r.seconds))
         if detail:
             row.append(_note(verdict, name, r, detail=True))
         table.add_row(*row)
