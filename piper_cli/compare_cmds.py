@@ -722,6 +722,7 @@ def register(app: typer.Typer) -> None:
         methods: MethodsOpt = "dp,path,cpsat,cbc,brute",
         time_limit: TimeLimitOpt = 60.0,
         threads: ThreadsOpt = None,
+        force: ForceOpt = False,
         shrink: Annotated[
             bool,
             option(METHOD_PANEL, "--shrink/--no-shrink", help="Shrink mismatches (on)."),
@@ -748,7 +749,7 @@ def register(app: typer.Typer) -> None:
             option(
                 METHOD_PANEL,
                 "--greedy-gap/--no-greedy-gap",
-                help="Also run Piper's greedy rule per instance, for the summary's gap (off).",
+                help="Piper's greedy rule too, for the summary's gap (off).",
             ),
         ] = False,
         json_out: JsonOpt = False,
@@ -811,6 +812,7 @@ def register(app: typer.Typer) -> None:
                 modes=mode_list,
                 uniform=uniform,
                 greedy_gap=greedy_gap,
+                force=force,
                 note=lambda text: stderr.print(f"piper-ilp: note: {text}", markup=False),
             )
         except CampaignInterrupted as exc:

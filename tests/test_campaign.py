@@ -21,6 +21,7 @@ from compare.experiments.campaign import (
     CampaignInterrupted,
     make_specs,
     read_results,
+    replay_command,
     run_campaign,
     spec_instance,
     summarize,
@@ -29,6 +30,7 @@ from compare.experiments.campaign import (
 from piper_cli import app
 from piper_ilp.errors import InputError
 from piper_ilp.instance import load_instance
+from piper_ilp.mode import DEFAULT_MODE
 from piper_ilp.solution import Restrictions
 
 # ---- deliberately wrong solvers (module level, so that worker processes can load them) ----
@@ -428,3 +430,20 @@ def test_campaign_greedy_gap_runs_only_when_asked(tmp_path):
         )
         assert result.exit_code == 0, result.output
         assert line in result.output, result.output
+
+
+def test_campaign_force_runs_the_methods_past_their_size_guards(tmp_path):
+    # brute refuses graphs above 8 nodes unless forced, as in verify --force
+    kwargs = dict(families=("chain",), nodes=(9, 9), methods=("dp", "brute"), workers=1)
+    run_campaign(tmp_path / "plain", 2, 1, progress=False, **kwargs)
+    assert [r["statuses"]["brute"] for r in read_results(tmp_path / "plain")] == ["skipped"] * 2
+    with pytest.raises(InputError, match="force"):  # resume with the other setting
+        run_campaign(tmp_path / "plain", 2, 1, resume=True, force=True, **kwargs)
+    args = ["campaign", "--count", "2", "--seed", "1", "--families", "chain", "--nodes", "9-9"]
+    args += ["--methods", "dp,brute", "--no-progress", "--force", "--out", str(tmp_path / "f")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    records = read_results(tmp_path / "f")
+    assert [(r["statuses"]["brute"], r["verdict"]) for r in records] == [("optimal", "match")] * 2
+    assert "--force" in replay_command(["dp"], {}, DEFAULT_MODE, force=True)
+    assert "--force" not in replay_command(["dp"], {}, DEFAULT_MODE)

@@ -361,10 +361,11 @@ def replay_command(
     threads: int | None = None,
     external_timeout: float | None = None,
     uniform: bool = False,
+    force: bool = False,
 ) -> str:
     """The ``piper-ilp verify FILE ...`` line that checks a counterexample with the methods
     and options of the campaign that found it (shell-quoted; ``--uniform`` for a uniform
-    campaign).
+    campaign, ``--force`` for one run past the size guards).
 
     Examples
     --------
@@ -389,6 +390,8 @@ def replay_command(
             words += [f"--{k.replace('_', '-')}", str(value)]
     if uniform:
         words.append("--uniform")
+    if force:
+        words.append("--force")
     return " ".join(shlex.quote(w) for w in words)
 
 
@@ -430,6 +433,7 @@ def _shrunk(
             threads=check["settings"].threads,
             external_timeout=check["external_timeout"],
             uniform=check["restrictions"].uniform,
+            force=bool(check["settings"].options.get("force")),
         ),
         "spec": spec.to_dict(),
         "original": {"nodes": len(inst.nodes), "edges": len(inst.edges), "problems": v.problems},
@@ -646,6 +650,7 @@ def run_campaign(
     note: Callable[[str], None] | None = None,
     uniform: bool = False,
     greedy_gap: bool = False,
+    force: bool = False,
 ) -> dict:
     """Run a campaign into the folder ``out``; returns the summary (also written to
     ``out/summary.json``).
@@ -703,6 +708,10 @@ def run_campaign(
         summary's greedy-gap statistics. Off by default: it is not one of ``methods`` and,
         on small DAGs, costs several times the DP's CPU; the summary then says the gap was
         not measured. Recorded in the parameters.
+    force : bool
+        Run the methods that have a size guard (the DP, the MILP backends, path, columns,
+        brute) past it, as ``verify --force`` does (:func:`verify_instance`); recorded in
+        the parameters.
 
     Raises
     ------
@@ -721,7 +730,8 @@ def run_campaign(
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     if workers < 1:
         raise InputError(f"--workers must be >= 1, got {workers}")
-    settings = Settings(time_limit=time_limit, threads=threads)  # checked once, here
+    # checked once, here
+    settings = Settings(time_limit=time_limit, threads=threads, options={"force": force})
     modes = tuple(modes) or (DEFAULT_MODE,)
     if len(set(modes)) != len(modes):
         raise InputError("--modes: a mode is given twice")
@@ -743,6 +753,7 @@ def run_campaign(
         "modes": [m.label for m in modes],
         "uniform": uniform,
         "greedy_gap": greedy_gap,
+        "force": force,
     }
     fn = functools.partial(
         run_spec,
@@ -791,7 +802,13 @@ def run_campaign(
             on_record=after,
             # a folder from before --modes ran the default mode, before --uniform the free problem
             # (and before --greedy-gap was opt-in, the greedy rule ran on every instance)
-            defaults={"modes": [DEFAULT_MODE.label], "uniform": False, "greedy_gap": True},
+            # (and before --force, no method ran past its size guard)
+            defaults={
+                "modes": [DEFAULT_MODE.label],
+                "uniform": False,
+                "greedy_gap": True,
+                "force": False,
+            },
             note=note,
             # instance i is a function of (seed, i): a larger count keeps the first ones
             grows={"count": extends_count},
