@@ -426,7 +426,7 @@ def test_bench_milp_runs_the_backends_on_random_dags(tmp_path):
         "--backends", "cbc", "--json", str(out),
     )  # fmt: skip
     assert r.exit_code == 0, r.output
-    assert "| random n=4 | cbc | 1 |" in r.output
+    assert "| random n=4 | cbc | 2 | 1 |" in r.output  # threads 2 (the default), 1 run
     (rec,) = json.loads(out.read_text())["records"]
     inst = random_instance(FAMILIES[0], 4, 0, memory=0.6)
     best = solve_dp(inst)
