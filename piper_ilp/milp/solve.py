@@ -121,7 +121,8 @@ def solve_milp(
     strong : bool, optional
         Add the valid strengthening rows boundary[i] and work (docs/milp.md,
         "Strengthening"); default (None): on for CP-SAT (they prove bert32a100 K = 8 and 16),
-        off for CBC and SCIP (SCIP's presolve gave a wrong proof with them on).
+        off for CBC (not tried) and SCIP (right with them at its one thread, but slower with
+        no gain measured; with 2 threads its presolve gave a wrong proof: docs/benchmarks.md).
         ``info["strong_rows"]`` records it.
     throughput_floor : bool, optional
         Under the batch time: solve the throughput objective of the same mode first, on
