@@ -348,12 +348,15 @@ def solve_modes(
     them is within the cutoff by a relaxed TPS (least edge bytes, a Lagrangian bound on the
     option choice at the least y the stage can hold): a label of I on k devices with
     k + D(I) > K is dropped, and a pair (I, J) only tries the (t, d) at which its stage's
-    relaxed TPS is within the cutoff. The upper bound is first a guess, 1.02 then 1.05
-    times a lower bound on every plan's value (the larger of W / K, times N - 1 for batch
-    time, and the least cutoff at which the whole graph's D is at most K): every plan of
-    value at most the guess survives the pruning, so a run that ends with a plan has the
-    optimum, and one that ends with none proves the optimum above the guess; then
-    :func:`_upper_bound`'s plans of easier problems. Exact either way.
+    relaxed TPS is within the cutoff. The upper bound is first a guess, 1.02 times W / K
+    (times N - 1 for batch time) without the front bound, then 1.02, 1.05, 1.1, 1.15, 1.25
+    and 1.4 times a lower bound on every plan's value (the larger of W / K, times N - 1
+    for batch time, and the least cutoff at which the whole graph's D is at most K; a guess
+    at most one already run with no plan is skipped): every plan of value at most the guess
+    survives the pruning, so a run that ends with a plan has the optimum, and one that ends
+    with none proves the optimum above the guess; then :func:`_upper_bound`'s plans of
+    easier problems. Exact either way. The runs share their knapsacks, the (set, subset)
+    pairs (:class:`dp.label_pairs.SubsetPairs`) and the front bound's tables.
 
     Measured numbers (labels, CPU seconds on fork-join graphs) are in docs/architecture.md,
     the GraphPipe-like models in docs/benchmarks.md.
