@@ -253,6 +253,7 @@ def front_devices(
     d_values: Sequence[int],
     gpipe: bool,
     flush: bool,
+    subsets=None,
 ) -> FrontDevices | None:
     """:class:`FrontDevices` over the DP's sets ``ideals``, or None
     when the graph has more than :data:`MAX_NODES` nodes or the pairs of sets number more
@@ -262,7 +263,9 @@ def front_devices(
     of each are :func:`dp.symmetry.sub_ideal_states` (one per orbit of its stabiliser),
     ``key_of(I, states)`` giving the index of a subset's canonical set; an image of every
     pair of sets is among them, and D is the same on a set's whole orbit (the instance is
-    the same after swapping branches)."""
+    the same after swapping branches). ``subsets(j)``, when given, lists the same subsets
+    of set j (bitmask, index) in the same order (:class:`dp.label_pairs.SubsetPairs`, which
+    the DP walks too), instead of finding them here."""
     n = len(inst.nodes)
     if n > MAX_NODES or not ideals:
         return None
@@ -270,7 +273,13 @@ def front_devices(
         full = list(ideals).index((1 << n) - 1)
     except ValueError:
         return None
-    if br is not None:
+    if subsets is not None:
+        rows = []
+        for j, J in enumerate(ideals):
+            rows.extend((J, j, I, i) for I, i in subsets(j))
+            if len(rows) > MAX_PAIRS:
+                return None
+    elif br is not None:
         rows = []
         for j, J in enumerate(ideals):
             for I, st in sub_ideal_states(br, J, pred):

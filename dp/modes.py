@@ -19,9 +19,10 @@ from dp.knapsack import exact_choice, monotone_runs, stage_items
 from dp.label_bounds import MaskSums, front_tps, node_work, rest_work
 from dp.label_front import front_devices
 from dp.label_orbits import canonical_rows, column_runs, frame_columns
+from dp.label_pairs import SubsetPairs
 from dp.option_choice import OptionChoices
 from dp.stage_geometry import bits
-from dp.symmetry import Branches, canonical_ideals, find_branches, sub_ideal_states
+from dp.symmetry import Branches, canonical_ideals, find_branches
 from dp.threshold_dp import solve_threshold_dp
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
@@ -54,7 +55,12 @@ _PRUNE_MARGIN = 1 + 1e-12
 #: (:func:`_least_value` or the front bound's, :func:`_relaxed_least`), that the DP tries
 #: before the plans of easier problems: pruned at a guess, the DP finds the optimum whenever
 #: it is at most the guess (else no plan, and the next guess or the real bound follows).
-_GUESSES = (1.02, 1.05)
+#: The first is tried twice: without the front bound (quick where memory does not bind: the
+#: bound's tables cost more than that run), then with it. The easier problems' plans can
+#: cost far more than a run at a guess (towers 4x8 at M = 8 GiB: the threshold DP of 6,563
+#: sets, past 60 CPU s, where the runs at 1.02-1.15 take 5-12 s each), so the guesses go on
+#: to 1.4 times the lower bound.
+_GUESSES = (1.02, 1.05, 1.1, 1.15, 1.25, 1.4)
 
 #: Device counts and microbatch counts are compared as float64 in the dominance test.
 _EXACT_INT = 2**53
@@ -342,12 +348,15 @@ def solve_modes(
     them is within the cutoff by a relaxed TPS (least edge bytes, a Lagrangian bound on the
     option choice at the least y the stage can hold): a label of I on k devices with
     k + D(I) > K is dropped, and a pair (I, J) only tries the (t, d) at which its stage's
-    relaxed TPS is within the cutoff. The upper bound is first a guess, 1.02 then 1.05
-    times a lower bound on every plan's value (the larger of W / K, times N - 1 for batch
-    time, and the least cutoff at which the whole graph's D is at most K): every plan of
-    value at most the guess survives the pruning, so a run that ends with a plan has the
-    optimum, and one that ends with none proves the optimum above the guess; then
-    :func:`_upper_bound`'s plans of easier problems. Exact either way.
+    relaxed TPS is within the cutoff. The upper bound is first a guess, 1.02 times W / K
+    (times N - 1 for batch time) without the front bound, then 1.02, 1.05, 1.1, 1.15, 1.25
+    and 1.4 times a lower bound on every plan's value (the larger of W / K, times N - 1
+    for batch time, and the least cutoff at which the whole graph's D is at most K; a guess
+    at most one already run with no plan is skipped): every plan of value at most the guess
+    survives the pruning, so a run that ends with a plan has the optimum, and one that ends
+    with none proves the optimum above the guess; then :func:`_upper_bound`'s plans of
+    easier problems. Exact either way. The runs share their knapsacks, the (set, subset)
+    pairs (:class:`dp.label_pairs.SubsetPairs`) and the front bound's tables.
 
     Measured numbers (labels, CPU seconds on fork-join graphs) are in docs/architecture.md,
     the GraphPipe-like models in docs/benchmarks.md.
@@ -377,9 +386,23 @@ def solve_modes(
         # stopped a first guess that proves the optimum (test_dp_time_limit)
         left = None if deadline is None else deadline.remaining()
         guessing = {**kwargs, "deadline": None if left is None else Deadline(left)}
-        for factor in _GUESSES if lower > 0 else ():
-            sol = _solve(instance, restrictions, mode, **guessing, guess=factor, costs=costs)
+        runs = [(_GUESSES[0], False)] + [(f, True) for f in _GUESSES]
+        above = -math.inf  # the largest guess proved below the optimum
+        for factor, front in runs if lower > 0 else ():
+            sol = _solve(
+                instance,
+                restrictions,
+                mode,
+                **guessing,
+                guess=factor,
+                costs=costs,
+                front_bound=front,
+                above=above,
+            )
+            if sol.info.get("skipped"):
+                continue
             tried.append(sol.info["upper_bound"])
+            above = max(above, sol.info["upper_bound"])
             if sol.info.get("stopped"):
                 break  # out of time: the easier problems' plan, if any, is the answer
             if sol.plan is not None or sol.status is not Status.INFEASIBLE:
@@ -415,12 +438,16 @@ def _solve(
     bound: float | None = None,
     guess: float | None = None,
     costs: "_StepCosts | None" = None,
+    front_bound: bool = True,
+    above: float = -math.inf,
 ) -> Solution:
     """:func:`solve_modes` (one run); with ``bound`` an upper bound to prune with instead
     of :func:`_upper_bound`'s (a guess: then no plan means none at most the guess), with
     ``guess`` the bound ``guess`` times :func:`_least_value` or the front bound's least
-    value (:func:`_relaxed_least`), whichever is larger; with ``costs`` the stage costs
-    known from other runs on the same instance."""
+    value (:func:`_relaxed_least`), whichever is larger (only the former, and no front
+    bound, when ``front_bound`` is False); with ``costs`` the stage costs known from other
+    runs on the same instance. A guessed bound at most ``above`` (a guess that a run ended
+    with no plan at) is not run: the result is INFEASIBLE with ``info["skipped"]``."""
     t0 = time.perf_counter()
     if knapsack != "exact":
         raise InputError(
@@ -506,11 +533,14 @@ def _solve(
     # an upper bound from plans of easier problems (exact pruning, see _upper_bound)
     deadline = deadline or Deadline(None)
     if guess is not None:
-        least = max(
-            _least_value(inst, mode),
-            _relaxed_least(inst, ideals, br, succ, pred, d_values, mode, steps),
-        )
+        least = _least_value(inst, mode)
+        if front_bound:
+            least = max(least, _relaxed_least(inst, ideals, br, succ, pred, d_values, mode, steps))
         ub, ub_plan = guess * least, None
+        if ub <= above:
+            # a run at a guess at least this large ended with no plan: so would this one
+            info["skipped"] = True
+            return done(Solution("dp", Status.INFEASIBLE, message="guess skipped", mode=mode))
     elif not prune or bound is not None:
         ub, ub_plan = bound, None
     else:
@@ -523,7 +553,7 @@ def _solve(
     need, pair_ok, pair_bit, pair_start = None, None, {}, None
     fd = (
         None
-        if cutoff == math.inf
+        if cutoff == math.inf or not front_bound
         else _front_devices(inst, ideals, br, succ, pred, d_values, mode, steps)
     )
     if fd is not None:
@@ -595,8 +625,7 @@ def _solve(
     by_size = sorted(range(len(ideals)), key=lambda i: ideals[i].bit_count())
 
     k_least = [0.0] * len(ideals)  # per set, the fewest devices of its labels
-    if br is not None:
-        key_index = {(I & br.core, tuple(br.states(I))): i for i, I in enumerate(ideals)}
+    pairs = _subset_pairs(ideals, br, pred, steps)
 
     def sources(i: int):
         """(J, stored ideal, its labels in J's frame, their label indices there, the
@@ -609,9 +638,7 @@ def _solve(
         # pairs walk them in this order)
         at = None if pair_ok is None else int(pair_start[i])
         if br is None:
-            for j, J in enumerate(ideals):
-                if J == I or J & ~I:
-                    continue
+            for J, j in pairs.of(i):
                 ok = -1 if at is None else int(pair_ok[at])
                 at = None if at is None else at + 1
                 if labels[j] is None or not len(labels[j]):
@@ -620,10 +647,9 @@ def _solve(
                 if td:
                     yield J, j, labels[j].cols, None, None, td
             return
-        for J, st in sub_ideal_states(br, I, pred):
+        for J, j in pairs.of(i):
             ok = -1 if at is None else int(pair_ok[at])
             at = None if at is None else at + 1
-            j = key_index[(J & br.core, br.canonical_states(st))]
             LJ = labels[j]
             if LJ is None or not len(LJ):
                 continue
@@ -821,10 +847,10 @@ def _solve(
     return done(Solution("dp", Status.OPTIMAL, plan=plan, objective=value, bound=value, mode=mode))
 
 
-def _front_devices(inst, ideals, br, succ, pred, d_values, mode, steps):
-    """The :class:`dp.label_front.FrontDevices` of the DP's sets, built once per solve and
-    kept on ``steps``, or None (too many nodes or pairs)."""
-    key = (len(ideals), mode.batch_time, mode.schedule == "gpipe")
+def _subset_pairs(ideals, br, pred, steps) -> SubsetPairs:
+    """The :class:`dp.label_pairs.SubsetPairs` of the DP's sets, made once per solve and
+    kept on ``steps`` (every run walks the same subsets)."""
+    key = ("pairs", len(ideals), br is not None)
     if key not in steps.front:
         key_of = None
         if br is not None:
@@ -833,8 +859,18 @@ def _front_devices(inst, ideals, br, succ, pred, d_values, mode, steps):
             def key_of(J, st):
                 return where[(J & br.core, br.canonical_states(st))]
 
+        steps.front[key] = SubsetPairs(ideals, br, pred, key_of)
+    return steps.front[key]
+
+
+def _front_devices(inst, ideals, br, succ, pred, d_values, mode, steps):
+    """The :class:`dp.label_front.FrontDevices` of the DP's sets, built once per solve and
+    kept on ``steps``, or None (too many nodes or pairs)."""
+    key = (len(ideals), mode.batch_time, mode.schedule == "gpipe")
+    if key not in steps.front:
+        pairs = _subset_pairs(ideals, br, pred, steps)
         steps.front[key] = front_devices(
-            inst, ideals, br, key_of, pred, succ, d_values, key[2], key[1]
+            inst, ideals, br, None, pred, succ, d_values, key[2], key[1], subsets=pairs.of
         )
     return steps.front[key]
 
