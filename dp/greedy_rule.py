@@ -300,6 +300,7 @@ def greedy_rule_rows(
     y: np.ndarray,
     M: float,
     detail: bool = False,
+    l_fits: bool = False,
 ):
     """Piper's rule (sec. 5) for R stages, each at its own y.
 
@@ -314,6 +315,9 @@ def greedy_rule_rows(
     M : float
     detail : bool
         Also return a :class:`RuleDetail`.
+    l_fits : bool
+        The caller knows that L fits in every row (step 2 passes: each row's y is at most
+        :func:`greedy_last_y` of its stage), so the rule does not sum L again.
 
     Returns
     -------
@@ -357,8 +361,10 @@ def greedy_rule_rows(
             sumF[rows_F], 2 * n, M, lambda k: terms(int(rows_F[k]), no_switch)
         )
     # step 2: L = the first option of least memory; its running sum above M: no choice
-    take_L = (mO < mF) | ((mO == mF) & o_first)
-    need = ~takeF & (running_sum(np.where(take_L, mO, mF)) <= M)
+    need = ~takeF
+    if not l_fits:
+        take_L = (mO < mF) | ((mO == mF) & o_first)
+        need &= running_sum(np.where(take_L, mO, mF)) <= M
     if need.any():
         rows = np.nonzero(need)[0]
         mFr, mOr = mF[rows], mO[rows]
@@ -428,7 +434,8 @@ def _walk(r: np.ndarray, order: np.ndarray, sav: np.ndarray, valid: np.ndarray, 
     until the excess (starting at ``excess``, lowered by each switch's saving in turn)
     falls below 1e-9. Returns switched (rows, n)."""
     R, n = order.shape
-    sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
+    flat = order + (np.arange(R) * n)[:, None]  # (order's places in the rows laid flat)
+    sav_sorted = np.where(valid, sav, 0.0).ravel()[flat]
     E = np.empty_like(sav_sorted)
     run = excess
     for k in range(n):
@@ -453,9 +460,9 @@ def _walk(r: np.ndarray, order: np.ndarray, sav: np.ndarray, valid: np.ndarray, 
         np.put_along_axis(sw, order, take_sorted, axis=1)
         return sw
     # the first count nodes of the order: (ratio, position) below those of the next one
-    nxt = np.minimum(count, n - 1)[:, None]
-    thr_r = np.take_along_axis(r, np.take_along_axis(order, nxt, axis=1), axis=1)
-    thr_p = np.take_along_axis(order, nxt, axis=1)
+    rows = np.arange(R)
+    thr_p = order[rows, np.minimum(count, n - 1)][:, None]
+    thr_r = r[rows[:, None], thr_p]
     pos = np.arange(n)[None, :]
     sw = (r < thr_r) | ((r == thr_r) & (pos < thr_p))
     sw[count == n] = True
