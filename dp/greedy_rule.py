@@ -337,8 +337,7 @@ def greedy_rule_rows(
     """
     R, n = aF.shape
     yv = np.asarray(y, dtype=float)[:, None]
-    ayF, ayO = aF * yv, aO * yv
-    mF, mO = ayF + bF, ayO + bO
+    mF = aF * yv + bF
     switched = np.zeros((R, n), dtype=bool)
     feasible = np.zeros(R, dtype=bool)
     none = np.zeros((0, n), dtype=np.int64)
@@ -347,8 +346,12 @@ def greedy_rule_rows(
         feasible[:] = True
         return (switched, feasible, info) if detail else (switched, feasible)
 
-    def terms(r, take_O):
-        return np.where(take_O, ayO[r], ayF[r]).tolist() + np.where(take_O, bO[r], bF[r]).tolist()
+    def terms(r, take_O):  # (a y and b of the choice, for an exact sum near M)
+        ya = float(yv[r, 0])
+        return (
+            np.where(take_O, aO[r] * ya, aF[r] * ya).tolist()
+            + np.where(take_O, bO[r], bF[r]).tolist()
+        )
 
     # step 1: the running sum of m_F against M, as the original decides; a choice taken
     # must also fit exactly (sec. 7)
@@ -360,21 +363,25 @@ def greedy_rule_rows(
         feasible[rows_F] = fits_by_estimate(
             sumF[rows_F], 2 * n, M, lambda k: terms(int(rows_F[k]), no_switch)
         )
+    if takeF.all():
+        return (switched, feasible, info) if detail else (switched, feasible)
     # step 2: L = the first option of least memory; its running sum above M: no choice
-    need = ~takeF
+    # (m_O only where F does not fit)
+    rows = np.nonzero(~takeF)[0]
+    mFr = mF[rows]
+    mOr = aO[rows] * yv[rows] + bO[rows]
     if not l_fits:
-        take_L = (mO < mF) | ((mO == mF) & o_first)
-        need &= running_sum(np.where(take_L, mO, mF)) <= M
-    if need.any():
-        rows = np.nonzero(need)[0]
-        mFr, mOr = mF[rows], mO[rows]
+        take_L = (mOr < mFr) | ((mOr == mFr) & o_first[rows])
+        ok = running_sum(np.where(take_L, mOr, mFr)) <= M
+        rows, mFr, mOr = rows[ok], mFr[ok], mOr[ok]
+    if len(rows):
         sav = mFr - mOr
         valid = sav > GREEDY_EPS
         r = walk_ratios(delta[rows], sav, valid)
         order = np.argsort(r, axis=1, kind="stable")  # (ties by node position)
         sw = _walk(r, order, sav, valid, sumF[rows] - M)
         switched[rows] = sw
-        feasible[rows] = _fits(sw, ayF[rows], bF[rows], ayO[rows], bO[rows], mFr, mOr, M)
+        feasible[rows] = _fits(sw, mFr, mOr, M, lambda k: terms(int(rows[k]), sw[k]))
         info = RuleDetail(rows, order, sav, valid, sumF[rows] - M)
     return (switched, feasible, info) if detail else (switched, feasible)
 
@@ -407,19 +414,20 @@ def choice_fits(
     """
     yv = np.asarray(y, dtype=float)[:, None]
     ayF, ayO = aF * yv, aO * yv
-    return _fits(switched, ayF, bF, ayO, bO, ayF + bF, ayO + bO, M)
-
-
-def _fits(sw, ayF, bF, ayO, bO, mF, mO, M: float) -> np.ndarray:
-    """:func:`choice_fits` with a y and m = a y + b of F and O made."""
-    n = sw.shape[1]
-    est = np.where(sw, mO, mF).sum(axis=1)
 
     def terms(k):
-        t = sw[k]
+        t = switched[k]
         return np.where(t, ayO[k], ayF[k]).tolist() + np.where(t, bO[k], bF[k]).tolist()
 
-    return fits_by_estimate(est, 2 * n, M, terms)
+    return _fits(switched, ayF + bF, ayO + bO, M, terms)
+
+
+def _fits(sw, mF, mO, M: float, terms_of_row) -> np.ndarray:
+    """:func:`choice_fits` with m = a y + b of F and O made: the float sum of each row's
+    choice decides away from M, ``terms_of_row(k)`` (row k's a y and b terms) near it
+    (:func:`dp.memory.fits_by_estimate`)."""
+    est = np.where(sw, mO, mF).sum(axis=1)
+    return fits_by_estimate(est, 2 * sw.shape[1], M, terms_of_row)
 
 
 def walk_ratios(delta: np.ndarray, sav: np.ndarray, valid: np.ndarray) -> np.ndarray:
