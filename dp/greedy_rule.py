@@ -301,6 +301,7 @@ def greedy_rule_rows(
     M: float,
     detail: bool = False,
     l_fits: bool = False,
+    stage_of: np.ndarray | None = None,
 ):
     """Piper's rule (sec. 5) for R stages, each at its own y.
 
@@ -309,7 +310,8 @@ def greedy_rule_rows(
     delta, aF, bF, aO, bO, o_first : (R, n) arrays
         Per row (a stage) and node (columns in input order; trailing columns with delta =
         a = b = 0 are padding): c_O - c_F (:class:`NodeRows`), the memory slope and
-        constant of F and O, and whether O precedes F in the option list.
+        constant of F and O, and whether O precedes F in the option list. With
+        ``stage_of``: (G, n) arrays, one row per stage.
     y : (R,) array of int
         Each row's microbatches in flight.
     M : float
@@ -318,6 +320,9 @@ def greedy_rule_rows(
     l_fits : bool
         The caller knows that L fits in every row (step 2 passes: each row's y is at most
         :func:`greedy_last_y` of its stage), so the rule does not sum L again.
+    stage_of : (R,) array of int, optional
+        Row k is stage ``stage_of[k]`` (of the (G, n) columns) at ``y[k]``: each column
+        is read only for the rows that need it.
 
     Returns
     -------
@@ -335,9 +340,10 @@ def greedy_rule_rows(
     with the same memory columns and an order that :func:`same_order` accepts has the same
     outcome.
     """
-    R, n = aF.shape
     yv = np.asarray(y, dtype=float)[:, None]
-    mF = aF * yv + bF
+    R, n = len(yv), aF.shape[1]
+    at = np.arange(R) if stage_of is None else stage_of  # (each row's stage)
+    mF = (aF * yv + bF) if stage_of is None else (aF[at] * yv + bF[at])
     switched = np.zeros((R, n), dtype=bool)
     feasible = np.zeros(R, dtype=bool)
     none = np.zeros((0, n), dtype=np.int64)
@@ -347,10 +353,10 @@ def greedy_rule_rows(
         return (switched, feasible, info) if detail else (switched, feasible)
 
     def terms(r, take_O):  # (a y and b of the choice, for an exact sum near M)
-        ya = float(yv[r, 0])
+        ya, g = float(yv[r, 0]), at[r]
         return (
-            np.where(take_O, aO[r] * ya, aF[r] * ya).tolist()
-            + np.where(take_O, bO[r], bF[r]).tolist()
+            np.where(take_O, aO[g] * ya, aF[g] * ya).tolist()
+            + np.where(take_O, bO[g], bF[g]).tolist()
         )
 
     # step 1: the running sum of m_F against M, as the original decides; a choice taken
@@ -369,15 +375,15 @@ def greedy_rule_rows(
     # (m_O only where F does not fit)
     rows = np.nonzero(~takeF)[0]
     mFr = mF[rows]
-    mOr = aO[rows] * yv[rows] + bO[rows]
+    mOr = aO[at[rows]] * yv[rows] + bO[at[rows]]
     if not l_fits:
-        take_L = (mOr < mFr) | ((mOr == mFr) & o_first[rows])
+        take_L = (mOr < mFr) | ((mOr == mFr) & o_first[at[rows]])
         ok = running_sum(np.where(take_L, mOr, mFr)) <= M
         rows, mFr, mOr = rows[ok], mFr[ok], mOr[ok]
     if len(rows):
         sav = mFr - mOr
         valid = sav > GREEDY_EPS
-        r = walk_ratios(delta[rows], sav, valid)
+        r = walk_ratios(delta[at[rows]], sav, valid)
         order = np.argsort(r, axis=1, kind="stable")  # (ties by node position)
         sw = _walk(r, order, sav, valid, sumF[rows] - M)
         switched[rows] = sw

@@ -505,11 +505,12 @@ def _ref_runs(block: np.ndarray, ys: np.ndarray, M: float) -> tuple:
     choice fits: that of the run before)."""
     g_row = np.repeat(np.arange(len(ys)), ys)
     y_row = np.arange(len(g_row)) - np.repeat(np.cumsum(ys) - ys, ys) + 1
-    # the columns side by side, each repeated per row: the rule's elementwise passes then
-    # read contiguous rows (a gather of whole (rows, widest, 8) rows leaves them strided,
-    # and so does a gather from a strided column)
-    cols = np.repeat(np.ascontiguousarray(np.moveaxis(block[:, :, :6], 2, 0)), ys, axis=1)
-    sw, feas, info = greedy_rule_rows(*cols[:5], cols[5] > 0, y_row, M, detail=True, l_fits=True)
+    # the columns, each contiguous (a strided column's gather is slow), read per row by
+    # the rule where it needs them
+    cols = np.ascontiguousarray(np.moveaxis(block[:, :, :6], 2, 0))
+    sw, feas, info = greedy_rule_rows(
+        *cols[:5], cols[5] > 0, y_row, M, detail=True, l_fits=True, stage_of=g_row
+    )
     code = np.packbits(sw, axis=1)
     s_at, e_at = _run_bounds(code, feas, y_row)
     P = _chosen_p(sw[s_at], block, g_row[s_at])
