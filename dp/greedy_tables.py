@@ -170,11 +170,11 @@ def shared_rule_runs(
 
     Parameters
     ----------
-    opt : (sum(sizes), 8) numpy.ndarray
-        The blocks' nodes end to end, each block's in input order (rows as
-        :func:`plain_node_data` gives them).
+    opt : (classes, 8) numpy.ndarray
+        The rows of the node classes (as :func:`plain_node_data` gives them per node).
     cls : (sum(sizes),) numpy.ndarray of int
-        Each node's class: equal for equal ``opt`` rows.
+        The blocks' nodes end to end, each block's in input order, as their classes: node
+        i's row is ``opt[cls[i]]``.
     e : (sum(sizes),) numpy.ndarray
         Each node's cut bytes in its block, summed as the rule sums them.
     sizes : (U,) numpy.ndarray of int
@@ -217,7 +217,7 @@ def shared_rule_runs(
     kind = np.searchsorted(keys, key)
     one = np.empty(len(keys), dtype=np.int64)
     one[kind] = np.arange(len(kind))
-    costs = [_rule_costs(opt[one], e[one], d, N, B) for d in ds.tolist()]
+    costs = [_rule_costs(opt[cls[one]], e[one], d, N, B) for d in ds.tolist()]
     delta_k = np.stack([c[0] for c in costs], axis=1)  # (kinds, D)
     F_k = np.stack([c[1] for c in costs], axis=1)
     U, D = need.shape
@@ -230,7 +230,7 @@ def shared_rule_runs(
         pair = kind * D + np.repeat(ref, sizes)
         pairs = sorted_unique(pair)
         pk, pd, node_pair = pairs // D, pairs % D, np.searchsorted(pairs, pair)
-    pair_rows = _rule_columns(opt[one[pk]], delta_k[pk, pd], F_k[pk, pd])
+    pair_rows = _rule_columns(opt[cls[one[pk]]], delta_k[pk, pd], F_k[pk, pd])
     # per block and d, how far the costs may stray from d_ref / d times the first d's
     # (kappa): the largest spread of its nodes' kinds; for blocks whose kinds all stray
     # by at most 1e-13, the largest of all such kinds (a larger bound only walks more
@@ -295,7 +295,7 @@ def shared_rule_runs(
             n_of = sizes[own]
             at = np.repeat(starts[own] - (np.cumsum(n_of) - n_of), n_of) + np.arange(n_of.sum())
             o_u, o_lo, o_hi, o_P, o_mono = plain_rule_runs(
-                _rule_columns(opt[at], delta_k[kind[at], j], F_k[kind[at], j]),
+                _rule_columns(opt[cls[at]], delta_k[kind[at], j], F_k[kind[at], j]),
                 n_of,
                 int(caps[j]),
                 M,
@@ -849,6 +849,11 @@ class GreedyTables(StageQueue):
         self.cost_cut = None if ctx.ub is None else ctx.ub * (1.0 + 1e-9)
         # Piper's rule on plain nodes: per t, the numbers it reads of each node
         self.plain_data = {t: plain_node_data(ctx, geo, t) for t in ctx.t_values}
+        # ... and per class of nodes, its row (classes are numbered by first node)
+        self.plain_classes = {
+            t: opt[np.unique(cls, return_index=True)[1]]
+            for t, (opt, _, _, cls) in self.plain_data.items()
+        }
         # per node position, its edges (the columns of plain_node_data's terms it uses)
         self.degree = np.array([len(geo.preds[i]) + len(geo.succs[i]) for i in range(len(ctx.ids))])
         # per node position, its neighbours as words (:func:`_mask_words`)
@@ -957,10 +962,11 @@ class GreedyTables(StageQueue):
                 need[:, j] = within
                 sub[:, j] = False
                 sub[inv[within], j] = True
-        r_opt = opt[r_pos]
         settings = (self.N, self.B, self.M)
         cls = self.plain_data[t][3][r_pos]
-        runs = shared_rule_runs(r_opt, cls, r_e, r_sizes, ds, caps, sub, settings, self.check)
+        runs = shared_rule_runs(
+            self.plain_classes[t], cls, r_e, r_sizes, ds, caps, sub, settings, self.check
+        )
         cnt = np.zeros((G, D), dtype=np.int64)
         mono = np.ones((G, D), dtype=bool)
         points = []
