@@ -541,10 +541,13 @@ def _chosen_p(sw: np.ndarray, block: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 
 def _mix64(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer on uint64 values (wrapping)."""
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    """splitmix64's finalizer on uint64 values (wrapping), in place."""
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return z
 
 
 def _distinct_sequences(a: np.ndarray, b: np.ndarray, sizes: np.ndarray) -> tuple:
@@ -560,13 +563,18 @@ def _distinct_sequences(a: np.ndarray, b: np.ndarray, sizes: np.ndarray) -> tupl
     G = len(sizes)
     starts = np.cumsum(sizes) - sizes
     g_of = np.repeat(np.arange(G), sizes)
-    col = np.arange(len(a)) - starts[g_of]
+    col = np.arange(len(a))
+    col -= starts[g_of]
     with np.errstate(over="ignore"):
-        z = _mix64(a.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + col.astype(np.uint64))
-        z = _mix64(z ^ b.view(np.uint64))
-        h = np.add.reduceat(z, starts, dtype=np.uint64)
+        z = a.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        z += col.view(np.uint64)
+        z = _mix64(z)
+        z ^= b.view(np.uint64)
+        h = np.add.reduceat(_mix64(z), starts, dtype=np.uint64)
+    del z
     kind, first = distinct_rows(np.stack([h.view(np.int64), sizes.astype(np.int64)], axis=1))
-    rep_at = starts[first[kind]][g_of] + col  # each pair's counterpart in its kind's first
+    rep_at = starts[first[kind]][g_of]  # each pair's counterpart in its kind's first
+    rep_at += col
     if (a == a[rep_at]).all() and (b == b[rep_at]).all():
         return kind, first
     width = int(sizes.max())
@@ -921,7 +929,10 @@ class GreedyTables(StageQueue):
         nbr = self.neighbour_words
         cut = np.zeros(len(pos), dtype=bool)
         for w in range(words.shape[1]):
-            cut |= (nbr[pos, w] & ~words[g_of, w]) != 0
+            out = np.invert(words[:, w])[g_of]
+            np.bitwise_and(out, nbr[:, w][pos], out=out)
+            cut |= out != 0
+        del out
         at = np.flatnonzero(cut)
         deg = self.degree
         e = np.zeros(len(pos))
@@ -931,6 +942,7 @@ class GreedyTables(StageQueue):
                 break
             p = pos[at]
             e[at] += terms[p, k] * (1 - inside[g_of[at], other[p, k]])
+        del inside, cut, at
         # each stage's node classes and cut bytes side by side (padding: class -1), as
         # one opaque value of bytes per stage
         inv, rep = _distinct_sequences(cls[pos], e.view(np.int64), sizes)
@@ -954,6 +966,7 @@ class GreedyTables(StageQueue):
         r_pos, r_e = pos[node_keep], e[node_keep]
         r_sizes = sizes[rep]
         least_p = self._least_p(opt, pos, sizes)
+        del pos, e, node_keep  # (the rule reads the distinct stages only)
         need = np.ones((G, D), dtype=bool)
         sub = np.ones((U, D), dtype=bool)
         for j, d in enumerate(ds.tolist()):
@@ -964,6 +977,7 @@ class GreedyTables(StageQueue):
                 sub[inv[within], j] = True
         settings = (self.N, self.B, self.M)
         cls = self.plain_data[t][3][r_pos]
+        del r_pos
         runs = shared_rule_runs(
             self.plain_classes[t], cls, r_e, r_sizes, ds, caps, sub, settings, self.check
         )
