@@ -300,6 +300,8 @@ def greedy_rule_rows(
     y: np.ndarray,
     M: float,
     detail: bool = False,
+    l_fits: bool = False,
+    stage_of: np.ndarray | None = None,
 ):
     """Piper's rule (sec. 5) for R stages, each at its own y.
 
@@ -308,12 +310,19 @@ def greedy_rule_rows(
     delta, aF, bF, aO, bO, o_first : (R, n) arrays
         Per row (a stage) and node (columns in input order; trailing columns with delta =
         a = b = 0 are padding): c_O - c_F (:class:`NodeRows`), the memory slope and
-        constant of F and O, and whether O precedes F in the option list.
+        constant of F and O, and whether O precedes F in the option list. With
+        ``stage_of``: (G, n) arrays, one row per stage.
     y : (R,) array of int
         Each row's microbatches in flight.
     M : float
     detail : bool
         Also return a :class:`RuleDetail`.
+    l_fits : bool
+        The caller knows that L fits in every row (step 2 passes: each row's y is at most
+        :func:`greedy_last_y` of its stage), so the rule does not sum L again.
+    stage_of : (R,) array of int, optional
+        Row k is stage ``stage_of[k]`` (of the (G, n) columns) at ``y[k]``: each column
+        is read only for the rows that need it.
 
     Returns
     -------
@@ -331,10 +340,10 @@ def greedy_rule_rows(
     with the same memory columns and an order that :func:`same_order` accepts has the same
     outcome.
     """
-    R, n = aF.shape
     yv = np.asarray(y, dtype=float)[:, None]
-    ayF, ayO = aF * yv, aO * yv
-    mF, mO = ayF + bF, ayO + bO
+    R, n = len(yv), aF.shape[1]
+    at = np.arange(R) if stage_of is None else stage_of  # (each row's stage)
+    mF = (aF * yv + bF) if stage_of is None else (aF[at] * yv + bF[at])
     switched = np.zeros((R, n), dtype=bool)
     feasible = np.zeros(R, dtype=bool)
     none = np.zeros((0, n), dtype=np.int64)
@@ -343,8 +352,12 @@ def greedy_rule_rows(
         feasible[:] = True
         return (switched, feasible, info) if detail else (switched, feasible)
 
-    def terms(r, take_O):
-        return np.where(take_O, ayO[r], ayF[r]).tolist() + np.where(take_O, bO[r], bF[r]).tolist()
+    def terms(r, take_O):  # (a y and b of the choice, for an exact sum near M)
+        ya, g = float(yv[r, 0]), at[r]
+        return (
+            np.where(take_O, aO[g] * ya, aF[g] * ya).tolist()
+            + np.where(take_O, bO[g], bF[g]).tolist()
+        )
 
     # step 1: the running sum of m_F against M, as the original decides; a choice taken
     # must also fit exactly (sec. 7)
@@ -356,19 +369,25 @@ def greedy_rule_rows(
         feasible[rows_F] = fits_by_estimate(
             sumF[rows_F], 2 * n, M, lambda k: terms(int(rows_F[k]), no_switch)
         )
+    if takeF.all():
+        return (switched, feasible, info) if detail else (switched, feasible)
     # step 2: L = the first option of least memory; its running sum above M: no choice
-    take_L = (mO < mF) | ((mO == mF) & o_first)
-    need = ~takeF & (running_sum(np.where(take_L, mO, mF)) <= M)
-    if need.any():
-        rows = np.nonzero(need)[0]
-        mFr, mOr = mF[rows], mO[rows]
+    # (m_O only where F does not fit)
+    rows = np.nonzero(~takeF)[0]
+    mFr = mF[rows]
+    mOr = aO[at[rows]] * yv[rows] + bO[at[rows]]
+    if not l_fits:
+        take_L = (mOr < mFr) | ((mOr == mFr) & o_first[at[rows]])
+        ok = running_sum(np.where(take_L, mOr, mFr)) <= M
+        rows, mFr, mOr = rows[ok], mFr[ok], mOr[ok]
+    if len(rows):
         sav = mFr - mOr
         valid = sav > GREEDY_EPS
-        r = walk_ratios(delta[rows], sav, valid)
+        r = walk_ratios(delta[at[rows]], sav, valid)
         order = np.argsort(r, axis=1, kind="stable")  # (ties by node position)
         sw = _walk(r, order, sav, valid, sumF[rows] - M)
         switched[rows] = sw
-        feasible[rows] = _fits(sw, ayF[rows], bF[rows], ayO[rows], bO[rows], mFr, mOr, M)
+        feasible[rows] = _fits(sw, mFr, mOr, M, lambda k: terms(int(rows[k]), sw[k]))
         info = RuleDetail(rows, order, sav, valid, sumF[rows] - M)
     return (switched, feasible, info) if detail else (switched, feasible)
 
@@ -401,19 +420,20 @@ def choice_fits(
     """
     yv = np.asarray(y, dtype=float)[:, None]
     ayF, ayO = aF * yv, aO * yv
-    return _fits(switched, ayF, bF, ayO, bO, ayF + bF, ayO + bO, M)
-
-
-def _fits(sw, ayF, bF, ayO, bO, mF, mO, M: float) -> np.ndarray:
-    """:func:`choice_fits` with a y and m = a y + b of F and O made."""
-    n = sw.shape[1]
-    est = np.where(sw, mO, mF).sum(axis=1)
 
     def terms(k):
-        t = sw[k]
+        t = switched[k]
         return np.where(t, ayO[k], ayF[k]).tolist() + np.where(t, bO[k], bF[k]).tolist()
 
-    return fits_by_estimate(est, 2 * n, M, terms)
+    return _fits(switched, ayF + bF, ayO + bO, M, terms)
+
+
+def _fits(sw, mF, mO, M: float, terms_of_row) -> np.ndarray:
+    """:func:`choice_fits` with m = a y + b of F and O made: the float sum of each row's
+    choice decides away from M, ``terms_of_row(k)`` (row k's a y and b terms) near it
+    (:func:`dp.memory.fits_by_estimate`)."""
+    est = np.where(sw, mO, mF).sum(axis=1)
+    return fits_by_estimate(est, 2 * sw.shape[1], M, terms_of_row)
 
 
 def walk_ratios(delta: np.ndarray, sav: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -428,7 +448,8 @@ def _walk(r: np.ndarray, order: np.ndarray, sav: np.ndarray, valid: np.ndarray, 
     until the excess (starting at ``excess``, lowered by each switch's saving in turn)
     falls below 1e-9. Returns switched (rows, n)."""
     R, n = order.shape
-    sav_sorted = np.take_along_axis(np.where(valid, sav, 0.0), order, axis=1)
+    flat = order + (np.arange(R) * n)[:, None]  # (order's places in the rows laid flat)
+    sav_sorted = np.where(valid, sav, 0.0).ravel()[flat]
     E = np.empty_like(sav_sorted)
     run = excess
     for k in range(n):
@@ -453,9 +474,9 @@ def _walk(r: np.ndarray, order: np.ndarray, sav: np.ndarray, valid: np.ndarray, 
         np.put_along_axis(sw, order, take_sorted, axis=1)
         return sw
     # the first count nodes of the order: (ratio, position) below those of the next one
-    nxt = np.minimum(count, n - 1)[:, None]
-    thr_r = np.take_along_axis(r, np.take_along_axis(order, nxt, axis=1), axis=1)
-    thr_p = np.take_along_axis(order, nxt, axis=1)
+    rows = np.arange(R)
+    thr_p = order[rows, np.minimum(count, n - 1)][:, None]
+    thr_r = r[rows[:, None], thr_p]
     pos = np.arange(n)[None, :]
     sw = (r < thr_r) | ((r == thr_r) & (pos < thr_p))
     sw[count == n] = True

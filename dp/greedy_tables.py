@@ -34,7 +34,7 @@ from dp.greedy_rule import (
 )
 from dp.knapsack import stage_tps_from_sums
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
-from dp.stage_geometry import StageGeometry, bits, lowest_sink, membership
+from dp.stage_geometry import StageGeometry, bits, lowest_sink
 from dp.stage_queue import StageQueue
 from dp.table_arrays import distinct_rows, sorted_unique
 from dp.table_store import StageTables
@@ -170,11 +170,11 @@ def shared_rule_runs(
 
     Parameters
     ----------
-    opt : (sum(sizes), 8) numpy.ndarray
-        The blocks' nodes end to end, each block's in input order (rows as
-        :func:`plain_node_data` gives them).
+    opt : (classes, 8) numpy.ndarray
+        The rows of the node classes (as :func:`plain_node_data` gives them per node).
     cls : (sum(sizes),) numpy.ndarray of int
-        Each node's class: equal for equal ``opt`` rows.
+        The blocks' nodes end to end, each block's in input order, as their classes: node
+        i's row is ``opt[cls[i]]``.
     e : (sum(sizes),) numpy.ndarray
         Each node's cut bytes in its block, summed as the rule sums them.
     sizes : (U,) numpy.ndarray of int
@@ -217,30 +217,41 @@ def shared_rule_runs(
     kind = np.searchsorted(keys, key)
     one = np.empty(len(keys), dtype=np.int64)
     one[kind] = np.arange(len(kind))
-    costs = [_rule_costs(opt[one], e[one], d, N, B) for d in ds.tolist()]
+    costs = [_rule_costs(opt[cls[one]], e[one], d, N, B) for d in ds.tolist()]
     delta_k = np.stack([c[0] for c in costs], axis=1)  # (kinds, D)
     F_k = np.stack([c[1] for c in costs], axis=1)
     U, D = need.shape
     starts = np.cumsum(sizes) - sizes
-    node_u = np.repeat(np.arange(U), sizes)
     ref = np.argmax(need, axis=1)
-    F = F_k[kind]
-    ref_node = ref[node_u]
     # the nodes' rows at their block's first d, once per kind and first d
     if U and (ref == ref[0]).all():
         pk, pd, node_pair = np.arange(len(keys)), np.full(len(keys), ref[0]), kind
     else:
-        pair = kind * D + ref_node
+        pair = kind * D + np.repeat(ref, sizes)
         pairs = sorted_unique(pair)
         pk, pd, node_pair = pairs // D, pairs % D, np.searchsorted(pairs, pair)
-    ref_rows = _rule_columns(opt[one[pk]], delta_k[pk, pd], F_k[pk, pd])[node_pair]
+    pair_rows = _rule_columns(opt[cls[one[pk]]], delta_k[pk, pd], F_k[pk, pd])
     # per block and d, how far the costs may stray from d_ref / d times the first d's
-    spread = _cost_spread(delta_k[pk], pd, ds)[node_pair]
-    kappa = (np.maximum.reduceat(spread, starts) if U else np.zeros((0, D))) + 1e-15
-    same_F = np.minimum.reduceat(F == (ref_rows[:, 5] > 0)[:, None], starts)
-    shared = need & same_F.astype(bool)
+    # (kappa): the largest spread of its nodes' kinds; for blocks whose kinds all stray
+    # by at most 1e-13, the largest of all such kinds (a larger bound only walks more
+    # rows again); and whether F per node is the same at d as at the block's first d
+    spread = _cost_spread(delta_k[pk], pd, ds)
+    wide = ~(spread <= 1e-13).all(axis=1)
+    moves = (F_k[pk] != F_k[pk, pd][:, None]).any(axis=1)
+    small = np.where(wide[:, None], 0.0, spread).max(axis=0, initial=0.0)
+    kappa = np.tile(small + 1e-15, (U, 1))
+    same_F = np.ones((U, D), dtype=bool)
+    hit = np.zeros(0, dtype=np.int64)
+    if U and (wide.any() or moves.any()):
+        hit = np.flatnonzero(np.logical_or.reduceat((wide | moves)[node_pair], starts))
+    if len(hit):
+        n_of = sizes[hit]
+        seg = np.cumsum(n_of) - n_of
+        at = node_pair[np.repeat(starts[hit] - seg, n_of) + np.arange(n_of.sum())]
+        kappa[hit] = np.maximum.reduceat(spread[at], seg) + 1e-15
+        same_F[hit] = np.minimum.reduceat(F_k[pk[at]] == (pair_rows[at, 5] > 0)[:, None], seg)
+    shared = need & same_F
     live = np.flatnonzero(shared.any(axis=1))
-    all_delta = delta_k[kind]
     y_ud = np.zeros((U, D), dtype=np.int64)
     fail = np.zeros((U, D), dtype=bool)
     redo: list[list] = [[] for _ in range(D)]
@@ -250,7 +261,7 @@ def shared_rule_runs(
     by_size = live[np.argsort(sizes[live], kind="stable")]
     for chunk in _chunks(by_size, sizes, np.ones(U, dtype=np.int64), 50_000):
         check()
-        dense = _dense(ref_rows, starts, sizes, chunk)
+        dense = _dense(pair_rows, starts, sizes, chunk, node_pair)
         last = greedy_last_y(
             *(dense[:, :, j] for j in range(1, 5)), dense[:, :, 5] > 0, int(caps.max()), M
         )
@@ -265,7 +276,7 @@ def shared_rule_runs(
             if not eligible.any() or not len(info.rows):
                 continue
             ref_out = (sw, code, feas, g_row, y_row, block, ys[a:b], P, run_of)
-            costs_at = partial(_costs_at, all_delta, starts[idx], sizes[idx])
+            costs_at = partial(_costs_at, delta_k, kind, starts[idx], sizes[idx])
             for j, gf, runs in _other_ds(
                 ref_out, info, costs_at, kappa[idx], eligible, y_ud[idx], M
             ):
@@ -284,7 +295,7 @@ def shared_rule_runs(
             n_of = sizes[own]
             at = np.repeat(starts[own] - (np.cumsum(n_of) - n_of), n_of) + np.arange(n_of.sum())
             o_u, o_lo, o_hi, o_P, o_mono = plain_rule_runs(
-                _rule_columns(opt[at], all_delta[at, j], F[at, j]),
+                _rule_columns(opt[cls[at]], delta_k[kind[at], j], F_k[kind[at], j]),
                 n_of,
                 int(caps[j]),
                 M,
@@ -332,7 +343,8 @@ def _cost_spread(delta: np.ndarray, ref: np.ndarray, ds: np.ndarray) -> np.ndarr
     (kinds, D) the costs at every d, ``ref`` (kinds,) the index of the first d, scale =
     d_ref / d; plain nodes: c_O - c_F = (p_O - p_F) / d in exact arithmetic, so e is
     rounding); 0 where both are 0, inf where e cannot be said (a delta zero at one d
-    only, or below 1e-290). A block's kappa is the largest over its nodes, plus 1e-15."""
+    only, or below 1e-290). A block's kappa is at least the largest over its nodes, plus
+    1e-15 (:func:`shared_rule_runs`)."""
     ref_delta = delta[np.arange(len(ref)), ref][:, None]
     scale = ds[ref][:, None] / ds[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -344,15 +356,15 @@ def _cost_spread(delta: np.ndarray, ref: np.ndarray, ds: np.ndarray) -> np.ndarr
     return e
 
 
-def _costs_at(all_delta, starts, sizes, g: np.ndarray, j: np.ndarray, n: int) -> np.ndarray:
+def _costs_at(delta, kind, starts, sizes, g: np.ndarray, j: np.ndarray, n: int) -> np.ndarray:
     """Per row k, the costs at d index ``j[k]`` of the nodes of block ``g[k]`` (blocks of
-    ``sizes`` nodes from ``starts`` in ``all_delta`` (nodes, D)), padded with zeros to
-    ``n`` columns."""
+    ``sizes`` nodes from ``starts`` in ``kind``, the nodes' kinds; ``delta`` (kinds, D) the
+    kinds' costs), padded with zeros to ``n`` columns."""
     col = np.arange(n)
     pad = col[None, :] >= sizes[g][:, None]
     at = starts[g][:, None] + col
     at[pad] = 0
-    out = all_delta[at, np.asarray(j)[:, None]]
+    out = delta[kind[at], np.asarray(j)[:, None]]
     out[pad] = 0.0
     return out
 
@@ -376,8 +388,9 @@ def _walk_margin(info: RuleDetail, delta: np.ndarray, count: np.ndarray) -> np.n
     n = o.shape[1]
     if n < 2:
         return np.full(len(o), np.inf)
-    r = np.take_along_axis(walk_ratios(delta, info.sav, info.valid), o, axis=1)
-    sv = np.take_along_axis(info.sav, o, axis=1)
+    flat = o + (np.arange(len(o)) * n)[:, None]  # (o's places in the rows laid flat)
+    r = walk_ratios(delta, info.sav, info.valid).ravel()[flat]
+    sv = np.ascontiguousarray(info.sav).ravel()[flat]
     ra, rb = r[:, :-1], r[:, 1:]
     with np.errstate(divide="ignore", invalid="ignore"):
         g = (rb - ra) / rb
@@ -484,17 +497,20 @@ def _other_ds(ref_out: tuple, info: RuleDetail, costs_at, kappa, eligible, y_d, 
 
 def _ref_runs(block: np.ndarray, ys: np.ndarray, M: float) -> tuple:
     """Piper's rule on blocks (padded as :func:`plain_rule_runs` pads them), block g at
-    y = 1 .. ``ys[g]``. Returns per run its block, first and last y and P; per evaluated
-    row (block by block, y by y) the switched nodes, the same packed
+    y = 1 .. ``ys[g]``, where L fits (``ys[g]`` at most the block's
+    :func:`dp.greedy_rule.greedy_last_y`). Returns per run its block, first and last y
+    and P; per evaluated row (block by block, y by y) the switched nodes, the same packed
     (``numpy.packbits``) and whether a choice fits; the rule's :class:`RuleDetail`; and
     per evaluated row its block, y and run (its index among the runs; rows where no
     choice fits: that of the run before)."""
     g_row = np.repeat(np.arange(len(ys)), ys)
     y_row = np.arange(len(g_row)) - np.repeat(np.cumsum(ys) - ys, ys) + 1
-    # each column gathered on its own: the rule's elementwise passes then read contiguous
-    # rows (a gather of whole (rows, widest, 8) rows leaves them strided)
-    cols = [block[:, :, j][g_row] for j in range(6)]
-    sw, feas, info = greedy_rule_rows(*cols[:5], cols[5] > 0, y_row, M, detail=True)
+    # the columns, each contiguous (a strided column's gather is slow), read per row by
+    # the rule where it needs them
+    cols = np.ascontiguousarray(np.moveaxis(block[:, :, :6], 2, 0))
+    sw, feas, info = greedy_rule_rows(
+        *cols[:5], cols[5] > 0, y_row, M, detail=True, l_fits=True, stage_of=g_row
+    )
     code = np.packbits(sw, axis=1)
     s_at, e_at = _run_bounds(code, feas, y_row)
     P = _chosen_p(sw[s_at], block, g_row[s_at])
@@ -520,14 +536,18 @@ def _run_bounds(code: np.ndarray, feas: np.ndarray, y_row: np.ndarray) -> tuple:
 def _chosen_p(sw: np.ndarray, block: np.ndarray, g: np.ndarray) -> np.ndarray:
     """P of choices ``sw`` (rows of nodes; row k a choice in block ``g[k]`` of ``block``):
     p_O where switched, else p_F, summed node by node (:func:`dp.greedy_rule.running_sum`)."""
-    return running_sum(np.where(sw, block[:, :, 7][g], block[:, :, 6][g]))
+    pF, pO = np.ascontiguousarray(block[:, :, 6]), np.ascontiguousarray(block[:, :, 7])
+    return running_sum(np.where(sw, pO[g], pF[g]))
 
 
 def _mix64(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer on uint64 values (wrapping)."""
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    """splitmix64's finalizer on uint64 values (wrapping), in place."""
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return z
 
 
 def _distinct_sequences(a: np.ndarray, b: np.ndarray, sizes: np.ndarray) -> tuple:
@@ -543,13 +563,18 @@ def _distinct_sequences(a: np.ndarray, b: np.ndarray, sizes: np.ndarray) -> tupl
     G = len(sizes)
     starts = np.cumsum(sizes) - sizes
     g_of = np.repeat(np.arange(G), sizes)
-    col = np.arange(len(a)) - starts[g_of]
+    col = np.arange(len(a))
+    col -= starts[g_of]
     with np.errstate(over="ignore"):
-        z = _mix64(a.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + col.astype(np.uint64))
-        z = _mix64(z ^ b.view(np.uint64))
-        h = np.add.reduceat(z, starts, dtype=np.uint64)
+        z = a.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        z += col.view(np.uint64)
+        z = _mix64(z)
+        z ^= b.view(np.uint64)
+        h = np.add.reduceat(_mix64(z), starts, dtype=np.uint64)
+    del z
     kind, first = distinct_rows(np.stack([h.view(np.int64), sizes.astype(np.int64)], axis=1))
-    rep_at = starts[first[kind]][g_of] + col  # each pair's counterpart in its kind's first
+    rep_at = starts[first[kind]][g_of]  # each pair's counterpart in its kind's first
+    rep_at += col
     if (a == a[rep_at]).all() and (b == b[rep_at]).all():
         return kind, first
     width = int(sizes.max())
@@ -558,6 +583,15 @@ def _distinct_sequences(a: np.ndarray, b: np.ndarray, sizes: np.ndarray) -> tupl
     key[g_of, col] = a
     key[g_of, width + col] = b
     return distinct_rows(key)
+
+
+def _mask_words(masks: list, n: int) -> np.ndarray:
+    """Bitmasks over n positions as a (len(masks), words) uint64 array, word w holding
+    bits 64 w to 64 w + 63 (at least one word)."""
+    out = np.zeros((len(masks), max(1, (n + 63) // 64)), dtype=np.uint64)
+    for w in range(out.shape[1]):
+        out[:, w] = [(m >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for m in masks]
+    return out
 
 
 def _row_pieces(ys: np.ndarray, widths: np.ndarray, limit: int):
@@ -589,15 +623,16 @@ def _chunks(order: np.ndarray, sizes: np.ndarray, depth: np.ndarray, limit: int)
         c0 += step
 
 
-def _dense(rows: np.ndarray, starts: np.ndarray, sizes: np.ndarray, idx: np.ndarray):
-    """Blocks ``idx`` of ``rows`` (each ``sizes`` rows from ``starts``) as one array
-    (blocks, widest, 8), padded with zero rows."""
+def _dense(rows: np.ndarray, starts: np.ndarray, sizes: np.ndarray, idx: np.ndarray, of=None):
+    """Blocks ``idx`` of ``rows`` (each ``sizes`` rows from ``starts``; with ``of``, row
+    ``of[i]`` stands at place i) as one array (blocks, widest, 8), padded with zero
+    rows."""
     n_of = sizes[idx]
     col = np.arange(int(n_of.max()))
     pad = col[None, :] >= n_of[:, None]
     at = starts[idx][:, None] + col
     at[pad] = 0
-    block = rows[at]
+    block = rows[at if of is None else of[at]]
     block[pad] = 0.0
     return block
 
@@ -822,8 +857,17 @@ class GreedyTables(StageQueue):
         self.cost_cut = None if ctx.ub is None else ctx.ub * (1.0 + 1e-9)
         # Piper's rule on plain nodes: per t, the numbers it reads of each node
         self.plain_data = {t: plain_node_data(ctx, geo, t) for t in ctx.t_values}
+        # ... and per class of nodes, its row (classes are numbered by first node)
+        self.plain_classes = {
+            t: opt[np.unique(cls, return_index=True)[1]]
+            for t, (opt, _, _, cls) in self.plain_data.items()
+        }
         # per node position, its edges (the columns of plain_node_data's terms it uses)
         self.degree = np.array([len(geo.preds[i]) + len(geo.succs[i]) for i in range(len(ctx.ids))])
+        # per node position, its neighbours as words (:func:`_mask_words`)
+        self.neighbour_words = _mask_words(
+            [geo.pred_mask[i] | geo.succ_mask[i] for i in range(len(ctx.ids))], len(ctx.ids)
+        )
         # general nodes: the options' rows per (node, t, cut in, cut out), as items
         self.item_id: dict[tuple, int] = {}
         self.items: list[tuple] = []
@@ -874,21 +918,31 @@ class GreedyTables(StageQueue):
         pos, e, inv, rep): the representative of stage g is ``rep[inv[g]]``, the first
         stage of its kind, the kinds numbered in the order of their first stage."""
         _, terms, other, cls = self.plain_data[t]
-        G = len(masks)
-        inside = membership(masks, len(self.ids))
+        G, n = len(masks), len(self.ids)
+        words = _mask_words(masks, n)
+        inside = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little")[:, :n]
         g_of, pos = np.nonzero(inside)  # stage by stage, nodes in input order
         sizes = np.bincount(g_of, minlength=G)
         # e: from 0.0, one addition per incident edge in the rule's order, 0.0 for an edge
-        # inside the stage (x + 0.0 = x: e >= 0), over the nodes with that many edges
+        # inside the stage (x + 0.0 = x: e >= 0), over the nodes with that many edges; 0.0
+        # for a node whose neighbours are all in the stage (only the others are summed)
+        nbr = self.neighbour_words
+        cut = np.zeros(len(pos), dtype=bool)
+        for w in range(words.shape[1]):
+            out = np.invert(words[:, w])[g_of]
+            np.bitwise_and(out, nbr[:, w][pos], out=out)
+            cut |= out != 0
+        del out
+        at = np.flatnonzero(cut)
         deg = self.degree
         e = np.zeros(len(pos))
-        at = np.arange(len(pos))
         for k in range(terms.shape[1]):
             at = at[deg[pos[at]] > k]
             if not len(at):
                 break
             p = pos[at]
-            e[at] += terms[p, k] * (1.0 - inside[g_of[at], other[p, k]])
+            e[at] += terms[p, k] * (1 - inside[g_of[at], other[p, k]])
+        del inside, cut, at
         # each stage's node classes and cut bytes side by side (padding: class -1), as
         # one opaque value of bytes per stage
         inv, rep = _distinct_sequences(cls[pos], e.view(np.int64), sizes)
@@ -912,6 +966,7 @@ class GreedyTables(StageQueue):
         r_pos, r_e = pos[node_keep], e[node_keep]
         r_sizes = sizes[rep]
         least_p = self._least_p(opt, pos, sizes)
+        del pos, e, node_keep  # (the rule reads the distinct stages only)
         need = np.ones((G, D), dtype=bool)
         sub = np.ones((U, D), dtype=bool)
         for j, d in enumerate(ds.tolist()):
@@ -920,10 +975,12 @@ class GreedyTables(StageQueue):
                 need[:, j] = within
                 sub[:, j] = False
                 sub[inv[within], j] = True
-        r_opt = opt[r_pos]
         settings = (self.N, self.B, self.M)
         cls = self.plain_data[t][3][r_pos]
-        runs = shared_rule_runs(r_opt, cls, r_e, r_sizes, ds, caps, sub, settings, self.check)
+        del r_pos
+        runs = shared_rule_runs(
+            self.plain_classes[t], cls, r_e, r_sizes, ds, caps, sub, settings, self.check
+        )
         cnt = np.zeros((G, D), dtype=np.int64)
         mono = np.ones((G, D), dtype=bool)
         points = []

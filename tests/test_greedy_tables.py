@@ -53,7 +53,6 @@ def _case(seed: int):
     U = 40
     sizes = rng.integers(1, 13, size=U)
     which = rng.integers(0, len(cls), size=sizes.sum())
-    opt = cls[which]
     # cut bytes: mostly 0, the first and last node of a block often cut
     e = np.where(
         rng.random(sizes.sum()) < 0.3, rng.choice([2**20, 3 * 2**19, 7e5], sizes.sum()), 0.0
@@ -63,7 +62,7 @@ def _case(seed: int):
     caps = -(-S // ds)
     need = rng.random((U, len(ds))) < 0.85
     M = float(rng.choice([1.5, 2.0, 3.0]) * 2**30)
-    return opt, which, e, sizes, ds, caps, need, M
+    return cls, which, e, sizes, ds, caps, need, M
 
 
 def _per_d(opt, e, sizes, ds, caps, need, M):
@@ -83,9 +82,9 @@ def _per_d(opt, e, sizes, ds, caps, need, M):
 
 @pytest.mark.parametrize("seed", range(12))
 def test_shared_rule_runs_equal_the_rule_at_each_d(seed):
-    opt, cls, e, sizes, ds, caps, need, M = _case(seed)
-    got = shared_rule_runs(opt, cls, e, sizes, ds, caps, need, (N, B, M), lambda: None)
-    want = _per_d(opt, e, sizes, ds, caps, need, M)
+    classes, which, e, sizes, ds, caps, need, M = _case(seed)
+    got = shared_rule_runs(classes, which, e, sizes, ds, caps, need, (N, B, M), lambda: None)
+    want = _per_d(classes[which], e, sizes, ds, caps, need, M)
     runs = 0
     for j in range(len(ds)):
         for k, name in enumerate(("block", "first y", "last y", "P", "monotone")):
