@@ -6,9 +6,12 @@ passing (then the mark goes) when the fix lands."""
 import pytest
 from builders import make_instance, option_dict
 
+from compare.crosscheck.brute import solve_brute
+from compare.crosscheck.verify import verify_instance
+from piper_ilp.errors import InternalError
 from piper_ilp.milp.graph_solve import solve_columns
 from piper_ilp.mode import Mode
-from piper_ilp.solution import Status
+from piper_ilp.solution import Solution, Status
 
 
 def _two_node_chain(K: int, M: float):
@@ -35,3 +38,56 @@ def test_columns_proves_a_tiny_infeasible_instance_in_few_rounds(K, M):
     sol = solve_columns(_two_node_chain(K, M), mode=Mode("graph"))
     assert sol.status is Status.INFEASIBLE
     assert len(sol.info["rounds"]) <= 50, len(sol.info["rounds"])
+
+
+def _one_node():
+    """One node, p = 4, w = 1, K = N = 2, B = 1: the optimum is TPS 3 (d = 2)."""
+    nodes = [(9, {"1": [option_dict(p=4.0, w=1.0, a=1.0)]})]
+    return make_instance(nodes, K=2, N=2, M=100.0, B=1.0)
+
+
+def _brute_as(name):
+    def solve(instance, restrictions, time_limit, threads):
+        s = solve_brute(instance, restrictions)
+        s.method = name
+        return s
+
+    return solve
+
+
+def _raises(exc):
+    def solve(instance, restrictions, time_limit, threads):
+        raise exc
+
+    return solve
+
+
+def _claims(name, bound):
+    """An optimal claim with the oracle's plan and a bound above that plan's TPS."""
+
+    def solve(instance, restrictions, time_limit, threads):
+        s = solve_brute(instance, restrictions)
+        return Solution(name, Status.OPTIMAL, plan=s.plan, objective=s.objective, bound=bound)
+
+    return solve
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="hunt38 F2: path and columns are the project's own formulations (lineages of their "
+    "own), but verify classes them as MILP backends (kind milp): their internal error, or an "
+    "optimal claim whose bound is above its own plan, is a 'backend error' and the verdict "
+    "'consistent' with exit 0, as for a third-party solver; the DP's, brute's or greedy's is "
+    "'error' (exit 1)",
+)
+@pytest.mark.parametrize("name", ["columns", "path"])
+@pytest.mark.parametrize("how", ["internal error", "bound above its own plan"])
+def test_a_failure_of_our_own_formulations_is_an_error(name, how):
+    wrong = (
+        _raises(InternalError(f"{name}: the model's plan is not valid"))
+        if how == "internal error"
+        else _claims(name, 3.5)
+    )
+    solvers = {"dp": _brute_as("dp"), "brute": _brute_as("brute"), name: wrong}
+    v = verify_instance(_one_node(), ("dp", "brute", name), solvers=solvers, greedy=False)
+    assert v.verdict in ("error", "mismatch") and v.exit_code == 1, (v.verdict, v.backend_errors)
