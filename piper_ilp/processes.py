@@ -57,11 +57,11 @@ def interrupts_held() -> Iterator[None]:
 
     Examples
     --------
-    >>> import os, signal
+    >>> import signal
     >>> started = []
     >>> try:
     ...     with interrupts_held():
-    ...         os.kill(os.getpid(), signal.SIGINT)
+    ...         signal.raise_signal(signal.SIGINT)
     ...         started.append("handle kept")
     ... except KeyboardInterrupt:
     ...     print(started, "then interrupted")
