@@ -58,6 +58,7 @@ def interrupts_held() -> Iterator[None]:
     Examples
     --------
     >>> import signal
+    >>> before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own
     >>> started = []
     >>> try:
     ...     with interrupts_held():
@@ -66,6 +67,7 @@ def interrupts_held() -> Iterator[None]:
     ... except KeyboardInterrupt:
     ...     print(started, "then interrupted")
     ['handle kept'] then interrupted
+    >>> _ = signal.signal(signal.SIGINT, before)
     """
     if threading.current_thread() is not threading.main_thread():
         yield
