@@ -57,15 +57,17 @@ def interrupts_held() -> Iterator[None]:
 
     Examples
     --------
-    >>> import os, signal
+    >>> import signal
+    >>> before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own
     >>> started = []
     >>> try:
     ...     with interrupts_held():
-    ...         os.kill(os.getpid(), signal.SIGINT)
+    ...         signal.raise_signal(signal.SIGINT)
     ...         started.append("handle kept")
     ... except KeyboardInterrupt:
     ...     print(started, "then interrupted")
     ['handle kept'] then interrupted
+    >>> _ = signal.signal(signal.SIGINT, before)
     """
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -98,6 +98,12 @@ class Method:
     all_modes : bool
         True when it solves every :class:`~piper_ilp.pipeline.Mode` (its ``solve`` then
         takes a keyword ``mode``); False when it solves only :data:`DEFAULT_MODE`.
+    third_party : bool
+        True when its failures (an internal error of its certification, an answer that
+        fails verify's checks) are a third-party solver's (the compact model on CP-SAT,
+        CBC or SCIP, whose tolerances the contract allows for): verify shows them as a
+        backend error, no proof and no finding. False for the project's own searches
+        (the DP, path, columns, brute, greedy): their failure is an error (exit 1).
     """
 
     name: str
@@ -108,6 +114,7 @@ class Method:
     rtol: float
     summary: str
     all_modes: bool = False
+    third_party: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -419,6 +426,7 @@ def _registry() -> dict[str, Method]:
                 MILP_RTOL,
                 _MILP_SUMMARY.get(b, f"the exact MILP on {b}"),
                 all_modes=True,
+                third_party=True,
             )
             for b in MILP_BACKENDS
         ),

@@ -20,16 +20,20 @@ proves (not a heuristic). The verdicts (contract sec. 7):
 ``inconclusive``
     nothing proven (in time);
 ``error``
-    one of the project's own methods (the DP, the oracle, the greedy rule) failed:
+    one of the project's own methods (the DP, path, columns, the oracle, the greedy
+    rule) failed:
     an internal error or a crash;
 ``mismatch``
     answers contradict each other: a plan the evaluator rejects, a solver's value that
     is not its plan's TPS, a valid plan below a proven optimum, a bound above a valid
     plan, two proven optima that differ, "infeasible" next to a valid plan.
 
-A MILP backend's own failure (status ``backend-error``, an internal error of its
-certification, or an answer that fails the checks here) is shown with its details but is
-neither a proof nor a mismatch: it says nothing about the other methods. Status
+A third-party MILP backend's own failure (the compact model on CP-SAT, CBC or SCIP:
+status ``backend-error``, an internal error of its certification, or an answer that fails
+the checks here) is shown with its details but is neither a proof nor a mismatch: it says
+nothing about the other methods. The project's own searches (dp, path, columns, brute,
+greedy) have no such excuse: their internal error is an ``error``, their failing answer a
+``mismatch``. Status
 ``out-of-range`` (a backend that cannot represent the instance's numbers) is never a
 proof. Valid plans, whoever found them, are facts: each is an upper bound on the optimum.
 
@@ -147,9 +151,10 @@ class MethodResult:
     """One method's outcome on one instance.
 
     ``solution`` is None when the method was ``skipped`` (size limit; the reason) or
-    failed (``error`` for the project's own methods, ``backend_error`` for a MILP
-    backend). ``evaluation`` is the evaluator's verdict on its plan. ``rtol`` is the
-    method's stated relative accuracy and ``abs_tol`` the absolute error it states
+    failed (``error`` for the project's own methods, ``backend_error`` for a third-party
+    MILP backend, :attr:`Method.third_party <compare.crosscheck.methods.Method>`).
+    ``evaluation`` is the evaluator's verdict on its plan. ``rtol`` is the method's
+    stated relative accuracy and ``abs_tol`` the absolute error it states
     (CP-SAT's scaling error). ``backend_error`` is also set when a backend's answer
     fails the checks here: its claims then count for nothing.
     """
@@ -166,6 +171,7 @@ class MethodResult:
     seconds: float = 0.0
     abs_tol: float = 0.0
     hint: str | None = None  # MILP with milp_hint: which plan it was given as hint and cutoff
+    third_party: bool = False  # Method.third_party: its failures are a backend error
 
     @property
     def status(self) -> str:
@@ -447,7 +453,9 @@ def _where(exc: BaseException) -> str:
 
 def _run(m: Method, call: Callable[[], Solution]) -> MethodResult:
     """Run one method and classify what happened (never raises)."""
-    res = MethodResult(m.name, kind=m.kind, lineage=m.lineage, rtol=m.rtol)
+    res = MethodResult(
+        m.name, kind=m.kind, lineage=m.lineage, rtol=m.rtol, third_party=m.third_party
+    )
     start = time.perf_counter()
     try:
         sol = call()
@@ -461,7 +469,7 @@ def _run(m: Method, call: Callable[[], Solution]) -> MethodResult:
         else:
             res.error = f"input error: {exc}"
     except InternalError as exc:
-        if m.kind == "milp":  # its certification failed: the backend's problem, not a proof
+        if m.third_party:  # its certification failed: the backend's problem, not a proof
             res.backend_error = f"internal error: {exc}"
         else:
             res.error = f"internal error: {exc}"
@@ -729,7 +737,7 @@ def verify_instance(
         found = _check_one(r, instance, restrictions, mode)
         if not found:
             continue
-        if r.kind == "milp":  # a backend's answer that fails certification: its claims are void
+        if r.third_party:  # a backend's answer that fails certification: its claims are void
             r.backend_error = "; ".join(found)
         else:
             problems += found
