@@ -72,14 +72,6 @@ def _claims(name, bound):
     return solve
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hunt38 F2: path and columns are the project's own formulations (lineages of their "
-    "own), but verify classes them as MILP backends (kind milp): their internal error, or an "
-    "optimal claim whose bound is above its own plan, is a 'backend error' and the verdict "
-    "'consistent' with exit 0, as for a third-party solver; the DP's, brute's or greedy's is "
-    "'error' (exit 1)",
-)
 @pytest.mark.parametrize("name", ["columns", "path"])
 @pytest.mark.parametrize("how", ["internal error", "bound above its own plan"])
 def test_a_failure_of_our_own_formulations_is_an_error(name, how):
