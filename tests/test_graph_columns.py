@@ -147,3 +147,20 @@ def test_columns_start_from_above_keeps_the_bisections_invariant():
     )
     assert _check(inst, Mode("graph")) is Status.OPTIMAL
     assert solve_columns(inst, mode=Mode("graph")).value == 2.0
+
+
+@pytest.mark.parametrize("path_rows", [True, False], ids=["path-rows", "no-path-rows"])
+def test_columns_path_rows_keep_every_plan(path_rows):
+    """The path rows bind where memory is tight along long paths (chains, towers, a
+    fork-join): with and without them the column method agrees with brute, and a row
+    one microbatch too strict would cut the optimum (checked by hand)."""
+    seen = []
+    for k in range(8):
+        family = ("chain", "towers", "fork-join", "skip")[k % 4]
+        inst = random_instance(family, 5 + k % 3, 40 + k, memory="tight", options_per_t=(1, 3))
+        for mode in (Mode("graph"), Mode("graph", "batch-time")):
+            brute = solve_brute(inst, mode=mode, force=True)
+            sol = solve_columns(inst, mode=mode, path_rows=path_rows)
+            _agrees(sol, brute)
+            seen.append(sol.status)
+    assert seen.count(Status.OPTIMAL) > 4

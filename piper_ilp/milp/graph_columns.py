@@ -154,6 +154,20 @@ class ColumnCatalog:
         }
         self._tables: dict[tuple[int, int], StageTable] = {}
 
+    def paths(self, most: int = 256) -> list[list[int]]:
+        """Up to ``most`` maximal paths of the node graph (positions, from a node with no
+        predecessor to one with no successor), in depth-first order."""
+        n = len(self.ids)
+        out: list[list[int]] = []
+        stack = [[v] for v in reversed(range(n)) if not self.pred[v]]
+        while stack and len(out) < most:
+            path = stack.pop()
+            nxt = [u for u in range(n) if self.succ[path[-1]] >> u & 1]
+            if not nxt:
+                out.append(path)
+            stack.extend(path + [u] for u in reversed(nxt))
+        return out
+
     def positive_floor(self) -> float:
         """A bound to start from when the least value is 0: the least positive part of
         a stage's TPS a node can have (1.0 when every time is 0)."""

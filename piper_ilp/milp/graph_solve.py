@@ -19,6 +19,7 @@ where A(e, u) are the columns holding e, not u, with an edge into u (e's stage i
 predecessor of u's). The plan's stage graph is then acyclic (around a cycle G would
 grow), and every G_v is at least the h of v's stage (by induction from the last
 stages), so memory fits at y = ceil(h / d); a plan's own values satisfy every row.
+With ``path_rows`` the model also gets :func:`_path_rows` (valid rows without big-M).
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ def solve_columns(
     threads: int = 1,
     max_stages: int = DEFAULT_MAX_STAGES,
     progress: bool = False,
+    path_rows: bool = False,
 ) -> Solution:
     """Solve a graph-pipelining mode exactly over stage columns.
 
@@ -112,6 +114,9 @@ def solve_columns(
         Refuse graphs with more candidate stages.
     progress : bool
         One line per round on stderr.
+    path_rows : bool
+        Add the path rows (valid inequalities on the memory along the node graph's
+        paths, see :func:`_path_rows`); the answer is the same either way.
 
     Returns
     -------
@@ -156,6 +161,7 @@ def solve_columns(
             f"method's limit of {max_stages:,}"
         )
     run = _Run(instance, inst, catalog, mode, threads, info, progress, restrictions)
+    run.path_rows = path_rows
     deadline = None if time_limit is None else start + time_limit
     sol = run.solve(lower_bound(inst, degrees), deadline)
     sol.method = method
@@ -176,6 +182,7 @@ class _Run:
         self.progress = progress
         self.batch = mode.objective == "batch-time"
         self.best: tuple[float, Plan] | None = None
+        self.path_rows = False
         info["rounds"] = []
 
     def floor_of(self, bound: float) -> float:
@@ -430,6 +437,9 @@ class _Model:
         for (e, u), ks in pairs.items():
             own = sum(cols[k].d * x[k] for k in holding[e])
             m.Add(G[e] - G[u] - own - cap * sum(x[k] for k in ks) >= -cap)
+        paths = run.catalog.paths() if run.path_rows else []
+        for path in paths:
+            _path_rows(m, x, cols, holding, path)
         unit = 1.0
         if objective == "latency":
             tu_raw = [c.d * c.low for c in cols]
@@ -446,6 +456,8 @@ class _Model:
             for (e, u), ks in pairs.items():
                 own = sum(tu[k] * x[k] for k in holding[e])
                 m.Add(L[e] - L[u] - own - lcap * sum(x[k] for k in ks) >= -lcap)
+            for path in paths:
+                m.Add(lmax >= sum(tu[k] * x[k] for k in _entries(cols, holding, path, 0)))
             m.Minimize(lmax)
         else:
             m.Minimize(devices)
@@ -494,6 +506,42 @@ class _Model:
             opts = {v: tab.options[k][c.choice[k]].id for k, v in enumerate(tab.nodes)}
             stages.append(Stage(c.nodes, c.d, c.t, opts))
         return Plan(tuple(stages))
+
+
+def _entries(cols, holding, path, i) -> list[int]:
+    """The columns that hold ``path[i]`` and not the node before it on the path."""
+    if i == 0:
+        return list(holding[path[0]])
+    prev = 1 << path[i - 1]
+    return [k for k in holding[path[i]] if not cols[k].mask & prev]
+
+
+def _path_rows(m, x, cols, holding, path) -> None:
+    r"""The path rows of one path p_0 -> ... -> p_k of the node graph: for every i < k,
+
+        sum_{j > i} sum_{c ∋ p_j, c ∌ p_(j-1)} d_c x_c  <=  sum_{c ∋ p_i} limit_c x_c
+
+    (the d of the stages the path enters after p_i sum to at most the limit of p_i's
+    column). No big-M: the relaxation sees memory along every path.
+
+    Why every plan satisfies them: a stage is convex (I \ J of successor-closed sets:
+    p_a, p_b in S and a < j < b put p_j in I, and p_j in J would put p_b in J), so the
+    path meets each stage in one run p_a..p_b and the left side counts each stage
+    after the run of p_i's stage S_0 once, at its first node (the inner sum picks the
+    chosen column only where the path enters it; columns that hold p_(j-1) too are
+    the same stage). Those stages S_1, S_2, ... in path order form a path of the stage
+    graph (the edge p_b -> p_(b+1) joins consecutive runs), so h_(S_1) >= d_(S_1) +
+    h_(S_2) >= ... >= the left side, and h_(S_1) <= limit of S_0's column (S_1 is a
+    successor of S_0; a column's limit bounds its successors' h). Rows for any subset
+    of paths are valid: :meth:`ColumnCatalog.paths` lists up to 256."""
+    entered = [_entries(cols, holding, path, i) for i in range(len(path))]
+    behind = []
+    for i in range(len(path) - 1, 0, -1):
+        behind.extend(entered[i])
+        m.Add(
+            sum(cols[k].d * x[k] for k in behind)
+            <= sum(cols[k].limit * x[k] for k in holding[path[i - 1]])
+        )
 
 
 def _later_heads(c: Column, left: list[Column]) -> int:
