@@ -77,16 +77,18 @@ class Column:
 
 def others(rest: float, bound: float) -> float:
     """The fewest devices the other stages need when each has TPS <= ``bound`` and their
-    least work (sum of t p) is ``rest``.
+    least work (sum of t p) is ``rest``: at least ``rest / bound``, and at least one (a
+    positive rest is work of nodes outside the stage, so some other stage exists, and
+    every stage has t d >= 1 devices).
 
     Examples
     --------
-    >>> others(4.0, 2.0), others(0.0, 0.0), others(1.0, 0.0)
-    (2.0, 0.0, inf)
+    >>> others(4.0, 2.0), others(1.0, 4.0), others(0.0, 0.0), others(1.0, 0.0)
+    (2.0, 1.0, 0.0, inf)
     """
     if rest <= 0:
         return 0.0
-    return math.inf if bound <= 0 else rest / bound
+    return math.inf if bound <= 0 else max(1.0, rest / bound)
 
 
 def _undominated(cols: list[Column]) -> list[Column]:
@@ -229,7 +231,8 @@ class ColumnCatalog:
             for t in inst.t_values:
                 if any(t not in inst.node[v].options for v in nodes):
                     continue
-                degs = [d for d in self.degrees if t * d <= K]
+                # (t, d) leaving no device to the other stages is no column at any bound
+                degs = [d for d in self.degrees if t * d + (rest > 0) <= K]
                 if not degs:
                     continue
                 work = math.fsum(self.least_p[t][k] for k in bits) * (1.0 - 1e-9)
