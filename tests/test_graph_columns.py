@@ -3,6 +3,7 @@
 branches, its refusals, and its place in the registry."""
 
 import pytest
+from builders import make_instance, option_dict
 
 from compare.builders.generators import FAMILIES, random_instance
 from compare.builders.towers import towers
@@ -164,3 +165,24 @@ def test_columns_path_rows_keep_every_plan(path_rows):
             _agrees(sol, brute)
             seen.append(sol.status)
     assert seen.count(Status.OPTIMAL) > 4
+
+
+def _two_node_chain(K: int, M: float):
+    """0 -> 1, one option each (p = 1, one byte per microbatch in flight), N = 2."""
+    nodes = [
+        (0, {"1": [option_dict(p=1.0, a=1.0, sbw={1: 0.0})]}),
+        (1, {"1": [option_dict(p=1.0, a=1.0, sfw={0: 0.0})]}),
+    ]
+    return make_instance(nodes, [(0, 1, 0.0)], K=K, N=2, M=M)
+
+
+@pytest.mark.parametrize("K, M", [(1, 1.5), (2, 0.5), (64, 0.5)])
+def test_columns_proves_a_tiny_infeasible_instance_in_few_rounds(K, M):
+    # hunt38 F1. K = 1: one stage holding both nodes needs 2 bytes at y = 1 (M = 1.5);
+    # M = 0.5: no node fits anywhere. Each is infeasible. A (t, d) with t d = K leaves no
+    # device to the other node, so it is no column at any bound (1,221 rounds at K = 1 when
+    # the catalog waited for it), and the bound's steps grow, so that from the work bound at
+    # K = 64 the catalog is complete in a few rounds (48 at a fixed 3 %).
+    sol = solve_columns(_two_node_chain(K, M), mode=Mode("graph"))
+    assert sol.status is Status.INFEASIBLE
+    assert len(sol.info["rounds"]) <= 8, len(sol.info["rounds"])

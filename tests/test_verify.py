@@ -721,3 +721,26 @@ def test_a_milp_optimum_within_its_accuracy_still_refutes_the_dps_tighter_claim(
         instance=close_pair,
     )
     assert v.verdict == "match" and not v.problems
+
+
+def _raises(exc):
+    def solve(instance, restrictions, time_limit, threads):
+        raise exc
+
+    return solve
+
+
+@pytest.mark.parametrize("name", ["columns", "path"])
+@pytest.mark.parametrize("how", ["internal error", "bound above its own plan"])
+def test_a_failure_of_our_own_formulations_is_an_error(name, how):
+    # hunt38 F2: path and columns check their own plans and proofs (CP-SAT only solves their
+    # models), so their failure is the project's, an error or a mismatch (exit 1), not a
+    # third-party backend's error hidden behind "consistent" (exit 0)
+    wrong = (
+        _raises(InternalError(f"{name}: the model's plan is not valid"))
+        if how == "internal error"
+        else fake(name, Status.OPTIMAL, D2, 3.0, bound=3.5)
+    )
+    solvers = {"dp": brute_as("dp"), "brute": brute_as("brute"), name: wrong}
+    v = verify_instance(ONE, ("dp", "brute", name), solvers=solvers, greedy=False)
+    assert v.verdict in ("error", "mismatch") and v.exit_code == 1, (v.verdict, v.backend_errors)
