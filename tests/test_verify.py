@@ -635,6 +635,20 @@ def test_milp_hint_is_recorded_and_keeps_the_match():
     assert plain["milp_hint"] is False and "hint" not in plain["methods"]["cpsat"]
 
 
+def test_milp_hint_goes_only_to_the_methods_that_take_one():
+    # review38: the hint went to every method of kind milp, and columns (which takes none)
+    # then failed with "option hint does not apply to method columns": verdict error, exit 1
+    from piper_ilp.mode import Mode
+
+    inst = random_instance("fork-join", 5, 3)
+    v = verify_instance(
+        inst, ("dp", "cpsat", "columns"), greedy=False, milp_hint=True, mode=Mode("graph")
+    )
+    assert v.verdict == "match", v.to_dict()
+    d = v.to_dict()["methods"]
+    assert d["cpsat"]["hint"].startswith("dp's plan") and "hint" not in d["columns"]
+
+
 def test_milp_hint_never_hides_a_model_that_cannot_hold_the_dps_plan(monkeypatch):
     # without a hint the broken MILP proves a worse "optimum" (a mismatch); with the DP's
     # plan as hint and cutoff it finds nothing under the cutoff, a certification failure,
@@ -666,7 +680,12 @@ def test_cli_verify_milp_hint_json(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "methods,lacks", [("dp,brute", "no MILP backend (cpsat, cbc, scip)"), ("cpsat,brute", "no dp")]
+    "methods,lacks",
+    [
+        ("dp,brute", "none of them (cpsat, cbc, scip, path)"),
+        ("dp,columns", "none of them (cpsat, cbc, scip, path)"),
+        ("cpsat,brute", "no dp"),
+    ],
 )
 def test_cli_verify_milp_hint_without_dp_and_a_milp_backend_is_refused(tmp_path, methods, lacks):
     """--milp-hint with no MILP method (or no DP to give the hint) was accepted and ignored."""
@@ -677,8 +696,8 @@ def test_cli_verify_milp_hint_without_dp_and_a_milp_backend_is_refused(tmp_path,
     res = CliRunner().invoke(app, ["verify", str(path), "--methods", methods, "--milp-hint"])
     assert res.exit_code == 2, res.output
     assert res.output.strip().splitlines() == [
-        "piper-ilp: error: --milp-hint gives the DP's plan to the MILP backends, but --methods "
-        f"({methods}) has {lacks}; add it or leave --milp-hint out"
+        "piper-ilp: error: --milp-hint gives the DP's plan to the MILP methods that take a "
+        f"hint, but --methods ({methods}) has {lacks}; add it or leave --milp-hint out"
     ]
     with pytest.raises(InputError, match="--milp-hint"):
         verify_instance(random_instance("chain", 3, 2), methods.split(","), milp_hint=True)

@@ -663,12 +663,13 @@ def verify_instance(
         if m not in METHODS:
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     if milp_hint:  # never accepted and then ignored
-        milps = [m for m in methods if METHODS[m].kind == "milp"]
+        takers = [n for n, m in METHODS.items() if "hint" in m.options]
+        milps = [m for m in methods if m in takers]
         if not milps or "dp" not in methods:
             raise InputError(
-                "--milp-hint gives the DP's plan to the MILP backends, but --methods "
-                f"({','.join(methods)}) has "
-                f"{'no MILP backend (' + ', '.join(BACKENDS) + ')' if not milps else 'no dp'}; add "
+                "--milp-hint gives the DP's plan to the MILP methods that take a hint, but "
+                f"--methods ({','.join(methods)}) has "
+                f"{'none of them (' + ', '.join(takers) + ')' if not milps else 'no dp'}; add "
                 "it or leave --milp-hint out"
             )
     table = dict(METHODS)
@@ -706,7 +707,7 @@ def verify_instance(
             if name in compact_guarded and "max_variables" not in own.options:
                 own = own.replace(options={**own.options, "max_variables": COMPACT_BESIDE_PATH})
             dp = results.get("dp")
-            if milp_hint and m.kind == "milp" and dp is not None and dp.value is not None:
+            if milp_hint and "hint" in m.options and dp is not None and dp.value is not None:
                 own = own.replace(options={**own.options, "hint": dp.solution.plan})
                 hinted[name] = (
                     f"dp's plan ({_what(mode)} {_fmt(dp.value)}) as warm start and cutoff"
