@@ -37,7 +37,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from dp.symmetry import Branches, sub_ideal_states
+from dp.label_pairs import SubsetPairs
 from piper_ilp.instance import Instance
 
 __all__ = ["FrontDevices", "front_devices", "MAX_PAIRS", "MAX_NODES"]
@@ -246,26 +246,21 @@ class FrontDevices:
 def front_devices(
     inst: Instance,
     ideals: Sequence[int],
-    br: Branches | None,
-    key_of,
-    pred: Sequence[int],
+    pairs: SubsetPairs,
     succ: Sequence[int],
     d_values: Sequence[int],
     gpipe: bool,
     flush: bool,
-    subsets=None,
 ) -> FrontDevices | None:
     """:class:`FrontDevices` over the DP's sets ``ideals``, or None
     when the graph has more than :data:`MAX_NODES` nodes or the pairs of sets number more
     than :data:`MAX_PAIRS`.
 
-    With interchangeable branches ``br``, ``ideals`` are the canonical sets and the subsets
-    of each are :func:`dp.symmetry.sub_ideal_states` (one per orbit of its stabiliser),
-    ``key_of(I, states)`` giving the index of a subset's canonical set; an image of every
-    pair of sets is among them, and D is the same on a set's whole orbit (the instance is
-    the same after swapping branches). ``subsets(j)``, when given, lists the same subsets
-    of set j (bitmask, index) in the same order (:class:`dp.label_pairs.SubsetPairs`, which
-    the DP walks too), instead of finding them here."""
+    ``pairs`` lists each set's subsets (:class:`dp.label_pairs.SubsetPairs`, which the DP
+    walks too). With interchangeable branches, ``ideals`` are the canonical sets and a
+    set's subsets one per orbit of its stabiliser, each with the index of its canonical
+    set: an image of every pair of sets is among them, and D is the same on a set's whole
+    orbit (the instance is the same after swapping branches)."""
     n = len(inst.nodes)
     if n > MAX_NODES or not ideals:
         return None
@@ -273,25 +268,9 @@ def front_devices(
         full = list(ideals).index((1 << n) - 1)
     except ValueError:
         return None
-    if subsets is not None:
-        rows = []
-        for j, J in enumerate(ideals):
-            rows.extend((J, j, I, i) for I, i in subsets(j))
-            if len(rows) > MAX_PAIRS:
-                return None
-    elif br is not None:
-        rows = []
-        for j, J in enumerate(ideals):
-            for I, st in sub_ideal_states(br, J, pred):
-                rows.append((J, j, I, key_of(I, st)))
-                if len(rows) > MAX_PAIRS:
-                    return None
-    else:
-        arr = np.array(ideals, dtype=np.int64)
-        rows = []
-        for j, J in enumerate(ideals):
-            sub = np.flatnonzero((arr & ~np.int64(J)) == 0)
-            rows.extend((J, j, ideals[i], int(i)) for i in sub if i != j)
-            if len(rows) > MAX_PAIRS:
-                return None
+    rows = []
+    for j, J in enumerate(ideals):
+        rows.extend((J, j, I, i) for I, i in pairs.of(j))
+        if len(rows) > MAX_PAIRS:
+            return None
     return FrontDevices(inst, len(ideals), rows, full, succ, d_values, gpipe, flush)

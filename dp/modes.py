@@ -869,9 +869,7 @@ def _front_devices(inst, ideals, br, succ, pred, d_values, mode, steps):
     key = (len(ideals), mode.batch_time, mode.schedule == "gpipe")
     if key not in steps.front:
         pairs = _subset_pairs(ideals, br, pred, steps)
-        steps.front[key] = front_devices(
-            inst, ideals, br, None, pred, succ, d_values, key[2], key[1], subsets=pairs.of
-        )
+        steps.front[key] = front_devices(inst, ideals, pairs, succ, d_values, key[2], key[1])
     return steps.front[key]
 
 

@@ -15,6 +15,7 @@ from compare.bench.modes import towers_instance
 from compare.builders.generators import random_instance
 from dp.ideals import enumerate_ideals, successor_masks
 from dp.label_front import front_devices
+from dp.label_pairs import SubsetPairs
 from dp.modes import predecessor_masks, solve_modes
 from dp.symmetry import canonical_ideals, find_branches
 from piper_ilp.evaluate import evaluate
@@ -35,7 +36,8 @@ def _fronts(inst, mode, symmetry):
     if br is None:
         ideals = enumerate_ideals(inst, 100_000)
         index = {I: i for i, I in enumerate(ideals)}
-        fd = front_devices(inst, ideals, None, None, pred, succ, d_values, gpipe, mode.batch_time)
+        pairs = SubsetPairs(ideals, None, pred)
+        fd = front_devices(inst, ideals, pairs, succ, d_values, gpipe, mode.batch_time)
         return fd, lambda I: index[I]
     ideals = canonical_ideals(br, succ, 100_000)
     where = {(I & br.core, tuple(br.states(I))): i for i, I in enumerate(ideals)}
@@ -43,7 +45,8 @@ def _fronts(inst, mode, symmetry):
     def key_of(J, st):
         return where[(J & br.core, br.canonical_states(st))]
 
-    fd = front_devices(inst, ideals, br, key_of, pred, succ, d_values, gpipe, mode.batch_time)
+    pairs = SubsetPairs(ideals, br, pred, key_of)
+    fd = front_devices(inst, ideals, pairs, succ, d_values, gpipe, mode.batch_time)
     return fd, lambda I: key_of(I, br.states(I))
 
 

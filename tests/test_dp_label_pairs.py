@@ -1,6 +1,6 @@
 """The label DP's (set, subset) pairs found once per solve (dp/label_pairs.py) and its
-guessed bounds past 1.05 times the lower bound (dp/modes.py): the front bound built on the
-shared pairs is the one built on its own, and the guesses keep every value."""
+guessed bounds past 1.05 times the lower bound (dp/modes.py): the pairs are every subset
+once, kept or found again, and the guesses keep every value."""
 
 from __future__ import annotations
 
@@ -54,15 +54,17 @@ def test_subset_pairs_list_every_subset_once(max_kept):
 
 
 @pytest.mark.parametrize("mode", [Mode("graph"), Mode("graph", "batch-time")], ids=str)
-def test_front_bound_on_shared_pairs_is_the_same(mode):
+def test_front_bound_on_kept_pairs_is_the_one_on_pairs_found_again(mode):
+    # the front bound reads the pairs the DP keeps; one built on pairs found again at each
+    # call (nothing kept) is the same
     for inst in (branchy(1), towers_instance(3, 2, K=8, N=16, seed=0)):
         for symmetry in (False, True):
             succ, pred, br, ideals, key_of = _sets(inst, symmetry)
             d_values = Restrictions().d_values(inst)
-            args = (pred, succ, d_values, False, mode.batch_time)
-            own = front_devices(inst, ideals, br, key_of, *args)
+            args = (succ, d_values, False, mode.batch_time)
+            own = front_devices(inst, ideals, SubsetPairs(ideals, br, pred, key_of, 0), *args)
             pairs = SubsetPairs(ideals, br, pred, key_of)
-            shared = front_devices(inst, ideals, br, None, *args, subsets=pairs.of)
+            shared = front_devices(inst, ideals, pairs, *args)
             for cutoff in (1e-4, 1e-3, 1e-2, 0.05, 1.0):
                 assert own.needed(cutoff).tolist() == shared.needed(cutoff).tolist()
                 a, bits_a = own.admissible(cutoff)
