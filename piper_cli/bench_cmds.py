@@ -319,11 +319,10 @@ def _no_dp_options(ctx: typer.Context) -> None:
 
 
 def _threads_text(backends, threads: int) -> str:
-    """The threads each backend runs with: ``threads`` for CP-SAT and CBC, SCIP's own
-    (:data:`piper_ilp.milp.scip.THREADS`) whatever was asked."""
-    from piper_ilp.milp.scip import THREADS as SCIP_THREADS
+    """The threads each backend runs with (:func:`piper_ilp.milp.solve.backend_threads`)."""
+    from piper_ilp.milp.solve import backend_threads
 
-    runs = {b: SCIP_THREADS if b == "scip" else threads for b in backends}
+    runs = {b: backend_threads(b, threads) for b in backends}
     if len(set(runs.values())) == 1:
         n = next(iter(runs.values()))
         return f"{n} thread{'s' if n != 1 else ''}"

@@ -19,13 +19,30 @@ from piper_ilp.plan import Plan
 from piper_ilp.settings import check_threads, check_time_limit
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
-__all__ = ["BACKENDS", "DEFAULT_MAX_VARIABLES", "DEFAULT_THREADS", "solve_milp"]
+__all__ = ["BACKENDS", "DEFAULT_MAX_VARIABLES", "DEFAULT_THREADS", "backend_threads", "solve_milp"]
 
 #: Above this many variables :func:`solve_milp` refuses (unless ``force``).
 DEFAULT_MAX_VARIABLES = 25_000
 
 #: Solver threads when the caller does not say (CI machines have 2 cores).
 DEFAULT_THREADS = 2
+
+
+def backend_threads(backend: str, threads: int) -> int:
+    """The threads ``backend`` runs with when ``threads`` are asked: SCIP always
+    :data:`piper_ilp.milp.scip.THREADS` (its concurrent mode proved wrong optima), CP-SAT and
+    CBC ``threads``.
+
+    Examples
+    --------
+    >>> backend_threads("cpsat", 2), backend_threads("scip", 2)
+    (2, 1)
+    """
+    if backend == "scip":
+        from piper_ilp.milp.scip import THREADS
+
+        return THREADS
+    return threads
 
 
 def _backend(name: str):
@@ -243,7 +260,7 @@ def solve_milp(
         "constraints": len(m.rows),
         "slots": st.S,
         "configurations": len(st.configs),
-        "threads": 1 if backend == "scip" else threads,  # milp/scip.py: THREADS
+        "threads": backend_threads(backend, threads),
         "time_limit": time_limit,
         "scaling_error": 0.0,
         "mode": mode.label,
