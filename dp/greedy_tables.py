@@ -34,7 +34,7 @@ from dp.greedy_rule import (
 )
 from dp.knapsack import stage_tps_from_sums
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
-from dp.stage_geometry import StageGeometry, bits, lowest_sink
+from dp.stage_geometry import StageGeometry, bits, lowest_sink, set_words
 from dp.stage_queue import StageQueue
 from dp.table_arrays import distinct_rows, sorted_unique
 from dp.table_store import StageTables
@@ -585,15 +585,6 @@ def _distinct_sequences(a: np.ndarray, b: np.ndarray, sizes: np.ndarray) -> tupl
     return distinct_rows(key)
 
 
-def _mask_words(masks: list, n: int) -> np.ndarray:
-    """Bitmasks over n positions as a (len(masks), words) uint64 array, word w holding
-    bits 64 w to 64 w + 63 (at least one word)."""
-    out = np.zeros((len(masks), max(1, (n + 63) // 64)), dtype=np.uint64)
-    for w in range(out.shape[1]):
-        out[:, w] = [(m >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for m in masks]
-    return out
-
-
 def _row_pieces(ys: np.ndarray, widths: np.ndarray, limit: int):
     """Consecutive blocks (``ys`` rows each, ``widths`` nodes each, non-decreasing) cut
     into pieces (first, end) of at most ``limit`` cells (rows times the widest; at least
@@ -864,8 +855,8 @@ class GreedyTables(StageQueue):
         }
         # per node position, its edges (the columns of plain_node_data's terms it uses)
         self.degree = np.array([len(geo.preds[i]) + len(geo.succs[i]) for i in range(len(ctx.ids))])
-        # per node position, its neighbours as words (:func:`_mask_words`)
-        self.neighbour_words = _mask_words(
+        # per node position, its neighbours as words (:func:`dp.stage_geometry.set_words`)
+        self.neighbour_words = set_words(
             [geo.pred_mask[i] | geo.succ_mask[i] for i in range(len(ctx.ids))], len(ctx.ids)
         )
         # general nodes: the options' rows per (node, t, cut in, cut out), as items
@@ -919,7 +910,7 @@ class GreedyTables(StageQueue):
         stage of its kind, the kinds numbered in the order of their first stage."""
         _, terms, other, cls = self.plain_data[t]
         G, n = len(masks), len(self.ids)
-        words = _mask_words(masks, n)
+        words = set_words(masks, n)
         inside = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little")[:, :n]
         g_of, pos = np.nonzero(inside)  # stage by stage, nodes in input order
         sizes = np.bincount(g_of, minlength=G)

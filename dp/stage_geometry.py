@@ -59,11 +59,10 @@ def set_words(masks: list[int], n: int) -> np.ndarray:
     >>> set_words([1, 2**64 + 3], 65).tolist()
     [[1, 0], [3, 1]]
     """
-    words = max(1, (n + 63) // 64)
-    return np.array(
-        [[(m >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for w in range(words)] for m in masks],
-        dtype=np.uint64,
-    )
+    out = np.zeros((len(masks), max(1, (n + 63) // 64)), dtype=np.uint64)
+    for w in range(out.shape[1]):  # a column at a time (one pass over the masks per word)
+        out[:, w] = [(m >> (64 * w)) & 0xFFFFFFFFFFFFFFFF for m in masks]
+    return out
 
 
 def lowest_sink(X: int, succ: list, filters: list) -> int:
