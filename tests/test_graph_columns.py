@@ -44,10 +44,12 @@ def _agrees(sol, brute) -> None:
         assert (sol.value - sol.bound) <= PROOF_RTOL * sol.value
 
 
-def _check(inst, mode, restrictions=Restrictions()) -> Status:
+def _check(inst, mode, restrictions=Restrictions(), chain=True) -> Status:
     brute = solve_brute(inst, restrictions, mode=mode, force=True)
-    sol = solve_columns(inst, restrictions, mode=mode)
+    sol = solve_columns(inst, restrictions, mode=mode, chain=chain)
     _agrees(sol, brute)
+    answered = {r["status"].startswith("chain") for r in sol.info["rounds"]}
+    assert answered <= {chain}, (chain, sol.info["rounds"])
     if sol.plan is not None:
         assert evaluate(inst, sol.plan, mode).valid
         assert restrictions.violation(inst, sol.plan) is None
@@ -60,11 +62,19 @@ def test_columns_match_brute_on_small_instances(mode):
     assert seen.count(Status.OPTIMAL) > 6 and Status.INFEASIBLE in seen
 
 
+@pytest.mark.parametrize("mode", GRAPH_MODES[:2], ids=lambda m: m.label)
+def test_columns_with_cpsat_alone_match_brute(mode):
+    """``chain=False``: every round is CP-SAT's model (where the chain search gives up)."""
+    seen = [_check(_case(k), mode, chain=False) for k in range(0, 24, 2)]
+    assert seen.count(Status.OPTIMAL) > 3 and Status.INFEASIBLE in seen
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("chain", [True, False], ids=["chain", "cpsat"])
 @pytest.mark.parametrize("mode", GRAPH_MODES, ids=lambda m: m.label)
-def test_columns_match_brute_campaign(mode):
+def test_columns_match_brute_campaign(mode, chain):
     for k in range(100, 300):
-        _check(_case(k), mode)
+        _check(_case(k), mode, chain=chain)
 
 
 def test_columns_on_identical_branches_match_brute(shared_dir):
@@ -153,7 +163,8 @@ def test_columns_start_from_above_keeps_the_bisections_invariant():
 @pytest.mark.parametrize("path_rows", [True, False], ids=["path-rows", "no-path-rows"])
 def test_columns_path_rows_keep_every_plan(path_rows):
     """The path rows bind where memory is tight along long paths (chains, towers, a
-    fork-join): with and without them the column method agrees with brute, and a row
+    fork-join): with and without them the column method (CP-SAT alone: the rows are
+    CP-SAT's) agrees with brute, and a row
     one microbatch too strict would cut the optimum (checked by hand)."""
     seen = []
     for k in range(8):
@@ -161,7 +172,7 @@ def test_columns_path_rows_keep_every_plan(path_rows):
         inst = random_instance(family, 5 + k % 3, 40 + k, memory="tight", options_per_t=(1, 3))
         for mode in (Mode("graph"), Mode("graph", "batch-time")):
             brute = solve_brute(inst, mode=mode, force=True)
-            sol = solve_columns(inst, mode=mode, path_rows=path_rows)
+            sol = solve_columns(inst, mode=mode, path_rows=path_rows, chain=False)
             _agrees(sol, brute)
             seen.append(sol.status)
     assert seen.count(Status.OPTIMAL) > 4
@@ -186,3 +197,42 @@ def test_columns_proves_a_tiny_infeasible_instance_in_few_rounds(K, M):
     sol = solve_columns(_two_node_chain(K, M), mode=Mode("graph"))
     assert sol.status is Status.INFEASIBLE
     assert len(sol.info["rounds"]) <= 8, len(sol.info["rounds"])
+
+
+def test_chain_search_gives_up_above_its_labels_and_cpsat_answers():
+    """With room for one label the chain search returns None (no claim); solve_columns
+    then asks CP-SAT, and the answer is brute's."""
+    from piper_ilp.milp.graph_chain import chain_search
+    from piper_ilp.milp.graph_columns import ColumnCatalog
+    from piper_ilp.milp.path_rule import PiperRule
+
+    inst = random_instance("towers", 7, 5, memory="tight", options_per_t=(1, 3))
+    degrees = Restrictions().d_values(inst)
+    catalog = ColumnCatalog(inst, closed_sets(inst, 10_000), degrees, PiperRule())
+    cols, complete = catalog.columns(float("inf"))
+    assert complete and cols
+    assert chain_search(catalog, cols, inst.K, max_labels=1) is None
+    whole = chain_search(catalog, cols, inst.K)
+    brute = solve_brute(inst, mode=Mode("graph"), force=True)
+    assert (whole.columns is None) == (brute.plan is None)
+
+
+@pytest.mark.slow
+def test_columns_proves_mmt2_in_both_objectives(shared_dir):
+    """Issue 35's two-branch multi-modal transformer (bench modes --graphpipe): optimal,
+    the DP's value, in both objectives; CP-SAT alone stops at its time limit there (one
+    clock: this process's CPU seconds) and says so."""
+    from compare.bench.modes import GRAPHPIPE_ROWS, graphpipe_instance
+    from dp.modes import solve_modes
+
+    row = next(r for r in GRAPHPIPE_ROWS if r[0] == "mmt2")
+    inst = graphpipe_instance(shared_dir / "piper-inputs" / "bert32a100.json", *row[1:])
+    for mode in (Mode("graph"), Mode("graph", "batch-time")):
+        sol = solve_columns(inst, mode=mode)
+        dp = solve_modes(inst, mode=mode)
+        assert sol.status is Status.OPTIMAL, sol.message
+        assert abs(sol.value - dp.value) <= 1e-9 * dp.value
+        assert sol.bound >= sol.value * (1 - PROOF_RTOL)
+    stopped = solve_columns(inst, mode=Mode("graph"), chain=False, time_limit=5.0)
+    assert stopped.status in (Status.FEASIBLE, Status.UNKNOWN)
+    assert "time limit" in stopped.message

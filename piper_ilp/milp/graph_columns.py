@@ -24,20 +24,43 @@ from piper_ilp.milp.stage_choice import ExactScale
 __all__ = ["Column", "ColumnCatalog", "convex_sets"]
 
 
-def convex_sets(sets: list[int]) -> list[int]:
+def convex_sets(
+    sets: list[int], most: int | None = None, deadline: float | None = None
+) -> list[int]:
     """The distinct differences I \\ J of two successor-closed sets J strictly inside I
     (every stage a plan can have), as bitmasks in increasing order.
+
+    Parameters
+    ----------
+    sets : list of int
+    most : int, optional
+        Stop as soon as more than this many are found (the list returned is then longer
+        than ``most`` and not complete): a size guard need not wait for all of them
+        (towers 8x4's 390,627 sets are 7.6e10 pairs).
+    deadline : float, optional
+        ``time.process_time()`` value, checked once per set.
+
+    Raises
+    ------
+    TimeUp
+        Past ``deadline``.
 
     Examples
     --------
     >>> convex_sets([0, 4, 6, 7])  # the chain 0 -> 1 -> 2
     [1, 2, 3, 4, 6, 7]
+    >>> len(convex_sets([0, 4, 6, 7], most=2)) > 2
+    True
     """
     out = set()
     for i, big in enumerate(sets):
+        if deadline is not None and time.process_time() > deadline:
+            raise TimeUp()
         for small in sets[:i]:
             if small & ~big == 0 and small != big:
                 out.add(big & ~small)
+        if most is not None and len(out) > most:
+            break
     return sorted(out)
 
 
@@ -118,15 +141,27 @@ class ColumnCatalog:
         The allowed data-parallel degrees.
     rule : InFlightRule
         y as a function of the microbatches held behind (Piper's or gpipe's).
+    most, deadline
+        Passed to :func:`convex_sets` (``masks`` longer than ``most``: not complete).
     """
 
-    def __init__(self, instance: Instance, sets: list[int], degrees: list[int], rule):
+    def __init__(
+        self,
+        instance: Instance,
+        sets: list[int],
+        degrees: list[int],
+        rule,
+        *,
+        most: int | None = None,
+        deadline: float | None = None,
+    ):
         self.instance = instance
         self.rule: InFlightRule = rule
         self.degrees = degrees
+        self.sets = sets
         # under graph pipelining every h is a sum of d along a path: at most min(N, K)
         self.cap = min(instance.N, instance.K)
-        self.masks = convex_sets(sets)
+        self.masks = convex_sets(sets, most, deadline)
         self.scale = ExactScale.of_instance(instance)
         ids = instance.node_ids
         self.ids = ids
