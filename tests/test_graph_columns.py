@@ -73,7 +73,7 @@ def test_columns_with_cpsat_alone_match_brute(mode):
 @pytest.mark.parametrize("chain", [True, False], ids=["chain", "cpsat"])
 @pytest.mark.parametrize("mode", GRAPH_MODES, ids=lambda m: m.label)
 def test_columns_match_brute_campaign(mode, chain):
-    for k in range(100, 300):
+    for k in range(100, 300 if chain else 200):
         _check(_case(k), mode, chain=chain)
 
 
@@ -127,11 +127,13 @@ def test_columns_in_the_registry_and_verify():
     assert seq.verdict == "single-proof"
 
 
-def test_columns_start_from_above_keeps_the_bisections_invariant():
+@pytest.mark.parametrize("chain", [False, True], ids=["cpsat", "chain"])
+def test_columns_start_from_above_keeps_the_bisections_invariant(chain):
     """Two unconnected nodes (p = 1 and 2), K = 2, N = 1: sequentially one stage (sum d <=
     N), under graph pipelining two stages of TPS 1 and 2. The search starts from the
     sequential plan (3.0) with the work bound 2.0 proven; skipping thresholds past the
-    bound once claimed 3.0 optimal (campaign seed 374, shrunk)."""
+    bound once claimed 3.0 optimal (campaign seed 374, shrunk). The chain search skips the
+    start."""
     from piper_ilp.instance import instance_from_dict
 
     def node(i, p):
@@ -156,8 +158,10 @@ def test_columns_start_from_above_keeps_the_bisections_invariant():
             "edges": [],
         }
     )
-    assert _check(inst, Mode("graph")) is Status.OPTIMAL
-    assert solve_columns(inst, mode=Mode("graph")).value == 2.0
+    assert _check(inst, Mode("graph"), chain=chain) is Status.OPTIMAL
+    sol = solve_columns(inst, mode=Mode("graph"), chain=chain)
+    assert sol.value == 2.0
+    assert ("start" in sol.info) is not chain  # the sequential start: CP-SAT alone
 
 
 @pytest.mark.parametrize("path_rows", [True, False], ids=["path-rows", "no-path-rows"])
@@ -201,7 +205,7 @@ def test_columns_proves_a_tiny_infeasible_instance_in_few_rounds(K, M):
 
 def test_chain_search_gives_up_above_its_labels_and_cpsat_answers():
     """With room for one label the chain search returns None (no claim); solve_columns
-    then asks CP-SAT, and the answer is brute's."""
+    then asks CP-SAT, for that round and the later ones, and the answer is brute's."""
     from piper_ilp.milp.graph_chain import chain_search
     from piper_ilp.milp.graph_columns import ColumnCatalog
     from piper_ilp.milp.path_rule import PiperRule
@@ -215,6 +219,13 @@ def test_chain_search_gives_up_above_its_labels_and_cpsat_answers():
     whole = chain_search(catalog, cols, inst.K)
     brute = solve_brute(inst, mode=Mode("graph"), force=True)
     assert (whole.columns is None) == (brute.plan is None)
+    for mode in (Mode("graph"), Mode("graph", "batch-time")):
+        sol = solve_columns(inst, mode=mode, max_labels=1)
+        _agrees(sol, solve_brute(inst, mode=mode, force=True))
+        by_chain = [r["status"].startswith("chain") for r in sol.info["rounds"]]
+        # rounds the device bound settles at once stay the chain's; from the first it
+        # gives up on, CP-SAT answers every round
+        assert False in by_chain and True not in by_chain[by_chain.index(False) :], by_chain
 
 
 @pytest.mark.slow

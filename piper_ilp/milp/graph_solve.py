@@ -33,7 +33,7 @@ from piper_ilp.errors import InputError, InternalError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance
 from piper_ilp.milp.closed_sets import closed_sets
-from piper_ilp.milp.graph_chain import chain_search
+from piper_ilp.milp.graph_chain import DEFAULT_MAX_LABELS, chain_search
 from piper_ilp.milp.graph_columns import Column, ColumnCatalog
 from piper_ilp.milp.path_arcs import TimeUp
 from piper_ilp.milp.path_rule import GpipeRule, PiperRule
@@ -98,6 +98,7 @@ def solve_columns(
     progress: bool = False,
     path_rows: bool = False,
     chain: bool = True,
+    max_labels: int = DEFAULT_MAX_LABELS,
 ) -> Solution:
     """Solve a graph-pipelining mode exactly over stage columns.
 
@@ -127,6 +128,9 @@ def solve_columns(
         Answer each round by the chain search first
         (:func:`~piper_ilp.milp.graph_chain.chain_search`, exact, no solver), CP-SAT only
         where it gives up; False: CP-SAT alone. The answer is the same either way.
+    max_labels : int
+        The chain search gives up above this many labels (then CP-SAT answers that
+        round and the later ones).
 
     Returns
     -------
@@ -179,6 +183,7 @@ def solve_columns(
     run = _Run(instance, inst, catalog, mode, threads, info, progress, restrictions)
     run.path_rows = path_rows
     run.chain = chain
+    run.max_labels = max_labels
     sol = run.solve(lower_bound(inst, degrees), deadline)
     sol.method = method
     return finish_solution(instance, restrictions, sol, start, wall)
@@ -200,6 +205,7 @@ class _Run:
         self.best: tuple[float, Plan] | None = None
         self.path_rows = False
         self.chain = True
+        self.max_labels = DEFAULT_MAX_LABELS
         info["rounds"] = []
 
     def floor_of(self, bound: float) -> float:
@@ -323,17 +329,18 @@ class _Run:
 
     def by_chain(self, cols, objective) -> _Answer | None:
         """The round answered by :func:`~piper_ilp.milp.graph_chain.chain_search` (exact,
-        no solver); None when it gives up (too many labels: CP-SAT answers instead), an
-        answer that proves nothing when the time is up."""
+        no solver); None when it gives up (too many labels: CP-SAT answers this round and
+        the later ones), an answer that proves nothing when the time is up."""
         t0 = time.process_time()
         unit, tu = 1.0, None
         if objective == "latency":
             unit, tu = _latency_units(cols, len(self.catalog.ids))
         try:
-            got = chain_search(self.catalog, cols, self.inst.K, tu, self.deadline)
+            got = chain_search(self.catalog, cols, self.inst.K, tu, self.deadline, self.max_labels)
         except TimeUp:
             return _Answer(None, 0.0, False, {"status": "chain: time limit", "cpu": 0.0})
         if got is None:
+            self.chain = False  # it would give up on the later rounds too: CP-SAT from now
             return None
         record = {"status": "chain", "cpu": time.process_time() - t0, "labels": got.labels}
         if got.columns is None:
