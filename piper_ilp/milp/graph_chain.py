@@ -92,7 +92,7 @@ def chain_search(
     by_mask: dict[int, list[Column]] = {}
     for c in cols:
         by_mask.setdefault(c.mask, []).append(c)
-    ups = _supersets(sets, by_mask)
+    ups = _supersets(sets, by_mask, deadline)
     rest = _rest_devices(sets, by_mask, ups)
     if rest[0] > K:
         return ChainAnswer(None, 0, 0)
@@ -184,10 +184,13 @@ def _bits(mask: int) -> list[int]:
     return out
 
 
-def _supersets(sets: list[int], by_mask: dict[int, list[Column]]):
-    """For each set J, the pairs (I, I \\ J) of sets I ⊃ J whose difference has columns."""
+def _supersets(sets: list[int], by_mask: dict[int, list[Column]], deadline: float | None):
+    """For each set J, the pairs (I, I \\ J) of sets I ⊃ J whose difference has columns
+    (quadratic in the sets: the deadline is checked per set)."""
     ups: dict[int, list[tuple[int, int]]] = {J: [] for J in sets}
     for a, J in enumerate(sets):
+        if deadline is not None and time.process_time() > deadline:
+            raise TimeUp()
         for I in sets[a + 1 :]:
             if J & ~I == 0:
                 mask = I & ~J
