@@ -65,7 +65,14 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from compare.crosscheck.methods import METHODS, Method, check_mode, external_method, run_method
+from compare.crosscheck.methods import (
+    METHODS,
+    Method,
+    check_mode,
+    default_methods,
+    external_method,
+    run_method,
+)
 from piper_ilp.cost import close
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import Evaluation, evaluate
@@ -78,7 +85,7 @@ from piper_ilp.solution import Restrictions, Solution, Status
 
 __all__ = [
     "METHODS",
-    "DEFAULT_METHODS",
+    "default_methods",
     "DEFAULT_TIME_LIMIT",
     "VERDICTS",
     "EXIT_CODES",
@@ -91,8 +98,6 @@ __all__ = [
     "parse_methods",
 ]
 
-#: What ``verify`` and ``campaign`` run unless told otherwise.
-DEFAULT_METHODS = ("dp", "path", "cpsat", "cbc", "brute")
 #: With ``path`` among the methods and covering the mode, the compact model's size guard in
 #: verify (variables): where it runs beside ``path`` it must prove within the default limit,
 #: or the verdict falls from match to consistent. bert32a100 at K = 8 (3,856) it proves in
@@ -561,7 +566,7 @@ def _what(mode: Mode) -> str:
 
 def verify_instance(
     instance: Instance,
-    methods: Sequence[str] = DEFAULT_METHODS,
+    methods: Sequence[str] | None = None,
     restrictions: Restrictions = Restrictions(),
     *,
     time_limit: float | None = DEFAULT_TIME_LIMIT,
@@ -581,9 +586,12 @@ def verify_instance(
     Parameters
     ----------
     instance : Instance
-    methods : sequence of str
-        Names from :data:`compare.crosscheck.methods.METHODS`. A method that raises
-        SizeLimitError (``brute`` on a graph too big for it) is skipped, not an error.
+    methods : sequence of str, optional
+        Names from :data:`compare.crosscheck.methods.METHODS`; default: the mode's
+        (:func:`~compare.crosscheck.methods.default_methods`: dp, path, cpsat, cbc, brute
+        in sequential pipelining, dp, columns, cpsat, cbc, brute in graph pipelining). A
+        method that raises SizeLimitError (``brute`` on a graph too big for it) is skipped,
+        not an error.
     restrictions : Restrictions
         Passed to every method; every plan must obey them.
     time_limit : float, optional
@@ -657,6 +665,8 @@ def verify_instance(
             "verify_instance takes settings= or time_limit, threads, force and mode, not both"
         )
     mode, time_limit, threads = settings.mode, settings.time_limit, settings.threads
+    if methods is None:
+        methods = default_methods(mode)
     instance = settings.apply(instance)
     injected = dict(solvers or {})
     for m in list(methods) + list(injected):
