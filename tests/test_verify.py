@@ -808,3 +808,20 @@ def test_cli_verify_graph_pipelining_runs_columns_by_default(tmp_path):
     result = CliRunner().invoke(app, ["verify", str(path), "--json"])  # sequential: as before
     rec = json.loads(result.output.strip().splitlines()[-1])
     assert list(rec["methods"]) == ["dp", "path", "cpsat", "cbc", "brute", "greedy"]
+
+
+def test_each_result_holds_its_methods_registry_entry():
+    """A MethodResult reads kind, lineage, accuracy and third_party from its Method (one
+    place for those facts), not from copies that could drift."""
+    from compare.crosscheck.methods import METHODS
+
+    v = verify_instance(ONE, ("dp", "cpsat", "brute"), solvers={"cpsat": brute_as("cpsat")})
+    for name, r in v.results.items():
+        assert r.entry is METHODS[name] and r.method == name
+        assert (r.kind, r.lineage, r.rtol, r.third_party) == (
+            METHODS[name].kind,
+            METHODS[name].lineage,
+            METHODS[name].rtol,
+            METHODS[name].third_party,
+        )
+    assert v.results["cpsat"].third_party and not v.results["dp"].third_party

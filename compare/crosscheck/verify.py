@@ -155,19 +155,18 @@ def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:
 class MethodResult:
     """One method's outcome on one instance.
 
-    ``solution`` is None when the method was ``skipped`` (size limit; the reason) or
-    failed (``error`` for the project's own methods, ``backend_error`` for a third-party
-    MILP backend, :attr:`Method.third_party <compare.crosscheck.methods.Method>`).
-    ``evaluation`` is the evaluator's verdict on its plan. ``rtol`` is the method's
-    stated relative accuracy and ``abs_tol`` the absolute error it states
-    (CP-SAT's scaling error). ``backend_error`` is also set when a backend's answer
-    fails the checks here: its claims then count for nothing.
+    ``entry`` is the method's :class:`~compare.crosscheck.methods.Method` (its registry
+    entry, or an external planner's): its name, kind, lineage, stated relative accuracy
+    ``rtol`` and ``third_party`` are read from there, not copied. ``solution`` is None when
+    the method was ``skipped`` (size limit; the reason) or failed (``error`` for the
+    project's own methods, ``backend_error`` for a third-party MILP backend,
+    :attr:`Method.third_party <compare.crosscheck.methods.Method>`). ``evaluation`` is the
+    evaluator's verdict on its plan. ``abs_tol`` is the absolute error it states (CP-SAT's
+    scaling error). ``backend_error`` is also set when a backend's answer fails the checks
+    here: its claims then count for nothing.
     """
 
-    method: str
-    kind: str = "exact"
-    lineage: str = ""
-    rtol: float = 1e-9
+    entry: Method
     solution: Solution | None = None
     evaluation: Evaluation | None = None
     skipped: str | None = None
@@ -176,7 +175,31 @@ class MethodResult:
     seconds: float = 0.0
     abs_tol: float = 0.0
     hint: str | None = None  # MILP with milp_hint: which plan it was given as hint and cutoff
-    third_party: bool = False  # Method.third_party: its failures are a backend error
+
+    @property
+    def method(self) -> str:
+        """The method's name."""
+        return self.entry.name
+
+    @property
+    def kind(self) -> str:
+        """The method's kind (:data:`~compare.crosscheck.methods.KINDS`)."""
+        return self.entry.kind
+
+    @property
+    def lineage(self) -> str:
+        """The method's lineage: two proofs are independent when their lineages differ."""
+        return self.entry.lineage
+
+    @property
+    def rtol(self) -> float:
+        """The relative accuracy of the method's "optimal" claims."""
+        return self.entry.rtol
+
+    @property
+    def third_party(self) -> bool:
+        """True when the method's failures are a third-party backend's (a backend error)."""
+        return self.entry.third_party
 
     @property
     def status(self) -> str:
@@ -458,9 +481,7 @@ def _where(exc: BaseException) -> str:
 
 def _run(m: Method, call: Callable[[], Solution]) -> MethodResult:
     """Run one method and classify what happened (never raises)."""
-    res = MethodResult(
-        m.name, kind=m.kind, lineage=m.lineage, rtol=m.rtol, third_party=m.third_party
-    )
+    res = MethodResult(m)
     start = time.perf_counter()
     try:
         sol = call()
