@@ -436,7 +436,7 @@ def _register_suites(bench: typer.Typer) -> None:
         import time
 
         from compare.bench.dp import find_profiles
-        from compare.bench.milp import BERT, run, table
+        from compare.bench.milp import BERT, CPU_COUNTED, run, table
         from piper_cli.compare_cmds import parse_ints
         from piper_ilp.errors import InputError
         from piper_ilp.files import atomic_write_text, check_writable
@@ -466,7 +466,7 @@ def _register_suites(bench: typer.Typer) -> None:
         stdout.print(
             f"MILP benchmark: sizes {size_list}, {seeds} seeds, memory {memory}, bert K "
             f"{bert_ks}, limit {limit:g} s, {'DP hint, ' if hint_from_dp else ''}"
-            f"{_threads_text(chosen, threads)}, {machine}",
+            f"{_threads_text(chosen, threads)}, {machine}; {CPU_COUNTED}",
             markup=False,
         )
         t0 = time.perf_counter()

@@ -73,7 +73,7 @@ InstanceOutputOpt = output_option("Write the instance here (default: stdout).")
 RESULTS_PANEL = "Results folder and workers"
 
 MethodsOpt = Annotated[
-    str,
+    Optional[str],
     option(
         METHOD_PANEL,
         "--methods",
@@ -120,20 +120,38 @@ WorkersOpt = Annotated[
 
 
 class _MethodsHelp(TyperCommand):
-    """verify's and campaign's command: the help of --methods names the default methods and
-    the registry's others (:data:`compare.crosscheck.methods.METHODS`, the one list), loaded
-    only when the help is shown (``piper-ilp --help`` loads no project module)."""
+    """verify's and campaign's command: the help of --methods names the default methods of
+    each pipelining and the registry's others (:data:`compare.crosscheck.methods.METHODS`,
+    the one list, and :func:`~compare.crosscheck.methods.default_methods`), loaded only when
+    the help is shown (``piper-ilp --help`` loads no project module)."""
 
     def format_help(self, ctx, formatter) -> None:
-        from compare.crosscheck.methods import METHODS
-
         for param in self.params:
             if isinstance(param.help, str) and "{methods}" in param.help:
-                default = [name.strip() for name in str(param.default).split(",")]
-                others = ", ".join(name for name in METHODS if name not in default)
-                text = f"Default: {', '.join(default)}; also: {others}."
-                param.help = param.help.replace("{methods}", text)
+                param.help = param.help.replace("{methods}", methods_help())
         super().format_help(ctx, formatter)
+
+
+def methods_help() -> str:
+    """The help of ``--methods``: the default methods (a method that is a default in some
+    pipelinings only names them), and the others.
+
+    >>> methods_help()  # doctest: +NORMALIZE_WHITESPACE
+    'Default: dp, path (sequential), columns (graph), cpsat, cbc, brute; also: scip, greedy,
+    2bw, pipedream.'
+    """
+    from compare.crosscheck.methods import METHODS
+    from piper_ilp.mode import PIPELINES
+
+    names, others = [], []
+    for name, m in METHODS.items():
+        if not m.default_for:
+            others.append(name)
+        elif m.default_for == set(PIPELINES):
+            names.append(name)
+        else:
+            names.append(f"{name} ({'/'.join(p for p in PIPELINES if p in m.default_for)})")
+    return f"Default: {', '.join(names)}; also: {', '.join(others)}."
 
 
 def resolve_scheduler(text: str | None) -> str | None:
@@ -496,7 +514,7 @@ def register(app: typer.Typer) -> None:
             list[str],
             typer.Argument(help="Instance JSON file(s), e.g. a campaign's counterexamples."),
         ],
-        methods: MethodsOpt = "dp,path,cpsat,cbc,brute",
+        methods: MethodsOpt = None,
         time_limit: TimeLimitOpt = 60.0,
         threads: ThreadsOpt = None,
         force: ForceOpt = False,
@@ -530,8 +548,8 @@ def register(app: typer.Typer) -> None:
         Every method solves the instance and the evaluator re-checks every plan; the
         verdict is match, consistent, single-proof, inconclusive, error or mismatch
         (docs/usage.md, "Verify and its verdicts"). The mode flags choose the problem
-        every method solves; --uniform-cost prints the cost of uniformity (uniform / free
-        optimum); --model pipedream checks PipeDream's own model (docs/pipedream.md).
+        (and the default methods); --uniform-cost prints uniform / free optimum; --model
+        pipedream checks PipeDream's own model (docs/pipedream.md).
 
         Exit 0 match or consistent, 1 mismatch or error, 2 bad input or usage,
         3 inconclusive, 4 single-proof (with several instances: the first of 1, 2, 3, 4 that
@@ -556,9 +574,10 @@ def register(app: typer.Typer) -> None:
             return
         if model != "piper":
             raise InputError(f"--model {model!r}: choose piper or pipedream")
-        names = parse_methods(methods)
+        from compare.crosscheck.methods import METHODS, check_mode, default_methods, external_method
+
+        names = parse_methods(methods) if methods is not None else default_methods(mode)
         externals = parse_externals(external)
-        from compare.crosscheck.methods import METHODS, check_mode, external_method
         from piper_ilp.settings import Settings
 
         settings = Settings(  # checked once, before any instance is read
@@ -719,7 +738,7 @@ def register(app: typer.Typer) -> None:
             str,
             option(INPUT_PANEL, "--nodes", metavar="A-B", help="Node counts.", show_default=True),
         ] = "3-7",
-        methods: MethodsOpt = "dp,path,cpsat,cbc,brute",
+        methods: MethodsOpt = None,
         time_limit: TimeLimitOpt = 60.0,
         threads: ThreadsOpt = None,
         force: ForceOpt = False,
@@ -756,13 +775,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Cross-check many random DAGs in parallel, resumably.
 
-        COUNT random DAGs are checked by verify's methods: one JSON line per finished
-        instance and mode in OUT/results.jsonl (a killed run loses nothing; --resume goes
-        on), every mismatch shrunk into OUT/counterexamples/ (replay with verify), and a
-        summary by family and mode. --modes checks each instance in several modes
-        (labels PIPELINE/OBJECTIVE/SCHEDULE with an optional /RULE, or all: the 8 that
-        differ) instead of
-        the mode flags. Details: docs/usage.md, "Results folders".
+        COUNT random DAGs are checked by verify's methods (each mode's): one JSON line per
+        finished instance and mode in OUT/results.jsonl (a killed run loses nothing;
+        --resume goes on), mismatches shrunk into OUT/counterexamples/ (replay with verify),
+        a summary by family and mode. --modes checks each instance in several modes
+        (PIPELINE/OBJECTIVE/SCHEDULE, optionally /RULE, or all: the 8 that differ) instead of
+        the mode flags (docs/usage.md).
 
         Exit 0 when no mismatch, no error and no harness error (the campaign's own failure
         on an instance) was found, 1 otherwise, 2 on bad usage (or OUT in use), 130 on
@@ -799,7 +817,7 @@ def register(app: typer.Typer) -> None:
                 seed,
                 families=fams,
                 nodes=parse_range(nodes, "--nodes"),
-                methods=parse_methods(methods),
+                methods=parse_methods(methods) if methods is not None else None,
                 time_limit=time_limit,
                 threads=threads,
                 workers=workers,

@@ -16,7 +16,8 @@ def main() -> None:
     and exit status 2, like bad input; the commands' own errors are handled by
     :func:`piper_cli.common.cli_errors`. A failed write to standard output
     (:mod:`piper_cli.stdio`) ends any command the same way: a closed pipe quietly with
-    exit 141, anything else (a full disk) with one line and exit 2.
+    exit 141, anything else (a full disk) with one line and exit 2. An interrupted
+    command ends without the interpreter's finalization (:func:`piper_cli.interrupts.leave`).
     """
     import os
     import sys
@@ -35,7 +36,10 @@ def main() -> None:
         code = interrupts.report()
     except stdio.StdoutError as exc:
         code = stdio.report(exc)
-    sys.exit(stdio.finish(code))
+    code = stdio.finish(code)
+    if code in interrupts.EXIT_CODES:  # interrupted, clean-up done (campaign, sweep: their line)
+        interrupts.leave(code)
+    sys.exit(code)
 
 
 def single_threaded_blas(environ) -> None:

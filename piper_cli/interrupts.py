@@ -21,7 +21,10 @@ import os
 import signal
 import sys
 
-__all__ = ["install", "pending", "report", "exit_code"]
+__all__ = ["install", "pending", "report", "exit_code", "leave", "EXIT_CODES"]
+
+#: The exit statuses of an interrupted command: 128 + SIGINT, 128 + SIGTERM.
+EXIT_CODES = (128 + signal.SIGINT, 128 + signal.SIGTERM)
 
 
 class _State:
@@ -67,13 +70,27 @@ def exit_code() -> int:
     return 128 + (_state.signum if _state.signum is not None else signal.SIGINT)
 
 
-def _exit_now(signum: int, frame) -> None:  # noqa: ARG001
+def leave(code: int) -> None:
+    """End the process now with ``code``: flush standard output and error, then
+    ``os._exit``, without the interpreter's finalization.
+
+    For an interrupted command, whose clean-up already ran while the KeyboardInterrupt
+    unwound (solver processes killed, temporary folders removed, workers stopped, files
+    written atomically or not at all). Finalization would then only free every object one
+    by one: with OR-Tools and a model loaded that is most of the CPU an interrupt costs
+    (docs/usage.md, "Exit statuses, interrupts and output files").
+    """
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:
+                stream.flush()
         except (OSError, ValueError):
             pass
-    os._exit(exit_code())
+    os._exit(code)
+
+
+def _exit_now(signum: int, frame) -> None:  # noqa: ARG001
+    leave(exit_code())
 
 
 def report() -> int:

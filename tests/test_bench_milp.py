@@ -47,3 +47,21 @@ def test_the_milp_bench_shows_the_threads_each_backend_ran():
     r = CliRunner().invoke(app, [*args, "--backends", "scip", "--threads", "2"])
     assert r.exit_code == 0, r.output
     assert "1 thread," in r.output.splitlines()[0] and "2 threads" not in r.output, r.output
+
+
+def test_the_milp_bench_counts_the_cpu_of_cbcs_child_process():
+    # CBC solves in a child process (piper_ilp/milp/cbc.py): time.process_time alone left
+    # its work out of the CPU column; the header says what is counted
+    from typer.testing import CliRunner
+
+    from compare.bench.milp import CPU_COUNTED
+    from piper_cli import app
+
+    records = run(sizes=(6,), seeds=1, bert_ks=(), backends=("cbc", "cpsat"), time_limit=30)
+    cbc, cpsat = records
+    assert cbc["child_cpu_seconds"] > 0 and cbc["cpu_seconds"] >= cbc["child_cpu_seconds"]
+    assert cpsat["child_cpu_seconds"] == 0  # CP-SAT solves in this process
+    args = ["bench", "milp", "--sizes", "4", "--seeds", "1", "--bert-k", "", "--backends", "cbc"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0 and CPU_COUNTED in r.output.splitlines()[0], r.output
+    assert "(CPU s, children too)" in r.output

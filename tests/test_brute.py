@@ -380,13 +380,16 @@ def test_issue_31_examples_get_a_verdict_with_brute_refused_or_answering(tmp_pat
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ISSUE_31))
 def test_issue_31_examples_with_verifys_default_methods(tmp_path, name):
-    # as the issue ran them: verify's default methods (dp, cpsat, cbc, brute), where brute
-    # used to keep the verdict waiting for more than 290 s; now it is skipped (not run) and
-    # the three others prove the optimum, or infeasibility. The timeout guards a hang only.
+    # as the issue ran them: verify's default methods (then dp, cpsat, cbc, brute), where
+    # brute used to keep the verdict waiting for more than 290 s; now it is skipped (not run)
+    # and the others prove the optimum, or infeasibility: dp, cpsat, cbc, and under graph
+    # pipelining columns (a default there; path, the sequential default, does not solve the
+    # batch time). The timeout guards a hang only.
     proc, record, optimum = _verify_issue_31(tmp_path, name, [])
     assert record["methods"]["brute"]["status"] == "skipped", record["methods"]["brute"]
     assert record["verdict"] == "match" and record["optimum"] == optimum, record
-    assert sorted(record["proofs"]) == ["cbc", "cpsat", "dp"]
+    graph = "--pipeline" in ISSUE_31[name][1]
+    assert sorted(record["proofs"]) == ["cbc", *["columns"] * graph, "cpsat", "dp"], record
     assert record["infeasible"] is (optimum is None)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr
 

@@ -6,6 +6,7 @@ seeded campaign of 200 random DAGs over all families runs every real method."""
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -447,3 +448,70 @@ def test_campaign_force_runs_the_methods_past_their_size_guards(tmp_path):
     assert [(r["statuses"]["brute"], r["verdict"]) for r in records] == [("optimal", "match")] * 2
     assert "--force" in replay_command(["dp"], {}, DEFAULT_MODE, force=True)
     assert "--force" not in replay_command(["dp"], {}, DEFAULT_MODE)
+
+
+def _named(name):
+    """honest_brute under another method's name (module level: workers load it)."""
+    return functools.partial(_brute_named, name=name)
+
+
+def _brute_named(instance, restrictions, time_limit, threads, *, name):
+    s = solve_brute(instance, restrictions)
+    s.method = name
+    return s
+
+
+FAKES = {n: _named(n) for n in ("dp", "path", "columns", "cpsat", "cbc", "brute")}
+
+
+def test_campaign_default_methods_are_each_modes(tmp_path):
+    """Without methods, each mode runs its default methods (``columns`` in graph
+    pipelining, ``path`` in sequential), recorded per mode in the parameters when they
+    differ; one list, as before, when they do not."""
+    from compare.crosscheck.methods import default_methods
+    from piper_ilp.mode import Mode
+
+    kwargs = dict(families=("chain",), nodes=(2, 3), workers=1, progress=False, solvers=FAKES)
+    graph = Mode("graph")
+    run_campaign(tmp_path / "two", 2, 3, modes=(DEFAULT_MODE, graph), **kwargs)
+    for rec in read_results(tmp_path / "two"):
+        assert list(rec["statuses"]) == list(default_methods(Mode.parse(rec["mode"]))), rec
+    params = json.loads((tmp_path / "two" / "campaign.json").read_text())
+    assert params["methods"] == {
+        DEFAULT_MODE.label: ["dp", "path", "cpsat", "cbc", "brute"],
+        graph.label: ["dp", "columns", "cpsat", "cbc", "brute"],
+    }
+    run_campaign(tmp_path / "one", 2, 3, **kwargs)
+    params = json.loads((tmp_path / "one" / "campaign.json").read_text())
+    assert params["methods"] == ["dp", "path", "cpsat", "cbc", "brute"]
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_resuming_a_campaign_from_before_the_mode_dependent_defaults(tmp_path, graph):
+    """A folder made when the default methods were dp,path,cpsat,cbc,brute in every mode
+    (one list in its parameters): in sequential pipelining it resumes with the defaults (the
+    same list); in graph pipelining the defaults now differ, and resuming without --methods
+    is refused in one line naming the --methods that resumes it as it was made."""
+    from piper_ilp.mode import Mode
+
+    out = tmp_path / "old"
+    old = ("dp", "path", "cpsat", "cbc", "brute")
+    modes = (Mode("graph"),) if graph else (DEFAULT_MODE,)
+    kwargs = dict(families=("chain",), nodes=(2, 3), workers=1, progress=False, solvers=FAKES)
+    run_campaign(out, 4, 7, methods=old, modes=modes, **kwargs)
+    lines = (out / RESULTS).read_text().splitlines()
+    (out / RESULTS).write_text("\n".join(lines[:2]) + "\n")  # killed after two
+    if graph:
+        with pytest.raises(InputError) as err:
+            run_campaign(out, 4, 7, resume=True, modes=modes, **kwargs)
+        msg = str(err.value)
+        assert "add --methods dp,path,cpsat,cbc,brute to resume it" in msg, msg
+        assert "graph/throughput/1f1b: dp,columns,cpsat,cbc,brute" in msg, msg
+        args = ["campaign", "--count", "4", "--seed", "7", "--families", "chain", "--nodes"]
+        args += ["2-3", "--pipeline", "graph", "--out", str(out), "--resume", "--workers", "1"]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2 and "add --methods dp,path" in result.output
+        summary = run_campaign(out, 4, 7, resume=True, methods=old, modes=modes, **kwargs)
+    else:
+        summary = run_campaign(out, 4, 7, resume=True, modes=modes, **kwargs)
+    assert summary["resumed"] == 2 and summary["instances"] == 4

@@ -133,14 +133,21 @@ def _option_help(lines: list[str], option: str) -> str:
 @pytest.mark.parametrize("command", ["verify", "campaign"])
 def test_methods_help_names_every_registry_method_beyond_the_default(command):
     # the registry is the one list: a hand-written "Also: scip, greedy." left out columns,
-    # 2bw and pipedream
-    from compare.crosscheck.methods import METHODS
+    # 2bw and pipedream; the defaults depend on the pipelining (default_methods)
+    from compare.crosscheck.methods import METHODS, default_methods
+    from piper_ilp.mode import PIPELINES, Mode
 
     text = _option_help(_help(command), "--methods")
     m = re.search(r"Default: ([^;]+); also: ([^.]+)\.", text)
     assert m is not None, text
-    default, also = (part.split(", ") for part in m.groups())
-    assert sorted(default + also) == sorted(METHODS), (default, also)
+    each = {p: [] for p in PIPELINES}  # "path (sequential)": a default in those only
+    for name, only in re.findall(r"(\w+)(?: \(([\w/]+)\))?(?:, |$)", m.group(1)):
+        for p in only.split("/") if only else PIPELINES:
+            each[p].append(name)
+    assert each == {p: list(default_methods(Mode(p))) for p in PIPELINES}, text
+    also = m.group(2).split(", ")
+    listed = {n for names in each.values() for n in names}
+    assert sorted(listed | set(also)) == sorted(METHODS) and not listed & set(also), text
     assert "…" not in text  # nothing cut off
 
 

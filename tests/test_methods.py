@@ -33,9 +33,9 @@ INST = random_instance("chain", 3, seed=0, memory="loose")
 def test_every_method_is_registered_once_with_its_kind():
     assert list(METHODS) == [
         "dp",
-        *MILP_BACKENDS,
         "path",
         "columns",
+        *MILP_BACKENDS,
         "brute",
         "greedy",
         "2bw",

@@ -99,7 +99,7 @@ def test_path_refusal_names_every_exact_method_that_solves_the_mode():
     from compare.crosscheck.methods import METHODS
 
     with pytest.raises(
-        SizeLimitError, match="; use dp, cpsat, cbc, scip, columns or brute$"
+        SizeLimitError, match="; use dp, columns, cpsat, cbc, scip or brute$"
     ) as exc:
         run_method(_case(1), "path", mode=Mode("graph"))
     named = str(exc.value).rsplit("; use ", 1)[1].replace(" or ", ", ").split(", ")

@@ -682,8 +682,8 @@ def test_cli_verify_milp_hint_json(tmp_path):
 @pytest.mark.parametrize(
     "methods,lacks",
     [
-        ("dp,brute", "none of them (cpsat, cbc, scip, path)"),
-        ("dp,columns", "none of them (cpsat, cbc, scip, path)"),
+        ("dp,brute", "none of them (path, cpsat, cbc, scip)"),
+        ("dp,columns", "none of them (path, cpsat, cbc, scip)"),
         ("cpsat,brute", "no dp"),
     ],
 )
@@ -763,3 +763,65 @@ def test_a_failure_of_our_own_formulations_is_an_error(name, how):
     solvers = {"dp": brute_as("dp"), "brute": brute_as("brute"), name: wrong}
     v = verify_instance(ONE, ("dp", "brute", name), solvers=solvers, greedy=False)
     assert v.verdict in ("error", "mismatch") and v.exit_code == 1, (v.verdict, v.backend_errors)
+
+
+def test_default_methods_depend_on_the_pipelining():
+    """verify's defaults come from the registry (Method.default_for): in graph pipelining
+    ``columns`` takes the place of ``path``, which solves only sequential modes; the
+    sequential defaults are the list they always were."""
+    from compare.crosscheck.methods import METHODS, default_methods
+    from piper_ilp.mode import ALL_MODES, Mode
+
+    assert default_methods() == ("dp", "path", "cpsat", "cbc", "brute")
+    for mode in ALL_MODES:
+        expected = ["dp", "path" if mode.pipeline == "sequential" else "columns"]
+        assert default_methods(mode) == (*expected, "cpsat", "cbc", "brute"), mode.label
+        assert all(METHODS[n].handles(mode) for n in default_methods(mode))
+    assert default_methods(Mode("graph", in_flight="schedule"))[1] == "columns"
+    seen = []  # without methods, verify_instance runs the mode's defaults, in their order
+    fake = {name: brute_as(name) for name in ("dp", "path", "columns", "cpsat", "cbc", "brute")}
+    for mode in (Mode(), Mode("graph", "batch-time")):
+        seen.clear()
+        v = verify_instance(ONE, solvers=fake, greedy=False, mode=mode, progress=seen.append)
+        assert seen == list(default_methods(mode)) == list(v.results)
+
+
+def test_cli_verify_graph_pipelining_runs_columns_by_default(tmp_path):
+    path = tmp_path / "chain.json"
+    cli(
+        "random",
+        "--family",
+        "chain",
+        "--nodes",
+        3,
+        "--seed",
+        0,
+        "--memory-kind",
+        "loose",
+        "-o",
+        path,
+    )
+    result = CliRunner().invoke(app, ["verify", str(path), "--pipeline", "graph", "--json"])
+    rec = json.loads(result.output.strip().splitlines()[-1])
+    assert list(rec["methods"]) == ["dp", "columns", "cpsat", "cbc", "brute"], result.output
+    assert rec["methods"]["columns"]["status"] == "optimal" and rec["verdict"] == "match"
+    result = CliRunner().invoke(app, ["verify", str(path), "--json"])  # sequential: as before
+    rec = json.loads(result.output.strip().splitlines()[-1])
+    assert list(rec["methods"]) == ["dp", "path", "cpsat", "cbc", "brute", "greedy"]
+
+
+def test_each_result_holds_its_methods_registry_entry():
+    """A MethodResult reads kind, lineage, accuracy and third_party from its Method (one
+    place for those facts), not from copies that could drift."""
+    from compare.crosscheck.methods import METHODS
+
+    v = verify_instance(ONE, ("dp", "cpsat", "brute"), solvers={"cpsat": brute_as("cpsat")})
+    for name, r in v.results.items():
+        assert r.entry is METHODS[name] and r.method == name
+        assert (r.kind, r.lineage, r.rtol, r.third_party) == (
+            METHODS[name].kind,
+            METHODS[name].lineage,
+            METHODS[name].rtol,
+            METHODS[name].third_party,
+        )
+    assert v.results["cpsat"].third_party and not v.results["dp"].third_party

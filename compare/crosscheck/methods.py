@@ -45,7 +45,7 @@ from piper_ilp.cost import TPS_RTOL
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance
 from piper_ilp.milp import BACKENDS as MILP_BACKENDS
-from piper_ilp.mode import DEFAULT_MODE, Mode
+from piper_ilp.mode import DEFAULT_MODE, PIPELINES, Mode
 from piper_ilp.plan import Plan
 from piper_ilp.settings import Settings
 from piper_ilp.solution import Restrictions, Solution
@@ -58,6 +58,7 @@ __all__ = [
     "Method",
     "check_method",
     "check_mode",
+    "default_methods",
     "external_method",
     "method",
     "run_method",
@@ -104,6 +105,9 @@ class Method:
         CBC or SCIP, whose tolerances the contract allows for): verify shows them as a
         backend error, no proof and no finding. False for the project's own searches
         (the DP, path, columns, brute, greedy): their failure is an error (exit 1).
+    default_for : frozenset of str
+        The pipelinings (:data:`~piper_ilp.mode.PIPELINES`) in which ``verify`` and
+        ``campaign`` run it when no methods are named (:func:`default_methods`).
     """
 
     name: str
@@ -115,10 +119,16 @@ class Method:
     summary: str
     all_modes: bool = False
     third_party: bool = False
+    default_for: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"method {self.name}: kind {self.kind!r} is not one of {KINDS}")
+        if not self.default_for <= set(PIPELINES):
+            raise ValueError(
+                f"method {self.name}: default_for {sorted(self.default_for)} is not among "
+                f"{PIPELINES}"
+            )
 
     @property
     def proves(self) -> bool:
@@ -397,6 +407,9 @@ _MILP_OPTIONS = frozenset(
     }
 )
 
+#: The MILP backends verify and campaign run unless told otherwise (SCIP only when named).
+_DEFAULT_BACKENDS = ("cpsat", "cbc")
+
 _MILP_SUMMARY = {
     "cpsat": "the exact MILP on OR-Tools CP-SAT",
     "cbc": "the exact MILP on CBC (PuLP)",
@@ -405,6 +418,13 @@ _MILP_SUMMARY = {
 
 
 def _registry() -> dict[str, Method]:
+    """Every method, in the order verify runs and lists them: the DP, the formulations of
+    a lineage of their own, the MILP backends, the oracle, the heuristics. ``default_for``
+    says which run in verify and campaign unless ``--methods`` names others: in sequential
+    pipelining dp, path, cpsat, cbc, brute; in graph pipelining ``columns`` in path's place
+    (``path`` solves only sequential modes, and ``columns`` proves graph models the compact
+    MILP does not prove within verify's time limit, docs/milp.md)."""
+    every = frozenset(PIPELINES)
     table = [
         Method(
             "dp",
@@ -415,6 +435,31 @@ def _registry() -> dict[str, Method]:
             TPS_RTOL,
             "Piper's DP over successor-closed sets (sec. 4)",
             all_modes=True,
+            default_for=every,
+        ),
+        Method(
+            "path",
+            "milp",
+            _solve_path,
+            frozenset({"time_limit", "hint_from_dp", "hint", "force", "progress"}),
+            "path",
+            MILP_RTOL,
+            "the path formulation: bisection on the bottleneck over a network of "
+            "successor-closed sets (sequential throughput modes; a lineage of its own)",
+            all_modes=True,
+            default_for=frozenset({"sequential"}),
+        ),
+        Method(
+            "columns",
+            "milp",
+            _solve_columns,
+            frozenset({"time_limit", "threads", "force", "progress"}),
+            "columns",
+            MILP_RTOL,
+            "stage columns under graph pipelining: CP-SAT over the differences of "
+            "successor-closed sets, bisection on the bottleneck (a lineage of its own)",
+            all_modes=True,
+            default_for=frozenset({"graph"}),
         ),
         *(
             Method(
@@ -427,30 +472,9 @@ def _registry() -> dict[str, Method]:
                 _MILP_SUMMARY.get(b, f"the exact MILP on {b}"),
                 all_modes=True,
                 third_party=True,
+                default_for=every if b in _DEFAULT_BACKENDS else frozenset(),
             )
             for b in MILP_BACKENDS
-        ),
-        Method(
-            "path",
-            "milp",
-            _solve_path,
-            frozenset({"time_limit", "hint_from_dp", "hint", "force", "progress"}),
-            "path",
-            MILP_RTOL,
-            "the path formulation: bisection on the bottleneck over a network of "
-            "successor-closed sets (sequential throughput modes; a lineage of its own)",
-            all_modes=True,
-        ),
-        Method(
-            "columns",
-            "milp",
-            _solve_columns,
-            frozenset({"time_limit", "threads", "force", "progress"}),
-            "columns",
-            MILP_RTOL,
-            "stage columns under graph pipelining: CP-SAT over the differences of "
-            "successor-closed sets, bisection on the bottleneck (a lineage of its own)",
-            all_modes=True,
         ),
         Method(
             "brute",
@@ -461,6 +485,7 @@ def _registry() -> dict[str, Method]:
             TPS_RTOL,
             "exhaustive search (tiny graphs)",
             all_modes=True,
+            default_for=every,
         ),
         Method(
             "greedy",
@@ -516,8 +541,23 @@ def external_method(name: str, command: str, *, timeout: float | None = None) ->
     )
 
 
-#: Every method, by name: ``dp``, the MILP backends, ``brute``, ``greedy``, ``2bw``, ``pipedream``.
+#: Every method, by name: ``dp``, ``path``, ``columns``, the MILP backends, ``brute``,
+#: ``greedy``, ``2bw``, ``pipedream``.
 METHODS: dict[str, Method] = _registry()
+
+
+def default_methods(mode: Mode = DEFAULT_MODE) -> tuple[str, ...]:
+    """The methods ``verify`` and ``campaign`` run in ``mode`` when none are named: those
+    whose :attr:`Method.default_for` holds the mode's pipelining, in registry order.
+
+    Examples
+    --------
+    >>> default_methods()
+    ('dp', 'path', 'cpsat', 'cbc', 'brute')
+    >>> default_methods(Mode("graph", "batch-time"))
+    ('dp', 'columns', 'cpsat', 'cbc', 'brute')
+    """
+    return tuple(name for name, m in METHODS.items() if mode.pipeline in m.default_for)
 
 
 def method(name: str) -> Method:

@@ -65,7 +65,14 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from compare.crosscheck.methods import METHODS, Method, check_mode, external_method, run_method
+from compare.crosscheck.methods import (
+    METHODS,
+    Method,
+    check_mode,
+    default_methods,
+    external_method,
+    run_method,
+)
 from piper_ilp.cost import close
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import Evaluation, evaluate
@@ -78,7 +85,7 @@ from piper_ilp.solution import Restrictions, Solution, Status
 
 __all__ = [
     "METHODS",
-    "DEFAULT_METHODS",
+    "default_methods",
     "DEFAULT_TIME_LIMIT",
     "VERDICTS",
     "EXIT_CODES",
@@ -91,8 +98,6 @@ __all__ = [
     "parse_methods",
 ]
 
-#: What ``verify`` and ``campaign`` run unless told otherwise.
-DEFAULT_METHODS = ("dp", "path", "cpsat", "cbc", "brute")
 #: With ``path`` among the methods and covering the mode, the compact model's size guard in
 #: verify (variables): where it runs beside ``path`` it must prove within the default limit,
 #: or the verdict falls from match to consistent. bert32a100 at K = 8 (3,856) it proves in
@@ -150,19 +155,18 @@ def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:
 class MethodResult:
     """One method's outcome on one instance.
 
-    ``solution`` is None when the method was ``skipped`` (size limit; the reason) or
-    failed (``error`` for the project's own methods, ``backend_error`` for a third-party
-    MILP backend, :attr:`Method.third_party <compare.crosscheck.methods.Method>`).
-    ``evaluation`` is the evaluator's verdict on its plan. ``rtol`` is the method's
-    stated relative accuracy and ``abs_tol`` the absolute error it states
-    (CP-SAT's scaling error). ``backend_error`` is also set when a backend's answer
-    fails the checks here: its claims then count for nothing.
+    ``entry`` is the method's :class:`~compare.crosscheck.methods.Method` (its registry
+    entry, or an external planner's): its name, kind, lineage, stated relative accuracy
+    ``rtol`` and ``third_party`` are read from there, not copied. ``solution`` is None when
+    the method was ``skipped`` (size limit; the reason) or failed (``error`` for the
+    project's own methods, ``backend_error`` for a third-party MILP backend,
+    :attr:`Method.third_party <compare.crosscheck.methods.Method>`). ``evaluation`` is the
+    evaluator's verdict on its plan. ``abs_tol`` is the absolute error it states (CP-SAT's
+    scaling error). ``backend_error`` is also set when a backend's answer fails the checks
+    here: its claims then count for nothing.
     """
 
-    method: str
-    kind: str = "exact"
-    lineage: str = ""
-    rtol: float = 1e-9
+    entry: Method
     solution: Solution | None = None
     evaluation: Evaluation | None = None
     skipped: str | None = None
@@ -171,7 +175,31 @@ class MethodResult:
     seconds: float = 0.0
     abs_tol: float = 0.0
     hint: str | None = None  # MILP with milp_hint: which plan it was given as hint and cutoff
-    third_party: bool = False  # Method.third_party: its failures are a backend error
+
+    @property
+    def method(self) -> str:
+        """The method's name."""
+        return self.entry.name
+
+    @property
+    def kind(self) -> str:
+        """The method's kind (:data:`~compare.crosscheck.methods.KINDS`)."""
+        return self.entry.kind
+
+    @property
+    def lineage(self) -> str:
+        """The method's lineage: two proofs are independent when their lineages differ."""
+        return self.entry.lineage
+
+    @property
+    def rtol(self) -> float:
+        """The relative accuracy of the method's "optimal" claims."""
+        return self.entry.rtol
+
+    @property
+    def third_party(self) -> bool:
+        """True when the method's failures are a third-party backend's (a backend error)."""
+        return self.entry.third_party
 
     @property
     def status(self) -> str:
@@ -453,9 +481,7 @@ def _where(exc: BaseException) -> str:
 
 def _run(m: Method, call: Callable[[], Solution]) -> MethodResult:
     """Run one method and classify what happened (never raises)."""
-    res = MethodResult(
-        m.name, kind=m.kind, lineage=m.lineage, rtol=m.rtol, third_party=m.third_party
-    )
+    res = MethodResult(m)
     start = time.perf_counter()
     try:
         sol = call()
@@ -561,7 +587,7 @@ def _what(mode: Mode) -> str:
 
 def verify_instance(
     instance: Instance,
-    methods: Sequence[str] = DEFAULT_METHODS,
+    methods: Sequence[str] | None = None,
     restrictions: Restrictions = Restrictions(),
     *,
     time_limit: float | None = DEFAULT_TIME_LIMIT,
@@ -581,9 +607,12 @@ def verify_instance(
     Parameters
     ----------
     instance : Instance
-    methods : sequence of str
-        Names from :data:`compare.crosscheck.methods.METHODS`. A method that raises
-        SizeLimitError (``brute`` on a graph too big for it) is skipped, not an error.
+    methods : sequence of str, optional
+        Names from :data:`compare.crosscheck.methods.METHODS`; default: the mode's
+        (:func:`~compare.crosscheck.methods.default_methods`: dp, path, cpsat, cbc, brute
+        in sequential pipelining, dp, columns, cpsat, cbc, brute in graph pipelining). A
+        method that raises SizeLimitError (``brute`` on a graph too big for it) is skipped,
+        not an error.
     restrictions : Restrictions
         Passed to every method; every plan must obey them.
     time_limit : float, optional
@@ -657,6 +686,8 @@ def verify_instance(
             "verify_instance takes settings= or time_limit, threads, force and mode, not both"
         )
     mode, time_limit, threads = settings.mode, settings.time_limit, settings.threads
+    if methods is None:
+        methods = default_methods(mode)
     instance = settings.apply(instance)
     injected = dict(solvers or {})
     for m in list(methods) + list(injected):

@@ -46,10 +46,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from compare.builders.generators import ALL_FAMILIES, FAMILIES, random_instance
-from compare.crosscheck.methods import check_mode, external_method
+from compare.crosscheck.methods import check_mode, default_methods, external_method
 from compare.crosscheck.shrink import shrink
 from compare.crosscheck.verify import (
-    DEFAULT_METHODS,
     DEFAULT_TIME_LIMIT,
     METHODS,
     VERDICTS,
@@ -265,7 +264,7 @@ def spec_instance(spec: Spec):
 
 def run_spec(
     spec: Spec,
-    methods: Sequence[str] = DEFAULT_METHODS,
+    methods: Sequence[str] | None = None,
     settings: Settings = Settings(time_limit=DEFAULT_TIME_LIMIT),
     solvers: Mapping[str, Callable] | None = None,
     do_shrink: bool = True,
@@ -282,7 +281,8 @@ def run_spec(
     harness itself (making the instance, or an exception out of the check) is recorded with
     the verdict :data:`HARNESS_ERROR` and the message in ``harness_error``; nothing was
     checked, so it is neither a mismatch nor a method's error. A crash while shrinking a
-    mismatch keeps the verdict and records ``shrink_error``. ``settings`` (time limit,
+    mismatch keeps the verdict and records ``shrink_error``. ``methods`` default to the
+    spec's mode's (:func:`~compare.crosscheck.methods.default_methods`). ``settings`` (time limit,
     threads; checked by the caller, :func:`run_campaign`) apply to every method that takes
     them, in the spec's mode. ``greedy_gap`` also runs Piper's greedy rule (a side check,
     not one of ``methods``) for the record's ``greedy_tps`` and ``greedy_gap``; off (the
@@ -304,6 +304,7 @@ def run_spec(
     try:
         mode = Mode.parse(spec.mode)
         rec["in_flight"] = mode.in_flight
+        names = tuple(methods) if methods is not None else default_methods(mode)
         check = dict(
             settings=settings.replace(mode=mode),
             solvers=solvers,
@@ -313,7 +314,7 @@ def run_spec(
         inst = spec_instance(spec)
         rec["edges"] = len(inst.edges)
         rec["settings"] = {"K": inst.K, "N": inst.N, "M": inst.M, "B": inst.B}
-        v = verify_instance(inst, methods, externals=externals, greedy=greedy_gap, **check)
+        v = verify_instance(inst, names, externals=externals, greedy=greedy_gap, **check)
     except Exception as exc:  # the harness's own bug: keep going, but flag it loudly
         why = f"{type(exc).__name__}: {exc}"
         rec.update(
@@ -342,9 +343,7 @@ def run_spec(
     if v.verdict == "mismatch" and do_shrink:
         try:
             rec.update(
-                _shrunk(
-                    spec, inst, mode, v, methods, externals, check, shrink_checks, shrink_seconds
-                )
+                _shrunk(spec, inst, mode, v, names, externals, check, shrink_checks, shrink_seconds)
             )
         except Exception as exc:  # the mismatch stands; only its shrinking failed
             rec["shrink_error"] = f"{type(exc).__name__}: {exc}"
@@ -634,7 +633,7 @@ def run_campaign(
     *,
     families: Sequence[str] = FAMILIES,
     nodes: tuple[int, int] = (3, 7),
-    methods: Sequence[str] = DEFAULT_METHODS,
+    methods: Sequence[str] | None = None,
     time_limit: float | None = 60.0,
     threads: int | None = None,
     workers: int = 1,
@@ -671,7 +670,14 @@ def run_campaign(
     count, seed : int
         How many instances, and the master seed.
     families, nodes : which graph families, and the (low, high) node-count range.
-    methods, time_limit, threads
+    methods : sequence of str, optional
+        The methods every instance is checked with; default: each mode's
+        (:func:`~compare.crosscheck.methods.default_methods`), recorded per mode in the
+        parameters when they differ between the modes. Resuming a folder made with one list
+        for every mode (a campaign from before the defaults depended on the mode) without
+        ``methods`` is refused when the defaults differ from it, in one line naming the
+        ``--methods`` that resumes it as made.
+    time_limit, threads
         As for :func:`verify_instance` (the time limit per method: dp, greedy, MILP).
     workers : int
         Worker processes (or dask workers of a LocalCluster).
@@ -725,7 +731,7 @@ def run_campaign(
     InternalError
         A worker process died or a dask task failed (the finished results are kept).
     """
-    for m in methods:
+    for m in methods or ():
         if m not in METHODS:
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     if workers < 1:
@@ -735,19 +741,24 @@ def run_campaign(
     modes = tuple(modes) or (DEFAULT_MODE,)
     if len(set(modes)) != len(modes):
         raise InputError("--modes: a mode is given twice")
+    per_mode = {m.label: tuple(methods) if methods else default_methods(m) for m in modes}
     for mode in modes:
-        for m in methods:
+        for m in per_mode[mode.label]:
             check_mode(METHODS[m], mode)
         for name, command in (externals or {}).items():
             check_mode(external_method(name, command), mode)
     specs = mode_specs(make_specs(count, seed, families, nodes), modes)
     out = prepare_folder(out, (RESULTS, SUMMARY, PARAMETERS), folders=(COUNTEREXAMPLES,))
+    one = set(per_mode.values())
+    if resume and not methods:
+        _check_default_methods(out, per_mode)
     params = {
         "count": count,
         "seed": seed,
         "families": list(families),
         "nodes": list(nodes),
-        "methods": list(methods),
+        # one list (as before the defaults depended on the mode) when every mode has the same
+        "methods": list(one.pop()) if len(one) == 1 else {k: list(v) for k, v in per_mode.items()},
         "time_limit": time_limit,
         "externals": dict(externals or {}),
         "modes": [m.label for m in modes],
@@ -757,7 +768,7 @@ def run_campaign(
     }
     fn = functools.partial(
         run_spec,
-        methods=tuple(methods),
+        methods=tuple(methods) if methods else None,
         settings=settings,
         solvers=dict(solvers) if solvers else None,
         do_shrink=do_shrink,
@@ -824,6 +835,26 @@ def run_campaign(
         out / SUMMARY, json.dumps(json_safe(summary), indent=1, allow_nan=False) + "\n"
     )
     return summary
+
+
+def _check_default_methods(out: Path, per_mode: Mapping[str, tuple[str, ...]]) -> None:
+    """Refuse (one line) to resume, with the default methods, a folder whose methods were one
+    list for every mode that the defaults no longer are in some mode (a campaign made
+    before the defaults depended on the pipelining): name the ``--methods`` that resumes it
+    as it was made."""
+    try:
+        old = json.loads((out / PARAMETERS).read_text(encoding="utf-8")).get("methods")
+    except (OSError, ValueError):
+        return  # no folder to resume, or one that run_in_folder reports
+    if not isinstance(old, list):
+        return
+    differ = [f"{label}: {','.join(v)}" for label, v in per_mode.items() if list(v) != old]
+    if differ:
+        raise InputError(
+            f"--resume: {out} was checked with --methods {','.join(old)} in every mode, but the "
+            f"default methods now differ ({'; '.join(differ)}): add --methods {','.join(old)} "
+            "to resume it as it was made, or choose another folder"
+        )
 
 
 class _ProgressBar:

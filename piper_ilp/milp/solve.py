@@ -224,9 +224,10 @@ def solve_milp(
         symmetry = mode.graph and backend in ("cpsat", "scip")
     if throughput_floor is None:
         throughput_floor = backend == "cpsat"
+    st = index_sets(instance, restrictions, mode, symmetry=symmetry)
     # the guard counts the model without the symmetry rows, as before they existed (they
     # add (S - 1)(|E_red| + 2) variables): nothing solved before is refused now
-    size = size_of_sets(index_sets(instance, restrictions, mode), strong)
+    size = size_of_sets(replace(st, sym=None), strong)
     if size["variables"] > max_variables and not force:
         raise SizeLimitError(
             f"{instance.source}: the MILP would have {size['variables']} variables "
@@ -251,7 +252,8 @@ def solve_milp(
             symmetry=symmetry,
         )
         floor, floor_info = _floor_of(first)
-    st = index_sets(instance, restrictions, mode, t_floor=floor, symmetry=symmetry)
+        if floor > 0:  # the proven floor raises the sets' lower bounds (t_low, obj_low)
+            st = index_sets(instance, restrictions, mode, t_floor=floor, symmetry=symmetry)
     form = formulate(st, strong)
     m = form.model
     info = {
