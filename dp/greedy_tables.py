@@ -972,22 +972,29 @@ class GreedyTables(StageQueue):
         runs = shared_rule_runs(
             self.plain_classes[t], cls, r_e, r_sizes, ds, caps, sub, settings, self.check
         )
-        cnt = np.zeros((G, D), dtype=np.int64)
-        mono = np.ones((G, D), dtype=bool)
-        points = []
+        # per d, each stage's runs: those of its distinct stage where the stage is wanted
+        u_cnt = np.stack([np.bincount(r[0], minlength=U) for r in runs], axis=1)  # (U, D)
+        cnt = np.where(need, u_cnt[inv], 0)
+        mono = np.stack([r[4] for r in runs], axis=1)[inv]
+        # the points go stage by stage, then d by d: point k of stage g at d index j is at
+        # dest[g, j] + k
+        dest = (np.cumsum(cnt.ravel()) - cnt.ravel()).reshape(G, D)
+        total = int(cnt.sum())
+        cost = np.empty(total)
+        lo_all = np.empty(total, dtype=runs[0][1].dtype)
+        hi_all = np.empty(total, dtype=runs[0][2].dtype)
         for j, d in enumerate(ds.tolist()):
-            run_u, lo, hi, P, u_mono = runs[j]
-            u_cnt = np.bincount(run_u, minlength=U)
-            u_start = np.cumsum(u_cnt) - u_cnt
-            counts = np.where(need[:, j], u_cnt[inv], 0)
-            total = int(counts.sum())
-            take = np.arange(total) + np.repeat(u_start[inv] - (np.cumsum(counts) - counts), counts)
+            _, lo, hi, P, _ = runs[j]
+            counts = cnt[:, j]
+            n_j = int(counts.sum())
+            u_start = np.cumsum(u_cnt[:, j]) - u_cnt[:, j]
             g_pts = np.repeat(np.arange(G), counts)
-            cost = stage_tps_from_sums(E[g_pts], W[g_pts], P[take], d, self.N, self.B)
-            points.append((g_pts, cost, lo[take], hi[take]))
-            cnt[:, j] = counts
-            mono[:, j] = u_mono[inv]
-        return self._store_plain_rows(t, points, cnt, mono)
+            within = np.arange(n_j) - np.repeat(np.cumsum(counts) - counts, counts)
+            take = u_start[inv][g_pts] + within
+            at = dest[g_pts, j] + within
+            cost[at] = stage_tps_from_sums(E[g_pts], W[g_pts], P[take], d, self.N, self.B)
+            lo_all[at], hi_all[at] = lo[take], hi[take]
+        return self._store_plain_rows(t, cnt, mono, cost, lo_all, hi_all)
 
     def _least_p(self, opt: np.ndarray, pos: np.ndarray, sizes: np.ndarray):
         """Per stage (nodes ``pos`` end to end, ``sizes`` each), the sum of its nodes'
@@ -1005,24 +1012,19 @@ class GreedyTables(StageQueue):
         low = stage_tps_from_sums(E, W, least_p, d, self.N, self.B)
         return low <= self.cost_cut * (1.0 + 1e-7)
 
-    def _store_plain_rows(self, t: int, points: list, cnt, mono):
-        """Store the rows :meth:`_plain_rows` made (per d, the points (stage, cost, ylo,
-        yhi) by stage; ``cnt`` and ``mono`` (G, D)), stage by stage, then d by d. Returns
-        per stage the count of its rows before each d and its first row."""
+    def _store_plain_rows(self, t: int, cnt, mono, cost, ylo, yhi):
+        """Store the rows :meth:`_plain_rows` made (``cnt`` and ``mono`` (G, D): the points
+        and whether monotone per stage and d; the points' cost, first and last y, stage by
+        stage, then d by d). Returns per stage the count of its rows before each d and its
+        first row."""
         ds = self.ds[t]
         G, D = cnt.shape
-        g_all = np.concatenate([x[0] for x in points])
-        order = np.argsort(g_all, kind="stable")  # each d's points are by stage already
         present = cnt > 0
         n_rows = present.sum(axis=1)
         first_row = -1
         if n_rows.any():
             first_row = self.tables.add_ragged_rows(
-                t,
-                np.broadcast_to(ds, (G, D))[present],
-                cnt[present],
-                *(np.concatenate([x[k] for x in points])[order] for k in (1, 2, 3)),
-                mono[present],
+                t, np.broadcast_to(ds, (G, D))[present], cnt[present], cost, ylo, yhi, mono[present]
             )
         base = first_row + np.cumsum(n_rows) - n_rows
         cum = np.zeros((G, D + 1), dtype=np.int64)
