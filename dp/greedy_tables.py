@@ -30,7 +30,6 @@ from dp.greedy_rule import (
     piper_cost,
     rewalk,
     running_sum,
-    walk_ratios,
 )
 from dp.knapsack import stage_tps_from_sums
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
@@ -409,9 +408,10 @@ def _costs_at(delta, kind, starts, sizes, g: np.ndarray, j: np.ndarray, n: int) 
     return out
 
 
-def _walk_margin(info: RuleDetail, delta: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Per walked row of ``info`` (``delta`` its costs, (rows, widest); ``count`` the nodes
-    its walk switched), how far the walk's outcome is from changing at another d.
+def _walk_margin(ratios: np.ndarray, sav: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Per walked row (``ratios`` and ``sav``: the walk's ratios and savings in its order,
+    as :class:`dp.greedy_rule.RuleDetail` gives them; ``count`` the nodes its walk
+    switched), how far the walk's outcome is from changing at another d.
 
     Returns the least relative gap (r_b - r_a) / r_b between neighbours a, b of the
     walk's order at the places :func:`dp.greedy_rule.same_walk` checks: after the last
@@ -422,16 +422,14 @@ def _walk_margin(info: RuleDetail, delta: np.ndarray, count: np.ndarray) -> np.n
     <= kappa (:func:`_cost_spread`), a gap above 3 kappa + 1e-14 keeps every node before
     such a place strictly before every node after it after rounding (the order is
     ascending: a's ratio is the largest before it, b's the least after it), so the walk
-    at d switches the same nodes.
+    at d switches the same nodes. (A saving that does not count is 0 in ``sav``: where
+    that changes which places are checked, r_b is inf there, so the gap is inf either
+    way.)
     """
-    o = info.order
-    n = o.shape[1]
+    n = ratios.shape[1]
     if n < 2:
-        return np.full(len(o), np.inf)
-    flat = o + (np.arange(len(o)) * n)[:, None]  # (o's places in the rows laid flat)
-    r = walk_ratios(delta, info.sav, info.valid).ravel()[flat]
-    sv = np.ascontiguousarray(info.sav).ravel()[flat]
-    ra, rb = r[:, :-1], r[:, 1:]
+        return np.full(len(ratios), np.inf)
+    ra, rb = ratios[:, :-1], ratios[:, 1:]
     with np.errstate(divide="ignore", invalid="ignore"):
         g = (rb - ra) / rb
     g = np.where(ra == rb, np.where(ra == 0, np.inf, 0.0), g)
@@ -439,7 +437,7 @@ def _walk_margin(info: RuleDetail, delta: np.ndarray, count: np.ndarray) -> np.n
     g = np.where(((ra > 0) & (ra < 1e-290)) | ((rb > 0) & (rb < 1e-290)), 0.0, g)
     j = np.arange(1, n)[None, :]
     k = count[:, None]
-    cut = (j == k) | ((j < k) & (sv[:, 1:] != sv[:, :-1]))
+    cut = (j == k) | ((j < k) & (sav[:, 1:] != sav[:, :-1]))
     return np.where(cut, g, np.inf).min(axis=1)
 
 
@@ -465,10 +463,10 @@ def _other_ds(ref_out: tuple, info: RuleDetail, costs_at, kappa, eligible, y_d, 
     has = np.flatnonzero(y_row[info.rows] <= y_other.max(axis=1)[g])
     if not len(has):
         return
-    info = info.subset(has)
-    g = g[has]
-    count = sw[info.rows].sum(axis=1)
-    gap = _walk_margin(info, block[g, :, 0], count)
+    if len(has) < len(info.rows):
+        info = info.subset(has)
+        g = g[has]
+    gap = _walk_margin(info.ratios, info.sav_sorted, info.count)
     blocks = sorted_unique(g)
     kappa = kappa[blocks]
     # the rows certain at every d their block is checked at need nothing more; the
