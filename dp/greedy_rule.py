@@ -275,18 +275,23 @@ class RuleDetail:
     ``rows`` (their indices), ``order`` (per such row, the node positions by ascending r,
     ties by position), ``sav`` (m_F - m_O per node), ``valid`` (sav > 1e-9) and
     ``excess`` (the running sum of m_F minus M). Only ``order`` depends on the costs
-    (through delta); the rest depends on memory alone."""
+    (through delta); the rest depends on memory alone. From :func:`greedy_rule_rows`
+    also, in the walk's order, ``ratios`` (r, inf where the saving does not count) and
+    ``sav_sorted`` (sav, 0 where it does not count), and ``count``, the nodes the walk
+    switched (None when not given)."""
 
-    __slots__ = ("rows", "order", "sav", "valid", "excess")
+    __slots__ = ("rows", "order", "sav", "valid", "excess", "ratios", "sav_sorted", "count")
 
-    def __init__(self, rows, order, sav, valid, excess):
+    def __init__(self, rows, order, sav, valid, excess, ratios=None, sav_sorted=None, count=None):
         self.rows, self.order, self.sav, self.valid = rows, order, sav, valid
         self.excess = excess
+        self.ratios, self.sav_sorted, self.count = ratios, sav_sorted, count
 
     def subset(self, at) -> RuleDetail:
         """The walked rows ``at`` (indices into these rows, or a mask)."""
+        rest = (None if x is None else x[at] for x in (self.ratios, self.sav_sorted, self.count))
         return RuleDetail(
-            self.rows[at], self.order[at], self.sav[at], self.valid[at], self.excess[at]
+            self.rows[at], self.order[at], self.sav[at], self.valid[at], self.excess[at], *rest
         )
 
 
@@ -385,10 +390,14 @@ def greedy_rule_rows(
         valid = sav > GREEDY_EPS
         r = walk_ratios(delta[at[rows]], sav, valid)
         order = np.argsort(r, axis=1, kind="stable")  # (ties by node position)
-        sw = _walk(r, order, sav, valid, sumF[rows] - M)
+        walked = _walk(r, order, sav, valid, sumF[rows] - M, sorted_out=detail)
+        sw = walked[0] if detail else walked
         switched[rows] = sw
         feasible[rows] = _fits(sw, mFr, mOr, M, lambda k: terms(int(rows[k]), sw[k]))
-        info = RuleDetail(rows, order, sav, valid, sumF[rows] - M)
+        if detail:
+            _, r_sorted, sav_sorted = walked
+            excess = sumF[rows] - M
+            info = RuleDetail(rows, order, sav, valid, excess, r_sorted, sav_sorted, sw.sum(axis=1))
     return (switched, feasible, info) if detail else (switched, feasible)
 
 
@@ -443,10 +452,11 @@ def walk_ratios(delta: np.ndarray, sav: np.ndarray, valid: np.ndarray) -> np.nda
         return np.where(valid, delta / np.where(valid, sav, 1.0), np.inf)
 
 
-def _walk(r: np.ndarray, order: np.ndarray, sav: np.ndarray, valid: np.ndarray, excess):
+def _walk(r: np.ndarray, order: np.ndarray, sav: np.ndarray, valid, excess, sorted_out=False):
     """Step 3: switch nodes in ``order`` (the stable ascending order of the ratios ``r``)
     until the excess (starting at ``excess``, lowered by each switch's saving in turn)
-    falls below 1e-9. Returns switched (rows, n)."""
+    falls below 1e-9. Returns switched (rows, n); with ``sorted_out``, also ``r`` and the
+    savings that count (0 elsewhere) in ``order``."""
     R, n = order.shape
     flat = order + (np.arange(R) * n)[:, None]  # (order's places in the rows laid flat)
     sav_sorted = np.where(valid, sav, 0.0).ravel()[flat]
@@ -472,7 +482,7 @@ def _walk(r: np.ndarray, order: np.ndarray, sav: np.ndarray, valid: np.ndarray, 
         take_sorted = (np.arange(n)[None, :] < count[:, None]) & valid_sorted
         sw = np.zeros(order.shape, dtype=bool)
         np.put_along_axis(sw, order, take_sorted, axis=1)
-        return sw
+        return (sw, r.ravel()[flat], sav_sorted) if sorted_out else sw
     # the first count nodes of the order: (ratio, position) below those of the next one
     rows = np.arange(R)
     thr_p = order[rows, np.minimum(count, n - 1)][:, None]
@@ -480,7 +490,7 @@ def _walk(r: np.ndarray, order: np.ndarray, sav: np.ndarray, valid: np.ndarray, 
     pos = np.arange(n)[None, :]
     sw = (r < thr_r) | ((r == thr_r) & (pos < thr_p))
     sw[count == n] = True
-    return sw
+    return (sw, r.ravel()[flat], sav_sorted) if sorted_out else sw
 
 
 def rewalk(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
@@ -607,7 +617,7 @@ def greedy_rule_grid(cols: tuple, ys: np.ndarray, M: float) -> tuple[np.ndarray,
     """
     G, n = cols[1].shape
     Y = len(ys)
-    rows = (np.repeat(x, Y, axis=0) for x in cols)
+    rows = cols if Y == 1 else tuple(np.repeat(x, Y, axis=0) for x in cols)
     sw, feas = greedy_rule_rows(*rows, np.tile(np.asarray(ys), G), M)
     return sw.reshape(G, Y, n), feas.reshape(G, Y)
 

@@ -30,7 +30,6 @@ from dp.greedy_rule import (
     piper_cost,
     rewalk,
     running_sum,
-    walk_ratios,
 )
 from dp.knapsack import stage_tps_from_sums
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
@@ -210,7 +209,47 @@ def shared_rule_runs(
     through :func:`plain_rule_runs` at their own d.
     """
     N, B, M = settings
-    # the costs once per kind of node (class and cut bytes)
+    kind, one, delta_k, F_k = _node_kinds(cls, e, opt, ds, N, B)
+    U, D = need.shape
+    starts = np.cumsum(sizes) - sizes
+    ref = np.argmax(need, axis=1)
+    pk, pd, node_pair = _ref_pairs(kind, len(one), ref, sizes, D)
+    pair_rows = _rule_columns(opt[cls[one[pk]]], delta_k[pk, pd], F_k[pk, pd])
+    kappa, same_F = _shared_bounds(delta_k[pk], F_k[pk], pd, pair_rows, node_pair, sizes, ds)
+    shared = need & same_F
+    blocks = (pair_rows, node_pair, starts, sizes)
+    costs_of = (delta_k, kind)
+    runs, y_ud, fail, redo = _shared_ref_runs(blocks, costs_of, shared, ref, kappa, caps, M, check)
+
+    def own_columns(at, j):  # (the rows of nodes ``at`` at d index j)
+        return _rule_columns(opt[cls[at]], delta_k[kind[at], j], F_k[kind[at], j])
+
+    out = []
+    for j in range(D):
+        check()
+        use = shared[:, j] & ~fail[:, j]
+        ru, rl, rh, rp, mono = _cut_runs(runs, use, y_ud[:, j], redo[j])
+        own = np.flatnonzero(need[:, j] & ~shared[:, j])
+        if len(own):
+            n_of = sizes[own]
+            at = np.repeat(starts[own] - (np.cumsum(n_of) - n_of), n_of) + np.arange(n_of.sum())
+            o_u, o_lo, o_hi, o_P, o_mono = plain_rule_runs(
+                own_columns(at, j), n_of, int(caps[j]), M, check
+            )
+            mono[own] = o_mono
+            ru, rl, rh, rp = (
+                np.concatenate(x) for x in ((ru, own[o_u]), (rl, o_lo), (rh, o_hi), (rp, o_P))
+            )
+            by = np.lexsort((rl, ru))
+            ru, rl, rh, rp = ru[by], rl[by], rh[by], rp[by]
+        out.append((ru, rl, rh, rp, mono))
+    return out
+
+
+def _node_kinds(cls: np.ndarray, e: np.ndarray, opt: np.ndarray, ds: np.ndarray, N, B) -> tuple:
+    """The kinds of node (equal class ``cls`` and cut bytes ``e``) of
+    :func:`shared_rule_runs`: per node its kind, per kind one node of it, and per kind and
+    d its c_O - c_F and whether option 1 is F ((kinds, D) each, :func:`_rule_costs`)."""
     e_vals = sorted_unique(e)
     key = cls.astype(np.int64) * len(e_vals) + np.searchsorted(e_vals, e)
     keys = sorted_unique(key)
@@ -220,24 +259,33 @@ def shared_rule_runs(
     costs = [_rule_costs(opt[cls[one]], e[one], d, N, B) for d in ds.tolist()]
     delta_k = np.stack([c[0] for c in costs], axis=1)  # (kinds, D)
     F_k = np.stack([c[1] for c in costs], axis=1)
-    U, D = need.shape
+    return kind, one, delta_k, F_k
+
+
+def _ref_pairs(kind: np.ndarray, n_kinds: int, ref: np.ndarray, sizes, D: int) -> tuple:
+    """The pairs (kind, first d) that the nodes of blocks (``sizes`` nodes each, of kinds
+    ``kind``, ``n_kinds`` of them; block g's first d index ``ref[g]``) take: per pair its
+    kind and d index, and per node its pair."""
+    if len(ref) and (ref == ref[0]).all():
+        return np.arange(n_kinds), np.full(n_kinds, ref[0]), kind
+    pair = kind * D + np.repeat(ref, sizes)
+    pairs = sorted_unique(pair)
+    return pairs // D, pairs % D, np.searchsorted(pairs, pair)
+
+
+def _shared_bounds(delta, F, pd, pair_rows, node_pair, sizes, ds) -> tuple:
+    """Per block and d (blocks of ``sizes`` nodes, node i of pair ``node_pair[i]``; per
+    pair its kind's costs ``delta`` and F flags ``F`` at every d (pairs, D), its first d
+    index ``pd`` and its rows there ``pair_rows``): kappa, how far the costs may stray
+    from d_ref / d times the first d's (the largest spread of its nodes' pairs,
+    :func:`_cost_spread`; for blocks whose pairs all stray by at most 1e-13, the largest
+    of all such pairs: a larger bound only walks more rows again), plus 1e-15; and
+    whether F per node is the same at d as at the block's first d."""
+    U, D = len(sizes), len(ds)
     starts = np.cumsum(sizes) - sizes
-    ref = np.argmax(need, axis=1)
-    # the nodes' rows at their block's first d, once per kind and first d
-    if U and (ref == ref[0]).all():
-        pk, pd, node_pair = np.arange(len(keys)), np.full(len(keys), ref[0]), kind
-    else:
-        pair = kind * D + np.repeat(ref, sizes)
-        pairs = sorted_unique(pair)
-        pk, pd, node_pair = pairs // D, pairs % D, np.searchsorted(pairs, pair)
-    pair_rows = _rule_columns(opt[cls[one[pk]]], delta_k[pk, pd], F_k[pk, pd])
-    # per block and d, how far the costs may stray from d_ref / d times the first d's
-    # (kappa): the largest spread of its nodes' kinds; for blocks whose kinds all stray
-    # by at most 1e-13, the largest of all such kinds (a larger bound only walks more
-    # rows again); and whether F per node is the same at d as at the block's first d
-    spread = _cost_spread(delta_k[pk], pd, ds)
+    spread = _cost_spread(delta, pd, ds)
     wide = ~(spread <= 1e-13).all(axis=1)
-    moves = (F_k[pk] != F_k[pk, pd][:, None]).any(axis=1)
+    moves = (F != F[np.arange(len(pd)), pd][:, None]).any(axis=1)
     small = np.where(wide[:, None], 0.0, spread).max(axis=0, initial=0.0)
     kappa = np.tile(small + 1e-15, (U, 1))
     same_F = np.ones((U, D), dtype=bool)
@@ -249,8 +297,23 @@ def shared_rule_runs(
         seg = np.cumsum(n_of) - n_of
         at = node_pair[np.repeat(starts[hit] - seg, n_of) + np.arange(n_of.sum())]
         kappa[hit] = np.maximum.reduceat(spread[at], seg) + 1e-15
-        same_F[hit] = np.minimum.reduceat(F_k[pk[at]] == (pair_rows[at, 5] > 0)[:, None], seg)
-    shared = need & same_F
+        same_F[hit] = np.minimum.reduceat(F[at] == (pair_rows[at, 5] > 0)[:, None], seg)
+    return kappa, same_F
+
+
+def _shared_ref_runs(blocks, costs_of, shared, ref, kappa, caps, M: float, check) -> tuple:
+    """The rule at each block's first d (:func:`shared_rule_runs`), and where it decides
+    otherwise at the other d ``shared`` asks for.
+
+    ``blocks`` = (pair_rows, node_pair, starts, sizes): the rows of the (kind, first d)
+    pairs, per node its pair, and the blocks' nodes; ``costs_of`` = (delta, kind): per
+    kind its costs at every d and per node its kind; ``ref`` each block's first d index,
+    ``kappa`` (blocks, D) its costs' spread (:func:`_shared_bounds`), ``caps`` the largest
+    y per d. Returns the first d's runs (block, first y, last y, P; by block and y), per
+    block and d the last y where L fits (0 where not shared), per block and d whether
+    some row decides otherwise there, and per d the runs of those blocks there."""
+    pair_rows, node_pair, starts, sizes = blocks
+    U, D = shared.shape
     live = np.flatnonzero(shared.any(axis=1))
     y_ud = np.zeros((U, D), dtype=np.int64)
     fail = np.zeros((U, D), dtype=bool)
@@ -276,7 +339,7 @@ def shared_rule_runs(
             if not eligible.any() or not len(info.rows):
                 continue
             ref_out = (sw, code, feas, g_row, y_row, block, ys[a:b], P, run_of)
-            costs_at = partial(_costs_at, delta_k, kind, starts[idx], sizes[idx])
+            costs_at = partial(_costs_at, *costs_of, starts[idx], sizes[idx])
             for j, gf, runs in _other_ds(
                 ref_out, info, costs_at, kappa[idx], eligible, y_ud[idx], M
             ):
@@ -284,31 +347,7 @@ def shared_rule_runs(
                 redo[j].append((idx[runs[0]],) + runs[1:])
     run_u, lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(4))
     by = np.lexsort((lo, run_u))
-    run_u, lo, hi, P = run_u[by], lo[by], hi[by], P[by]
-    out = []
-    for j in range(D):
-        check()
-        use = shared[:, j] & ~fail[:, j]
-        ru, rl, rh, rp, mono = _cut_runs((run_u, lo, hi, P), use, y_ud[:, j], redo[j])
-        own = np.flatnonzero(need[:, j] & ~shared[:, j])
-        if len(own):
-            n_of = sizes[own]
-            at = np.repeat(starts[own] - (np.cumsum(n_of) - n_of), n_of) + np.arange(n_of.sum())
-            o_u, o_lo, o_hi, o_P, o_mono = plain_rule_runs(
-                _rule_columns(opt[cls[at]], delta_k[kind[at], j], F_k[kind[at], j]),
-                n_of,
-                int(caps[j]),
-                M,
-                check,
-            )
-            mono[own] = o_mono
-            ru, rl, rh, rp = (
-                np.concatenate(x) for x in ((ru, own[o_u]), (rl, o_lo), (rh, o_hi), (rp, o_P))
-            )
-            by = np.lexsort((rl, ru))
-            ru, rl, rh, rp = ru[by], rl[by], rh[by], rp[by]
-        out.append((ru, rl, rh, rp, mono))
-    return out
+    return (run_u[by], lo[by], hi[by], P[by]), y_ud, fail, redo
 
 
 def _cut_runs(runs: tuple, use: np.ndarray, y_last: np.ndarray, redo: list) -> tuple:
@@ -369,9 +408,10 @@ def _costs_at(delta, kind, starts, sizes, g: np.ndarray, j: np.ndarray, n: int) 
     return out
 
 
-def _walk_margin(info: RuleDetail, delta: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Per walked row of ``info`` (``delta`` its costs, (rows, widest); ``count`` the nodes
-    its walk switched), how far the walk's outcome is from changing at another d.
+def _walk_margin(ratios: np.ndarray, sav: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Per walked row (``ratios`` and ``sav``: the walk's ratios and savings in its order,
+    as :class:`dp.greedy_rule.RuleDetail` gives them; ``count`` the nodes its walk
+    switched), how far the walk's outcome is from changing at another d.
 
     Returns the least relative gap (r_b - r_a) / r_b between neighbours a, b of the
     walk's order at the places :func:`dp.greedy_rule.same_walk` checks: after the last
@@ -382,16 +422,14 @@ def _walk_margin(info: RuleDetail, delta: np.ndarray, count: np.ndarray) -> np.n
     <= kappa (:func:`_cost_spread`), a gap above 3 kappa + 1e-14 keeps every node before
     such a place strictly before every node after it after rounding (the order is
     ascending: a's ratio is the largest before it, b's the least after it), so the walk
-    at d switches the same nodes.
+    at d switches the same nodes. (A saving that does not count is 0 in ``sav``: where
+    that changes which places are checked, r_b is inf there, so the gap is inf either
+    way.)
     """
-    o = info.order
-    n = o.shape[1]
+    n = ratios.shape[1]
     if n < 2:
-        return np.full(len(o), np.inf)
-    flat = o + (np.arange(len(o)) * n)[:, None]  # (o's places in the rows laid flat)
-    r = walk_ratios(delta, info.sav, info.valid).ravel()[flat]
-    sv = np.ascontiguousarray(info.sav).ravel()[flat]
-    ra, rb = r[:, :-1], r[:, 1:]
+        return np.full(len(ratios), np.inf)
+    ra, rb = ratios[:, :-1], ratios[:, 1:]
     with np.errstate(divide="ignore", invalid="ignore"):
         g = (rb - ra) / rb
     g = np.where(ra == rb, np.where(ra == 0, np.inf, 0.0), g)
@@ -399,7 +437,7 @@ def _walk_margin(info: RuleDetail, delta: np.ndarray, count: np.ndarray) -> np.n
     g = np.where(((ra > 0) & (ra < 1e-290)) | ((rb > 0) & (rb < 1e-290)), 0.0, g)
     j = np.arange(1, n)[None, :]
     k = count[:, None]
-    cut = (j == k) | ((j < k) & (sv[:, 1:] != sv[:, :-1]))
+    cut = (j == k) | ((j < k) & (sav[:, 1:] != sav[:, :-1]))
     return np.where(cut, g, np.inf).min(axis=1)
 
 
@@ -425,10 +463,10 @@ def _other_ds(ref_out: tuple, info: RuleDetail, costs_at, kappa, eligible, y_d, 
     has = np.flatnonzero(y_row[info.rows] <= y_other.max(axis=1)[g])
     if not len(has):
         return
-    info = info.subset(has)
-    g = g[has]
-    count = sw[info.rows].sum(axis=1)
-    gap = _walk_margin(info, block[g, :, 0], count)
+    if len(has) < len(info.rows):
+        info = info.subset(has)
+        g = g[has]
+    gap = _walk_margin(info.ratios, info.sav_sorted, info.count)
     blocks = sorted_unique(g)
     kappa = kappa[blocks]
     # the rows certain at every d their block is checked at need nothing more; the
@@ -972,22 +1010,29 @@ class GreedyTables(StageQueue):
         runs = shared_rule_runs(
             self.plain_classes[t], cls, r_e, r_sizes, ds, caps, sub, settings, self.check
         )
-        cnt = np.zeros((G, D), dtype=np.int64)
-        mono = np.ones((G, D), dtype=bool)
-        points = []
+        # per d, each stage's runs: those of its distinct stage where the stage is wanted
+        u_cnt = np.stack([np.bincount(r[0], minlength=U) for r in runs], axis=1)  # (U, D)
+        cnt = np.where(need, u_cnt[inv], 0)
+        mono = np.stack([r[4] for r in runs], axis=1)[inv]
+        # the points go stage by stage, then d by d: point k of stage g at d index j is at
+        # dest[g, j] + k
+        dest = (np.cumsum(cnt.ravel()) - cnt.ravel()).reshape(G, D)
+        total = int(cnt.sum())
+        cost = np.empty(total)
+        lo_all = np.empty(total, dtype=runs[0][1].dtype)
+        hi_all = np.empty(total, dtype=runs[0][2].dtype)
         for j, d in enumerate(ds.tolist()):
-            run_u, lo, hi, P, u_mono = runs[j]
-            u_cnt = np.bincount(run_u, minlength=U)
-            u_start = np.cumsum(u_cnt) - u_cnt
-            counts = np.where(need[:, j], u_cnt[inv], 0)
-            total = int(counts.sum())
-            take = np.arange(total) + np.repeat(u_start[inv] - (np.cumsum(counts) - counts), counts)
+            _, lo, hi, P, _ = runs[j]
+            counts = cnt[:, j]
+            n_j = int(counts.sum())
+            u_start = np.cumsum(u_cnt[:, j]) - u_cnt[:, j]
             g_pts = np.repeat(np.arange(G), counts)
-            cost = stage_tps_from_sums(E[g_pts], W[g_pts], P[take], d, self.N, self.B)
-            points.append((g_pts, cost, lo[take], hi[take]))
-            cnt[:, j] = counts
-            mono[:, j] = u_mono[inv]
-        return self._store_plain_rows(t, points, cnt, mono)
+            within = np.arange(n_j) - np.repeat(np.cumsum(counts) - counts, counts)
+            take = u_start[inv][g_pts] + within
+            at = dest[g_pts, j] + within
+            cost[at] = stage_tps_from_sums(E[g_pts], W[g_pts], P[take], d, self.N, self.B)
+            lo_all[at], hi_all[at] = lo[take], hi[take]
+        return self._store_plain_rows(t, cnt, mono, cost, lo_all, hi_all)
 
     def _least_p(self, opt: np.ndarray, pos: np.ndarray, sizes: np.ndarray):
         """Per stage (nodes ``pos`` end to end, ``sizes`` each), the sum of its nodes'
@@ -1005,24 +1050,19 @@ class GreedyTables(StageQueue):
         low = stage_tps_from_sums(E, W, least_p, d, self.N, self.B)
         return low <= self.cost_cut * (1.0 + 1e-7)
 
-    def _store_plain_rows(self, t: int, points: list, cnt, mono):
-        """Store the rows :meth:`_plain_rows` made (per d, the points (stage, cost, ylo,
-        yhi) by stage; ``cnt`` and ``mono`` (G, D)), stage by stage, then d by d. Returns
-        per stage the count of its rows before each d and its first row."""
+    def _store_plain_rows(self, t: int, cnt, mono, cost, ylo, yhi):
+        """Store the rows :meth:`_plain_rows` made (``cnt`` and ``mono`` (G, D): the points
+        and whether monotone per stage and d; the points' cost, first and last y, stage by
+        stage, then d by d). Returns per stage the count of its rows before each d and its
+        first row."""
         ds = self.ds[t]
         G, D = cnt.shape
-        g_all = np.concatenate([x[0] for x in points])
-        order = np.argsort(g_all, kind="stable")  # each d's points are by stage already
         present = cnt > 0
         n_rows = present.sum(axis=1)
         first_row = -1
         if n_rows.any():
             first_row = self.tables.add_ragged_rows(
-                t,
-                np.broadcast_to(ds, (G, D))[present],
-                cnt[present],
-                *(np.concatenate([x[k] for x in points])[order] for k in (1, 2, 3)),
-                mono[present],
+                t, np.broadcast_to(ds, (G, D))[present], cnt[present], cost, ylo, yhi, mono[present]
             )
         base = first_row + np.cumsum(n_rows) - n_rows
         cum = np.zeros((G, D + 1), dtype=np.int64)
