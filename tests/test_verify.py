@@ -682,8 +682,14 @@ def test_cli_verify_milp_hint_json(tmp_path):
 @pytest.mark.parametrize(
     "methods,lacks",
     [
-        ("dp,brute", "none of them (path, cpsat, cbc, scip)"),
-        ("dp,columns", "none of them (path, cpsat, cbc, scip)"),
+        (
+            "dp,brute",
+            "none of them (path, cpsat, cbc, scip) that solves sequential/throughput/1f1b",
+        ),
+        (
+            "dp,columns",
+            "none of them (path, cpsat, cbc, scip) that solves sequential/throughput/1f1b",
+        ),
         ("cpsat,brute", "no dp"),
     ],
 )

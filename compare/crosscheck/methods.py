@@ -198,19 +198,37 @@ def _solve_greedy(
     )
 
 
-def _others(name: str, mode: Mode, restrictions: Restrictions) -> str:
-    """The registry's other exact methods that solve ``mode`` under ``restrictions`` (what
-    a refusal of ``name`` names), e.g. ``"dp, cpsat, cbc, scip, columns or brute"``."""
+def scope_refusal(name: str, mode: Mode, restrictions: Restrictions) -> str | None:
+    """Why method ``name`` refuses ``mode`` under ``restrictions`` before it reads the
+    instance (None when it solves them): the scope rules of ``path`` and ``columns``, the
+    two methods whose scope depends on restrictions as well as on the mode; every other
+    method's scope is its :meth:`Method.handles`.
+
+    Examples
+    --------
+    >>> scope_refusal("path", Mode("graph"), Restrictions()) is not None
+    True
+    >>> scope_refusal("dp", Mode("graph"), Restrictions()) is None
+    True
+    """
     from piper_ilp.milp.graph_solve import columns_refusal
     from piper_ilp.milp.path_solve import path_refusal
 
-    refusal = {"path": path_refusal, "columns": columns_refusal}
+    refusal = {"path": path_refusal, "columns": columns_refusal}.get(name)
+    if refusal is not None:
+        return refusal(mode, restrictions)
+    if not METHODS[name].handles(mode):
+        return f"method {name} does not solve {mode.label}"
+    return None
+
+
+def _others(name: str, mode: Mode, restrictions: Restrictions) -> str:
+    """The registry's other exact methods that solve ``mode`` under ``restrictions`` (what
+    a refusal of ``name`` names), e.g. ``"dp, cpsat, cbc, scip, columns or brute"``."""
     names = [
         other
         for other, m in METHODS.items()
-        if m.all_modes
-        and other != name
-        and (other not in refusal or refusal[other](mode, restrictions) is None)
+        if m.all_modes and other != name and scope_refusal(other, mode, restrictions) is None
     ]
     return ", ".join(names[:-1]) + " or " + names[-1]
 

@@ -72,6 +72,7 @@ from compare.crosscheck.methods import (
     default_methods,
     external_method,
     run_method,
+    scope_refusal,
 )
 from piper_ilp.cost import close
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
@@ -694,14 +695,21 @@ def verify_instance(
         if m not in METHODS:
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     if milp_hint:  # never accepted and then ignored
-        takers = [n for n, m in METHODS.items() if "hint" in m.options]
+        # a taker that refuses the mode (path under graph pipelining or --uniform) would be
+        # skipped and the hint given to nobody
+        takers = [
+            n
+            for n, m in METHODS.items()
+            if "hint" in m.options and scope_refusal(n, mode, restrictions) is None
+        ]
         milps = [m for m in methods if m in takers]
         if not milps or "dp" not in methods:
             raise InputError(
                 "--milp-hint gives the DP's plan to the MILP methods that take a hint, but "
                 f"--methods ({','.join(methods)}) has "
-                f"{'none of them (' + ', '.join(takers) + ')' if not milps else 'no dp'}; add "
-                "it or leave --milp-hint out"
+                f"{'none of them (' + ', '.join(takers) + ')' if not milps else 'no dp'}"
+                f"{' that solves ' + mode.label if not milps else ''}; add it or leave "
+                "--milp-hint out"
             )
     table = dict(METHODS)
     for name, command in (externals or {}).items():
@@ -719,9 +727,7 @@ def verify_instance(
     # --max-variables run it anyway
     compact_guarded = set()
     if "path" in methods and not settings.options.get("force"):
-        from piper_ilp.milp.path_solve import path_refusal
-
-        if path_refusal(mode, restrictions) is None:
+        if scope_refusal("path", mode, restrictions) is None:
             compact_guarded = {n for n in methods if n in BACKENDS}
 
     def run(name: str) -> MethodResult:
