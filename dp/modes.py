@@ -255,7 +255,10 @@ def solve_modes(
         either way (False: the DP without it, for measuring and comparing).
     deadline : Deadline, optional
         Checked per pair of sets: past it, the answer is the upper bound's plan (status
-        FEASIBLE) or nothing (UNKNOWN), ``info["stopped"]`` set; never OPTIMAL.
+        FEASIBLE) or nothing (UNKNOWN), ``info["stopped"]`` set, ``bound`` the best lower
+        bound proved so far (the work bound, the front bound's least cutoff, the largest
+        guess a run ended with no plan at; see Notes); never OPTIMAL. The guesses and the
+        last run share it.
 
     Returns
     -------
@@ -378,22 +381,21 @@ def solve_modes(
         deadline=deadline,
     )
     tried = []
-    costs = _StepCosts(restrictions.apply(instance))  # the runs share their knapsacks
+    inst = restrictions.apply(instance)
+    costs = _StepCosts(inst)  # the runs share their knapsacks
+    lower = _least_value(inst, mode)
+    above = -math.inf  # the largest guess a run ended with no plan at: the optimum is above
     if prune and knapsack == "exact":
-        lower = _least_value(restrictions.apply(instance), mode)
         # under a time limit the guesses get all of it (a stopped guess leaves the easier
         # problems what is left); with half, a limit equal to the unlimited solve's own use
         # stopped a first guess that proves the optimum (test_dp_time_limit)
-        left = None if deadline is None else deadline.remaining()
-        guessing = {**kwargs, "deadline": None if left is None else Deadline(left)}
         runs = [(_GUESSES[0], False)] + [(f, True) for f in _GUESSES]
-        above = -math.inf  # the largest guess proved below the optimum
         for factor, front in runs if lower > 0 else ():
             sol = _solve(
                 instance,
                 restrictions,
                 mode,
-                **guessing,
+                **kwargs,
                 guess=factor,
                 costs=costs,
                 front_bound=front,
@@ -402,16 +404,28 @@ def solve_modes(
             if sol.info.get("skipped"):
                 continue
             tried.append(sol.info["upper_bound"])
-            above = max(above, sol.info["upper_bound"])
             if sol.info.get("stopped"):
                 break  # out of time: the easier problems' plan, if any, is the answer
             if sol.plan is not None or sol.status is not Status.INFEASIBLE:
                 sol.info["guesses"] = tried
                 return sol
-    sol = _solve(instance, restrictions, mode, **kwargs, costs=costs)
+            above = max(above, sol.info["upper_bound"])
+    proved = _proved_least(lower, above, costs, mode)
+    sol = _solve(instance, restrictions, mode, **kwargs, costs=costs, lower=proved)
     if tried:
         sol.info["guesses"] = tried
     return sol
+
+
+def _proved_least(lower: float, above: float, steps: "_StepCosts", mode: Mode) -> float | None:
+    """The best lower bound on every plan's value proved so far (None when not positive):
+    the work bound ``lower`` (:func:`_least_value`) and, when a run found it, the front
+    bound's least cutoff (:func:`_relaxed_least`), each less 1e-9 for rounding, and
+    ``above``, the largest guess a run ended with no plan at (that run kept every plan of
+    value at most the guess, within the pruning's margin)."""
+    relaxed = steps.front.get(_least_key(mode), 0.0)
+    best = max(max(lower, relaxed) * (1 - 1e-9), above)
+    return best if best > 0 else None
 
 
 def _least_value(inst: Instance, mode: Mode) -> float:
@@ -440,6 +454,7 @@ def _solve(
     costs: "_StepCosts | None" = None,
     front_bound: bool = True,
     above: float = -math.inf,
+    lower: float | None = None,
 ) -> Solution:
     """:func:`solve_modes` (one run); with ``bound`` an upper bound to prune with instead
     of :func:`_upper_bound`'s (a guess: then no plan means none at most the guess), with
@@ -447,7 +462,9 @@ def _solve(
     value (:func:`_relaxed_least`), whichever is larger (only the former, and no front
     bound, when ``front_bound`` is False); with ``costs`` the stage costs known from other
     runs on the same instance. A guessed bound at most ``above`` (a guess that a run ended
-    with no plan at) is not run: the result is INFEASIBLE with ``info["skipped"]``."""
+    with no plan at) is not run: the result is INFEASIBLE with ``info["skipped"]``.
+    ``lower``, a lower bound on every plan's value proved by earlier runs, is the ``bound``
+    of the answer when the ``deadline`` stops this run."""
     t0 = time.perf_counter()
     if knapsack != "exact":
         raise InputError(
@@ -485,7 +502,7 @@ def _solve(
     run = _LabelRun(sets, pruning, steps, _subset_pairs(sets.ideals, sets.br, sets.pred, steps))
     if not run.fill(deadline, max_labels, force, instance.source, mode.label):
         info["stopped"] = "in the label DP"
-        return done(_stopped(deadline, ub, ub_plan, mode))
+        return done(_stopped(deadline, ub, ub_plan, mode, lower))
     info.update(labels=run.total, candidates=run.candidates, largest_label_set=run.largest)
     return done(_result(instance, sets, run, choices, mode, info))
 
@@ -938,19 +955,34 @@ class _LabelRun:
         self.largest = max(self.largest, len(keep))
 
 
-def _stopped(deadline: Deadline, ub: float | None, ub_plan: Plan | None, mode: Mode) -> Solution:
+def _stopped(
+    deadline: Deadline,
+    ub: float | None,
+    ub_plan: Plan | None,
+    mode: Mode,
+    lower: float | None,
+) -> Solution:
     """The answer of a run stopped by ``deadline``: the easier problems' plan ``ub_plan``
-    of value ``ub`` (FEASIBLE), or nothing (UNKNOWN)."""
+    of value ``ub`` (FEASIBLE), or nothing (UNKNOWN); either with ``bound`` the lower bound
+    ``lower`` proved before (None: none)."""
     where = f"time limit of {deadline.seconds:g} s reached in the label DP"
+    proved = "" if lower is None else f"; a proven lower bound {lower:.10g}"
     if ub_plan is None:
-        return Solution("dp", Status.UNKNOWN, message=f"{where}: no plan yet", mode=mode)
+        return Solution(
+            "dp", Status.UNKNOWN, bound=lower, message=f"{where}: no plan yet{proved}", mode=mode
+        )
+    if lower is not None and lower > ub:
+        raise InternalError(
+            f"dp ({mode.label}): its lower bound {lower!r} is above its plan's value {ub!r}"
+        )
     return Solution(
         "dp",
         Status.FEASIBLE,
         plan=ub_plan,
         objective=ub,
+        bound=lower,
         mode=mode,
-        message=f"{where}: the best plan of the easier problems (not proven optimal)",
+        message=f"{where}: the best plan of the easier problems (not proven optimal){proved}",
     )
 
 
@@ -1032,13 +1064,14 @@ def _relaxed_least(inst, ideals, br, succ, pred, d_values, mode, steps) -> float
     fd = _front_devices(inst, ideals, br, succ, pred, d_values, mode, steps)
     if fd is None:
         return 0.0
-    got = steps.front.get(("least", mode.batch_time, mode.schedule))
+    key = _least_key(mode)
+    got = steps.front.get(key)
     if got is not None:
         return got
     empty = list(ideals).index(0)
     lo = _least_value(inst, mode) * 0.999
     if lo <= 0 or fd.needed(lo)[empty] <= inst.K:
-        steps.front[("least", mode.batch_time, mode.schedule)] = 0.0
+        steps.front[key] = 0.0
         return 0.0
     hi = lo * 2
     for _ in range(30):
@@ -1046,7 +1079,7 @@ def _relaxed_least(inst, ideals, br, succ, pred, d_values, mode, steps) -> float
             break
         lo, hi = hi, hi * 2
     else:
-        steps.front[("least", mode.batch_time, mode.schedule)] = lo
+        steps.front[key] = lo
         return lo
     while hi - lo > 1e-3 * lo:
         mid = (lo + hi) / 2
@@ -1054,8 +1087,13 @@ def _relaxed_least(inst, ideals, br, succ, pred, d_values, mode, steps) -> float
             hi = mid
         else:
             lo = mid
-    steps.front[("least", mode.batch_time, mode.schedule)] = lo
+    steps.front[key] = lo
     return lo
+
+
+def _least_key(mode: Mode) -> tuple:
+    """Where :func:`_relaxed_least` keeps its value on the runs' :class:`_StepCosts`."""
+    return ("least", mode.batch_time, mode.schedule)
 
 
 def _front_least(rest: float, K: int, k: float) -> float:
