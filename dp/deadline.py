@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 from piper_ilp.settings import check_time_limit
 
@@ -19,7 +20,7 @@ class TimeUp(Exception):
 
 
 class Deadline:
-    """``seconds`` from now (None: never).
+    """``seconds`` from now (None: never), on ``clock``.
 
     The DP checks it once per set of the stage tables, once per stage made, and before
     each decision of the threshold search; past it, :meth:`check` raises :class:`TimeUp`
@@ -31,6 +32,9 @@ class Deadline:
     ----------
     seconds : float, optional
         The time limit; None: no limit.
+    clock : callable, optional
+        Seconds (monotonic) now; default :data:`clock`, read at each call. A clock that
+        steps once per reading stops the DP after a given number of checks (tests).
 
     Raises
     ------
@@ -45,20 +49,21 @@ class Deadline:
     (False, False)
     """
 
-    def __init__(self, seconds: float | None):
+    def __init__(self, seconds: float | None, clock: Callable[[], float] | None = None):
         self.seconds = check_time_limit(seconds, "time_limit")
-        self.end = None if seconds is None else clock() + seconds
+        self.clock = _module_clock if clock is None else clock
+        self.end = None if seconds is None else self.clock() + seconds
         if self.end is None:
             self.check = _never  # (the hot loops call it once per stage)
 
     def remaining(self) -> float | None:
         """Seconds left (0 once passed), or None without a limit."""
-        return None if self.end is None else max(0.0, self.end - clock())
+        return None if self.end is None else max(0.0, self.end - self.clock())
 
     @property
     def passed(self) -> bool:
         """Whether the deadline has passed."""
-        return self.end is not None and clock() >= self.end
+        return self.end is not None and self.clock() >= self.end
 
     def check(self) -> None:
         """Raise :class:`TimeUp` once the deadline has passed."""
@@ -68,3 +73,8 @@ class Deadline:
 
 def _never() -> None:
     pass
+
+
+def _module_clock() -> float:
+    """The module's :data:`clock`, as it is at the call."""
+    return clock()

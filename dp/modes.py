@@ -255,7 +255,10 @@ def solve_modes(
         either way (False: the DP without it, for measuring and comparing).
     deadline : Deadline, optional
         Checked per pair of sets: past it, the answer is the upper bound's plan (status
-        FEASIBLE) or nothing (UNKNOWN), ``info["stopped"]`` set; never OPTIMAL.
+        FEASIBLE) or nothing (UNKNOWN), ``info["stopped"]`` set, ``bound`` the best lower
+        bound proved so far (the work bound, the front bound's least cutoff, the largest
+        guess a run ended with no plan at; see Notes); never OPTIMAL. The guesses and the
+        last run share it.
 
     Returns
     -------
@@ -378,22 +381,21 @@ def solve_modes(
         deadline=deadline,
     )
     tried = []
-    costs = _StepCosts(restrictions.apply(instance))  # the runs share their knapsacks
+    inst = restrictions.apply(instance)
+    costs = _StepCosts(inst)  # the runs share their knapsacks
+    lower = _least_value(inst, mode)
+    above = -math.inf  # the largest guess a run ended with no plan at: the optimum is above
     if prune and knapsack == "exact":
-        lower = _least_value(restrictions.apply(instance), mode)
         # under a time limit the guesses get all of it (a stopped guess leaves the easier
         # problems what is left); with half, a limit equal to the unlimited solve's own use
         # stopped a first guess that proves the optimum (test_dp_time_limit)
-        left = None if deadline is None else deadline.remaining()
-        guessing = {**kwargs, "deadline": None if left is None else Deadline(left)}
         runs = [(_GUESSES[0], False)] + [(f, True) for f in _GUESSES]
-        above = -math.inf  # the largest guess proved below the optimum
         for factor, front in runs if lower > 0 else ():
             sol = _solve(
                 instance,
                 restrictions,
                 mode,
-                **guessing,
+                **kwargs,
                 guess=factor,
                 costs=costs,
                 front_bound=front,
@@ -402,16 +404,28 @@ def solve_modes(
             if sol.info.get("skipped"):
                 continue
             tried.append(sol.info["upper_bound"])
-            above = max(above, sol.info["upper_bound"])
             if sol.info.get("stopped"):
                 break  # out of time: the easier problems' plan, if any, is the answer
             if sol.plan is not None or sol.status is not Status.INFEASIBLE:
                 sol.info["guesses"] = tried
                 return sol
-    sol = _solve(instance, restrictions, mode, **kwargs, costs=costs)
+            above = max(above, sol.info["upper_bound"])
+    proved = _proved_least(lower, above, costs, mode)
+    sol = _solve(instance, restrictions, mode, **kwargs, costs=costs, lower=proved)
     if tried:
         sol.info["guesses"] = tried
     return sol
+
+
+def _proved_least(lower: float, above: float, steps: "_StepCosts", mode: Mode) -> float | None:
+    """The best lower bound on every plan's value proved so far (None when not positive):
+    the work bound ``lower`` (:func:`_least_value`) and, when a run found it, the front
+    bound's least cutoff (:func:`_relaxed_least`), each less 1e-9 for rounding, and
+    ``above``, the largest guess a run ended with no plan at (that run kept every plan of
+    value at most the guess, within the pruning's margin)."""
+    relaxed = steps.front.get(_least_key(mode), 0.0)
+    best = max(max(lower, relaxed) * (1 - 1e-9), above)
+    return best if best > 0 else None
 
 
 def _least_value(inst: Instance, mode: Mode) -> float:
@@ -440,6 +454,7 @@ def _solve(
     costs: "_StepCosts | None" = None,
     front_bound: bool = True,
     above: float = -math.inf,
+    lower: float | None = None,
 ) -> Solution:
     """:func:`solve_modes` (one run); with ``bound`` an upper bound to prune with instead
     of :func:`_upper_bound`'s (a guess: then no plan means none at most the guess), with
@@ -447,7 +462,9 @@ def _solve(
     value (:func:`_relaxed_least`), whichever is larger (only the former, and no front
     bound, when ``front_bound`` is False); with ``costs`` the stage costs known from other
     runs on the same instance. A guessed bound at most ``above`` (a guess that a run ended
-    with no plan at) is not run: the result is INFEASIBLE with ``info["skipped"]``."""
+    with no plan at) is not run: the result is INFEASIBLE with ``info["skipped"]``.
+    ``lower``, a lower bound on every plan's value proved by earlier runs, is the ``bound``
+    of the answer when the ``deadline`` stops this run."""
     t0 = time.perf_counter()
     if knapsack != "exact":
         raise InputError(
@@ -455,10 +472,6 @@ def _solve(
             f"mode {mode.label} needs knapsack 'exact'"
         )
     inst = restrictions.apply(instance)
-    K, N = inst.K, inst.N
-    S = min(N, K)
-    graph, flush, gpipe = mode.graph, mode.batch_time, mode.schedule == "gpipe"
-    rule = mode.in_flight
     choices = OptionChoices(inst, False)
     steps = costs if costs is not None else _StepCosts(inst)
     info: dict = {"knapsack": knapsack}
@@ -469,74 +482,11 @@ def _solve(
         sol.info = {**info, "knapsack_solves": steps.solves + len(choices), **sol.info}
         return checked_solution(instance, sol, restrictions=restrictions)
 
-    ids = inst.node_ids
-    t_values = list(inst.t_values)
-    d_values = [d for d in restrictions.d_values(instance) if d <= S]
-    budget = min(K, max(t_values, default=1) * S)
-    if budget >= _EXACT_INT:
-        raise SizeLimitError(
-            f"{instance.source}: K = {K} with t up to {max(t_values)} and min(N, K) = {S} allows "
-            "device counts beyond the exact range of the mode DP (2**53); lower K, N or the "
-            "largest t"
-        )
-    succ = successor_masks(inst)
-    pred = predecessor_masks(succ)
-    br = find_branches(inst, succ, pred) if symmetry else None
-    if br is None:
-        ideals = enumerate_ideals(inst, max_ideals)
-    else:
-        got = canonical_ideals(br, succ, max_ideals)
-        if got is None:
-            raise SizeLimitError(
-                f"{instance.source}: the graph has more than {max_ideals:,} successor-closed "
-                "sets up to its interchangeable branches (the DP's states), above the limit; "
-                "raise the limit (max_ideals / --max-ideals) if memory and time allow"
-            )
-        ideals = got
-        info["branch_classes"] = [[len(c), br.length[c[0]]] for c in br.classes]
-    front = frontiers(ideals, succ, pred) if graph else [[] for _ in ideals]
-    front_memo = dict(zip(ideals, front))
-
-    def front_of(J: int) -> list[int]:
-        got = front_memo.get(J)
-        if got is None:
-            got = front_memo[J] = frontiers([J], succ, pred)[0] if graph else []
-        return got
-
-    width = max((len(f) for f in front), default=0)
-    info.update(ideals=len(ideals), frontier_width=width)
-    if graph and width > max_frontier and not force:
-        raise SizeLimitError(
-            f"{instance.source}: graph pipelining's DP keeps one h per frontier node (nodes of a "
-            "successor-closed set with a predecessor outside it) and grows like min(N, K) ** "
-            f"width; this graph's widest frontier has {width} nodes, above the limit of "
-            f"{max_frontier}; pass --force (force=True) if time allows"
-        )
-    # nodes that have options for t, as a bitmask
-    tmask = {
-        t: sum(1 << i for i, v in enumerate(ids) if inst.node[v].options.get(t)) for t in t_values
-    }
-    index = {I: i for i, I in enumerate(ideals)}
-
-    # column layout: k | h columns (sequential: s; graph: one per frontier node) | mx |
-    # path columns (sequential batch time: tau; graph batch time: Lmax, then one L per
-    # frontier node)
-    def n_h(i: int) -> int:
-        return len(front[i]) if graph else 1
-
-    def layout(i: int) -> tuple[int, int]:
-        """(column of mx, number of columns) for ideal i."""
-        h = n_h(i)
-        extra = (1 + len(front[i]) if graph else 1) if flush else 0
-        return 1 + h, 2 + h + extra
-
-    # an upper bound from plans of easier problems (exact pruning, see _upper_bound)
+    sets = _Sets(instance, inst, restrictions, mode, max_ideals, symmetry, info)
+    sets.check_width(instance.source, max_frontier, force)
     deadline = deadline or Deadline(None)
     if guess is not None:
-        least = _least_value(inst, mode)
-        if front_bound:
-            least = max(least, _relaxed_least(inst, ideals, br, succ, pred, d_values, mode, steps))
-        ub, ub_plan = guess * least, None
+        ub, ub_plan = guess * _guess_base(sets, mode, steps, front_bound), None
         if ub <= above:
             # a run at a guess at least this large ended with no plan: so would this one
             info["skipped"] = True
@@ -544,32 +494,162 @@ def _solve(
     elif not prune or bound is not None:
         ub, ub_plan = bound, None
     else:
+        # an upper bound from plans of easier problems (exact pruning, see _upper_bound)
         ub, ub_plan = _upper_bound(instance, restrictions, mode, max_ideals, deadline, symmetry)
     info["upper_bound"] = ub
-    cutoff = math.inf if ub is None else ub * _PRUNE_MARGIN
-    # the work outside each set: the stages in front of it need that over the devices left
-    rest_w = rest_work(ideals, node_work(inst))
-    # the devices the stages in front of each set need at least (dp.label_front)
-    need, pair_ok, pair_bit, pair_start = None, None, {}, None
-    fd = (
-        None
-        if cutoff == math.inf or not front_bound
-        else _front_devices(inst, ideals, br, succ, pred, d_values, mode, steps)
-    )
-    if fd is not None:
-        need = fd.needed(cutoff)
-        pair_ok, pair_bit = fd.admissible(cutoff)
-        pair_start = fd.start
-    info["front_bound"] = need is not None
-    # per t, the least p of each node (a lower bound on a stage's compute, so plain sums)
-    least_p = {
-        t: MaskSums([min((o.p for o in inst.node[v].options.get(t, ())), default=0.0) for v in ids])
-        for t in t_values
-    }
-    front_factor = N - 1 if flush else 1
+    pruning = _Pruning(sets, ub, front_bound, mode, steps)
+    info["front_bound"] = pruning.need is not None
+    run = _LabelRun(sets, pruning, steps, _subset_pairs(sets.ideals, sets.br, sets.pred, steps))
+    if not run.fill(deadline, max_labels, force, instance.source, mode.label):
+        info["stopped"] = "in the label DP"
+        return done(_stopped(deadline, ub, ub_plan, mode, lower))
+    info.update(labels=run.total, candidates=run.candidates, largest_label_set=run.largest)
+    return done(_result(instance, sets, run, choices, mode, info))
+
+
+def _guess_base(sets: "_Sets", mode: Mode, steps: "_StepCosts", front_bound: bool) -> float:
+    """The lower bound that a run's guess multiplies: :func:`_least_value`, and with the
+    front bound the larger of it and :func:`_relaxed_least`."""
+    least = _least_value(sets.inst, mode)
+    if front_bound:
+        relaxed = _relaxed_least(
+            sets.inst, sets.ideals, sets.br, sets.succ, sets.pred, sets.d_values, mode, steps
+        )
+        least = max(least, relaxed)
+    return least
+
+
+class _Sets:
+    """The state space of one run of the label DP: the instance under the restrictions
+    (``inst``), its successor-closed sets (``ideals``; with interchangeable branches ``br``,
+    the canonical set of each orbit), their frontiers (``front``, :func:`frontiers`) and the
+    columns of their labels (:meth:`layout`). Refuses (:class:`SizeLimitError`) device
+    counts past float64's exact integers and too many sets; records ``ideals``,
+    ``frontier_width`` (and ``branch_classes``) in ``info``."""
+
+    def __init__(
+        self,
+        instance: Instance,
+        inst: Instance,
+        restrictions: Restrictions,
+        mode: Mode,
+        max_ideals: int,
+        symmetry: bool,
+        info: dict,
+    ):
+        self.inst = inst
+        self.K, self.N = K, N = inst.K, inst.N
+        S = min(N, K)
+        self.graph, self.flush = mode.graph, mode.batch_time
+        self.gpipe, self.rule = mode.schedule == "gpipe", mode.in_flight
+        self.ids = ids = inst.node_ids
+        self.t_values = t_values = list(inst.t_values)
+        self.d_values = [d for d in restrictions.d_values(instance) if d <= S]
+        budget = min(K, max(t_values, default=1) * S)
+        if budget >= _EXACT_INT:
+            raise SizeLimitError(
+                f"{instance.source}: K = {K} with t up to {max(t_values)} and min(N, K) = {S} "
+                "allows device counts beyond the exact range of the mode DP (2**53); lower K, "
+                "N or the largest t"
+            )
+        self.succ = succ = successor_masks(inst)
+        self.pred = pred = predecessor_masks(succ)
+        self.br = find_branches(inst, succ, pred) if symmetry else None
+        self.ideals = ideals = self._sets(instance.source, max_ideals, info)
+        self.front = frontiers(ideals, succ, pred) if self.graph else [[] for _ in ideals]
+        self._front_memo = dict(zip(ideals, self.front))
+        self.width = max((len(f) for f in self.front), default=0)
+        info.update(ideals=len(ideals), frontier_width=self.width)
+        # nodes that have options for t, as a bitmask
+        self.tmask = {
+            t: sum(1 << i for i, v in enumerate(ids) if inst.node[v].options.get(t))
+            for t in t_values
+        }
+        self.index = {I: i for i, I in enumerate(ideals)}
+
+    def _sets(self, source: str, max_ideals: int, info: dict) -> list[int]:
+        """The DP's sets: all successor-closed sets, or with branches one per orbit."""
+        br = self.br
+        if br is None:
+            return enumerate_ideals(self.inst, max_ideals)
+        got = canonical_ideals(br, self.succ, max_ideals)
+        if got is None:
+            raise SizeLimitError(
+                f"{source}: the graph has more than {max_ideals:,} successor-closed "
+                "sets up to its interchangeable branches (the DP's states), above the limit; "
+                "raise the limit (max_ideals / --max-ideals) if memory and time allow"
+            )
+        info["branch_classes"] = [[len(c), br.length[c[0]]] for c in br.classes]
+        return got
+
+    def check_width(self, source: str, max_frontier: int, force: bool) -> None:
+        """Refuse graph pipelining over a frontier wider than ``max_frontier`` (unless
+        ``force``)."""
+        if self.graph and self.width > max_frontier and not force:
+            raise SizeLimitError(
+                f"{source}: graph pipelining's DP keeps one h per frontier node (nodes of a "
+                "successor-closed set with a predecessor outside it) and grows like min(N, K) "
+                f"** width; this graph's widest frontier has {self.width} nodes, above the "
+                f"limit of {max_frontier}; pass --force (force=True) if time allows"
+            )
+
+    def front_of(self, J: int) -> list[int]:
+        """The frontier of the set ``J`` (a bitmask; any set, not only a stored one)."""
+        got = self._front_memo.get(J)
+        if got is None:
+            got = frontiers([J], self.succ, self.pred)[0] if self.graph else []
+            self._front_memo[J] = got
+        return got
+
+    def layout(self, i: int) -> tuple[int, int]:
+        """(column of mx, number of columns) for set i. The columns: k | the h columns
+        (sequential: s; graph: one per frontier node) | mx | the path columns (sequential
+        batch time: tau; graph batch time: Lmax, then one L per frontier node)."""
+        h = len(self.front[i]) if self.graph else 1
+        extra = (1 + len(self.front[i]) if self.graph else 1) if self.flush else 0
+        return 1 + h, 2 + h + extra
+
+
+class _Pruning:
+    """What one run prunes with at the upper bound ``ub`` (None: nothing): the cutoff (``ub``
+    with the rounding margin :data:`_PRUNE_MARGIN`), the work outside each set (``rest_w``,
+    :mod:`dp.label_bounds`), per t the least p of each node (``least_p``) and, with the front
+    bound (:mod:`dp.label_front`), the fewest devices the stages in front of each set need
+    (``need``) and each (set, subset) pair's admissible (t, d) (``pair_ok``, ``pair_bit``,
+    ``pair_start``)."""
+
+    def __init__(
+        self, sets: _Sets, ub: float | None, front_bound: bool, mode: Mode, steps: "_StepCosts"
+    ):
+        self.sets = sets
+        inst = sets.inst
+        self.cutoff = cutoff = math.inf if ub is None else ub * _PRUNE_MARGIN
+        # the work outside each set: the stages in front of it need that over the devices left
+        self.rest_w = rest_work(sets.ideals, node_work(inst))
+        # the devices the stages in front of each set need at least (dp.label_front)
+        self.need, self.pair_ok, self.pair_bit, self.pair_start = None, None, {}, None
+        fd = (
+            None
+            if cutoff == math.inf or not front_bound
+            else _front_devices(
+                inst, sets.ideals, sets.br, sets.succ, sets.pred, sets.d_values, mode, steps
+            )
+        )
+        if fd is not None:
+            self.need = fd.needed(cutoff)
+            self.pair_ok, self.pair_bit = fd.admissible(cutoff)
+            self.pair_start = fd.start
+        # per t, the least p of each node (a lower bound on a stage's compute, so plain sums)
+        self.least_p = {
+            t: MaskSums(
+                [min((o.p for o in inst.node[v].options.get(t, ())), default=0.0) for v in sets.ids]
+            )
+            for t in sets.t_values
+        }
+        self.front_factor = inst.N - 1 if sets.flush else 1
 
     def degrees(
-        C: int, rw: float, k0: float, need_i: int, ok: int = -1
+        self, C: int, rw: float, k0: float, need_i: int, ok: int = -1
     ) -> list[tuple[int, list[int]]]:
         """The (t, the d) that a stage C in front of labels using at least ``k0``
         devices may take, with ``rw`` the work outside the set: t d <= the devices left
@@ -579,19 +659,21 @@ def _solve(
         (throughput) or (N - 1 + d) TPS (batch time) at least; with the front bound, the
         set's stages in front need ``need_i`` devices, and only the (t, d) whose bit
         (``pair_bit``) is set in ``ok`` have a relaxed TPS within the cutoff."""
+        sets, cutoff, front_factor = self.sets, self.cutoff, self.front_factor
+        K, N, flush, d_values = sets.K, sets.N, sets.flush, sets.d_values
         left = (K - 1 if rw >= 0 else K) - k0
-        if need is not None:
+        if self.need is not None:
             left = min(left, K - need_i - k0)
         if rw > 0 and cutoff < math.inf:
             # front_factor rw / (K - k0 - t d) <= cutoff
             left = min(left, K - k0 - front_factor * rw / cutoff)
         out = []
-        for t in t_values:
-            if C & ~tmask[t]:
+        for t in sets.t_values:
+            if C & ~sets.tmask[t]:
                 continue
             hi = bisect.bisect_right(d_values, left / t + 1e-9)
             lo = 0
-            p = least_p[t].of(C)
+            p = self.least_p[t].of(C)
             if cutoff < math.inf and p > 0:
                 # p / d <= cutoff, or (N - 1) p / d + p <= cutoff
                 room = cutoff - p if flush else cutoff
@@ -606,60 +688,140 @@ def _solve(
                 and (N - 1 + d if flush else 1) * (p / d) <= cutoff
             ]
             if ok != -1:
+                pair_bit = self.pair_bit
                 ds = [d for d in ds if (t, d) not in pair_bit or (ok >> pair_bit[(t, d)]) & 1]
             if ds:
                 out.append((t, ds))
         return out
 
-    labels: list[_Labels | None] = [None] * len(ideals)
-    _, nc0 = layout(0)
-    labels[0] = _Labels(
-        np.zeros((1, nc0)),
-        np.array([-1]),
-        np.array([-1]),
-        np.array([0]),
-        np.array([0]),
-        np.array([0]),
-    )
-    total_labels, candidates, largest = 1, 0, 1
-    by_size = sorted(range(len(ideals)), key=lambda i: ideals[i].bit_count())
+    def within(self, i: int, new: np.ndarray, mxc: int) -> np.ndarray:
+        """Which of the new labels ``new`` of set i (mx in column ``mxc``) may still end
+        within the cutoff: their value with the stages in front at least the work outside
+        over the devices left, and (front bound) the devices those stages need left."""
+        sets = self.sets
+        K, N = sets.K, sets.N
+        top = np.maximum(new[:, mxc], front_tps(self.rest_w[i], K, new[:, 0]))
+        lower = (N - 1) * top + new[:, mxc + 1] if sets.flush else top
+        below = lower <= self.cutoff
+        if self.need is not None:
+            below &= new[:, 0] + self.need[i] <= K
+        return below
 
-    k_least = [0.0] * len(ideals)  # per set, the fewest devices of its labels
-    pairs = _subset_pairs(ideals, br, pred, steps)
 
-    def sources(i: int):
+class _Candidates:
+    """The new labels of one set, block by block, before the dominance test: their columns
+    and back-pointers (as in :class:`_Labels`)."""
+
+    __slots__ = ("cols", "prev", "lab", "t", "d", "y", "g")
+
+    def __init__(self):
+        self.cols, self.prev, self.lab, self.t, self.d, self.y, self.g = ([] for _ in range(7))
+
+    def add(self, cols, j: int, lab, g, t: int, d: int, y) -> None:
+        """A block of labels: columns ``cols``, each from label ``lab`` of set ``j`` (branch
+        maps ``g`` or None) with the stage in front at degrees (t, d) holding ``y``."""
+        m = len(lab)
+        self.cols.append(cols)
+        self.prev.append(np.full(m, j))
+        self.lab.append(lab)
+        if g is not None:
+            self.g.append(g)
+        self.t.append(np.full(m, t))
+        self.d.append(np.full(m, d))
+        self.y.append(y)
+
+
+def _no_labels(nc: int) -> _Labels:
+    """The labels of a set that has none, with ``nc`` columns."""
+    return _Labels(np.empty((0, nc)), *(np.empty(0, dtype=np.int64) for _ in range(5)))
+
+
+class _LabelRun:
+    """The labels of one run of the DP at one upper bound (:class:`_Pruning`), filled set by
+    set in order of size by :meth:`fill`: ``labels`` per set (index into ``sets.ideals``),
+    with the counts ``total`` (kept), ``candidates`` (made) and ``largest`` (one set's)."""
+
+    def __init__(self, sets: _Sets, pruning: _Pruning, steps: "_StepCosts", pairs: SubsetPairs):
+        self.sets, self.pruning, self.steps, self.pairs = sets, pruning, steps, pairs
+        n = len(sets.ideals)
+        self.labels: list[_Labels | None] = [None] * n
+        _, nc0 = sets.layout(0)
+        self.labels[0] = _Labels(
+            np.zeros((1, nc0)),
+            np.array([-1]),
+            np.array([-1]),
+            np.array([0]),
+            np.array([0]),
+            np.array([0]),
+        )
+        self.total, self.candidates, self.largest = 1, 0, 1
+        self.by_size = sorted(range(n), key=lambda i: sets.ideals[i].bit_count())
+        self.k_least = [0.0] * n  # per set, the fewest devices of its labels
+
+    def fill(
+        self, deadline: Deadline, max_labels: int, force: bool, source: str, label: str
+    ) -> bool:
+        """Make every set's labels; False when the ``deadline`` passed first (checked once
+        per pair of sets). Refuses (:class:`SizeLimitError`) more than ``max_labels`` labels
+        kept in total unless ``force``."""
+        K, need = self.sets.K, self.pruning.need
+        for i in self.by_size[1:]:
+            if need is not None and need[i] > K:
+                # no front of this set has every stage admissible at the cutoff
+                self.labels[i] = _no_labels(self.sets.layout(i)[1])
+                continue
+            new = _Candidates()
+            for J, j, cols, lab, g0, td in self._sources(i):
+                if deadline.passed:
+                    return False
+                self._extend(i, J, j, cols, lab, g0, td, new)
+            self._keep(i, new)
+            if self.total > max_labels and not force:
+                raise SizeLimitError(
+                    f"{source}: the {label} DP keeps more than {max_labels:,} labels "
+                    "(devices, microbatches in flight per frontier node, max TPS, paths) after "
+                    f"{self.by_size.index(i) + 1:,} of {len(self.sets.ideals):,} "
+                    "successor-closed sets; pass --force (force=True) if memory and time allow"
+                )
+        return True
+
+    def _sources(self, i: int):
         """(J, stored ideal, its labels in J's frame, their label indices there, the
         branch maps or None, the degrees a stage I minus J may take) for every ideal J
         strictly inside ideal i (up to symmetry) with some degrees left by the bounds."""
-        I = ideals[i]
-        rw = rest_w[i]
-        need_i = 0 if need is None else int(need[i])
+        sets, pr, labels = self.sets, self.pruning, self.labels
+        br = sets.br
+        I = sets.ideals[i]
+        rw = pr.rest_w[i]
+        need_i = 0 if pr.need is None else int(pr.need[i])
         # the pairs' admissible (t, d), by position among the subsets (dp.label_front's
         # pairs walk them in this order)
-        at = None if pair_ok is None else int(pair_start[i])
-        if br is None:
-            for J, j in pairs.of(i):
-                ok = -1 if at is None else int(pair_ok[at])
-                at = None if at is None else at + 1
-                if labels[j] is None or not len(labels[j]):
-                    continue
-                td = degrees(I & ~J, rw, k_least[j], need_i, ok)
-                if td:
-                    yield J, j, labels[j].cols, None, None, td
-            return
-        for J, j in pairs.of(i):
+        pair_ok = pr.pair_ok
+        at = None if pair_ok is None else int(pr.pair_start[i])
+        for J, j in self.pairs.of(i):
             ok = -1 if at is None else int(pair_ok[at])
             at = None if at is None else at + 1
             LJ = labels[j]
             if LJ is None or not len(LJ):
                 continue
-            td = degrees(I & ~J, rw, k_least[j], need_i, ok)
+            td = pr.degrees(I & ~J, rw, self.k_least[j], need_i, ok)
             if not td:
                 continue
+            if br is None:
+                yield J, j, LJ.cols, None, None, td
+                continue
             Js, sigma = br.canonical(J)
-            mxj, ncj = layout(j)
+            mxj, ncj = sets.layout(j)
             idxs, maps = frame_columns(
-                br, I, J, sigma, front_of(J), front[j], mxj, ncj, graph and flush
+                br,
+                I,
+                J,
+                sigma,
+                sets.front_of(J),
+                sets.front[j],
+                mxj,
+                ncj,
+                sets.graph and sets.flush,
             )
             n = len(LJ)
             cols = (
@@ -670,171 +832,192 @@ def _solve(
             lab = np.tile(np.arange(n), len(idxs))
             yield J, j, cols, lab, np.repeat(np.array(maps), n, axis=0), td
 
-    for i in by_size[1:]:
-        I = ideals[i]
-        mxc, nc = layout(i)
-        F_I = front[i]
-        if need is not None and need[i] > K:
-            # no front of this set has every stage admissible at the cutoff
-            labels[i] = _Labels(np.empty((0, nc)), *(np.empty(0, dtype=np.int64) for _ in range(5)))
-            continue
-        parts_cols, parts_prev, parts_lab, parts_t, parts_d, parts_y = [], [], [], [], [], []
-        parts_g = []
-        for J, j, cols, lab, g0, td in sources(i):
-            if deadline.passed:
-                info["stopped"] = "in the label DP"
-                where = f"time limit of {deadline.seconds:g} s reached in the label DP"
-                if ub_plan is None:
-                    return done(
-                        Solution("dp", Status.UNKNOWN, message=f"{where}: no plan yet", mode=mode)
-                    )
-                return done(
-                    Solution(
-                        "dp",
-                        Status.FEASIBLE,
-                        plan=ub_plan,
-                        objective=ub,
-                        mode=mode,
-                        message=f"{where}: the best plan of the easier problems (not proven "
-                        "optimal)",
-                    )
-                )
-            C = I & ~J
-            # a stage's costs are those of its image under interchangeable branches
-            C_cost = C if br is None else br.canonical_nodes(C)
-            mxj, _ = layout(j)
-            k = cols[:, 0]
-            # the stages still to come need a device each and do the work outside I
-            rw = rest_w[i]
-            k_cap = K - 1 if rw >= 0 else K
-            if graph:
-                F_J = front_of(J)
-                pos_J = {v: c for c, v in enumerate(F_J)}
-                out = 0
-                for v in bits(C):
-                    out |= succ[v]
-                out &= J
-                # succ(C) are frontier nodes of J; the ones left out are covered by kept ones
-                sc = [pos_J[v] for v in bits(out) if v in pos_J]
-                h_after = cols[:, [1 + c for c in sc]].max(axis=1) if sc else np.zeros(len(cols))
-                if flush:
-                    l0 = mxj + 2  # first L column of J
-                    l_after = (
-                        cols[:, [l0 + c for c in sc]].max(axis=1) if sc else np.zeros(len(cols))
-                    )
-                # where each new frontier column comes from: -1 for C, else J's column
-                src = [-1 if (C >> v) & 1 else pos_J[v] for v in F_I]
+    def _extend(self, i: int, J: int, j: int, cols, lab, g0, td, new: _Candidates) -> None:
+        """Add to ``new`` the labels of set i made by putting the stage I minus J, at each
+        (t, d) of ``td``, in front of the labels ``cols`` of J (in J's frame; ``lab`` their
+        indices among set j's labels or None: the same; ``g0`` their branch maps or None)."""
+        sets, pr = self.sets, self.pruning
+        K, N, flush, cutoff = sets.K, sets.N, sets.flush, pr.cutoff
+        C = sets.ideals[i] & ~J
+        # a stage's costs are those of its image under interchangeable branches
+        C_cost = C if sets.br is None else sets.br.canonical_nodes(C)
+        mxc, nc = sets.layout(i)
+        mxj, _ = sets.layout(j)
+        k = cols[:, 0]
+        # the stages still to come need a device each and do the work outside I
+        k_cap = K - 1 if pr.rest_w[i] >= 0 else K
+        h_after, l_after, src = self._after(i, J, C, cols, mxj)
+        h_int = h_after.astype(np.int64)
+        for t, ds in td:
+            for d in ds:
+                h = front_in_flight(d, h_int, sets.rule)
+                ok = (k + t * d <= k_cap) & (h <= N)
+                if not ok.any():
+                    continue
+                rows = np.flatnonzero(ok)
+                if sets.gpipe:
+                    y = np.full(len(rows), N // d, dtype=np.int64)
+                else:
+                    y = (h[rows].astype(np.int64) + d - 1) // d
+                uy, inv = np.unique(y, return_inverse=True)
+                cap = cutoff / (N - 1 + d) if flush else cutoff
+                tps = self.steps.costs(C_cost, t, d, uy.tolist(), cap)[inv]
+                fit = np.isfinite(tps)
+                if not fit.any():
+                    continue
+                rows, tps, y = rows[fit], tps[fit], y[fit]
+                old = cols[rows]
+                la = None if l_after is None else l_after[rows]
+                made = self._columns(nc, mxc, mxj, old, h[rows], tps, la, src, k[rows] + t * d, d)
+                if cutoff < math.inf:
+                    below = pr.within(i, made, mxc)
+                    if not below.all():
+                        made, rows, y = made[below], rows[below], y[below]
+                        if not len(rows):
+                            continue
+                g = None if g0 is None else g0[rows]
+                new.add(made, j, rows if lab is None else lab[rows], g, t, d, y)
+
+    def _after(self, i: int, J: int, C: int, cols, mxj: int):
+        """For the labels ``cols`` of J (mx in column ``mxj``) with the stage C put in front:
+        the largest h over the stages of J that C feeds (sequential: s), under graph batch
+        time the largest L over them (else None), and under graph pipelining where each
+        frontier column of set i comes from (-1: C; else J's column; sequential: None)."""
+        sets = self.sets
+        if not sets.graph:
+            return cols[:, 1], None, None
+        pos_J = {v: c for c, v in enumerate(sets.front_of(J))}
+        out = 0
+        for v in bits(C):
+            out |= sets.succ[v]
+        out &= J
+        # succ(C) are frontier nodes of J; the ones left out are covered by kept ones
+        sc = [pos_J[v] for v in bits(out) if v in pos_J]
+        h_after = cols[:, [1 + c for c in sc]].max(axis=1) if sc else np.zeros(len(cols))
+        l_after = None
+        if sets.flush:
+            l0 = mxj + 2  # first L column of J
+            l_after = cols[:, [l0 + c for c in sc]].max(axis=1) if sc else np.zeros(len(cols))
+        src = [-1 if (C >> v) & 1 else pos_J[v] for v in sets.front[i]]
+        return h_after, l_after, src
+
+    def _columns(self, nc, mxc, mxj, old, hC, tps, l_after, src, k, d) -> np.ndarray:
+        """The columns (``nc`` of them, mx at ``mxc``) of the labels made from J's labels
+        ``old`` (mx at ``mxj``) by a stage in front on ``k`` devices in all, holding ``hC``,
+        of TPS ``tps`` and d ``d`` (``l_after``, ``src``: see :meth:`_after`)."""
+        sets = self.sets
+        new = np.empty((len(old), nc))
+        new[:, 0] = k
+        if sets.graph:
+            for c, s_ in enumerate(src):
+                new[:, 1 + c] = hC if s_ < 0 else old[:, 1 + s_]
+        else:
+            new[:, 1] = hC
+        new[:, mxc] = np.maximum(old[:, mxj], tps)
+        if sets.flush:
+            tau = d * tps
+            if sets.graph:
+                LC = tau + l_after
+                new[:, mxc + 1] = np.maximum(old[:, mxj + 1], LC)
+                for c, s_ in enumerate(src):
+                    new[:, mxc + 2 + c] = LC if s_ < 0 else old[:, mxj + 2 + s_]
             else:
-                h_after = cols[:, 1]
-            for t, ds in td:
-                for d in ds:
-                    h = front_in_flight(d, h_after.astype(np.int64), rule)
-                    ok = (k + t * d <= k_cap) & (h <= N)
-                    if not ok.any():
-                        continue
-                    rows = np.flatnonzero(ok)
-                    if gpipe:
-                        y = np.full(len(rows), N // d, dtype=np.int64)
-                    else:
-                        y = (h[rows].astype(np.int64) + d - 1) // d
-                    uy, inv = np.unique(y, return_inverse=True)
-                    cap = cutoff / (N - 1 + d) if flush else cutoff
-                    tps_u = steps.costs(C_cost, t, d, uy.tolist(), cap)
-                    tps = tps_u[inv]
-                    fit = np.isfinite(tps)
-                    if not fit.any():
-                        continue
-                    rows, tps, y = rows[fit], tps[fit], y[fit]
-                    m = len(rows)
-                    new = np.empty((m, nc))
-                    new[:, 0] = k[rows] + t * d
-                    hC = h[rows]
-                    old = cols[rows]
-                    if graph:
-                        for c, s_ in enumerate(src):
-                            new[:, 1 + c] = hC if s_ < 0 else old[:, 1 + s_]
-                    else:
-                        new[:, 1] = hC
-                    new[:, mxc] = np.maximum(old[:, mxj], tps)
-                    if flush:
-                        tau = d * tps
-                        if graph:
-                            LC = tau + l_after[rows]
-                            new[:, mxc + 1] = np.maximum(old[:, mxj + 1], LC)
-                            for c, s_ in enumerate(src):
-                                new[:, mxc + 2 + c] = LC if s_ < 0 else old[:, mxj + 2 + s_]
-                        else:
-                            new[:, mxc + 1] = old[:, mxj + 1] + tau
-                    if cutoff < math.inf:
-                        top = np.maximum(new[:, mxc], front_tps(rw, K, new[:, 0]))
-                        lower = (N - 1) * top + new[:, mxc + 1] if flush else top
-                        below = lower <= cutoff
-                        if need is not None:
-                            below &= new[:, 0] + need[i] <= K
-                        if not below.all():
-                            new, rows, y = new[below], rows[below], y[below]
-                            m = len(rows)
-                            if not m:
-                                continue
-                    parts_cols.append(new)
-                    parts_prev.append(np.full(m, j))
-                    parts_lab.append(rows if lab is None else lab[rows])
-                    if g0 is not None:
-                        parts_g.append(g0[rows])
-                    parts_t.append(np.full(m, t))
-                    parts_d.append(np.full(m, d))
-                    parts_y.append(y)
-        if not parts_cols:
-            labels[i] = _Labels(np.empty((0, nc)), *(np.empty(0, dtype=np.int64) for _ in range(5)))
-            continue
-        cols = np.vstack(parts_cols)
-        candidates += len(cols)
+                new[:, mxc + 1] = old[:, mxj + 1] + tau
+        return new
+
+    def _keep(self, i: int, new: _Candidates) -> None:
+        """Set i's labels: the candidates ``new`` (made canonical under the set's branch
+        runs) that no other weakly dominates."""
+        sets = self.sets
+        mxc, nc = sets.layout(i)
+        if not new.cols:
+            self.labels[i] = _no_labels(nc)
+            return
+        cols = np.vstack(new.cols)
+        self.candidates += len(cols)
         g = None
-        if br is not None:
-            runs = column_runs(br, I, F_I, br.runs(I))
-            cols, g = canonical_rows(cols, np.vstack(parts_g), runs, mxc, graph and flush)
+        if sets.br is not None:
+            I = sets.ideals[i]
+            runs = column_runs(sets.br, I, sets.front[i], sets.br.runs(I))
+            cols, g = canonical_rows(cols, np.vstack(new.g), runs, mxc, sets.graph and sets.flush)
         keep = _pareto(cols)
-        labels[i] = _Labels(
+        self.labels[i] = _Labels(
             cols[keep],
-            np.concatenate(parts_prev)[keep],
-            np.concatenate(parts_lab)[keep],
-            np.concatenate(parts_t)[keep],
-            np.concatenate(parts_d)[keep],
-            np.concatenate(parts_y)[keep],
+            np.concatenate(new.prev)[keep],
+            np.concatenate(new.lab)[keep],
+            np.concatenate(new.t)[keep],
+            np.concatenate(new.d)[keep],
+            np.concatenate(new.y)[keep],
             None if g is None else g[keep],
         )
-        k_least[i] = float(labels[i].cols[:, 0].min()) if len(keep) else 0.0
-        total_labels += len(keep)
-        largest = max(largest, len(keep))
-        if total_labels > max_labels and not force:
-            raise SizeLimitError(
-                f"{instance.source}: the {mode.label} DP keeps more than {max_labels:,} labels "
-                "(devices, microbatches in flight per frontier node, max TPS, paths) after "
-                f"{by_size.index(i) + 1:,} of {len(ideals):,} successor-closed sets; pass --force "
-                "(force=True) if memory and time allow"
-            )
+        self.k_least[i] = float(self.labels[i].cols[:, 0].min()) if len(keep) else 0.0
+        self.total += len(keep)
+        self.largest = max(self.largest, len(keep))
 
-    info.update(labels=total_labels, candidates=candidates, largest_label_set=largest)
-    full = index[ideals[by_size[-1]]]
-    L = labels[full]
+
+def _stopped(
+    deadline: Deadline,
+    ub: float | None,
+    ub_plan: Plan | None,
+    mode: Mode,
+    lower: float | None,
+) -> Solution:
+    """The answer of a run stopped by ``deadline``: the easier problems' plan ``ub_plan``
+    of value ``ub`` (FEASIBLE), or nothing (UNKNOWN); either with ``bound`` the lower bound
+    ``lower`` proved before (None: none)."""
+    where = f"time limit of {deadline.seconds:g} s reached in the label DP"
+    proved = "" if lower is None else f"; a proven lower bound {lower:.10g}"
+    if ub_plan is None:
+        return Solution(
+            "dp", Status.UNKNOWN, bound=lower, message=f"{where}: no plan yet{proved}", mode=mode
+        )
+    if lower is not None and lower > ub:
+        raise InternalError(
+            f"dp ({mode.label}): its lower bound {lower!r} is above its plan's value {ub!r}"
+        )
+    return Solution(
+        "dp",
+        Status.FEASIBLE,
+        plan=ub_plan,
+        objective=ub,
+        bound=lower,
+        mode=mode,
+        message=f"{where}: the best plan of the easier problems (not proven optimal){proved}",
+    )
+
+
+def _result(
+    instance: Instance,
+    sets: _Sets,
+    run: _LabelRun,
+    choices: OptionChoices,
+    mode: Mode,
+    info: dict,
+) -> Solution:
+    """The answer of a run that made every set's labels: INFEASIBLE when the whole graph
+    has none, else the plan of its best label (OPTIMAL at the bound the run pruned with),
+    checked against the evaluator; ``info["dp_value"]`` the DP's own value."""
+    K, N = sets.K, sets.N
+    full = sets.index[sets.ideals[run.by_size[-1]]]
+    L = run.labels[full]
     if L is None or not len(L):
         msg = (
             f"no plan fits under {mode.label}: every split into stages breaks memory M = "
             f"{human_bytes(instance.M, repr(instance.M))} per device, the batch limit N = {N} "
             f"or K = {K} devices"
         )
-        return done(Solution("dp", Status.INFEASIBLE, message=msg, mode=mode))
-    mxc, _ = layout(full)
-    if flush:
+        return Solution("dp", Status.INFEASIBLE, message=msg, mode=mode)
+    mxc, _ = sets.layout(full)
+    if sets.flush:
         values = (N - 1) * L.cols[:, mxc] + L.cols[:, mxc + 1]
     else:
         values = L.cols[:, mxc]
     best = int(np.argmin(values))
     info["dp_value"] = float(values[best])
-    if br is None:
-        plan = _rebuild(inst, ideals, labels, full, best, choices)
+    if sets.br is None:
+        plan = _rebuild(sets.inst, sets.ideals, run.labels, full, best, choices)
     else:
-        plan = _rebuild_orbits(inst, br, ideals, labels, full, best, choices)
+        plan = _rebuild_orbits(sets.inst, sets.br, sets.ideals, run.labels, full, best, choices)
     ev = evaluate(instance, plan, mode)
     if not ev.valid:
         raise InternalError(f"dp ({mode.label}): its plan fails the evaluator: {ev.violations[0]}")
@@ -844,7 +1027,7 @@ def _solve(
             f"dp ({mode.label}): its value {info['dp_value']!r} and the evaluator's {value!r} "
             "differ"
         )
-    return done(Solution("dp", Status.OPTIMAL, plan=plan, objective=value, bound=value, mode=mode))
+    return Solution("dp", Status.OPTIMAL, plan=plan, objective=value, bound=value, mode=mode)
 
 
 def _subset_pairs(ideals, br, pred, steps) -> SubsetPairs:
@@ -881,13 +1064,14 @@ def _relaxed_least(inst, ideals, br, succ, pred, d_values, mode, steps) -> float
     fd = _front_devices(inst, ideals, br, succ, pred, d_values, mode, steps)
     if fd is None:
         return 0.0
-    got = steps.front.get(("least", mode.batch_time, mode.schedule))
+    key = _least_key(mode)
+    got = steps.front.get(key)
     if got is not None:
         return got
     empty = list(ideals).index(0)
     lo = _least_value(inst, mode) * 0.999
     if lo <= 0 or fd.needed(lo)[empty] <= inst.K:
-        steps.front[("least", mode.batch_time, mode.schedule)] = 0.0
+        steps.front[key] = 0.0
         return 0.0
     hi = lo * 2
     for _ in range(30):
@@ -895,7 +1079,7 @@ def _relaxed_least(inst, ideals, br, succ, pred, d_values, mode, steps) -> float
             break
         lo, hi = hi, hi * 2
     else:
-        steps.front[("least", mode.batch_time, mode.schedule)] = lo
+        steps.front[key] = lo
         return lo
     while hi - lo > 1e-3 * lo:
         mid = (lo + hi) / 2
@@ -903,8 +1087,13 @@ def _relaxed_least(inst, ideals, br, succ, pred, d_values, mode, steps) -> float
             hi = mid
         else:
             lo = mid
-    steps.front[("least", mode.batch_time, mode.schedule)] = lo
+    steps.front[key] = lo
     return lo
+
+
+def _least_key(mode: Mode) -> tuple:
+    """Where :func:`_relaxed_least` keeps its value on the runs' :class:`_StepCosts`."""
+    return ("least", mode.batch_time, mode.schedule)
 
 
 def _front_least(rest: float, K: int, k: float) -> float:

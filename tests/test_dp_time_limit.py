@@ -15,9 +15,11 @@ import dp.deadline
 from compare.builders.generators import random_instance
 from compare.crosscheck.verify import verify_instance
 from dp import solve_dp
+from dp.deadline import Deadline
+from dp.modes import solve_modes
 from piper_cli import app
 from piper_ilp.evaluate import evaluate
-from piper_ilp.mode import ALL_MODES, DEFAULT_MODE
+from piper_ilp.mode import ALL_MODES, DEFAULT_MODE, Mode
 from piper_ilp.solution import Status
 
 
@@ -132,3 +134,47 @@ def test_a_negative_or_nan_time_limit_is_refused():
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(Exception, match="time limit"):
             solve_dp(inst, time_limit=bad)
+
+
+def _stepping_clock():
+    """A clock for :class:`dp.deadline.Deadline` that advances one second per reading, and
+    the counter of its readings."""
+    counter = itertools.count()
+    return (lambda: float(next(counter))), counter
+
+
+@pytest.mark.parametrize(
+    "family, seed, mode_label",
+    [
+        ("layered", 31, "graph/throughput/1f1b"),  # the third guess has the optimum
+        ("layered", 9, "sequential/batch-time/gpipe"),  # no guess has it
+    ],
+)
+def test_a_dp_stopped_in_a_later_guess_keeps_the_bound_the_earlier_guesses_proved(
+    family, seed, mode_label
+):
+    # O1: a run at a guessed bound that ends with no plan proves the optimum above the guess;
+    # a stop in a later run (a guess or the last one) used to return no bound at all
+    inst = random_instance(family, 5 + seed % 3, seed, memory="tight", t_values=(1, 2))
+    mode = Mode.parse(mode_label)
+    clock, counter = _stepping_clock()
+    full = solve_modes(inst, mode=mode, deadline=Deadline(10**9, clock=clock))
+    total = next(counter)  # readings of the clock in the whole solve
+    assert full.status == Status.OPTIMAL and len(full.info["guesses"]) >= 2
+    later = 0
+    for n in range(total + 1):
+        clock, _ = _stepping_clock()
+        sol = solve_modes(inst, mode=mode, deadline=Deadline(n, clock=clock))
+        if not sol.info.get("stopped"):
+            assert sol.status == Status.OPTIMAL and sol.value == full.value
+            continue
+        assert sol.status in (Status.UNKNOWN, Status.FEASIBLE)
+        # every stopped answer keeps a true lower bound: at least the work bound W / K
+        assert sol.bound is not None and sol.bound <= full.value
+        tried = sol.info.get("guesses", [])
+        if len(tried) >= 2:
+            # stopped after the guess tried[-2] ended with no plan (the one before the run
+            # that was stopped): the optimum is above it, and the bound says so
+            later += 1
+            assert sol.bound >= tried[-2], (n, sol.bound, tried)
+    assert later
