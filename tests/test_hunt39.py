@@ -38,3 +38,26 @@ def test_milp_hint_whose_only_taker_path_refuses_is_refused(mode, restrictions):
             milp_hint=True,
             mode=mode,
         )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="hunt39 O1 (owner dp/solver.py, or docs/in-flight.md if schedule is meant): greedy "
+    "mode plans under sec. 11's rule, though the greedy method, sweep's greedy variant and "
+    "docs/in-flight.md refuse schedule",
+)
+def test_greedy_knapsack_refuses_the_schedule_rule_like_the_greedy_method():
+    # docs/in-flight.md: "The heuristics (greedy, 2bw, pipedream, external planners) plan
+    # under Piper's rule and refuse schedule"; run_method(..., "greedy") and sweep's greedy
+    # row do, and solve_dp's own message for graph pipelining says greedy "applies only to
+    # the default mode"; solve_dp(knapsack="greedy") under sequential/throughput/1f1b/schedule
+    # runs instead (status feasible, a valid plan: Piper's rule at the schedule's y)
+    from compare.crosscheck.methods import run_method
+    from dp import solve_dp
+
+    inst = random_instance("ties", 5, 3)
+    schedule = Mode(in_flight="schedule")
+    with pytest.raises(InputError, match="greedy"):
+        run_method(inst, "greedy", mode=schedule)
+    with pytest.raises(InputError, match="greedy"):
+        solve_dp(inst, knapsack="greedy", mode=schedule)
