@@ -468,8 +468,8 @@ def _solve(
     t0 = time.perf_counter()
     if knapsack != "exact":
         raise InputError(
-            f"knapsack {knapsack!r} applies only to the default mode (sequential/throughput/1f1b); "
-            f"mode {mode.label} needs knapsack 'exact'"
+            f"knapsack {knapsack!r} applies only to sequential/throughput/1f1b (either "
+            f"in-flight rule); mode {mode.label} needs knapsack 'exact'"
         )
     inst = restrictions.apply(instance)
     choices = OptionChoices(inst, False)

@@ -584,3 +584,21 @@ def test_the_bound_is_loosest_for_one_stage_of_d_n():
     inst = chain([8.0], K=8, N=8)
     sim = simulate(inst, staged([8]), schedule="1f1b-flush", in_flight="schedule")
     assert sim.batch_time == pytest.approx(8.0) and sim.model_batch_time == pytest.approx(15.0)
+
+
+def test_the_dps_greedy_option_rule_plans_under_the_schedule_rule_and_the_greedy_method_refuses():
+    """hunt39 O1: the DP's greedy option rule (`--knapsack greedy`) is a DP mode and runs under
+    either in-flight rule (Piper's rule at each stage's y from the budget), while the greedy
+    method (Piper's planner as published) plans under Piper's rule only (docs/in-flight.md)."""
+    schedule = Mode(in_flight="schedule")
+    for seed in range(6):
+        inst = random_instance("ties", 5, seed)
+        with pytest.raises(InputError, match="greedy"):
+            run_method(inst, "greedy", mode=schedule)
+        greedy = solve_dp(inst, knapsack="greedy", mode=schedule)
+        exact = solve_dp(inst, mode=schedule)
+        assert greedy.plan is None or exact.plan is not None  # no plan where exact has none
+        if greedy.plan is not None:
+            ev = evaluate(inst, greedy.plan, schedule)
+            assert ev.valid and ev.value == pytest.approx(greedy.objective, rel=1e-9)
+            assert greedy.objective >= exact.objective

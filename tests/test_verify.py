@@ -19,6 +19,7 @@ from piper_cli import app
 from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict
+from piper_ilp.mode import Mode
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status
 
@@ -831,3 +832,17 @@ def test_each_result_holds_its_methods_registry_entry():
             METHODS[name].third_party,
         )
     assert v.results["cpsat"].third_party and not v.results["dp"].third_party
+
+
+@pytest.mark.parametrize(
+    "mode,restrictions",
+    [(Mode("graph"), Restrictions()), (Mode(), Restrictions(uniform=True))],
+    ids=["graph", "uniform"],
+)
+def test_milp_hint_whose_only_taker_refuses_the_mode_is_refused(mode, restrictions):
+    """hunt39 N1: path is the only listed method that takes a hint, but it refuses graph
+    pipelining and uniform degrees before reading the instance, so `dp,path --milp-hint` ran
+    with path skipped and the hint given to nobody (dp's single proof, milp_hint false)."""
+    inst = random_instance("fork-join", 5, 7)
+    with pytest.raises(InputError, match="none of them .* that solves"):
+        verify_instance(inst, ("dp", "path"), restrictions, greedy=False, milp_hint=True, mode=mode)
