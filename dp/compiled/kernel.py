@@ -70,63 +70,123 @@ def _node_edge(v, ti, opt, C, deg, nb, term, buf, partials):
     return fsum(buf, m, partials)
 
 
+#: Relative margin of the float sums: a sum of up to 2**20 non-negative terms is within
+#: 2**20 * 2**-53 (about 1e-10) of its exact value; memory within MARGIN * M of M is decided
+#: by fsum, and a choice prunes another by memory only when it needs MARGIN * M less.
+MARGIN = 1e-9
+
+
 @njit(cache=True)
-def _frontier(nodes, nn, ti, nopt, P, W, A, Bm, nodeE):
-    """The option choices of a stage no other beats in (P, E, W, A, Bm) (float running
-    sums in node order), each with its choice code."""
-    cur = np.zeros((1, 5))
-    code = np.zeros(1, np.int64)
+def _key(e, w, p, d, N, B):
+    """The pruning key of a partial choice: its p sum (d = 0: the stage's options differ
+    only in p and memory) or the stage's TPS formula at d on its float sums."""
+    if d == 0:
+        return p
+    return (e / d + 4.0 * (d - 1) * w / (d * N)) / B + p / d
+
+
+@njit(cache=True)
+def _frontier_at(nn, nL, pv, ev, wv, mv, shift, d, N, B, M, fm, fe, fw, fp, fk, fc, heads):
+    """The choices of a stage at one y (option memories ``mv``) that no other beats: node
+    by node, each kept partial choice extended by every option, in order of float memory
+    (a merge of the options' lists, each sorted), kept when its key is below that of every
+    kept choice needing MARGIN * M less memory (or the same float memory) and its memory is
+    not surely above M. Returns (count, buffer row) of the kept choices, by memory."""
+    hi = M * (1.0 + MARGIN)
+    gap = M * MARGIN
+    fm[0, 0] = 0.0
+    fe[0, 0] = 0.0
+    fw[0, 0] = 0.0
+    fp[0, 0] = 0.0
+    fc[0, 0] = 0
+    r = 1
+    src = 0
+    for q in range(nn):
+        L = nL[q]
+        dst = 1 - src
+        for o in range(L):
+            heads[o] = 0
+        out = 0
+        j = 0  # kept choices out[:j] need at least gap less memory than the next
+        best = np.inf  # the least key among them
+        while True:
+            bo = -1
+            bm = np.inf
+            for o in range(L):
+                h = heads[o]
+                if h < r:
+                    m = fm[src, h] + mv[q, o]
+                    if bo < 0 or m < bm:
+                        bo = o
+                        bm = m
+            if bo < 0:
+                break
+            h = heads[bo]
+            heads[bo] = h + 1
+            if bm > hi:  # (this option's list is by memory: the rest is above M too)
+                heads[bo] = r
+                continue
+            while j < out and fm[dst, j] + gap <= bm:
+                if fk[dst, j] < best:
+                    best = fk[dst, j]
+                j += 1
+            e = fe[src, h] + ev[q, bo]
+            w = fw[src, h] + wv[q, bo]
+            p = fp[src, h] + pv[q, bo]
+            k = _key(e, w, p, d, N, B)
+            if k >= best:
+                continue
+            if out > 0 and fm[dst, out - 1] == bm and fk[dst, out - 1] <= k:
+                continue
+            fm[dst, out] = bm
+            fe[dst, out] = e
+            fw[dst, out] = w
+            fp[dst, out] = p
+            fk[dst, out] = k
+            fc[dst, out] = fc[src, h] | (bo << shift[q])
+            out += 1
+        r = out
+        src = dst
+        if r == 0:
+            break
+    return r, src
+
+
+@njit(cache=True)
+def _exact_cost(code, nodes, nn, ti, P, W, nodeE, d, N, B, buf, partials):
+    """The evaluator's TPS of a choice (cost model sec. 3: the fsum of each sum)."""
+    mask = (1 << CODE_BITS) - 1
+    for q in range(nn):
+        buf[q] = nodeE[q, (code >> (CODE_BITS * nodes[q])) & mask]
+    E = fsum(buf, nn, partials)
+    for q in range(nn):
+        buf[q] = P[nodes[q], ti, (code >> (CODE_BITS * nodes[q])) & mask]
+    Psum = fsum(buf, nn, partials)
     for q in range(nn):
         v = nodes[q]
-        L = nopt[v, ti]
-        m = cur.shape[0]
-        new = np.empty((m * L, 5))
-        ncode = np.empty(m * L, np.int64)
-        r = 0
-        for i in range(m):
-            for opt in range(L):
-                new[r, 0] = cur[i, 0] + P[v, ti, opt]
-                new[r, 1] = cur[i, 1] + nodeE[q, opt]
-                new[r, 2] = cur[i, 2] + W[v, ti, opt]
-                new[r, 3] = cur[i, 3] + A[v, ti, opt]
-                new[r, 4] = cur[i, 4] + Bm[v, ti, opt]
-                ncode[r] = code[i] | (opt << (CODE_BITS * v))
-                r += 1
-        keep = np.ones(r, np.bool_)
-        for i in range(r):
-            for j in range(r):
-                if i == j or not keep[j]:
-                    continue
-                le = True
-                eq = True
-                for c in range(5):
-                    if new[j, c] > new[i, c]:
-                        le = False
-                        break
-                    if new[j, c] != new[i, c]:
-                        eq = False
-                if le and (not eq or j < i):
-                    keep[i] = False
-                    break
-        cnt = 0
-        for i in range(r):
-            if keep[i]:
-                cnt += 1
-        cur = np.empty((cnt, 5))
-        code = np.empty(cnt, np.int64)
-        cnt = 0
-        for i in range(r):
-            if keep[i]:
-                cur[cnt] = new[i]
-                code[cnt] = ncode[i]
-                cnt += 1
-    return code
+        buf[q] = 4.0 * (d - 1) * W[v, ti, (code >> (CODE_BITS * v)) & mask] / (d * N)
+    R = fsum(buf, nn, partials)
+    return (E / d + R) / B + Psum / d
+
+
+@njit(cache=True)
+def _fits(code, nodes, nn, ti, A, Bm, y, M, buf, partials):
+    """Whether a choice's memory fsum (a y, b) is at most M (cost model sec. 7)."""
+    mask = (1 << CODE_BITS) - 1
+    for q in range(nn):
+        v = nodes[q]
+        o = (code >> (CODE_BITS * v)) & mask
+        buf[2 * q] = A[v, ti, o] * y
+        buf[2 * q + 1] = Bm[v, ti, o]
+    return fsum(buf, 2 * nn, partials) <= M
 
 
 @njit(cache=True)
 def _stage_rows(C, n, ti, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B, cost, choice, sc):
     """cost[di, y] and choice[di, y] of stage C under t index ti: the least evaluator cost
-    over the choices whose memory fsum fits M at y (y = 1..S), inf where none fits."""
+    over the choices whose memory fsum fits M at y (y up to ceil(S / d)), inf where none
+    fits. Choices are pruned on float sums per (d, y) (per y when the stage's options
+    differ only in p and memory), then the few left near the least are costed exactly."""
     nodes = np.empty(n, np.int64)
     nn = 0
     for v in range(n):
@@ -139,47 +199,73 @@ def _stage_rows(C, n, ti, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B, cost
     buf = np.empty(max(2 * nn, nb.shape[1]) + 1)
     partials = np.empty(buf.shape[0] + 1)
     nodeE = np.empty((nn, Lmax))
+    pv = np.empty((nn, Lmax))
+    wv = np.empty((nn, Lmax))
+    mv = np.empty((nn, Lmax))
+    nL = np.empty(nn, np.int64)
+    shift = np.empty(nn, np.int64)
+    plain = True
+    cap = 1
     for q in range(nn):
-        for opt in range(nopt[nodes[q], ti]):
-            nodeE[q, opt] = _node_edge(nodes[q], ti, opt, C, deg, nb, term, buf, partials)
-    codes = _frontier(nodes, nn, ti, nopt, P, W, A, Bm, nodeE)
-    sc[0] += codes.shape[0]
-    mask = (1 << CODE_BITS) - 1
-    for pi in range(codes.shape[0]):
-        cd = codes[pi]
-        # the largest y whose memory fits (non-decreasing in y: a >= 0)
-        ymax = 0
-        for y in range(1, S + 1):
-            for q in range(nn):
-                v = nodes[q]
-                o = (cd >> (CODE_BITS * v)) & mask
-                buf[2 * q] = A[v, ti, o] * y
-                buf[2 * q + 1] = Bm[v, ti, o]
-            if fsum(buf, 2 * nn, partials) <= M:
-                ymax = y
-            else:
-                break
-        if ymax == 0:
-            continue
+        v = nodes[q]
+        nL[q] = nopt[v, ti]
+        shift[q] = CODE_BITS * v
+        if cap < 1 << 20:
+            cap *= nL[q]
+        for o in range(nL[q]):
+            nodeE[q, o] = _node_edge(v, ti, o, C, deg, nb, term, buf, partials)
+            pv[q, o] = P[v, ti, o]
+            wv[q, o] = W[v, ti, o]
+            if nodeE[q, o] != nodeE[q, 0] or wv[q, o] != wv[q, 0]:
+                plain = False
+    fm = np.empty((2, cap))
+    fe = np.empty((2, cap))
+    fw = np.empty((2, cap))
+    fp = np.empty((2, cap))
+    fk = np.empty((2, cap))
+    fc = np.empty((2, cap), np.int64)
+    heads = np.empty(Lmax, np.int64)
+    lo = M * (1.0 - MARGIN)
+    nd = dv.shape[0]
+    for y in range(1, S + 1):
         for q in range(nn):
             v = nodes[q]
-            buf[q] = nodeE[q, (cd >> (CODE_BITS * v)) & mask]
-        E = fsum(buf, nn, partials)
-        for q in range(nn):
-            v = nodes[q]
-            buf[q] = P[v, ti, (cd >> (CODE_BITS * v)) & mask]
-        Psum = fsum(buf, nn, partials)
-        for di in range(dv.shape[0]):
+            for o in range(nL[q]):
+                mv[q, o] = A[v, ti, o] * y + Bm[v, ti, o]
+        for di in range(nd):
             d = dv[di]
-            for q in range(nn):
-                v = nodes[q]
-                buf[q] = 4.0 * (d - 1) * W[v, ti, (cd >> (CODE_BITS * v)) & mask] / (d * N)
-            R = fsum(buf, nn, partials)
-            c = (E / d + R) / B + Psum / d
-            for y in range(1, ymax + 1):
-                if c < cost[di, y]:
-                    cost[di, y] = c
-                    choice[di, y] = cd
+            if (S + d - 1) // d < y:
+                continue
+            if plain and di > 0:
+                kd = -1
+            else:
+                kd = 0 if plain else d
+            if kd >= 0:
+                r, row = _frontier_at(
+                    nn, nL, pv, nodeE, wv, mv, shift, kd, N, B, M, fm, fe, fw, fp, fk, fc, heads
+                )
+                sc[0] += r
+                # the choices that fit, and the least key among them
+                least = np.inf
+                for i in range(r):
+                    ok = fm[row, i] <= lo or _fits(
+                        fc[row, i], nodes, nn, ti, A, Bm, y, M, buf, partials
+                    )
+                    if ok:
+                        if fk[row, i] < least:
+                            least = fk[row, i]
+                    else:
+                        fk[row, i] = np.inf
+            if least == np.inf:
+                continue
+            # the exact least among the choices within rounding of the least key
+            for i in range(r):
+                k = fk[row, i]
+                if k <= least * (1.0 + MARGIN):
+                    c = _exact_cost(fc[row, i], nodes, nn, ti, P, W, nodeE, d, N, B, buf, partials)
+                    if c < cost[di, y]:
+                        cost[di, y] = c
+                        choice[di, y] = fc[row, i]
 
 
 @njit(cache=True)
