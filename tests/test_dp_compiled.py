@@ -42,7 +42,8 @@ def test_fsum_is_math_fsum_bit_for_bit():
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_compiled_matches_python_dp(family):
-    for nodes, seed in ((8, 0), (10, 1), (12, 2)):
+    # (numerics 9 nodes seed 1 has a stage whose every choice at y = 2 passes M by one ulp)
+    for nodes, seed in ((8, 0), (9, 1), (10, 1), (12, 2)):
         inst = random_instance(family, nodes, seed)
         want = solve_dp(inst, knapsack="exact")
         got = solve_compiled(inst)

@@ -70,10 +70,12 @@ def _node_edge(v, ti, opt, C, deg, nb, term, buf, partials):
     return fsum(buf, m, partials)
 
 
-#: Relative margin of the float sums: a sum of up to 2**20 non-negative terms is within
-#: 2**20 * 2**-53 (about 1e-10) of its exact value; memory within MARGIN * M of M is decided
-#: by fsum, and a choice prunes another by memory only when it needs MARGIN * M less.
-MARGIN = 1e-9
+#: Relative margin of the float sums: a running sum of k non-negative terms (each a*y + b
+#: rounded, or a few rounded operations) is within about (k + 4) 2**-53 of its exact value,
+#: below 1e-14 for the MAX_NODES = 15 nodes of a stage. Memory within MARGIN * M of M is
+#: decided by fsum, and a partial choice prunes another by memory only when it needs a
+#: factor (1 - MARGIN) less (then its exact memory is less, with every extension).
+MARGIN = 1e-13
 
 
 @njit(cache=True)
@@ -90,10 +92,11 @@ def _frontier_at(nn, nL, pv, ev, wv, mv, shift, d, N, B, M, fm, fe, fw, fp, fk, 
     """The choices of a stage at one y (option memories ``mv``) that no other beats: node
     by node, each kept partial choice extended by every option, in order of float memory
     (a merge of the options' lists, each sorted), kept when its key is below that of every
-    kept choice needing MARGIN * M less memory (or the same float memory) and its memory is
-    not surely above M. Returns (count, buffer row) of the kept choices, by memory."""
+    kept choice needing a factor (1 - MARGIN) less memory (or the same float memory) and
+    its memory is not surely above M. Returns (count, buffer row) of the kept choices, by
+    memory; count -1 when the buffers are too small."""
     hi = M * (1.0 + MARGIN)
-    gap = M * MARGIN
+    low = 1.0 - MARGIN
     fm[0, 0] = 0.0
     fe[0, 0] = 0.0
     fw[0, 0] = 0.0
@@ -107,7 +110,7 @@ def _frontier_at(nn, nL, pv, ev, wv, mv, shift, d, N, B, M, fm, fe, fw, fp, fk, 
         for o in range(L):
             heads[o] = 0
         out = 0
-        j = 0  # kept choices out[:j] need at least gap less memory than the next
+        j = 0  # kept choices out[:j] need a factor (1 - MARGIN) less memory than the next
         best = np.inf  # the least key among them
         while True:
             bo = -1
@@ -126,7 +129,7 @@ def _frontier_at(nn, nL, pv, ev, wv, mv, shift, d, N, B, M, fm, fe, fw, fp, fk, 
             if bm > hi:  # (this option's list is by memory: the rest is above M too)
                 heads[bo] = r
                 continue
-            while j < out and fm[dst, j] + gap <= bm:
+            while j < out and fm[dst, j] <= bm * low:
                 if fk[dst, j] < best:
                     best = fk[dst, j]
                 j += 1
@@ -138,6 +141,8 @@ def _frontier_at(nn, nL, pv, ev, wv, mv, shift, d, N, B, M, fm, fe, fw, fp, fk, 
                 continue
             if out > 0 and fm[dst, out - 1] == bm and fk[dst, out - 1] <= k:
                 continue
+            if out == fm.shape[1]:
+                return -1, 0  # (the caller grows the buffers and asks again)
             fm[dst, out] = bm
             fe[dst, out] = e
             fw[dst, out] = w
@@ -182,102 +187,113 @@ def _fits(code, nodes, nn, ti, A, Bm, y, M, buf, partials):
 
 
 @njit(cache=True)
-def _stage_rows(C, n, ti, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B, cost, choice, sc):
-    """cost[di, y] and choice[di, y] of stage C under t index ti: the least evaluator cost
-    over the choices whose memory fsum fits M at y (y up to ceil(S / d)), inf where none
-    fits. Choices are pruned on float sums per (d, y) (per y when the stage's options
-    differ only in p and memory), then the few left near the least are costed exactly."""
-    nodes = np.empty(n, np.int64)
+def _prepare(C, n, ti, nopt, deg, nb, term, nodes, nodeE, buf, partials):
+    """Stage C's node positions (into ``nodes``) and their options' cut-edge bytes under t
+    index ti (into ``nodeE``, the fsum of each node's terms). Returns 1 when the options of
+    every node differ only in p and memory, 0 when not, -1 when a node has no option."""
     nn = 0
     for v in range(n):
         if (C >> v) & 1:
             if nopt[v, ti] == 0:
-                return
+                return -1
             nodes[nn] = v
             nn += 1
-    Lmax = P.shape[2]
-    buf = np.empty(max(2 * nn, nb.shape[1]) + 1)
-    partials = np.empty(buf.shape[0] + 1)
-    nodeE = np.empty((nn, Lmax))
-    pv = np.empty((nn, Lmax))
-    wv = np.empty((nn, Lmax))
-    mv = np.empty((nn, Lmax))
-    nL = np.empty(nn, np.int64)
-    shift = np.empty(nn, np.int64)
-    plain = True
-    cap = 1
+    plain = 1
+    for q in range(nn):
+        v = nodes[q]
+        for o in range(nopt[v, ti]):
+            nodeE[q, o] = _node_edge(v, ti, o, C, deg, nb, term, buf, partials)
+            if nodeE[q, o] != nodeE[q, 0]:
+                plain = 0
+    return plain
+
+
+@njit(cache=True)
+def _fill(nodes, nn, plain, ti, y, di, nodeE, nopt, P, W, A, Bm, dv, S, N, M, B, cost, choice, wk):
+    """cost[di, y] and choice[di, y] of one stage under t index ti (every d at this y when
+    ``plain``): the least evaluator cost over the choices whose memory fsum fits M, inf
+    where none fits. The choices are pruned on float sums (:func:`_frontier_at`), then the
+    few within rounding of the least key are costed exactly. Returns False when the
+    scratch ``wk`` is too small (nothing written)."""
+    pv, wv, mv, nL, shift, heads, buf, partials, fm, fe, fw, fp, fk, fc, sc = wk
     for q in range(nn):
         v = nodes[q]
         nL[q] = nopt[v, ti]
         shift[q] = CODE_BITS * v
-        if cap < 1 << 20:
-            cap *= nL[q]
         for o in range(nL[q]):
-            nodeE[q, o] = _node_edge(v, ti, o, C, deg, nb, term, buf, partials)
             pv[q, o] = P[v, ti, o]
             wv[q, o] = W[v, ti, o]
-            if nodeE[q, o] != nodeE[q, 0] or wv[q, o] != wv[q, 0]:
-                plain = False
-    fm = np.empty((2, cap))
-    fe = np.empty((2, cap))
-    fw = np.empty((2, cap))
-    fp = np.empty((2, cap))
-    fk = np.empty((2, cap))
-    fc = np.empty((2, cap), np.int64)
-    heads = np.empty(Lmax, np.int64)
+            mv[q, o] = A[v, ti, o] * y + Bm[v, ti, o]
+            if wv[q, o] != wv[q, 0]:
+                plain = 0
+    kd = 0 if plain else dv[di]
+    r, row = _frontier_at(
+        nn, nL, pv, nodeE, wv, mv, shift, kd, N, B, M, fm, fe, fw, fp, fk, fc, heads
+    )
+    if r < 0:
+        return False
+    sc[0] += r
     lo = M * (1.0 - MARGIN)
-    nd = dv.shape[0]
-    for y in range(1, S + 1):
-        for q in range(nn):
-            v = nodes[q]
-            for o in range(nL[q]):
-                mv[q, o] = A[v, ti, o] * y + Bm[v, ti, o]
-        for di in range(nd):
-            d = dv[di]
-            if (S + d - 1) // d < y:
-                continue
-            if plain and di > 0:
-                kd = -1
-            else:
-                kd = 0 if plain else d
-            if kd >= 0:
-                r, row = _frontier_at(
-                    nn, nL, pv, nodeE, wv, mv, shift, kd, N, B, M, fm, fe, fw, fp, fk, fc, heads
-                )
-                sc[0] += r
-                # the choices that fit, and the least key among them
-                least = np.inf
-                for i in range(r):
-                    ok = fm[row, i] <= lo or _fits(
-                        fc[row, i], nodes, nn, ti, A, Bm, y, M, buf, partials
-                    )
-                    if ok:
-                        if fk[row, i] < least:
-                            least = fk[row, i]
-                    else:
-                        fk[row, i] = np.inf
-            if least == np.inf:
-                continue
-            # the exact least among the choices within rounding of the least key
-            for i in range(r):
-                k = fk[row, i]
-                if k <= least * (1.0 + MARGIN):
-                    c = _exact_cost(fc[row, i], nodes, nn, ti, P, W, nodeE, d, N, B, buf, partials)
-                    if c < cost[di, y]:
-                        cost[di, y] = c
-                        choice[di, y] = fc[row, i]
+    least = np.inf  # the least key among the choices that fit
+    for i in range(r):
+        if fm[row, i] <= lo or _fits(fc[row, i], nodes, nn, ti, A, Bm, y, M, buf, partials):
+            if fk[row, i] < least:
+                least = fk[row, i]
+        else:
+            fk[row, i] = np.inf
+    for dj in range(dv.shape[0]):
+        if dj != di and not (plain and (S + dv[dj] - 1) // dv[dj] >= y):
+            continue
+        cost[dj, y] = np.inf
+        for i in range(r):
+            if fk[row, i] <= least * (1.0 + MARGIN) and least < np.inf:
+                c = _exact_cost(fc[row, i], nodes, nn, ti, P, W, nodeE, dv[dj], N, B, buf, partials)
+                if c < cost[dj, y]:
+                    cost[dj, y] = c
+                    choice[dj, y] = fc[row, i]
+    return True
 
 
 @njit(cache=True)
-def solve_kernel(ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B, budget):
+def _scratch(n, Lmax, D, cap):
+    """The work arrays of :func:`_fill` for frontiers of up to ``cap`` choices."""
+    buf = np.empty(max(2 * n, D) + 1)
+    return (
+        np.empty((n, Lmax)),
+        np.empty((n, Lmax)),
+        np.empty((n, Lmax)),
+        np.empty(n, np.int64),
+        np.empty(n, np.int64),
+        np.empty(Lmax, np.int64),
+        buf,
+        np.empty(buf.shape[0] + 1),
+        np.empty((2, cap)),
+        np.empty((2, cap)),
+        np.empty((2, cap)),
+        np.empty((2, cap)),
+        np.empty((2, cap)),
+        np.empty((2, cap), np.int64),
+        np.zeros(1, np.int64),
+    )
+
+
+@njit(cache=True)
+def solve_kernel(ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B, budget, cap):
     """The least largest stage TPS over the plans, and the plan.
 
+    f[i, s, k] is the least largest TPS of set i as the later stages of a plan whose sum of
+    d is s on k devices; a pair (I, J) peels the stage C = I \\ J off the front of I with
+    (t, d) at y = ceil(s / d). A stage's cost at (t, d, y) is made when a pair first needs
+    it (:func:`_fill`): only where the set behind it has a plan at that s.
+
     Returns (T, plan, counts): plan rows (C, t, d, y, choice code) from the front, empty
-    when no plan fits; counts (stages, pairs, frontier points)."""
+    when no plan fits; counts (stages, pairs, frontier points, costs made, 1 when a
+    frontier passed ``cap`` choices: nothing else is then valid, ask again with more)."""
     ni = ideals.shape[0]
     nt = tv.shape[0]
     nd = dv.shape[0]
-    # the pairs (I, J), J strictly inside I, and their stages' ids
+    Lmax = P.shape[2]
+    # the pairs (I, J), J strictly inside I, by I, and their stages' ids
     ids = Dict.empty(key_type=types.int64, value_type=types.int64)
     pi_ = []
     pj_ = []
@@ -297,37 +313,58 @@ def solve_kernel(ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B
     Cs = np.empty(nC, np.int64)
     for C, k in ids.items():
         Cs[k] = C
-    cost = np.full((nC, nt, nd, S + 1), np.inf)
+    cost = np.full((nC, nt, nd, S + 1), np.nan)  # nan: not made yet
     choice = np.zeros((nC, nt, nd, S + 1), np.int64)
-    sc = np.zeros(1, np.int64)
+    kind = np.full((nC, nt), -2, np.int64)  # -2: not prepared; else _prepare's answer
+    nodes = np.empty((nC, n), np.int64)
+    size = np.empty(nC, np.int64)
+    nodeE = np.empty((nC, nt, n, Lmax))
     for k in range(nC):
-        for ti in range(nt):
-            _stage_rows(
-                Cs[k], n, ti, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B,
-                cost[k, ti], choice[k, ti], sc,
-            )  # fmt: skip
-    # the search: f[i, s, k] = least largest TPS of set i as the later stages with suffix
-    # sum of d exactly s on exactly k devices
+        c = 0
+        for v in range(n):
+            if (Cs[k] >> v) & 1:
+                c += 1
+        size[k] = c
+    wk = _scratch(n, Lmax, nb.shape[1], cap)
+    made = 0
     f = np.full((ni, S + 1, budget + 1), np.inf)
     bp = np.full((ni, S + 1, budget + 1), -1, np.int64)
+    kmin = np.full((ni, S + 1), budget + 1, np.int64)  # the least k of a finite f[i, s]
     f[0, 0, 0] = 0.0
-    for p in range(len(pi_)):
+    kmin[0, 0] = 0
+    np_ = len(pi_)
+    for p in range(np_):
         i = pi_[p]
         j = pj_[p]
         k0 = pc_[p]
         for ti in range(nt):
+            if kind[k0, ti] == -2:
+                kind[k0, ti] = _prepare(
+                    Cs[k0], n, ti, nopt, deg, nb, term, nodes[k0], nodeE[k0, ti], wk[6], wk[7]
+                )
+            if kind[k0, ti] < 0:
+                continue
             t = tv[ti]
             for di in range(nd):
                 d = dv[di]
                 td = t * d
-                if td > budget:
-                    continue
                 for s1 in range(S - d + 1):
+                    if kmin[j, s1] + td > budget:
+                        continue
                     s = s1 + d
-                    c = cost[k0, ti, di, (s + d - 1) // d]
+                    y = (s + d - 1) // d
+                    c = cost[k0, ti, di, y]
+                    if c != c:
+                        if not _fill(
+                            nodes[k0], size[k0], kind[k0, ti], ti, y, di, nodeE[k0, ti], nopt,
+                            P, W, A, Bm, dv, S, N, M, B, cost[k0, ti], choice[k0, ti], wk,
+                        ):  # fmt: skip
+                            return np.inf, np.zeros((0, 5), np.int64), np.array([0, 0, 0, 0, 1])
+                        made += 1
+                        c = cost[k0, ti, di, y]
                     if c == np.inf:
                         continue
-                    for k1 in range(budget - td + 1):
+                    for k1 in range(kmin[j, s1], budget - td + 1):
                         g = f[j, s1, k1]
                         if g == np.inf:
                             continue
@@ -335,6 +372,12 @@ def solve_kernel(ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B
                         if v < f[i, s, k1 + td]:
                             f[i, s, k1 + td] = v
                             bp[i, s, k1 + td] = ((p * nt + ti) * nd + di) * (S + 1) + s1
+        if p + 1 == np_ or pi_[p + 1] != i:  # set i is done
+            for s in range(S + 1):
+                for k in range(budget + 1):
+                    if f[i, s, k] < np.inf:
+                        kmin[i, s] = k
+                        break
     best = np.inf
     bs = -1
     bk = -1
@@ -344,7 +387,7 @@ def solve_kernel(ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B
                 best = f[ni - 1, s, k]
                 bs = s
                 bk = k
-    counts = np.array([nC, len(pi_), sc[0]], np.int64)
+    counts = np.array([nC, np_, wk[14][0], made, 0], np.int64)
     plan = np.zeros((0, 5), np.int64)
     if bs < 0:
         return best, plan, counts

@@ -6,6 +6,7 @@ options' p, w, a, b and cut-edge terms; the successor-closed sets), one call of
 from __future__ import annotations
 
 import importlib.util
+import math
 import time
 
 import numpy as np
@@ -127,13 +128,22 @@ def solve_compiled(
     arrays = kernel_arrays(inst)
     budget = min(K, int(arrays[2].max()) * S)
     c1 = time.process_time()
-    T, rows, counts = solve_kernel(*arrays, dv, S, N, float(inst.M), float(inst.B), budget)
+    # the frontier buffers: every choice of the largest stage, or fewer (more when asked)
+    cap = min(math.prod(max(len(o) for o in nd.options.values()) for nd in inst.nodes), 1 << 14)
+    while True:
+        T, rows, counts = solve_kernel(
+            *arrays, dv, S, N, float(inst.M), float(inst.B), budget, cap
+        )  # fmt: skip
+        if not counts[4]:
+            break
+        cap *= 8
     c2 = time.process_time()
     info = {
         "ideals": len(arrays[0]),
         "stage_candidates": int(counts[0]),
         "stage_pairs": int(counts[1]),
         "frontier_points": int(counts[2]),
+        "costs_made": int(counts[3]),
     }
     ids = inst.node_ids
     if len(rows) == 0:
