@@ -16,7 +16,7 @@ from dp import solve_dp  # noqa: E402
 from dp.compiled import MAX_NODES, solve_compiled  # noqa: E402
 from dp.compiled.kernel import fsum  # noqa: E402
 from piper_ilp.errors import InputError  # noqa: E402
-from piper_ilp.solution import Status  # noqa: E402
+from piper_ilp.solution import Restrictions, Status  # noqa: E402
 
 FAMILIES = ("chain", "skip", "layered", "series-parallel", "fork-join", "towers", "numerics")
 
@@ -64,6 +64,27 @@ def test_compiled_matches_brute(seed):
     assert repr(got.tps) == repr(want.tps), inst.source
 
 
+@pytest.mark.parametrize(
+    "restrictions",
+    [
+        Restrictions(max_d=1),
+        Restrictions.from_flags(no_recompute=True),
+        Restrictions(max_t=1),
+        Restrictions(degrees=(2, 1)),
+        Restrictions(exclude_options=frozenset({"vanilla", "activation recomp"})),
+    ],
+)
+def test_compiled_matches_python_dp_under_restrictions(restrictions):
+    for family, seed in (("layered", 3), ("numerics", 4)):
+        inst = random_instance(family, 9, seed, t_values=(1, 2))
+        want = solve_dp(inst, restrictions, knapsack="exact")
+        got = solve_compiled(inst, restrictions)
+        assert got.status == want.status, (inst.source, restrictions)
+        assert repr(got.tps) == repr(want.tps), (inst.source, restrictions)
+
+
 def test_compiled_refuses_large_graphs():
     with pytest.raises(InputError, match="at most"):
         solve_compiled(random_instance("chain", MAX_NODES + 1, 0))
+    with pytest.raises(InputError, match="uniform"):
+        solve_compiled(random_instance("chain", 4, 0), Restrictions(uniform=True))

@@ -111,16 +111,25 @@ def solve_compiled(
     Raises
     ------
     InputError
-        More than :data:`MAX_NODES` nodes or :data:`MAX_OPTIONS` options per (node, t).
+        More than :data:`MAX_NODES` nodes or :data:`MAX_OPTIONS` options per (node, t);
+        uniform degrees (``restrictions.uniform``).
     """
     from dp.compiled.kernel import CODE_BITS, solve_kernel
 
     c0 = time.process_time()
     inst = restrictions.apply(instance)
+    if restrictions.uniform:
+        raise InputError(f"{instance.source}: the compiled DP does not take uniform degrees")
     if len(inst.nodes) > MAX_NODES:
         raise InputError(f"{instance.source}: the compiled DP takes at most {MAX_NODES} nodes")
     if any(len(o) > MAX_OPTIONS for nd in inst.nodes for o in nd.options.values()):
         raise InputError(f"{instance.source}: at most {MAX_OPTIONS} options per (node, t)")
+    bare = [nd.id for nd in inst.nodes if not nd.options]
+    if bare:
+        sol = Solution(
+            "dp-compiled", Status.INFEASIBLE, message=f"node {bare[0]} has no option left"
+        )
+        return checked_solution(instance, sol, restrictions=restrictions)
     K, N = inst.K, inst.N
     S = min(N, K)
     dv = np.array(restrictions.d_values(instance), np.int64)
