@@ -15,7 +15,7 @@ from compare.crosscheck.brute import solve_brute  # noqa: E402
 from dp import solve_dp  # noqa: E402
 from dp.compiled import MAX_NODES, solve_compiled  # noqa: E402
 from dp.compiled.kernel import fsum  # noqa: E402
-from piper_ilp.errors import InputError  # noqa: E402
+from piper_ilp.errors import InputError, SizeLimitError  # noqa: E402
 from piper_ilp.solution import Restrictions, Status  # noqa: E402
 
 FAMILIES = ("chain", "skip", "layered", "series-parallel", "fork-join", "towers", "numerics")
@@ -86,5 +86,8 @@ def test_compiled_matches_python_dp_under_restrictions(restrictions):
 def test_compiled_refuses_large_graphs():
     with pytest.raises(InputError, match="at most"):
         solve_compiled(random_instance("chain", MAX_NODES + 1, 0))
+    big = random_instance("chain", 4, 0, K=2**20, N=2**20)
+    with pytest.raises(SizeLimitError, match="MiB"):
+        solve_compiled(big)
     with pytest.raises(InputError, match="uniform"):
         solve_compiled(random_instance("chain", 4, 0), Restrictions(uniform=True))

@@ -278,7 +278,9 @@ def _scratch(n, Lmax, D, cap):
 
 
 @njit(cache=True)
-def solve_kernel(ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B, budget, cap):
+def solve_kernel(
+    ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B, budget, cap, max_bytes
+):
     """The least largest stage TPS over the plans, and the plan.
 
     f[i, s, k] is the least largest TPS of set i as the later stages of a plan whose sum of
@@ -288,7 +290,8 @@ def solve_kernel(ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B
 
     Returns (T, plan, counts): plan rows (C, t, d, y, choice code) from the front, empty
     when no plan fits; counts (stages, pairs, frontier points, costs made, 1 when a
-    frontier passed ``cap`` choices: nothing else is then valid, ask again with more)."""
+    frontier passed ``cap`` choices: nothing else is then valid, ask again with more; 2
+    when the stages' cost tables would pass ``max_bytes``: nothing else is valid)."""
     ni = ideals.shape[0]
     nt = tv.shape[0]
     nd = dv.shape[0]
@@ -310,6 +313,8 @@ def solve_kernel(ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B
                 pj_.append(j)
                 pc_.append(ids[C])
     nC = len(ids)
+    if nC * (nt * nd * (S + 1) * 16 + nt * n * Lmax * 8) > max_bytes:
+        return np.inf, np.zeros((0, 5), np.int64), np.array([nC, len(pi_), 0, 0, 2])
     Cs = np.empty(nC, np.int64)
     for C, k in ids.items():
         Cs[k] = C

@@ -13,7 +13,7 @@ import numpy as np
 
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals
 from piper_ilp.cost import cut_edge_bytes
-from piper_ilp.errors import InputError
+from piper_ilp.errors import InputError, SizeLimitError
 from piper_ilp.instance import Instance
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
@@ -24,6 +24,9 @@ __all__ = ["solve_compiled", "compiled_available", "MAX_NODES", "kernel_arrays"]
 MAX_NODES = 15
 #: The most options per (node, t) a choice code holds.
 MAX_OPTIONS = 16
+#: The most bytes of the kernel's tables (the search's sets x (min(N, K) + 1) x (devices +
+#: 1) values and back-pointers, the stages' costs and choices); above, refused.
+MAX_TABLE_BYTES = 2**28
 
 
 def compiled_available() -> bool:
@@ -113,6 +116,8 @@ def solve_compiled(
     InputError
         More than :data:`MAX_NODES` nodes or :data:`MAX_OPTIONS` options per (node, t);
         uniform degrees (``restrictions.uniform``).
+    SizeLimitError
+        Tables above :data:`MAX_TABLE_BYTES` (e.g. K and N of a million).
     """
     from dp.compiled.kernel import CODE_BITS, solve_kernel
 
@@ -136,16 +141,32 @@ def solve_compiled(
     dv = dv[dv <= S]
     arrays = kernel_arrays(inst)
     budget = min(K, int(arrays[2].max()) * S)
+    need = len(arrays[0]) * (S + 1) * (budget + 1) * 16
+    if need > MAX_TABLE_BYTES:
+        raise SizeLimitError(
+            f"{instance.source}: the compiled DP's tables need {need / 2**20:,.0f} MiB "
+            f"({len(arrays[0]):,} sets x {S + 1:,} x {budget + 1:,}), above "
+            f"{MAX_TABLE_BYTES / 2**20:,.0f} MiB"
+        )
     c1 = time.process_time()
     # the frontier buffers: every choice of the largest stage, or fewer (more when asked)
     cap = min(math.prod(max(len(o) for o in nd.options.values()) for nd in inst.nodes), 1 << 14)
     while True:
         T, rows, counts = solve_kernel(
-            *arrays, dv, S, N, float(inst.M), float(inst.B), budget, cap
+            *arrays, dv, S, N, float(inst.M), float(inst.B), budget, cap, MAX_TABLE_BYTES - need
         )  # fmt: skip
+        if counts[4] == 2:
+            raise SizeLimitError(
+                f"{instance.source}: the compiled DP's stage tables ({counts[0]:,} stages) "
+                f"would pass {MAX_TABLE_BYTES / 2**20:,.0f} MiB"
+            )
         if not counts[4]:
             break
         cap *= 8
+        if cap * 96 > MAX_TABLE_BYTES:
+            raise SizeLimitError(
+                f"{instance.source}: the compiled DP's option frontiers pass {cap // 8:,} choices"
+            )
     c2 = time.process_time()
     info = {
         "ideals": len(arrays[0]),
