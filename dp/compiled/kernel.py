@@ -11,6 +11,14 @@ from numba import njit
 from numba.core import types
 from numba.typed import Dict
 
+from piper_ilp import cost as _cost
+
+# the cost model's own functions, compiled: one formula in one function (cost model sec. 3)
+stage_tps = njit(cache=True)(_cost.stage_tps)
+resync_bytes = njit(cache=True)(_cost.resync_bytes)
+microbatches_in_flight = njit(cache=True)(_cost.microbatches_in_flight)
+memory_fits = njit(cache=True)(_cost.memory_fits)
+
 #: Bits per node position in a choice code (an option index per node).
 CODE_BITS = 4
 
@@ -84,7 +92,7 @@ def _key(e, w, p, d, N, B):
     only in p and memory) or the stage's TPS formula at d on its float sums."""
     if d == 0:
         return p
-    return (e / d + 4.0 * (d - 1) * w / (d * N)) / B + p / d
+    return stage_tps(e, resync_bytes(w, d, N), p, d, B)
 
 
 @njit(cache=True)
@@ -169,9 +177,9 @@ def _exact_cost(code, nodes, nn, ti, P, W, nodeE, d, N, B, buf, partials):
     Psum = fsum(buf, nn, partials)
     for q in range(nn):
         v = nodes[q]
-        buf[q] = 4.0 * (d - 1) * W[v, ti, (code >> (CODE_BITS * v)) & mask] / (d * N)
+        buf[q] = resync_bytes(W[v, ti, (code >> (CODE_BITS * v)) & mask], d, N)
     R = fsum(buf, nn, partials)
-    return (E / d + R) / B + Psum / d
+    return stage_tps(E, R, Psum, d, B)
 
 
 @njit(cache=True)
@@ -183,7 +191,7 @@ def _fits(code, nodes, nn, ti, A, Bm, y, M, buf, partials):
         o = (code >> (CODE_BITS * v)) & mask
         buf[2 * q] = A[v, ti, o] * y
         buf[2 * q + 1] = Bm[v, ti, o]
-    return fsum(buf, 2 * nn, partials) <= M
+    return memory_fits(fsum(buf, 2 * nn, partials), M)
 
 
 @njit(cache=True)
@@ -357,7 +365,7 @@ def solve_kernel(
                     if kmin[j, s1] + td > budget:
                         continue
                     s = s1 + d
-                    y = (s + d - 1) // d
+                    y = microbatches_in_flight(s, d)
                     c = cost[k0, ti, di, y]
                     if c != c:
                         if not _fill(
@@ -408,7 +416,7 @@ def solve_kernel(
         p = code // nt
         d = dv[di]
         t = tv[ti]
-        y = (s + d - 1) // d
+        y = microbatches_in_flight(s, d)
         rows.append((Cs[pc_[p]], t, d, y, choice[pc_[p], ti, di, y]))
         i, s, k = pj_[p], s1, k - t * d
     plan = np.empty((len(rows), 5), np.int64)
