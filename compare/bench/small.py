@@ -23,6 +23,9 @@ from typing import Callable, Sequence
 
 from compare.bench.dp import compare_reference, run_reference
 from compare.builders.generators import FAMILIES, random_instance
+from compare.crosscheck.compiled import INSTALL
+from dp.compiled import compiled_available
+from piper_ilp.errors import InputError
 
 __all__ = [
     "SMALL_FAMILIES",
@@ -98,6 +101,8 @@ def run_small(
     from dp import solve_dp
     from piper_ilp.instance import save_instance
 
+    if "compiled" in modes and not compiled_available():
+        raise InputError(f"--modes compiled needs numba: {INSTALL}")
     load = _load_compiled() if "compiled" in modes else None
     rows = []
     with tempfile.TemporaryDirectory(prefix="piper-bench-small-") as tmp:

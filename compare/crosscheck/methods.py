@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from compare.crosscheck.compiled import compiled_refusal, solve_compiled_method
 from piper_ilp.cost import TPS_RTOL
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance
@@ -194,7 +195,7 @@ def _others(name: str, mode: Mode, restrictions: Restrictions) -> str:
     from piper_ilp.milp.graph_solve import columns_refusal
     from piper_ilp.milp.path_solve import path_refusal
 
-    refusal = {"path": path_refusal, "columns": columns_refusal}
+    refusal = {"path": path_refusal, "columns": columns_refusal, "compiled": compiled_refusal}
     names = [
         other
         for other, m in METHODS.items()
@@ -450,6 +451,17 @@ def _registry() -> dict[str, Method]:
             MILP_RTOL,
             "stage columns under graph pipelining: CP-SAT over the differences of "
             "successor-closed sets, bisection on the bottleneck (a lineage of its own)",
+            all_modes=True,
+        ),
+        Method(
+            "compiled",
+            "exact",
+            solve_compiled_method,
+            frozenset({"time_limit", "progress"}),
+            "dp",
+            TPS_RTOL,
+            "the DP's default mode as one numba kernel, up to 15 nodes (the DP's lineage; "
+            "needs numba)",
             all_modes=True,
         ),
         Method(

@@ -18,7 +18,13 @@ from piper_ilp.instance import Instance
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
-__all__ = ["solve_compiled", "compiled_available", "MAX_NODES", "kernel_arrays"]
+__all__ = [
+    "solve_compiled",
+    "compiled_available",
+    "MAX_NODES",
+    "kernel_arrays",
+    "work_estimate",
+]
 
 #: The most nodes the kernel's choice codes hold (4 bits per node in an int64).
 MAX_NODES = 15
@@ -86,6 +92,46 @@ def kernel_arrays(inst: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> tuple
                     term[i, ti, o, k] = cut_edge_bytes(c, sync)
     ideals = np.array(enumerate_ideals(inst, max_ideals), np.int64)
     return ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term
+
+
+def work_estimate(inst: Instance) -> float:
+    """The kernel's work on ``inst`` (after restrictions), in units of about one inner step:
+    its scan of the successor-closed sets' pairs (sets squared over 16) plus, per pair
+    (I, J) with J inside I, per t, the (sum of d, devices) cells, (min(N, K) + 1) x
+    (budget + 1). It leaves out the option frontiers (at most 16 options per node and
+    t); a time limit uses it with a margin (:mod:`compare.crosscheck.compiled`).
+
+    Parameters
+    ----------
+    inst : Instance
+        The instance after the restrictions (at most :data:`MAX_NODES` nodes).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from compare.builders.generators import random_instance
+    >>> inst = random_instance("chain", 3, seed=0)  # 4 sets, 6 pairs
+    >>> S = min(inst.N, inst.K); budget = min(inst.K, max(inst.t_values) * S)
+    >>> work_estimate(inst) == 16 / 16 + 6 * len(inst.t_values) * (S + 1) * (budget + 1)
+    True
+    """
+    ideals = np.array(enumerate_ideals(inst, DEFAULT_MAX_IDEALS), np.int64)
+    n = len(inst.nodes)
+    # per set J, how many sets lie inside it (itself too): a sum over subsets, bit by bit
+    inside = np.zeros(1 << n, np.int64)
+    inside[ideals] = 1
+    masks = np.arange(1 << n, dtype=np.int64)
+    for b in range(n):
+        upper = masks[(masks >> b) & 1 == 1]
+        inside[upper] += inside[upper ^ (1 << b)]
+    pairs = int(inside[ideals].sum()) - len(ideals)
+    S = min(inst.N, inst.K)
+    budget = min(inst.K, max(inst.t_values) * S)
+    cells = len(inst.t_values) * (S + 1) * (budget + 1)
+    return len(ideals) ** 2 / 16 + pairs * cells
 
 
 def solve_compiled(
