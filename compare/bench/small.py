@@ -33,6 +33,7 @@ __all__ = [
     "SMALL_SEEDS",
     "small_instances",
     "run_small",
+    "check_modes",
     "summary",
     "row_line",
 ]
@@ -101,8 +102,7 @@ def run_small(
     from dp import solve_dp
     from piper_ilp.instance import save_instance
 
-    if "compiled" in modes and not compiled_available():
-        raise InputError(f"--modes compiled needs numba: {INSTALL}")
+    check_modes(modes)
     load = _load_compiled() if "compiled" in modes else None
     rows = []
     with tempfile.TemporaryDirectory(prefix="piper-bench-small-") as tmp:
@@ -142,6 +142,13 @@ def run_small(
                 if on_row is not None:
                     on_row(row)
     return rows
+
+
+def check_modes(modes: Sequence[str]) -> None:
+    """Raise InputError (one line with the install command) when ``modes`` has
+    ``"compiled"`` and numba is not installed."""
+    if "compiled" in modes and not compiled_available():
+        raise InputError(f"--modes compiled needs numba: {INSTALL}")
 
 
 def _load_compiled():
