@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from compare.crosscheck.compiled import compiled_refusal, solve_compiled_method
+from compare.crosscheck.compiled import solve_compiled_method
 from piper_ilp.cost import TPS_RTOL
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance
@@ -191,16 +191,17 @@ def _solve_greedy(
 
 def _others(name: str, mode: Mode, restrictions: Restrictions) -> str:
     """The registry's other exact methods that solve ``mode`` under ``restrictions`` (what
-    a refusal of ``name`` names), e.g. ``"dp, cpsat, cbc, scip, columns or brute"``."""
+    a refusal of ``name`` names), e.g. ``"dp, cpsat, cbc, scip, columns or brute"``; never
+    ``compiled`` (the DP again, for at most 15 nodes: ``dp`` is named)."""
     from piper_ilp.milp.graph_solve import columns_refusal
     from piper_ilp.milp.path_solve import path_refusal
 
-    refusal = {"path": path_refusal, "columns": columns_refusal, "compiled": compiled_refusal}
+    refusal = {"path": path_refusal, "columns": columns_refusal}
     names = [
         other
         for other, m in METHODS.items()
         if m.all_modes
-        and other != name
+        and other not in (name, "compiled")
         and (other not in refusal or refusal[other](mode, restrictions) is None)
     ]
     return ", ".join(names[:-1]) + " or " + names[-1]
