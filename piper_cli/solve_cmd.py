@@ -232,7 +232,9 @@ def register(app: typer.Typer) -> None:
                 METHOD_PANEL,
                 "--method",
                 metavar="NAME",
-                help="dp, cpsat, cbc, scip, path, columns, brute; greedy, 2bw, pipedream.",
+                help=(
+                    "dp, cpsat, cbc, scip, path, columns, compiled, brute; greedy, 2bw, pipedream."
+                ),
             ),
         ] = "dp",
         knapsack: Annotated[
