@@ -24,9 +24,9 @@ __all__ = ["INSTALL", "WORK_PER_SECOND", "compiled_refusal", "solve_compiled_met
 #: How to install the kernel's dependency.
 INSTALL = "pip install 'piper-ilp[compiled]'"
 
-#: Units of :func:`dp.compiled.small_dp.work_estimate` that the kernel does per CPU second
-#: at the least (a slow machine's margin below the rate measured in
-#: docs/benchmarks.md); a time limit refuses instances above ``time_limit`` times this.
+#: Units of :func:`dp.compiled.small_dp.work_estimate` per CPU second that a time limit
+#: assumes: about a third of the slowest rate measured (5.4e6, docs/architecture.md); an
+#: instance above ``time_limit`` times this is refused. An estimate, not a bound.
 WORK_PER_SECOND = 2e6
 
 
