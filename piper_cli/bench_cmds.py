@@ -40,17 +40,22 @@ ProfilesOpt = Annotated[
 ]
 
 
-def _check_run(modes: str, reference: str | None, json_out: Path | None) -> list[str]:
-    """The knapsack modes of --modes, after checking them, the --reference command and that
-    --json can be written (bench and bench small); raise InputError in one line."""
+def _check_run(
+    modes: str,
+    reference: str | None,
+    json_out: Path | None,
+    allowed: tuple[str, ...] = ("exact", "greedy"),
+) -> list[str]:
+    """The modes of --modes (among ``allowed``), after checking them, the --reference command
+    and that --json can be written (bench and bench small); raise InputError in one line."""
     from compare.bench.dp import check_reference_command
     from piper_ilp.errors import InputError
     from piper_ilp.files import check_writable
 
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
-    if not mode_list or any(m not in ("exact", "greedy") for m in mode_list):
+    if not mode_list or any(m not in allowed for m in mode_list):
         raise InputError(
-            f"--modes: expected a comma-separated list of exact, greedy; got {modes!r}"
+            f"--modes: expected a comma-separated list of {', '.join(allowed)}; got {modes!r}"
         )
     if reference is not None:
         check_reference_command(reference)
@@ -602,7 +607,15 @@ def _register_suites(bench: typer.Typer) -> None:
                 metavar="N",
             ),
         ] = 3,
-        modes: KnapsackModesOpt = "exact",
+        modes: Annotated[
+            str,
+            option(
+                RUN_PANEL,
+                "--modes",
+                help="exact, greedy (the DP's knapsacks), compiled (the kernel; needs numba).",
+                show_default=True,
+            ),
+        ] = "exact",
         reference: Annotated[
             Optional[str],
             option(RUN_PANEL, "--reference", help="As for bench --reference.", metavar="CMD"),
@@ -614,13 +627,16 @@ def _register_suites(bench: typer.Typer) -> None:
         8-13 nodes, --seeds seeds each (126 instances with 3). Each is solved in this process
         (CPU s: the solve alone) and, with --reference, by the reference planner; the
         summary gives per mode the median and the worst ratio of our solve CPU to its search
-        CPU, overall and per family."""
+        CPU, overall and per family. The mode compiled (the method compiled) pays its
+        one-time load (numba's import and first call) before the solves and prints it
+        apart."""
         import json
 
-        from compare.bench.small import row_line, run_small, small_instances, summary
+        from compare.bench.small import check_modes, row_line, run_small, small_instances, summary
         from piper_ilp.files import atomic_write_text, json_safe
 
-        mode_list = _check_run(modes, reference, json_out)
+        mode_list = _check_run(modes, reference, json_out, ("exact", "greedy", "compiled"))
+        check_modes(mode_list)
         header = (
             f"{'instance':<28} {'mode':<6} {'status':<10} {'TPS':>18} {'CPU s':>8} "
             f"{'ref srch':>8} {'r.search':>8} {'cands':>8}"

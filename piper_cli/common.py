@@ -163,7 +163,7 @@ ThreadsOpt = Annotated[
         "--threads",
         min=1,
         metavar="1-64",
-        help="MILP: CP-SAT's and CBC's threads (SCIP runs 1).",
+        help="CP-SAT's, CBC's threads (SCIP: 1).",
     ),
 ]
 MaxIdealsOpt = Annotated[

@@ -232,7 +232,9 @@ def register(app: typer.Typer) -> None:
                 METHOD_PANEL,
                 "--method",
                 metavar="NAME",
-                help="dp, path, columns, cpsat, cbc, scip, brute; greedy, 2bw, pipedream.",
+                help=(
+                    "dp, path, columns, cpsat, cbc, scip, compiled, brute; greedy, 2bw, pipedream."
+                ),
             ),
         ] = "dp",
         knapsack: Annotated[

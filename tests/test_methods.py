@@ -36,6 +36,7 @@ def test_every_method_is_registered_once_with_its_kind():
         "path",
         "columns",
         *MILP_BACKENDS,
+        "compiled",
         "brute",
         "greedy",
         "2bw",
@@ -50,6 +51,8 @@ def test_every_method_is_registered_once_with_its_kind():
         assert {"time_limit", "threads", "write_model", "hint_from_dp", "force"} <= m.options
     # the greedy rule is the DP with another knapsack: not an independent proof of the DP
     assert METHODS["greedy"].lineage == METHODS["dp"].lineage
+    # the compiled kernel is a second implementation of the DP's recurrence: no second proof
+    assert METHODS["compiled"].lineage == METHODS["dp"].lineage
     assert len({METHODS[n].lineage for n in ("dp", "brute", MILP_BACKENDS[0])}) == 3
     assert METHODS["dp"].rtol == METHODS["brute"].rtol == TPS_RTOL == 1e-9
     assert {"knapsack", "max_ideals", "force"} <= METHODS["dp"].options

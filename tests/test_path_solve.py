@@ -103,7 +103,11 @@ def test_path_refusal_names_every_exact_method_that_solves_the_mode():
     ) as exc:
         run_method(_case(1), "path", mode=Mode("graph"))
     named = str(exc.value).rsplit("; use ", 1)[1].replace(" or ", ", ").split(", ")
-    assert set(named) == {name for name, m in METHODS.items() if m.all_modes} - {"path"}
+    # every method of all modes but path itself and compiled (the default mode only)
+    assert set(named) == {name for name, m in METHODS.items() if m.all_modes} - {
+        "path",
+        "compiled",
+    }
 
 
 def test_path_proof_is_recorded_and_bound_below_every_plan():

@@ -7,7 +7,10 @@ around :func:`dp.solve_dp` alone: the instance is made and the modules are loade
 its status, TPS and counts; with ``--reference`` the reference's fields of
 :func:`compare.bench.dp.run_reference` (its own search CPU, its TPS) and ``ratio_search``
 = our solve CPU / its search CPU. :func:`summary` gives per mode the median and the worst
-ratio, overall and per family.
+ratio, overall and per family. Mode ``"compiled"`` (where numba is installed) solves with
+the compiled prototype :func:`dp.compiled.solve_compiled` (exact knapsack): its rows add the
+CPU of its Python set-up and of its kernel, and the kernel's one-time load (import, first
+call) is measured before the solves and given apart (``cpu_kernel_load``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from typing import Callable, Sequence
 
 from compare.bench.dp import compare_reference, run_reference
 from compare.builders.generators import FAMILIES, random_instance
+from compare.crosscheck.compiled import INSTALL
+from dp.compiled import compiled_available
+from piper_ilp.errors import InputError
 
 __all__ = [
     "SMALL_FAMILIES",
@@ -27,6 +33,7 @@ __all__ = [
     "SMALL_SEEDS",
     "small_instances",
     "run_small",
+    "check_modes",
     "summary",
     "row_line",
 ]
@@ -75,7 +82,9 @@ def run_small(
     Parameters
     ----------
     instances : sequence of (family, Instance)
-    modes : sequence of {"exact", "greedy"}
+    modes : sequence of {"exact", "greedy", "compiled"}
+        Knapsack modes of :func:`dp.solve_dp`, or ``"compiled"``: the compiled prototype
+        (:func:`dp.compiled.solve_compiled`; needs numba).
     reference : str, optional
         The reference planner command (placeholders as ``piper-ilp bench --reference``).
     timeout : float
@@ -87,11 +96,14 @@ def run_small(
     -------
     list of dict
         One row per (instance, mode): name, family, nodes, mode, status, tps, cpu_solve,
-        ideals, stage_candidates, thresholds, and the reference's fields.
+        ideals, stage_candidates, thresholds, and the reference's fields; compiled rows
+        also cpu_setup, cpu_kernel and cpu_kernel_load.
     """
     from dp import solve_dp
     from piper_ilp.instance import save_instance
 
+    check_modes(modes)
+    load = _load_compiled() if "compiled" in modes else None
     rows = []
     with tempfile.TemporaryDirectory(prefix="piper-bench-small-") as tmp:
         for family, inst in instances:
@@ -101,8 +113,12 @@ def run_small(
                 save_instance(inst, path)
                 ref = run_reference(reference, path, inst, timeout)
             for mode in modes:
+                parts: dict = {}
                 c0 = time.process_time()
-                sol = solve_dp(inst, knapsack=mode)
+                if mode == "compiled":
+                    sol = load(inst, timings=parts)
+                else:
+                    sol = solve_dp(inst, knapsack=mode)
                 cpu = time.process_time() - c0
                 row = {
                     "name": inst.source,
@@ -116,12 +132,40 @@ def run_small(
                     "stage_candidates": sol.info.get("stage_candidates"),
                     "thresholds": sol.info.get("thresholds"),
                 }
+                if mode == "compiled":
+                    row["cpu_setup"] = parts["setup"]
+                    row["cpu_kernel"] = parts["kernel"]
+                    row["cpu_kernel_load"] = load.cpu
                 if ref is not None:
                     row.update(compare_reference(row, ref))
                 rows.append(row)
                 if on_row is not None:
                     on_row(row)
     return rows
+
+
+def check_modes(modes: Sequence[str]) -> None:
+    """Raise InputError (one line with the install command) when ``modes`` has
+    ``"compiled"`` and numba is not installed."""
+    if "compiled" in modes and not compiled_available():
+        raise InputError(f"--modes compiled needs numba: {INSTALL}")
+
+
+def _load_compiled():
+    """:func:`dp.compiled.solve_compiled` with its one-time cost paid and measured (the
+    kernel's import and a first call on a 2-node chain: from numba's cache, or compiled)
+    as the attribute ``cpu``."""
+    c0 = time.process_time()
+    from dp.compiled import solve_compiled
+
+    solve_compiled(random_instance("chain", 2, 0))
+    cpu = time.process_time() - c0
+
+    def solve(inst, timings=None):
+        return solve_compiled(inst, timings=timings)
+
+    solve.cpu = cpu
+    return solve
 
 
 def _stats(vals: list[float]) -> str:
@@ -159,6 +203,14 @@ def summary(rows: Sequence[dict]) -> list[str]:
                     if r["family"] == fam and r.get("ratio_search") is not None
                 ]
                 out.append(f"    {fam:<16} {_stats(fr)}")
+        setup = [r["cpu_setup"] for r in mine if r.get("cpu_setup") is not None]
+        if setup:
+            kernel = [r["cpu_kernel"] for r in mine]
+            out.append(
+                f"  Python set-up {sum(setup):.3g} s in all (median {statistics.median(setup):.3g}"
+                f" s), kernel {sum(kernel):.3g} s (median {statistics.median(kernel):.3g} s); "
+                f"one-time load {mine[0]['cpu_kernel_load']:.3g} s"
+            )
         agree = [r.get("tps_agree") for r in mine]
         if any(a is not None for a in agree):
             out.append(

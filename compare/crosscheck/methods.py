@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from compare.crosscheck.compiled import solve_compiled_method
 from piper_ilp.cost import TPS_RTOL
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance
@@ -224,11 +225,14 @@ def scope_refusal(name: str, mode: Mode, restrictions: Restrictions) -> str | No
 
 def _others(name: str, mode: Mode, restrictions: Restrictions) -> str:
     """The registry's other exact methods that solve ``mode`` under ``restrictions`` (what
-    a refusal of ``name`` names), e.g. ``"dp, cpsat, cbc, scip, columns or brute"``."""
+    a refusal of ``name`` names), e.g. ``"dp, cpsat, cbc, scip, columns or brute"``; never
+    ``compiled`` (the DP again, for at most 15 nodes: ``dp`` is named)."""
     names = [
         other
         for other, m in METHODS.items()
-        if m.all_modes and other != name and scope_refusal(other, mode, restrictions) is None
+        if m.all_modes
+        and other not in (name, "compiled")
+        and scope_refusal(other, mode, restrictions) is None
     ]
     return ", ".join(names[:-1]) + " or " + names[-1]
 
@@ -493,6 +497,17 @@ def _registry() -> dict[str, Method]:
                 default_for=every if b in _DEFAULT_BACKENDS else frozenset(),
             )
             for b in MILP_BACKENDS
+        ),
+        Method(
+            "compiled",
+            "exact",
+            solve_compiled_method,
+            frozenset({"time_limit", "progress"}),
+            "dp",
+            TPS_RTOL,
+            "the DP's default mode as one numba kernel, up to 15 nodes (the DP's lineage; "
+            "needs numba)",
+            all_modes=True,
         ),
         Method(
             "brute",

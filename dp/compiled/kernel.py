@@ -1,0 +1,426 @@
+"""The compiled kernel of :mod:`dp.compiled`: the stage tables and the search of the default
+mode (sequential pipelining, throughput, 1f1b, Piper's in-flight rule), exact knapsack, as
+numba functions over arrays, every stage cost and memory sum as the evaluator makes them
+(``fsum``, cost model secs. 3 and 7). Imported only where numba is installed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numba.core import types
+from numba.typed import Dict
+
+from piper_ilp import cost as _cost
+
+# the cost model's own functions, compiled: one formula in one function (cost model sec. 3)
+stage_tps = njit(cache=True)(_cost.stage_tps)
+resync_bytes = njit(cache=True)(_cost.resync_bytes)
+microbatches_in_flight = njit(cache=True)(_cost.microbatches_in_flight)
+memory_fits = njit(cache=True)(_cost.memory_fits)
+
+#: Bits per node position in a choice code (an option index per node).
+CODE_BITS = 4
+
+
+@njit(cache=True)
+def fsum(vals, m, partials):
+    """``math.fsum`` of ``vals[:m]`` (finite floats), bit for bit: Shewchuk's partials and
+    CPython's final rounding; ``partials`` is scratch of at least m + 1 floats."""
+    np_ = 0
+    for k in range(m):
+        x = vals[k]
+        i = 0
+        for j in range(np_):
+            y = partials[j]
+            if abs(x) < abs(y):
+                x, y = y, x
+            hi = x + y
+            lo = y - (hi - x)
+            if lo != 0.0:
+                partials[i] = lo
+                i += 1
+            x = hi
+        partials[i] = x
+        np_ = i + 1
+    hi = 0.0
+    lo = 0.0
+    n = np_
+    if n > 0:
+        n -= 1
+        hi = partials[n]
+        while n > 0:
+            x = hi
+            n -= 1
+            y = partials[n]
+            hi = x + y
+            yr = hi - x
+            lo = y - yr
+            if lo != 0.0:
+                break
+        if n > 0 and ((lo < 0.0 and partials[n - 1] < 0.0) or (lo > 0.0 and partials[n - 1] > 0.0)):
+            y = lo * 2.0
+            x = hi + y
+            yr = x - hi
+            if y == yr:
+                hi = x
+    return hi
+
+
+@njit(cache=True)
+def _node_edge(v, ti, opt, C, deg, nb, term, buf, partials):
+    """Node v's cut-edge bytes in stage C with option ``opt`` (the fsum of its terms)."""
+    m = 0
+    for k in range(deg[v]):
+        if not (C >> nb[v, k]) & 1:
+            buf[m] = term[v, ti, opt, k]
+            m += 1
+    return fsum(buf, m, partials)
+
+
+#: Relative margin of the float sums: a running sum of k non-negative terms (each a*y + b
+#: rounded, or a few rounded operations) is within about (k + 4) 2**-53 of its exact value,
+#: below 1e-14 for the MAX_NODES = 15 nodes of a stage. Memory within MARGIN * M of M is
+#: decided by fsum, and a partial choice prunes another by memory only when it needs a
+#: factor (1 - MARGIN) less (then its exact memory is less, with every extension).
+MARGIN = 1e-13
+
+
+@njit(cache=True)
+def _key(e, w, p, d, N, B):
+    """The pruning key of a partial choice: its p sum (d = 0: the stage's options differ
+    only in p and memory) or the stage's TPS formula at d on its float sums."""
+    if d == 0:
+        return p
+    return stage_tps(e, resync_bytes(w, d, N), p, d, B)
+
+
+@njit(cache=True)
+def _frontier_at(nn, nL, pv, ev, wv, mv, shift, d, N, B, M, fm, fe, fw, fp, fk, fc, heads):
+    """The choices of a stage at one y (option memories ``mv``) that no other beats: node
+    by node, each kept partial choice extended by every option, in order of float memory
+    (a merge of the options' lists, each sorted), kept when its key is below that of every
+    kept choice needing a factor (1 - MARGIN) less memory (or the same float memory) and
+    its memory is not surely above M. Returns (count, buffer row) of the kept choices, by
+    memory; count -1 when the buffers are too small."""
+    hi = M * (1.0 + MARGIN)
+    low = 1.0 - MARGIN
+    fm[0, 0] = 0.0
+    fe[0, 0] = 0.0
+    fw[0, 0] = 0.0
+    fp[0, 0] = 0.0
+    fc[0, 0] = 0
+    r = 1
+    src = 0
+    for q in range(nn):
+        L = nL[q]
+        dst = 1 - src
+        for o in range(L):
+            heads[o] = 0
+        out = 0
+        j = 0  # kept choices out[:j] need a factor (1 - MARGIN) less memory than the next
+        best = np.inf  # the least key among them
+        while True:
+            bo = -1
+            bm = np.inf
+            for o in range(L):
+                h = heads[o]
+                if h < r:
+                    m = fm[src, h] + mv[q, o]
+                    if bo < 0 or m < bm:
+                        bo = o
+                        bm = m
+            if bo < 0:
+                break
+            h = heads[bo]
+            heads[bo] = h + 1
+            if bm > hi:  # (this option's list is by memory: the rest is above M too)
+                heads[bo] = r
+                continue
+            while j < out and fm[dst, j] <= bm * low:
+                if fk[dst, j] < best:
+                    best = fk[dst, j]
+                j += 1
+            e = fe[src, h] + ev[q, bo]
+            w = fw[src, h] + wv[q, bo]
+            p = fp[src, h] + pv[q, bo]
+            k = _key(e, w, p, d, N, B)
+            if k >= best:
+                continue
+            if out > 0 and fm[dst, out - 1] == bm and fk[dst, out - 1] <= k:
+                continue
+            if out == fm.shape[1]:
+                return -1, 0  # (the caller grows the buffers and asks again)
+            fm[dst, out] = bm
+            fe[dst, out] = e
+            fw[dst, out] = w
+            fp[dst, out] = p
+            fk[dst, out] = k
+            fc[dst, out] = fc[src, h] | (bo << shift[q])
+            out += 1
+        r = out
+        src = dst
+        if r == 0:
+            break
+    return r, src
+
+
+@njit(cache=True)
+def _exact_cost(code, nodes, nn, ti, P, W, nodeE, d, N, B, buf, partials):
+    """The evaluator's TPS of a choice (cost model sec. 3: the fsum of each sum)."""
+    mask = (1 << CODE_BITS) - 1
+    for q in range(nn):
+        buf[q] = nodeE[q, (code >> (CODE_BITS * nodes[q])) & mask]
+    E = fsum(buf, nn, partials)
+    for q in range(nn):
+        buf[q] = P[nodes[q], ti, (code >> (CODE_BITS * nodes[q])) & mask]
+    Psum = fsum(buf, nn, partials)
+    for q in range(nn):
+        v = nodes[q]
+        buf[q] = resync_bytes(W[v, ti, (code >> (CODE_BITS * v)) & mask], d, N)
+    R = fsum(buf, nn, partials)
+    return stage_tps(E, R, Psum, d, B)
+
+
+@njit(cache=True)
+def _fits(code, nodes, nn, ti, A, Bm, y, M, buf, partials):
+    """Whether a choice's memory fsum (a y, b) is at most M (cost model sec. 7)."""
+    mask = (1 << CODE_BITS) - 1
+    for q in range(nn):
+        v = nodes[q]
+        o = (code >> (CODE_BITS * v)) & mask
+        buf[2 * q] = A[v, ti, o] * y
+        buf[2 * q + 1] = Bm[v, ti, o]
+    return memory_fits(fsum(buf, 2 * nn, partials), M)
+
+
+@njit(cache=True)
+def _prepare(C, n, ti, nopt, deg, nb, term, nodes, nodeE, buf, partials):
+    """Stage C's node positions (into ``nodes``) and their options' cut-edge bytes under t
+    index ti (into ``nodeE``, the fsum of each node's terms). Returns 1 when the options of
+    every node differ only in p and memory, 0 when not, -1 when a node has no option."""
+    nn = 0
+    for v in range(n):
+        if (C >> v) & 1:
+            if nopt[v, ti] == 0:
+                return -1
+            nodes[nn] = v
+            nn += 1
+    plain = 1
+    for q in range(nn):
+        v = nodes[q]
+        for o in range(nopt[v, ti]):
+            nodeE[q, o] = _node_edge(v, ti, o, C, deg, nb, term, buf, partials)
+            if nodeE[q, o] != nodeE[q, 0]:
+                plain = 0
+    return plain
+
+
+@njit(cache=True)
+def _fill(nodes, nn, plain, ti, y, di, nodeE, nopt, P, W, A, Bm, dv, S, N, M, B, cost, choice, wk):
+    """cost[di, y] and choice[di, y] of one stage under t index ti (every d at this y when
+    ``plain``): the least evaluator cost over the choices whose memory fsum fits M, inf
+    where none fits. The choices are pruned on float sums (:func:`_frontier_at`), then the
+    few within rounding of the least key are costed exactly. Returns False when the
+    scratch ``wk`` is too small (nothing written)."""
+    pv, wv, mv, nL, shift, heads, buf, partials, fm, fe, fw, fp, fk, fc, sc = wk
+    for q in range(nn):
+        v = nodes[q]
+        nL[q] = nopt[v, ti]
+        shift[q] = CODE_BITS * v
+        for o in range(nL[q]):
+            pv[q, o] = P[v, ti, o]
+            wv[q, o] = W[v, ti, o]
+            mv[q, o] = A[v, ti, o] * y + Bm[v, ti, o]
+            if wv[q, o] != wv[q, 0]:
+                plain = 0
+    kd = 0 if plain else dv[di]
+    r, row = _frontier_at(
+        nn, nL, pv, nodeE, wv, mv, shift, kd, N, B, M, fm, fe, fw, fp, fk, fc, heads
+    )
+    if r < 0:
+        return False
+    sc[0] += r
+    lo = M * (1.0 - MARGIN)
+    least = np.inf  # the least key among the choices that fit
+    for i in range(r):
+        if fm[row, i] <= lo or _fits(fc[row, i], nodes, nn, ti, A, Bm, y, M, buf, partials):
+            if fk[row, i] < least:
+                least = fk[row, i]
+        else:
+            fk[row, i] = np.inf
+    for dj in range(dv.shape[0]):
+        if dj != di and not (plain and (S + dv[dj] - 1) // dv[dj] >= y):
+            continue
+        cost[dj, y] = np.inf
+        for i in range(r):
+            if fk[row, i] <= least * (1.0 + MARGIN) and least < np.inf:
+                c = _exact_cost(fc[row, i], nodes, nn, ti, P, W, nodeE, dv[dj], N, B, buf, partials)
+                if c < cost[dj, y]:
+                    cost[dj, y] = c
+                    choice[dj, y] = fc[row, i]
+    return True
+
+
+@njit(cache=True)
+def _scratch(n, Lmax, D, cap):
+    """The work arrays of :func:`_fill` for frontiers of up to ``cap`` choices."""
+    buf = np.empty(max(2 * n, D) + 1)
+    return (
+        np.empty((n, Lmax)),
+        np.empty((n, Lmax)),
+        np.empty((n, Lmax)),
+        np.empty(n, np.int64),
+        np.empty(n, np.int64),
+        np.empty(Lmax, np.int64),
+        buf,
+        np.empty(buf.shape[0] + 1),
+        np.empty((2, cap)),
+        np.empty((2, cap)),
+        np.empty((2, cap)),
+        np.empty((2, cap)),
+        np.empty((2, cap)),
+        np.empty((2, cap), np.int64),
+        np.zeros(1, np.int64),
+    )
+
+
+@njit(cache=True)
+def solve_kernel(
+    ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B, budget, cap, max_bytes
+):
+    """The least largest stage TPS over the plans, and the plan.
+
+    f[i, s, k] is the least largest TPS of set i as the later stages of a plan whose sum of
+    d is s on k devices; a pair (I, J) peels the stage C = I \\ J off the front of I with
+    (t, d) at y = ceil(s / d). A stage's cost at (t, d, y) is made when a pair first needs
+    it (:func:`_fill`): only where the set behind it has a plan at that s.
+
+    Returns (T, plan, counts): plan rows (C, t, d, y, choice code) from the front, empty
+    when no plan fits; counts (stages, pairs, frontier points, costs made, 1 when a
+    frontier passed ``cap`` choices: nothing else is then valid, ask again with more; 2
+    when the stages' cost tables would pass ``max_bytes``: nothing else is valid)."""
+    ni = ideals.shape[0]
+    nt = tv.shape[0]
+    nd = dv.shape[0]
+    Lmax = P.shape[2]
+    # the pairs (I, J), J strictly inside I, by I, and their stages' ids
+    ids = Dict.empty(key_type=types.int64, value_type=types.int64)
+    pi_ = []
+    pj_ = []
+    pc_ = []
+    for i in range(ni):
+        I = ideals[i]
+        for j in range(i):
+            J = ideals[j]
+            if J & ~I == 0:
+                C = I & ~J
+                if C not in ids:
+                    ids[C] = len(ids)
+                pi_.append(i)
+                pj_.append(j)
+                pc_.append(ids[C])
+    nC = len(ids)
+    if nC * (nt * nd * (S + 1) * 16 + nt * n * Lmax * 8) > max_bytes:
+        return np.inf, np.zeros((0, 5), np.int64), np.array([nC, len(pi_), 0, 0, 2])
+    Cs = np.empty(nC, np.int64)
+    for C, k in ids.items():
+        Cs[k] = C
+    cost = np.full((nC, nt, nd, S + 1), np.nan)  # nan: not made yet
+    choice = np.zeros((nC, nt, nd, S + 1), np.int64)
+    kind = np.full((nC, nt), -2, np.int64)  # -2: not prepared; else _prepare's answer
+    nodes = np.empty((nC, n), np.int64)
+    size = np.empty(nC, np.int64)
+    nodeE = np.empty((nC, nt, n, Lmax))
+    for k in range(nC):
+        c = 0
+        for v in range(n):
+            if (Cs[k] >> v) & 1:
+                c += 1
+        size[k] = c
+    wk = _scratch(n, Lmax, nb.shape[1], cap)
+    made = 0
+    f = np.full((ni, S + 1, budget + 1), np.inf)
+    bp = np.full((ni, S + 1, budget + 1), -1, np.int64)
+    kmin = np.full((ni, S + 1), budget + 1, np.int64)  # the least k of a finite f[i, s]
+    f[0, 0, 0] = 0.0
+    kmin[0, 0] = 0
+    np_ = len(pi_)
+    for p in range(np_):
+        i = pi_[p]
+        j = pj_[p]
+        k0 = pc_[p]
+        for ti in range(nt):
+            if kind[k0, ti] == -2:
+                kind[k0, ti] = _prepare(
+                    Cs[k0], n, ti, nopt, deg, nb, term, nodes[k0], nodeE[k0, ti], wk[6], wk[7]
+                )
+            if kind[k0, ti] < 0:
+                continue
+            t = tv[ti]
+            for di in range(nd):
+                d = dv[di]
+                td = t * d
+                for s1 in range(S - d + 1):
+                    if kmin[j, s1] + td > budget:
+                        continue
+                    s = s1 + d
+                    y = microbatches_in_flight(s, d)
+                    c = cost[k0, ti, di, y]
+                    if c != c:
+                        if not _fill(
+                            nodes[k0], size[k0], kind[k0, ti], ti, y, di, nodeE[k0, ti], nopt,
+                            P, W, A, Bm, dv, S, N, M, B, cost[k0, ti], choice[k0, ti], wk,
+                        ):  # fmt: skip
+                            return np.inf, np.zeros((0, 5), np.int64), np.array([0, 0, 0, 0, 1])
+                        made += 1
+                        c = cost[k0, ti, di, y]
+                    if c == np.inf:
+                        continue
+                    for k1 in range(kmin[j, s1], budget - td + 1):
+                        g = f[j, s1, k1]
+                        if g == np.inf:
+                            continue
+                        v = c if c > g else g
+                        if v < f[i, s, k1 + td]:
+                            f[i, s, k1 + td] = v
+                            bp[i, s, k1 + td] = ((p * nt + ti) * nd + di) * (S + 1) + s1
+        if p + 1 == np_ or pi_[p + 1] != i:  # set i is done
+            for s in range(S + 1):
+                for k in range(budget + 1):
+                    if f[i, s, k] < np.inf:
+                        kmin[i, s] = k
+                        break
+    best = np.inf
+    bs = -1
+    bk = -1
+    for s in range(S + 1):
+        for k in range(budget + 1):
+            if f[ni - 1, s, k] < best:
+                best = f[ni - 1, s, k]
+                bs = s
+                bk = k
+    counts = np.array([nC, np_, wk[14][0], made, 0], np.int64)
+    plan = np.zeros((0, 5), np.int64)
+    if bs < 0:
+        return best, plan, counts
+    rows = []
+    i, s, k = ni - 1, bs, bk
+    while i != 0:
+        code = bp[i, s, k]
+        s1 = code % (S + 1)
+        code //= S + 1
+        di = code % nd
+        code //= nd
+        ti = code % nt
+        p = code // nt
+        d = dv[di]
+        t = tv[ti]
+        y = microbatches_in_flight(s, d)
+        rows.append((Cs[pc_[p]], t, d, y, choice[pc_[p], ti, di, y]))
+        i, s, k = pj_[p], s1, k - t * d
+    plan = np.empty((len(rows), 5), np.int64)
+    for r in range(len(rows)):
+        for c in range(5):
+            plan[r, c] = rows[r][c]
+    return best, plan, counts

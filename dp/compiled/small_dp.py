@@ -1,0 +1,242 @@
+"""The Python side of the compiled prototype: the instance as arrays (per node and t its
+options' p, w, a, b and cut-edge terms; the successor-closed sets), one call of
+:func:`dp.compiled.kernel.solve_kernel`, and its plan through the evaluator.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import time
+
+import numpy as np
+
+from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals
+from piper_ilp.cost import cut_edge_bytes
+from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.instance import Instance
+from piper_ilp.plan import Plan, Stage
+from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
+
+__all__ = [
+    "solve_compiled",
+    "compiled_available",
+    "MAX_NODES",
+    "kernel_arrays",
+    "work_estimate",
+]
+
+#: The most nodes the kernel's choice codes hold (4 bits per node in an int64).
+MAX_NODES = 15
+#: The most options per (node, t) a choice code holds.
+MAX_OPTIONS = 16
+#: The most bytes of the kernel's tables (the search's sets x (min(N, K) + 1) x (devices +
+#: 1) values and back-pointers, the stages' costs and choices); above, refused.
+MAX_TABLE_BYTES = 2**28
+
+
+def compiled_available() -> bool:
+    """Whether numba is installed (the kernel needs it).
+
+    Examples
+    --------
+    >>> isinstance(compiled_available(), bool)
+    True
+    """
+    return importlib.util.find_spec("numba") is not None
+
+
+def kernel_arrays(inst: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> tuple:
+    """The kernel's arguments for ``inst`` (after restrictions), in
+    :func:`dp.compiled.kernel.solve_kernel`'s order but the d values and limits.
+
+    Parameters
+    ----------
+    inst : Instance
+    max_ideals : int
+        Refuse more successor-closed sets than this.
+
+    Returns
+    -------
+    tuple
+        (ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term): the sets as int64 bitmasks over
+        the node positions (by size, the empty set first); the t values; per (node, t
+        index) the option count and per option p, w, a, b; per node its neighbours'
+        positions and per (node, t, option, neighbour) the cut-edge term 2 (c + sync).
+    """
+    ids = inst.node_ids
+    pos = {v: i for i, v in enumerate(ids)}
+    n = len(ids)
+    tv = np.array(inst.t_values, np.int64)
+    nt = len(tv)
+    L = max(len(o) for nd in inst.nodes for o in nd.options.values())
+    nopt = np.zeros((n, nt), np.int64)
+    P, W, A, Bm = (np.zeros((n, nt, L)) for _ in range(4))
+    deg = np.zeros(n, np.int64)
+    D = max(len(inst.in_edges[v]) + len(inst.out_edges[v]) for v in ids)
+    nb = np.zeros((n, max(D, 1)), np.int64)
+    term = np.zeros((n, nt, L, max(D, 1)))
+    for i, v in enumerate(ids):
+        edges = [(u, c, True) for u, c in inst.in_edges[v]]
+        edges += [(x, c, False) for x, c in inst.out_edges[v]]
+        deg[i] = len(edges)
+        for k, (u, _c, _) in enumerate(edges):
+            nb[i, k] = pos[u]
+        for ti, t in enumerate(tv.tolist()):
+            opts = inst.node[v].options.get(t, [])
+            nopt[i, ti] = len(opts)
+            for o, opt in enumerate(opts):
+                P[i, ti, o], W[i, ti, o], A[i, ti, o], Bm[i, ti, o] = opt.p, opt.w, opt.a, opt.b
+                for k, (u, c, incoming) in enumerate(edges):
+                    sync = opt.sfw[u] if incoming else opt.sbw[u]
+                    term[i, ti, o, k] = cut_edge_bytes(c, sync)
+    ideals = np.array(enumerate_ideals(inst, max_ideals), np.int64)
+    return ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term
+
+
+def work_estimate(inst: Instance) -> float:
+    """The kernel's work on ``inst`` (after restrictions), in units of about one inner step:
+    its scan of the successor-closed sets' pairs (sets squared over 16) plus, per pair
+    (I, J) with J inside I, per t, the (sum of d, devices) cells, (min(N, K) + 1) x
+    (budget + 1). It leaves out the option frontiers (at most 16 options per node and
+    t); a time limit uses it with a margin (:mod:`compare.crosscheck.compiled`).
+
+    Parameters
+    ----------
+    inst : Instance
+        The instance after the restrictions (at most :data:`MAX_NODES` nodes).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from compare.builders.generators import random_instance
+    >>> inst = random_instance("chain", 3, seed=0)  # 4 sets, 6 pairs
+    >>> S = min(inst.N, inst.K); budget = min(inst.K, max(inst.t_values) * S)
+    >>> work_estimate(inst) == 16 / 16 + 6 * len(inst.t_values) * (S + 1) * (budget + 1)
+    True
+    """
+    ideals = np.array(enumerate_ideals(inst, DEFAULT_MAX_IDEALS), np.int64)
+    n = len(inst.nodes)
+    # per set J, how many sets lie inside it (itself too): a sum over subsets, bit by bit
+    inside = np.zeros(1 << n, np.int64)
+    inside[ideals] = 1
+    masks = np.arange(1 << n, dtype=np.int64)
+    for b in range(n):
+        upper = masks[(masks >> b) & 1 == 1]
+        inside[upper] += inside[upper ^ (1 << b)]
+    pairs = int(inside[ideals].sum()) - len(ideals)
+    S = min(inst.N, inst.K)
+    budget = min(inst.K, max(inst.t_values) * S)
+    cells = len(inst.t_values) * (S + 1) * (budget + 1)
+    return len(ideals) ** 2 / 16 + pairs * cells
+
+
+def solve_compiled(
+    instance: Instance, restrictions: Restrictions = Restrictions(), *, timings: dict | None = None
+) -> Solution:
+    """The optimal plan of the default mode (exact knapsack) by the compiled kernel.
+
+    Every stage cost and memory sum is the evaluator's (``fsum``, cost model secs. 3 and
+    7); the frontier of option choices per stage is pruned on float running sums, as the
+    Python DP's.
+
+    Parameters
+    ----------
+    instance : Instance
+    restrictions : Restrictions
+        Ablations and caps (as :func:`dp.solve_dp`).
+    timings : dict, optional
+        Filled with the CPU seconds of the set-up (``setup``), the kernel (``kernel``) and
+        the plan's check (``check``).
+
+    Returns
+    -------
+    Solution
+        method ``"dp-compiled"``: OPTIMAL with the plan, or INFEASIBLE.
+
+    Raises
+    ------
+    InputError
+        More than :data:`MAX_NODES` nodes or :data:`MAX_OPTIONS` options per (node, t);
+        uniform degrees (``restrictions.uniform``).
+    SizeLimitError
+        Tables above :data:`MAX_TABLE_BYTES` (e.g. K and N of a million).
+    """
+    from dp.compiled.kernel import CODE_BITS, solve_kernel
+
+    c0 = time.process_time()
+    inst = restrictions.apply(instance)
+    if restrictions.uniform:
+        raise InputError(f"{instance.source}: the compiled DP does not take uniform degrees")
+    if len(inst.nodes) > MAX_NODES:
+        raise InputError(f"{instance.source}: the compiled DP takes at most {MAX_NODES} nodes")
+    if any(len(o) > MAX_OPTIONS for nd in inst.nodes for o in nd.options.values()):
+        raise InputError(f"{instance.source}: at most {MAX_OPTIONS} options per (node, t)")
+    bare = [nd.id for nd in inst.nodes if not nd.options]
+    if bare:
+        sol = Solution(
+            "dp-compiled", Status.INFEASIBLE, message=f"node {bare[0]} has no option left"
+        )
+        return checked_solution(instance, sol, restrictions=restrictions)
+    K, N = inst.K, inst.N
+    S = min(N, K)
+    dv = np.array(restrictions.d_values(instance), np.int64)
+    dv = dv[dv <= S]
+    arrays = kernel_arrays(inst)
+    budget = min(K, int(arrays[2].max()) * S)
+    need = len(arrays[0]) * (S + 1) * (budget + 1) * 16
+    if need > MAX_TABLE_BYTES:
+        raise SizeLimitError(
+            f"{instance.source}: the compiled DP's tables need {need / 2**20:,.0f} MiB "
+            f"({len(arrays[0]):,} sets x {S + 1:,} x {budget + 1:,}), above "
+            f"{MAX_TABLE_BYTES / 2**20:,.0f} MiB"
+        )
+    c1 = time.process_time()
+    # the frontier buffers: every choice of the largest stage, or fewer (more when asked)
+    cap = min(math.prod(max(len(o) for o in nd.options.values()) for nd in inst.nodes), 1 << 14)
+    while True:
+        T, rows, counts = solve_kernel(
+            *arrays, dv, S, N, float(inst.M), float(inst.B), budget, cap, MAX_TABLE_BYTES - need
+        )  # fmt: skip
+        if counts[4] == 2:
+            raise SizeLimitError(
+                f"{instance.source}: the compiled DP's stage tables ({counts[0]:,} stages) "
+                f"would pass {MAX_TABLE_BYTES / 2**20:,.0f} MiB"
+            )
+        if not counts[4]:
+            break
+        cap *= 8
+        if cap * 96 > MAX_TABLE_BYTES:
+            raise SizeLimitError(
+                f"{instance.source}: the compiled DP's option frontiers pass {cap // 8:,} choices"
+            )
+    c2 = time.process_time()
+    info = {
+        "ideals": len(arrays[0]),
+        "stage_candidates": int(counts[0]),
+        "stage_pairs": int(counts[1]),
+        "frontier_points": int(counts[2]),
+        "costs_made": int(counts[3]),
+    }
+    ids = inst.node_ids
+    if len(rows) == 0:
+        sol = Solution("dp-compiled", Status.INFEASIBLE, message="no plan fits", info=info)
+    else:
+        stages = []
+        for C, t, d, _y, code in rows.tolist():
+            nodes = tuple(ids[i] for i in range(len(ids)) if (C >> i) & 1)
+            opts = {
+                ids[i]: inst.node[ids[i]].options[t][(code >> (CODE_BITS * i)) & 15].id
+                for i in range(len(ids))
+                if (C >> i) & 1
+            }
+            stages.append(Stage(nodes, d, t, opts))
+        sol = Solution("dp-compiled", Status.OPTIMAL, plan=Plan(tuple(stages)), objective=T)
+        sol.info = info
+    out = checked_solution(instance, sol, restrictions=restrictions)
+    if timings is not None:
+        timings.update(setup=c1 - c0, kernel=c2 - c1, check=time.process_time() - c2)
+    return out
