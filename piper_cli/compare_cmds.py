@@ -82,7 +82,7 @@ MethodsOpt = Annotated[
         show_default=False,
     ),
 ]
-TimeLimitOpt = time_limit_option("Per method, wall s; path, columns: CPU s (60).")
+TimeLimitOpt = time_limit_option("Per method: wall s; CPU s for path, columns (60 s).")
 ExternalOpt = Annotated[
     Optional[list[str]],
     option(

@@ -26,3 +26,15 @@ def fail(job):
     if job == 2:
         raise ValueError("job 2 is broken")
     return {"id": job}
+
+
+def temp_then_wait(job):
+    """Make a temporary folder (as CBC's backend does), say where in ``job`` (a file), then
+    work far longer than the test waits: a job stopped mid-run, whose clean-up cannot run
+    (dask runs it in a thread)."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="piper-test-job-")
+    Path(job).write_text(folder)
+    time.sleep(120)
+    return {"id": job}

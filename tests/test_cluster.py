@@ -12,7 +12,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from jobs_for_tests import die_once, fail, square  # noqa: E402
+from jobs_for_tests import die_once, fail, square, temp_then_wait  # noqa: E402
 
 from compare.experiments.campaign import read_results  # noqa: E402
 from compare.experiments.cluster import run_on_dask  # noqa: E402
@@ -69,6 +69,19 @@ def test_stop_cancels_the_rest(cluster):
         stop=lambda: len(out) >= 3,
     )
     assert 3 <= len(out) < 200
+
+
+def test_a_stopped_local_cluster_leaves_no_temporary_folder_of_its_running_jobs(tmp_path):
+    # a running job is a thread of its worker: killed, it cannot remove its temporary
+    # folder (CBC's model files), so the workers of a cluster started here write their
+    # temporary files in a folder of the command's, removed once the workers have ended
+    where = tmp_path / "folder"
+    run_on_dask(
+        temp_then_wait, [str(where)], print, scheduler="local", workers=1, stop=where.exists
+    )
+    folder = Path(where.read_text())
+    assert folder.name.startswith("piper-test-job-")
+    assert not folder.exists()
 
 
 def test_a_failing_job_is_reported_after_the_finished_results(cluster):

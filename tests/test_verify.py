@@ -710,6 +710,16 @@ def test_cli_verify_milp_hint_without_dp_and_a_milp_backend_is_refused(tmp_path,
         verify_instance(random_instance("chain", 3, 2), methods.split(","), milp_hint=True)
 
 
+def test_milp_hint_refused_for_a_taker_that_refuses_says_why():
+    # path takes a hint but not --uniform: the refusal named only the mode, which path solves
+    inst = random_instance("chain", 3, 2)
+    with pytest.raises(InputError) as err:
+        verify_instance(inst, ("dp", "path"), Restrictions(uniform=True), milp_hint=True)
+    text = str(err.value)
+    assert "that solves sequential/throughput/1f1b (path: " in text
+    assert "uniform" in text.split("(path: ")[1]
+
+
 def test_a_milp_optimum_within_its_accuracy_still_refutes_the_dps_tighter_claim():
     # d = 2 costs 2 + w = 4 - 4e-7: 1e-7 relative below d = 1's 4. The MILP's optimum agrees
     # with the DP's within the MILP's 1e-6, but its plan is a fact 1e-7 below the DP's

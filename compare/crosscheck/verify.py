@@ -703,13 +703,20 @@ def verify_instance(
             if "hint" in m.options and scope_refusal(n, mode, restrictions) is None
         ]
         milps = [m for m in methods if m in takers]
+        # the listed takers that refuse, with why (--uniform, not the mode, refuses path)
+        refused = [
+            f"{n}: {scope_refusal(n, mode, restrictions)}"
+            for n in methods
+            if n in METHODS and "hint" in METHODS[n].options and n not in takers
+        ]
         if not milps or "dp" not in methods:
             raise InputError(
                 "--milp-hint gives the DP's plan to the MILP methods that take a hint, but "
                 f"--methods ({','.join(methods)}) has "
                 f"{'none of them (' + ', '.join(takers) + ')' if not milps else 'no dp'}"
-                f"{' that solves ' + mode.label if not milps else ''}; add it or leave "
-                "--milp-hint out"
+                f"{' that solves ' + mode.label if not milps else ''}"
+                f"{' (' + '; '.join(refused) + ')' if not milps and refused else ''}; add it "
+                "or leave --milp-hint out"
             )
     table = dict(METHODS)
     for name, command in (externals or {}).items():

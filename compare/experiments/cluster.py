@@ -15,6 +15,8 @@ whether it is installed.
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 from typing import Any, Callable, Iterable
 
 from compare.experiments.worker_guard import end_processes, kill_trees, process_tree
@@ -38,26 +40,36 @@ def dask_available() -> bool:
 
 
 def _client(scheduler: str, workers: int):
-    """A client of an existing cluster, or of a local cluster started here (returned too)."""
+    """A client of an existing cluster, or of a local cluster started here (returned too,
+    with the private folder its workers take as TMPDIR; None for an existing cluster)."""
     from distributed import Client, LocalCluster
 
     if scheduler == "local":
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address="127.0.0.1:0",
-            silence_logs=logging.ERROR,
-            host="127.0.0.1",
-            preload=["compare.experiments.dask_worker"],
-        )
-        return Client(cluster), cluster
+        # a running job is a thread of its worker: when the workers are killed (an
+        # interrupt) it cannot remove its temporary files (CBC's model folder), so they
+        # go to a folder of this command's, removed once the workers have ended
+        tmp = tempfile.mkdtemp(prefix="piper-dask-workers-")
+        try:
+            cluster = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address="127.0.0.1:0",
+                silence_logs=logging.ERROR,
+                host="127.0.0.1",
+                preload=["compare.experiments.dask_worker"],
+                env={"TMPDIR": tmp},
+            )
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return Client(cluster), cluster, tmp
     if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ws://", "wss://")):
         raise InputError(
             f"--scheduler {scheduler!r}: expected 'local' or an address like tcp://HOST:PORT"
         )
     try:
-        return Client(scheduler, timeout="10s"), None
+        return Client(scheduler, timeout="10s"), None, None
     except (OSError, TimeoutError) as exc:
         raise InputError(
             f"--scheduler {scheduler}: cannot reach the dask scheduler ({exc})"
@@ -102,7 +114,7 @@ def run_on_dask(
     jobs = list(jobs)
     if not jobs:
         return
-    client, cluster = _client(scheduler, workers)
+    client, cluster, tmp = _client(scheduler, workers)
     pending: set = set()
     job_of: dict = {}
     tries: dict[int, int] = {}
@@ -173,6 +185,8 @@ def run_on_dask(
         if cluster is not None:
             cluster.close()
         end_processes(trees)  # what the close left running (normally nothing)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)  # the killed jobs' temporary files
 
 
 def _worker_pids(cluster) -> list[int]:
