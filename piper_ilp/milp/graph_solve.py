@@ -591,10 +591,12 @@ def _cpu_watch(solver, deadline: float | None, every: float = 0.05):
     done = threading.Event()
 
     def watch():
+        # past the deadline, StopSearch at every poll until the solve returns: a stop that
+        # comes before Solve has made its search is lost (OR-Tools 9.15), and CP-SAT has no
+        # limit of its own here; calling it again is harmless
         while not done.wait(every):
             if time.process_time() >= deadline:
                 solver.StopSearch()
-                return
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
