@@ -273,7 +273,8 @@ def solve_modes(
     Raises
     ------
     InputError
-        ``knapsack`` other than ``"exact"``.
+        ``knapsack`` other than ``"exact"``; ``restrictions.uniform`` (uniform degrees are
+        :func:`dp.solver.solve_dp`'s, one run per (t, d) pair).
     SizeLimitError
         Too many successor-closed sets, too wide a frontier or too many labels (unless
         ``force``).
@@ -370,6 +371,11 @@ def solve_modes(
     and dominance keeps exact ties. The value reported is the evaluator's value of the
     returned plan (``info["dp_value"]`` is the DP's own), and ``bound`` equals it.
     """
+    if restrictions.uniform:  # its plans would break the restriction (review39 F5)
+        raise InputError(
+            "solve_modes does not keep uniform degrees; dp.solver.solve_dp solves them (one "
+            "run per (t, d) pair)"
+        )
     kwargs = dict(
         knapsack=knapsack,
         max_ideals=max_ideals,

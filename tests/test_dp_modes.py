@@ -143,7 +143,7 @@ def test_towers_graph_pipelining_shortens_the_batch_time():
 
 
 def test_greedy_knapsack_is_refused_in_other_modes():
-    with pytest.raises(InputError, match="default mode"):
+    with pytest.raises(InputError, match="applies only to sequential/throughput/1f1b"):
         solve_dp(fork_instance(), knapsack="greedy", mode=Mode("graph"))
 
 
@@ -175,3 +175,20 @@ def test_property_agrees_with_brute(family, n, seed, mode, N):
         family, n, seed, t_values=(1, 2), options_per_t=(1, 2), K=4, N=N, memory="tight"
     )
     agree(inst, mode)
+
+
+def test_solve_modes_refuses_uniform_degrees_rather_than_return_a_plan_that_breaks_them():
+    """review39 F5: solve_modes with Restrictions(uniform=True) made a plan with mixed
+    degrees, caught only by checked_solution's InternalError; solve_dp solves uniform."""
+    from compare.builders.generators import random_instance
+    from dp.solver import solve_dp
+    from piper_ilp.errors import InputError
+    from piper_ilp.mode import Mode
+    from piper_ilp.solution import Restrictions
+
+    inst = random_instance("fork-join", 5, 7)
+    with pytest.raises(InputError, match="uniform"):
+        solve_modes(inst, Restrictions(uniform=True), mode=Mode("graph"))
+    sol = solve_dp(inst, Restrictions(uniform=True), mode=Mode("graph"))
+    if sol.plan is not None:
+        assert len({(s.t, s.d) for s in sol.plan.stages}) == 1
