@@ -137,8 +137,8 @@ def methods_help() -> str:
     pipelinings only names them), and the others.
 
     >>> methods_help()  # doctest: +NORMALIZE_WHITESPACE
-    'Default: dp, path (sequential), columns (graph), cpsat, cbc, brute; also: scip, greedy,
-    2bw, pipedream.'
+    'Default: dp, path (sequential), columns (graph), cpsat, cbc, brute; also: scip, compiled,
+    greedy, 2bw, pipedream.'
     """
     from compare.crosscheck.methods import METHODS
     from piper_ilp.mode import PIPELINES
