@@ -88,22 +88,18 @@ def solve_compiled_method(
         One line: a mode, restriction or size it does not solve, numba missing, or the
         time limit too short for its work estimate; it names ``dp`` to use instead.
     """
-    from dp.compiled.small_dp import MAX_NODES, MAX_OPTIONS
-
     src = instance.source
     refused = compiled_refusal(mode, restrictions)
-    if refused is None and len(instance.nodes) > MAX_NODES:
-        refused = f"the compiled DP takes at most {MAX_NODES} nodes, not {len(instance.nodes)}"
-    if refused is None:
-        most = max((len(o) for nd in instance.nodes for o in nd.options.values()), default=0)
-        if most > MAX_OPTIONS:
-            refused = f"the compiled DP takes at most {MAX_OPTIONS} options per (node, t)"
     if refused is not None:
         raise SizeLimitError(f"{src}: {refused}; use dp")
-    from dp.compiled import solve_compiled, work_estimate
+    from dp.compiled import size_refusal, solve_compiled, work_estimate
 
+    inst = restrictions.apply(instance)
+    refused = size_refusal(inst)
+    if refused is not None:
+        raise SizeLimitError(f"{src}: {refused}; use dp")
     if time_limit is not None:
-        work = work_estimate(restrictions.apply(instance))
+        work = work_estimate(inst)
         if work > time_limit * WORK_PER_SECOND:
             raise SizeLimitError(
                 f"{src}: the compiled DP cannot stop early and its work estimate {work:.3g} "

@@ -7,6 +7,12 @@ the core only. numba is optional (``pip install 'piper-ilp[compiled]'``; the ``t
 has it).
 """
 
-from dp.compiled.small_dp import MAX_NODES, compiled_available, solve_compiled, work_estimate
+from dp.compiled.small_dp import (
+    MAX_NODES,
+    compiled_available,
+    size_refusal,
+    solve_compiled,
+    work_estimate,
+)
 
-__all__ = ["solve_compiled", "compiled_available", "MAX_NODES", "work_estimate"]
+__all__ = ["solve_compiled", "compiled_available", "MAX_NODES", "size_refusal", "work_estimate"]

@@ -23,6 +23,7 @@ __all__ = [
     "compiled_available",
     "MAX_NODES",
     "kernel_arrays",
+    "size_refusal",
     "work_estimate",
 ]
 
@@ -33,6 +34,18 @@ MAX_OPTIONS = 16
 #: The most bytes of the kernel's tables (the search's sets x (min(N, K) + 1) x (devices +
 #: 1) values and back-pointers, the stages' costs and choices); above, refused.
 MAX_TABLE_BYTES = 2**28
+
+
+def size_refusal(inst: Instance) -> str | None:
+    """Why the kernel's choice codes cannot hold ``inst`` (the instance after its
+    restrictions), None when they can: more than :data:`MAX_NODES` nodes or more than
+    :data:`MAX_OPTIONS` options per (node, t)."""
+    if len(inst.nodes) > MAX_NODES:
+        return f"the compiled DP takes at most {MAX_NODES} nodes, not {len(inst.nodes)}"
+    most = max((len(o) for nd in inst.nodes for o in nd.options.values()), default=0)
+    if most > MAX_OPTIONS:
+        return f"the compiled DP takes at most {MAX_OPTIONS} options per (node, t)"
+    return None
 
 
 def compiled_available() -> bool:
@@ -171,10 +184,9 @@ def solve_compiled(
     inst = restrictions.apply(instance)
     if restrictions.uniform:
         raise InputError(f"{instance.source}: the compiled DP does not take uniform degrees")
-    if len(inst.nodes) > MAX_NODES:
-        raise InputError(f"{instance.source}: the compiled DP takes at most {MAX_NODES} nodes")
-    if any(len(o) > MAX_OPTIONS for nd in inst.nodes for o in nd.options.values()):
-        raise InputError(f"{instance.source}: at most {MAX_OPTIONS} options per (node, t)")
+    too_big = size_refusal(inst)
+    if too_big is not None:
+        raise InputError(f"{instance.source}: {too_big}")
     bare = [nd.id for nd in inst.nodes if not nd.options]
     if bare:
         sol = Solution(
