@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from compare.crosscheck.compiled import solve_compiled_method
+from compare.crosscheck.compiled import compiled_refusal, solve_compiled_method
 from piper_ilp.cost import TPS_RTOL
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance
@@ -201,9 +201,9 @@ def _solve_greedy(
 
 def scope_refusal(name: str, mode: Mode, restrictions: Restrictions) -> str | None:
     """Why method ``name`` refuses ``mode`` under ``restrictions`` before it reads the
-    instance (None when it solves them): the scope rules of ``path`` and ``columns``, the
-    two methods whose scope depends on restrictions as well as on the mode; every other
-    method's scope is its :meth:`Method.handles`.
+    instance (None when it solves them): the scope rules of ``path``, ``columns`` and
+    ``compiled``, the methods whose scope depends on restrictions as well as on the mode;
+    every other method's scope is its :meth:`Method.handles`.
 
     Examples
     --------
@@ -211,11 +211,17 @@ def scope_refusal(name: str, mode: Mode, restrictions: Restrictions) -> str | No
     True
     >>> scope_refusal("dp", Mode("graph"), Restrictions()) is None
     True
+    >>> scope_refusal("compiled", Mode("graph"), Restrictions()) is not None
+    True
     """
     from piper_ilp.milp.graph_solve import columns_refusal
     from piper_ilp.milp.path_solve import path_refusal
 
-    refusal = {"path": path_refusal, "columns": columns_refusal}.get(name)
+    refusal = {
+        "path": path_refusal,
+        "columns": columns_refusal,
+        "compiled": compiled_refusal,
+    }.get(name)
     if refusal is not None:
         return refusal(mode, restrictions)
     if not METHODS[name].handles(mode):
