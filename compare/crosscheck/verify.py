@@ -696,27 +696,25 @@ def verify_instance(
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     if milp_hint:  # never accepted and then ignored
         # a taker that refuses the mode (path under graph pipelining or --uniform) would be
-        # skipped and the hint given to nobody
-        takers = [
-            n
+        # skipped and the hint given to nobody: why each taker refuses, None if it runs
+        why = {
+            n: scope_refusal(n, mode, restrictions)
             for n, m in METHODS.items()
-            if "hint" in m.options and scope_refusal(n, mode, restrictions) is None
-        ]
-        milps = [m for m in methods if m in takers]
-        # the listed takers that refuse, with why (--uniform, not the mode, refuses path)
-        refused = [
-            f"{n}: {scope_refusal(n, mode, restrictions)}"
-            for n in methods
-            if n in METHODS and "hint" in METHODS[n].options and n not in takers
-        ]
-        if not milps or "dp" not in methods:
+            if "hint" in m.options
+        }
+        takers = [n for n, reason in why.items() if reason is None]
+        lacks = None
+        if not any(n in takers for n in methods):
+            refused = "; ".join(f"{n}: {why[n]}" for n in methods if why.get(n))
+            lacks = f"none of them ({', '.join(takers)}) that solves {mode.label}" + (
+                f" ({refused})" if refused else ""
+            )
+        elif "dp" not in methods:
+            lacks = "no dp"
+        if lacks is not None:
             raise InputError(
                 "--milp-hint gives the DP's plan to the MILP methods that take a hint, but "
-                f"--methods ({','.join(methods)}) has "
-                f"{'none of them (' + ', '.join(takers) + ')' if not milps else 'no dp'}"
-                f"{' that solves ' + mode.label if not milps else ''}"
-                f"{' (' + '; '.join(refused) + ')' if not milps and refused else ''}; add it "
-                "or leave --milp-hint out"
+                f"--methods ({','.join(methods)}) has {lacks}; add it or leave --milp-hint out"
             )
     table = dict(METHODS)
     for name, command in (externals or {}).items():
