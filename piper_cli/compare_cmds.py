@@ -390,6 +390,17 @@ def verdict_table(verdict, detail: bool = False) -> Table:
     return table
 
 
+def _lineages_text(verdict) -> str:
+    """The proofs by lineage, e.g. ``2 independent lineages: dp, milp (cpsat, cbc)``: a
+    lineage alone where its one proof is the method of its name."""
+    groups = verdict.proofs_by_lineage
+    named = [
+        lineage if methods == [lineage] else f"{lineage} ({', '.join(methods)})"
+        for lineage, methods in groups.items()
+    ]
+    return f"{len(groups)} independent lineages: {', '.join(named)}"
+
+
 def _verdict_line(verdict) -> str:
     unit = "batch time {:.12g} s" if verdict.mode.batch_time else "TPS {:.12g} s per sample"
     what = (
@@ -398,7 +409,7 @@ def _verdict_line(verdict) -> str:
         else ("optimum " + unit.format(verdict.optimum) if verdict.optimum is not None else "")
     )
     if verdict.verdict == "match":
-        return f"match: {what} (independent proofs: {', '.join(verdict.proofs)})"
+        return f"match: {what}, proved by {_lineages_text(verdict)}"
     if verdict.verdict == "consistent":
         open_ = [
             m
@@ -406,7 +417,7 @@ def _verdict_line(verdict) -> str:
             if m != "greedy" and r.skipped is None and not r.proven
         ]
         return (
-            f"consistent: {what} (proofs: {', '.join(verdict.proofs)}); {', '.join(open_)} "
+            f"consistent: {what}, proved by {_lineages_text(verdict)}; {', '.join(open_)} "
             "proved nothing, and nothing contradicts it"
         )
     if verdict.verdict == "single-proof":

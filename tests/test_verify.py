@@ -257,6 +257,7 @@ def test_cli_verify_small_prints_match(inputs_dir):
     result = CliRunner().invoke(app, ["verify", str(inputs_dir / "small.json")])
     assert result.exit_code == 0, result.output
     assert "match: optimum TPS" in result.output
+    assert "proved by 4 independent lineages: dp, path, milp (cpsat, cbc), brute" in result.output
     assert "greedy rule (Piper's option choice)" in result.output
 
 
@@ -393,6 +394,20 @@ def test_one_lineage_alone_is_a_single_proof():
     # infeasibility proved by one method only
     v = run({"brute": brute_as("brute")}, instance=ONE.with_settings(M=0.5))
     assert v.verdict == "single-proof" and v.infeasible
+
+
+def test_the_match_line_and_the_json_name_lineages_with_their_methods(capsys):
+    from piper_cli.compare_cmds import print_verdict
+
+    optimal = fake("cpsat", Status.OPTIMAL, D2, 3.0, bound=3.0)
+    v = run({"dp": brute_as("dp"), "cpsat": optimal, "cbc": optimal})
+    assert v.verdict == "match" and v.proofs == ["dp", "cpsat", "cbc"]
+    # the two backends are one lineage: two independent lineages, not three proofs
+    assert v.to_dict()["lineages"] == {"dp": ["dp"], "milp": ["cpsat", "cbc"]}
+    print_verdict(ONE, v)
+    out = capsys.readouterr().out
+    assert "match: optimum TPS 3 s per sample, proved by 2 independent lineages: dp, milp " in out
+    assert "(cpsat, cbc)" in out
 
 
 def test_heuristic_optimal_is_never_a_proof():

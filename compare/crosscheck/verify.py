@@ -9,8 +9,10 @@ the plan's TPS within the method's accuracy) or infeasible, from a method whose 
 proves (not a heuristic). The verdicts (contract sec. 7):
 
 ``match``
-    at least two independent methods (different lineages: the DP, the MILP, the
-    oracle) proved the same optimum (or infeasibility), and every method that ran proved it;
+    at least two independent methods (different lineages, :attr:`Method.lineage
+    <compare.crosscheck.methods.Method>`: the DP with ``compiled``, ``path``, ``columns``,
+    the compact MILP on any backend, the oracle) proved the same optimum (or
+    infeasibility), and every method that ran proved it;
 ``consistent``
     the same, but some method that ran proved nothing (a MILP stopped at its time limit
     with bound <= optimum <= its plan, a backend out of range or in error);
@@ -284,7 +286,8 @@ class Verdict:
     optimal value of the mode's objective (TPS, or batch time; None when infeasible or
     nothing is proven); ``infeasible`` True when proven infeasible;
     ``results`` per method (in the order run, ``greedy`` last); ``proofs`` the methods
-    whose answer is a proof; ``problems`` why it is a mismatch and ``involved`` the
+    whose answer is a proof (:attr:`proofs_by_lineage` groups them; ``to_dict`` gives that
+    grouping as ``lineages``); ``problems`` why it is a mismatch and ``involved`` the
     methods they name; ``errors`` the failures of the project's own methods;
     ``backend_errors`` the MILP backends' failures (details, not evidence);
     ``greedy_tps`` / ``greedy_gap`` Piper's rule's value and its relative gap
@@ -316,9 +319,19 @@ class Verdict:
         return EXIT_CODES[self.verdict]
 
     @property
+    def proofs_by_lineage(self) -> dict[str, list[str]]:
+        """The proofs grouped by lineage (:attr:`Method.lineage
+        <compare.crosscheck.methods.Method>`), in the order of ``proofs``: the verdict counts
+        the keys, since proofs of one lineage are not independent of each other."""
+        out: dict[str, list[str]] = {}
+        for m in self.proofs:
+            out.setdefault(self.results[m].lineage, []).append(m)
+        return out
+
+    @property
     def lineages(self) -> list[str]:
         """The independent lineages among the proofs."""
-        return list(dict.fromkeys(self.results[m].lineage for m in self.proofs))
+        return list(self.proofs_by_lineage)
 
     def to_dict(self) -> dict:
         return {
@@ -328,6 +341,7 @@ class Verdict:
             "optimum": self.optimum,
             "infeasible": self.infeasible,
             "proofs": list(self.proofs),
+            "lineages": self.proofs_by_lineage,
             "problems": list(self.problems),
             "involved": list(self.involved),
             "errors": list(self.errors),
