@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 
+from piper_ilp.bitmask import mask_bits
 from piper_ilp.milp.graph_columns import Column, ColumnCatalog
 from piper_ilp.milp.path_arcs import TimeUp
 
@@ -115,12 +116,12 @@ def chain_search(
         for I, mask in ups[J]:
             room = K - rest[I]
             if I not in keys:
-                keys[I] = tuple(u for u in _bits(I) if pred[u] & ~I)
+                keys[I] = tuple(u for u in mask_bits(I) if pred[u] & ~I)
             fi = keys[I]
             for c in by_mask[mask]:
                 if c.devices > room:
                     continue
-                heads = [slot[u] for u in _bits(c.heads)]
+                heads = [slot[u] for u in mask_bits(c.heads)]
                 own = 0 if latency is None else latency[index[id(c)]]
                 for k, (dev, h, L, top, _) in enumerate(here):
                     devices = dev + c.devices
@@ -171,17 +172,6 @@ def _finish(labels: dict, full: int, timed: bool, count: int) -> ChainAnswer:
         columns.append(c)
         back = labels[J][k][4]
     return ChainAnswer(columns, best[3], count)
-
-
-def _bits(mask: int) -> list[int]:
-    out = []
-    k = 0
-    while mask:
-        if mask & 1:
-            out.append(k)
-        mask >>= 1
-        k += 1
-    return out
 
 
 def _supersets(sets: list[int], by_mask: dict[int, list[Column]], deadline: float | None):

@@ -16,6 +16,7 @@ import math
 import time
 from dataclasses import dataclass
 
+from piper_ilp.bitmask import mask_bits
 from piper_ilp.instance import Instance
 from piper_ilp.milp.path_arcs import COST_MARGIN, StageTable, TimeUp
 from piper_ilp.milp.path_rule import InFlightRule
@@ -199,7 +200,7 @@ class ColumnCatalog:
         stack = [[v] for v in reversed(range(n)) if not self.pred[v]]
         while stack and len(out) < most:
             path = stack.pop()
-            nxt = [u for u in range(n) if self.succ[path[-1]] >> u & 1]
+            nxt = mask_bits(self.succ[path[-1]])
             if not nxt:
                 out.append(path)
             stack.extend(path + [u] for u in reversed(nxt))
@@ -218,19 +219,16 @@ class ColumnCatalog:
     def keys(self, mask: int) -> list[int]:
         """The positions of C's entries (nodes with a predecessor outside C) and of its
         first node: the nodes whose G the model ties to the stage's h."""
-        bits = self._bits(mask)
+        bits = mask_bits(mask)
         out = [k for k in bits if self.pred[k] & ~mask]
         if bits[0] not in out:
             out.append(bits[0])
         return out
 
-    def _bits(self, mask: int) -> list[int]:
-        return [k for k in range(len(self.ids)) if mask >> k & 1]
-
     def _table(self, mask: int, t: int, degs: list[int]) -> StageTable:
         got = self._tables.get((mask, t))
         if got is None:
-            bits = self._bits(mask)
+            bits = mask_bits(mask)
             nodes = [self.ids[k] for k in bits]
             boundary = {self.ids[k] for k in bits if self.near[k] & ~mask}
             tops = [self.rule.y_top(d, self.cap) for d in degs]
@@ -255,7 +253,7 @@ class ColumnCatalog:
         for mask in self.masks:
             if deadline is not None and time.process_time() > deadline:
                 raise TimeUp()
-            bits = self._bits(mask)
+            bits = mask_bits(mask)
             nodes = tuple(self.ids[k] for k in bits)
             heads = 0
             for k in bits:

@@ -29,6 +29,7 @@ import math
 import threading
 import time
 
+from piper_ilp.bitmask import mask_bits
 from piper_ilp.errors import InputError, InternalError
 from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import Instance
@@ -504,7 +505,7 @@ class _Model:
             m.Add(G[v] <= sum((cols[k].d + cols[k].limit) * x[k] for k in holding[v]))
         pairs: dict[tuple[int, int], list[int]] = {}
         for k, c in enumerate(cols):
-            heads = [u for u in range(n) if c.heads >> u & 1]
+            heads = mask_bits(c.heads)
             for e in self.run.catalog.keys(c.mask):
                 for u in heads:
                     pairs.setdefault((e, u), []).append(k)

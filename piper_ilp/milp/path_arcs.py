@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from piper_ilp.bitmask import mask_bits
 from piper_ilp.cost import memory_fits, node_edge_bytes, stage_memory
 from piper_ilp.errors import InternalError
 from piper_ilp.instance import Instance, Option
@@ -368,7 +369,7 @@ class ArcCatalog:
         self.tables: list[tuple[int, int, list[StageTable]]] = []
         for j, i in pairs:
             C = sets[i] & ~sets[j]
-            nodes = [ids[k] for k in range(len(ids)) if C >> k & 1]
+            nodes = [ids[k] for k in mask_bits(C)]
             boundary = {v for v in nodes if near[pos[v]] & ~C}
             tabs = []
             for t in instance.t_values:

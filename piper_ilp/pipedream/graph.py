@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from piper_ilp.bitmask import mask_bits
 from piper_ilp.errors import InputError
 from piper_ilp.instance import check_setting, nodes_on_cycles
 from piper_ilp.jsonfile import VALUE_MAX
@@ -347,7 +348,7 @@ class Prepared:
         >>> prepare(g).sums(0b11)
         (0.006, 6.0, 8.0)
         """
-        nodes = [self.nodes[v] for v in range(mask.bit_length()) if mask >> v & 1]
+        nodes = [self.nodes[v] for v in mask_bits(mask)]
         return (
             math.fsum(nd.time for nd in nodes),
             math.fsum(nd.activation for nd in nodes),

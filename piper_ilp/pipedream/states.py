@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from piper_ilp.bitmask import mask_bits
 from piper_ilp.errors import SizeLimitError
 from piper_ilp.pipedream.graph import Prepared
 
@@ -153,13 +154,6 @@ def _reach_masks(order: Iterable[int], neighbours: Sequence[Iterable[int]], size
     return masks
 
 
-def _bits(mask: int):
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
-
-
 def antichain_states(prep: Prepared, max_states: int = MAX_STATES) -> States:
     """Build PipeDream's states for a prepared graph (see the module docstring).
 
@@ -195,13 +189,13 @@ def antichain_states(prep: Prepared, max_states: int = MAX_STATES) -> States:
     extra = [0] * n
     for a in range(n):
         keep = anc[a] | (1 << a)
-        extra[a] = sum(1 << p for p in _bits(anc[a]) if outmask[p] & ~keep)
+        extra[a] = sum(1 << p for p in mask_bits(anc[a]) if outmask[p] & ~keep)
 
     def augment(ac: tuple[int, ...]) -> tuple[int, ...]:
         ex = 0
         for a in ac:
             ex |= extra[a]
-        return tuple(_bits(ex)) + ac
+        return tuple(mask_bits(ex)) + ac
 
     def deaugment(lst: list[int]) -> tuple[int, ...]:
         mask = 0
@@ -289,7 +283,7 @@ def antichain_states(prep: Prepared, max_states: int = MAX_STATES) -> States:
         down = 0
         for a in aug:
             down |= anc[a] | (1 << a)
-        members = list(_bits(down))
+        members = mask_bits(down)
         members_t.append(members)
         ac_t.append(ac)
         aug_t.append(aug)
@@ -304,7 +298,7 @@ def antichain_states(prep: Prepared, max_states: int = MAX_STATES) -> States:
         for t in arcs[s]:
             preds[pos[t]].append(pos[s])
     amask = _reach_masks(range(S), preds, S)
-    ancestors = tuple(np.fromiter(_bits(amask[j]), dtype=np.int32) for j in range(S))
+    ancestors = tuple(np.fromiter(mask_bits(amask[j]), dtype=np.int32) for j in range(S))
     exact = {
         "time": ExactSums([nd.time for nd in nodes], members_t),
         "activation": ExactSums([nd.activation for nd in nodes], members_t),
