@@ -871,3 +871,20 @@ def test_milp_hint_whose_only_taker_refuses_the_mode_is_refused(mode, restrictio
     inst = random_instance("fork-join", 5, 7)
     with pytest.raises(InputError, match="none of them .* that solves"):
         verify_instance(inst, ("dp", "path"), restrictions, greedy=False, milp_hint=True, mode=mode)
+
+
+def test_a_results_method_attributes_are_its_registry_entrys():
+    from compare.crosscheck.methods import METHODS
+    from compare.crosscheck.verify import MethodResult
+
+    for name, m in METHODS.items():
+        r = MethodResult(m)
+        assert (r.method, r.kind, r.lineage, r.rtol, r.third_party) == (
+            name,
+            m.kind,
+            m.lineage,
+            m.rtol,
+            m.third_party,
+        )
+    with pytest.raises(AttributeError):
+        r.lineage = "another"  # never copied, so never changed apart from the entry

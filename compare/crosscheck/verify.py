@@ -154,6 +154,23 @@ def parse_methods(text: str | Sequence[str]) -> tuple[str, ...]:
 # --------------------------------------------------------------------------------------
 
 
+class _FromEntry:
+    """A read-only attribute of :class:`MethodResult` read from its registry entry: one
+    place for the properties that say what the method is (name, kind, lineage, rtol,
+    third_party), never copied."""
+
+    def __init__(self, attribute: str) -> None:
+        self.attribute = attribute
+
+    def __get__(self, result: "MethodResult | None", owner: type | None = None):
+        if result is None:
+            return self
+        return getattr(result.entry, self.attribute)
+
+    def __set__(self, result: "MethodResult", value: object) -> None:
+        raise AttributeError(f"{self.attribute} is the registry entry's; it is not set here")
+
+
 @dataclass
 class MethodResult:
     """One method's outcome on one instance.
@@ -179,30 +196,12 @@ class MethodResult:
     abs_tol: float = 0.0
     hint: str | None = None  # MILP with milp_hint: which plan it was given as hint and cutoff
 
-    @property
-    def method(self) -> str:
-        """The method's name."""
-        return self.entry.name
-
-    @property
-    def kind(self) -> str:
-        """The method's kind (:data:`~compare.crosscheck.methods.KINDS`)."""
-        return self.entry.kind
-
-    @property
-    def lineage(self) -> str:
-        """The method's lineage: two proofs are independent when their lineages differ."""
-        return self.entry.lineage
-
-    @property
-    def rtol(self) -> float:
-        """The relative accuracy of the method's "optimal" claims."""
-        return self.entry.rtol
-
-    @property
-    def third_party(self) -> bool:
-        """True when the method's failures are a third-party backend's (a backend error)."""
-        return self.entry.third_party
+    # read from the registry entry (Method's attributes say what each means)
+    method = _FromEntry("name")
+    kind = _FromEntry("kind")
+    lineage = _FromEntry("lineage")
+    rtol = _FromEntry("rtol")
+    third_party = _FromEntry("third_party")
 
     @property
     def status(self) -> str:
