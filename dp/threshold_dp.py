@@ -14,6 +14,7 @@ import time
 
 from dp.deadline import Deadline, TimeUp
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, suffix_ideals
+from dp.label_bounds import node_work
 from dp.option_choice import OptionChoices
 from dp.progress import Progress
 from dp.rebuild import rebuild_plan
@@ -338,6 +339,8 @@ def solve_threshold_dp(
                 deadline=deadline,
             )
         except TimeUp:
+            if lower is None:  # stopped before the tables' work bound: the nodes' own
+                lower = math.fsum(node_work(inst)) / budget
             return done(_stopped(method, greedy, time_limit, stopped, chain_plan, ub, lower, info))
         except SizeLimitError as e:
             if not force or limit_bytes is None:  # (the guard without --force says it all)
@@ -457,16 +460,20 @@ def _stopped_message(time_limit: float, where: str, greedy: bool) -> str:
 
 def _stopped(method, greedy, time_limit, where, chain_plan, ub, lower, info) -> Solution:
     """The answer of a DP stopped by its time limit in the tables: the chain bound's plan
-    (feasible; ``lower`` the work bound, a proven lower bound) or nothing (unknown)."""
+    (feasible) or nothing (unknown), either with ``lower``, the work bound (the least
+    device-seconds of all nodes over the devices a plan can use), as its proven ``bound``
+    (none for Piper's greedy rule, whose answers are no proofs)."""
     info["stopped"] = where
+    # (the work bound with the search's own slack for its rounding, see search_threshold)
+    bound = None if greedy or lower is None or lower <= 0 else lower * (1.0 - 1e-9)
     if chain_plan is None:
+        proved = "" if bound is None else f"; a proven lower bound {bound:.10g}"
         return Solution(
             method,
             Status.UNKNOWN,
-            message=f"time limit of {time_limit:g} s reached {where}: no plan yet",
+            bound=bound,
+            message=f"time limit of {time_limit:g} s reached {where}: no plan yet{proved}",
         )
-    # (the work bound with the search's own slack for its rounding, see search_threshold)
-    bound = None if greedy or lower is None else lower * (1.0 - 1e-9)
     return Solution(
         method,
         Status.FEASIBLE,

@@ -139,8 +139,10 @@ def solve_uniform(
         The best run's plan. OPTIMAL when every pair's run proved its optimum or
         infeasibility (and one found a plan); INFEASIBLE when every pair is infeasible;
         FEASIBLE (or UNKNOWN without a plan) when a run stopped early or proves nothing
-        (greedy). ``info["uniform"]`` holds the pairs tried, skipped and infeasible and the
-        winner's (t, d).
+        (greedy), with ``bound`` the least lower bound over the pairs (a run's bound or
+        optimum, else the pair's :func:`pair_lower_bound`; none for greedy).
+        ``info["uniform"]`` holds the pairs tried, skipped and infeasible and the winner's
+        (t, d).
 
     Raises
     ------
@@ -162,7 +164,10 @@ def solve_uniform(
     order = sorted(pairs, key=lambda pair: (bounds[pair], pair))
     best: Solution | None = None
     proven, stopped, runs, skipped, infeasible = True, False, 0, 0, 0
-    lower: float | None = math.inf  # least bound over the pairs (None: some pair has none)
+    # the least lower bound over the pairs not proven infeasible: a run's own bound, else
+    # its pair's (less its margin); None for Piper's greedy rule, whose answers prove nothing
+    greedy = options.get("knapsack") == "greedy"
+    lower: float | None = None if greedy else math.inf
     method = "dp"
     shown = _PairProgress(bool(options.get("progress")), len(order), mode)
     for t, d in order:
@@ -172,7 +177,9 @@ def solve_uniform(
             continue
         remaining = deadline.remaining()
         if remaining is not None and remaining <= 0:
-            proven, lower, stopped = False, None, True
+            proven, stopped = False, True
+            if lower is not None:  # the pairs left: the least of their bounds is this one's
+                lower = min(lower, bounds[t, d] * (1 - _SKIP_MARGIN))
             break
         sol = solve(instance, restrictions.fixed(t, d), mode=mode, time_limit=remaining, **options)
         runs += 1
@@ -184,10 +191,10 @@ def solve_uniform(
             continue
         if sol.status is not Status.OPTIMAL:
             proven = False
-        if sol.bound is None or lower is None:
-            lower = None
-        else:
-            lower = min(lower, sol.bound)
+        if lower is not None:
+            own = bounds[t, d] * (1 - _SKIP_MARGIN)  # both bound the pair's optimum
+            own = own if sol.bound is None else max(own, sol.bound)
+            lower = min(lower, sol.value if sol.status is Status.OPTIMAL else own)
         if sol.plan is not None and (best is None or sol.value < best.value):
             best = sol
     shown.update(
@@ -225,8 +232,15 @@ def solve_uniform(
                 method, Status.INFEASIBLE, message=f"no uniform plan: {why}", seconds=seconds,
                 info=info, mode=mode,
             )  # fmt: skip
+        bound = lower if lower is not None and 0 < lower < math.inf else None
         return Solution(
-            method, Status.UNKNOWN, message=message, seconds=seconds, info=info, mode=mode
+            method,
+            Status.UNKNOWN,
+            bound=bound,
+            message=message,
+            seconds=seconds,
+            info=info,
+            mode=mode,
         )
     if proven:
         status, bound = Status.OPTIMAL, best.value

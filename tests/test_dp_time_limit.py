@@ -19,8 +19,9 @@ from dp.deadline import Deadline
 from dp.modes import solve_modes
 from piper_cli import app
 from piper_ilp.evaluate import evaluate
+from piper_ilp.instance import load_instance
 from piper_ilp.mode import ALL_MODES, DEFAULT_MODE, Mode
-from piper_ilp.solution import Status
+from piper_ilp.solution import Restrictions, Status
 
 
 @pytest.fixture
@@ -56,6 +57,7 @@ def _check_stopped_answers(inst, mode=DEFAULT_MODE, **kw):
         assert "time limit of" in sol.message
         if sol.status == Status.UNKNOWN:
             assert sol.plan is None
+            assert sol.bound is None or sol.bound <= full.value * (1 + 1e-12)
             continue
         assert sol.status == Status.FEASIBLE
         ev = evaluate(inst, sol.plan, mode)
@@ -103,6 +105,46 @@ def test_other_modes_stop_honestly(ticking, mode):
     assert Status.UNKNOWN in seen or Status.FEASIBLE in seen
 
 
+@pytest.mark.parametrize("in_flight", ["piper", "schedule"])
+def test_a_dp_stopped_before_any_plan_keeps_the_work_bound(ticking, in_flight):
+    # O4: the threshold DP (the default mode, and the in-flight rule 'schedule' it solves
+    # too) stopped in its tables with no plan in hand returned no bound, though the work of
+    # the nodes over the devices bounds every plan; verify showed '-' in the dp row
+    inst = random_instance("layered", 7, 3, memory="loose")
+    mode = DEFAULT_MODE.with_in_flight(in_flight)
+    full = solve_dp(inst, mode=mode)
+    assert full.status == Status.OPTIMAL
+    stopped = [solve_dp(inst, mode=mode, time_limit=n) for n in range(3)]
+    unknown = [s for s in stopped if s.status == Status.UNKNOWN]
+    assert unknown and all(s.info.get("stopped") for s in unknown)
+    assert all(s.bound is not None and 0 < s.bound <= full.value for s in unknown)
+    assert not any(s.bound is not None for s in _greedy_stops(inst))
+
+
+def _greedy_stops(inst):
+    return [solve_dp(inst, knapsack="greedy", time_limit=n) for n in range(3)]
+
+
+def test_a_stopped_uniform_dp_keeps_a_true_bound(ticking):
+    # O4: stopped between its (t, d) pairs, or by a pair's run with no bound of its own,
+    # the uniform DP said no bound; the pairs not yet solved are bounded by their
+    # pair_lower_bound, the finished ones by their optimum
+    uniform = Restrictions(uniform=True)
+    inst = random_instance("layered", 6, 0, t_values=(1, 2), memory="loose")
+    full = solve_dp(inst, uniform)
+    assert full.status == Status.OPTIMAL
+    stops = _stops(lambda n: solve_dp(inst, uniform, time_limit=n))
+    got = [solve_dp(inst, uniform, time_limit=n) for n in stops]
+    stopped = [s for s in got if s.status != Status.OPTIMAL]
+    assert {s.status for s in stopped} == {Status.UNKNOWN, Status.FEASIBLE}
+    for s in stopped:
+        assert s.bound is not None and 0 < s.bound <= full.value * (1 + 1e-12), s.message
+        if s.plan is not None:
+            assert s.bound <= s.value
+    greedy = solve_dp(inst, uniform, knapsack="greedy", time_limit=stops[len(stops) // 2])
+    assert greedy.bound is None  # Piper's rule proves nothing, under --uniform too
+
+
 def test_greedy_mode_stopped_is_never_a_bound(ticking):
     inst = random_instance("chain", 6, 2, memory="loose")
     for n in _stops(lambda n: solve_dp(inst, knapsack="greedy", time_limit=n)):
@@ -120,6 +162,22 @@ def test_time_limit_zero_from_the_cli_is_unknown_with_exit_3(inputs_dir):
     )
     assert r.exit_code == 3, r.output
     assert '"status": "unknown"' in r.output and "time limit of 0 s reached" in r.output
+
+
+@pytest.mark.parametrize("flags", [["--uniform"], ["--in-flight", "schedule"]])
+def test_verify_shows_a_stopped_dps_bound(inputs_dir, flags):
+    # O4: the dp row's bound column said '-' for a DP stopped in these modes
+    path = str(inputs_dir / "small.json")
+    args = ["verify", path, *flags, "--methods", "dp", "--no-greedy", "--time-limit", "0"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 3, r.output  # inconclusive
+    row = next(line.split() for line in r.output.splitlines() if line.startswith("dp "))
+    assert row[1] == "unknown" and row[2] == "-", row
+    uniform = "--uniform" in flags
+    mode = DEFAULT_MODE.with_in_flight("piper" if uniform else "schedule")
+    full = solve_dp(load_instance(path), Restrictions(uniform=uniform), mode=mode)
+    assert full.status == Status.OPTIMAL
+    assert 0 < float(row[3]) <= full.value
 
 
 def test_verify_with_a_stopped_dp_is_no_match_and_no_mismatch():
