@@ -599,6 +599,117 @@ def _what(mode: Mode) -> str:
     return "batch time" if mode.batch_time else "TPS"
 
 
+def _check_hint_takers(methods: Sequence[str], mode: Mode, restrictions: Restrictions) -> None:
+    """Raise InputError (one line) unless ``methods`` hold ``dp`` and a method that takes
+    the DP's plan as a hint and solves ``mode`` under ``restrictions`` (``--milp-hint``)."""
+    # a taker that refuses the mode (path under graph pipelining or --uniform) would be
+    # skipped and the hint given to nobody: why each taker refuses, None if it runs
+    why = {
+        n: scope_refusal(n, mode, restrictions) for n, m in METHODS.items() if "hint" in m.options
+    }
+    takers = [n for n, reason in why.items() if reason is None]
+    lacks = None
+    if not any(n in takers for n in methods):
+        refused = "; ".join(f"{n}: {why[n]}" for n in methods if why.get(n))
+        lacks = f"none of them ({', '.join(takers)}) that solves {mode.label}" + (
+            f" ({refused})" if refused else ""
+        )
+    elif "dp" not in methods:
+        lacks = "no dp"
+    if lacks is not None:
+        raise InputError(
+            "--milp-hint gives the DP's plan to the MILP methods that take a hint, but "
+            f"--methods ({','.join(methods)}) has {lacks}; add it or leave --milp-hint out"
+        )
+
+
+def _cross_check(
+    instance: Instance,
+    mode: Mode,
+    results: Mapping[str, MethodResult],
+    optimal: list[MethodResult],
+    infeasible: list[MethodResult],
+) -> tuple[list[str], set[str]]:
+    """The problems between methods' answers, and the methods they name: "infeasible" next
+    to a valid plan, two proven optima that differ, a valid plan below a proven optimum, a
+    bound above a valid plan (``optimal`` and ``infeasible``: the proofs of each kind)."""
+    problems: list[str] = []
+    involved: set[str] = set()
+    answered = [r for r in results.values() if r.answered]
+    # valid plans are facts whoever found them (a backend in error included): upper bounds
+    plans = [r for r in results.values() if r.solution is not None and r.value is not None]
+    what = _what(mode)
+
+    def conflict(said: str, first, second) -> None:
+        """A problem between two methods: ``said`` and where their plans differ."""
+        where = (first.method, first.solution.plan), (second.method, second.solution.plan)
+        problems.append(said + plan_difference(instance, *where, mode))
+        involved.update((first.method, second.method))
+
+    # "infeasible" next to a valid plan
+    for r in infeasible:
+        for q in plans:
+            problems.append(
+                f"{r.method} proved infeasibility, but {q.method} found a valid plan ({what} "
+                f"{_fmt(q.value)})"
+            )
+            involved.update((r.method, q.method))
+    # two proven optima that differ
+    for i, r in enumerate(optimal):
+        for q in optimal[i + 1 :]:
+            if not _agree(r.value, q.value, *_pair_tol(r, q)):
+                said = f"proven optima differ: {r.method} {_fmt(r.value)}, {q.method} "
+                conflict(said + f"{_fmt(q.value)}; ", r, q)
+    # a valid plan below a proven optimum, or a bound above a valid plan. A plan is a fact
+    # whoever found it, so another optimal method's plan counts too (at the claimant's own
+    # accuracy: a MILP optimum agrees with the DP's within 1e-6, but its plan 1e-7 below the
+    # DP's refutes the DP's 1e-9 claim); pairs already reported above are not repeated.
+    for r in optimal:
+        for q in plans:
+            if q is r or (
+                any(q is o for o in optimal) and not _agree(r.value, q.value, *_pair_tol(r, q))
+            ):
+                continue
+            if _below(q.value, r.value, *_own_tol(r)):
+                said = f"{q.method}'s plan ({what} {_fmt(q.value)}) beats {r.method}'s proven "
+                conflict(said + f"optimum {_fmt(r.value)}; ", q, r)
+    for r in answered:
+        if r.solution.bound is None or r.kind == "heuristic":
+            continue
+        for q in plans:
+            if q is not r and _below(q.value, r.solution.bound, *_own_tol(r)):
+                problems.append(
+                    f"{r.method}'s lower bound {_fmt(r.solution.bound)} is above {q.method}'s "
+                    f"valid plan ({what} {_fmt(q.value)})"
+                )
+                involved.update((r.method, q.method))
+    return problems, involved
+
+
+def _verdict_name(
+    results: Mapping[str, MethodResult],
+    proofs: list[MethodResult],
+    problems: list[str],
+    errors: list[str],
+) -> str:
+    """The verdict (:data:`VERDICTS`, see the module docstring) from the problems found,
+    the project's own methods' errors and the proofs: ``match`` needs two lineages among
+    the proofs and every exact method that ran (not skipped) among them."""
+    ran = [r for r in results.values() if r.skipped is None and r.kind != "heuristic"]
+    lineages = {r.lineage for r in proofs}
+    if problems:
+        return "mismatch"
+    if errors:
+        return "error"
+    if not proofs:
+        return "inconclusive"
+    if len(lineages) < 2:
+        return "single-proof"
+    if all(r.proven for r in ran):
+        return "match"
+    return "consistent"
+
+
 def verify_instance(
     instance: Instance,
     methods: Sequence[str] | None = None,
@@ -708,27 +819,7 @@ def verify_instance(
         if m not in METHODS:
             raise InputError(f"unknown method {m!r}; choose from {', '.join(METHODS)}")
     if milp_hint:  # never accepted and then ignored
-        # a taker that refuses the mode (path under graph pipelining or --uniform) would be
-        # skipped and the hint given to nobody: why each taker refuses, None if it runs
-        why = {
-            n: scope_refusal(n, mode, restrictions)
-            for n, m in METHODS.items()
-            if "hint" in m.options
-        }
-        takers = [n for n, reason in why.items() if reason is None]
-        lacks = None
-        if not any(n in takers for n in methods):
-            refused = "; ".join(f"{n}: {why[n]}" for n in methods if why.get(n))
-            lacks = f"none of them ({', '.join(takers)}) that solves {mode.label}" + (
-                f" ({refused})" if refused else ""
-            )
-        elif "dp" not in methods:
-            lacks = "no dp"
-        if lacks is not None:
-            raise InputError(
-                "--milp-hint gives the DP's plan to the MILP methods that take a hint, but "
-                f"--methods ({','.join(methods)}) has {lacks}; add it or leave --milp-hint out"
-            )
+        _check_hint_takers(methods, mode, restrictions)
     table = dict(METHODS)
     for name, command in (externals or {}).items():
         if name in table:
@@ -814,74 +905,14 @@ def verify_instance(
             )
             involved.update(("dp", r.method))
 
-    answered = [r for r in results.values() if r.answered]
-    # valid plans are facts whoever found them (a backend in error included): upper bounds
-    plans = [r for r in results.values() if r.solution is not None and r.value is not None]
-    proofs = [r for r in answered if r.proven]
+    proofs = [r for r in results.values() if r.answered and r.proven]
     optimal = [r for r in proofs if r.solution.status is Status.OPTIMAL]
     infeasible = [r for r in proofs if r.solution.status is Status.INFEASIBLE]
+    found, named = _cross_check(instance, mode, results, optimal, infeasible)
+    problems += found
+    involved |= named
 
-    what = _what(mode)
-
-    def conflict(said: str, first, second) -> None:
-        """A problem between two methods: ``said`` and where their plans differ."""
-        where = (first.method, first.solution.plan), (second.method, second.solution.plan)
-        problems.append(said + plan_difference(instance, *where, mode))
-        involved.update((first.method, second.method))
-
-    # "infeasible" next to a valid plan
-    for r in infeasible:
-        for q in plans:
-            problems.append(
-                f"{r.method} proved infeasibility, but {q.method} found a valid plan ({what} "
-                f"{_fmt(q.value)})"
-            )
-            involved.update((r.method, q.method))
-    # two proven optima that differ
-    for i, r in enumerate(optimal):
-        for q in optimal[i + 1 :]:
-            if not _agree(r.value, q.value, *_pair_tol(r, q)):
-                said = f"proven optima differ: {r.method} {_fmt(r.value)}, {q.method} "
-                conflict(said + f"{_fmt(q.value)}; ", r, q)
-    # a valid plan below a proven optimum, or a bound above a valid plan. A plan is a fact
-    # whoever found it, so another optimal method's plan counts too (at the claimant's own
-    # accuracy: a MILP optimum agrees with the DP's within 1e-6, but its plan 1e-7 below the
-    # DP's refutes the DP's 1e-9 claim); pairs already reported above are not repeated.
-    for r in optimal:
-        for q in plans:
-            if q is r or (
-                any(q is o for o in optimal) and not _agree(r.value, q.value, *_pair_tol(r, q))
-            ):
-                continue
-            if _below(q.value, r.value, *_own_tol(r)):
-                said = f"{q.method}'s plan ({what} {_fmt(q.value)}) beats {r.method}'s proven "
-                conflict(said + f"optimum {_fmt(r.value)}; ", q, r)
-    for r in answered:
-        if r.solution.bound is None or r.kind == "heuristic":
-            continue
-        for q in plans:
-            if q is not r and _below(q.value, r.solution.bound, *_own_tol(r)):
-                problems.append(
-                    f"{r.method}'s lower bound {_fmt(r.solution.bound)} is above {q.method}'s "
-                    f"valid plan ({what} {_fmt(q.value)})"
-                )
-                involved.update((r.method, q.method))
-
-    ran = [r for r in results.values() if r.skipped is None and r.kind != "heuristic"]
-    lineages = {r.lineage for r in proofs}
-    if problems:
-        verdict = "mismatch"
-    elif errors:
-        verdict = "error"
-    elif not proofs:
-        verdict = "inconclusive"
-    elif len(lineages) < 2:
-        verdict = "single-proof"
-    elif all(r.proven for r in ran):
-        verdict = "match"
-    else:
-        verdict = "consistent"
-
+    verdict = _verdict_name(results, proofs, problems, errors)
     optimum = None
     if optimal:
         first = next(
