@@ -1024,31 +1024,7 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
                 ck.fail(wt, f"expected an array of options, got {describe_value(lst)}")
             if not lst:
                 ck.fail(wt, "is empty (omit the key if the node has no option for this t)")
-            opts: list[Option] = []
-            oids: set[str] = set()
-            for k, ro in enumerate(lst):
-                wo = f"{wt}[{k}]"
-                if "id" not in ck.object(ro, wo):
-                    ck.fail(wo, "missing field 'id'")
-                oid = ro["id"]
-                if not is_text(oid) or not oid:
-                    ck.fail(
-                        f"{wo}.id",
-                        "expected a non-empty string of Unicode characters, got "
-                        f"{describe_value(oid)}",
-                    )
-                if oid in oids:
-                    ck.fail(wo, f"duplicate option id {oid!r} for t = {t}")
-                oids.add(oid)
-                wo = f"{wt} option {oid!r}"
-                p = ck.number(ro, "timePerSample", wo)
-                w = ck.number(ro, "parameterSize", wo)
-                a = ck.number(ro, "memoryUsageA", wo)
-                b = ck.number(ro, "memoryUsageB", wo)
-                sfw = _sync(ck, ro, "syncTimeFw", wo, preds[nid], "incoming edge from")
-                sbw = _sync(ck, ro, "syncTimeBw", wo, succs[nid], "outgoing edge to")
-                opts.append(Option(oid, p, w, a, b, sfw, sbw))
-            options[t] = tuple(opts)
+            options[t] = _options_at(ck, wt, t, lst, preds[nid], succs[nid])
         options = dict(sorted(options.items()))
         if 1 not in options:
             warnings.append(
@@ -1067,6 +1043,38 @@ def instance_from_dict(data: Any, source: str = "<instance>") -> Instance:
         source=source,
         warnings=tuple(warnings),
     )
+
+
+def _options_at(
+    ck: _Checker, wt: str, t: int, lst: list, preds: set[int], succs: set[int]
+) -> tuple[Option, ...]:
+    """A node's options at tensor-parallel degree ``t`` (the array ``lst``, named ``wt`` in
+    messages), checked: ids non-empty and distinct, numbers in range, sync entries for
+    exactly the node's incoming (``preds``) and outgoing (``succs``) edges."""
+    opts: list[Option] = []
+    oids: set[str] = set()
+    for k, ro in enumerate(lst):
+        wo = f"{wt}[{k}]"
+        if "id" not in ck.object(ro, wo):
+            ck.fail(wo, "missing field 'id'")
+        oid = ro["id"]
+        if not is_text(oid) or not oid:
+            ck.fail(
+                f"{wo}.id",
+                f"expected a non-empty string of Unicode characters, got {describe_value(oid)}",
+            )
+        if oid in oids:
+            ck.fail(wo, f"duplicate option id {oid!r} for t = {t}")
+        oids.add(oid)
+        wo = f"{wt} option {oid!r}"
+        p = ck.number(ro, "timePerSample", wo)
+        w = ck.number(ro, "parameterSize", wo)
+        a = ck.number(ro, "memoryUsageA", wo)
+        b = ck.number(ro, "memoryUsageB", wo)
+        sfw = _sync(ck, ro, "syncTimeFw", wo, preds, "incoming edge from")
+        sbw = _sync(ck, ro, "syncTimeBw", wo, succs, "outgoing edge to")
+        opts.append(Option(oid, p, w, a, b, sfw, sbw))
+    return tuple(opts)
 
 
 def _sync(
