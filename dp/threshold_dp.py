@@ -11,6 +11,7 @@ import gc
 import math
 import os
 import time
+from collections.abc import Callable
 
 from dp.deadline import Deadline, TimeUp
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals, suffix_ideals
@@ -191,14 +192,7 @@ def solve_threshold_dp(
     mode = Mode(in_flight=in_flight)
     inst = restrictions.apply(instance)
     if greedy:
-        for nd in inst.nodes:
-            for t, opts in nd.options.items():
-                if len(opts) > 2:
-                    raise InputError(
-                        f"{instance.source}: --knapsack greedy follows Piper's rule, defined for "
-                        f"at most two options per (node, t); node {nd.id} has {len(opts)} options "
-                        f"for t = {t} (use --knapsack exact, or --exclude-option)"
-                    )
+        _refuse_beyond_the_rule(instance.source, inst)
     K, N = instance.K, instance.N
     S = min(N, K)  # the largest sum of d
     # the columns of the tables: the suffix sum s <= S, or sec. 11's q <= 2 sum d - 1
@@ -213,61 +207,21 @@ def solve_threshold_dp(
         sol.info = {**info, "option_choices": len(choices), **sol.info}
         return checked_solution(instance, sol, restrictions=restrictions)
 
-    bare = [nd.id for nd in inst.nodes if not nd.options]
-    if bare:
-        return done(
-            Solution(
-                method,
-                Status.INFEASIBLE,
-                message=f"node {bare[0]} has no option left after the restrictions "
-                f"{restrictions.to_dict()}",
-            )
-        )
-
-    too_wide = [nd.id for nd in inst.nodes if min(nd.options) > K]
-    if too_wide:
-        v = too_wide[0]
-        return done(
-            Solution(
-                method,
-                Status.INFEASIBLE,
-                message=f"K = {K} devices is too few: node {v} has options only for t >= "
-                f"{min(inst.node[v].options)}",
-            )
-        )
+    why_none = _no_plan_at_all(inst, restrictions)
+    if why_none is not None:
+        return done(Solution(method, Status.INFEASIBLE, message=why_none))
 
     ideals = enumerate_ideals(inst, max_ideals)
     info["ideals"] = len(ideals)
     table_bytes = decision_table_bytes(len(ideals), cols)
-    if table_bytes > max_table_bytes and not force:
-        width = "min(N, K) + 1" if cols == S else "min(N, 2K - 1) + 1"
-        raise SizeLimitError(
-            f"{instance.source}: the DP's tables need about {table_bytes / 2**30:.1f} GiB "
-            f"({len(ideals):,} sets x ({width} = {cols + 1:,}) x "
-            f"{table_bytes // (len(ideals) * (cols + 1))} bytes), above the limit of "
-            f"{max_table_bytes / 2**30:.1f} GiB; lower N or K, or pass --force (force=True) if "
-            "memory allows"
-        )
     if force:
         memory_bytes = machine_memory_bytes() if memory_bytes is None else memory_bytes
-        if memory_bytes is not None and table_bytes > memory_bytes:
-            raise SizeLimitError(
-                f"{instance.source}: the DP's tables need about {table_bytes / 2**30:.1f} GiB "
-                f"({len(ideals):,} sets x {cols + 1:,} columns), above the "
-                f"{memory_bytes / 2**30:.1f} GiB of memory that --force allows; lower N or K"
-            )
     limit_bytes = memory_bytes if force else max_table_bytes
+    _check_table_bytes(instance, len(ideals), cols, cols == S, table_bytes, limit_bytes, force)
     # the stage tables and the decision's per-stage arrays get what the decision tables leave
     stage_budget = None if limit_bytes is None else limit_bytes - table_bytes
     d_values = [d for d in restrictions.d_values(instance) if d <= S]
-    # a plan has at most S stages (sum d <= S), each with t d <= t_max d: it never uses
-    # more than t_max S devices, so a larger K budgets the same as t_max S
-    budget = min(K, max(inst.t_values) * S)
-    if budget >= DEVICES_INF // 4:
-        raise SizeLimitError(
-            f"{instance.source}: K = {K} with t up to {max(inst.t_values)} and min(N, K) = {S} "
-            "allows device counts beyond the DP's 64-bit tables; lower K, N or the largest t"
-        )
+    budget = _device_budget(instance.source, inst)
 
     def tables(sets, **kw):
         """The stage tables of ``sets`` (the chain bound's, the full ones, or the full ones
@@ -290,7 +244,8 @@ def solve_threshold_dp(
 
     stopped = None  # where the time limit stopped the solve
     with Progress(progress) as bar, _cyclic_gc_paused():
-        ub = chain_plan = chain_devices = lower = None
+        ub = chain_plan = chain_devices = None
+        lower = math.fsum(node_work(inst)) / budget  # the work bound (the tables' once built)
         try:
             if len(ideals) > chain_first:
                 # an upper bound from the same DP restricted to the suffixes of one topological
@@ -339,55 +294,23 @@ def solve_threshold_dp(
                 deadline=deadline,
             )
         except TimeUp:
-            if lower is None:  # stopped before the tables' work bound: the nodes' own
-                lower = math.fsum(node_work(inst)) / budget
             return done(_stopped(method, greedy, time_limit, stopped, chain_plan, ub, lower, info))
         except SizeLimitError as e:
             if not force or limit_bytes is None:  # (the guard without --force says it all)
                 raise
-            raise SizeLimitError(
-                f"{instance.source}: the DP's stage tables and decision arrays passed the "
-                f"{limit_bytes / 2**30:.1f} GiB of memory that --force allows while being built "
-                f"({stopped[3:]}); lower K or N, or restrict t or d (--max-t, --max-d)"
-            ) from e
+            raise _memory_passed(instance.source, limit_bytes, stopped) from e
         if got is None or got.T > (ub if ub is not None else math.inf):
             if ub is not None:
                 raise InternalError(f"{method}: the pruned DP lost the chain plan of value {ub!r}")
             if greedy:  # Piper's rule can miss a choice that fits: no plan from it is no proof
-                msg = (
-                    f"Piper's greedy option rule finds no plan within M = "
-                    f"{human_bytes(instance.M, repr(instance.M))} per "
-                    f"device, {limit or f'sum of d <= {S}'} and sum of t*d <= K = {K}; not a "
-                    "proof that none exists (--knapsack exact decides)"
-                )
+                msg = _no_plan_message(instance, limit, None, "greedy")
                 return done(Solution(method, Status.UNKNOWN, message=msg, info={"search_steps": 1}))
             # the tables left out the stages of plans above K devices: count those on all
             del decision, tb
-            try:
-                decision = decide(
-                    tables(ideals, max_bytes=stage_budget, device_bound=False), ideals
-                )
-                least = decision.least_devices()
-            except (TimeUp, SizeLimitError) as e:
-                least, why = None, "time" if isinstance(e, TimeUp) else "size"
-            if least is None:
-                msg = (
-                    f"no plan fits in memory M = {human_bytes(instance.M, repr(instance.M))} "
-                    f"per device within {limit or f'sum of d <= min(N, K) = {S}'} and sum of "
-                    f"t*d <= K = {K} (the {why} limit stopped the count of the devices one needs)"
-                )
-            elif least >= DEVICES_INF:
-                msg = (
-                    "no split into stages fits in memory M = "
-                    f"{human_bytes(instance.M, repr(instance.M))} per device "
-                    f"within {limit or f'sum of d <= min(N, K) = {S}'} and sum of t*d <= K = {K}, "
-                    "even with the least-memory options"
-                )
-            else:
-                msg = (
-                    f"K = {K} devices is too few: the plan with the fewest devices that fits in "
-                    f"memory needs {least}"
-                )
+            least, why = _fewest_devices(
+                lambda: decide(tables(ideals, max_bytes=stage_budget, device_bound=False), ideals)
+            )
+            msg = _no_plan_message(instance, limit, least, why)
             return done(Solution(method, Status.INFEASIBLE, message=msg, info={"search_steps": 1}))
         T, path, steps = got.T, got.path, got.steps
         info["thresholds"] = got.candidates
@@ -397,11 +320,7 @@ def solve_threshold_dp(
         if path is None
         else rebuild_plan(instance, ideals, decision.tb, path, choices, in_flight)
     )
-    if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
-        raise InternalError(
-            f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value "
-            f"{T!r}"
-        )
+    _check_rebuilt(method, stage_costs, T)
     if got.stopped:
         info["stopped"] = stopped
         return done(
@@ -416,6 +335,140 @@ def solve_threshold_dp(
         )
     status = Status.FEASIBLE if greedy else Status.OPTIMAL
     return done(Solution(method, status, plan=plan, objective=T))
+
+
+def _check_rebuilt(method: str, stage_costs: list[float], T: float) -> None:
+    """Raise InternalError when a stage of the rebuilt plan costs more than the DP's value
+    ``T`` (beyond rounding): the tables and the rebuild disagree."""
+    if max(stage_costs) > T * (1 + 1e-12) + 1e-300:
+        raise InternalError(
+            f"{method}: rebuilt plan has a stage of cost {max(stage_costs)!r} above the DP's value "
+            f"{T!r}"
+        )
+
+
+def _device_budget(source: str, inst: Instance) -> int:
+    """The devices a plan can use: K, or t_max min(N, K) when fewer (a plan has at most
+    min(N, K) stages, sum d <= min(N, K), each with t d <= t_max d); SizeLimitError when
+    counts of that size pass the DP's 64-bit tables."""
+    K, S = inst.K, min(inst.N, inst.K)
+    budget = min(K, max(inst.t_values) * S)
+    if budget >= DEVICES_INF // 4:
+        raise SizeLimitError(
+            f"{source}: K = {K} with t up to {max(inst.t_values)} and min(N, K) = {S} "
+            "allows device counts beyond the DP's 64-bit tables; lower K, N or the largest t"
+        )
+    return budget
+
+
+def _memory_passed(source: str, limit_bytes: float, stopped: str) -> SizeLimitError:
+    """The refusal of a forced DP whose tables passed the machine's memory ``limit_bytes``
+    while being built (``stopped``: where, "in the ...")."""
+    return SizeLimitError(
+        f"{source}: the DP's stage tables and decision arrays passed the "
+        f"{limit_bytes / 2**30:.1f} GiB of memory that --force allows while being built "
+        f"({stopped[3:]}); lower K or N, or restrict t or d (--max-t, --max-d)"
+    )
+
+
+def _refuse_beyond_the_rule(source: str, inst: Instance) -> None:
+    """Raise InputError when a node has more than two options for some t: Piper's greedy
+    rule (``knapsack="greedy"``) is defined for at most two."""
+    for nd in inst.nodes:
+        for t, opts in nd.options.items():
+            if len(opts) > 2:
+                raise InputError(
+                    f"{source}: --knapsack greedy follows Piper's rule, defined for "
+                    f"at most two options per (node, t); node {nd.id} has {len(opts)} options "
+                    f"for t = {t} (use --knapsack exact, or --exclude-option)"
+                )
+
+
+def _no_plan_at_all(inst: Instance, restrictions: Restrictions) -> str | None:
+    """Why no plan exists, seen before any table (a node with no option left after the
+    restrictions, or with options only for t > K), or None."""
+    bare = [nd.id for nd in inst.nodes if not nd.options]
+    if bare:
+        return f"node {bare[0]} has no option left after the restrictions {restrictions.to_dict()}"
+    too_wide = [nd.id for nd in inst.nodes if min(nd.options) > inst.K]
+    if too_wide:
+        v = too_wide[0]
+        return (
+            f"K = {inst.K} devices is too few: node {v} has options only for t >= "
+            f"{min(inst.node[v].options)}"
+        )
+    return None
+
+
+def _check_table_bytes(
+    instance: Instance,
+    sets: int,
+    cols: int,
+    by_sum: bool,
+    table_bytes: int,
+    limit_bytes: float | None,
+    force: bool,
+) -> None:
+    """Raise SizeLimitError (one line) when the decision tables of ``sets`` sets x (``cols``
+    + 1) columns (``by_sum``: the columns count sum d, else sec. 11's q), ``table_bytes`` in
+    all, pass ``limit_bytes``: the table limit, or under ``force`` the machine's memory
+    (None: unknown, no limit)."""
+    if not force and table_bytes > limit_bytes:
+        width = "min(N, K) + 1" if by_sum else "min(N, 2K - 1) + 1"
+        raise SizeLimitError(
+            f"{instance.source}: the DP's tables need about {table_bytes / 2**30:.1f} GiB "
+            f"({sets:,} sets x ({width} = {cols + 1:,}) x "
+            f"{table_bytes // (sets * (cols + 1))} bytes), above the limit of "
+            f"{limit_bytes / 2**30:.1f} GiB; lower N or K, or pass --force (force=True) if "
+            "memory allows"
+        )
+    if force and limit_bytes is not None and table_bytes > limit_bytes:
+        raise SizeLimitError(
+            f"{instance.source}: the DP's tables need about {table_bytes / 2**30:.1f} GiB "
+            f"({sets:,} sets x {cols + 1:,} columns), above the "
+            f"{limit_bytes / 2**30:.1f} GiB of memory that --force allows; lower N or K"
+        )
+
+
+def _fewest_devices(decision: Callable[[], ThresholdDecision]) -> tuple[int | None, str]:
+    """The fewest devices a plan that fits in memory needs, by the decision ``decision()``
+    builds (its tables without the device bound), and "", or None and the limit that
+    stopped the count: "time" or "size"."""
+    try:
+        return decision().least_devices(), ""
+    except TimeUp:
+        return None, "time"
+    except SizeLimitError:
+        return None, "size"
+
+
+def _no_plan_message(instance: Instance, limit: str | None, least: int | None, why: str) -> str:
+    """Why the search found no plan: ``why`` "greedy" (Piper's rule found none: no proof),
+    else the fewest devices a plan that fits in memory needs (``least``; DEVICES_INF: no
+    split fits; None: the ``why`` limit, "time" or "size", stopped that count)."""
+    K, S = instance.K, min(instance.N, instance.K)
+    M = human_bytes(instance.M, repr(instance.M))
+    if why == "greedy":
+        return (
+            f"Piper's greedy option rule finds no plan within M = {M} per "
+            f"device, {limit or f'sum of d <= {S}'} and sum of t*d <= K = {K}; not a "
+            "proof that none exists (--knapsack exact decides)"
+        )
+    within = f"within {limit or f'sum of d <= min(N, K) = {S}'} and sum of t*d <= K = {K}"
+    if least is None:
+        return (
+            f"no plan fits in memory M = {M} per device {within} (the {why} limit stopped the "
+            "count of the devices one needs)"
+        )
+    if least >= DEVICES_INF:
+        return (
+            f"no split into stages fits in memory M = {M} per device {within}, even with the "
+            "least-memory options"
+        )
+    return (
+        f"K = {K} devices is too few: the plan with the fewest devices that fits in memory "
+        f"needs {least}"
+    )
 
 
 def machine_memory_bytes() -> float | None:
