@@ -22,9 +22,7 @@ STRICT_MODULES = ("dp/modes.py",)
 #: Functions over MAX_FUNCTION_LINES lines of their own when the rule came in (2026-11-28,
 #: own lines then: 226, 223, 206, 163). Split one, then delete its line: the test fails
 #: while a listed function is within the limit, so the list only shrinks.
-LONG_FUNCTIONS = {
-    "piper_ilp/milp/certify.py::certify",
-}
+LONG_FUNCTIONS: frozenset[str] = frozenset()  # all four split (house8, 2026-11-28)
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from piper_ilp.evaluate import evaluate
+from piper_ilp.instance import Instance
 from piper_ilp.milp.backend import Answer, OutOfRange, Settings
 from piper_ilp.milp.model import Formulation
 from piper_ilp.milp.scaled import UNITS_PER_REFERENCE, Memory, ScaledModel, TimeScale, scale
@@ -199,18 +200,8 @@ def certify(
     t_start = time.perf_counter()
     mode = st.mode
     state = _State(lower=max(0.0, st.obj_low), mode=mode)
-    spare = None  # a hint above the cutoff: returned (feasible) if nothing else is found
-    if hint is not None and hint_values is not None:
-        hint_value = evaluate(st.inst, hint, mode).value
-        if cutoff is not None and hint_value > cutoff * (1 + CUTOFF_MARGIN):
-            info["hint"] = (
-                f"not used as the first plan: its {state.what} {hint_value!r} is above the cutoff "
-                f"{cutoff!r}"
-            )
-            hint_values = None
-            spare = (hint, hint_value)
-        else:
-            state.plan, state.value, state.from_hint = hint, hint_value, True
+    # spare: a hint above the cutoff, returned (feasible) if nothing else is found
+    spare, values_hint = _take_hint(state, st.inst, hint, hint_values, cutoff, info)
     if not math.isfinite(st.obj_bound):
         what = "TPS" if not mode.batch_time else "batch time"
         return _out_of_range(backend, f"the largest possible {what} overflows a float", info, mode)
@@ -231,7 +222,6 @@ def certify(
             )
     ts = TimeScale.around(ref, ref * (1 + CUTOFF_MARGIN))
     memory = Memory.RELAX
-    values_hint = hint_values
     stop_reason = None
     for k in range(MAX_ROUNDS):
         remaining = None
@@ -248,16 +238,7 @@ def certify(
             ans = solve(sm, settings)
         except OutOfRange as exc:
             return _out_of_range(backend, str(exc), info, mode)
-        rnd = Round(
-            ts.unit,
-            ts.t_ub,
-            memory.value,
-            ans.status.value,
-            ans.objective,
-            ans.bound,
-            None,
-            ans.seconds,
-        )
+        rnd = _round(sm, ans)
         state.rounds.append(rnd)
         overrun = False
         if ans.values is not None:
@@ -304,65 +285,10 @@ def certify(
                     info,
                 )
         if ans.status == Status.INFEASIBLE:
-            if cutoff is not None and state.plan is None and memory == Memory.RELAX:
-                # no plan at or below the caller's cutoff: the cutoff may simply be too low
-                _restore(state, spare)
-                return _finish(
-                    backend,
-                    state,
-                    info,
-                    f"no plan with {state.what} at or below the cutoff {cutoff!r} "
-                    "(the cutoff is below the optimum, or the instance is infeasible): not a proof "
-                    "of either",
-                )
-            if memory == Memory.RESTRICT:
-                return _finish(
-                    backend,
-                    state,
-                    info,
-                    "cannot certify at this memory boundary: plans fit M(1+e) "
-                    "but none was found that fits M(1-e)",
-                )
-            if state.plan is not None:
-                return _error(
-                    backend,
-                    f"it calls the model infeasible, but a plan with {state.what} {state.value!r} "
-                    f"fits (below the cutoff {ts.t_ub!r})",
-                    state,
-                    info,
-                )
-            if not ans.exact_bound:
-                left = (
-                    None
-                    if time_limit is None
-                    else max(0.0, time_limit - (time.perf_counter() - t_start))
-                )
-                return _second_opinion(form, backend, solve, sm, left, threads, state, info)
-            info["rounds"] = [r.to_dict() for r in state.rounds]
-            return Solution(
-                backend,
-                Status.INFEASIBLE,
-                message="proven infeasible: even with memory relaxed to "
-                "M(1+1e-9) no valid plan exists",
-                info=info,
-                mode=mode,
-            )
-        # A float backend's bound means something only when its own value is not tiny
-        # in model units (its tolerances are absolute); CP-SAT's integer bound always does.
-        fine = ans.objective is not None and ans.objective >= ts.unit * UNITS_PER_REFERENCE / COARSE
-        if memory == Memory.RELAX and ans.bound is not None and (fine or ans.exact_bound):
-            state.lower = max(state.lower, ans.bound)
-        elif ans.bound is not None:
-            rnd.note = (
-                (rnd.note + "; " if rnd.note else "")
-                + "bound not used ("
-                + (
-                    "memory restricted"
-                    if memory == Memory.RESTRICT
-                    else "its value is below the unit's resolution"
-                )
-                + ")"
-            )
+            left = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
+            again = (form, solve, sm, None if left is None else max(0.0, left), threads)
+            return _infeasible(backend, ans, memory, ts, cutoff, state, spare, info, again)
+        _take_bound(state, ans, memory, ts, rnd)
         if state.value is not None and state.lower > state.value * (1 + PROOF_RTOL):
             return _error(
                 backend,
@@ -406,6 +332,123 @@ def certify(
     )
 
 
+def _infeasible(
+    backend: str,
+    ans: Answer,
+    memory: Memory,
+    ts: TimeScale,
+    cutoff: float | None,
+    state: _State,
+    spare: tuple[Plan, float] | None,
+    info: dict,
+    again: tuple,
+) -> Solution:
+    """The answer when a round's model is infeasible: not a proof under a cutoff or with
+    memory restricted, an error beside a plan in hand, proven infeasible when the backend's
+    bound is exact, else after a second opinion (``again``: form, solve, the scaled model,
+    the seconds left and threads for :func:`_second_opinion`)."""
+    if cutoff is not None and state.plan is None and memory == Memory.RELAX:
+        # no plan at or below the caller's cutoff: the cutoff may simply be too low
+        _restore(state, spare)
+        return _finish(
+            backend,
+            state,
+            info,
+            f"no plan with {state.what} at or below the cutoff {cutoff!r} "
+            "(the cutoff is below the optimum, or the instance is infeasible): not a proof "
+            "of either",
+        )
+    if memory == Memory.RESTRICT:
+        return _finish(
+            backend,
+            state,
+            info,
+            "cannot certify at this memory boundary: plans fit M(1+e) "
+            "but none was found that fits M(1-e)",
+        )
+    if state.plan is not None:
+        return _error(
+            backend,
+            f"it calls the model infeasible, but a plan with {state.what} {state.value!r} "
+            f"fits (below the cutoff {ts.t_ub!r})",
+            state,
+            info,
+        )
+    if not ans.exact_bound:
+        form, solve, sm, left, threads = again
+        return _second_opinion(form, backend, solve, sm, left, threads, state, info)
+    info["rounds"] = [r.to_dict() for r in state.rounds]
+    return Solution(
+        backend,
+        Status.INFEASIBLE,
+        message="proven infeasible: even with memory relaxed to M(1+1e-9) no valid plan exists",
+        info=info,
+        mode=state.mode,
+    )
+
+
+def _round(sm: ScaledModel, ans: Answer, note: str = "") -> Round:
+    """The record of one backend call on ``sm`` (its unit, cutoff and memory rows)."""
+    return Round(
+        sm.scale.unit,
+        sm.scale.t_ub,
+        sm.memory.value,
+        ans.status.value,
+        ans.objective,
+        ans.bound,
+        None,
+        ans.seconds,
+        note=note,
+    )
+
+
+def _take_hint(
+    state: _State,
+    inst: Instance,
+    hint: Plan | None,
+    hint_values: dict[int, float] | None,
+    cutoff: float | None,
+    info: dict,
+) -> tuple[tuple[Plan, float] | None, dict[int, float] | None]:
+    """The hint (used only with its ``hint_values``) as the first plan in hand, or, when its
+    value is above the ``cutoff`` (with its margin), set aside (``info["hint"]`` says so).
+    Returns the hint set aside with its value (or None) and the values to give the first
+    round as a warm start (``hint_values``, or None when the hint is set aside)."""
+    if hint is None or hint_values is None:
+        return None, hint_values
+    hint_value = evaluate(inst, hint, state.mode).value
+    if cutoff is not None and hint_value > cutoff * (1 + CUTOFF_MARGIN):
+        info["hint"] = (
+            f"not used as the first plan: its {state.what} {hint_value!r} is above the cutoff "
+            f"{cutoff!r}"
+        )
+        return (hint, hint_value), None
+    state.plan, state.value, state.from_hint = hint, hint_value, True
+    return None, hint_values
+
+
+def _take_bound(state: _State, ans: Answer, memory: Memory, ts: TimeScale, rnd: Round) -> None:
+    """Raise ``state.lower`` to the round's bound where it bounds the optimum (memory
+    relaxed, and a value not tiny in model units unless the bound is exact), else say in
+    ``rnd.note`` why it was not used."""
+    # A float backend's bound means something only when its own value is not tiny
+    # in model units (its tolerances are absolute); CP-SAT's integer bound always does.
+    fine = ans.objective is not None and ans.objective >= ts.unit * UNITS_PER_REFERENCE / COARSE
+    if memory == Memory.RELAX and ans.bound is not None and (fine or ans.exact_bound):
+        state.lower = max(state.lower, ans.bound)
+    elif ans.bound is not None:
+        rnd.note = (
+            (rnd.note + "; " if rnd.note else "")
+            + "bound not used ("
+            + (
+                "memory restricted"
+                if memory == Memory.RESTRICT
+                else "its value is below the unit's resolution"
+            )
+            + ")"
+        )
+
+
 def _restore(state: _State, spare: tuple[Plan, float] | None) -> None:
     """Without a plan of its own, the answer falls back on a hint set aside (above the cutoff)."""
     if state.plan is None and spare is not None:
@@ -425,17 +468,7 @@ def _second_opinion(form, backend, solve, sm, time_left, threads, state, info) -
             mode=state.mode,
         )
     again = solve(sm, Settings(time_left, threads, None, None, False, careful=True))
-    rnd = Round(
-        sm.scale.unit,
-        sm.scale.t_ub,
-        sm.memory.value,
-        again.status.value,
-        again.objective,
-        again.bound,
-        None,
-        again.seconds,
-        note="second opinion, presolve off",
-    )
+    rnd = _round(sm, again, note="second opinion, presolve off")
     state.rounds.append(rnd)
     info["rounds"] = [r.to_dict() for r in state.rounds]
     if again.status == Status.INFEASIBLE:
