@@ -371,3 +371,43 @@ if __name__ == "__main__":  # python -m tests.test_milp_certify [n_seeds]: the c
         print(b, dict(sorted(c.items())))
     for w in wrong:
         print(*w)
+
+
+@pytest.mark.parametrize("careful", ["infeasible", "plan", "unknown"])
+def test_an_infeasible_claim_without_an_exact_bound_gets_a_second_opinion(careful):
+    # a float backend's "infeasible" stands only when the model solved again with presolve
+    # off is infeasible too (a stand-in that says so twice is believed here: verify's other
+    # methods refute it); the instance has a plan (brute), so a second opinion that finds
+    # it makes the claim a backend error, and one that ends otherwise proves nothing
+    inst = _two_nodes()
+    ref = solve_brute(inst)
+    form = formulate(index_sets(inst, Restrictions()))
+    values, _ = form.values_of(ref.plan)
+    second = {
+        "infeasible": Answer(Status.INFEASIBLE),
+        "plan": Answer(Status.FEASIBLE, values, ref.tps, None),
+        "unknown": Answer(Status.UNKNOWN),
+    }[careful]
+    sol = certify(
+        form,
+        "fake",
+        lambda sm, s: second if s.careful else Answer(Status.INFEASIBLE, exact_bound=False),
+        time_limit=None,
+        threads=1,
+        write_model=None,
+        hint=None,
+        hint_values=None,
+        progress=False,
+        info={},
+    )
+    expected = {
+        "infeasible": Status.INFEASIBLE,
+        "plan": Status.BACKEND_ERROR,
+        "unknown": Status.UNKNOWN,
+    }[careful]
+    assert sol.status == expected and sol.plan is None, sol.message
+    rounds = sol.info["rounds"]
+    assert len(rounds) == 2 and rounds[1]["note"] == "second opinion, presolve off"
+    if careful == "plan":
+        assert "with presolve off it finds a plan" in sol.message
+        assert rounds[1]["value"] == pytest.approx(ref.tps)

@@ -99,14 +99,19 @@ class _State:
 
 
 def _error(backend: str, message: str, state: _State, info: dict) -> Solution:
-    info["rounds"] = [r.to_dict() for r in state.rounds]
-    return Solution(
+    return _answer(
         backend,
         Status.BACKEND_ERROR,
-        message=f"{backend}: claim failed certification: {message}",
-        info=info,
-        mode=state.mode,
+        f"{backend}: claim failed certification: {message}",
+        state,
+        info,
     )
+
+
+def _answer(backend: str, status: Status, message: str, state: _State, info: dict) -> Solution:
+    """An answer without a plan, ``info["rounds"]`` the rounds so far."""
+    info["rounds"] = [r.to_dict() for r in state.rounds]
+    return Solution(backend, status, message=message, info=info, mode=state.mode)
 
 
 def certify(
@@ -377,14 +382,8 @@ def _infeasible(
     if not ans.exact_bound:
         form, solve, sm, left, threads = again
         return _second_opinion(form, backend, solve, sm, left, threads, state, info)
-    info["rounds"] = [r.to_dict() for r in state.rounds]
-    return Solution(
-        backend,
-        Status.INFEASIBLE,
-        message="proven infeasible: even with memory relaxed to M(1+1e-9) no valid plan exists",
-        info=info,
-        mode=state.mode,
-    )
+    message = "proven infeasible: even with memory relaxed to M(1+1e-9) no valid plan exists"
+    return _answer(backend, Status.INFEASIBLE, message, state, info)
 
 
 def _round(sm: ScaledModel, ans: Answer, note: str = "") -> Round:
@@ -459,27 +458,17 @@ def _second_opinion(form, backend, solve, sm, time_left, threads, state, info) -
     """A floating-point backend's "infeasible" counts only when the same relaxed model,
     solved again with its presolve off, is infeasible too."""
     if time_left is not None and time_left <= 0:
-        info["rounds"] = [r.to_dict() for r in state.rounds]
-        return Solution(
-            backend,
-            Status.UNKNOWN,
-            message="infeasibility claimed, no time left to confirm it",
-            info=info,
-            mode=state.mode,
-        )
+        message = "infeasibility claimed, no time left to confirm it"
+        return _answer(backend, Status.UNKNOWN, message, state, info)
     again = solve(sm, Settings(time_left, threads, None, None, False, careful=True))
     rnd = _round(sm, again, note="second opinion, presolve off")
     state.rounds.append(rnd)
-    info["rounds"] = [r.to_dict() for r in state.rounds]
     if again.status == Status.INFEASIBLE:
-        return Solution(
-            backend,
-            Status.INFEASIBLE,
-            message="proven infeasible: even with memory relaxed to "
-            "M(1+1e-9) no valid plan exists (confirmed with presolve off)",
-            info=info,
-            mode=state.mode,
+        message = (
+            "proven infeasible: even with memory relaxed to "
+            "M(1+1e-9) no valid plan exists (confirmed with presolve off)"
         )
+        return _answer(backend, Status.INFEASIBLE, message, state, info)
     if again.values is not None:
         ev = evaluate(form.sets.inst, form.plan_of(again.values), state.mode)
         if ev.valid:
@@ -491,14 +480,11 @@ def _second_opinion(form, backend, solve, sm, time_left, threads, state, info) -
                 state,
                 info,
             )
-    return Solution(
-        backend,
-        Status.UNKNOWN,
-        message="infeasibility claimed but not confirmed (with presolve off "
-        f"the backend ends {again.status.value})",
-        info=info,
-        mode=state.mode,
+    message = (
+        "infeasibility claimed but not confirmed (with presolve off "
+        f"the backend ends {again.status.value})"
     )
+    return _answer(backend, Status.UNKNOWN, message, state, info)
 
 
 def _proven(state: _State) -> bool:
