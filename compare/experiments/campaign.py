@@ -333,6 +333,7 @@ def run_spec(
         greedy_gap=v.greedy_gap,
         gaps=v.gaps,
         proofs=v.proofs,
+        lineages=v.proofs_by_lineage,
         errors=v.errors,
         backend_errors=v.backend_errors,
         problems=v.problems,
