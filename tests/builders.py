@@ -132,19 +132,25 @@ def certify_stand_in(inst, answer_of, restrictions=Restrictions(), mode=DEFAULT_
     form = formulate(index_sets(inst, restrictions, mode))
     values, why = form.values_of(ref.plan)
     assert values is not None, why
-    sol = certify(
+    sol = certify_fake(form, lambda sm, settings: answer_of(form, dict(values), ref))
+    return sol, ref
+
+
+def certify_fake(form, solve, hint=None, hint_values=None):
+    """:func:`certify` of ``form`` with the stand-in backend ``solve(sm, settings)`` (no
+    time limit, one thread), given ``hint`` and its ``hint_values`` if any."""
+    return certify(
         form,
         "fake",
-        lambda sm, settings: answer_of(form, dict(values), ref),
+        solve,
         time_limit=None,
         threads=1,
         write_model=None,
-        hint=None,
-        hint_values=None,
+        hint=hint,
+        hint_values=hint_values,
         progress=False,
         info={},
     )
-    return sol, ref
 
 
 #: How long the process tests wait for a condition: far more than it takes even on a loaded

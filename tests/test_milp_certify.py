@@ -19,7 +19,7 @@ import random
 from collections import Counter
 
 import pytest
-from builders import certify_stand_in, option_dict
+from builders import certify_fake, certify_stand_in, option_dict
 
 from compare.builders.generators import FAMILIES, random_instance
 from compare.crosscheck.brute import solve_brute
@@ -28,7 +28,7 @@ from piper_ilp.evaluate import evaluate
 from piper_ilp.instance import instance_from_dict, instance_to_dict
 from piper_ilp.milp import BACKENDS, solve_milp
 from piper_ilp.milp.backend import Answer
-from piper_ilp.milp.certify import PROOF_RTOL, certify
+from piper_ilp.milp.certify import PROOF_RTOL
 from piper_ilp.milp.model import formulate, index_sets
 from piper_ilp.solution import Restrictions, Status
 
@@ -228,18 +228,7 @@ def test_infeasible_against_a_known_plan_is_a_backend_error():
     ref = solve_brute(inst)
     form = formulate(index_sets(inst, Restrictions()))
     values, _ = form.values_of(ref.plan)
-    sol = certify(
-        form,
-        "fake",
-        lambda sm, s: Answer(Status.INFEASIBLE),
-        time_limit=None,
-        threads=1,
-        write_model=None,
-        hint=ref.plan,
-        hint_values=values,
-        progress=False,
-        info={},
-    )
+    sol = certify_fake(form, lambda sm, s: Answer(Status.INFEASIBLE), ref.plan, values)
     assert sol.status == Status.BACKEND_ERROR and "infeasible" in sol.message
 
 
@@ -388,17 +377,8 @@ def test_an_infeasible_claim_without_an_exact_bound_gets_a_second_opinion(carefu
         "plan": Answer(Status.FEASIBLE, values, ref.tps, None),
         "unknown": Answer(Status.UNKNOWN),
     }[careful]
-    sol = certify(
-        form,
-        "fake",
-        lambda sm, s: second if s.careful else Answer(Status.INFEASIBLE, exact_bound=False),
-        time_limit=None,
-        threads=1,
-        write_model=None,
-        hint=None,
-        hint_values=None,
-        progress=False,
-        info={},
+    sol = certify_fake(
+        form, lambda sm, s: second if s.careful else Answer(Status.INFEASIBLE, exact_bound=False)
     )
     expected = {
         "infeasible": Status.INFEASIBLE,
