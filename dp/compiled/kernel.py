@@ -263,6 +263,28 @@ def _fill(nodes, nn, plain, ti, y, di, nodeE, nopt, P, W, A, Bm, dv, S, N, M, B,
 
 
 @njit(cache=True)
+def _lower_bounds(nodes, nn, ti, nodeE, nopt, P, W, dv, N, B, out):
+    """Per d index, a lower bound on the stage's evaluator cost under t index ti over every
+    choice, memory aside (into ``out``): the sum over its nodes of each node's least term
+    of the TPS formula, (e / d + resync) / B + p / d, less a factor MARGIN. The formula is
+    a sum of such terms (cost model sec. 3) and every input is non-negative and within the
+    supported range (no overflow, no subnormal), so the float sums differ from the exact
+    ones by a few ulps relative, far below MARGIN."""
+    for di in range(dv.shape[0]):
+        d = dv[di]
+        total = 0.0
+        for q in range(nn):
+            v = nodes[q]
+            least = np.inf
+            for o in range(nopt[v, ti]):
+                c = stage_tps(nodeE[q, o], resync_bytes(W[v, ti, o], d, N), P[v, ti, o], d, B)
+                if c < least:
+                    least = c
+            total += least
+        out[di] = total * (1.0 - MARGIN)
+
+
+@njit(cache=True)
 def _scratch(n, Lmax, D, cap):
     """The work arrays of :func:`_fill` for frontiers of up to ``cap`` choices."""
     buf = np.empty(max(2 * n, D) + 1)
@@ -283,6 +305,20 @@ def _scratch(n, Lmax, D, cap):
         np.empty((2, cap), np.int64),
         np.zeros(1, np.int64),
     )
+
+
+@njit(cache=True)
+def _may_improve(f, i, j, s, s1, td, k_lo, budget, bound):
+    """Whether a stage of cost at least ``bound`` after set j at (s1, k1) can lower some
+    f[i, s, k1 + td]: some finite f[j, s1, k1] with max(bound, f[j, s1, k1]) below it."""
+    for k1 in range(k_lo, budget - td + 1):
+        g = f[j, s1, k1]
+        if g == np.inf:
+            continue
+        v = bound if bound > g else g
+        if v < f[i, s, k1 + td]:
+            return True
+    return False
 
 
 @njit(cache=True)
@@ -322,7 +358,7 @@ def solve_kernel(
                 pc_.append(ids[C])
     nC = len(ids)
     if nC * (nt * nd * (S + 1) * 16 + nt * n * Lmax * 8) > max_bytes:
-        return np.inf, np.zeros((0, 5), np.int64), np.array([nC, len(pi_), 0, 0, 2])
+        return np.inf, np.zeros((0, 5), np.int64), np.array([nC, len(pi_), 0, 0, 2, 0])
     Cs = np.empty(nC, np.int64)
     for C, k in ids.items():
         Cs[k] = C
@@ -332,6 +368,7 @@ def solve_kernel(
     nodes = np.empty((nC, n), np.int64)
     size = np.empty(nC, np.int64)
     nodeE = np.empty((nC, nt, n, Lmax))
+    lb = np.empty((nC, nt, nd))
     for k in range(nC):
         c = 0
         for v in range(n):
@@ -340,6 +377,7 @@ def solve_kernel(
         size[k] = c
     wk = _scratch(n, Lmax, nb.shape[1], cap)
     made = 0
+    skipped = 0
     f = np.full((ni, S + 1, budget + 1), np.inf)
     bp = np.full((ni, S + 1, budget + 1), -1, np.int64)
     kmin = np.full((ni, S + 1), budget + 1, np.int64)  # the least k of a finite f[i, s]
@@ -351,14 +389,12 @@ def solve_kernel(
         j = pj_[p]
         k0 = pc_[p]
         for ti in range(nt):
-            if kind[k0, ti] == -2:
-                kind[k0, ti] = _prepare(
-                    Cs[k0], n, ti, nopt, deg, nb, term, nodes[k0], nodeE[k0, ti], wk[6], wk[7]
-                )
-            if kind[k0, ti] < 0:
+            if kind[k0, ti] == -1:
                 continue
             t = tv[ti]
             for di in range(nd):
+                if kind[k0, ti] == -1:  # (found by _prepare below: a node has no option)
+                    break
                 d = dv[di]
                 td = t * d
                 for s1 in range(S - d + 1):
@@ -368,11 +404,36 @@ def solve_kernel(
                     y = microbatches_in_flight(s, d)
                     c = cost[k0, ti, di, y]
                     if c != c:
+                        # made only when it may lower f[i, s, *]: first by the set behind
+                        # alone (costs are >= 0), then by the stage's lower bound
+                        if kind[k0, ti] == -2:
+                            bound = 0.0
+                        else:
+                            bound = lb[k0, ti, di]
+                        if not _may_improve(f, i, j, s, s1, td, kmin[j, s1], budget, bound):
+                            skipped += 1
+                            continue
+                        if kind[k0, ti] == -2:
+                            kind[k0, ti] = _prepare(
+                                Cs[k0], n, ti, nopt, deg, nb, term, nodes[k0], nodeE[k0, ti],
+                                wk[6], wk[7],
+                            )  # fmt: skip
+                            if kind[k0, ti] == -1:
+                                break
+                            _lower_bounds(
+                                nodes[k0], size[k0], ti, nodeE[k0, ti], nopt, P, W, dv, N, B,
+                                lb[k0, ti],
+                            )  # fmt: skip
+                            if not _may_improve(
+                                f, i, j, s, s1, td, kmin[j, s1], budget, lb[k0, ti, di]
+                            ):
+                                skipped += 1
+                                continue
                         if not _fill(
                             nodes[k0], size[k0], kind[k0, ti], ti, y, di, nodeE[k0, ti], nopt,
                             P, W, A, Bm, dv, S, N, M, B, cost[k0, ti], choice[k0, ti], wk,
                         ):  # fmt: skip
-                            return np.inf, np.zeros((0, 5), np.int64), np.array([0, 0, 0, 0, 1])
+                            return np.inf, np.zeros((0, 5), np.int64), np.array([0, 0, 0, 0, 1, 0])
                         made += 1
                         c = cost[k0, ti, di, y]
                     if c == np.inf:
@@ -400,7 +461,7 @@ def solve_kernel(
                 best = f[ni - 1, s, k]
                 bs = s
                 bk = k
-    counts = np.array([nC, np_, wk[14][0], made, 0], np.int64)
+    counts = np.array([nC, np_, wk[14][0], made, 0, skipped], np.int64)
     plan = np.zeros((0, 5), np.int64)
     if bs < 0:
         return best, plan, counts

@@ -80,29 +80,37 @@ def kernel_arrays(inst: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> tuple
     ids = inst.node_ids
     pos = {v: i for i, v in enumerate(ids)}
     n = len(ids)
-    tv = np.array(inst.t_values, np.int64)
-    nt = len(tv)
+    tl = list(inst.t_values)
+    nt = len(tl)
     L = max(len(o) for nd in inst.nodes for o in nd.options.values())
-    nopt = np.zeros((n, nt), np.int64)
-    P, W, A, Bm = (np.zeros((n, nt, L)) for _ in range(4))
-    deg = np.zeros(n, np.int64)
-    D = max(len(inst.in_edges[v]) + len(inst.out_edges[v]) for v in ids)
-    nb = np.zeros((n, max(D, 1)), np.int64)
-    term = np.zeros((n, nt, L, max(D, 1)))
-    for i, v in enumerate(ids):
-        edges = [(u, c, True) for u, c in inst.in_edges[v]]
-        edges += [(x, c, False) for x, c in inst.out_edges[v]]
-        deg[i] = len(edges)
-        for k, (u, _c, _) in enumerate(edges):
-            nb[i, k] = pos[u]
-        for ti, t in enumerate(tv.tolist()):
+    edges = [
+        [(u, c, True) for u, c in inst.in_edges[v]] + [(x, c, False) for x, c in inst.out_edges[v]]
+        for v in ids
+    ]
+    D = max(1, max(len(e) for e in edges))
+    nb = np.array([[pos[u] for u, _, _ in e] + [0] * (D - len(e)) for e in edges], np.int64)
+    # flat lists in (node, t, option[, neighbour]) order, padded with zeros, made arrays once
+    nopt, pwab, cs, syncs = [], [], [], []
+    pad_opt = [(0.0, 0.0, 0.0, 0.0)]
+    for v, e in zip(ids, edges):
+        pad = [0.0] * (D - len(e))
+        for t in tl:
             opts = inst.node[v].options.get(t, [])
-            nopt[i, ti] = len(opts)
-            for o, opt in enumerate(opts):
-                P[i, ti, o], W[i, ti, o], A[i, ti, o], Bm[i, ti, o] = opt.p, opt.w, opt.a, opt.b
-                for k, (u, c, incoming) in enumerate(edges):
-                    sync = opt.sfw[u] if incoming else opt.sbw[u]
-                    term[i, ti, o, k] = cut_edge_bytes(c, sync)
+            nopt.append(len(opts))
+            for opt in opts:
+                pwab.append((opt.p, opt.w, opt.a, opt.b))
+                cs += [c for _, c, _ in e] + pad
+                syncs += [opt.sfw[u] if incoming else opt.sbw[u] for u, _, incoming in e] + pad
+            pwab += pad_opt * (L - len(opts))
+            cs += [0.0] * (D * (L - len(opts)))
+            syncs += [0.0] * (D * (L - len(opts)))
+    P, W, A, Bm = np.array(pwab, np.float64).reshape(n, nt, L, 4).transpose(3, 0, 1, 2).copy()
+    term = cut_edge_bytes(np.array(cs, np.float64), np.array(syncs, np.float64)).reshape(
+        n, nt, L, D
+    )
+    tv = np.array(tl, np.int64)
+    nopt = np.array(nopt, np.int64).reshape(n, nt)
+    deg = np.array([len(e) for e in edges], np.int64)
     ideals = np.array(enumerate_ideals(inst, max_ideals), np.int64)
     return ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term
 
@@ -232,6 +240,7 @@ def solve_compiled(
         "stage_pairs": int(counts[1]),
         "frontier_points": int(counts[2]),
         "costs_made": int(counts[3]),
+        "costs_skipped": int(counts[5]),
     }
     ids = inst.node_ids
     if len(rows) == 0:
