@@ -1,22 +1,19 @@
 """The compiled prototype (dp.compiled) against the Python DP, exhaustive search and
-math.fsum. Runs only where numba is installed (``pip install -e '.[compiled]'``)."""
+math.fsum."""
 
 import math
 import random
 
+import numpy as np
 import pytest
 
-pytest.importorskip("numba", reason="numba not installed (pip install -e '.[compiled]')")
-
-import numpy as np  # noqa: E402
-
-from compare.builders.generators import random_instance  # noqa: E402
-from compare.crosscheck.brute import solve_brute  # noqa: E402
-from dp import solve_dp  # noqa: E402
-from dp.compiled import MAX_NODES, solve_compiled  # noqa: E402
-from dp.compiled.kernel import fsum  # noqa: E402
-from piper_ilp.errors import InputError, SizeLimitError  # noqa: E402
-from piper_ilp.solution import Restrictions, Status  # noqa: E402
+from compare.builders.generators import random_instance
+from compare.crosscheck.brute import solve_brute
+from dp import solve_dp
+from dp.compiled import MAX_NODES, solve_compiled
+from dp.compiled.kernel import fsum
+from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.solution import Restrictions, Status
 
 FAMILIES = ("chain", "skip", "layered", "series-parallel", "fork-join", "towers", "numerics")
 

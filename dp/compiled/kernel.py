@@ -1,7 +1,7 @@
 """The compiled kernel of :mod:`dp.compiled`: the stage tables and the search of the default
 mode (sequential pipelining, throughput, 1f1b, Piper's in-flight rule), exact knapsack, as
 numba functions over arrays, every stage cost and memory sum as the evaluator makes them
-(``fsum``, cost model secs. 3 and 7). Imported only where numba is installed.
+(``fsum``, cost model secs. 3 and 7). Imported by the first solve, not by the package.
 """
 
 from __future__ import annotations

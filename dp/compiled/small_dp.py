@@ -5,7 +5,6 @@ options' p, w, a, b and cut-edge terms; the successor-closed sets), one call of
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import time
 
@@ -20,7 +19,6 @@ from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
 __all__ = [
     "solve_compiled",
-    "compiled_available",
     "MAX_NODES",
     "kernel_arrays",
     "size_refusal",
@@ -46,17 +44,6 @@ def size_refusal(inst: Instance) -> str | None:
     if most > MAX_OPTIONS:
         return f"the compiled DP takes at most {MAX_OPTIONS} options per (node, t)"
     return None
-
-
-def compiled_available() -> bool:
-    """Whether numba is installed (the kernel needs it).
-
-    Examples
-    --------
-    >>> isinstance(compiled_available(), bool)
-    True
-    """
-    return importlib.util.find_spec("numba") is not None
 
 
 def kernel_arrays(inst: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> tuple:
