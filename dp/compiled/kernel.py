@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.core import types
-from numba.typed import Dict
 
 from piper_ilp import cost as _cost
 
@@ -26,7 +24,13 @@ CODE_BITS = 4
 @njit(cache=True)
 def fsum(vals, m, partials):
     """``math.fsum`` of ``vals[:m]`` (finite floats), bit for bit: Shewchuk's partials and
-    CPython's final rounding; ``partials`` is scratch of at least m + 1 floats."""
+    CPython's final rounding (a zero is no partial, so zeros alone sum to +0.0); one or two
+    values directly (fsum is the correctly rounded sum: one IEEE addition, then + 0.0 for
+    the sign of a zero). ``partials`` is scratch of at least m + 1 floats."""
+    if m <= 1:
+        return vals[0] + 0.0 if m == 1 else 0.0
+    if m == 2:
+        return (vals[0] + vals[1]) + 0.0
     np_ = 0
     for k in range(m):
         x = vals[k]
@@ -41,8 +45,10 @@ def fsum(vals, m, partials):
                 partials[i] = lo
                 i += 1
             x = hi
-        partials[i] = x
-        np_ = i + 1
+        np_ = i
+        if x != 0.0:
+            partials[np_] = x
+            np_ += 1
     hi = 0.0
     lo = 0.0
     n = np_
@@ -221,25 +227,34 @@ def _fill(nodes, nn, plain, ti, y, di, nodeE, nopt, P, W, A, Bm, dv, S, N, M, B,
     """cost[di, y] and choice[di, y] of one stage under t index ti (every d at this y when
     ``plain``): the least evaluator cost over the choices whose memory fsum fits M, inf
     where none fits. The choices are pruned on float sums (:func:`_frontier_at`), then the
-    few within rounding of the least key are costed exactly. Returns False when the
-    scratch ``wk`` is too small (nothing written)."""
+    few within rounding of the least key are costed exactly. Returns 0; 1 when no choice
+    fits at y (nothing written: the running sum of each node's least float memory passes
+    M by more than MARGIN, which is when the frontier would end empty; it does at every
+    larger y too); -1 when the scratch ``wk`` is too small (nothing written)."""
     pv, wv, mv, nL, shift, heads, buf, partials, fm, fe, fw, fp, fk, fc, sc = wk
+    least_mem = 0.0
     for q in range(nn):
         v = nodes[q]
         nL[q] = nopt[v, ti]
         shift[q] = CODE_BITS * v
+        m = np.inf
         for o in range(nL[q]):
             pv[q, o] = P[v, ti, o]
             wv[q, o] = W[v, ti, o]
             mv[q, o] = A[v, ti, o] * y + Bm[v, ti, o]
             if wv[q, o] != wv[q, 0]:
                 plain = 0
+            if mv[q, o] < m:
+                m = mv[q, o]
+        least_mem += m
+    if least_mem > M * (1.0 + MARGIN):
+        return 1
     kd = 0 if plain else dv[di]
     r, row = _frontier_at(
         nn, nL, pv, nodeE, wv, mv, shift, kd, N, B, M, fm, fe, fw, fp, fk, fc, heads
     )
     if r < 0:
-        return False
+        return -1
     sc[0] += r
     lo = M * (1.0 - MARGIN)
     least = np.inf  # the least key among the choices that fit
@@ -259,7 +274,7 @@ def _fill(nodes, nn, plain, ti, y, di, nodeE, nopt, P, W, A, Bm, dv, S, N, M, B,
                 if c < cost[dj, y]:
                     cost[dj, y] = c
                     choice[dj, y] = fc[row, i]
-    return True
+    return 0
 
 
 @njit(cache=True)
@@ -340,8 +355,9 @@ def solve_kernel(
     nt = tv.shape[0]
     nd = dv.shape[0]
     Lmax = P.shape[2]
-    # the pairs (I, J), J strictly inside I, by I, and their stages' ids
-    ids = Dict.empty(key_type=types.int64, value_type=types.int64)
+    # the pairs (I, J), J strictly inside I, by I, and their stages' ids (by bitmask)
+    sid = np.full(1 << n, -1, np.int64)
+    cs_ = []
     pi_ = []
     pj_ = []
     pc_ = []
@@ -351,17 +367,16 @@ def solve_kernel(
             J = ideals[j]
             if J & ~I == 0:
                 C = I & ~J
-                if C not in ids:
-                    ids[C] = len(ids)
+                if sid[C] < 0:
+                    sid[C] = len(cs_)
+                    cs_.append(C)
                 pi_.append(i)
                 pj_.append(j)
-                pc_.append(ids[C])
-    nC = len(ids)
+                pc_.append(sid[C])
+    nC = len(cs_)
     if nC * (nt * nd * (S + 1) * 16 + nt * n * Lmax * 8) > max_bytes:
         return np.inf, np.zeros((0, 5), np.int64), np.array([nC, len(pi_), 0, 0, 2, 0])
-    Cs = np.empty(nC, np.int64)
-    for C, k in ids.items():
-        Cs[k] = C
+    Cs = np.array(cs_, np.int64)
     cost = np.full((nC, nt, nd, S + 1), np.nan)  # nan: not made yet
     choice = np.zeros((nC, nt, nd, S + 1), np.int64)
     kind = np.full((nC, nt), -2, np.int64)  # -2: not prepared; else _prepare's answer
@@ -369,6 +384,7 @@ def solve_kernel(
     size = np.empty(nC, np.int64)
     nodeE = np.empty((nC, nt, n, Lmax))
     lb = np.empty((nC, nt, nd))
+    yinf = np.full((nC, nt), S + 1, np.int64)  # the least y where no choice fits (S + 1: none)
     for k in range(nC):
         c = 0
         for v in range(n):
@@ -403,6 +419,9 @@ def solve_kernel(
                     s = s1 + d
                     y = microbatches_in_flight(s, d)
                     c = cost[k0, ti, di, y]
+                    if c != c and y >= yinf[k0, ti]:  # no choice fits at a smaller y
+                        cost[k0, ti, di, y] = np.inf
+                        continue
                     if c != c:
                         # made only when it may lower f[i, s, *]: first by the set behind
                         # alone (costs are >= 0), then by the stage's lower bound
@@ -429,12 +448,17 @@ def solve_kernel(
                             ):
                                 skipped += 1
                                 continue
-                        if not _fill(
+                        filled = _fill(
                             nodes[k0], size[k0], kind[k0, ti], ti, y, di, nodeE[k0, ti], nopt,
                             P, W, A, Bm, dv, S, N, M, B, cost[k0, ti], choice[k0, ti], wk,
-                        ):  # fmt: skip
+                        )  # fmt: skip
+                        if filled < 0:
                             return np.inf, np.zeros((0, 5), np.int64), np.array([0, 0, 0, 0, 1, 0])
                         made += 1
+                        if filled == 1:
+                            yinf[k0, ti] = y
+                            cost[k0, ti, di, y] = np.inf
+                            continue
                         c = cost[k0, ti, di, y]
                     if c == np.inf:
                         continue

@@ -62,42 +62,54 @@ def kernel_arrays(inst: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> tuple
         (ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term): the sets as int64 bitmasks over
         the node positions (by size, the empty set first); the t values; per (node, t
         index) the option count and per option p, w, a, b; per node its neighbours'
-        positions and per (node, t, option, neighbour) the cut-edge term 2 (c + sync).
+        positions and per (node, t, option, neighbour) the cut-edge term 2 (c + sync)
+        (only the first ``nopt`` options and ``deg`` neighbours are meaningful).
     """
     ids = inst.node_ids
     pos = {v: i for i, v in enumerate(ids)}
     n = len(ids)
-    tl = list(inst.t_values)
+    tl = inst.t_values
     nt = len(tl)
-    L = max(len(o) for nd in inst.nodes for o in nd.options.values())
-    edges = [
-        [(u, c, True) for u, c in inst.in_edges[v]] + [(x, c, False) for x, c in inst.out_edges[v]]
-        for v in ids
-    ]
-    D = max(1, max(len(e) for e in edges))
-    nb = np.array([[pos[u] for u, _, _ in e] + [0] * (D - len(e)) for e in edges], np.int64)
-    # flat lists in (node, t, option[, neighbour]) order, padded with zeros, made arrays once
-    nopt, pwab, cs, syncs = [], [], [], []
-    pad_opt = [(0.0, 0.0, 0.0, 0.0)]
-    for v, e in zip(ids, edges):
-        pad = [0.0] * (D - len(e))
-        for t in tl:
-            opts = inst.node[v].options.get(t, [])
-            nopt.append(len(opts))
+    rows = [[inst.node[v].options.get(t, ()) for t in tl] for v in ids]
+    counts = [len(opts) for row in rows for opts in row]
+    L = max(counts)
+    ins = [inst.in_edges[v] for v in ids]
+    outs = [inst.out_edges[v] for v in ids]
+    deg = [len(a) + len(b) for a, b in zip(ins, outs)]
+    D = max(1, max(deg))
+    # flat lists, made arrays once (numpy's conversion of nested lists is slow): per node
+    # its neighbours (the in-edges' sources, then the out-edges' targets) and their c; per
+    # (node, t, option) p, w, a, b and per neighbour the option's sync bytes; zeros pad
+    # (the kernel reads no padding; a missing option's terms are 2 c)
+    nb, cs, pwab, syncs = [], [], [], []
+    for a, b, k, row in zip(ins, outs, deg, rows):
+        pad = [0.0] * (D - k)
+        us_in = [u for u, _ in a]
+        us_out = [x for x, _ in b]
+        nb += map(pos.__getitem__, us_in)
+        nb += map(pos.__getitem__, us_out)
+        nb += [0] * (D - k)
+        cs += [c for _, c in a]
+        cs += [c for _, c in b]
+        cs += pad
+        for opts in row:
             for opt in opts:
-                pwab.append((opt.p, opt.w, opt.a, opt.b))
-                cs += [c for _, c, _ in e] + pad
-                syncs += [opt.sfw[u] if incoming else opt.sbw[u] for u, _, incoming in e] + pad
-            pwab += pad_opt * (L - len(opts))
-            cs += [0.0] * (D * (L - len(opts)))
-            syncs += [0.0] * (D * (L - len(opts)))
+                pwab += (opt.p, opt.w, opt.a, opt.b)
+                syncs += map(opt.sfw.__getitem__, us_in)
+                syncs += map(opt.sbw.__getitem__, us_out)
+                syncs += pad
+            missing = L - len(opts)
+            pwab += [0.0] * (4 * missing)
+            syncs += [0.0] * (D * missing)
     P, W, A, Bm = np.array(pwab, np.float64).reshape(n, nt, L, 4).transpose(3, 0, 1, 2).copy()
-    term = cut_edge_bytes(np.array(cs, np.float64), np.array(syncs, np.float64)).reshape(
-        n, nt, L, D
+    nopt = np.array(counts, np.int64).reshape(n, nt)
+    term = cut_edge_bytes(
+        np.array(cs, np.float64).reshape(n, 1, 1, D),
+        np.array(syncs, np.float64).reshape(n, nt, L, D),
     )
     tv = np.array(tl, np.int64)
-    nopt = np.array(nopt, np.int64).reshape(n, nt)
-    deg = np.array([len(e) for e in edges], np.int64)
+    deg = np.array(deg, np.int64)
+    nb = np.array(nb, np.int64).reshape(n, D)
     ideals = np.array(enumerate_ideals(inst, max_ideals), np.int64)
     return ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term
 
@@ -203,7 +215,7 @@ def solve_compiled(
         )
     c1 = time.process_time()
     # the frontier buffers: every choice of the largest stage, or fewer (more when asked)
-    cap = min(math.prod(max(len(o) for o in nd.options.values()) for nd in inst.nodes), 1 << 14)
+    cap = min(math.prod(arrays[3].max(axis=1).tolist()), 1 << 14)
     while True:
         T, rows, counts = solve_kernel(
             *arrays, dv, S, N, float(inst.M), float(inst.B), budget, cap, MAX_TABLE_BYTES - need
