@@ -345,52 +345,31 @@ def solve_kernel(
     f[i, s, k] is the least largest TPS of set i as the later stages of a plan whose sum of
     d is s on k devices; a pair (I, J) peels the stage C = I \\ J off the front of I with
     (t, d) at y = ceil(s / d). A stage's cost at (t, d, y) is made when a pair first needs
-    it (:func:`_fill`): only where the set behind it has a plan at that s.
+    it (:func:`_fill`) and it may lower f[i, s, *]: the set behind has a plan at that s that
+    alone, then with the stage's lower bound (:func:`_lower_bounds`), is below some entry
+    (:func:`_may_improve`); at a y where no choice fits, and every larger one, it is inf.
+    A cost not made is never read, so f is that of the full tables.
 
     Returns (T, plan, counts): plan rows (C, t, d, y, choice code) from the front, empty
     when no plan fits; counts (stages, pairs, frontier points, costs made, 1 when a
     frontier passed ``cap`` choices: nothing else is then valid, ask again with more; 2
-    when the stages' cost tables would pass ``max_bytes``: nothing else is valid)."""
+    when the stages' cost tables would pass ``max_bytes``: nothing else is valid; costs
+    skipped)."""
     ni = ideals.shape[0]
     nt = tv.shape[0]
     nd = dv.shape[0]
     Lmax = P.shape[2]
-    # the pairs (I, J), J strictly inside I, by I, and their stages' ids (by bitmask)
-    sid = np.full(1 << n, -1, np.int64)
-    cs_ = []
-    pi_ = []
-    pj_ = []
-    pc_ = []
-    for i in range(ni):
-        I = ideals[i]
-        for j in range(i):
-            J = ideals[j]
-            if J & ~I == 0:
-                C = I & ~J
-                if sid[C] < 0:
-                    sid[C] = len(cs_)
-                    cs_.append(C)
-                pi_.append(i)
-                pj_.append(j)
-                pc_.append(sid[C])
-    nC = len(cs_)
+    Cs, pi_, pj_, pc_, size = _pairs(ideals, n)
+    nC = Cs.shape[0]
     if nC * (nt * nd * (S + 1) * 16 + nt * n * Lmax * 8) > max_bytes:
         return np.inf, np.zeros((0, 5), np.int64), np.array([nC, len(pi_), 0, 0, 2, 0])
-    Cs = np.array(cs_, np.int64)
     cost = np.full((nC, nt, nd, S + 1), np.nan)  # nan: not made yet
     choice = np.zeros((nC, nt, nd, S + 1), np.int64)
     kind = np.full((nC, nt), -2, np.int64)  # -2: not prepared; else _prepare's answer
     nodes = np.empty((nC, n), np.int64)
-    size = np.empty(nC, np.int64)
     nodeE = np.empty((nC, nt, n, Lmax))
     lb = np.empty((nC, nt, nd))
     yinf = np.full((nC, nt), S + 1, np.int64)  # the least y where no choice fits (S + 1: none)
-    for k in range(nC):
-        c = 0
-        for v in range(n):
-            if (Cs[k] >> v) & 1:
-                c += 1
-        size[k] = c
     wk = _scratch(n, Lmax, nb.shape[1], cap)
     made = 0
     skipped = 0
@@ -476,6 +455,51 @@ def solve_kernel(
                     if f[i, s, k] < np.inf:
                         kmin[i, s] = k
                         break
+    counts = np.array([nC, np_, wk[14][0], made, 0, skipped], np.int64)
+    best, plan = _plan(f, bp, S, budget, dv, tv, Cs, pc_, pj_, choice)
+    return best, plan, counts
+
+
+@njit(cache=True)
+def _pairs(ideals, n):
+    """The pairs (I, J) of sets, J strictly inside I, by I (the sets come by size): their
+    positions i and j, their stages' ids (C = I \\ J, ids by first appearance), and per
+    stage id its bitmask and its number of nodes."""
+    sid = np.full(1 << n, -1, np.int64)
+    cs_ = []
+    pi_ = []
+    pj_ = []
+    pc_ = []
+    for i in range(ideals.shape[0]):
+        I = ideals[i]
+        for j in range(i):
+            J = ideals[j]
+            if J & ~I == 0:
+                C = I & ~J
+                if sid[C] < 0:
+                    sid[C] = len(cs_)
+                    cs_.append(C)
+                pi_.append(i)
+                pj_.append(j)
+                pc_.append(sid[C])
+    Cs = np.array(cs_, np.int64)
+    size = np.zeros(Cs.shape[0], np.int64)
+    for k in range(Cs.shape[0]):
+        for v in range(n):
+            size[k] += (Cs[k] >> v) & 1
+    pi = np.array(pi_, np.int64)
+    pj = np.array(pj_, np.int64)
+    pc = np.array(pc_, np.int64)
+    return Cs, pi, pj, pc, size
+
+
+@njit(cache=True)
+def _plan(f, bp, S, budget, dv, tv, Cs, pc_, pj_, choice):
+    """The least f of the whole set (the last) and its plan's rows (C, t, d, y, choice
+    code) from the front by the back-pointers; no rows when no plan fits."""
+    ni = f.shape[0]
+    nt = tv.shape[0]
+    nd = dv.shape[0]
     best = np.inf
     bs = -1
     bk = -1
@@ -485,10 +509,8 @@ def solve_kernel(
                 best = f[ni - 1, s, k]
                 bs = s
                 bk = k
-    counts = np.array([nC, np_, wk[14][0], made, 0, skipped], np.int64)
-    plan = np.zeros((0, 5), np.int64)
     if bs < 0:
-        return best, plan, counts
+        return best, np.zeros((0, 5), np.int64)
     rows = []
     i, s, k = ni - 1, bs, bk
     while i != 0:
@@ -508,4 +530,4 @@ def solve_kernel(
     for r in range(len(rows)):
         for c in range(5):
             plan[r, c] = rows[r][c]
-    return best, plan, counts
+    return best, plan
