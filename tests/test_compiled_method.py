@@ -1,9 +1,7 @@
 """The registry method ``compiled`` (compare/crosscheck/compiled.py): the same status and TPS
 as ``dp`` through the public entry points, one-line refusals, the DP's lineage in verify,
-and ``bench small --modes compiled``. The solving tests need numba (the ``test`` extra
-installs it); without it they skip with the reason, and the refusal is tested instead."""
+and ``bench small --modes compiled``."""
 
-import importlib.util
 import json
 
 import pytest
@@ -18,14 +16,9 @@ from piper_ilp.instance import instance_to_dict
 from piper_ilp.mode import Mode
 from piper_ilp.solution import Restrictions, Status
 
-HAVE_NUMBA = importlib.util.find_spec("numba") is not None
-needs_numba = pytest.mark.skipif(
-    not HAVE_NUMBA, reason="numba not installed (pip install 'piper-ilp[compiled]')"
-)
 runner = CliRunner()
 
 
-@needs_numba
 @pytest.mark.parametrize("family", ALL_FAMILIES)
 def test_compiled_and_dp_agree_on_random_dags(family):
     for nodes, seed in ((6, 3), (9, 4), (11, 5)):
@@ -43,7 +36,6 @@ def test_compiled_and_dp_agree_on_random_dags(family):
         assert (got.status, repr(got.tps)) == (want.status, repr(want.tps)), inst.source
 
 
-@needs_numba
 def test_dp_and_compiled_alone_are_a_single_proof_not_a_match():
     inst = random_instance("layered", 8, 1)
     v = verify_instance(inst, methods=("dp", "compiled"), greedy=False)
@@ -54,7 +46,6 @@ def test_dp_and_compiled_alone_are_a_single_proof_not_a_match():
     assert v.verdict == "match" and set(v.lineages) == {"dp", "brute"}
 
 
-@needs_numba
 @pytest.mark.parametrize(
     "mode, restrictions, says",
     [
@@ -70,7 +61,6 @@ def test_compiled_refuses_what_it_does_not_solve_in_one_line(mode, restrictions,
     assert "\n" not in str(exc.value) and str(exc.value).endswith("; use dp")
 
 
-@needs_numba
 def test_compiled_refuses_more_than_15_nodes_and_a_short_time_limit():
     with pytest.raises(SizeLimitError, match="at most 15 nodes, not 16; use dp"):
         run_method(random_instance("chain", 16, 0), "compiled")
@@ -81,7 +71,6 @@ def test_compiled_refuses_more_than_15_nodes_and_a_short_time_limit():
     assert run_method(inst, "compiled", time_limit=60.0).status == Status.OPTIMAL
 
 
-@needs_numba
 def test_verify_skips_compiled_in_another_mode(tmp_path):
     path = tmp_path / "i.json"
     path.write_text(json.dumps(instance_to_dict(random_instance("chain", 4, 0))))
@@ -92,18 +81,11 @@ def test_verify_skips_compiled_in_another_mode(tmp_path):
     assert "compiled: skipped: the compiled DP solves only the default mode" in result.output
 
 
-@needs_numba
 def test_bench_small_runs_the_compiled_mode_from_the_cli():
     result = runner.invoke(app, ["bench", "small", "--seeds", "1", "--modes", "compiled"])
     assert result.exit_code == 0, result.output
     assert "compiled: 42 instances" in result.output
     assert "one-time load" in result.output
-
-
-@pytest.mark.skipif(HAVE_NUMBA, reason="numba installed: the refusal without it cannot show")
-def test_without_numba_compiled_refuses_with_the_install_command():
-    with pytest.raises(SizeLimitError, match=r"pip install 'piper-ilp\[compiled\]'"):
-        run_method(random_instance("chain", 4, 0), "compiled")
 
 
 def test_compiled_is_the_dps_lineage():

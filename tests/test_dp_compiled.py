@@ -1,22 +1,20 @@
 """The compiled prototype (dp.compiled) against the Python DP, exhaustive search and
-math.fsum. Runs only where numba is installed (``pip install -e '.[compiled]'``)."""
+math.fsum."""
 
+import itertools
 import math
 import random
 
+import numpy as np
 import pytest
 
-pytest.importorskip("numba", reason="numba not installed (pip install -e '.[compiled]')")
-
-import numpy as np  # noqa: E402
-
-from compare.builders.generators import random_instance  # noqa: E402
-from compare.crosscheck.brute import solve_brute  # noqa: E402
-from dp import solve_dp  # noqa: E402
-from dp.compiled import MAX_NODES, solve_compiled  # noqa: E402
-from dp.compiled.kernel import fsum  # noqa: E402
-from piper_ilp.errors import InputError, SizeLimitError  # noqa: E402
-from piper_ilp.solution import Restrictions, Status  # noqa: E402
+from compare.builders.generators import random_instance
+from compare.crosscheck.brute import solve_brute
+from dp import solve_dp
+from dp.compiled import MAX_NODES, solve_compiled
+from dp.compiled.kernel import fsum
+from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.solution import Restrictions, Status
 
 FAMILIES = ("chain", "skip", "layered", "series-parallel", "fork-join", "towers", "numerics")
 
@@ -29,6 +27,9 @@ def _fsum(vals):
 def test_fsum_is_math_fsum_bit_for_bit():
     rng = random.Random(7)
     cases = [[], [0.0], [1e16, 1.0, 1.0], [0.1] * 10, [1e308, 1e308 * 0.5, -1e308]]
+    # signed zeros (math.fsum keeps no zero partial: zeros alone give +0.0), one and two values
+    cases += [[-0.0], [-0.0, -0.0], [-0.0, 0.0], [-0.0] * 3, [1.0, -1.0], [-1.0, 1.0, -0.0]]
+    cases += [[2.0**-1074], [2.0**-1074, 2.0**-1074], [1.0, 2.0**-53], [1.0, 2.0**-53 + 2.0**-105]]
     for _ in range(2000):
         k = rng.randint(1, 12)
         cases.append(
@@ -91,3 +92,60 @@ def test_compiled_refuses_large_graphs():
         solve_compiled(big)
     with pytest.raises(InputError, match="uniform"):
         solve_compiled(random_instance("chain", 4, 0), Restrictions(uniform=True))
+
+
+def _stage_lower_bounds(inst, C, ti, dv):
+    """The kernel's per-d lower bounds of stage C (a bitmask) under t index ti."""
+    from dp.compiled.kernel import _lower_bounds, _prepare
+    from dp.compiled.small_dp import kernel_arrays
+
+    _, n, _, nopt, P, W, _, _, deg, nb, term = kernel_arrays(inst)
+    L = P.shape[2]
+    nodes, nodeE = np.empty(n, np.int64), np.empty((n, L))
+    scratch = np.empty(2 * n + nb.shape[1] + 2)
+    kind = _prepare(C, n, ti, nopt, deg, nb, term, nodes, nodeE, scratch, scratch.copy())
+    lb = np.empty(len(dv))
+    if kind >= 0:
+        size = bin(C).count("1")
+        _lower_bounds(nodes, size, ti, nodeE, nopt, P, W, dv, inst.N, float(inst.B), lb)
+    return kind, lb
+
+
+@pytest.mark.parametrize("family", (*FAMILIES, "ties"))
+def test_stage_lower_bound_is_below_every_choice(family):
+    # the kernel skips a stage cost whose lower bound cannot lower the search's table: the
+    # bound must be at most the evaluator's cost of every choice of options (memory aside)
+    from piper_ilp.cost import stage_cost
+
+    rng = random.Random(5)
+    for seed in range(3):
+        inst = random_instance(family, 6, seed, t_values=(1, 2), options_per_t=(1, 3))
+        ids = inst.node_ids
+        dv = np.array([1, 2, 3, 4], np.int64)
+        for _ in range(6):
+            C = rng.randrange(1, 1 << len(ids))
+            members = [ids[i] for i in range(len(ids)) if (C >> i) & 1]
+            for ti, t in enumerate(inst.t_values):
+                kind, lb = _stage_lower_bounds(inst, C, ti, dv)
+                if kind < 0:
+                    continue
+                per_node = [inst.node[v].options[t] for v in members]
+                for choice in itertools.product(*per_node):
+                    opts = dict(zip(members, choice))
+                    for di, d in enumerate(dv.tolist()):
+                        assert lb[di] <= stage_cost(inst, members, d, opts).tps, inst.source
+
+
+@pytest.mark.parametrize("family", (*FAMILIES, "ties"))
+def test_compiled_skips_stage_costs_and_matches_brute(family):
+    # the skips (stage costs that cannot lower the table, memory that cannot fit at a
+    # larger y) happen here and leave the optimum the exhaustive search's
+    skipped = 0
+    for seed in range(4):
+        inst = random_instance(family, 6, 10 + seed, t_values=(1, 2), memory="tight")
+        want = solve_brute(inst)
+        got = solve_compiled(inst)
+        assert got.status == want.status, inst.source
+        assert repr(got.tps) == repr(want.tps), inst.source
+        skipped += got.info.get("costs_skipped", 0)
+    assert skipped > 0

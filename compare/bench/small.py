@@ -7,7 +7,7 @@ around :func:`dp.solve_dp` alone: the instance is made and the modules are loade
 its status, TPS and counts; with ``--reference`` the reference's fields of
 :func:`compare.bench.dp.run_reference` (its own search CPU, its TPS) and ``ratio_search``
 = our solve CPU / its search CPU. :func:`summary` gives per mode the median and the worst
-ratio, overall and per family. Mode ``"compiled"`` (where numba is installed) solves with
+ratio, overall and per family. Mode ``"compiled"`` solves with
 the compiled prototype :func:`dp.compiled.solve_compiled` (exact knapsack): its rows add the
 CPU of its Python set-up and of its kernel, and the kernel's one-time load (import, first
 call) is measured before the solves and given apart (``cpu_kernel_load``).
@@ -23,9 +23,6 @@ from typing import Callable, Sequence
 
 from compare.bench.dp import compare_reference, run_reference
 from compare.builders.generators import FAMILIES, random_instance
-from compare.crosscheck.compiled import INSTALL
-from dp.compiled import compiled_available
-from piper_ilp.errors import InputError
 
 __all__ = [
     "SMALL_FAMILIES",
@@ -33,7 +30,6 @@ __all__ = [
     "SMALL_SEEDS",
     "small_instances",
     "run_small",
-    "check_modes",
     "summary",
     "row_line",
 ]
@@ -84,7 +80,7 @@ def run_small(
     instances : sequence of (family, Instance)
     modes : sequence of {"exact", "greedy", "compiled"}
         Knapsack modes of :func:`dp.solve_dp`, or ``"compiled"``: the compiled prototype
-        (:func:`dp.compiled.solve_compiled`; needs numba).
+        (:func:`dp.compiled.solve_compiled`).
     reference : str, optional
         The reference planner command (placeholders as ``piper-ilp bench --reference``).
     timeout : float
@@ -102,7 +98,6 @@ def run_small(
     from dp import solve_dp
     from piper_ilp.instance import save_instance
 
-    check_modes(modes)
     load = _load_compiled() if "compiled" in modes else None
     rows = []
     with tempfile.TemporaryDirectory(prefix="piper-bench-small-") as tmp:
@@ -142,13 +137,6 @@ def run_small(
                 if on_row is not None:
                     on_row(row)
     return rows
-
-
-def check_modes(modes: Sequence[str]) -> None:
-    """Raise InputError (one line with the install command) when ``modes`` has
-    ``"compiled"`` and numba is not installed."""
-    if "compiled" in modes and not compiled_available():
-        raise InputError(f"--modes compiled needs numba: {INSTALL}")
 
 
 def _load_compiled():

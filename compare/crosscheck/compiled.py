@@ -6,7 +6,7 @@ lineage is ``dp`` (``verify --methods dp,compiled`` alone is a single proof). Wh
 not solve it refuses in one line (:class:`~piper_ilp.errors.SizeLimitError`, skipped by
 ``verify``, as the path and columns formulations' refusals): another mode, uniform
 degrees, more than 15 nodes or 16 options per (node, t), tables above the kernel's size
-guard, and, without numba, the install command. The kernel cannot stop early, so a time
+guard. The kernel cannot stop early, so a time
 limit is honoured before it starts: the instance is refused when the kernel's work
 estimate (:func:`dp.compiled.small_dp.work_estimate`) passes what it does in that many CPU
 seconds at :data:`WORK_PER_SECOND`.
@@ -19,10 +19,7 @@ from piper_ilp.instance import Instance
 from piper_ilp.mode import DEFAULT_MODE, Mode
 from piper_ilp.solution import Restrictions, Solution
 
-__all__ = ["INSTALL", "WORK_PER_SECOND", "compiled_refusal", "solve_compiled_method"]
-
-#: How to install the kernel's dependency.
-INSTALL = "pip install 'piper-ilp[compiled]'"
+__all__ = ["WORK_PER_SECOND", "compiled_refusal", "solve_compiled_method"]
 
 #: Units of :func:`dp.compiled.small_dp.work_estimate` per CPU second that a time limit
 #: assumes: about a third of the slowest rate measured (5.4e6, docs/architecture.md); an
@@ -31,8 +28,8 @@ WORK_PER_SECOND = 2e6
 
 
 def compiled_refusal(mode: Mode, restrictions: Restrictions = Restrictions()) -> str | None:
-    """Why the compiled DP does not solve ``mode`` under ``restrictions`` (None when it does,
-    numba installed).
+    """Why the compiled DP does not solve ``mode`` under ``restrictions`` (None when it
+    does).
 
     Examples
     --------
@@ -41,16 +38,12 @@ def compiled_refusal(mode: Mode, restrictions: Restrictions = Restrictions()) ->
     >>> compiled_refusal(DEFAULT_MODE, Restrictions(uniform=True))
     'the compiled DP does not solve uniform degrees (--uniform)'
     """  # noqa: E501
-    from dp.compiled import compiled_available
-
     if not mode.is_default:
         return (
             f"the compiled DP solves only the default mode {DEFAULT_MODE.label}, not {mode.label}"
         )
     if restrictions.uniform:
         return "the compiled DP does not solve uniform degrees (--uniform)"
-    if not compiled_available():
-        return f"the compiled DP needs numba: {INSTALL}"
     return None
 
 
@@ -85,7 +78,7 @@ def solve_compiled_method(
     Raises
     ------
     SizeLimitError
-        One line: a mode, restriction or size it does not solve, numba missing, or the
+        One line: a mode, restriction or size it does not solve, or the
         time limit too short for its work estimate; it names ``dp`` to use instead.
     """
     src = instance.source

@@ -511,8 +511,7 @@ def _registry() -> dict[str, Method]:
             frozenset({"time_limit", "progress"}),
             "dp",
             TPS_RTOL,
-            "the DP's default mode as one numba kernel, up to 15 nodes (the DP's lineage; "
-            "needs numba)",
+            "the DP's default mode as one numba kernel, up to 15 nodes (the DP's lineage)",
             all_modes=True,
         ),
         Method(

@@ -3,16 +3,15 @@ default mode (sequential pipelining, throughput, 1f1b, Piper's in-flight rule) w
 exact knapsack in one numba kernel (:mod:`dp.compiled.kernel`), from the arrays that
 :mod:`dp.compiled.small_dp` makes. The registry's method ``compiled``
 (:mod:`compare.crosscheck.compiled`) and ``bench small --modes compiled`` call it. It uses
-the core only. numba is optional (``pip install 'piper-ilp[compiled]'``; the ``test`` extra
-has it).
+the core only. The kernel module (and numba with it) is imported on the first solve only,
+so that the other methods do not pay numba's load.
 """
 
 from dp.compiled.small_dp import (
     MAX_NODES,
-    compiled_available,
     size_refusal,
     solve_compiled,
     work_estimate,
 )
 
-__all__ = ["solve_compiled", "compiled_available", "MAX_NODES", "size_refusal", "work_estimate"]
+__all__ = ["solve_compiled", "MAX_NODES", "size_refusal", "work_estimate"]

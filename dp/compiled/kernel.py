@@ -1,15 +1,13 @@
 """The compiled kernel of :mod:`dp.compiled`: the stage tables and the search of the default
 mode (sequential pipelining, throughput, 1f1b, Piper's in-flight rule), exact knapsack, as
 numba functions over arrays, every stage cost and memory sum as the evaluator makes them
-(``fsum``, cost model secs. 3 and 7). Imported only where numba is installed.
+(``fsum``, cost model secs. 3 and 7). Imported by the first solve, not by the package.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.core import types
-from numba.typed import Dict
 
 from piper_ilp import cost as _cost
 
@@ -26,7 +24,13 @@ CODE_BITS = 4
 @njit(cache=True)
 def fsum(vals, m, partials):
     """``math.fsum`` of ``vals[:m]`` (finite floats), bit for bit: Shewchuk's partials and
-    CPython's final rounding; ``partials`` is scratch of at least m + 1 floats."""
+    CPython's final rounding (a zero is no partial, so zeros alone sum to +0.0); one or two
+    values directly (fsum is the correctly rounded sum: one IEEE addition, then + 0.0 for
+    the sign of a zero). ``partials`` is scratch of at least m + 1 floats."""
+    if m <= 1:
+        return vals[0] + 0.0 if m == 1 else 0.0
+    if m == 2:
+        return (vals[0] + vals[1]) + 0.0
     np_ = 0
     for k in range(m):
         x = vals[k]
@@ -41,8 +45,10 @@ def fsum(vals, m, partials):
                 partials[i] = lo
                 i += 1
             x = hi
-        partials[i] = x
-        np_ = i + 1
+        np_ = i
+        if x != 0.0:
+            partials[np_] = x
+            np_ += 1
     hi = 0.0
     lo = 0.0
     n = np_
@@ -221,25 +227,34 @@ def _fill(nodes, nn, plain, ti, y, di, nodeE, nopt, P, W, A, Bm, dv, S, N, M, B,
     """cost[di, y] and choice[di, y] of one stage under t index ti (every d at this y when
     ``plain``): the least evaluator cost over the choices whose memory fsum fits M, inf
     where none fits. The choices are pruned on float sums (:func:`_frontier_at`), then the
-    few within rounding of the least key are costed exactly. Returns False when the
-    scratch ``wk`` is too small (nothing written)."""
+    few within rounding of the least key are costed exactly. Returns 0; 1 when no choice
+    fits at y (nothing written: the running sum of each node's least float memory passes
+    M by more than MARGIN, which is when the frontier would end empty; it does at every
+    larger y too); -1 when the scratch ``wk`` is too small (nothing written)."""
     pv, wv, mv, nL, shift, heads, buf, partials, fm, fe, fw, fp, fk, fc, sc = wk
+    least_mem = 0.0
     for q in range(nn):
         v = nodes[q]
         nL[q] = nopt[v, ti]
         shift[q] = CODE_BITS * v
+        m = np.inf
         for o in range(nL[q]):
             pv[q, o] = P[v, ti, o]
             wv[q, o] = W[v, ti, o]
             mv[q, o] = A[v, ti, o] * y + Bm[v, ti, o]
             if wv[q, o] != wv[q, 0]:
                 plain = 0
+            if mv[q, o] < m:
+                m = mv[q, o]
+        least_mem += m
+    if least_mem > M * (1.0 + MARGIN):
+        return 1
     kd = 0 if plain else dv[di]
     r, row = _frontier_at(
         nn, nL, pv, nodeE, wv, mv, shift, kd, N, B, M, fm, fe, fw, fp, fk, fc, heads
     )
     if r < 0:
-        return False
+        return -1
     sc[0] += r
     lo = M * (1.0 - MARGIN)
     least = np.inf  # the least key among the choices that fit
@@ -259,7 +274,29 @@ def _fill(nodes, nn, plain, ti, y, di, nodeE, nopt, P, W, A, Bm, dv, S, N, M, B,
                 if c < cost[dj, y]:
                     cost[dj, y] = c
                     choice[dj, y] = fc[row, i]
-    return True
+    return 0
+
+
+@njit(cache=True)
+def _lower_bounds(nodes, nn, ti, nodeE, nopt, P, W, dv, N, B, out):
+    """Per d index, a lower bound on the stage's evaluator cost under t index ti over every
+    choice, memory aside (into ``out``): the sum over its nodes of each node's least term
+    of the TPS formula, (e / d + resync) / B + p / d, less a factor MARGIN. The formula is
+    a sum of such terms (cost model sec. 3) and every input is non-negative and within the
+    supported range (no overflow, no subnormal), so the float sums differ from the exact
+    ones by a few ulps relative, far below MARGIN."""
+    for di in range(dv.shape[0]):
+        d = dv[di]
+        total = 0.0
+        for q in range(nn):
+            v = nodes[q]
+            least = np.inf
+            for o in range(nopt[v, ti]):
+                c = stage_tps(nodeE[q, o], resync_bytes(W[v, ti, o], d, N), P[v, ti, o], d, B)
+                if c < least:
+                    least = c
+            total += least
+        out[di] = total * (1.0 - MARGIN)
 
 
 @njit(cache=True)
@@ -286,6 +323,20 @@ def _scratch(n, Lmax, D, cap):
 
 
 @njit(cache=True)
+def _may_improve(f, i, j, s, s1, td, k_lo, budget, bound):
+    """Whether a stage of cost at least ``bound`` after set j at (s1, k1) can lower some
+    f[i, s, k1 + td]: some finite f[j, s1, k1] with max(bound, f[j, s1, k1]) below it."""
+    for k1 in range(k_lo, budget - td + 1):
+        g = f[j, s1, k1]
+        if g == np.inf:
+            continue
+        v = bound if bound > g else g
+        if v < f[i, s, k1 + td]:
+            return True
+    return False
+
+
+@njit(cache=True)
 def solve_kernel(
     ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term, dv, S, N, M, B, budget, cap, max_bytes
 ):
@@ -294,52 +345,34 @@ def solve_kernel(
     f[i, s, k] is the least largest TPS of set i as the later stages of a plan whose sum of
     d is s on k devices; a pair (I, J) peels the stage C = I \\ J off the front of I with
     (t, d) at y = ceil(s / d). A stage's cost at (t, d, y) is made when a pair first needs
-    it (:func:`_fill`): only where the set behind it has a plan at that s.
+    it (:func:`_fill`) and it may lower f[i, s, *]: the set behind has a plan at that s that
+    alone, then with the stage's lower bound (:func:`_lower_bounds`), is below some entry
+    (:func:`_may_improve`); at a y where no choice fits, and every larger one, it is inf.
+    A cost not made is never read, so f is that of the full tables.
 
     Returns (T, plan, counts): plan rows (C, t, d, y, choice code) from the front, empty
     when no plan fits; counts (stages, pairs, frontier points, costs made, 1 when a
     frontier passed ``cap`` choices: nothing else is then valid, ask again with more; 2
-    when the stages' cost tables would pass ``max_bytes``: nothing else is valid)."""
+    when the stages' cost tables would pass ``max_bytes``: nothing else is valid; costs
+    skipped)."""
     ni = ideals.shape[0]
     nt = tv.shape[0]
     nd = dv.shape[0]
     Lmax = P.shape[2]
-    # the pairs (I, J), J strictly inside I, by I, and their stages' ids
-    ids = Dict.empty(key_type=types.int64, value_type=types.int64)
-    pi_ = []
-    pj_ = []
-    pc_ = []
-    for i in range(ni):
-        I = ideals[i]
-        for j in range(i):
-            J = ideals[j]
-            if J & ~I == 0:
-                C = I & ~J
-                if C not in ids:
-                    ids[C] = len(ids)
-                pi_.append(i)
-                pj_.append(j)
-                pc_.append(ids[C])
-    nC = len(ids)
+    Cs, pi_, pj_, pc_, size = _pairs(ideals, n)
+    nC = Cs.shape[0]
     if nC * (nt * nd * (S + 1) * 16 + nt * n * Lmax * 8) > max_bytes:
-        return np.inf, np.zeros((0, 5), np.int64), np.array([nC, len(pi_), 0, 0, 2])
-    Cs = np.empty(nC, np.int64)
-    for C, k in ids.items():
-        Cs[k] = C
+        return np.inf, np.zeros((0, 5), np.int64), np.array([nC, len(pi_), 0, 0, 2, 0])
     cost = np.full((nC, nt, nd, S + 1), np.nan)  # nan: not made yet
     choice = np.zeros((nC, nt, nd, S + 1), np.int64)
     kind = np.full((nC, nt), -2, np.int64)  # -2: not prepared; else _prepare's answer
     nodes = np.empty((nC, n), np.int64)
-    size = np.empty(nC, np.int64)
     nodeE = np.empty((nC, nt, n, Lmax))
-    for k in range(nC):
-        c = 0
-        for v in range(n):
-            if (Cs[k] >> v) & 1:
-                c += 1
-        size[k] = c
+    lb = np.empty((nC, nt, nd))
+    yinf = np.full((nC, nt), S + 1, np.int64)  # the least y where no choice fits (S + 1: none)
     wk = _scratch(n, Lmax, nb.shape[1], cap)
     made = 0
+    skipped = 0
     f = np.full((ni, S + 1, budget + 1), np.inf)
     bp = np.full((ni, S + 1, budget + 1), -1, np.int64)
     kmin = np.full((ni, S + 1), budget + 1, np.int64)  # the least k of a finite f[i, s]
@@ -351,14 +384,12 @@ def solve_kernel(
         j = pj_[p]
         k0 = pc_[p]
         for ti in range(nt):
-            if kind[k0, ti] == -2:
-                kind[k0, ti] = _prepare(
-                    Cs[k0], n, ti, nopt, deg, nb, term, nodes[k0], nodeE[k0, ti], wk[6], wk[7]
-                )
-            if kind[k0, ti] < 0:
+            if kind[k0, ti] == -1:
                 continue
             t = tv[ti]
             for di in range(nd):
+                if kind[k0, ti] == -1:  # (found by _prepare below: a node has no option)
+                    break
                 d = dv[di]
                 td = t * d
                 for s1 in range(S - d + 1):
@@ -367,13 +398,46 @@ def solve_kernel(
                     s = s1 + d
                     y = microbatches_in_flight(s, d)
                     c = cost[k0, ti, di, y]
+                    if c != c and y >= yinf[k0, ti]:  # no choice fits at a smaller y
+                        cost[k0, ti, di, y] = np.inf
+                        continue
                     if c != c:
-                        if not _fill(
+                        # made only when it may lower f[i, s, *]: first by the set behind
+                        # alone (costs are >= 0), then by the stage's lower bound
+                        if kind[k0, ti] == -2:
+                            bound = 0.0
+                        else:
+                            bound = lb[k0, ti, di]
+                        if not _may_improve(f, i, j, s, s1, td, kmin[j, s1], budget, bound):
+                            skipped += 1
+                            continue
+                        if kind[k0, ti] == -2:
+                            kind[k0, ti] = _prepare(
+                                Cs[k0], n, ti, nopt, deg, nb, term, nodes[k0], nodeE[k0, ti],
+                                wk[6], wk[7],
+                            )  # fmt: skip
+                            if kind[k0, ti] == -1:
+                                break
+                            _lower_bounds(
+                                nodes[k0], size[k0], ti, nodeE[k0, ti], nopt, P, W, dv, N, B,
+                                lb[k0, ti],
+                            )  # fmt: skip
+                            if not _may_improve(
+                                f, i, j, s, s1, td, kmin[j, s1], budget, lb[k0, ti, di]
+                            ):
+                                skipped += 1
+                                continue
+                        filled = _fill(
                             nodes[k0], size[k0], kind[k0, ti], ti, y, di, nodeE[k0, ti], nopt,
                             P, W, A, Bm, dv, S, N, M, B, cost[k0, ti], choice[k0, ti], wk,
-                        ):  # fmt: skip
-                            return np.inf, np.zeros((0, 5), np.int64), np.array([0, 0, 0, 0, 1])
+                        )  # fmt: skip
+                        if filled < 0:
+                            return np.inf, np.zeros((0, 5), np.int64), np.array([0, 0, 0, 0, 1, 0])
                         made += 1
+                        if filled == 1:
+                            yinf[k0, ti] = y
+                            cost[k0, ti, di, y] = np.inf
+                            continue
                         c = cost[k0, ti, di, y]
                     if c == np.inf:
                         continue
@@ -391,6 +455,51 @@ def solve_kernel(
                     if f[i, s, k] < np.inf:
                         kmin[i, s] = k
                         break
+    counts = np.array([nC, np_, wk[14][0], made, 0, skipped], np.int64)
+    best, plan = _plan(f, bp, S, budget, dv, tv, Cs, pc_, pj_, choice)
+    return best, plan, counts
+
+
+@njit(cache=True)
+def _pairs(ideals, n):
+    """The pairs (I, J) of sets, J strictly inside I, by I (the sets come by size): their
+    positions i and j, their stages' ids (C = I \\ J, ids by first appearance), and per
+    stage id its bitmask and its number of nodes."""
+    sid = np.full(1 << n, -1, np.int64)
+    cs_ = []
+    pi_ = []
+    pj_ = []
+    pc_ = []
+    for i in range(ideals.shape[0]):
+        I = ideals[i]
+        for j in range(i):
+            J = ideals[j]
+            if J & ~I == 0:
+                C = I & ~J
+                if sid[C] < 0:
+                    sid[C] = len(cs_)
+                    cs_.append(C)
+                pi_.append(i)
+                pj_.append(j)
+                pc_.append(sid[C])
+    Cs = np.array(cs_, np.int64)
+    size = np.zeros(Cs.shape[0], np.int64)
+    for k in range(Cs.shape[0]):
+        for v in range(n):
+            size[k] += (Cs[k] >> v) & 1
+    pi = np.array(pi_, np.int64)
+    pj = np.array(pj_, np.int64)
+    pc = np.array(pc_, np.int64)
+    return Cs, pi, pj, pc, size
+
+
+@njit(cache=True)
+def _plan(f, bp, S, budget, dv, tv, Cs, pc_, pj_, choice):
+    """The least f of the whole set (the last) and its plan's rows (C, t, d, y, choice
+    code) from the front by the back-pointers; no rows when no plan fits."""
+    ni = f.shape[0]
+    nt = tv.shape[0]
+    nd = dv.shape[0]
     best = np.inf
     bs = -1
     bk = -1
@@ -400,10 +509,8 @@ def solve_kernel(
                 best = f[ni - 1, s, k]
                 bs = s
                 bk = k
-    counts = np.array([nC, np_, wk[14][0], made, 0], np.int64)
-    plan = np.zeros((0, 5), np.int64)
     if bs < 0:
-        return best, plan, counts
+        return best, np.zeros((0, 5), np.int64)
     rows = []
     i, s, k = ni - 1, bs, bk
     while i != 0:
@@ -423,4 +530,4 @@ def solve_kernel(
     for r in range(len(rows)):
         for c in range(5):
             plan[r, c] = rows[r][c]
-    return best, plan, counts
+    return best, plan

@@ -5,7 +5,6 @@ options' p, w, a, b and cut-edge terms; the successor-closed sets), one call of
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import time
 
@@ -20,7 +19,6 @@ from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
 
 __all__ = [
     "solve_compiled",
-    "compiled_available",
     "MAX_NODES",
     "kernel_arrays",
     "size_refusal",
@@ -48,17 +46,6 @@ def size_refusal(inst: Instance) -> str | None:
     return None
 
 
-def compiled_available() -> bool:
-    """Whether numba is installed (the kernel needs it).
-
-    Examples
-    --------
-    >>> isinstance(compiled_available(), bool)
-    True
-    """
-    return importlib.util.find_spec("numba") is not None
-
-
 def kernel_arrays(inst: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> tuple:
     """The kernel's arguments for ``inst`` (after restrictions), in
     :func:`dp.compiled.kernel.solve_kernel`'s order but the d values and limits.
@@ -75,34 +62,54 @@ def kernel_arrays(inst: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> tuple
         (ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term): the sets as int64 bitmasks over
         the node positions (by size, the empty set first); the t values; per (node, t
         index) the option count and per option p, w, a, b; per node its neighbours'
-        positions and per (node, t, option, neighbour) the cut-edge term 2 (c + sync).
+        positions and per (node, t, option, neighbour) the cut-edge term 2 (c + sync)
+        (only the first ``nopt`` options and ``deg`` neighbours are meaningful).
     """
     ids = inst.node_ids
     pos = {v: i for i, v in enumerate(ids)}
     n = len(ids)
-    tv = np.array(inst.t_values, np.int64)
-    nt = len(tv)
-    L = max(len(o) for nd in inst.nodes for o in nd.options.values())
-    nopt = np.zeros((n, nt), np.int64)
-    P, W, A, Bm = (np.zeros((n, nt, L)) for _ in range(4))
-    deg = np.zeros(n, np.int64)
-    D = max(len(inst.in_edges[v]) + len(inst.out_edges[v]) for v in ids)
-    nb = np.zeros((n, max(D, 1)), np.int64)
-    term = np.zeros((n, nt, L, max(D, 1)))
-    for i, v in enumerate(ids):
-        edges = [(u, c, True) for u, c in inst.in_edges[v]]
-        edges += [(x, c, False) for x, c in inst.out_edges[v]]
-        deg[i] = len(edges)
-        for k, (u, _c, _) in enumerate(edges):
-            nb[i, k] = pos[u]
-        for ti, t in enumerate(tv.tolist()):
-            opts = inst.node[v].options.get(t, [])
-            nopt[i, ti] = len(opts)
-            for o, opt in enumerate(opts):
-                P[i, ti, o], W[i, ti, o], A[i, ti, o], Bm[i, ti, o] = opt.p, opt.w, opt.a, opt.b
-                for k, (u, c, incoming) in enumerate(edges):
-                    sync = opt.sfw[u] if incoming else opt.sbw[u]
-                    term[i, ti, o, k] = cut_edge_bytes(c, sync)
+    tl = inst.t_values
+    nt = len(tl)
+    rows = [[inst.node[v].options.get(t, ()) for t in tl] for v in ids]
+    counts = [len(opts) for row in rows for opts in row]
+    L = max(counts)
+    ins = [inst.in_edges[v] for v in ids]
+    outs = [inst.out_edges[v] for v in ids]
+    deg = [len(a) + len(b) for a, b in zip(ins, outs)]
+    D = max(1, max(deg))
+    # flat lists, made arrays once (numpy's conversion of nested lists is slow): per node
+    # its neighbours (the in-edges' sources, then the out-edges' targets) and their c; per
+    # (node, t, option) p, w, a, b and per neighbour the option's sync bytes; zeros pad
+    # (the kernel reads no padding; a missing option's terms are 2 c)
+    nb, cs, pwab, syncs = [], [], [], []
+    for a, b, k, row in zip(ins, outs, deg, rows):
+        pad = [0.0] * (D - k)
+        us_in = [u for u, _ in a]
+        us_out = [x for x, _ in b]
+        nb += map(pos.__getitem__, us_in)
+        nb += map(pos.__getitem__, us_out)
+        nb += [0] * (D - k)
+        cs += [c for _, c in a]
+        cs += [c for _, c in b]
+        cs += pad
+        for opts in row:
+            for opt in opts:
+                pwab += (opt.p, opt.w, opt.a, opt.b)
+                syncs += map(opt.sfw.__getitem__, us_in)
+                syncs += map(opt.sbw.__getitem__, us_out)
+                syncs += pad
+            missing = L - len(opts)
+            pwab += [0.0] * (4 * missing)
+            syncs += [0.0] * (D * missing)
+    P, W, A, Bm = np.array(pwab, np.float64).reshape(n, nt, L, 4).transpose(3, 0, 1, 2).copy()
+    nopt = np.array(counts, np.int64).reshape(n, nt)
+    term = cut_edge_bytes(
+        np.array(cs, np.float64).reshape(n, 1, 1, D),
+        np.array(syncs, np.float64).reshape(n, nt, L, D),
+    )
+    tv = np.array(tl, np.int64)
+    deg = np.array(deg, np.int64)
+    nb = np.array(nb, np.int64).reshape(n, D)
     ideals = np.array(enumerate_ideals(inst, max_ideals), np.int64)
     return ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term
 
@@ -208,7 +215,7 @@ def solve_compiled(
         )
     c1 = time.process_time()
     # the frontier buffers: every choice of the largest stage, or fewer (more when asked)
-    cap = min(math.prod(max(len(o) for o in nd.options.values()) for nd in inst.nodes), 1 << 14)
+    cap = min(math.prod(arrays[3].max(axis=1).tolist()), 1 << 14)
     while True:
         T, rows, counts = solve_kernel(
             *arrays, dv, S, N, float(inst.M), float(inst.B), budget, cap, MAX_TABLE_BYTES - need
@@ -232,6 +239,7 @@ def solve_compiled(
         "stage_pairs": int(counts[1]),
         "frontier_points": int(counts[2]),
         "costs_made": int(counts[3]),
+        "costs_skipped": int(counts[5]),
     }
     ids = inst.node_ids
     if len(rows) == 0:
