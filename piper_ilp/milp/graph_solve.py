@@ -35,6 +35,7 @@ from piper_ilp.instance import Instance
 from piper_ilp.milp.closed_sets import closed_sets
 from piper_ilp.milp.graph_chain import DEFAULT_MAX_LABELS, chain_search
 from piper_ilp.milp.graph_columns import Column, ColumnCatalog
+from piper_ilp.milp.graph_orbits import Orbits
 from piper_ilp.milp.path_arcs import TimeUp
 from piper_ilp.milp.path_rule import GpipeRule, PiperRule
 from piper_ilp.milp.path_search import lower_bound
@@ -55,6 +56,12 @@ PROOF_RTOL = 1e-6
 #: The time unit is this fraction of a lower bound on the objective, divided by the
 #: number of rounded terms a value sums (so the rounding costs at most this much).
 UNIT_RTOL = 1e-8
+
+#: Where the stages pass ``max_stages`` and the chain search is on, the catalog walks the
+#: sets up to interchangeable chains (:class:`~piper_ilp.milp.graph_orbits.Orbits`), with
+#: this many times ``max_stages`` stages at most (mmt4: 723,670 stages, 103,015 from its
+#: 334 canonical sets).
+ORBIT_STAGES_FACTOR = 4
 
 #: The sequential start (:meth:`_Run.from_sequential`) runs the path formulation only up to
 #: this many successor-closed sets: on towers 4x4 (627 sets, about 100,000 stage pairs) it
@@ -174,10 +181,25 @@ def solve_columns(
         msg = "stopped at the time limit listing the candidate stages"
         sol = Solution(method, Status.UNKNOWN, message=msg, info=info, mode=mode)
         return finish_solution(instance, restrictions, sol, start, wall)
+    if len(catalog.masks) > max_stages and chain:
+        # too many to build them all: the chain search walks the sets up to
+        # interchangeable chains, and builds the stages it reaches from those
+        limit = max_stages * ORBIT_STAGES_FACTOR
+        try:
+            catalog = ColumnCatalog(
+                inst, sets, degrees, rule, most=limit, deadline=deadline, orbits=Orbits(inst)
+            )
+        except TimeUp:
+            msg = "stopped at the time limit listing the candidate stages"
+            sol = Solution(method, Status.UNKNOWN, message=msg, info=info, mode=mode)
+            return finish_solution(instance, restrictions, sol, start, wall)
+        max_stages = limit if catalog.orbits is not None else max_stages
+        info["orbit_sets"] = len(catalog.walk)
     info["stages"] = len(catalog.masks)
     if len(catalog.masks) > max_stages:
+        what = "" if catalog.orbits is None else " up to interchangeable chains"
         raise SizeLimitError(
-            f"{instance.source}: more than {max_stages:,} candidate stages, above the "
+            f"{instance.source}: more than {max_stages:,} candidate stages{what}, above the "
             "column method's limit"
         )
     run = _Run(instance, inst, catalog, mode, threads, info, progress, restrictions)
@@ -206,6 +228,7 @@ class _Run:
         self.path_rows = False
         self.chain = True
         self.max_labels = DEFAULT_MAX_LABELS
+        self.halt: str | None = None  # why the search stopped, when not the time limit
         info["rounds"] = []
 
     def floor_of(self, bound: float) -> float:
@@ -344,6 +367,10 @@ class _Run:
             got = chain_search(self.catalog, cols, self.inst.K, tu, self.deadline, self.max_labels)
         except TimeUp:
             return _Answer(None, 0.0, False, {"status": "chain: time limit", "cpu": 0.0})
+        if got is None and self.catalog.orbits is not None:
+            # CP-SAT's model needs every stage, and this catalog has them up to symmetry
+            self.halt = f"stopped: the chain search passed {self.max_labels:,} labels"
+            return _Answer(None, 0.0, False, {"status": "chain: too many labels", "cpu": 0.0})
         if got is None:
             self.chain = False  # it would give up on the later rounds too: CP-SAT from now
             return None
@@ -434,7 +461,7 @@ class _Run:
         TPS bound is no bound on the value's scale: mmt2 stopped with 0.0248 s on a plan
         of 60.46 s, valid but N times too weak)."""
         status = Status.FEASIBLE if self.best is not None else Status.UNKNOWN
-        return self.answer(status, message, proven if proven > 0 else None)
+        return self.answer(status, self.halt or message, proven if proven > 0 else None)
 
     def answer(self, status: Status, message: str, bound: float | None = None) -> Solution:
         plan = value = None
@@ -569,11 +596,8 @@ class _Model:
                 raise InternalError("columns: the chosen stages form a cycle")
             order.extend(ready)
             left = [c for c in left if c not in ready]
-        stages = []
-        for c in order:
-            tab = c.table
-            opts = {v: tab.options[k][c.choice[k]].id for k, v in enumerate(tab.nodes)}
-            stages.append(Stage(c.nodes, c.d, c.t, opts))
+        inst = self.run.inst
+        stages = [Stage(c.nodes, c.d, c.t, c.option_ids(inst)) for c in order]
         return Plan(tuple(stages))
 
 
