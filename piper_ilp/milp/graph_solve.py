@@ -59,9 +59,9 @@ UNIT_RTOL = 1e-8
 
 #: Where the stages pass ``max_stages`` and the chain search is on, the catalog walks the
 #: sets up to interchangeable chains (:class:`~piper_ilp.milp.graph_orbits.Orbits`), with
-#: this many times ``max_stages`` stages at most (mmt4: 723,670 stages, 103,015 from its
-#: 334 canonical sets).
-ORBIT_STAGES_FACTOR = 4
+#: at most this many stages from the canonical sets (mmt4: 723,670 stages in all, 103,015
+#: from its 334 canonical sets).
+DEFAULT_MAX_ORBIT_STAGES = 240_000
 
 #: The sequential start (:meth:`_Run.from_sequential`) runs the path formulation only up to
 #: this many successor-closed sets: on towers 4x4 (627 sets, about 100,000 stage pairs) it
@@ -106,6 +106,8 @@ def solve_columns(
     path_rows: bool = False,
     chain: bool = True,
     max_labels: int = DEFAULT_MAX_LABELS,
+    orbits: bool | None = None,
+    max_orbit_stages: int = DEFAULT_MAX_ORBIT_STAGES,
 ) -> Solution:
     """Solve a graph-pipelining mode exactly over stage columns.
 
@@ -137,7 +139,14 @@ def solve_columns(
         where it gives up; False: CP-SAT alone. The answer is the same either way.
     max_labels : int
         The chain search gives up above this many labels (then CP-SAT answers that
-        round and the later ones).
+        round and the later ones; with ``orbits``, the search stops and says so).
+    orbits : bool, optional
+        Walk the successor-closed sets up to interchangeable chains
+        (:class:`~piper_ilp.milp.graph_orbits.Orbits`; the chain search only, no CP-SAT
+        fallback). None: where the candidate stages pass ``max_stages`` and ``chain``.
+    max_orbit_stages : int
+        Refuse graphs with more stages from the canonical sets than this, when walking
+        them up to symmetry.
 
     Returns
     -------
@@ -175,31 +184,26 @@ def solve_columns(
     sets = closed_sets(inst, 1 << 62)
     info["sets"] = len(sets)
     deadline = None if time_limit is None else start + time_limit
+    if orbits and not chain:
+        raise InputError(
+            "the column method walks the sets up to symmetry only with the chain search"
+        )
     try:
-        catalog = ColumnCatalog(inst, sets, degrees, rule, most=max_stages, deadline=deadline)
+        catalog = _catalog(
+            inst, sets, degrees, rule, max_stages, max_orbit_stages, orbits, chain, deadline
+        )
     except TimeUp:
         msg = "stopped at the time limit listing the candidate stages"
         sol = Solution(method, Status.UNKNOWN, message=msg, info=info, mode=mode)
         return finish_solution(instance, restrictions, sol, start, wall)
-    if len(catalog.masks) > max_stages and chain:
-        # too many to build them all: the chain search walks the sets up to
-        # interchangeable chains, and builds the stages it reaches from those
-        limit = max_stages * ORBIT_STAGES_FACTOR
-        try:
-            catalog = ColumnCatalog(
-                inst, sets, degrees, rule, most=limit, deadline=deadline, orbits=Orbits(inst)
-            )
-        except TimeUp:
-            msg = "stopped at the time limit listing the candidate stages"
-            sol = Solution(method, Status.UNKNOWN, message=msg, info=info, mode=mode)
-            return finish_solution(instance, restrictions, sol, start, wall)
-        max_stages = limit if catalog.orbits is not None else max_stages
-        info["orbit_sets"] = len(catalog.walk)
     info["stages"] = len(catalog.masks)
-    if len(catalog.masks) > max_stages:
-        what = "" if catalog.orbits is None else " up to interchangeable chains"
+    if catalog.orbits is not None:
+        info["orbit_sets"] = len(catalog.walk)
+    limit = max_stages if catalog.orbits is None else max_orbit_stages
+    if len(catalog.masks) > limit:
+        what = "" if catalog.orbits is None else " from the sets up to interchangeable chains"
         raise SizeLimitError(
-            f"{instance.source}: more than {max_stages:,} candidate stages{what}, above the "
+            f"{instance.source}: more than {limit:,} candidate stages{what}, above the "
             "column method's limit"
         )
     run = _Run(instance, inst, catalog, mode, threads, info, progress, restrictions)
@@ -209,6 +213,28 @@ def solve_columns(
     sol = run.solve(lower_bound(inst, degrees), deadline)
     sol.method = method
     return finish_solution(instance, restrictions, sol, start, wall)
+
+
+def _catalog(inst, sets, degrees, rule, max_stages, max_orbit_stages, orbits, chain, deadline):
+    """The catalog of :func:`solve_columns`: every stage, or (``orbits``; None: where the
+    stages pass ``max_stages``, the chain search is on and some chains are
+    interchangeable) the stages from the sets up to interchangeable chains.
+
+    Raises
+    ------
+    TimeUp
+        Past ``deadline`` while listing the stages.
+    """
+    group = Orbits(inst) if orbits is not False and chain else None
+    if group is not None and group.trivial:
+        group = None
+    if orbits is None or group is None:
+        catalog = ColumnCatalog(inst, sets, degrees, rule, most=max_stages, deadline=deadline)
+        if group is None or len(catalog.masks) <= max_stages:
+            return catalog
+    return ColumnCatalog(
+        inst, sets, degrees, rule, most=max_orbit_stages, deadline=deadline, orbits=group
+    )
 
 
 class _Run:
