@@ -251,6 +251,29 @@ def test_columns_proves_mmt2_in_both_objectives(shared_dir):
             assert dp.value / 2 < stopped.bound <= dp.value * (1 + 1e-9), stopped.bound
 
 
+@pytest.mark.slow
+def test_columns_proves_mmt4_up_to_symmetry(shared_dir):
+    """Issue 35's four-branch multi-modal transformer: more candidate stages than
+    max_stages, so the chain search walks the sets up to its interchangeable branches;
+    optimal at the DP's value in both objectives, and with one label too few it stops and
+    says so (no CP-SAT fallback on such a catalog)."""
+    from compare.bench.modes import GRAPHPIPE_ROWS, graphpipe_instance
+    from dp.modes import solve_modes
+
+    row = next(r for r in GRAPHPIPE_ROWS if r[0] == "mmt4")
+    inst = graphpipe_instance(shared_dir / "piper-inputs" / "bert32a100.json", *row[1:])
+    for mode in (Mode("graph"), Mode("graph", "batch-time")):
+        sol = solve_columns(inst, mode=mode)
+        dp = solve_modes(inst, mode=mode)
+        assert sol.status is Status.OPTIMAL, sol.message
+        assert sol.info["orbit_sets"] < sol.info["sets"]
+        assert abs(sol.value - dp.value) <= 1e-9 * dp.value
+        assert sol.bound >= sol.value * (1 - PROOF_RTOL)
+        assert evaluate(inst, sol.plan, mode).valid
+    few = solve_columns(inst, mode=Mode("graph"), max_labels=1)
+    assert few.status is Status.UNKNOWN and "labels" in few.message, few.message
+
+
 def _branches(seed: int):
     """A random instance with interchangeable branches: a source, k chains of L nodes with
     the same random options position by position, a join and maybe one node after it
