@@ -214,9 +214,11 @@ def _rest_devices(catalog: ColumnCatalog, by_mask: dict, ups: dict) -> dict[int,
     walk = catalog.walk
     rest = {J: float("inf") for J in walk}
     rest[catalog.sets[-1]] = 0
+    walked = catalog.orbits is not None
     for J in reversed(walk):
         for I, mask in ups[J]:
-            least = min(c.devices for c in by_mask[mask]) + rest[catalog.frame(I)[0]]
+            home = catalog.frame(I)[0] if walked else I
+            least = min(c.devices for c in by_mask[mask]) + rest[home]
             if least < rest[J]:
                 rest[J] = least
     return rest
