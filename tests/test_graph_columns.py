@@ -249,3 +249,172 @@ def test_columns_proves_mmt2_in_both_objectives(shared_dir):
         assert "time limit" in stopped.message
         if stopped.plan is not None:  # a bound on the mode's value (N x a TPS bound)
             assert dp.value / 2 < stopped.bound <= dp.value * (1 + 1e-9), stopped.bound
+
+
+@pytest.mark.slow
+def test_columns_proves_mmt4_up_to_symmetry(shared_dir):
+    """Issue 35's four-branch multi-modal transformer: more candidate stages than
+    max_stages, so the chain search walks the sets up to its interchangeable branches;
+    optimal at the DP's value in both objectives, and with one label too few it stops and
+    says so (no CP-SAT fallback on such a catalog)."""
+    from compare.bench.modes import GRAPHPIPE_ROWS, graphpipe_instance
+    from dp.modes import solve_modes
+
+    row = next(r for r in GRAPHPIPE_ROWS if r[0] == "mmt4")
+    inst = graphpipe_instance(shared_dir / "piper-inputs" / "bert32a100.json", *row[1:])
+    for mode in (Mode("graph"), Mode("graph", "batch-time")):
+        sol = solve_columns(inst, mode=mode)
+        dp = solve_modes(inst, mode=mode)
+        assert sol.status is Status.OPTIMAL, sol.message
+        assert sol.info["orbit_sets"] < sol.info["sets"]
+        assert abs(sol.value - dp.value) <= 1e-9 * dp.value
+        assert sol.bound >= sol.value * (1 - PROOF_RTOL)
+        assert evaluate(inst, sol.plan, mode).valid
+    few = solve_columns(inst, mode=Mode("graph"), max_labels=1)
+    assert few.status is Status.UNKNOWN and "labels" in few.message, few.message
+
+
+def _branches(seed: int):
+    """A random instance with interchangeable branches: a source, k chains of L nodes with
+    the same random options position by position, a join and maybe one node after it
+    (at most 8 nodes, so that brute force answers)."""
+    import random
+
+    rng = random.Random(seed)
+    k, L = rng.choice([(2, 1), (2, 2), (3, 1), (3, 2), (2, 3)])
+    tail = int(k * L < 6 and rng.random() < 0.5)
+    kinds = ["source"] + [f"b{i}" for i in range(L)] + ["join"] + ["tail"] * tail
+    ts = ("1", "2") if rng.random() < 0.5 else ("1",)
+    prof = {
+        kind: {
+            t: [
+                (rng.uniform(0.3, 3.0) / int(t), rng.uniform(0.3, 1.0), rng.uniform(0.05, 0.3))
+                for _ in range(rng.choice([1, 2]))
+            ]
+            for t in ts
+        }
+        for kind in kinds
+    }
+    sync = {kind: (rng.choice([0.0, 0.1]), rng.choice([0.0, 0.2])) for kind in kinds}
+    cost = {kind: rng.choice([0.0, 0.5, 2.0]) for kind in kinds}  # the edge into it
+    ids = {"source": [0], "join": [1 + k * L], "tail": [2 + k * L] if tail else []}
+    for i in range(L):
+        ids[f"b{i}"] = [1 + j * L + i for j in range(k)]
+    kind_of = {v: kind for kind, vs in ids.items() for v in vs}
+    edges = [(0, 1 + j * L, cost["b0"]) for j in range(k)]
+    edges += [
+        (1 + j * L + i, 2 + j * L + i, cost[f"b{i + 1}"]) for j in range(k) for i in range(L - 1)
+    ]
+    edges += [(j * L + L, 1 + k * L, cost["join"]) for j in range(k)]
+    edges += [(1 + k * L, 2 + k * L, cost["tail"])] if tail else []
+    nodes = []
+    for v in sorted(kind_of):
+        kind = kind_of[v]
+        fw, bw = sync[kind]
+        sfw = {u: fw for u, x, _ in edges if x == v}
+        sbw = {x: bw for u, x, _ in edges if u == v}
+        tm = {
+            t: [option_dict(f"o{m}", p, w, a, 0.0, sfw, sbw) for m, (p, w, a) in enumerate(opts)]
+            for t, opts in prof[kind].items()
+        }
+        nodes.append((v, tm))
+    K = rng.choice([4, 6, 8])
+    return make_instance(
+        nodes, edges, K=K, N=rng.choice([2, 4, 8]), M=rng.choice([1.0, 1.5, 2.5, 3.5])
+    )
+
+
+@pytest.mark.parametrize("mode", GRAPH_MODES, ids=lambda m: m.label)
+def test_columns_up_to_symmetry_match_brute(mode):
+    """``orbits=True``: the chain search walks the successor-closed sets up to
+    interchangeable branches (canonical sets, labels moved, stages' columns moved from
+    their canonical forms); the answer is brute force's, and fewer sets are walked."""
+    from piper_ilp.milp.symmetry import find_symmetry
+
+    seen = []
+    for seed in range(24):
+        inst = _branches(seed)
+        assert find_symmetry(inst).classes
+        brute = solve_brute(inst, mode=mode, force=True)
+        sol = solve_columns(inst, mode=mode, orbits=True)
+        _agrees(sol, brute)
+        assert sol.info["orbit_sets"] < sol.info["sets"]
+        assert all(r["status"].startswith("chain") for r in sol.info["rounds"])
+        if sol.plan is not None:
+            assert evaluate(inst, sol.plan, mode).valid
+        seen.append(0 if sol.plan is None else len(sol.plan.stages))
+    assert seen.count(0) < 12 and max(seen) >= 4, seen
+
+
+def test_chain_search_up_to_symmetry_answers_as_over_every_set():
+    """Round by round, the chain search over the canonical sets (labels moved to each
+    set's canonical form, stages' columns moved from theirs) answers as the search over
+    every set: the same feasibility at each bound, the same least longest path, and a
+    plan whose stages cover the nodes once (the moves composed on the way back)."""
+    from piper_ilp.milp.graph_chain import chain_search
+    from piper_ilp.milp.graph_columns import ColumnCatalog
+    from piper_ilp.milp.graph_orbits import Orbits
+    from piper_ilp.milp.path_rule import PiperRule
+
+    compared = 0
+    for seed in range(40):
+        inst = _branches(seed).with_settings(N=16)
+        sets = closed_sets(inst, 10_000)
+        degrees = list(range(1, inst.K + 1))
+        whole = ColumnCatalog(inst, sets, degrees, PiperRule())
+        orb = ColumnCatalog(inst, sets, degrees, PiperRule(), orbits=Orbits(inst))
+        assert orb.orbits is not None and len(orb.walk) < len(sets)
+        cols, _ = whole.columns(float("inf"))
+        lows = sorted({c.low for c in cols})
+        for bound in lows[:: max(1, len(lows) // 6)]:
+            got = []
+            for cat in (whole, orb):
+                sub = [c for c in cat.columns(bound)[0] if c.usable(bound, inst.K)]
+                lat = [round(c.d * c.cost * 1e6) for c in sub]
+                ans = chain_search(cat, sub, inst.K, lat)
+                if ans.columns is not None:
+                    covered = sorted(v for c in ans.columns for v in c.nodes)
+                    assert covered == sorted(inst.node_ids)
+                got.append(None if ans.columns is None else ans.latency)
+            assert got[0] == got[1], (seed, bound, got)
+            compared += got[0] is not None
+    assert compared > 40
+
+
+def test_orbits_canonical_forms_against_every_permutation():
+    """Canonical forms by brute force: two sets have one form exactly when some
+    permutation of the interchangeable chains maps one onto the other; the move given
+    maps the set onto its form; the chain search's frontier order is that move's."""
+    import itertools
+
+    from piper_ilp.milp.graph_chain import _target
+    from piper_ilp.milp.graph_columns import ColumnCatalog
+    from piper_ilp.milp.graph_orbits import Orbits, move_mask
+    from piper_ilp.milp.path_rule import PiperRule
+
+    for seed in range(12):
+        inst = _branches(seed)
+        orb = Orbits(inst)
+        (cls,) = orb.classes
+        sets = closed_sets(inst, 10_000)
+        moves = []
+        for perm in itertools.permutations(range(len(cls))):
+            rho = list(range(orb.n))
+            for j, i in enumerate(perm):
+                for a, b in zip(cls[j], cls[i]):
+                    rho[a] = b
+            moves.append(tuple(rho))
+        catalog = ColumnCatalog(inst, sets, [1], PiperRule(), orbits=orb)
+        keys: dict = {}
+        for I in sets:
+            home, rho = orb.canon(I)
+            assert move_mask(I, rho) == home and home in sets
+            assert all(orb.canon(move_mask(I, m))[0] == home for m in moves)
+            assert home == min((move_mask(I, m) for m in moves), key=lambda x: orb.canon(x)[0] != x)
+            got_home, src = _target(catalog, I, keys)
+            frontier = [u for u in range(orb.n) if I >> u & 1 and catalog.pred[u] & ~I]
+            assert got_home == home and sorted(src) == frontier
+            assert [rho[u] for u in src] == list(keys[home])
+        forms = {orb.canon(I)[0] for I in sets}
+        orbits = {frozenset(move_mask(I, m) for m in moves) for I in sets}
+        assert len(forms) == len(orbits) < len(sets)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import time
 
 from piper_ilp.bitmask import mask_bits
-from piper_ilp.milp.graph_columns import Column, ColumnCatalog
+from piper_ilp.milp.graph_columns import Column, ColumnCatalog, moved
+from piper_ilp.milp.graph_orbits import invert
 from piper_ilp.milp.path_arcs import TimeUp
 
 __all__ = ["ChainAnswer", "chain_search", "DEFAULT_MAX_LABELS"]
@@ -93,31 +94,33 @@ def chain_search(
     by_mask: dict[int, list[Column]] = {}
     for c in cols:
         by_mask.setdefault(c.mask, []).append(c)
-    ups = _supersets(sets, by_mask, deadline)
-    rest = _rest_devices(sets, by_mask, ups)
+    ups = {
+        J: [(I, m) for I, m in catalog.supersets(J, deadline) if m in by_mask] for J in catalog.walk
+    }
+    rest = _rest_devices(catalog, by_mask, ups)
     if rest[0] > K:
         return ChainAnswer(None, 0, 0)
-    pred = catalog.pred
-    # labels[J]: list of (devices, h tuple, L tuple, Lmax, back); back = (J, k, column)
+    # labels[J]: list of (devices, h tuple, L tuple, Lmax, back); back = (J, k, column, I):
+    # the label came from label k of J by the column, at I (moved to I's canonical form)
     labels: dict[int, list[tuple]] = {0: [(0, (), (), 0, None)]}
     keys: dict[int, tuple[int, ...]] = {0: ()}
+    targets: dict[int, tuple[int, tuple[int, ...]]] = {}
     count = 1
-    for J in sets:
+    for J in catalog.walk:
         here = labels.pop(J, None)
         if not here:
             continue
         if J == full:
             labels[J] = here
-            return _finish(labels, full, latency is not None, count)
+            return _finish(labels, catalog, latency is not None, count)
         if deadline is not None and time.process_time() > deadline:
             raise TimeUp()
-        fj = keys[J]
-        slot = {u: k for k, u in enumerate(fj)}
+        slot = {u: k for k, u in enumerate(keys[J])}
         for I, mask in ups[J]:
-            room = K - rest[I]
-            if I not in keys:
-                keys[I] = tuple(u for u in mask_bits(I) if pred[u] & ~I)
-            fi = keys[I]
+            if I not in targets:
+                targets[I] = _target(catalog, I, keys)
+            home, src = targets[I]
+            room = K - rest[home]
             for c in by_mask[mask]:
                 if c.devices > room:
                     continue
@@ -132,14 +135,28 @@ def chain_search(
                         continue
                     hs = c.d + behind
                     ls = own + max((L[s] for s in heads), default=0)
-                    nh = tuple(hs if mask >> u & 1 else h[slot[u]] for u in fi)
-                    nl = tuple(ls if mask >> u & 1 else L[slot[u]] for u in fi)
-                    label = (devices, nh, nl, max(top, ls), (J, k, c))
-                    count += _insert(labels.setdefault(I, []), label, latency is not None)
+                    # the frontier of I listed in the order of its canonical form's
+                    nh = tuple(hs if mask >> u & 1 else h[slot[u]] for u in src)
+                    nl = tuple(ls if mask >> u & 1 else L[slot[u]] for u in src)
+                    label = (devices, nh, nl, max(top, ls), (J, k, c, I))
+                    count += _insert(labels.setdefault(home, []), label, latency is not None)
                     if count > max_labels:
                         return None
         labels[J] = here  # kept for the way back
     return ChainAnswer(None, 0, count)
+
+
+def _target(catalog: ColumnCatalog, I: int, keys: dict) -> tuple[int, tuple[int, ...]]:
+    """Where a label reaching the set I is kept (I's canonical form) and the frontier
+    nodes of I in the order of that form's frontier (the node each entry is moved to)."""
+    home, rho = catalog.frame(I)
+    if home not in keys:
+        pred = catalog.pred
+        keys[home] = tuple(u for u in mask_bits(home) if pred[u] & ~home)
+    if rho is None:
+        return home, keys[home]
+    back = invert(rho)
+    return home, tuple(back[u] for u in keys[home])
 
 
 def _dominates(a: tuple, b: tuple, timed: bool) -> bool:
@@ -161,43 +178,37 @@ def _insert(kept: list[tuple], label: tuple, timed: bool) -> int:
     return len(kept) - before
 
 
-def _finish(labels: dict, full: int, timed: bool, count: int) -> ChainAnswer:
-    """The plan of the best label at the whole graph (least latency path, or any)."""
-    here = labels[full]
+def _finish(labels: dict, catalog: ColumnCatalog, timed: bool, count: int) -> ChainAnswer:
+    """The plan of the best label at the whole graph (least latency path, or any), its
+    columns moved into one frame: each step back composes the move made at its set."""
+    here = labels[catalog.sets[-1]]
     best = min(here, key=lambda lab: (lab[3], lab[0])) if timed else here[0]
     columns = []
     back = best[4]
+    frame: tuple[int, ...] | None = None  # from the current label's frame to the last one's
     while back is not None:
-        J, k, c = back
-        columns.append(c)
+        J, k, c, I = back
+        rho = catalog.frame(I)[1]
+        if rho is not None:
+            frame = rho if frame is None else tuple(frame[q] for q in rho)
+        columns.append(c if frame is None else moved(c, frame, catalog.ids))
         back = labels[J][k][4]
     return ChainAnswer(columns, best[3], count)
 
 
-def _supersets(sets: list[int], by_mask: dict[int, list[Column]], deadline: float | None):
-    """For each set J, the pairs (I, I \\ J) of sets I ⊃ J whose difference has columns
-    (quadratic in the sets: the deadline is checked per set)."""
-    ups: dict[int, list[tuple[int, int]]] = {J: [] for J in sets}
-    for a, J in enumerate(sets):
-        if deadline is not None and time.process_time() > deadline:
-            raise TimeUp()
-        for I in sets[a + 1 :]:
-            if J & ~I == 0:
-                mask = I & ~J
-                if mask in by_mask:
-                    ups[J].append((I, mask))
-    return ups
-
-
-def _rest_devices(sets, by_mask, ups) -> dict[int, float]:
-    """For each set J, the fewest devices of a chain of columns from J to the whole graph
-    (memory aside; inf when there is none): a lower bound on the devices of any plan's
-    stages outside J."""
-    rest = {J: float("inf") for J in sets}
-    rest[sets[-1]] = 0
-    for J in reversed(sets):
+def _rest_devices(catalog: ColumnCatalog, by_mask: dict, ups: dict) -> dict[int, float]:
+    """For each set J of the walk, the fewest devices of a chain of columns from J to the
+    whole graph (memory aside; inf when there is none): a lower bound on the devices of
+    any plan's stages outside J (an automorphism keeps it: a set counts as its canonical
+    form, which comes later in the walk, by size)."""
+    walk = catalog.walk
+    rest = {J: float("inf") for J in walk}
+    rest[catalog.sets[-1]] = 0
+    walked = catalog.orbits is not None
+    for J in reversed(walk):
         for I, mask in ups[J]:
-            least = min(c.devices for c in by_mask[mask])
-            if least + rest[I] < rest[J]:
-                rest[J] = least + rest[I]
+            home = catalog.frame(I)[0] if walked else I
+            least = min(c.devices for c in by_mask[mask]) + rest[home]
+            if least < rest[J]:
+                rest[J] = least
     return rest

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 
 from piper_ilp.bitmask import mask_bits
 from piper_ilp.instance import Instance
+from piper_ilp.milp.graph_orbits import Orbits, invert, move_mask
 from piper_ilp.milp.path_arcs import COST_MARGIN, StageTable, TimeUp
 from piper_ilp.milp.path_rule import InFlightRule
 from piper_ilp.milp.stage_choice import ExactScale
 
-__all__ = ["Column", "ColumnCatalog", "convex_sets"]
+__all__ = ["Column", "ColumnCatalog", "convex_sets", "moved", "orbit_stages"]
 
 
 def convex_sets(
@@ -65,6 +66,32 @@ def convex_sets(
     return sorted(out)
 
 
+def orbit_stages(
+    walk: list[int], sets: list[int], most: int | None = None, deadline: float | None = None
+) -> list[int]:
+    """The distinct differences I \\ J of a set J of ``walk`` (the canonical sets) and a
+    set I of ``sets`` strictly holding it: the stages the chain search reaches when it
+    walks the canonical sets only. Every stage is the image of one of them under an
+    automorphism (map its J to J's canonical form). ``most`` and ``deadline`` as in
+    :func:`convex_sets`.
+
+    Examples
+    --------
+    >>> orbit_stages([0, 4], [0, 4, 6, 7])  # the chain 0 -> 1 -> 2, from {} and {2}
+    [2, 3, 4, 6, 7]
+    """
+    out = set()
+    for small in walk:
+        if deadline is not None and time.process_time() > deadline:
+            raise TimeUp()
+        for big in sets:
+            if small & ~big == 0 and small != big:
+                out.add(big & ~small)
+        if most is not None and len(out) > most:
+            break
+    return sorted(out)
+
+
 @dataclass(frozen=True)
 class Column:
     """One stage C (bitmask ``mask``, node ids ``nodes``) with degrees (t, d): its least
@@ -87,6 +114,13 @@ class Column:
     def devices(self) -> int:
         return self.t * self.d
 
+    def option_ids(self, instance: Instance) -> dict[int, str]:
+        """Each node's option id (``choice`` follows ``nodes``: option positions at t)."""
+        return {
+            v: instance.node[v].options[self.t][i].id
+            for v, i in zip(self.nodes, self.choice, strict=True)
+        }
+
     def usable(self, threshold: float, K: int) -> bool:
         """The column can be a stage of a plan whose every stage has TPS <= threshold:
         its cost is, and the other stages' least work over ``threshold`` (devices they
@@ -97,6 +131,26 @@ class Column:
     def low(self) -> float:
         """A lower bound on the stage's TPS (its float cost less the float margin)."""
         return self.cost * (1.0 - COST_MARGIN)
+
+
+def moved(c: Column, rho: tuple[int, ...], ids: list[int]) -> Column:
+    """The column of the stage ``rho`` maps ``c``'s stage to, under an automorphism
+    ``rho`` of node positions (:mod:`~piper_ilp.milp.graph_orbits`; ``ids`` the node ids
+    by position): the same degrees, cost, limit and option positions, node by node."""
+    bits = [p for p in range(len(ids)) if c.mask >> p & 1]
+    pairs = sorted((rho[p], i) for p, i in zip(bits, c.choice, strict=True))
+    return Column(
+        move_mask(c.mask, rho),
+        tuple(ids[q] for q, _ in pairs),
+        c.t,
+        c.d,
+        c.limit,
+        c.cost,
+        tuple(i for _, i in pairs),
+        move_mask(c.heads, rho),
+        c.rest,
+        c.table,
+    )
 
 
 def others(rest: float, bound: float) -> float:
@@ -144,6 +198,11 @@ class ColumnCatalog:
         y as a function of the microbatches held behind (Piper's or gpipe's).
     most, deadline
         Passed to :func:`convex_sets` (``masks`` longer than ``most``: not complete).
+    orbits : Orbits, optional
+        Walk the successor-closed sets up to interchangeable chains: ``walk`` holds the
+        canonical sets only, ``masks`` the stages from them (:func:`orbit_stages`), and
+        each stage's columns are its canonical form's, moved. Only the chain search reads
+        such a catalog (CP-SAT's model needs every stage).
     """
 
     def __init__(
@@ -155,6 +214,7 @@ class ColumnCatalog:
         *,
         most: int | None = None,
         deadline: float | None = None,
+        orbits: Orbits | None = None,
     ):
         self.instance = instance
         self.rule: InFlightRule = rule
@@ -162,7 +222,15 @@ class ColumnCatalog:
         self.sets = sets
         # under graph pipelining every h is a sum of d along a path: at most min(N, K)
         self.cap = min(instance.N, instance.K)
-        self.masks = convex_sets(sets, most, deadline)
+        self.orbits = None if orbits is None or orbits.trivial else orbits
+        self._frames: dict[int, tuple[int, tuple[int, ...] | None]] = {}
+        if self.orbits is None:
+            self.walk = sets
+            self.masks = convex_sets(sets, most, deadline)
+        else:
+            canonical = {self.orbits.canon(s)[0] for s in sets}
+            self.walk = sorted(canonical, key=lambda m: (m.bit_count(), sets.index(m)))
+            self.masks = orbit_stages(self.walk, sets, most, deadline)
         self.scale = ExactScale.of_instance(instance)
         ids = instance.node_ids
         self.ids = ids
@@ -191,6 +259,51 @@ class ColumnCatalog:
             for t in instance.t_values
         }
         self._tables: dict[tuple[int, int], StageTable] = {}
+        self._homes: dict[int, tuple[int, tuple[int, ...] | None]] = {}
+        self._ups: dict[int, list[tuple[int, int]]] = {}
+        # per t, the nodes with options at t
+        self.has_t = {
+            t: sum(1 << k for k, v in enumerate(ids) if t in instance.node[v].options)
+            for t in instance.t_values
+        }
+
+    def _home(self, mask: int) -> tuple[int, tuple[int, ...] | None]:
+        """The canonical form of the stage ``mask`` and the move from it back to
+        ``mask`` (None: ``mask`` is canonical)."""
+        got = self._homes.get(mask)
+        if got is None:
+            cm, rho = self.orbits.canon(mask)
+            got = self._homes[mask] = (cm, None if cm == mask else invert(rho))
+        return got
+
+    def supersets(self, J: int, deadline: float | None = None) -> list[tuple[int, int]]:
+        """The pairs (I, I \\ J) of successor-closed sets I strictly holding the set J
+        (computed once per J).
+
+        Raises
+        ------
+        TimeUp
+            Past ``deadline`` (checked before a J not seen yet).
+        """
+        got = self._ups.get(J)
+        if got is None:
+            if deadline is not None and time.process_time() > deadline:
+                raise TimeUp()
+            got = self._ups[J] = [(I, I & ~J) for I in self.sets if J & ~I == 0 and I != J]
+        return got
+
+    def frame(self, mask: int) -> tuple[int, tuple[int, ...] | None]:
+        """The canonical form of the set ``mask`` and a permutation taking it there (None:
+        the set is canonical, no move needed)."""
+        got = self._frames.get(mask)
+        if got is None:
+            if self.orbits is None:
+                got = (mask, None)
+            else:
+                cm, rho = self.orbits.canon(mask)
+                got = (cm, None if cm == mask else rho)
+            self._frames[mask] = got
+        return got
 
     def paths(self, most: int = 256) -> list[list[int]]:
         """Up to ``most`` maximal paths of the node graph (positions, from a node with no
@@ -246,55 +359,71 @@ class ColumnCatalog:
         TimeUp
             ``time.process_time()`` passed ``deadline`` (checked between stages).
         """
-        inst = self.instance
-        K = inst.K
         out: list[Column] = []
         complete = True
+        done: dict[int, tuple[list[Column], bool]] = {}
         for mask in self.masks:
             if deadline is not None and time.process_time() > deadline:
                 raise TimeUp()
-            bits = mask_bits(mask)
-            nodes = tuple(self.ids[k] for k in bits)
-            heads = 0
-            for k in bits:
-                heads |= self.succ[k]
-            heads &= ~mask
-            rest = (self.total_work - math.fsum(self.least_work[k] for k in bits)) * (1 - 1e-9)
-            found: list[Column] = []
-            for t in inst.t_values:
-                if any(t not in inst.node[v].options for v in nodes):
-                    continue
-                # (t, d) leaving no device to the other stages is no column at any bound
-                degs = [d for d in self.degrees if t * d + (rest > 0) <= K]
-                if not degs:
-                    continue
-                work = math.fsum(self.least_p[t][k] for k in bits) * (1.0 - 1e-9)
-                wanted = [
-                    m
-                    for m, d in enumerate(degs)
-                    if work <= bound * d and t * d + others(rest, bound) <= K
-                ]
-                if len(wanted) < len(degs):
-                    complete = False
-                if not wanted:
-                    continue
-                tab = self._table(mask, t, degs)
-                for m in wanted:
-                    d = degs[m]
-                    for step in tab.steps(m, bound):
-                        if step.low > bound:
-                            complete = False
-                            break
-                        limit = self.rule.limit(d, step.y_end, self.cap - d)
-                        if limit < 0:
-                            continue
-                        found.append(
-                            Column(
-                                mask, nodes, t, d, limit, step.cost, step.choice, heads, rest, tab
-                            )
-                        )
-                    else:
-                        if not tab.exhausted(m):
-                            complete = False
-            out.extend(_undominated(found))
+            if self.orbits is None:
+                found, whole = self.mask_columns(mask, bound)
+            else:
+                # an automorphism maps the stage's columns onto those of its canonical form
+                cm, back = self._home(mask)
+                if cm not in done:
+                    done[cm] = self.mask_columns(cm, bound)
+                found, whole = done[cm]
+                if back is not None:
+                    found = [moved(c, back, self.ids) for c in found]
+            complete = complete and whole
+            out.extend(found)
         return out, complete
+
+    def mask_columns(self, mask: int, bound: float) -> tuple[list[Column], bool]:
+        """The undominated columns of the stage ``mask`` under ``bound`` and whether every
+        step of its tables was taken (see :meth:`columns`)."""
+        inst = self.instance
+        K = inst.K
+        complete = True
+        bits = mask_bits(mask)
+        nodes = tuple(self.ids[k] for k in bits)
+        heads = 0
+        for k in bits:
+            heads |= self.succ[k]
+        heads &= ~mask
+        rest = (self.total_work - math.fsum(self.least_work[k] for k in bits)) * (1 - 1e-9)
+        found: list[Column] = []
+        for t in inst.t_values:
+            if mask & ~self.has_t[t]:
+                continue  # a node without options at t
+            # (t, d) leaving no device to the other stages is no column at any bound
+            degs = [d for d in self.degrees if t * d + (rest > 0) <= K]
+            if not degs:
+                continue
+            work = math.fsum(self.least_p[t][k] for k in bits) * (1.0 - 1e-9)
+            wanted = [
+                m
+                for m, d in enumerate(degs)
+                if work <= bound * d and t * d + others(rest, bound) <= K
+            ]
+            if len(wanted) < len(degs):
+                complete = False
+            if not wanted:
+                continue
+            tab = self._table(mask, t, degs)
+            for m in wanted:
+                d = degs[m]
+                for step in tab.steps(m, bound):
+                    if step.low > bound:
+                        complete = False
+                        break
+                    limit = self.rule.limit(d, step.y_end, self.cap - d)
+                    if limit < 0:
+                        continue
+                    found.append(
+                        Column(mask, nodes, t, d, limit, step.cost, step.choice, heads, rest, tab)
+                    )
+                else:
+                    if not tab.exhausted(m):
+                        complete = False
+        return _undominated(found), complete

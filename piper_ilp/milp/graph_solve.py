@@ -36,6 +36,7 @@ from piper_ilp.instance import Instance
 from piper_ilp.milp.closed_sets import closed_sets
 from piper_ilp.milp.graph_chain import DEFAULT_MAX_LABELS, chain_search
 from piper_ilp.milp.graph_columns import Column, ColumnCatalog
+from piper_ilp.milp.graph_orbits import Orbits
 from piper_ilp.milp.path_arcs import TimeUp
 from piper_ilp.milp.path_rule import GpipeRule, PiperRule
 from piper_ilp.milp.path_search import lower_bound
@@ -56,6 +57,12 @@ PROOF_RTOL = 1e-6
 #: The time unit is this fraction of a lower bound on the objective, divided by the
 #: number of rounded terms a value sums (so the rounding costs at most this much).
 UNIT_RTOL = 1e-8
+
+#: Where the stages pass ``max_stages`` and the chain search is on, the catalog walks the
+#: sets up to interchangeable chains (:class:`~piper_ilp.milp.graph_orbits.Orbits`), with
+#: at most this many stages from the canonical sets (mmt4: 723,670 stages in all, 103,015
+#: from its 334 canonical sets).
+DEFAULT_MAX_ORBIT_STAGES = 240_000
 
 #: The sequential start (:meth:`_Run.from_sequential`) runs the path formulation only up to
 #: this many successor-closed sets: on towers 4x4 (627 sets, about 100,000 stage pairs) it
@@ -100,6 +107,8 @@ def solve_columns(
     path_rows: bool = False,
     chain: bool = True,
     max_labels: int = DEFAULT_MAX_LABELS,
+    orbits: bool | None = None,
+    max_orbit_stages: int = DEFAULT_MAX_ORBIT_STAGES,
 ) -> Solution:
     """Solve a graph-pipelining mode exactly over stage columns.
 
@@ -131,7 +140,14 @@ def solve_columns(
         where it gives up; False: CP-SAT alone. The answer is the same either way.
     max_labels : int
         The chain search gives up above this many labels (then CP-SAT answers that
-        round and the later ones).
+        round and the later ones; with ``orbits``, the search stops and says so).
+    orbits : bool, optional
+        Walk the successor-closed sets up to interchangeable chains
+        (:class:`~piper_ilp.milp.graph_orbits.Orbits`; the chain search only, no CP-SAT
+        fallback). None: where the candidate stages pass ``max_stages`` and ``chain``.
+    max_orbit_stages : int
+        Refuse graphs with more stages from the canonical sets than this, when walking
+        them up to symmetry.
 
     Returns
     -------
@@ -169,16 +185,26 @@ def solve_columns(
     sets = closed_sets(inst, 1 << 62)
     info["sets"] = len(sets)
     deadline = None if time_limit is None else start + time_limit
+    if orbits and not chain:
+        raise InputError(
+            "the column method walks the sets up to symmetry only with the chain search"
+        )
     try:
-        catalog = ColumnCatalog(inst, sets, degrees, rule, most=max_stages, deadline=deadline)
+        catalog = _catalog(
+            inst, sets, degrees, rule, max_stages, max_orbit_stages, orbits, chain, deadline
+        )
     except TimeUp:
         msg = "stopped at the time limit listing the candidate stages"
         sol = Solution(method, Status.UNKNOWN, message=msg, info=info, mode=mode)
         return finish_solution(instance, restrictions, sol, start, wall)
     info["stages"] = len(catalog.masks)
-    if len(catalog.masks) > max_stages:
+    if catalog.orbits is not None:
+        info["orbit_sets"] = len(catalog.walk)
+    limit = max_stages if catalog.orbits is None else max_orbit_stages
+    if len(catalog.masks) > limit:
+        what = "" if catalog.orbits is None else " from the sets up to interchangeable chains"
         raise SizeLimitError(
-            f"{instance.source}: more than {max_stages:,} candidate stages, above the "
+            f"{instance.source}: more than {limit:,} candidate stages{what}, above the "
             "column method's limit"
         )
     run = _Run(instance, inst, catalog, mode, threads, info, progress, restrictions)
@@ -188,6 +214,28 @@ def solve_columns(
     sol = run.solve(lower_bound(inst, degrees), deadline)
     sol.method = method
     return finish_solution(instance, restrictions, sol, start, wall)
+
+
+def _catalog(inst, sets, degrees, rule, max_stages, max_orbit_stages, orbits, chain, deadline):
+    """The catalog of :func:`solve_columns`: every stage, or (``orbits``; None: where the
+    stages pass ``max_stages``, the chain search is on and some chains are
+    interchangeable) the stages from the sets up to interchangeable chains.
+
+    Raises
+    ------
+    TimeUp
+        Past ``deadline`` while listing the stages.
+    """
+    group = Orbits(inst) if orbits is not False and chain else None
+    if group is not None and group.trivial:
+        group = None
+    if orbits is None or group is None:
+        catalog = ColumnCatalog(inst, sets, degrees, rule, most=max_stages, deadline=deadline)
+        if group is None or len(catalog.masks) <= max_stages:
+            return catalog
+    return ColumnCatalog(
+        inst, sets, degrees, rule, most=max_orbit_stages, deadline=deadline, orbits=group
+    )
 
 
 class _Run:
@@ -207,6 +255,7 @@ class _Run:
         self.path_rows = False
         self.chain = True
         self.max_labels = DEFAULT_MAX_LABELS
+        self.halt: str | None = None  # why the search stopped, when not the time limit
         info["rounds"] = []
 
     def floor_of(self, bound: float) -> float:
@@ -345,6 +394,10 @@ class _Run:
             got = chain_search(self.catalog, cols, self.inst.K, tu, self.deadline, self.max_labels)
         except TimeUp:
             return _Answer(None, 0.0, False, {"status": "chain: time limit", "cpu": 0.0})
+        if got is None and self.catalog.orbits is not None:
+            # CP-SAT's model needs every stage, and this catalog has them up to symmetry
+            self.halt = f"stopped: the chain search passed {self.max_labels:,} labels"
+            return _Answer(None, 0.0, False, {"status": "chain: too many labels", "cpu": 0.0})
         if got is None:
             self.chain = False  # it would give up on the later rounds too: CP-SAT from now
             return None
@@ -435,7 +488,7 @@ class _Run:
         TPS bound is no bound on the value's scale: mmt2 stopped with 0.0248 s on a plan
         of 60.46 s, valid but N times too weak)."""
         status = Status.FEASIBLE if self.best is not None else Status.UNKNOWN
-        return self.answer(status, message, proven if proven > 0 else None)
+        return self.answer(status, self.halt or message, proven if proven > 0 else None)
 
     def answer(self, status: Status, message: str, bound: float | None = None) -> Solution:
         plan = value = None
@@ -570,11 +623,8 @@ class _Model:
                 raise InternalError("columns: the chosen stages form a cycle")
             order.extend(ready)
             left = [c for c in left if c not in ready]
-        stages = []
-        for c in order:
-            tab = c.table
-            opts = {v: tab.options[k][c.choice[k]].id for k, v in enumerate(tab.nodes)}
-            stages.append(Stage(c.nodes, c.d, c.t, opts))
+        inst = self.run.inst
+        stages = [Stage(c.nodes, c.d, c.t, c.option_ids(inst)) for c in order]
         return Plan(tuple(stages))
 
 
