@@ -13,6 +13,7 @@ Permutations are tuples ``rho`` of node positions (``rho[p]`` is where p goes).
 
 from __future__ import annotations
 
+from piper_ilp.bitmask import mask_bits
 from piper_ilp.instance import Instance
 from piper_ilp.milp.symmetry import find_symmetry
 
@@ -28,12 +29,8 @@ def move_mask(mask: int, rho: tuple[int, ...]) -> int:
     6
     """
     out = 0
-    p = 0
-    while mask:
-        if mask & 1:
-            out |= 1 << rho[p]
-        mask >>= 1
-        p += 1
+    for p in mask_bits(mask):
+        out |= 1 << rho[p]
     return out
 
 
