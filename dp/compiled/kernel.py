@@ -68,6 +68,26 @@ def fsum(vals, m, partials):
 
 
 @njit(cache=True)
+def _sum_exact(a, b, s):
+    """Whether the float sum s = a + b is the real sum (TwoSum's error is 0)."""
+    bb = s - a
+    return (a - (s - bb)) + (b - bb) == 0.0
+
+
+@njit(cache=True)
+def _product_exact(a, b, p):
+    """Whether the float product p = a b (finite, no overflow) is the real product
+    (Dekker's TwoProduct error is 0)."""
+    c = 134217729.0 * a
+    ah = c - (c - a)
+    al = a - ah
+    c = 134217729.0 * b
+    bh = c - (c - b)
+    bl = b - bh
+    return ((ah * bh - p) + ah * bl + al * bh) + al * bl == 0.0
+
+
+@njit(cache=True)
 def _node_edge(v, ti, opt, C, deg, nb, term, buf, partials):
     """Node v's cut-edge bytes in stage C with option ``opt`` (the fsum of its terms)."""
     m = 0
@@ -96,13 +116,14 @@ def _key(e, w, p, d, N, B):
 
 
 @njit(cache=True)
-def _frontier_at(nn, nL, pv, ev, wv, mv, shift, d, N, B, M, fm, fe, fw, fp, fk, fc, heads):
+def _frontier_at(nn, nL, pv, ev, wv, mv, mx, shift, d, N, B, M, fm, fe, fw, fp, fk, fc, fx, heads):
     """The choices of a stage at one y (option memories ``mv``) that no other beats: node
     by node, each kept partial choice extended by every option, in order of float memory
     (a merge of the options' lists, each sorted), kept when its key is below that of every
-    kept choice needing a factor (1 - MARGIN) less memory (or the same float memory) and
-    its memory is not surely above M. Returns (count, buffer row) of the kept choices, by
-    memory; count -1 when the buffers are too small."""
+    kept choice needing a factor (1 - MARGIN) less memory (or the same memory: the same
+    float sum where both sums are exact, ``mx`` and ``fx`` saying which option memories
+    and which kept sums are) and its memory is not surely above M. Returns (count, buffer
+    row) of the kept choices, by memory; count -1 when the buffers are too small."""
     hi = M * (1.0 + MARGIN)
     low = 1.0 - MARGIN
     fm[0, 0] = 0.0
@@ -110,6 +131,7 @@ def _frontier_at(nn, nL, pv, ev, wv, mv, shift, d, N, B, M, fm, fe, fw, fp, fk, 
     fw[0, 0] = 0.0
     fp[0, 0] = 0.0
     fc[0, 0] = 0
+    fx[0, 0] = True
     r = 1
     src = 0
     for q in range(nn):
@@ -147,8 +169,11 @@ def _frontier_at(nn, nL, pv, ev, wv, mv, shift, d, N, B, M, fm, fe, fw, fp, fk, 
             k = _key(e, w, p, d, N, B)
             if k >= best:
                 continue
-            if out > 0 and fm[dst, out - 1] == bm and fk[dst, out - 1] <= k:
-                continue
+            # the same float memory is the same memory only where both sums are exact
+            exact = fx[src, h] and mx[q, bo] and _sum_exact(fm[src, h], mv[q, bo], bm)
+            if out > 0 and exact and fx[dst, out - 1]:
+                if fm[dst, out - 1] == bm and fk[dst, out - 1] <= k:
+                    continue
             if out == fm.shape[1]:
                 return -1, 0  # (the caller grows the buffers and asks again)
             fm[dst, out] = bm
@@ -157,6 +182,7 @@ def _frontier_at(nn, nL, pv, ev, wv, mv, shift, d, N, B, M, fm, fe, fw, fp, fk, 
             fp[dst, out] = p
             fk[dst, out] = k
             fc[dst, out] = fc[src, h] | (bo << shift[q])
+            fx[dst, out] = exact
             out += 1
         r = out
         src = dst
@@ -223,7 +249,7 @@ def _fill(nodes, nn, plain, ti, y, di, nodeE, nopt, P, W, A, Bm, dv, S, N, M, B,
     where none fits. The choices are pruned on float sums (:func:`_frontier_at`), then the
     few within rounding of the least key are costed exactly. Returns False when the
     scratch ``wk`` is too small (nothing written)."""
-    pv, wv, mv, nL, shift, heads, buf, partials, fm, fe, fw, fp, fk, fc, sc = wk
+    pv, wv, mv, nL, shift, heads, buf, partials, fm, fe, fw, fp, fk, fc, sc, mx, fx = wk
     for q in range(nn):
         v = nodes[q]
         nL[q] = nopt[v, ti]
@@ -231,12 +257,16 @@ def _fill(nodes, nn, plain, ti, y, di, nodeE, nopt, P, W, A, Bm, dv, S, N, M, B,
         for o in range(nL[q]):
             pv[q, o] = P[v, ti, o]
             wv[q, o] = W[v, ti, o]
-            mv[q, o] = A[v, ti, o] * y + Bm[v, ti, o]
+            ay = A[v, ti, o] * y
+            mv[q, o] = ay + Bm[v, ti, o]
+            mx[q, o] = _product_exact(A[v, ti, o], float(y), ay) and _sum_exact(
+                ay, Bm[v, ti, o], mv[q, o]
+            )
             if wv[q, o] != wv[q, 0]:
                 plain = 0
     kd = 0 if plain else dv[di]
     r, row = _frontier_at(
-        nn, nL, pv, nodeE, wv, mv, shift, kd, N, B, M, fm, fe, fw, fp, fk, fc, heads
+        nn, nL, pv, nodeE, wv, mv, mx, shift, kd, N, B, M, fm, fe, fw, fp, fk, fc, fx, heads
     )
     if r < 0:
         return False
@@ -282,6 +312,8 @@ def _scratch(n, Lmax, D, cap):
         np.empty((2, cap)),
         np.empty((2, cap), np.int64),
         np.zeros(1, np.int64),
+        np.empty((n, Lmax), np.bool_),
+        np.empty((2, cap), np.bool_),
     )
 
 
