@@ -122,10 +122,12 @@ def _frontier_at(nn, nL, pv, ev, wv, mv, mx, shift, d, N, B, M, fm, fe, fw, fp, 
     (a merge of the options' lists, each sorted), kept when its key is below that of every
     kept choice needing a factor (1 - MARGIN) less memory (or the same memory: the same
     float sum where both sums are exact, ``mx`` and ``fx`` saying which option memories
-    and which kept sums are) and its memory is not surely above M. Returns (count, buffer
-    row) of the kept choices, by memory; count -1 when the buffers are too small."""
+    and which kept sums are, or where every extension of either surely fits M) and its
+    memory is not surely above M. Returns (count, buffer row) of the kept choices, by
+    memory; count -1 when the buffers are too small."""
     hi = M * (1.0 + MARGIN)
     low = 1.0 - MARGIN
+    roomy = M * (1.0 - 2.0 * MARGIN)
     fm[0, 0] = 0.0
     fe[0, 0] = 0.0
     fw[0, 0] = 0.0
@@ -139,6 +141,9 @@ def _frontier_at(nn, nL, pv, ev, wv, mv, mx, shift, d, N, B, M, fm, fe, fw, fp, 
         dst = 1 - src
         for o in range(L):
             heads[o] = 0
+        rest = 0.0  # the most memory the later nodes can add
+        for q2 in range(q + 1, nn):
+            rest += mv[q2, : nL[q2]].max()
         out = 0
         j = 0  # kept choices out[:j] need a factor (1 - MARGIN) less memory than the next
         best = np.inf  # the least key among them
@@ -169,10 +174,11 @@ def _frontier_at(nn, nL, pv, ev, wv, mv, mx, shift, d, N, B, M, fm, fe, fw, fp, 
             k = _key(e, w, p, d, N, B)
             if k >= best:
                 continue
-            # the same float memory is the same memory only where both sums are exact
+            # the same float memory is the same memory where both sums are exact; else it
+            # decides nothing where every extension surely fits
             exact = fx[src, h] and mx[q, bo] and _sum_exact(fm[src, h], mv[q, bo], bm)
-            if out > 0 and exact and fx[dst, out - 1]:
-                if fm[dst, out - 1] == bm and fk[dst, out - 1] <= k:
+            if out > 0 and fm[dst, out - 1] == bm and fk[dst, out - 1] <= k:
+                if (exact and fx[dst, out - 1]) or bm + rest <= roomy:
                     continue
             if out == fm.shape[1]:
                 return -1, 0  # (the caller grows the buffers and asks again)
