@@ -190,3 +190,61 @@ def test_other_commands_get_the_same_handling(tmp_path, long_instance):
     assert "Traceback" not in text
     lines = text.splitlines()
     assert len(lines) == 1 and lines[0].startswith("piper-ilp: interrupted"), text
+
+
+def _frontier_chain(path: Path, nodes: int, per: int) -> None:
+    """A chain whose every option choice of up to ``per`` consecutive nodes is on the
+    (memory, p) frontier and whose memory holds at most ``per`` nodes per stage: the
+    compiled kernel spends seconds in one call."""
+    from piper_ilp.instance import instance_from_dict, option_dict, save_instance
+
+    top = 16.0**per
+    base = 2 * top
+    spec = []
+    for q in range(nodes):
+        opts = []
+        for o in range(16):
+            m = o * 16.0 ** (q % per)
+            sfw = {str(q - 1): 0} if q else {}
+            sbw = {str(q + 1): 0} if q < nodes - 1 else {}
+            opts.append(option_dict(f"o{o}", 1.0 + (top - m) / top, 0, 0, base + m, sfw, sbw))
+        spec.append({"id": q, "TMPCs": {"1": opts}})
+    edges = [{"sourceId": q, "destId": q + 1, "communicationCost": 0} for q in range(nodes - 1)]
+    inst = {"maxDevices": 8, "maxMemoryPerDevice": per * base + top, "bandwidth": 1.0}
+    inst.update(mbsInBatch=8, nodes=spec, edges=edges)
+    save_instance(instance_from_dict(inst), path)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_sigint_inside_the_compiled_kernel(tmp_path):
+    """hunt8 F2: numba runs the handler where the kernel calls back into Python and wraps
+    the KeyboardInterrupt in a SystemError: the command ended with a traceback and exit
+    1. Now one line and 130, once the kernel returns (it cannot stop early)."""
+    pytest.importorskip("numba", reason="numba not installed (pip install -e '.[compiled]')")
+    path = tmp_path / "frontier.json"
+    _frontier_chain(path, 12, 5)
+    proc = Proc(["solve", str(path), "--method", "compiled"], cwd=tmp_path)
+    try:
+        end = time.monotonic() + 300
+        maps = Path(f"/proc/{proc.p.pid}/maps")
+        while "numba" not in maps.read_text():  # the kernel's module is loaded
+            assert proc.p.poll() is None and time.monotonic() < end, "".join(proc.err)
+            time.sleep(0.05)
+        start = _cpu_seconds(proc.p.pid)
+        while _cpu_seconds(proc.p.pid) < start + 1.5:  # (its cache loaded, the kernel runs)
+            assert proc.p.poll() is None and time.monotonic() < end, "".join(proc.err)
+            time.sleep(0.05)
+        proc.p.send_signal(signal.SIGINT)
+        rc = proc.p.wait(timeout=300)  # the kernel runs to its end first
+        for t in proc._threads:
+            t.join(timeout=5)
+    finally:
+        proc.kill()
+    assert rc == 130
+    assert_one_interrupt_line(proc.err)

@@ -149,3 +149,49 @@ def test_compiled_skips_stage_costs_and_matches_brute(family):
         assert repr(got.tps) == repr(want.tps), inst.source
         skipped += got.info.get("costs_skipped", 0)
     assert skipped > 0
+
+
+def _two_node_stage(M: float, first: list[tuple], z: float):
+    """K = N = 1 (one stage), node 0 with the options ``first`` ((id, p, a, b) each), node 1
+    with one option of memory b = z."""
+    from piper_ilp.instance import instance_from_dict, option_dict
+
+    return instance_from_dict(
+        {
+            "maxDevices": 1,
+            "maxMemoryPerDevice": M,
+            "bandwidth": 1.0,
+            "mbsInBatch": 1,
+            "nodes": [
+                {"id": 0, "TMPCs": {"1": [option_dict(o, p, 0, a, b) for o, p, a, b in first]}},
+                {"id": 1, "TMPCs": {"1": [option_dict("only", 1.0, 0, 0, z)]}},
+            ],
+            "edges": [],
+        }
+    )
+
+
+def test_equal_float_memory_does_not_hide_the_choice_that_fits():
+    # hunt8 F1: node 0's options have the same float memory a y + b but not the same exact
+    # memory; the one of lower p (more exact memory) no longer fits once node 1 is added,
+    # the other does (M is the fsum of its memory). The kernel dropped the other for the
+    # equal float memory and said infeasible, or optimal at a worse TPS.
+    big = 2.0**53
+    fast, slow = ("fast", 1.0, 1.0, big), ("slow", 2.0, 0.0, big)
+    cases = [
+        # 0.1 + 0.2 rounds to 0.30000000000000004, above their real sum
+        (
+            math.fsum([0.1, 0.2, 1.94]),
+            [("fast", 1.0, 0.0, 0.1 + 0.2), ("slow", 2.0, 0.1, 0.2)],
+            1.94,
+        ),
+        (big + 2, [fast, slow], 2.0),
+        (big + 2, [fast, slow, ("less", 3.0, 0.0, big - 2)], 2.0),  # else optimal at TPS 4
+    ]
+    for M, first, z in cases:
+        inst = _two_node_stage(M, first, z)
+        want = solve_brute(inst)
+        got = solve_compiled(inst)
+        assert want.status == Status.OPTIMAL and want.tps == 3.0, first  # "slow" + "only"
+        assert got.status == want.status, first
+        assert repr(got.tps) == repr(want.tps), first

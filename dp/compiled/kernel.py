@@ -74,6 +74,26 @@ def fsum(vals, m, partials):
 
 
 @njit(cache=True)
+def _sum_exact(a, b, s):
+    """Whether the float sum s = a + b is the real sum (TwoSum's error is 0)."""
+    bb = s - a
+    return (a - (s - bb)) + (b - bb) == 0.0
+
+
+@njit(cache=True)
+def _product_exact(a, b, p):
+    """Whether the float product p = a b (finite, no overflow) is the real product
+    (Dekker's TwoProduct error is 0)."""
+    c = 134217729.0 * a
+    ah = c - (c - a)
+    al = a - ah
+    c = 134217729.0 * b
+    bh = c - (c - b)
+    bl = b - bh
+    return ((ah * bh - p) + ah * bl + al * bh) + al * bl == 0.0
+
+
+@njit(cache=True)
 def _node_edge(v, ti, opt, C, deg, nb, term, buf, partials):
     """Node v's cut-edge bytes in stage C with option ``opt`` (the fsum of its terms)."""
     m = 0
@@ -102,20 +122,24 @@ def _key(e, w, p, d, N, B):
 
 
 @njit(cache=True)
-def _frontier_at(nn, nL, pv, ev, wv, mv, shift, d, N, B, M, fm, fe, fw, fp, fk, fc, heads):
+def _frontier_at(nn, nL, pv, ev, wv, mv, mx, shift, d, N, B, M, fm, fe, fw, fp, fk, fc, fx, heads):
     """The choices of a stage at one y (option memories ``mv``) that no other beats: node
     by node, each kept partial choice extended by every option, in order of float memory
     (a merge of the options' lists, each sorted), kept when its key is below that of every
-    kept choice needing a factor (1 - MARGIN) less memory (or the same float memory) and
-    its memory is not surely above M. Returns (count, buffer row) of the kept choices, by
+    kept choice needing a factor (1 - MARGIN) less memory (or the same memory: the same
+    float sum where both sums are exact, ``mx`` and ``fx`` saying which option memories
+    and which kept sums are, or where every extension of either surely fits M) and its
+    memory is not surely above M. Returns (count, buffer row) of the kept choices, by
     memory; count -1 when the buffers are too small."""
     hi = M * (1.0 + MARGIN)
     low = 1.0 - MARGIN
+    roomy = M * (1.0 - 2.0 * MARGIN)
     fm[0, 0] = 0.0
     fe[0, 0] = 0.0
     fw[0, 0] = 0.0
     fp[0, 0] = 0.0
     fc[0, 0] = 0
+    fx[0, 0] = True
     r = 1
     src = 0
     for q in range(nn):
@@ -123,6 +147,9 @@ def _frontier_at(nn, nL, pv, ev, wv, mv, shift, d, N, B, M, fm, fe, fw, fp, fk, 
         dst = 1 - src
         for o in range(L):
             heads[o] = 0
+        rest = 0.0  # the most memory the later nodes can add
+        for q2 in range(q + 1, nn):
+            rest += mv[q2, : nL[q2]].max()
         out = 0
         j = 0  # kept choices out[:j] need a factor (1 - MARGIN) less memory than the next
         best = np.inf  # the least key among them
@@ -153,8 +180,12 @@ def _frontier_at(nn, nL, pv, ev, wv, mv, shift, d, N, B, M, fm, fe, fw, fp, fk, 
             k = _key(e, w, p, d, N, B)
             if k >= best:
                 continue
+            # the same float memory is the same memory where both sums are exact; else it
+            # decides nothing where every extension surely fits
+            exact = fx[src, h] and mx[q, bo] and _sum_exact(fm[src, h], mv[q, bo], bm)
             if out > 0 and fm[dst, out - 1] == bm and fk[dst, out - 1] <= k:
-                continue
+                if (exact and fx[dst, out - 1]) or bm + rest <= roomy:
+                    continue
             if out == fm.shape[1]:
                 return -1, 0  # (the caller grows the buffers and asks again)
             fm[dst, out] = bm
@@ -163,6 +194,7 @@ def _frontier_at(nn, nL, pv, ev, wv, mv, shift, d, N, B, M, fm, fe, fw, fp, fk, 
             fp[dst, out] = p
             fk[dst, out] = k
             fc[dst, out] = fc[src, h] | (bo << shift[q])
+            fx[dst, out] = exact
             out += 1
         r = out
         src = dst
@@ -231,7 +263,7 @@ def _fill(nodes, nn, plain, ti, y, di, nodeE, nopt, P, W, A, Bm, dv, S, N, M, B,
     fits at y (nothing written: the running sum of each node's least float memory passes
     M by more than MARGIN, which is when the frontier would end empty; it does at every
     larger y too); -1 when the scratch ``wk`` is too small (nothing written)."""
-    pv, wv, mv, nL, shift, heads, buf, partials, fm, fe, fw, fp, fk, fc, sc = wk
+    pv, wv, mv, nL, shift, heads, buf, partials, fm, fe, fw, fp, fk, fc, sc, mx, fx = wk
     least_mem = 0.0
     for q in range(nn):
         v = nodes[q]
@@ -241,7 +273,11 @@ def _fill(nodes, nn, plain, ti, y, di, nodeE, nopt, P, W, A, Bm, dv, S, N, M, B,
         for o in range(nL[q]):
             pv[q, o] = P[v, ti, o]
             wv[q, o] = W[v, ti, o]
-            mv[q, o] = A[v, ti, o] * y + Bm[v, ti, o]
+            ay = A[v, ti, o] * y
+            mv[q, o] = ay + Bm[v, ti, o]
+            mx[q, o] = _product_exact(A[v, ti, o], float(y), ay) and _sum_exact(
+                ay, Bm[v, ti, o], mv[q, o]
+            )
             if wv[q, o] != wv[q, 0]:
                 plain = 0
             if mv[q, o] < m:
@@ -251,7 +287,7 @@ def _fill(nodes, nn, plain, ti, y, di, nodeE, nopt, P, W, A, Bm, dv, S, N, M, B,
         return 1
     kd = 0 if plain else dv[di]
     r, row = _frontier_at(
-        nn, nL, pv, nodeE, wv, mv, shift, kd, N, B, M, fm, fe, fw, fp, fk, fc, heads
+        nn, nL, pv, nodeE, wv, mv, mx, shift, kd, N, B, M, fm, fe, fw, fp, fk, fc, fx, heads
     )
     if r < 0:
         return -1
@@ -319,6 +355,8 @@ def _scratch(n, Lmax, D, cap):
         np.empty((2, cap)),
         np.empty((2, cap), np.int64),
         np.zeros(1, np.int64),
+        np.empty((n, Lmax), np.bool_),
+        np.empty((2, cap), np.bool_),
     )
 
 

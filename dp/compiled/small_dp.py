@@ -217,7 +217,8 @@ def solve_compiled(
     # the frontier buffers: every choice of the largest stage, or fewer (more when asked)
     cap = min(math.prod(arrays[3].max(axis=1).tolist()), 1 << 14)
     while True:
-        T, rows, counts = solve_kernel(
+        T, rows, counts = _call(
+            solve_kernel,
             *arrays, dv, S, N, float(inst.M), float(inst.B), budget, cap, MAX_TABLE_BYTES - need
         )  # fmt: skip
         if counts[4] == 2:
@@ -260,3 +261,18 @@ def solve_compiled(
     if timings is not None:
         timings.update(setup=c1 - c0, kernel=c2 - c1, check=time.process_time() - c2)
     return out
+
+
+def _call(kernel, *args):
+    """``kernel(*args)``, a KeyboardInterrupt that came while it ran raised as one: numba
+    runs a signal's handler only where the kernel calls back into Python, and wraps what it
+    raised in a SystemError (``returned a result with an exception set``)."""
+    try:
+        return kernel(*args)
+    except SystemError as exc:
+        cause = exc.__cause__ or exc.__context__
+        while cause is not None and not isinstance(cause, KeyboardInterrupt):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            raise KeyboardInterrupt from None
+        raise
