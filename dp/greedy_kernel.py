@@ -362,7 +362,7 @@ def _same_F(F_k, kind, s, n, ref, j):
 
 
 @njit(cache=True)
-def _buffers(nmax, Ymax, cap_out):
+def _buffers(nmax, Ymax):
     """The block's columns, rows and scratch (:func:`shared_runs`)."""
     z = np.zeros(nmax)
     cols = (z, z.copy(), z.copy(), z.copy(), z.copy(), np.zeros(nmax, np.bool_), z.copy(), z.copy())
@@ -374,27 +374,28 @@ def _buffers(nmax, Ymax, cap_out):
         np.zeros(Ymax),
         np.zeros(Ymax),
     )
-    out = (np.empty(cap_out, dtype=np.int64), np.empty(cap_out, dtype=np.int64), np.empty(cap_out))
-    return cols, rows, out
+    return cols, rows
 
 
 @njit(cache=True)
-def shared_runs(opt, cls, kind, starts, sizes, delta_k, F_k, ds, caps, need, M, blocks, cap_out):
+def shared_runs(opt, cls, kind, starts, sizes, delta_k, F_k, ds, caps, need, M, blocks, out, at):
     """Piper's rule on plain blocks at every d they are needed at, y = 1..cap, as runs of
     equal choice (:func:`dp.greedy_tables.shared_rule_runs` documents the arguments, caps
-    non-increasing; ``blocks`` the blocks to do, ``cap_out`` at least their runs).
+    non-increasing; ``blocks`` the blocks to do; ``out``: (lo, hi, P) arrays with room
+    for their runs from place ``at``).
 
     Per block, the rule runs at its first d; at another d with the same F per node, a
     row's outcome is the first d's where its gap (:func:`_gap`) is above 3 kappa + 1e-14
     (kappa: the largest :func:`_spread` of its nodes, plus 1e-15), and the row is walked
     again at that d otherwise (where no row is, the first d's runs are cut at that d's
     last y); at a d where some node's F differs, the rule runs on its own. Returns
-    (count, first) (blocks, D): the runs of each block and d, ``lo``, ``hi``, ``P`` from
-    ``first``; the runs' first and last y and P; and mono (blocks, D), whether a block's
-    runs at d cover 1..k without gaps and P never falls (True where it is not needed)."""
+    (count, first) (blocks, D): the runs of each block and d, written to ``out`` (first y,
+    last y, P) from ``first``; mono (blocks, D), whether a block's runs at d cover 1..k
+    without gaps and P never falls (True where it is not needed); and the next free place
+    of ``out``."""
     D, nb, K = len(ds), len(blocks), delta_k.shape[0]
     nmax = max(1, sizes[blocks].max()) if nb else 1
-    cols, rows, out = _buffers(nmax, max(caps.max(), 1), cap_out)
+    cols, rows = _buffers(nmax, max(caps.max(), 1))
     ws = _scratch(nmax)
     cur = np.zeros(nmax, dtype=np.bool_)
     prev = np.zeros(nmax, dtype=np.bool_)
@@ -408,7 +409,6 @@ def shared_runs(opt, cls, kind, starts, sizes, delta_k, F_k, ds, caps, need, M, 
     count = np.zeros((nb, D), dtype=np.int64)
     first = np.zeros((nb, D), dtype=np.int64)
     mono = np.ones((nb, D), dtype=np.bool_)
-    at = 0
     for b in range(nb):
         u = blocks[b]
         s, n = starts[u], sizes[u]
@@ -463,4 +463,4 @@ def shared_runs(opt, cls, kind, starts, sizes, delta_k, F_k, ds, caps, need, M, 
                     cols, dl_j, n, Y, False, thr, M, rows, ws, cur, prev, out, at
                 )
                 count[b, j] = at - first[b, j]
-    return count, first, out[0][:at], out[1][:at], out[2][:at], mono
+    return count, first, mono, at

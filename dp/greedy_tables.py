@@ -29,6 +29,7 @@ from dp.stage_queue import StageQueue
 from dp.table_arrays import distinct_rows, sorted_unique
 from dp.table_store import StageTables
 from piper_ilp.cost import cut_edge_bytes
+from piper_ilp.errors import InternalError
 
 __all__ = [
     "GreedyTables",
@@ -144,6 +145,8 @@ def shared_rule_runs(
     walked again at that d. At a d where F differs the rule runs on its own.
     """
     N, B, M = settings
+    if np.any(np.diff(caps) > 0):  # (the first d's rows must cover every other d's)
+        raise InternalError(f"shared_rule_runs: caps must not increase with d, got {caps}")
     kind, _, delta_k, F_k = _node_kinds(cls, e, opt, ds, N, B)
     U, D = need.shape
     starts = np.cumsum(sizes) - sizes
@@ -157,15 +160,14 @@ def shared_rule_runs(
     count = np.zeros((U, D), dtype=np.int64)
     first = np.zeros((U, D), dtype=np.int64)
     mono = np.ones((U, D), dtype=bool)
-    parts = [(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0))]
-    base = 0
+    size = int(run_cap.sum())
+    out = (np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), np.empty(size))
+    at = 0
     for idx in _chunks(np.arange(U), sizes, np.full(U, int(caps.max())), 2_000_000):
         check()
-        c, f, lo, hi, P, m = kernel().shared_runs(*args, idx, int(run_cap[idx].sum()))
-        count[idx], first[idx], mono[idx] = c, f + base, m
-        parts.append((lo, hi, P))
-        base += len(lo)
-    lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(3))
+        c, f, m, at = kernel().shared_runs(*args, idx, out, at)
+        count[idx], first[idx], mono[idx] = c, f, m
+    lo, hi, P = (x[:at] for x in out)
     return count, first, lo, hi, P, mono
 
 
@@ -585,22 +587,16 @@ class GreedyTables(StageQueue):
         # per d, each stage's runs: those of its distinct stage where the stage is wanted
         cnt = np.where(need, u_cnt[inv], 0)
         mono = u_mono[inv]
-        # the points go stage by stage, then d by d: point k of stage g at d index j is at
-        # dest[g, j] + k
-        dest = (np.cumsum(cnt.ravel()) - cnt.ravel()).reshape(G, D)
-        total = int(cnt.sum())
-        cost = np.empty(total)
-        lo_all = np.empty(total, dtype=lo.dtype)
-        hi_all = np.empty(total, dtype=hi.dtype)
-        for j, d in enumerate(ds.tolist()):
-            counts = cnt[:, j]
-            n_j = int(counts.sum())
-            g_pts = np.repeat(np.arange(G), counts)
-            within = np.arange(n_j) - np.repeat(np.cumsum(counts) - counts, counts)
-            take = u_first[inv, j][g_pts] + within
-            at = dest[g_pts, j] + within
-            cost[at] = stage_tps_from_sums(E[g_pts], W[g_pts], P[take], d, self.N, self.B)
-            lo_all[at], hi_all[at] = lo[take], hi[take]
+        # the points go stage by stage, then d by d: point k of stage g at d index j
+        # is run first[rep of g, j] + k of the distinct stages'
+        flat = cnt.ravel()
+        gj = np.repeat(np.arange(G * D), flat)
+        within = np.arange(len(gj)) - np.repeat(np.cumsum(flat) - flat, flat)
+        g_pts, j_pts = np.divmod(gj, D)
+        take = u_first[inv[g_pts], j_pts] + within
+        del gj, within
+        cost = stage_tps_from_sums(E[g_pts], W[g_pts], P[take], ds[j_pts], self.N, self.B)
+        lo_all, hi_all = lo[take], hi[take]
         return self._store_plain_rows(t, cnt, mono, cost, lo_all, hi_all)
 
     def _least_p(self, opt: np.ndarray, pos: np.ndarray, sizes: np.ndarray):
