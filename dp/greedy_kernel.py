@@ -18,9 +18,11 @@ from numba import njit
 
 from dp import memory as _memory
 from dp.compiled.kernel import fsum, memory_fits
-from dp.greedy_rule import GREEDY_EPS
 
-__all__ = ["rule_rows", "shared_runs"]
+__all__ = ["GREEDY_EPS", "rule_rows", "shared_runs"]
+
+#: The absolute tolerance (bytes) of Piper's greedy rule (sec. 5, step 3).
+GREEDY_EPS = 1e-9
 
 float_band = njit(cache=True)(_memory.float_band)
 fits_certainly_limit = njit(cache=True)(_memory.fits_certainly_limit)

@@ -45,7 +45,6 @@ from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance, Option
 
 __all__ = [
-    "GREEDY_EPS",
     "NodeRows",
     "piper_cost",
     "piper_edge_bytes",
@@ -58,9 +57,6 @@ __all__ = [
     "greedy_choice_over_y",
     "greedy_options",
 ]
-
-#: The absolute tolerance (bytes) of Piper's greedy rule (sec. 5, step 3).
-GREEDY_EPS = 1e-9
 
 
 class NodeRows:
