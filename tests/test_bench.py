@@ -457,3 +457,13 @@ def test_bench_suites_refuse_bad_options_before_any_run(args, says):
     r = _bench(*args)
     assert r.exit_code == 2, r.output
     assert len(r.output.strip().splitlines()) == 1 and says in r.output, r.output
+
+
+def test_bench_small_pays_the_compiled_rule_s_load_apart():
+    from compare.bench.small import run_small, small_instances, summary
+
+    rows = run_small(small_instances(["chain"], [8], [0]), ["exact", "greedy"])
+    by_mode = {r["mode"]: r for r in rows}
+    assert by_mode["greedy"]["status"] in ("feasible", "infeasible")
+    assert "cpu_kernel_load" not in by_mode["exact"] and by_mode["greedy"]["cpu_kernel_load"] > 0
+    assert any("one-time load of the compiled rule" in line for line in summary(rows))
