@@ -21,9 +21,11 @@ picks what it picks where options tie in exact arithmetic:
   first) with M; E starts at that sum for F minus M and is lowered by each switch's
   m_F - m_O in turn.
 
-:func:`greedy_rule_grid` is the only implementation of the ranking and the walk; the DP's
-stage tables (many stages and y at once) and the plan rebuild (one stage at one y) both
-call it, with node rows from :func:`greedy_node_rows`, so they decide alike.
+The ranking and the walk have one implementation, compiled: :mod:`dp.greedy_kernel`
+(``_rule_row``, imported on first use by :func:`kernel`). The plain stages' tables
+(:func:`dp.greedy_tables.shared_rule_runs`, many stages and d at once), the general
+stages' tables and the plan rebuild (:func:`greedy_rule_rows`, :func:`greedy_rule_grid`,
+with node rows from :func:`greedy_node_rows`) all call it, so they decide alike.
 
 One departure, so that greedy mode never returns a plan the evaluator rejects: memory
 fits when the ``fsum`` of the a y and b terms is <= M (sec. 7). Where the rule's choice (F,
@@ -38,34 +40,23 @@ from typing import Sequence
 import numpy as np
 
 from dp.knapsack import stage_options
-from dp.memory import fits_by_estimate
 from piper_ilp.cost import cut_edge_bytes
 from piper_ilp.errors import InputError
 from piper_ilp.instance import Instance, Option
 
 __all__ = [
-    "GREEDY_EPS",
     "NodeRows",
     "piper_cost",
     "piper_edge_bytes",
     "greedy_node_rows",
     "running_sum",
-    "greedy_last_y",
-    "RuleDetail",
+    "kernel",
     "greedy_rule_rows",
-    "walk_ratios",
-    "same_order",
-    "same_walk",
-    "rewalk",
-    "choice_fits",
     "greedy_rule_grid",
     "greedy_choice",
     "greedy_choice_over_y",
     "greedy_options",
 ]
-
-#: The absolute tolerance (bytes) of Piper's greedy rule (sec. 5, step 3).
-GREEDY_EPS = 1e-9
 
 
 class NodeRows:
@@ -222,77 +213,13 @@ def running_sum(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def greedy_last_y(
-    aF: np.ndarray,
-    bF: np.ndarray,
-    aO: np.ndarray,
-    bO: np.ndarray,
-    o_first: np.ndarray,
-    cap: int,
-    M: float,
-) -> np.ndarray:
-    """Where Piper's rule stops finding a choice, per stage, as y grows.
+def kernel():
+    """The compiled rule, :mod:`dp.greedy_kernel`, imported on first use: numba's import
+    and the load of the compiled code from its cache (or their first compile on a
+    machine) are paid by the processes that run the rule, once each."""
+    from dp import greedy_kernel
 
-    Parameters
-    ----------
-    aF, bF, aO, bO, o_first : (G, n) arrays
-        As :func:`greedy_rule_grid` takes them.
-    cap : int
-        The largest y of interest.
-    M : float
-
-    Returns
-    -------
-    (G,) array of int
-        The largest y <= ``cap`` at which the running sum of L's memory (step 2) is <= M,
-        0 when there is none. The rule finds no choice at any larger y: the sum never falls
-        as y grows (a >= 0), so a binary search finds it.
-
-    Examples
-    --------
-    >>> ones = np.ones((1, 2))
-    >>> greedy_last_y(3 * ones, ones, ones, ones, ones > 1, 10, 7.0).tolist()  # 2 y + 2 <= 7
-    [2]
-    """
-    G = aF.shape[0]
-    lo = np.zeros(G, dtype=np.int64)  # L fits at every y <= lo (vacuously at 0)
-    hi = np.full(G, int(cap), dtype=np.int64)  # ... and at no y > hi
-    while True:
-        open_ = lo < hi
-        if not open_.any():
-            return lo
-        mid = np.where(open_, (lo + hi + 1) // 2, lo)
-        y = np.maximum(mid, 1).astype(float)[:, None]
-        mF, mO = aF * y + bF, aO * y + bO
-        take_L = (mO < mF) | ((mO == mF) & o_first)
-        fits = running_sum(np.where(take_L, mO, mF)) <= M
-        lo = np.where(open_ & fits, mid, lo)
-        hi = np.where(open_ & ~fits, mid - 1, hi)
-
-
-class RuleDetail:
-    """What :func:`greedy_rule_rows` decided on, for the rows where the walk ran (step 3):
-    ``rows`` (their indices), ``order`` (per such row, the node positions by ascending r,
-    ties by position), ``sav`` (m_F - m_O per node), ``valid`` (sav > 1e-9) and
-    ``excess`` (the running sum of m_F minus M). Only ``order`` depends on the costs
-    (through delta); the rest depends on memory alone. From :func:`greedy_rule_rows`
-    also, in the walk's order, ``ratios`` (r, inf where the saving does not count) and
-    ``sav_sorted`` (sav, 0 where it does not count), and ``count``, the nodes the walk
-    switched (None when not given)."""
-
-    __slots__ = ("rows", "order", "sav", "valid", "excess", "ratios", "sav_sorted", "count")
-
-    def __init__(self, rows, order, sav, valid, excess, ratios=None, sav_sorted=None, count=None):
-        self.rows, self.order, self.sav, self.valid = rows, order, sav, valid
-        self.excess = excess
-        self.ratios, self.sav_sorted, self.count = ratios, sav_sorted, count
-
-    def subset(self, at) -> RuleDetail:
-        """The walked rows ``at`` (indices into these rows, or a mask)."""
-        rest = (None if x is None else x[at] for x in (self.ratios, self.sav_sorted, self.count))
-        return RuleDetail(
-            self.rows[at], self.order[at], self.sav[at], self.valid[at], self.excess[at], *rest
-        )
+    return greedy_kernel
 
 
 def greedy_rule_rows(
@@ -304,11 +231,11 @@ def greedy_rule_rows(
     o_first: np.ndarray,
     y: np.ndarray,
     M: float,
-    detail: bool = False,
     l_fits: bool = False,
     stage_of: np.ndarray | None = None,
 ):
-    """Piper's rule (sec. 5) for R stages, each at its own y.
+    """Piper's rule (sec. 5) for R stages, each at its own y
+    (:func:`dp.greedy_kernel.rule_rows`).
 
     Parameters
     ----------
@@ -320,14 +247,10 @@ def greedy_rule_rows(
     y : (R,) array of int
         Each row's microbatches in flight.
     M : float
-    detail : bool
-        Also return a :class:`RuleDetail`.
     l_fits : bool
-        The caller knows that L fits in every row (step 2 passes: each row's y is at most
-        :func:`greedy_last_y` of its stage), so the rule does not sum L again.
+        The caller knows that L fits in every row, so the rule does not sum L again.
     stage_of : (R,) array of int, optional
-        Row k is stage ``stage_of[k]`` (of the (G, n) columns) at ``y[k]``: each column
-        is read only for the rows that need it.
+        Row k is stage ``stage_of[k]`` (of the (G, n) columns) at ``y[k]``.
 
     Returns
     -------
@@ -336,249 +259,12 @@ def greedy_rule_rows(
     feasible : (R,) bool array
         False where no choice fits (step 2), or the rule's choice does not fit exactly
         (sec. 7; see the module's note).
-    detail : RuleDetail
-        Only with ``detail=True``.
-
-    Notes
-    -----
-    A row's outcome depends on delta only through ``detail.order``: a row at the same y
-    with the same memory columns and an order that :func:`same_order` accepts has the same
-    outcome.
     """
-    yv = np.asarray(y, dtype=float)[:, None]
-    R, n = len(yv), aF.shape[1]
-    at = np.arange(R) if stage_of is None else stage_of  # (each row's stage)
-    mF = (aF * yv + bF) if stage_of is None else (aF[at] * yv + bF[at])
-    switched = np.zeros((R, n), dtype=bool)
-    feasible = np.zeros(R, dtype=bool)
-    none = np.zeros((0, n), dtype=np.int64)
-    info = RuleDetail(none[:, 0], none, np.zeros((0, n)), none > 0, np.zeros(0))
-    if n == 0:
-        feasible[:] = True
-        return (switched, feasible, info) if detail else (switched, feasible)
-
-    def terms(r, take_O):  # (a y and b of the choice, for an exact sum near M)
-        ya, g = float(yv[r, 0]), at[r]
-        return (
-            np.where(take_O, aO[g] * ya, aF[g] * ya).tolist()
-            + np.where(take_O, bO[g], bF[g]).tolist()
-        )
-
-    # step 1: the running sum of m_F against M, as the original decides; a choice taken
-    # must also fit exactly (sec. 7)
-    sumF = running_sum(mF)
-    takeF = sumF <= M
-    if takeF.any():
-        rows_F = np.nonzero(takeF)[0]
-        no_switch = np.zeros(n, dtype=bool)
-        feasible[rows_F] = fits_by_estimate(
-            sumF[rows_F], 2 * n, M, lambda k: terms(int(rows_F[k]), no_switch)
-        )
-    if takeF.all():
-        return (switched, feasible, info) if detail else (switched, feasible)
-    # step 2: L = the first option of least memory; its running sum above M: no choice
-    # (m_O only where F does not fit)
-    rows = np.nonzero(~takeF)[0]
-    mFr = mF[rows]
-    mOr = aO[at[rows]] * yv[rows] + bO[at[rows]]
-    if not l_fits:
-        take_L = (mOr < mFr) | ((mOr == mFr) & o_first[at[rows]])
-        ok = running_sum(np.where(take_L, mOr, mFr)) <= M
-        rows, mFr, mOr = rows[ok], mFr[ok], mOr[ok]
-    if len(rows):
-        sav = mFr - mOr
-        valid = sav > GREEDY_EPS
-        r = walk_ratios(delta[at[rows]], sav, valid)
-        order = np.argsort(r, axis=1, kind="stable")  # (ties by node position)
-        walked = _walk(r, order, sav, valid, sumF[rows] - M, sorted_out=detail)
-        sw = walked[0] if detail else walked
-        switched[rows] = sw
-        feasible[rows] = _fits(sw, mFr, mOr, M, lambda k: terms(int(rows[k]), sw[k]))
-        if detail:
-            _, r_sorted, sav_sorted = walked
-            excess = sumF[rows] - M
-            info = RuleDetail(rows, order, sav, valid, excess, r_sorted, sav_sorted, sw.sum(axis=1))
-    return (switched, feasible, info) if detail else (switched, feasible)
-
-
-def choice_fits(
-    switched: np.ndarray,
-    aF: np.ndarray,
-    bF: np.ndarray,
-    aO: np.ndarray,
-    bO: np.ndarray,
-    y: np.ndarray,
-    M: float,
-) -> np.ndarray:
-    """Whether each row's choice fits exactly (sec. 7): the ``fsum`` of the a y and b
-    terms of F, or of O where ``switched``, is <= M.
-
-    Parameters
-    ----------
-    switched : (R, n) bool array
-    aF, bF, aO, bO : (R, n) arrays
-        As :func:`greedy_rule_rows` takes them.
-    y : (R,) array of int
-    M : float
-
-    Returns
-    -------
-    (R,) bool array
-        What :func:`greedy_rule_rows` finds for a walked row whose walk switched
-        ``switched``.
-    """
-    yv = np.asarray(y, dtype=float)[:, None]
-    ayF, ayO = aF * yv, aO * yv
-
-    def terms(k):
-        t = switched[k]
-        return np.where(t, ayO[k], ayF[k]).tolist() + np.where(t, bO[k], bF[k]).tolist()
-
-    return _fits(switched, ayF + bF, ayO + bO, M, terms)
-
-
-def _fits(sw, mF, mO, M: float, terms_of_row) -> np.ndarray:
-    """:func:`choice_fits` with m = a y + b of F and O made: the float sum of each row's
-    choice decides away from M, ``terms_of_row(k)`` (row k's a y and b terms) near it
-    (:func:`dp.memory.fits_by_estimate`)."""
-    est = np.where(sw, mO, mF).sum(axis=1)
-    return fits_by_estimate(est, 2 * sw.shape[1], M, terms_of_row)
-
-
-def walk_ratios(delta: np.ndarray, sav: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """The walk's ratios r = delta / (m_F - m_O) where the saving counts (``valid``),
-    inf elsewhere (arrays of one shape)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(valid, delta / np.where(valid, sav, 1.0), np.inf)
-
-
-def _walk(r: np.ndarray, order: np.ndarray, sav: np.ndarray, valid, excess, sorted_out=False):
-    """Step 3: switch nodes in ``order`` (the stable ascending order of the ratios ``r``)
-    until the excess (starting at ``excess``, lowered by each switch's saving in turn)
-    falls below 1e-9. Returns switched (rows, n); with ``sorted_out``, also ``r`` and the
-    savings that count (0 elsewhere) in ``order``."""
-    R, n = order.shape
-    flat = order + (np.arange(R) * n)[:, None]  # (order's places in the rows laid flat)
-    sav_sorted = np.where(valid, sav, 0.0).ravel()[flat]
-    E = np.empty_like(sav_sorted)
-    run = excess
-    for k in range(n):
-        run = run - sav_sorted[:, k]
-        E[:, k] = run
-    # the valid nodes come first in the order where their ratios are finite (the others'
-    # are inf); else (a ratio out of range) where they are is gathered
-    finite = not np.any(valid & ~(r < np.inf))
-    n_valid = valid.sum(axis=1)
-    if finite:
-        valid_sorted = np.arange(n)[None, :] < n_valid[:, None]
-    else:
-        valid_sorted = np.take_along_axis(valid, order, axis=1)
-    stop = (E < GREEDY_EPS) & valid_sorted
-    first = np.argmax(stop, axis=1)
-    stopped = stop[np.arange(R), first]
-    count = np.where(stopped, first + 1, n_valid)
-    if not finite:  # (no stop: every valid node, wherever it is in the order)
-        count = np.where(stopped, count, n)
-        take_sorted = (np.arange(n)[None, :] < count[:, None]) & valid_sorted
-        sw = np.zeros(order.shape, dtype=bool)
-        np.put_along_axis(sw, order, take_sorted, axis=1)
-        return (sw, r.ravel()[flat], sav_sorted) if sorted_out else sw
-    # the first count nodes of the order: (ratio, position) below those of the next one
-    rows = np.arange(R)
-    thr_p = order[rows, np.minimum(count, n - 1)][:, None]
-    thr_r = r[rows[:, None], thr_p]
-    pos = np.arange(n)[None, :]
-    sw = (r < thr_r) | ((r == thr_r) & (pos < thr_p))
-    sw[count == n] = True
-    return (sw, r.ravel()[flat], sav_sorted) if sorted_out else sw
-
-
-def rewalk(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
-    """The walk (step 3) of each row of ``info`` (from :func:`greedy_rule_rows`) again with
-    other costs ``delta`` (as :func:`same_order` takes them).
-
-    Returns a (len(info.rows), n) bool array: which nodes take O, the rule's choice with
-    ``delta`` where it walks. Whether that choice fits exactly depends on the choice and
-    memory alone, not on the costs.
-    """
-    r = walk_ratios(delta, info.sav, info.valid)
-    order = np.argsort(r, axis=1, kind="stable")
-    return _walk(r, order, info.sav, info.valid, info.excess)
-
-
-def same_order(delta: np.ndarray, info: RuleDetail) -> np.ndarray:
-    """Whether the walk's order of each row of ``info`` stays the same with other costs.
-
-    Parameters
-    ----------
-    delta : (len(info.rows), n) array
-        The other c_O - c_F per node of each walked row (same F and O, same memory).
-    info : RuleDetail
-        From :func:`greedy_rule_rows`.
-
-    Returns
-    -------
-    (len(info.rows),) bool array
-        True where ``info.order`` is exactly the stable ascending order of the ratios that
-        ``delta`` gives (non-decreasing, equal ratios by node position): the walk, and so
-        the rule's outcome, is then the same with ``delta``.
-    """
-    r = np.take_along_axis(walk_ratios(delta, info.sav, info.valid), info.order, axis=1)
-    o = info.order
-    ok = (r[:, 1:] > r[:, :-1]) | ((r[:, 1:] == r[:, :-1]) & (o[:, 1:] > o[:, :-1]))
-    return ok.all(axis=1)
-
-
-def same_walk(delta: np.ndarray, info: RuleDetail, count: np.ndarray) -> np.ndarray:
-    """Whether the walk of each row of ``info`` switches the same nodes with other costs,
-    decided from the walk's order alone (a sufficient condition: unlike
-    :func:`same_order` it lets the order change among the nodes walked over and among
-    those after them; equal ratios where it looks fail it). It states what
-    :mod:`dp.greedy_tables` relies on when it shares the rule's outcome across d.
-
-    Parameters
-    ----------
-    delta : (len(info.rows), n) array
-        The other c_O - c_F per node of each walked row (same F and O, same memory).
-    info : RuleDetail
-        From :func:`greedy_rule_rows`.
-    count : (len(info.rows),) array of int
-        How many nodes each row's walk switched (the first ``count`` of ``info.order``).
-
-    Returns
-    -------
-    (len(info.rows),) bool array
-        True where, with ``delta``'s ratios, every node of the walk's first ``count``
-        has a ratio below those of the nodes after them, and every run of equal savings
-        among the first ``count`` ratios below those of the later ones. The walk with
-        ``delta`` then meets the same savings in the same order up to its stop (a
-        reordering within a run of equal savings subtracts the same floats), so it
-        stops at the same step and switches the same nodes. False says nothing.
-
-    Examples
-    --------
-    Two nodes with equal savings swap places; the walk switches both either way.
-
-    >>> info = RuleDetail(np.array([0]), np.array([[0, 1, 2]]), np.array([[2.0, 2.0, 1.0]]),
-    ...     np.array([[True, True, True]]), np.array([3.0]))
-    >>> same_walk(np.array([[2.0, 1.0, 9.0]]), info, np.array([2])).tolist()
-    [True]
-    >>> same_walk(np.array([[2.0, 9.0, 1.0]]), info, np.array([2])).tolist()
-    [False]
-    """
-    o = info.order
-    R, n = o.shape
-    if n < 2 or not R:
-        return np.ones(R, dtype=bool)
-    r = np.take_along_axis(walk_ratios(delta, info.sav, info.valid), o, axis=1)
-    sv = np.take_along_axis(info.sav, o, axis=1)
-    j = np.arange(1, n)[None, :]
-    k = np.asarray(count)[:, None]
-    cut = (j == k) | ((j < k) & (sv[:, 1:] != sv[:, :-1]))  # the places to check
-    # the greatest ratio before each place against the least from it on
-    head = np.maximum.accumulate(r, axis=1)[:, :-1]
-    tail = np.minimum.accumulate(r[:, ::-1], axis=1)[:, ::-1][:, 1:]
-    return ~np.any(cut & ~(head < tail), axis=1)
+    y = np.asarray(y, dtype=np.int64)
+    stage_of = np.arange(len(y)) if stage_of is None else np.asarray(stage_of, dtype=np.int64)
+    cols = [np.ascontiguousarray(x, dtype=np.float64) for x in (delta, aF, bF, aO, bO)]
+    of = np.ascontiguousarray(o_first, dtype=np.bool_)
+    return kernel().rule_rows(*cols, of, stage_of, y, float(M), bool(l_fits))
 
 
 def greedy_rule_grid(cols: tuple, ys: np.ndarray, M: float) -> tuple[np.ndarray, np.ndarray]:
@@ -617,8 +303,8 @@ def greedy_rule_grid(cols: tuple, ys: np.ndarray, M: float) -> tuple[np.ndarray,
     """
     G, n = cols[1].shape
     Y = len(ys)
-    rows = cols if Y == 1 else tuple(np.repeat(x, Y, axis=0) for x in cols)
-    sw, feas = greedy_rule_rows(*rows, np.tile(np.asarray(ys), G), M)
+    stage_of = np.repeat(np.arange(G), Y)
+    sw, feas = greedy_rule_rows(*cols, np.tile(np.asarray(ys), G), M, stage_of=stage_of)
     return sw.reshape(G, Y, n), feas.reshape(G, Y)
 
 

@@ -21,16 +21,7 @@ from functools import partial
 import numpy as np
 
 from dp.exact_states import ExactStates
-from dp.greedy_rule import (
-    RuleDetail,
-    choice_fits,
-    greedy_last_y,
-    greedy_rule_grid,
-    greedy_rule_rows,
-    piper_cost,
-    rewalk,
-    running_sum,
-)
+from dp.greedy_rule import greedy_rule_rows, kernel, piper_cost
 from dp.knapsack import stage_tps_from_sums
 from dp.stage_context import FILTER_LOW_BITS, BuildBatches, StageContext
 from dp.stage_geometry import StageGeometry, bits, lowest_sink, set_words
@@ -38,13 +29,14 @@ from dp.stage_queue import StageQueue
 from dp.table_arrays import distinct_rows, sorted_unique
 from dp.table_store import StageTables
 from piper_ilp.cost import cut_edge_bytes
+from piper_ilp.errors import InternalError
 
 __all__ = [
     "GreedyTables",
+    "load_rule_kernel",
     "general_rule_runs",
     "plain_node_data",
     "plain_rule_columns",
-    "plain_rule_runs",
     "shared_rule_runs",
 ]
 
@@ -93,66 +85,6 @@ def plain_node_data(ctx: StageContext, geo: StageGeometry, t: int) -> tuple:
     return opt, terms, other, cls.astype(np.int64)
 
 
-def plain_rule_runs(rows: np.ndarray, sizes: np.ndarray, cap: int, M: float, check) -> tuple:
-    """Piper's rule for y = 1..cap on blocks of plain nodes, many blocks per numpy call.
-
-    Parameters
-    ----------
-    rows : (sum(sizes), 8) numpy.ndarray
-        The blocks' nodes end to end (a block: a stage at one d, its nodes in input
-        order): (c_O - c_F, a_F, b_F, a_O, b_O, O before F, p_F, p_O).
-    sizes : (U,) numpy.ndarray of int
-        The nodes of each block.
-    cap : int
-        The largest y.
-    M : float
-        Memory per device.
-    check : callable
-        Called between numpy calls (the time limit).
-
-    Returns
-    -------
-    run_u, lo, hi, P : numpy.ndarray
-        The runs of equal choice over the y where the rule finds one, by block and y: the
-        block, first and last y, and P (the chosen p summed node by node in input order,
-        :func:`dp.greedy_rule.running_sum`, so that it does not depend on the padding).
-    mono : (U,) numpy.ndarray of bool
-        Whether a block's runs cover y = 1..k without gaps and P never falls.
-
-    Notes
-    -----
-    The blocks go by their last y with a choice and size, in chunks of about 50,000
-    node-y cells, each chunk padded to its widest block with zero columns (which change no
-    sum and are never switched) and evaluated up to its largest last y.
-    """
-    U = len(sizes)
-    starts = np.cumsum(sizes) - sizes
-    parts = [(np.empty(0, dtype=np.int64),) * 3 + (np.empty(0),)]
-    mono = np.ones(U, dtype=bool)
-    # each block's last y with a choice (above it the rule finds none), blocks by size
-    last = np.zeros(U, dtype=np.int64)
-    by_size = np.argsort(sizes, kind="stable")
-    for idx in _chunks(by_size, sizes, np.ones(U, dtype=np.int64), 50_000):
-        check()
-        block = _dense(rows, starts, sizes, idx)
-        last[idx] = greedy_last_y(
-            *(block[:, :, j] for j in range(1, 5)), block[:, :, 5] > 0, cap, M
-        )
-    # the rule at y = 1..last, blocks by last y and size, in chunks of about 50,000
-    # node-y cells (each padded to its widest block and its largest last y; larger
-    # chunks leave the cache and are slower per cell)
-    live = np.flatnonzero(last > 0)
-    order = live[np.lexsort((sizes[live], last[live]))]
-    for idx in _chunks(order, sizes, last, 50_000):
-        check()
-        sg, lo, hi, P, ok = _rule_runs(_dense(rows, starts, sizes, idx), last[idx], M)
-        mono[idx] = ok
-        parts.append((idx[sg], lo, hi, P))
-    run_u, lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(4))
-    order = np.lexsort((lo, run_u))
-    return run_u[order], lo[order], hi[order], P[order], mono
-
-
 def shared_rule_runs(
     opt: np.ndarray,
     cls: np.ndarray,
@@ -163,9 +95,10 @@ def shared_rule_runs(
     need: np.ndarray,
     settings: tuple,
     check,
-) -> list:
-    """:func:`plain_rule_runs` for every d at once, the rule evaluated once per block where
-    the d agree.
+) -> tuple:
+    """Piper's rule for y = 1..cap on blocks of plain nodes (a block: a stage, its nodes
+    in input order) at every d they are needed at, the rule's outcome shared across the d
+    where it provably stays (:func:`dp.greedy_kernel.shared_runs`).
 
     Parameters
     ----------
@@ -187,63 +120,73 @@ def shared_rule_runs(
     settings : tuple
         (N, B, M) of the instance.
     check : callable
-        Called between numpy calls (the time limit).
+        Called between kernel calls (the time limit).
 
     Returns
     -------
-    list (one per d) of tuples (run_u, lo, hi, P, mono)
-        As :func:`plain_rule_runs` returns them for the blocks ``need`` asks for at that d
-        (``mono`` over all U blocks, True where not asked for).
+    count, first : (U, D) numpy.ndarray of int
+        The runs of equal choice over the y where the rule finds one, of each block and
+        d: ``count`` of them from place ``first`` of the three arrays below, by y (0
+        where the block is not needed at d).
+    lo, hi, P : numpy.ndarray
+        Per run its first and last y, and P (the chosen p summed node by node in input
+        order, :func:`dp.greedy_rule.running_sum`).
+    mono : (U, D) numpy.ndarray of bool
+        Whether a block's runs at d cover y = 1..k without gaps and P never falls (True
+        where not needed).
 
     Notes
     -----
     Only the costs depend on d: memory, and so whether F fits, where L stops fitting
-    (:func:`dp.greedy_rule.greedy_last_y`, once per block) and the savings, do not, as
-    long as each node's F is the same option. Per block, the rule runs at the first d
-    asked for (the largest cap). At another d with the same F per node, the rule's
-    outcome at each y is the same when the nodes its walk switched still come first in
-    that d's order, the runs of equal savings among them in their order
-    (:func:`same_walk`; for certain where the ratios are far enough apart,
-    :func:`_walk_margin`); the runs are then the first d's runs cut at that d's last y.
-    Rows that switch other nodes at that d are rerun there; blocks where F differs go
-    through :func:`plain_rule_runs` at their own d.
+    and the savings, do not, as long as each node's F is the same option. Per block, the
+    rule runs at the first d asked for (the largest cap). At another d with the same F per
+    node, a row's outcome is the same where the ratios are far enough apart (the walk's
+    gap against the costs' spread, :func:`dp.greedy_kernel._gap`); the other rows are
+    walked again at that d. At a d where F differs the rule runs on its own.
     """
     N, B, M = settings
-    kind, one, delta_k, F_k = _node_kinds(cls, e, opt, ds, N, B)
+    if np.any(np.diff(caps) > 0):  # (the first d's rows must cover every other d's)
+        raise InternalError(f"shared_rule_runs: caps must not increase with d, got {caps}")
+    kind, _, delta_k, F_k = _node_kinds(cls, e, opt, ds, N, B)
     U, D = need.shape
     starts = np.cumsum(sizes) - sizes
-    ref = np.argmax(need, axis=1)
-    pk, pd, node_pair = _ref_pairs(kind, len(one), ref, sizes, D)
-    pair_rows = _rule_columns(opt[cls[one[pk]]], delta_k[pk, pd], F_k[pk, pd])
-    kappa, same_F = _shared_bounds(delta_k[pk], F_k[pk], pd, pair_rows, node_pair, sizes, ds)
-    shared = need & same_F
-    blocks = (pair_rows, node_pair, starts, sizes)
-    costs_of = (delta_k, kind)
-    runs, y_ud, fail, redo = _shared_ref_runs(blocks, costs_of, shared, ref, kappa, caps, M, check)
-
-    def own_columns(at, j):  # (the rows of nodes ``at`` at d index j)
-        return _rule_columns(opt[cls[at]], delta_k[kind[at], j], F_k[kind[at], j])
-
-    out = []
-    for j in range(D):
+    run_cap = (need * caps[None, :]).sum(axis=1)  # (at most one run per row)
+    ints = (cls, kind, starts, sizes)
+    args = (np.ascontiguousarray(opt, dtype=np.float64),)
+    args += tuple(np.ascontiguousarray(x, dtype=np.int64) for x in ints)
+    args += (np.ascontiguousarray(delta_k, dtype=np.float64), np.ascontiguousarray(F_k, dtype=bool))
+    args += tuple(np.ascontiguousarray(x, dtype=np.int64) for x in (ds, caps))
+    args += (np.ascontiguousarray(need, dtype=bool), float(M))
+    count = np.zeros((U, D), dtype=np.int64)
+    first = np.zeros((U, D), dtype=np.int64)
+    mono = np.ones((U, D), dtype=bool)
+    size = int(run_cap.sum())
+    out = (np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), np.empty(size))
+    at = 0
+    for idx in _chunks(np.arange(U), sizes, np.full(U, int(caps.max())), 2_000_000):
         check()
-        use = shared[:, j] & ~fail[:, j]
-        ru, rl, rh, rp, mono = _cut_runs(runs, use, y_ud[:, j], redo[j])
-        own = np.flatnonzero(need[:, j] & ~shared[:, j])
-        if len(own):
-            n_of = sizes[own]
-            at = np.repeat(starts[own] - (np.cumsum(n_of) - n_of), n_of) + np.arange(n_of.sum())
-            o_u, o_lo, o_hi, o_P, o_mono = plain_rule_runs(
-                own_columns(at, j), n_of, int(caps[j]), M, check
-            )
-            mono[own] = o_mono
-            ru, rl, rh, rp = (
-                np.concatenate(x) for x in ((ru, own[o_u]), (rl, o_lo), (rh, o_hi), (rp, o_P))
-            )
-            by = np.lexsort((rl, ru))
-            ru, rl, rh, rp = ru[by], rl[by], rh[by], rp[by]
-        out.append((ru, rl, rh, rp, mono))
-    return out
+        c, f, m, at = kernel().shared_runs(*args, idx, out, at)
+        count[idx], first[idx], mono[idx] = c, f, m
+    lo, hi, P = (x[:at] for x in out)
+    return count, first, lo, hi, P, mono
+
+
+def load_rule_kernel() -> None:
+    """Pay the compiled rule's one-time cost now: numba's import and the load of every
+    kernel greedy mode calls, with the argument types it calls them with, from numba's
+    cache (or their compile, the first time on a machine or after a change). A
+    benchmark measures it apart (``piper-ilp bench``); a solve pays it on first use.
+
+    Examples
+    --------
+    >>> load_rule_kernel()
+    """
+    opt = np.array([[1.0, 2.0, 4.0, 1.0, 1.0, 1.0, 0.0, 1.0]])
+    one = np.ones(1, dtype=np.int64)
+    need = np.ones((1, 1), dtype=bool)
+    shared_rule_runs(opt, 0 * one, np.zeros(1), one, one, one, need, (1, 1.0, 4.0), lambda: None)
+    z = np.zeros((1, 1))
+    greedy_rule_rows(z, z + 1.0, z, z, z, z > 0, one, 4.0)
 
 
 def _node_kinds(cls: np.ndarray, e: np.ndarray, opt: np.ndarray, ds: np.ndarray, N, B) -> tuple:
@@ -260,322 +203,6 @@ def _node_kinds(cls: np.ndarray, e: np.ndarray, opt: np.ndarray, ds: np.ndarray,
     delta_k = np.stack([c[0] for c in costs], axis=1)  # (kinds, D)
     F_k = np.stack([c[1] for c in costs], axis=1)
     return kind, one, delta_k, F_k
-
-
-def _ref_pairs(kind: np.ndarray, n_kinds: int, ref: np.ndarray, sizes, D: int) -> tuple:
-    """The pairs (kind, first d) that the nodes of blocks (``sizes`` nodes each, of kinds
-    ``kind``, ``n_kinds`` of them; block g's first d index ``ref[g]``) take: per pair its
-    kind and d index, and per node its pair."""
-    if len(ref) and (ref == ref[0]).all():
-        return np.arange(n_kinds), np.full(n_kinds, ref[0]), kind
-    pair = kind * D + np.repeat(ref, sizes)
-    pairs = sorted_unique(pair)
-    return pairs // D, pairs % D, np.searchsorted(pairs, pair)
-
-
-def _shared_bounds(delta, F, pd, pair_rows, node_pair, sizes, ds) -> tuple:
-    """Per block and d (blocks of ``sizes`` nodes, node i of pair ``node_pair[i]``; per
-    pair its kind's costs ``delta`` and F flags ``F`` at every d (pairs, D), its first d
-    index ``pd`` and its rows there ``pair_rows``): kappa, how far the costs may stray
-    from d_ref / d times the first d's (the largest spread of its nodes' pairs,
-    :func:`_cost_spread`; for blocks whose pairs all stray by at most 1e-13, the largest
-    of all such pairs: a larger bound only walks more rows again), plus 1e-15; and
-    whether F per node is the same at d as at the block's first d."""
-    U, D = len(sizes), len(ds)
-    starts = np.cumsum(sizes) - sizes
-    spread = _cost_spread(delta, pd, ds)
-    wide = ~(spread <= 1e-13).all(axis=1)
-    moves = (F != F[np.arange(len(pd)), pd][:, None]).any(axis=1)
-    small = np.where(wide[:, None], 0.0, spread).max(axis=0, initial=0.0)
-    kappa = np.tile(small + 1e-15, (U, 1))
-    same_F = np.ones((U, D), dtype=bool)
-    hit = np.zeros(0, dtype=np.int64)
-    if U and (wide.any() or moves.any()):
-        hit = np.flatnonzero(np.logical_or.reduceat((wide | moves)[node_pair], starts))
-    if len(hit):
-        n_of = sizes[hit]
-        seg = np.cumsum(n_of) - n_of
-        at = node_pair[np.repeat(starts[hit] - seg, n_of) + np.arange(n_of.sum())]
-        kappa[hit] = np.maximum.reduceat(spread[at], seg) + 1e-15
-        same_F[hit] = np.minimum.reduceat(F[at] == (pair_rows[at, 5] > 0)[:, None], seg)
-    return kappa, same_F
-
-
-def _shared_ref_runs(blocks, costs_of, shared, ref, kappa, caps, M: float, check) -> tuple:
-    """The rule at each block's first d (:func:`shared_rule_runs`), and where it decides
-    otherwise at the other d ``shared`` asks for.
-
-    ``blocks`` = (pair_rows, node_pair, starts, sizes): the rows of the (kind, first d)
-    pairs, per node its pair, and the blocks' nodes; ``costs_of`` = (delta, kind): per
-    kind its costs at every d and per node its kind; ``ref`` each block's first d index,
-    ``kappa`` (blocks, D) its costs' spread (:func:`_shared_bounds`), ``caps`` the largest
-    y per d. Returns the first d's runs (block, first y, last y, P; by block and y), per
-    block and d the last y where L fits (0 where not shared), per block and d whether
-    some row decides otherwise there, and per d the runs of those blocks there."""
-    pair_rows, node_pair, starts, sizes = blocks
-    U, D = shared.shape
-    live = np.flatnonzero(shared.any(axis=1))
-    y_ud = np.zeros((U, D), dtype=np.int64)
-    fail = np.zeros((U, D), dtype=bool)
-    redo: list[list] = [[] for _ in range(D)]
-    parts = [(np.empty(0, dtype=np.int64),) * 3 + (np.empty(0),)]
-    # blocks by size, in chunks of about 50,000 node cells, each made dense once: where L
-    # stops fitting, then the rule at y = 1..that in pieces of about 50,000 node-y cells
-    by_size = live[np.argsort(sizes[live], kind="stable")]
-    for chunk in _chunks(by_size, sizes, np.ones(U, dtype=np.int64), 50_000):
-        check()
-        dense = _dense(pair_rows, starts, sizes, chunk, node_pair)
-        last = greedy_last_y(
-            *(dense[:, :, j] for j in range(1, 5)), dense[:, :, 5] > 0, int(caps.max()), M
-        )
-        y_ud[chunk] = np.where(shared[chunk], np.minimum(last[:, None], caps[None, :]), 0)
-        ys = y_ud[chunk].max(axis=1)
-        for a, b in _row_pieces(ys, sizes[chunk], 50_000):
-            check()
-            idx, block = chunk[a:b], dense[a:b, : sizes[chunk[b - 1]]]
-            sg, lo, hi, P, sw, code, feas, info, g_row, y_row, run_of = _ref_runs(block, ys[a:b], M)
-            parts.append((idx[sg], lo, hi, P))
-            eligible = shared[idx] & (ref[idx, None] != np.arange(D)) & (y_ud[idx] > 0)
-            if not eligible.any() or not len(info.rows):
-                continue
-            ref_out = (sw, code, feas, g_row, y_row, block, ys[a:b], P, run_of)
-            costs_at = partial(_costs_at, *costs_of, starts[idx], sizes[idx])
-            for j, gf, runs in _other_ds(
-                ref_out, info, costs_at, kappa[idx], eligible, y_ud[idx], M
-            ):
-                fail[idx[gf], j] = True
-                redo[j].append((idx[runs[0]],) + runs[1:])
-    run_u, lo, hi, P = (np.concatenate([x[k] for x in parts]) for k in range(4))
-    by = np.lexsort((lo, run_u))
-    return (run_u[by], lo[by], hi[by], P[by]), y_ud, fail, redo
-
-
-def _cut_runs(runs: tuple, use: np.ndarray, y_last: np.ndarray, redo: list) -> tuple:
-    """One d's runs from the first d's ``runs`` (block, first y, last y, P; by block and
-    y): those of the blocks ``use``, cut at each block's ``y_last``, and the ``redo`` runs
-    (the blocks decided otherwise at this d), by block and y; with per block whether its
-    runs are monotone (y = 1..k without gaps, P never falling; True for blocks without
-    runs)."""
-    run_u, lo, hi, P = runs
-    keep = use[run_u] & (lo <= y_last[run_u])
-    ru, rl, rh, rp = run_u[keep], lo[keep], np.minimum(hi[keep], y_last[run_u[keep]]), P[keep]
-    if redo:  # (their blocks are not among ``use``: merged in by (block, first y))
-        fu, flo, fhi, fP = (np.concatenate([x[k] for x in redo]) for k in range(4))
-        span = int(max(rl.max(initial=0), flo.max())) + 1
-        f_key = fu * span + flo
-        by = np.argsort(f_key, kind="stable")
-        at = np.searchsorted(ru * span + rl, f_key[by])
-        ru, rl, rh, rp = (
-            np.insert(a, at, b[by]) for a, b in ((ru, fu), (rl, flo), (rh, fhi), (rp, fP))
-        )
-    mono = np.ones(len(use), dtype=bool)
-    first = np.ones(len(ru), dtype=bool)
-    first[1:] = ru[1:] != ru[:-1]
-    bad = np.where(first, rl != 1, False)
-    bad[1:] |= ~first[1:] & ((rl[1:] != rh[:-1] + 1) | (rp[1:] < rp[:-1]))
-    mono[ru[bad]] = False
-    return ru, rl, rh, rp, mono
-
-
-def _cost_spread(delta: np.ndarray, ref: np.ndarray, ds: np.ndarray) -> np.ndarray:
-    """Per kind of node and d, |e| with delta_d = scale delta_ref (1 + e) (``delta``
-    (kinds, D) the costs at every d, ``ref`` (kinds,) the index of the first d, scale =
-    d_ref / d; plain nodes: c_O - c_F = (p_O - p_F) / d in exact arithmetic, so e is
-    rounding); 0 where both are 0, inf where e cannot be said (a delta zero at one d
-    only, or below 1e-290). A block's kappa is at least the largest over its nodes, plus
-    1e-15 (:func:`shared_rule_runs`)."""
-    ref_delta = delta[np.arange(len(ref)), ref][:, None]
-    scale = ds[ref][:, None] / ds[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        e = np.abs(delta / (scale * ref_delta) - 1.0)
-    both_zero = (delta == 0) & (ref_delta == 0)
-    tiny = (np.abs(delta) < 1e-290) | (np.abs(ref_delta) < 1e-290)
-    e[both_zero] = 0.0
-    e[(tiny & ~both_zero) | np.isnan(e)] = np.inf
-    return e
-
-
-def _costs_at(delta, kind, starts, sizes, g: np.ndarray, j: np.ndarray, n: int) -> np.ndarray:
-    """Per row k, the costs at d index ``j[k]`` of the nodes of block ``g[k]`` (blocks of
-    ``sizes`` nodes from ``starts`` in ``kind``, the nodes' kinds; ``delta`` (kinds, D) the
-    kinds' costs), padded with zeros to ``n`` columns."""
-    col = np.arange(n)
-    pad = col[None, :] >= sizes[g][:, None]
-    at = starts[g][:, None] + col
-    at[pad] = 0
-    out = delta[kind[at], np.asarray(j)[:, None]]
-    out[pad] = 0.0
-    return out
-
-
-def _walk_margin(ratios: np.ndarray, sav: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Per walked row (``ratios`` and ``sav``: the walk's ratios and savings in its order,
-    as :class:`dp.greedy_rule.RuleDetail` gives them; ``count`` the nodes its walk
-    switched), how far the walk's outcome is from changing at another d.
-
-    Returns the least relative gap (r_b - r_a) / r_b between neighbours a, b of the
-    walk's order at the places :func:`dp.greedy_rule.same_walk` checks: after the last
-    switched node, and between runs of equal savings among the switched ones. Pairs with
-    both ratios 0 (delta 0, which stays 0 where kappa is finite) or r_b inf (no saving)
-    count as inf: the ties keep their order by position; other equal ratios and ratios
-    below 1e-290 but not 0 as 0. With costs delta_d,i = scale delta_i (1 + e_i), |e_i|
-    <= kappa (:func:`_cost_spread`), a gap above 3 kappa + 1e-14 keeps every node before
-    such a place strictly before every node after it after rounding (the order is
-    ascending: a's ratio is the largest before it, b's the least after it), so the walk
-    at d switches the same nodes. (A saving that does not count is 0 in ``sav``: where
-    that changes which places are checked, r_b is inf there, so the gap is inf either
-    way.)
-    """
-    n = ratios.shape[1]
-    if n < 2:
-        return np.full(len(ratios), np.inf)
-    ra, rb = ratios[:, :-1], ratios[:, 1:]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        g = (rb - ra) / rb
-    g = np.where(ra == rb, np.where(ra == 0, np.inf, 0.0), g)
-    g = np.where(np.isinf(rb), np.inf, g)
-    g = np.where(((ra > 0) & (ra < 1e-290)) | ((rb > 0) & (rb < 1e-290)), 0.0, g)
-    j = np.arange(1, n)[None, :]
-    k = count[:, None]
-    cut = (j == k) | ((j < k) & (sav[:, 1:] != sav[:, :-1]))
-    return np.where(cut, g, np.inf).min(axis=1)
-
-
-def _other_ds(ref_out: tuple, info: RuleDetail, costs_at, kappa, eligible, y_d, M: float):
-    """Where the rule at the other d (same F per node) decides otherwise than at the first
-    d, for one chunk of blocks.
-
-    ``ref_out`` = (sw, code, feas, g_row, y_row, block, ys, P, run_of): the first d's
-    rows (:func:`_ref_runs`), the chunk's blocks and last y, and the first d's runs' P and
-    each row's run; ``info`` its walked rows;
-    ``costs_at(g, j, n)`` the costs of blocks ``g`` at d indices ``j`` (rows, ``n``
-    columns); ``kappa`` (blocks, D) the costs' spread (:func:`_cost_spread`);
-    ``eligible`` (blocks, D) which d to check; ``y_d`` (blocks, D) the last y per d. A
-    walked row decides alike at d when the nodes it switched still come first: for
-    certain where the row's gap (:func:`_walk_margin`) is above 3 kappa + 1e-14
-    (:func:`_cost_spread`); the others are walked again at that d, and where they switch
-    other nodes, whether that choice fits is found. Yields, per d and blocks where some
-    row decides otherwise, (d index, the blocks, their runs at that d: per run its
-    block, first and last y and P)."""
-    sw, code, feas, g_row, y_row, block, ys, ref_P, run_of = ref_out
-    y_other = np.where(eligible, y_d, 0)  # per block and d: the y some d wants
-    g = g_row[info.rows]
-    has = np.flatnonzero(y_row[info.rows] <= y_other.max(axis=1)[g])
-    if not len(has):
-        return
-    if len(has) < len(info.rows):
-        info = info.subset(has)
-        g = g[has]
-    gap = _walk_margin(info.ratios, info.sav_sorted, info.count)
-    blocks = sorted_unique(g)
-    kappa = kappa[blocks]
-    # the rows certain at every d their block is checked at need nothing more; the
-    # others, d by d
-    at = np.searchsorted(blocks, g)
-    kmax = np.where(eligible[blocks], kappa, 0.0).max(axis=1)
-    rest = np.flatnonzero(gap <= 3.0 * kmax[at] + 1e-14)
-    wanted = y_row[info.rows[rest]][:, None] <= y_other[g[rest]]
-    unsure = gap[rest, None] <= 3.0 * kappa[at[rest]] + 1e-14
-    k_at, j_at = np.nonzero(wanted & unsure)
-    if not len(k_at):
-        return
-    k_at = rest[k_at]
-    # the others walked again at d (memory, and so the savings and excess, are the same)
-    sw_j = rewalk(costs_at(g[k_at], j_at, block.shape[1]), info.subset(k_at))
-    r = info.rows[k_at]
-    differs = np.any(sw_j != sw[r], axis=1)
-    feas_j = feas[r]
-    if differs.any():  # (F does not fit, L does: only whether the new choice fits is new)
-        rd = r[differs]
-        cols = block[g_row[rd]]
-        feas_j[differs] = choice_fits(
-            sw_j[differs], *(cols[:, :, k] for k in range(1, 5)), y_row[rd], M
-        )
-    if not differs.any():
-        return
-    r, j_at, sw_j, feas_j = r[differs], j_at[differs], sw_j[differs], feas_j[differs]
-    code_j = np.packbits(sw_j, axis=1)
-    row_start = np.cumsum(ys) - ys
-    # the (block, d) pairs with a row decided otherwise, by d then block: their rows at
-    # that d are the first d's rows, the rows walked otherwise replaced (compared by
-    # their packed choices)
-    n_blk = len(ys)
-    pair_key = j_at * n_blk + g_row[r]
-    pairs = sorted_unique(pair_key)
-    pj, pg = pairs // n_blk, pairs % n_blk
-    yf = y_d[pg, pj]
-    f_start = np.cumsum(yf) - yf
-    p_f = np.repeat(np.arange(len(pairs)), yf)
-    g_f = pg[p_f]
-    y_f = np.arange(len(p_f)) - f_start[p_f] + 1
-    src = row_start[g_f] + y_f - 1
-    code_f, feas_f = code[src], feas[src]
-    at = f_start[np.searchsorted(pairs, pair_key)] + y_row[r] - 1
-    code_f[at], feas_f[at] = code_j, feas_j
-    s_at, e_at = _run_bounds(code_f, feas_f, y_f)
-    # P of each run from its first row's choice: a row walked otherwise sums its own; any
-    # other row has the choice of the first d's run holding it, whose P is known
-    walked = np.full(len(src), -1)
-    walked[at] = np.arange(len(r))
-    w_s = walked[s_at]
-    P = ref_P[run_of[src[s_at]]]
-    new = np.flatnonzero(w_s >= 0)
-    P[new] = _chosen_p(sw_j[w_s[new]], block, g_f[s_at[new]])
-    j_s = pj[p_f[s_at]]
-    bounds = np.searchsorted(pj, np.arange(int(pj[-1]) + 2))
-    run_b = np.searchsorted(j_s, np.arange(int(pj[-1]) + 2))
-    for j in sorted_unique(pj).tolist():
-        a, b = run_b[j], run_b[j + 1]
-        yield (
-            j,
-            pg[bounds[j] : bounds[j + 1]],
-            (g_f[s_at[a:b]], y_f[s_at[a:b]], y_f[e_at[a:b]], P[a:b]),
-        )
-
-
-def _ref_runs(block: np.ndarray, ys: np.ndarray, M: float) -> tuple:
-    """Piper's rule on blocks (padded as :func:`plain_rule_runs` pads them), block g at
-    y = 1 .. ``ys[g]``, where L fits (``ys[g]`` at most the block's
-    :func:`dp.greedy_rule.greedy_last_y`). Returns per run its block, first and last y
-    and P; per evaluated row (block by block, y by y) the switched nodes, the same packed
-    (``numpy.packbits``) and whether a choice fits; the rule's :class:`RuleDetail`; and
-    per evaluated row its block, y and run (its index among the runs; rows where no
-    choice fits: that of the run before)."""
-    g_row = np.repeat(np.arange(len(ys)), ys)
-    y_row = np.arange(len(g_row)) - np.repeat(np.cumsum(ys) - ys, ys) + 1
-    # the columns, each contiguous (a strided column's gather is slow), read per row by
-    # the rule where it needs them
-    cols = np.ascontiguousarray(np.moveaxis(block[:, :, :6], 2, 0))
-    sw, feas, info = greedy_rule_rows(
-        *cols[:5], cols[5] > 0, y_row, M, detail=True, l_fits=True, stage_of=g_row
-    )
-    code = np.packbits(sw, axis=1)
-    s_at, e_at = _run_bounds(code, feas, y_row)
-    P = _chosen_p(sw[s_at], block, g_row[s_at])
-    start = np.zeros(len(g_row), dtype=np.int64)
-    start[s_at] = 1
-    run_of = np.cumsum(start) - 1
-    return g_row[s_at], y_row[s_at], y_row[e_at], P, sw, code, feas, info, g_row, y_row, run_of
-
-
-def _run_bounds(code: np.ndarray, feas: np.ndarray, y_row: np.ndarray) -> tuple:
-    """The first and last rows of the runs of equal choice in rows (block by block, y = 1,
-    2, ... each; ``code`` the packed choices, ``feas`` whether the rule finds one)."""
-    same = np.zeros(len(y_row), dtype=bool)
-    same[1:] = ~np.any(code[1:] != code[:-1], axis=1) & (y_row[1:] != 1)
-    prev_feas = np.zeros(len(y_row), dtype=bool)
-    prev_feas[1:] = feas[:-1]
-    start = feas & ~(prev_feas & same)
-    next_same = np.zeros(len(y_row), dtype=bool)
-    next_same[:-1] = same[1:] & feas[1:]
-    return np.flatnonzero(start), np.flatnonzero(feas & ~next_same)
-
-
-def _chosen_p(sw: np.ndarray, block: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """P of choices ``sw`` (rows of nodes; row k a choice in block ``g[k]`` of ``block``):
-    p_O where switched, else p_F, summed node by node (:func:`dp.greedy_rule.running_sum`)."""
-    pF, pO = np.ascontiguousarray(block[:, :, 6]), np.ascontiguousarray(block[:, :, 7])
-    return running_sum(np.where(sw, pO[g], pF[g]))
 
 
 def _mix64(z: np.ndarray) -> np.ndarray:
@@ -623,21 +250,6 @@ def _distinct_sequences(a: np.ndarray, b: np.ndarray, sizes: np.ndarray) -> tupl
     return distinct_rows(key)
 
 
-def _row_pieces(ys: np.ndarray, widths: np.ndarray, limit: int):
-    """Consecutive blocks (``ys`` rows each, ``widths`` nodes each, non-decreasing) cut
-    into pieces (first, end) of at most ``limit`` cells (rows times the widest; at least
-    one block each), pieces without rows left out."""
-    rows = np.cumsum(ys)
-    a = 0
-    while a < len(ys):
-        done = int(rows[a - 1]) if a else 0
-        cells = (rows[a : a + 65536] - done) * widths[a : a + 65536]
-        b = a + max(1, int(np.searchsorted(cells, limit, side="right")))
-        if rows[b - 1] > done:
-            yield a, b
-        a = b
-
-
 def _chunks(order: np.ndarray, sizes: np.ndarray, depth: np.ndarray, limit: int):
     """``order`` (block indices, their ``depth`` non-decreasing along it) cut into chunks
     whose count x widest size x deepest depth stays within ``limit`` (at least one block
@@ -650,44 +262,6 @@ def _chunks(order: np.ndarray, sizes: np.ndarray, depth: np.ndarray, limit: int)
         step = max(1, int(np.searchsorted(cells, limit, side="right")))
         yield rest[:step]
         c0 += step
-
-
-def _dense(rows: np.ndarray, starts: np.ndarray, sizes: np.ndarray, idx: np.ndarray, of=None):
-    """Blocks ``idx`` of ``rows`` (each ``sizes`` rows from ``starts``; with ``of``, row
-    ``of[i]`` stands at place i) as one array (blocks, widest, 8), padded with zero
-    rows."""
-    n_of = sizes[idx]
-    col = np.arange(int(n_of.max()))
-    pad = col[None, :] >= n_of[:, None]
-    at = starts[idx][:, None] + col
-    at[pad] = 0
-    block = rows[at if of is None else of[at]]
-    block[pad] = 0.0
-    return block
-
-
-def _rule_runs(block: np.ndarray, last: np.ndarray, M: float) -> tuple:
-    """Piper's rule on blocks (as :func:`plain_rule_runs` pads them) at y = 1 .. ``last``
-    of each. Returns per run its block, first and last y and P, and per block whether
-    its runs are monotone (y = 1..k without gaps, P never falling)."""
-    Y = int(last.max())
-    cols = (*(block[:, :, j] for j in range(5)), block[:, :, 5] > 0)
-    sw, feas = greedy_rule_grid(cols, np.arange(1, Y + 1), M)
-    same = np.ones(feas.shape, dtype=bool)
-    same[:, 1:] = ~np.any(sw[:, 1:] != sw[:, :-1], axis=2)
-    start = feas.copy()
-    start[:, 1:] &= ~feas[:, :-1] | ~same[:, 1:]
-    end = feas.copy()
-    end[:, :-1] &= ~feas[:, 1:] | ~same[:, 1:]
-    sg, sy = np.nonzero(start)
-    ey = np.nonzero(end)[1]
-    P = running_sum(np.where(sw[sg, sy], block[sg, :, 7], block[sg, :, 6]))
-    nfeas = feas.sum(axis=1)
-    first_gap = np.where(feas.all(axis=1), Y, np.argmin(feas, axis=1))
-    ok = first_gap == nfeas
-    falls = (P[1:] < P[:-1]) & (sg[1:] == sg[:-1])
-    ok[sg[1:][falls]] = False
-    return sg, sy + 1, ey + 1, P, ok
 
 
 def _rule_costs(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float) -> tuple:
@@ -1007,31 +581,22 @@ class GreedyTables(StageQueue):
         settings = (self.N, self.B, self.M)
         cls = self.plain_data[t][3][r_pos]
         del r_pos
-        runs = shared_rule_runs(
+        u_cnt, u_first, lo, hi, P, u_mono = shared_rule_runs(
             self.plain_classes[t], cls, r_e, r_sizes, ds, caps, sub, settings, self.check
         )
         # per d, each stage's runs: those of its distinct stage where the stage is wanted
-        u_cnt = np.stack([np.bincount(r[0], minlength=U) for r in runs], axis=1)  # (U, D)
         cnt = np.where(need, u_cnt[inv], 0)
-        mono = np.stack([r[4] for r in runs], axis=1)[inv]
-        # the points go stage by stage, then d by d: point k of stage g at d index j is at
-        # dest[g, j] + k
-        dest = (np.cumsum(cnt.ravel()) - cnt.ravel()).reshape(G, D)
-        total = int(cnt.sum())
-        cost = np.empty(total)
-        lo_all = np.empty(total, dtype=runs[0][1].dtype)
-        hi_all = np.empty(total, dtype=runs[0][2].dtype)
-        for j, d in enumerate(ds.tolist()):
-            _, lo, hi, P, _ = runs[j]
-            counts = cnt[:, j]
-            n_j = int(counts.sum())
-            u_start = np.cumsum(u_cnt[:, j]) - u_cnt[:, j]
-            g_pts = np.repeat(np.arange(G), counts)
-            within = np.arange(n_j) - np.repeat(np.cumsum(counts) - counts, counts)
-            take = u_start[inv][g_pts] + within
-            at = dest[g_pts, j] + within
-            cost[at] = stage_tps_from_sums(E[g_pts], W[g_pts], P[take], d, self.N, self.B)
-            lo_all[at], hi_all[at] = lo[take], hi[take]
+        mono = u_mono[inv]
+        # the points go stage by stage, then d by d: point k of stage g at d index j
+        # is run first[rep of g, j] + k of the distinct stages'
+        flat = cnt.ravel()
+        gj = np.repeat(np.arange(G * D), flat)
+        within = np.arange(len(gj)) - np.repeat(np.cumsum(flat) - flat, flat)
+        g_pts, j_pts = np.divmod(gj, D)
+        take = u_first[inv[g_pts], j_pts] + within
+        del gj, within
+        cost = stage_tps_from_sums(E[g_pts], W[g_pts], P[take], ds[j_pts], self.N, self.B)
+        lo_all, hi_all = lo[take], hi[take]
         return self._store_plain_rows(t, cnt, mono, cost, lo_all, hi_all)
 
     def _least_p(self, opt: np.ndarray, pos: np.ndarray, sizes: np.ndarray):

@@ -9,6 +9,7 @@ prints for the same instance (built as in /work/ref/README.md, 2026-11-27).
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -16,16 +17,7 @@ import pytest
 
 from compare.builders.generators import random_instance
 from dp import greedy_choice, greedy_options
-from dp.greedy_rule import (
-    RuleDetail,
-    greedy_rule_rows,
-    piper_cost,
-    piper_edge_bytes,
-    rewalk,
-    running_sum,
-    same_order,
-    same_walk,
-)
+from dp.greedy_rule import greedy_rule_rows, piper_cost, piper_edge_bytes, running_sum
 from dp.solver import solve_dp
 from piper_ilp.cost import close, node_edge_bytes
 from piper_ilp.instance import instance_from_dict, option_dict
@@ -302,66 +294,85 @@ def test_ties_family_tables_and_rebuild_agree_many(seed):
 
 
 # --------------------------------------------------------------------------------------
-# The walk's outcome under other costs (same_walk, used to share the rule across d)
+# The compiled rule (dp.greedy_kernel) against the rule written out in plain Python
 # --------------------------------------------------------------------------------------
 
 
-def _walk_rows(rng, R: int, n: int):
-    """R stages of n nodes at y = 1 whose savings take few values (runs of equal savings)
-    and whose costs tie or differ in the last bits, each with an excess that some of its
-    nodes' savings cover: the rule's outcome with its detail, on the walked rows."""
-    aO = rng.choice([1.0, 2.0], size=(R, n))
-    aF = aO + rng.choice([1.0, 2.0, 3.0], size=(R, n))
-    M = float(aF.sum(axis=1).min()) - 1.0
-    aO[:, 0] += aF.sum(axis=1) - M - rng.integers(1, 3 * n, R)  # F never fits, L does
-    aF[:, 0] = aO[:, 0] + 1.0
-    z = np.zeros((R, n))
-    delta = rng.choice([1.0, 2.0, 3.0, 4.0], size=(R, n)) * rng.choice([1.0, 1 + 2**-50], (R, n))
-    of = np.zeros((R, n), dtype=bool)
-    sw, _, info = greedy_rule_rows(delta, aF, z, aO, z, of, np.ones(R, dtype=np.int64), M, True)
-    return delta[info.rows], sw[info.rows], info
+def _rule_by_hand(delta, aF, bF, aO, bO, of, y, M):
+    """Steps 1-3 of sec. 5 on one stage at y in plain Python, on the original's floats:
+    F when its running sum is <= M, no choice when L's is above M, else switch nodes by
+    (ratio, position), ratio inf without a saving above 1e-9, while the excess (lowered
+    one saving at a time) is not below 1e-9; the choice must fit exactly (fsum of its a y
+    and b terms, sec. 7). Returns (switched, fits)."""
+    n = len(delta)
+    mF = [aF[i] * y + bF[i] for i in range(n)]
+    mO = [aO[i] * y + bO[i] for i in range(n)]
+    sum_f = 0.0
+    for m in mF:
+        sum_f += m
+    switched = [False] * n
+    if sum_f > M:
+        sum_l = 0.0
+        for i in range(n):
+            sum_l += mO[i] if (mO[i] < mF[i] or (mO[i] == mF[i] and of[i])) else mF[i]
+        if not sum_l <= M:
+            return switched, False
+        sav = [mF[i] - mO[i] for i in range(n)]
+        ratio = [delta[i] / sav[i] if sav[i] > 1e-9 else math.inf for i in range(n)]
+        nan_last = [(math.isnan(r), 0.0 if math.isnan(r) else r, i) for i, r in enumerate(ratio)]
+        excess = sum_f - M
+        for _, _, i in sorted(nan_last):
+            if sav[i] <= 1e-9:
+                continue
+            excess = excess - sav[i]
+            switched[i] = True
+            if excess < 1e-9:
+                break
+    terms = [(aO[i] if switched[i] else aF[i]) * y for i in range(n)]
+    terms += [bO[i] if switched[i] else bF[i] for i in range(n)]
+    return switched, math.fsum(terms) <= M
+
+
+def _rule_rows_case(rng, R: int, n: int):
+    """R stages of n nodes at y in 1..4 whose savings take few values and whose costs
+    tie or differ in the last bits (some inf), M near the stages' memories: F fits in
+    some rows, L does not in others, and the walk stops anywhere."""
+    aO = rng.choice([0.0, 1.0, 2.0, 0.1], size=(R, n))
+    aF = aO + rng.choice([0.0, 1.0, 2.0, 3.0, 0.2, 1e-10], size=(R, n))
+    bO = rng.choice([0.0, 0.3, 0.6], size=(R, n))
+    bF = bO + rng.choice([0.0, 0.0, 0.1], size=(R, n))
+    delta = rng.choice([0.0, 1.0, 2.0, 3.0, 4.0, 0.1], size=(R, n))
+    delta *= rng.choice([1.0, 1.0 + 2**-50, 1.0 - 2**-52], size=(R, n))
+    delta[rng.random((R, n)) < 0.01] = np.inf
+    of = rng.random((R, n)) < 0.3
+    y = rng.integers(1, 5, size=R)
+    scale = rng.choice([0.4, 0.6, 0.8, 1.0], size=R)
+    M = float(np.median((aF * y[:, None] + bF).sum(axis=1) * scale))
+    # a tenth of the rows: the first switch leaves an excess of 5e-10 (below 1e-9: the
+    # walk stops), so the choice needs about 5e-10 bytes more than M
+    k = np.flatnonzero(rng.random(R) < 0.1)
+    aF[k], aO[k], bO[k], delta[k, 0] = 0.0, 0.0, bF[k] - 1.0, 0.0
+    bF[k, 0] = M + 5e-10 + 1.0 - bF[k, 1:].sum(axis=1)
+    bO[k, 0] = bF[k, 0] - 1.0
+    return delta, aF, bF, aO, bO, of, y, M
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_same_walk_accepts_only_costs_that_switch_the_same_nodes(seed):
+def test_compiled_rule_equals_the_rule_by_hand(seed):
     rng = np.random.default_rng(seed)
-    delta, sw, info = _walk_rows(rng, 4000, 7)
-    assert len(info.rows) > 1000
-    other = delta * rng.choice([1.0, 1.0, 1 + 2**-51, 1 - 2**-52, 1.5], size=sw.shape)
-    ok = same_walk(other, info, sw.sum(axis=1))
-    assert np.array_equal(rewalk(other, info)[ok], sw[ok])
-    # it accepts many rows whose order changed (where same_order gives up)
-    assert (ok & ~same_order(other, info)).sum() > 200
-
-
-def _walk_by_hand(delta, sav, excess):
-    """Step 3 on one row in plain Python: nodes by (ratio, position), ratio inf without a
-    saving above 1e-9; switch while the excess (lowered one saving at a time) is not
-    below 1e-9."""
-    ratio = [d / s if s > 1e-9 else float("inf") for d, s in zip(delta, sav)]
-    switched = set()
-    for i in sorted(range(len(ratio)), key=lambda i: (ratio[i], i)):
-        if sav[i] <= 1e-9:
-            continue
-        excess = excess - sav[i]
-        switched.add(i)
-        if excess < 1e-9:
-            break
-    return [i in switched for i in range(len(ratio))]
-
-
-@pytest.mark.parametrize("huge", [False, True])
-def test_walk_switches_as_written_out(huge):
-    rng = np.random.default_rng(7)
-    delta, sw, info = _walk_rows(rng, 500, 6)
-    if huge:  # a ratio inf although the saving counts, after a node without a saving
-        delta[:, 5] = np.inf
-        sav = info.sav.copy()
-        sav[:, 4] = 0.0
-        info = RuleDetail(info.rows, info.order, sav, sav > 1e-9, info.excess)
-    again = rewalk(delta, info)
-    for k in range(len(info.rows)):
-        want = _walk_by_hand(delta[k].tolist(), info.sav[k].tolist(), float(info.excess[k]))
-        assert again[k].tolist() == want
-        if not huge:
-            assert sw[k].tolist() == want
+    cols = _rule_rows_case(rng, 3000, int(rng.integers(2, 9)))
+    sw, ok = greedy_rule_rows(*cols)
+    delta, aF, bF, aO, bO, of, y, M = cols
+    kinds = {"F fits": 0, "no L": 0, "walked": 0, "walked, no fit": 0, "inf ratio": 0}
+    for k in range(len(y)):
+        row = [x[k].tolist() for x in (delta, aF, bF, aO, bO, of)]
+        want_sw, want_ok = _rule_by_hand(*row, int(y[k]), M)
+        assert sw[k].tolist() == want_sw and bool(ok[k]) == want_ok, k
+        walked = any(want_sw)
+        sum_f = sum((aF[k] * y[k] + bF[k]).tolist())
+        kinds["F fits"] += sum_f <= M and want_ok
+        kinds["no L"] += not walked and not want_ok and sum_f > M
+        kinds["walked"] += walked and want_ok
+        kinds["walked, no fit"] += walked and not want_ok
+        kinds["inf ratio"] += walked and bool(np.isinf(delta[k][want_sw]).any())
+    assert min(kinds.values()) > 0, kinds

@@ -1,9 +1,9 @@
 """Piper's rule shared across data-parallel degrees (dp.greedy_tables.shared_rule_runs)
-gives, at every d, what the rule evaluated at that d alone (plain_rule_runs) gives, bit
-for bit: the same runs of y, the same P and the same monotone flags, also where costs
-tie in exact arithmetic and their floats differ from one d to another; and the rule on
-many stages of general nodes at once (general_rule_runs) gives what it gives on each
-stage and d alone."""
+gives, at every d, what the rule evaluated on each stage at that d alone (greedy_rule_grid
+at y = 1..cap) gives, bit for bit: the same runs of y, the same P and the same monotone
+flags, also where costs tie in exact arithmetic and their floats differ from one d to
+another; and the rule on many stages of general nodes at once (general_rule_runs) gives
+what it gives on each stage and d alone."""
 
 from __future__ import annotations
 
@@ -12,13 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from dp.greedy_rule import greedy_node_rows, greedy_rule_grid
-from dp.greedy_tables import (
-    general_rule_runs,
-    plain_rule_columns,
-    plain_rule_runs,
-    shared_rule_runs,
-)
+from dp.greedy_rule import greedy_node_rows, greedy_rule_grid, running_sum
+from dp.greedy_tables import general_rule_runs, plain_rule_columns, shared_rule_runs
 from dp.table_arrays import choice_runs
 
 N, B = 32, 25.0 * 2**30
@@ -66,30 +61,39 @@ def _case(seed: int):
 
 
 def _per_d(opt, e, sizes, ds, caps, need, M):
-    """The rule at each d on its own."""
+    """The rule on each stage at each d on its own, at y = 1..cap: per d, per needed
+    stage its runs (first y, last y, P) and whether they are monotone."""
     starts = np.cumsum(sizes) - sizes
     out = []
     for j, d in enumerate(ds.tolist()):
-        sub = np.flatnonzero(need[:, j])
-        at = np.concatenate([np.arange(starts[u], starts[u] + sizes[u]) for u in sub])
-        rows = plain_rule_columns(opt[at], e[at], d, N, B)
-        run_u, lo, hi, P, mono = plain_rule_runs(rows, sizes[sub], int(caps[j]), M, lambda: None)
-        full_mono = np.ones(len(sizes), dtype=bool)
-        full_mono[sub] = mono
-        out.append((sub[run_u], lo, hi, P, full_mono))
+        per = {}
+        for u in np.flatnonzero(need[:, j]).tolist():
+            at = np.arange(starts[u], starts[u] + sizes[u])
+            c = plain_rule_columns(opt[at], e[at], d, N, B)
+            cols = (*(c[None, :, k] for k in range(5)), c[None, :, 5] > 0)
+            sw, feas = greedy_rule_grid(cols, np.arange(1, int(caps[j]) + 1), M)
+            s0, s1, contiguous = choice_runs(sw, feas)
+            P = running_sum(np.where(sw[0, s0[0] - 1], c[:, 7], c[:, 6]))
+            mono = bool(contiguous[0]) and not (P[1:] < P[:-1]).any()
+            per[u] = (s0[0].tolist(), s1[0].tolist(), P.tolist(), mono)
+        out.append(per)
     return out
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_shared_rule_runs_equal_the_rule_at_each_d(seed):
     classes, which, e, sizes, ds, caps, need, M = _case(seed)
-    got = shared_rule_runs(classes, which, e, sizes, ds, caps, need, (N, B, M), lambda: None)
+    count, first, lo, hi, P, mono = shared_rule_runs(
+        classes, which, e, sizes, ds, caps, need, (N, B, M), lambda: None
+    )
     want = _per_d(classes[which], e, sizes, ds, caps, need, M)
     runs = 0
     for j in range(len(ds)):
-        for k, name in enumerate(("block", "first y", "last y", "P", "monotone")):
-            assert np.array_equal(got[j][k], want[j][k]), (ds[j], name)
-        runs += len(want[j][0])
+        for u in range(len(sizes)):
+            at = slice(first[u, j], first[u, j] + count[u, j])
+            got = (lo[at].tolist(), hi[at].tolist(), P[at].tolist(), bool(mono[u, j]))
+            assert got == want[j].get(u, ([], [], [], True)), (ds[j], u)
+            runs += count[u, j]
     assert runs > 0
 
 
