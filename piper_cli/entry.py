@@ -3,7 +3,7 @@ usage errors around the typer application of :mod:`piper_cli.commands`."""
 
 from __future__ import annotations
 
-__all__ = ["main", "single_threaded_blas"]
+__all__ = ["main", "show_compile_notice", "single_threaded_blas"]
 
 
 def main() -> None:
@@ -26,6 +26,7 @@ def main() -> None:
     import piper_cli.stdio as stdio
 
     single_threaded_blas(os.environ)
+    show_compile_notice(sys.stderr)
     interrupts.install()
     stdio.install()
     try:
@@ -63,6 +64,30 @@ def single_threaded_blas(environ) -> None:
     {'OPENBLAS_NUM_THREADS': '1'}
     """
     environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def show_compile_notice(stream) -> bool:
+    """Show the line that says numba compiles its kernels (the first solve on a machine that
+    runs one: 15-25 CPU s, :mod:`dp.compiled.notice`) on ``stream`` when it is a terminal,
+    as the progress displays are; pipes and files get nothing. Returns whether it is shown.
+
+    Examples
+    --------
+    >>> import io
+    >>> show_compile_notice(io.StringIO())
+    False
+    """
+    import logging
+
+    if not stream.isatty():
+        return False
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("piper-ilp: %(message)s"))
+    log = logging.getLogger("piper_ilp.compile")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    return True
 
 
 def _run() -> int:

@@ -195,3 +195,24 @@ def test_equal_float_memory_does_not_hide_the_choice_that_fits():
         assert want.status == Status.OPTIMAL and want.tps == 3.0, first  # "slow" + "only"
         assert got.status == want.status, first
         assert repr(got.tps) == repr(want.tps), first
+
+
+def test_first_compile_is_said_once(caplog):
+    # numba's compile event (a cache miss) is logged once by the listener, loads never
+    import logging
+
+    from numba import njit
+    from numba.core import event
+
+    from dp.compiled.notice import FirstCompile
+
+    listener = FirstCompile()
+    said = lambda: [r for r in caplog.records if r.name == "piper_ilp.compile"]  # noqa: E731
+    with caplog.at_level(logging.INFO, logger="piper_ilp.compile"):
+        with event.install_listener("numba:compile", listener):
+            assert njit(lambda x: x + 1)(1) == 2  # no cache: compiled here
+            first = len(said())
+            assert njit(lambda x: x * 2)(2) == 4
+    # ours (and the module's own listener, if it had not spoken yet) said it once, then not
+    assert listener.said and first >= 1 and len(said()) == first
+    assert "compiling the numba kernels" in said()[-1].getMessage()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from dp.compiled import notice as _notice  # noqa: F401 (says numba's first compile)
 from piper_ilp import cost as _cost
 
 # the cost model's own functions, compiled: one formula in one function (cost model sec. 3)
