@@ -275,7 +275,7 @@ def _rule_costs(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float) -> tup
 
 
 def plain_rule_columns(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float) -> np.ndarray:
-    """The rows :func:`plain_rule_runs` takes, for nodes ``opt`` (rows as
+    """The rule's columns of a block (as the kernel builds them), for nodes ``opt`` (rows as
     :func:`plain_node_data` gives them) with cut bytes ``e`` at degree d.
 
     Parameters
@@ -295,7 +295,7 @@ def plain_rule_columns(opt: np.ndarray, e: np.ndarray, d: int, N: int, B: float)
 
 
 def _rule_columns(opt: np.ndarray, delta: np.ndarray, F: np.ndarray) -> np.ndarray:
-    """The columns of :func:`plain_rule_runs`'s blocks, from the nodes' ``opt`` rows and
+    """The columns of :func:`plain_rule_columns`, from the nodes' ``opt`` rows and
     their costs (:func:`_rule_costs`)."""
     # opt's columns: p0, p1, a0, b0, a1, b1; the block's: delta, aF, bF, aO, bO, F, pF, pO
     out = opt[:, [0, 2, 3, 4, 5, 0, 0, 1]]
