@@ -17,7 +17,13 @@ import numpy as np
 from numba import njit
 
 from dp import memory as _memory
+from dp.compiled import kernel as _kernel
+from dp.compiled.cache_guard import drop_stale
 from dp.compiled.kernel import fsum, memory_fits
+from piper_ilp import cost as _cost
+
+# compiled in from these files, which numba's cache does not watch
+drop_stale(__file__, (_kernel.__file__, _memory.__file__, _cost.__file__))
 
 __all__ = ["GREEDY_EPS", "rule_rows", "shared_runs"]
 

@@ -10,7 +10,11 @@ import numpy as np
 from numba import njit
 
 from dp.compiled import notice as _notice  # noqa: F401 (says numba's first compile)
+from dp.compiled.cache_guard import drop_stale
 from piper_ilp import cost as _cost
+
+# compiled in from piper_ilp/cost.py, which numba's cache does not watch
+drop_stale(__file__, (_cost.__file__,))
 
 # the cost model's own functions, compiled: one formula in one function (cost model sec. 3)
 stage_tps = njit(cache=True)(_cost.stage_tps)
