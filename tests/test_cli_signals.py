@@ -226,7 +226,6 @@ def test_sigint_inside_the_compiled_kernel(tmp_path):
     """hunt8 F2: numba runs the handler where the kernel calls back into Python and wraps
     the KeyboardInterrupt in a SystemError: the command ended with a traceback and exit
     1. Now one line and 130, once the kernel returns (it cannot stop early)."""
-    pytest.importorskip("numba", reason="numba not installed (pip install -e '.[compiled]')")
     path = tmp_path / "frontier.json"
     _frontier_chain(path, 12, 5)
     proc = Proc(["solve", str(path), "--method", "compiled"], cwd=tmp_path)
