@@ -5,14 +5,14 @@ options' p, w, a, b and cut-edge terms; the successor-closed sets), one call of
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 
 import numpy as np
 
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals
-from piper_ilp.cost import cut_edge_bytes
-from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.instance import Instance
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
@@ -65,52 +65,59 @@ def kernel_arrays(inst: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> tuple
         positions and per (node, t, option, neighbour) the cut-edge term 2 (c + sync)
         (only the first ``nopt`` options and ``deg`` neighbours are meaningful).
     """
+    from dp.compiled.kernel import pack_arrays, successor_closed
+
     ids = inst.node_ids
-    pos = {v: i for i, v in enumerate(ids)}
     n = len(ids)
     tl = inst.t_values
     nt = len(tl)
-    rows = [[inst.node[v].options.get(t, ()) for t in tl] for v in ids]
-    counts = [len(opts) for row in rows for opts in row]
-    L = max(counts)
-    ins = [inst.in_edges[v] for v in ids]
-    outs = [inst.out_edges[v] for v in ids]
-    deg = [len(a) + len(b) for a, b in zip(ins, outs)]
-    D = max(1, max(deg))
-    # flat lists, made arrays once (numpy's conversion of nested lists is slow): per node
-    # its neighbours (the in-edges' sources, then the out-edges' targets) and their c; per
-    # (node, t, option) p, w, a, b and per neighbour the option's sync bytes; zeros pad
-    # (the kernel reads no padding; a missing option's terms are 2 c)
-    nb, cs, pwab, syncs = [], [], [], []
-    for a, b, k, row in zip(ins, outs, deg, rows):
-        pad = [0.0] * (D - k)
-        us_in = [u for u, _ in a]
-        us_out = [x for x, _ in b]
-        nb += map(pos.__getitem__, us_in)
-        nb += map(pos.__getitem__, us_out)
-        nb += [0] * (D - k)
-        cs += [c for _, c in a]
-        cs += [c for _, c in b]
-        cs += pad
-        for opts in row:
-            for opt in opts:
-                pwab += (opt.p, opt.w, opt.a, opt.b)
-                syncs += map(opt.sfw.__getitem__, us_in)
-                syncs += map(opt.sbw.__getitem__, us_out)
-                syncs += pad
-            missing = L - len(opts)
-            pwab += [0.0] * (4 * missing)
-            syncs += [0.0] * (D * missing)
-    P, W, A, Bm = np.array(pwab, np.float64).reshape(n, nt, L, 4).transpose(3, 0, 1, 2).copy()
-    nopt = np.array(counts, np.int64).reshape(n, nt)
-    term = cut_edge_bytes(
-        np.array(cs, np.float64).reshape(n, 1, 1, D),
-        np.array(syncs, np.float64).reshape(n, nt, L, D),
-    )
-    tv = np.array(tl, np.int64)
+    node = inst.node
+    ins, outs = inst.in_edges, inst.out_edges
+    slots = [node[v].options.get(t, ()) for v in ids for t in tl]
+    counts = list(map(len, slots))
+    flat = list(itertools.chain.from_iterable(slots))
+    # the options read once into flat lists (numpy's conversion of nested lists is slow),
+    # put in place by the kernel's pack_arrays: per node its neighbours (the in-edges'
+    # sources, then the out-edges' targets) and their c, per option its p, w, a, b and per
+    # in-edge (out-edge) its sync bytes
+    nb, cs, sync_in, sync_out, kin, deg = [], [], [], [], [], []
+    for i, v in enumerate(ids):
+        a = ins[v]
+        b = outs[v]
+        group = slots[i * nt : (i + 1) * nt]
+        kin.append(len(a))
+        deg.append(len(a) + len(b))
+        if a:
+            us = [u for u, _ in a]
+            nb += us
+            cs += [c for _, c in a]
+            sync_in += [o.sfw[u] for opts in group for o in opts for u in us]
+        if b:
+            us = [x for x, _ in b]
+            nb += us
+            cs += [c for _, c in b]
+            sync_out += [o.sbw[x] for opts in group for o in opts for x in us]
+    pos = dict(zip(ids, range(n)))
+    kin = np.array(kin, np.int64)
     deg = np.array(deg, np.int64)
-    nb = np.array(nb, np.int64).reshape(n, D)
-    ideals = np.array(enumerate_ideals(inst, max_ideals), np.int64)
+    pwab = [[o.p for o in flat], [o.w for o in flat], [o.a for o in flat], [o.b for o in flat]]
+    nopt, P, W, A, Bm, nb, term = pack_arrays(
+        nt,
+        max(counts),
+        np.array(counts, np.int64),
+        np.array(pwab, np.float64).reshape(4, len(flat)),
+        np.array(sync_in, np.float64),
+        np.array(sync_out, np.float64),
+        np.array(list(map(pos.__getitem__, nb)), np.int64),
+        np.array(cs, np.float64),
+        kin,
+        deg,
+    )
+    ideals = successor_closed(nb, kin, deg, max_ideals)
+    if len(ideals) == 0:  # more than max_ideals: enumerate_ideals says how many
+        enumerate_ideals(inst, max_ideals)
+        raise InternalError("enumerate_ideals took a graph that successor_closed refused")
+    tv = np.array(tl, np.int64)
     return ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term
 
 
