@@ -674,3 +674,37 @@ def successor_closed(nb, kin, deg, limit):
         start = end
         end = count
     return out[:count].copy()
+
+
+@njit(cache=True)
+def kernel_inputs(n, nt, ints, floats, limit):
+    """:func:`pack_arrays` and :func:`successor_closed` in one call, from two flat arrays
+    (fewer conversions and calls, the fixed cost of a small solve): ``ints`` the option
+    counts per (node, t index), then per node its in-edge count, its degree, then the
+    neighbour positions; ``floats`` the options' p, then w, a, b, then the in-edges' and
+    the out-edges' sync bytes, then the edges' c. Returns (ideals, nopt, P, W, A, Bm, deg,
+    nb, term); ideals empty when there are more than ``limit``."""
+    k = n * nt
+    counts = ints[:k]
+    kin = ints[k : k + n]
+    deg = ints[k + n : k + 2 * n].copy()
+    nbf = ints[k + 2 * n :]
+    m = 0
+    n_in = 0
+    n_out = 0
+    for v in range(n):
+        mv = 0
+        for ti in range(nt):
+            mv += counts[v * nt + ti]
+        m += mv
+        n_in += mv * kin[v]
+        n_out += mv * (deg[v] - kin[v])
+    pwab = floats[: 4 * m].reshape(4, m)
+    sync_in = floats[4 * m : 4 * m + n_in]
+    sync_out = floats[4 * m + n_in : 4 * m + n_in + n_out]
+    csf = floats[4 * m + n_in + n_out :]
+    nopt, P, W, A, Bm, nb, term = pack_arrays(
+        nt, counts.max(), counts, pwab, sync_in, sync_out, nbf, csf, kin, deg
+    )
+    ideals = successor_closed(nb, kin, deg, limit)
+    return ideals, nopt, P, W, A, Bm, deg, nb, term

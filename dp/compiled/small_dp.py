@@ -65,7 +65,7 @@ def kernel_arrays(inst: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> tuple
         positions and per (node, t, option, neighbour) the cut-edge term 2 (c + sync)
         (only the first ``nopt`` options and ``deg`` neighbours are meaningful).
     """
-    from dp.compiled.kernel import pack_arrays, successor_closed
+    from dp.compiled.kernel import kernel_inputs
 
     ids = inst.node_ids
     n = len(ids)
@@ -77,7 +77,7 @@ def kernel_arrays(inst: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> tuple
     counts = list(map(len, slots))
     flat = list(itertools.chain.from_iterable(slots))
     # the options read once into flat lists (numpy's conversion of nested lists is slow),
-    # put in place by the kernel's pack_arrays: per node its neighbours (the in-edges'
+    # put in place by the kernel's kernel_inputs: per node its neighbours (the in-edges'
     # sources, then the out-edges' targets) and their c, per option its p, w, a, b and per
     # in-edge (out-edge) its sync bytes
     nb, cs, sync_in, sync_out, kin, deg = [], [], [], [], [], []
@@ -88,32 +88,25 @@ def kernel_arrays(inst: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> tuple
         kin.append(len(a))
         deg.append(len(a) + len(b))
         if a:
-            us = [u for u, _ in a]
+            us, c = zip(*a)
             nb += us
-            cs += [c for _, c in a]
+            cs += c
             sync_in += [o.sfw[u] for opts in group for o in opts for u in us]
         if b:
-            us = [x for x, _ in b]
+            us, c = zip(*b)
             nb += us
-            cs += [c for _, c in b]
+            cs += c
             sync_out += [o.sbw[x] for opts in group for o in opts for x in us]
     pos = dict(zip(ids, range(n)))
-    kin = np.array(kin, np.int64)
-    deg = np.array(deg, np.int64)
-    pwab = [[o.p for o in flat], [o.w for o in flat], [o.a for o in flat], [o.b for o in flat]]
-    nopt, P, W, A, Bm, nb, term = pack_arrays(
-        nt,
-        max(counts),
-        np.array(counts, np.int64),
-        np.array(pwab, np.float64).reshape(4, len(flat)),
-        np.array(sync_in, np.float64),
-        np.array(sync_out, np.float64),
-        np.array(list(map(pos.__getitem__, nb)), np.int64),
-        np.array(cs, np.float64),
-        kin,
-        deg,
+    ints = counts + kin + deg + list(map(pos.__getitem__, nb))
+    floats = [o.p for o in flat] + [o.w for o in flat] + [o.a for o in flat]
+    floats += [o.b for o in flat]
+    floats += sync_in
+    floats += sync_out
+    floats += cs
+    ideals, nopt, P, W, A, Bm, deg, nb, term = kernel_inputs(
+        n, nt, np.array(ints, np.int64), np.array(floats, np.float64), max_ideals
     )
-    ideals = successor_closed(nb, kin, deg, max_ideals)
     if len(ideals) == 0:  # more than max_ideals: enumerate_ideals says how many
         enumerate_ideals(inst, max_ideals)
         raise InternalError("enumerate_ideals took a graph that successor_closed refused")
