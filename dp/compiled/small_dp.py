@@ -202,10 +202,9 @@ def solve_compiled(
         return checked_solution(instance, sol, restrictions=restrictions)
     K, N = inst.K, inst.N
     S = min(N, K)
-    dv = np.array(restrictions.d_values(instance), np.int64)
-    dv = dv[dv <= S]
+    dv = np.array([d for d in restrictions.d_values(instance) if d <= S], np.int64)
     arrays = kernel_arrays(inst)
-    budget = min(K, int(arrays[2].max()) * S)
+    budget = min(K, max(inst.t_values) * S)
     need = len(arrays[0]) * (S + 1) * (budget + 1) * 16
     if need > MAX_TABLE_BYTES:
         raise SizeLimitError(
@@ -215,7 +214,7 @@ def solve_compiled(
         )
     c1 = time.process_time()
     # the frontier buffers: every choice of the largest stage, or fewer (more when asked)
-    cap = min(math.prod(arrays[3].max(axis=1).tolist()), 1 << 14)
+    cap = min(math.prod(max(map(len, nd.options.values())) for nd in inst.nodes), 1 << 14)
     while True:
         T, rows, counts = _call(
             solve_kernel,
