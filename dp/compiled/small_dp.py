@@ -246,12 +246,13 @@ def solve_compiled(
         sol = Solution("dp-compiled", Status.INFEASIBLE, message="no plan fits", info=info)
     else:
         stages = []
+        node = inst.node
         for C, t, d, _y, code in rows.tolist():
-            nodes = tuple(ids[i] for i in range(len(ids)) if (C >> i) & 1)
+            members = [i for i in range(len(ids)) if (C >> i) & 1]
+            nodes = tuple(map(ids.__getitem__, members))
             opts = {
-                ids[i]: inst.node[ids[i]].options[t][(code >> (CODE_BITS * i)) & 15].id
-                for i in range(len(ids))
-                if (C >> i) & 1
+                v: node[v].options[t][(code >> (CODE_BITS * i)) & 15].id
+                for i, v in zip(members, nodes)
             }
             stages.append(Stage(nodes, d, t, opts))
         sol = Solution("dp-compiled", Status.OPTIMAL, plan=Plan(tuple(stages)), objective=T)
