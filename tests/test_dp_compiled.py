@@ -94,6 +94,43 @@ def test_compiled_refuses_large_graphs():
         solve_compiled(random_instance("chain", 4, 0), Restrictions(uniform=True))
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_kernel_arrays_hold_every_option_and_edge(family):
+    """kernel_arrays (flat lists packed by the kernel) against a direct read of each
+    option and edge, and its sets against dp.ideals, on instances with missing options."""
+    from dp.compiled.small_dp import kernel_arrays
+    from dp.ideals import enumerate_ideals
+    from piper_ilp.cost import cut_edge_bytes
+
+    for seed in range(3):
+        for kw in ({}, {"options_per_t": (1, 4)}, {"t_values": (1, 2, 4)}):
+            inst = Restrictions.from_flags(no_recompute=seed == 1).apply(
+                random_instance(family, 4 + 3 * seed, seed, **kw)
+            )
+            ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term = kernel_arrays(inst)
+            assert ideals.tolist() == enumerate_ideals(inst, 10**6)
+            assert n == len(inst.nodes) and tv.tolist() == inst.t_values
+            for i, v in enumerate(inst.node_ids):
+                edges = [(u, c, "sfw") for u, c in inst.in_edges[v]]
+                edges += [(x, c, "sbw") for x, c in inst.out_edges[v]]
+                assert deg[i] == len(edges)
+                assert nb[i, : deg[i]].tolist() == [inst.node_ids.index(u) for u, _, _ in edges]
+                for ti, t in enumerate(inst.t_values):
+                    opts = inst.node[v].options.get(t, ())
+                    assert nopt[i, ti] == len(opts)
+                    for o, opt in enumerate(opts):
+                        got = (P[i, ti, o], W[i, ti, o], A[i, ti, o], Bm[i, ti, o])
+                        assert got == (opt.p, opt.w, opt.a, opt.b)
+                        for k, (u, c, side) in enumerate(edges):
+                            want = cut_edge_bytes(c, getattr(opt, side)[u])
+                            assert term[i, ti, o, k] == want
+    wide = random_instance("layered", 12, 0)
+    count = len(enumerate_ideals(wide, 10**6))
+    assert len(kernel_arrays(wide, count)[0]) == count
+    with pytest.raises(SizeLimitError, match="successor-closed sets"):
+        kernel_arrays(wide, count - 1)
+
+
 def _stage_lower_bounds(inst, C, ti, dv):
     """The kernel's per-d lower bounds of stage C (a bitmask) under t index ti."""
     from dp.compiled.kernel import _lower_bounds, _prepare

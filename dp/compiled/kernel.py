@@ -21,6 +21,7 @@ stage_tps = njit(cache=True)(_cost.stage_tps)
 resync_bytes = njit(cache=True)(_cost.resync_bytes)
 microbatches_in_flight = njit(cache=True)(_cost.microbatches_in_flight)
 memory_fits = njit(cache=True)(_cost.memory_fits)
+cut_edge_bytes = njit(cache=True)(_cost.cut_edge_bytes)
 
 #: Bits per node position in a choice code (an option index per node).
 CODE_BITS = 4
@@ -574,3 +575,141 @@ def _plan(f, bp, S, budget, dv, tv, Cs, pc_, pj_, choice):
         for c in range(5):
             plan[r, c] = rows[r][c]
     return best, plan
+
+
+@njit(cache=True)
+def pack_arrays(nt, L, counts, pwab, sync_in, sync_out, nbf, csf, kin, deg):
+    """The kernel's per-node arrays from flat ones (:func:`dp.compiled.small_dp.kernel_arrays`
+    reads the options once into them): ``counts`` per (node, t index) its option count;
+    ``pwab`` rows p, w, a, b per option in (node, t, option) order; per option its
+    in-edges' sync bytes in ``sync_in`` and its out-edges' in ``sync_out`` (each node's
+    edges in ``nbf`` / ``csf`` order: its ``kin`` in-edges' neighbour positions and c,
+    then its out-edges'). Returns (nopt, P, W, A, Bm, nb, term) padded to L options and
+    max(1, max deg) neighbours with zeros (a missing option's terms are 2 c)."""
+    n = deg.shape[0]
+    D = max(1, deg.max())
+    nopt = counts.reshape(n, nt)
+    P = np.zeros((n, nt, L))
+    W = np.zeros((n, nt, L))
+    A = np.zeros((n, nt, L))
+    Bm = np.zeros((n, nt, L))
+    nb = np.zeros((n, D), np.int64)
+    c = np.zeros((n, D))
+    sync = np.zeros(D)
+    term = np.empty((n, nt, L, D))
+    r = 0  # option, edge and sync entry read so far
+    e = 0
+    qi = 0
+    qo = 0
+    for v in range(n):
+        k = deg[v]
+        for j in range(k):
+            nb[v, j] = nbf[e + j]
+            c[v, j] = csf[e + j]
+        e += k
+        for ti in range(nt):
+            for o in range(L):
+                sync[:] = 0.0
+                if o < nopt[v, ti]:
+                    P[v, ti, o] = pwab[0, r]
+                    W[v, ti, o] = pwab[1, r]
+                    A[v, ti, o] = pwab[2, r]
+                    Bm[v, ti, o] = pwab[3, r]
+                    r += 1
+                    for j in range(kin[v]):
+                        sync[j] = sync_in[qi]
+                        qi += 1
+                    for j in range(kin[v], k):
+                        sync[j] = sync_out[qo]
+                        qo += 1
+                for j in range(D):
+                    term[v, ti, o, j] = cut_edge_bytes(c[v, j], sync[j])
+    return nopt, P, W, A, Bm, nb, term
+
+
+@njit(cache=True)
+def successor_closed(nb, kin, deg, limit):
+    """The successor-closed sets as :func:`dp.ideals.enumerate_ideals` gives them (bitmasks
+    over the node positions, by size, each size ascending), from each node's neighbours
+    ``nb`` (its ``kin`` predecessors, then its successors, ``deg`` in all); empty when
+    there are more than ``limit``. Breadth-first by size, as :mod:`dp.ideals`: a set grows
+    by a node whose successors are all in it."""
+    n = deg.shape[0]
+    succ = np.zeros(n, np.int64)
+    pred = np.zeros(n, np.int64)
+    sinks = 0
+    for v in range(n):
+        for j in range(kin[v], deg[v]):
+            succ[v] |= 1 << nb[v, j]
+            pred[nb[v, j]] |= 1 << v
+        if succ[v] == 0:
+            sinks |= 1 << v
+    most = min(limit + 1, 1 << n)
+    out = np.empty(most, np.int64)
+    join = np.empty(most, np.int64)  # per set, the nodes that can join it
+    seen = np.zeros(1 << n, np.bool_)
+    out[0] = 0
+    join[0] = sinks
+    count = 1
+    start = 0
+    end = 1
+    while start < end:
+        for idx in range(start, end):
+            I = out[idx]
+            joinable = join[idx]
+            for v in range(n):
+                if not (joinable >> v) & 1:
+                    continue
+                J = I | (1 << v)
+                if seen[J]:
+                    continue
+                if count == limit:
+                    return out[:0]
+                seen[J] = True
+                grow = joinable & ~(1 << v)
+                for u in range(n):
+                    if (pred[v] >> u) & 1 and succ[u] & ~J == 0:
+                        grow |= 1 << u
+                out[count] = J
+                join[count] = grow
+                count += 1
+        order = np.argsort(out[end:count])
+        out[end:count] = out[end:count][order]
+        join[end:count] = join[end:count][order]
+        start = end
+        end = count
+    return out[:count].copy()
+
+
+@njit(cache=True)
+def kernel_inputs(n, nt, ints, floats, limit):
+    """:func:`pack_arrays` and :func:`successor_closed` in one call, from two flat arrays
+    (fewer conversions and calls, the fixed cost of a small solve): ``ints`` the option
+    counts per (node, t index), then per node its in-edge count, its degree, then the
+    neighbour positions; ``floats`` the options' p, then w, a, b, then the in-edges' and
+    the out-edges' sync bytes, then the edges' c. Returns (ideals, nopt, P, W, A, Bm, deg,
+    nb, term); ideals empty when there are more than ``limit``."""
+    k = n * nt
+    counts = ints[:k]
+    kin = ints[k : k + n]
+    deg = ints[k + n : k + 2 * n].copy()
+    nbf = ints[k + 2 * n :]
+    m = 0
+    n_in = 0
+    n_out = 0
+    for v in range(n):
+        mv = 0
+        for ti in range(nt):
+            mv += counts[v * nt + ti]
+        m += mv
+        n_in += mv * kin[v]
+        n_out += mv * (deg[v] - kin[v])
+    pwab = floats[: 4 * m].reshape(4, m)
+    sync_in = floats[4 * m : 4 * m + n_in]
+    sync_out = floats[4 * m + n_in : 4 * m + n_in + n_out]
+    csf = floats[4 * m + n_in + n_out :]
+    nopt, P, W, A, Bm, nb, term = pack_arrays(
+        nt, counts.max(), counts, pwab, sync_in, sync_out, nbf, csf, kin, deg
+    )
+    ideals = successor_closed(nb, kin, deg, limit)
+    return ideals, nopt, P, W, A, Bm, deg, nb, term

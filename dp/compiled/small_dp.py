@@ -5,14 +5,14 @@ options' p, w, a, b and cut-edge terms; the successor-closed sets), one call of
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 
 import numpy as np
 
 from dp.ideals import DEFAULT_MAX_IDEALS, enumerate_ideals
-from piper_ilp.cost import cut_edge_bytes
-from piper_ilp.errors import InputError, SizeLimitError
+from piper_ilp.errors import InputError, InternalError, SizeLimitError
 from piper_ilp.instance import Instance
 from piper_ilp.plan import Plan, Stage
 from piper_ilp.solution import Restrictions, Solution, Status, checked_solution
@@ -65,52 +65,52 @@ def kernel_arrays(inst: Instance, max_ideals: int = DEFAULT_MAX_IDEALS) -> tuple
         positions and per (node, t, option, neighbour) the cut-edge term 2 (c + sync)
         (only the first ``nopt`` options and ``deg`` neighbours are meaningful).
     """
+    from dp.compiled.kernel import kernel_inputs
+
     ids = inst.node_ids
-    pos = {v: i for i, v in enumerate(ids)}
     n = len(ids)
     tl = inst.t_values
     nt = len(tl)
-    rows = [[inst.node[v].options.get(t, ()) for t in tl] for v in ids]
-    counts = [len(opts) for row in rows for opts in row]
-    L = max(counts)
-    ins = [inst.in_edges[v] for v in ids]
-    outs = [inst.out_edges[v] for v in ids]
-    deg = [len(a) + len(b) for a, b in zip(ins, outs)]
-    D = max(1, max(deg))
-    # flat lists, made arrays once (numpy's conversion of nested lists is slow): per node
-    # its neighbours (the in-edges' sources, then the out-edges' targets) and their c; per
-    # (node, t, option) p, w, a, b and per neighbour the option's sync bytes; zeros pad
-    # (the kernel reads no padding; a missing option's terms are 2 c)
-    nb, cs, pwab, syncs = [], [], [], []
-    for a, b, k, row in zip(ins, outs, deg, rows):
-        pad = [0.0] * (D - k)
-        us_in = [u for u, _ in a]
-        us_out = [x for x, _ in b]
-        nb += map(pos.__getitem__, us_in)
-        nb += map(pos.__getitem__, us_out)
-        nb += [0] * (D - k)
-        cs += [c for _, c in a]
-        cs += [c for _, c in b]
-        cs += pad
-        for opts in row:
-            for opt in opts:
-                pwab += (opt.p, opt.w, opt.a, opt.b)
-                syncs += map(opt.sfw.__getitem__, us_in)
-                syncs += map(opt.sbw.__getitem__, us_out)
-                syncs += pad
-            missing = L - len(opts)
-            pwab += [0.0] * (4 * missing)
-            syncs += [0.0] * (D * missing)
-    P, W, A, Bm = np.array(pwab, np.float64).reshape(n, nt, L, 4).transpose(3, 0, 1, 2).copy()
-    nopt = np.array(counts, np.int64).reshape(n, nt)
-    term = cut_edge_bytes(
-        np.array(cs, np.float64).reshape(n, 1, 1, D),
-        np.array(syncs, np.float64).reshape(n, nt, L, D),
+    node = inst.node
+    ins, outs = inst.in_edges, inst.out_edges
+    slots = [node[v].options.get(t, ()) for v in ids for t in tl]
+    counts = list(map(len, slots))
+    flat = list(itertools.chain.from_iterable(slots))
+    # the options read once into flat lists (numpy's conversion of nested lists is slow),
+    # put in place by the kernel's kernel_inputs: per node its neighbours (the in-edges'
+    # sources, then the out-edges' targets) and their c, per option its p, w, a, b and per
+    # in-edge (out-edge) its sync bytes
+    nb, cs, sync_in, sync_out, kin, deg = [], [], [], [], [], []
+    for i, v in enumerate(ids):
+        a = ins[v]
+        b = outs[v]
+        group = slots[i * nt : (i + 1) * nt]
+        kin.append(len(a))
+        deg.append(len(a) + len(b))
+        if a:
+            us, c = zip(*a)
+            nb += us
+            cs += c
+            sync_in += [o.sfw[u] for opts in group for o in opts for u in us]
+        if b:
+            us, c = zip(*b)
+            nb += us
+            cs += c
+            sync_out += [o.sbw[x] for opts in group for o in opts for x in us]
+    pos = dict(zip(ids, range(n)))
+    ints = counts + kin + deg + list(map(pos.__getitem__, nb))
+    floats = [o.p for o in flat] + [o.w for o in flat] + [o.a for o in flat]
+    floats += [o.b for o in flat]
+    floats += sync_in
+    floats += sync_out
+    floats += cs
+    ideals, nopt, P, W, A, Bm, deg, nb, term = kernel_inputs(
+        n, nt, np.array(ints, np.int64), np.array(floats, np.float64), max_ideals
     )
+    if len(ideals) == 0:  # more than max_ideals: enumerate_ideals says how many
+        enumerate_ideals(inst, max_ideals)
+        raise InternalError("enumerate_ideals took a graph that successor_closed refused")
     tv = np.array(tl, np.int64)
-    deg = np.array(deg, np.int64)
-    nb = np.array(nb, np.int64).reshape(n, D)
-    ideals = np.array(enumerate_ideals(inst, max_ideals), np.int64)
     return ideals, n, tv, nopt, P, W, A, Bm, deg, nb, term
 
 
@@ -202,10 +202,9 @@ def solve_compiled(
         return checked_solution(instance, sol, restrictions=restrictions)
     K, N = inst.K, inst.N
     S = min(N, K)
-    dv = np.array(restrictions.d_values(instance), np.int64)
-    dv = dv[dv <= S]
+    dv = np.array([d for d in restrictions.d_values(instance) if d <= S], np.int64)
     arrays = kernel_arrays(inst)
-    budget = min(K, int(arrays[2].max()) * S)
+    budget = min(K, max(inst.t_values) * S)
     need = len(arrays[0]) * (S + 1) * (budget + 1) * 16
     if need > MAX_TABLE_BYTES:
         raise SizeLimitError(
@@ -215,7 +214,7 @@ def solve_compiled(
         )
     c1 = time.process_time()
     # the frontier buffers: every choice of the largest stage, or fewer (more when asked)
-    cap = min(math.prod(arrays[3].max(axis=1).tolist()), 1 << 14)
+    cap = min(math.prod(max(map(len, nd.options.values())) for nd in inst.nodes), 1 << 14)
     while True:
         T, rows, counts = _call(
             solve_kernel,
@@ -247,12 +246,13 @@ def solve_compiled(
         sol = Solution("dp-compiled", Status.INFEASIBLE, message="no plan fits", info=info)
     else:
         stages = []
+        node = inst.node
         for C, t, d, _y, code in rows.tolist():
-            nodes = tuple(ids[i] for i in range(len(ids)) if (C >> i) & 1)
+            members = [i for i in range(len(ids)) if (C >> i) & 1]
+            nodes = tuple(map(ids.__getitem__, members))
             opts = {
-                ids[i]: inst.node[ids[i]].options[t][(code >> (CODE_BITS * i)) & 15].id
-                for i in range(len(ids))
-                if (C >> i) & 1
+                v: node[v].options[t][(code >> (CODE_BITS * i)) & 15].id
+                for i, v in zip(members, nodes)
             }
             stages.append(Stage(nodes, d, t, opts))
         sol = Solution("dp-compiled", Status.OPTIMAL, plan=Plan(tuple(stages)), objective=T)
