@@ -28,7 +28,7 @@ from dp.stage_geometry import StageGeometry, bits, lowest_sink, set_words
 from dp.stage_queue import StageQueue
 from dp.table_arrays import distinct_rows, sorted_unique
 from dp.table_store import StageTables
-from piper_ilp.cost import cut_edge_bytes
+from piper_ilp.cost import cut_edge_bytes, resync_bytes, stage_tps
 from piper_ilp.errors import InternalError
 
 __all__ = [
@@ -588,16 +588,18 @@ class GreedyTables(StageQueue):
         cnt = np.where(need, u_cnt[inv], 0)
         mono = u_mono[inv]
         # the points go stage by stage, then d by d: point k of stage g at d index j
-        # is run first[rep of g, j] + k of the distinct stages'
+        # is run first[rep of g, j] + k of the distinct stages'; what depends on (g, j)
+        # only is made per (g, j) and repeated over its points
         flat = cnt.ravel()
-        gj = np.repeat(np.arange(G * D), flat)
-        within = np.arange(len(gj)) - np.repeat(np.cumsum(flat) - flat, flat)
-        g_pts, j_pts = np.divmod(gj, D)
-        take = u_first[inv[g_pts], j_pts] + within
-        del gj, within
-        cost = stage_tps_from_sums(E[g_pts], W[g_pts], P[take], ds[j_pts], self.N, self.B)
-        lo_all, hi_all = lo[take], hi[take]
-        return self._store_plain_rows(t, cnt, mono, cost, lo_all, hi_all)
+        take = np.repeat(u_first[inv].ravel() - (np.cumsum(flat) - flat), flat)
+        take += np.arange(len(take))
+        per_stage = cnt.sum(axis=1)
+        d_pts = np.repeat(np.tile(ds, G), flat)
+        resync = np.repeat(resync_bytes(W[:, None], ds[None, :], self.N).ravel(), flat)
+        E_pts = np.repeat(E, per_stage)
+        cost = stage_tps(E_pts, resync, P[take], d_pts, self.B)
+        del E_pts, resync, d_pts
+        return self._store_plain_rows(t, cnt, mono, cost, lo[take], hi[take])
 
     def _least_p(self, opt: np.ndarray, pos: np.ndarray, sizes: np.ndarray):
         """Per stage (nodes ``pos`` end to end, ``sizes`` each), the sum of its nodes'
